@@ -1,0 +1,5 @@
+import sys
+
+from moeplan.cli import main
+
+sys.exit(main())

@@ -1,0 +1,297 @@
+"""Readers for Hugging Face ``config.json`` files of MoE models.
+
+Key names and their meaning follow the transformers configuration classes of each model type
+(``DeepseekV3Config``, ``Qwen3MoeConfig``, ``Qwen3NextConfig``, ``MixtralConfig``, ``GptOssConfig``,
+``Glm4MoeConfig``). Conventions that trip calculators (see ../shared/models/README.md):
+- Mixtral and gpt-oss ``intermediate_size`` is the per-expert width;
+- Qwen3-MoE ``intermediate_size`` is unused when every layer is MoE;
+- DeepSeek/Kimi/GLM have ``num_hidden_layers - first_k_dense_replace`` MoE layers;
+- MLA models: ``head_dim`` (if present, added by transformers 5) is *not* the attention width.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from moeplan.errors import MoeplanError
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
+
+
+class _Cfg:
+    """Typed access to a config dict; every failure names the file and the key."""
+
+    def __init__(self, data: Mapping[str, Any], origin: str) -> None:
+        self.data = data
+        self.origin = origin
+
+    def _fail(self, key: str, why: str) -> MoeplanError:
+        return MoeplanError(f"{self.origin}: key '{key}' {why}")
+
+    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False) -> int:
+        if key not in self.data or self.data[key] is None:
+            if default is None:
+                raise self._fail(key, f"is missing (needed for model_type '{self.model_type}')")
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._fail(key, f"must be an integer, got {value!r}")
+        if value < 0 or (value == 0 and not allow_zero):
+            raise self._fail(key, f"must be {'>= 0' if allow_zero else 'positive'}, got {value}")
+        return value
+
+    def opt_int(self, key: str) -> int | None:
+        if self.data.get(key) in (None, 0):
+            return None
+        return self.int(key)
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self._fail(key, f"must be true or false, got {value!r}")
+        return value
+
+    def int_list(self, key: str) -> list[int]:
+        value = self.data.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+            raise self._fail(key, f"must be a list of integers, got {value!r}")
+        return value
+
+    def str_list(self, key: str) -> list[str] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._fail(key, f"must be a list of strings, got {value!r}")
+        return value
+
+    @property
+    def model_type(self) -> str:
+        return str(self.data.get("model_type"))
+
+
+def _mla_layers(c: _Cfg) -> tuple[Attention, DenseMLP, MoE]:
+    heads = c.int("num_attention_heads")
+    nope = c.int("qk_nope_head_dim")
+    rope = c.int("qk_rope_head_dim")
+    attn = Attention(
+        kind="mla",
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=nope + rope,
+        v_head_dim=c.int("v_head_dim"),
+        q_lora_rank=c.opt_int("q_lora_rank"),
+        kv_lora_rank=c.int("kv_lora_rank"),
+        qk_nope_head_dim=nope,
+        qk_rope_head_dim=rope,
+    )
+    moe_ffn = c.int("moe_intermediate_size")
+    moe = MoE(
+        num_experts=c.int("n_routed_experts"),
+        top_k=c.int("num_experts_per_tok"),
+        expert_ffn_hidden=moe_ffn,
+        shared_ffn_hidden=c.int("n_shared_experts", 0, allow_zero=True) * moe_ffn,
+    )
+    return attn, DenseMLP(c.int("intermediate_size")), moe
+
+
+def _first_k_dense(c: _Cfg, attn: Attention, dense: DenseMLP, moe: MoE) -> tuple[Layer, ...]:
+    """DeepSeek/GLM rule (modeling_deepseek.py): layer i is MoE when i >= first_k_dense_replace and
+    i % moe_layer_freq == 0."""
+    n = c.int("num_hidden_layers")
+    k = c.int("first_k_dense_replace", 0, allow_zero=True)
+    freq = c.int("moe_layer_freq", 1)
+    if k > n:
+        raise c._fail("first_k_dense_replace", f"({k}) exceeds num_hidden_layers ({n})")
+    dense_layer, moe_layer = Layer(attn, dense), Layer(attn, moe)
+    return tuple(moe_layer if (i >= k and i % freq == 0) else dense_layer for i in range(n))
+
+
+def _read_deepseek(c: _Cfg) -> dict[str, Any]:
+    attn, dense, moe = _mla_layers(c)
+    layers = _first_k_dense(c, attn, dense, moe)
+    mtp = c.int("num_nextn_predict_layers", 0, allow_zero=True)
+    return {"layers": layers, "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
+
+
+def _gqa(c: _Cfg, **extra: Any) -> Attention:
+    heads = c.int("num_attention_heads")
+    hidden = c.int("hidden_size")
+    head_dim = c.int("head_dim", hidden // heads)
+    return Attention(
+        kind="gqa",
+        num_heads=heads,
+        num_kv_heads=c.int("num_key_value_heads", heads),
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+        **extra,
+    )
+
+
+def _read_glm4_moe(c: _Cfg) -> dict[str, Any]:
+    attn = _gqa(c, qk_norm=c.bool("use_qk_norm", False), qkv_bias=c.bool("attention_bias", False))
+    moe_ffn = c.int("moe_intermediate_size")
+    moe = MoE(
+        num_experts=c.int("n_routed_experts"),
+        top_k=c.int("num_experts_per_tok"),
+        expert_ffn_hidden=moe_ffn,
+        shared_ffn_hidden=c.int("n_shared_experts", 0, allow_zero=True) * moe_ffn,
+    )
+    layers = _first_k_dense(c, attn, DenseMLP(c.int("intermediate_size")), moe)
+    mtp = c.int("num_nextn_predict_layers", 0, allow_zero=True)
+    return {"layers": layers, "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
+
+
+def _qwen_moe(c: _Cfg, shared_gate: bool) -> MoE:
+    return MoE(
+        num_experts=c.int("num_experts"),
+        top_k=c.int("num_experts_per_tok"),
+        expert_ffn_hidden=c.int("moe_intermediate_size"),
+        shared_ffn_hidden=c.int("shared_expert_intermediate_size", 0, allow_zero=True),
+        shared_gate=shared_gate and c.int("shared_expert_intermediate_size", 0, allow_zero=True) > 0,
+    )
+
+
+def _qwen_is_moe(c: _Cfg, i: int) -> bool:
+    """transformers Qwen3MoeDecoderLayer: sparse when not in mlp_only_layers and
+    (i + 1) % decoder_sparse_step == 0."""
+    step = c.int("decoder_sparse_step", 1)
+    return i not in set(c.int_list("mlp_only_layers")) and (i + 1) % step == 0
+
+
+def _read_qwen3_moe(c: _Cfg) -> dict[str, Any]:
+    attn = _gqa(c, qk_norm=True, qkv_bias=c.bool("attention_bias", False))
+    moe = _qwen_moe(c, shared_gate=False)
+    n = c.int("num_hidden_layers")
+    needs_dense = any(not _qwen_is_moe(c, i) for i in range(n))
+    dense = DenseMLP(c.int("intermediate_size")) if needs_dense else None
+    layers = tuple(Layer(attn, moe if _qwen_is_moe(c, i) else dense) for i in range(n))  # type: ignore[arg-type]
+    return {"layers": layers}
+
+
+def _layer_types(c: _Cfg, n: int, default_interval_key: str | None) -> list[str]:
+    types = c.str_list("layer_types")
+    if types is None:
+        if default_interval_key is None:
+            return ["full_attention"] * n
+        interval = c.int(default_interval_key)
+        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+    if len(types) != n:
+        raise c._fail("layer_types", f"has {len(types)} entries but num_hidden_layers is {n}")
+    return types
+
+
+def _read_qwen3_next(c: _Cfg) -> dict[str, Any]:
+    n = c.int("num_hidden_layers")
+    attn = _gqa(c, qk_norm=True, output_gate=True)
+    gdn = GatedDeltaNet(
+        num_key_heads=c.int("linear_num_key_heads"),
+        num_value_heads=c.int("linear_num_value_heads"),
+        key_head_dim=c.int("linear_key_head_dim"),
+        value_head_dim=c.int("linear_value_head_dim"),
+        conv_kernel=c.int("linear_conv_kernel_dim"),
+    )
+    moe = _qwen_moe(c, shared_gate=True)
+    dense = DenseMLP(c.int("intermediate_size"))
+    layers = []
+    for i, kind in enumerate(_layer_types(c, n, "full_attention_interval")):
+        if kind not in ("full_attention", "linear_attention"):
+            raise c._fail("layer_types", f"has unknown entry '{kind}'")
+        mixer = attn if kind == "full_attention" else gdn
+        layers.append(Layer(mixer, moe if _qwen_is_moe(c, i) else dense))
+    # The released checkpoints hold one MTP module (mtp.*) that no config key describes; count it
+    # only when the config says so (num_nextn_predict_layers / mtp_num_hidden_layers).
+    mtp = c.int("num_nextn_predict_layers", 0, allow_zero=True) or c.int(
+        "mtp_num_hidden_layers", 0, allow_zero=True
+    )
+    return {"layers": tuple(layers), "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
+
+
+def _read_mixtral(c: _Cfg) -> dict[str, Any]:
+    attn = _gqa(c, sliding_window=c.opt_int("sliding_window"))
+    moe = MoE(
+        num_experts=c.int("num_local_experts"),
+        top_k=c.int("num_experts_per_tok"),
+        expert_ffn_hidden=c.int("intermediate_size"),
+    )
+    return {"layers": tuple(Layer(attn, moe) for _ in range(c.int("num_hidden_layers")))}
+
+
+def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
+    n = c.int("num_hidden_layers")
+    bias = c.bool("attention_bias", True)
+    heads = c.int("num_attention_heads")
+    full = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads)
+    sliding = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads, sliding_window=c.int("sliding_window"))
+    top_k = c.int("num_experts_per_tok", c.int("experts_per_token", 0, allow_zero=True) or None)
+    moe = MoE(
+        num_experts=c.int("num_local_experts"),
+        top_k=top_k,
+        expert_ffn_hidden=c.int("intermediate_size"),
+        router_bias=True,
+        expert_bias=True,
+    )
+    layers = []
+    for kind in _layer_types(c, n, None):
+        if kind not in ("full_attention", "sliding_attention"):
+            raise c._fail("layer_types", f"has unknown entry '{kind}'")
+        layers.append(Layer(sliding if kind == "sliding_attention" else full, moe))
+    return {"layers": tuple(layers)}
+
+
+READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
+    "deepseek_v3": _read_deepseek,
+    "kimi_k2": _read_deepseek,
+    "deepseek_v2": _read_deepseek,
+    "qwen3_moe": _read_qwen3_moe,
+    "qwen3_next": _read_qwen3_next,
+    "mixtral": _read_mixtral,
+    "gpt_oss": _read_gpt_oss,
+    "glm4_moe": _read_glm4_moe,
+}
+
+
+def spec_from_dict(data: Mapping[str, Any], name: str, origin: str) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a parsed config.json (``origin`` names it in errors)."""
+    if not isinstance(data, Mapping):
+        raise MoeplanError(f"{origin}: expected a JSON object at the top level")
+    c = _Cfg(data, origin)
+    model_type = data.get("model_type")
+    if model_type not in READERS:
+        supported = ", ".join(sorted(READERS))
+        raise MoeplanError(f"{origin}: key 'model_type' is {model_type!r}; supported types: {supported}")
+    hidden, vocab = c.int("hidden_size"), c.int("vocab_size")
+    c.int("num_hidden_layers")
+    parts = READERS[str(model_type)](c)
+    notes = data.get("_notes") or ()
+    return ModelSpec(
+        name=name,
+        model_type=str(model_type),
+        hidden=hidden,
+        vocab=vocab,
+        tie_embeddings=c.bool("tie_word_embeddings", False),
+        source=str(data.get("_source", origin)),
+        notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
+        **parts,
+    )
+
+
+def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
+    """Read a Hugging Face config.json file. Raises :class:`MoeplanError` with one line on failure."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MoeplanError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise MoeplanError(f"{p}: not a UTF-8 text file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MoeplanError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    stem = p.parent.name if p.name == "config.json" else p.stem
+    return spec_from_dict(data, name or stem, str(p))

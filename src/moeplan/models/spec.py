@@ -1,0 +1,174 @@
+"""Architecture spec: what one MoE model is, layer by layer.
+
+Everything downstream (parameters, FLOPs, memory, time) reads these dataclasses and nothing else, so a
+model read from a Hugging Face ``config.json`` and one from the built-in catalog behave the same.
+Sizes are element counts (not bytes); widths are per layer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Literal
+
+AttentionKind = Literal["gqa", "mla"]
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Softmax attention: MHA/GQA (``num_kv_heads`` <= ``num_heads``) or DeepSeek MLA.
+
+    For GQA, ``head_dim`` is explicit and may differ from hidden/heads (Qwen3: 128 x 64 heads on a
+    4096 hidden). For MLA, ``head_dim`` is the query/key width ``qk_nope_head_dim + qk_rope_head_dim``
+    and ``v_head_dim`` the value width; the HF ``head_dim`` key is never used for MLA.
+    """
+
+    kind: AttentionKind
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, GLM-4.5)
+    output_gate: bool = False  # Qwen3-Next gated attention: q_proj also emits a sigmoid gate
+    qkv_bias: bool = False
+    o_bias: bool = False
+    sink_logits: int = 0  # gpt-oss learned attention sinks, one per head
+    sliding_window: int | None = None  # tokens a query attends to on a sliding-window layer
+    # MLA only
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kind == "mla"
+
+
+@dataclass(frozen=True)
+class GatedDeltaNet:
+    """Qwen3-Next linear attention (Gated DeltaNet): state per head is key_dim x value_dim, constant
+    in sequence length (Yang et al., "Gated Delta Networks", arXiv 2412.06464)."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_value_heads * self.value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels through the causal depthwise conv: q, k and v."""
+        return 2 * self.key_dim + self.value_dim
+
+
+Mixer = Attention | GatedDeltaNet
+
+
+@dataclass(frozen=True)
+class DenseMLP:
+    ffn_hidden: int
+    gated: bool = True  # SwiGLU: gate and up projections
+
+
+@dataclass(frozen=True)
+class MoE:
+    num_experts: int
+    top_k: int
+    expert_ffn_hidden: int
+    shared_ffn_hidden: int = 0  # total width of the shared expert(s); 0 = none
+    shared_gate: bool = False  # Qwen3-Next: sigmoid gate (hidden -> 1) on the shared expert
+    router_bias: bool = False  # gpt-oss router has a bias (learned parameter)
+    expert_bias: bool = False  # gpt-oss experts have biases
+    gated: bool = True
+
+    @property
+    def has_shared(self) -> bool:
+        return self.shared_ffn_hidden > 0
+
+
+MLP = DenseMLP | MoE
+
+
+@dataclass(frozen=True)
+class Layer:
+    mixer: Mixer
+    mlp: MLP
+
+    @property
+    def is_moe(self) -> bool:
+        return isinstance(self.mlp, MoE)
+
+    @property
+    def is_linear_attention(self) -> bool:
+        return isinstance(self.mixer, GatedDeltaNet)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only MoE language model."""
+
+    name: str
+    model_type: str
+    hidden: int
+    vocab: int
+    layers: tuple[Layer, ...]
+    tie_embeddings: bool = False
+    mtp_layers: int = 0  # DeepSeek-V3/GLM multi-token prediction modules after the main stack
+    mtp_layer: Layer | None = None
+    source: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(1 for layer in self.layers if layer.is_moe)
+
+    @property
+    def dense_layers(self) -> int:
+        return self.num_layers - self.moe_layers
+
+    def layer_groups(self) -> list[tuple[Layer, int]]:
+        """Distinct layers with their counts (cheap per-layer caching downstream)."""
+        return list(Counter(self.layers).items())
+
+    @property
+    def first_moe(self) -> MoE | None:
+        for layer in self.layers:
+            if isinstance(layer.mlp, MoE):
+                return layer.mlp
+        return None
+
+    @property
+    def first_attention(self) -> Attention | None:
+        for layer in self.layers:
+            if isinstance(layer.mixer, Attention):
+                return layer.mixer
+        return None
+
+    @property
+    def num_experts(self) -> int:
+        moe = self.first_moe
+        return moe.num_experts if moe else 0
+
+    @property
+    def architecture(self) -> str:
+        """Family for layout and dispatcher advice: 'mla' (DeepSeek-V3 style), 'hybrid-gdn'
+        (Qwen3-Next), 'gqa-moe' (Qwen3, Mixtral, gpt-oss, GLM)."""
+        if any(layer.is_linear_attention for layer in self.layers):
+            return "hybrid-gdn"
+        attn = self.first_attention
+        if attn is not None and attn.is_mla:
+            return "mla"
+        return "gqa-moe"

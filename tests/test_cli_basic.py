@@ -1,0 +1,89 @@
+"""CLI: models, params, and one-line errors with exit code 2 for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from moeplan.cli import main
+
+from .conftest import MODELS_DIR
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_models_lists_catalog(capsys):
+    code, out, _ = run_cli(capsys, "models", "--json")
+    names = {r["name"] for r in json.loads(out)}
+    assert code == 0
+    assert {"deepseek-v3", "kimi-k2", "qwen3-235b-a22b", "qwen3-30b-a3b", "qwen3-next-80b-a3b",
+            "gpt-oss-120b", "mixtral-8x7b", "glm-4.5"} <= names
+
+
+def test_params_json_keys_and_values(capsys):
+    code, out, _ = run_cli(capsys, "params", "deepseek-v3", "--seq-len", "4k", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert {"total_params", "active_params", "flops_per_token", "breakdown"} <= data.keys()
+    assert data["breakdown"]["mtp"] == 11_610_067_968
+    assert data["active_params"] == 37_552_282_624
+    assert data["flops_per_token"] == pytest.approx(2.6e11, rel=0.01)
+
+
+def test_params_from_config_path(capsys):
+    code, out, _ = run_cli(capsys, "params", str(MODELS_DIR / "qwen3-30b-a3b.json"), "--json")
+    assert code == 0 and json.loads(out)["total_params"] == 30_532_122_624
+
+
+def test_params_table(capsys):
+    code, out, _ = run_cli(capsys, "params", "qwen3-next-80b-a3b")
+    assert code == 0 and "linear_attention" in out and "routed_experts" in out
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ('{"model_type": "qwen3_moe", "hidden_size": 20', "malformed JSON"),
+        ('{"model_type": "qwen3_moe", "hidden_size": -4}', "'hidden_size' must be positive"),
+        ('{"model_type": "llama", "hidden_size": 4}', "supported types"),
+        ('[1, 2]', "JSON object"),
+    ],
+)
+def test_bad_config_is_one_line_exit_2(tmp_path, capsys, content, needle):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    code, out, err = run_cli(capsys, "params", str(path))
+    assert code == 2 and out == ""
+    assert needle in err and str(path) in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_missing_key_names_file_key_and_types(tmp_path, capsys):
+    cfg = json.loads((MODELS_DIR / "qwen3-30b-a3b.json").read_text())
+    cfg["num_hidden_layers"] = 0
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(cfg))
+    code, _, err = run_cli(capsys, "params", str(path))
+    assert code == 2 and "m.json" in err and "'num_hidden_layers' must be positive" in err
+    cfg["num_hidden_layers"] = 48
+    del cfg["num_experts"]
+    path.write_text(json.dumps(cfg))
+    code, _, err = run_cli(capsys, "params", str(path))
+    assert code == 2 and "'num_experts' is missing" in err and "qwen3_moe" in err
+
+
+def test_unknown_model_is_exit_2(capsys):
+    code, out, err = run_cli(capsys, "params", "no-such-model")
+    assert code == 2 and out == "" and "unknown model 'no-such-model'" in err
+
+
+def test_console_script_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "moeplan", "params", "nope"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1

@@ -1,0 +1,61 @@
+"""FLOPs per token: Megatron-Core's convention, checked against published runs."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from moeplan.flops import flops_per_token, padded_vocab
+from moeplan.models import load_model, read_config
+
+from .conftest import MODELS_DIR, REFERENCE_DIR
+
+
+def _rows():
+    with open(REFERENCE_DIR / "published_runs.csv", newline="", encoding="utf-8") as fh:
+        return [r for r in csv.DictReader(fh) if r["tokens_per_s_per_gpu"] and r["tflops_per_gpu"]]
+
+
+@pytest.mark.parametrize("row", _rows(), ids=lambda r: f"{r['model']}-{r['system']}-{r['gpus']}")
+def test_flops_per_token_matches_published_ratio(row):
+    """tflops_per_gpu / tokens_per_s_per_gpu is Megatron's FLOPs per token: within 2%."""
+    published = float(row["tflops_per_gpu"]) * 1e12 / float(row["tokens_per_s_per_gpu"])
+    spec = read_config(MODELS_DIR / f"{row['model']}.json")
+    ours = flops_per_token(spec, int(row["seq_len"]), tp=int(row["tp"])).total_flops
+    assert ours == pytest.approx(published, rel=0.02)
+
+
+def test_attention_term_linear_in_seq_len_gemm_constant():
+    spec = load_model("qwen3-235b-a22b")
+    f1, f2, f4 = (flops_per_token(spec, s) for s in (8192, 16384, 32768))
+    assert f1.gemm_flops == f2.gemm_flops == f4.gemm_flops
+    assert f2.attention_flops == pytest.approx(2 * f1.attention_flops)
+    assert f4.attention_flops == pytest.approx(4 * f1.attention_flops)
+    # and the attention share grows with S
+    assert f1.attention_share < f2.attention_share < f4.attention_share
+
+
+def test_gated_deltanet_cost_per_token_constant_in_seq_len():
+    spec = load_model("qwen3-next-80b-a3b")
+    a, b = flops_per_token(spec, 4096), flops_per_token(spec, 262144)
+    assert a.linear_attention_flops > 0
+    assert a.linear_attention_flops == b.linear_attention_flops
+    # only the 12 full-attention layers grow with S
+    per_full_layer = (b.attention_flops - a.attention_flops) / 12
+    assert per_full_layer == pytest.approx(3 * 2 * 2 * 16 * 256 * (262144 - 4096) / 2)
+
+
+def test_sliding_window_layers_do_not_grow_past_the_window():
+    spec = load_model("gpt-oss-120b")
+    a, b = flops_per_token(spec, 8192), flops_per_token(spec, 16384)
+    full_layers = 18
+    q = 64 * 64
+    growth = 3 * 2 * 2 * q * (16384 - 8192) / 2 * full_layers
+    assert b.attention_flops - a.attention_flops == pytest.approx(growth)
+
+
+def test_padded_vocab():
+    assert padded_vocab(151936, 1) == 151936
+    assert padded_vocab(151936, 2) == 152064
+    assert padded_vocab(129280, 8) == 130048
