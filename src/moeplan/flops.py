@@ -82,13 +82,14 @@ def _attention_fwd(a: Attention, hidden: int, seq_len: int) -> tuple[float, floa
 def _gdn_fwd(g: GatedDeltaNet, hidden: int) -> tuple[float, float]:
     """(projection, core) forward FLOPs per token of a Gated DeltaNet layer.
 
-    Core: depthwise causal conv (2 x channels x kernel) and the delta-rule recurrence, whose state
-    S (d_k x d_v per value head) is read for the output (q^T S), read for the prediction (k^T S) and
-    rank-1 updated: 3 products of 2 x d_k x d_v FLOPs per head per token (Yang et al., arXiv
-    2412.06464, eq. 4); chunked kernels reorder but do not change this order of work.
+    Core: depthwise causal conv (2 x channels x kernel) and the chunked delta rule, which Megatron
+    counts as 4 state-sized products per value head per token (2 x 4 x n_v x d_k x d_v forward;
+    megatron/training/training.py, gated-delta-net branch of ``num_floating_point_operations``,
+    core_r0.16+). The state is d_k x d_v per head (Yang et al., arXiv 2412.06464), so the cost per
+    token does not depend on sequence length.
     """
     proj = 2 * hidden * (2 * g.key_dim + 2 * g.value_dim + 2 * g.num_value_heads) + 2 * g.value_dim * hidden
-    core = 2 * g.conv_dim * g.conv_kernel + 3 * 2 * g.num_value_heads * g.key_head_dim * g.value_head_dim
+    core = 2 * g.conv_dim * g.conv_kernel + 2 * 4 * g.num_value_heads * g.key_head_dim * g.value_head_dim
     return proj, core
 
 

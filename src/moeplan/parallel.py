@@ -1,0 +1,288 @@
+"""The parallel layout (TP, PP, VPP, CP, EP, ETP, DP; MBS, GBS) and its validity rules.
+
+Megatron-Core's MoE parallel folding (megatron/core/parallel_state.py ``initialize_model_parallel``;
+Liu et al., "MoE Parallel Folding", arXiv 2504.14960): attention and dense layers use
+``world = TP x CP x PP x DP`` while expert layers use ``world = ETP x EP x EDP x PP``. Both must equal
+the GPU count; EP may span the CP and DP groups of the attention layout.
+
+Pipeline stages follow ``pipeline_model_parallel_layout`` (megatron/core/transformer/
+pipeline_parallel_layer_layout.py): ``E`` embedding, ``t`` decoder layer, ``m`` MTP module, ``L``
+loss, ``|`` between stages, ``x*n`` and ``(...)*n`` repeat. There are PP x VPP stages; stage i lives on
+pipeline rank ``i % PP`` as virtual chunk ``i // PP``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from moeplan.errors import MoeplanError
+from moeplan.models.spec import Attention, GatedDeltaNet, ModelSpec
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One virtual pipeline stage: which decoder layers (indices) and extras it holds."""
+
+    layers: tuple[int, ...]
+    embedding: bool = False
+    mtp: int = 0
+    loss: bool = False
+
+    def token(self) -> str:
+        return ("E" if self.embedding else "") + "t" * len(self.layers) + "m" * self.mtp + ("L" if self.loss else "")
+
+
+# Stage weights for the default balanced split, in decoder-layer equivalents. Megatron Bridge's
+# ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split`` count the
+# embedding and the loss as one layer each; DeepSeek-V3 recipes give an MTP module about two layers
+# (layout "Et|(tt|)*30mL" for PP8 x VPP4; Bridge perf_recipes/deepseek).
+EMBEDDING_LAYER_WEIGHT = 1.0
+LOSS_LAYER_WEIGHT = 1.0
+MTP_LAYER_WEIGHT = 2.0
+
+
+def balanced_stages(num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ...]:
+    """Split layers over ``n_stages`` so that each stage's load (layers + embedding/loss/MTP weight)
+    is as even as possible (largest-remainder rounding); embedding first, MTP and loss last."""
+    if n_stages == 1:
+        return (Stage(tuple(range(num_layers)), True, mtp, True),)
+    overhead = [0.0] * n_stages
+    overhead[0] += EMBEDDING_LAYER_WEIGHT
+    overhead[-1] += LOSS_LAYER_WEIGHT + MTP_LAYER_WEIGHT * mtp
+    target = (num_layers + sum(overhead)) / n_stages
+    want = [max(0.0, target - o) for o in overhead]
+    scale = num_layers / sum(want) if sum(want) > 0 else 0.0
+    want = [w * scale for w in want]
+    counts = [math.floor(w) for w in want]
+    order = sorted(range(n_stages), key=lambda i: (-(want[i] - counts[i]), i))
+    for i in order[: num_layers - sum(counts)]:
+        counts[i] += 1
+    stages, start = [], 0
+    for i, c in enumerate(counts):
+        stages.append(Stage(tuple(range(start, start + c)), i == 0, mtp if i == n_stages - 1 else 0, i == n_stages - 1))
+        start += c
+    return tuple(stages)
+
+
+def even_stages(num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ...] | None:
+    """Megatron's default split (no layout string): equal layer counts, or None when uneven."""
+    if num_layers % n_stages:
+        return None
+    k = num_layers // n_stages
+    return tuple(
+        Stage(tuple(range(i * k, (i + 1) * k)), i == 0, mtp if i == n_stages - 1 else 0, i == n_stages - 1)
+        for i in range(n_stages)
+    )
+
+
+_REPEAT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
+_REPEAT_CHAR = re.compile(r"([EtmL])\*(\d+)")
+
+
+def parse_layout(layout: str, num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ...]:
+    """Parse a Megatron ``pipeline_model_parallel_layout`` string into stages."""
+    text = layout.replace(" ", "").replace(",", "")
+    for _ in range(10):  # unroll nested (...)*n
+        new = _REPEAT_GROUP.sub(lambda m: m.group(1) * int(m.group(2)), text)
+        if new == text:
+            break
+        text = new
+    text = _REPEAT_CHAR.sub(lambda m: m.group(1) * int(m.group(2)), text)
+    if not re.fullmatch(r"[EtmL|]*", text):
+        raise MoeplanError(f"pipeline layout '{layout}': only E, t, m, L, |, (..)*n and x*n are allowed")
+    parts = text.split("|")
+    if parts and parts[-1] == "":
+        parts = parts[:-1]
+    if len(parts) != n_stages:
+        raise MoeplanError(f"pipeline layout '{layout}' has {len(parts)} stages but PP x VPP = {n_stages}")
+    stages, start = [], 0
+    for p in parts:
+        n = p.count("t")
+        stages.append(Stage(tuple(range(start, start + n)), "E" in p, p.count("m"), "L" in p))
+        start += n
+    if start != num_layers:
+        raise MoeplanError(f"pipeline layout '{layout}' places {start} decoder layers; the model has {num_layers}")
+    if sum(s.mtp for s in stages) != mtp:
+        raise MoeplanError(f"pipeline layout '{layout}' places {sum(s.mtp for s in stages)} MTP modules; the model has {mtp}")
+    if not stages[0].embedding or not stages[-1].loss:
+        raise MoeplanError(f"pipeline layout '{layout}': E must be in the first stage and L in the last")
+    return tuple(stages)
+
+
+def format_layout(stages: tuple[Stage, ...]) -> str:
+    """Compact layout string with run-length groups, e.g. 'Et|(tt|)*30mL'."""
+    tokens = [s.token() for s in stages]
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        j = i
+        while j + 1 < len(tokens) and tokens[j + 1] == tokens[i]:
+            j += 1
+        run = j - i + 1
+        tok = tokens[i]
+        short = re.sub(r"t{3,}", lambda m: f"t*{len(m.group(0))}", tok)
+        if run >= 2 and i > 0 and j < len(tokens) - 1:
+            out.append(f"({short}|)*{run}")
+        else:
+            out.extend(f"{short}|" for _ in range(run))
+        i = j + 1
+    text = "".join(out)
+    return text[:-1] if text.endswith("|") else text
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """A parallel layout on ``gpus`` GPUs. DP and EDP are derived (folding)."""
+
+    gpus: int
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int = 1
+    pipeline_layout: str | None = None
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.cp * self.pp)
+
+    @property
+    def edp(self) -> int:
+        return self.gpus // (self.etp * self.ep * self.pp)
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """Megatron Bridge turns sequence parallel on with TP > 1 for MoE (required with EP and TP)."""
+        return self.tp > 1
+
+    def as_dict(self) -> dict[str, int]:
+        return {"tp": self.tp, "pp": self.pp, "vpp": self.vpp, "cp": self.cp, "ep": self.ep, "etp": self.etp,
+                "dp": self.dp, "edp": self.edp}
+
+    def short(self) -> str:
+        s = f"TP{self.tp} PP{self.pp}"
+        if self.vpp > 1:
+            s += f" VPP{self.vpp}"
+        s += f" CP{self.cp} EP{self.ep}"
+        if self.etp > 1:
+            s += f" ETP{self.etp}"
+        return s + f" DP{self.dp}"
+
+
+@dataclass(frozen=True)
+class Batch:
+    seq_len: int
+    gbs: int  # global batch size, sequences
+    mbs: int = 1  # micro-batch size, sequences
+
+    def microbatches(self, dp: int) -> int:
+        """Gradient-accumulation steps per iteration: GBS / (MBS x DP)."""
+        return self.gbs // (self.mbs * dp)
+
+
+@dataclass(frozen=True)
+class LayoutCheck:
+    rule: str
+    reason: str
+
+
+def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None) -> list[LayoutCheck]:
+    """Every rule the layout breaks, each with a one-line reason (empty list = valid)."""
+    bad: list[LayoutCheck] = []
+
+    def fail(rule: str, reason: str) -> None:
+        bad.append(LayoutCheck(rule, reason))
+
+    for name in ("tp", "pp", "vpp", "cp", "ep", "etp"):
+        if getattr(par, name) < 1:
+            fail("positive", f"{name.upper()} must be >= 1, got {getattr(par, name)}")
+    if bad:
+        return bad
+    attn_fold = par.tp * par.cp * par.pp
+    if par.gpus % attn_fold:
+        fail("attention-folding", f"TP x CP x PP = {par.tp}x{par.cp}x{par.pp} = {attn_fold} does not divide {par.gpus} GPUs "
+             "(attention folding needs TP x CP x PP x DP = GPUs)")
+    exp_fold = par.etp * par.ep * par.pp
+    if spec.moe_layers and par.gpus % exp_fold:
+        fail("expert-folding", f"ETP x EP x PP = {par.etp}x{par.ep}x{par.pp} = {exp_fold} does not divide {par.gpus} GPUs "
+             "(expert folding needs ETP x EP x EDP x PP = GPUs)")
+    for layer in {layer.mixer for layer in spec.layers}:
+        if isinstance(layer, Attention):
+            if layer.num_heads % par.tp:
+                fail("heads-tp", f"{layer.num_heads} attention heads are not divisible by TP {par.tp}")
+            if not layer.is_mla and layer.num_kv_heads % par.tp:
+                fail("query-groups-tp", f"{layer.num_kv_heads} query groups (KV heads) are not divisible by TP {par.tp}")
+        elif isinstance(layer, GatedDeltaNet):
+            if layer.num_key_heads % par.tp or layer.num_value_heads % par.tp:
+                fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "
+                     f"are not divisible by TP {par.tp}")
+    moe = spec.first_moe
+    if moe is None and par.ep > 1:
+        fail("experts-ep", f"EP {par.ep} needs an MoE model")
+    if moe is not None and moe.num_experts % par.ep:
+        fail("experts-ep", f"{moe.num_experts} experts are not divisible by EP {par.ep}")
+    if moe is not None and moe.expert_ffn_hidden % par.etp:
+        fail("experts-etp", f"expert FFN width {moe.expert_ffn_hidden} is not divisible by ETP {par.etp}")
+    if par.vpp > 1 and par.pp == 1:
+        fail("vpp-needs-pp", f"VPP {par.vpp} needs PP > 1")
+    n_stages = par.pp * par.vpp
+    if par.pipeline_layout:
+        try:
+            parse_layout(par.pipeline_layout, spec.num_layers, spec.mtp_layers, n_stages)
+        except MoeplanError as exc:
+            fail("pipeline-layout", str(exc))
+    elif n_stages > spec.num_layers:
+        fail("layers-pp", f"{spec.num_layers} layers cannot fill PP x VPP = {n_stages} stages")
+    if batch is not None:
+        if batch.seq_len <= 0 or batch.gbs <= 0 or batch.mbs <= 0:
+            fail("batch", "sequence length, GBS and MBS must be positive")
+            return bad
+        if par.cp > 1 and batch.seq_len % (2 * par.cp * par.tp):
+            fail("seq-cp", f"seq_len {batch.seq_len} is not divisible by 2 x CP x TP = {2 * par.cp * par.tp} "
+                 "(load-balanced causal context parallel)")
+        elif par.tp > 1 and batch.seq_len % par.tp:
+            fail("seq-tp", f"seq_len {batch.seq_len} is not divisible by TP {par.tp} (sequence parallel)")
+        if par.dp >= 1 and not bad and batch.gbs % (batch.mbs * par.dp):
+            fail("gbs", f"GBS {batch.gbs} is not divisible by MBS x DP = {batch.mbs}x{par.dp} = {batch.mbs * par.dp}")
+    return bad
+
+
+def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None) -> None:
+    """Raise :class:`MoeplanError` naming the first broken rule."""
+    bad = check_layout(spec, par, batch)
+    if bad:
+        raise MoeplanError(f"invalid layout {par.short() if par.dp else ''}: {bad[0].reason}".replace("  ", " "))
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Stages of a layout and what each pipeline rank holds."""
+
+    stages: tuple[Stage, ...]
+    pp: int
+    vpp: int
+    explicit: bool = field(default=False)  # whether a layout string must be exported
+
+    @cached_property
+    def rank_stages(self) -> tuple[tuple[Stage, ...], ...]:
+        """Virtual stages held by each pipeline rank (stage i -> rank i % PP)."""
+        return tuple(tuple(self.stages[v * self.pp + r] for v in range(self.vpp)) for r in range(self.pp))
+
+    def layout_string(self) -> str:
+        return format_layout(self.stages)
+
+
+def build_pipeline(spec: ModelSpec, par: Parallel) -> Pipeline:
+    """Stages from the explicit layout string, Megatron's even split, or a balanced split."""
+    n = par.pp * par.vpp
+    if par.pipeline_layout:
+        return Pipeline(parse_layout(par.pipeline_layout, spec.num_layers, spec.mtp_layers, n), par.pp, par.vpp, True)
+    if spec.mtp_layers == 0:
+        even = even_stages(spec.num_layers, 0, n)
+        if even is not None:
+            return Pipeline(even, par.pp, par.vpp, False)
+    return Pipeline(balanced_stages(spec.num_layers, spec.mtp_layers, n), par.pp, par.vpp, n > 1)
