@@ -1,0 +1,185 @@
+"""Activation tensors saved for backward, per token, module by module.
+
+The tally follows Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
+(arXiv 2205.05198, section 4 and Table 2; also megatron/training/theoretical_memory_usage.py), with
+flash attention (no s x s matrix: q, k, v, output and fp32 softmax statistics are kept), no dropout,
+sequence parallel (every tensor divided by TP), and Megatron-Core's memory-efficient token
+permutation (routing probabilities applied inside the expert activation, so the expert FC2 output
+is not kept; megatron/core/transformer/moe/README.md). Each tensor names the Megatron-Core
+``recompute_modules`` labels that stop keeping it and the ``offload_modules`` label that moves it to
+the host. Sizes are elements; ``scope`` says what they multiply:
+- ``token``: per token of the attention layout (mbs x seq / (CP x TP) per GPU);
+- ``row``: per routed (token, expert) row on the expert layout; ``ffn_split`` marks FFN-wide tensors
+  that ETP divides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE
+
+BF16_BYTES = 2
+FP32_BYTES = 4
+FP8_BYTES = 1
+MXFP8_SCALE_BYTES_PER_ELEM = 1 / 32  # one e8m0 scale per 32 elements (OCP MX spec v1.0)
+GDN_CHUNK_TOKENS = 64  # chunk size of the chunked gated delta rule kernels (fla-org, chunk_gated_delta_rule)
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    name: str
+    elems: float
+    scope: Literal["token", "row"] = "token"
+    elem_bytes: float = BF16_BYTES
+    gemm_input: bool = False  # kept in FP8 (plus scales for MXFP8) when training in FP8
+    dropped_by: frozenset[str] = frozenset()
+    offload: str | None = None
+    ffn_split: bool = False  # FFN-wide expert tensor: divided by ETP
+
+    def nbytes(self, fp8: str | None) -> float:
+        """Bytes per element-unit; ``fp8`` is None (bf16), 'fp8' or 'mxfp8'."""
+        if self.gemm_input and fp8:
+            per = FP8_BYTES + (MXFP8_SCALE_BYTES_PER_ELEM if fp8 == "mxfp8" else 0.0)
+            return self.elems * per
+        return self.elems * self.elem_bytes
+
+
+def _f(*labels: str) -> frozenset[str]:
+    return frozenset(labels)
+
+
+def _norm(prefix: str, h: int, offload: str) -> list[SavedTensor]:
+    """RMSNorm: keeps its input (the residual stream) and, unless 'layernorm' is recomputed (output
+    discarded, rebuilt in backward), its output, which is the next GEMM's input."""
+    return [
+        SavedTensor(f"{prefix}_norm_in", h, offload=offload),
+        SavedTensor(f"{prefix}_norm_out", h, gemm_input=True, dropped_by=_f("layernorm"),
+                    offload="qkv_linear" if prefix == "attn" else None),
+    ]
+
+
+def _attention(a: Attention, h: int) -> list[SavedTensor]:
+    out = _norm("attn", h, "attn_norm")
+    if a.is_mla:
+        n = a.num_heads
+        q_lat = a.q_lora_rank or 0
+        # Down projections (latents) and their norms; q_b/kv_b (up) inputs.
+        out.append(SavedTensor("mla_q_latent", 2 * q_lat, gemm_input=True))
+        out.append(SavedTensor("mla_kv_latent", a.kv_lora_rank + a.qk_rope_head_dim + a.kv_lora_rank, gemm_input=True))
+        # Up projections + RoPE outputs: q and k of width nope+rope per head. 'mla_up_proj' discards
+        # them and rebuilds them in backward (MLA up projection and RoPE application).
+        out.append(SavedTensor("mla_qk", 2 * n * a.head_dim, dropped_by=_f("mla_up_proj"), offload="core_attn"))
+        out.append(SavedTensor("mla_v", n * a.v_head_dim, offload="core_attn"))
+        out.append(SavedTensor("attn_softmax_stats", n, elem_bytes=FP32_BYTES, dropped_by=_f("core_attn")))
+        out.append(SavedTensor("attn_out", n * a.v_head_dim, gemm_input=True, offload="attn_proj"))
+        return out
+    q = a.num_heads * a.head_dim
+    kv = a.num_kv_heads * a.head_dim
+    if a.qk_norm:  # q_norm/k_norm keep their inputs (the q, k projections)
+        out.append(SavedTensor("qk_norm_in", q + kv))
+    out.append(SavedTensor("qkv", q + 2 * kv, offload="core_attn"))
+    out.append(SavedTensor("attn_softmax_stats", a.num_heads, elem_bytes=FP32_BYTES, dropped_by=_f("core_attn")))
+    out.append(SavedTensor("attn_out", q, gemm_input=not a.output_gate, offload="attn_proj"))
+    if a.output_gate:  # sigmoid gate input and the gated output (the o_proj input)
+        out.append(SavedTensor("attn_gate", q))
+        out.append(SavedTensor("attn_gated_out", q, gemm_input=True))
+    return out
+
+
+def _gdn(g: GatedDeltaNet, h: int) -> list[SavedTensor]:
+    out = _norm("attn", h, "attn_norm")
+    proj = 2 * g.key_dim + 2 * g.value_dim + 2 * g.num_value_heads  # qkvz + ba
+    out.append(SavedTensor("gdn_in_proj_out", proj))
+    out.append(SavedTensor("gdn_conv_out", g.conv_dim))
+    out.append(SavedTensor("gdn_qk_l2norm", 2 * g.key_dim))
+    # fp32 chunk-local intra-chunk matrices (one GDN_CHUNK_TOKENS row per value head per token)
+    out.append(SavedTensor("gdn_chunk_aux", g.num_value_heads * GDN_CHUNK_TOKENS, elem_bytes=FP32_BYTES))
+    out.append(SavedTensor("gdn_core_out", g.value_dim))
+    out.append(SavedTensor("gdn_norm_out", g.value_dim, gemm_input=True, dropped_by=_f("gdn_norm_out")))
+    return out
+
+
+def _dense_mlp(m: DenseMLP, h: int) -> list[SavedTensor]:
+    out = _norm("mlp", h, "mlp_norm")
+    fc1 = m.ffn_hidden * (2 if m.gated else 1)
+    out.append(SavedTensor("mlp_fc1_out", fc1, dropped_by=_f("mlp")))
+    out.append(SavedTensor("mlp_act_out", m.ffn_hidden, gemm_input=True, dropped_by=_f("mlp")))
+    return out
+
+
+def _moe(m: MoE, h: int) -> list[SavedTensor]:
+    out = _norm("mlp", h, "mlp_norm")
+    moe = _f("moe")
+    # Router: fp32 logits and scores (sigmoid/softmax) over all experts.
+    out.append(SavedTensor("router_scores", 2 * m.num_experts, elem_bytes=FP32_BYTES, dropped_by=moe))
+    fc1 = m.expert_ffn_hidden * (2 if m.gated else 1)
+    out.append(SavedTensor("expert_fc1_in", h, scope="row", gemm_input=True, dropped_by=moe, offload="expert_fc1"))
+    out.append(SavedTensor("expert_probs", 1, scope="row", elem_bytes=FP32_BYTES, dropped_by=moe))
+    out.append(SavedTensor("expert_fc1_out", fc1, scope="row", dropped_by=moe, offload="moe_act", ffn_split=True))
+    out.append(SavedTensor("expert_act_out", m.expert_ffn_hidden, scope="row", gemm_input=True,
+                           dropped_by=_f("moe", "moe_act"), ffn_split=True))
+    if m.has_shared:
+        drop = _f("moe", "shared_experts")
+        sfc1 = m.shared_ffn_hidden * (2 if m.gated else 1)
+        out.append(SavedTensor("shared_fc1_out", sfc1, dropped_by=drop))
+        out.append(SavedTensor("shared_act_out", m.shared_ffn_hidden, gemm_input=True, dropped_by=drop))
+    return out
+
+
+@lru_cache(maxsize=256)
+def layer_tensors(layer: Layer, hidden: int) -> tuple[SavedTensor, ...]:
+    """Every tensor one layer keeps for backward when nothing is recomputed or offloaded."""
+    mixer = _gdn(layer.mixer, hidden) if isinstance(layer.mixer, GatedDeltaNet) else _attention(layer.mixer, hidden)
+    mlp = _dense_mlp(layer.mlp, hidden) if isinstance(layer.mlp, DenseMLP) else _moe(layer.mlp, hidden)
+    return tuple(mixer + mlp)
+
+
+@dataclass(frozen=True)
+class LayerActivation:
+    """Saved bytes of one layer: per attention-layout token (already x 1, divide by TP x CP outside)
+    and per routed row; plus what offloading moved to the host."""
+
+    token_bytes: float
+    row_bytes: float
+    row_ffn_bytes: float  # part of row_bytes divided by ETP
+    offloaded_token_bytes: float
+    offloaded_row_bytes: float
+
+
+@lru_cache(maxsize=8192)
+def layer_activation(
+    layer: Layer,
+    hidden: int,
+    recompute: frozenset[str],
+    offload: frozenset[str],
+    fp8: str | None,
+) -> LayerActivation:
+    """Bytes one layer keeps per token / per routed row under selective recompute ``recompute`` and
+    fine-grained offloading ``offload``. Megatron-Core constraint: offloading moe_act/expert_fc1 is
+    not done when 'moe' is recomputed (nothing of it is kept)."""
+    tok = row = row_ffn = off_tok = off_row = 0.0
+    for t in layer_tensors(layer, hidden):
+        if t.dropped_by & recompute:
+            continue
+        b = t.nbytes(fp8)
+        if t.offload and t.offload in offload:
+            if t.scope == "row":
+                off_row += b
+            else:
+                off_tok += b
+            continue
+        if t.scope == "row":
+            row += b
+            if t.ffn_split:
+                row_ffn += b
+        else:
+            tok += b
+    return LayerActivation(tok, row, row_ffn, off_tok, off_row)
+
+
+def layer_input_bytes(hidden: int) -> float:
+    """What full recompute keeps per layer group: its bf16 input, per token."""
+    return hidden * BF16_BYTES

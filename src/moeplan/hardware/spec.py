@@ -1,0 +1,105 @@
+"""What one GPU (plus its slice of the node/rack) offers: memory, compute, links.
+
+Every quantity is per GPU and carries its unit in its name. Bandwidths are decimal bytes per second
+(1 GB/s = 1e9 B/s) and per direction. FLOP/s are dense (no 2:4 sparsity). ``hbm_bytes`` is the usable
+capacity as ``nvidia-smi --query-gpu=memory.total`` reports it (MiB x 2**20), which is also the total
+that ``torch.cuda.mem_get_info`` sees -- not the marketed decimal GB label. The numbers and their
+sources live in ``catalog.yaml``; this module only defines the shape.
+
+The ``*_achieved_*`` / ``*_busbw_*`` fields are measured (benchmark) figures, ``None`` where no
+measurement was found; a timing model divides them by the peak to get calibrated efficiencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moeplan.errors import MoeplanError
+
+# Tensor-core rate classes a catalog entry may list in ``peak_flops``.
+PEAK_KEYS: tuple[str, ...] = ("bf16", "fp8", "mxfp8", "fp4")
+
+# Precision names accepted by :meth:`GPUSpec.peak`, mapped to the rate class that runs them.
+# fp16 runs at the bf16 rate on every GPU here. All per-tensor / delayed / current / blockwise FP8
+# recipes run on the plain FP8 tensor cores (Hopper has no hardware block scaling; blockwise scales are
+# applied in software). MXFP8 needs Blackwell's hardware block scaling. NVFP4 and MXFP4 share the FP4 rate.
+PRECISIONS: dict[str, str] = {
+    "bf16": "bf16",
+    "fp16": "bf16",
+    "fp8": "fp8",
+    "fp8-cs": "fp8",  # current (per-tensor) scaling
+    "fp8-current": "fp8",
+    "fp8-ds": "fp8",  # delayed scaling
+    "fp8-delayed": "fp8",
+    "fp8-tensorwise": "fp8",
+    "fp8-bw": "fp8",  # blockwise (DeepSeek-V3 style 1x128 / 128x128)
+    "fp8-blockwise": "fp8",
+    "mxfp8": "mxfp8",
+    "fp4": "fp4",
+    "nvfp4": "fp4",
+    "mxfp4": "fp4",
+}
+
+HOST_LINKS: tuple[str, ...] = ("pcie4", "pcie5", "pcie6", "c2c")
+
+
+def precision_class(precision: str) -> str:
+    """The ``peak_flops`` key that runs ``precision`` (case-insensitive, ``_`` = ``-``)."""
+    key = precision.strip().lower().replace("_", "-")
+    try:
+        return PRECISIONS[key]
+    except KeyError:
+        raise MoeplanError(
+            f"unknown precision '{precision}'; known: {', '.join(PRECISIONS)}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU as deployed (HGX/DGX 8-GPU node or NVL72 rack). See ``catalog.yaml`` for sources."""
+
+    name: str  # catalog key, e.g. "h100"
+    description: str  # e.g. "NVIDIA H100 SXM5 80GB (HGX/DGX H100)"
+    hbm_bytes: int  # usable HBM: nvidia-smi memory.total MiB * 2**20
+    hbm_bw_bytes_per_s: float
+    peak_flops: dict[str, float]  # dense tensor-core FLOP/s, keys from PEAK_KEYS the GPU supports
+    nvlink_bw_bytes_per_s: float  # per GPU, per direction (half the marketed bidirectional figure)
+    nvlink_domain: int  # GPUs in one NVLink domain: 8 for HGX/DGX, 72 for NVL72
+    scaleout_bw_bytes_per_s: float  # NIC line rate per GPU, per direction (400 Gb/s = 50e9)
+    host_link: str  # one of HOST_LINKS
+    host_link_bw_bytes_per_s: float  # GPU<->CPU per GPU per direction
+    host_mem_bytes: int  # CPU memory per GPU available for offload
+    sources: tuple[str, ...]  # where the numbers came from
+    # Measured figures (None = not measured). Units as above.
+    gemm_bf16_achieved_flops: float | None = None  # best-shape BF16 matmul (MAMF)
+    gemm_fp8_achieved_flops: float | None = None  # best-shape FP8 e4m3 matmul (MAMF)
+    nvlink_busbw_bytes_per_s: float | None = None  # NCCL ring busbw, large messages, full domain
+    nvlink_nvls_busbw_bytes_per_s: float | None = None  # NCCL NVLS (SHARP) all-reduce busbw
+    scaleout_busbw_bytes_per_s: float | None = None  # inter-node all-reduce, as per-GPU NIC bytes/s
+    host_link_achieved_bytes_per_s: float | None = None  # nvbandwidth H2D/D2H, one direction
+
+    def __hash__(self) -> int:  # peak_flops is a dict; hash on the identity fields only
+        return hash((self.name, self.description, self.hbm_bytes, tuple(sorted(self.peak_flops.items()))))
+
+    def supports(self, precision: str) -> bool:
+        """True if the GPU has tensor cores for ``precision`` (unknown names raise MoeplanError)."""
+        return precision_class(precision) in self.peak_flops
+
+    def peak(self, precision: str) -> float:
+        """Dense peak FLOP/s for ``precision``; MoeplanError if the GPU lacks it (mxfp8 on H100)."""
+        cls = precision_class(precision)
+        if cls not in self.peak_flops:
+            have = ", ".join(k for k in PEAK_KEYS if k in self.peak_flops)
+            raise MoeplanError(
+                f"GPU '{self.name}' has no {cls} tensor cores (precision '{precision}'); it supports: {have}"
+            )
+        return self.peak_flops[cls]
+
+    @property
+    def is_nvl72(self) -> bool:
+        """Rack-scale NVLink domain (GB200/GB300 NVL72): 72 GPUs or more share one NVLink fabric."""
+        return self.nvlink_domain >= 72
+
+    @property
+    def hbm_gib(self) -> float:
+        return self.hbm_bytes / 2**30

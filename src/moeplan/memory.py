@@ -1,0 +1,366 @@
+"""Per-GPU memory, item by item, for the most loaded pipeline rank.
+
+Sources per item:
+- weights, fp32 main grads, Adam state with the distributed optimizer: Megatron-Core
+  docs/source/api-guide/dist_optimizer.md (bf16 param + fp32 grad + 12 B sharded fp32 master and
+  moments); dense parameters shard over DP x CP, expert parameters over expert-DP
+  (megatron/core/optimizer/distrib_optimizer.py); optimizer CPU offload moves
+  ``optimizer_offload_fraction`` of the state to host (megatron/core/optimizer/cpu_offloading).
+- activations: moeplan.activations (Korthikanti et al. 2022), times micro-batches in flight under
+  1F1B / interleaved 1F1B (megatron/core/pipeline_parallel/schedules.py: warm-up of
+  (PP - rank - 1) x 2 + (VPP - 1) x PP chunk micro-batches on rank ``rank``).
+- logits and cross-entropy: 4 x s x b x h x (1 + V/h) / TP bytes (megatron/training/
+  theoretical_memory_usage.py, output layer term).
+- DeepEP buffers: DeepEP ``Config.get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
+  (csrc/config.hpp) with Megatron's per-EP configs (megatron/core/transformer/moe/fused_a2a.py);
+  HybridEP: tokens x EP x (2h + 4 x experts-per-rank x ranks-per-node + 4h/128) bytes (DeepEP
+  hybrid-ep branch, csrc/hybrid_ep/buffer).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
+from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
+from moeplan.parallel import Pipeline, Stage, build_pipeline, validate
+from moeplan.params import ffn_params, mixer_params, moe_params, mtp_module_params
+from moeplan.run import RunConfig
+
+GIB = 1024**3
+
+ADAM_STATE_BYTES = 12  # fp32 master weight + exp_avg + exp_avg_sq per parameter
+ADAM_STATE_BF16_MOMENTS_BYTES = 8  # precision-aware optimizer: fp32 master + bf16 moments
+FP8_WEIGHT_CACHE_BYTES = 2  # TE keeps row-wise and column-wise (transposed) FP8 copies of GEMM weights
+MXFP8_SCALE_BYTES = 2 / 32  # one e8m0 scale per 32 values, both directions (OCP MX v1.0)
+LOGITS_BYTES_PER_VOCAB = 4  # theoretical_memory_usage.py: 4 x s x b x V (bf16 logits + fp32 CE grad)
+CUDA_GRAPH_FULL_ITERATION_POOL_FRACTION = 0.05  # full-iteration graph pool: activations cannot be reused
+CUDA_GRAPH_STATIC_IO = 2  # each graphed module keeps a static input and a static output buffer
+DEEPEP_NUM_SMS = 20  # Megatron moe_deepep_num_sms default (core_r0.14-r0.18)
+# DeepEP per-EP configs used by Megatron (dispatch and combine):
+# ep -> (nvl_send_chunk, nvl_recv_chunk, rdma_send_chunk, rdma_recv_chunk); fused_a2a.py / DeepEP buffer.py
+DEEPEP_CONFIGS: dict[int, tuple[tuple[int, int, int, int], tuple[int, int, int, int]]] = {
+    8: ((6, 256, 6, 128), (4, 256, 6, 128)),
+    16: ((36, 288, 20, 128), (4, 288, 12, 128)),
+    32: ((32, 288, 32, 128), (1, 288, 8, 128)),
+    64: ((20, 288, 28, 128), (1, 288, 20, 128)),
+    128: ((20, 560, 32, 128), (1, 560, 12, 128)),
+}
+DEEPEP_META_BYTES = 8 + 128 * 8 + 128 * 4 + 128 * 4  # source meta + top-k idx/weights + scales slots
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Bytes on one GPU of pipeline rank ``rank``; ``items`` in display order."""
+
+    rank: int
+    items: dict[str, float]
+    host_bytes: float
+    inflight_microbatches: float
+
+    @property
+    def allocated_bytes(self) -> float:
+        return sum(v for k, v in self.items.items() if k != "reserve")
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(self.items.values())
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    ranks: tuple[RankMemory, ...]
+    capacity_bytes: float
+    assumptions: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def peak(self) -> RankMemory:
+        return max(self.ranks, key=lambda r: r.total_bytes)
+
+    @property
+    def total_bytes(self) -> float:
+        return self.peak.total_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    def headroom_bytes(self) -> float:
+        return self.capacity_bytes - self.total_bytes
+
+    def as_gib(self) -> dict[str, float]:
+        out = {k: v / GIB for k, v in self.peak.items.items()}
+        out["total"] = self.total_bytes / GIB
+        return out
+
+
+# ------------------------------------------------------------------------------------ parameters
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    """Parameters of one layer by how they are split: over TP, replicated, or over EP x ETP."""
+
+    tp_split: int
+    replicated: int
+    expert: int
+    gemm: int  # parameters in GEMM weights (get an FP8 copy when training in FP8)
+
+
+@lru_cache(maxsize=1024)
+def layer_params(layer: Layer, hidden: int) -> LayerParams:
+    norms = 2 * hidden
+    mixer = layer.mixer
+    total_mixer = mixer_params(mixer, hidden)
+    replicated = norms
+    if isinstance(mixer, Attention) and mixer.is_mla:
+        # MLA down projections are duplicated across TP ranks (megatron/core/transformer/
+        # multi_latent_attention.py: linear_q_down_proj / linear_kv_down_proj, parallel_mode duplicated).
+        down = hidden * (mixer.q_lora_rank or 0) + hidden * (mixer.kv_lora_rank + mixer.qk_rope_head_dim)
+        replicated += down
+        tp_split = total_mixer - down
+    else:
+        tp_split = total_mixer
+    expert = 0
+    if isinstance(layer.mlp, DenseMLP):
+        tp_split += ffn_params(hidden, layer.mlp.ffn_hidden, layer.mlp.gated)
+    elif isinstance(layer.mlp, MoE):
+        mp = moe_params(layer.mlp, hidden)
+        tp_split += mp.shared_experts
+        replicated += mp.router
+        expert = mp.routed_experts
+    return LayerParams(tp_split, replicated, expert, tp_split + expert)
+
+
+@lru_cache(maxsize=4096)
+def _stage_groups(spec: ModelSpec, stage: Stage) -> tuple[tuple[Layer, int], ...]:
+    return tuple(Counter(spec.layers[i] for i in stage.layers).items())
+
+
+def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, float, float]:
+    """(dense params per GPU, expert params per GPU, GEMM params per GPU) on one pipeline rank."""
+    dense = expert = gemm = 0.0
+    h = spec.hidden
+    vocab_params = spec.vocab * h
+    has_embedding = any(s.embedding for s in stages)
+    for st in stages:
+        for layer, n in _stage_groups(spec, st):
+            p = layer_params(layer, h)
+            dense += n * (p.tp_split / tp + p.replicated)
+            expert += n * p.expert / ep_etp
+            gemm += n * (p.tp_split / tp + p.expert / ep_etp)
+        if st.embedding:
+            dense += vocab_params / tp
+        if st.loss and (not spec.tie_embeddings or not has_embedding):
+            dense += vocab_params / tp
+            gemm += vocab_params / tp
+        if st.mtp and spec.mtp_layer is not None:
+            p = layer_params(spec.mtp_layer, h)
+            extra = mtp_module_params(spec) - (p.tp_split + p.replicated + p.expert)  # eh_proj + norms
+            dense += st.mtp * (p.tp_split / tp + p.replicated + extra / tp)
+            expert += st.mtp * p.expert / ep_etp
+            gemm += st.mtp * (p.tp_split / tp + p.expert / ep_etp + extra / tp)
+            if not has_embedding:  # MTP embeds its input with a copy of the word embeddings
+                dense += vocab_params / tp
+    return dense, expert, gemm
+
+
+# ------------------------------------------------------------------------------------ pipeline
+
+
+def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int) -> list[int]:
+    """Micro-batches whose activations rank ``rank`` holds at its peak, per virtual chunk
+    (megatron/core/pipeline_parallel/schedules.py, 1F1B and interleaved 1F1B warm-up counts)."""
+    if vpp == 1:
+        return [max(1, min(pp - rank, microbatches))]
+    warmup = (pp - rank - 1) * 2 + (vpp - 1) * pp
+    inflight = min(warmup + 1, microbatches * vpp)
+    counts = [0] * vpp
+    for k in range(inflight):
+        counts[(k // pp) % vpp] += 1
+    return counts
+
+
+# ------------------------------------------------------------------------------------ dispatcher
+
+
+def deepep_buffer_bytes(hidden: int, ep: int) -> float:
+    """DeepEP normal-kernel NVL + RDMA buffer per GPU (DeepEP csrc/config.hpp size hints)."""
+    if ep <= 1:
+        return 0.0
+    key = min((k for k in DEEPEP_CONFIGS if k >= ep), default=128)
+    channels = DEEPEP_NUM_SMS // 2
+    hidden_bytes = hidden * BF16_BYTES
+    r_nvl, r_rdma = min(ep, 8), max(ep // 8, 1)
+    best = 0.0
+    for nvl_send, nvl_recv, rdma_send, rdma_recv in DEEPEP_CONFIGS[key]:
+        nvl = channels * r_nvl * (2 * r_rdma + 3) * 4 + channels * r_nvl * nvl_recv * (hidden_bytes + DEEPEP_META_BYTES)
+        rdma = 0.0
+        if ep > 8:
+            cr = math.ceil(rdma_recv / rdma_send) * rdma_send
+            rdma = channels * r_rdma * 18 * 2 * 4 + 2 * channels * r_rdma * cr * (hidden_bytes + DEEPEP_META_BYTES + 16)
+        best = max(best, nvl + rdma)
+    return best
+
+
+def hybridep_buffer_bytes(hidden: int, ep: int, tokens_per_rank: float, experts: int, nvlink_domain: int) -> float:
+    """HybridEP shared dispatch/combine buffers, sized for the worst case (all tokens to one rank)."""
+    if ep <= 1:
+        return 0.0
+    ranks_per_node = min(ep, nvlink_domain)
+    experts_per_rank = experts / ep
+    per_token = hidden * BF16_BYTES + 4 * experts_per_rank * ranks_per_node + 4 * hidden / 128
+    return tokens_per_rank * ep * per_token
+
+
+# ------------------------------------------------------------------------------------ estimate
+
+
+def _rows_factor(cfg: RunConfig) -> float:
+    """Routed rows per token on the busiest expert rank relative to top-k: the imbalance factor,
+    or the capacity factor when token dropping pads/caps each expert."""
+    if cfg.capacity_factor is not None:
+        return cfg.capacity_factor
+    return cfg.moe_imbalance
+
+
+def _fp8_kind(cfg: RunConfig) -> str | None:
+    if cfg.precision == "bf16":
+        return None
+    return "mxfp8" if cfg.precision == "mxfp8" else "fp8"
+
+
+def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozenset[str]) -> tuple[float, float]:
+    """(kept bytes, offloaded bytes) of one layer for one micro-batch on one GPU."""
+    la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, _fp8_kind(cfg))
+    kept = la.token_bytes * tokens
+    off = la.offloaded_token_bytes * tokens
+    if isinstance(layer.mlp, MoE):
+        etp = cfg.parallel.etp
+        rows = tokens * layer.mlp.top_k * _rows_factor(cfg) * etp
+        kept += (la.row_bytes - la.row_ffn_bytes) * rows + la.row_ffn_bytes * rows / etp
+        off += la.offloaded_row_bytes * rows
+    return kept, off
+
+
+def _chunk_activation(cfg: RunConfig, stage: Stage, tokens: float) -> tuple[float, float, float]:
+    """(kept bytes per micro-batch, offloaded bytes per micro-batch, transient peak) of a chunk."""
+    spec = cfg.model
+    h = spec.hidden
+    rc = cfg.recompute
+    modules = rc.modules if rc.granularity == "selective" else frozenset()
+    kept = off = transient = 0.0
+    groups = _stage_groups(spec, stage)
+    full_layer = {layer: _layer_mb_bytes(cfg, layer, tokens, frozenset())[0] for layer, _ in groups}
+    n_layers = len(stage.layers)
+    if rc.granularity == "full":
+        per_input = layer_input_bytes(h) * tokens
+        if rc.method == "uniform":
+            n_groups = math.ceil(n_layers / rc.num_layers) if n_layers else 0
+            kept += n_groups * per_input
+            biggest = max(full_layer.values(), default=0.0)
+            transient = max(transient, min(rc.num_layers, n_layers) * biggest)
+        else:  # block: the first num_layers layers of the chunk keep only their input
+            recomputed = min(rc.num_layers, n_layers)
+            kept += recomputed * per_input
+            ordered = [spec.layers[i] for i in stage.layers]
+            kept += sum(full_layer[layer] for layer in ordered[recomputed:])
+            transient = max(transient, max(full_layer.values(), default=0.0))
+    else:
+        for layer, n in groups:
+            k, o = _layer_mb_bytes(cfg, layer, tokens, modules)
+            kept += n * k
+            off += n * o
+            transient = max(transient, full_layer[layer] + o)  # backward regenerates / prefetches one layer
+    if stage.mtp and spec.mtp_layer is not None:
+        k, o = _layer_mb_bytes(cfg, spec.mtp_layer, tokens, modules)
+        eh_proj_and_norms = (2 * 2 * h + 4 * 2 * h) * tokens  # eh_proj input (2h) and 4 norms
+        logits = LOGITS_BYTES_PER_VOCAB * (h + spec.vocab) * tokens
+        kept += stage.mtp * (k + eh_proj_and_norms + logits)
+        off += stage.mtp * o
+    if stage.loss:
+        kept += LOGITS_BYTES_PER_VOCAB * (h + spec.vocab) * tokens
+    return kept, off, transient
+
+
+def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
+    """Permutation and all-to-all copies of one MoE layer's routed tokens (input permute buffer and
+    the received buffer before sorting), live while the layer runs."""
+    moe = cfg.model.first_moe
+    if moe is None:
+        return 0.0
+    rows = tokens * moe.top_k * _rows_factor(cfg) * cfg.parallel.etp
+    return 2 * rows * cfg.model.hidden * BF16_BYTES
+
+
+def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 8,
+                    pipeline: Pipeline | None = None) -> MemoryEstimate:
+    """Per-GPU memory of every pipeline rank; the estimate is the most loaded one."""
+    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
+    validate(spec, par, batch)
+    pipe = pipeline or build_pipeline(spec, par)
+    m = batch.microbatches(par.dp)
+    tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)  # per GPU, attention layout
+    grad_bytes = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    state_bytes = ADAM_STATE_BF16_MOMENTS_BYTES if cfg.bf16_moments else ADAM_STATE_BYTES
+    fp8 = _fp8_kind(cfg)
+    fp8_copy = FP8_WEIGHT_CACHE_BYTES + (MXFP8_SCALE_BYTES if fp8 == "mxfp8" else 0.0) if fp8 else 0.0
+    moe = spec.first_moe
+    if cfg.dispatcher == "deepep" and moe is not None:
+        dispatcher = deepep_buffer_bytes(spec.hidden, par.ep)
+    elif cfg.dispatcher == "hybridep" and moe is not None:
+        dispatcher = hybridep_buffer_bytes(spec.hidden, par.ep, tokens, moe.num_experts, nvlink_domain)
+    else:
+        dispatcher = 0.0
+    ranks = []
+    for r, stages in enumerate(pipe.rank_stages):
+        dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+        params = dense + expert
+        sharded_state = state_bytes * (dense / (par.dp * par.cp) + expert / par.edp)
+        counts = inflight_per_chunk(par.pp, par.vpp, r, m)
+        act = transient = off_host = 0.0
+        graph_io = 0.0
+        for count, st in zip(counts, stages):
+            kept, off, trans = _chunk_activation(cfg, st, tokens)
+            act += count * kept
+            off_host += count * off
+            transient = max(transient, trans)
+            if cfg.cuda_graph_scopes and "full_iteration" not in cfg.cuda_graph_scopes:
+                graphed = len(st.layers) * len(cfg.cuda_graph_scopes & {"attn", "mlp", "moe", "moe_router", "mamba"})
+                graph_io += count * graphed * CUDA_GRAPH_STATIC_IO * spec.hidden * BF16_BYTES * tokens
+        if moe is not None and any(any(spec.layers[i].is_moe for i in st.layers) for st in stages):
+            transient += _moe_dispatch_transient(cfg, tokens)
+        if "full_iteration" in cfg.cuda_graph_scopes:
+            graph_io += CUDA_GRAPH_FULL_ITERATION_POOL_FRACTION * act
+        items = {
+            "weights": params * BF16_BYTES,
+            "fp8_weight_copies": gemm * fp8_copy,
+            "gradients": params * grad_bytes,
+            "optimizer_states": sharded_state * (1.0 - cfg.optimizer_offload),
+            "activations": act,
+            "transient": transient,
+            "dispatcher_buffers": dispatcher,
+            "cuda_graphs": graph_io,
+            "reserve": cfg.reserve_gib * GIB,
+        }
+        host = sharded_state * cfg.optimizer_offload + off_host
+        ranks.append(RankMemory(r, items, host, sum(counts) / max(1, par.vpp)))
+    assumptions = {
+        "microbatches": m,
+        "tokens_per_gpu_per_microbatch": tokens,
+        "grad_dtype": "fp32" if cfg.grad_fp32 else "bf16",
+        "adam_state_bytes_per_param": state_bytes,
+        "distributed_optimizer": True,
+        "moe_rows_factor": _rows_factor(cfg),
+        "flash_attention": True,
+        "memory_efficient_permutation": True,
+        "pipeline_layout": pipe.layout_string() if par.pp * par.vpp > 1 else None,
+    }
+    return MemoryEstimate(tuple(ranks), capacity_bytes, assumptions)
+
+
+MEMORY_ITEMS = ("weights", "fp8_weight_copies", "gradients", "optimizer_states", "activations", "transient",
+                "dispatcher_buffers", "cuda_graphs", "reserve")

@@ -1,0 +1,119 @@
+"""A training run as moeplan sees it: model, GPU, layout, batch and every memory/time knob.
+
+Knob names mirror Megatron-Core's ``TransformerConfig`` / optimizer config; ``moeplan.megatron``
+maps them to Megatron Bridge overrides and Megatron-LM flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from moeplan.errors import MoeplanError
+from moeplan.models.spec import ModelSpec
+from moeplan.parallel import Batch, Parallel
+
+# Megatron-Core ``recompute_modules`` labels (transformer_config.py, core_r0.14-r0.18; r0.19 adds
+# gdn_norm_out). The version table in moeplan.megatron says which a release accepts.
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out")
+# The guidance's shorthand and its Megatron-Core label.
+RECOMPUTE_ALIASES = {"up_proj": "mla_up_proj", "norm": "layernorm", "act": "moe_act", "attn": "core_attn"}
+# Megatron-Core ``offload_modules`` (fine-grained activation offloading, core_r0.16+).
+OFFLOAD_MODULES = ("core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm", "qkv_linear")
+
+Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"]
+PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8")
+# fp8 = blockwise scaling (DeepSeek-V3 recipe), fp8-cs = current scaling, fp8-ds = delayed scaling.
+
+Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep"]
+DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
+
+# CUDA graph scopes (Megatron-Core ``cuda_graph_scope``; partial graphs that work with dropless MoE).
+CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba", "full_iteration")
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
+
+    granularity: Literal["none", "selective", "full"] = "none"
+    modules: frozenset[str] = frozenset()
+    method: Literal["uniform", "block"] = "uniform"
+    num_layers: int = 1  # full: layers per checkpoint group (uniform) or recomputed layers per chunk (block)
+
+    @classmethod
+    def parse(cls, text: str) -> Recompute:
+        """'none' | 'full' | 'full:block:4' | 'full:uniform:1' | 'selective:mla_up_proj,layernorm'
+        (the guidance's shorthand up_proj/norm is accepted and mapped to Megatron's labels)."""
+        t = text.strip().lower()
+        if t in ("", "none", "off"):
+            return cls()
+        if t.startswith("full"):
+            parts = t.split(":")
+            method = parts[1] if len(parts) > 1 and parts[1] else "uniform"
+            if method not in ("uniform", "block"):
+                raise MoeplanError(f"recompute '{text}': method must be uniform or block")
+            try:
+                n = int(parts[2]) if len(parts) > 2 else 1
+            except ValueError:
+                raise MoeplanError(f"recompute '{text}': layer count must be an integer") from None
+            if n < 1:
+                raise MoeplanError(f"recompute '{text}': layer count must be >= 1")
+            return cls("full", frozenset(), method, n)  # type: ignore[arg-type]
+        body = t[len("selective:"):] if t.startswith("selective:") else t
+        mods = [RECOMPUTE_ALIASES.get(m.strip(), m.strip()) for m in body.replace("+", ",").split(",") if m.strip()]
+        bad = [m for m in mods if m not in RECOMPUTE_MODULES]
+        if bad:
+            raise MoeplanError(f"recompute module(s) {', '.join(bad)} unknown; Megatron-Core labels: {', '.join(RECOMPUTE_MODULES)}")
+        return cls("selective", frozenset(mods)) if mods else cls()
+
+    def label(self) -> str:
+        if self.granularity == "none":
+            return "none"
+        if self.granularity == "full":
+            return f"full:{self.method}:{self.num_layers}"
+        return "selective:" + ",".join(sorted(self.modules))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelSpec
+    parallel: Parallel
+    batch: Batch
+    gpu: str = "h100"
+    recompute: Recompute = field(default_factory=Recompute)
+    precision: str = "bf16"
+    dispatcher: str = "alltoall"
+    cuda_graph_scopes: frozenset[str] = frozenset()  # empty = CUDA graphs off
+    optimizer_offload: float = 0.0  # Megatron optimizer_offload_fraction with optimizer_cpu_offload
+    offload_modules: frozenset[str] = frozenset()  # fine-grained activation offloading
+    moe_imbalance: float = 1.0  # tokens on the busiest expert rank / mean; 1.0 = force-balanced routing
+    capacity_factor: float | None = None  # moe_expert_capacity_factor (token dropping) when set
+    grad_fp32: bool = True  # main grads in fp32 (Megatron-LM forces fp32 accumulation with --bf16)
+    bf16_moments: bool = False  # precision-aware optimizer with bf16 exp_avg / exp_avg_sq
+    cp_comm_type: str = "p2p"  # p2p (ring), a2a, allgather, a2a+p2p
+    reserve_gib: float = 2.0  # CUDA context, NCCL buffers and allocator fragmentation outside the estimate
+    mcore_version: str = "0.16"
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
+        if self.dispatcher not in DISPATCHERS:
+            raise MoeplanError(f"dispatcher '{self.dispatcher}' unknown; choose one of {', '.join(DISPATCHERS)}")
+        if not 0.0 <= self.optimizer_offload <= 1.0:
+            raise MoeplanError(f"optimizer offload fraction must be in [0, 1], got {self.optimizer_offload}")
+        if self.moe_imbalance < 1.0:
+            raise MoeplanError(f"MoE imbalance factor must be >= 1.0, got {self.moe_imbalance}")
+        bad = [m for m in self.offload_modules if m not in OFFLOAD_MODULES]
+        if bad:
+            raise MoeplanError(f"offload module(s) {', '.join(bad)} unknown; Megatron-Core labels: {', '.join(OFFLOAD_MODULES)}")
+        bad = [s for s in self.cuda_graph_scopes if s not in CUDA_GRAPH_SCOPES]
+        if bad:
+            raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
+
+    @property
+    def fp8(self) -> bool:
+        return self.precision != "bf16"
+
+    def with_(self, **changes: object) -> RunConfig:
+        return replace(self, **changes)  # type: ignore[arg-type]
