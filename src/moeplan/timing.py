@@ -1,0 +1,398 @@
+"""Step time, TFLOP/s per GPU, MFU and tokens/s, with the time broken down by item.
+
+The model costs one micro-batch on each pipeline rank (forward + backward, layer by layer), takes the
+slowest rank, multiplies by the micro-batches, and adds the pipeline bubble, the exposed data-parallel
+communication and the optimizer step:
+
+    step = M x t_mb + (PP - 1) / VPP x t_mb + exposed DP comm + optimizer (+ offload)
+
+(interleaved 1F1B bubble: Narayanan et al. 2021, arXiv 2104.04473, section 2.2). Per layer:
+- GEMMs at the GPU's measured achievable matmul rate (hardware catalog ``gemm_*_achieved_flops``)
+  times a shape factor d / (d + d0) per small dimension (tile quantisation and launch tails);
+- flash attention and Gated DeltaNet kernels at a fixed fraction of the dense BF16 peak;
+- element-wise work (norms, activations, permutation, RoPE) as HBM traffic proportional to the
+  bytes the layer saves for backward (moeplan.activations);
+- TP all-gather / reduce-scatter with sequence parallel, CP ring KV exchange overlapped with
+  attention, EP dispatch/combine (4 all-to-alls per MoE layer) split into NVLink and scale-out
+  parts, PP send/recv; recompute adds the forward cost of what it recomputes.
+FLOPs are Megatron-Core's (moeplan.flops) so TFLOP/s/GPU is comparable with Megatron's log line.
+The calibration constants below are few and global (not per model or per run); each says what it
+stands for. They were set once against ../shared/reference/published_runs.csv (tests check every row).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
+from moeplan.flops import flops_per_token, layer_flops, logits_fwd_flops
+from moeplan.hardware import GPUSpec
+from moeplan.memory import _stage_groups, inflight_per_chunk  # noqa: F401  (shared stage grouping)
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE
+from moeplan.parallel import Pipeline, Stage, build_pipeline, validate
+from moeplan.params import count_params
+from moeplan.run import RunConfig
+
+TRAIN = 3.0  # forward + backward = 3 x forward FLOPs (Megatron convention; moeplan.flops)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Global efficiency constants of the timing model. Defaults are the calibrated values."""
+
+    # Fraction of the dense BF16 peak that fused (flash / cuDNN) attention reaches, fwd + bwd
+    # (FlashAttention-3, Shah et al. 2024: ~0.6-0.75 forward, lower backward on H100).
+    attn_eff: float = 0.45
+    # Gated DeltaNet chunked kernels (fla-org Triton): fraction of BF16 peak.
+    gdn_eff: float = 0.12
+    # Matmul dimension at which a GEMM reaches half of its large-shape rate (factor d / (d + d0)).
+    gemm_half_dim: float = 128.0
+    # Grouped expert GEMMs lose further to per-expert tails and the token-count imbalance of
+    # padding each expert's rows; applied to the expert GEMM rate.
+    grouped_gemm_eff: float = 0.85
+    # HBM traffic per byte saved for backward (written in fwd, read in bwd, gradient written/read).
+    elementwise_traffic: float = 4.0
+    hbm_eff: float = 0.7
+    # Collective efficiencies relative to the catalog link rate when no measured bus bandwidth exists.
+    nvlink_eff: float = 0.8
+    scaleout_eff: float = 0.75
+    # All-to-all efficiency by dispatcher (fraction of the link rate reached by dispatch/combine).
+    a2a_eff: dict[str, float] = field(default_factory=lambda: {
+        "alltoall": 0.45, "allgather": 0.45, "deepep": 0.75, "hybridep": 0.8})
+    # Share of EP communication hidden behind compute by dispatcher (DeepEP / HybridEP run
+    # dispatch and combine on a few SMs concurrently with expert GEMMs of other chunks).
+    a2a_hidden: dict[str, float] = field(default_factory=lambda: {
+        "alltoall": 0.0, "allgather": 0.0, "deepep": 0.3, "hybridep": 0.4})
+    # TP comm overlap (userbuffers, Megatron tp_comm_overlap) hides this share of TP collectives.
+    tp_hidden: float = 0.5
+    # Host-side launch overhead per layer per micro-batch (fwd + bwd) without CUDA graphs:
+    # ~60 kernels x ~5 us launch latency (Megatron-Core CUDA graph docs motivation).
+    launch_overhead_per_layer_s: float = 3.0e-4
+    # GPU Adam traffic per parameter shard (read/write fp32 master, m, v; read fp32 grad; write bf16).
+    optimizer_bytes_per_param: float = 30.0
+    # CPU Adam throughput per GPU process (parameters/s). PCIe x86 hosts: from the guidance's
+    # measurement (Qwen3-30B-A3B on H100: step x1.9 at 25% offload, x4.2 at 100%); Grace (c2c):
+    # 72 Neoverse V2 cores and LPDDR5X per 2 GPUs, assumed 4x faster.
+    cpu_adam_params_per_s: dict[str, float] = field(default_factory=lambda: {
+        "pcie4": 28e6, "pcie5": 28e6, "pcie6": 28e6, "c2c": 112e6})
+
+
+DEFAULT_CALIBRATION = Calibration()
+# CUDA graph scopes and the share of per-layer launch overhead each removes.
+GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "moe_preprocess": 0.15,
+                      "mamba": 0.4, "full_iteration": 1.0}
+TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
+              "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
+              "launch_overhead")
+
+
+def _shape(d: float, cal: Calibration) -> float:
+    return d / (d + cal.gemm_half_dim) if d > 0 else 1.0
+
+
+def _gemm_rate(gpu: GPUSpec, precision: str, cal: Calibration) -> float:
+    """Achievable large-GEMM FLOP/s for the run's precision (measured MAMF, else peak x 0.75)."""
+    if precision == "bf16":
+        measured, peak = gpu.gemm_bf16_achieved_flops, gpu.peak("bf16")
+    else:
+        measured, peak = gpu.gemm_fp8_achieved_flops, gpu.peak(precision)
+    return measured if measured else 0.75 * peak
+
+
+def _busbw(gpu: GPUSpec, group: int, cal: Calibration) -> float:
+    """Ring bus bandwidth for a collective over ``group`` consecutive GPUs."""
+    if group <= gpu.nvlink_domain:
+        return gpu.nvlink_busbw_bytes_per_s or gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff
+    return gpu.scaleout_busbw_bytes_per_s or gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff
+
+
+def _ring_time(bytes_per_rank: float, n: int, bw: float) -> float:
+    """All-gather or reduce-scatter of a tensor of ``bytes_per_rank x n``: (n-1)/n x size / busbw."""
+    return 0.0 if n <= 1 else bytes_per_rank * (n - 1) / bw
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """Seconds for one micro-batch, forward + backward, on one GPU."""
+
+    gemm: float = 0.0
+    grouped_gemm: float = 0.0
+    attention: float = 0.0
+    linear_attention: float = 0.0
+    elementwise: float = 0.0
+    recompute: float = 0.0
+    tp_comm: float = 0.0
+    cp_comm: float = 0.0
+    ep_comm: float = 0.0
+    launch_overhead: float = 0.0
+
+    def total(self) -> float:
+        return (self.gemm + self.grouped_gemm + self.attention + self.linear_attention + self.elementwise
+                + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm + self.launch_overhead)
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """Per-run constants shared by every layer."""
+
+    cfg: RunConfig
+    gpu: GPUSpec
+    cal: Calibration
+    tokens: float  # attention-layout tokens per GPU per micro-batch (mbs x seq / (CP x TP))
+    seq_tokens: float  # tokens per CP rank (mbs x seq / CP): the GEMM M dimension
+    gemm_rate: float
+    bf16_peak: float
+
+
+def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
+    """(exposed seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    par = cfg.parallel
+    if par.ep <= 1:
+        return 0.0, 0.0
+    rows = ctx.tokens * moe.top_k * (cfg.capacity_factor or cfg.moe_imbalance)
+    h = cfg.model.hidden
+    fp8_dispatch = cfg.precision != "bf16" and cfg.dispatcher in ("deepep", "hybridep")
+    dispatch_bytes = rows * h * (1 + 4 / 128 if fp8_dispatch else BF16_BYTES)
+    combine_bytes = rows * h * BF16_BYTES
+    leave = (par.ep - 1) / par.ep
+    span = par.ep * par.etp
+    in_domain = min(span, gpu.nvlink_domain)
+    remote = max(0.0, 1.0 - in_domain / span)
+    local = leave - remote
+    eff = cal.a2a_eff[cfg.dispatcher]
+    nv_bw = gpu.nvlink_bw_bytes_per_s * eff
+    so_bw = gpu.scaleout_bw_bytes_per_s * eff
+
+    def one(b: float) -> float:
+        t_local, t_remote = b * local / nv_bw, b * remote / so_bw
+        # NCCL all-to-all serialises the two routes; DeepEP/HybridEP drive them concurrently.
+        return t_local + t_remote if cfg.dispatcher in ("alltoall", "allgather") else max(t_local, t_remote)
+
+    fwd = one(dispatch_bytes) + one(combine_bytes)
+    bwd = one(combine_bytes) + one(dispatch_bytes)  # gradients travel the opposite way, in bf16
+    if cfg.dispatcher in ("alltoall", "allgather"):
+        # unfused permute / unpermute: read + write the routed rows twice per direction
+        perm = 4 * rows * h * BF16_BYTES / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+        fwd += perm
+        bwd += perm
+    hidden = cal.a2a_hidden[cfg.dispatcher]
+    return (fwd + bwd) * (1 - hidden), fwd
+
+
+@lru_cache(maxsize=65536)
+def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    par = cfg.parallel
+    h = cfg.model.hidden
+    f = layer_flops(layer, h, cfg.batch.seq_len)
+    t = ctx.tokens
+    out: dict[str, float] = {}
+    mixer = layer.mixer
+    # --- mixer compute
+    if isinstance(mixer, GatedDeltaNet):
+        width = min(mixer.value_dim, 2 * mixer.key_dim) / par.tp
+        out["gemm"] = TRAIN * f.gdn_proj_flops * t / (ctx.gemm_rate * _shape(width, cal) * _shape(ctx.seq_tokens, cal))
+        out["linear_attention"] = TRAIN * f.gdn_core_flops * t / (ctx.bf16_peak * cal.gdn_eff)
+    else:
+        assert isinstance(mixer, Attention)
+        width = (mixer.num_kv_heads if not mixer.is_mla else mixer.num_heads) * mixer.head_dim / par.tp
+        out["gemm"] = TRAIN * f.attn_proj_flops * t / (ctx.gemm_rate * _shape(width, cal) * _shape(ctx.seq_tokens, cal))
+        out["attention"] = TRAIN * f.attn_core_flops * t / (ctx.bf16_peak * cal.attn_eff)
+    # --- MLP compute
+    mlp = layer.mlp
+    if isinstance(mlp, DenseMLP):
+        out["gemm"] += TRAIN * f.dense_mlp_flops * t / (ctx.gemm_rate * _shape(mlp.ffn_hidden / par.tp, cal))
+    elif isinstance(mlp, MoE):
+        imb = cfg.capacity_factor or cfg.moe_imbalance
+        local_experts = mlp.num_experts / par.ep
+        rows_per_expert = t * mlp.top_k * imb * par.etp / local_experts
+        rate = ctx.gemm_rate * cal.grouped_gemm_eff * _shape(mlp.expert_ffn_hidden / par.etp, cal) * _shape(rows_per_expert, cal)
+        out["grouped_gemm"] = TRAIN * f.expert_flops * t * imb / rate
+        if mlp.has_shared:
+            out["gemm"] += TRAIN * f.shared_expert_flops * t / (ctx.gemm_rate * _shape(mlp.shared_ffn_hidden / par.tp, cal))
+    # --- element-wise work: proportional to what the layer saves for backward
+    la = layer_activation(layer, h, frozenset(), frozenset(), None)
+    rows = t * (mlp.top_k * (cfg.capacity_factor or cfg.moe_imbalance) if isinstance(mlp, MoE) else 0)
+    saved = la.token_bytes * t + la.row_bytes * rows
+    hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
+    out["elementwise"] = cal.elementwise_traffic * saved / hbm
+    # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
+    if par.tp > 1:
+        msg = t * h * BF16_BYTES
+        bw = _busbw(gpu, par.tp, cal)
+        blocks = 1 + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
+        out["tp_comm"] = 4 * blocks * _ring_time(msg, par.tp, bw) * (1 - cal.tp_hidden)
+    # --- CP: ring exchange of K/V (p2p), overlapped step by step with attention compute
+    cp_fwd = 0.0
+    if par.cp > 1 and isinstance(mixer, Attention):
+        if mixer.is_mla:
+            kv_elems = mixer.num_heads * (mixer.head_dim + mixer.v_head_dim)  # k and v after up-projection
+        else:
+            kv_elems = 2 * mixer.num_kv_heads * mixer.head_dim
+        kv_bytes = t * kv_elems * BF16_BYTES
+        group = par.tp * par.cp
+        link = (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff if group <= gpu.nvlink_domain
+                else gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff)
+        attn_step = out["attention"] / par.cp
+        if cfg.cp_comm_type == "p2p":
+            step_comm = 3 * kv_bytes / link  # K/V forward, K/V + dK/dV backward
+            out["cp_comm"] = (par.cp - 1) * max(0.0, step_comm - attn_step)
+            cp_fwd = (par.cp - 1) * max(0.0, kv_bytes / link - attn_step / 3)
+        else:  # a2a (Ulysses) / allgather: not overlapped with attention
+            q_elems = (mixer.num_heads * mixer.head_dim) if not mixer.is_mla else mixer.num_heads * mixer.head_dim
+            vol = (2 * q_elems + kv_elems) * t * BF16_BYTES if cfg.cp_comm_type.startswith("a2a") else 3 * kv_bytes * par.cp
+            out["cp_comm"] = 2 * vol * (par.cp - 1) / par.cp / link
+            cp_fwd = out["cp_comm"] / 2
+    # --- EP dispatch / combine
+    ep_fwd = 0.0
+    if isinstance(mlp, MoE):
+        out["ep_comm"], ep_fwd = _ep_comm(ctx, mlp)
+    # --- launch overhead, reduced by CUDA graphs
+    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
+    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
+    # --- recompute: forward cost of what is rebuilt
+    rc = cfg.recompute
+    fwd = 1 / TRAIN
+    if rc.granularity == "full":
+        compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise"))
+        out["recompute"] = compute * fwd + ep_fwd + cp_fwd + out.get("tp_comm", 0.0) / 2
+    elif rc.granularity == "selective":
+        r = 0.0
+        mods = rc.modules
+        if "core_attn" in mods:
+            r += out.get("attention", 0.0) * fwd
+        if "mla_up_proj" in mods and isinstance(mixer, Attention) and mixer.is_mla:
+            n = mixer.num_heads
+            up = 2 * ((mixer.q_lora_rank or 0) * n * mixer.head_dim + mixer.kv_lora_rank * n * (mixer.qk_nope_head_dim + mixer.v_head_dim))
+            r += up * t / ctx.gemm_rate
+        if "layernorm" in mods:
+            r += 2 * 2 * h * BF16_BYTES * t / hbm
+        if isinstance(mlp, MoE):
+            if "moe" in mods:
+                r += out.get("grouped_gemm", 0.0) * fwd + ep_fwd
+                if mlp.has_shared:
+                    r += TRAIN * f.shared_expert_flops * t * fwd / ctx.gemm_rate
+            else:
+                if "moe_act" in mods:
+                    r += 3 * mlp.expert_ffn_hidden / par.etp * rows * BF16_BYTES / hbm
+                if "shared_experts" in mods and mlp.has_shared:
+                    r += f.shared_expert_flops * t / ctx.gemm_rate
+        if "mlp" in mods and isinstance(mlp, DenseMLP):
+            r += f.dense_mlp_flops * t / ctx.gemm_rate
+        if "gdn_norm_out" in mods and isinstance(mixer, GatedDeltaNet):
+            r += 2 * mixer.value_dim * BF16_BYTES * t / hbm
+        out["recompute"] = r
+    return LayerTime(**out)
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    step_time_s: float
+    breakdown_s: dict[str, float]
+    tflops_per_gpu: float
+    mfu: float
+    tokens_per_s_per_gpu: float
+    flops_per_token: float
+    microbatches: int
+    slowest_rank: int
+    peak_flops: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "step_time_s": self.step_time_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "flops_per_token": self.flops_per_token,
+            "microbatches": self.microbatches,
+            "time_breakdown_s": dict(self.breakdown_s),
+        }
+
+
+def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
+    """Embedding, output layer + cross-entropy and MTP extras on a stage, one micro-batch."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    spec = cfg.model
+    out: dict[str, float] = {}
+    hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
+    heads = (1 if stage.loss else 0) + stage.mtp
+    if heads:
+        v_shard = spec.vocab / cfg.parallel.tp
+        out["gemm"] = heads * TRAIN * logits_fwd_flops(spec, cfg.parallel.tp) * ctx.tokens / (
+            ctx.gemm_rate * _shape(v_shard, cal))
+        out["elementwise"] = heads * 3 * v_shard * ctx.seq_tokens * FP32_BYTES / hbm
+    if stage.mtp and spec.mtp_layer is not None:
+        lt = _layer_time(ctx, spec.mtp_layer)
+        for k, v in lt.__dict__.items():
+            out[k] = out.get(k, 0.0) + stage.mtp * v
+        out["gemm"] = out.get("gemm", 0.0) + stage.mtp * TRAIN * 2 * 2 * spec.hidden * spec.hidden * ctx.tokens / ctx.gemm_rate
+    return out
+
+
+def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
+                  pipeline: Pipeline | None = None) -> TimeEstimate:
+    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
+    validate(spec, par, batch)
+    pipe = pipeline or build_pipeline(spec, par)
+    m = batch.microbatches(par.dp)
+    ctx = _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
+               _gemm_rate(gpu, cfg.precision, cal), gpu.peak("bf16"))
+    # --- per pipeline rank, one micro-batch through all its chunks
+    worst: dict[str, float] = {}
+    worst_total, worst_rank = -1.0, 0
+    for r, stages in enumerate(pipe.rank_stages):
+        acc: dict[str, float] = {}
+        for st in stages:
+            for layer, n in _stage_groups(spec, st):
+                for k, v in _layer_time(ctx, layer).__dict__.items():
+                    acc[k] = acc.get(k, 0.0) + n * v
+            for k, v in _edge_time(ctx, st).items():
+                acc[k] = acc.get(k, 0.0) + v
+        if par.pp > 1:  # send activations forward and gradients backward at each chunk boundary
+            p2p = ctx.tokens * spec.hidden * BF16_BYTES
+            bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
+            acc["pp_comm"] = 2 * par.vpp * p2p / bw
+        total = sum(acc.values())
+        if total > worst_total:
+            worst, worst_total, worst_rank = acc, total, r
+    t_mb = worst_total
+    breakdown = {k: v * m for k, v in worst.items()}
+    breakdown["pp_bubble"] = (par.pp - 1) / par.vpp * t_mb if par.pp > 1 else 0.0
+    # --- data parallel: grad reduce-scatter + param all-gather, overlapped with the last backward
+    total_p = count_params(spec)
+    dense_p = (total_p.total - total_p.routed_experts) / (par.tp * par.pp)
+    expert_p = total_p.routed_experts / (par.ep * par.etp * par.pp)
+    grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    dp_group, edp = par.dp * par.cp, par.edp
+    dense_bw = _busbw(gpu, par.tp * dp_group, cal)
+    expert_bw = _busbw(gpu, par.ep * par.etp * edp, cal)
+    dp_time = 0.0
+    if dp_group > 1:
+        dp_time += _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
+        dp_time += _ring_time(dense_p * BF16_BYTES / dp_group, dp_group, dense_bw)
+    if edp > 1:
+        dp_time += _ring_time(expert_p * grad_b / edp, edp, expert_bw)
+        dp_time += _ring_time(expert_p * BF16_BYTES / edp, edp, expert_bw)
+    breakdown["dp_comm"] = max(0.0, dp_time - t_mb)
+    # --- optimizer step (GPU share) and CPU offload
+    shard = dense_p / dp_group + expert_p / edp
+    gpu_share = 1.0 - cfg.optimizer_offload
+    breakdown["optimizer"] = shard * gpu_share * cal.optimizer_bytes_per_param / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    if cfg.optimizer_offload > 0:
+        off = shard * cfg.optimizer_offload
+        cpu = off / cal.cpu_adam_params_per_s.get(gpu.host_link, 28e6)
+        link = off * (grad_b + BF16_BYTES) / gpu.host_link_bw_bytes_per_s
+        breakdown["offload"] = cpu + link
+    items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
+    step = sum(items.values())
+    fpt = flops_per_token(spec, batch.seq_len, par.tp).total_flops
+    tokens = batch.gbs * batch.seq_len
+    tflops = fpt * tokens / step / par.gpus / 1e12
+    peak = gpu.peak(cfg.precision)
+    return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak)
+
+
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "estimate_time", "math"]
