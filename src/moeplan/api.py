@@ -73,4 +73,162 @@ def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> d
     }
 
 
-__all__ = ["asdict", "list_models", "params_report", "resolve_model"]
+
+
+# ----------------------------------------------------------------------------------- estimate
+
+from dataclasses import dataclass  # noqa: E402
+
+from moeplan.errors import MoeplanError  # noqa: E402
+from moeplan.hardware import GPUSpec, load_gpu  # noqa: E402
+from moeplan.memory import GIB, MemoryEstimate, estimate_memory  # noqa: E402
+from moeplan.parallel import Batch, Parallel  # noqa: E402
+from moeplan.run import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, Recompute, RunConfig  # noqa: E402
+from moeplan.timing import TimeEstimate, estimate_time  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Memory and time of one run configuration."""
+
+    config: RunConfig
+    gpu: GPUSpec
+    memory: MemoryEstimate
+    time: TimeEstimate
+
+    def as_dict(self) -> dict[str, Any]:
+        cfg, mem = self.config, self.memory
+        par = cfg.parallel
+        peak = mem.peak
+        return {
+            "model": cfg.model.name,
+            "gpu": self.gpu.name,
+            "gpus": par.gpus,
+            "parallel": par.as_dict(),
+            "pipeline_layout": mem.assumptions.get("pipeline_layout"),
+            "seq_len": cfg.batch.seq_len,
+            "gbs": cfg.batch.gbs,
+            "mbs": cfg.batch.mbs,
+            "microbatches": cfg.batch.microbatches(par.dp),
+            "precision": cfg.precision,
+            "recompute": cfg.recompute.label(),
+            "dispatcher": cfg.dispatcher,
+            "ep_overlap": cfg.ep_overlap,
+            "cuda_graphs": sorted(cfg.cuda_graph_scopes),
+            "optimizer_offload": cfg.optimizer_offload,
+            "offload_modules": sorted(cfg.offload_modules),
+            "memory_gib": mem.as_gib(),
+            "memory_rank": peak.rank,
+            "memory_by_rank_gib": [r.total_bytes / GIB for r in mem.ranks],
+            "host_memory_gib": peak.host_bytes / GIB,
+            "capacity_gib": mem.capacity_bytes / GIB,
+            "fits": mem.fits,
+            "headroom_gib": mem.headroom_bytes() / GIB,
+            **self.time.as_dict(),
+            "assumptions": mem.assumptions,
+        }
+
+
+def _csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, ...], what: str) -> frozenset[str]:
+    if text is None:
+        return frozenset()
+    items = [t.strip() for t in (text.replace("+", ",").split(",") if isinstance(text, str) else text) if t.strip()]
+    if items in (["none"], ["off"]):
+        return frozenset()
+    bad = [i for i in items if i not in allowed]
+    if bad:
+        raise MoeplanError(f"{what} {', '.join(bad)} unknown; choose from {', '.join(allowed)}")
+    return frozenset(items)
+
+
+def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec) -> str:
+    """The guidance's dispatcher choice, decided by the estimates: on an NVL72 rack HybridEP; on
+    an 8-GPU NVLink node compare DeepEP and HybridEP and keep the faster; without EP, alltoall."""
+    if cfg.parallel.ep <= 1 or cfg.model.first_moe is None:
+        return "alltoall"
+    if gpu.is_nvl72:
+        return "hybridep"
+    times = {d: estimate_time(cfg.with_(dispatcher=d), gpu).step_time_s for d in ("deepep", "hybridep")}
+    return min(times, key=lambda d: times[d])
+
+
+def build_config(
+    model: str | ModelSpec,
+    *,
+    gpu: str | GPUSpec = "h100",
+    gpus: int,
+    seq_len: int,
+    gbs: int,
+    mbs: int = 1,
+    tp: int = 1,
+    pp: int = 1,
+    vpp: int = 1,
+    cp: int = 1,
+    ep: int = 1,
+    etp: int = 1,
+    pipeline_layout: str | None = None,
+    recompute: str | Recompute = "none",
+    precision: str = "bf16",
+    dispatcher: str = "auto",
+    cuda_graphs: str | list[str] | None = None,
+    optimizer_offload: float = 0.0,
+    offload_modules: str | list[str] | None = None,
+    moe_imbalance: float = 1.0,
+    capacity_factor: float | None = None,
+    ep_overlap: bool = False,
+    cp_comm_type: str = "p2p",
+    grad_fp32: bool = True,
+    bf16_moments: bool = False,
+    reserve_gib: float = 2.0,
+    hardware_file: str | None = None,
+    mcore_version: str = "0.16",
+) -> tuple[RunConfig, GPUSpec]:
+    """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes)."""
+    spec = resolve_model(model)
+    gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
+    gpu_spec.peak(precision)  # the GPU must support the precision
+    if gpus < 1:
+        raise MoeplanError(f"GPU count must be >= 1, got {gpus}")
+    rc = recompute if isinstance(recompute, Recompute) else Recompute.parse(recompute)
+    cfg = RunConfig(
+        model=spec,
+        parallel=Parallel(gpus, tp, pp, vpp, cp, ep, etp, pipeline_layout),
+        batch=Batch(seq_len, gbs, mbs),
+        gpu=gpu_spec.name,
+        recompute=rc,
+        precision=precision,
+        dispatcher="alltoall" if dispatcher == "auto" else dispatcher,
+        cuda_graph_scopes=_csv_set(cuda_graphs, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
+        optimizer_offload=optimizer_offload,
+        offload_modules=_csv_set(offload_modules, OFFLOAD_MODULES, "offload module(s)"),
+        moe_imbalance=moe_imbalance,
+        capacity_factor=capacity_factor,
+        ep_overlap=ep_overlap,
+        cp_comm_type=cp_comm_type,
+        grad_fp32=grad_fp32,
+        bf16_moments=bf16_moments,
+        reserve_gib=reserve_gib,
+        mcore_version=mcore_version,
+    )
+    if dispatcher == "auto":
+        from moeplan.parallel import validate
+
+        validate(spec, cfg.parallel, cfg.batch)
+        cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec))
+    return cfg, gpu_spec
+
+
+def evaluate(cfg: RunConfig, gpu: GPUSpec) -> Estimate:
+    """Memory and time of a configuration."""
+    from moeplan.parallel import build_pipeline, validate
+
+    validate(cfg.model, cfg.parallel, cfg.batch)
+    pipe = build_pipeline(cfg.model, cfg.parallel)
+    mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe)
+    return Estimate(cfg, gpu, mem, estimate_time(cfg, gpu, pipeline=pipe))
+
+
+def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
+    """Memory and throughput of one layout, as a JSON-ready dict (see :func:`build_config`)."""
+    cfg, gpu = build_config(model, **kwargs)
+    return evaluate(cfg, gpu).as_dict()

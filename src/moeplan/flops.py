@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
 
@@ -34,13 +35,82 @@ def padded_vocab(vocab: int, tp: int = 1) -> int:
 
 
 @dataclass(frozen=True)
+class Gemm:
+    """One weight GEMM of a layer: per token (or per routed row) it multiplies a ``k``-vector by a
+    ``k x n`` weight. ``split`` is the dimension tensor parallelism divides ('n' column-parallel,
+    'k' row-parallel, '' replicated); expert GEMMs are divided by ETP, the others by TP."""
+
+    name: str
+    kind: Literal["attn", "gdn", "mlp", "expert", "shared"]
+    k: int
+    n: int
+    split: Literal["n", "k", ""] = "n"
+    per_row: bool = False  # routed expert GEMM: once per (token, expert) row
+    weights: int = 1  # weight matrices of this shape (experts of the layer)
+
+    @property
+    def fwd_flops(self) -> float:
+        return 2.0 * self.k * self.n
+
+
+def _attention_gemms(a: Attention, hidden: int) -> list[Gemm]:
+    if a.is_mla:
+        n = a.num_heads
+        g = []
+        if a.q_lora_rank is None:
+            g.append(Gemm("q_proj", "attn", hidden, n * a.head_dim))
+        else:
+            g.append(Gemm("q_down", "attn", hidden, a.q_lora_rank, split=""))
+            g.append(Gemm("q_up", "attn", a.q_lora_rank, n * a.head_dim))
+        g.append(Gemm("kv_down", "attn", hidden, a.kv_lora_rank + a.qk_rope_head_dim, split=""))
+        g.append(Gemm("kv_up", "attn", a.kv_lora_rank, n * (a.qk_nope_head_dim + a.v_head_dim)))
+        g.append(Gemm("o_proj", "attn", n * a.v_head_dim, hidden, split="k"))
+        return g
+    q = a.num_heads * a.head_dim
+    kv = a.num_kv_heads * a.head_dim
+    gate = q if a.output_gate else 0  # gated attention: q_proj also emits the gate
+    return [Gemm("qkv", "attn", hidden, q + gate + 2 * kv), Gemm("o_proj", "attn", q, hidden, split="k")]
+
+
+def _gdn_gemms(g: GatedDeltaNet, hidden: int) -> list[Gemm]:
+    return [
+        Gemm("in_proj", "gdn", hidden, 2 * g.key_dim + 2 * g.value_dim + 2 * g.num_value_heads),
+        Gemm("out_proj", "gdn", g.value_dim, hidden, split="k"),
+    ]
+
+
+def _ffn_gemms(name: str, kind: str, hidden: int, ffn: int, gated: bool, per_row: bool = False,
+               weights: int = 1) -> list[Gemm]:
+    fc1 = ffn * (2 if gated else 1)
+    return [
+        Gemm(f"{name}_fc1", kind, hidden, fc1, "n", per_row, weights),  # type: ignore[arg-type]
+        Gemm(f"{name}_fc2", kind, ffn, hidden, "k", per_row, weights),  # type: ignore[arg-type]
+    ]
+
+
+@lru_cache(maxsize=1024)
+def layer_gemms(layer: Layer, hidden: int) -> tuple[Gemm, ...]:
+    """The weight GEMMs of one layer (shapes before any parallel split)."""
+    mixer = layer.mixer
+    gemms = _gdn_gemms(mixer, hidden) if isinstance(mixer, GatedDeltaNet) else _attention_gemms(mixer, hidden)
+    mlp = layer.mlp
+    if isinstance(mlp, DenseMLP):
+        gemms += _ffn_gemms("mlp", "mlp", hidden, mlp.ffn_hidden, mlp.gated)
+    elif isinstance(mlp, MoE):
+        gemms += _ffn_gemms("expert", "expert", hidden, mlp.expert_ffn_hidden, mlp.gated, True, mlp.num_experts)
+        if mlp.has_shared:
+            gemms += _ffn_gemms("shared", "shared", hidden, mlp.shared_ffn_hidden, mlp.gated)
+    return tuple(gemms)
+
+
+@dataclass(frozen=True)
 class LayerFlops:
     """Forward FLOPs per token of one layer, by kind of work (training cost is 3x each)."""
 
     attn_proj_flops: float = 0.0  # QKV / MLA down-up / output projections (GEMM)
     attn_core_flops: float = 0.0  # score + context products, causal (flash attention)
     gdn_proj_flops: float = 0.0  # Gated DeltaNet in/out projections (GEMM)
-    gdn_core_flops: float = 0.0  # conv + chunked delta rule (linear in S overall, constant per token)
+    gdn_core_flops: float = 0.0  # conv + chunked delta rule (constant per token)
     dense_mlp_flops: float = 0.0
     expert_flops: float = 0.0  # routed experts, top-k of them (grouped GEMM)
     shared_expert_flops: float = 0.0
@@ -57,60 +127,47 @@ class LayerFlops:
         return self.gemm_flops + self.attn_core_flops + self.gdn_core_flops
 
 
-def _attention_fwd(a: Attention, hidden: int, seq_len: int) -> tuple[float, float]:
-    """(projection, core) forward FLOPs per token."""
-    keys = min(a.sliding_window, seq_len) if a.sliding_window else seq_len / 2  # causal half
+def _attention_core_fwd(a: Attention, seq_len: int) -> float:
+    """Score + context forward FLOPs per token; causal counts half of the keys."""
+    keys = min(a.sliding_window, seq_len) if a.sliding_window else seq_len / 2
     if a.is_mla:
-        n = a.num_heads
-        if a.q_lora_rank is None:
-            q_term = hidden * n * a.head_dim
-        else:
-            q_term = a.q_lora_rank * (hidden + n * a.head_dim + 1)
-        kv_term = a.kv_lora_rank * (hidden + n * (a.qk_nope_head_dim + a.v_head_dim) + 1)
-        kv_term += hidden * a.qk_rope_head_dim
-        proj = 2 * (q_term + kv_term + n * a.v_head_dim * hidden)
-        core = 2 * keys * n * (a.head_dim + a.v_head_dim)
-        return proj, core
-    q = a.num_heads * a.head_dim
-    kv = a.num_kv_heads * a.head_dim
-    gate = q if a.output_gate else 0  # gated attention: q_proj also emits the gate
-    proj = 2 * hidden * (q + gate + 2 * kv) + 2 * q * hidden
-    core = 2 * keys * 2 * q  # QK^T and AV, 2 FLOPs per MAC
-    return proj, core
+        return 2 * keys * a.num_heads * (a.head_dim + a.v_head_dim)
+    return 2 * keys * 2 * a.num_heads * a.head_dim  # QK^T and AV, 2 FLOPs per MAC
 
 
-def _gdn_fwd(g: GatedDeltaNet, hidden: int) -> tuple[float, float]:
-    """(projection, core) forward FLOPs per token of a Gated DeltaNet layer.
+def _mla_norm_fwd(a: Attention) -> float:
+    """Megatron's MLA branch counts the q/kv low-rank norms as one extra column each ("+1")."""
+    return 2.0 * ((a.q_lora_rank or 0) + a.kv_lora_rank) if a.is_mla else 0.0
 
-    Core: depthwise causal conv (2 x channels x kernel) and the chunked delta rule, which Megatron
+
+def _gdn_core_fwd(g: GatedDeltaNet) -> float:
+    """Depthwise causal conv (2 x channels x kernel) and the chunked delta rule, which Megatron
     counts as 4 state-sized products per value head per token (2 x 4 x n_v x d_k x d_v forward;
     megatron/training/training.py, gated-delta-net branch of ``num_floating_point_operations``,
     core_r0.16+). The state is d_k x d_v per head (Yang et al., arXiv 2412.06464), so the cost per
-    token does not depend on sequence length.
-    """
-    proj = 2 * hidden * (2 * g.key_dim + 2 * g.value_dim + 2 * g.num_value_heads) + 2 * g.value_dim * hidden
-    core = 2 * g.conv_dim * g.conv_kernel + 2 * 4 * g.num_value_heads * g.key_head_dim * g.value_head_dim
-    return proj, core
-
-
-def _ffn_fwd(hidden: int, ffn: int, gated: bool) -> float:
-    return 2 * hidden * ffn * (3 if gated else 2)
+    token does not depend on sequence length."""
+    return 2 * g.conv_dim * g.conv_kernel + 2 * 4 * g.num_value_heads * g.key_head_dim * g.value_head_dim
 
 
 @lru_cache(maxsize=4096)
 def layer_flops(layer: Layer, hidden: int, seq_len: int) -> LayerFlops:
     """Forward FLOPs per token of one layer at sequence length ``seq_len``."""
-    parts: dict[str, float] = {}
+    by_kind: dict[str, float] = {}
+    top_k = layer.mlp.top_k if isinstance(layer.mlp, MoE) else 0
+    for g in layer_gemms(layer, hidden):
+        by_kind[g.kind] = by_kind.get(g.kind, 0.0) + g.fwd_flops * (top_k if g.per_row else 1)
+    parts = {
+        "attn_proj_flops": by_kind.get("attn", 0.0),
+        "gdn_proj_flops": by_kind.get("gdn", 0.0),
+        "dense_mlp_flops": by_kind.get("mlp", 0.0),
+        "expert_flops": by_kind.get("expert", 0.0),
+        "shared_expert_flops": by_kind.get("shared", 0.0),
+    }
     if isinstance(layer.mixer, GatedDeltaNet):
-        parts["gdn_proj_flops"], parts["gdn_core_flops"] = _gdn_fwd(layer.mixer, hidden)
+        parts["gdn_core_flops"] = _gdn_core_fwd(layer.mixer)
     else:
-        parts["attn_proj_flops"], parts["attn_core_flops"] = _attention_fwd(layer.mixer, hidden, seq_len)
-    mlp = layer.mlp
-    if isinstance(mlp, DenseMLP):
-        parts["dense_mlp_flops"] = _ffn_fwd(hidden, mlp.ffn_hidden, mlp.gated)
-    elif isinstance(mlp, MoE):
-        parts["expert_flops"] = mlp.top_k * _ffn_fwd(hidden, mlp.expert_ffn_hidden, mlp.gated)
-        parts["shared_expert_flops"] = _ffn_fwd(hidden, mlp.shared_ffn_hidden, mlp.gated)
+        parts["attn_proj_flops"] += _mla_norm_fwd(layer.mixer)
+        parts["attn_core_flops"] = _attention_core_fwd(layer.mixer, seq_len)
     return LayerFlops(**parts)
 
 

@@ -91,6 +91,7 @@ class RunConfig:
     capacity_factor: float | None = None  # moe_expert_capacity_factor (token dropping) when set
     grad_fp32: bool = True  # main grads in fp32 (Megatron-LM forces fp32 accumulation with --bf16)
     bf16_moments: bool = False  # precision-aware optimizer with bf16 exp_avg / exp_avg_sq
+    ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: hide dispatch/combine behind another micro-batch
     cp_comm_type: str = "p2p"  # p2p (ring), a2a, allgather, a2a+p2p
     reserve_gib: float = 2.0  # CUDA context, NCCL buffers and allocator fragmentation outside the estimate
     mcore_version: str = "0.16"
@@ -110,6 +111,15 @@ class RunConfig:
         bad = [s for s in self.cuda_graph_scopes if s not in CUDA_GRAPH_SCOPES]
         if bad:
             raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
+
+    @property
+    def ep_overlap_allowed(self) -> bool:
+        """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
+        another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
+        (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute."""
+        par = self.parallel
+        return (par.ep > 1 and self.batch.microbatches(par.dp) > 1 and (par.pp == 1 or par.vpp > 1)
+                and self.recompute.granularity != "full")
 
     @property
     def fp8(self) -> bool:

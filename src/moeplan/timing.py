@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
-from moeplan.flops import flops_per_token, layer_flops, logits_fwd_flops
+from moeplan.flops import Gemm, flops_per_token, layer_flops, layer_gemms, padded_vocab
 from moeplan.hardware import GPUSpec
 from moeplan.memory import _stage_groups, inflight_per_chunk  # noqa: F401  (shared stage grouping)
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE
@@ -38,7 +37,7 @@ from moeplan.run import RunConfig
 TRAIN = 3.0  # forward + backward = 3 x forward FLOPs (Megatron convention; moeplan.flops)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Calibration:
     """Global efficiency constants of the timing model. Defaults are the calibrated values."""
 
@@ -47,24 +46,26 @@ class Calibration:
     attn_eff: float = 0.45
     # Gated DeltaNet chunked kernels (fla-org Triton): fraction of BF16 peak.
     gdn_eff: float = 0.12
-    # Matmul dimension at which a GEMM reaches half of its large-shape rate (factor d / (d + d0)).
-    gemm_half_dim: float = 128.0
     # Grouped expert GEMMs lose further to per-expert tails and the token-count imbalance of
     # padding each expert's rows; applied to the expert GEMM rate.
     grouped_gemm_eff: float = 0.85
     # HBM traffic per byte saved for backward (written in fwd, read in bwd, gradient written/read).
-    elementwise_traffic: float = 4.0
+    elementwise_traffic: float = 2.0
     hbm_eff: float = 0.7
     # Collective efficiencies relative to the catalog link rate when no measured bus bandwidth exists.
     nvlink_eff: float = 0.8
     scaleout_eff: float = 0.75
     # All-to-all efficiency by dispatcher (fraction of the link rate reached by dispatch/combine).
+    # DeepEP reports ~0.77 of NVLink and ~0.9 of RDMA line rate on H800 (deepseek-ai/DeepEP
+    # README); NCCL all-to-all set between the measured Qwen3-30B-A3B EP16 alltoall point
+    # (132.9 TFLOP/s/GPU on 16 H100, ../shared/reference/guidance.md) and the Qwen3-235B H100
+    # alltoall run (published_runs.csv), which it reproduces within +9% / -9%.
     a2a_eff: dict[str, float] = field(default_factory=lambda: {
-        "alltoall": 0.45, "allgather": 0.45, "deepep": 0.75, "hybridep": 0.8})
-    # Share of EP communication hidden behind compute by dispatcher (DeepEP / HybridEP run
-    # dispatch and combine on a few SMs concurrently with expert GEMMs of other chunks).
-    a2a_hidden: dict[str, float] = field(default_factory=lambda: {
-        "alltoall": 0.0, "allgather": 0.0, "deepep": 0.3, "hybridep": 0.4})
+        "alltoall": 0.7, "allgather": 0.7, "deepep": 0.75, "hybridep": 0.8})
+    # With EP A2A overlap, the share of a layer's compute (of the other micro-batch) that can hide
+    # its dispatch/combine; the communication kernels take some SMs, so it is below 1. Set from
+    # the only published overlapped run (Qwen3-235B on H100, moe_a2a_overlap).
+    ep_overlap_eff: float = 0.8
     # TP comm overlap (userbuffers, Megatron tp_comm_overlap) hides this share of TP collectives.
     tp_hidden: float = 0.5
     # Host-side launch overhead per layer per micro-batch (fwd + bwd) without CUDA graphs:
@@ -88,10 +89,6 @@ TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementw
               "launch_overhead")
 
 
-def _shape(d: float, cal: Calibration) -> float:
-    return d / (d + cal.gemm_half_dim) if d > 0 else 1.0
-
-
 def _gemm_rate(gpu: GPUSpec, precision: str, cal: Calibration) -> float:
     """Achievable large-GEMM FLOP/s for the run's precision (measured MAMF, else peak x 0.75)."""
     if precision == "bf16":
@@ -101,11 +98,18 @@ def _gemm_rate(gpu: GPUSpec, precision: str, cal: Calibration) -> float:
     return measured if measured else 0.75 * peak
 
 
-def _busbw(gpu: GPUSpec, group: int, cal: Calibration) -> float:
-    """Ring bus bandwidth for a collective over ``group`` consecutive GPUs."""
-    if group <= gpu.nvlink_domain:
-        return gpu.nvlink_busbw_bytes_per_s or gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff
-    return gpu.scaleout_busbw_bytes_per_s or gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff
+def _busbw(gpu: GPUSpec, group: int, stride: int, cal: Calibration) -> float:
+    """Ring bus bandwidth of a collective over ``group`` GPUs spaced ``stride`` ranks apart.
+
+    Inside one NVLink domain: the measured NCCL ring bus bandwidth. Across domains every member
+    GPU drives its own NIC, so NCCL's rings (one channel per NIC) reach the per-NIC rate times the
+    members per domain, capped by NVLink (nccl-tests multi-node H100: ~320 GB/s with 8 NICs)."""
+    nvl = gpu.nvlink_busbw_bytes_per_s or gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff
+    if group * stride <= gpu.nvlink_domain:
+        return nvl
+    per_nic = gpu.scaleout_busbw_bytes_per_s or gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff
+    members_per_domain = max(1, min(group, gpu.nvlink_domain // stride))
+    return min(nvl, per_nic * members_per_domain)
 
 
 def _ring_time(bytes_per_rank: float, n: int, bw: float) -> float:
@@ -144,6 +148,36 @@ class _Ctx:
     seq_tokens: float  # tokens per CP rank (mbs x seq / CP): the GEMM M dimension
     gemm_rate: float
     bf16_peak: float
+    cache: dict[int, LayerTime] = field(default_factory=dict, compare=False, hash=False)
+
+
+def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
+    """(fwd + dgrad + wgrad seconds, FP8 cast seconds) of one weight GEMM on one GPU.
+
+    Each of the three GEMMs costs its FLOPs at the achievable matmul rate plus its HBM traffic
+    (inputs, weights, outputs) at the achievable bandwidth: an additive roofline, which charges the
+    small expert GEMMs (K or N of a few hundred) the epilogue/prologue time they really spend.
+    FP8 runs also quantize each GEMM input (forward) and output gradient (backward): read bf16,
+    write FP8 row- and column-wise."""
+    cfg, cal = ctx.cfg, ctx.cal
+    par = cfg.parallel
+    div = par.etp if g.kind == "expert" else par.tp
+    k = g.k / div if g.split == "k" else g.k
+    n = g.n / div if g.split == "n" else g.n
+    if g.per_row:
+        m = rows
+    else:
+        m = ctx.seq_tokens if g.split else ctx.tokens  # SP: TP-split GEMMs see the gathered sequence
+    fp8 = cfg.precision != "bf16"
+    b_in = 1.0 if fp8 else BF16_BYTES
+    weights = local_experts if g.per_row else 1.0
+    flops = 2.0 * m * k * n
+    traffic = m * k * b_in + k * n * weights * b_in + m * n * BF16_BYTES
+    hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
+    rate = ctx.gemm_rate * (cal.grouped_gemm_eff if g.per_row else 1.0)
+    t = TRAIN * (flops / rate + traffic / hbm)
+    cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
+    return t, cast
 
 
 def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
@@ -157,20 +191,33 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     fp8_dispatch = cfg.precision != "bf16" and cfg.dispatcher in ("deepep", "hybridep")
     dispatch_bytes = rows * h * (1 + 4 / 128 if fp8_dispatch else BF16_BYTES)
     combine_bytes = rows * h * BF16_BYTES
-    leave = (par.ep - 1) / par.ep
-    span = par.ep * par.etp
+    span = par.ep * par.etp  # consecutive GPUs of one EP group (expert rank order: ETP, EP, DP)
     in_domain = min(span, gpu.nvlink_domain)
-    remote = max(0.0, 1.0 - in_domain / span)
-    local = leave - remote
+    nodes = math.ceil(span / gpu.nvlink_domain)
     eff = cal.a2a_eff[cfg.dispatcher]
     nv_bw = gpu.nvlink_bw_bytes_per_s * eff
     so_bw = gpu.scaleout_bw_bytes_per_s * eff
+    per_row = 1.0 / rows if rows else 0.0
+    if cfg.dispatcher in ("alltoall", "allgather"):
+        # NCCL all-to-all sends every (token, expert) row to its rank; the routes run one after the other.
+        remote = max(0.0, 1.0 - in_domain / span)
+        local = (par.ep - 1) / par.ep - remote
 
-    def one(b: float) -> float:
-        t_local, t_remote = b * local / nv_bw, b * remote / so_bw
-        # NCCL all-to-all serialises the two routes; DeepEP/HybridEP drive them concurrently.
-        return t_local + t_remote if cfg.dispatcher in ("alltoall", "allgather") else max(t_local, t_remote)
+        def one(b: float) -> float:
+            return b * local / nv_bw + b * remote / so_bw
+    else:
+        # DeepEP / HybridEP send a token once to each remote NVLink domain that holds one of its
+        # experts, then forward it over NVLink inside the domain (DeepSeek-V3 report, section 3.2.2;
+        # deepseek-ai/DeepEP README). Expected remote domains hit by top-k uniform routing:
+        # (N - 1) x (1 - (1 - 1/N)^k).
+        remote_domains = (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** moe.top_k) if nodes > 1 else 0.0
+        remote_rows_per_row = remote_domains / moe.top_k
+        local = 1.0 - 1.0 / in_domain
 
+        def one(b: float) -> float:
+            return max(b * local / nv_bw, b * remote_rows_per_row / so_bw)
+
+    del per_row
     fwd = one(dispatch_bytes) + one(combine_bytes)
     bwd = one(combine_bytes) + one(dispatch_bytes)  # gradients travel the opposite way, in bf16
     if cfg.dispatcher in ("alltoall", "allgather"):
@@ -178,12 +225,19 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
         perm = 4 * rows * h * BF16_BYTES / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
         fwd += perm
         bwd += perm
-    hidden = cal.a2a_hidden[cfg.dispatcher]
-    return (fwd + bwd) * (1 - hidden), fwd
+    return fwd + bwd, fwd
 
 
-@lru_cache(maxsize=65536)
 def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
+    """One layer, one micro-batch (memoised per run in ``ctx.cache``)."""
+    key = id(layer)
+    hit = ctx.cache.get(key)
+    if hit is None:
+        hit = ctx.cache[key] = _layer_time_uncached(ctx, layer)
+    return hit
+
+
+def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
     par = cfg.parallel
     h = cfg.model.hidden
@@ -191,38 +245,34 @@ def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
     t = ctx.tokens
     out: dict[str, float] = {}
     mixer = layer.mixer
-    # --- mixer compute
+    # --- GEMMs (weight matmuls), attention and Gated DeltaNet kernels
+    mlp = layer.mlp
+    imb = cfg.capacity_factor or cfg.moe_imbalance
+    rows = t * mlp.top_k * imb * par.etp if isinstance(mlp, MoE) else 0.0
+    gemm = grouped = cast = 0.0
+    for g in layer_gemms(layer, h):
+        g_time, g_cast = _gemm_time(ctx, g, rows, mlp.num_experts / par.ep if isinstance(mlp, MoE) else 1)
+        if g.kind == "expert":
+            grouped += g_time
+        else:
+            gemm += g_time
+        cast += g_cast
+    out["gemm"], out["grouped_gemm"] = gemm, grouped
+    mixer_norm = f.attn_proj_flops - sum(g.fwd_flops for g in layer_gemms(layer, h) if g.kind == "attn")
+    out["gemm"] += TRAIN * mixer_norm * t / ctx.gemm_rate  # MLA low-rank norms (Megatron counts them)
     if isinstance(mixer, GatedDeltaNet):
-        width = min(mixer.value_dim, 2 * mixer.key_dim) / par.tp
-        out["gemm"] = TRAIN * f.gdn_proj_flops * t / (ctx.gemm_rate * _shape(width, cal) * _shape(ctx.seq_tokens, cal))
         out["linear_attention"] = TRAIN * f.gdn_core_flops * t / (ctx.bf16_peak * cal.gdn_eff)
     else:
-        assert isinstance(mixer, Attention)
-        width = (mixer.num_kv_heads if not mixer.is_mla else mixer.num_heads) * mixer.head_dim / par.tp
-        out["gemm"] = TRAIN * f.attn_proj_flops * t / (ctx.gemm_rate * _shape(width, cal) * _shape(ctx.seq_tokens, cal))
         out["attention"] = TRAIN * f.attn_core_flops * t / (ctx.bf16_peak * cal.attn_eff)
-    # --- MLP compute
-    mlp = layer.mlp
-    if isinstance(mlp, DenseMLP):
-        out["gemm"] += TRAIN * f.dense_mlp_flops * t / (ctx.gemm_rate * _shape(mlp.ffn_hidden / par.tp, cal))
-    elif isinstance(mlp, MoE):
-        imb = cfg.capacity_factor or cfg.moe_imbalance
-        local_experts = mlp.num_experts / par.ep
-        rows_per_expert = t * mlp.top_k * imb * par.etp / local_experts
-        rate = ctx.gemm_rate * cal.grouped_gemm_eff * _shape(mlp.expert_ffn_hidden / par.etp, cal) * _shape(rows_per_expert, cal)
-        out["grouped_gemm"] = TRAIN * f.expert_flops * t * imb / rate
-        if mlp.has_shared:
-            out["gemm"] += TRAIN * f.shared_expert_flops * t / (ctx.gemm_rate * _shape(mlp.shared_ffn_hidden / par.tp, cal))
     # --- element-wise work: proportional to what the layer saves for backward
     la = layer_activation(layer, h, frozenset(), frozenset(), None)
-    rows = t * (mlp.top_k * (cfg.capacity_factor or cfg.moe_imbalance) if isinstance(mlp, MoE) else 0)
-    saved = la.token_bytes * t + la.row_bytes * rows
+    saved = la.token_bytes * t + la.row_bytes * rows / par.etp
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
-    out["elementwise"] = cal.elementwise_traffic * saved / hbm
+    out["elementwise"] = cal.elementwise_traffic * saved / hbm + cast
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
     if par.tp > 1:
         msg = t * h * BF16_BYTES
-        bw = _busbw(gpu, par.tp, cal)
+        bw = _busbw(gpu, par.tp, 1, cal)
         blocks = 1 + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
         out["tp_comm"] = 4 * blocks * _ring_time(msg, par.tp, bw) * (1 - cal.tp_hidden)
     # --- CP: ring exchange of K/V (p2p), overlapped step by step with attention compute
@@ -249,7 +299,12 @@ def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
     # --- EP dispatch / combine
     ep_fwd = 0.0
     if isinstance(mlp, MoE):
-        out["ep_comm"], ep_fwd = _ep_comm(ctx, mlp)
+        ep_raw, ep_fwd = _ep_comm(ctx, mlp)
+        if cfg.ep_overlap and cfg.ep_overlap_allowed:
+            compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention"))
+            out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute)
+        else:
+            out["ep_comm"] = ep_raw
     # --- launch overhead, reduced by CUDA graphs
     share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
@@ -265,9 +320,7 @@ def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
         if "core_attn" in mods:
             r += out.get("attention", 0.0) * fwd
         if "mla_up_proj" in mods and isinstance(mixer, Attention) and mixer.is_mla:
-            n = mixer.num_heads
-            up = 2 * ((mixer.q_lora_rank or 0) * n * mixer.head_dim + mixer.kv_lora_rank * n * (mixer.qk_nope_head_dim + mixer.v_head_dim))
-            r += up * t / ctx.gemm_rate
+            r += sum(_gemm_time(ctx, g, 0.0, 1)[0] for g in layer_gemms(layer, h) if g.name in ("q_up", "kv_up")) * fwd
         if "layernorm" in mods:
             r += 2 * 2 * h * BF16_BYTES * t / hbm
         if isinstance(mlp, MoE):
@@ -320,15 +373,18 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     heads = (1 if stage.loss else 0) + stage.mtp
     if heads:
+        logits = Gemm("logits", "mlp", spec.hidden, padded_vocab(spec.vocab, cfg.parallel.tp))
+        g_time, g_cast = _gemm_time(ctx, logits, 0.0, 1)
+        out["gemm"] = heads * g_time
         v_shard = spec.vocab / cfg.parallel.tp
-        out["gemm"] = heads * TRAIN * logits_fwd_flops(spec, cfg.parallel.tp) * ctx.tokens / (
-            ctx.gemm_rate * _shape(v_shard, cal))
-        out["elementwise"] = heads * 3 * v_shard * ctx.seq_tokens * FP32_BYTES / hbm
+        # cross-entropy: softmax over the vocabulary shard in fp32, forward and backward
+        out["elementwise"] = heads * (3 * v_shard * ctx.seq_tokens * FP32_BYTES / hbm + g_cast)
     if stage.mtp and spec.mtp_layer is not None:
         lt = _layer_time(ctx, spec.mtp_layer)
         for k, v in lt.__dict__.items():
             out[k] = out.get(k, 0.0) + stage.mtp * v
-        out["gemm"] = out.get("gemm", 0.0) + stage.mtp * TRAIN * 2 * 2 * spec.hidden * spec.hidden * ctx.tokens / ctx.gemm_rate
+        eh_proj = Gemm("eh_proj", "mlp", 2 * spec.hidden, spec.hidden)
+        out["gemm"] = out.get("gemm", 0.0) + stage.mtp * _gemm_time(ctx, eh_proj, 0.0, 1)[0]
     return out
 
 
@@ -367,16 +423,19 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     expert_p = total_p.routed_experts / (par.ep * par.etp * par.pp)
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
     dp_group, edp = par.dp * par.cp, par.edp
-    dense_bw = _busbw(gpu, par.tp * dp_group, cal)
-    expert_bw = _busbw(gpu, par.ep * par.etp * edp, cal)
-    dp_time = 0.0
+    dense_bw = _busbw(gpu, dp_group, par.tp, cal)
+    expert_bw = _busbw(gpu, edp, par.ep * par.etp, cal)
+    rs_time = ag_time = 0.0  # gradient reduce-scatter, parameter all-gather (distributed optimizer)
     if dp_group > 1:
-        dp_time += _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
-        dp_time += _ring_time(dense_p * BF16_BYTES / dp_group, dp_group, dense_bw)
+        rs_time += _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
+        ag_time += _ring_time(dense_p * BF16_BYTES / dp_group, dp_group, dense_bw)
     if edp > 1:
-        dp_time += _ring_time(expert_p * grad_b / edp, edp, expert_bw)
-        dp_time += _ring_time(expert_p * BF16_BYTES / edp, edp, expert_bw)
-    breakdown["dp_comm"] = max(0.0, dp_time - t_mb)
+        rs_time += _ring_time(expert_p * grad_b / edp, edp, expert_bw)
+        ag_time += _ring_time(expert_p * BF16_BYTES / edp, edp, expert_bw)
+    # overlap_grad_reduce: buckets reduce during the last micro-batch's backward and the pipeline
+    # cool-down; overlap_param_gather: buckets gather during the first forward and the warm-up.
+    bubble = breakdown["pp_bubble"]
+    breakdown["dp_comm"] = max(0.0, rs_time - (2 * t_mb / 3 + bubble)) + max(0.0, ag_time - (t_mb / 3 + bubble))
     # --- optimizer step (GPU share) and CPU offload
     shard = dense_p / dp_group + expert_p / edp
     gpu_share = 1.0 - cfg.optimizer_offload

@@ -112,9 +112,10 @@ class Layer:
         return isinstance(self.mixer, GatedDeltaNet)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ModelSpec:
-    """A decoder-only MoE language model."""
+    """A decoder-only MoE language model. Compared and hashed by identity (it is large and is used
+    as a cache key on hot paths); load each model once and share the object."""
 
     name: str
     model_type: str
