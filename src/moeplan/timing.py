@@ -180,6 +180,70 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
     return t, cast
 
 
+def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_domain: int) -> bool:
+    """Whether a cp_comm_type works for this layer: a2a (Ulysses) splits heads over CP, so
+    (heads / TP) and (KV heads / TP) must divide by CP; a2a+p2p does a2a inside the NVLink domain
+    and p2p across (Megatron-Core cp_comm_type, TransformerEngine context parallel)."""
+    if comm_type in ("p2p", "allgather"):
+        return True
+    kv = mixer.num_heads if mixer.is_mla else mixer.num_kv_heads
+    inner = cp if comm_type == "a2a" else max(1, min(cp, nvlink_domain // tp))
+    if comm_type == "a2a+p2p" and (inner == cp or cp % inner):
+        return False
+    return (mixer.num_heads // tp) % inner == 0 and max(1, kv // tp) % inner == 0
+
+
+def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
+    """(exposed seconds fwd + bwd, forward share) of context-parallel attention for one layer.
+
+    p2p (ring): CP - 1 steps, each sends this rank's K/V block (and dK/dV in backward) while
+    computing attention on the block received, so a step costs max(comm, compute) (Liu et al.,
+    "Ring Attention", arXiv 2310.01889). a2a (Ulysses, Jacobs et al. arXiv 2309.14509): all-to-all
+    of q, k, v before and of the output after attention, not overlapped. a2a+p2p: a2a inside the
+    NVLink domain, ring across domains on blocks that are a2a-group times larger.
+    K/V of MLA are full per-head tensors after the up-projection."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    par = cfg.parallel
+    t = ctx.tokens
+    if mixer.is_mla:
+        kv_elems = mixer.num_heads * (mixer.head_dim + mixer.v_head_dim)
+        q_elems = mixer.num_heads * mixer.head_dim
+        o_elems = mixer.num_heads * mixer.v_head_dim
+    else:
+        kv_elems = 2 * mixer.num_kv_heads * mixer.head_dim
+        q_elems = o_elems = mixer.num_heads * mixer.head_dim
+    nvl = gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff
+    nic = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff
+    domain_cp = max(1, gpu.nvlink_domain // par.tp)  # CP ranks that share an NVLink domain
+    kind = cfg.cp_comm_type
+
+    def ring(steps: int, block_bytes: float, link: float, attn_total: float) -> tuple[float, float]:
+        step_comm = 3 * block_bytes / link  # K/V forward; K/V + dK/dV backward
+        step_attn = attn_total / (steps + 1)
+        return steps * max(0.0, step_comm - step_attn), steps * max(0.0, block_bytes / link - step_attn / 3)
+
+    def a2a(group: int) -> float:
+        vol = (q_elems + kv_elems + o_elems) * t * BF16_BYTES * (group - 1) / group
+        remote = max(0.0, 1.0 - domain_cp / group)
+        return max(vol * (1 - remote) / nvl, vol * remote / nic)
+
+    if kind == "p2p":
+        return ring(par.cp - 1, t * kv_elems * BF16_BYTES, nvl if par.cp <= domain_cp else nic, attn_s)
+    if kind == "a2a":
+        one = a2a(par.cp)
+        return 2 * one, one
+    if kind == "a2a+p2p":
+        inner = min(par.cp, domain_cp)
+        outer = par.cp // inner
+        one = a2a(inner)
+        r, r_fwd = ring(outer - 1, t * kv_elems * BF16_BYTES, nic, attn_s)
+        return 2 * one + r, one + r_fwd
+    # allgather: gather K/V of the whole sequence forward, reduce-scatter dK/dV backward
+    gathered = t * kv_elems * BF16_BYTES * (par.cp - 1)
+    link = nvl if par.cp <= domain_cp else nic
+    return 3 * gathered / link, gathered / link
+
+
 def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     """(exposed seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
@@ -275,27 +339,10 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         bw = _busbw(gpu, par.tp, 1, cal)
         blocks = 1 + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
         out["tp_comm"] = 4 * blocks * _ring_time(msg, par.tp, bw) * (1 - cal.tp_hidden)
-    # --- CP: ring exchange of K/V (p2p), overlapped step by step with attention compute
+    # --- CP (context parallel): exposed communication of the attention layer
     cp_fwd = 0.0
     if par.cp > 1 and isinstance(mixer, Attention):
-        if mixer.is_mla:
-            kv_elems = mixer.num_heads * (mixer.head_dim + mixer.v_head_dim)  # k and v after up-projection
-        else:
-            kv_elems = 2 * mixer.num_kv_heads * mixer.head_dim
-        kv_bytes = t * kv_elems * BF16_BYTES
-        group = par.tp * par.cp
-        link = (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff if group <= gpu.nvlink_domain
-                else gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff)
-        attn_step = out["attention"] / par.cp
-        if cfg.cp_comm_type == "p2p":
-            step_comm = 3 * kv_bytes / link  # K/V forward, K/V + dK/dV backward
-            out["cp_comm"] = (par.cp - 1) * max(0.0, step_comm - attn_step)
-            cp_fwd = (par.cp - 1) * max(0.0, kv_bytes / link - attn_step / 3)
-        else:  # a2a (Ulysses) / allgather: not overlapped with attention
-            q_elems = (mixer.num_heads * mixer.head_dim) if not mixer.is_mla else mixer.num_heads * mixer.head_dim
-            vol = (2 * q_elems + kv_elems) * t * BF16_BYTES if cfg.cp_comm_type.startswith("a2a") else 3 * kv_bytes * par.cp
-            out["cp_comm"] = 2 * vol * (par.cp - 1) / par.cp / link
-            cp_fwd = out["cp_comm"] / 2
+        out["cp_comm"], cp_fwd = _cp_comm(ctx, mixer, out["attention"])
     # --- EP dispatch / combine
     ep_fwd = 0.0
     if isinstance(mlp, MoE):
