@@ -210,7 +210,7 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None) -> 
     if spec.moe_layers and par.gpus % exp_fold:
         fail("expert-folding", f"ETP x EP x PP = {par.etp}x{par.ep}x{par.pp} = {exp_fold} does not divide {par.gpus} GPUs "
              "(expert folding needs ETP x EP x EDP x PP = GPUs)")
-    for layer in {layer.mixer for layer in spec.layers}:
+    for layer in spec.distinct_mixers:
         if isinstance(layer, Attention):
             if layer.num_heads % par.tp:
                 fail("heads-tp", f"{layer.num_heads} attention heads are not divisible by TP {par.tp}")

@@ -8,14 +8,27 @@ Sizes are element counts (not bytes); widths are per layer.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Literal
+
+
+class CachedHash:
+    """Frozen dataclasses of the spec are dictionary keys on hot paths (caches); hashing them
+    field by field, recursively, every time is the planner's main cost. Hash once."""
+
+    @cached_property
+    def _hash_value(self) -> int:
+        return hash((type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self)))  # type: ignore[arg-type]
+
+    def __hash__(self) -> int:
+        return self._hash_value
 
 AttentionKind = Literal["gqa", "mla"]
 
 
 @dataclass(frozen=True)
-class Attention:
+class Attention(CachedHash):
     """Softmax attention: MHA/GQA (``num_kv_heads`` <= ``num_heads``) or DeepSeek MLA.
 
     For GQA, ``head_dim`` is explicit and may differ from hidden/heads (Qwen3: 128 x 64 heads on a
@@ -46,7 +59,7 @@ class Attention:
 
 
 @dataclass(frozen=True)
-class GatedDeltaNet:
+class GatedDeltaNet(CachedHash):
     """Qwen3-Next linear attention (Gated DeltaNet): state per head is key_dim x value_dim, constant
     in sequence length (Yang et al., "Gated Delta Networks", arXiv 2412.06464)."""
 
@@ -74,13 +87,13 @@ Mixer = Attention | GatedDeltaNet
 
 
 @dataclass(frozen=True)
-class DenseMLP:
+class DenseMLP(CachedHash):
     ffn_hidden: int
     gated: bool = True  # SwiGLU: gate and up projections
 
 
 @dataclass(frozen=True)
-class MoE:
+class MoE(CachedHash):
     num_experts: int
     top_k: int
     expert_ffn_hidden: int
@@ -99,7 +112,7 @@ MLP = DenseMLP | MoE
 
 
 @dataclass(frozen=True)
-class Layer:
+class Layer(CachedHash):
     mixer: Mixer
     mlp: MLP
 
@@ -140,6 +153,10 @@ class ModelSpec:
     def dense_layers(self) -> int:
         return self.num_layers - self.moe_layers
 
+    @cached_property
+    def distinct_mixers(self) -> tuple[Mixer, ...]:
+        return tuple(dict.fromkeys(layer.mixer for layer in self.layers))
+
     def layer_groups(self) -> list[tuple[Layer, int]]:
         """Distinct layers with their counts (cheap per-layer caching downstream)."""
         return list(Counter(self.layers).items())
@@ -173,3 +190,8 @@ class ModelSpec:
         if attn is not None and attn.is_mla:
             return "mla"
         return "gqa-moe"
+
+
+# dataclass(frozen=True) writes a field-by-field __hash__ into each class; use the cached one.
+for _cls in (Attention, GatedDeltaNet, DenseMLP, MoE, Layer):
+    _cls.__hash__ = CachedHash.__hash__  # type: ignore[method-assign]
