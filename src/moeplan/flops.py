@@ -127,7 +127,7 @@ class LayerFlops:
         return self.gemm_flops + self.attn_core_flops + self.gdn_core_flops
 
 
-def _attention_core_fwd(a: Attention, seq_len: int) -> float:
+def attention_core_fwd_flops(a: Attention, seq_len: int) -> float:
     """Score + context forward FLOPs per token; causal counts half of the keys."""
     keys = min(a.sliding_window, seq_len) if a.sliding_window else seq_len / 2
     if a.is_mla:
@@ -167,7 +167,7 @@ def layer_flops(layer: Layer, hidden: int, seq_len: int) -> LayerFlops:
         parts["gdn_core_flops"] = _gdn_core_fwd(layer.mixer)
     else:
         parts["attn_proj_flops"] += _mla_norm_fwd(layer.mixer)
-        parts["attn_core_flops"] = _attention_core_fwd(layer.mixer, seq_len)
+        parts["attn_core_flops"] = attention_core_fwd_flops(layer.mixer, seq_len)
     return LayerFlops(**parts)
 
 

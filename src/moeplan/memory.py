@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
-from moeplan.parallel import Pipeline, Stage, build_pipeline, validate
+from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, validate
 from moeplan.params import ffn_params, mixer_params, moe_params, mtp_module_params
 from moeplan.run import RunConfig
 
@@ -74,7 +74,15 @@ class RankMemory:
 class MemoryEstimate:
     ranks: tuple[RankMemory, ...]
     capacity_bytes: float
-    assumptions: dict[str, object] = field(default_factory=dict)
+    _assumptions: dict[str, object] = field(default_factory=dict)
+    pipeline: Pipeline | None = None
+
+    @property
+    def assumptions(self) -> dict[str, object]:
+        """What the estimate assumed, with the pipeline layout string (built on demand)."""
+        out = dict(self._assumptions)
+        out["pipeline_layout"] = self.pipeline.layout_string() if self.pipeline else None
+        return out
 
     @property
     def peak(self) -> RankMemory:
@@ -246,44 +254,123 @@ def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozen
     return kept, off
 
 
-def _chunk_activation(cfg: RunConfig, stage: Stage, tokens: float) -> tuple[float, float, float]:
-    """(kept bytes per micro-batch, offloaded bytes per micro-batch, transient peak) of a chunk."""
-    spec = cfg.model
-    h = spec.hidden
-    rc = cfg.recompute
-    modules = rc.modules if rc.granularity == "selective" else frozenset()
-    kept = off = transient = 0.0
+@dataclass(frozen=True)
+class RankProfile:
+    """What one pipeline rank holds, independent of the memory knobs: parameters per GPU and, for
+    activations, each distinct layer weighted by the micro-batches in flight on its chunk."""
+
+    rank: int
+    dense_params: float
+    expert_params: float
+    gemm_params: float
+    layer_weights: tuple[tuple[Layer, float], ...]  # sum over chunks of in-flight x layers of that kind
+    mtp_weight: float  # in-flight-weighted MTP modules
+    loss_weight: float  # in-flight-weighted output layer + loss
+    chunks: tuple[tuple[int, Stage], ...]  # (in-flight micro-batches, stage): full recompute needs them
+    distinct_layers: tuple[Layer, ...]
+    has_moe: bool
+    inflight: float
+
+
+@lru_cache(maxsize=4096)
+def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline) -> tuple[RankProfile, ...]:
+    """Per-rank profiles of a layout (cached: the planner costs many knob settings per layout)."""
+    out = []
+    for r, stages in enumerate(pipeline.rank_stages):
+        dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+        counts = inflight_per_chunk(par.pp, par.vpp, r, microbatches)
+        weights: dict[Layer, float] = {}
+        mtp = loss = 0.0
+        for count, st in zip(counts, stages):
+            for layer, n in _stage_groups(spec, st):
+                weights[layer] = weights.get(layer, 0.0) + count * n
+            mtp += count * st.mtp
+            loss += count * (1 if st.loss else 0)
+        distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in _stage_groups(spec, st)))
+        out.append(RankProfile(r, dense, expert, gemm, tuple(weights.items()), mtp, loss,
+                               tuple(zip(counts, stages)), distinct, any(layer.is_moe for layer in distinct),
+                               sum(counts) / max(1, par.vpp)))
+    return tuple(out)
+
+
+def _chunk_full_recompute(cfg: RunConfig, stage: Stage, tokens: float) -> tuple[float, float]:
+    """(kept bytes per micro-batch, transient peak) of a chunk under full recompute."""
+    spec, rc = cfg.model, cfg.recompute
     groups = _stage_groups(spec, stage)
     full_layer = {layer: _layer_mb_bytes(cfg, layer, tokens, frozenset())[0] for layer, _ in groups}
     n_layers = len(stage.layers)
-    if rc.granularity == "full":
-        per_input = layer_input_bytes(h) * tokens
-        if rc.method == "uniform":
-            n_groups = math.ceil(n_layers / rc.num_layers) if n_layers else 0
-            kept += n_groups * per_input
-            biggest = max(full_layer.values(), default=0.0)
-            transient = max(transient, min(rc.num_layers, n_layers) * biggest)
-        else:  # block: the first num_layers layers of the chunk keep only their input
-            recomputed = min(rc.num_layers, n_layers)
-            kept += recomputed * per_input
-            ordered = [spec.layers[i] for i in stage.layers]
-            kept += sum(full_layer[layer] for layer in ordered[recomputed:])
-            transient = max(transient, max(full_layer.values(), default=0.0))
+    per_input = layer_input_bytes(spec.hidden) * tokens
+    biggest = max(full_layer.values(), default=0.0)
+    if rc.method == "uniform":
+        n_groups = math.ceil(n_layers / rc.num_layers) if n_layers else 0
+        return n_groups * per_input, min(rc.num_layers, n_layers) * biggest
+    recomputed = min(rc.num_layers, n_layers)  # block: first num_layers layers keep only their input
+    ordered = [spec.layers[i] for i in stage.layers]
+    return recomputed * per_input + sum(full_layer[layer] for layer in ordered[recomputed:]), biggest
+
+
+def _head_bytes(cfg: RunConfig, tokens: float) -> tuple[float, float]:
+    """(output layer + loss, one MTP module beyond its layer) kept bytes per micro-batch."""
+    h, v = cfg.model.hidden, cfg.model.vocab
+    logits = LOGITS_BYTES_PER_VOCAB * (h + v) * tokens
+    eh_proj_and_norms = (2 * 2 * h + 4 * 2 * h) * tokens  # eh_proj input (2h) and 4 norms
+    return logits, logits + eh_proj_and_norms
+
+
+def _rank_activations(cfg: RunConfig, prof: RankProfile, tokens: float,
+                      per_layer: dict[Layer, tuple[float, float, float]]) -> tuple[float, float, float, float]:
+    """(activations, offloaded to host, transient peak, CUDA graph static buffers) on one rank.
+    ``per_layer`` maps each layer kind to (kept, offloaded, full) bytes of one micro-batch."""
+    spec, rc = cfg.model, cfg.recompute
+    act = off = transient = 0.0
+    if rc.granularity == "full" and rc.method == "uniform" and rc.num_layers == 1:
+        # every layer keeps only its input; one layer is rebuilt at a time
+        act = sum(w for _, w in prof.layer_weights) * layer_input_bytes(spec.hidden) * tokens
+        transient = max((per_layer[layer][2] for layer in prof.distinct_layers), default=0.0)
+    elif rc.granularity == "full":
+        for count, st in prof.chunks:
+            kept, trans = _chunk_full_recompute(cfg, st, tokens)
+            act += count * kept
+            transient = max(transient, trans)
     else:
-        for layer, n in groups:
-            k, o = _layer_mb_bytes(cfg, layer, tokens, modules)
-            kept += n * k
-            off += n * o
-            transient = max(transient, full_layer[layer] + o)  # backward regenerates / prefetches one layer
-    if stage.mtp and spec.mtp_layer is not None:
-        k, o = _layer_mb_bytes(cfg, spec.mtp_layer, tokens, modules)
-        eh_proj_and_norms = (2 * 2 * h + 4 * 2 * h) * tokens  # eh_proj input (2h) and 4 norms
-        logits = LOGITS_BYTES_PER_VOCAB * (h + spec.vocab) * tokens
-        kept += stage.mtp * (k + eh_proj_and_norms + logits)
-        off += stage.mtp * o
-    if stage.loss:
-        kept += LOGITS_BYTES_PER_VOCAB * (h + spec.vocab) * tokens
-    return kept, off, transient
+        for layer, w in prof.layer_weights:
+            k, o, _ = per_layer[layer]
+            act += w * k
+            off += w * o
+        for layer in prof.distinct_layers:  # backward regenerates / prefetches one layer at a time
+            _, o, full = per_layer[layer]
+            transient = max(transient, full + o)
+    if prof.mtp_weight and spec.mtp_layer is not None:
+        k, o, _ = per_layer[spec.mtp_layer]
+        act += prof.mtp_weight * (k + _head_bytes(cfg, tokens)[1])
+        off += prof.mtp_weight * o
+    if prof.loss_weight:
+        act += prof.loss_weight * _head_bytes(cfg, tokens)[0]
+    if prof.has_moe:
+        transient += _moe_dispatch_transient(cfg, tokens)
+    graphs = 0.0
+    scopes = cfg.cuda_graph_scopes
+    if scopes and "full_iteration" not in scopes:
+        per = len(scopes & {"attn", "mlp", "moe", "moe_router", "mamba"}) * CUDA_GRAPH_STATIC_IO * spec.hidden * BF16_BYTES
+        graphs = sum(w for _, w in prof.layer_weights) * per * tokens
+    elif "full_iteration" in scopes:
+        graphs = CUDA_GRAPH_FULL_ITERATION_POOL_FRACTION * act
+    return act, off, transient, graphs
+
+
+def _per_layer_bytes(cfg: RunConfig, tokens: float) -> dict[Layer, tuple[float, float, float]]:
+    """(kept, offloaded, kept-without-recompute) bytes per micro-batch of every layer kind."""
+    rc = cfg.recompute
+    modules = rc.modules if rc.granularity == "selective" else frozenset()
+    kinds = list(dict.fromkeys(cfg.model.layers))
+    if cfg.model.mtp_layer is not None:
+        kinds.append(cfg.model.mtp_layer)
+    out = {}
+    for layer in kinds:
+        k, o = _layer_mb_bytes(cfg, layer, tokens, modules)
+        full = k if rc.granularity == "none" else _layer_mb_bytes(cfg, layer, tokens, frozenset())[0]
+        out[layer] = (k, o, full)
+    return out
 
 
 def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
@@ -297,10 +384,11 @@ def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
 
 
 def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 8,
-                    pipeline: Pipeline | None = None) -> MemoryEstimate:
+                    pipeline: Pipeline | None = None, validated: bool = False) -> MemoryEstimate:
     """Per-GPU memory of every pipeline rank; the estimate is the most loaded one."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
-    validate(spec, par, batch)
+    if not validated:
+        validate(spec, par, batch)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
     tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)  # per GPU, attention layout
@@ -316,38 +404,24 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
     else:
         dispatcher = 0.0
     ranks = []
-    for r, stages in enumerate(pipe.rank_stages):
-        dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
-        params = dense + expert
-        sharded_state = state_bytes * (dense / (par.dp * par.cp) + expert / par.edp)
-        counts = inflight_per_chunk(par.pp, par.vpp, r, m)
-        act = transient = off_host = 0.0
-        graph_io = 0.0
-        for count, st in zip(counts, stages):
-            kept, off, trans = _chunk_activation(cfg, st, tokens)
-            act += count * kept
-            off_host += count * off
-            transient = max(transient, trans)
-            if cfg.cuda_graph_scopes and "full_iteration" not in cfg.cuda_graph_scopes:
-                graphed = len(st.layers) * len(cfg.cuda_graph_scopes & {"attn", "mlp", "moe", "moe_router", "mamba"})
-                graph_io += count * graphed * CUDA_GRAPH_STATIC_IO * spec.hidden * BF16_BYTES * tokens
-        if moe is not None and any(any(spec.layers[i].is_moe for i in st.layers) for st in stages):
-            transient += _moe_dispatch_transient(cfg, tokens)
-        if "full_iteration" in cfg.cuda_graph_scopes:
-            graph_io += CUDA_GRAPH_FULL_ITERATION_POOL_FRACTION * act
+    per_layer = _per_layer_bytes(cfg, tokens)
+    for prof in rank_profiles(spec, par, m, pipe):
+        params = prof.dense_params + prof.expert_params
+        sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
+        act, off_host, transient, graphs = _rank_activations(cfg, prof, tokens, per_layer)
         items = {
             "weights": params * BF16_BYTES,
-            "fp8_weight_copies": gemm * fp8_copy,
+            "fp8_weight_copies": prof.gemm_params * fp8_copy,
             "gradients": params * grad_bytes,
             "optimizer_states": sharded_state * (1.0 - cfg.optimizer_offload),
             "activations": act,
             "transient": transient,
             "dispatcher_buffers": dispatcher,
-            "cuda_graphs": graph_io,
+            "cuda_graphs": graphs,
             "reserve": cfg.reserve_gib * GIB,
         }
         host = sharded_state * cfg.optimizer_offload + off_host
-        ranks.append(RankMemory(r, items, host, sum(counts) / max(1, par.vpp)))
+        ranks.append(RankMemory(prof.rank, items, host, prof.inflight))
     assumptions = {
         "microbatches": m,
         "tokens_per_gpu_per_microbatch": tokens,
@@ -357,9 +431,8 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
         "moe_rows_factor": _rows_factor(cfg),
         "flash_attention": True,
         "memory_efficient_permutation": True,
-        "pipeline_layout": pipe.layout_string() if par.pp * par.vpp > 1 else None,
     }
-    return MemoryEstimate(tuple(ranks), capacity_bytes, assumptions)
+    return MemoryEstimate(tuple(ranks), capacity_bytes, assumptions, pipe if par.pp * par.vpp > 1 else None)
 
 
 MEMORY_ITEMS = ("weights", "fp8_weight_copies", "gradients", "optimizer_states", "activations", "transient",

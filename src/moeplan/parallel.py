@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from moeplan.errors import MoeplanError
 from moeplan.models.spec import Attention, GatedDeltaNet, ModelSpec
@@ -258,9 +258,9 @@ def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None) -> None
         raise MoeplanError(f"invalid layout {par.short() if par.dp else ''}: {bad[0].reason}".replace("  ", " "))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Pipeline:
-    """Stages of a layout and what each pipeline rank holds."""
+    """Stages of a layout and what each pipeline rank holds (compared by identity: a cache key)."""
 
     stages: tuple[Stage, ...]
     pp: int
@@ -276,6 +276,7 @@ class Pipeline:
         return format_layout(self.stages)
 
 
+@lru_cache(maxsize=4096)
 def build_pipeline(spec: ModelSpec, par: Parallel) -> Pipeline:
     """Stages from the explicit layout string, Megatron's even split, or a balanced split."""
     n = par.pp * par.vpp
@@ -286,3 +287,13 @@ def build_pipeline(spec: ModelSpec, par: Parallel) -> Pipeline:
         if even is not None:
             return Pipeline(even, par.pp, par.vpp, False)
     return Pipeline(balanced_stages(spec.num_layers, spec.mtp_layers, n), par.pp, par.vpp, n > 1)
+
+
+def replace_parallel(par: Parallel, **changes: int) -> Parallel | None:
+    """The layout with some sizes changed, or None if it no longer folds onto the GPUs."""
+    from dataclasses import replace
+
+    new = replace(par, **changes)  # type: ignore[arg-type]
+    if par.gpus % (new.tp * new.cp * new.pp) or par.gpus % (new.etp * new.ep * new.pp):
+        return None
+    return new

@@ -8,6 +8,7 @@ FP8 scales and buffers such as ``e_score_correction_bias`` or ``inv_freq`` exclu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cached_property, lru_cache
 
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
 
@@ -95,7 +96,7 @@ class ParamBreakdown:
     def main_total(self) -> int:
         return self.total - self.mtp
 
-    @property
+    @cached_property
     def total(self) -> int:
         return sum(asdict(self).values())
 
@@ -126,6 +127,7 @@ def mtp_module_params(spec: ModelSpec, active: bool = False) -> int:
     return 3 * h + 2 * h * h + sum(_layer_breakdown(spec.mtp_layer, h, active).values())
 
 
+@lru_cache(maxsize=256)
 def count_params(spec: ModelSpec, active: bool = False) -> ParamBreakdown:
     """Total parameters, or (``active=True``) parameters touched per token: top-k routed experts,
     all shared experts, router, attention, embedding and output head."""

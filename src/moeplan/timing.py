@@ -23,13 +23,14 @@ stands for. They were set once against ../shared/reference/published_runs.csv (t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
-from moeplan.flops import Gemm, flops_per_token, layer_flops, layer_gemms, padded_vocab
+from moeplan.flops import Gemm, attention_core_fwd_flops as _attention_core_flops_per_token, flops_per_token, layer_flops, layer_gemms, padded_vocab
 from moeplan.hardware import GPUSpec
 from moeplan.memory import _stage_groups, inflight_per_chunk  # noqa: F401  (shared stage grouping)
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 from moeplan.parallel import Pipeline, Stage, build_pipeline, validate
 from moeplan.params import count_params
 from moeplan.run import RunConfig
@@ -244,6 +245,30 @@ def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
     return 3 * gathered / link, gathered / link
 
 
+def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> str:
+    """The cp_comm_type with the least exposed CP communication over the model's attention layers
+    (it changes nothing else), among those the heads allow."""
+    par = cfg.parallel
+    mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
+    if par.cp <= 1 or not mixers:
+        return cfg.cp_comm_type
+    batch = cfg.batch
+    ctx = _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
+               _gemm_rate(gpu, cfg.precision, cal), gpu.peak("bf16"))
+    best, best_s = cfg.cp_comm_type, math.inf
+    for kind in ("p2p", "a2a", "a2a+p2p"):
+        if not all(cp_comm_allowed(m, par.tp, par.cp, kind, gpu.nvlink_domain) for m in mixers):
+            continue
+        c = replace(ctx, cfg=cfg.with_(cp_comm_type=kind))
+        total = 0.0
+        for m in mixers:
+            attn_s = TRAIN * _attention_core_flops_per_token(m, batch.seq_len) * ctx.tokens / (ctx.bf16_peak * cal.attn_eff)
+            total += _cp_comm(c, m, attn_s)[0]
+        if total < best_s:
+            best, best_s = kind, total
+    return best
+
+
 def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     """(exposed seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
@@ -435,10 +460,25 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     return out
 
 
+@lru_cache(maxsize=4096)
+def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]], ...]:
+    """Per pipeline rank: distinct layers with counts over its chunks, and its (loss, MTP) heads."""
+    out = []
+    for stages in pipe.rank_stages:
+        counts: dict[Layer, int] = {}
+        for st in stages:
+            for layer, n in _stage_groups(spec, st):
+                counts[layer] = counts.get(layer, 0) + n
+        heads = tuple((st.loss, st.mtp) for st in stages if st.loss or st.mtp)
+        out.append((tuple(counts.items()), heads))
+    return tuple(out)
+
+
 def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
-                  pipeline: Pipeline | None = None) -> TimeEstimate:
+                  pipeline: Pipeline | None = None, validated: bool = False) -> TimeEstimate:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
-    validate(spec, par, batch)
+    if not validated:
+        validate(spec, par, batch)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
     ctx = _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
@@ -446,13 +486,13 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     # --- per pipeline rank, one micro-batch through all its chunks
     worst: dict[str, float] = {}
     worst_total, worst_rank = -1.0, 0
-    for r, stages in enumerate(pipe.rank_stages):
+    for r, (groups, heads) in enumerate(_rank_work(spec, pipe)):
         acc: dict[str, float] = {}
-        for st in stages:
-            for layer, n in _stage_groups(spec, st):
-                for k, v in _layer_time(ctx, layer).__dict__.items():
-                    acc[k] = acc.get(k, 0.0) + n * v
-            for k, v in _edge_time(ctx, st).items():
+        for layer, n in groups:
+            for k, v in _layer_time(ctx, layer).__dict__.items():
+                acc[k] = acc.get(k, 0.0) + n * v
+        for loss, mtp in heads:
+            for k, v in _edge_time(ctx, Stage((), False, mtp, loss)).items():
                 acc[k] = acc.get(k, 0.0) + v
         if par.pp > 1:  # send activations forward and gradients backward at each chunk boundary
             p2p = ctx.tokens * spec.hidden * BF16_BYTES

@@ -145,7 +145,7 @@ class ModelSpec:
     def num_layers(self) -> int:
         return len(self.layers)
 
-    @property
+    @cached_property
     def moe_layers(self) -> int:
         return sum(1 for layer in self.layers if layer.is_moe)
 
@@ -161,14 +161,14 @@ class ModelSpec:
         """Distinct layers with their counts (cheap per-layer caching downstream)."""
         return list(Counter(self.layers).items())
 
-    @property
+    @cached_property
     def first_moe(self) -> MoE | None:
         for layer in self.layers:
             if isinstance(layer.mlp, MoE):
                 return layer.mlp
         return None
 
-    @property
+    @cached_property
     def first_attention(self) -> Attention | None:
         for layer in self.layers:
             if isinstance(layer.mixer, Attention):

@@ -1,0 +1,265 @@
+"""The long-context MoE guidance as models: starting points, candidate sets and the rationale of a
+plan, every sentence computed from the memory and time estimates.
+
+Sources: ../shared/reference/guidance.md (NVIDIA Megatron Bridge docs/training/moe-optimization.md,
+docs/training/activation-recomputation.md, long-context MoE performance notes; Megatron-MoE-ModelZoo).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from moeplan.activations import layer_tensors
+from moeplan.hardware import GPUSpec
+from moeplan.models.spec import DenseMLP, GatedDeltaNet, MoE, ModelSpec
+from moeplan.run import Recompute, RunConfig
+
+CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
+MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
+LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candidate
+# Megatron-Core versions whose recompute_modules accept each label (transformer_config.py).
+MODULE_SINCE = {"shared_experts": (0, 14), "gdn_norm_out": (0, 19)}
+# Relative cost of recomputing a byte of element-wise output vs a GEMM FLOP, for ordering the
+# ladder only (H100: 794 TFLOP/s over 3.35 TB/s ~ 240 FLOP per byte).
+FLOPS_PER_BYTE = 240.0
+
+
+def version_tuple(version: str) -> tuple[int, int]:
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return (0, 16)
+
+
+def cp_start(seq_len: int) -> int:
+    """Guidance: CP = seq_len / 4096 rounded to a power of two (nearest in log scale), at least 1."""
+    ratio = seq_len / CP_SHARD_TOKENS
+    if ratio <= 1:
+        return 1
+    return 2 ** round(math.log2(ratio))
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One sentence of rationale (or one linter finding's explanation), with the numbers behind it."""
+
+    topic: str
+    text: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "text": self.text, "numbers": self.numbers}
+
+
+def applicable_modules(spec: ModelSpec, seq_len: int, version: str) -> list[str]:
+    """Megatron-Core recompute labels that do something for this model (and exist in the version)."""
+    mods = ["layernorm"]
+    if any(getattr(layer.mixer, "is_mla", False) for layer in spec.layers):
+        mods.append("mla_up_proj")
+    if any(isinstance(layer.mlp, MoE) for layer in spec.layers):
+        mods += ["moe_act", "moe"]
+        if any(isinstance(layer.mlp, MoE) and layer.mlp.has_shared for layer in spec.layers):
+            mods.append("shared_experts")
+    if any(isinstance(layer.mlp, DenseMLP) for layer in spec.layers):
+        mods.append("mlp")
+    if any(isinstance(layer.mixer, GatedDeltaNet) for layer in spec.layers):
+        mods.append("gdn_norm_out")
+    if seq_len < LONG_CONTEXT_TOKENS:
+        mods.append("core_attn")
+    v = version_tuple(version)
+    return [m for m in mods if v >= MODULE_SINCE.get(m, (0, 0))]
+
+
+def _module_value(spec: ModelSpec, module: str) -> tuple[float, float]:
+    """(bytes saved per token over the model, recompute cost per token in FLOP-equivalents)."""
+    saved = cost = 0.0
+    for layer, n in spec.layer_groups():
+        top_k = layer.mlp.top_k if isinstance(layer.mlp, MoE) else 1
+        for t in layer_tensors(layer, spec.hidden):
+            if module in t.dropped_by:
+                b = t.nbytes(None) * (top_k if t.scope == "row" else 1)
+                saved += n * b
+                # GEMM outputs cost their GEMM; element-wise outputs cost their bytes
+                cost += n * b * (FLOPS_PER_BYTE if t.name.endswith(("_norm_out", "_act_out", "stats")) else 2 * spec.hidden)
+    return saved, cost
+
+
+def recompute_ladder(spec: ModelSpec, seq_len: int, version: str, precision: str = "bf16") -> list[Recompute]:
+    """Recompute options from none to full, selective sets growing by the module with the best
+    memory saved per unit of recompute cost (the guidance's preference order falls out of this:
+    mla_up_proj, layernorm, moe_act before moe; core_attn excluded at long context)."""
+    del precision
+    mods = applicable_modules(spec, seq_len, version)
+    scored = []
+    for m in mods:
+        saved, cost = _module_value(spec, m)
+        if saved > 0:
+            scored.append((cost / saved, m))
+    scored.sort()
+    ladder = [Recompute()]
+    chosen: set[str] = set()
+    for _, m in scored:
+        chosen.add(m)
+        if "moe" in chosen:  # recomputing the whole MoE layer subsumes its parts
+            chosen -= {"moe_act", "shared_experts"}
+        rc = Recompute("selective", frozenset(chosen))
+        if rc not in ladder:
+            ladder.append(rc)
+    ladder.append(Recompute("full", frozenset(), "uniform", 1))
+    return ladder
+
+
+def dispatcher_candidates(cfg: RunConfig, gpu: GPUSpec) -> list[str]:
+    """Dispatchers worth costing: none without EP; on NVL72 HybridEP (Megatron Bridge enables DeepEP
+    only on SM 8x/9x, B200 and B300: bridge/training/flex_dispatcher_backend.py) and alltoall;
+    on 8-GPU NVLink nodes DeepEP, HybridEP and alltoall. HybridEP needs Megatron-Core 0.16+."""
+    if cfg.parallel.ep <= 1 or cfg.model.first_moe is None:
+        return ["alltoall"]
+    out = ["hybridep", "alltoall"] if gpu.is_nvl72 else ["deepep", "hybridep", "alltoall"]
+    if version_tuple(cfg.mcore_version) < (0, 16):
+        out = [d for d in out if d != "hybridep"]
+    return out
+
+
+# ------------------------------------------------------------------------------ plan rationale
+
+
+def _gib(b: float) -> float:
+    return round(b / 2**30, 1)
+
+
+def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int) -> list[Reason]:
+    """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
+    Each sentence compares the plan with the alternative it rules out, using fresh estimates."""
+    from moeplan.api import evaluate
+    from moeplan.parallel import check_layout, replace_parallel
+
+    def try_eval(c: RunConfig) -> Any | None:
+        if check_layout(c.model, c.parallel, c.batch):
+            return None
+        return evaluate(c, gpu)
+
+    par, batch = cfg.parallel, cfg.batch
+    out: list[Reason] = []
+    total = est.memory.total_bytes
+    tps = est.time.tokens_per_s_per_gpu
+    step = est.time.step_time_s
+    # --- CP
+    cp0 = cp_start(batch.seq_len)
+    shard = batch.seq_len // par.cp
+    text = (f"CP {par.cp}: {shard:,}-token shard per CP rank; the guidance starts at seq/4096 -> CP {cp0} "
+            f"({batch.seq_len // cp0:,} tokens).")
+    nums: dict[str, Any] = {"cp": par.cp, "cp_start": cp0, "shard_tokens": shard}
+    if par.cp != cp0:
+        alt_par = replace_parallel(par, cp=cp0)
+        alt = try_eval(cfg.with_(parallel=alt_par)) if alt_par else None
+        if alt is None:
+            text += f" CP {cp0} is not a valid layout here with the other choices kept."
+        elif not alt.memory.total_bytes <= budget:
+            text += (f" CP {cp0} would need {_gib(alt.memory.total_bytes)} GiB per GPU, over the "
+                     f"{_gib(budget)} GiB budget.")
+            nums["cp_start_memory_gib"] = _gib(alt.memory.total_bytes)
+        else:
+            text += (f" CP {cp0} fits ({_gib(alt.memory.total_bytes)} GiB) but runs at "
+                     f"{alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU vs {tps:,.0f} here.")
+            nums["cp_start_tokens_per_s"] = round(alt.time.tokens_per_s_per_gpu)
+    if par.cp > 1:
+        cp_s = est.time.breakdown_s.get("cp_comm", 0.0)
+        text += f" CP communication ({cfg.cp_comm_type}) exposes {cp_s:,.2f} s per step ({cp_s / step:.1%})."
+        nums["cp_comm_s"] = round(cp_s, 3)
+    out.append(Reason("cp", text, nums))
+    # --- DP budget
+    per_replica = par.tp * par.cp * par.pp
+    if par.dp >= 2:
+        out.append(Reason("dp", f"DP {par.dp} (expert DP {par.edp}): TP x CP x PP = {per_replica} GPUs per replica, "
+                          "so data parallelism keeps a non-zero budget for gradient overlap and throughput.",
+                          {"dp": par.dp, "edp": par.edp}))
+    else:
+        out.append(Reason("dp", f"DP 1: TP x CP x PP = {per_replica} uses every GPU; no faster layout with DP >= 2 "
+                          "fit in memory in this search (the search prefers none: DP is not forced).",
+                          {"dp": 1, "edp": par.edp}))
+    # --- recompute
+    rc = cfg.recompute
+    none_cfg = cfg.with_(recompute=Recompute())
+    none_est = evaluate(none_cfg, gpu) if rc.granularity != "none" else est
+    if rc.granularity == "none":
+        out.append(Reason("recompute", f"No recompute: {_gib(total)} GiB fits the {_gib(budget)} GiB budget "
+                          "(HBM minus headroom), so nothing is recomputed.", {"memory_gib": _gib(total)}))
+    else:
+        rec_s = est.time.breakdown_s.get("recompute", 0.0)
+        label = "full recompute" if rc.granularity == "full" else "selective " + ", ".join(sorted(rc.modules))
+        text = (f"{label}: without recompute the plan needs {_gib(none_est.memory.total_bytes)} GiB "
+                f"(budget {_gib(budget)}); with it {_gib(total)} GiB, for {rec_s:,.2f} s of recompute per step "
+                f"({rec_s / step:.1%}).")
+        nums = {"memory_without_gib": _gib(none_est.memory.total_bytes), "memory_gib": _gib(total),
+                "recompute_s": round(rec_s, 3)}
+        if rc.granularity == "selective":
+            for m in sorted(rc.modules):
+                less = evaluate(cfg.with_(recompute=Recompute("selective", rc.modules - {m})) if len(rc.modules) > 1
+                                else none_cfg, gpu)
+                saved = less.memory.total_bytes - total
+                nums[f"saves_{m}_gib"] = _gib(saved)
+                text += f" {m} saves {_gib(saved)} GiB."
+        else:
+            text += " No selective set fit: full recompute is the last resort."
+        out.append(Reason("recompute", text, nums))
+    if batch.seq_len >= LONG_CONTEXT_TOKENS and cfg.model.first_attention is not None and "core_attn" not in rc.modules:
+        ca = cfg.with_(recompute=Recompute("selective", (rc.modules if rc.granularity == "selective" else frozenset()) | {"core_attn"}))
+        ca_est = evaluate(ca, gpu)
+        saved = total - ca_est.memory.total_bytes
+        cost = ca_est.time.step_time_s - step
+        out.append(Reason("core_attn", f"core_attn is not recomputed: at seq {batch.seq_len:,} fused attention keeps "
+                          f"only softmax statistics, so it would save {saved / 2**20:,.0f} MiB and cost "
+                          f"{cost:,.2f} s per step ({cost / step:.1%}).",
+                          {"saves_mib": round(saved / 2**20), "cost_s": round(cost, 3)}))
+    # --- optimizer offload
+    if cfg.optimizer_offload > 0:
+        no_off = evaluate(cfg.with_(optimizer_offload=0.0), gpu)
+        cost = est.time.breakdown_s.get("offload", 0.0)
+        out.append(Reason("offload", f"Optimizer CPU offload {cfg.optimizer_offload:.0%}: without it "
+                          f"{_gib(no_off.memory.total_bytes)} GiB > {_gib(budget)} GiB budget; moves "
+                          f"{_gib(est.memory.peak.host_bytes)} GiB to host and costs {cost:,.2f} s per step "
+                          f"({cost / step:.1%}) over {gpu.host_link}.",
+                          {"memory_without_gib": _gib(no_off.memory.total_bytes), "offload_s": round(cost, 3)}))
+    # --- dispatcher
+    if par.ep > 1 and cfg.model.first_moe is not None:
+        others = {}
+        for d in dispatcher_candidates(cfg, gpu):
+            if d != cfg.dispatcher:
+                alt = evaluate(cfg.with_(dispatcher=d), gpu)
+                others[d] = round(alt.time.tokens_per_s_per_gpu)
+        span = math.ceil(par.ep * par.etp / gpu.nvlink_domain)
+        ep_s = est.time.breakdown_s.get("ep_comm", 0.0)
+        alt_text = ", ".join(f"{d} {v:,} tokens/s" for d, v in others.items())
+        out.append(Reason("dispatcher", f"{cfg.dispatcher}: EP {par.ep} spans {span} NVLink domain(s) of {gpu.nvlink_domain}; "
+                          f"{tps:,.0f} tokens/s/GPU with {ep_s:,.2f} s of exposed dispatch/combine per step"
+                          f"{' (EP A2A overlap on)' if cfg.ep_overlap else ''}; alternatives: {alt_text or 'none'}.",
+                          {"tokens_per_s": round(tps), "alternatives": others, "ep_comm_s": round(ep_s, 3)}))
+    # --- CUDA graphs
+    if cfg.cuda_graph_scopes:
+        no_g = evaluate(cfg.with_(cuda_graph_scopes=frozenset()), gpu)
+        gain = no_g.time.step_time_s - step
+        extra = total - no_g.memory.total_bytes
+        out.append(Reason("cuda_graphs", f"CUDA graphs ({', '.join(sorted(cfg.cuda_graph_scopes))}): this plan has a fixed "
+                          f"sequence length ({batch.seq_len:,}) and micro-batch ({batch.mbs}); graphs save {gain:,.2f} s "
+                          f"per step of launch overhead for {_gib(extra)} GiB. Enable them only after shapes and routing "
+                          "are stable (partial scopes work with dropless MoE).",
+                          {"gain_s": round(gain, 3), "memory_gib": _gib(extra)}))
+    else:
+        out.append(Reason("cuda_graphs", "CUDA graphs not advised for this plan: the estimated gain does not pay for "
+                          "their static buffers within the memory budget (launch overhead is "
+                          f"{est.time.breakdown_s.get('launch_overhead', 0.0):,.2f} s per step).", {}))
+    # --- GBS and pipeline
+    if batch.gbs != requested_gbs:
+        out.append(Reason("gbs", f"GBS lowered from {requested_gbs} to {batch.gbs}: no layout fit at {requested_gbs}.",
+                          {"requested_gbs": requested_gbs, "gbs": batch.gbs}))
+    if par.pp > 1:
+        bubble = est.time.breakdown_s.get("pp_bubble", 0.0)
+        layout = est.memory.assumptions.get("pipeline_layout")
+        out.append(Reason("pipeline", f"PP {par.pp} x VPP {par.vpp}, layout {layout}: bubble {bubble:,.2f} s per step "
+                          f"({bubble / step:.1%}) with {est.time.microbatches} micro-batches.",
+                          {"layout": layout, "bubble_s": round(bubble, 3)}))
+    return out

@@ -1,0 +1,306 @@
+"""Plan search: every valid layout and knob, ranked by estimated tokens/s per GPU.
+
+Search, for a model on ``gpus`` GPUs at one sequence length and global batch:
+1. layouts: TP (inside the NVLink domain), CP (around the guidance's start seq_len / 4096),
+   PP x VPP, EP, MBS; pruned by divisibility (moeplan.parallel) and by a static-memory lower bound
+   (weights + gradients, which no knob below removes);
+2. per layout, the memory ladder (moeplan.advice.recompute_ladder): no recompute, growing selective
+   sets, optimizer CPU offload, full recompute; each option is kept only if it fits with the
+   headroom, and the cheapest in time wins;
+3. the best layouts are refined over dispatcher, CP communication type, EP overlap and CUDA graphs;
+4. if nothing fits, GBS is halved (more gradient accumulation per sample is not possible at MBS 1,
+   so a smaller GBS is the remaining lever) and the search repeats; else the closest miss is named.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from moeplan.advice import (
+    LONG_CONTEXT_TOKENS,
+    Reason,
+    cp_start,
+    dispatcher_candidates,
+    explain_plan,
+    recompute_ladder,
+)
+from moeplan.errors import MoeplanError
+from moeplan.hardware import GPUSpec
+from moeplan.memory import GIB, estimate_memory
+from moeplan.models.spec import Attention, ModelSpec
+from moeplan.params import count_params
+from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout
+from moeplan.run import Recompute, RunConfig
+from moeplan.timing import best_cp_comm_type, estimate_time
+
+OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
+CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p")
+REFINE_MIN = 12  # layouts refined in phase 2 (at least; else 2 per requested plan)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    cfg: RunConfig
+    pipeline: Pipeline
+    memory_bytes: float
+    tokens_per_s_per_gpu: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: RunConfig
+    gpu: GPUSpec
+    rationale: tuple[Reason, ...]
+    estimate: object  # moeplan.api.Estimate (typed loosely to avoid an import cycle)
+
+
+@dataclass
+class PlanResult:
+    plans: list[Plan]
+    requested_gbs: int
+    gbs: int
+    layouts_considered: int
+    layouts_feasible: int
+    closest: tuple[RunConfig, float] | None = None  # best miss and by how many bytes
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Fixed values (None = search). ``headroom`` is the share of HBM left free."""
+
+    tp: int | None = None
+    pp: int | None = None
+    vpp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    mbs: int | None = None
+    dispatcher: str | None = None
+    recompute: Recompute | None = None
+    cuda_graphs: bool = True
+    optimizer_offload: bool = True
+    headroom: float = 0.10
+
+
+def _pow2_upto(n: int) -> list[int]:
+    out, v = [], 1
+    while v <= n:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace) -> list[tuple[Parallel, int]]:
+    """Every (layout, MBS) that passes the validity rules."""
+    moe = spec.first_moe
+    tps = [space.tp] if space.tp else [t for t in _pow2_upto(min(8, gpu.nvlink_domain)) if t <= gpus]
+    cp0 = cp_start(batch.seq_len)
+    cps = [space.cp] if space.cp else [c for c in _pow2_upto(gpus) if cp0 / 4 <= c <= cp0 * 4]
+    pps = [space.pp] if space.pp else [p for p in _pow2_upto(min(32, spec.num_layers)) if p <= gpus]
+    eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
+    mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
+    etps = [space.etp] if space.etp else [1]
+    out = []
+    for tp in tps:
+        for cp in cps:
+            for pp in pps:
+                if gpus % (tp * cp * pp):
+                    continue
+                dp = gpus // (tp * cp * pp)
+                vpps = [space.vpp] if space.vpp else ([1] if pp == 1 else [v for v in (1, 2, 4, 8) if pp * v <= spec.num_layers])
+                for vpp in vpps:
+                    for ep in eps:
+                        for etp in etps:
+                            if gpus % (ep * etp * pp):
+                                continue
+                            for mbs in mbss:
+                                if batch.gbs % (mbs * dp):
+                                    continue
+                                par = Parallel(gpus, tp, pp, vpp, cp, ep, etp)
+                                if not check_layout(spec, par, replace(batch, mbs=mbs)):
+                                    out.append((par, mbs))
+    return out
+
+
+def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int) -> float:
+    """Weights + gradients per GPU averaged over pipeline ranks: nothing in the ladder removes them."""
+    p = count_params(spec)
+    dense = (p.total - p.routed_experts) / (par.tp * par.pp)
+    expert = p.routed_experts / (par.ep * par.etp * par.pp)
+    return (dense + expert) * (2 + grad_bytes)
+
+
+def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
+    mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe, validated=True)
+    return mem.total_bytes <= budget, mem.total_bytes
+
+
+def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline) -> float:
+    return estimate_time(cfg, gpu, pipeline=pipe, validated=True).tokens_per_s_per_gpu
+
+
+def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline) -> tuple[RunConfig, float]:
+    """The configuration with its best CP communication type, and its tokens/s per GPU."""
+    c = cfg.with_(cp_comm_type=best_cp_comm_type(cfg, gpu))
+    return c, _tps(c, gpu, pipe)
+
+
+def _first_fit(options: list[RunConfig], gpu: GPUSpec, pipe: Pipeline, budget: float,
+               last_fits: float | None = None) -> tuple[int, float]:
+    """Index of the first option that fits (memory falls along the ladder: binary search) and its
+    total bytes; (len(options), inf) if none fits. ``last_fits``: the last option's total, if known."""
+    lo, hi = 0, len(options)
+    found = math.inf
+    if last_fits is not None:
+        hi, found = len(options) - 1, last_fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        ok, total = _fits(options[mid], gpu, pipe, budget)
+        if ok:
+            hi, found = mid, total
+        else:
+            lo = mid + 1
+    return lo, found
+
+
+def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
+                      ladder: list[Recompute], budget: float) -> tuple[Candidate | None, float]:
+    """Fastest option of the memory ladder that fits; else (None, smallest total bytes).
+
+    The most aggressive option (last recompute step with full offload) is tried first: if even it
+    does not fit, the layout is out. Otherwise, per offload fraction, the first recompute set that
+    fits (binary search) is costed; offload is only tried when no recompute set fits without it."""
+    rcs = [space.recompute] if space.recompute is not None else ladder
+    offloads = (0.0,) + (OFFLOAD_FRACTIONS if space.optimizer_offload else ())
+    strongest = cfg.with_(recompute=rcs[-1], optimizer_offload=offloads[-1])
+    ok, smallest = _fits(strongest, gpu, pipe, budget)
+    if not ok:
+        return None, smallest
+    best: Candidate | None = None
+    cp_type: str | None = None  # chosen once per layout: it barely depends on recompute/offload
+    for f in offloads:
+        options = [cfg.with_(recompute=rc, optimizer_offload=f) for rc in rcs]
+        i, total = _first_fit(options, gpu, pipe, budget, smallest if f == offloads[-1] else None)
+        if i == len(options):
+            continue
+        opt = options[i]
+        if cp_type is None:
+            opt, tps = _best_cp_comm(opt, gpu, pipe)
+            cp_type = opt.cp_comm_type
+        else:
+            opt = opt.with_(cp_comm_type=cp_type)
+            tps = _tps(opt, gpu, pipe)
+        if best is None or tps > best.tokens_per_s_per_gpu:
+            best = Candidate(opt, pipe, total, tps)
+        if f == 0.0 and i < len(options) - 1:
+            break  # a selective set fits without offload: offload would only add time
+    return best, smallest
+
+
+def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float) -> Candidate:
+    """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
+    option when it still fits (else the next ladder step), and the next recompute step too."""
+    best = c
+    base = c.cfg
+    dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
+    graph_opts = [frozenset()] + ([PARTIAL_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe else [])
+    rcs = [space.recompute] if space.recompute is not None else ladder
+    start = rcs.index(base.recompute) if base.recompute in rcs else 0
+    for d in dispatchers:
+        for overlap in {False, base.with_(dispatcher=d).ep_overlap_allowed}:
+            for graphs in graph_opts:
+                cfg = base.with_(dispatcher=d, ep_overlap=overlap, cuda_graph_scopes=graphs)
+                for rc in rcs[start: start + 2]:
+                    opt = cfg.with_(recompute=rc)
+                    ok, total = _fits(opt, gpu, c.pipeline, budget)
+                    if not ok:
+                        continue
+                    tps = _tps(opt, gpu, c.pipeline)
+                    if tps > best.tokens_per_s_per_gpu * (1 + 1e-9):
+                        best = Candidate(opt, c.pipeline, total, tps)
+                    break
+    return best
+
+
+def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, precision: str = "bf16",
+           top: int = 5, space: SearchSpace = SearchSpace(), moe_imbalance: float = 1.0,
+           mcore_version: str = "0.16", reserve_gib: float = 2.0, allow_gbs_reduction: bool = True,
+           progress: object = None) -> PlanResult:
+    """Search layouts and knobs; the top ``top`` plans that fit, fastest first."""
+    from moeplan.api import evaluate  # local: api imports the planner's callers
+
+    if gpus < 1 or seq_len < 1 or gbs < 1:
+        raise MoeplanError("GPU count, sequence length and GBS must be positive")
+    gpu.peak(precision)
+    budget = gpu.hbm_bytes * (1 - space.headroom)
+    requested = gbs
+    notes: list[str] = []
+    while True:
+        result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
+                              mcore_version, reserve_gib, budget, progress)
+        if result.plans or not allow_gbs_reduction or gbs % 2 or gbs <= 1:
+            break
+        smaller = gbs // 2
+        notes.append(f"no layout fits GBS {gbs}; trying GBS {smaller} (fewer micro-batches in flight "
+                     f"and a smaller DP group become possible)")
+        gbs = smaller
+    result.requested_gbs = requested
+    result.notes = notes + result.notes
+    plans = []
+    for c in result.plans:  # type: ignore[assignment]
+        est = evaluate(c.cfg, gpu)  # type: ignore[attr-defined]
+        plans.append(Plan(c.cfg, gpu, tuple(explain_plan(c.cfg, gpu, est, budget, requested)), est))  # type: ignore[attr-defined]
+    result.plans = plans
+    return result
+
+
+def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
+                 space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
+                 budget: float, progress: object) -> PlanResult:
+    batch = Batch(seq_len, gbs, space.mbs or 1)
+    layouts = _layouts(spec, gpu, gpus, batch, space)
+    if not layouts:
+        raise MoeplanError(
+            f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs} "
+            "(check divisibility: GPUs by TP x CP x PP and EP x PP, GBS by MBS x DP)")
+    ladder = recompute_ladder(spec, seq_len, mcore_version, precision)
+    grad_bytes = 4
+    candidates: list[Candidate] = []
+    closest: tuple[RunConfig, float] | None = None
+    considered = feasible = 0
+    advance = getattr(progress, "advance", None)
+    for par, mbs in layouts:
+        considered += 1
+        if advance:
+            advance()
+        if _static_lower_bound(spec, par, grad_bytes) + reserve_gib * GIB > budget:
+            continue
+        pipe = build_pipeline(spec, par)
+        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
+                        dispatcher=dispatcher_candidates_default(spec, par, gpu), moe_imbalance=moe_imbalance,
+                        reserve_gib=reserve_gib, mcore_version=mcore_version)
+        cfg = cfg.with_(ep_overlap=cfg.ep_overlap_allowed)
+        cand, smallest = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget)
+        if cand is None:
+            if closest is None or smallest - budget < closest[1]:
+                closest = (cfg, smallest - budget)
+            continue
+        feasible += 1
+        candidates.append(cand)
+    candidates.sort(key=lambda c: -c.tokens_per_s_per_gpu)
+    refined = [_refine(c, gpu, space, ladder, budget) for c in candidates[: max(REFINE_MIN, 2 * top)]]
+    refined.sort(key=lambda c: -c.tokens_per_s_per_gpu)
+    return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest)  # type: ignore[arg-type]
+
+
+def dispatcher_candidates_default(spec: ModelSpec, par: Parallel, gpu: GPUSpec) -> str:
+    """Phase-1 dispatcher (refined later): HybridEP on NVL72, DeepEP on NVL8, none without EP."""
+    if par.ep <= 1 or spec.first_moe is None:
+        return "alltoall"
+    return "hybridep" if gpu.is_nvl72 else "deepep"
+
+
+__all__ = ["Attention", "Plan", "PlanResult", "SearchSpace", "search"]
