@@ -1,0 +1,329 @@
+"""Plots of estimates and sweeps (matplotlib, Agg; imported lazily so ``import moeplan`` stays fast).
+
+Figures are built with :class:`matplotlib.figure.Figure` on an Agg canvas (no pyplot, no global
+state). ``write_*`` functions pick the format from the file suffix (.png or .svg) and write
+atomically; ``figure_svg`` returns an SVG string for embedding in HTML (see :mod:`moeplan.report`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from moeplan.errors import MoeplanError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+FORMATS = {".png": "png", ".svg": "svg"}
+COMM_COLOR, BUBBLE_COLOR, COMPUTE_COLOR, OTHER_COLOR = "#e6862e", "#9e9e9e", "#3b75af", "#6aa56e"
+OK_COLOR, BAD_COLOR = "#2e7d32", "#c62828"
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+def seq_label(seq_len: int) -> str:
+    """16384 -> '16K', 1048576 -> '1M'; other lengths as digits."""
+    if seq_len >= 1 << 20 and seq_len % (1 << 20) == 0:
+        return f"{seq_len >> 20}M"
+    if seq_len >= 1024 and seq_len % 1024 == 0:
+        return f"{seq_len >> 10}K"
+    return str(seq_len)
+
+
+def fmt_seconds(s: float) -> str:
+    if s == 0:
+        return "0 s"
+    if s >= 100:
+        return f"{s:,.0f} s"
+    if s >= 1:
+        return f"{s:.2f} s"
+    return f"{s * 1e3:.1f} ms"
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to a temporary file next to ``path``, then rename it over ``path``."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise MoeplanError(f"cannot write {target}: directory {target.parent} does not exist")
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _format_of(path: str | os.PathLike[str]) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise MoeplanError(f"cannot write plot {path}: unsupported format {suffix or '(none)'!r}; use .png or .svg")
+    return FORMATS[suffix]
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:  # the 'plot' extra
+        raise MoeplanError("plots need matplotlib: pip install 'moeplan[plot]'") from e
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def render(fig: Figure, fmt: str) -> bytes:
+    """The figure as PNG or SVG bytes (SVG keeps text as text)."""
+    import matplotlib
+
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buf, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
+    return buf.getvalue()
+
+
+def figure_svg(fig: Figure) -> str:
+    """The figure as an ``<svg>`` element (no XML prolog), ready to inline in HTML."""
+    text = render(fig, "svg").decode()
+    return text[text.index("<svg") :]
+
+
+def _plain(text: object) -> str:
+    """User text for a matplotlib label: no mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+def _need(d: Mapping[str, Any], *keys: str) -> None:
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise MoeplanError(f"estimate lacks {', '.join(missing)}; pass a dict from moeplan.api.estimate")
+
+
+# -------------------------------------------------------------------------------- estimate
+
+
+def _item_colors(names: Sequence[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
+    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
+
+
+def draw_memory(ax: Axes, est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]] | None = None) -> None:
+    """Stacked memory items per pipeline rank, the capacity line and a fits/does-not-fit verdict.
+
+    Without ``ranks`` (items per rank) only the most loaded rank is broken down; the other ranks'
+    totals are drawn as a line.
+    """
+    _need(est, "memory_gib", "memory_by_rank_gib", "capacity_gib")
+    peak_items = {k: float(v) for k, v in est["memory_gib"].items() if k != "total"}
+    totals = [float(t) for t in est["memory_by_rank_gib"]]
+    peak_rank = int(est.get("memory_rank", max(range(len(totals)), key=totals.__getitem__)))
+    names = list(peak_items)
+    if ranks is not None:
+        names += [k for r in ranks for k in r if k != "total" and k not in names]
+        per_rank = [{k: float(r.get(k, 0.0)) for k in names} for r in ranks]
+        totals = [sum(r.values()) for r in per_rank]
+        xs = list(range(len(per_rank)))
+    else:
+        per_rank = [peak_items]
+        xs = [peak_rank]
+    colors = _item_colors(names)
+    shown = [n for n in names if any(r.get(n, 0.0) > 0 for r in per_rank)]
+    bottoms = [0.0] * len(xs)
+    for name in shown:
+        vals = [r.get(name, 0.0) for r in per_rank]
+        ax.bar(xs, vals, 0.7, bottom=bottoms, color=colors[name], label=_plain(name), edgecolor="white", lw=0.5)
+        bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
+    if ranks is None and len(totals) > 1:
+        ax.plot(range(len(totals)), totals, "o-", color="#333333", lw=1.5, ms=5, label="rank total", zorder=3)
+    for x, t in enumerate(totals):
+        ax.annotate(f"{t:.1f}", (x, t), xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8)
+    cap = float(est["capacity_gib"])
+    ax.axhline(cap, color=BAD_COLOR, ls="--", lw=1.5)
+    ax.annotate(f"capacity {cap:.1f} GiB", (1.0, cap), xycoords=("axes fraction", "data"), xytext=(-4, 4),
+                textcoords="offset points", ha="right", va="bottom", fontsize=8, color=BAD_COLOR)
+    peak = max(totals)
+    fits = peak <= cap
+    verdict = (f"fits: {cap - peak:.1f} GiB headroom" if fits else f"does not fit: {peak - cap:.1f} GiB over")
+    ax.set_title(f"Memory per GPU (peak {peak:.1f} GiB) — {verdict}", fontsize=10,
+                 color=OK_COLOR if fits else BAD_COLOR)
+    ax.set_xticks(range(len(totals)), [f"{i}*" if i == peak_rank else str(i) for i in range(len(totals))])
+    pad = max(0.0, (3 - len(totals)) / 2)  # keep a lone bar narrow
+    ax.set_xlim(-0.6 - pad, len(totals) - 0.4 + pad)
+    ax.set_xlabel("pipeline rank (* most loaded)" if ranks is not None or len(totals) == 1
+                  else "pipeline rank (* most loaded, broken down)")
+    ax.set_ylabel("GiB")
+    ax.set_ylim(0, max(peak, cap) * 1.15)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(4, len(shown) + 1),
+              frameon=False)
+
+
+def _time_color(name: str) -> str:
+    if name.endswith("_comm"):
+        return COMM_COLOR
+    if name == "pp_bubble":
+        return BUBBLE_COLOR
+    if name in ("optimizer", "offload", "launch_overhead"):
+        return OTHER_COLOR
+    return COMPUTE_COLOR
+
+
+def draw_time(ax: Axes, est: Mapping[str, Any]) -> None:
+    """Step-time items as horizontal bars, largest on top, each with seconds and share."""
+    from matplotlib.patches import Patch
+
+    _need(est, "time_breakdown_s")
+    items = sorted(((k, float(v)) for k, v in est["time_breakdown_s"].items() if v > 0), key=lambda kv: kv[1])
+    total = sum(v for _, v in items) or 1.0
+    ys = range(len(items))
+    ax.barh(ys, [v for _, v in items], color=[_time_color(k) for k, _ in items], height=0.7)
+    ax.set_yticks(ys, [k for k, _ in items], fontsize=9)
+    vmax = max((v for _, v in items), default=1.0)
+    for y, (_, v) in zip(ys, items, strict=True):
+        ax.annotate(f"{fmt_seconds(v)} ({v / total:.1%})", (v, y), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_xlim(0, vmax * 1.4)
+    ax.set_xlabel("seconds per step")
+    ax.grid(axis="x", alpha=0.3)
+    step = float(est.get("step_time_s", total))
+    bits = [f"step {fmt_seconds(step)}"]
+    if "tflops_per_gpu" in est:
+        bits.append(f"{est['tflops_per_gpu']:.1f} TFLOP/s/GPU")
+    if "tokens_per_s_per_gpu" in est:
+        bits.append(f"{est['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU")
+    ax.set_title("Step time — " + " · ".join(bits), fontsize=10)
+    kinds = [("compute", COMPUTE_COLOR), ("communication", COMM_COLOR), ("pipeline bubble", BUBBLE_COLOR),
+             ("optimizer / offload / launch", OTHER_COLOR)]
+    used = {_time_color(k) for k, _ in items}
+    ax.legend(handles=[Patch(color=c, label=n) for n, c in kinds if c in used], fontsize=8, loc="lower right")
+
+
+def memory_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]] | None = None) -> Figure:
+    fig = _new_figure(6.4, 5.0)
+    draw_memory(fig.add_subplot(), est, ranks)
+    return fig
+
+
+def time_figure(est: Mapping[str, Any]) -> Figure:
+    fig = _new_figure(6.4, 5.0)
+    draw_time(fig.add_subplot(), est)
+    return fig
+
+
+def estimate_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]] | None = None) -> Figure:
+    """(a) memory per pipeline rank, (b) step-time breakdown, side by side."""
+    fig = _new_figure(13.0, 5.4)
+    ax_mem, ax_time = fig.subplots(1, 2, width_ratios=[1, 1.1])
+    draw_memory(ax_mem, est, ranks)
+    draw_time(ax_time, est)
+    head = " · ".join(_plain(est[k]) for k in ("model", "gpu") if k in est)
+    if "gpus" in est and "seq_len" in est:
+        head += f" · {est['gpus']} GPUs · seq {seq_label(int(est['seq_len']))}"
+    if head:
+        fig.suptitle(head, fontsize=11)
+    return fig
+
+
+def write_estimate_plot(est: Mapping[str, Any], path: str | os.PathLike[str], *,
+                        ranks: Sequence[Mapping[str, float]] | None = None) -> None:
+    """Memory (per pipeline rank, against capacity) and step-time breakdown of one estimate."""
+    fmt = _format_of(path)
+    atomic_write(path, render(estimate_figure(est, ranks), fmt))
+
+
+# ----------------------------------------------------------------------------------- sweep
+
+
+def _series(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """Rows grouped by ``label`` (in first-seen order), each sorted by sequence length. When every
+    row has its own label, one unnamed series (the labels annotate the points)."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(str(r.get("label", "")), []).append(r)
+    if len(groups) == len(rows) > 1:
+        groups = {"": list(rows)}
+    return [(k, sorted(v, key=lambda r: int(r["seq_len"]))) for k, v in groups.items()]
+
+
+def sweep_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
+    """Throughput (TFLOP/s/GPU, tokens/s/GPU on a twin axis) and memory against sequence length."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    if not rows:
+        raise MoeplanError("sweep plot needs at least one row")
+    for r in rows:
+        _need(r, "seq_len", "tflops_per_gpu", "tokens_per_s_per_gpu", "memory_gib", "capacity_gib")
+    fig = _new_figure(8.0, 7.0)
+    ax_tp, ax_mem = fig.subplots(2, 1, sharex=True)
+    ax_tok = ax_tp.twinx()
+    series = _series(rows)
+    annotate = len(series) == 1 and series[0][0] == "" and any("label" in r for r in rows)
+    colors = _item_colors([k for k, _ in series])
+    handles = []
+    for name, rs in series:
+        xs = [int(r["seq_len"]) for r in rs]
+        c = colors[name]
+        ax_tp.plot(xs, [r["tflops_per_gpu"] for r in rs], "o-", color=c)
+        ax_tok.plot(xs, [r["tokens_per_s_per_gpu"] for r in rs], "s--", color=c, alpha=0.8)
+        mem = [_total(r) for r in rs]
+        ax_mem.plot(xs, mem, "o-", color=c)
+        bad = [(x, m) for x, m, r in zip(xs, mem, rs, strict=True) if m > float(r["capacity_gib"])]
+        if bad:
+            ax_mem.scatter(*zip(*bad, strict=True), marker="x", s=70, color=BAD_COLOR, zorder=4)
+        if annotate:
+            for x, m, r in zip(xs, mem, rs, strict=True):
+                ax_mem.annotate(_plain(r.get("label", "")), (x, m), xytext=(0, 6), textcoords="offset points",
+                                ha="center", fontsize=7)
+        if name:
+            handles.append(Line2D([], [], color=c, marker="o", label=_plain(name)))
+    for cap in sorted({round(float(r["capacity_gib"]), 2) for r in rows}):
+        ax_mem.axhline(cap, color=BAD_COLOR, ls="--", lw=1.2)
+        ax_mem.annotate(f"capacity {cap:.1f} GiB", (0.0, cap), xycoords=("axes fraction", "data"),
+                        xytext=(4, 3), textcoords="offset points", fontsize=8, color=BAD_COLOR)
+    top = max(max(_total(r), float(r["capacity_gib"])) for r in rows)
+    ax_mem.set_ylim(0, top * 1.18)
+    seqs = sorted({int(r["seq_len"]) for r in rows})
+    ax_mem.set_xscale("log", base=2)
+    lo, hi = seqs[0], seqs[-1]
+    ax_mem.set_xlim(lo / 1.3, hi * 1.3)
+    ax_mem.xaxis.set_major_locator(FixedLocator(seqs))
+    ax_mem.xaxis.set_minor_locator(NullLocator())
+    ax_mem.set_xticks(seqs, [seq_label(s) for s in seqs])
+    ax_mem.set_xlabel("sequence length (tokens)")
+    ax_mem.set_ylabel("peak memory per GPU (GiB)")
+    ax_mem.set_title("Memory (× = does not fit)", fontsize=10)
+    ax_tp.set_ylabel("TFLOP/s/GPU")
+    ax_tok.set_ylabel("tokens/s/GPU")
+    ax_tp.set_ylim(0, max(float(r["tflops_per_gpu"]) for r in rows) * 1.12 or 1.0)
+    ax_tok.set_ylim(0, max(float(r["tokens_per_s_per_gpu"]) for r in rows) * 1.12 or 1.0)
+    ax_tp.set_title("Throughput", fontsize=10)
+    for ax in (ax_tp, ax_mem):
+        ax.grid(alpha=0.3)
+    styles = [Line2D([], [], color="#444444", marker="o", label="TFLOP/s/GPU (left)"),
+              Line2D([], [], color="#444444", marker="s", ls="--", label="tokens/s/GPU (right)")]
+    ax_tp.legend(handles=handles + styles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08),
+                 ncol=min(4, len(handles) + 2), frameon=False)
+    return fig
+
+
+def _total(row: Mapping[str, Any]) -> float:
+    mem = row["memory_gib"]
+    return float(mem["total"] if isinstance(mem, Mapping) else mem)
+
+
+def write_sweep_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+    """Throughput and memory against sequence length (log2 axis) for estimate-like rows."""
+    fmt = _format_of(path)
+    atomic_write(path, render(sweep_figure(rows), fmt))

@@ -1,0 +1,213 @@
+"""One self-contained HTML page for a planning result: summary, plans, memory and time breakdowns,
+Megatron Bridge overrides, rationale and an optional sequence-length sweep.
+
+No external resources: plots are inline SVG (see :mod:`moeplan.plots`), CSS is inline, all text is
+escaped. Elements carry stable ids (``summary``, ``plan-table``, ``memory-table``, ``memory-plot``,
+``time-table``, ``time-plot``, ``overrides``, ``rationale``, ``sweep-table``, ``sweep-plot``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+from typing import Any
+
+from moeplan.plots import atomic_write, fmt_seconds, seq_label
+
+Row = Mapping[str, Any]
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI","DejaVu Sans",sans-serif;margin:0 auto;max-width:1200px;
+padding:16px 24px;color:#222}
+h1{font-size:22px;margin:8px 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;margin:6px 0}th,td{padding:3px 8px;border-bottom:1px solid #e4e4e4;text-align:right}
+th{background:#f4f6f8;font-weight:600}td:first-child,th:first-child,td.text,th.text{text-align:left}
+tr.peak td{font-weight:600}.ok{color:#2e7d32;font-weight:600}.bad{color:#c62828;font-weight:600}
+.pair{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}.pair>*{flex:1 1 420px;min-width:0}
+figure.plot{margin:0}figure.plot svg{max-width:100%;height:auto}
+pre.overrides{background:#f6f8fa;border:1px solid #ddd;padding:10px 12px;overflow-x:auto;user-select:all;
+font:13px/1.5 "DejaVu Sans Mono",monospace}
+.note{color:#666;font-size:12px}td{white-space:nowrap}td.wrap{white-space:normal;min-width:9em}.wide{overflow-x:auto}
+"""
+
+
+def layout_label(row: Row) -> str:
+    """'TP1 PP8 VPP4 CP32 EP32 ETP1 DP4' from an estimate's ``parallel`` dict (or its ``layout``)."""
+    if "layout" in row:
+        return str(row["layout"])
+    par = row.get("parallel") or {}
+    return " ".join(f"{k.upper()}{par[k]}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp") if k in par)
+
+
+def peak_gib(row: Row) -> float | None:
+    mem = row.get("memory_gib")
+    if isinstance(mem, Mapping):
+        return float(mem["total"]) if "total" in mem else None
+    return None if mem is None else float(mem)
+
+
+def _num(v: Any, spec: str) -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def _fits_cell(row: Row) -> str:
+    fits = row.get("fits")
+    if fits is None:
+        return "<td>–</td>"
+    return '<td class="ok">yes</td>' if fits else '<td class="bad">no</td>'
+
+
+def _table(tid: str, head: Sequence[str], rows: Sequence[Sequence[str]], text_cols: Sequence[int] = (0,)) -> str:
+    """``rows`` hold ready HTML cells (``<td>…</td>``); ``head`` is plain text; ``text_cols`` are left-aligned."""
+    th = "".join(f'<th class="text">{escape(h)}</th>' if i in text_cols else f"<th>{escape(h)}</th>"
+                 for i, h in enumerate(head))
+    body = "\n".join(f"<tr>{''.join(r)}</tr>" for r in rows)
+    return f'<table id="{tid}">\n<thead><tr>{th}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>'
+
+
+def _td(v: Any, cls: str = "") -> str:
+    return f'<td class="{cls}">{escape(str(v))}</td>' if cls else f"<td>{escape(str(v))}</td>"
+
+
+def _plot(pid: str, make: Callable[[], Any]) -> str:
+    """A ``<figure>`` with the inline SVG of ``make()``; a note instead when matplotlib is missing."""
+    if importlib.util.find_spec("matplotlib") is None:
+        inner = '<p class="note">plot unavailable: install matplotlib (pip install \'moeplan[plot]\')</p>'
+    else:
+        from moeplan.plots import figure_svg
+
+        inner = figure_svg(make())
+    return f'<figure id="{pid}" class="plot">\n{inner}\n</figure>'
+
+
+def _summary(est: Row | None, plans: Sequence[Row]) -> str:
+    if est is None:
+        return f'<p id="summary">{len(plans)} plan(s); no estimate to break down.</p>'
+    peak, cap = peak_gib(est), est.get("capacity_gib")
+    facts: list[tuple[str, str]] = [
+        ("model", str(est.get("model", "–"))),
+        ("GPUs", f"{est.get('gpus', '–')} × {est.get('gpu', '–')}"),
+        ("sequence length", f"{est['seq_len']:,} ({seq_label(int(est['seq_len']))})" if "seq_len" in est else "–"),
+        ("global / micro batch", f"{est.get('gbs', '–')} / {est.get('mbs', '–')}"),
+        ("layout", layout_label(est)),
+        ("pipeline layout", str(est.get("pipeline_layout") or "–")),
+        ("precision · recompute · dispatcher",
+         f"{est.get('precision', '–')} · {est.get('recompute', '–')} · {est.get('dispatcher', '–')}"),
+        ("peak memory / capacity", f"{_num(peak, '.1f')} / {_num(cap, '.1f')} GiB"),
+        ("step time", fmt_seconds(float(est["step_time_s"])) if "step_time_s" in est else "–"),
+        ("TFLOP/s/GPU · MFU", f"{_num(est.get('tflops_per_gpu'), '.1f')} · {_num(est.get('mfu'), '.1%')}"),
+        ("tokens/s/GPU", _num(est.get("tokens_per_s_per_gpu"), ",.0f")),
+    ]
+    if est.get("host_memory_gib"):
+        facts.append(("host memory per GPU", f"{est['host_memory_gib']:.1f} GiB"))
+    fits = est.get("fits")
+    verdict = ""
+    if fits is not None and peak is not None and cap is not None:
+        verdict = (f'<p class="ok">Fits: {cap - peak:.1f} GiB headroom.</p>' if fits
+                   else f'<p class="bad">Does not fit: {peak - cap:.1f} GiB over capacity.</p>')
+    rows = "\n".join(f"<tr><th>{escape(k)}</th><td class=\"text\">{escape(v)}</td></tr>" for k, v in facts)
+    return f'{verdict}\n<table id="summary">\n{rows}\n</table>'
+
+
+def _plan_table(plans: Sequence[Row]) -> str:
+    head = ["#", "plan", "layout", "recompute", "dispatcher", "peak GiB", "capacity GiB", "fits", "step time",
+            "TFLOP/s/GPU", "MFU", "tokens/s/GPU"]
+    rows = []
+    for i, p in enumerate(plans, 1):
+        rows.append([
+            _td(i), _td(p.get("label", p.get("name", "")), "text"), _td(layout_label(p), "text"),
+            _td(str(p.get("recompute", "–")).replace(",", ", "), "text wrap"), _td(p.get("dispatcher", "–"), "text"),
+            _td(_num(peak_gib(p), ".1f")), _td(_num(p.get("capacity_gib"), ".1f")), _fits_cell(p),
+            _td(fmt_seconds(float(p["step_time_s"])) if "step_time_s" in p else "–"),
+            _td(_num(p.get("tflops_per_gpu"), ".1f")), _td(_num(p.get("mfu"), ".1%")),
+            _td(_num(p.get("tokens_per_s_per_gpu"), ",.0f")),
+        ])
+    return _table("plan-table", head, rows, text_cols=(1, 2, 3, 4))
+
+
+def _memory_section(est: Row, ranks: Sequence[Mapping[str, float]] | None) -> str:
+    from moeplan.plots import memory_figure
+
+    mem = est["memory_gib"]
+    total = float(mem["total"]) or 1.0
+    rows = [[_td(k, "text"), _td(f"{v:.2f}"), _td(f"{v / total:.1%}")] for k, v in mem.items() if k != "total"]
+    rows.append([_td("total", "text"), _td(f"{total:.2f}"), _td("100.0%")])
+    items = _table("memory-table", ["item (most loaded rank)", "GiB", "share"], rows)
+    peak_rank = est.get("memory_rank")
+    by_rank = est.get("memory_by_rank_gib") or []
+    peak_attr = ' class="peak"'
+    rank_rows = "\n".join(f"<tr{peak_attr if r == peak_rank else ''}><td>{r}</td><td>{t:.1f}</td></tr>"
+                          for r, t in enumerate(by_rank))
+    rank_table = (f'<table id="rank-table">\n<thead><tr><th>pipeline rank</th><th>GiB</th></tr></thead>\n'
+                  f"<tbody>\n{rank_rows}\n</tbody>\n</table>")
+    plot = _plot("memory-plot", lambda: memory_figure(est, ranks))
+    return f'<div class="pair"><div>{items}\n{rank_table}</div>\n{plot}</div>'
+
+
+def _time_section(est: Row) -> str:
+    from moeplan.plots import time_figure
+
+    parts = sorted(est["time_breakdown_s"].items(), key=lambda kv: -kv[1])
+    total = sum(v for _, v in parts) or 1.0
+    rows = [[_td(k, "text"), _td(fmt_seconds(v)), _td(f"{v / total:.1%}")] for k, v in parts]
+    rows.append([_td("step", "text"), _td(fmt_seconds(float(est.get("step_time_s", total)))), _td("100.0%")])
+    table = _table("time-table", ["item", "time per step", "share"], rows)
+    return f'<div class="pair"><div>{table}</div>\n{_plot("time-plot", lambda: time_figure(est))}</div>'
+
+
+def _sweep_section(sweep: Sequence[Row]) -> str:
+    from moeplan.plots import sweep_figure
+
+    labels = any("label" in r for r in sweep)
+    head = ["sequence length", *(["label"] if labels else []), "layout", "peak GiB", "capacity GiB", "fits",
+            "TFLOP/s/GPU", "tokens/s/GPU"]
+    rows = [[_td(seq_label(int(r["seq_len"]))), *([_td(r.get("label", ""), "text")] if labels else []),
+             _td(layout_label(r), "text"), _td(_num(peak_gib(r), ".1f")),
+             _td(_num(r.get("capacity_gib"), ".1f")), _fits_cell(r), _td(_num(r.get("tflops_per_gpu"), ".1f")),
+             _td(_num(r.get("tokens_per_s_per_gpu"), ",.0f"))]
+            for r in sorted(sweep, key=lambda r: int(r["seq_len"]))]
+    table = _table("sweep-table", head, rows, text_cols=(0, 1, 2) if labels else (0, 1))
+    return f'<div class="wide">{table}</div>\n{_plot("sweep-plot", lambda: sweep_figure(sweep))}'
+
+
+def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None = None,
+                       sweep: Sequence[Row] | None = None, overrides: Sequence[str] | None = None,
+                       rationale: Sequence[str] | None = None,
+                       ranks: Sequence[Mapping[str, float]] | None = None) -> str:
+    """The report page as a string (see :func:`write_html_report`)."""
+    est = estimate if estimate is not None else next((p for p in plans[:1] if "time_breakdown_s" in p), None)
+    out = [f'<h1 id="title">{escape(title)}</h1>', "<section><h2>Summary</h2>", _summary(est, plans), "</section>"]
+    if plans:
+        out += ["<section><h2>Plans</h2>", f'<div class="wide">{_plan_table(plans)}</div>', "</section>"]
+    if est is not None and isinstance(est.get("memory_gib"), Mapping):
+        out += ["<section><h2>Memory per GPU</h2>", _memory_section(est, ranks), "</section>"]
+    if est is not None and "time_breakdown_s" in est:
+        out += ["<section><h2>Step time</h2>", _time_section(est), "</section>"]
+    if overrides:
+        text = "\n".join(overrides)
+        out += ["<section><h2>Megatron Bridge overrides</h2>",
+                '<p class="note">One override per line; click the block to select it all.</p>',
+                f'<pre id="overrides" class="overrides">{escape(text)}</pre>', "</section>"]
+    if rationale:
+        items = "\n".join(f"<li>{escape(r)}</li>" for r in rationale)
+        out += ["<section><h2>Rationale</h2>", f'<ul id="rationale">\n{items}\n</ul>', "</section>"]
+    if sweep:
+        out += ["<section><h2>Sequence-length sweep</h2>", _sweep_section(sweep), "</section>"]
+    body = "\n".join(out)
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n"
+            f'<p class="note">Generated by moeplan.</p>\n</body>\n</html>\n')
+
+
+def write_html_report(path: str | os.PathLike[str], *, title: str, plans: list[dict[str, Any]],
+                      estimate: dict[str, Any] | None = None, sweep: list[dict[str, Any]] | None = None,
+                      overrides: list[str] | None = None, rationale: list[str] | None = None,
+                      ranks: list[dict[str, float]] | None = None) -> None:
+    """Write one self-contained HTML page (atomically). ``estimate`` defaults to the first plan;
+    ``ranks`` (memory items per pipeline rank) refines the memory plot."""
+    html = render_html_report(title=title, plans=plans, estimate=estimate, sweep=sweep, overrides=overrides,
+                              rationale=rationale, ranks=ranks)
+    atomic_write(path, html.encode("utf-8"))

@@ -1,0 +1,228 @@
+"""Plots (PNG/SVG, atomic writes) and the self-contained HTML report, rendered in headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from moeplan import api
+from moeplan.errors import MoeplanError
+from moeplan.memory import GIB
+
+pytest.importorskip("matplotlib")
+
+from moeplan import plots, report  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# deepseek-v3 at 128K on 1024 H100s: 8 pipeline ranks, does not fit
+BIG: dict[str, Any] = dict(gpu="h100", gpus=1024, seq_len=131072, gbs=1024, pp=8, vpp=4, cp=32, ep=32,
+           recompute="selective:mla_up_proj,layernorm", optimizer_offload=1.0)
+# qwen3-30b-a3b at 32K on 8 H200s: one pipeline rank, fits
+FIT: dict[str, Any] = dict(gpu="h200", gpus=8, seq_len=32768, gbs=64, ep=8, cp=2, recompute="full")
+SWEEP_SEQ = (16384, 32768, 65536, 131072)
+
+
+@pytest.fixture(scope="module")
+def big() -> dict[str, Any]:
+    return api.estimate("deepseek-v3", **BIG)
+
+
+@pytest.fixture(scope="module")
+def fit() -> dict[str, Any]:
+    return api.estimate("qwen3-30b-a3b", **FIT)
+
+
+@pytest.fixture(scope="module")
+def sweep() -> list[dict[str, Any]]:
+    rows = []
+    for s in SWEEP_SEQ:
+        for cp in (8, 16):
+            r = api.estimate("qwen3-30b-a3b", gpu="h100", gpus=64, seq_len=s, gbs=64, ep=8, cp=cp, recompute="full")
+            rows.append({**r, "label": f"cp={cp}"})
+    return rows
+
+
+def svg_text(path: Path) -> str:
+    """All text of an SVG file, which must parse as XML."""
+    root = ET.parse(path).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    return " ".join(t for t in root.itertext() if t.strip())
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG_MAGIC
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+# ----------------------------------------------------------------------------------- plots
+
+
+def test_estimate_plot_png(tmp_path: Path, big: dict[str, Any]) -> None:
+    out = tmp_path / "est.png"
+    plots.write_estimate_plot(big, str(out))
+    w, h = png_size(out.read_bytes())
+    assert w > 800 and h > 400
+    assert [p.name for p in tmp_path.iterdir()] == ["est.png"]  # no temp file left behind
+
+
+def test_estimate_plot_svg(tmp_path: Path, big: dict[str, Any]) -> None:
+    out = tmp_path / "est.svg"
+    plots.write_estimate_plot(big, out)
+    text = svg_text(out)
+    for item in ("weights", "gradients", "activations", "reserve", "cp_comm", "attention", "pp_bubble"):
+        assert item in text
+    assert "optimizer_states" not in text  # zero items (fully offloaded) are left out of the plot
+    assert "does not fit" in text and f"capacity {big['capacity_gib']:.1f} GiB" in text
+    assert f"{big['memory_gib']['total']:.1f}" in text
+    assert "rank total" in text  # no per-rank items given: totals as a line
+    assert f"{big['tflops_per_gpu']:.1f} TFLOP/s/GPU" in text
+
+
+def test_estimate_plot_with_rank_items(tmp_path: Path) -> None:
+    cfg, gpu = api.build_config("deepseek-v3", **{**BIG, "optimizer_offload": 0.5})
+    ev = api.evaluate(cfg, gpu)
+    ranks = [{k: v / GIB for k, v in r.items.items()} for r in ev.memory.ranks]
+    out = tmp_path / "ranks.svg"
+    plots.write_estimate_plot(ev.as_dict(), out, ranks=ranks)
+    text = svg_text(out)
+    assert "optimizer_states" in text and "rank total" not in text
+    for r in ev.memory.ranks:
+        assert f"{r.total_bytes / GIB:.1f}" in text
+
+
+def test_fitting_single_rank(tmp_path: Path, fit: dict[str, Any]) -> None:
+    assert fit["fits"] and len(fit["memory_by_rank_gib"]) == 1
+    out = tmp_path / "fit.svg"
+    plots.write_estimate_plot(fit, out)
+    assert f"fits: {fit['headroom_gib']:.1f} GiB headroom" in svg_text(out)
+
+
+def test_sweep_plot(tmp_path: Path, sweep: list[dict[str, Any]]) -> None:
+    plots.write_sweep_plot(sweep, tmp_path / "sweep.png")
+    png_size((tmp_path / "sweep.png").read_bytes())
+    plots.write_sweep_plot(sweep, tmp_path / "sweep.svg")
+    text = svg_text(tmp_path / "sweep.svg")
+    for want in ("16K", "32K", "64K", "128K", "TFLOP/s/GPU", "tokens/s/GPU", "cp=8", "cp=16", "capacity"):
+        assert want in text
+
+
+@pytest.mark.parametrize("name", ["est.pdf", "est.jpg", "est", "est.png.bak"])
+def test_bad_suffix(tmp_path: Path, big: dict[str, Any], name: str) -> None:
+    with pytest.raises(MoeplanError) as e:
+        plots.write_estimate_plot(big, tmp_path / name)
+    assert "\n" not in str(e.value) and ".png or .svg" in str(e.value)
+    with pytest.raises(MoeplanError):
+        plots.write_sweep_plot([big], tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_write_keeps_old_file(tmp_path: Path) -> None:
+    out = tmp_path / "est.png"
+    out.write_bytes(b"old")
+    with pytest.raises(MoeplanError):
+        plots.write_estimate_plot({"model": "x"}, out)  # not an estimate
+    with pytest.raises(MoeplanError):
+        plots.write_sweep_plot([], out)
+    assert out.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["est.png"]
+    with pytest.raises(MoeplanError):
+        plots.write_estimate_plot({}, tmp_path / "missing" / "est.png")
+
+
+def test_helpers(big: dict[str, Any]) -> None:
+    assert [plots.seq_label(s) for s in (4096, 16384, 131072, 1 << 20, 3 << 20, 1000)] == [
+        "4K", "16K", "128K", "1M", "3M", "1000"]
+    svg = plots.figure_svg(plots.time_figure(big))
+    assert svg.startswith("<svg") and "cp_comm" in svg
+    ET.fromstring(svg)
+
+
+def test_import_is_lazy() -> None:
+    code = "import sys, moeplan, moeplan.plots, moeplan.report; assert 'matplotlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------------- report
+
+OVERRIDES = ["model.tensor_model_parallel_size=1", "model.pipeline_model_parallel_size=8",
+             "model.context_parallel_size=32", "model.expert_model_parallel_size=32"]
+RATIONALE = ["CP=32 keeps 4K tokens per GPU per micro-batch", "Offloading the optimizer frees 35 GiB <per GPU> & more"]
+IDS = ("summary", "plan-table", "memory-table", "memory-plot", "time-table", "time-plot", "overrides", "rationale",
+       "sweep-table", "sweep-plot")
+
+
+@pytest.fixture(scope="module")
+def report_file(tmp_path_factory: pytest.TempPathFactory, big: dict[str, Any], fit: dict[str, Any],
+                sweep: list[dict[str, Any]]) -> Path:
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    report.write_html_report(str(path), title="DeepSeek-V3 <128K> & friends", plans=[{**big, "label": "cp32"}, fit],
+                             estimate=big, sweep=sweep, overrides=OVERRIDES, rationale=RATIONALE)
+    return path
+
+
+def test_report_content(report_file: Path, big: dict[str, Any]) -> None:
+    html = report_file.read_text()
+    for i in IDS:
+        assert f'id="{i}"' in html
+    assert "DeepSeek-V3 &lt;128K&gt; &amp; friends" in html and "<128K>" not in html
+    assert "&lt;per GPU&gt; &amp; more" in html
+    assert '<pre id="overrides" class="overrides">' + "\n".join(OVERRIDES) + "</pre>" in html
+    # self-contained: no external resources
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:|//)""", html)
+    assert "<script" not in html and "<link" not in html and "@import" not in html
+    assert html.count("<svg") == 3
+    assert [p.name for p in report_file.parent.iterdir()] == ["report.html"]
+
+
+def test_report_minimal(tmp_path: Path, fit: dict[str, Any]) -> None:
+    out = tmp_path / "r.html"
+    report.write_html_report(out, title="t", plans=[])
+    html = out.read_text()
+    assert 'id="summary"' in html and 'id="memory-plot"' not in html and 'id="plan-table"' not in html
+    report.write_html_report(out, title="t", plans=[fit])  # the first plan is broken down
+    html = out.read_text()
+    assert 'id="memory-plot"' in html and 'id="time-plot"' in html and 'id="sweep-plot"' not in html
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _run_chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    exe = _chromium()
+    assert exe
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp / 'profile'}", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium binary on PATH (CI installs it: .ci/install-chromium.sh)")
+def test_report_in_headless_chromium(tmp_path: Path, report_file: Path, big: dict[str, Any],
+                                     sweep: list[dict[str, Any]]) -> None:
+    url = report_file.resolve().as_uri()
+    dom = _run_chromium(tmp_path, "--dump-dom", url).stdout
+    for i in IDS:
+        assert f'id="{i}"' in dom
+    assert dom.count("<svg") == 3
+    mem = big["memory_gib"]
+    for want in (f"{mem['total']:.1f}", f"{mem['activations']:.2f}", f"{big['capacity_gib']:.1f}",
+                 f"{big['tflops_per_gpu']:.1f}", f"{big['tokens_per_s_per_gpu']:,.0f}",
+                 "TP1 PP8 VPP4 CP32 EP32 ETP1 DP4", "does not fit", "cp_comm", OVERRIDES[2],
+                 "CP=32 keeps 4K tokens", "128K"):
+        assert want in dom, want
+    for r in sweep:
+        assert f"{r['tflops_per_gpu']:.1f}" in dom
+    shot = tmp_path / "shot.png"
+    _run_chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", url)
+    assert png_size(shot.read_bytes()) == (1280, 2000)
+    assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
