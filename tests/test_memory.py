@@ -73,7 +73,7 @@ def _cfg(model: str, tp: int, cp: int, pp: int, seq_k: int, modules: frozenset[s
     gpus = 64 * pp * tp * cp // 1
     gpus = max(gpus, ep * pp)
     return RunConfig(spec, Parallel(gpus, tp=tp, pp=pp, cp=cp, ep=ep), Batch(seq_k * 1024, 1024),
-                     recompute=Recompute("selective", modules) if modules else Recompute())
+                     recompute=Recompute("selective", modules) if modules else Recompute(), mcore_version="0.18")
 
 
 common = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,7 +96,7 @@ def test_doubling_cp_or_tp_never_raises_memory(model, tp, cp):
     spec = load_model(model)
     gpus = 512
     par = Parallel(gpus, tp=tp, cp=cp, pp=2, ep=8)
-    cfg = RunConfig(spec, par, Batch(64 * 1024, 512))
+    cfg = RunConfig(spec, par, Batch(64 * 1024, 512), mcore_version="0.18")
     a = estimate_memory(cfg, H100_BYTES).total_bytes
     more_cp = cfg.with_(parallel=Parallel(gpus, tp=tp, cp=2 * cp, pp=2, ep=8))
     more_tp = cfg.with_(parallel=Parallel(gpus, tp=2 * tp, cp=cp, pp=2, ep=8))

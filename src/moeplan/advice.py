@@ -138,7 +138,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
     from moeplan.parallel import check_layout, replace_parallel
 
     def try_eval(c: RunConfig) -> Any | None:
-        if check_layout(c.model, c.parallel, c.batch):
+        if check_layout(c.model, c.parallel, c.batch, c.mcore_version):
             return None
         return evaluate(c, gpu)
 

@@ -120,6 +120,7 @@ class Estimate:
             "memory_gib": mem.as_gib(),
             "memory_rank": peak.rank,
             "memory_by_rank_gib": [r.total_bytes / GIB for r in mem.ranks],
+            "memory_ranks_gib": [{k: v / GIB for k, v in r.items.items()} for r in mem.ranks],
             "host_memory_gib": peak.host_bytes / GIB,
             "capacity_gib": mem.capacity_bytes / GIB,
             "fits": mem.fits,
@@ -213,7 +214,7 @@ def build_config(
     if dispatcher == "auto":
         from moeplan.parallel import validate
 
-        validate(spec, cfg.parallel, cfg.batch)
+        validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec))
     return cfg, gpu_spec
 
@@ -222,7 +223,7 @@ def evaluate(cfg: RunConfig, gpu: GPUSpec) -> Estimate:
     """Memory and time of a configuration."""
     from moeplan.parallel import build_pipeline, validate
 
-    validate(cfg.model, cfg.parallel, cfg.batch)
+    validate(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
     pipe = build_pipeline(cfg.model, cfg.parallel)
     mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe)
     return Estimate(cfg, gpu, mem, estimate_time(cfg, gpu, pipeline=pipe))
@@ -232,3 +233,158 @@ def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
     """Memory and throughput of one layout, as a JSON-ready dict (see :func:`build_config`)."""
     cfg, gpu = build_config(model, **kwargs)
     return evaluate(cfg, gpu).as_dict()
+
+
+# ----------------------------------------------------------------------------------- plan
+
+
+def _exports(cfg: RunConfig) -> dict[str, Any]:
+    """Megatron Bridge overrides, YAML and Megatron-LM flags of a configuration."""
+    from moeplan import megatron
+
+    return {
+        "overrides": megatron.to_overrides(cfg, cfg.mcore_version),
+        "yaml": megatron.to_yaml(cfg, cfg.mcore_version),
+        "megatron_lm_args": megatron.to_megatron_lm_args(cfg, cfg.mcore_version),
+    }
+
+
+def plan_dict(p: Any, rank: int) -> dict[str, Any]:
+    """One plan as a JSON-ready dict (the keys `moeplan plan --json` promises)."""
+    est = p.estimate.as_dict()
+    cfg = p.config
+    out = {
+        "rank": rank,
+        "parallel": est["parallel"],
+        "pipeline_layout": est["pipeline_layout"],
+        "mbs": cfg.batch.mbs,
+        "gbs": cfg.batch.gbs,
+        "seq_len": cfg.batch.seq_len,
+        "microbatches": est["microbatches"],
+        "precision": cfg.precision,
+        "recompute": cfg.recompute.label(),
+        "recompute_modules": sorted(cfg.recompute.modules),
+        "dispatcher": cfg.dispatcher,
+        "ep_overlap": cfg.ep_overlap,
+        "cp_comm_type": cfg.cp_comm_type,
+        "cuda_graphs": sorted(cfg.cuda_graph_scopes),
+        "optimizer_offload": cfg.optimizer_offload,
+        "memory_gib": est["memory_gib"],
+        "host_memory_gib": est["host_memory_gib"],
+        "capacity_gib": est["capacity_gib"],
+        "fits": est["fits"],
+        "step_time_s": est["step_time_s"],
+        "tflops_per_gpu": est["tflops_per_gpu"],
+        "mfu": est["mfu"],
+        "tokens_per_s_per_gpu": est["tokens_per_s_per_gpu"],
+        "time_breakdown_s": est["time_breakdown_s"],
+        "rationale": [r.as_dict() for r in p.rationale],
+    }
+    out.update(_exports(cfg))
+    return out
+
+
+def plan(
+    model: str | ModelSpec,
+    *,
+    gpu: str | GPUSpec = "h100",
+    gpus: int,
+    seq_len: int,
+    gbs: int,
+    precision: str = "bf16",
+    top: int = 5,
+    headroom: float = 0.10,
+    moe_imbalance: float = 1.0,
+    reserve_gib: float = 2.0,
+    mcore_version: str = "0.16",
+    hardware_file: str | None = None,
+    fixed: dict[str, Any] | None = None,
+    cuda_graphs: bool = True,
+    optimizer_offload: bool = True,
+    allow_gbs_reduction: bool = True,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Search layouts and knobs; the top plans with memory, throughput, rationale and exports.
+
+    ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string)."""
+    from moeplan.planner import SearchSpace, search
+
+    spec = resolve_model(model)
+    gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
+    if not 0 <= headroom < 1:
+        raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
+    if top < 1:
+        raise MoeplanError(f"--top must be >= 1, got {top}")
+    fx = dict(fixed or {})
+    if "recompute" in fx and isinstance(fx["recompute"], str):
+        fx["recompute"] = Recompute.parse(fx["recompute"])
+    unknown = set(fx) - {"tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "dispatcher", "recompute"}
+    if unknown:
+        raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
+    space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom)
+    result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
+                    moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
+                    allow_gbs_reduction=allow_gbs_reduction, progress=progress)
+    closest = None
+    if result.closest is not None:
+        cfg, miss = result.closest
+        closest = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
+                   "memory_gib_budget": gpu_spec.hbm_bytes * (1 - headroom) / GIB}
+    return {
+        "model": spec.name,
+        "gpu": gpu_spec.name,
+        "gpus": gpus,
+        "seq_len": seq_len,
+        "requested_gbs": result.requested_gbs,
+        "gbs": result.gbs,
+        "precision": precision,
+        "headroom": headroom,
+        "layouts_considered": result.layouts_considered,
+        "layouts_feasible": result.layouts_feasible,
+        "notes": result.notes,
+        "closest": closest if not result.plans else None,
+        "plans": [plan_dict(p, i + 1) for i, p in enumerate(result.plans)],
+    }
+
+
+# ----------------------------------------------------------------------------------- sweep / explain
+
+
+def gbs_for(seq_len: int, gbs_tokens: int) -> int:
+    """Sequences per global batch that hold ``gbs_tokens`` tokens at ``seq_len`` (at least 1)."""
+    if gbs_tokens < seq_len:
+        raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is less than one sequence of {seq_len:,} tokens")
+    return gbs_tokens // seq_len
+
+
+def sweep(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
+          progress: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
+    """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length."""
+    spec = resolve_model(model)
+    rows = []
+    if progress is not None and hasattr(progress, "start") and hold is not None:
+        progress.start(len(seq_lens))
+    for s in seq_lens:
+        gbs = gbs_for(s, gbs_tokens)
+        if hold is not None:
+            est = estimate(spec, seq_len=s, gbs=gbs, **kwargs, **hold)
+            if progress is not None and hasattr(progress, "advance"):
+                progress.advance()
+            rows.append({**est, "label": "held layout", "plan": None})
+            continue
+        plan_kw = {k: v for k, v in kwargs.items() if k in ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance",
+                                                             "reserve_gib", "mcore_version", "headroom")}
+        result = plan(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
+        if not result["plans"]:
+            rows.append({"seq_len": s, "gbs": gbs, "fits": False, "label": "planned", "plan": None,
+                         "closest": result["closest"]})
+            continue
+        best = result["plans"][0]
+        cfg, gpu_spec = build_config(spec, seq_len=s, gbs=best["gbs"], mbs=best["mbs"],
+                                     **{k: best["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")},
+                                     recompute=best["recompute"], dispatcher=best["dispatcher"],
+                                     ep_overlap=best["ep_overlap"], cuda_graphs=best["cuda_graphs"] or None,
+                                     optimizer_offload=best["optimizer_offload"], cp_comm_type=best["cp_comm_type"],
+                                     **{k: v for k, v in plan_kw.items() if k != "headroom"})
+        rows.append({**evaluate(cfg, gpu_spec).as_dict(), "label": "planned", "plan": best})
+    return rows

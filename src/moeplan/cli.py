@@ -230,11 +230,292 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     if args.plot:
         from moeplan import plots
 
-        plots.write_estimate_plot(est, args.plot)
+        plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"])
     if args.json:
         _print_json(est)
     else:
         print_estimate(est, console)
+    return 0
+
+
+# --------------------------------------------------------------------------- plan
+
+
+class _Progress:
+    """A rich progress bar on a terminal; nothing when piped or with --json."""
+
+    def __init__(self, console: Console, enabled: bool, label: str) -> None:
+        self.enabled = enabled and console.is_terminal
+        self.console = console
+        self.label = label
+        self._bar: Any = None
+        self._task: Any = None
+
+    def start(self, total: int) -> None:
+        if not self.enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        if self._bar is None:
+            self._bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), console=self.console,
+                                 transient=True)
+            self._bar.start()
+        self._task = self._bar.add_task(self.label, total=total)
+
+    def advance(self) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _fixed(args: argparse.Namespace) -> dict[str, Any]:
+    out = {}
+    for key in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
+        value = getattr(args, key, None)
+        if value is not None:
+            out[key] = value
+    if getattr(args, "dispatcher", None) not in (None, "auto"):
+        out["dispatcher"] = args.dispatcher
+    if getattr(args, "recompute", None):
+        out["recompute"] = args.recompute
+    return out
+
+
+def print_plans(result: dict[str, Any], console: Console) -> None:
+    console.print(f"{result['model']} on {result['gpus']} x {result['gpu']}, seq {result['seq_len']:,}, "
+                  f"GBS {result['gbs']}, {result['precision']}: {result['layouts_feasible']} of "
+                  f"{result['layouts_considered']} layouts fit (headroom {result['headroom']:.0%} of HBM)",
+                  highlight=False)
+    for note in result["notes"]:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    table = Table(title="Plans, fastest first")
+    for col in ("#", "layout", "MBS", "recompute", "dispatcher", "CP comm", "graphs", "offload", "GiB/GPU",
+                "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
+        table.add_column(col, justify="right" if col in ("#", "MBS", "GiB/GPU", "TFLOP/s/GPU", "MFU", "tokens/s/GPU", "offload") else "left")
+    for p in result["plans"]:
+        par = p["parallel"]
+        layout = f"TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} EP{par['ep']} DP{par['dp']}"
+        table.add_row(str(p["rank"]), layout, str(p["mbs"]), p["recompute"], p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
+                      p["cp_comm_type"] if par["cp"] > 1 else "-", ",".join(p["cuda_graphs"]) or "-",
+                      f"{p['optimizer_offload']:.0%}", f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
+                      f"{p['mfu']:.1%}", f"{p['tokens_per_s_per_gpu']:,.0f}")
+    console.print(table)
+    if result["plans"]:
+        best = result["plans"][0]
+        console.print("[b]Why plan 1[/]")
+        for r in best["rationale"]:
+            console.print(f" - [b]{r['topic']}[/]: {r['text']}", highlight=False)
+        console.print("[b]Megatron Bridge overrides (plan 1)[/]")
+        console.print(" ".join(best["overrides"]), highlight=False, soft_wrap=True)
+
+
+def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
+    try:
+        result = api.plan(
+            args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
+            top=args.top, headroom=args.headroom, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+            mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
+            cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
+            allow_gbs_reduction=not args.keep_gbs, progress=progress,
+        )
+    finally:
+        progress.stop()
+    plans = result["plans"]
+    if not plans:
+        c = result["closest"]
+        where = f"; closest: {c['short']} misses by {c['misses_by_gib']:.1f} GiB per GPU" if c else ""
+        msg = f"no layout fits in {result['gpus']} x {result['gpu']} memory (with {result['headroom']:.0%} headroom){where}"
+        if args.json:
+            _print_json([])
+        else:
+            print_plans(result, console)
+        Console(stderr=True).print(f"moeplan: {msg}", highlight=False, markup=False)
+        return 1
+    fmt = args.format
+    if args.json:
+        _print_json(plans)
+    elif fmt == "overrides":
+        sys.stdout.write("\n".join(plans[0]["overrides"]) + "\n")
+    elif fmt == "yaml":
+        sys.stdout.write(plans[0]["yaml"])
+    elif fmt == "megatron-lm":
+        sys.stdout.write(" \\\n  ".join(plans[0]["megatron_lm_args"]) + "\n")
+    else:
+        print_plans(result, console)
+    return 0
+
+
+# --------------------------------------------------------------------------- sweep / explain / report
+
+
+def parse_lengths(text: str) -> list[int]:
+    try:
+        out = [parse_tokens(t) for t in text.split(",") if t.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one sequence length")
+    return out
+
+
+def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
+    keys = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
+    held = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    if not held and not args.hold:
+        return None
+    held.update(recompute=args.recompute or "none", dispatcher=args.dispatcher or "auto",
+                optimizer_offload=args.optimizer_offload, cp_comm_type=args.cp_comm_type)
+    return held
+
+
+def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
+                moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib)
+
+
+def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
+    table = Table(title="Sequence-length sweep")
+    for col in ("seq", "GBS", "layout", "recompute", "dispatcher", "GiB/GPU", "fits", "TFLOP/s/GPU", "tokens/s/GPU"):
+        table.add_column(col, justify="left" if col in ("layout", "recompute", "dispatcher") else "right")
+    for r in rows:
+        if "parallel" not in r:
+            c = r.get("closest") or {}
+            table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), "no layout fits" + (f" (closest {c.get('short')} "
+                          f"misses by {c.get('misses_by_gib', 0):.1f} GiB)" if c else ""), "", "", "", "[red]no", "", "")
+            continue
+        p = r["parallel"]
+        table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), f"TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}",
+                      r["recompute"], r["dispatcher"], f"{r['memory_gib']['total']:.1f}",
+                      "[green]yes" if r["fits"] else "[red]no", f"{r['tflops_per_gpu']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}")
+    console.print(table)
+
+
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    progress = _Progress(Console(stderr=True), not args.json, "sweeping")
+    try:
+        rows = api.sweep(args.model, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
+                         progress=progress, **_sweep_kwargs(args))
+    finally:
+        progress.stop()
+    if args.plot:
+        from moeplan import plots
+
+        plots.write_sweep_plot([r for r in rows if "parallel" in r], args.plot)
+    if args.json:
+        _print_json(rows)
+    else:
+        print_sweep(rows, console)
+    return 0
+
+
+def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two estimates: two config files, one config at two lengths, or a model at two lengths."""
+    from moeplan.models import catalog_names
+
+    first = args.inputs[0]
+    is_model = first.lower() in catalog_names() or _looks_like_hf_config(first)
+    if is_model:
+        if len(args.seq_len or []) != 2:
+            raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
+        if not args.gpus or not args.gbs_tokens:
+            raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
+        rows = api.sweep(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
+                         **_sweep_kwargs(args))
+        for r in rows:
+            if "parallel" not in r:
+                raise MoeplanError(f"no layout fits at seq {r['seq_len']:,}; nothing to compare")
+        return rows[0], rows[1]
+    from moeplan import checker
+
+    a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
+    if len(args.inputs) == 2:
+        b = checker.estimate_file(args.inputs[1], model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
+    elif args.seq_len and len(args.seq_len) == 1:
+        b = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
+                                  seq_len=args.seq_len[0])
+    else:
+        raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
+    return a, b
+
+
+def _looks_like_hf_config(path: str) -> bool:
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    if p.suffix != ".json" or not p.is_file():
+        return False
+    try:
+        return "model_type" in json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+
+
+def cmd_explain(args: argparse.Namespace, console: Console) -> int:
+    from moeplan.explain import compare, remedy
+
+    a, b = _explain_inputs(args)
+    comp = compare(a, b)
+    fix = None
+    if not args.no_fix:
+        result = api.plan(b["model"], gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
+                          precision=b["precision"], top=1, hardware_file=args.hardware)
+        fix = remedy(b, result["plans"][0] if result["plans"] else None)
+    if args.json:
+        out = comp.as_dict()
+        if fix:
+            out["reasons"].append(fix.as_dict())
+        _print_json(out)
+        return 0
+    console.print(f"[b]Why run B differs from run A[/]")
+    for r in comp.reasons + ((fix,) if fix else ()):
+        console.print(f" - [b]{r.topic}[/]: {r.text}", highlight=False)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from moeplan import report
+
+    progress = _Progress(Console(stderr=True), True, "planning")
+    try:
+        result = api.plan(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
+                          precision=args.precision, top=args.top, hardware_file=args.hardware,
+                          moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, progress=progress)
+        plans = result["plans"]
+        if not plans:
+            c = result["closest"]
+            raise MoeplanError("no layout fits; nothing to report" + (f" (closest {c['short']} misses by "
+                               f"{c['misses_by_gib']:.1f} GiB)" if c else ""))
+        best = plans[0]
+        cfg, gpu_spec = api.build_config(
+            args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=best["gbs"], mbs=best["mbs"],
+            **{k: best["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")}, recompute=best["recompute"],
+            dispatcher=best["dispatcher"], ep_overlap=best["ep_overlap"], cuda_graphs=best["cuda_graphs"] or None,
+            optimizer_offload=best["optimizer_offload"], cp_comm_type=best["cp_comm_type"], precision=args.precision,
+            hardware_file=args.hardware, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib)
+        est = api.evaluate(cfg, gpu_spec).as_dict()
+        rows = None
+        if args.sweep:
+            rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
+                                         gpu=args.gpu, gpus=args.gpus, precision=args.precision,
+                                         hardware_file=args.hardware, progress=progress) if "parallel" in r]
+    finally:
+        progress.stop()
+    title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
+    report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,
+                             overrides=best["overrides"], rationale=[f"{r['topic']}: {r['text']}" for r in best["rationale"]],
+                             ranks=est["memory_ranks_gib"])
+    if args.json:
+        _print_json({"html": str(args.html), "plans": len(plans)})
+    else:
+        console.print(f"wrote {args.html} ({len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''})")
     return 0
 
 
@@ -246,6 +527,7 @@ examples:
   moeplan models
   moeplan hardware
   moeplan estimate qwen3-30b-a3b --gpu h100 --gpus 16 --seq-len 4k --gbs 1024 --ep 16
+  moeplan plan deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024
   moeplan params deepseek-v3 --seq-len 128k
   moeplan params ./my-model/config.json --json
 
@@ -298,7 +580,92 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE", help="write the memory and time breakdown as PNG or SVG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_estimate)
+
+    p = sub.add_parser(
+        "plan",
+        help="search every layout and knob, rank by throughput (the main job)",
+        description="Search TP, PP, VPP, CP, EP, MBS, recompute, dispatcher, CP communication, EP overlap, CUDA "
+        "graphs and optimizer offload; keep what fits in HBM with headroom; rank by tokens/s per GPU; explain "
+        "each choice with numbers; export Megatron Bridge overrides, YAML or Megatron-LM flags.",
+        epilog="examples:\n  moeplan plan deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024\n"
+        "  moeplan plan qwen3-235b-a22b --gpu gb200 --gpus 256 --seq-len 128k --gbs 256 --format overrides\n"
+        "  moeplan plan qwen3-next-80b-a3b --gpus 128 --seq-len 64k --gbs 256 --cp 8 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_arguments(p, layout=False)
+    p.add_argument("--top", type=positive_int, default=5, help="plans to show (default 5)")
+    p.add_argument("--headroom", type=float, default=0.10, help="share of HBM left free (default 0.10)")
+    p.add_argument("--format", default="table", choices=["table", "overrides", "yaml", "megatron-lm"],
+                   help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags")
+    p.add_argument("--mcore-version", default="0.16", help="Megatron-Core version the export targets (default 0.16)")
+    for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
+        p.add_argument(f"--{name}", type=positive_int, help=f"fix {name.upper()} instead of searching it")
+    p.add_argument("--dispatcher", choices=["auto", "alltoall", "allgather", "deepep", "hybridep"], help="fix the dispatcher")
+    p.add_argument("--recompute", help="fix recompute (none, full, selective:...)")
+    p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
+    p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
+    p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
+    p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
+    p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser(
+        "sweep", help="plan (or hold a layout) across sequence lengths",
+        description="Plan each sequence length (or, with --hold or layout flags, estimate one layout at each) "
+        "with a constant number of tokens per global batch; table, JSON and a throughput/memory plot.",
+        epilog="example: moeplan sweep qwen3-235b-a22b --gpu gb200 --gpus 256 --seq-len 16k,32k,64k,128k "
+        "--gbs-tokens 4m --plot sweep.png")
+    p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
+    _sweep_arguments(p)
+    p.add_argument("--plot", metavar="FILE", help="write throughput and memory vs sequence length (PNG or SVG)")
+    p.add_argument("--json", action="store_true", help="print JSON rows")
+    p.set_defaults(handler=cmd_sweep)
+
+    p = sub.add_parser(
+        "explain", help="why one run is slower than another, and what fixes it",
+        description="Compare two runs and attribute the throughput change to the time model's items (attention "
+        "FLOPs share, exposed CP/EP/PP/DP communication, recompute, bubble) and memory; then ask the planner "
+        "what fixes the second run. Inputs: MODEL with --seq-len A,B; CONFIG_A CONFIG_B; or CONFIG --seq-len B.",
+        epilog="examples:\n  moeplan explain qwen3-next-80b-a3b --gpu gb200 --gpus 32 --seq-len 32k,64k --gbs-tokens 1m\n"
+        "  moeplan explain run32k.yaml run64k.yaml --model qwen3-next-80b-a3b --gpu gb200 --gpus 32",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="MODEL|CONFIG", help="a model, or one or two run configs")
+    p.add_argument("--model", help="model of the config files (catalog name or config.json)")
+    _sweep_arguments(p, required=False)
+    p.add_argument("--no-fix", action="store_true", help="skip the planner's remedy")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_explain)
+
+    p = sub.add_parser(
+        "report", help="one self-contained HTML page: plan, overrides, breakdowns, rationale",
+        description="Plan, then write an HTML report with the plans, the best plan's memory and time breakdowns "
+        "(plots embedded), its Megatron Bridge overrides and rationale, and optionally a sequence-length sweep.",
+        epilog="example: moeplan report deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024 --html plan.html")
+    add_run_arguments(p, layout=False)
+    p.add_argument("--top", type=positive_int, default=5, help="plans in the table (default 5)")
+    p.add_argument("--sweep", type=parse_lengths, help="also sweep these lengths, e.g. 32k,64k,128k")
+    p.add_argument("--html", required=True, metavar="FILE", help="output HTML file")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.set_defaults(handler=cmd_report)
     return parser
+
+
+def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
+    p.add_argument("--gpus", type=positive_int, required=required, help="total GPU count")
+    p.add_argument("--seq-len", type=parse_lengths, required=required, help="comma-separated lengths, e.g. 16k,32k,64k")
+    p.add_argument("--gbs-tokens", type=parse_tokens, required=required,
+                   help="tokens per global batch, constant across lengths (e.g. 4m); GBS = tokens / seq")
+    p.add_argument("--precision", default="bf16", choices=["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"])
+    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+    p.add_argument("--moe-imbalance", type=float, default=1.0, help="1.0 = force-balanced routing")
+    p.add_argument("--reserve-gib", type=float, default=2.0, help="GiB kept for CUDA context/NCCL (default 2)")
+    p.add_argument("--hold", action="store_true", help="hold the layout given by the flags below at every length")
+    for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
+        p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
+    p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
+    p.add_argument("--dispatcher", choices=["auto", "alltoall", "allgather", "deepep", "hybridep"])
+    p.add_argument("--optimizer-offload", type=float, default=0.0, help="optimizer offload of the held layout")
+    p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -388,7 +388,7 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
     """Per-GPU memory of every pipeline rank; the estimate is the most loaded one."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
-        validate(spec, par, batch)
+        validate(spec, par, batch, cfg.mcore_version)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
     tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)  # per GPU, attention layout

@@ -85,12 +85,19 @@ _REPEAT_CHAR = re.compile(r"([EtmL])\*(\d+)")
 def parse_layout(layout: str, num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ...]:
     """Parse a Megatron ``pipeline_model_parallel_layout`` string into stages."""
     text = layout.replace(" ", "").replace(",", "")
+    limit = 64 * (num_layers + mtp + 2 * n_stages + 2)  # generous; stops '(t|)*999999999' blowing up memory
+
+    def unroll(m: re.Match[str]) -> str:
+        if len(m.group(1)) * int(m.group(2)) > limit:
+            raise MoeplanError(f"pipeline layout '{layout[:60]}': repeat count {m.group(2)} is far too large")
+        return m.group(1) * int(m.group(2))
+
     for _ in range(10):  # unroll nested (...)*n
-        new = _REPEAT_GROUP.sub(lambda m: m.group(1) * int(m.group(2)), text)
+        new = _REPEAT_GROUP.sub(unroll, text)
         if new == text:
             break
         text = new
-    text = _REPEAT_CHAR.sub(lambda m: m.group(1) * int(m.group(2)), text)
+    text = _REPEAT_CHAR.sub(unroll, text)
     if not re.fullmatch(r"[EtmL|]*", text):
         raise MoeplanError(f"pipeline layout '{layout}': only E, t, m, L, |, (..)*n and x*n are allowed")
     parts = text.split("|")
@@ -190,8 +197,15 @@ class LayoutCheck:
     reason: str
 
 
-def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None) -> list[LayoutCheck]:
-    """Every rule the layout breaks, each with a one-line reason (empty list = valid)."""
+# Megatron-Core 0.16 and 0.17 assert "Gated delta net does not support context parallel"; 0.18 lifts it
+# (megatron/core/ssm/gated_delta_net.py).
+GDN_CP_SINCE = (0, 18)
+
+
+def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
+                 mcore_version: str | None = None) -> list[LayoutCheck]:
+    """Every rule the layout breaks, each with a one-line reason (empty list = valid).
+    ``mcore_version`` adds the rules of that Megatron-Core release."""
     bad: list[LayoutCheck] = []
 
     def fail(rule: str, reason: str) -> None:
@@ -220,6 +234,12 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None) -> 
             if layer.num_key_heads % par.tp or layer.num_value_heads % par.tp:
                 fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "
                      f"are not divisible by TP {par.tp}")
+            elif par.cp > 1 and mcore_version and _version(mcore_version) < GDN_CP_SINCE:
+                fail("gdn-cp-version", f"Megatron-Core {mcore_version} does not support context parallel for Gated "
+                     f"DeltaNet (CP {par.cp}); it needs 0.18 or newer")
+            elif (layer.num_key_heads // par.tp) % par.cp or (layer.num_value_heads // par.tp) % par.cp:
+                fail("gdn-heads-cp", f"Gated DeltaNet runs head-parallel inside the CP group: {layer.num_key_heads} key / "
+                     f"{layer.num_value_heads} value heads over TP {par.tp} are not divisible by CP {par.cp}")
     moe = spec.first_moe
     if moe is None and par.ep > 1:
         fail("experts-ep", f"EP {par.ep} needs an MoE model")
@@ -251,9 +271,17 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None) -> 
     return bad
 
 
-def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None) -> None:
+def _version(v: str) -> tuple[int, int]:
+    parts = v.removeprefix("core_v").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return (0, 0)
+
+
+def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None, mcore_version: str | None = None) -> None:
     """Raise :class:`MoeplanError` naming the first broken rule."""
-    bad = check_layout(spec, par, batch)
+    bad = check_layout(spec, par, batch, mcore_version)
     if bad:
         raise MoeplanError(f"invalid layout {par.short() if par.dp else ''}: {bad[0].reason}".replace("  ", " "))
 

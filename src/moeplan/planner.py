@@ -93,12 +93,13 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
-def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace) -> list[tuple[Parallel, int]]:
+def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace,
+             mcore_version: str) -> list[tuple[Parallel, int]]:
     """Every (layout, MBS) that passes the validity rules."""
     moe = spec.first_moe
     tps = [space.tp] if space.tp else [t for t in _pow2_upto(min(8, gpu.nvlink_domain)) if t <= gpus]
     cp0 = cp_start(batch.seq_len)
-    cps = [space.cp] if space.cp else [c for c in _pow2_upto(gpus) if cp0 / 4 <= c <= cp0 * 4]
+    cps = [space.cp] if space.cp else sorted({1} | {c for c in _pow2_upto(gpus) if cp0 / 4 <= c <= cp0 * 4})
     pps = [space.pp] if space.pp else [p for p in _pow2_upto(min(32, spec.num_layers)) if p <= gpus]
     eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
@@ -120,7 +121,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
                                 if batch.gbs % (mbs * dp):
                                     continue
                                 par = Parallel(gpus, tp, pp, vpp, cp, ep, etp)
-                                if not check_layout(spec, par, replace(batch, mbs=mbs)):
+                                if not check_layout(spec, par, replace(batch, mbs=mbs), mcore_version):
                                     out.append((par, mbs))
     return out
 
@@ -261,7 +262,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                  space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
                  budget: float, progress: object) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
-    layouts = _layouts(spec, gpu, gpus, batch, space)
+    layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
     if not layouts:
         raise MoeplanError(
             f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs} "
@@ -272,11 +273,16 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     closest: tuple[RunConfig, float] | None = None
     considered = feasible = 0
     advance = getattr(progress, "advance", None)
+    if hasattr(progress, "start"):
+        progress.start(len(layouts))  # type: ignore[union-attr]
     for par, mbs in layouts:
         considered += 1
         if advance:
             advance()
-        if _static_lower_bound(spec, par, grad_bytes) + reserve_gib * GIB > budget:
+        static = _static_lower_bound(spec, par, grad_bytes) + reserve_gib * GIB
+        if static > budget:
+            if closest is None or static - budget < closest[1]:
+                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision), static - budget)
             continue
         pipe = build_pipeline(spec, par)
         cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,

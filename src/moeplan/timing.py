@@ -368,6 +368,17 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     cp_fwd = 0.0
     if par.cp > 1 and isinstance(mixer, Attention):
         out["cp_comm"], cp_fwd = _cp_comm(ctx, mixer, out["attention"])
+    elif par.cp > 1 and isinstance(mixer, GatedDeltaNet):
+        # Megatron-Core runs Gated DeltaNet head-parallel inside the CP group: an all-to-all of the
+        # projected q, k, v, z, b, a before the recurrence and of the output after it (the
+        # "HP-to-CP all-to-all" of recompute label gdn_norm_out), forward and backward.
+        vol = (2 * mixer.key_dim + 3 * mixer.value_dim + 2 * mixer.num_value_heads) * t * BF16_BYTES
+        vol *= (par.cp - 1) / par.cp
+        domain_cp = max(1, gpu.nvlink_domain // par.tp)
+        remote = max(0.0, 1.0 - domain_cp / par.cp)
+        one = max(vol * (1 - remote) / (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff),
+                  vol * remote / (gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff))
+        out["cp_comm"], cp_fwd = 2 * one, one
     # --- EP dispatch / combine
     ep_fwd = 0.0
     if isinstance(mlp, MoE):
@@ -478,7 +489,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
                   pipeline: Pipeline | None = None, validated: bool = False) -> TimeEstimate:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
-        validate(spec, par, batch)
+        validate(spec, par, batch, cfg.mcore_version)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
     ctx = _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,

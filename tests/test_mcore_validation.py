@@ -1,0 +1,129 @@
+"""Plans exported by moeplan.megatron pass Megatron-Core's own TransformerConfig checks.
+
+Needs megatron-core (and torch): pip install torch==2.13.0 && pip install 'moeplan[mcore]'. Runs on CPU:
+megatron-core 0.16.1 imports with torch, numpy and packaging only; Transformer Engine is not needed as
+long as moe_permute_fusion stays False (mcore_kwargs sets it so).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from moeplan import megatron as M
+from moeplan.api import build_config
+from moeplan.errors import MoeplanError
+from moeplan.run import RunConfig
+
+torch = pytest.importorskip("torch", reason="Megatron-Core validation needs torch (pip install torch)")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # "Transformer Engine and Apex are not installed" on CPU
+    _tc = pytest.importorskip("megatron.core.transformer.transformer_config",
+                              reason="Megatron-Core validation needs megatron-core (pip install 'moeplan[mcore]')")
+TransformerConfig = _tc.TransformerConfig
+MLATransformerConfig = _tc.MLATransformerConfig
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+VERSION = M.installed_mcore_version()
+
+PLANS = {
+    "deepseek-v3 TP1 PP8 VPP4 CP32 EP32": dict(
+        model="deepseek-v3", gpus=256, seq_len=131072, gbs=64, tp=1, pp=8, vpp=4, cp=32, ep=32,
+        recompute="selective:mla_up_proj,layernorm", dispatcher="deepep", cuda_graphs="attn,moe_router,moe_preprocess",
+        offload_modules="expert_fc1,moe_act", optimizer_offload=0.5, ep_overlap=True),
+    "qwen3-235b TP4 PP8 VPP4 CP4 EP8": dict(
+        model="qwen3-235b-a22b", gpus=256, seq_len=32768, gbs=64, tp=4, pp=8, vpp=4, cp=4, ep=8,
+        recompute="selective:moe_act,layernorm,core_attn", dispatcher="alltoall", cp_comm_type="a2a+p2p"),
+    "qwen3-next TP1 EP32 CP1": dict(
+        model="qwen3-next-80b-a3b", gpus=32, seq_len=65536, gbs=32, tp=1, cp=1, ep=32, recompute="full:uniform:1",
+        dispatcher="hybridep", cuda_graphs="full_iteration"),
+    "mixtral TP2 PP2 EP8 capacity 1.0": dict(
+        model="mixtral-8x7b", gpus=16, seq_len=32768, gbs=64, tp=2, pp=2, ep=8, dispatcher="alltoall",
+        capacity_factor=1.0),
+}
+
+
+def plan(name: str, **changes: object) -> RunConfig:
+    kwargs = {**PLANS[name], **changes}
+    cfg, _ = build_config(kwargs.pop("model"), gpu="h100", mcore_version=VERSION, **kwargs)  # type: ignore[arg-type]
+    return cfg
+
+
+def config_class(cfg: RunConfig) -> type:
+    return MLATransformerConfig if M.mcore_config_class(cfg) == "MLATransformerConfig" else TransformerConfig
+
+
+@pytest.mark.parametrize("name", list(PLANS))
+def test_transformer_config_accepts_plan(name: str) -> None:
+    cfg = plan(name)
+    kwargs = M.mcore_kwargs(cfg)
+    settings = M.to_settings(cfg)
+    assert {k: kwargs[k] for k in settings if k in kwargs} == {k: v for k, v in settings.items() if k in kwargs}
+    tc = config_class(cfg)(**kwargs)  # __post_init__ runs Megatron-Core's checks
+    assert tc.tensor_model_parallel_size == cfg.parallel.tp
+    assert tc.expert_model_parallel_size == cfg.parallel.ep
+    assert tc.params_dtype == torch.bfloat16
+    assert isinstance(M.build_mcore_config(cfg), config_class(cfg))
+
+
+def test_deepseek_layout_string_is_validated_by_mcore() -> None:
+    cfg = plan("deepseek-v3 TP1 PP8 VPP4 CP32 EP32")
+    kwargs = M.mcore_kwargs(cfg)
+    assert kwargs["pipeline_model_parallel_layout"] == "Et|(tt|)*30mL"
+    assert kwargs["mtp_num_layers"] == 1
+    tc = MLATransformerConfig(**kwargs)
+    assert tc.multi_latent_attention
+    assert tc.virtual_pipeline_model_parallel_size == 4
+    assert tc.pipeline_model_parallel_layout.virtual_pipeline_model_parallel_size == 4  # parsed by Megatron-Core
+    broken = {**kwargs, "pipeline_model_parallel_layout": "Et|(tt|)*30tmL"}  # one decoder layer too many
+    with pytest.raises((ValueError, AssertionError)):
+        MLATransformerConfig(**broken)
+
+
+def test_qwen3_layout_for_uneven_split() -> None:
+    kwargs = M.mcore_kwargs(plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8"))
+    assert kwargs["pipeline_model_parallel_layout"]  # 94 layers over PP8 x VPP4: explicit layout
+    assert kwargs["hierarchical_context_parallel_sizes"] == [2, 2]
+    TransformerConfig(**kwargs)
+
+
+def test_gated_deltanet_with_context_parallel() -> None:
+    """Megatron-Core 0.16/0.17 assert that Gated DeltaNet runs without context parallelism; 0.18 lifts it."""
+    cfg = plan("qwen3-next TP1 EP32 CP1", cp=4, cuda_graphs=None)
+    if tuple(int(p) for p in VERSION.split(".")) < (0, 18):
+        with pytest.raises(MoeplanError, match="context parallel"):
+            M.build_mcore_config(cfg)
+    else:
+        M.build_mcore_config(cfg)
+
+
+def test_fp8_moe_needs_transformer_engine() -> None:
+    """MoE + FP8 asks for Transformer Engine >= 1.7 inside __post_init__; without TE the check cannot pass."""
+    try:
+        import transformer_engine  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("Transformer Engine is installed")
+    cfg = plan("mixtral TP2 PP2 EP8 capacity 1.0", precision="fp8-cs")
+    assert M.mcore_kwargs(cfg)["fp8"] == "e4m3" and M.mcore_kwargs(cfg)["fp8_recipe"] == "tensorwise"
+    with pytest.raises(MoeplanError, match="Transformer Engine is not installed"):
+        M.build_mcore_config(cfg)
+
+
+def test_heads_not_divisible_by_tp_is_rejected() -> None:
+    cfg = plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8", tp=3, pp=1, vpp=1, cp=1, cp_comm_type="p2p")
+    with pytest.raises(ValueError, match="num_attention_heads"):
+        TransformerConfig(**M.mcore_kwargs(cfg))
+    with pytest.raises(MoeplanError) as err:
+        M.build_mcore_config(cfg)
+    assert "\n" not in str(err.value) and "num_attention_heads" in str(err.value)
+
+
+def test_settings_read_back_from_overrides_build_the_same_config() -> None:
+    cfg = plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8")
+    run = M.parse_run_text("\n".join(M.to_overrides(cfg)))
+    back = M.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version=VERSION)
+    assert M.mcore_kwargs(back) == M.mcore_kwargs(cfg)
