@@ -73,17 +73,39 @@ def applicable_modules(spec: ModelSpec, seq_len: int, version: str) -> list[str]
     return [m for m in mods if v >= MODULE_SINCE.get(m, (0, 0))]
 
 
-def _module_value(spec: ModelSpec, module: str) -> tuple[float, float]:
-    """(bytes saved per token over the model, recompute cost per token in FLOP-equivalents)."""
+# GEMMs each recompute label re-runs in the forward pass (Megatron-Core recompute_modules docs).
+MODULE_GEMMS = {"mla_up_proj": ("q_up", "kv_up"), "mlp": ("mlp_fc1", "mlp_fc2"),
+                "shared_experts": ("shared_fc1", "shared_fc2"),
+                "moe": ("expert_fc1", "expert_fc2", "shared_fc1", "shared_fc2")}
+
+
+def _module_value(spec: ModelSpec, module: str, seq_len: int) -> tuple[float, float]:
+    """(bytes saved per token over the model, recompute cost per token in FLOP-equivalents):
+    GEMM FLOPs the label re-runs, attention FLOPs for core_attn, and bytes x FLOPS_PER_BYTE for the
+    element-wise labels (layernorm, moe_act, gdn_norm_out)."""
+    from moeplan.flops import attention_core_fwd_flops, layer_gemms
+    from moeplan.models.spec import Attention
+
     saved = cost = 0.0
     for layer, n in spec.layer_groups():
         top_k = layer.mlp.top_k if isinstance(layer.mlp, MoE) else 1
+        layer_saved = 0.0
         for t in layer_tensors(layer, spec.hidden):
             if module in t.dropped_by:
-                b = t.nbytes(None) * (top_k if t.scope == "row" else 1)
-                saved += n * b
-                # GEMM outputs cost their GEMM; element-wise outputs cost their bytes
-                cost += n * b * (FLOPS_PER_BYTE if t.name.endswith(("_norm_out", "_act_out", "stats")) else 2 * spec.hidden)
+                layer_saved += t.nbytes(None) * (top_k if t.scope == "row" else 1)
+        if not layer_saved:
+            continue
+        saved += n * layer_saved
+        if module in MODULE_GEMMS:
+            flops = sum(g.fwd_flops * (top_k if g.per_row else 1) for g in layer_gemms(layer, spec.hidden)
+                        if g.name in MODULE_GEMMS[module])
+            if module == "moe":  # plus the dispatch/combine it repeats
+                flops += 2 * top_k * spec.hidden * 2 * FLOPS_PER_BYTE
+            cost += n * flops
+        elif module == "core_attn" and isinstance(layer.mixer, Attention):
+            cost += n * attention_core_fwd_flops(layer.mixer, seq_len)
+        else:
+            cost += n * layer_saved * FLOPS_PER_BYTE
     return saved, cost
 
 
@@ -95,7 +117,7 @@ def recompute_ladder(spec: ModelSpec, seq_len: int, version: str, precision: str
     mods = applicable_modules(spec, seq_len, version)
     scored = []
     for m in mods:
-        saved, cost = _module_value(spec, m)
+        saved, cost = _module_value(spec, m, seq_len)
         if saved > 0:
             scored.append((cost / saved, m))
     scored.sort()

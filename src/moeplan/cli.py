@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from moeplan import api
@@ -195,7 +196,7 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
             f"({est['microbatches']} micro-batches) | TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} "
             f"EP{par['ep']} ETP{par['etp']} DP{par['dp']} EDP{par['edp']} | {est['precision']}, "
             f"recompute {est['recompute']}, {est['dispatcher']}")
-    console.print(head, highlight=False)
+    console.print(head, highlight=False, markup=False)
     mem = Table(title=f"Memory per GPU (pipeline rank {est['memory_rank']}, the most loaded)")
     mem.add_column("item")
     mem.add_column("GiB", justify="right")
@@ -291,7 +292,7 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
                   f"{result['layouts_considered']} layouts fit (headroom {result['headroom']:.0%} of HBM)",
                   highlight=False)
     for note in result["notes"]:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     table = Table(title="Plans, fastest first")
     for col in ("#", "layout", "MBS", "recompute", "dispatcher", "CP comm", "graphs", "offload", "GiB/GPU",
                 "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
@@ -299,7 +300,7 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
     for p in result["plans"]:
         par = p["parallel"]
         layout = f"TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} EP{par['ep']} DP{par['dp']}"
-        table.add_row(str(p["rank"]), layout, str(p["mbs"]), p["recompute"], p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
+        table.add_row(str(p["rank"]), layout, str(p["mbs"]), escape(p["recompute"]), p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
                       p["cp_comm_type"] if par["cp"] > 1 else "-", ",".join(p["cuda_graphs"]) or "-",
                       f"{p['optimizer_offload']:.0%}", f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
                       f"{p['mfu']:.1%}", f"{p['tokens_per_s_per_gpu']:,.0f}")
@@ -308,9 +309,9 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
         best = result["plans"][0]
         console.print("[b]Why plan 1[/]")
         for r in best["rationale"]:
-            console.print(f" - [b]{r['topic']}[/]: {r['text']}", highlight=False)
+            console.print(f" - [b]{r['topic']}[/]: {escape(r['text'])}", highlight=False)
         console.print("[b]Megatron Bridge overrides (plan 1)[/]")
-        console.print(" ".join(best["overrides"]), highlight=False, soft_wrap=True)
+        console.print(" ".join(best["overrides"]), highlight=False, soft_wrap=True, markup=False)
 
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
@@ -476,7 +477,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
         return 0
     console.print(f"[b]Why run B differs from run A[/]")
     for r in comp.reasons + ((fix,) if fix else ()):
-        console.print(f" - [b]{r.topic}[/]: {r.text}", highlight=False)
+        console.print(f" - [b]{r.topic}[/]: {escape(r.text)}", highlight=False)
     return 0
 
 
@@ -517,6 +518,32 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     else:
         console.print(f"wrote {args.html} ({len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''})")
     return 0
+
+
+# --------------------------------------------------------------------------- check
+
+
+def cmd_check(args: argparse.Namespace, console: Console) -> int:
+    from moeplan import checker
+
+    result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
+                           mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore)
+    if args.json:
+        _print_json(result.as_dict())
+    else:
+        est = result.estimate
+        if est is not None:
+            print_estimate(est, console)
+        table = Table(title=f"Findings for {args.config} ({result.kind})")
+        for col in ("severity", "rule", "line", "finding", "fix"):
+            table.add_column(col, overflow="fold")
+        colors = {"error": "red", "warning": "yellow", "info": "cyan"}
+        for f in result.findings:
+            table.add_row(f"[{colors[f.severity]}]{f.severity}", f.rule, str(f.line or ""), escape(f.message),
+                          escape(" ".join(f.fix)))
+        console.print(table)
+        console.print(f"{result.errors} error(s), {sum(1 for f in result.findings if f.severity == 'warning')} warning(s)")
+    return 1 if result.errors else 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -646,6 +673,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", required=True, metavar="FILE", help="output HTML file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser(
+        "check", help="lint an existing run config: findings with numbers and fixes",
+        description="Read a Megatron Bridge YAML, a file of Hydra-style overrides or a Megatron-LM argument list; "
+        "estimate its memory and throughput; report findings (severity, rule, numbers, the override that fixes "
+        "it). Exit code 0: no errors, 1: errors found, 2: the file cannot be read.",
+        epilog="example: moeplan check run.yaml --model deepseek-v3 --gpu h100 --gpus 1024 --mcore")
+    p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments")
+    p.add_argument("--model", help="model (catalog name or config.json); inferred from the file when it says")
+    p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
+    p.add_argument("--gpus", type=positive_int, help="total GPU count (required unless the file says)")
+    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+    p.add_argument("--mcore-version", help="Megatron-Core version the config targets (default 0.16)")
+    p.add_argument("--headroom", type=float, default=0.0, help="share of HBM to keep free (default 0)")
+    p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_check)
     return parser
 
 

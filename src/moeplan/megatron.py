@@ -576,7 +576,9 @@ ARCHITECTURE_FIELDS = frozenset(
     "max_position_embeddings gated_linear_unit add_bias_linear add_qkv_bias qk_layernorm attention_output_gate "
     "experimental_attention_variant linear_attention_freq linear_conv_kernel_dim linear_key_head_dim "
     "linear_value_head_dim linear_num_key_heads linear_num_value_heads moe_shared_expert_gate "
-    "share_embeddings_and_output_weights normalization position_embedding_type".split())
+    "share_embeddings_and_output_weights normalization position_embedding_type "
+    # not architecture, but read with its value for the linter (CUDA graphs need fixed shapes)
+    "variable_seq_lengths".split())
 
 # Fields moeplan recognises but does not use, by Bridge section (model: TransformerConfig and provider fields;
 # train: TrainingConfig; optimizer: OptimizerConfig; ddp: DistributedDataParallelConfig; dataset:
@@ -596,7 +598,7 @@ _RECOGNISED: dict[str, frozenset[str]] = {
         "cross_entropy_fusion_impl gradient_accumulation_fusion bias_activation_fusion bias_dropout_fusion "
         "masked_softmax_fusion persist_layer_norm apply_rope_fusion cuda_graph_warmup_steps "
         "cuda_graph_use_single_mempool cuda_graph_retain_backward_graph transformer_layer_spec tp_comm_overlap "
-        "deallocate_pipeline_outputs overlap_p2p_comm batch_p2p_comm variable_seq_lengths calculate_per_token_loss "
+        "deallocate_pipeline_outputs overlap_p2p_comm batch_p2p_comm calculate_per_token_loss "
         "delay_wgrad_compute first_last_layers_bf16 fp8_param fp8_margin fp8_amax_history_len "
         "fp8_amax_compute_algo fp8_wgrad fp8_dot_product_attention fp8_multi_head_attention fp8_interval fp4 "
         "fp4_recipe num_layers_at_start_in_bf16 num_layers_at_end_in_bf16 attention_backend "

@@ -68,7 +68,7 @@ class _Evaluator:
         self._cache: dict[RunConfig, Any] = {}
 
     def __call__(self, cfg: RunConfig) -> Any | None:
-        if check_layout(cfg.model, cfg.parallel, cfg.batch):
+        if check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
             return None
         if cfg not in self._cache:
             from moeplan.api import evaluate

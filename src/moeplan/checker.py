@@ -1,0 +1,123 @@
+"""`moeplan check`: read an existing run config, estimate it, and lint it (moeplan.rules).
+
+Reads Megatron Bridge YAML (ConfigContainer), Hydra-style overrides or Megatron-LM arguments
+(moeplan.megatron). The model comes from ``--model`` or, when the file carries the architecture
+(num_layers, hidden_size, num_moe_experts, ...), from the catalog entry it matches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from moeplan.errors import MoeplanError
+from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.models import ModelSpec, catalog_names, load_model
+from moeplan.models.spec import Attention
+from moeplan.parallel import check_layout
+from moeplan.rules import Finding, lint
+from moeplan.run import RunConfig
+
+# Megatron-Core architecture fields and how to read them off a ModelSpec (for matching a model).
+_ARCH_KEYS = {
+    "num_layers": lambda s: s.num_layers,
+    "hidden_size": lambda s: s.hidden,
+    "num_attention_heads": lambda s: s.first_attention.num_heads if s.first_attention else None,
+    "num_moe_experts": lambda s: s.num_experts,
+    "moe_router_topk": lambda s: s.first_moe.top_k if s.first_moe else None,
+    "moe_ffn_hidden_size": lambda s: s.first_moe.expert_ffn_hidden if s.first_moe else None,
+}
+
+
+def infer_model(architecture: dict[str, Any], origin: str) -> ModelSpec:
+    """The catalog model whose architecture matches every field the file gives."""
+    given = {k: architecture[k] for k in _ARCH_KEYS if k in architecture}
+    if len(given) < 2:
+        raise MoeplanError(f"{origin}: the file does not say which model it trains; pass --model NAME or a config.json")
+    matches = [n for n in catalog_names() if all(_ARCH_KEYS[k](load_model(n)) == v for k, v in given.items())]
+    if len(matches) != 1:
+        found = ", ".join(f"{k}={v}" for k, v in given.items())
+        raise MoeplanError(f"{origin}: architecture ({found}) matches {len(matches)} catalog models "
+                           f"({', '.join(matches) or 'none'}); pass --model")
+    return load_model(matches[0])
+
+
+@dataclass
+class CheckResult:
+    config: RunConfig
+    gpu: GPUSpec
+    kind: str
+    findings: list[Finding]
+    estimate: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "error")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.config.model.name, "gpu": self.gpu.name,
+                "gpus": self.config.parallel.gpus, "errors": self.errors,
+                "warnings": sum(1 for f in self.findings if f.severity == "warning"),
+                "findings": [f.as_dict() for f in self.findings], "estimate": self.estimate}
+
+
+def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
+             hardware_file: str | None = None, mcore_version: str | None = None,
+             seq_len: int | None = None) -> tuple[RunConfig, GPUSpec, Any]:
+    """(RunConfig, GPU, parsed file) for a run file."""
+    from moeplan import megatron
+
+    parsed = megatron.read_run_file(path)
+    spec = load_model(model) if model else infer_model(parsed.architecture, path)
+    if gpus is None:
+        raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
+    gpu_spec = load_gpu(gpu, hardware_file)
+    version = mcore_version or megatron.DEFAULT_VERSION
+    cfg = megatron.run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name, mcore_version=version)
+    if seq_len is not None:
+        cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
+    return cfg, gpu_spec, parsed
+
+
+def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
+          hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
+          run_mcore: bool = False) -> CheckResult:
+    """Findings for a run file, errors first, with the estimate when the layout is valid."""
+    from moeplan import api, megatron
+
+    cfg, gpu_spec, parsed = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
+                                     mcore_version=mcore_version)
+    findings: list[Finding] = []
+    for text in parsed.conflicts:
+        findings.append(Finding("error", "conflict", text))
+    for text in megatron.check_settings(parsed.settings, cfg.mcore_version):
+        key = text.split(":")[0].split(" ")[0]
+        findings.append(Finding("error", "mcore-version", text, line=parsed.lines.get(key)))
+    variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
+    findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
+                     unknown=tuple(parsed.unknown), lines=parsed.lines)
+    if run_mcore:
+        try:
+            megatron.build_mcore_config(cfg)
+        except MoeplanError as exc:
+            findings.append(Finding("error", "mcore", str(exc)))
+    estimate = None
+    if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
+        estimate = api.evaluate(cfg, gpu_spec).as_dict()
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings.sort(key=lambda f: order[f.severity])
+    return CheckResult(cfg, gpu_spec, parsed.kind, findings, estimate)
+
+
+def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
+                  hardware_file: str | None = None, seq_len: int | None = None) -> dict[str, Any]:
+    """Estimate of a run file (optionally at another sequence length), for `moeplan explain`."""
+    from moeplan import api
+
+    cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu or "h100", gpus=gpus, hardware_file=hardware_file,
+                                seq_len=seq_len)
+    return api.evaluate(cfg, gpu_spec).as_dict()
+
+
+__all__ = ["Attention", "CheckResult", "check", "estimate_file", "infer_model", "load_run"]

@@ -1,0 +1,143 @@
+"""`moeplan check`: real-looking configs with one deliberate fault each, a clean one, and fuzzing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from moeplan import api, checker, megatron
+from moeplan.cli import main
+
+
+def _best_cfg(model, gpu, gpus, seq, gbs, **kw):
+    result = api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=1, **kw)
+    best = result["plans"][0]
+    cfg, _ = api.build_config(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=best["gbs"], mbs=best["mbs"],
+                              **{k: best["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")},
+                              recompute=best["recompute"], dispatcher=best["dispatcher"], ep_overlap=best["ep_overlap"],
+                              cuda_graphs=best["cuda_graphs"] or None, optimizer_offload=best["optimizer_offload"],
+                              cp_comm_type=best["cp_comm_type"], mcore_version=kw.get("mcore_version", "0.16"))
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def dsv3_clean(tmp_path_factory):
+    cfg = _best_cfg("deepseek-v3", "h100", 1024, 131072, 1024)
+    path = tmp_path_factory.mktemp("cfg") / "dsv3_128k.yaml"
+    path.write_text(megatron.to_yaml(cfg, "0.16"))
+    return cfg, path
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_clean_planned_config_has_no_errors(dsv3_clean, capsys):
+    _, path = dsv3_clean
+    code, out, _ = _run(capsys, "check", str(path), "--model", "deepseek-v3", "--gpus", "1024", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["errors"] == 0, data["findings"]
+    assert data["estimate"]["fits"]
+
+
+def test_dsv3_core_attn_recompute_at_128k(dsv3_clean, tmp_path):
+    cfg, _ = dsv3_clean
+    faulty = cfg.with_(recompute=cfg.recompute.__class__("selective", cfg.recompute.modules | {"core_attn"}))
+    path = tmp_path / "dsv3_core_attn.yaml"
+    path.write_text(megatron.to_yaml(faulty, "0.16"))
+    res = checker.check(str(path), model="deepseek-v3", gpus=1024)
+    f = next(f for f in res.findings if f.rule == "core-attn-recompute")
+    assert f.severity == "warning" and f.numbers["cost_s"] > 0 and f.numbers["saves_mib"] < 1024
+    assert any(o.startswith("model.recompute_modules=") and "core_attn" not in o for o in f.fix)
+    assert f.line is not None
+
+
+def test_qwen3_235b_64k_dp_collapsed(tmp_path):
+    # TP4 x CP8 x PP8 = 256 GPUs: DP 1, and EP32 x PP8 = 256: expert DP 1 too
+    text = ("model.tensor_model_parallel_size=4 model.pipeline_model_parallel_size=8 "
+            "model.virtual_pipeline_model_parallel_size=4 model.context_parallel_size=8 "
+            "model.expert_model_parallel_size=32 model.expert_tensor_parallel_size=1 model.sequence_parallel=true "
+            "model.seq_length=65536 "
+            "train.global_batch_size=64 train.micro_batch_size=1 model.recompute_granularity=selective "
+            "model.recompute_modules=[layernorm,moe] model.moe_token_dispatcher_type=flex "
+            "model.moe_flex_dispatcher_backend=deepep model.cp_comm_type=p2p\n")
+    path = tmp_path / "qwen235b_64k.overrides"
+    path.write_text(text)
+    res = checker.check(str(path), model="qwen3-235b-a22b", gpus=256)
+    f = next(f for f in res.findings if f.rule == "dp-collapsed")
+    assert "EP in the same squeeze" in f.message and f.numbers["dp"] == 1 and f.numbers["edp"] == 1
+    if f.fix:  # a DP >= 2 alternative fits: its numbers and the override that gets there
+        assert f.numbers["alt_tokens_per_s"] > 0
+        assert any(o.startswith(("model.context_parallel_size=", "model.pipeline_model_parallel_size=",
+                                 "model.tensor_model_parallel_size=")) for o in f.fix)
+
+
+def test_qwen3_next_32k_cuda_graphs_variable_shapes(tmp_path):
+    args = ("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --context-parallel-size 1 "
+            "--expert-model-parallel-size 32 --seq-length 32768 --global-batch-size 64 --micro-batch-size 1 "
+            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep "
+            "--cuda-graph-impl transformer_engine --cuda-graph-scope full_iteration --variable-seq-lengths "
+            "--recompute-granularity selective --recompute-modules layernorm moe_act")
+    path = tmp_path / "qwen_next_32k.args"
+    path.write_text(args)
+    res = checker.check(str(path), model="qwen3-next-80b-a3b", gpu="gb200", gpus=32)
+    rules = {f.rule: f for f in res.findings}
+    assert rules["cuda-graphs-variable-shapes"].severity == "error"
+    assert "model.cuda_graph_impl=none" in rules["cuda-graphs-variable-shapes"].fix
+    assert rules["cuda-graphs-dropless"].severity == "warning"
+    assert res.errors >= 1
+
+
+def test_divisibility_errors_and_exit_codes(tmp_path, capsys):
+    path = tmp_path / "bad.overrides"
+    path.write_text("model.tensor_model_parallel_size=1\nmodel.context_parallel_size=3\nmodel.expert_model_parallel_size=48\n"
+                    "model.seq_length=131072\ntrain.global_batch_size=96\ntrain.micro_batch_size=1\n")
+    code, out, _ = _run(capsys, "check", str(path), "--model", "qwen3-235b-a22b", "--gpus", "144", "--json")
+    data = json.loads(out)
+    assert code == 1
+    rules = {f["rule"] for f in data["findings"]}
+    assert "seq-cp" in rules or "experts-ep" in rules
+    assert any(f["line"] == 3 for f in data["findings"] if f["rule"] == "experts-ep")
+
+
+def test_memory_error_names_dominant_item_and_cheapest_fix(capsys):
+    code, out, _ = _run(capsys, "check", "examples/deepseek_v3_128k_h100.yaml", "--model", "deepseek-v3",
+                        "--gpus", "1024", "--json")
+    data = json.loads(out)
+    f = next(f for f in data["findings"] if f["rule"] == "memory")
+    assert code == 1 and f["numbers"]["dominant_item"] == "activations"
+    assert f["numbers"]["fixed_memory_gib"] <= 79.65 and f["fix"]
+
+
+def test_unknown_keys_reported_with_line(tmp_path, capsys):
+    path = tmp_path / "typo.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: 2\n  contxt_parallel_size: 4\n  seq_length: 4096\n"
+                    "  expert_model_parallel_size: 8\ntrain:\n  global_batch_size: 256\n  micro_batch_size: 1\n")
+    code, out, _ = _run(capsys, "check", str(path), "--model", "qwen3-30b-a3b", "--gpus", "16", "--json")
+    data = json.loads(out)
+    unknown = [f for f in data["findings"] if f["rule"] == "unknown-key"]
+    assert unknown and unknown[0]["line"] == 3 and "contxt_parallel_size" in unknown[0]["message"]
+
+
+def test_unreadable_file_exit_2(tmp_path, capsys):
+    path = tmp_path / "broken.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: [1, 2\n")
+    code, out, err = _run(capsys, "check", str(path), "--model", "qwen3-30b-a3b", "--gpus", "8")
+    assert code == 2 and out == "" and "broken.yaml:" in err and err.count("\n") == 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet=st.sampled_from(list("model.train:=-_ [],{}\n\t'\"#0123456789abcdefgxyz|*")), max_size=200))
+def test_fuzz_check_never_tracebacks(tmp_path, text):
+    path = tmp_path / "fuzz.txt"
+    path.write_text(text)
+    try:
+        code = main(["check", str(path), "--model", "qwen3-30b-a3b", "--gpus", "16", "--json"])
+    except SystemExit as exc:  # argparse only; not expected here
+        code = exc.code
+    assert code in (0, 1, 2)
