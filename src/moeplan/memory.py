@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 from functools import lru_cache
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
@@ -195,6 +196,7 @@ def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int) -> list[
 # ------------------------------------------------------------------------------------ dispatcher
 
 
+@lru_cache(maxsize=256)
 def deepep_buffer_bytes(hidden: int, ep: int) -> float:
     """DeepEP normal-kernel NVL + RDMA buffer per GPU (DeepEP csrc/config.hpp size hints)."""
     if ep <= 1:
@@ -318,7 +320,8 @@ def _head_bytes(cfg: RunConfig, tokens: float) -> tuple[float, float]:
 
 
 def _rank_activations(cfg: RunConfig, prof: RankProfile, tokens: float,
-                      per_layer: dict[Layer, tuple[float, float, float]]) -> tuple[float, float, float, float]:
+                      per_layer: dict[Layer, tuple[float, float, float]], dispatch_transient: float,
+                      ) -> tuple[float, float, float, float]:
     """(activations, offloaded to host, transient peak, CUDA graph static buffers) on one rank.
     ``per_layer`` maps each layer kind to (kept, offloaded, full) bytes of one micro-batch."""
     spec, rc = cfg.model, cfg.recompute
@@ -347,7 +350,7 @@ def _rank_activations(cfg: RunConfig, prof: RankProfile, tokens: float,
     if prof.loss_weight:
         act += prof.loss_weight * _head_bytes(cfg, tokens)[0]
     if prof.has_moe:
-        transient += _moe_dispatch_transient(cfg, tokens)
+        transient += dispatch_transient
     graphs = 0.0
     scopes = cfg.cuda_graph_scopes
     if scopes and "full_iteration" not in scopes:
@@ -362,11 +365,8 @@ def _per_layer_bytes(cfg: RunConfig, tokens: float) -> dict[Layer, tuple[float, 
     """(kept, offloaded, kept-without-recompute) bytes per micro-batch of every layer kind."""
     rc = cfg.recompute
     modules = rc.modules if rc.granularity == "selective" else frozenset()
-    kinds = list(dict.fromkeys(cfg.model.layers))
-    if cfg.model.mtp_layer is not None:
-        kinds.append(cfg.model.mtp_layer)
     out = {}
-    for layer in kinds:
+    for layer in cfg.model.distinct_layers:
         k, o = _layer_mb_bytes(cfg, layer, tokens, modules)
         full = k if rc.granularity == "none" else _layer_mb_bytes(cfg, layer, tokens, frozenset())[0]
         out[layer] = (k, o, full)
@@ -383,13 +383,9 @@ def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
     return 2 * rows * cfg.model.hidden * BF16_BYTES
 
 
-def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 8,
-                    pipeline: Pipeline | None = None, validated: bool = False) -> MemoryEstimate:
-    """Per-GPU memory of every pipeline rank; the estimate is the most loaded one."""
+def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only: bool = False) -> list[Any]:
+    """Per rank: its profile, memory items (bytes) and host bytes; or only each rank's total."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
-    if not validated:
-        validate(spec, par, batch, cfg.mcore_version)
-    pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
     tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)  # per GPU, attention layout
     grad_bytes = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
@@ -403,25 +399,50 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
         dispatcher = hybridep_buffer_bytes(spec.hidden, par.ep, tokens, moe.num_experts, nvlink_domain)
     else:
         dispatcher = 0.0
-    ranks = []
+    out = []
     per_layer = _per_layer_bytes(cfg, tokens)
+    dispatch_transient = _moe_dispatch_transient(cfg, tokens)
+    reserve = cfg.reserve_gib * GIB
+    opt_share = 1.0 - cfg.optimizer_offload
     for prof in rank_profiles(spec, par, m, pipe):
         params = prof.dense_params + prof.expert_params
         sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
-        act, off_host, transient, graphs = _rank_activations(cfg, prof, tokens, per_layer)
+        act, off_host, transient, graphs = _rank_activations(cfg, prof, tokens, per_layer, dispatch_transient)
+        if totals_only:
+            out.append(params * (BF16_BYTES + grad_bytes) + prof.gemm_params * fp8_copy + sharded_state * opt_share
+                       + act + transient + dispatcher + graphs + reserve)
+            continue
         items = {
             "weights": params * BF16_BYTES,
             "fp8_weight_copies": prof.gemm_params * fp8_copy,
             "gradients": params * grad_bytes,
-            "optimizer_states": sharded_state * (1.0 - cfg.optimizer_offload),
+            "optimizer_states": sharded_state * opt_share,
             "activations": act,
             "transient": transient,
             "dispatcher_buffers": dispatcher,
             "cuda_graphs": graphs,
-            "reserve": cfg.reserve_gib * GIB,
+            "reserve": reserve,
         }
-        host = sharded_state * cfg.optimizer_offload + off_host
-        ranks.append(RankMemory(prof.rank, items, host, prof.inflight))
+        out.append((prof, items, sharded_state * cfg.optimizer_offload + off_host))
+    return out
+
+
+def peak_memory_bytes(cfg: RunConfig, nvlink_domain: int, pipeline: Pipeline) -> float:
+    """Total bytes on the most loaded rank (the planner's fast path; no validation)."""
+    return max(_rank_items(cfg, nvlink_domain, pipeline, totals_only=True))
+
+
+def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 8,
+                    pipeline: Pipeline | None = None, validated: bool = False) -> MemoryEstimate:
+    """Per-GPU memory of every pipeline rank; the estimate is the most loaded one."""
+    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
+    if not validated:
+        validate(spec, par, batch, cfg.mcore_version)
+    pipe = pipeline or build_pipeline(spec, par)
+    m = batch.microbatches(par.dp)
+    tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)
+    state_bytes = ADAM_STATE_BF16_MOMENTS_BYTES if cfg.bf16_moments else ADAM_STATE_BYTES
+    ranks = [RankMemory(prof.rank, items, host, prof.inflight) for prof, items, host in _rank_items(cfg, nvlink_domain, pipe)]
     assumptions = {
         "microbatches": m,
         "tokens_per_gpu_per_microbatch": tokens,

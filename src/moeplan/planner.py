@@ -27,7 +27,7 @@ from moeplan.advice import (
 )
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
-from moeplan.memory import GIB, estimate_memory
+from moeplan.memory import GIB, peak_memory_bytes
 from moeplan.models.spec import Attention, ModelSpec
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout
@@ -99,7 +99,10 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
     moe = spec.first_moe
     tps = [space.tp] if space.tp else [t for t in _pow2_upto(min(8, gpu.nvlink_domain)) if t <= gpus]
     cp0 = cp_start(batch.seq_len)
-    cps = [space.cp] if space.cp else sorted({1} | {c for c in _pow2_upto(gpus) if cp0 / 4 <= c <= cp0 * 4})
+    # CP from a quarter to four times the guidance's start; CP 1 too where CP may be unsupported
+    # (Gated DeltaNet before Megatron-Core 0.18) or the start is small
+    always = {1} if (cp0 <= 4 or any(layer.is_linear_attention for layer in spec.layers)) else set()
+    cps = [space.cp] if space.cp else sorted(always | {c for c in _pow2_upto(gpus) if cp0 / 4 <= c <= cp0 * 4})
     pps = [space.pp] if space.pp else [p for p in _pow2_upto(min(32, spec.num_layers)) if p <= gpus]
     eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
@@ -135,8 +138,8 @@ def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int) -> floa
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
-    mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe, validated=True)
-    return mem.total_bytes <= budget, mem.total_bytes
+    total = peak_memory_bytes(cfg, gpu.nvlink_domain, pipe)
+    return total <= budget, total
 
 
 def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline) -> float:
@@ -145,7 +148,7 @@ def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline) -> float:
 
 def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline) -> tuple[RunConfig, float]:
     """The configuration with its best CP communication type, and its tokens/s per GPU."""
-    c = cfg.with_(cp_comm_type=best_cp_comm_type(cfg, gpu))
+    c = cfg.evolve(cp_comm_type=best_cp_comm_type(cfg, gpu))
     return c, _tps(c, gpu, pipe)
 
 
@@ -176,14 +179,14 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
     fits (binary search) is costed; offload is only tried when no recompute set fits without it."""
     rcs = [space.recompute] if space.recompute is not None else ladder
     offloads = (0.0,) + (OFFLOAD_FRACTIONS if space.optimizer_offload else ())
-    strongest = cfg.with_(recompute=rcs[-1], optimizer_offload=offloads[-1])
+    strongest = cfg.evolve(recompute=rcs[-1], optimizer_offload=offloads[-1])
     ok, smallest = _fits(strongest, gpu, pipe, budget)
     if not ok:
         return None, smallest
     best: Candidate | None = None
     cp_type: str | None = None  # chosen once per layout: it barely depends on recompute/offload
     for f in offloads:
-        options = [cfg.with_(recompute=rc, optimizer_offload=f) for rc in rcs]
+        options = [cfg.evolve(recompute=rc, optimizer_offload=f) for rc in rcs]
         i, total = _first_fit(options, gpu, pipe, budget, smallest if f == offloads[-1] else None)
         if i == len(options):
             continue
@@ -192,7 +195,7 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
             opt, tps = _best_cp_comm(opt, gpu, pipe)
             cp_type = opt.cp_comm_type
         else:
-            opt = opt.with_(cp_comm_type=cp_type)
+            opt = opt.evolve(cp_comm_type=cp_type)
             tps = _tps(opt, gpu, pipe)
         if best is None or tps > best.tokens_per_s_per_gpu:
             best = Candidate(opt, pipe, total, tps)
@@ -211,11 +214,11 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
     rcs = [space.recompute] if space.recompute is not None else ladder
     start = rcs.index(base.recompute) if base.recompute in rcs else 0
     for d in dispatchers:
-        for overlap in {False, base.with_(dispatcher=d).ep_overlap_allowed}:
+        for overlap in {False, base.evolve(dispatcher=d).ep_overlap_allowed}:
             for graphs in graph_opts:
-                cfg = base.with_(dispatcher=d, ep_overlap=overlap, cuda_graph_scopes=graphs)
+                cfg = base.evolve(dispatcher=d, ep_overlap=overlap, cuda_graph_scopes=graphs)
                 for rc in rcs[start: start + 2]:
-                    opt = cfg.with_(recompute=rc)
+                    opt = cfg.evolve(recompute=rc)
                     ok, total = _fits(opt, gpu, c.pipeline, budget)
                     if not ok:
                         continue
@@ -288,7 +291,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
                         dispatcher=dispatcher_candidates_default(spec, par, gpu), moe_imbalance=moe_imbalance,
                         reserve_gib=reserve_gib, mcore_version=mcore_version)
-        cfg = cfg.with_(ep_overlap=cfg.ep_overlap_allowed)
+        cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
         cand, smallest = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget)
         if cand is None:
             if closest is None or smallest - budget < closest[1]:

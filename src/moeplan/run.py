@@ -127,3 +127,10 @@ class RunConfig:
 
     def with_(self, **changes: object) -> RunConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def evolve(self, **changes: object) -> RunConfig:
+        """:meth:`with_` without re-validation, for the planner's inner loop (values it already checked)."""
+        new = object.__new__(RunConfig)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new

@@ -154,6 +154,14 @@ class ModelSpec:
         return self.num_layers - self.moe_layers
 
     @cached_property
+    def distinct_layers(self) -> tuple[Layer, ...]:
+        """Distinct layer kinds in order of first appearance, then the MTP layer's kind."""
+        kinds = dict.fromkeys(self.layers)
+        if self.mtp_layer is not None:
+            kinds[self.mtp_layer] = None
+        return tuple(kinds)
+
+    @cached_property
     def distinct_mixers(self) -> tuple[Mixer, ...]:
         return tuple(dict.fromkeys(layer.mixer for layer in self.layers))
 
