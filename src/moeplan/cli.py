@@ -376,7 +376,7 @@ def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
-                moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib)
+                moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version)
 
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
@@ -467,7 +467,8 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     fix = None
     if not args.no_fix:
         result = api.plan(b["model"], gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
-                          precision=b["precision"], top=1, hardware_file=args.hardware)
+                          precision=b["precision"], top=1, hardware_file=args.hardware,
+                          mcore_version=getattr(args, "mcore_version", None) or "0.16")
         fix = remedy(b, result["plans"][0] if result["plans"] else None)
     if args.json:
         out = comp.as_dict()
@@ -703,6 +704,7 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
     p.add_argument("--moe-imbalance", type=float, default=1.0, help="1.0 = force-balanced routing")
     p.add_argument("--reserve-gib", type=float, default=2.0, help="GiB kept for CUDA context/NCCL (default 2)")
+    p.add_argument("--mcore-version", default="0.16", help="Megatron-Core version targeted (default 0.16)")
     p.add_argument("--hold", action="store_true", help="hold the layout given by the flags below at every length")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")

@@ -83,15 +83,16 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     # exposed communication and bubble, explicitly
     for key in ("cp_comm", "ep_comm", "pp_bubble", "dp_comm", "recompute"):
         xa, xb = a["time_breakdown_s"].get(key, 0.0), b["time_breakdown_s"].get(key, 0.0)
-        if xa == xb == 0:
-            continue
+        if xa < 0.005 * a["step_time_s"] and xb < 0.005 * b["step_time_s"]:
+            continue  # under half a percent of the step in both runs
         reasons.append(Reason(key, f"{LABELS[key]}: {xa:,.2f} s ({xa / a['step_time_s']:.0%}) -> {xb:,.2f} s "
                               f"({xb / b['step_time_s']:.0%}) per step.", {"s": [round(xa, 3), round(xb, 3)]}))
     # memory
     ma, mb = a["memory_gib"], b["memory_gib"]
     mem_moves = sorted(((k, mb.get(k, 0.0) - ma.get(k, 0.0)) for k in MEMORY_ITEMS), key=lambda kv: -abs(kv[1]))[:3]
-    reasons.append(Reason("memory", f"Memory per GPU {ma['total']:,.1f} -> {mb['total']:,.1f} GiB: "
-                          + ", ".join(f"{k} {d:+,.1f} GiB" for k, d in mem_moves if abs(d) >= 0.05) + ".",
+    moved = ", ".join(f"{k} {d:+,.1f} GiB" for k, d in mem_moves if abs(d) >= 0.05)
+    reasons.append(Reason("memory", f"Memory per GPU {ma['total']:,.1f} -> {mb['total']:,.1f} GiB"
+                          + (f": {moved}." if moved else " (no item moved by 0.05 GiB or more)."),
                           {"total_gib": [round(ma["total"], 2), round(mb["total"], 2)]}))
     return Comparison(a, b, tuple(reasons))
 

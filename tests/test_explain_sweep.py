@@ -1,0 +1,87 @@
+"""Sweeps, explanations, estimate plots and the HTML report from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from moeplan import api
+from moeplan.cli import main
+from moeplan.explain import compare
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sweep_plans_each_length_and_plots(tmp_path, capsys):
+    plot = tmp_path / "sweep.png"
+    code, out, err = _run(capsys, "sweep", "qwen3-235b-a22b", "--gpu", "gb200", "--gpus", "256",
+                          "--seq-len", "16k,64k", "--gbs-tokens", "4m", "--plot", str(plot), "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["seq_len"] for r in rows] == [16384, 65536]
+    assert [r["gbs"] for r in rows] == [256, 64]  # constant tokens per batch
+    assert all(r["fits"] for r in rows)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert err == ""  # no progress bar when not on a terminal / with --json
+
+
+def test_sweep_holds_a_layout(capsys):
+    code, out, _ = _run(capsys, "sweep", "qwen3-235b-a22b", "--gpu", "h100", "--gpus", "256", "--seq-len", "16k,64k",
+                        "--gbs-tokens", "4m", "--tp", "4", "--pp", "8", "--vpp", "4", "--cp", "4", "--ep", "8",
+                        "--recompute", "selective:layernorm,moe", "--dispatcher", "deepep", "--json")
+    rows = json.loads(out)
+    assert code == 0 and all(r["parallel"]["cp"] == 4 and r["parallel"]["tp"] == 4 for r in rows)
+    assert rows[1]["memory_gib"]["activations"] > rows[0]["memory_gib"]["activations"]
+
+
+def test_explain_qwen3_next_32k_to_64k_says_why_and_what_fixes_it(capsys):
+    """The brief's question: why did throughput drop when Qwen3-Next went from 32K to 64K, and what
+    fixes it. The answer attributes the drop to the time model's items and asks the planner."""
+    code, out, _ = _run(capsys, "explain", "qwen3-next-80b-a3b", "--gpu", "gb200", "--gpus", "32",
+                        "--seq-len", "32k,64k", "--gbs-tokens", "1m", "--mcore-version", "0.18", "--json")
+    data = json.loads(out)
+    reasons = {r["topic"]: r for r in data["reasons"]}
+    assert code == 0
+    assert {"throughput", "flops", "time", "memory", "fix"} <= reasons.keys()
+    assert data["b"]["tokens_per_s_per_gpu"] < data["a"]["tokens_per_s_per_gpu"]
+    assert "fell" in reasons["throughput"]["text"]
+    share = reasons["flops"]["numbers"]["attention_time_share"]
+    assert share[1] > share[0]  # attention's share of the step grows with S
+    deltas = reasons["time"]["numbers"]["us_per_token_delta"]
+    assert max(deltas, key=deltas.get) == "attention"  # the biggest contributor, in numbers
+    assert "Planner at seq 65,536" in reasons["fix"]["text"]
+
+
+def test_compare_attribution_adds_up():
+    common = dict(gpu="h100", gpus=256, gbs=64, tp=4, pp=8, vpp=4, ep=8, dispatcher="deepep",
+                  recompute="selective:layernorm,moe")
+    a = api.estimate("qwen3-235b-a22b", seq_len=16384, cp=1, **common)
+    b = api.estimate("qwen3-235b-a22b", seq_len=65536, cp=4, **{**common, "gbs": 16})
+    comp = compare(a, b)
+    deltas = next(r for r in comp.reasons if r.topic == "time").numbers["us_per_token_delta"]
+    per_token_a = a["step_time_s"] / (a["gbs"] * a["seq_len"] / a["gpus"])
+    per_token_b = b["step_time_s"] / (b["gbs"] * b["seq_len"] / b["gpus"])
+    assert abs(sum(deltas.values()) - (per_token_b - per_token_a) * 1e6) < 1e-3 * abs(per_token_a * 1e6)
+
+
+def test_estimate_plot_and_report(tmp_path, capsys):
+    png = tmp_path / "est.svg"
+    code, _, _ = _run(capsys, "estimate", "deepseek-v3", "--gpus", "1024", "--seq-len", "4k", "--gbs", "8192",
+                      "--tp", "2", "--pp", "8", "--vpp", "4", "--ep", "64", "--plot", str(png))
+    assert code == 0 and "<svg" in png.read_text()[:400]
+    html = tmp_path / "plan.html"
+    code, out, _ = _run(capsys, "report", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "32k",
+                        "--gbs", "64", "--sweep", "8k,32k", "--html", str(html), "--json")
+    page = html.read_text()
+    assert code == 0 and json.loads(out)["plans"] >= 1
+    for marker in ('id="plan-table"', 'id="memory-plot"', 'id="time-plot"', 'id="overrides"', 'id="rationale"',
+                   'id="sweep-plot"', "model.context_parallel_size="):
+        assert marker in page
+
+
+def test_bad_plot_suffix_is_one_line_exit_2(tmp_path, capsys):
+    code, out, err = _run(capsys, "estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64",
+                          "--ep", "16", "--plot", str(tmp_path / "x.jpg"))
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "x.jpg").exists()
