@@ -14,12 +14,8 @@ from moeplan.cli import main
 
 def _best_cfg(model, gpu, gpus, seq, gbs, **kw):
     result = api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=1, **kw)
-    best = result["plans"][0]
-    cfg, _ = api.build_config(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=best["gbs"], mbs=best["mbs"],
-                              **{k: best["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")},
-                              recompute=best["recompute"], dispatcher=best["dispatcher"], ep_overlap=best["ep_overlap"],
-                              cuda_graphs=best["cuda_graphs"] or None, optimizer_offload=best["optimizer_offload"],
-                              cp_comm_type=best["cp_comm_type"], mcore_version=kw.get("mcore_version", "0.16"))
+    cfg, _ = api.config_from_plan(model, result["plans"][0], gpu=gpu, gpus=gpus,
+                                  mcore_version=kw.get("mcore_version", "0.16"))
     return cfg
 
 

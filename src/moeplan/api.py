@@ -380,11 +380,18 @@ def sweep(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold:
                          "closest": result["closest"]})
             continue
         best = result["plans"][0]
-        cfg, gpu_spec = build_config(spec, seq_len=s, gbs=best["gbs"], mbs=best["mbs"],
-                                     **{k: best["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")},
-                                     recompute=best["recompute"], dispatcher=best["dispatcher"],
-                                     ep_overlap=best["ep_overlap"], cuda_graphs=best["cuda_graphs"] or None,
-                                     optimizer_offload=best["optimizer_offload"], cp_comm_type=best["cp_comm_type"],
-                                     **{k: v for k, v in plan_kw.items() if k != "headroom"})
+        cfg, gpu_spec = config_from_plan(spec, best, **{k: v for k, v in plan_kw.items() if k != "headroom"})
         rows.append({**evaluate(cfg, gpu_spec).as_dict(), "label": "planned", "plan": best})
     return rows
+
+
+def config_from_plan(model: str | ModelSpec, plan_row: dict[str, Any], **kwargs: Any) -> tuple[RunConfig, GPUSpec]:
+    """The :class:`RunConfig` of a plan dict (``plan(...)["plans"][i]``); ``kwargs`` as build_config
+    (gpu, gpus, precision, hardware_file, ...)."""
+    p = plan_row
+    kwargs.setdefault("precision", p["precision"])
+    return build_config(model, seq_len=p["seq_len"], gbs=p["gbs"], mbs=p["mbs"],
+                        **{k: p["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")},
+                        recompute=p["recompute"], dispatcher=p["dispatcher"], ep_overlap=p["ep_overlap"],
+                        cuda_graphs=p["cuda_graphs"] or None, optimizer_offload=p["optimizer_offload"],
+                        cp_comm_type=p["cp_comm_type"], **kwargs)

@@ -496,12 +496,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
             raise MoeplanError("no layout fits; nothing to report" + (f" (closest {c['short']} misses by "
                                f"{c['misses_by_gib']:.1f} GiB)" if c else ""))
         best = plans[0]
-        cfg, gpu_spec = api.build_config(
-            args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=best["gbs"], mbs=best["mbs"],
-            **{k: best["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")}, recompute=best["recompute"],
-            dispatcher=best["dispatcher"], ep_overlap=best["ep_overlap"], cuda_graphs=best["cuda_graphs"] or None,
-            optimizer_offload=best["optimizer_offload"], cp_comm_type=best["cp_comm_type"], precision=args.precision,
-            hardware_file=args.hardware, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib)
+        cfg, gpu_spec = api.config_from_plan(args.model, best, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
+                                             moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib)
         est = api.evaluate(cfg, gpu_spec).as_dict()
         rows = None
         if args.sweep:

@@ -89,14 +89,18 @@ def _mla_layers(c: _Cfg) -> tuple[Attention, DenseMLP, MoE]:
         qk_nope_head_dim=nope,
         qk_rope_head_dim=rope,
     )
+    return attn, DenseMLP(c.int("intermediate_size")), _deepseek_moe(c)
+
+
+def _deepseek_moe(c: _Cfg) -> MoE:
+    """DeepSeek/Kimi/GLM routed experts with n_shared_experts shared experts of the same width."""
     moe_ffn = c.int("moe_intermediate_size")
-    moe = MoE(
+    return MoE(
         num_experts=c.int("n_routed_experts"),
         top_k=c.int("num_experts_per_tok"),
         expert_ffn_hidden=moe_ffn,
         shared_ffn_hidden=c.int("n_shared_experts", 0, allow_zero=True) * moe_ffn,
     )
-    return attn, DenseMLP(c.int("intermediate_size")), moe
 
 
 def _first_k_dense(c: _Cfg, attn: Attention, dense: DenseMLP, moe: MoE) -> tuple[Layer, ...]:
@@ -134,13 +138,7 @@ def _gqa(c: _Cfg, **extra: Any) -> Attention:
 
 def _read_glm4_moe(c: _Cfg) -> dict[str, Any]:
     attn = _gqa(c, qk_norm=c.bool("use_qk_norm", False), qkv_bias=c.bool("attention_bias", False))
-    moe_ffn = c.int("moe_intermediate_size")
-    moe = MoE(
-        num_experts=c.int("n_routed_experts"),
-        top_k=c.int("num_experts_per_tok"),
-        expert_ffn_hidden=moe_ffn,
-        shared_ffn_hidden=c.int("n_shared_experts", 0, allow_zero=True) * moe_ffn,
-    )
+    moe = _deepseek_moe(c)
     layers = _first_k_dense(c, attn, DenseMLP(c.int("intermediate_size")), moe)
     mtp = c.int("num_nextn_predict_layers", 0, allow_zero=True)
     return {"layers": layers, "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
