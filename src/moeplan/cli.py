@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape
@@ -333,9 +333,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         msg = f"no layout fits in {result['gpus']} x {result['gpu']} memory (with {result['headroom']:.0%} headroom){where}"
         if args.json:
             _print_json([])
-        else:
-            print_plans(result, console)
-        Console(stderr=True).print(f"moeplan: {msg}", highlight=False, markup=False)
+        Console(stderr=True, width=10_000).print(f"moeplan: {msg}", highlight=False, markup=False)
         return 1
     fmt = args.format
     if args.json:
@@ -560,14 +558,21 @@ Every command takes --json for scripts; bad input exits with code 2 and a one-li
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit code 2, no usage dump): `moeplan plan: error: ...`."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="moeplan",
         description="Plan, check and explain long-context MoE training runs on Megatron Bridge / Megatron-Core.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
     p = sub.add_parser("models", help="list the built-in model catalog")
     p.add_argument("--json", action="store_true", help="print JSON")
