@@ -137,3 +137,33 @@ def test_fuzz_check_never_tracebacks(tmp_path, text):
     except SystemExit as exc:  # argparse only; not expected here
         code = exc.code
     assert code in (0, 1, 2)
+
+
+def test_uneven_pipeline_needs_a_layout(tmp_path):
+    path = tmp_path / "dsv3_pp8.overrides"
+    path.write_text("model.pipeline_model_parallel_size=8\nmodel.virtual_pipeline_model_parallel_size=4\n"
+                    "model.expert_model_parallel_size=64\nmodel.expert_tensor_parallel_size=1\n"
+                    "model.seq_length=4096\ntrain.global_batch_size=8192\ntrain.micro_batch_size=1\n")
+    res = checker.check(str(path), model="deepseek-v3", gpus=1024)
+    f = next(f for f in res.findings if f.rule == "layers-pp")
+    assert f.severity == "error" and f.numbers["layout"] == "Et|(tt|)*30mL" and f.line == 1
+    assert "model.pipeline_model_parallel_layout='Et|(tt|)*30mL'" in f.fix
+
+
+def test_mcore_checks_as_findings(dsv3_clean, tmp_path):
+    pytest.importorskip("megatron.core", reason="needs the mcore extra (CI installs it)")
+    _, path = dsv3_clean
+    assert not [f for f in checker.check(str(path), model="deepseek-v3", gpus=1024, run_mcore=True).findings
+                if f.rule == "mcore"]
+    bad = tmp_path / "bad_tp.overrides"
+    bad.write_text("model.tensor_model_parallel_size=3\nmodel.seq_length=4096\ntrain.global_batch_size=64\n"
+                   "model.expert_model_parallel_size=8\nmodel.expert_tensor_parallel_size=1\n")
+    res = checker.check(str(bad), model="qwen3-30b-a3b", gpus=24, run_mcore=True)
+    rules = {f.rule for f in res.findings}
+    assert "mcore" in rules and "heads-tp" in rules and res.errors >= 2
+
+
+def test_impossible_layout_exit_2(capsys):
+    code = main(["estimate", "deepseek-v3", "--gpus", "100", "--tp", "8", "--seq-len", "4k", "--gbs", "100"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "TP x CP x PP" in err and err.count("\n") == 1

@@ -98,6 +98,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
         findings.append(Finding("error", bad.rule, bad.reason, line=lines.get(field_of.get(bad.rule, ""))))
     if layout_errors:
         return _sorted(findings)
+    findings += _uneven_pipeline(cfg, lines)
     ev = _Evaluator(gpu, gpu.hbm_bytes * (1 - headroom))
     est = ev(cfg)
     assert est is not None
@@ -108,6 +109,27 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _dispatcher(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, est, variable_seq_lengths, lines)
     return _sorted(findings)
+
+
+def _uneven_pipeline(cfg: RunConfig, lines: dict[str, int]) -> list[Finding]:
+    """Without pipeline_model_parallel_layout Megatron-Core splits the decoder layers evenly over
+    PP x VPP stages (and puts MTP after the last one): an uneven split is rejected at start-up."""
+    par, spec = cfg.parallel, cfg.model
+    stages = par.pp * par.vpp
+    if par.pipeline_layout or stages == 1 or (spec.num_layers % stages == 0 and not spec.mtp_layers):
+        return []
+    from moeplan.parallel import balanced_stages, format_layout
+
+    from moeplan.megatron import format_override_value
+
+    layout = format_layout(balanced_stages(spec.num_layers, spec.mtp_layers, stages))
+    why = (f"{spec.num_layers} decoder layers do not split evenly over PP x VPP = {par.pp}x{par.vpp} = {stages} stages"
+           if spec.num_layers % stages else f"the {spec.mtp_layers} MTP module(s) need a stage")
+    return [Finding("error", "layers-pp", f"{why} and no pipeline_model_parallel_layout is set; a balanced layout "
+                    f"(embedding and loss weigh one layer, MTP two) is {layout}",
+                    (f"model.pipeline_model_parallel_layout={format_override_value(layout)}",),
+                    {"layers": spec.num_layers, "stages": stages, "layout": layout},
+                    lines.get("pipeline_model_parallel_size"))]
 
 
 def _sorted(findings: list[Finding]) -> list[Finding]:
