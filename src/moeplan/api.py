@@ -5,12 +5,19 @@ Each function takes a MODEL as a catalog name, a config.json path or a :class:`M
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import dataclass
 from typing import Any
 
+from moeplan.advice import dispatcher_candidates
+from moeplan.errors import MoeplanError
 from moeplan.flops import flops_per_token
+from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.memory import GIB, MemoryEstimate, estimate_memory
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
+from moeplan.parallel import Batch, Parallel, build_pipeline, validate
+from moeplan.run import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, Recompute, RunConfig
+from moeplan.timing import TimeEstimate, estimate_time
 
 
 def resolve_model(model: str | ModelSpec) -> ModelSpec:
@@ -77,15 +84,6 @@ def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> d
 
 # ----------------------------------------------------------------------------------- estimate
 
-from dataclasses import dataclass  # noqa: E402
-
-from moeplan.errors import MoeplanError  # noqa: E402
-from moeplan.hardware import GPUSpec, load_gpu  # noqa: E402
-from moeplan.memory import GIB, MemoryEstimate, estimate_memory  # noqa: E402
-from moeplan.parallel import Batch, Parallel  # noqa: E402
-from moeplan.run import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, Recompute, RunConfig  # noqa: E402
-from moeplan.timing import TimeEstimate, estimate_time  # noqa: E402
-
 
 @dataclass(frozen=True)
 class Estimate:
@@ -143,14 +141,13 @@ def _csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, 
 
 
 def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec) -> str:
-    """The guidance's dispatcher choice, decided by the estimates: on an NVL72 rack HybridEP; on
-    an 8-GPU NVLink node compare DeepEP and HybridEP and keep the faster; without EP, alltoall."""
-    if cfg.parallel.ep <= 1 or cfg.model.first_moe is None:
-        return "alltoall"
-    if gpu.is_nvl72:
-        return "hybridep"
-    times = {d: estimate_time(cfg.with_(dispatcher=d), gpu).step_time_s for d in ("deepep", "hybridep")}
-    return min(times, key=lambda d: times[d])
+    """The guidance's dispatcher choice, decided by the estimates: the fastest of the candidates the
+    hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP."""
+    candidates = dispatcher_candidates(cfg, gpu)
+    if len(candidates) == 1:
+        return candidates[0]
+    times = {d: estimate_time(cfg.with_(dispatcher=d), gpu).step_time_s for d in candidates}
+    return min(candidates, key=lambda d: times[d])
 
 
 def build_config(
@@ -212,8 +209,6 @@ def build_config(
         mcore_version=mcore_version,
     )
     if dispatcher == "auto":
-        from moeplan.parallel import validate
-
         validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec))
     return cfg, gpu_spec
@@ -221,8 +216,6 @@ def build_config(
 
 def evaluate(cfg: RunConfig, gpu: GPUSpec) -> Estimate:
     """Memory and time of a configuration."""
-    from moeplan.parallel import build_pipeline, validate
-
     validate(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
     pipe = build_pipeline(cfg.model, cfg.parallel)
     mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe)

@@ -13,7 +13,6 @@ from typing import Any
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.models import ModelSpec, catalog_names, load_model
-from moeplan.models.spec import Attention
 from moeplan.parallel import check_layout
 from moeplan.rules import Finding, lint
 from moeplan.run import RunConfig
@@ -120,4 +119,4 @@ def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None
     return api.evaluate(cfg, gpu_spec).as_dict()
 
 
-__all__ = ["Attention", "CheckResult", "check", "estimate_file", "infer_model", "load_run"]
+__all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run"]

@@ -474,7 +474,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
             out["reasons"].append(fix.as_dict())
         _print_json(out)
         return 0
-    console.print(f"[b]Why run B differs from run A[/]")
+    console.print("[b]Why run B differs from run A[/]")
     for r in comp.reasons + ((fix,) if fix else ()):
         console.print(f" - [b]{r.topic}[/]: {escape(r.text)}", highlight=False)
     return 0

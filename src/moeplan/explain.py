@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moeplan.advice import Reason
-from moeplan.memory import GIB, MEMORY_ITEMS
+from moeplan.memory import MEMORY_ITEMS
 
 LABELS = {
     "gemm": "dense GEMMs", "grouped_gemm": "expert grouped GEMMs", "attention": "attention kernels",
@@ -112,4 +112,4 @@ def remedy(b: dict[str, Any], best_plan: dict[str, Any] | None) -> Reason:
     return Reason("fix", text, {"gain": round(gain, 4), "overrides": best_plan.get("overrides", [])})
 
 
-__all__ = ["Comparison", "GIB", "compare", "remedy"]
+__all__ = ["Comparison", "compare", "remedy"]

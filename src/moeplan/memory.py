@@ -206,7 +206,7 @@ def deepep_buffer_bytes(hidden: int, ep: int) -> float:
     hidden_bytes = hidden * BF16_BYTES
     r_nvl, r_rdma = min(ep, 8), max(ep // 8, 1)
     best = 0.0
-    for nvl_send, nvl_recv, rdma_send, rdma_recv in DEEPEP_CONFIGS[key]:
+    for _nvl_send, nvl_recv, rdma_send, rdma_recv in DEEPEP_CONFIGS[key]:
         nvl = channels * r_nvl * (2 * r_rdma + 3) * 4 + channels * r_nvl * nvl_recv * (hidden_bytes + DEEPEP_META_BYTES)
         rdma = 0.0
         if ep > 8:

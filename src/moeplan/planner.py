@@ -28,7 +28,7 @@ from moeplan.advice import (
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
 from moeplan.memory import GIB, peak_memory_bytes
-from moeplan.models.spec import Attention, ModelSpec
+from moeplan.models.spec import ModelSpec
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout
 from moeplan.run import Recompute, RunConfig
@@ -289,8 +289,9 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             continue
         pipe = build_pipeline(spec, par)
         cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
-                        dispatcher=dispatcher_candidates_default(spec, par, gpu), moe_imbalance=moe_imbalance,
+                        dispatcher="alltoall", moe_imbalance=moe_imbalance,
                         reserve_gib=reserve_gib, mcore_version=mcore_version)
+        cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
         cand, smallest = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget)
         if cand is None:
@@ -305,11 +306,4 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest)  # type: ignore[arg-type]
 
 
-def dispatcher_candidates_default(spec: ModelSpec, par: Parallel, gpu: GPUSpec) -> str:
-    """Phase-1 dispatcher (refined later): HybridEP on NVL72, DeepEP on NVL8, none without EP."""
-    if par.ep <= 1 or spec.first_moe is None:
-        return "alltoall"
-    return "hybridep" if gpu.is_nvl72 else "deepep"
-
-
-__all__ = ["Attention", "Plan", "PlanResult", "SearchSpace", "search"]
+__all__ = ["Plan", "PlanResult", "SearchSpace", "search"]

@@ -29,7 +29,7 @@ from functools import lru_cache
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
 from moeplan.flops import Gemm, attention_core_fwd_flops as _attention_core_flops_per_token, flops_per_token, layer_flops, layer_gemms, padded_vocab
 from moeplan.hardware import GPUSpec
-from moeplan.memory import _stage_groups, inflight_per_chunk  # noqa: F401  (shared stage grouping)
+from moeplan.memory import _stage_groups
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 from moeplan.parallel import Pipeline, Stage, build_pipeline, validate
 from moeplan.params import count_params
@@ -555,4 +555,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak)
 
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "estimate_time", "math"]
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "best_cp_comm_type", "estimate_time"]
