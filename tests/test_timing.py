@@ -105,3 +105,22 @@ def test_recompute_costs_time_and_cp_comm_appears():
     assert b["step_time_s"] > a["step_time_s"] and b["time_breakdown_s"]["recompute"] > 0
     assert a["time_breakdown_s"]["cp_comm"] >= 0
     assert a["time_breakdown_s"]["pp_bubble"] > 0
+
+
+def test_group_limited_routing_cuts_inter_node_dispatch():
+    """DeepSeek-V3 routes each token within its best 4 of 8 expert groups (node-limited routing,
+    DeepSeek-V3 report section 2.1.2): with the groups over 8 nodes, DeepEP reaches fewer nodes."""
+    from dataclasses import replace
+
+    from moeplan.models.spec import Layer
+
+    spec = load_model("deepseek-v3")
+    moe = spec.first_moe
+    assert (moe.n_group, moe.topk_group) == (8, 4)
+    free = replace(moe, n_group=1, topk_group=1)
+    unlimited = replace(spec, name="dsv3-free", layers=tuple(Layer(la.mixer, free) if la.is_moe else la for la in spec.layers),
+                        mtp_layer=Layer(spec.mtp_layer.mixer, free))
+    common = dict(gpu="h100", gpus=1024, seq_len=4096, gbs=8192, tp=2, pp=8, vpp=4, ep=64, dispatcher="hybridep")
+    limited_s = api.estimate(spec, **common)["time_breakdown_s"]["ep_comm"]
+    free_s = api.estimate(unlimited, **common)["time_breakdown_s"]["ep_comm"]
+    assert limited_s < 0.85 * free_s

@@ -303,6 +303,12 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
         # deepseek-ai/DeepEP README). Expected remote domains hit by top-k uniform routing:
         # (N - 1) x (1 - (1 - 1/N)^k).
         remote_domains = (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** moe.top_k) if nodes > 1 else 0.0
+        if nodes > 1 and moe.n_group > 1 and moe.n_group % nodes == 0:
+            # group-limited routing with groups laid over the domains: a domain holding g groups is
+            # reached only if one of its groups is among the token's topk_group
+            g = moe.n_group // nodes
+            p_hit = 1.0 - math.comb(moe.n_group - g, moe.topk_group) / math.comb(moe.n_group, moe.topk_group)
+            remote_domains = min(remote_domains, (nodes - 1) * p_hit)
         remote_rows_per_row = remote_domains / moe.top_k
         local = 1.0 - 1.0 / in_domain
 

@@ -100,6 +100,8 @@ def _deepseek_moe(c: _Cfg) -> MoE:
         top_k=c.int("num_experts_per_tok"),
         expert_ffn_hidden=moe_ffn,
         shared_ffn_hidden=c.int("n_shared_experts", 0, allow_zero=True) * moe_ffn,
+        n_group=c.int("n_group", 1),
+        topk_group=c.int("topk_group", 1),
     )
 
 

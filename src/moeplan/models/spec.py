@@ -102,6 +102,11 @@ class MoE(CachedHash):
     router_bias: bool = False  # gpt-oss router has a bias (learned parameter)
     expert_bias: bool = False  # gpt-oss experts have biases
     gated: bool = True
+    # Group-limited routing (DeepSeek-V3 "node-limited routing"): experts in n_group groups, each token
+    # routed within its best topk_group groups (HF n_group / topk_group; Megatron moe_router_num_groups
+    # / moe_router_group_topk). 1 / 1 = unrestricted.
+    n_group: int = 1
+    topk_group: int = 1
 
     @property
     def has_shared(self) -> bool:
