@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from moeplan.errors import MoeplanError
 from moeplan.memory import GIB, estimate_memory, inflight_per_chunk
 from moeplan.models import load_model
-from moeplan.parallel import Batch, Parallel, check_layout
+from moeplan.parallel import Batch, Parallel, check_layout, with_balanced_layout
 from moeplan.run import RECOMPUTE_MODULES, Recompute, RunConfig
 
 H100_BYTES = 80e9
@@ -33,7 +33,8 @@ def test_deepseek_v3_mla_up_proj_saving_matches_published():
     """Megatron Bridge MoE notes (guidance.md): DeepSeek-V3, PP4 x VPP4 x EP64 on 256 GPUs, seq 4096:
     recomputing mla_up_proj saves ~30.4 GB per GPU."""
     spec = load_model("deepseek-v3")
-    base = RunConfig(spec, Parallel(256, pp=4, vpp=4, ep=64), Batch(4096, 4096, 1))
+    # Megatron Bridge's default DeepSeek-V3 layout for PP4 x VPP4 (bridge recipes, _get_deepseek_v3_pipeline_layout)
+    base = RunConfig(spec, Parallel(256, pp=4, vpp=4, ep=64, pipeline_layout="Et*4|(t*4|)*14tmL"), Batch(4096, 4096, 1))
     a = estimate_memory(base, H100_BYTES).total_bytes
     b = estimate_memory(base.with_(recompute=Recompute.parse("selective:mla_up_proj")), H100_BYTES).total_bytes
     assert (a - b) / 1e9 == pytest.approx(30.4, rel=0.15)
@@ -72,7 +73,7 @@ def _cfg(model: str, tp: int, cp: int, pp: int, seq_k: int, modules: frozenset[s
     ep = 8
     gpus = 64 * pp * tp * cp // 1
     gpus = max(gpus, ep * pp)
-    return RunConfig(spec, Parallel(gpus, tp=tp, pp=pp, cp=cp, ep=ep), Batch(seq_k * 1024, 1024),
+    return RunConfig(spec, with_balanced_layout(spec, Parallel(gpus, tp=tp, pp=pp, cp=cp, ep=ep)), Batch(seq_k * 1024, 1024),
                      recompute=Recompute("selective", modules) if modules else Recompute(), mcore_version="0.18")
 
 
@@ -95,11 +96,11 @@ def test_adding_a_recompute_module_never_raises_memory(model, mods, extra):
 def test_doubling_cp_or_tp_never_raises_memory(model, tp, cp):
     spec = load_model(model)
     gpus = 512
-    par = Parallel(gpus, tp=tp, cp=cp, pp=2, ep=8)
+    par = with_balanced_layout(spec, Parallel(gpus, tp=tp, cp=cp, pp=2, ep=8))
     cfg = RunConfig(spec, par, Batch(64 * 1024, 512), mcore_version="0.18")
     a = estimate_memory(cfg, H100_BYTES).total_bytes
-    more_cp = cfg.with_(parallel=Parallel(gpus, tp=tp, cp=2 * cp, pp=2, ep=8))
-    more_tp = cfg.with_(parallel=Parallel(gpus, tp=2 * tp, cp=cp, pp=2, ep=8))
+    more_cp = cfg.with_(parallel=with_balanced_layout(spec, Parallel(gpus, tp=tp, cp=2 * cp, pp=2, ep=8)))
+    more_tp = cfg.with_(parallel=with_balanced_layout(spec, Parallel(gpus, tp=2 * tp, cp=cp, pp=2, ep=8)))
     assert estimate_memory(more_cp, H100_BYTES).total_bytes <= a
     assume(not check_layout(spec, more_tp.parallel, more_tp.batch))  # e.g. 2 KV heads cannot split over TP 4
     assert estimate_memory(more_tp, H100_BYTES).total_bytes <= a
@@ -130,6 +131,6 @@ def test_more_pipeline_stages_cut_weight_memory(model, pp):
     spec = load_model(model)
     gpus = 256
     def weights(p):
-        cfg = RunConfig(spec, Parallel(gpus, pp=p, ep=8), Batch(4096, 1024))
+        cfg = RunConfig(spec, with_balanced_layout(spec, Parallel(gpus, pp=p, ep=8)), Batch(4096, 1024))
         return estimate_memory(cfg, H100_BYTES).peak.items["weights"]
     assert weights(2 * pp) < weights(pp)

@@ -15,7 +15,7 @@ from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.memory import GIB, MemoryEstimate, estimate_memory
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
-from moeplan.parallel import Batch, Parallel, build_pipeline, validate
+from moeplan.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 from moeplan.run import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, Recompute, RunConfig
 from moeplan.timing import TimeEstimate, estimate_time
 
@@ -190,7 +190,7 @@ def build_config(
     rc = recompute if isinstance(recompute, Recompute) else Recompute.parse(recompute)
     cfg = RunConfig(
         model=spec,
-        parallel=Parallel(gpus, tp, pp, vpp, cp, ep, etp, pipeline_layout),
+        parallel=with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp, pipeline_layout)),
         batch=Batch(seq_len, gbs, mbs),
         gpu=gpu_spec.name,
         recompute=rc,

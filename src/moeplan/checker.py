@@ -13,7 +13,7 @@ from typing import Any
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.models import ModelSpec, catalog_names, load_model
-from moeplan.parallel import check_layout
+from moeplan.parallel import check_layout, layout_from_split_options
 from moeplan.rules import Finding, lint
 from moeplan.run import RunConfig
 
@@ -74,6 +74,15 @@ def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: in
     gpu_spec = load_gpu(gpu, hardware_file)
     version = mcore_version or megatron.DEFAULT_VERSION
     cfg = megatron.run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name, mcore_version=version)
+    arch = parsed.architecture
+    if cfg.parallel.pipeline_layout is None:
+        layout = layout_from_split_options(
+            spec, cfg.parallel.pp, cfg.parallel.vpp,
+            account_for_embedding=bool(arch.get("account_for_embedding_in_pipeline_split")),
+            account_for_loss=bool(arch.get("account_for_loss_in_pipeline_split")),
+            first=arch.get("num_layers_in_first_pipeline_stage"), last=arch.get("num_layers_in_last_pipeline_stage"))
+        if layout:
+            cfg = cfg.with_(parallel=replace(cfg.parallel, pipeline_layout=layout))
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed

@@ -577,8 +577,10 @@ ARCHITECTURE_FIELDS = frozenset(
     "experimental_attention_variant linear_attention_freq linear_conv_kernel_dim linear_key_head_dim "
     "linear_value_head_dim linear_num_key_heads linear_num_value_heads moe_shared_expert_gate "
     "share_embeddings_and_output_weights normalization position_embedding_type "
-    # not architecture, but read with its value for the linter (CUDA graphs need fixed shapes)
-    "variable_seq_lengths".split())
+    # not architecture, but read with their values: the linter (CUDA graphs need fixed shapes) and
+    # Megatron's uneven pipeline-split options (moeplan.parallel.layout_from_split_options)
+    "variable_seq_lengths account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
+    "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage".split())
 
 # Fields moeplan recognises but does not use, by Bridge section (model: TransformerConfig and provider fields;
 # train: TrainingConfig; optimizer: OptimizerConfig; ddp: DistributedDataParallelConfig; dataset:
@@ -593,8 +595,7 @@ _RECOGNISED: dict[str, frozenset[str]] = {
         "moe_pad_expert_input_to_capacity moe_token_drop_policy moe_router_force_load_balancing moe_deepep_num_sms "
         "moe_hybridep_num_sms moe_router_padding_for_fp8 moe_router_padding_for_quantization moe_layer_recompute "
         "moe_input_jitter_eps moe_per_layer_logging moe_apply_probs_on_input moe_use_legacy_grouped_gemm "
-        "mtp_loss_scaling_factor account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
-        "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage cross_entropy_loss_fusion "
+        "mtp_loss_scaling_factor cross_entropy_loss_fusion "
         "cross_entropy_fusion_impl gradient_accumulation_fusion bias_activation_fusion bias_dropout_fusion "
         "masked_softmax_fusion persist_layer_norm apply_rope_fusion cuda_graph_warmup_steps "
         "cuda_graph_use_single_mempool cuda_graph_retain_backward_graph transformer_layer_spec tp_comm_overlap "

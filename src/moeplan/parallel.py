@@ -257,6 +257,9 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
             fail("pipeline-layout", str(exc))
     elif n_stages > spec.num_layers:
         fail("layers-pp", f"{spec.num_layers} layers cannot fill PP x VPP = {n_stages} stages")
+    elif spec.num_layers % n_stages:
+        fail("layers-pp", f"{spec.num_layers} decoder layers do not split evenly over PP x VPP = "
+             f"{par.pp}x{par.vpp} = {n_stages} stages and no pipeline_model_parallel_layout is set")
     if batch is not None:
         if batch.seq_len <= 0 or batch.gbs <= 0 or batch.mbs <= 0:
             fail("batch", "sequence length, GBS and MBS must be positive")
@@ -306,15 +309,39 @@ class Pipeline:
 
 @lru_cache(maxsize=4096)
 def build_pipeline(spec: ModelSpec, par: Parallel) -> Pipeline:
-    """Stages from the explicit layout string, Megatron's even split, or a balanced split."""
+    """Stages from the layout string, else Megatron-Core's default: the decoder layers split evenly
+    over PP x VPP stages, MTP modules and the loss on the last stage (check_layout rejects an
+    uneven split without a layout string, as Megatron-Core does)."""
     n = par.pp * par.vpp
     if par.pipeline_layout:
         return Pipeline(parse_layout(par.pipeline_layout, spec.num_layers, spec.mtp_layers, n), par.pp, par.vpp, True)
-    if spec.mtp_layers == 0:
-        even = even_stages(spec.num_layers, 0, n)
-        if even is not None:
-            return Pipeline(even, par.pp, par.vpp, False)
-    return Pipeline(balanced_stages(spec.num_layers, spec.mtp_layers, n), par.pp, par.vpp, n > 1)
+    even = even_stages(spec.num_layers, spec.mtp_layers, n)
+    if even is None:
+        raise MoeplanError(f"{spec.num_layers} layers do not split evenly over PP x VPP = {n} stages; "
+                           "give a pipeline layout")
+    return Pipeline(even, par.pp, par.vpp, False)
+
+
+def balanced_layout(spec: ModelSpec, pp: int, vpp: int) -> str | None:
+    """moeplan's balanced layout string where Megatron's default split is uneven or puts MTP on top
+    of a full last stage (embedding and loss weigh one layer, an MTP module two); None where the
+    default even split is already balanced (no MTP, layers divisible by PP x VPP) or PP x VPP = 1."""
+    n = pp * vpp
+    if n == 1 or (spec.mtp_layers == 0 and spec.num_layers % n == 0):
+        return None
+    return format_layout(balanced_stages(spec.num_layers, spec.mtp_layers, n))
+
+
+def with_balanced_layout(spec: ModelSpec, par: Parallel) -> Parallel:
+    """The layout with moeplan's balanced pipeline layout string filled in when none is given."""
+    if par.pipeline_layout:
+        return par
+    layout = balanced_layout(spec, par.pp, par.vpp)
+    if layout is None:
+        return par
+    from dataclasses import replace
+
+    return replace(par, pipeline_layout=layout)
 
 
 def replace_parallel(par: Parallel, **changes: int) -> Parallel | None:
@@ -325,3 +352,40 @@ def replace_parallel(par: Parallel, **changes: int) -> Parallel | None:
     if par.gpus % (new.tp * new.cp * new.pp) or par.gpus % (new.etp * new.ep * new.pp):
         return None
     return new
+
+
+def layout_from_split_options(spec: ModelSpec, pp: int, vpp: int, *, account_for_embedding: bool = False,
+                              account_for_loss: bool = False, first: int | None = None,
+                              last: int | None = None) -> str | None:
+    """The layout string of Megatron-Core's uneven-split options (transformer_config.py
+    account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split: the embedding / loss
+    count as one layer in the even split; num_layers_in_first/last_pipeline_stage: the first / last
+    pipeline rank holds that many layers, the rest split evenly). None when no option is set.
+    Raises MoeplanError when the options do not divide the layers."""
+    n = pp * vpp
+    if not (account_for_embedding or account_for_loss or first or last) or n == 1:
+        return None
+    layers = spec.num_layers
+    if first or last:
+        if vpp > 1:
+            raise MoeplanError("num_layers_in_first/last_pipeline_stage with VPP > 1 is not modelled; give a layout")
+        a, b = first or 0, last or 0
+        middle = pp - (1 if first else 0) - (1 if last else 0)
+        rest = layers - a - b
+        if middle < 0 or rest < 0 or (middle and rest % middle) or (not middle and rest):
+            raise MoeplanError(f"num_layers_in_first/last_pipeline_stage ({a}, {b}) do not split {layers} layers over PP {pp}")
+        counts = ([a] if first else []) + [rest // middle if middle else 0] * middle + ([b] if last else [])
+    else:
+        slots = layers + int(account_for_embedding) + int(account_for_loss)
+        if slots % n:
+            raise MoeplanError(f"{layers} layers + embedding/loss slots ({slots}) do not split evenly over PP x VPP = {n}")
+        per = slots // n
+        counts = [per] * n
+        counts[0] -= int(account_for_embedding)
+        counts[-1] -= int(account_for_loss)
+    stages, start = [], 0
+    for i, c in enumerate(counts):
+        stages.append(Stage(tuple(range(start, start + c)), i == 0, spec.mtp_layers if i == len(counts) - 1 else 0,
+                            i == len(counts) - 1))
+        start += c
+    return format_layout(tuple(stages))

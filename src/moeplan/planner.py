@@ -30,7 +30,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.memory import GIB, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.params import count_params
-from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout
+from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import best_cp_comm_type, estimate_time
 
@@ -123,7 +123,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
                             for mbs in mbss:
                                 if batch.gbs % (mbs * dp):
                                     continue
-                                par = Parallel(gpus, tp, pp, vpp, cp, ep, etp)
+                                par = with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp))
                                 if not check_layout(spec, par, replace(batch, mbs=mbs), mcore_version):
                                     out.append((par, mbs))
     return out

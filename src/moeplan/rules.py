@@ -95,10 +95,10 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
                 "attention-folding": "tensor_model_parallel_size", "expert-folding": "expert_model_parallel_size",
                 "pipeline-layout": "pipeline_model_parallel_layout", "seq-tp": "tensor_model_parallel_size"}
     for bad in layout_errors:
-        findings.append(Finding("error", bad.rule, bad.reason, line=lines.get(field_of.get(bad.rule, ""))))
+        findings.append(Finding("error", bad.rule, bad.reason, _layout_fix(cfg, bad.rule),
+                                line=lines.get(field_of.get(bad.rule, ""))))
     if layout_errors:
         return _sorted(findings)
-    findings += _uneven_pipeline(cfg, lines)
     ev = _Evaluator(gpu, gpu.hbm_bytes * (1 - headroom))
     est = ev(cfg)
     assert est is not None
@@ -111,25 +111,15 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     return _sorted(findings)
 
 
-def _uneven_pipeline(cfg: RunConfig, lines: dict[str, int]) -> list[Finding]:
-    """Without pipeline_model_parallel_layout Megatron-Core splits the decoder layers evenly over
-    PP x VPP stages (and puts MTP after the last one): an uneven split is rejected at start-up."""
-    par, spec = cfg.parallel, cfg.model
-    stages = par.pp * par.vpp
-    if par.pipeline_layout or stages == 1 or (spec.num_layers % stages == 0 and not spec.mtp_layers):
-        return []
-    from moeplan.parallel import balanced_stages, format_layout
-
+def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:
+    """For an uneven pipeline split: the balanced layout string that makes it valid."""
+    if rule != "layers-pp" or cfg.model.num_layers < cfg.parallel.pp * cfg.parallel.vpp:
+        return ()
     from moeplan.megatron import format_override_value
+    from moeplan.parallel import balanced_layout
 
-    layout = format_layout(balanced_stages(spec.num_layers, spec.mtp_layers, stages))
-    why = (f"{spec.num_layers} decoder layers do not split evenly over PP x VPP = {par.pp}x{par.vpp} = {stages} stages"
-           if spec.num_layers % stages else f"the {spec.mtp_layers} MTP module(s) need a stage")
-    return [Finding("error", "layers-pp", f"{why} and no pipeline_model_parallel_layout is set; a balanced layout "
-                    f"(embedding and loss weigh one layer, MTP two) is {layout}",
-                    (f"model.pipeline_model_parallel_layout={format_override_value(layout)}",),
-                    {"layers": spec.num_layers, "stages": stages, "layout": layout},
-                    lines.get("pipeline_model_parallel_size"))]
+    layout = balanced_layout(cfg.model, cfg.parallel.pp, cfg.parallel.vpp)
+    return (f"model.pipeline_model_parallel_layout={format_override_value(layout)}",) if layout else ()
 
 
 def _sorted(findings: list[Finding]) -> list[Finding]:
