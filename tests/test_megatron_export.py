@@ -17,16 +17,16 @@ from moeplan.run import Recompute, RunConfig
 PLANS = {
     "dsv3": dict(model="deepseek-v3", gpus=256, seq_len=131072, gbs=64, tp=1, pp=8, vpp=4, cp=32, ep=32,
                  recompute="selective:mla_up_proj,layernorm", dispatcher="deepep", cuda_graphs="attn",
-                 optimizer_offload=0.5, precision="fp8", ep_overlap=True),
+                 optimizer_offload=0.5, precision="fp8", ep_overlap=True, cp_comm_type="a2a+p2p"),
     "dsv3-offload": dict(model="deepseek-v3", gpus=256, seq_len=65536, gbs=64, tp=2, pp=8, cp=16, ep=32,
                          recompute="selective:moe_act,shared_experts", dispatcher="hybridep",
                          cuda_graphs="attn,moe_router,moe_preprocess", offload_modules="expert_fc1,moe_act",
                          bf16_moments=True, grad_fp32=False, precision="mxfp8", gpu="b200"),
     "qwen3-235b": dict(model="qwen3-235b-a22b", gpus=256, seq_len=32768, gbs=64, tp=4, pp=8, vpp=4, cp=4, ep=8,
-                       recompute="full:block:2", dispatcher="alltoall", cp_comm_type="a2a+p2p", precision="fp8-cs"),
+                       recompute="full:block:2", dispatcher="alltoall", cp_comm_type="p2p", precision="fp8-cs"),
     "qwen3-next": dict(model="qwen3-next-80b-a3b", gpus=32, seq_len=65536, gbs=32, tp=1, cp=4, ep=32,
                        recompute="full:uniform:1", dispatcher="alltoall", cuda_graphs="full_iteration",
-                       capacity_factor=1.25, precision="fp8-ds"),
+                       capacity_factor=1.25, precision="fp8-ds", mcore_version="0.18"),  # GDN with CP: 0.18+
     "mixtral": dict(model="mixtral-8x7b", gpus=16, seq_len=32768, gbs=64, tp=2, pp=2, ep=8, dispatcher="allgather",
                     cp_comm_type="allgather"),
 }
@@ -127,7 +127,7 @@ def test_run_config_round_trip(name: str, fmt: str) -> None:
     text = {"overrides": lambda: "\n".join(M.to_overrides(cfg)), "yaml": lambda: M.to_yaml(cfg),
             "megatron-lm": lambda: shlex.join(M.to_megatron_lm_args(cfg))}[fmt]()
     run = M.parse_run_text(text)
-    back = M.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu)
+    back = M.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version=cfg.mcore_version)
     assert back == with_explicit_layout(cfg)
 
 
@@ -174,10 +174,13 @@ def test_settings_basics() -> None:
     assert s["sequence_parallel"] is True
     assert s["recompute_granularity"] == "full" and s["recompute_method"] == "block" and s["recompute_num_layers"] == 2
     assert s["recompute_modules"] is None
-    assert s["cp_comm_type"] == "a2a+p2p" and s["hierarchical_context_parallel_sizes"] == [2, 2]
+    assert s["cp_comm_type"] == "p2p" and "hierarchical_context_parallel_sizes" not in s
     assert s["pipeline_model_parallel_layout"]  # 94 layers over 32 stages: explicit balanced layout
     assert "mtp_num_layers" not in s
-    assert M.to_settings(plan("dsv3"))["mtp_num_layers"] == 1
+    d = M.to_settings(plan("dsv3"))
+    assert d["mtp_num_layers"] == 1
+    # a2a inside the 8-GPU NVLink node, p2p ring across the 4 nodes of CP 32
+    assert d["cp_comm_type"] == "a2a+p2p" and d["hierarchical_context_parallel_sizes"] == [8, 4]
     mix = M.to_settings(plan("mixtral"))
     assert mix["virtual_pipeline_model_parallel_size"] is None
     assert mix["pipeline_model_parallel_layout"] is None  # 32 layers split evenly: Megatron's default

@@ -19,19 +19,16 @@ from moeplan.run import Recompute, RunConfig
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
 LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candidate
-# Megatron-Core versions whose recompute_modules accept each label (transformer_config.py).
-MODULE_SINCE = {"shared_experts": (0, 14), "gdn_norm_out": (0, 19)}
 # Relative cost of recomputing a byte of element-wise output vs a GEMM FLOP, for ordering the
 # ladder only (H100: 794 TFLOP/s over 3.35 TB/s ~ 240 FLOP per byte).
 FLOPS_PER_BYTE = 240.0
 
 
 def version_tuple(version: str) -> tuple[int, int]:
-    parts = version.split(".")
-    try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError:
-        return (0, 16)
+    """(major, minor) of a Megatron-Core version (moeplan.megatron's parser; MoeplanError if unknown)."""
+    from moeplan.megatron import version_key
+
+    return version_key(version)
 
 
 def cp_start(seq_len: int) -> int:
@@ -69,8 +66,10 @@ def applicable_modules(spec: ModelSpec, seq_len: int, version: str) -> list[str]
         mods.append("gdn_norm_out")
     if seq_len < LONG_CONTEXT_TOKENS:
         mods.append("core_attn")
-    v = version_tuple(version)
-    return [m for m in mods if v >= MODULE_SINCE.get(m, (0, 0))]
+    from moeplan.megatron import fields_for
+
+    allowed = fields_for(version).recompute_modules  # the version table
+    return [m for m in mods if m in allowed]
 
 
 # GEMMs each recompute label re-runs in the forward pass (Megatron-Core recompute_modules docs).
@@ -228,7 +227,8 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         else:
             text += " No selective set fit: full recompute is the last resort."
         out.append(Reason("recompute", text, nums))
-    if batch.seq_len >= LONG_CONTEXT_TOKENS and cfg.model.first_attention is not None and "core_attn" not in rc.modules:
+    if (batch.seq_len >= LONG_CONTEXT_TOKENS and cfg.model.first_attention is not None and rc.granularity != "full"
+            and "core_attn" not in rc.modules):
         ca = cfg.with_(recompute=Recompute("selective", (rc.modules if rc.granularity == "selective" else frozenset()) | {"core_attn"}))
         ca_est = evaluate(ca, gpu)
         saved = total - ca_est.memory.total_bytes

@@ -150,6 +150,25 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec) -> str:
     return min(candidates, key=lambda d: times[d])
 
 
+def knob_problem(cfg: RunConfig, gpu: GPUSpec) -> str | None:
+    """Why the knobs do not work with this layout (one line), or None: cp_comm_type a2a splits the
+    heads over CP; EP A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute."""
+    from moeplan.models.spec import Attention
+    from moeplan.timing import cp_comm_allowed
+
+    par = cfg.parallel
+    if par.cp > 1 and cfg.cp_comm_type != "p2p":
+        for m in cfg.model.distinct_mixers:
+            if isinstance(m, Attention) and not cp_comm_allowed(m, par.tp, par.cp, cfg.cp_comm_type, gpu.nvlink_domain):
+                kv = m.num_heads if m.is_mla else m.num_kv_heads
+                return (f"cp_comm_type {cfg.cp_comm_type} splits heads over CP: {m.num_heads} heads / {kv} KV heads "
+                        f"over TP {par.tp} cannot be divided among CP {par.cp} (its NVLink-domain part for a2a+p2p)")
+    if cfg.ep_overlap and not cfg.ep_overlap_allowed:
+        return ("EP A2A overlap (overlap_moe_expert_parallel_comm) needs EP > 1, several micro-batches, PP 1 or "
+                "VPP > 1, no full recompute and Megatron-Core 0.14+")
+    return None
+
+
 def build_config(
     model: str | ModelSpec,
     *,
@@ -182,9 +201,12 @@ def build_config(
     mcore_version: str = "0.16",
 ) -> tuple[RunConfig, GPUSpec]:
     """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes)."""
+    from moeplan.megatron import normalize_version
+
     spec = resolve_model(model)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
+    mcore_version = normalize_version(mcore_version)
     if gpus < 1:
         raise MoeplanError(f"GPU count must be >= 1, got {gpus}")
     rc = recompute if isinstance(recompute, Recompute) else Recompute.parse(recompute)
@@ -208,8 +230,11 @@ def build_config(
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
     )
+    validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
+    problem = knob_problem(cfg, gpu_spec)
+    if problem:
+        raise MoeplanError(problem)
     if dispatcher == "auto":
-        validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec))
     return cfg, gpu_spec
 
@@ -300,8 +325,10 @@ def plan(
     """Search layouts and knobs; the top plans with memory, throughput, rationale and exports.
 
     ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string)."""
+    from moeplan.megatron import normalize_version
     from moeplan.planner import SearchSpace, search
 
+    mcore_version = normalize_version(mcore_version)
     spec = resolve_model(model)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     if not 0 <= headroom < 1:

@@ -94,6 +94,8 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
     """Findings for a run file, errors first, with the estimate when the layout is valid."""
     from moeplan import api, megatron
 
+    if not 0.0 <= headroom < 1.0:
+        raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
     cfg, gpu_spec, parsed = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
                                      mcore_version=mcore_version)
     findings: list[Finding] = []

@@ -32,7 +32,7 @@ def parse_tokens(text: str) -> int:
         scale, t = 1024 * 1024, t[:-1]
     try:
         value = int(float(t) * scale)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"not a token count: '{text}' (use e.g. 4096, 32k, 128k)") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: '{text}'")
@@ -153,6 +153,8 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
     p.add_argument("--reserve-gib", type=float, default=2.0,
                    help="GiB per GPU kept for CUDA context, NCCL and fragmentation (default 2)")
+    p.add_argument("--mcore-version", default="0.16",
+                   help="Megatron-Core version targeted: field names, allowed values, rules (default 0.16)")
     if layout:
         p.add_argument("--mbs", type=positive_int, default=1, help="micro-batch size (default 1)")
         for name, what in (("tp", "tensor"), ("pp", "pipeline"), ("vpp", "virtual pipeline (chunks per rank)"),
@@ -178,6 +180,7 @@ def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
         hardware_file=args.hardware, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+        mcore_version=args.mcore_version,
     )
     if hasattr(args, "tp"):
         kw.update(
@@ -314,6 +317,19 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
         console.print(" ".join(best["overrides"]), highlight=False, soft_wrap=True, markup=False)
 
 
+def _no_fit(result: dict[str, Any], as_json: bool) -> int:
+    """Nothing fits: one line on stderr naming the closest layout and by how much it misses; exit 1
+    (a valid question whose answer is "no"; bad input is exit 2)."""
+    c = result.get("closest")
+    where = f"; closest: {c['short']} misses by {c['misses_by_gib']:.1f} GiB per GPU" if c else ""
+    msg = (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} "
+           f"(with {result['headroom']:.0%} headroom){where}")
+    if as_json:
+        _print_json({"plans": [], "closest": c, "message": msg})
+    Console(stderr=True, width=10_000).print(f"moeplan: {msg}", highlight=False, markup=False)
+    return 1
+
+
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
     try:
@@ -328,13 +344,9 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         progress.stop()
     plans = result["plans"]
     if not plans:
-        c = result["closest"]
-        where = f"; closest: {c['short']} misses by {c['misses_by_gib']:.1f} GiB per GPU" if c else ""
-        msg = f"no layout fits in {result['gpus']} x {result['gpu']} memory (with {result['headroom']:.0%} headroom){where}"
         if args.json:
             _print_json([])
-        Console(stderr=True, width=10_000).print(f"moeplan: {msg}", highlight=False, markup=False)
-        return 1
+        return _no_fit(result, False)
     fmt = args.format
     if args.json:
         _print_json(plans)
@@ -343,7 +355,9 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     elif fmt == "yaml":
         sys.stdout.write(plans[0]["yaml"])
     elif fmt == "megatron-lm":
-        sys.stdout.write(" \\\n  ".join(plans[0]["megatron_lm_args"]) + "\n")
+        import shlex
+
+        sys.stdout.write(" ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
     else:
         print_plans(result, console)
     return 0
@@ -409,11 +423,16 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         _print_json(rows)
     else:
         print_sweep(rows, console)
-    return 0
+    return 0 if all("parallel" in r for r in rows) else 1
 
 
-def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Two estimates: two config files, one config at two lengths, or a model at two lengths."""
+class _NothingToCompare(Exception):
+    """A run of the comparison has no layout that fits."""
+
+
+def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Two estimates (two config files, one config at two lengths, or a model at two lengths) and
+    the model reference (catalog name or config.json path) for the planner's remedy."""
     from moeplan.models import catalog_names
 
     first = args.inputs[0]
@@ -427,8 +446,8 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
                          **_sweep_kwargs(args))
         for r in rows:
             if "parallel" not in r:
-                raise MoeplanError(f"no layout fits at seq {r['seq_len']:,}; nothing to compare")
-        return rows[0], rows[1]
+                raise _NothingToCompare(f"no layout fits at seq {r['seq_len']:,}; nothing to compare")
+        return rows[0], rows[1], first
     from moeplan import checker
 
     a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
@@ -439,7 +458,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
                                   seq_len=args.seq_len[0])
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
-    return a, b
+    return a, b, args.model or a["model"]
 
 
 def _looks_like_hf_config(path: str) -> bool:
@@ -460,11 +479,15 @@ def _looks_like_hf_config(path: str) -> bool:
 def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     from moeplan.explain import compare, remedy
 
-    a, b = _explain_inputs(args)
+    try:
+        a, b, model_ref = _explain_inputs(args)
+    except _NothingToCompare as exc:
+        Console(stderr=True, width=10_000).print(f"moeplan: {exc}", highlight=False, markup=False)
+        return 1
     comp = compare(a, b)
     fix = None
     if not args.no_fix:
-        result = api.plan(b["model"], gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
+        result = api.plan(model_ref, gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
                           precision=b["precision"], top=1, hardware_file=args.hardware,
                           mcore_version=getattr(args, "mcore_version", None) or "0.16")
         fix = remedy(b, result["plans"][0] if result["plans"] else None)
@@ -483,25 +506,26 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from moeplan import report
 
-    progress = _Progress(Console(stderr=True), True, "planning")
+    progress = _Progress(Console(stderr=True), not args.json, "planning")
     try:
         result = api.plan(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
                           precision=args.precision, top=args.top, hardware_file=args.hardware,
-                          moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, progress=progress)
+                          moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+                          mcore_version=args.mcore_version, progress=progress)
         plans = result["plans"]
         if not plans:
-            c = result["closest"]
-            raise MoeplanError("no layout fits; nothing to report" + (f" (closest {c['short']} misses by "
-                               f"{c['misses_by_gib']:.1f} GiB)" if c else ""))
+            return _no_fit(result, args.json)
         best = plans[0]
         cfg, gpu_spec = api.config_from_plan(args.model, best, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                             moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib)
+                                             moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+                                             mcore_version=args.mcore_version)
         est = api.evaluate(cfg, gpu_spec).as_dict()
         rows = None
         if args.sweep:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
                                          gpu=args.gpu, gpus=args.gpus, precision=args.precision,
-                                         hardware_file=args.hardware, progress=progress) if "parallel" in r]
+                                         hardware_file=args.hardware, mcore_version=args.mcore_version,
+                                         progress=progress) if "parallel" in r]
     finally:
         progress.stop()
     title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
@@ -626,7 +650,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--headroom", type=float, default=0.10, help="share of HBM left free (default 0.10)")
     p.add_argument("--format", default="table", choices=["table", "overrides", "yaml", "megatron-lm"],
                    help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags")
-    p.add_argument("--mcore-version", default="0.16", help="Megatron-Core version the export targets (default 0.16)")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"fix {name.upper()} instead of searching it")
     p.add_argument("--dispatcher", choices=["auto", "alltoall", "allgather", "deepep", "hybridep"], help="fix the dispatcher")

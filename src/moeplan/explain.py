@@ -101,6 +101,12 @@ def remedy(b: dict[str, Any], best_plan: dict[str, Any] | None) -> Reason:
     """What fixes run ``b``: the planner's best plan for the same model, GPUs and length."""
     if best_plan is None:
         return Reason("fix", "No layout fits at this length on these GPUs; see `moeplan plan` for the closest one.")
+    if not b.get("fits", True):
+        p = best_plan["parallel"]
+        return Reason("fix", f"Run B does not fit in memory ({b['memory_gib']['total']:,.1f} GiB); the planner's best at "
+                      f"seq {b['seq_len']:,} is TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}, "
+                      f"recompute {best_plan['recompute']}: {best_plan['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU in "
+                      f"{best_plan['memory_gib']['total']:,.1f} GiB.", {"overrides": best_plan.get("overrides", [])})
     gain = best_plan["tokens_per_s_per_gpu"] / b["tokens_per_s_per_gpu"] - 1
     p = best_plan["parallel"]
     text = (f"Planner at seq {b['seq_len']:,}: TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}, "

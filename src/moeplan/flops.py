@@ -12,7 +12,8 @@ Convention (megatron/training/training.py ``num_floating_point_operations``, aft
 - the logit GEMM uses the padded vocabulary (``make_vocab_size_divisible_by`` 128 x TP).
 Gated DeltaNet layers are counted as in Megatron-Core's hybrid (GDN) accounting: projections are
 GEMMs; the chunked delta rule costs O(d_k x d_v) per head per token, independent of sequence length.
-Sliding-window layers (gpt-oss) count a window of min(window, s) keys instead of s/2.
+Sliding-window layers (gpt-oss) count the keys each query sees inside its window (w - w^2/2s on
+average once s > w) instead of s/2.
 """
 
 from __future__ import annotations
@@ -129,7 +130,10 @@ class LayerFlops:
 
 def attention_core_fwd_flops(a: Attention, seq_len: int) -> float:
     """Score + context forward FLOPs per token; causal counts half of the keys."""
-    keys = min(a.sliding_window, seq_len) if a.sliding_window else seq_len / 2
+    keys = seq_len / 2  # causal: query i sees i keys, s/2 on average
+    if a.sliding_window and seq_len > a.sliding_window:
+        w = a.sliding_window  # the first w queries see i keys, the rest w: average w - w^2 / (2s)
+        keys = w - w * w / (2 * seq_len)
     if a.is_mla:
         return 2 * keys * a.num_heads * (a.head_dim + a.v_head_dim)
     return 2 * keys * 2 * a.num_heads * a.head_dim  # QK^T and AV, 2 FLOPs per MAC

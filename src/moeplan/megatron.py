@@ -274,6 +274,11 @@ def normalize_version(version: str) -> str:
     return key
 
 
+def version_key(version: str) -> tuple[int, int]:
+    """(major, minor) of a Megatron-Core version string, normalized (MoeplanError when unknown)."""
+    return _vkey(normalize_version(version))
+
+
 def _has(knob: Knob, version: str) -> bool:
     v = _vkey(version)
     return _vkey(knob.since) <= v and (knob.until is None or v <= _vkey(knob.until))

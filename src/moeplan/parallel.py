@@ -275,11 +275,9 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
 
 
 def _version(v: str) -> tuple[int, int]:
-    parts = v.removeprefix("core_v").split(".")
-    try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError:
-        return (0, 0)
+    from moeplan.megatron import version_key  # the one version parser
+
+    return version_key(v)
 
 
 def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None, mcore_version: str | None = None) -> None:

@@ -36,7 +36,6 @@ from moeplan.timing import best_cp_comm_type, estimate_time
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
-CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p")
 REFINE_MIN = 12  # layouts refined in phase 2 (at least; else 2 per requested plan)
 
 
@@ -204,13 +203,21 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
     return best, smallest
 
 
+def _partial_graphs_supported(version: str) -> bool:
+    """Per-module CUDA graph scopes (attn, moe_router, moe_preprocess) exist from Megatron-Core 0.16."""
+    from moeplan.megatron import fields_for
+
+    return PARTIAL_GRAPH_SCOPES <= set(fields_for(version).cuda_graph_scopes)
+
+
 def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float) -> Candidate:
     """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
     option when it still fits (else the next ladder step), and the next recompute step too."""
     best = c
     base = c.cfg
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
-    graph_opts = [frozenset()] + ([PARTIAL_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe else [])
+    graph_opts = [frozenset()] + ([PARTIAL_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe
+                                  and _partial_graphs_supported(base.mcore_version) else [])
     rcs = [space.recompute] if space.recompute is not None else ladder
     start = rcs.index(base.recompute) if base.recompute in rcs else 0
     for d in dispatchers:
@@ -242,15 +249,18 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     budget = gpu.hbm_bytes * (1 - space.headroom)
     requested = gbs
     notes: list[str] = []
-    while True:
-        result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
-                              mcore_version, reserve_gib, budget, progress)
-        if result.plans or not allow_gbs_reduction or gbs % 2 or gbs <= 1:
-            break
+    result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
+                          mcore_version, reserve_gib, budget, progress)
+    while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
         smaller = gbs // 2
-        notes.append(f"no layout fits GBS {gbs}; trying GBS {smaller} (fewer micro-batches in flight "
+        try:
+            retry = _search_once(spec, gpu, gpus, seq_len, smaller, precision, top, space, moe_imbalance,
+                                 mcore_version, reserve_gib, budget, progress)
+        except MoeplanError:  # no valid layout at the smaller GBS: keep the no-fit answer we have
+            break
+        notes.append(f"no layout fits GBS {gbs}; tried GBS {smaller} (fewer micro-batches in flight "
                      f"and a smaller DP group become possible)")
-        gbs = smaller
+        gbs, result = smaller, retry
     result.requested_gbs = requested
     result.notes = notes + result.notes
     plans = []
@@ -267,9 +277,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     batch = Batch(seq_len, gbs, space.mbs or 1)
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
     if not layouts:
-        raise MoeplanError(
-            f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs} "
-            "(check divisibility: GPUs by TP x CP x PP and EP x PP, GBS by MBS x DP)")
+        probe = Parallel(gpus, space.tp or 1, space.pp or 1, space.vpp or 1, space.cp or 1, space.ep or 1, space.etp or 1)
+        reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version)
+        why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""
+        raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
     ladder = recompute_ladder(spec, seq_len, mcore_version, precision)
     grad_bytes = 4
     candidates: list[Candidate] = []

@@ -99,6 +99,14 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
                                 line=lines.get(field_of.get(bad.rule, ""))))
     if layout_errors:
         return _sorted(findings)
+    from moeplan.api import knob_problem
+
+    problem = knob_problem(cfg, gpu)
+    if problem:
+        field = "cp_comm_type" if problem.startswith("cp_comm") else "overlap_moe_expert_parallel_comm"
+        fixed = cfg.with_(cp_comm_type="p2p") if field == "cp_comm_type" else cfg.with_(ep_overlap=False)
+        findings.append(Finding("error", "knob-layout", problem, fix_overrides(cfg, fixed), line=lines.get(field)))
+        cfg = fixed
     ev = _Evaluator(gpu, gpu.hbm_bytes * (1 - headroom))
     est = ev(cfg)
     assert est is not None

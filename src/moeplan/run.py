@@ -6,6 +6,7 @@ maps them to Megatron Bridge overrides and Megatron-LM flags.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -101,10 +102,14 @@ class RunConfig:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
         if self.dispatcher not in DISPATCHERS:
             raise MoeplanError(f"dispatcher '{self.dispatcher}' unknown; choose one of {', '.join(DISPATCHERS)}")
-        if not 0.0 <= self.optimizer_offload <= 1.0:
+        if not 0.0 <= self.optimizer_offload <= 1.0:  # also rejects NaN
             raise MoeplanError(f"optimizer offload fraction must be in [0, 1], got {self.optimizer_offload}")
-        if self.moe_imbalance < 1.0:
-            raise MoeplanError(f"MoE imbalance factor must be >= 1.0, got {self.moe_imbalance}")
+        if not (math.isfinite(self.moe_imbalance) and self.moe_imbalance >= 1.0):
+            raise MoeplanError(f"MoE imbalance factor must be a finite number >= 1.0, got {self.moe_imbalance}")
+        if self.capacity_factor is not None and not (math.isfinite(self.capacity_factor) and self.capacity_factor > 0):
+            raise MoeplanError(f"capacity factor must be a finite number > 0, got {self.capacity_factor}")
+        if not (math.isfinite(self.reserve_gib) and self.reserve_gib >= 0):
+            raise MoeplanError(f"reserve must be a finite number of GiB >= 0, got {self.reserve_gib}")
         bad = [m for m in self.offload_modules if m not in OFFLOAD_MODULES]
         if bad:
             raise MoeplanError(f"offload module(s) {', '.join(bad)} unknown; Megatron-Core labels: {', '.join(OFFLOAD_MODULES)}")
@@ -117,9 +122,11 @@ class RunConfig:
         """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
         another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
         (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute."""
+        from moeplan.megatron import version_key
+
         par = self.parallel
         return (par.ep > 1 and self.batch.microbatches(par.dp) > 1 and (par.pp == 1 or par.vpp > 1)
-                and self.recompute.granularity != "full")
+                and self.recompute.granularity != "full" and version_key(self.mcore_version) >= (0, 14))
 
     @property
     def fp8(self) -> bool:

@@ -283,17 +283,17 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     fp8_dispatch = cfg.precision != "bf16" and cfg.dispatcher in ("deepep", "hybridep")
     dispatch_bytes = rows * h * (1 + 4 / 128 if fp8_dispatch else BF16_BYTES)
     combine_bytes = rows * h * BF16_BYTES
-    span = par.ep * par.etp  # consecutive GPUs of one EP group (expert rank order: ETP, EP, DP)
-    in_domain = min(span, gpu.nvlink_domain)
+    # EP peers sit ETP ranks apart (expert rank order: ETP, EP, EDP, PP); count peers, not GPUs
+    span = par.ep * par.etp
+    peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
     nodes = math.ceil(span / gpu.nvlink_domain)
     eff = cal.a2a_eff[cfg.dispatcher]
     nv_bw = gpu.nvlink_bw_bytes_per_s * eff
     so_bw = gpu.scaleout_bw_bytes_per_s * eff
-    per_row = 1.0 / rows if rows else 0.0
     if cfg.dispatcher in ("alltoall", "allgather"):
         # NCCL all-to-all sends every (token, expert) row to its rank; the routes run one after the other.
-        remote = max(0.0, 1.0 - in_domain / span)
-        local = (par.ep - 1) / par.ep - remote
+        remote = (par.ep - peers_in_domain) / par.ep
+        local = (peers_in_domain - 1) / par.ep
 
         def one(b: float) -> float:
             return b * local / nv_bw + b * remote / so_bw
@@ -310,12 +310,11 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
             p_hit = 1.0 - math.comb(moe.n_group - g, moe.topk_group) / math.comb(moe.n_group, moe.topk_group)
             remote_domains = min(remote_domains, (nodes - 1) * p_hit)
         remote_rows_per_row = remote_domains / moe.top_k
-        local = 1.0 - 1.0 / in_domain
+        local = 1.0 - 1.0 / peers_in_domain
 
         def one(b: float) -> float:
             return max(b * local / nv_bw, b * remote_rows_per_row / so_bw)
 
-    del per_row
     fwd = one(dispatch_bytes) + one(combine_bytes)
     bwd = one(combine_bytes) + one(dispatch_bytes)  # gradients travel the opposite way, in bf16
     if cfg.dispatcher in ("alltoall", "allgather"):
