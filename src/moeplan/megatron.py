@@ -160,6 +160,12 @@ KNOBS: tuple[Knob, ...] = (
     _k("use_precision_aware_optimizer", OPT, "bool", "optimizer.use_precision_aware_optimizer"),
     _k("exp_avg_dtype", OPT, "dtype", "optimizer.exp_avg_dtype"),
     _k("exp_avg_sq_dtype", OPT, "dtype", "optimizer.exp_avg_sq_dtype"),
+    # Communication overlap the timing model credits: ModelParallelConfig tp_comm_overlap (TE userbuffers;
+    # Bridge comm_overlap.tp_comm_overlap), DDP overlap_grad_reduce / overlap_param_gather (Megatron-Core
+    # distributed_data_parallel_config.py; Bridge ddp.*). Megatron's defaults are all False.
+    _k("tp_comm_overlap", MPC, "bool", "comm_overlap.tp_comm_overlap", bridge_read=("model.tp_comm_overlap",)),
+    _k("overlap_grad_reduce", DDP, "bool", "ddp.overlap_grad_reduce"),
+    _k("overlap_param_gather", DDP, "bool", "ddp.overlap_param_gather"),
 )
 KNOB_BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 
@@ -461,6 +467,8 @@ def _optimizer_settings(cfg: RunConfig) -> dict[str, object]:
     if cfg.bf16_moments:
         out["exp_avg_dtype"] = "bfloat16"
         out["exp_avg_sq_dtype"] = "bfloat16"
+    out["overlap_grad_reduce"] = cfg.dp_overlap
+    out["overlap_param_gather"] = cfg.dp_overlap
     return out
 
 
@@ -478,6 +486,8 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
         out.update(_moe_settings(cfg, f))
     out.update(_cuda_graph_settings(cfg.cuda_graph_scopes, f))
     out["cp_comm_type"] = _CP_TO_MCORE[cfg.cp_comm_type]
+    if cfg.parallel.tp > 1:
+        out["tp_comm_overlap"] = cfg.tp_comm_overlap
     out.update(_offload_settings(cfg, f))
     out.update(_precision_settings(cfg))
     out.update(_optimizer_settings(cfg))
@@ -1460,6 +1470,9 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
         grad_fp32=_bool(settings, "grad_reduce_in_fp32", True),
         bf16_moments=_str(settings, "exp_avg_dtype", "") == _str(settings, "exp_avg_sq_dtype", "") == "bfloat16",
         ep_overlap=_bool(settings, "overlap_moe_expert_parallel_comm"),
+        # irrelevant at TP 1 (moeplan's default then, so exports round-trip)
+        tp_comm_overlap=_bool(settings, "tp_comm_overlap") if (_int(settings, "tensor_model_parallel_size") or 1) > 1 else True,
+        dp_overlap=_bool(settings, "overlap_grad_reduce"),
         cp_comm_type=_cp_comm_from(settings),
         mcore_version=normalize_version(mcore_version),
     )

@@ -93,6 +93,8 @@ class RunConfig:
     grad_fp32: bool = True  # main grads in fp32 (Megatron-LM forces fp32 accumulation with --bf16)
     bf16_moments: bool = False  # precision-aware optimizer with bf16 exp_avg / exp_avg_sq
     ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: hide dispatch/combine behind another micro-batch
+    tp_comm_overlap: bool = True  # tp_comm_overlap (TE userbuffers): TP collectives overlap GEMMs; exported on
+    dp_overlap: bool = True  # ddp overlap_grad_reduce + overlap_param_gather; exported on
     cp_comm_type: str = "p2p"  # p2p (ring), a2a, allgather, a2a+p2p
     reserve_gib: float = 2.0  # CUDA context, NCCL buffers and allocator fragmentation outside the estimate
     mcore_version: str = "0.16"

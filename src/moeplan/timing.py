@@ -371,7 +371,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         msg = t * h * BF16_BYTES
         bw = _busbw(gpu, par.tp, 1, cal)
         blocks = 1 + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
-        out["tp_comm"] = 4 * blocks * _ring_time(msg, par.tp, bw) * (1 - cal.tp_hidden)
+        out["tp_comm"] = 4 * blocks * _ring_time(msg, par.tp, bw) * (1 - (cal.tp_hidden if cfg.tp_comm_overlap else 0.0))
     # --- CP (context parallel): exposed communication of the attention layer
     cp_fwd = 0.0
     if par.cp > 1 and isinstance(mixer, Attention):
@@ -541,7 +541,10 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     # overlap_grad_reduce: buckets reduce during the last micro-batch's backward and the pipeline
     # cool-down; overlap_param_gather: buckets gather during the first forward and the warm-up.
     bubble = breakdown["pp_bubble"]
-    breakdown["dp_comm"] = max(0.0, rs_time - (2 * t_mb / 3 + bubble)) + max(0.0, ag_time - (t_mb / 3 + bubble))
+    if cfg.dp_overlap:
+        breakdown["dp_comm"] = max(0.0, rs_time - (2 * t_mb / 3 + bubble)) + max(0.0, ag_time - (t_mb / 3 + bubble))
+    else:  # without overlap_grad_reduce / overlap_param_gather both run after / before the micro-batches
+        breakdown["dp_comm"] = rs_time + ag_time
     # --- optimizer step (GPU share) and CPU offload
     shard = dense_p / dp_group + expert_p / edp
     gpu_share = 1.0 - cfg.optimizer_offload
