@@ -108,11 +108,10 @@ def _module_value(spec: ModelSpec, module: str, seq_len: int) -> tuple[float, fl
     return saved, cost
 
 
-def recompute_ladder(spec: ModelSpec, seq_len: int, version: str, precision: str = "bf16") -> list[Recompute]:
+def recompute_ladder(spec: ModelSpec, seq_len: int, version: str) -> list[Recompute]:
     """Recompute options from none to full, selective sets growing by the module with the best
     memory saved per unit of recompute cost (the guidance's preference order falls out of this:
     mla_up_proj, layernorm, moe_act before moe; core_attn excluded at long context)."""
-    del precision
     mods = applicable_modules(spec, seq_len, version)
     scored = []
     for m in mods:

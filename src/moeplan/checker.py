@@ -14,7 +14,7 @@ from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import check_layout, layout_from_split_options
-from moeplan.rules import Finding, lint
+from moeplan.rules import Finding, lint, sort_findings
 from moeplan.run import RunConfig
 
 # Megatron-Core architecture fields and how to read them off a ModelSpec (for matching a model).
@@ -115,9 +115,7 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
     estimate = None
     if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
         estimate = api.evaluate(cfg, gpu_spec).as_dict()
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: order[f.severity])
-    return CheckResult(cfg, gpu_spec, parsed.kind, findings, estimate)
+    return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 
 
 def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from moeplan import api
 from moeplan.errors import MoeplanError
+from moeplan.run import DISPATCHERS, PRECISIONS
 
 Handler = Callable[[argparse.Namespace, Console], int]
 
@@ -146,7 +147,7 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
     p.add_argument("--gpus", type=positive_int, required=True, help="total GPU count")
     p.add_argument("--seq-len", type=parse_tokens, required=True, help="sequence length, e.g. 32k, 128k")
     p.add_argument("--gbs", type=positive_int, required=True, help="global batch size in sequences")
-    p.add_argument("--precision", default="bf16", choices=["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"],
+    p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
                    help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
@@ -164,7 +165,7 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--recompute", default="none",
                        help="none | full[:uniform|block[:N]] | selective:MOD[,MOD] with Megatron-Core labels "
                             "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts, gdn_norm_out")
-        p.add_argument("--dispatcher", default="auto", choices=["auto", "alltoall", "allgather", "deepep", "hybridep"],
+        p.add_argument("--dispatcher", default="auto", choices=["auto", *DISPATCHERS],
                        help="MoE token dispatcher; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8")
         p.add_argument("--ep-overlap", action="store_true", help="overlap EP all-to-all with compute (moe_a2a_overlap)")
         p.add_argument("--cuda-graphs", help="CUDA graph scopes, e.g. attn,moe_router,moe_preprocess or full_iteration")
@@ -652,7 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"fix {name.upper()} instead of searching it")
-    p.add_argument("--dispatcher", choices=["auto", "alltoall", "allgather", "deepep", "hybridep"], help="fix the dispatcher")
+    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], help="fix the dispatcher")
     p.add_argument("--recompute", help="fix recompute (none, full, selective:...)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
@@ -708,7 +709,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments")
     p.add_argument("--model", help="model (catalog name or config.json); inferred from the file when it says")
     p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
-    p.add_argument("--gpus", type=positive_int, help="total GPU count (required unless the file says)")
+    p.add_argument("--gpus", type=positive_int, help="total GPU count (run files do not carry it)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
     p.add_argument("--mcore-version", help="Megatron-Core version the config targets (default 0.16)")
     p.add_argument("--headroom", type=float, default=0.0, help="share of HBM to keep free (default 0)")
@@ -724,7 +725,7 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--seq-len", type=parse_lengths, required=required, help="comma-separated lengths, e.g. 16k,32k,64k")
     p.add_argument("--gbs-tokens", type=parse_tokens, required=required,
                    help="tokens per global batch, constant across lengths (e.g. 4m); GBS = tokens / seq")
-    p.add_argument("--precision", default="bf16", choices=["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"])
+    p.add_argument("--precision", default="bf16", choices=list(PRECISIONS))
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
     p.add_argument("--moe-imbalance", type=float, default=1.0, help="1.0 = force-balanced routing")
     p.add_argument("--reserve-gib", type=float, default=2.0, help="GiB kept for CUDA context/NCCL (default 2)")
@@ -733,7 +734,7 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
-    p.add_argument("--dispatcher", choices=["auto", "alltoall", "allgather", "deepep", "hybridep"])
+    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS])
     p.add_argument("--optimizer-offload", type=float, default=0.0, help="optimizer offload of the held layout")
     p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
 

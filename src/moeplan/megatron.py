@@ -364,11 +364,9 @@ def _a2a_group(cfg: RunConfig) -> int:
         domain = load_gpu(cfg.gpu).nvlink_domain
     except MoeplanError:
         domain = 8  # a GPU from a user hardware file: assume an 8-GPU NVLink node
-    cp = cfg.parallel.cp
-    inner = max(1, min(cp, domain // cfg.parallel.tp))
-    while cp % inner:
-        inner -= 1
-    return inner
+    from moeplan.parallel import hierarchical_cp_inner
+
+    return hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, domain)
 
 
 def _recompute_settings(rc: Recompute, f: MegatronFields) -> dict[str, object]:

@@ -28,7 +28,7 @@ from functools import lru_cache
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, validate
-from moeplan.params import ffn_params, mixer_params, moe_params, mtp_module_params
+from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
 from moeplan.run import RunConfig
 
 GIB = 1024**3
@@ -38,7 +38,10 @@ ADAM_STATE_BF16_MOMENTS_BYTES = 8  # precision-aware optimizer: fp32 master + bf
 FP8_WEIGHT_CACHE_BYTES = 2  # TE keeps row-wise and column-wise (transposed) FP8 copies of GEMM weights
 MXFP8_SCALE_BYTES = 2 / 32  # one e8m0 scale per 32 values, both directions (OCP MX v1.0)
 LOGITS_BYTES_PER_VOCAB = 4  # theoretical_memory_usage.py: 4 x s x b x V (bf16 logits + fp32 CE grad)
-CUDA_GRAPH_FULL_ITERATION_POOL_FRACTION = 0.05  # full-iteration graph pool: activations cannot be reused
+# Full-iteration graphs keep one private memory pool: freed activations cannot be reused by other
+# allocations, an overhead assumed at 5% of activations (an estimate; Megatron-Core cuda_graphs docs
+# warn of extra memory, without a figure).
+CUDA_GRAPH_FULL_ITERATION_POOL_FRACTION = 0.05
 CUDA_GRAPH_STATIC_IO = 2  # each graphed module keeps a static input and a static output buffer
 DEEPEP_NUM_SMS = 20  # Megatron moe_deepep_num_sms default (core_r0.14-r0.18)
 # DeepEP per-EP configs used by Megatron (dispatch and combine):
@@ -144,6 +147,13 @@ def layer_params(layer: Layer, hidden: int) -> LayerParams:
     return LayerParams(tp_split, replicated, expert, tp_split + expert)
 
 
+def average_params_per_gpu(spec: ModelSpec, par: Parallel) -> tuple[float, float]:
+    """(dense, expert) parameters per GPU averaged over pipeline ranks: dense over TP x PP, routed
+    experts over EP x ETP x PP."""
+    p = count_params(spec)
+    return (p.total - p.routed_experts) / (par.tp * par.pp), p.routed_experts / (par.ep * par.etp * par.pp)
+
+
 @lru_cache(maxsize=4096)
 def _stage_groups(spec: ModelSpec, stage: Stage) -> tuple[tuple[Layer, int], ...]:
     return tuple(Counter(spec.layers[i] for i in stage.layers).items())
@@ -229,16 +239,8 @@ def hybridep_buffer_bytes(hidden: int, ep: int, tokens_per_rank: float, experts:
 # ------------------------------------------------------------------------------------ estimate
 
 
-def _rows_factor(cfg: RunConfig) -> float:
-    """Routed rows per token on the busiest expert rank relative to top-k: the imbalance factor,
-    or the capacity factor when token dropping pads/caps each expert."""
-    if cfg.capacity_factor is not None:
-        return cfg.capacity_factor
-    return cfg.moe_imbalance
-
-
 def _fp8_kind(cfg: RunConfig) -> str | None:
-    if cfg.precision == "bf16":
+    if not cfg.fp8:
         return None
     return "mxfp8" if cfg.precision == "mxfp8" else "fp8"
 
@@ -250,7 +252,7 @@ def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozen
     off = la.offloaded_token_bytes * tokens
     if isinstance(layer.mlp, MoE):
         etp = cfg.parallel.etp
-        rows = tokens * layer.mlp.top_k * _rows_factor(cfg) * etp
+        rows = tokens * layer.mlp.top_k * cfg.rows_factor * etp
         kept += (la.row_bytes - la.row_ffn_bytes) * rows + la.row_ffn_bytes * rows / etp
         off += la.offloaded_row_bytes * rows
     return kept, off
@@ -379,7 +381,7 @@ def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
     moe = cfg.model.first_moe
     if moe is None:
         return 0.0
-    rows = tokens * moe.top_k * _rows_factor(cfg) * cfg.parallel.etp
+    rows = tokens * moe.top_k * cfg.rows_factor * cfg.parallel.etp
     return 2 * rows * cfg.model.hidden * BF16_BYTES
 
 
@@ -449,7 +451,7 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
         "grad_dtype": "fp32" if cfg.grad_fp32 else "bf16",
         "adam_state_bytes_per_param": state_bytes,
         "distributed_optimizer": True,
-        "moe_rows_factor": _rows_factor(cfg),
+        "moe_rows_factor": cfg.rows_factor,
         "flash_attention": True,
         "memory_efficient_permutation": True,
     }

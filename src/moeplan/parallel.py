@@ -387,3 +387,17 @@ def layout_from_split_options(spec: ModelSpec, pp: int, vpp: int, *, account_for
                             i == len(counts) - 1))
         start += c
     return format_layout(tuple(stages))
+
+
+def cp_ranks_per_domain(tp: int, cp: int, nvlink_domain: int) -> int:
+    """CP ranks that share one NVLink domain (CP is laid out right after TP in rank order)."""
+    return max(1, min(cp, nvlink_domain // tp))
+
+
+def hierarchical_cp_inner(tp: int, cp: int, nvlink_domain: int) -> int:
+    """a2a group of hierarchical CP (cp_comm_type a2a+p2p; Megatron hierarchical_context_parallel_sizes
+    [inner, cp / inner]): the largest divisor of CP inside one NVLink domain."""
+    inner = cp_ranks_per_domain(tp, cp, nvlink_domain)
+    while cp % inner:
+        inner -= 1
+    return inner

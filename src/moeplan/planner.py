@@ -27,9 +27,9 @@ from moeplan.advice import (
 )
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
-from moeplan.memory import GIB, peak_memory_bytes
+from moeplan.activations import BF16_BYTES
+from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
-from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import best_cp_comm_type, estimate_time
@@ -94,7 +94,9 @@ def _pow2_upto(n: int) -> list[int]:
 
 def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace,
              mcore_version: str) -> list[tuple[Parallel, int]]:
-    """Every (layout, MBS) that passes the validity rules."""
+    """Every (layout, MBS) that passes the validity rules. Bounds: TP up to 8 and inside the NVLink
+    domain (TP collectives every layer need NVLink; Megatron Bridge recipes never exceed 8), powers of
+    two for TP/CP/PP/EP, PP up to 32, VPP 1/2/4/8, MBS 1 at long context (activation memory) else 1/2/4."""
     moe = spec.first_moe
     tps = [space.tp] if space.tp else [t for t in _pow2_upto(min(8, gpu.nvlink_domain)) if t <= gpus]
     cp0 = cp_start(batch.seq_len)
@@ -130,10 +132,8 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
 
 def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int) -> float:
     """Weights + gradients per GPU averaged over pipeline ranks: nothing in the ladder removes them."""
-    p = count_params(spec)
-    dense = (p.total - p.routed_experts) / (par.tp * par.pp)
-    expert = p.routed_experts / (par.ep * par.etp * par.pp)
-    return (dense + expert) * (2 + grad_bytes)
+    dense, expert = average_params_per_gpu(spec, par)
+    return (dense + expert) * (BF16_BYTES + grad_bytes)
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -281,7 +281,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version)
         why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
-    ladder = recompute_ladder(spec, seq_len, mcore_version, precision)
+    ladder = recompute_ladder(spec, seq_len, mcore_version)
     grad_bytes = 4
     candidates: list[Candidate] = []
     closest: tuple[RunConfig, float] | None = None

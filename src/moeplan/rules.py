@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from moeplan.advice import (
     CP_SHARD_TOKENS,
+    _gib,
     LONG_CONTEXT_TOKENS,
     MIN_CP_SHARD_TOKENS,
     cp_start,
@@ -19,7 +20,7 @@ from moeplan.advice import (
     recompute_ladder,
 )
 from moeplan.hardware import GPUSpec
-from moeplan.memory import GIB, MEMORY_ITEMS
+from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 
@@ -53,10 +54,6 @@ def fix_overrides(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
     """The Megatron Bridge overrides that turn ``before`` into ``after``."""
     old = set(_overrides(before))
     return tuple(o for o in _overrides(after) if o not in old)
-
-
-def _gib(b: float) -> float:
-    return round(b / GIB, 1)
 
 
 class _Evaluator:
@@ -98,7 +95,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
         findings.append(Finding("error", bad.rule, bad.reason, _layout_fix(cfg, bad.rule),
                                 line=lines.get(field_of.get(bad.rule, ""))))
     if layout_errors:
-        return _sorted(findings)
+        return sort_findings(findings)
     from moeplan.api import knob_problem
 
     problem = knob_problem(cfg, gpu)
@@ -115,8 +112,8 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _cp_size(cfg, est, ev, lines)
     findings += _recompute(cfg, est, ev, lines)
     findings += _dispatcher(cfg, est, ev, lines)
-    findings += _cuda_graphs(cfg, est, variable_seq_lengths, lines)
-    return _sorted(findings)
+    findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
+    return sort_findings(findings)
 
 
 def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:
@@ -130,9 +127,12 @@ def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:
     return (f"model.pipeline_model_parallel_layout={format_override_value(layout)}",) if layout else ()
 
 
-def _sorted(findings: list[Finding]) -> list[Finding]:
-    order = {"error": 0, "warning": 1, "info": 2}
-    return sorted(findings, key=lambda f: order[f.severity])
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Errors first, then warnings, then information (stable)."""
+    return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
 def _memory(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> list[Finding]:
@@ -145,7 +145,7 @@ def _memory(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> 
             "dominant_item": top, "dominant_gib": _gib(top_b), "rank": est.memory.peak.rank}
     # cheapest fix: the fastest fitting config among recompute ladder steps, offload, doubled CP
     options: list[RunConfig] = []
-    for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.precision):
+    for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version):
         options.append(cfg.with_(recompute=rc))
         for f in (0.5, 1.0):
             options.append(cfg.with_(recompute=rc, optimizer_offload=max(f, cfg.optimizer_offload)))
@@ -160,13 +160,14 @@ def _memory(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> 
     msg = (f"estimated {_gib(total)} GiB per GPU on pipeline rank {est.memory.peak.rank} exceeds the "
            f"{_gib(ev.budget)} GiB available by {_gib(total - ev.budget)} GiB; the largest item is {top} "
            f"({_gib(top_b)} GiB)")
+    line = lines.get("recompute_modules") or lines.get("recompute_granularity")
     if best is None:
         return [Finding("error", "memory", msg + "; no single recompute/offload/CP change fits: run `moeplan plan`",
-                        numbers=nums)]
+                        numbers=nums, line=line)]
     opt, e = best
     nums.update({"fixed_memory_gib": _gib(e.memory.total_bytes), "fixed_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
     return [Finding("error", "memory", msg + f"; the cheapest fix that fits needs {_gib(e.memory.total_bytes)} GiB "
-                    f"at {e.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU", fix_overrides(cfg, opt), nums)]
+                    f"at {e.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU", fix_overrides(cfg, opt), nums, line)]
 
 
 def _dp_budget(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> list[Finding]:
@@ -249,7 +250,7 @@ def _recompute(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) 
                                fix_overrides(cfg, without), {"saves_mib": round(saved_mib), "cost_s": round(gain, 3)}, line))
     if rc.granularity == "full":
         best = None
-        for step in recompute_ladder(cfg.model, seq, cfg.mcore_version, cfg.precision):
+        for step in recompute_ladder(cfg.model, seq, cfg.mcore_version):
             if step.granularity != "selective" and step.granularity != "none":
                 continue
             c = cfg.with_(recompute=step)
@@ -302,7 +303,7 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int])
     return out
 
 
-def _cuda_graphs(cfg: RunConfig, est: Any, variable_seq_lengths: bool, lines: dict[str, int]) -> list[Finding]:
+def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, int]) -> list[Finding]:
     scopes = cfg.cuda_graph_scopes
     if not scopes:
         return []

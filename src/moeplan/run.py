@@ -131,6 +131,12 @@ class RunConfig:
                 and self.recompute.granularity != "full" and version_key(self.mcore_version) >= (0, 14))
 
     @property
+    def rows_factor(self) -> float:
+        """Routed rows per token on the busiest expert rank relative to top-k: the capacity factor when
+        token dropping pads/caps each expert (moe_expert_capacity_factor), else the imbalance factor."""
+        return self.capacity_factor if self.capacity_factor is not None else self.moe_imbalance
+
+    @property
     def fp8(self) -> bool:
         return self.precision != "bf16"
 

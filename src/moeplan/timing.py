@@ -27,15 +27,22 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
-from moeplan.flops import Gemm, attention_core_fwd_flops as _attention_core_flops_per_token, flops_per_token, layer_flops, layer_gemms, padded_vocab
+from moeplan.flops import (
+    TRAIN_MULTIPLIER,
+    Gemm,
+    flops_per_token,
+    layer_flops,
+    layer_gemms,
+    padded_vocab,
+)
+from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.hardware import GPUSpec
-from moeplan.memory import _stage_groups
+from moeplan.memory import _stage_groups, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
-from moeplan.parallel import Pipeline, Stage, build_pipeline, validate
-from moeplan.params import count_params
+from moeplan.parallel import Pipeline, Stage, build_pipeline, cp_ranks_per_domain, hierarchical_cp_inner, validate
 from moeplan.run import RunConfig
 
-TRAIN = 3.0  # forward + backward = 3 x forward FLOPs (Megatron convention; moeplan.flops)
+TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron convention)
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,7 +92,9 @@ class Calibration:
 
 
 DEFAULT_CALIBRATION = Calibration()
-# CUDA graph scopes and the share of per-layer launch overhead each removes.
+# CUDA graph scopes and the share of per-layer launch overhead each removes: roughly each scope's share of
+# a layer's kernels (attention block ~40%, dense MLP / MoE experts ~30%, router and token preprocessing
+# ~15% each; full_iteration captures everything). An estimate, not a measurement.
 GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "moe_preprocess": 0.15,
                       "mamba": 0.4, "full_iteration": 1.0}
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
@@ -93,13 +102,18 @@ TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementw
               "launch_overhead")
 
 
-def _gemm_rate(gpu: GPUSpec, precision: str, cal: Calibration) -> float:
+# Where the catalog has no measured matmul rate (GB300): the share of peak the measured Blackwell and
+# Hopper parts reach (catalog.yaml MAMF: 0.71-0.80 of dense peak).
+UNMEASURED_GEMM_SHARE = 0.75
+
+
+def _gemm_rate(gpu: GPUSpec, precision: str) -> float:
     """Achievable large-GEMM FLOP/s for the run's precision (measured MAMF, else peak x 0.75)."""
     if precision == "bf16":
         measured, peak = gpu.gemm_bf16_achieved_flops, gpu.peak("bf16")
     else:
         measured, peak = gpu.gemm_fp8_achieved_flops, gpu.peak(precision)
-    return measured if measured else 0.75 * peak
+    return measured if measured else UNMEASURED_GEMM_SHARE * peak
 
 
 def _busbw(gpu: GPUSpec, group: int, stride: int, cal: Calibration) -> float:
@@ -155,6 +169,12 @@ class _Ctx:
     cache: dict[int, LayerTime] = field(default_factory=dict, compare=False, hash=False)
 
 
+def _make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> _Ctx:
+    par, batch = cfg.parallel, cfg.batch
+    return _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
+                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"))
+
+
 def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
     """(fwd + dgrad + wgrad seconds, FP8 cast seconds) of one weight GEMM on one GPU.
 
@@ -172,7 +192,7 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
         m = rows
     else:
         m = ctx.seq_tokens if g.split else ctx.tokens  # SP: TP-split GEMMs see the gathered sequence
-    fp8 = cfg.precision != "bf16"
+    fp8 = cfg.fp8
     b_in = 1.0 if fp8 else BF16_BYTES
     weights = local_experts if g.per_row else 1.0
     flops = 2.0 * m * k * n
@@ -191,8 +211,8 @@ def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_d
     if comm_type in ("p2p", "allgather"):
         return True
     kv = mixer.num_heads if mixer.is_mla else mixer.num_kv_heads
-    inner = cp if comm_type == "a2a" else max(1, min(cp, nvlink_domain // tp))
-    if comm_type == "a2a+p2p" and (inner == cp or cp % inner):
+    inner = cp if comm_type == "a2a" else hierarchical_cp_inner(tp, cp, nvlink_domain)
+    if comm_type == "a2a+p2p" and (inner == cp or inner == 1):
         return False
     return (mixer.num_heads // tp) % inner == 0 and max(1, kv // tp) % inner == 0
 
@@ -218,7 +238,7 @@ def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
         q_elems = o_elems = mixer.num_heads * mixer.head_dim
     nvl = gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff
     nic = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff
-    domain_cp = max(1, gpu.nvlink_domain // par.tp)  # CP ranks that share an NVLink domain
+    domain_cp = cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain)
     kind = cfg.cp_comm_type
 
     def ring(steps: int, block_bytes: float, link: float, attn_total: float) -> tuple[float, float]:
@@ -237,7 +257,7 @@ def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
         one = a2a(par.cp)
         return 2 * one, one
     if kind == "a2a+p2p":
-        inner = min(par.cp, domain_cp)
+        inner = hierarchical_cp_inner(par.tp, par.cp, gpu.nvlink_domain)
         outer = par.cp // inner
         one = a2a(inner)
         r, r_fwd = ring(outer - 1, t * kv_elems * BF16_BYTES, nic, attn_s)
@@ -256,8 +276,7 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     if par.cp <= 1 or not mixers:
         return cfg.cp_comm_type
     batch = cfg.batch
-    ctx = _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
-               _gemm_rate(gpu, cfg.precision, cal), gpu.peak("bf16"))
+    ctx = _make_ctx(cfg, gpu, cal)
     best, best_s = cfg.cp_comm_type, math.inf
     for kind in ("p2p", "a2a", "a2a+p2p"):
         if not all(cp_comm_allowed(m, par.tp, par.cp, kind, gpu.nvlink_domain) for m in mixers):
@@ -278,9 +297,9 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     par = cfg.parallel
     if par.ep <= 1:
         return 0.0, 0.0
-    rows = ctx.tokens * moe.top_k * (cfg.capacity_factor or cfg.moe_imbalance)
+    rows = ctx.tokens * moe.top_k * cfg.rows_factor
     h = cfg.model.hidden
-    fp8_dispatch = cfg.precision != "bf16" and cfg.dispatcher in ("deepep", "hybridep")
+    fp8_dispatch = cfg.fp8 and cfg.dispatcher in ("deepep", "hybridep")
     dispatch_bytes = rows * h * (1 + 4 / 128 if fp8_dispatch else BF16_BYTES)
     combine_bytes = rows * h * BF16_BYTES
     # EP peers sit ETP ranks apart (expert rank order: ETP, EP, EDP, PP); count peers, not GPUs
@@ -344,7 +363,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     mixer = layer.mixer
     # --- GEMMs (weight matmuls), attention and Gated DeltaNet kernels
     mlp = layer.mlp
-    imb = cfg.capacity_factor or cfg.moe_imbalance
+    imb = cfg.rows_factor
     rows = t * mlp.top_k * imb * par.etp if isinstance(mlp, MoE) else 0.0
     gemm = grouped = cast = 0.0
     for g in layer_gemms(layer, h):
@@ -382,8 +401,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         # "HP-to-CP all-to-all" of recompute label gdn_norm_out), forward and backward.
         vol = (2 * mixer.key_dim + 3 * mixer.value_dim + 2 * mixer.num_value_heads) * t * BF16_BYTES
         vol *= (par.cp - 1) / par.cp
-        domain_cp = max(1, gpu.nvlink_domain // par.tp)
-        remote = max(0.0, 1.0 - domain_cp / par.cp)
+        remote = max(0.0, 1.0 - cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain) / par.cp)
         one = max(vol * (1 - remote) / (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff),
                   vol * remote / (gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff))
         out["cp_comm"], cp_fwd = 2 * one, one
@@ -500,8 +518,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
         validate(spec, par, batch, cfg.mcore_version)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
-    ctx = _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
-               _gemm_rate(gpu, cfg.precision, cal), gpu.peak("bf16"))
+    ctx = _make_ctx(cfg, gpu, cal)
     # --- per pipeline rank, one micro-batch through all its chunks
     worst: dict[str, float] = {}
     worst_total, worst_rank = -1.0, 0
@@ -524,9 +541,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     breakdown = {k: v * m for k, v in worst.items()}
     breakdown["pp_bubble"] = (par.pp - 1) / par.vpp * t_mb if par.pp > 1 else 0.0
     # --- data parallel: grad reduce-scatter + param all-gather, overlapped with the last backward
-    total_p = count_params(spec)
-    dense_p = (total_p.total - total_p.routed_experts) / (par.tp * par.pp)
-    expert_p = total_p.routed_experts / (par.ep * par.etp * par.pp)
+    dense_p, expert_p = average_params_per_gpu(spec, par)
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
     dp_group, edp = par.dp * par.cp, par.edp
     dense_bw = _busbw(gpu, dp_group, par.tp, cal)
@@ -551,7 +566,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     breakdown["optimizer"] = shard * gpu_share * cal.optimizer_bytes_per_param / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     if cfg.optimizer_offload > 0:
         off = shard * cfg.optimizer_offload
-        cpu = off / cal.cpu_adam_params_per_s.get(gpu.host_link, 28e6)
+        cpu = off / cal.cpu_adam_params_per_s.get(gpu.host_link, cal.cpu_adam_params_per_s["pcie5"])
         link = off * (grad_b + BF16_BYTES) / gpu.host_link_bw_bytes_per_s
         breakdown["offload"] = cpu + link
     items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
