@@ -1307,26 +1307,11 @@ def _require(settings: Mapping[str, object], key: str, where: str) -> int:
     return value
 
 
-_LAYOUT_MAX_CHARS = 1_000_000
-
-
 def _layout_stages(layout: str) -> int:
     """Stage count of a layout string ('|' separated after expanding (...)*n)."""
+    from moeplan.parallel import unroll_layout
 
-    def expand(m: re.Match[str]) -> str:
-        if len(m.group(1)) * int(m.group(2)) > _LAYOUT_MAX_CHARS:
-            raise MoeplanError(f"pipeline layout '{layout[:80]}' expands to more than {_LAYOUT_MAX_CHARS} characters")
-        return m.group(1) * int(m.group(2))
-
-    text = layout.replace(" ", "")
-    for _ in range(10):
-        new = re.sub(r"\(([^()]*)\)\*(\d+)", expand, text)
-        if new == text:
-            break
-        text = new
-        if len(text) > _LAYOUT_MAX_CHARS:
-            raise MoeplanError(f"pipeline layout '{layout[:80]}' expands to more than {_LAYOUT_MAX_CHARS} characters")
-    return len(text.rstrip("|").split("|"))
+    return len(unroll_layout(layout).rstrip("|").split("|"))
 
 
 _SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",

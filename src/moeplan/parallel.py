@@ -82,10 +82,10 @@ _REPEAT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
 _REPEAT_CHAR = re.compile(r"([EtmL])\*(\d+)")
 
 
-def parse_layout(layout: str, num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ...]:
-    """Parse a Megatron ``pipeline_model_parallel_layout`` string into stages."""
+def unroll_layout(layout: str, limit: int = 1_000_000) -> str:
+    """Expand ``(...)*n`` and ``x*n`` of a layout string (nested groups too); MoeplanError when the
+    expansion would exceed ``limit`` characters or other characters appear."""
     text = layout.replace(" ", "").replace(",", "")
-    limit = 64 * (num_layers + mtp + 2 * n_stages + 2)  # generous; stops '(t|)*999999999' blowing up memory
 
     def unroll(m: re.Match[str]) -> str:
         if len(m.group(1)) * int(m.group(2)) > limit:
@@ -97,9 +97,18 @@ def parse_layout(layout: str, num_layers: int, mtp: int, n_stages: int) -> tuple
         if new == text:
             break
         text = new
+        if len(text) > limit:
+            raise MoeplanError(f"pipeline layout '{layout[:60]}' expands to more than {limit} characters")
     text = _REPEAT_CHAR.sub(unroll, text)
     if not re.fullmatch(r"[EtmL|]*", text):
-        raise MoeplanError(f"pipeline layout '{layout}': only E, t, m, L, |, (..)*n and x*n are allowed")
+        raise MoeplanError(f"pipeline layout '{layout[:60]}': only E, t, m, L, |, (..)*n and x*n are allowed")
+    return text
+
+
+def parse_layout(layout: str, num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ...]:
+    """Parse a Megatron ``pipeline_model_parallel_layout`` string into stages."""
+    # generous limit: stops '(t|)*999999999' from exhausting memory
+    text = unroll_layout(layout, 64 * (num_layers + mtp + 2 * n_stages + 2))
     parts = text.split("|")
     if parts and parts[-1] == "":
         parts = parts[:-1]
