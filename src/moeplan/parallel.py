@@ -105,6 +105,7 @@ def unroll_layout(layout: str, limit: int = 1_000_000) -> str:
     return text
 
 
+@lru_cache(maxsize=1024)
 def parse_layout(layout: str, num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ...]:
     """Parse a Megatron ``pipeline_model_parallel_layout`` string into stages."""
     # generous limit: stops '(t|)*999999999' from exhausting memory
@@ -329,6 +330,7 @@ def build_pipeline(spec: ModelSpec, par: Parallel) -> Pipeline:
     return Pipeline(even, par.pp, par.vpp, False)
 
 
+@lru_cache(maxsize=1024)
 def balanced_layout(spec: ModelSpec, pp: int, vpp: int) -> str | None:
     """moeplan's balanced layout string where Megatron's default split is uneven or puts MTP on top
     of a full last stage (embedding and loss weigh one layer, an MTP module two); None where the
