@@ -270,9 +270,25 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                           "are stable (partial scopes work with dropless MoE).",
                           {"gain_s": round(gain, 3), "memory_gib": _gib(extra)}))
     else:
-        out.append(Reason("cuda_graphs", "CUDA graphs not advised for this plan: the estimated gain does not pay for "
-                          "their static buffers within the memory budget (launch overhead is "
-                          f"{est.time.breakdown_s.get('launch_overhead', 0.0):,.2f} s per step).", {}))
+        launch = est.time.breakdown_s.get("launch_overhead", 0.0)
+        scopes = frozenset({"attn", "moe_router", "moe_preprocess"} if cfg.model.first_moe else {"attn", "mlp"})
+        from moeplan.megatron import fields_for
+
+        if not scopes <= set(fields_for(cfg.mcore_version).cuda_graph_scopes):
+            why = f"Megatron-Core {cfg.mcore_version} has no per-module graph scopes"
+            nums = {}
+        else:
+            g = evaluate(cfg.with_(cuda_graph_scopes=scopes), gpu)
+            gain = step - g.time.step_time_s
+            if g.memory.total_bytes > budget:
+                why = (f"partial graphs ({', '.join(sorted(scopes))}) would need {_gib(g.memory.total_bytes)} GiB, "
+                       f"over the {_gib(budget)} GiB budget")
+            else:
+                why = (f"partial graphs ({', '.join(sorted(scopes))}) would save only {gain:,.2f} s per step "
+                       f"({gain / step:.1%}) and fix sequence length and micro-batch")
+            nums = {"gain_s": round(gain, 3), "memory_gib": _gib(g.memory.total_bytes)}
+        out.append(Reason("cuda_graphs", f"CUDA graphs not advised: {why} (launch overhead {launch:,.2f} s per step).",
+                          nums))
     # --- GBS and pipeline
     if batch.gbs != requested_gbs:
         out.append(Reason("gbs", f"GBS lowered from {requested_gbs} to {batch.gbs}: no layout fit at {requested_gbs}.",
