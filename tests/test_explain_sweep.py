@@ -85,3 +85,30 @@ def test_bad_plot_suffix_is_one_line_exit_2(tmp_path, capsys):
     code, out, err = _run(capsys, "estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64",
                           "--ep", "16", "--plot", str(tmp_path / "x.jpg"))
     assert code == 2 and err.count("\n") == 1 and not (tmp_path / "x.jpg").exists()
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path):
+    """On a terminal the search shows a rich progress bar on stderr; piped (above: err == "") none."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120"}
+    proc = subprocess.run([sys.executable, "-m", "moeplan", "plan", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "32k",
+                           "--gbs", "64", "--format", "overrides"], stdout=subprocess.PIPE, stderr=slave, env=env, timeout=120)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    err = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0 and b"model.context_parallel_size=" in proc.stdout
+    assert "searching layouts" in err  # the bar's label, drawn on the terminal
