@@ -124,3 +124,16 @@ def test_group_limited_routing_cuts_inter_node_dispatch():
     limited_s = api.estimate(spec, **common)["time_breakdown_s"]["ep_comm"]
     free_s = api.estimate(unlimited, **common)["time_breakdown_s"]["ep_comm"]
     assert limited_s < 0.85 * free_s
+
+
+def test_user_hardware_file_changes_the_estimate(tmp_path):
+    """--hardware FILE.yaml: an H100 cluster with 200 Gb/s NICs pays more for inter-node EP dispatch."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text("gpus:\n  h100-200g:\n    base: h100\n    description: H100 with 200 Gb/s NICs\n"
+                    "    scaleout_bw_bytes_per_s: 25.0e+9\n")
+    common = dict(gpus=64, seq_len=4096, gbs=256, ep=16, dispatcher="hybridep")
+    slow = api.estimate("qwen3-30b-a3b", gpu="h100-200g", hardware_file=str(path), **common)
+    fast = api.estimate("qwen3-30b-a3b", gpu="h100", **common)
+    assert slow["gpu"] == "h100-200g"
+    assert slow["time_breakdown_s"]["ep_comm"] > 1.5 * fast["time_breakdown_s"]["ep_comm"]
+    assert slow["memory_gib"]["total"] == pytest.approx(fast["memory_gib"]["total"])
