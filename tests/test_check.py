@@ -168,3 +168,18 @@ def test_impossible_layout_exit_2(capsys):
     code = main(["estimate", "deepseek-v3", "--gpus", "100", "--tp", "8", "--seq-len", "4k", "--gbs", "100"])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and "TP x CP x PP" in err and err.count("\n") == 1
+
+
+def test_model_inferred_from_architecture_in_the_file(tmp_path, capsys):
+    path = tmp_path / "dsv3.args"
+    path.write_text("--num-layers 61 --hidden-size 7168 --num-attention-heads 128 --num-experts 256 --moe-router-topk 8 "
+                    "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 8 "
+                    "--pipeline-model-parallel-layout 'Et|(tt|)*30mL' --num-virtual-stages-per-pipeline-rank 4 "
+                    "--expert-model-parallel-size 64 --expert-tensor-parallel-size 1 --sequence-parallel "
+                    "--seq-length 4096 --global-batch-size 8192 --micro-batch-size 1 --mtp-num-layers 1\n")
+    code, out, _ = _run(capsys, "check", str(path), "--gpus", "1024", "--json")
+    data = json.loads(out)
+    assert code in (0, 1) and data["model"] == "deepseek-v3"
+    path.write_text("--num-layers 48 --hidden-size 2048 --seq-length 4096 --global-batch-size 64\n")
+    code, out, err = _run(capsys, "check", str(path), "--gpus", "16")
+    assert code == 2 and "pass --model" in err
