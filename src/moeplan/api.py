@@ -80,8 +80,6 @@ def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> d
     }
 
 
-
-
 # ----------------------------------------------------------------------------------- estimate
 
 
