@@ -141,21 +141,11 @@ def _cell(v: Any) -> str:
 
 
 def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
-    """Arguments shared by estimate / plan / sweep / report."""
+    """Arguments shared by estimate / plan / report."""
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
-    p.add_argument("--gpu", default="h100", help="GPU name from `moeplan hardware` (default h100)")
-    p.add_argument("--gpus", type=positive_int, required=True, help="total GPU count")
     p.add_argument("--seq-len", type=parse_tokens, required=True, help="sequence length, e.g. 32k, 128k")
     p.add_argument("--gbs", type=positive_int, required=True, help="global batch size in sequences")
-    p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
-                   help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
-    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
-    p.add_argument("--moe-imbalance", type=float, default=1.0,
-                   help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
-    p.add_argument("--reserve-gib", type=float, default=2.0,
-                   help="GiB per GPU kept for CUDA context, NCCL and fragmentation (default 2)")
-    p.add_argument("--mcore-version", default="0.16",
-                   help="Megatron-Core version targeted: field names, allowed values, rules (default 0.16)")
+    _cluster_arguments(p, required=True)
     if layout:
         p.add_argument("--mbs", type=positive_int, default=1, help="micro-batch size (default 1)")
         for name, what in (("tp", "tensor"), ("pp", "pipeline"), ("vpp", "virtual pipeline (chunks per rank)"),
@@ -719,17 +709,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
+def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
+    """GPU, count, precision and the modelling knobs every estimating command takes."""
+    p.add_argument("--gpu", default="h100", help="GPU name from `moeplan hardware` (default h100)")
     p.add_argument("--gpus", type=positive_int, required=required, help="total GPU count")
+    p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
+                   help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
+    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
+    p.add_argument("--moe-imbalance", type=float, default=1.0,
+                   help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
+    p.add_argument("--reserve-gib", type=float, default=2.0,
+                   help="GiB per GPU kept for CUDA context, NCCL and fragmentation (default 2)")
+    p.add_argument("--mcore-version", default="0.16",
+                   help="Megatron-Core version targeted: field names, allowed values, rules (default 0.16)")
+
+
+def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--seq-len", type=parse_lengths, required=required, help="comma-separated lengths, e.g. 16k,32k,64k")
     p.add_argument("--gbs-tokens", type=parse_tokens, required=required,
                    help="tokens per global batch, constant across lengths (e.g. 4m); GBS = tokens / seq")
-    p.add_argument("--precision", default="bf16", choices=list(PRECISIONS))
-    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
-    p.add_argument("--moe-imbalance", type=float, default=1.0, help="1.0 = force-balanced routing")
-    p.add_argument("--reserve-gib", type=float, default=2.0, help="GiB kept for CUDA context/NCCL (default 2)")
-    p.add_argument("--mcore-version", default="0.16", help="Megatron-Core version targeted (default 0.16)")
+    _cluster_arguments(p, required)
     p.add_argument("--hold", action="store_true", help="hold the layout given by the flags below at every length")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")

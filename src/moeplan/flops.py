@@ -175,16 +175,25 @@ def layer_flops(layer: Layer, hidden: int, seq_len: int) -> LayerFlops:
     return LayerFlops(**parts)
 
 
+def logits_gemm(spec: ModelSpec, tp: int = 1) -> Gemm:
+    """Output layer GEMM on the padded vocabulary (vocab-parallel over TP)."""
+    return Gemm("logits", "mlp", spec.hidden, padded_vocab(spec.vocab, tp))
+
+
+def mtp_eh_proj_gemm(spec: ModelSpec) -> Gemm:
+    """MTP module projection of [embedding; hidden] (2h -> h)."""
+    return Gemm("eh_proj", "mlp", 2 * spec.hidden, spec.hidden)
+
+
 def logits_fwd_flops(spec: ModelSpec, tp: int = 1) -> float:
     """Output layer GEMM, forward, per token (padded vocabulary)."""
-    return 2.0 * spec.hidden * padded_vocab(spec.vocab, tp)
+    return logits_gemm(spec, tp).fwd_flops
 
 
 def mtp_extra_fwd_flops(spec: ModelSpec) -> float:
     """Per MTP module, besides its transformer layer and logits: eh_proj (2h -> h) and 3 norms, as
     Megatron counts them (2 x (3h + 2h^2))."""
-    h = spec.hidden
-    return 2.0 * (3 * h + 2 * h * h)
+    return mtp_eh_proj_gemm(spec).fwd_flops + 2.0 * 3 * spec.hidden
 
 
 @dataclass(frozen=True)

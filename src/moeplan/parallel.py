@@ -60,9 +60,14 @@ def balanced_stages(num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ..
     order = sorted(range(n_stages), key=lambda i: (-(want[i] - counts[i]), i))
     for i in order[: num_layers - sum(counts)]:
         counts[i] += 1
-    stages, start = [], 0
+    return stages_from_counts(counts, mtp)
+
+
+def stages_from_counts(counts: list[int], mtp: int) -> tuple[Stage, ...]:
+    """Consecutive decoder layers per stage; embedding on the first stage, MTP and loss on the last."""
+    stages, start, last = [], 0, len(counts) - 1
     for i, c in enumerate(counts):
-        stages.append(Stage(tuple(range(start, start + c)), i == 0, mtp if i == n_stages - 1 else 0, i == n_stages - 1))
+        stages.append(Stage(tuple(range(start, start + c)), i == 0, mtp if i == last else 0, i == last))
         start += c
     return tuple(stages)
 
@@ -71,11 +76,7 @@ def even_stages(num_layers: int, mtp: int, n_stages: int) -> tuple[Stage, ...] |
     """Megatron's default split (no layout string): equal layer counts, or None when uneven."""
     if num_layers % n_stages:
         return None
-    k = num_layers // n_stages
-    return tuple(
-        Stage(tuple(range(i * k, (i + 1) * k)), i == 0, mtp if i == n_stages - 1 else 0, i == n_stages - 1)
-        for i in range(n_stages)
-    )
+    return stages_from_counts([num_layers // n_stages] * n_stages, mtp)
 
 
 _REPEAT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
@@ -392,12 +393,7 @@ def layout_from_split_options(spec: ModelSpec, pp: int, vpp: int, *, account_for
         counts = [per] * n
         counts[0] -= int(account_for_embedding)
         counts[-1] -= int(account_for_loss)
-    stages, start = [], 0
-    for i, c in enumerate(counts):
-        stages.append(Stage(tuple(range(start, start + c)), i == 0, spec.mtp_layers if i == len(counts) - 1 else 0,
-                            i == len(counts) - 1))
-        start += c
-    return format_layout(tuple(stages))
+    return format_layout(stages_from_counts(counts, spec.mtp_layers))
 
 
 def cp_ranks_per_domain(tp: int, cp: int, nvlink_domain: int) -> int:

@@ -33,7 +33,8 @@ from moeplan.flops import (
     flops_per_token,
     layer_flops,
     layer_gemms,
-    padded_vocab,
+    logits_gemm,
+    mtp_eh_proj_gemm,
 )
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.hardware import GPUSpec
@@ -482,7 +483,7 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     heads = (1 if stage.loss else 0) + stage.mtp
     if heads:
-        logits = Gemm("logits", "mlp", spec.hidden, padded_vocab(spec.vocab, cfg.parallel.tp))
+        logits = logits_gemm(spec, cfg.parallel.tp)
         g_time, g_cast = _gemm_time(ctx, logits, 0.0, 1)
         out["gemm"] = heads * g_time
         v_shard = spec.vocab / cfg.parallel.tp
@@ -492,7 +493,7 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
         lt = _layer_time(ctx, spec.mtp_layer)
         for k, v in lt.__dict__.items():
             out[k] = out.get(k, 0.0) + stage.mtp * v
-        eh_proj = Gemm("eh_proj", "mlp", 2 * spec.hidden, spec.hidden)
+        eh_proj = mtp_eh_proj_gemm(spec)
         out["gemm"] = out.get("gemm", 0.0) + stage.mtp * _gemm_time(ctx, eh_proj, 0.0, 1)[0]
     return out
 
