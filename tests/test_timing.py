@@ -137,3 +137,49 @@ def test_user_hardware_file_changes_the_estimate(tmp_path):
     assert slow["gpu"] == "h100-200g"
     assert slow["time_breakdown_s"]["ep_comm"] > 1.5 * fast["time_breakdown_s"]["ep_comm"]
     assert slow["memory_gib"]["total"] == pytest.approx(fast["memory_gib"]["total"])
+
+
+def _fa3_points():
+    with open(ROOT / "tests" / "data" / "fa3_forward_h100.csv", newline="", encoding="utf-8") as fh:
+        return [(int(r["seq_len"]), float(r["tflops"])) for r in csv.DictReader(line for line in fh if not line.startswith("#"))]
+
+
+def test_attention_rate_follows_the_flashattention3_length_curve():
+    """The short-block loss of the attention rate reproduces FlashAttention-3's measured curve
+    (relative to its 16K point) within 6% at every length from 512 to 16K tokens."""
+    from moeplan.hardware import load_gpu
+    from moeplan.timing import attention_rate
+
+    gpu = load_gpu("h100")
+    model = load_model("qwen3-30b-a3b")
+    mixer = model.distinct_mixers[0]
+    points = _fa3_points()
+    ref_len, ref_tflops = points[-1]
+
+    def rate(seq):
+        cfg = api.build_config(model, gpu="h100", gpus=8, seq_len=seq, gbs=8, ep=8)[0]
+        return attention_rate(cfg, gpu, mixer)
+
+    for seq, tflops in points:
+        assert rate(seq) / rate(ref_len) == pytest.approx(tflops / ref_tflops, rel=0.06), seq
+
+
+def test_ring_context_parallel_shortens_attention_blocks_and_ulysses_does_not():
+    from moeplan.hardware import load_gpu
+    from moeplan.timing import attention_block_tokens, attention_rate
+
+    gpu = load_gpu("h100")
+    model = load_model("deepseek-v3")  # MLA: 128 heads, so Ulysses (a2a) can split them over CP 16
+    mixer = model.distinct_mixers[0]
+    common = dict(gpu="h100", gpus=256, seq_len=65536, gbs=64, tp=2, pp=8, ep=16)
+    blocks = {}
+    for kind in ("p2p", "a2a", "a2a+p2p"):
+        cfg = api.build_config(model, cp=16, cp_comm_type=kind, **common)[0]
+        blocks[kind] = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
+    assert blocks["p2p"] == 65536 / 32  # 2 x CP load-balanced chunks
+    assert blocks["a2a"] == 65536  # heads split, whole sequences
+    assert blocks["p2p"] < blocks["a2a+p2p"] < blocks["a2a"]  # ring only across NVLink domains
+    # shorter blocks run at a lower rate: 2K-token ring chunks (CP 16) < 8K (CP 4) < whole sequences (a2a)
+    rates = [attention_rate(api.build_config(model, cp=cp, cp_comm_type=kind, **common)[0], gpu, mixer)
+             for cp, kind in ((16, "p2p"), (4, "p2p"), (16, "a2a"))]
+    assert rates[0] < rates[1] < rates[2]

@@ -50,9 +50,15 @@ TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron con
 class Calibration:
     """Global efficiency constants of the timing model. Defaults are the calibrated values."""
 
-    # Fraction of the dense BF16 peak that fused (flash / cuDNN) attention reaches, fwd + bwd
-    # (FlashAttention-3, Shah et al. 2024: ~0.6-0.75 forward, lower backward on H100).
-    attn_eff: float = 0.45
+    # Fraction of the dense BF16 peak that fused (flash / cuDNN) attention reaches on long blocks,
+    # fwd + bwd (FlashAttention-3, Shah et al. 2024: ~0.6-0.75 forward, lower backward on H100).
+    attn_eff: float = 0.47
+    # Attention kernels lose efficiency on short blocks (fewer tiles per head to fill the SMs, fixed
+    # prologue/epilogue per block): rate(L) = rate(inf) x L / (L + attn_half_tokens). Fitted to the
+    # FlashAttention-3 forward benchmark, H100 SXM5, head dim 128 (Shah et al. 2024, arXiv 2407.08608,
+    # Figure "Attention forward speed": 467, 565, 625, 638, 646, 648 TFLOP/s at 0.5K-16K tokens);
+    # tests/data/fa3_forward_h100.csv. Context parallelism shortens the blocks: see attention_block_tokens.
+    attn_half_tokens: float = 200.0
     # Gated DeltaNet chunked kernels (fla-org Triton): fraction of BF16 peak.
     gdn_eff: float = 0.12
     # Grouped expert GEMMs lose further to per-expert tails and the token-count imbalance of
@@ -218,6 +224,27 @@ def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_d
     return (mixer.num_heads // tp) % inner == 0 and max(1, kv // tp) % inner == 0
 
 
+def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int) -> float:
+    """Length of the blocks one attention kernel call works on.
+
+    Without CP (and with a2a/Ulysses CP, which splits heads and keeps whole sequences) a kernel sees
+    the whole sequence. Ring CP (p2p, all-gather, and the across-domain part of a2a+p2p) splits each
+    sequence into 2 x ring chunks (Megatron's load-balanced causal split) and runs one kernel per
+    chunk pair. A sliding window caps how far a query block reaches."""
+    par, seq = cfg.parallel, cfg.batch.seq_len
+    ring = 1
+    if par.cp > 1 and cfg.cp_comm_type != "a2a":
+        ring = par.cp // hierarchical_cp_inner(par.tp, par.cp, nvlink_domain) if cfg.cp_comm_type == "a2a+p2p" else par.cp
+    length = seq / (2 * ring) if ring > 1 else float(seq)
+    return min(length, mixer.sliding_window) if mixer.sliding_window else length
+
+
+def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> float:
+    """Achieved attention FLOP/s (fwd + bwd average) on this run's kernel blocks."""
+    length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
+    return gpu.peak("bf16") * cal.attn_eff * length / (length + cal.attn_half_tokens)
+
+
 def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
     """(exposed seconds fwd + bwd, forward share) of context-parallel attention for one layer.
 
@@ -270,8 +297,8 @@ def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
 
 
 def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> str:
-    """The cp_comm_type with the least exposed CP communication over the model's attention layers
-    (it changes nothing else), among those the heads allow."""
+    """The cp_comm_type with the least attention kernel time plus exposed CP communication over the
+    model's attention layers (it changes nothing else), among those the heads allow."""
     par = cfg.parallel
     mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
     if par.cp <= 1 or not mixers:
@@ -285,8 +312,8 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
         c = replace(ctx, cfg=cfg.with_(cp_comm_type=kind))
         total = 0.0
         for m in mixers:
-            attn_s = TRAIN * _attention_core_flops_per_token(m, batch.seq_len) * ctx.tokens / (ctx.bf16_peak * cal.attn_eff)
-            total += _cp_comm(c, m, attn_s)[0]
+            attn_s = TRAIN * _attention_core_flops_per_token(m, batch.seq_len) * ctx.tokens / attention_rate(c.cfg, gpu, m, cal)
+            total += attn_s + _cp_comm(c, m, attn_s)[0]
         if total < best_s:
             best, best_s = kind, total
     return best
@@ -380,7 +407,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mixer, GatedDeltaNet):
         out["linear_attention"] = TRAIN * f.gdn_core_flops * t / (ctx.bf16_peak * cal.gdn_eff)
     else:
-        out["attention"] = TRAIN * f.attn_core_flops * t / (ctx.bf16_peak * cal.attn_eff)
+        out["attention"] = TRAIN * f.attn_core_flops * t / attention_rate(cfg, gpu, mixer, cal)
     # --- element-wise work: proportional to what the layer saves for backward
     la = layer_activation(layer, h, frozenset(), frozenset(), None)
     saved = la.token_bytes * t + la.row_bytes * rows / par.etp
@@ -579,4 +606,5 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak)
 
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "best_cp_comm_type", "estimate_time"]
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "attention_block_tokens", "attention_rate",
+           "best_cp_comm_type", "estimate_time"]
