@@ -183,3 +183,25 @@ def test_ring_context_parallel_shortens_attention_blocks_and_ulysses_does_not():
     rates = [attention_rate(api.build_config(model, cp=cp, cp_comm_type=kind, **common)[0], gpu, mixer)
              for cp, kind in ((16, "p2p"), (4, "p2p"), (16, "a2a"))]
     assert rates[0] < rates[1] < rates[2]
+
+
+def test_wgrad_accumulates_into_the_main_gradient_every_micro_batch():
+    """Megatron-Core gradient_accumulation_fusion: each micro-batch's weight-gradient GEMM reads and
+    writes the local main_grad. Qwen3-30B-A3B (48 MoE layers, 128 experts of 3 x 2048 x 768) on 8
+    H100 with EP8 holds 16 experts per GPU: fp32 instead of bf16 main grads adds 2 x 2 bytes per
+    local expert weight per micro-batch of HBM traffic."""
+    from moeplan.hardware import load_gpu
+    from moeplan.timing import DEFAULT_CALIBRATION
+
+    common = dict(gpu="h100", gpus=8, seq_len=4096, gbs=16, ep=8)  # DP 8: 2 micro-batches per step
+    fp32 = api.estimate("qwen3-30b-a3b", grad_fp32=True, **common)
+    bf16 = api.estimate("qwen3-30b-a3b", grad_fp32=False, **common)
+    gpu = load_gpu("h100")
+    local_expert_weights = 48 * (128 // 8) * 3 * 2048 * 768
+    expected_s = 2 * local_expert_weights * 2 * (4 - 2) / (gpu.hbm_bw_bytes_per_s * DEFAULT_CALIBRATION.hbm_eff)
+    delta = fp32["time_breakdown_s"]["grouped_gemm"] - bf16["time_breakdown_s"]["grouped_gemm"]
+    assert delta == pytest.approx(expected_s, rel=1e-6)
+    # per micro-batch, narrow EP (more local experts) pays more of it than wide EP at the same tokens
+    narrow = api.estimate("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=16, ep=4)
+    wide = api.estimate("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=16, ep=16)
+    assert narrow["time_breakdown_s"]["grouped_gemm"] > wide["time_breakdown_s"]["grouped_gemm"]

@@ -78,7 +78,7 @@ class Calibration:
     # TFLOP/s/GPU on 16 H100, ../shared/reference/guidance.md). DeepEP/HybridEP also send each
     # token once per remote NVLink domain (below), which is where they gain over NCCL all-to-all.
     a2a_eff: dict[str, float] = field(default_factory=lambda: {
-        "alltoall": 0.7, "allgather": 0.7, "deepep": 0.6, "hybridep": 0.6})
+        "alltoall": 0.75, "allgather": 0.75, "deepep": 0.6, "hybridep": 0.6})
     # With EP A2A overlap, the share of a layer's compute (of the other micro-batch) that can hide
     # its dispatch/combine; the communication kernels take SMs and the merged schedule does not pair
     # every chunk, so it is well below 1. Set with the constants above (runs with moe_a2a_overlap:
@@ -188,6 +188,10 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
     Each of the three GEMMs costs its FLOPs at the achievable matmul rate plus its HBM traffic
     (inputs, weights, outputs) at the achievable bandwidth: an additive roofline, which charges the
     small expert GEMMs (K or N of a few hundred) the epilogue/prologue time they really spend.
+    The weight-gradient GEMM accumulates into the main gradient in place, every micro-batch
+    (Megatron-Core gradient_accumulation_fusion: wgrad_gemm_accum_fp32 into ``main_grad``, fp32
+    unless grads are reduced in bf16): it reads and writes the whole local gradient, which is what
+    makes many local experts (narrow EP) cost HBM time per micro-batch.
     FP8 runs also quantize each GEMM input (forward) and output gradient (backward): read bf16,
     write FP8 row- and column-wise."""
     cfg, cal = ctx.cfg, ctx.cal
@@ -203,10 +207,14 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
     b_in = 1.0 if fp8 else BF16_BYTES
     weights = local_experts if g.per_row else 1.0
     flops = 2.0 * m * k * n
-    traffic = m * k * b_in + k * n * weights * b_in + m * n * BF16_BYTES
+    w = k * n * weights
+    grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    traffic = (m * k * b_in + w * b_in + m * n * BF16_BYTES  # forward: x, W -> y
+               + m * n * b_in + w * b_in + m * k * BF16_BYTES  # dgrad: dy, W -> dx
+               + m * k * b_in + m * n * b_in + 2 * w * grad_b)  # wgrad: x, dy -> main_grad += dW
     hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     rate = ctx.gemm_rate * (cal.grouped_gemm_eff if g.per_row else 1.0)
-    t = TRAIN * (flops / rate + traffic / hbm)
+    t = TRAIN * flops / rate + traffic / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast
 
