@@ -154,13 +154,10 @@ def _gib(b: float) -> float:
 def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int) -> list[Reason]:
     """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
     Each sentence compares the plan with the alternative it rules out, using fresh estimates."""
-    from moeplan.api import evaluate
-    from moeplan.parallel import check_layout, replace_parallel
+    from moeplan.estimate import Evaluator, evaluate
+    from moeplan.parallel import replace_parallel
 
-    def try_eval(c: RunConfig) -> Any | None:
-        if check_layout(c.model, c.parallel, c.batch, c.mcore_version):
-            return None
-        return evaluate(c, gpu)
+    try_eval = Evaluator(gpu, budget)
 
     par, batch = cfg.parallel, cfg.batch
     out: list[Reason] = []

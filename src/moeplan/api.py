@@ -5,19 +5,19 @@ Each function takes a MODEL as a catalog name, a config.json path or a :class:`M
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from moeplan.advice import dispatcher_candidates
 from moeplan.errors import MoeplanError
+from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.memory import GIB, MemoryEstimate, estimate_memory
+from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
-from moeplan.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
+from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
 from moeplan.run import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, Recompute, RunConfig
-from moeplan.timing import TimeEstimate, estimate_time
+from moeplan.timing import estimate_time
 
 
 def resolve_model(model: str | ModelSpec) -> ModelSpec:
@@ -81,49 +81,6 @@ def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> d
 
 
 # ----------------------------------------------------------------------------------- estimate
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Memory and time of one run configuration."""
-
-    config: RunConfig
-    gpu: GPUSpec
-    memory: MemoryEstimate
-    time: TimeEstimate
-
-    def as_dict(self) -> dict[str, Any]:
-        cfg, mem = self.config, self.memory
-        par = cfg.parallel
-        peak = mem.peak
-        return {
-            "model": cfg.model.name,
-            "gpu": self.gpu.name,
-            "gpus": par.gpus,
-            "parallel": par.as_dict(),
-            "pipeline_layout": mem.assumptions.get("pipeline_layout"),
-            "seq_len": cfg.batch.seq_len,
-            "gbs": cfg.batch.gbs,
-            "mbs": cfg.batch.mbs,
-            "microbatches": cfg.batch.microbatches(par.dp),
-            "precision": cfg.precision,
-            "recompute": cfg.recompute.label(),
-            "dispatcher": cfg.dispatcher,
-            "ep_overlap": cfg.ep_overlap,
-            "cuda_graphs": sorted(cfg.cuda_graph_scopes),
-            "optimizer_offload": cfg.optimizer_offload,
-            "offload_modules": sorted(cfg.offload_modules),
-            "memory_gib": mem.as_gib(),
-            "memory_rank": peak.rank,
-            "memory_by_rank_gib": [r.total_bytes / GIB for r in mem.ranks],
-            "memory_ranks_gib": [{k: v / GIB for k, v in r.items.items()} for r in mem.ranks],
-            "host_memory_gib": peak.host_bytes / GIB,
-            "capacity_gib": mem.capacity_bytes / GIB,
-            "fits": mem.fits,
-            "headroom_gib": mem.headroom_bytes() / GIB,
-            **self.time.as_dict(),
-            "assumptions": mem.assumptions,
-        }
 
 
 def _csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, ...], what: str) -> frozenset[str]:
@@ -235,14 +192,6 @@ def build_config(
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec))
     return cfg, gpu_spec
-
-
-def evaluate(cfg: RunConfig, gpu: GPUSpec) -> Estimate:
-    """Memory and time of a configuration."""
-    validate(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
-    pipe = build_pipeline(cfg.model, cfg.parallel)
-    mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe)
-    return Estimate(cfg, gpu, mem, estimate_time(cfg, gpu, pipeline=pipe))
 
 
 def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:

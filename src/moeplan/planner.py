@@ -26,6 +26,7 @@ from moeplan.advice import (
     recompute_ladder,
 )
 from moeplan.errors import MoeplanError
+from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
 from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
@@ -52,7 +53,7 @@ class Plan:
     config: RunConfig
     gpu: GPUSpec
     rationale: tuple[Reason, ...]
-    estimate: object  # moeplan.api.Estimate (typed loosely to avoid an import cycle)
+    estimate: Estimate
 
 
 @dataclass
@@ -241,8 +242,6 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            mcore_version: str = "0.16", reserve_gib: float = 2.0, allow_gbs_reduction: bool = True,
            progress: object = None) -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first."""
-    from moeplan.api import evaluate  # local: api imports the planner's callers
-
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)

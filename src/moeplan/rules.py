@@ -19,6 +19,7 @@ from moeplan.advice import (
     dispatcher_candidates,
     recompute_ladder,
 )
+from moeplan.estimate import Evaluator
 from moeplan.hardware import GPUSpec
 from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import check_layout, replace_parallel
@@ -56,27 +57,6 @@ def fix_overrides(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
     return tuple(o for o in _overrides(after) if o not in old)
 
 
-class _Evaluator:
-    """Cached estimates for the run and its alternatives."""
-
-    def __init__(self, gpu: GPUSpec, budget: float) -> None:
-        self.gpu = gpu
-        self.budget = budget
-        self._cache: dict[RunConfig, Any] = {}
-
-    def __call__(self, cfg: RunConfig) -> Any | None:
-        if check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
-            return None
-        if cfg not in self._cache:
-            from moeplan.api import evaluate
-
-            self._cache[cfg] = evaluate(cfg, self.gpu)
-        return self._cache[cfg]
-
-    def fits(self, est: Any) -> bool:
-        return est is not None and est.memory.total_bytes <= self.budget
-
-
 def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_lengths: bool = False,
          unknown: tuple[tuple[str, int], ...] = (), lines: dict[str, int] | None = None) -> list[Finding]:
     """All findings for a run, errors first. ``unknown``: (key, line) pairs the reader did not know."""
@@ -104,7 +84,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
         fixed = cfg.with_(cp_comm_type="p2p") if field == "cp_comm_type" else cfg.with_(ep_overlap=False)
         findings.append(Finding("error", "knob-layout", problem, fix_overrides(cfg, fixed), line=lines.get(field)))
         cfg = fixed
-    ev = _Evaluator(gpu, gpu.hbm_bytes * (1 - headroom))
+    ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom))
     est = ev(cfg)
     assert est is not None
     findings += _memory(cfg, est, ev, lines)
@@ -135,13 +115,13 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
-def _memory(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> list[Finding]:
+def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     total = est.memory.total_bytes
-    if total <= ev.budget:
+    if total <= ev.budget_bytes:
         return []
     items = {k: v for k, v in est.memory.peak.items.items() if k in MEMORY_ITEMS}
     top, top_b = max(items.items(), key=lambda kv: kv[1])
-    nums = {"memory_gib": _gib(total), "capacity_gib": _gib(ev.budget), "over_gib": _gib(total - ev.budget),
+    nums = {"memory_gib": _gib(total), "capacity_gib": _gib(ev.budget_bytes), "over_gib": _gib(total - ev.budget_bytes),
             "dominant_item": top, "dominant_gib": _gib(top_b), "rank": est.memory.peak.rank}
     # cheapest fix: the fastest fitting config among recompute ladder steps, offload, doubled CP
     options: list[RunConfig] = []
@@ -158,7 +138,7 @@ def _memory(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> 
         if ev.fits(e) and (best is None or e.time.tokens_per_s_per_gpu > best[1].time.tokens_per_s_per_gpu):
             best = (opt, e)
     msg = (f"estimated {_gib(total)} GiB per GPU on pipeline rank {est.memory.peak.rank} exceeds the "
-           f"{_gib(ev.budget)} GiB available by {_gib(total - ev.budget)} GiB; the largest item is {top} "
+           f"{_gib(ev.budget_bytes)} GiB available by {_gib(total - ev.budget_bytes)} GiB; the largest item is {top} "
            f"({_gib(top_b)} GiB)")
     line = lines.get("recompute_modules") or lines.get("recompute_granularity")
     if best is None:
@@ -170,7 +150,7 @@ def _memory(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> 
                     f"at {e.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU", fix_overrides(cfg, opt), nums, line)]
 
 
-def _dp_budget(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> list[Finding]:
+def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     par = cfg.parallel
     if par.dp > 1:
         return []
@@ -202,7 +182,7 @@ def _dp_budget(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) 
                     fix_overrides(cfg, c), nums, lines.get("context_parallel_size"))]
 
 
-def _cp_size(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> list[Finding]:
+def _cp_size(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     par, seq = cfg.parallel, cfg.batch.seq_len
     shard = seq // par.cp
     cp0 = cp_start(seq)
@@ -232,7 +212,7 @@ def _cp_size(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) ->
     return []
 
 
-def _recompute(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> list[Finding]:
+def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     out = []
     rc = cfg.recompute
     seq = cfg.batch.seq_len
@@ -261,14 +241,14 @@ def _recompute(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) 
             c, e = best
             gain = e.time.tokens_per_s_per_gpu / est.time.tokens_per_s_per_gpu - 1
             out.append(Finding("warning", "full-recompute", f"full recompute where {c.recompute.label()} fits "
-                               f"({_gib(e.memory.total_bytes)} GiB of {_gib(ev.budget)}) and is {gain:.0%} faster "
+                               f"({_gib(e.memory.total_bytes)} GiB of {_gib(ev.budget_bytes)}) and is {gain:.0%} faster "
                                f"({e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU); "
                                "full recompute is the last resort", fix_overrides(cfg, c),
                                {"alt_memory_gib": _gib(e.memory.total_bytes), "gain": round(gain, 3)}, line))
     return out
 
 
-def _dispatcher(cfg: RunConfig, est: Any, ev: _Evaluator, lines: dict[str, int]) -> list[Finding]:
+def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     par, gpu = cfg.parallel, ev.gpu
     if par.ep <= 1 or cfg.model.first_moe is None:
         return []

@@ -1,0 +1,86 @@
+"""Memory and time of one run configuration, and a cached validate-then-estimate evaluator
+(the linter and the plan rationale cost many alternatives of one run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from moeplan.hardware import GPUSpec
+from moeplan.memory import GIB, MemoryEstimate, estimate_memory
+from moeplan.parallel import build_pipeline, check_layout, validate
+from moeplan.run import RunConfig
+from moeplan.timing import TimeEstimate, estimate_time
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Memory and time of one run configuration."""
+
+    config: RunConfig
+    gpu: GPUSpec
+    memory: MemoryEstimate
+    time: TimeEstimate
+
+    def as_dict(self) -> dict[str, Any]:
+        cfg, mem = self.config, self.memory
+        par = cfg.parallel
+        peak = mem.peak
+        return {
+            "model": cfg.model.name,
+            "gpu": self.gpu.name,
+            "gpus": par.gpus,
+            "parallel": par.as_dict(),
+            "pipeline_layout": mem.assumptions.get("pipeline_layout"),
+            "seq_len": cfg.batch.seq_len,
+            "gbs": cfg.batch.gbs,
+            "mbs": cfg.batch.mbs,
+            "microbatches": cfg.batch.microbatches(par.dp),
+            "precision": cfg.precision,
+            "recompute": cfg.recompute.label(),
+            "dispatcher": cfg.dispatcher,
+            "ep_overlap": cfg.ep_overlap,
+            "cuda_graphs": sorted(cfg.cuda_graph_scopes),
+            "optimizer_offload": cfg.optimizer_offload,
+            "offload_modules": sorted(cfg.offload_modules),
+            "memory_gib": mem.as_gib(),
+            "memory_rank": peak.rank,
+            "memory_by_rank_gib": [r.total_bytes / GIB for r in mem.ranks],
+            "memory_ranks_gib": [{k: v / GIB for k, v in r.items.items()} for r in mem.ranks],
+            "host_memory_gib": peak.host_bytes / GIB,
+            "capacity_gib": mem.capacity_bytes / GIB,
+            "fits": mem.fits,
+            "headroom_gib": mem.headroom_bytes() / GIB,
+            **self.time.as_dict(),
+            "assumptions": mem.assumptions,
+        }
+
+
+def evaluate(cfg: RunConfig, gpu: GPUSpec) -> Estimate:
+    """Memory and time of a configuration."""
+    validate(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
+    pipe = build_pipeline(cfg.model, cfg.parallel)
+    mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe)
+    return Estimate(cfg, gpu, mem, estimate_time(cfg, gpu, pipeline=pipe))
+
+
+class Evaluator:
+    """Estimates of a run's alternatives, cached; ``None`` for a layout that is not valid."""
+
+    def __init__(self, gpu: GPUSpec, budget_bytes: float) -> None:
+        self.gpu = gpu
+        self.budget_bytes = budget_bytes
+        self._cache: dict[RunConfig, Estimate] = {}
+
+    def __call__(self, cfg: RunConfig) -> Estimate | None:
+        if check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
+            return None
+        if cfg not in self._cache:
+            self._cache[cfg] = evaluate(cfg, self.gpu)
+        return self._cache[cfg]
+
+    def fits(self, est: Estimate | None) -> bool:
+        return est is not None and est.memory.total_bytes <= self.budget_bytes
+
+
+__all__ = ["Estimate", "Evaluator", "evaluate"]
