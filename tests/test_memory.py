@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from moeplan import api
 from moeplan.errors import MoeplanError
 from moeplan.memory import GIB, estimate_memory, inflight_per_chunk
 from moeplan.models import load_model
@@ -134,3 +135,15 @@ def test_more_pipeline_stages_cut_weight_memory(model, pp):
         cfg = RunConfig(spec, with_balanced_layout(spec, Parallel(gpus, pp=p, ep=8)), Batch(4096, 1024))
         return estimate_memory(cfg, H100_BYTES).peak.items["weights"]
     assert weights(2 * pp) < weights(pp)
+
+
+def test_ep_overlap_adds_one_warmup_forward_under_interleaving():
+    """schedules.get_pp_rank_microbatches: overlap_moe_expert_parallel_comm schedules one extra
+    warm-up forward in the interleaved schedule; without interleaving the count is unchanged."""
+    assert sum(inflight_per_chunk(8, 4, 0, 64, ep_overlap=True)) == 40
+    assert inflight_per_chunk(4, 1, 0, 64, ep_overlap=True) == [4]
+    common = dict(gpu="h100", gpus=256, seq_len=4096, gbs=256, tp=2, pp=8, vpp=4, ep=32, dispatcher="alltoall")
+    on = api.estimate("qwen3-235b-a22b", ep_overlap=True, **common)
+    off = api.estimate("qwen3-235b-a22b", **common)
+    assert on["memory_gib"]["activations"] > off["memory_gib"]["activations"]
+    assert on["memory_gib"]["weights"] == off["memory_gib"]["weights"]

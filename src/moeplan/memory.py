@@ -190,12 +190,17 @@ def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: in
 # ------------------------------------------------------------------------------------ pipeline
 
 
-def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int) -> list[int]:
+def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int, ep_overlap: bool = False) -> list[int]:
     """Micro-batches whose activations rank ``rank`` holds at its peak, per virtual chunk
-    (megatron/core/pipeline_parallel/schedules.py, 1F1B and interleaved 1F1B warm-up counts)."""
+    (megatron/core/pipeline_parallel/schedules.py, 1F1B and interleaved 1F1B warm-up counts).
+
+    With EP A2A overlap (overlap_moe_expert_parallel_comm) the interleaved schedule runs one extra
+    warm-up forward (get_pp_rank_microbatches: "we schedule one extra micro-batch forward step
+    before the 1f1b stages"); its combined steps pair each layer's forward with another micro-batch's
+    backward of the mirrored layer (combined_1f1b.py), so they hold no more than plain 1F1B."""
     if vpp == 1:
         return [max(1, min(pp - rank, microbatches))]
-    warmup = (pp - rank - 1) * 2 + (vpp - 1) * pp
+    warmup = (pp - rank - 1) * 2 + (vpp - 1) * pp + (1 if ep_overlap else 0)
     inflight = min(warmup + 1, microbatches * vpp)
     counts = [0] * vpp
     for k in range(inflight):
@@ -277,12 +282,13 @@ class RankProfile:
 
 
 @lru_cache(maxsize=4096)
-def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline) -> tuple[RankProfile, ...]:
+def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline,
+                  ep_overlap: bool = False) -> tuple[RankProfile, ...]:
     """Per-rank profiles of a layout (cached: the planner costs many knob settings per layout)."""
     out = []
     for r, stages in enumerate(pipeline.rank_stages):
         dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
-        counts = inflight_per_chunk(par.pp, par.vpp, r, microbatches)
+        counts = inflight_per_chunk(par.pp, par.vpp, r, microbatches, ep_overlap)
         weights: dict[Layer, float] = {}
         mtp = loss = 0.0
         for count, st in zip(counts, stages):
@@ -406,7 +412,7 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
     dispatch_transient = _moe_dispatch_transient(cfg, tokens)
     reserve = cfg.reserve_gib * GIB
     opt_share = 1.0 - cfg.optimizer_offload
-    for prof in rank_profiles(spec, par, m, pipe):
+    for prof in rank_profiles(spec, par, m, pipe, cfg.ep_overlap and cfg.ep_overlap_allowed):
         params = prof.dense_params + prof.expert_params
         sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
         act, off_host, transient, graphs = _rank_activations(cfg, prof, tokens, per_layer, dispatch_transient)
