@@ -183,3 +183,18 @@ def test_model_inferred_from_architecture_in_the_file(tmp_path, capsys):
     path.write_text("--num-layers 48 --hidden-size 2048 --seq-length 4096 --global-batch-size 64\n")
     code, out, err = _run(capsys, "check", str(path), "--gpus", "16")
     assert code == 2 and "pass --model" in err
+
+
+@pytest.mark.parametrize("rank_capacity, warned", [("", True), ("--moe-expert-rank-capacity-factor 1.5 --moe-paged-stash", False)])
+def test_full_iteration_graphs_with_dropless_moe_need_rank_buffers(tmp_path, rank_capacity, warned):
+    """Megatron-Core 0.18+: a full-iteration graph captures dropless MoE only with fixed HybridEP rank
+    buffers (moe_expert_rank_capacity_factor); without them the expert token counts change every step."""
+    args = ("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --expert-model-parallel-size 8 "
+            "--seq-length 4096 --global-batch-size 512 --micro-batch-size 4 --moe-token-dispatcher-type flex "
+            "--moe-flex-dispatcher-backend hybridep --cuda-graph-impl full_iteration " + rank_capacity)
+    path = tmp_path / "qwen3_30b.args"
+    path.write_text(args)
+    res = checker.check(str(path), model="qwen3-30b-a3b", gpu="gb200", gpus=8, mcore_version="0.19")
+    assert res.config.rank_capacity_factor == (1.5 if rank_capacity else None)
+    assert res.config.cuda_graph_scopes == frozenset({"full_iteration"})
+    assert ("cuda-graphs-dropless" in {f.rule for f in res.findings}) is warned

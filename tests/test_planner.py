@@ -11,12 +11,18 @@ from moeplan.advice import cp_start, recompute_ladder
 from moeplan.cli import main
 from moeplan.models import load_model
 
-from .test_timing import ROWS, _estimate
+from .test_timing import ROWS, _estimate, _recipes
 
 
-def _row_plan(row, **fixed):
+def _row_plan(row, top=10, **fixed):
+    """The planner on the row's model, system, GPU count, sequence length and GBS, with the run's numerics
+    (precision, main-grad and Adam-moment dtypes) and Megatron-Core release as given: those are the
+    user's choices, not knobs the planner searches."""
+    rec = _recipes().get((row["model"], row["system"], row["gpus"], row["seq_len"]), {})
     return api.plan(row["model"], gpu=row["system"], gpus=int(row["gpus"]), seq_len=int(row["seq_len"]),
-                    gbs=int(row["gbs"]), precision=row["precision"], top=10, fixed=fixed or None)
+                    gbs=int(row["gbs"]), precision=row["precision"], top=top, fixed=fixed or None,
+                    grad_fp32=rec.get("grad_fp32") != "0", bf16_moments=rec.get("bf16_moments") == "1",
+                    mcore_version=rec.get("mcore") or "0.16")
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model']}-{r['system']}-{r['gpus']}-{r['seq_len']}")
@@ -96,3 +102,23 @@ def test_readme_plans_run():
         result = api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=256, top=1, mcore_version="0.18")
         assert result["plans"], (model, result["closest"])
         assert result["plans"][0]["rationale"]
+
+
+def test_full_iteration_graphs_only_with_sync_free_moe():
+    """Megatron-Core 0.18+ runs dropless MoE sync-free with fixed HybridEP rank buffers and paged stashing,
+    so the planner may capture the whole iteration; before 0.18 only the partial scopes are offered."""
+    common = dict(gpu="gb200", gpus=8, seq_len=4096, gbs=512, precision="mxfp8", top=5, grad_fp32=False)
+    new = api.plan("qwen3-30b-a3b", mcore_version="0.19", **common)["plans"]
+    full = [p for p in new if p["cuda_graphs"] == ["full_iteration"]]
+    assert full, [p["cuda_graphs"] for p in new]
+    for p in full:
+        assert p["dispatcher"] == "hybridep" and p["rank_capacity_factor"] == 1.5
+        assert {"model.moe_expert_rank_capacity_factor=1.5", "model.moe_paged_stash=true",
+                "model.use_transformer_engine_op_fuser=true", "model.cuda_graph_impl=full_iteration"} <= set(p["overrides"])
+        assert any("sync-free" in r["text"] for r in p["rationale"] if r["topic"] == "cuda_graphs")
+    old = api.plan("qwen3-30b-a3b", mcore_version="0.16", **common)["plans"]
+    assert old and all("full_iteration" not in p["cuda_graphs"] and p["rank_capacity_factor"] is None for p in old)
+    # the numerics are the user's: bf16 main grads are exported, never chosen by the search
+    assert all("mixed_precision.grad_reduce_in_fp32=false" in p["overrides"] for p in new)
+    default = api.plan("qwen3-30b-a3b", mcore_version="0.19", **(common | {"grad_fp32": True}))["plans"]
+    assert all(p["grad_fp32"] for p in default)

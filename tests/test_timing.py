@@ -38,6 +38,9 @@ def _estimate(row: dict[str, str]) -> dict:
         cp=int(row["cp"]), ep=int(row["ep"]), etp=int(row["etp"] or 1), precision=row["precision"],
         dispatcher=dispatcher, recompute=f"selective:{recompute}" if recompute else "none",
         ep_overlap=rec.get("ep_overlap") == "1", cuda_graphs=rec.get("cuda_graph_scopes") or None,
+        grad_fp32=rec.get("grad_fp32") != "0", bf16_moments=rec.get("bf16_moments") == "1",
+        dp_overlap=rec.get("dp_overlap") != "0", mcore_version=rec.get("mcore") or "0.16",
+        rank_capacity_factor=float(rec["rank_capacity_factor"]) if rec.get("rank_capacity_factor") else None,
     )
 
 

@@ -261,10 +261,16 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         no_g = evaluate(cfg.with_(cuda_graph_scopes=frozenset()), gpu)
         gain = no_g.time.step_time_s - step
         extra = total - no_g.memory.total_bytes
+        if cfg.rank_capacity_factor is not None:
+            how = (f"the full iteration is captured because dropless MoE runs sync-free: fixed HybridEP rank buffers "
+                   f"(moe_expert_rank_capacity_factor {cfg.rank_capacity_factor}) with moe_paged_stash, "
+                   f"Megatron-Core {cfg.mcore_version}")
+        else:
+            how = "partial scopes work with dropless MoE"
         out.append(Reason("cuda_graphs", f"CUDA graphs ({', '.join(sorted(cfg.cuda_graph_scopes))}): this plan has a fixed "
                           f"sequence length ({batch.seq_len:,}) and micro-batch ({batch.mbs}); graphs save {gain:,.2f} s "
                           f"per step of launch overhead for {_gib(extra)} GiB. Enable them only after shapes and routing "
-                          "are stable (partial scopes work with dropless MoE).",
+                          f"are stable ({how}).",
                           {"gain_s": round(gain, 3), "memory_gib": _gib(extra)}))
     else:
         launch = est.time.breakdown_s.get("launch_overhead", 0.0)

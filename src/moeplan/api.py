@@ -108,6 +108,7 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec) -> str:
 def knob_problem(cfg: RunConfig, gpu: GPUSpec) -> str | None:
     """Why the knobs do not work with this layout (one line), or None: cp_comm_type a2a splits the
     heads over CP; EP A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute."""
+    from moeplan.advice import version_tuple
     from moeplan.models.spec import Attention
     from moeplan.timing import cp_comm_allowed
 
@@ -118,6 +119,9 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec) -> str | None:
                 kv = m.num_heads if m.is_mla else m.num_kv_heads
                 return (f"cp_comm_type {cfg.cp_comm_type} splits heads over CP: {m.num_heads} heads / {kv} KV heads "
                         f"over TP {par.tp} cannot be divided among CP {par.cp} (its NVLink-domain part for a2a+p2p)")
+    if cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or version_tuple(cfg.mcore_version) < (0, 18)):
+        return ("moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
+                "Megatron-Core 0.18+")
     if cfg.ep_overlap and not cfg.ep_overlap_allowed:
         return ("EP A2A overlap (overlap_moe_expert_parallel_comm) needs EP > 1, several micro-batches, PP 1 or "
                 "VPP > 1, no full recompute and Megatron-Core 0.14+")
@@ -147,10 +151,12 @@ def build_config(
     offload_modules: str | list[str] | None = None,
     moe_imbalance: float = 1.0,
     capacity_factor: float | None = None,
+    rank_capacity_factor: float | None = None,
     ep_overlap: bool = False,
     cp_comm_type: str = "p2p",
     grad_fp32: bool = True,
     bf16_moments: bool = False,
+    dp_overlap: bool = True,
     reserve_gib: float = 2.0,
     hardware_file: str | None = None,
     mcore_version: str = "0.16",
@@ -178,19 +184,21 @@ def build_config(
         offload_modules=_csv_set(offload_modules, OFFLOAD_MODULES, "offload module(s)"),
         moe_imbalance=moe_imbalance,
         capacity_factor=capacity_factor,
+        rank_capacity_factor=rank_capacity_factor,
         ep_overlap=ep_overlap,
         cp_comm_type=cp_comm_type,
         grad_fp32=grad_fp32,
         bf16_moments=bf16_moments,
+        dp_overlap=dp_overlap,
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
     )
     validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
+    if dispatcher == "auto":
+        cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec))
     problem = knob_problem(cfg, gpu_spec)
     if problem:
         raise MoeplanError(problem)
-    if dispatcher == "auto":
-        cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec))
     return cfg, gpu_spec
 
 
@@ -233,7 +241,10 @@ def plan_dict(p: Any, rank: int) -> dict[str, Any]:
         "ep_overlap": cfg.ep_overlap,
         "cp_comm_type": cfg.cp_comm_type,
         "cuda_graphs": sorted(cfg.cuda_graph_scopes),
+        "rank_capacity_factor": cfg.rank_capacity_factor,
         "optimizer_offload": cfg.optimizer_offload,
+        "grad_fp32": cfg.grad_fp32,
+        "bf16_moments": cfg.bf16_moments,
         "memory_gib": est["memory_gib"],
         "host_memory_gib": est["host_memory_gib"],
         "capacity_gib": est["capacity_gib"],
@@ -268,6 +279,8 @@ def plan(
     optimizer_offload: bool = True,
     allow_gbs_reduction: bool = True,
     progress: Any = None,
+    grad_fp32: bool = True,
+    bf16_moments: bool = False,
 ) -> dict[str, Any]:
     """Search layouts and knobs; the top plans with memory, throughput, rationale and exports.
 
@@ -291,7 +304,8 @@ def plan(
     space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom)
     result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
-                    allow_gbs_reduction=allow_gbs_reduction, progress=progress)
+                    allow_gbs_reduction=allow_gbs_reduction, progress=progress,
+                    grad_fp32=grad_fp32, bf16_moments=bf16_moments)
     closest = None
     if result.closest is not None:
         cfg, miss = result.closest
@@ -340,14 +354,16 @@ def sweep(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold:
             rows.append({**est, "label": "held layout", "plan": None})
             continue
         plan_kw = {k: v for k, v in kwargs.items() if k in ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance",
-                                                             "reserve_gib", "mcore_version", "headroom")}
+                                                             "reserve_gib", "mcore_version", "headroom",
+                                                             "grad_fp32", "bf16_moments")}
         result = plan(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
         if not result["plans"]:
             rows.append({"seq_len": s, "gbs": gbs, "fits": False, "label": "planned", "plan": None,
                          "closest": result["closest"]})
             continue
         best = result["plans"][0]
-        cfg, gpu_spec = config_from_plan(spec, best, **{k: v for k, v in plan_kw.items() if k != "headroom"})
+        cfg, gpu_spec = config_from_plan(spec, best, **{k: v for k, v in plan_kw.items()
+                                                          if k not in ("headroom", "grad_fp32", "bf16_moments")})
         rows.append({**evaluate(cfg, gpu_spec).as_dict(), "label": "planned", "plan": best})
     return rows
 
@@ -361,4 +377,6 @@ def config_from_plan(model: str | ModelSpec, plan_row: dict[str, Any], **kwargs:
                         **{k: p["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")},
                         recompute=p["recompute"], dispatcher=p["dispatcher"], ep_overlap=p["ep_overlap"],
                         cuda_graphs=p["cuda_graphs"] or None, optimizer_offload=p["optimizer_offload"],
-                        cp_comm_type=p["cp_comm_type"], **kwargs)
+                        cp_comm_type=p["cp_comm_type"], rank_capacity_factor=p.get("rank_capacity_factor"),
+                        grad_fp32=p.get("grad_fp32", True), bf16_moments=p.get("bf16_moments", False),
+                        pipeline_layout=p.get("pipeline_layout"), **kwargs)

@@ -164,14 +164,16 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--offload-modules", help="fine-grained activation offload, e.g. core_attn,attn_proj")
         p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
         p.add_argument("--capacity-factor", type=float, help="moe_expert_capacity_factor (token dropping)")
-        p.add_argument("--bf16-grads", action="store_true", help="main grads in bf16 (grad_reduce_in_fp32=False)")
+        p.add_argument("--rank-capacity-factor", type=float, metavar="F",
+                       help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
+                            "(Megatron-Core 0.18+, HybridEP; Bridge perf recipes use 1.5)")
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
         hardware_file=args.hardware, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-        mcore_version=args.mcore_version,
+        mcore_version=args.mcore_version, grad_fp32=not args.bf16_grads, bf16_moments=args.bf16_moments,
     )
     if hasattr(args, "tp"):
         kw.update(
@@ -179,7 +181,7 @@ def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             pipeline_layout=args.pipeline_layout, recompute=args.recompute, dispatcher=args.dispatcher,
             ep_overlap=args.ep_overlap, cuda_graphs=args.cuda_graphs, optimizer_offload=args.optimizer_offload,
             offload_modules=args.offload_modules, cp_comm_type=args.cp_comm_type,
-            capacity_factor=args.capacity_factor, grad_fp32=not args.bf16_grads,
+            capacity_factor=args.capacity_factor, rank_capacity_factor=args.rank_capacity_factor,
         )
     return kw
 
@@ -330,6 +332,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
             allow_gbs_reduction=not args.keep_gbs, progress=progress,
+            grad_fp32=not args.bf16_grads, bf16_moments=args.bf16_moments,
         )
     finally:
         progress.stop()
@@ -379,7 +382,8 @@ def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
-                moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version)
+                moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version,
+                grad_fp32=not args.bf16_grads, bf16_moments=args.bf16_moments)
 
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
@@ -502,7 +506,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         result = api.plan(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
                           precision=args.precision, top=args.top, hardware_file=args.hardware,
                           moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                          mcore_version=args.mcore_version, progress=progress)
+                          mcore_version=args.mcore_version, progress=progress,
+                          grad_fp32=not args.bf16_grads, bf16_moments=args.bf16_moments)
         plans = result["plans"]
         if not plans:
             return _no_fit(result, args.json)
@@ -722,6 +727,12 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
                    help="GiB per GPU kept for CUDA context, NCCL and fragmentation (default 2)")
     p.add_argument("--mcore-version", default="0.16",
                    help="Megatron-Core version targeted: field names, allowed values, rules (default 0.16)")
+    p.add_argument("--bf16-grads", action="store_true",
+                   help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
+                        "perf recipes do); default fp32")
+    p.add_argument("--bf16-moments", action="store_true",
+                   help="precision-aware optimizer with bf16 Adam moments (exp_avg/exp_avg_sq, as the DeepSeek-V3 "
+                        "recipes do); default fp32")
 
 
 def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:

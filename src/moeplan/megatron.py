@@ -125,6 +125,11 @@ KNOBS: tuple[Knob, ...] = (
     _k("moe_flex_dispatcher_backend", TC, "opt_str", since="0.16"),
     _k("moe_enable_deepep", TC, "bool"),
     _k("moe_expert_capacity_factor", TC, "opt_float"),
+    # Sync-free dropless MoE (core_v0.18.0 transformer_config.py): fixed per-rank buffers, HybridEP only (0.19:
+    # or NCCL EP), with the TE op fuser; moe_paged_stash keeps activations in pages sized by the actual tokens.
+    _k("moe_expert_rank_capacity_factor", TC, "opt_float", since="0.18"),
+    _k("moe_paged_stash", TC, "bool", since="0.18"),
+    _k("use_transformer_engine_op_fuser", TC, "bool", since="0.18"),
     _k("overlap_moe_expert_parallel_comm", TC, "bool", "comm_overlap.overlap_moe_expert_parallel_comm",
        bridge_read=("model.overlap_moe_expert_parallel_comm",), since="0.14"),
     # CUDA graphs: enable_cuda_graph (local) / external_cuda_graph (TE) in all versions (deprecated from
@@ -399,6 +404,16 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     if not f.flex_backends:
         out["moe_enable_deepep"] = cfg.dispatcher == "deepep"
     out["moe_expert_capacity_factor"] = cfg.capacity_factor
+    if cfg.rank_capacity_factor is not None:
+        if "moe_expert_rank_capacity_factor" not in f.knobs:
+            raise MoeplanError(f"moe_expert_rank_capacity_factor (sync-free dropless MoE) needs Megatron-Core >= 0.18, "
+                               f"target is {f.version}")
+        if cfg.dispatcher != "hybridep":
+            raise MoeplanError("moe_expert_rank_capacity_factor needs the HybridEP dispatcher "
+                               f"(moe_flex_dispatcher_backend=hybridep), not {cfg.dispatcher}")
+        out["moe_expert_rank_capacity_factor"] = cfg.rank_capacity_factor
+        out["moe_paged_stash"] = True
+        out["use_transformer_engine_op_fuser"] = True
     if "overlap_moe_expert_parallel_comm" in f.knobs:
         out["overlap_moe_expert_parallel_comm"] = cfg.ep_overlap
     elif cfg.ep_overlap:
@@ -1450,6 +1465,7 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
         optimizer_offload=(1.0 if fraction is None else fraction) if offload else 0.0,  # Megatron-LM default 1.0
         offload_modules=frozenset(modules or ()),
         capacity_factor=_float(settings, "moe_expert_capacity_factor"),
+        rank_capacity_factor=_float(settings, "moe_expert_rank_capacity_factor"),
         grad_fp32=_bool(settings, "grad_reduce_in_fp32", True),
         bf16_moments=_str(settings, "exp_avg_dtype", "") == _str(settings, "exp_avg_sq_dtype", "") == "bfloat16",
         ep_overlap=_bool(settings, "overlap_moe_expert_parallel_comm"),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from moeplan.advice import (
     LONG_CONTEXT_TOKENS,
+    version_tuple,
     Reason,
     cp_start,
     dispatcher_candidates,
@@ -37,6 +38,13 @@ from moeplan.timing import best_cp_comm_type, estimate_time
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
+# From Megatron-Core 0.18, dropless MoE can run sync-free with fixed per-rank HybridEP buffers
+# (moe_expert_rank_capacity_factor) and paged activation stashing, so a full-iteration CUDA graph
+# captures it; 1.5 is what the Megatron Bridge full-iteration perf recipes use
+# (perf_recipes/deepseek/common.py, _enable_deepseek_full_iteration_mxfp8, v0.6.0).
+FULL_ITERATION = frozenset({"full_iteration"})
+SYNC_FREE_MOE_VERSION = (0, 18)
+RANK_CAPACITY_FACTOR = 1.5
 REFINE_MIN = 12  # layouts refined in phase 2 (at least; else 2 per requested plan)
 
 
@@ -219,12 +227,17 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
     graph_opts = [frozenset()] + ([PARTIAL_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe
                                   and _partial_graphs_supported(base.mcore_version) else [])
+    if space.cuda_graphs and base.model.first_moe and version_tuple(base.mcore_version) >= SYNC_FREE_MOE_VERSION:
+        graph_opts.append(FULL_ITERATION)  # sync-free dropless MoE (HybridEP only): see RANK_CAPACITY_FACTOR
     rcs = [space.recompute] if space.recompute is not None else ladder
     start = rcs.index(base.recompute) if base.recompute in rcs else 0
     for d in dispatchers:
         for overlap in {False, base.evolve(dispatcher=d).ep_overlap_allowed}:
             for graphs in graph_opts:
-                cfg = base.evolve(dispatcher=d, ep_overlap=overlap, cuda_graph_scopes=graphs)
+                if graphs == FULL_ITERATION and d != "hybridep":
+                    continue
+                cfg = base.evolve(dispatcher=d, ep_overlap=overlap, cuda_graph_scopes=graphs,
+                                  rank_capacity_factor=RANK_CAPACITY_FACTOR if graphs == FULL_ITERATION else None)
                 for rc in rcs[start: start + 2]:
                     opt = cfg.evolve(recompute=rc)
                     ok, total = _fits(opt, gpu, c.pipeline, budget)
@@ -240,21 +253,23 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
 def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, precision: str = "bf16",
            top: int = 5, space: SearchSpace = SearchSpace(), moe_imbalance: float = 1.0,
            mcore_version: str = "0.16", reserve_gib: float = 2.0, allow_gbs_reduction: bool = True,
-           progress: object = None) -> PlanResult:
-    """Search layouts and knobs; the top ``top`` plans that fit, fastest first."""
+           progress: object = None, grad_fp32: bool = True, bf16_moments: bool = False) -> PlanResult:
+    """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
+    (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched."""
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)
     budget = gpu.hbm_bytes * (1 - space.headroom)
     requested = gbs
     notes: list[str] = []
+    numerics = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
-                          mcore_version, reserve_gib, budget, progress)
+                          mcore_version, reserve_gib, budget, progress, numerics)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
         smaller = gbs // 2
         try:
             retry = _search_once(spec, gpu, gpus, seq_len, smaller, precision, top, space, moe_imbalance,
-                                 mcore_version, reserve_gib, budget, progress)
+                                 mcore_version, reserve_gib, budget, progress, numerics)
         except MoeplanError:  # no valid layout at the smaller GBS: keep the no-fit answer we have
             break
         notes.append(f"no layout fits GBS {gbs}; tried GBS {smaller} (fewer micro-batches in flight "
@@ -272,7 +287,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
 
 def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
                  space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
-                 budget: float, progress: object) -> PlanResult:
+                 budget: float, progress: object, numerics: dict[str, bool]) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
     if not layouts:
@@ -281,7 +296,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
     ladder = recompute_ladder(spec, seq_len, mcore_version)
-    grad_bytes = 4
+    grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
     candidates: list[Candidate] = []
     closest: tuple[RunConfig, float] | None = None
     considered = feasible = 0
@@ -300,7 +315,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         pipe = build_pipeline(spec, par)
         cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
                         dispatcher="alltoall", moe_imbalance=moe_imbalance,
-                        reserve_gib=reserve_gib, mcore_version=mcore_version)
+                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
         cand, smallest = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget)

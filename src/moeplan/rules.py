@@ -294,12 +294,13 @@ def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, in
         out.append(Finding("error", "cuda-graphs-variable-shapes", "CUDA graphs with variable sequence lengths: "
                            "graphs replay fixed shapes; fix the sequence length and micro-batch size or turn graphs off",
                            off, {"scopes": sorted(scopes)}, line))
-    dropless = cfg.capacity_factor is None
+    dropless = cfg.capacity_factor is None and cfg.rank_capacity_factor is None  # rank buffers: sync-free
     if dropless and scopes & {"full_iteration", "moe"}:
         partial = cfg.with_(cuda_graph_scopes=frozenset({"attn", "moe_router", "moe_preprocess"}))
         out.append(Finding("warning", "cuda-graphs-dropless", f"CUDA graph scope(s) {', '.join(sorted(scopes & {'full_iteration', 'moe'}))} "
                            "capture the expert computation, whose token counts change every step in dropless MoE; "
-                           "use the partial scopes (attn, moe_router, moe_preprocess) or a capacity factor",
+                           "use the partial scopes (attn, moe_router, moe_preprocess), a capacity factor, or (Megatron-Core >= 0.18, "
+                           "HybridEP) moe_expert_rank_capacity_factor with moe_paged_stash",
                            fix_overrides(cfg, partial), {"scopes": sorted(scopes)}, line))
     out.append(Finding("info", "cuda-graphs-timing", "CUDA graphs need static shapes: keep sequence length "
                        f"({cfg.batch.seq_len:,}) and micro-batch ({cfg.batch.mbs}) fixed and enable graphs only after "

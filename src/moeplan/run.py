@@ -90,6 +90,9 @@ class RunConfig:
     offload_modules: frozenset[str] = frozenset()  # fine-grained activation offloading
     moe_imbalance: float = 1.0  # tokens on the busiest expert rank / mean; 1.0 = force-balanced routing
     capacity_factor: float | None = None  # moe_expert_capacity_factor (token dropping) when set
+    # moe_expert_rank_capacity_factor (Megatron-Core >= 0.18, HybridEP): fixed per-rank token buffers that
+    # make dropless MoE sync-free, so a full-iteration CUDA graph can capture it (with moe_paged_stash)
+    rank_capacity_factor: float | None = None
     grad_fp32: bool = True  # main grads in fp32 (Megatron-LM forces fp32 accumulation with --bf16)
     bf16_moments: bool = False  # precision-aware optimizer with bf16 exp_avg / exp_avg_sq
     ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: hide dispatch/combine behind another micro-batch
@@ -110,6 +113,9 @@ class RunConfig:
             raise MoeplanError(f"MoE imbalance factor must be a finite number >= 1.0, got {self.moe_imbalance}")
         if self.capacity_factor is not None and not (math.isfinite(self.capacity_factor) and self.capacity_factor > 0):
             raise MoeplanError(f"capacity factor must be a finite number > 0, got {self.capacity_factor}")
+        if self.rank_capacity_factor is not None and not (math.isfinite(self.rank_capacity_factor)
+                                                          and self.rank_capacity_factor >= 1.0):
+            raise MoeplanError(f"rank capacity factor must be a finite number >= 1.0, got {self.rank_capacity_factor}")
         if not (math.isfinite(self.reserve_gib) and self.reserve_gib >= 0):
             raise MoeplanError(f"reserve must be a finite number of GiB >= 0, got {self.reserve_gib}")
         bad = [m for m in self.offload_modules if m not in OFFLOAD_MODULES]
