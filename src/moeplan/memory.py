@@ -155,10 +155,12 @@ def average_params_per_gpu(spec: ModelSpec, par: Parallel) -> tuple[float, float
 
 
 @lru_cache(maxsize=4096)
+@lru_cache(maxsize=8192)
 def _stage_groups(spec: ModelSpec, stage: Stage) -> tuple[tuple[Layer, int], ...]:
     return tuple(Counter(spec.layers[i] for i in stage.layers).items())
 
 
+@lru_cache(maxsize=8192)
 def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, float, float]:
     """(dense params per GPU, expert params per GPU, GEMM params per GPU) on one pipeline rank."""
     dense = expert = gemm = 0.0
@@ -412,7 +414,8 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
     dispatch_transient = _moe_dispatch_transient(cfg, tokens)
     reserve = cfg.reserve_gib * GIB
     opt_share = 1.0 - cfg.optimizer_offload
-    for prof in rank_profiles(spec, par, m, pipe, cfg.ep_overlap and cfg.ep_overlap_allowed):
+    extra_warmup = par.vpp > 1 and cfg.ep_overlap and cfg.ep_overlap_allowed  # only interleaving adds one
+    for prof in rank_profiles(spec, par, m, pipe, extra_warmup):
         params = prof.dense_params + prof.expert_params
         sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
         act, off_host, transient, graphs = _rank_activations(cfg, prof, tokens, per_layer, dispatch_transient)
