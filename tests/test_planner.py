@@ -35,7 +35,7 @@ def test_planner_beats_published_layout_and_can_cost_it(row):
     assert plans[0]["tokens_per_s_per_gpu"] >= published["tokens_per_s_per_gpu"] * (1 - 1e-9)
     # the published layout, if it fits as published (with the planner's 10% headroom), is in the search
     # space: pinned, the planner returns it with knobs at least as fast as the published ones.
-    # (That it ranks in the top 10 unpinned is not reached: see the note on the planner issue.)
+    # (That it ranks in the top 10 unpinned is not reached for every row: docs/calibration.md, "Planner ranking".)
     if published["memory_gib"]["total"] <= published["capacity_gib"] * 0.9:
         fixed = {k: int(row[k]) for k in ("tp", "pp", "vpp", "cp", "ep")} | {"etp": int(row["etp"] or 1), "mbs": int(row["mbs"])}
         own = _row_plan(row, **fixed)["plans"]
