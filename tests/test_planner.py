@@ -11,21 +11,18 @@ from moeplan.advice import cp_start, recompute_ladder
 from moeplan.cli import main
 from moeplan.models import load_model
 
-from .test_timing import ROWS, _estimate, _recipes
+from .reference_runs import label, layout, plan_kwargs
+from .test_timing import ROWS, _estimate
 
 
 def _row_plan(row, top=10, **fixed):
     """The planner on the row's model, system, GPU count, sequence length and GBS, with the run's numerics
     (precision, main-grad and Adam-moment dtypes) and Megatron-Core release as given: those are the
     user's choices, not knobs the planner searches."""
-    rec = _recipes().get((row["model"], row["system"], row["gpus"], row["seq_len"]), {})
-    return api.plan(row["model"], gpu=row["system"], gpus=int(row["gpus"]), seq_len=int(row["seq_len"]),
-                    gbs=int(row["gbs"]), precision=row["precision"], top=top, fixed=fixed or None,
-                    grad_fp32=rec.get("grad_fp32") != "0", bf16_moments=rec.get("bf16_moments") == "1",
-                    mcore_version=rec.get("mcore") or "0.16")
+    return api.plan(row["model"], top=top, fixed=fixed or None, **plan_kwargs(row))
 
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model']}-{r['system']}-{r['gpus']}-{r['seq_len']}")
+@pytest.mark.parametrize("row", ROWS, ids=label)
 def test_planner_beats_published_layout_and_can_cost_it(row):
     result = _row_plan(row)
     plans = result["plans"]
@@ -37,7 +34,7 @@ def test_planner_beats_published_layout_and_can_cost_it(row):
     # space: pinned, the planner returns it with knobs at least as fast as the published ones.
     # (That it ranks in the top 10 unpinned is not reached for every row: docs/calibration.md, "Planner ranking".)
     if published["memory_gib"]["total"] <= published["capacity_gib"] * 0.9:
-        fixed = {k: int(row[k]) for k in ("tp", "pp", "vpp", "cp", "ep")} | {"etp": int(row["etp"] or 1), "mbs": int(row["mbs"])}
+        fixed = layout(row)
         own = _row_plan(row, **fixed)["plans"]
         assert own and own[0]["tokens_per_s_per_gpu"] >= published["tokens_per_s_per_gpu"] * (1 - 1e-9)
         p = own[0]["parallel"]

@@ -11,43 +11,17 @@ from moeplan import api
 from moeplan.models import load_model
 
 from .conftest import REFERENCE_DIR, ROOT
+from .reference_runs import bridge_runs, estimate_kwargs, label, published_runs
 
-RECIPES = ROOT / "tests" / "data" / "published_runs_recipes.csv"
-
-
-def _published():
-    with open(REFERENCE_DIR / "published_runs.csv", newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
+def _estimate(run: dict[str, str]) -> dict:
+    """Estimate with the run's own settings (recipe-filled: tests/reference_runs.py)."""
+    return api.estimate(run["model"], **estimate_kwargs(run))
 
 
-def _recipes():
-    with open(RECIPES, newline="", encoding="utf-8") as fh:
-        lines = [line for line in fh if not line.startswith("#")]
-    return {(r["model"], r["system"], r["gpus"], r["seq_len"]): r for r in csv.DictReader(lines)}
+ROWS = published_runs(REFERENCE_DIR)
 
 
-def _estimate(row: dict[str, str]) -> dict:
-    """Estimate with the row's own settings; cells the CSV leaves blank come from the recipe that
-    produced the run (tests/data/published_runs_recipes.csv), never from the published result."""
-    rec = _recipes().get((row["model"], row["system"], row["gpus"], row["seq_len"]), {})
-    dispatcher = row["dispatcher"] or rec.get("dispatcher") or "auto"
-    recompute = row["recompute"] or rec.get("recompute") or ""
-    return api.estimate(
-        row["model"], gpu=row["system"], gpus=int(row["gpus"]), seq_len=int(row["seq_len"]),
-        gbs=int(row["gbs"]), mbs=int(row["mbs"]), tp=int(row["tp"]), pp=int(row["pp"]), vpp=int(row["vpp"]),
-        cp=int(row["cp"]), ep=int(row["ep"]), etp=int(row["etp"] or 1), precision=row["precision"],
-        dispatcher=dispatcher, recompute=f"selective:{recompute}" if recompute else "none",
-        ep_overlap=rec.get("ep_overlap") == "1", cuda_graphs=rec.get("cuda_graph_scopes") or None,
-        grad_fp32=rec.get("grad_fp32") != "0", bf16_moments=rec.get("bf16_moments") == "1",
-        dp_overlap=rec.get("dp_overlap") != "0", mcore_version=rec.get("mcore") or "0.16",
-        rank_capacity_factor=float(rec["rank_capacity_factor"]) if rec.get("rank_capacity_factor") else None,
-    )
-
-
-ROWS = _published()
-
-
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model']}-{r['system']}-{r['gpus']}-{r['seq_len']}")
+@pytest.mark.parametrize("row", ROWS, ids=label)
 def test_throughput_within_20_percent(row):
     est = _estimate(row)
     assert est["tflops_per_gpu"] == pytest.approx(float(row["tflops_per_gpu"]), rel=0.20)
@@ -69,7 +43,7 @@ def test_tokens_per_s_consistent_with_flops_per_token():
 def test_qwen3_235b_throughput_rises_from_16k_to_64k_and_the_breakdown_says_why():
     """Published: 295 TFLOP/s at 16K (CP1) and 368 at 64K (CP4). Attention FLOPs run at a higher
     rate per FLOP than the small expert GEMMs and EP dispatch, so their growing share lifts TFLOP/s."""
-    rows = sorted((r for r in ROWS if r["model"] == "qwen3-235b-a22b" and r["dispatcher"]), key=lambda r: int(r["seq_len"]))
+    rows = sorted((r for r in ROWS if r["model"] == "qwen3-235b-a22b" and "ModelZoo" in r["source"]), key=lambda r: int(r["seq_len"]))
     short, long = (_estimate(r) for r in (rows[0], rows[-1]))
     assert int(rows[0]["seq_len"]) == 16384 and int(rows[-1]["seq_len"]) == 65536
     assert long["tflops_per_gpu"] > short["tflops_per_gpu"]
@@ -210,32 +184,13 @@ def test_wgrad_accumulates_into_the_main_gradient_every_micro_batch():
     assert narrow["time_breakdown_s"]["grouped_gemm"] > wide["time_breakdown_s"]["grouped_gemm"]
 
 
-BRIDGE_RUNS = ROOT / "tests" / "data" / "bridge_perf_runs.csv"
-
-
-def _bridge_runs():
-    with open(BRIDGE_RUNS, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
-
-
-def _bridge_estimate(r: dict[str, str]) -> dict:
-    return api.estimate(
-        r["model"], gpu=r["system"], gpus=int(r["gpus"]), seq_len=int(r["seq_len"]), gbs=int(r["gbs"]),
-        mbs=int(r["mbs"]), tp=int(r["tp"]), pp=int(r["pp"]), vpp=int(r["vpp"]), cp=int(r["cp"]), ep=int(r["ep"]),
-        precision=r["precision"], dispatcher=r["dispatcher"], ep_overlap=r["ep_overlap"] == "1",
-        cuda_graphs=r["cuda_graph_scopes"] or None,
-        rank_capacity_factor=float(r["rank_capacity_factor"]) if r["rank_capacity_factor"] else None,
-        recompute=f"selective:{r['recompute']}" if r["recompute"] else "none",
-        grad_fp32=False, bf16_moments=r["bf16_moments"] == "1", mcore_version=r["mcore"])
-
-
 def test_out_of_sample_bridge_runs():
     """Newest Megatron Bridge perf-summary rows (not used to set any constant): every row whose model
     features moeplan covers is within 30% of its published TFLOP/s, median within 20%; rows with a
     named gap are estimated (they must not fail) but not held to the bound. See docs/calibration.md."""
     errors = {}
-    for r in _bridge_runs():
-        est = _bridge_estimate(r)
+    for r in bridge_runs():
+        est = _estimate(r)
         assert est["memory_gib"]["total"] <= est["capacity_gib"]  # every published run ran
         if not r["gap"]:
             errors[(r["model"], r["system"])] = est["tflops_per_gpu"] / float(r["tflops_per_gpu"]) - 1

@@ -1,0 +1,63 @@
+"""Where the planner ranks each published layout (the table in docs/calibration.md, "Planner ranking").
+
+For every published run (../shared/reference/published_runs.csv with its recipes' settings, and the
+out-of-sample Megatron Bridge rows in tests/data/bridge_perf_runs.csv): run `moeplan plan` with the run's
+model, system, GPU count, sequence length, GBS and numerics; report the published layout's rank among
+the planner's plans, the published layout with the planner's best knobs over the planner's best, and the
+planner's best layout. Rows the catalogue marks with a modelling gap are skipped.
+
+    python benchmarks/published_ranks.py [--top 100] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from moeplan import api  # noqa: E402
+from tests.reference_runs import LAYOUT_KEYS, bridge_runs, label, layout, plan_kwargs, published_runs  # noqa: E402
+
+
+def rank_row(run: dict[str, str], top: int) -> dict[str, object]:
+    kw = plan_kwargs(run)
+    plans = api.plan(run["model"], top=top, **kw)["plans"]
+    mine = layout(run)
+    key = tuple(mine[k] for k in LAYOUT_KEYS)
+    rank = next((i + 1 for i, p in enumerate(plans) if tuple(p["parallel"][k] for k in LAYOUT_KEYS) == key), None)
+    pinned = api.plan(run["model"], top=1, fixed=mine, **kw)["plans"]
+    best = plans[0] if plans else None
+    ratio = (pinned[0]["tokens_per_s_per_gpu"] / best["tokens_per_s_per_gpu"]) if pinned and best else None
+    short = None
+    if best:
+        q = best["parallel"]
+        short = f"TP{q['tp']} PP{q['pp']} VPP{q['vpp']} CP{q['cp']} EP{q['ep']} MBS{best['mbs']} {best['dispatcher']}"
+    return {"run": label(run), "rank": rank, "pinned_over_best": ratio, "best": short}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--top", type=int, default=100, help="plans searched for the published layout (default 100)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    shared = Path(os.environ.get("MOEPLAN_SHARED", ROOT.parent / "shared")) / "reference"
+    runs = published_runs(shared) + [r for r in bridge_runs() if not r["gap"]]
+    rows = [rank_row(r, args.top) for r in runs]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'run':44s} {'rank':>6s} {'pinned/best':>12s}  planner's best")
+    for r in rows:
+        rank = str(r["rank"]) if r["rank"] else f">{args.top}"
+        ratio = f"{r['pinned_over_best']:.2f}" if r["pinned_over_best"] else "-"
+        print(f"{r['run']:44s} {rank:>6s} {ratio:>12s}  {r['best']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Published Megatron runs as moeplan inputs (shared by the tests and benchmarks/published_ranks.py).
+
+Two sources, one shape:
+- ../shared/reference/published_runs.csv, with the settings it leaves blank filled from the recipe that
+  produced each run (tests/data/published_runs_recipes.csv), never from the published result;
+- tests/data/bridge_perf_runs.csv, the newest Megatron Bridge perf-summary MoE rows with their recipes'
+  settings (out of sample: no constant was set from them).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+LAYOUT_KEYS = ("tp", "pp", "vpp", "cp", "ep")
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+
+
+def published_runs(reference_dir: Path) -> list[dict[str, str]]:
+    """Rows of published_runs.csv, each merged with its recipe's settings (blank CSV cells only)."""
+    recipes = {(r["model"], r["system"], r["gpus"], r["seq_len"]): r for r in _read(DATA / "published_runs_recipes.csv")}
+    out = []
+    for row in _read(reference_dir / "published_runs.csv"):
+        rec = recipes.get((row["model"], row["system"], row["gpus"], row["seq_len"]), {})
+        run = {k: v for k, v in rec.items() if k not in row or not row[k]} | {k: v for k, v in row.items() if v}
+        run.setdefault("etp", "1")
+        out.append(run)
+    return out
+
+
+def bridge_runs() -> list[dict[str, str]]:
+    return _read(DATA / "bridge_perf_runs.csv")
+
+
+def label(run: dict[str, str]) -> str:
+    return f"{run['model']}-{run['system']}-{run['gpus']}-{run['seq_len']}"
+
+
+def plan_kwargs(run: dict[str, str]) -> dict[str, Any]:
+    """What the planner is given: model, cluster, sequence, GBS and the run's numerics and release."""
+    return dict(gpu=run["system"], gpus=int(run["gpus"]), seq_len=int(run["seq_len"]), gbs=int(run["gbs"]),
+                precision=run["precision"], grad_fp32=run.get("grad_fp32", "1") != "0",
+                bf16_moments=run.get("bf16_moments") == "1", mcore_version=run.get("mcore") or "0.16")
+
+
+def layout(run: dict[str, str]) -> dict[str, int]:
+    return {k: int(run[k]) for k in LAYOUT_KEYS} | {"etp": int(run.get("etp") or 1), "mbs": int(run["mbs"])}
+
+
+def estimate_kwargs(run: dict[str, str]) -> dict[str, Any]:
+    """The run as published: layout, dispatcher, overlap, graphs, recompute, numerics."""
+    recompute = run.get("recompute", "")
+    return plan_kwargs(run) | layout(run) | dict(
+        dispatcher=run.get("dispatcher") or "auto",
+        recompute=f"selective:{recompute}" if recompute else "none",
+        ep_overlap=run.get("ep_overlap") == "1", cuda_graphs=run.get("cuda_graph_scopes") or None,
+        rank_capacity_factor=float(run["rank_capacity_factor"]) if run.get("rank_capacity_factor") else None,
+        dp_overlap=run.get("dp_overlap", "1") != "0",
+    )
