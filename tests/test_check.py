@@ -198,3 +198,20 @@ def test_full_iteration_graphs_with_dropless_moe_need_rank_buffers(tmp_path, ran
     assert res.config.rank_capacity_factor == (1.5 if rank_capacity else None)
     assert res.config.cuda_graph_scopes == frozenset({"full_iteration"})
     assert ("cuda-graphs-dropless" in {f.rule for f in res.findings}) is warned
+
+
+def test_checking_a_plan_never_recommends_what_the_planner_rejects(tmp_path):
+    """The linter holds its fixes to the planner's 10% headroom: for DeepSeek-V3 at 32K on 64 GB200 the
+    planner needs full recompute and DP 1; selective recompute or DP 2 fit only in the last 10% of HBM,
+    so check must not recommend them."""
+    cfg = _best_cfg("deepseek-v3", "gb200", 64, 32768, 128)
+    path = tmp_path / "dsv3.overrides"
+    path.write_text("\n".join(megatron.to_overrides(cfg, "0.16")))
+    res = checker.check(str(path), model="deepseek-v3", gpu="gb200", gpus=64)
+    capacity_gib = res.gpu.hbm_bytes / 2**30
+    assert res.errors == 0
+    for f in res.findings:
+        for key in ("alt_memory_gib", "fixed_memory_gib"):
+            if key in f.numbers:
+                assert f.numbers[key] <= 0.9 * capacity_gib + 0.05, f
+        assert f.rule != "full-recompute" or not f.fix, f

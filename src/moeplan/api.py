@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from moeplan.advice import dispatcher_candidates
+from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
@@ -269,7 +269,7 @@ def plan(
     gbs: int,
     precision: str = "bf16",
     top: int = 5,
-    headroom: float = 0.10,
+    headroom: float = DEFAULT_HEADROOM,
     moe_imbalance: float = 1.0,
     reserve_gib: float = 2.0,
     mcore_version: str = "0.16",

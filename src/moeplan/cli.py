@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from moeplan import api
+from moeplan.advice import DEFAULT_HEADROOM
 from moeplan.errors import MoeplanError
 from moeplan.run import DISPATCHERS, PRECISIONS
 
@@ -643,7 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_run_arguments(p, layout=False)
     p.add_argument("--top", type=positive_int, default=5, help="plans to show (default 5)")
-    p.add_argument("--headroom", type=float, default=0.10, help="share of HBM left free (default 0.10)")
+    p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
+                   help=f"share of HBM left free (default {DEFAULT_HEADROOM:.2f})")
     p.add_argument("--format", default="table", choices=["table", "overrides", "yaml", "megatron-lm"],
                    help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
@@ -707,7 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=positive_int, help="total GPU count (run files do not carry it)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
     p.add_argument("--mcore-version", help="Megatron-Core version the config targets (default 0.16)")
-    p.add_argument("--headroom", type=float, default=0.0, help="share of HBM to keep free (default 0)")
+    p.add_argument("--headroom", type=float, default=0.0,
+                   help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
+                        f"the planner's {DEFAULT_HEADROOM:.0%}")
     p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)

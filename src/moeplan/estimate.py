@@ -65,11 +65,16 @@ def evaluate(cfg: RunConfig, gpu: GPUSpec) -> Estimate:
 
 
 class Evaluator:
-    """Estimates of a run's alternatives, cached; ``None`` for a layout that is not valid."""
+    """Estimates of a run's alternatives, cached; ``None`` for a layout that is not valid.
 
-    def __init__(self, gpu: GPUSpec, budget_bytes: float) -> None:
+    ``budget_bytes`` is what the run itself must fit in; ``fit_budget_bytes`` (default the same) is what
+    an alternative must fit in before it is recommended: the linter holds its fixes to the planner's
+    headroom, so it never recommends a configuration the planner would reject."""
+
+    def __init__(self, gpu: GPUSpec, budget_bytes: float, fit_budget_bytes: float | None = None) -> None:
         self.gpu = gpu
         self.budget_bytes = budget_bytes
+        self.fit_budget_bytes = budget_bytes if fit_budget_bytes is None else fit_budget_bytes
         self._cache: dict[RunConfig, Estimate] = {}
 
     def __call__(self, cfg: RunConfig) -> Estimate | None:
@@ -80,7 +85,7 @@ class Evaluator:
         return self._cache[cfg]
 
     def fits(self, est: Estimate | None) -> bool:
-        return est is not None and est.memory.total_bytes <= self.budget_bytes
+        return est is not None and est.memory.total_bytes <= self.fit_budget_bytes
 
 
 __all__ = ["Estimate", "Evaluator", "evaluate"]

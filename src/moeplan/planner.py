@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from moeplan.advice import (
+    DEFAULT_HEADROOM,
     LONG_CONTEXT_TOKENS,
     version_tuple,
     Reason,
@@ -90,7 +91,7 @@ class SearchSpace:
     recompute: Recompute | None = None
     cuda_graphs: bool = True
     optimizer_offload: bool = True
-    headroom: float = 0.10
+    headroom: float = DEFAULT_HEADROOM
 
 
 def _pow2_upto(n: int) -> list[int]:

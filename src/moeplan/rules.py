@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from moeplan.advice import (
     CP_SHARD_TOKENS,
+    DEFAULT_HEADROOM,
     _gib,
     LONG_CONTEXT_TOKENS,
     MIN_CP_SHARD_TOKENS,
@@ -84,7 +85,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
         fixed = cfg.with_(cp_comm_type="p2p") if field == "cp_comm_type" else cfg.with_(ep_overlap=False)
         findings.append(Finding("error", "knob-layout", problem, fix_overrides(cfg, fixed), line=lines.get(field)))
         cfg = fixed
-    ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom))
+    ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom), gpu.hbm_bytes * (1 - max(headroom, DEFAULT_HEADROOM)))
     est = ev(cfg)
     assert est is not None
     findings += _memory(cfg, est, ev, lines)
@@ -146,7 +147,8 @@ def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> l
                         numbers=nums, line=line)]
     opt, e = best
     nums.update({"fixed_memory_gib": _gib(e.memory.total_bytes), "fixed_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
-    return [Finding("error", "memory", msg + f"; the cheapest fix that fits needs {_gib(e.memory.total_bytes)} GiB "
+    return [Finding("error", "memory", msg + f"; the cheapest fix that fits (with the planner's headroom, "
+                    f"{_gib(ev.fit_budget_bytes)} GiB) needs {_gib(e.memory.total_bytes)} GiB "
                     f"at {e.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU", fix_overrides(cfg, opt), nums, line)]
 
 
@@ -241,7 +243,7 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
             c, e = best
             gain = e.time.tokens_per_s_per_gpu / est.time.tokens_per_s_per_gpu - 1
             out.append(Finding("warning", "full-recompute", f"full recompute where {c.recompute.label()} fits "
-                               f"({_gib(e.memory.total_bytes)} GiB of {_gib(ev.budget_bytes)}) and is {gain:.0%} faster "
+                               f"({_gib(e.memory.total_bytes)} GiB of {_gib(ev.fit_budget_bytes)}) and is {gain:.0%} faster "
                                f"({e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU); "
                                "full recompute is the last resort", fix_overrides(cfg, c),
                                {"alt_memory_gib": _gib(e.memory.total_bytes), "gain": round(gain, 3)}, line))
