@@ -119,3 +119,18 @@ def test_full_iteration_graphs_only_with_sync_free_moe():
     assert all("mixed_precision.grad_reduce_in_fp32=false" in p["overrides"] for p in new)
     default = api.plan("qwen3-30b-a3b", mcore_version="0.19", **(common | {"grad_fp32": True}))["plans"]
     assert all(p["grad_fp32"] for p in default)
+
+
+@pytest.mark.parametrize("model, gpu, gpus, seq, gbs", [
+    ("qwen3-next-80b-a3b", "gb200", 32, 65536, 64),  # needs full recompute: EP overlap must come off
+    ("deepseek-v3", "gb200", 64, 32768, 128),
+    ("qwen3-30b-a3b", "h100", 16, 4096, 256),
+])
+def test_every_plan_is_a_config_megatron_accepts(model, gpu, gpus, seq, gbs):
+    """Each plan rebuilds through build_config's knob checks (EP overlap with full recompute, CP comm
+    type vs heads, rank buffers vs dispatcher) and evaluates to the same throughput."""
+    for version in ("0.16", "0.19"):
+        for p in api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=5, mcore_version=version)["plans"]:
+            cfg, gpu_spec = api.config_from_plan(model, p, gpu=gpu, gpus=gpus, mcore_version=version)
+            assert not (cfg.ep_overlap and cfg.recompute.granularity == "full")
+            assert api.evaluate(cfg, gpu_spec).time.tokens_per_s_per_gpu == pytest.approx(p["tokens_per_s_per_gpu"])

@@ -161,6 +161,12 @@ def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline) -> tuple[RunConf
     return c, _tps(c, gpu, pipe)
 
 
+def _consistent(cfg: RunConfig) -> RunConfig:
+    """EP A2A overlap only where Megatron-Core accepts it: a memory option (full recompute) can rule it
+    out after the layout turned it on (TransformerConfig rejects overlap_moe_expert_parallel_comm then)."""
+    return cfg if not cfg.ep_overlap or cfg.ep_overlap_allowed else cfg.evolve(ep_overlap=False)
+
+
 def _first_fit(options: list[RunConfig], gpu: GPUSpec, pipe: Pipeline, budget: float,
                last_fits: float | None = None) -> tuple[int, float]:
     """Index of the first option that fits (memory falls along the ladder: binary search) and its
@@ -199,7 +205,7 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
         i, total = _first_fit(options, gpu, pipe, budget, smallest if f == offloads[-1] else None)
         if i == len(options):
             continue
-        opt = options[i]
+        opt = _consistent(options[i])
         if cp_type is None:
             opt, tps = _best_cp_comm(opt, gpu, pipe)
             cp_type = opt.cp_comm_type
@@ -240,7 +246,7 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                 cfg = base.evolve(dispatcher=d, ep_overlap=overlap, cuda_graph_scopes=graphs,
                                   rank_capacity_factor=RANK_CAPACITY_FACTOR if graphs == FULL_ITERATION else None)
                 for rc in rcs[start: start + 2]:
-                    opt = cfg.evolve(recompute=rc)
+                    opt = _consistent(cfg.evolve(recompute=rc))
                     ok, total = _fits(opt, gpu, c.pipeline, budget)
                     if not ok:
                         continue
