@@ -215,3 +215,27 @@ def test_checking_a_plan_never_recommends_what_the_planner_rejects(tmp_path):
             if key in f.numbers:
                 assert f.numbers[key] <= 0.9 * capacity_gib + 0.05, f
         assert f.rule != "full-recompute" or not f.fix, f
+
+
+def test_cp_guidance_findings_follow_the_estimates():
+    """seq/4096 is where CP starts, not a verdict: a large shard is a warning (with the fix) only when
+    the guidance's CP fits and is faster, or the run does not fit; otherwise it is information that cites
+    the numbers, including why the guidance's CP is impossible (Gated DeltaNet CP needs 0.18)."""
+    from moeplan.rules import lint
+
+    def cp_finding(model, **kw):
+        cfg, gpu = api.build_config(model, **kw)
+        found = [f for f in lint(cfg, gpu) if f.rule == "cp-too-small"]
+        assert len(found) == 1
+        return found[0]
+
+    common = dict(gpu="gb200", gpus=256, seq_len=32768, gbs=256, tp=2, ep=64)
+    kept = cp_finding("qwen3-next-80b-a3b", mcore_version="0.19", **common)  # CP 1: the planner's choice
+    assert kept.severity == "info" and not kept.fix
+    assert kept.numbers["alt_tokens_per_s"] < api.estimate("qwen3-next-80b-a3b", mcore_version="0.19", **common)["tokens_per_s_per_gpu"]
+    old = cp_finding("qwen3-next-80b-a3b", mcore_version="0.16", **common)
+    assert old.severity == "info" and "Gated DeltaNet" in old.message
+    # DeepSeek-V3 at 128K with CP 2 does not fit on 1,024 H100; CP 32 does: a warning with the override
+    over = cp_finding("deepseek-v3", gpu="h100", gpus=1024, seq_len=131072, gbs=64, tp=2, pp=16, cp=2, ep=32,
+                      recompute="full", optimizer_offload=1.0)
+    assert over.severity == "warning" and "model.context_parallel_size=32" in over.fix

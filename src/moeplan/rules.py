@@ -185,32 +185,48 @@ def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
 
 
 def _cp_size(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    """The guidance's CP start (seq / 4096) against the run's CP, judged by the estimates: a warning
+    with a fix only when the guidance's CP fits and is at least MIN_GAIN faster (or the ring exchange is
+    exposed by at least MIN_GAIN of the step); otherwise the deviation is reported as information."""
     par, seq = cfg.parallel, cfg.batch.seq_len
     shard = seq // par.cp
     cp0 = cp_start(seq)
     line = lines.get("context_parallel_size")
     nums: dict[str, Any] = {"cp": par.cp, "shard_tokens": shard, "cp_start": cp0}
     if shard > CP_SHARD_TOO_LARGE:
+        head = (f"CP {par.cp} leaves a {shard:,}-token shard per CP rank, far above the ~{CP_SHARD_TOKENS:,} the "
+                f"guidance starts from (seq {seq:,} / 4096 -> CP {cp0})")
         alt_par = replace_parallel(par, cp=cp0)
-        e = ev(cfg.with_(parallel=alt_par)) if alt_par else None
-        extra = ""
-        fix: tuple[str, ...] = ()
-        if e is not None:
-            extra = (f"; CP {cp0} needs {_gib(e.memory.total_bytes)} GiB and runs at "
-                     f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU")
-            nums.update({"alt_memory_gib": _gib(e.memory.total_bytes), "alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
-            fix = fix_overrides(cfg, cfg.with_(parallel=alt_par))  # type: ignore[arg-type]
-        return [Finding("warning", "cp-too-small", f"CP {par.cp} leaves a {shard:,}-token shard per CP rank, far above "
-                        f"the ~{CP_SHARD_TOKENS:,} the guidance starts from (seq {seq:,} / 4096 -> CP {cp0}){extra}",
-                        fix, nums, line)]
+        alt = cfg.with_(parallel=alt_par) if alt_par else None
+        e = ev(alt) if alt is not None else None
+        if e is None:
+            why = (check_layout(cfg.model, alt_par, cfg.batch, cfg.mcore_version)[0].reason if alt_par
+                   else "the GPU count does not fold with it")
+            return [Finding("info", "cp-too-small", f"{head}; CP {cp0} is not possible here: {why}", (), nums, line)]
+        nums.update({"alt_memory_gib": _gib(e.memory.total_bytes), "alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
+        gain = e.time.tokens_per_s_per_gpu / est.time.tokens_per_s_per_gpu - 1
+        fits_now = est.memory.total_bytes <= ev.budget_bytes
+        if ev.fits(e) and (gain >= MIN_GAIN or not fits_now):
+            why = "" if fits_now else f" (this run needs {_gib(est.memory.total_bytes)} GiB and does not fit)"
+            return [Finding("warning", "cp-too-small", f"{head}; CP {cp0} fits ({_gib(e.memory.total_bytes)} GiB) and runs at "
+                            f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU{why}",
+                            fix_overrides(cfg, alt), nums, line)]
+        verdict = ("over the planner's budget of " + f"{_gib(ev.fit_budget_bytes)} GiB" if not ev.fits(e)
+                   else f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU here")
+        return [Finding("info", "cp-too-small", f"{head}; kept: CP {cp0} needs {_gib(e.memory.total_bytes)} GiB, {verdict}",
+                        (), nums, line)]
     if par.cp > 1 and shard < MIN_CP_SHARD_TOKENS:
         cp_s = est.time.breakdown_s.get("cp_comm", 0.0)
         step = est.time.step_time_s
         nums.update({"cp_comm_s": round(cp_s, 3), "cp_comm_share": round(cp_s / step, 3)})
+        text = (f"CP {par.cp} leaves only {shard:,} tokens per CP rank; the ring exchange exposes {cp_s:,.2f} s per "
+                f"step ({cp_s / step:.0%} of the step)")
         alt_par = replace_parallel(par, cp=max(1, cp0))
-        fix = fix_overrides(cfg, cfg.with_(parallel=alt_par)) if alt_par and ev(cfg.with_(parallel=alt_par)) else ()
-        return [Finding("warning", "cp-too-large", f"CP {par.cp} leaves only {shard:,} tokens per CP rank: the ring "
-                        f"exchange is exposed ({cp_s:,.2f} s per step, {cp_s / step:.0%} of the step)", fix, nums, line)]
+        alt = cfg.with_(parallel=alt_par) if alt_par else None
+        e = ev(alt) if alt is not None else None
+        if cp_s / step >= MIN_GAIN and ev.fits(e):
+            return [Finding("warning", "cp-too-large", text, fix_overrides(cfg, alt), nums, line)]  # type: ignore[arg-type]
+        return [Finding("info", "cp-too-large", text + ("" if cp_s / step >= MIN_GAIN else ", a small share"), (), nums, line)]
     return []
 
 
