@@ -68,6 +68,7 @@ def test_qwen3_235b_64k_dp_collapsed(tmp_path):
     res = checker.check(str(path), model="qwen3-235b-a22b", gpus=256)
     f = next(f for f in res.findings if f.rule == "dp-collapsed")
     assert "EP in the same squeeze" in f.message and f.numbers["dp"] == 1 and f.numbers["edp"] == 1
+    assert (f.severity == "warning") == bool(f.fix)  # no DP 2 layout fits: information, nothing to act on
     if f.fix:  # a DP >= 2 alternative fits: its numbers and the override that gets there
         assert f.numbers["alt_tokens_per_s"] > 0
         assert any(o.startswith(("model.context_parallel_size=", "model.pipeline_model_parallel_size=",

@@ -172,7 +172,7 @@ def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
         if ev.fits(e) and (alt is None or e.time.tokens_per_s_per_gpu > alt[1].time.tokens_per_s_per_gpu):
             alt = (c, e)
     if alt is None:
-        return [Finding("warning", "dp-collapsed", f"DP collapsed to 1: {squeeze}; no layout with DP 2 fits "
+        return [Finding("info", "dp-collapsed", f"DP collapsed to 1: {squeeze}; no layout with DP 2 fits "
                         "(halving CP, PP or TP runs out of memory), so keep it but expect no gradient overlap headroom",
                         numbers=nums, line=lines.get("context_parallel_size"))]
     c, e = alt
