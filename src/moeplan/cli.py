@@ -485,7 +485,9 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     if not args.no_fix:
         result = api.plan(model_ref, gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
                           precision=b["precision"], top=1, hardware_file=args.hardware,
-                          mcore_version=getattr(args, "mcore_version", None) or "0.16")
+                          mcore_version=getattr(args, "mcore_version", None) or "0.16",
+                          grad_fp32=b.get("grad_fp32", True) and not args.bf16_grads,  # the run's numerics
+                          bf16_moments=b.get("bf16_moments", False) or args.bf16_moments)
         fix = remedy(b, result["plans"][0] if result["plans"] else None)
     if args.json:
         out = comp.as_dict()

@@ -43,6 +43,8 @@ class Estimate:
             "cuda_graphs": sorted(cfg.cuda_graph_scopes),
             "optimizer_offload": cfg.optimizer_offload,
             "offload_modules": sorted(cfg.offload_modules),
+            "grad_fp32": cfg.grad_fp32,
+            "bf16_moments": cfg.bf16_moments,
             "memory_gib": mem.as_gib(),
             "memory_rank": peak.rank,
             "memory_by_rank_gib": [r.total_bytes / GIB for r in mem.ranks],
