@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -21,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from moeplan import api  # noqa: E402
-from tests.reference_runs import LAYOUT_KEYS, bridge_runs, label, layout, plan_kwargs, published_runs  # noqa: E402
+from tests.reference_runs import (  # noqa: E402
+    LAYOUT_KEYS, bridge_runs, label, layout, plan_kwargs, published_runs, shared_dir)
 
 
 def rank_row(run: dict[str, str], top: int) -> dict[str, object]:
@@ -45,8 +45,7 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=100, help="plans searched for the published layout (default 100)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    shared = Path(os.environ.get("MOEPLAN_SHARED", ROOT.parent / "shared")) / "reference"
-    runs = published_runs(shared) + [r for r in bridge_runs() if not r["gap"]]
+    runs = published_runs(shared_dir() / "reference") + [r for r in bridge_runs() if not r["gap"]]
     rows = [rank_row(r, args.top) for r in runs]
     if args.json:
         print(json.dumps(rows, indent=2))

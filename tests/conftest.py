@@ -1,19 +1,12 @@
-"""Shared fixtures: the reference data in ../shared (next to the project root)."""
+"""Shared fixtures: the reference data in ../shared (located by tests/reference_runs.shared_dir)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("MOEPLAN_SHARED")
-    return Path(env) if env else ROOT.parent / "shared"
-
+from .reference_runs import ROOT, shared_dir  # noqa: F401  (ROOT is imported from here by the tests)
 
 SHARED = shared_dir()
 MODELS_DIR = SHARED / "models"

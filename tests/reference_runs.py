@@ -10,10 +10,29 @@ Two sources, one shape:
 from __future__ import annotations
 
 import csv
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    """The reference data folder: $MOEPLAN_SHARED, else ``shared/`` next to the project root, else next to
+    the repository this checkout was cloned from (a clean clone made elsewhere, as CI makes one)."""
+    env = os.environ.get("MOEPLAN_SHARED")
+    if env:
+        return Path(env)
+    candidates = [ROOT.parent / "shared"]
+    try:
+        origin = subprocess.run(["git", "-C", str(ROOT), "config", "--get", "remote.origin.url"],
+                                capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        origin = ""
+    if origin and Path(origin).is_dir():
+        candidates.append(Path(origin).resolve().parent / "shared")
+    return next((c for c in candidates if (c / "models").is_dir()), candidates[0])
 DATA = ROOT / "tests" / "data"
 LAYOUT_KEYS = ("tp", "pp", "vpp", "cp", "ep")
 
