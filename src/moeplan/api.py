@@ -108,7 +108,7 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec) -> str:
 def knob_problem(cfg: RunConfig, gpu: GPUSpec) -> str | None:
     """Why the knobs do not work with this layout (one line), or None: cp_comm_type a2a splits the
     heads over CP; EP A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute."""
-    from moeplan.advice import version_tuple
+    from moeplan.megatron import sync_free_moe
     from moeplan.models.spec import Attention
     from moeplan.timing import cp_comm_allowed
 
@@ -119,7 +119,7 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec) -> str | None:
                 kv = m.num_heads if m.is_mla else m.num_kv_heads
                 return (f"cp_comm_type {cfg.cp_comm_type} splits heads over CP: {m.num_heads} heads / {kv} KV heads "
                         f"over TP {par.tp} cannot be divided among CP {par.cp} (its NVLink-domain part for a2a+p2p)")
-    if cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or version_tuple(cfg.mcore_version) < (0, 18)):
+    if cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or not sync_free_moe(cfg.mcore_version)):
         return ("moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
                 "Megatron-Core 0.18+")
     if cfg.ep_overlap and not cfg.ep_overlap_allowed:

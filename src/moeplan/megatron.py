@@ -389,6 +389,12 @@ def _recompute_settings(rc: Recompute, f: MegatronFields) -> dict[str, object]:
             "recompute_modules": sorted(rc.modules)}
 
 
+def sync_free_moe(version: str) -> bool:
+    """Whether Megatron-Core ``version`` has moe_expert_rank_capacity_factor (sync-free dropless MoE, the
+    precondition of a full-iteration CUDA graph with dropless experts): the field table says."""
+    return "moe_expert_rank_capacity_factor" in fields_for(version).knobs
+
+
 def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     out: dict[str, object] = {}
     if cfg.dispatcher in ("alltoall", "allgather"):
@@ -405,7 +411,7 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
         out["moe_enable_deepep"] = cfg.dispatcher == "deepep"
     out["moe_expert_capacity_factor"] = cfg.capacity_factor
     if cfg.rank_capacity_factor is not None:
-        if "moe_expert_rank_capacity_factor" not in f.knobs:
+        if not sync_free_moe(f.version):
             raise MoeplanError(f"moe_expert_rank_capacity_factor (sync-free dropless MoE) needs Megatron-Core >= 0.18, "
                                f"target is {f.version}")
         if cfg.dispatcher != "hybridep":

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from moeplan.advice import (
     DEFAULT_HEADROOM,
     LONG_CONTEXT_TOKENS,
-    version_tuple,
     Reason,
     cp_start,
     dispatcher_candidates,
@@ -31,6 +30,7 @@ from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
+from moeplan.megatron import fields_for, sync_free_moe
 from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
@@ -44,7 +44,6 @@ PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # wo
 # captures it; 1.5 is what the Megatron Bridge full-iteration perf recipes use
 # (perf_recipes/deepseek/common.py, _enable_deepseek_full_iteration_mxfp8, v0.6.0).
 FULL_ITERATION = frozenset({"full_iteration"})
-SYNC_FREE_MOE_VERSION = (0, 18)
 RANK_CAPACITY_FACTOR = 1.5
 REFINE_MIN = 12  # layouts refined in phase 2 (at least; else 2 per requested plan)
 
@@ -221,8 +220,6 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
 
 def _partial_graphs_supported(version: str) -> bool:
     """Per-module CUDA graph scopes (attn, moe_router, moe_preprocess) exist from Megatron-Core 0.16."""
-    from moeplan.megatron import fields_for
-
     return PARTIAL_GRAPH_SCOPES <= set(fields_for(version).cuda_graph_scopes)
 
 
@@ -234,7 +231,7 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
     graph_opts = [frozenset()] + ([PARTIAL_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe
                                   and _partial_graphs_supported(base.mcore_version) else [])
-    if space.cuda_graphs and base.model.first_moe and version_tuple(base.mcore_version) >= SYNC_FREE_MOE_VERSION:
+    if space.cuda_graphs and base.model.first_moe and sync_free_moe(base.mcore_version):
         graph_opts.append(FULL_ITERATION)  # sync-free dropless MoE (HybridEP only): see RANK_CAPACITY_FACTOR
     rcs = [space.recompute] if space.recompute is not None else ladder
     start = rcs.index(base.recompute) if base.recompute in rcs else 0

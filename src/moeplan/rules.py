@@ -211,7 +211,7 @@ def _cp_size(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> 
             return [Finding("warning", "cp-too-small", f"{head}; CP {cp0} fits ({_gib(e.memory.total_bytes)} GiB) and runs at "
                             f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU{why}",
                             fix_overrides(cfg, alt), nums, line)]
-        verdict = ("over the planner's budget of " + f"{_gib(ev.fit_budget_bytes)} GiB" if not ev.fits(e)
+        verdict = (f"over the planner's budget of {_gib(ev.fit_budget_bytes)} GiB" if not ev.fits(e)
                    else f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU here")
         return [Finding("info", "cp-too-small", f"{head}; kept: CP {cp0} needs {_gib(e.memory.total_bytes)} GiB, {verdict}",
                         (), nums, line)]

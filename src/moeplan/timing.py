@@ -75,8 +75,9 @@ class Calibration:
     # DeepEP README); inside Megatron (token permutation, probability handling, SM sharing) less.
     # Set once against the published runs with their recipes' settings (tests/data/
     # published_runs_recipes.csv) and the measured Qwen3-30B-A3B EP16 alltoall point (132.9
-    # TFLOP/s/GPU on 16 H100, ../shared/reference/guidance.md). DeepEP/HybridEP also send each
-    # token once per remote NVLink domain (below), which is where they gain over NCCL all-to-all.
+    # TFLOP/s/GPU on 16 H100, ../shared/reference/guidance.md); alltoall was refit from 0.7 to 0.75
+    # when weight-gradient GEMMs began to pay their main-grad traffic (docs/calibration.md). DeepEP/
+    # HybridEP also send each token once per remote NVLink domain (below), their gain over NCCL all-to-all.
     a2a_eff: dict[str, float] = field(default_factory=lambda: {
         "alltoall": 0.75, "allgather": 0.75, "deepep": 0.6, "hybridep": 0.6})
     # With EP A2A overlap, the share of a layer's compute (of the other micro-batch) that can hide
@@ -253,6 +254,12 @@ def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibrat
     return gpu.peak("bf16") * cal.attn_eff * length / (length + cal.attn_half_tokens)
 
 
+def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
+    """Fused attention kernels of one layer, one micro-batch, fwd + bwd, at this run's block rate."""
+    flops = TRAIN * _attention_core_flops_per_token(mixer, ctx.cfg.batch.seq_len) * ctx.tokens
+    return flops / attention_rate(ctx.cfg, ctx.gpu, mixer, ctx.cal)
+
+
 def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
     """(exposed seconds fwd + bwd, forward share) of context-parallel attention for one layer.
 
@@ -311,7 +318,6 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
     if par.cp <= 1 or not mixers:
         return cfg.cp_comm_type
-    batch = cfg.batch
     ctx = _make_ctx(cfg, gpu, cal)
     best, best_s = cfg.cp_comm_type, math.inf
     for kind in ("p2p", "a2a", "a2a+p2p"):
@@ -320,7 +326,7 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
         c = replace(ctx, cfg=cfg.with_(cp_comm_type=kind))
         total = 0.0
         for m in mixers:
-            attn_s = TRAIN * _attention_core_flops_per_token(m, batch.seq_len) * ctx.tokens / attention_rate(c.cfg, gpu, m, cal)
+            attn_s = _attention_s(c, m)
             total += attn_s + _cp_comm(c, m, attn_s)[0]
         if total < best_s:
             best, best_s = kind, total
@@ -415,7 +421,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mixer, GatedDeltaNet):
         out["linear_attention"] = TRAIN * f.gdn_core_flops * t / (ctx.bf16_peak * cal.gdn_eff)
     else:
-        out["attention"] = TRAIN * f.attn_core_flops * t / attention_rate(cfg, gpu, mixer, cal)
+        out["attention"] = _attention_s(ctx, mixer)
     # --- element-wise work: proportional to what the layer saves for backward
     la = layer_activation(layer, h, frozenset(), frozenset(), None)
     saved = la.token_bytes * t + la.row_bytes * rows / par.etp
