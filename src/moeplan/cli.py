@@ -170,11 +170,16 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
                             "(Megatron-Core 0.18+, HybridEP; Bridge perf recipes use 1.5)")
 
 
+def _numerics(args: argparse.Namespace) -> dict[str, bool]:
+    """Gradient and Adam-moment dtypes: the user's numerics, passed to every estimating command."""
+    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments}
+
+
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
         hardware_file=args.hardware, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-        mcore_version=args.mcore_version, grad_fp32=not args.bf16_grads, bf16_moments=args.bf16_moments,
+        mcore_version=args.mcore_version, **_numerics(args),
     )
     if hasattr(args, "tp"):
         kw.update(
@@ -333,7 +338,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
             allow_gbs_reduction=not args.keep_gbs, progress=progress,
-            grad_fp32=not args.bf16_grads, bf16_moments=args.bf16_moments,
+            **_numerics(args),
         )
     finally:
         progress.stop()
@@ -384,7 +389,7 @@ def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version,
-                grad_fp32=not args.bf16_grads, bf16_moments=args.bf16_moments)
+                **_numerics(args))
 
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
@@ -510,7 +515,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
                           precision=args.precision, top=args.top, hardware_file=args.hardware,
                           moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
                           mcore_version=args.mcore_version, progress=progress,
-                          grad_fp32=not args.bf16_grads, bf16_moments=args.bf16_moments)
+                          **_numerics(args))
         plans = result["plans"]
         if not plans:
             return _no_fit(result, args.json)

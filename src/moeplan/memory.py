@@ -155,7 +155,6 @@ def average_params_per_gpu(spec: ModelSpec, par: Parallel) -> tuple[float, float
 
 
 @lru_cache(maxsize=4096)
-@lru_cache(maxsize=8192)
 def _stage_groups(spec: ModelSpec, stage: Stage) -> tuple[tuple[Layer, int], ...]:
     return tuple(Counter(spec.layers[i] for i in stage.layers).items())
 
