@@ -322,6 +322,7 @@ def plan(
         "headroom": headroom,
         "layouts_considered": result.layouts_considered,
         "layouts_feasible": result.layouts_feasible,
+        "layouts_evaluated": result.layouts_evaluated,
         "notes": result.notes,
         "closest": closest if not result.plans else None,
         "plans": [plan_dict(p, i + 1) for i, p in enumerate(result.plans)],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -331,6 +332,7 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
+    t0 = time.perf_counter()
     try:
         result = api.plan(
             args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
@@ -342,6 +344,9 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         )
     finally:
         progress.stop()
+    if args.stats:
+        sys.stderr.write(f"search: {result['layouts_considered']} layouts considered, {result['layouts_evaluated']} "
+                         f"fully evaluated, {result['layouts_feasible']} fit; {time.perf_counter() - t0:.3f} s\n")
     plans = result["plans"]
     if not plans:
         if args.json:
@@ -663,6 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
     p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
+    p.add_argument("--stats", action="store_true", help="print the search's statistics on stderr: layouts "
+                   "considered, fully evaluated (after the cheap bounds) and fitting, and the search time")
     p.set_defaults(handler=cmd_plan)
 
     p = sub.add_parser(
