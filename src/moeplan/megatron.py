@@ -162,6 +162,7 @@ KNOBS: tuple[Knob, ...] = (
        bridge_read=("optimizer.use_distributed_optimizer",), merge_any=True),
     _k("optimizer_cpu_offload", OPT, "bool", "optimizer.optimizer_cpu_offload"),
     _k("optimizer_offload_fraction", OPT, "float", "optimizer.optimizer_offload_fraction"),
+    _k("overlap_cpu_optimizer_d2h_h2d", OPT, "bool", "optimizer.overlap_cpu_optimizer_d2h_h2d"),
     _k("use_precision_aware_optimizer", OPT, "bool", "optimizer.use_precision_aware_optimizer"),
     _k("exp_avg_dtype", OPT, "dtype", "optimizer.exp_avg_dtype"),
     _k("exp_avg_sq_dtype", OPT, "dtype", "optimizer.exp_avg_sq_dtype"),
@@ -482,7 +483,8 @@ def _optimizer_settings(cfg: RunConfig) -> dict[str, object]:
     }
     if offload:
         out["optimizer_offload_fraction"] = float(cfg.optimizer_offload)
-    out["use_precision_aware_optimizer"] = offload or cfg.bf16_moments
+        out["overlap_cpu_optimizer_d2h_h2d"] = cfg.offload_overlap
+    out["use_precision_aware_optimizer"] = cfg.precision_aware
     if cfg.bf16_moments:
         out["exp_avg_dtype"] = "bfloat16"
         out["exp_avg_sq_dtype"] = "bfloat16"

@@ -95,6 +95,12 @@ class RunConfig:
     rank_capacity_factor: float | None = None
     grad_fp32: bool = True  # main grads in fp32 (Megatron-LM forces fp32 accumulation with --bf16)
     bf16_moments: bool = False  # precision-aware optimizer with bf16 exp_avg / exp_avg_sq
+    # use_precision_aware_optimizer; None = moeplan's export: on with optimizer offload or bf16 moments
+    # (Megatron-LM validate_args requires it with --optimizer-cpu-offload; Megatron Bridge does not)
+    precision_aware_optimizer: bool | None = None
+    # overlap_cpu_optimizer_d2h_h2d: pipeline the offloaded grads' D2H and params' H2D with the CPU
+    # Adam steps (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py); exported with offload
+    offload_overlap: bool = True
     ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: hide dispatch/combine behind another micro-batch
     tp_comm_overlap: bool = True  # tp_comm_overlap (TE userbuffers): TP collectives overlap GEMMs; exported on
     dp_overlap: bool = True  # ddp overlap_grad_reduce + overlap_param_gather; exported on
@@ -124,6 +130,13 @@ class RunConfig:
         bad = [s for s in self.cuda_graph_scopes if s not in CUDA_GRAPH_SCOPES]
         if bad:
             raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
+
+    @property
+    def precision_aware(self) -> bool:
+        """Whether the precision-aware optimizer runs (see ``precision_aware_optimizer``)."""
+        if self.precision_aware_optimizer is not None:
+            return self.precision_aware_optimizer
+        return self.optimizer_offload > 0 or self.bf16_moments
 
     @property
     def ep_overlap_allowed(self) -> bool:
