@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moeplan.activations import layer_tensors
-from moeplan.estimate import Evaluator, evaluate
+from moeplan.estimate import Evaluator
+from moeplan.estimate import evaluate as _evaluate
 from moeplan.flops import attention_core_fwd_flops, layer_gemms
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
 from moeplan.parallel import replace_parallel
 from moeplan.run import Recompute, RunConfig
+from moeplan.timing import DEFAULT_CALIBRATION
 
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
@@ -147,10 +149,15 @@ def _gib(b: float) -> float:
     return round(b / 2**30, 1)
 
 
-def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int) -> list[Reason]:
+def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int,
+                 cal: Any = None) -> list[Reason]:
     """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
     Each sentence compares the plan with the alternative it rules out, using fresh estimates."""
-    try_eval = Evaluator(gpu, budget)
+    cal = cal or DEFAULT_CALIBRATION
+    try_eval = Evaluator(gpu, budget, cal=cal)
+
+    def evaluate(c: RunConfig, g: GPUSpec) -> Any:
+        return _evaluate(c, g, cal)
 
     par, batch = cfg.parallel, cfg.batch
     out: list[Reason] = []
