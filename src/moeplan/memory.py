@@ -20,14 +20,13 @@ Sources per item:
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from functools import lru_cache
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
-from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, validate
+from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
 from moeplan.run import RunConfig
 
@@ -167,11 +166,6 @@ def average_params_per_gpu(spec: ModelSpec, par: Parallel) -> tuple[float, float
     return (p.total - p.routed_experts) / (par.tp * par.pp), p.routed_experts / (par.ep * par.etp * par.pp)
 
 
-@lru_cache(maxsize=4096)
-def _stage_groups(spec: ModelSpec, stage: Stage) -> tuple[tuple[Layer, int], ...]:
-    return tuple(Counter(spec.layers[i] for i in stage.layers).items())
-
-
 @lru_cache(maxsize=8192)
 def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, float, float]:
     """(dense params per GPU, expert params per GPU, GEMM params per GPU) on one pipeline rank."""
@@ -180,7 +174,7 @@ def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: in
     vocab_params = spec.vocab * h
     has_embedding = any(s.embedding for s in stages)
     for st in stages:
-        for layer, n in _stage_groups(spec, st):
+        for layer, n in stage_groups(spec, st):
             p = layer_params(layer, h)
             dense += n * (p.tp_split / tp + p.replicated)
             expert += n * p.expert / ep_etp
@@ -306,11 +300,11 @@ def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: P
         weights: dict[Layer, float] = {}
         mtp = loss = 0.0
         for count, st in zip(counts, stages):
-            for layer, n in _stage_groups(spec, st):
+            for layer, n in stage_groups(spec, st):
                 weights[layer] = weights.get(layer, 0.0) + count * n
             mtp += count * st.mtp
             loss += count * (1 if st.loss else 0)
-        distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in _stage_groups(spec, st)))
+        distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in stage_groups(spec, st)))
         out.append(RankProfile(r, dense, expert, gemm, tuple(weights.items()), mtp, loss,
                                tuple(zip(counts, stages)), distinct, any(layer.is_moe for layer in distinct),
                                sum(counts) / max(1, par.vpp)))
@@ -320,7 +314,7 @@ def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: P
 def _chunk_full_recompute(cfg: RunConfig, stage: Stage, tokens: float) -> tuple[float, float]:
     """(kept bytes per micro-batch, transient peak) of a chunk under full recompute."""
     spec, rc = cfg.model, cfg.recompute
-    groups = _stage_groups(spec, stage)
+    groups = stage_groups(spec, stage)
     full_layer = {layer: _layer_mb_bytes(cfg, layer, tokens, frozenset())[0] for layer, _ in groups}
     n_layers = len(stage.layers)
     per_input = layer_input_bytes(spec.hidden) * tokens

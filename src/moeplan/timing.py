@@ -43,9 +43,17 @@ from moeplan.flops import (
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
-from moeplan.memory import _stage_groups, average_params_per_gpu
+from moeplan.memory import average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
-from moeplan.parallel import Pipeline, Stage, build_pipeline, cp_ranks_per_domain, hierarchical_cp_inner, validate
+from moeplan.parallel import (
+    Pipeline,
+    Stage,
+    build_pipeline,
+    cp_ranks_per_domain,
+    hierarchical_cp_inner,
+    stage_groups,
+    validate,
+)
 from moeplan.run import RunConfig
 
 TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron convention)
@@ -650,7 +658,7 @@ def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer
     for stages in pipe.rank_stages:
         counts: dict[Layer, int] = {}
         for st in stages:
-            for layer, n in _stage_groups(spec, st):
+            for layer, n in stage_groups(spec, st):
                 counts[layer] = counts.get(layer, 0) + n
         heads = tuple((st.loss, st.mtp) for st in stages if st.loss or st.mtp)
         out.append((tuple(counts.items()), heads))
