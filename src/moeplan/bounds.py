@@ -14,8 +14,9 @@ these structural facts of the model hold:
   micro-batch on the slowest rank) is at least the mean over ranks of the per-rank work, and the
   per-rank work is at least the sum of its layers' and heads' times (pipeline p2p, bubble, DP
   communication, optimizer and offload only add);
-- the time of a layer depends on the layout through TP, CP, EP, ETP and MBS, not PP, VPP or DP
-  (so it is computed once per shape and reused for every pipeline split and DP size);
+- the time of a layer depends on the layout through TP, CP, EP, ETP, MBS and whether EP A2A overlap
+  is allowed, not otherwise on PP, VPP or DP (so it is computed once per shape and reused for every
+  pipeline split and DP size);
 - recompute only adds forward work, so the no-recompute layer time is the least over the ladder.
   The least over the CP communication types and over EP overlap on/off is taken explicitly.
 
@@ -43,7 +44,7 @@ class ThroughputBound:
 
     gpu: GPUSpec
     cal: Calibration = DEFAULT_CALIBRATION
-    _shapes: dict[RunConfig, tuple[dict[Layer, float], dict[tuple[bool, int], float]]] = field(
+    _shapes: dict[tuple[RunConfig, bool], tuple[dict[Layer, float], dict[tuple[bool, int], float]]] = field(
         default_factory=dict)
 
     def _variants(self, cfg: RunConfig) -> list[RunConfig]:
@@ -58,10 +59,12 @@ class ThroughputBound:
     def _shape(self, cfg: RunConfig, pipe: Pipeline) -> tuple[dict[Layer, float], dict[tuple[bool, int], float]]:
         par = cfg.parallel
         # the run with everything a layer's time may not depend on blanked out (every other field,
-        # present or added later, stays in the key)
-        key = cfg.evolve(parallel=Parallel(0, par.tp, 1, 1, par.cp, par.ep, par.etp),
-                         batch=Batch(cfg.batch.seq_len, 0, cfg.batch.mbs), recompute=Recompute(),
-                         optimizer_offload=0.0, ep_overlap=False, cp_comm_type="")
+        # present or added later, stays in the key), and whether EP overlap can be on (that depends
+        # on PP, VPP and the micro-batch count)
+        key = (cfg.evolve(parallel=Parallel(0, par.tp, 1, 1, par.cp, par.ep, par.etp),
+                          batch=Batch(cfg.batch.seq_len, 0, cfg.batch.mbs), recompute=Recompute(),
+                          optimizer_offload=0.0, ep_overlap=False, cp_comm_type=""),
+               cfg.evolve(recompute=Recompute()).ep_overlap_allowed)
         hit = self._shapes.get(key)
         if hit is not None:
             return hit
