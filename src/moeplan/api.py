@@ -143,6 +143,8 @@ def build_config(
     bf16_moments: bool = False,
     dp_overlap: bool = True,
     tp_comm_overlap: bool = True,
+    offload_overlap: bool = True,
+    precision_aware_optimizer: bool | None = None,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     hardware_file: str | None = None,
     mcore_version: str = DEFAULT_MCORE_VERSION,
@@ -172,17 +174,23 @@ def build_config(
         capacity_factor=capacity_factor,
         rank_capacity_factor=rank_capacity_factor,
         ep_overlap=ep_overlap,
-        cp_comm_type=cp_comm_type,
+        cp_comm_type="p2p" if cp_comm_type == "auto" else cp_comm_type,
         grad_fp32=grad_fp32,
         bf16_moments=bf16_moments,
         dp_overlap=dp_overlap,
         tp_comm_overlap=tp_comm_overlap,
+        offload_overlap=offload_overlap,
+        precision_aware_optimizer=precision_aware_optimizer,
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
     )
     validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
+    if cp_comm_type == "auto":  # the planner's choice: least attention + exposed CP communication
+        from moeplan.timing import best_cp_comm_type
+
+        cfg = cfg.with_(cp_comm_type=best_cp_comm_type(cfg, gpu_spec, cal))
     problem = knob_problem(cfg, gpu_spec)
     if problem:
         raise MoeplanError(problem.message)

@@ -108,6 +108,9 @@ class RunConfig:
     rank_capacity_factor: float | None = None
     """``moe_expert_rank_capacity_factor`` (Megatron-Core 0.18+, HybridEP): fixed per-rank token buffers that make
     dropless MoE sync-free, so a full-iteration CUDA graph can capture it (with ``moe_paged_stash``)."""
+    precision_aware_optimizer: bool | None = None
+    """``use_precision_aware_optimizer``; None = moeplan's export: on with optimizer offload or bf16 moments
+    (Megatron-LM validate_args requires it with --optimizer-cpu-offload; Megatron Bridge does not)."""
     # ---- communication overlap
     cp_comm_type: CpCommType = "p2p"
     """Context-parallel communication: p2p (ring), a2a, allgather, a2a+p2p (hierarchical)."""
@@ -120,6 +123,9 @@ class RunConfig:
     """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
     optimizer_offload: float = 0.0
     """Share of the optimizer state on the CPU (``optimizer_offload_fraction`` with ``optimizer_cpu_offload``)."""
+    offload_overlap: bool = True
+    """``overlap_cpu_optimizer_d2h_h2d``: pipeline the offloaded grads' D2H and params' H2D with the CPU Adam steps
+    (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py); exported with offload."""
     offload_modules: frozenset[str] = frozenset()
     """Fine-grained activation offloading (``offload_modules``, Megatron-Core 0.16+)."""
     cuda_graph_scopes: frozenset[str] = frozenset()
@@ -152,6 +158,13 @@ class RunConfig:
         bad = [s for s in self.cuda_graph_scopes if s not in CUDA_GRAPH_SCOPES]
         if bad:
             raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
+
+    @property
+    def precision_aware(self) -> bool:
+        """Whether the precision-aware optimizer runs (see ``precision_aware_optimizer``)."""
+        if self.precision_aware_optimizer is not None:
+            return self.precision_aware_optimizer
+        return self.optimizer_offload > 0 or self.bf16_moments
 
     @property
     def ep_overlap_allowed(self) -> bool:

@@ -23,16 +23,17 @@ FORMAT = "moeplan-strategy/1"
 GROUPS: dict[str, tuple[str, ...]] = {
     "layout": ("tp", "pp", "vpp", "cp", "ep", "etp", "pipeline_layout"),
     "batch": ("seq_len", "gbs", "mbs"),
-    "numerics": ("precision", "grad_fp32", "bf16_moments"),
+    "numerics": ("precision", "grad_fp32", "bf16_moments", "precision_aware_optimizer"),
     "moe": ("dispatcher", "ep_overlap", "moe_imbalance", "capacity_factor", "rank_capacity_factor"),
     "communication": ("cp_comm_type", "tp_comm_overlap", "dp_overlap"),
-    "memory": ("recompute", "optimizer_offload", "offload_modules", "cuda_graphs", "reserve_gib"),
+    "memory": ("recompute", "optimizer_offload", "offload_overlap", "offload_modules", "cuda_graphs", "reserve_gib"),
     "megatron": ("mcore_version",),
 }
 _INT = {"tp", "pp", "vpp", "cp", "ep", "etp", "seq_len", "gbs", "mbs"}
 _FLOAT = {"moe_imbalance", "optimizer_offload", "reserve_gib"}
 _OPT_FLOAT = {"capacity_factor", "rank_capacity_factor"}
-_BOOL = {"grad_fp32", "bf16_moments", "ep_overlap", "tp_comm_overlap", "dp_overlap"}
+_BOOL = {"grad_fp32", "bf16_moments", "ep_overlap", "tp_comm_overlap", "dp_overlap", "offload_overlap"}
+_OPT_BOOL = {"precision_aware_optimizer"}
 _LIST = {"offload_modules", "cuda_graphs"}
 _OPT_STR = {"pipeline_layout"}
 
@@ -45,10 +46,12 @@ def strategy_of(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         "pipeline_layout": par.pipeline_layout,
         "seq_len": batch.seq_len, "gbs": batch.gbs, "mbs": batch.mbs,
         "precision": cfg.precision, "grad_fp32": cfg.grad_fp32, "bf16_moments": cfg.bf16_moments,
+        "precision_aware_optimizer": cfg.precision_aware_optimizer,
         "dispatcher": cfg.dispatcher, "ep_overlap": cfg.ep_overlap, "moe_imbalance": cfg.moe_imbalance,
         "capacity_factor": cfg.capacity_factor, "rank_capacity_factor": cfg.rank_capacity_factor,
         "cp_comm_type": cfg.cp_comm_type, "tp_comm_overlap": cfg.tp_comm_overlap, "dp_overlap": cfg.dp_overlap,
         "recompute": cfg.recompute.label(), "optimizer_offload": cfg.optimizer_offload,
+        "offload_overlap": cfg.offload_overlap,
         "offload_modules": sorted(cfg.offload_modules), "cuda_graphs": sorted(cfg.cuda_graph_scopes),
         "reserve_gib": cfg.reserve_gib, "mcore_version": cfg.mcore_version,
     }
@@ -76,7 +79,9 @@ def _value(origin: str, group: str, key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise bad("a number")
         return float(value)
-    if key in _BOOL:
+    if key in _BOOL or key in _OPT_BOOL:
+        if value is None and key in _OPT_BOOL:
+            return None
         if not isinstance(value, bool):
             raise bad("true or false")
         return value

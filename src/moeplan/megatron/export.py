@@ -160,7 +160,8 @@ def _optimizer_settings(cfg: RunConfig) -> dict[str, object]:
     }
     if offload:
         out["optimizer_offload_fraction"] = float(cfg.optimizer_offload)
-    out["use_precision_aware_optimizer"] = offload or cfg.bf16_moments
+        out["overlap_cpu_optimizer_d2h_h2d"] = cfg.offload_overlap
+    out["use_precision_aware_optimizer"] = cfg.precision_aware
     if cfg.bf16_moments:
         out["exp_avg_dtype"] = "bfloat16"
         out["exp_avg_sq_dtype"] = "bfloat16"

@@ -135,6 +135,7 @@ KNOBS: tuple[Knob, ...] = (
        bridge_read=("optimizer.use_distributed_optimizer",), merge_any=True),
     _k("optimizer_cpu_offload", OPT, "bool", "optimizer.optimizer_cpu_offload"),
     _k("optimizer_offload_fraction", OPT, "float", "optimizer.optimizer_offload_fraction"),
+    _k("overlap_cpu_optimizer_d2h_h2d", OPT, "bool", "optimizer.overlap_cpu_optimizer_d2h_h2d"),
     _k("use_precision_aware_optimizer", OPT, "bool", "optimizer.use_precision_aware_optimizer"),
     _k("exp_avg_dtype", OPT, "dtype", "optimizer.exp_avg_dtype"),
     _k("exp_avg_sq_dtype", OPT, "dtype", "optimizer.exp_avg_sq_dtype"),
