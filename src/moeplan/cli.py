@@ -600,7 +600,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             table.add_row(f"[{colors[f.severity]}]{f.severity}", f.rule, str(f.line or ""), escape(f.message),
                           escape(" ".join(f.fix)))
         console.print(table)
-        console.print(f"{result.errors} error(s), {sum(1 for f in result.findings if f.severity == 'warning')} warning(s)")
+        console.print(result.summary(), highlight=False)
     return 1 if result.errors else 0
 
 

@@ -738,6 +738,16 @@ for _knob in KNOBS:
         if _path != _DATASET_SEQ:
             _BRIDGE_KNOBS.setdefault(_path, (_knob, _i))
 
+
+def known_keys(kind: str) -> tuple[str, ...]:
+    """Every key the reader knows for a file kind (Bridge paths or Megatron-LM flags): the candidates
+    for a "did you mean" on an unknown key."""
+    if kind == "megatron-lm":
+        return tuple(sorted({*_MLM_KNOBS, *_MLM_RECOGNISED, _MLM_RECOMPUTE_ACTIVATIONS}))
+    paths = {*_BRIDGE_KNOBS, *BRIDGE_SECTIONS, *(f"model.{n}" for n in ARCHITECTURE_FIELDS)}
+    paths |= {f"{sec}.{n}" for sec, names in _RECOGNISED.items() for n in names if n != "_target_"}
+    return tuple(sorted(paths))
+
 RunKind = Literal["bridge-yaml", "overrides", "megatron-lm"]
 
 
