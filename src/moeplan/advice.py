@@ -155,13 +155,20 @@ def _gib(b: float) -> float:
     return round(b / 2**30, 1)
 
 
-def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int) -> list[Reason]:
+def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int,
+                 cal: Any = None) -> list[Reason]:
     """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
     Each sentence compares the plan with the alternative it rules out, using fresh estimates."""
-    from moeplan.estimate import Evaluator, evaluate
+    from moeplan.estimate import Evaluator
+    from moeplan.estimate import evaluate as _evaluate
     from moeplan.parallel import replace_parallel
+    from moeplan.timing import DEFAULT_CALIBRATION
 
-    try_eval = Evaluator(gpu, budget)
+    cal = cal or DEFAULT_CALIBRATION
+    try_eval = Evaluator(gpu, budget, cal=cal)
+
+    def evaluate(c: RunConfig, g: GPUSpec) -> Any:
+        return _evaluate(c, g, cal)
 
     par, batch = cfg.parallel, cfg.batch
     out: list[Reason] = []

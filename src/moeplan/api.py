@@ -17,7 +17,7 @@ from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
 from moeplan.run import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, Recompute, RunConfig
-from moeplan.timing import estimate_time
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
 
 
 def resolve_model(model: str | ModelSpec) -> ModelSpec:
@@ -95,13 +95,13 @@ def _csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, 
     return frozenset(items)
 
 
-def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec) -> str:
+def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> str:
     """The guidance's dispatcher choice, decided by the estimates: the fastest of the candidates the
     hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP."""
     candidates = dispatcher_candidates(cfg, gpu)
     if len(candidates) == 1:
         return candidates[0]
-    times = {d: estimate_time(cfg.with_(dispatcher=d), gpu).step_time_s for d in candidates}
+    times = {d: estimate_time(cfg.with_(dispatcher=d), gpu, cal).step_time_s for d in candidates}
     return min(candidates, key=lambda d: times[d])
 
 
@@ -160,8 +160,10 @@ def build_config(
     reserve_gib: float = 2.0,
     hardware_file: str | None = None,
     mcore_version: str = "0.16",
+    cal: Calibration = DEFAULT_CALIBRATION,
 ) -> tuple[RunConfig, GPUSpec]:
-    """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes)."""
+    """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
+    constants) only decides ``dispatcher="auto"``."""
     from moeplan.megatron import normalize_version
 
     spec = resolve_model(model)
@@ -195,17 +197,18 @@ def build_config(
     )
     validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
     if dispatcher == "auto":
-        cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec))
+        cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
     problem = knob_problem(cfg, gpu_spec)
     if problem:
         raise MoeplanError(problem)
     return cfg, gpu_spec
 
 
-def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
-    """Memory and throughput of one layout, as a JSON-ready dict (see :func:`build_config`)."""
-    cfg, gpu = build_config(model, **kwargs)
-    return evaluate(cfg, gpu).as_dict()
+def estimate(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, **kwargs: Any) -> dict[str, Any]:
+    """Memory and throughput of one layout, as a JSON-ready dict (see :func:`build_config`);
+    ``cal``: the timing constants (default: the fitted ones)."""
+    cfg, gpu = build_config(model, cal=cal, **kwargs)
+    return evaluate(cfg, gpu, cal).as_dict()
 
 
 # ----------------------------------------------------------------------------------- plan
@@ -281,6 +284,7 @@ def plan(
     progress: Any = None,
     grad_fp32: bool = True,
     bf16_moments: bool = False,
+    cal: Calibration = DEFAULT_CALIBRATION,
 ) -> dict[str, Any]:
     """Search layouts and knobs; the top plans with memory, throughput, rationale and exports.
 
@@ -305,7 +309,7 @@ def plan(
     result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
-                    grad_fp32=grad_fp32, bf16_moments=bf16_moments)
+                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal)
     closest = None
     if result.closest is not None:
         cfg, miss = result.closest
@@ -362,7 +366,7 @@ def sweep(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold:
             continue
         plan_kw = {k: v for k, v in kwargs.items() if k in ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance",
                                                              "reserve_gib", "mcore_version", "headroom",
-                                                             "grad_fp32", "bf16_moments")}
+                                                             "grad_fp32", "bf16_moments", "cal")}
         result = plan(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
         if not result["plans"]:
             rows.append({"seq_len": s, "gbs": gbs, "fits": False, "label": "planned", "plan": None,
@@ -371,7 +375,8 @@ def sweep(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold:
         best = result["plans"][0]
         cfg, gpu_spec = config_from_plan(spec, best, **{k: v for k, v in plan_kw.items()
                                                           if k not in ("headroom", "grad_fp32", "bf16_moments")})
-        rows.append({**evaluate(cfg, gpu_spec).as_dict(), "label": "planned", "plan": best})
+        rows.append({**evaluate(cfg, gpu_spec, plan_kw.get("cal", DEFAULT_CALIBRATION)).as_dict(),
+                     "label": "planned", "plan": best})
     return rows
 
 

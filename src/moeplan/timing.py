@@ -16,15 +16,19 @@ communication and the optimizer step:
   attention, EP dispatch/combine (4 all-to-alls per MoE layer) split into NVLink and scale-out
   parts, PP send/recv; recompute adds the forward cost of what it recomputes.
 FLOPs are Megatron-Core's (moeplan.flops) so TFLOP/s/GPU is comparable with Megatron's log line.
-The calibration constants below are few and global (not per model or per run); each says what it
-stands for. They were set once against ../shared/reference/published_runs.csv (tests check every row).
+The calibration constants (class Calibration) are few and global (not per model or per run); their
+values are data (moeplan/hardware/calibration.yaml), each with what it stands for and its source.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
+from importlib import resources
+from typing import Any
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
 from moeplan.flops import (
@@ -37,6 +41,7 @@ from moeplan.flops import (
     mtp_eh_proj_gemm,
 )
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
+from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
 from moeplan.memory import _stage_groups, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
@@ -46,57 +51,81 @@ from moeplan.run import RunConfig
 TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron convention)
 
 
+CALIBRATION_FILE = "calibration.yaml"  # package data beside the hardware catalog (moeplan/hardware)
+
+
+@lru_cache(maxsize=1)
+def _file_constants() -> dict[str, Any]:
+    """The default constants, read once from ``moeplan/hardware/calibration.yaml``."""
+    import yaml
+
+    text = resources.files("moeplan.hardware").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8")
+    origin = f"moeplan/hardware/{CALIBRATION_FILE}"
+    # YAML 1.1 reads "28.0e6" as a string: every leaf goes through the same positive-number check
+    return {k: ({kk: _positive(origin, f"{k}.{kk}", vv) for kk, vv in v.items()} if isinstance(v, dict)
+                else _positive(origin, k, v)) for k, v in yaml.safe_load(text)["constants"].items()}
+
+
+def _from_file(name: str) -> Any:
+    return field(default_factory=lambda: copy.deepcopy(_file_constants()[name]))
+
+
 @dataclass(frozen=True, eq=False)
 class Calibration:
-    """Global efficiency constants of the timing model. Defaults are the calibrated values."""
+    """Global efficiency constants of the timing model. The defaults are the values in
+    ``moeplan/hardware/calibration.yaml`` (what each stands for and its source are documented there
+    and in docs/calibration.md; benchmarks/calibrate.py writes the fitted ones)."""
 
-    # Fraction of the dense BF16 peak that fused (flash / cuDNN) attention reaches on long blocks,
-    # fwd + bwd (FlashAttention-3, Shah et al. 2024: ~0.6-0.75 forward, lower backward on H100).
-    attn_eff: float = 0.47
-    # Attention kernels lose efficiency on short blocks (fewer tiles per head to fill the SMs, fixed
-    # prologue/epilogue per block): rate(L) = rate(inf) x L / (L + attn_half_tokens). Fitted to the
-    # FlashAttention-3 forward benchmark, H100 SXM5, head dim 128 (Shah et al. 2024, arXiv 2407.08608,
-    # Figure "Attention forward speed": 467, 565, 625, 638, 646, 648 TFLOP/s at 0.5K-16K tokens);
-    # tests/data/fa3_forward_h100.csv. Context parallelism shortens the blocks: see attention_block_tokens.
-    attn_half_tokens: float = 200.0
-    # Gated DeltaNet chunked kernels (fla-org Triton): fraction of BF16 peak.
-    gdn_eff: float = 0.12
-    # Grouped expert GEMMs lose further to per-expert tails and the token-count imbalance of
-    # padding each expert's rows; applied to the expert GEMM rate.
-    grouped_gemm_eff: float = 0.85
-    # HBM traffic per byte saved for backward (written in fwd, read in bwd, gradient written/read).
-    elementwise_traffic: float = 2.0
-    hbm_eff: float = 0.7
-    # Collective efficiencies relative to the catalog link rate when no measured bus bandwidth exists.
-    nvlink_eff: float = 0.8
-    scaleout_eff: float = 0.75
-    # All-to-all efficiency by dispatcher (fraction of the link rate reached by dispatch/combine).
-    # DeepEP's own kernels reach ~0.77 of NVLink and ~0.9 of RDMA line rate on H800 (deepseek-ai/
-    # DeepEP README); inside Megatron (token permutation, probability handling, SM sharing) less.
-    # Set once against the published runs with their recipes' settings (tests/data/
-    # published_runs_recipes.csv) and the measured Qwen3-30B-A3B EP16 alltoall point (132.9
-    # TFLOP/s/GPU on 16 H100, ../shared/reference/guidance.md); alltoall was refit from 0.7 to 0.75
-    # when weight-gradient GEMMs began to pay their main-grad traffic (docs/calibration.md). DeepEP/
-    # HybridEP also send each token once per remote NVLink domain (below), their gain over NCCL all-to-all.
-    a2a_eff: dict[str, float] = field(default_factory=lambda: {
-        "alltoall": 0.75, "allgather": 0.75, "deepep": 0.6, "hybridep": 0.6})
-    # With EP A2A overlap, the share of a layer's compute (of the other micro-batch) that can hide
-    # its dispatch/combine; the communication kernels take SMs and the merged schedule does not pair
-    # every chunk, so it is well below 1. Set with the constants above (runs with moe_a2a_overlap:
-    # Qwen3-235B and Qwen3-30B-A3B on H100).
-    ep_overlap_eff: float = 0.3
-    # TP comm overlap (userbuffers, Megatron tp_comm_overlap) hides this share of TP collectives.
-    tp_hidden: float = 0.5
-    # Host-side launch overhead per layer per micro-batch (fwd + bwd) without CUDA graphs:
-    # ~60 kernels x ~5 us launch latency (Megatron-Core CUDA graph docs motivation).
-    launch_overhead_per_layer_s: float = 3.0e-4
-    # GPU Adam traffic per parameter shard (read/write fp32 master, m, v; read fp32 grad; write bf16).
-    optimizer_bytes_per_param: float = 30.0
-    # CPU Adam throughput per GPU process (parameters/s). PCIe x86 hosts: from the guidance's
-    # measurement (Qwen3-30B-A3B on H100: step x1.9 at 25% offload, x4.2 at 100%); Grace (c2c):
-    # 72 Neoverse V2 cores and LPDDR5X per 2 GPUs, assumed 4x faster.
-    cpu_adam_params_per_s: dict[str, float] = field(default_factory=lambda: {
-        "pcie4": 28e6, "pcie5": 28e6, "pcie6": 28e6, "c2c": 112e6})
+    attn_eff: float = _from_file("attn_eff")
+    attn_half_tokens: float = _from_file("attn_half_tokens")
+    gdn_eff: float = _from_file("gdn_eff")
+    grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
+    elementwise_traffic: float = _from_file("elementwise_traffic")
+    hbm_eff: float = _from_file("hbm_eff")
+    nvlink_eff: float = _from_file("nvlink_eff")
+    scaleout_eff: float = _from_file("scaleout_eff")
+    a2a_eff: dict[str, float] = _from_file("a2a_eff")
+    ep_overlap_eff: float = _from_file("ep_overlap_eff")
+    tp_hidden: float = _from_file("tp_hidden")
+    launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
+    optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
+    cpu_adam_params_per_s: dict[str, float] = _from_file("cpu_adam_params_per_s")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+
+    def with_overrides(self, overrides: Mapping[str, Any], origin: str = "calibration") -> Calibration:
+        """A copy with some constants replaced (a user profile); dict constants merge key by key.
+        Unknown names and non-positive values raise MoeplanError naming ``origin``."""
+        known = {f.name: f for f in fields(self)}
+        values: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if key not in known:
+                raise MoeplanError(f"{origin}: unknown calibration constant '{key}' "
+                                   f"(known: {', '.join(sorted(known))})")
+            current = getattr(self, key)
+            if isinstance(current, dict):
+                if not isinstance(value, Mapping):
+                    raise MoeplanError(f"{origin}: '{key}' must be a mapping like {current}")
+                merged = dict(current)
+                for k, v in value.items():
+                    if k not in current:
+                        raise MoeplanError(f"{origin}: '{key}.{k}' is not one of {', '.join(current)}")
+                    merged[k] = _positive(origin, f"{key}.{k}", v)
+                values[key] = merged
+            else:
+                values[key] = _positive(origin, key, value)
+        return replace(self, **values)
+
+
+def _positive(origin: str, key: str, value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise MoeplanError(f"{origin}: '{key}' must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(v) or v <= 0:
+        raise MoeplanError(f"{origin}: '{key}' must be a positive number, got {value!r}")
+    return v
 
 
 DEFAULT_CALIBRATION = Calibration()
