@@ -8,7 +8,7 @@ import json
 from moeplan import checker
 from moeplan.cli import main
 from moeplan.rules import did_you_mean
-from moeplan import megatron
+from moeplan.megatron.read import known_keys
 
 BAD_128K = """\
 model:
@@ -50,8 +50,8 @@ def test_did_you_mean_on_bridge_and_megatron_lm_keys(tmp_path):
     hints = {f.message.split("'")[1]: f.numbers.get("suggestion") for f in result.findings if f.rule == "unknown-key"}
     assert hints == {"model.tensor_model_paralel_size": "model.tensor_model_parallel_size",
                      "train.micro_batch_sise": "train.micro_batch_size", "modle": "model"}
-    assert did_you_mean("--context-paralel-size", megatron.known_keys("megatron-lm")) == "--context-parallel-size"
-    assert did_you_mean("model.zzzz_qqq", megatron.known_keys("bridge-yaml")) is None
+    assert did_you_mean("--context-paralel-size", known_keys("megatron-lm")) == "--context-parallel-size"
+    assert did_you_mean("model.zzzz_qqq", known_keys("bridge-yaml")) is None
 
 
 def test_summary_counts_information_findings(tmp_path, capsys):

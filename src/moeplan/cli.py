@@ -19,7 +19,7 @@ from rich.table import Table
 from moeplan import api
 from moeplan.advice import DEFAULT_HEADROOM
 from moeplan.errors import MoeplanError
-from moeplan.run import DISPATCHERS, PRECISIONS
+from moeplan.vocab import CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS, PRECISIONS
 
 Handler = Callable[[argparse.Namespace, Console], int]
 
@@ -163,7 +163,7 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                        help="fraction of optimizer state on the CPU (optimizer_offload_fraction; default 0)")
         p.add_argument("--offload-modules", help="fine-grained activation offload, e.g. core_attn,attn_proj")
-        p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
+        p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
         p.add_argument("--capacity-factor", type=float, help="moe_expert_capacity_factor (token dropping)")
         p.add_argument("--rank-capacity-factor", type=float, metavar="F",
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
@@ -525,7 +525,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     if not args.no_fix:
         result = api.plan(model_ref, gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
                           precision=b["precision"], top=1, hardware_file=args.hardware,
-                          mcore_version=getattr(args, "mcore_version", None) or "0.16",
+                          mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
                           grad_fp32=b.get("grad_fp32", True) and not args.bf16_grads,  # the run's numerics
                           bf16_moments=b.get("bf16_moments", False) or args.bf16_moments)
         fix = remedy(b, result["plans"][0] if result["plans"] else None)
@@ -750,7 +750,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
     p.add_argument("--gpus", type=positive_int, help="total GPU count (run files do not carry it)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
-    p.add_argument("--mcore-version", help="Megatron-Core version the config targets (default 0.16)")
+    p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
@@ -769,10 +769,10 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
-    p.add_argument("--reserve-gib", type=float, default=2.0,
-                   help="GiB per GPU kept for CUDA context, NCCL and fragmentation (default 2)")
-    p.add_argument("--mcore-version", default="0.16",
-                   help="Megatron-Core version targeted: field names, allowed values, rules (default 0.16)")
+    p.add_argument("--reserve-gib", type=float, default=DEFAULT_RESERVE_GIB,
+                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g})")
+    p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
+                   help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--bf16-grads", action="store_true",
                    help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
                         "perf recipes do); default fp32")
@@ -792,7 +792,7 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
     p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS])
     p.add_argument("--optimizer-offload", type=float, default=0.0, help="optimizer offload of the held layout")
-    p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
+    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,12 +30,13 @@ from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
-from moeplan.megatron import fields_for, sync_free_moe
+from moeplan.megatron.fields import fields_for, sync_free_moe
 from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
+from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
@@ -258,9 +259,9 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
 
 def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, precision: str = "bf16",
            top: int = 5, space: SearchSpace = SearchSpace(), moe_imbalance: float = 1.0,
-           mcore_version: str = "0.16", reserve_gib: float = 2.0, allow_gbs_reduction: bool = True,
-           progress: object = None, grad_fp32: bool = True, bf16_moments: bool = False,
-           cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
+           mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
+           allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
+           bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
     ``cal`` holds the timing constants (default: the fitted ones)."""

@@ -24,8 +24,10 @@ from moeplan.advice import (
 )
 from moeplan.estimate import Evaluator
 from moeplan.hardware import GPUSpec
+from moeplan.knobs import knob_problem
+from moeplan.megatron.export import format_override_value, to_overrides
 from moeplan.memory import MEMORY_ITEMS
-from moeplan.parallel import check_layout, replace_parallel
+from moeplan.parallel import balanced_layout, check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 
 Severity = Literal["error", "warning", "info"]
@@ -49,9 +51,15 @@ class Finding:
 
 
 def _overrides(cfg: RunConfig) -> list[str]:
-    from moeplan import megatron
+    return to_overrides(cfg, cfg.mcore_version)
 
-    return megatron.to_overrides(cfg, cfg.mcore_version)
+
+# The setting that removes each knob problem (moeplan.knobs): the Megatron default.
+_KNOB_FIX: dict[str, dict[str, Any]] = {
+    "cp_comm_type": {"cp_comm_type": "p2p"},
+    "moe_expert_rank_capacity_factor": {"rank_capacity_factor": None},
+    "overlap_moe_expert_parallel_comm": {"ep_overlap": False},
+}
 
 
 def fix_overrides(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
@@ -106,13 +114,11 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
                                 line=lines.get(field_of.get(bad.rule, ""))))
     if layout_errors:
         return sort_findings(findings + _without_estimate(cfg, gpu, variable_seq_lengths, lines, layout_errors))
-    from moeplan.api import knob_problem
-
     problem = knob_problem(cfg, gpu)
     if problem:
-        field = "cp_comm_type" if problem.startswith("cp_comm") else "overlap_moe_expert_parallel_comm"
-        fixed = cfg.with_(cp_comm_type="p2p") if field == "cp_comm_type" else cfg.with_(ep_overlap=False)
-        findings.append(Finding("error", "knob-layout", problem, fix_overrides(cfg, fixed), line=lines.get(field)))
+        fixed = cfg.with_(**_KNOB_FIX[problem.field])
+        findings.append(Finding("error", "knob-layout", problem.message, fix_overrides(cfg, fixed),
+                                line=lines.get(problem.field)))
         cfg = fixed
     ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom), gpu.hbm_bytes * (1 - max(headroom, DEFAULT_HEADROOM)))
     est = ev(cfg)
@@ -177,9 +183,6 @@ def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:
     """For an uneven pipeline split: the balanced layout string that makes it valid."""
     if rule != "layers-pp" or cfg.model.num_layers < cfg.parallel.pp * cfg.parallel.vpp:
         return ()
-    from moeplan.megatron import format_override_value
-    from moeplan.parallel import balanced_layout
-
     layout = balanced_layout(cfg.model, cfg.parallel.pp, cfg.parallel.vpp)
     return (f"model.pipeline_model_parallel_layout={format_override_value(layout)}",) if layout else ()
 
