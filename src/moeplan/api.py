@@ -366,6 +366,11 @@ def gbs_for(seq_len: int, gbs_tokens: int) -> int:
     """Sequences per global batch that hold ``gbs_tokens`` tokens at ``seq_len`` (at least 1)."""
     if gbs_tokens < seq_len:
         raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is less than one sequence of {seq_len:,} tokens")
+    if gbs_tokens % seq_len:
+        lo = gbs_tokens // seq_len
+        raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is not a whole number of {seq_len:,}-token sequences "
+                           f"({gbs_tokens / seq_len:,.2f}); use {lo * seq_len:,} (GBS {lo}) or "
+                           f"{(lo + 1) * seq_len:,} (GBS {lo + 1})")
     return gbs_tokens // seq_len
 
 
@@ -396,6 +401,8 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
                  progress: Any = None, **kwargs: Any) -> list[SweepPoint]:
     """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length."""
     spec = resolve_model(model)
+    for s in seq_lens:  # every length checked before any work
+        gbs_for(s, gbs_tokens)
     points = []
     if progress is not None and hasattr(progress, "start") and hold is not None:
         progress.start(len(seq_lens))

@@ -15,7 +15,7 @@ from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.megatron.fields import check_settings
 from moeplan.megatron.mcore import build_mcore_config
-from moeplan.megatron.read import read_run_file
+from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import check_layout, layout_from_split_options
@@ -60,10 +60,25 @@ class CheckResult:
     def errors(self) -> int:
         return sum(1 for f in self.findings if f.severity == "error")
 
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "warning")
+
+    @property
+    def infos(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "info")
+
+    def summary(self) -> str:
+        """'1 error, 2 warnings, 3 information findings'."""
+        def n(count: int, word: str, plural: str) -> str:
+            return f"{count} {word if count == 1 else plural}"
+        return ", ".join((n(self.errors, "error", "errors"), n(self.warnings, "warning", "warnings"),
+                          n(self.infos, "information finding", "information findings")))
+
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": self.config.model.name, "gpu": self.gpu.name,
                 "gpus": self.config.parallel.gpus, "errors": self.errors,
-                "warnings": sum(1 for f in self.findings if f.severity == "warning"),
+                "warnings": self.warnings, "infos": self.infos,
                 "findings": [f.as_dict() for f in self.findings],
                 "estimate": self.estimate.as_dict() if self.estimate is not None else None}
 
@@ -108,7 +123,7 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
-                     unknown=tuple(parsed.unknown), lines=parsed.lines)
+                     unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind))
     if run_mcore:
         try:
             build_mcore_config(cfg)

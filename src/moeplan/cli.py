@@ -21,7 +21,7 @@ from moeplan import api
 from moeplan.advice import DEFAULT_HEADROOM
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate
-from moeplan.plots import atomic_write
+from moeplan.outfile import write_bytes
 from moeplan.strategy import read_strategy, strategy_text
 from moeplan.vocab import CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS, PRECISIONS
 
@@ -248,9 +248,32 @@ def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return merged
 
 
+def _check_output(path: str | None, plot: bool = True) -> None:
+    """Refuse an output path (and a plot format) before any work, so a bad path costs nothing."""
+    if path is None:
+        return
+    from moeplan.outfile import check_target
+
+    check_target(path)
+    if plot:
+        from moeplan.plots import _format_of
+
+        _format_of(path)
+
+
+def _wrote(path: str, as_json: bool, what: str = "") -> None:
+    """'wrote FILE' for every file written (on stderr under --json, so stdout stays JSON)."""
+    line = f"wrote {path}" + (f" ({what})" if what else "")
+    if as_json:
+        Console(stderr=True, width=10_000).print(line, highlight=False, markup=False)
+    else:
+        Console(width=10_000).print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
+    _check_output(args.plot)
     est = api.estimate(args.model, **strategy_kwargs(args))
-    if args.plot:
+    if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
         plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"])
@@ -258,6 +281,8 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         _print_json(est)
     else:
         print_estimate(est, console)
+    if args.plot:
+        _wrote(args.plot, args.json, "memory and time breakdown")
     return 0
 
 
@@ -350,6 +375,10 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    if args.json and args.format != "table":
+        raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
+                           "'overrides', 'yaml' and 'megatron_lm_args'")
+    _check_output(args.save_strategy, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
     try:
         found = api.search_plans(
@@ -370,10 +399,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         return _no_fit(result, False)
     if args.save_strategy:
         assert found.best is not None
-        try:
-            atomic_write(args.save_strategy, strategy_text(found.best.config).encode())
-        except OSError as exc:
-            raise MoeplanError(f"cannot write {args.save_strategy}: {exc.strerror or exc}") from None
+        write_bytes(args.save_strategy, strategy_text(found.best.config).encode())
+        _wrote(args.save_strategy, args.json or args.format != "table", "the best plan's strategy")
     fmt = args.format
     if args.json:
         _print_json(plans)
@@ -394,12 +421,12 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 def parse_lengths(text: str) -> list[int]:
-    try:
-        out = [parse_tokens(t) for t in text.split(",") if t.strip()]
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not out:
-        raise argparse.ArgumentTypeError("give at least one sequence length")
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"empty item in '{text}': give comma-separated lengths, e.g. 16k,32k,64k")
+    out = [parse_tokens(t) for t in items]
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"a length appears twice in '{text}'")
     return out
 
 
@@ -437,20 +464,27 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    _check_output(args.plot)
     progress = _Progress(Console(stderr=True), not args.json, "sweeping")
     try:
         rows = api.sweep(args.model, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
                          progress=progress, **_sweep_kwargs(args))
     finally:
         progress.stop()
-    if args.plot:
+    fitting = [r for r in rows if "parallel" in r]
+    if args.plot and fitting:  # written first: an error leaves nothing printed
         from moeplan import plots
 
-        plots.write_sweep_plot([r for r in rows if "parallel" in r], args.plot)
+        plots.write_sweep_plot(fitting, args.plot)
     if args.json:
         _print_json(rows)
     else:
         print_sweep(rows, console)
+    if args.plot and fitting:
+        _wrote(args.plot, args.json, f"throughput and memory at {len(fitting)} lengths")
+    elif args.plot:
+        Console(stderr=True, width=10_000).print(f"moeplan: no length fits; {args.plot} not written",
+                                                 highlight=False, markup=False)
     return 0 if all("parallel" in r for r in rows) else 1
 
 
@@ -539,6 +573,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from moeplan import report
 
+    _check_output(args.html, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "planning")
     try:
         found = api.search_plans(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
@@ -567,8 +602,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
                              ranks=est["memory_ranks_gib"])
     if args.json:
         _print_json({"html": str(args.html), "plans": len(plans)})
-    else:
-        console.print(f"wrote {args.html} ({len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''})")
+    _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
     return 0
 
 
@@ -593,7 +627,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             table.add_row(f"[{colors[f.severity]}]{f.severity}", f.rule, str(f.line or ""), escape(f.message),
                           escape(" ".join(f.fix)))
         console.print(table)
-        console.print(f"{result.errors} error(s), {sum(1 for f in result.findings if f.severity == 'warning')} warning(s)")
+        console.print(result.summary(), highlight=False)
     return 1 if result.errors else 0
 
 
@@ -751,7 +785,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
-                        f"the planner's {DEFAULT_HEADROOM:.0%}")
+                        f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
     p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)
