@@ -301,6 +301,7 @@ class PlanReport:
             "headroom": self.headroom,
             "layouts_considered": r.layouts_considered,
             "layouts_feasible": r.layouts_feasible,
+            "layouts_evaluated": r.layouts_evaluated,
             "notes": r.notes,
             "closest": self.closest_dict(),
             "plans": [plan_dict(p, i + 1) for i, p in enumerate(r.plans)],
@@ -351,36 +352,12 @@ def search_plans(
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal)
-<<<<<<< HEAD
-    closest = None
-    if result.closest is not None:
-        cfg, miss = result.closest
-        closest = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
-                   "memory_gib_budget": gpu_spec.hbm_bytes * (1 - headroom) / GIB}
-    return {
-        "model": spec.name,
-        "gpu": gpu_spec.name,
-        "gpus": gpus,
-        "seq_len": seq_len,
-        "requested_gbs": result.requested_gbs,
-        "gbs": result.gbs,
-        "precision": precision,
-        "headroom": headroom,
-        "layouts_considered": result.layouts_considered,
-        "layouts_feasible": result.layouts_feasible,
-        "layouts_evaluated": result.layouts_evaluated,
-        "notes": result.notes,
-        "closest": closest if not result.plans else None,
-        "plans": [plan_dict(p, i + 1) for i, p in enumerate(result.plans)],
-    }
-=======
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
 
 
 def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
     """:func:`search_plans` as a JSON-ready dict (``plans`` is what ``moeplan plan --json`` prints)."""
     return search_plans(model, **kwargs).as_dict()
->>>>>>> main
 
 
 # ----------------------------------------------------------------------------------- sweep / explain

@@ -393,13 +393,10 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         )
     finally:
         progress.stop()
-<<<<<<< HEAD
+    result = found.as_dict()
     if args.stats:
         sys.stderr.write(f"search: {result['layouts_considered']} layouts considered, {result['layouts_evaluated']} "
                          f"fully evaluated, {result['layouts_feasible']} fit; {time.perf_counter() - t0:.3f} s\n")
-=======
-    result = found.as_dict()
->>>>>>> main
     plans = result["plans"]
     if not plans:
         if args.json:
