@@ -11,17 +11,16 @@ The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` 
 these structural facts of the model hold:
 
 - a step runs every micro-batch on the slowest pipeline rank: step >= M x t_mb, where t_mb (one
-  micro-batch on the slowest rank) is at least the mean over ranks of the per-rank work, and the
-  per-rank work is at least the sum of its layers' and heads' times (pipeline p2p, bubble, DP
-  communication, optimizer and offload only add);
+  micro-batch on the slowest rank) is at least the sum of that rank's layers' and heads' times
+  (pipeline p2p, bubble, DP communication, optimizer and offload only add);
 - the time of a layer depends on the layout through TP, CP, EP, ETP, MBS and whether EP A2A overlap
   is allowed, not otherwise on PP, VPP or DP (so it is computed once per shape and reused for every
   pipeline split and DP size);
 - recompute only adds forward work, so the no-recompute layer time is the least over the ladder.
   The least over the CP communication types and over EP overlap on/off is taken explicitly.
 
-Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq x PP / (M x W x GPUs), W = the summed
-per-rank work, which does not grow with the GPU count.
+Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq / (M x W x GPUs), W = the work of the
+busiest rank; its cost per layout is a sum over pipeline ranks and does not grow with the GPU count.
 """
 
 from __future__ import annotations
@@ -33,9 +32,17 @@ from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Attention, Layer
 from moeplan.parallel import Batch, Parallel, Pipeline, Stage
 from moeplan.run import Recompute, RunConfig
-from moeplan.timing import DEFAULT_CALIBRATION, Calibration, _edge_time, _layer_time, _make_ctx, _rank_work
+from moeplan.timing import (
+    DEFAULT_CALIBRATION,
+    Calibration,
+    _edge_time,
+    _layer_time,
+    _make_ctx,
+    _rank_work,
+    cp_comm_allowed,
+)
 
-CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p", "allgather")  # every cp_comm_type the timing model costs
+CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p")  # what moeplan.timing.best_cp_comm_type chooses among
 
 
 @dataclass
@@ -48,12 +55,17 @@ class ThroughputBound:
         default_factory=dict)
 
     def _variants(self, cfg: RunConfig) -> list[RunConfig]:
-        """The option settings whose least time bounds every option of the first phase."""
+        """The option settings whose least time bounds every option of the first phase: no recompute,
+        each CP communication type the search can choose (the run's own, and those of
+        ``best_cp_comm_type`` the heads allow) and EP overlap off and, where allowed, on."""
         par = cfg.parallel
         base = cfg.evolve(recompute=Recompute(), optimizer_offload=0.0)
-        attention = any(isinstance(m, Attention) for m in cfg.model.distinct_mixers)
-        kinds = CP_COMM_TYPES if par.cp > 1 and attention else (cfg.cp_comm_type,)
-        overlaps = (False, True) if par.ep > 1 and cfg.model.first_moe is not None else (cfg.ep_overlap,)
+        mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
+        kinds = [cfg.cp_comm_type]
+        if par.cp > 1 and mixers:
+            kinds += [k for k in CP_COMM_TYPES if k != cfg.cp_comm_type and all(
+                cp_comm_allowed(m, par.tp, par.cp, k, self.gpu.nvlink_domain) for m in mixers)]
+        overlaps = (False, True) if base.ep_overlap_allowed else (False,)
         return [base.evolve(cp_comm_type=k, ep_overlap=o) for k in kinds for o in overlaps]
 
     def _shape(self, cfg: RunConfig, pipe: Pipeline) -> tuple[dict[Layer, float], dict[tuple[bool, int], float]]:
@@ -87,15 +99,16 @@ class ThroughputBound:
         """Upper bound on the tokens/s per GPU of ``cfg``'s layout with any recompute, offload, CP
         communication type and EP overlap setting."""
         layer_s, head_s = self._shape(cfg, pipe)
-        work = 0.0
+        slowest = 0.0  # one micro-batch on the slowest pipeline rank takes at least this
         for groups, heads in _rank_work(cfg.model, pipe):
-            work += sum(n * layer_s[layer] for layer, n in groups)
+            work = sum(n * layer_s[layer] for layer, n in groups)
             for h in heads:
                 if h not in head_s:  # an unusual split (explicit layout string): cost it once
                     head_s[h] = self._head(cfg, h)
                 work += head_s[h]
+            slowest = max(slowest, work)
         par, batch = cfg.parallel, cfg.batch
-        step_floor = batch.microbatches(par.dp) * work / par.pp
+        step_floor = batch.microbatches(par.dp) * slowest
         return math.inf if step_floor <= 0 else batch.gbs * batch.seq_len / (step_floor * par.gpus)
 
     def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:

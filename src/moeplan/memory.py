@@ -292,11 +292,23 @@ class RankProfile:
 @lru_cache(maxsize=4096)
 def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline,
                   ep_overlap: bool = False) -> tuple[RankProfile, ...]:
-    """Per-rank profiles of a layout (cached: the planner costs many knob settings per layout)."""
+    """Per-rank profiles of a layout (cached: the planner costs many knob settings per layout; and
+    by what they depend on, so layouts that differ only in CP or DP share them)."""
+    counts = tuple(_inflight(par.pp, par.vpp, r, microbatches, ep_overlap) for r in range(par.pp))
+    return _rank_profiles(spec, par.tp, par.ep * par.etp, par.vpp, pipeline, counts)
+
+
+@lru_cache(maxsize=4096)
+def _inflight(pp: int, vpp: int, rank: int, microbatches: int, ep_overlap: bool) -> tuple[int, ...]:
+    return tuple(inflight_per_chunk(pp, vpp, rank, microbatches, ep_overlap))
+
+
+@lru_cache(maxsize=4096)
+def _rank_profiles(spec: ModelSpec, tp: int, ep_etp: int, vpp: int, pipeline: Pipeline,
+                   inflight: tuple[tuple[int, ...], ...]) -> tuple[RankProfile, ...]:
     out = []
-    for r, stages in enumerate(pipeline.rank_stages):
-        dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
-        counts = inflight_per_chunk(par.pp, par.vpp, r, microbatches, ep_overlap)
+    for r, (stages, counts) in enumerate(zip(pipeline.rank_stages, inflight)):
+        dense, expert, gemm = _rank_params(spec, stages, tp, ep_etp)
         weights: dict[Layer, float] = {}
         mtp = loss = 0.0
         for count, st in zip(counts, stages):
@@ -307,7 +319,7 @@ def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: P
         distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in stage_groups(spec, st)))
         out.append(RankProfile(r, dense, expert, gemm, tuple(weights.items()), mtp, loss,
                                tuple(zip(counts, stages)), distinct, any(layer.is_moe for layer in distinct),
-                               sum(counts) / max(1, par.vpp)))
+                               sum(counts) / max(1, vpp)))
     return tuple(out)
 
 
