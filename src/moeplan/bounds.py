@@ -16,8 +16,9 @@ these structural facts of the model hold:
 - the time of a layer depends on the layout through TP, CP, EP, ETP, MBS and whether EP A2A overlap
   is allowed, not otherwise on PP, VPP or DP (so it is computed once per shape and reused for every
   pipeline split and DP size);
-- recompute only adds forward work, so the no-recompute layer time is the least over the ladder.
-  The least over the CP communication types and over EP overlap on/off is taken explicitly.
+- recompute only adds forward work, so the no-recompute layer time is the least over the ladder;
+  the CP communication type is the one the first phase picks (``best_cp_comm_type``, which reads
+  attention and CP communication only); the least over EP overlap on/off is taken explicitly.
 
 Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq / (M x W x GPUs), W = the work of the
 busiest rank; its cost per layout is a sum over pipeline ranks and does not grow with the GPU count.
@@ -29,21 +30,19 @@ import math
 from dataclasses import dataclass, field
 
 from moeplan.hardware import GPUSpec
-from moeplan.models.spec import Attention, Layer
+from moeplan.models.spec import Layer
 from moeplan.parallel import Batch, Parallel, Pipeline, Stage
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import (
     DEFAULT_CALIBRATION,
     Calibration,
+    LayerTime,
     _edge_time,
     _layer_time,
     _make_ctx,
     _rank_work,
-    cp_comm_allowed,
+    best_cp_comm_type,
 )
-
-CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p")  # what moeplan.timing.best_cp_comm_type chooses among
-
 
 @dataclass
 class ThroughputBound:
@@ -51,22 +50,19 @@ class ThroughputBound:
 
     gpu: GPUSpec
     cal: Calibration = DEFAULT_CALIBRATION
+    layer_cache: dict[tuple[object, Layer], LayerTime] | None = None  # shared with the search's estimates
     _shapes: dict[tuple[RunConfig, bool], tuple[dict[Layer, float], dict[tuple[bool, int], float]]] = field(
         default_factory=dict)
 
     def _variants(self, cfg: RunConfig) -> list[RunConfig]:
         """The option settings whose least time bounds every option of the first phase: no recompute,
-        each CP communication type the search can choose (the run's own, and those of
-        ``best_cp_comm_type`` the heads allow) and EP overlap off and, where allowed, on."""
-        par = cfg.parallel
+        the CP communication type the first phase uses (it takes ``best_cp_comm_type`` once per layout,
+        and that choice reads attention and CP communication only, which no memory option changes),
+        and EP overlap off and, where allowed, on."""
         base = cfg.evolve(recompute=Recompute(), optimizer_offload=0.0)
-        mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
-        kinds = [cfg.cp_comm_type]
-        if par.cp > 1 and mixers:
-            kinds += [k for k in CP_COMM_TYPES if k != cfg.cp_comm_type and all(
-                cp_comm_allowed(m, par.tp, par.cp, k, self.gpu.nvlink_domain) for m in mixers)]
+        base = base.evolve(cp_comm_type=best_cp_comm_type(base, self.gpu, self.cal))
         overlaps = (False, True) if base.ep_overlap_allowed else (False,)
-        return [base.evolve(cp_comm_type=k, ep_overlap=o) for k in kinds for o in overlaps]
+        return [base.evolve(ep_overlap=o) for o in overlaps]
 
     def _shape(self, cfg: RunConfig, pipe: Pipeline) -> tuple[dict[Layer, float], dict[tuple[bool, int], float]]:
         par = cfg.parallel
@@ -87,7 +83,7 @@ class ThroughputBound:
         layer_s = {layer: math.inf for layer in layers}
         head_s = {h: math.inf for h in heads}
         for v in self._variants(cfg):
-            ctx = _make_ctx(v, self.gpu, self.cal)
+            ctx = _make_ctx(v, self.gpu, self.cal, self.layer_cache)
             for layer in layers:
                 layer_s[layer] = min(layer_s[layer], _layer_time(ctx, layer).total())
             for loss, mtp in heads:
@@ -113,7 +109,7 @@ class ThroughputBound:
 
     def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:
         loss, mtp = head
-        return min(sum(_edge_time(_make_ctx(v, self.gpu, self.cal), Stage((), False, mtp, loss)).values())
+        return min(sum(_edge_time(_make_ctx(v, self.gpu, self.cal, self.layer_cache), Stage((), False, mtp, loss)).values())
                    for v in self._variants(cfg))
 
 
