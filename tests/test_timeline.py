@@ -1,0 +1,210 @@
+"""Timeline of one iteration: Megatron-Core's schedule order, span = estimated step time, memory peak =
+memory estimate, Chrome trace format, scale."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from moeplan import api
+from moeplan.errors import MoeplanError
+from moeplan.estimate import evaluate
+from moeplan.timeline import (
+    TRACKS,
+    build_timeline,
+    chrome_trace,
+    chrome_trace_bytes,
+    rank_schedule,
+    schedule_problem,
+)
+
+CASES = [
+    # (pp, vpp, microbatches): PP 2-4, VPP 1-3, fewer and more micro-batches than PP
+    *[(pp, 1, m) for pp in (2, 3, 4) for m in (1, 2, 3, 5, 8, 12)],
+    *[(pp, vpp, m) for pp in (2, 3, 4) for vpp in (2, 3) for m in (pp, 2 * pp, 4 * pp, 7 * pp)],
+]
+
+
+def _mcore():
+    schedules = pytest.importorskip("megatron.core.pipeline_parallel.schedules",
+                                    reason="schedule check needs megatron-core (the mcore extra)")
+    graphs = pytest.importorskip("megatron.core.transformer.cuda_graphs", reason="needs megatron-core")
+    return schedules, graphs
+
+
+def _mcore_order(pp: int, vpp: int, m: int, rank: int, ep_overlap: bool = False) -> list[tuple[int, int]]:
+    """(signed chunk, micro-batch) per operation, from Megatron-Core's own schedule helpers: +c+1 is
+    the forward of chunk c, -(c+1) its backward (cuda_graphs.convert_schedule_table_to_order)."""
+    schedules, graphs = _mcore()
+    comm = SimpleNamespace(pp_group=SimpleNamespace(size=lambda: pp, rank=lambda: rank),
+                           virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None)
+    _, _, warmup, _ = schedules.get_pp_rank_microbatches(m, vpp, pp, overlap_moe_expert_parallel_comm=ep_overlap,
+                                                         p2p_communicator=comm)
+    table = schedules.get_schedule_table(m, vpp, pp)
+    order = graphs.convert_schedule_table_to_order(warmup, vpp, table)
+    # micro-batch of each entry: forwards walk the table, backwards walk it again, lagging by the warm-up
+    f = b = 0
+    out = []
+    for c in order:
+        if c > 0:
+            out.append((c, table[f][0]))
+            f += 1
+        else:
+            out.append((c, table[b][0]))
+            b += 1
+    return out
+
+
+@pytest.mark.parametrize(("pp", "vpp", "m"), CASES)
+def test_schedule_order_is_megatron_cores(pp, vpp, m):
+    for rank in range(pp):
+        ours = [(st.chunk + 1 if st.kind == "F" else -(st.chunk + 1), st.microbatch)
+                for st in rank_schedule(pp, vpp, m, rank)]
+        assert ours == _mcore_order(pp, vpp, m, rank), (pp, vpp, m, rank)
+
+
+@pytest.mark.parametrize(("pp", "vpp", "m"), [(2, 2, 4), (4, 2, 8), (3, 3, 6)])
+def test_schedule_order_with_ep_overlap_extra_warmup(pp, vpp, m):
+    for rank in range(pp):
+        ours = [(st.chunk + 1 if st.kind == "F" else -(st.chunk + 1), st.microbatch)
+                for st in rank_schedule(pp, vpp, m, rank, extra_warmup=True)]
+        assert ours == _mcore_order(pp, vpp, m, rank, ep_overlap=True)
+
+
+def test_phases_and_every_op_once():
+    sched = rank_schedule(4, 2, 8, 1)
+    phases = [st.phase for st in sched]
+    assert phases[:8] == ["warmup"] * 8 and phases[8] == "steady"  # (4 - 1 - 1) x 2 + (2 - 1) x 4 forwards
+    assert phases[-8:] == ["cooldown"] * 8 and phases[-9] == "steady"
+    assert sorted((st.kind, st.microbatch, st.chunk) for st in sched) == sorted(
+        (k, mb, c) for k in "FB" for mb in range(8) for c in range(2))
+
+
+def test_megatron_refused_schedules_are_refused():
+    assert schedule_problem(4, 2, 8) is None
+    assert schedule_problem(4, 1, 3) is None  # plain 1F1B runs any count
+    assert "multiple of PP" in schedule_problem(4, 2, 10)
+    assert "at least PP" in schedule_problem(4, 2, 2)
+    cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=4096, gbs=40, pp=4, vpp=2, ep=8)
+    with pytest.raises(MoeplanError, match="multiple of PP"):
+        build_timeline(cfg, gpu)
+
+
+RUNS = [
+    dict(gpus=8, seq_len=4096, gbs=64, ep=8),  # PP 1
+    dict(gpus=16, seq_len=4096, gbs=64, ep=8, pp=2),
+    dict(gpus=32, seq_len=8192, gbs=128, ep=8, pp=4, vpp=2, recompute="full"),
+    dict(gpus=32, seq_len=32768, gbs=64, ep=8, pp=2, vpp=3, cp=2, tp=2, recompute="selective:moe_act,layernorm"),
+    dict(gpus=16, seq_len=4096, gbs=32, ep=8, pp=2, optimizer_offload=0.5),
+    dict(gpus=64, seq_len=4096, gbs=256, ep=8, pp=4, vpp=2, ep_overlap=True, dispatcher="alltoall"),
+]
+
+
+def _run(model: str = "qwen3-30b-a3b", **kw):
+    cfg, gpu = api.build_config(model, gpu="h100", **kw)
+    return cfg, gpu, evaluate(cfg, gpu), build_timeline(cfg, gpu)
+
+
+@pytest.mark.parametrize("kw", RUNS)
+def test_span_equals_estimated_step_time(kw):
+    _, _, est, tl = _run(**kw)
+    assert tl.span_s == pytest.approx(est.time.step_time_s, rel=1e-9)
+    assert tl.step_time_s == pytest.approx(est.time.step_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("kw", RUNS)
+def test_memory_peak_equals_estimate_and_follows_the_schedule(kw):
+    cfg, _, est, tl = _run(**kw)
+    assert tl.memory_rank == est.memory.peak.rank
+    assert tl.memory_peak_bytes == pytest.approx(est.memory.total_bytes, rel=1e-9)
+    ops = tl.rank_ops(tl.memory_rank)
+    acts = [act for _, _, act, _ in tl.memory_s]
+    warm = sum(1 for o in ops if o.step.phase == "warmup")
+    # in-flight activations rise through the warm-up and fall through the cool-down to zero
+    rising = acts[1:2 + 2 * warm]
+    assert rising == sorted(rising)
+    cool = sum(1 for o in ops if o.step.phase == "cooldown")
+    if cool:
+        falling = acts[-2 * cool - 1:]
+        assert falling == sorted(falling, reverse=True)
+    assert acts[-1] == pytest.approx(0.0, abs=1e-6 * max(acts))
+
+
+def test_ops_wait_for_their_inputs_and_do_not_overlap_on_a_rank():
+    _, _, _, tl = _run(gpus=32, seq_len=4096, gbs=64, ep=8, pp=4, vpp=2)
+    end = {}
+    for o in tl.ops:
+        stage = o.step.chunk * tl.pp + o.rank
+        end[(o.step.kind, o.step.microbatch, stage)] = (o.start_s, o.start_s + o.slot_s)
+    last = tl.pp * tl.vpp - 1
+    for (kind, mb, stage), (start, _) in end.items():
+        dep = ("F", mb, stage - 1) if kind == "F" else ("B", mb, stage + 1)
+        if (kind == "F" and stage > 0) or (kind == "B" and stage < last):
+            assert start >= end[dep][1] - 1e-12
+    for r in range(tl.pp):
+        ops = tl.rank_ops(r)
+        assert all(a.start_s + a.slot_s <= b.start_s + 1e-12 for a, b in zip(ops, ops[1:]))
+        assert all(o.busy_s <= o.slot_s * (1 + 1e-9) for o in ops)
+
+
+def test_recompute_sits_at_the_start_of_each_backward():
+    _, _, _, tl = _run(gpus=32, seq_len=8192, gbs=64, ep=8, pp=4, recompute="full")
+    parents = {(s.rank, s.microbatch, s.chunk): s for s in tl.spans if s.category == "backward"}
+    rec = [s for s in tl.spans if s.category == "recompute"]
+    assert len(rec) == len(parents)
+    for s in rec:
+        assert s.start_s == parents[(s.rank, s.microbatch, s.chunk)].start_s
+
+
+def test_chrome_trace_format():
+    _, _, est, tl = _run(gpus=64, seq_len=4096, gbs=256, ep=8, pp=4, vpp=2, ep_overlap=True, dispatcher="alltoall")
+    doc = json.loads(chrome_trace_bytes(tl))
+    events = doc["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert sorted(names) == [0, 1, 2, 3] and all(n.startswith("PP rank") for n in names.values())
+    threads = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert threads == set(TRACKS)
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+    cats = {e["cat"] for e in spans}
+    assert {"forward", "backward", "gemm", "ep_comm", "pp_comm", "dp_comm", "optimizer"} <= cats
+    end_us = max(e["ts"] + e["dur"] for e in spans)
+    assert end_us == pytest.approx(est.time.step_time_s * 1e6, rel=1e-6)
+    # items nest inside their operation on the compute track
+    tids = {t: i for i, t in enumerate(TRACKS)}
+    ops = [e for e in spans if e["cat"] in ("forward", "backward")]
+    items = [e for e in spans if e["tid"] == tids["compute"] and e["cat"] not in ("forward", "backward", "optimizer")]
+    by_key = {(e["pid"], e["name"]): e for e in ops}
+    assert len(items) > len(ops)
+    assert doc["otherData"]["memory_peak_gib"] == pytest.approx(doc["otherData"]["memory_estimate_gib"])
+    counters = [e for e in events if e["ph"] == "C"]
+    assert counters and {e["pid"] for e in counters} == {tl.memory_rank}
+    assert by_key  # one event per operation, keyed by rank and name
+    # overlapped DP collectives overlap the pipeline: the all-gather starts with the step, before
+    # the first forward ends
+    ag = [e for e in spans if e["name"] == "param all-gather"]
+    first_fwd = min(e["ts"] for e in ops)
+    assert ag and all(e["ts"] == 0 for e in ag) and first_fwd < ag[0]["dur"] + 1e-3
+
+
+def test_large_pipeline_is_fast_and_small():
+    """PP 16, 64 micro-batches (and VPP 2 on the same pipeline): well under a second, well under 20 MB."""
+    for kw in (dict(pp=16), dict(pp=16, vpp=2)):
+        cfg, gpu = api.build_config("qwen3-235b-a22b", gpu="h100", gpus=1024, seq_len=4096, gbs=4096, ep=8,
+                                    tp=1, cp=1, **kw)
+        assert cfg.batch.microbatches(cfg.parallel.dp) == 64
+        t0 = time.perf_counter()
+        tl = build_timeline(cfg, gpu)
+        data = chrome_trace_bytes(tl)
+        took = time.perf_counter() - t0
+        assert took < 1.0, took
+        assert len(data) < 20e6, len(data)
+        assert tl.span_s == pytest.approx(evaluate(cfg, gpu).time.step_time_s, rel=1e-9)
+
+
+def test_chrome_trace_is_json_ready():
+    _, _, _, tl = _run(gpus=16, seq_len=4096, gbs=64, ep=8, pp=2)
+    json.dumps(chrome_trace(tl))
