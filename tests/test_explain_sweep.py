@@ -24,7 +24,8 @@ def test_sweep_plans_each_length_and_plots(tmp_path, capsys):
     assert [r["gbs"] for r in rows] == [256, 64]  # constant tokens per batch
     assert all(r["fits"] for r in rows)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert err == ""  # no progress bar when not on a terminal / with --json
+    # no progress bar when not on a terminal / with --json; the file written is named on stderr
+    assert err.splitlines() == [f"wrote {plot} (throughput and memory at 2 lengths)"]
 
 
 def test_sweep_holds_a_layout(capsys):

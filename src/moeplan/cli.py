@@ -19,7 +19,7 @@ from rich.table import Table
 from moeplan import api
 from moeplan.advice import DEFAULT_HEADROOM
 from moeplan.errors import MoeplanError
-from moeplan.run import DISPATCHERS, PRECISIONS
+from moeplan.vocab import CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS, PRECISIONS
 
 Handler = Callable[[argparse.Namespace, Console], int]
 
@@ -163,7 +163,7 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                        help="fraction of optimizer state on the CPU (optimizer_offload_fraction; default 0)")
         p.add_argument("--offload-modules", help="fine-grained activation offload, e.g. core_attn,attn_proj")
-        p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
+        p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
         p.add_argument("--capacity-factor", type=float, help="moe_expert_capacity_factor (token dropping)")
         p.add_argument("--rank-capacity-factor", type=float, metavar="F",
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
@@ -228,9 +228,32 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
         "Megatron-Core convention)", highlight=False)
 
 
+def _check_output(path: str | None, plot: bool = True) -> None:
+    """Refuse an output path (and a plot format) before any work, so a bad path costs nothing."""
+    if path is None:
+        return
+    from moeplan.outfile import check_target
+
+    check_target(path)
+    if plot:
+        from moeplan.plots import _format_of
+
+        _format_of(path)
+
+
+def _wrote(path: str, as_json: bool, what: str = "") -> None:
+    """'wrote FILE' for every file written (on stderr under --json, so stdout stays JSON)."""
+    line = f"wrote {path}" + (f" ({what})" if what else "")
+    if as_json:
+        Console(stderr=True, width=10_000).print(line, highlight=False, markup=False)
+    else:
+        Console(width=10_000).print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
+    _check_output(args.plot)
     est = api.estimate(args.model, **run_kwargs(args))
-    if args.plot:
+    if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
         plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"])
@@ -238,6 +261,8 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         _print_json(est)
     else:
         print_estimate(est, console)
+    if args.plot:
+        _wrote(args.plot, args.json, "memory and time breakdown")
     return 0
 
 
@@ -330,6 +355,9 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    if args.json and args.format != "table":
+        raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
+                           "'overrides', 'yaml' and 'megatron_lm_args'")
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
     try:
         result = api.plan(
@@ -367,12 +395,12 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 def parse_lengths(text: str) -> list[int]:
-    try:
-        out = [parse_tokens(t) for t in text.split(",") if t.strip()]
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not out:
-        raise argparse.ArgumentTypeError("give at least one sequence length")
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"empty item in '{text}': give comma-separated lengths, e.g. 16k,32k,64k")
+    out = [parse_tokens(t) for t in items]
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"a length appears twice in '{text}'")
     return out
 
 
@@ -410,20 +438,27 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    _check_output(args.plot)
     progress = _Progress(Console(stderr=True), not args.json, "sweeping")
     try:
         rows = api.sweep(args.model, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
                          progress=progress, **_sweep_kwargs(args))
     finally:
         progress.stop()
-    if args.plot:
+    fitting = [r for r in rows if "parallel" in r]
+    if args.plot and fitting:  # written first: an error leaves nothing printed
         from moeplan import plots
 
-        plots.write_sweep_plot([r for r in rows if "parallel" in r], args.plot)
+        plots.write_sweep_plot(fitting, args.plot)
     if args.json:
         _print_json(rows)
     else:
         print_sweep(rows, console)
+    if args.plot and fitting:
+        _wrote(args.plot, args.json, f"throughput and memory at {len(fitting)} lengths")
+    elif args.plot:
+        Console(stderr=True, width=10_000).print(f"moeplan: no length fits; {args.plot} not written",
+                                                 highlight=False, markup=False)
     return 0 if all("parallel" in r for r in rows) else 1
 
 
@@ -490,7 +525,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     if not args.no_fix:
         result = api.plan(model_ref, gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
                           precision=b["precision"], top=1, hardware_file=args.hardware,
-                          mcore_version=getattr(args, "mcore_version", None) or "0.16",
+                          mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
                           grad_fp32=b.get("grad_fp32", True) and not args.bf16_grads,  # the run's numerics
                           bf16_moments=b.get("bf16_moments", False) or args.bf16_moments)
         fix = remedy(b, result["plans"][0] if result["plans"] else None)
@@ -509,6 +544,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from moeplan import report
 
+    _check_output(args.html, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "planning")
     try:
         result = api.plan(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
@@ -538,8 +574,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
                              ranks=est["memory_ranks_gib"])
     if args.json:
         _print_json({"html": str(args.html), "plans": len(plans)})
-    else:
-        console.print(f"wrote {args.html} ({len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''})")
+    _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
     return 0
 
 
@@ -565,7 +600,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             table.add_row(f"[{colors[f.severity]}]{f.severity}", f.rule, str(f.line or ""), escape(f.message),
                           escape(" ".join(f.fix)))
         console.print(table)
-        console.print(f"{result.errors} error(s), {sum(1 for f in result.findings if f.severity == 'warning')} warning(s)")
+        console.print(result.summary(), highlight=False)
     return 1 if result.errors else 0
 
 
@@ -715,10 +750,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
     p.add_argument("--gpus", type=positive_int, help="total GPU count (run files do not carry it)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
-    p.add_argument("--mcore-version", help="Megatron-Core version the config targets (default 0.16)")
+    p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
-                        f"the planner's {DEFAULT_HEADROOM:.0%}")
+                        f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
     p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)
@@ -734,10 +769,10 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
-    p.add_argument("--reserve-gib", type=float, default=2.0,
-                   help="GiB per GPU kept for CUDA context, NCCL and fragmentation (default 2)")
-    p.add_argument("--mcore-version", default="0.16",
-                   help="Megatron-Core version targeted: field names, allowed values, rules (default 0.16)")
+    p.add_argument("--reserve-gib", type=float, default=DEFAULT_RESERVE_GIB,
+                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g})")
+    p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
+                   help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--bf16-grads", action="store_true",
                    help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
                         "perf recipes do); default fp32")
@@ -757,7 +792,7 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
     p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS])
     p.add_argument("--optimizer-offload", type=float, default=0.0, help="optimizer offload of the held layout")
-    p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
+    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

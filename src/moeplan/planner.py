@@ -30,12 +30,13 @@ from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
-from moeplan.megatron import fields_for, sync_free_moe
+from moeplan.megatron.fields import fields_for, sync_free_moe
 from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
 from moeplan.run import Recompute, RunConfig
-from moeplan.timing import best_cp_comm_type, estimate_time
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
+from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
@@ -150,14 +151,14 @@ def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[
     return total <= budget, total
 
 
-def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline) -> float:
-    return estimate_time(cfg, gpu, pipeline=pipe, validated=True).tokens_per_s_per_gpu
+def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration) -> float:
+    return estimate_time(cfg, gpu, cal, pipeline=pipe, validated=True).tokens_per_s_per_gpu
 
 
-def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline) -> tuple[RunConfig, float]:
+def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration) -> tuple[RunConfig, float]:
     """The configuration with its best CP communication type, and its tokens/s per GPU."""
-    c = cfg.evolve(cp_comm_type=best_cp_comm_type(cfg, gpu))
-    return c, _tps(c, gpu, pipe)
+    c = cfg.evolve(cp_comm_type=best_cp_comm_type(cfg, gpu, cal))
+    return c, _tps(c, gpu, pipe, cal)
 
 
 def _consistent(cfg: RunConfig) -> RunConfig:
@@ -185,7 +186,8 @@ def _first_fit(options: list[RunConfig], gpu: GPUSpec, pipe: Pipeline, budget: f
 
 
 def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
-                      ladder: list[Recompute], budget: float) -> tuple[Candidate | None, float]:
+                      ladder: list[Recompute], budget: float,
+                      cal: Calibration = DEFAULT_CALIBRATION) -> tuple[Candidate | None, float]:
     """Fastest option of the memory ladder that fits; else (None, smallest total bytes).
 
     The most aggressive option (last recompute step with full offload) is tried first: if even it
@@ -206,11 +208,11 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
             continue
         opt = _consistent(options[i])
         if cp_type is None:
-            opt, tps = _best_cp_comm(opt, gpu, pipe)
+            opt, tps = _best_cp_comm(opt, gpu, pipe, cal)
             cp_type = opt.cp_comm_type
         else:
             opt = opt.evolve(cp_comm_type=cp_type)
-            tps = _tps(opt, gpu, pipe)
+            tps = _tps(opt, gpu, pipe, cal)
         if best is None or tps > best.tokens_per_s_per_gpu:
             best = Candidate(opt, pipe, total, tps)
         if f == 0.0 and i < len(options) - 1:
@@ -223,7 +225,8 @@ def _partial_graphs_supported(version: str) -> bool:
     return PARTIAL_GRAPH_SCOPES <= set(fields_for(version).cuda_graph_scopes)
 
 
-def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float) -> Candidate:
+def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float,
+            cal: Calibration = DEFAULT_CALIBRATION) -> Candidate:
     """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
     option when it still fits (else the next ladder step), and the next recompute step too."""
     best = c
@@ -247,7 +250,7 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                     ok, total = _fits(opt, gpu, c.pipeline, budget)
                     if not ok:
                         continue
-                    tps = _tps(opt, gpu, c.pipeline)
+                    tps = _tps(opt, gpu, c.pipeline, cal)
                     if tps > best.tokens_per_s_per_gpu * (1 + 1e-9):
                         best = Candidate(opt, c.pipeline, total, tps)
                     break
@@ -256,10 +259,12 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
 
 def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, precision: str = "bf16",
            top: int = 5, space: SearchSpace = SearchSpace(), moe_imbalance: float = 1.0,
-           mcore_version: str = "0.16", reserve_gib: float = 2.0, allow_gbs_reduction: bool = True,
-           progress: object = None, grad_fp32: bool = True, bf16_moments: bool = False) -> PlanResult:
+           mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
+           allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
+           bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
-    (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched."""
+    (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
+    ``cal`` holds the timing constants (default: the fitted ones)."""
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)
@@ -268,12 +273,12 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     notes: list[str] = []
     numerics = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
-                          mcore_version, reserve_gib, budget, progress, numerics)
+                          mcore_version, reserve_gib, budget, progress, numerics, cal)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
         smaller = gbs // 2
         try:
             retry = _search_once(spec, gpu, gpus, seq_len, smaller, precision, top, space, moe_imbalance,
-                                 mcore_version, reserve_gib, budget, progress, numerics)
+                                 mcore_version, reserve_gib, budget, progress, numerics, cal)
         except MoeplanError:  # no valid layout at the smaller GBS: keep the no-fit answer we have
             break
         notes.append(f"no layout fits GBS {gbs}; tried GBS {smaller} (fewer micro-batches in flight "
@@ -283,15 +288,16 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     result.notes = notes + result.notes
     plans = []
     for c in result.plans:  # type: ignore[assignment]
-        est = evaluate(c.cfg, gpu)  # type: ignore[attr-defined]
-        plans.append(Plan(c.cfg, gpu, tuple(explain_plan(c.cfg, gpu, est, budget, requested)), est))  # type: ignore[attr-defined]
+        est = evaluate(c.cfg, gpu, cal)  # type: ignore[attr-defined]
+        plans.append(Plan(c.cfg, gpu, tuple(explain_plan(c.cfg, gpu, est, budget, requested, cal)), est))  # type: ignore[attr-defined]
     result.plans = plans
     return result
 
 
 def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
                  space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
-                 budget: float, progress: object, numerics: dict[str, bool]) -> PlanResult:
+                 budget: float, progress: object, numerics: dict[str, bool],
+                 cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
     if not layouts:
@@ -322,7 +328,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                         reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
-        cand, smallest = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget)
+        cand, smallest = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, cal)
         if cand is None:
             if closest is None or smallest - budget < closest[1]:
                 closest = (cfg, smallest - budget)
@@ -330,7 +336,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         feasible += 1
         candidates.append(cand)
     candidates.sort(key=lambda c: -c.tokens_per_s_per_gpu)
-    refined = [_refine(c, gpu, space, ladder, budget) for c in candidates[: max(REFINE_MIN, 2 * top)]]
+    refined = [_refine(c, gpu, space, ladder, budget, cal) for c in candidates[: max(REFINE_MIN, 2 * top)]]
     refined.sort(key=lambda c: -c.tokens_per_s_per_gpu)
     return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest)  # type: ignore[arg-type]
 

@@ -1,6 +1,6 @@
 """A training run as moeplan sees it: model, GPU, layout, batch and every memory/time knob.
 
-Knob names mirror Megatron-Core's ``TransformerConfig`` / optimizer config; ``moeplan.megatron``
+Knob names mirror Megatron-Core's ``TransformerConfig`` / optimizer config; ``moeplan.megatron.export``
 maps them to Megatron Bridge overrides and Megatron-LM flags.
 """
 
@@ -11,26 +11,22 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from moeplan.errors import MoeplanError
+from moeplan.megatron.fields import version_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel
-
-# Megatron-Core ``recompute_modules`` labels (transformer_config.py, core_r0.14-r0.18; r0.19 adds
-# gdn_norm_out). The version table in moeplan.megatron says which a release accepts.
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out")
-# The guidance's shorthand and its Megatron-Core label.
-RECOMPUTE_ALIASES = {"up_proj": "mla_up_proj", "norm": "layernorm", "act": "moe_act", "attn": "core_attn"}
-# Megatron-Core ``offload_modules`` (fine-grained activation offloading, core_r0.16+).
-OFFLOAD_MODULES = ("core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm", "qkv_linear")
-
-Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"]
-PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8")
-# fp8 = blockwise scaling (DeepSeek-V3 recipe), fp8-cs = current scaling, fp8-ds = delayed scaling.
-
-Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep"]
-DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
-
-# CUDA graph scopes (Megatron-Core ``cuda_graph_scope``; partial graphs that work with dropless MoE).
-CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba", "full_iteration")
+from moeplan.vocab import (
+    CUDA_GRAPH_SCOPES,
+    CpCommType,
+    DEFAULT_MCORE_VERSION,
+    DEFAULT_RESERVE_GIB,
+    DISPATCHERS,
+    Dispatcher,
+    OFFLOAD_MODULES,
+    PRECISIONS,
+    Precision,
+    RECOMPUTE_ALIASES,
+    RECOMPUTE_MODULES,
+)
 
 
 @dataclass(frozen=True)
@@ -83,8 +79,8 @@ class RunConfig:
     batch: Batch
     gpu: str = "h100"
     recompute: Recompute = field(default_factory=Recompute)
-    precision: str = "bf16"
-    dispatcher: str = "alltoall"
+    precision: Precision = "bf16"
+    dispatcher: Dispatcher = "alltoall"
     cuda_graph_scopes: frozenset[str] = frozenset()  # empty = CUDA graphs off
     optimizer_offload: float = 0.0  # Megatron optimizer_offload_fraction with optimizer_cpu_offload
     offload_modules: frozenset[str] = frozenset()  # fine-grained activation offloading
@@ -95,12 +91,18 @@ class RunConfig:
     rank_capacity_factor: float | None = None
     grad_fp32: bool = True  # main grads in fp32 (Megatron-LM forces fp32 accumulation with --bf16)
     bf16_moments: bool = False  # precision-aware optimizer with bf16 exp_avg / exp_avg_sq
+    # use_precision_aware_optimizer; None = moeplan's export: on with optimizer offload or bf16 moments
+    # (Megatron-LM validate_args requires it with --optimizer-cpu-offload; Megatron Bridge does not)
+    precision_aware_optimizer: bool | None = None
+    # overlap_cpu_optimizer_d2h_h2d: pipeline the offloaded grads' D2H and params' H2D with the CPU
+    # Adam steps (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py); exported with offload
+    offload_overlap: bool = True
     ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: hide dispatch/combine behind another micro-batch
     tp_comm_overlap: bool = True  # tp_comm_overlap (TE userbuffers): TP collectives overlap GEMMs; exported on
     dp_overlap: bool = True  # ddp overlap_grad_reduce + overlap_param_gather; exported on
-    cp_comm_type: str = "p2p"  # p2p (ring), a2a, allgather, a2a+p2p
-    reserve_gib: float = 2.0  # CUDA context, NCCL buffers and allocator fragmentation outside the estimate
-    mcore_version: str = "0.16"
+    cp_comm_type: CpCommType = "p2p"  # p2p (ring), a2a, allgather, a2a+p2p
+    reserve_gib: float = DEFAULT_RESERVE_GIB  # CUDA context, NCCL buffers and allocator fragmentation outside the estimate
+    mcore_version: str = DEFAULT_MCORE_VERSION
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -126,12 +128,17 @@ class RunConfig:
             raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
 
     @property
+    def precision_aware(self) -> bool:
+        """Whether the precision-aware optimizer runs (see ``precision_aware_optimizer``)."""
+        if self.precision_aware_optimizer is not None:
+            return self.precision_aware_optimizer
+        return self.optimizer_offload > 0 or self.bf16_moments
+
+    @property
     def ep_overlap_allowed(self) -> bool:
         """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
         another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
         (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute."""
-        from moeplan.megatron import version_key
-
         par = self.parallel
         return (par.ep > 1 and self.batch.microbatches(par.dp) > 1 and (par.pp == 1 or par.vpp > 1)
                 and self.recompute.granularity != "full" and version_key(self.mcore_version) >= (0, 14))
