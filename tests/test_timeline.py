@@ -208,3 +208,88 @@ def test_large_pipeline_is_fast_and_small():
 def test_chrome_trace_is_json_ready():
     _, _, _, tl = _run(gpus=16, seq_len=4096, gbs=64, ep=8, pp=2)
     json.dumps(chrome_trace(tl))
+
+
+# ------------------------------------------------------------------------------ CLI and figures
+
+from moeplan.cli import main  # noqa: E402
+
+EST = ["estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "8k", "--gbs", "128", "--ep", "8",
+       "--pp", "4", "--vpp", "2"]
+
+
+def _cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_estimate_trace_writes_chrome_json_and_says_so(tmp_path, capsys):
+    path = tmp_path / "step.json"
+    code, out, err = _cli(capsys, *EST, "--trace", str(path))
+    assert code == 0 and f"wrote {path}" in out
+    doc = json.loads(path.read_text())
+    est = api.estimate("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=8192, gbs=128, ep=8, pp=4, vpp=2)
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(est["step_time_s"] * 1e6, rel=1e-6)
+    # with --json stdout stays one JSON object; the 'wrote' line goes to stderr
+    code, out, err = _cli(capsys, *EST, "--trace", str(path), "--json")
+    assert code == 0 and json.loads(out)["step_time_s"] == pytest.approx(est["step_time_s"])
+    assert f"wrote {path}" in err
+
+
+def test_trace_target_that_is_not_a_regular_file_is_refused(tmp_path, capsys):
+    code, out, err = _cli(capsys, *EST, "--trace", str(tmp_path))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "directory" in err
+    code, _, err = _cli(capsys, *EST, "--trace", str(tmp_path / "missing" / "t.json"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_trace_of_a_schedule_megatron_refuses_is_a_one_line_error(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    code, out, err = _cli(capsys, "estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "4k",
+                          "--gbs", "40", "--ep", "8", "--pp", "4", "--vpp", "2", "--trace", str(path))
+    assert code == 2 and "multiple of PP" in err and not path.exists() and out == ""
+
+
+def test_plan_trace_is_plan_one(tmp_path, capsys):
+    path = tmp_path / "plan.json"
+    code, out, err = _cli(capsys, "plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "8k",
+                          "--gbs", "128", "--pp", "2", "--json", "--trace", str(path))
+    assert code == 0
+    best = json.loads(out)[0]
+    doc = json.loads(path.read_text())
+    assert doc["otherData"]["pp"] == best["parallel"]["pp"] == 2
+    assert doc["otherData"]["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+    assert "wrote" in err and "plan 1" in err
+
+
+def test_check_trace(tmp_path, capsys):
+    path = tmp_path / "check.json"
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("model:\n  tensor_model_parallel_size: 1\n  pipeline_model_parallel_size: 2\n  seq_length: 4096\n"
+                   "  expert_model_parallel_size: 8\ntrain:\n  global_batch_size: 64\n  micro_batch_size: 1\n")
+    code, out, err = _cli(capsys, "check", str(cfg), "--model", "qwen3-30b-a3b", "--gpus", "16", "--trace", str(path))
+    assert code in (0, 1) and f"wrote {path}" in out
+    doc = json.loads(path.read_text())
+    assert doc["otherData"]["pp"] == 2
+    # an invalid layout (128 experts over EP 7) writes nothing and says why
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(cfg.read_text().replace("expert_model_parallel_size: 8", "expert_model_parallel_size: 7"))
+    path2 = tmp_path / "none.json"
+    code, out, err = _cli(capsys, "check", str(bad), "--model", "qwen3-30b-a3b", "--gpus", "14", "--trace", str(path2))
+    assert code == 2 and "no trace written" in err and not path2.exists()
+    assert "error" in out  # the findings are still shown
+
+
+def test_plot_and_report_show_the_timeline(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from moeplan.report import render_html_report
+
+    svg = tmp_path / "e.svg"
+    code, out, _ = _cli(capsys, *EST, "--plot", str(svg))
+    text = svg.read_text()
+    assert code == 0 and "One iteration" in text and "Memory of pipeline rank" in text and "timeline" in out
+    cfg, gpu, est, tl = _run(gpus=32, seq_len=8192, gbs=128, ep=8, pp=4, vpp=2)
+    html = render_html_report(title="t", plans=[], estimate=est.as_dict(), timeline=tl)
+    assert 'id="timeline"' in html and 'id="timeline-plot"' in html and "<svg" in html

@@ -250,19 +250,46 @@ def _wrote(path: str, as_json: bool, what: str = "") -> None:
         Console(width=10_000).print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+def _write_trace(path: str, tl: Any) -> None:
+    """The Chrome trace-event file of a timeline (opens in Perfetto and chrome://tracing)."""
+    from moeplan.outfile import write_bytes
+    from moeplan.timeline import chrome_trace_bytes
+
+    write_bytes(path, chrome_trace_bytes(tl))
+
+
+def _trace_note(tl: Any) -> str:
+    return (f"timeline of one iteration: {tl.pp} pipeline rank(s), {tl.microbatches} micro-batches, "
+            f"{len(tl.ops)} forward/backward operations")
+
+
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     _check_output(args.plot)
-    est = api.estimate(args.model, **run_kwargs(args))
+    _check_output(args.trace, plot=False)
+    tl = None
+    if args.plot or args.trace:
+        from moeplan.timeline import schedule_problem
+
+        cfg, gpu = api.build_config(args.model, **run_kwargs(args))
+        est = api.evaluate(cfg, gpu).as_dict()
+        if args.trace or not schedule_problem(cfg.parallel.pp, cfg.parallel.vpp, est["microbatches"]):
+            tl = api.timeline(cfg, gpu)  # --trace: a schedule Megatron-Core refuses is an error
+    else:
+        est = api.estimate(args.model, **run_kwargs(args))
     if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
-        plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"])
+        plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"], timeline=tl)
+    if args.trace:
+        _write_trace(args.trace, tl)
     if args.json:
         _print_json(est)
     else:
         print_estimate(est, console)
     if args.plot:
-        _wrote(args.plot, args.json, "memory and time breakdown")
+        _wrote(args.plot, args.json, "memory and time breakdown" + (", timeline" if tl is not None else ""))
+    if args.trace:
+        _wrote(args.trace, args.json, _trace_note(tl))
     return 0
 
 
@@ -358,6 +385,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if args.json and args.format != "table":
         raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
                            "'overrides', 'yaml' and 'megatron_lm_args'")
+    _check_output(args.trace, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
     try:
         result = api.plan(
@@ -376,6 +404,13 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             _print_json([])
         return _no_fit(result, False)
     fmt = args.format
+    tl = None
+    if args.trace:  # plan 1, written before anything is printed
+        cfg, gpu = api.config_from_plan(args.model, plans[0], gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
+                                        moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+                                        mcore_version=args.mcore_version)
+        tl = api.timeline(cfg, gpu)
+        _write_trace(args.trace, tl)
     if args.json:
         _print_json(plans)
     elif fmt == "overrides":
@@ -388,6 +423,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         sys.stdout.write(" ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
     else:
         print_plans(result, console)
+    if tl is not None:  # on stderr when stdout carries JSON, overrides, YAML or flags
+        _wrote(args.trace, args.json or fmt != "table", "plan 1, " + _trace_note(tl))
     return 0
 
 
@@ -560,6 +597,9 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
                                              moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
                                              mcore_version=args.mcore_version)
         est = api.evaluate(cfg, gpu_spec).as_dict()
+        from moeplan.timeline import schedule_problem
+
+        tl = None if schedule_problem(cfg.parallel.pp, cfg.parallel.vpp, est["microbatches"]) else api.timeline(cfg, gpu_spec)
         rows = None
         if args.sweep:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
@@ -571,7 +611,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
     report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,
                              overrides=best["overrides"], rationale=[f"{r['topic']}: {r['text']}" for r in best["rationale"]],
-                             ranks=est["memory_ranks_gib"])
+                             ranks=est["memory_ranks_gib"], timeline=tl)
     if args.json:
         _print_json({"html": str(args.html), "plans": len(plans)})
     _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
@@ -584,8 +624,20 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     from moeplan import checker
 
+    _check_output(args.trace, plot=False)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore)
+    tl, no_trace = None, ""
+    if args.trace:
+        if result.estimate is None:
+            no_trace = "the layout is not valid (see the findings)"
+        else:
+            try:
+                tl = api.timeline(result.config, result.gpu)
+            except MoeplanError as exc:
+                no_trace = str(exc)
+        if tl is not None:
+            _write_trace(args.trace, tl)
     if args.json:
         _print_json(result.as_dict())
     else:
@@ -601,7 +653,12 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
                           escape(" ".join(f.fix)))
         console.print(table)
         console.print(result.summary(), highlight=False)
-    return 1 if result.errors else 0
+    if tl is not None:
+        _wrote(args.trace, args.json, _trace_note(tl))
+    elif args.trace:
+        Console(stderr=True, width=10_000).print(f"moeplan: no trace written to {args.trace}: {no_trace}",
+                                                 highlight=False, markup=False)
+    return 2 if no_trace else 1 if result.errors else 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -626,6 +683,12 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+TRACE_HELP = ("write one iteration as a Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing): "
+              "one process per pipeline rank; forwards and backwards in Megatron-Core's interleaved 1F1B order, "
+              "compute and TP/CP/EP/PP/DP communication tracks, recompute, optimizer, offload; the most loaded "
+              "rank's memory as a counter")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -669,7 +732,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--pp 8 --vpp 4 --cp 32 --ep 32 --recompute selective:mla_up_proj,layernorm --optimizer-offload 1.0",
     )
     add_run_arguments(p)
-    p.add_argument("--plot", metavar="FILE", help="write the memory and time breakdown as PNG or SVG")
+    p.add_argument("--plot", metavar="FILE",
+                   help="write the memory and time breakdown, the timeline of one iteration (Gantt per pipeline "
+                        "rank) and the most loaded rank's memory over it, as PNG or SVG")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_estimate)
 
@@ -697,6 +763,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
     p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
     p.set_defaults(handler=cmd_plan)
 
@@ -755,6 +822,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
     p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write the run's iteration"))
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)
     return parser
