@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from moeplan.errors import MoeplanError
-from moeplan.estimate import evaluate
+from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.megatron.fields import check_settings
 from moeplan.megatron.mcore import build_mcore_config
@@ -53,7 +53,7 @@ class CheckResult:
     gpu: GPUSpec
     kind: str
     findings: list[Finding]
-    estimate: dict[str, Any] | None = None
+    estimate: Estimate | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -79,7 +79,8 @@ class CheckResult:
         return {"kind": self.kind, "model": self.config.model.name, "gpu": self.gpu.name,
                 "gpus": self.config.parallel.gpus, "errors": self.errors,
                 "warnings": self.warnings, "infos": self.infos,
-                "findings": [f.as_dict() for f in self.findings], "estimate": self.estimate}
+                "findings": [f.as_dict() for f in self.findings],
+                "estimate": self.estimate.as_dict() if self.estimate is not None else None}
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
@@ -130,16 +131,16 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
             findings.append(Finding("error", "mcore", str(exc)))
     estimate = None
     if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
-        estimate = evaluate(cfg, gpu_spec).as_dict()
+        estimate = evaluate(cfg, gpu_spec)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 
 
 def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
-                  hardware_file: str | None = None, seq_len: int | None = None) -> dict[str, Any]:
+                  hardware_file: str | None = None, seq_len: int | None = None) -> Estimate:
     """Estimate of a run file (optionally at another sequence length), for `moeplan explain`."""
     cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu or "h100", gpus=gpus, hardware_file=hardware_file,
                                 seq_len=seq_len)
-    return evaluate(cfg, gpu_spec).as_dict()
+    return evaluate(cfg, gpu_spec)
 
 
 __all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run"]

@@ -7,6 +7,7 @@ traceback, nothing written.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +20,9 @@ from rich.table import Table
 from moeplan import api
 from moeplan.advice import DEFAULT_HEADROOM
 from moeplan.errors import MoeplanError
+from moeplan.estimate import Estimate
+from moeplan.outfile import write_bytes
+from moeplan.strategy import read_strategy, strategy_text
 from moeplan.vocab import CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS, PRECISIONS
 
 Handler = Callable[[argparse.Namespace, Console], int]
@@ -142,10 +146,10 @@ def _cell(v: Any) -> str:
 
 
 def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
-    """Arguments shared by estimate / plan / report."""
+    """Arguments shared by estimate / plan / report (estimate: --seq-len and --gbs may come from --strategy)."""
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
-    p.add_argument("--seq-len", type=parse_tokens, required=True, help="sequence length, e.g. 32k, 128k")
-    p.add_argument("--gbs", type=positive_int, required=True, help="global batch size in sequences")
+    p.add_argument("--seq-len", type=parse_tokens, required=not layout, help="sequence length, e.g. 32k, 128k")
+    p.add_argument("--gbs", type=positive_int, required=not layout, help="global batch size in sequences")
     _cluster_arguments(p, required=True)
     if layout:
         p.add_argument("--mbs", type=positive_int, default=1, help="micro-batch size (default 1)")
@@ -228,6 +232,22 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
         "Megatron-Core convention)", highlight=False)
 
 
+def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """build_config arguments of `moeplan estimate`: the flags, or a strategy file with the flags that differ
+    from their defaults on top (model and cluster always come from the command line)."""
+    given = run_kwargs(args)
+    if not args.strategy:
+        if args.seq_len is None or args.gbs is None:
+            raise MoeplanError("estimate needs --seq-len and --gbs, or --strategy FILE.yaml")
+        return given
+    merged = read_strategy(args.strategy)
+    defaults = {k: v.default for k, v in inspect.signature(api.build_config).parameters.items()}
+    for key, value in given.items():
+        if key not in merged or (value is not None and value != defaults.get(key, inspect.Parameter.empty)):
+            merged[key] = value
+    return merged
+
+
 def _check_output(path: str | None, plot: bool = True) -> None:
     """Refuse an output path (and a plot format) before any work, so a bad path costs nothing."""
     if path is None:
@@ -258,6 +278,14 @@ def _write_trace(path: str, tl: Any) -> None:
     write_bytes(path, chrome_trace_bytes(tl))
 
 
+def _schedule_refused(cfg: Any) -> bool:
+    """Whether Megatron-Core refuses this run's pipeline schedule (then --plot and the report skip the timeline)."""
+    from moeplan.timeline import schedule_problem
+
+    par = cfg.parallel
+    return schedule_problem(par.pp, par.vpp, cfg.batch.microbatches(par.dp)) is not None
+
+
 def _trace_note(tl: Any) -> str:
     return (f"timeline of one iteration: {tl.pp} pipeline rank(s), {tl.microbatches} micro-batches, "
             f"{len(tl.ops)} forward/backward operations")
@@ -266,16 +294,11 @@ def _trace_note(tl: Any) -> str:
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     _check_output(args.plot)
     _check_output(args.trace, plot=False)
+    estimate = api.estimate_run(args.model, **strategy_kwargs(args))
+    est = estimate.as_dict()
     tl = None
-    if args.plot or args.trace:
-        from moeplan.timeline import schedule_problem
-
-        cfg, gpu = api.build_config(args.model, **run_kwargs(args))
-        est = api.evaluate(cfg, gpu).as_dict()
-        if args.trace or not schedule_problem(cfg.parallel.pp, cfg.parallel.vpp, est["microbatches"]):
-            tl = api.timeline(cfg, gpu)  # --trace: a schedule Megatron-Core refuses is an error
-    else:
-        est = api.estimate(args.model, **run_kwargs(args))
+    if args.trace or (args.plot and not _schedule_refused(estimate.config)):
+        tl = api.timeline(estimate.config, estimate.gpu)  # --trace: a schedule Megatron-Core refuses is an error
     if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
@@ -386,9 +409,10 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
                            "'overrides', 'yaml' and 'megatron_lm_args'")
     _check_output(args.trace, plot=False)
+    _check_output(args.save_strategy, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
     try:
-        result = api.plan(
+        found = api.search_plans(
             args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
             top=args.top, headroom=args.headroom, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
@@ -398,18 +422,21 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         )
     finally:
         progress.stop()
+    result = found.as_dict()
     plans = result["plans"]
     if not plans:
         if args.json:
             _print_json([])
         return _no_fit(result, False)
+    if args.save_strategy:
+        assert found.best is not None
+        write_bytes(args.save_strategy, strategy_text(found.best.config).encode())
+        _wrote(args.save_strategy, args.json or args.format != "table", "the best plan's strategy")
     fmt = args.format
     tl = None
     if args.trace:  # plan 1, written before anything is printed
-        cfg, gpu = api.config_from_plan(args.model, plans[0], gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                        moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                                        mcore_version=args.mcore_version)
-        tl = api.timeline(cfg, gpu)
+        assert found.best is not None
+        tl = api.timeline(found.best.config, found.best.gpu)
         _write_trace(args.trace, tl)
     if args.json:
         _print_json(plans)
@@ -503,7 +530,7 @@ class _NothingToCompare(Exception):
     """A run of the comparison has no layout that fits."""
 
 
-def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
     """Two estimates (two config files, one config at two lengths, or a model at two lengths) and
     the model reference (catalog name or config.json path) for the planner's remedy."""
     from moeplan.models import catalog_names
@@ -515,12 +542,14 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
             raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
         if not args.gpus or not args.gbs_tokens:
             raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
-        rows = api.sweep(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
-                         **_sweep_kwargs(args))
-        for r in rows:
-            if "parallel" not in r:
-                raise _NothingToCompare(f"no layout fits at seq {r['seq_len']:,}; nothing to compare")
-        return rows[0], rows[1], first
+        points = api.sweep_points(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
+                                  **_sweep_kwargs(args))
+        ests = []
+        for pt in points:
+            if pt.estimate is None:
+                raise _NothingToCompare(f"no layout fits at seq {pt.seq_len:,}; nothing to compare")
+            ests.append(pt.estimate)
+        return ests[0], ests[1], first
     from moeplan import checker
 
     a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
@@ -531,7 +560,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
                                   seq_len=args.seq_len[0])
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
-    return a, b, args.model or a["model"]
+    return a, b, args.model or a.config.model.name
 
 
 def _looks_like_hf_config(path: str) -> bool:
@@ -560,12 +589,13 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     comp = compare(a, b)
     fix = None
     if not args.no_fix:
-        result = api.plan(model_ref, gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
-                          precision=b["precision"], top=1, hardware_file=args.hardware,
-                          mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
-                          grad_fp32=b.get("grad_fp32", True) and not args.bf16_grads,  # the run's numerics
-                          bf16_moments=b.get("bf16_moments", False) or args.bf16_moments)
-        fix = remedy(b, result["plans"][0] if result["plans"] else None)
+        run = b.config
+        found = api.search_plans(model_ref, gpu=b.gpu, gpus=run.parallel.gpus, seq_len=run.batch.seq_len,
+                                 gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
+                                 mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
+                                 grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
+                                 bf16_moments=run.bf16_moments or args.bf16_moments)
+        fix = remedy(b, found.best)
     if args.json:
         out = comp.as_dict()
         if fix:
@@ -584,22 +614,19 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     _check_output(args.html, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "planning")
     try:
-        result = api.plan(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
-                          precision=args.precision, top=args.top, hardware_file=args.hardware,
-                          moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                          mcore_version=args.mcore_version, progress=progress,
-                          **_numerics(args))
+        found = api.search_plans(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
+                                 precision=args.precision, top=args.top, hardware_file=args.hardware,
+                                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+                                 mcore_version=args.mcore_version, progress=progress,
+                                 **_numerics(args))
+        result = found.as_dict()
         plans = result["plans"]
         if not plans:
             return _no_fit(result, args.json)
         best = plans[0]
-        cfg, gpu_spec = api.config_from_plan(args.model, best, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                             moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                                             mcore_version=args.mcore_version)
-        est = api.evaluate(cfg, gpu_spec).as_dict()
-        from moeplan.timeline import schedule_problem
-
-        tl = None if schedule_problem(cfg.parallel.pp, cfg.parallel.vpp, est["microbatches"]) else api.timeline(cfg, gpu_spec)
+        assert found.best is not None
+        est = found.best.estimate.as_dict()  # the plan carries its config and estimate
+        tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu)
         rows = None
         if args.sweep:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
@@ -641,9 +668,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(result.as_dict())
     else:
-        est = result.estimate
-        if est is not None:
-            print_estimate(est, console)
+        if result.estimate is not None:
+            print_estimate(result.estimate.as_dict(), console)
         table = Table(title=f"Findings for {args.config} ({result.kind})")
         for col in ("severity", "rule", "line", "finding", "fix"):
             table.add_column(col, overflow="fold")
@@ -732,6 +758,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--pp 8 --vpp 4 --cp 32 --ep 32 --recompute selective:mla_up_proj,layernorm --optimizer-offload 1.0",
     )
     add_run_arguments(p)
+    p.add_argument("--strategy", metavar="FILE.yaml",
+                   help="take layout, batch and knobs from a strategy file (`moeplan plan --save-strategy`); flags "
+                        "that differ from their defaults override it")
     p.add_argument("--plot", metavar="FILE",
                    help="write the memory and time breakdown, the timeline of one iteration (Gantt per pipeline "
                         "rank) and the most loaded rank's memory over it, as PNG or SVG")
@@ -764,6 +793,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
+    p.add_argument("--save-strategy", metavar="FILE.yaml",
+                   help="write the best plan's strategy (layout, batch, knobs) for `moeplan estimate --strategy`")
     p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
     p.set_defaults(handler=cmd_plan)
 
