@@ -10,8 +10,8 @@ import pytest
 from moeplan import api
 from moeplan.models import load_model
 
-from .conftest import REFERENCE_DIR, ROOT
-from .reference_runs import bridge_runs, estimate_kwargs, label, published_runs
+from ..conftest import REFERENCE_DIR, ROOT
+from ..reference_runs import bridge_runs, estimate_kwargs, label, published_runs
 
 def _estimate(run: dict[str, str]) -> dict:
     """Estimate with the run's own settings (recipe-filled: tests/reference_runs.py)."""
@@ -66,7 +66,7 @@ def test_optimizer_offload_cost_and_memory_match_the_measured_curve():
     offload. The seconds offload adds (step minus baseline: the baseline's own sequence length is not
     published) and the memory it saves follow the measurement within 25% / 10% at every fraction, and
     overlap_cpu_optimizer_d2h_h2d saves time."""
-    from .measured_variants import variants
+    from ..measured_variants import variants
 
     rows = [v for v in variants() if v.group == "G08"]
     base = next(v for v in rows if v.kwargs["optimizer_offload"] == 0)
