@@ -239,3 +239,30 @@ def test_plot_and_report_show_the_timeline(tmp_path, capsys):
     cfg, gpu, est, tl = _run(gpus=32, seq_len=8192, gbs=128, ep=8, pp=4, vpp=2)
     html = render_html_report(title="t", plans=[], estimate=est.as_dict(), timeline=tl)
     assert 'id="timeline"' in html and 'id="timeline-plot"' in html and "<svg" in html
+
+
+def test_overlap_hides_ep_all_to_all_without_shrinking_it():
+    """moe_a2a_overlap hides part of the dispatch/combine behind compute: the trace shows the same
+    collective (exposed + overlapped = the all-to-all without overlap) and only the exposed part delays."""
+    kw = dict(gpus=64, seq_len=4096, gbs=256, ep=16, pp=4, vpp=2, dispatcher="alltoall")
+    _, _, est_on, on = _run(**kw, ep_overlap=True)
+    _, _, est_off, off = _run(**kw)
+
+    def ep(tl, cat):
+        return sum(s.dur_s for s in tl.spans if s.category == cat and s.rank == tl.slowest_rank)
+
+    assert ep(off, "ep_comm_overlapped") == 0.0
+    assert ep(on, "ep_comm_overlapped") > 0.0
+    assert ep(on, "ep_comm") + ep(on, "ep_comm_overlapped") == pytest.approx(ep(off, "ep_comm"), rel=1e-9)
+    assert ep(on, "ep_comm") == pytest.approx(est_on.time.breakdown_s["ep_comm"], rel=1e-9)
+
+
+def test_cp_ring_overlaps_attention_inside_its_operation():
+    _, _, _, tl = _run(gpus=32, seq_len=65536, gbs=32, ep=8, cp=8, tp=1, pp=2, recompute="full")
+    hidden = [s for s in tl.spans if s.category == "cp_comm_overlapped"]
+    assert hidden
+    attn = [s for s in tl.spans if s.category == "attention"]
+    for h in hidden:  # the ring runs during the attention kernels of the same operation and ends with them
+        a = [s for s in attn if (s.rank, s.microbatch, s.chunk) == (h.rank, h.microbatch, h.chunk)
+             and s.start_s <= h.start_s + 1e-12 and h.start_s + h.dur_s == pytest.approx(s.start_s + s.dur_s)]
+        assert len(a) == 1
