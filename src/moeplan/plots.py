@@ -243,15 +243,14 @@ def draw_gantt(ax: Axes, tl: Timeline) -> None:
                   fontsize=8 if tl.pp <= 16 else 6)
     ax.set_ylim(0, tl.pp)
     ax.set_xlim(0, tl.step_time_s)
-    ax.set_xlabel("seconds into the step")
-    ax.grid(axis="x", alpha=0.3)
+    ax.grid(axis="x", alpha=0.3)  # the time axis is labelled on the memory panel below
     labels = [("forward", FORWARD_COLOR), ("backward", BACKWARD_COLOR), ("recompute", RECOMPUTE_COLOR),
               ("exposed TP/CP/EP/PP comm", COMM_COLOR), ("overlapped TP/CP/EP comm (thin, above)", COMM_COLOR),
               ("DP reduce-scatter / all-gather", DP_COLOR), ("optimizer", OTHER_COLOR), ("CPU offload", BUBBLE_COLOR)]
     used = {k for _, k in bars}
     keys = ["forward", "backward", "recompute", "comm", "overlapped", "dp_comm", "optimizer", "offload"]
     ax.legend(handles=[Patch(color=c, label=n) for (n, c), k in zip(labels, keys) if k in used], fontsize=7,
-              loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=8, frameon=False)
+              loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=8, frameon=False)
     ax.set_title(f"One iteration ({_plain(tl.title)}): interleaved 1F1B as Megatron-Core orders it — "
                  f"step {fmt_seconds(tl.step_time_s)}", fontsize=10)
 
