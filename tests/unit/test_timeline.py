@@ -137,15 +137,16 @@ def test_chrome_trace_format():
 
 
 def test_large_pipeline_is_fast_and_small():
-    """PP 16, 64 micro-batches (and VPP 2 on the same pipeline): well under a second, well under 20 MB."""
+    """PP 16, 64 micro-batches (and VPP 2 on the same pipeline): under a second of CPU time (process time:
+    other jobs on the machine do not count; wall time on one core: benchmarks/timeline_scale.py), under 20 MB."""
     for kw in (dict(pp=16), dict(pp=16, vpp=2)):
         cfg, gpu = api.build_config("qwen3-235b-a22b", gpu="h100", gpus=1024, seq_len=4096, gbs=4096, ep=8,
                                     tp=1, cp=1, **kw)
         assert cfg.batch.microbatches(cfg.parallel.dp) == 64
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         tl = build_timeline(cfg, gpu)
         data = chrome_trace_bytes(tl)
-        took = time.perf_counter() - t0
+        took = time.process_time() - t0
         assert took < 1.0, took
         assert len(data) < 20e6, len(data)
         assert tl.span_s == pytest.approx(evaluate(cfg, gpu).time.step_time_s, rel=1e-9)
