@@ -301,6 +301,7 @@ class PlanReport:
             "headroom": self.headroom,
             "layouts_considered": r.layouts_considered,
             "layouts_feasible": r.layouts_feasible,
+            "layouts_evaluated": r.layouts_evaluated,
             "notes": r.notes,
             "closest": self.closest_dict(),
             "plans": [plan_dict(p, i + 1) for i, p in enumerate(r.plans)],

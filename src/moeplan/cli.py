@@ -10,6 +10,7 @@ import argparse
 import inspect
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -380,6 +381,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
                            "'overrides', 'yaml' and 'megatron_lm_args'")
     _check_output(args.save_strategy, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
+    t0 = time.perf_counter()
     try:
         found = api.search_plans(
             args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
@@ -392,6 +394,9 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     finally:
         progress.stop()
     result = found.as_dict()
+    if args.stats:
+        sys.stderr.write(f"search: {result['layouts_considered']} layouts considered, {result['layouts_evaluated']} "
+                         f"fully evaluated, {result['layouts_feasible']} fit; {time.perf_counter() - t0:.3f} s\n")
     plans = result["plans"]
     if not plans:
         if args.json:
@@ -730,6 +735,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-strategy", metavar="FILE.yaml",
                    help="write the best plan's strategy (layout, batch, knobs) for `moeplan estimate --strategy`")
     p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
+    p.add_argument("--stats", action="store_true", help="print the search's statistics on stderr: layouts "
+                   "considered, fully evaluated (after the cheap bounds) and fitting, and the search time")
     p.set_defaults(handler=cmd_plan)
 
     p = sub.add_parser(
