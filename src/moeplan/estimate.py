@@ -10,7 +10,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.memory import GIB, MemoryEstimate, estimate_memory
 from moeplan.parallel import build_pipeline, check_layout, validate
 from moeplan.run import RunConfig
-from moeplan.timing import TimeEstimate, estimate_time
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration, TimeEstimate, estimate_time
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,12 @@ class Estimate:
         }
 
 
-def evaluate(cfg: RunConfig, gpu: GPUSpec) -> Estimate:
-    """Memory and time of a configuration."""
+def evaluate(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> Estimate:
+    """Memory and time of a configuration (timing constants ``cal``)."""
     validate(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
     pipe = build_pipeline(cfg.model, cfg.parallel)
     mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe)
-    return Estimate(cfg, gpu, mem, estimate_time(cfg, gpu, pipeline=pipe))
+    return Estimate(cfg, gpu, mem, estimate_time(cfg, gpu, cal, pipeline=pipe))
 
 
 class Evaluator:
@@ -73,8 +73,10 @@ class Evaluator:
     an alternative must fit in before it is recommended: the linter holds its fixes to the planner's
     headroom, so it never recommends a configuration the planner would reject."""
 
-    def __init__(self, gpu: GPUSpec, budget_bytes: float, fit_budget_bytes: float | None = None) -> None:
+    def __init__(self, gpu: GPUSpec, budget_bytes: float, fit_budget_bytes: float | None = None,
+                 cal: Calibration = DEFAULT_CALIBRATION) -> None:
         self.gpu = gpu
+        self.cal = cal
         self.budget_bytes = budget_bytes
         self.fit_budget_bytes = budget_bytes if fit_budget_bytes is None else fit_budget_bytes
         self._cache: dict[RunConfig, Estimate] = {}
@@ -83,7 +85,7 @@ class Evaluator:
         if check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
             return None
         if cfg not in self._cache:
-            self._cache[cfg] = evaluate(cfg, self.gpu)
+            self._cache[cfg] = evaluate(cfg, self.gpu, self.cal)
         return self._cache[cfg]
 
     def fits(self, est: Estimate | None) -> bool:

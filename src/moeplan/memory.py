@@ -20,14 +20,13 @@ Sources per item:
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from functools import lru_cache
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
-from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, validate
+from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
 from moeplan.run import RunConfig
 
@@ -35,6 +34,19 @@ GIB = 1024**3
 
 ADAM_STATE_BYTES = 12  # fp32 master weight + exp_avg + exp_avg_sq per parameter
 ADAM_STATE_BF16_MOMENTS_BYTES = 8  # precision-aware optimizer: fp32 master + bf16 moments
+FP32_MASTER_BYTES = 4  # the fp32 master copy inside the Adam state
+
+
+def offloaded_state_bytes_per_param(cfg: RunConfig) -> float:
+    """Adam state bytes per parameter that optimizer CPU offload moves to the host.
+
+    HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py) runs the CPU
+    share of the update on CPU copies of the parameters. With the precision-aware optimizer it owns the
+    fp32 master, so the whole state moves; without it the distributed optimizer keeps its fp32 master
+    shard on the GPU and only the moments move (measured: Qwen3-30B-A3B, TP2 PP2 EP4 on 16 H100, ~1.9e9
+    parameters per GPU, 15.3 GB saved at 100% = 8 bytes per parameter; measured_variants.csv G08)."""
+    state = ADAM_STATE_BF16_MOMENTS_BYTES if cfg.bf16_moments else ADAM_STATE_BYTES
+    return float(state if cfg.precision_aware else state - FP32_MASTER_BYTES)
 FP8_WEIGHT_CACHE_BYTES = 2  # TE keeps row-wise and column-wise (transposed) FP8 copies of GEMM weights
 MXFP8_SCALE_BYTES = 2 / 32  # one e8m0 scale per 32 values, both directions (OCP MX v1.0)
 LOGITS_BYTES_PER_VOCAB = 4  # theoretical_memory_usage.py: 4 x s x b x V (bf16 logits + fp32 CE grad)
@@ -154,11 +166,6 @@ def average_params_per_gpu(spec: ModelSpec, par: Parallel) -> tuple[float, float
     return (p.total - p.routed_experts) / (par.tp * par.pp), p.routed_experts / (par.ep * par.etp * par.pp)
 
 
-@lru_cache(maxsize=4096)
-def _stage_groups(spec: ModelSpec, stage: Stage) -> tuple[tuple[Layer, int], ...]:
-    return tuple(Counter(spec.layers[i] for i in stage.layers).items())
-
-
 @lru_cache(maxsize=8192)
 def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, float, float]:
     """(dense params per GPU, expert params per GPU, GEMM params per GPU) on one pipeline rank."""
@@ -167,7 +174,7 @@ def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: in
     vocab_params = spec.vocab * h
     has_embedding = any(s.embedding for s in stages)
     for st in stages:
-        for layer, n in _stage_groups(spec, st):
+        for layer, n in stage_groups(spec, st):
             p = layer_params(layer, h)
             dense += n * (p.tp_split / tp + p.replicated)
             expert += n * p.expert / ep_etp
@@ -293,11 +300,11 @@ def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: P
         weights: dict[Layer, float] = {}
         mtp = loss = 0.0
         for count, st in zip(counts, stages):
-            for layer, n in _stage_groups(spec, st):
+            for layer, n in stage_groups(spec, st):
                 weights[layer] = weights.get(layer, 0.0) + count * n
             mtp += count * st.mtp
             loss += count * (1 if st.loss else 0)
-        distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in _stage_groups(spec, st)))
+        distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in stage_groups(spec, st)))
         out.append(RankProfile(r, dense, expert, gemm, tuple(weights.items()), mtp, loss,
                                tuple(zip(counts, stages)), distinct, any(layer.is_moe for layer in distinct),
                                sum(counts) / max(1, par.vpp)))
@@ -307,7 +314,7 @@ def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: P
 def _chunk_full_recompute(cfg: RunConfig, stage: Stage, tokens: float) -> tuple[float, float]:
     """(kept bytes per micro-batch, transient peak) of a chunk under full recompute."""
     spec, rc = cfg.model, cfg.recompute
-    groups = _stage_groups(spec, stage)
+    groups = stage_groups(spec, stage)
     full_layer = {layer: _layer_mb_bytes(cfg, layer, tokens, frozenset())[0] for layer, _ in groups}
     n_layers = len(stage.layers)
     per_input = layer_input_bytes(spec.hidden) * tokens
@@ -412,7 +419,8 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
     per_layer = _per_layer_bytes(cfg, tokens)
     dispatch_transient = _moe_dispatch_transient(cfg, tokens)
     reserve = cfg.reserve_gib * GIB
-    opt_share = 1.0 - cfg.optimizer_offload
+    offloaded_state = cfg.optimizer_offload * offloaded_state_bytes_per_param(cfg) / state_bytes
+    opt_share = 1.0 - offloaded_state  # share of the sharded Adam state that stays on the GPU
     extra_warmup = par.vpp > 1 and cfg.ep_overlap and cfg.ep_overlap_allowed  # only interleaving adds one
     for prof in rank_profiles(spec, par, m, pipe, extra_warmup):
         params = prof.dense_params + prof.expert_params
@@ -433,7 +441,7 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
             "cuda_graphs": graphs,
             "reserve": reserve,
         }
-        out.append((prof, items, sharded_state * cfg.optimizer_offload + off_host))
+        out.append((prof, items, sharded_state * offloaded_state + off_host))
     return out
 
 

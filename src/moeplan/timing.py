@@ -16,15 +16,19 @@ communication and the optimizer step:
   attention, EP dispatch/combine (4 all-to-alls per MoE layer) split into NVLink and scale-out
   parts, PP send/recv; recompute adds the forward cost of what it recomputes.
 FLOPs are Megatron-Core's (moeplan.flops) so TFLOP/s/GPU is comparable with Megatron's log line.
-The calibration constants below are few and global (not per model or per run); each says what it
-stands for. They were set once against ../shared/reference/published_runs.csv (tests check every row).
+The calibration constants (class Calibration) are few and global (not per model or per run); their
+values are data (moeplan/hardware/calibration.yaml), each with what it stands for and its source.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
+from importlib import resources
+from typing import Any
 
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
 from moeplan.flops import (
@@ -37,66 +41,102 @@ from moeplan.flops import (
     mtp_eh_proj_gemm,
 )
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
+from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
-from moeplan.memory import _stage_groups, average_params_per_gpu
+from moeplan.memory import average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
-from moeplan.parallel import Pipeline, Stage, build_pipeline, cp_ranks_per_domain, hierarchical_cp_inner, validate
+from moeplan.parallel import (
+    Pipeline,
+    Stage,
+    build_pipeline,
+    cp_ranks_per_domain,
+    hierarchical_cp_inner,
+    stage_groups,
+    validate,
+)
 from moeplan.run import RunConfig
 
 TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron convention)
 
 
+CALIBRATION_FILE = "calibration.yaml"  # package data beside the hardware catalog (moeplan/hardware)
+
+
+@lru_cache(maxsize=1)
+def _file_constants() -> dict[str, Any]:
+    """The default constants, read once from ``moeplan/hardware/calibration.yaml``."""
+    import yaml
+
+    text = resources.files("moeplan.hardware").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8")
+    origin = f"moeplan/hardware/{CALIBRATION_FILE}"
+    # YAML 1.1 reads "28.0e6" as a string: every leaf goes through the same positive-number check
+    return {k: ({kk: _positive(origin, f"{k}.{kk}", vv) for kk, vv in v.items()} if isinstance(v, dict)
+                else _positive(origin, k, v)) for k, v in yaml.safe_load(text)["constants"].items()}
+
+
+def _from_file(name: str) -> Any:
+    return field(default_factory=lambda: copy.deepcopy(_file_constants()[name]))
+
+
 @dataclass(frozen=True, eq=False)
 class Calibration:
-    """Global efficiency constants of the timing model. Defaults are the calibrated values."""
+    """Global efficiency constants of the timing model. The defaults are the values in
+    ``moeplan/hardware/calibration.yaml`` (what each stands for and its source are documented there
+    and in docs/calibration.md; benchmarks/calibrate.py writes the fitted ones)."""
 
-    # Fraction of the dense BF16 peak that fused (flash / cuDNN) attention reaches on long blocks,
-    # fwd + bwd (FlashAttention-3, Shah et al. 2024: ~0.6-0.75 forward, lower backward on H100).
-    attn_eff: float = 0.47
-    # Attention kernels lose efficiency on short blocks (fewer tiles per head to fill the SMs, fixed
-    # prologue/epilogue per block): rate(L) = rate(inf) x L / (L + attn_half_tokens). Fitted to the
-    # FlashAttention-3 forward benchmark, H100 SXM5, head dim 128 (Shah et al. 2024, arXiv 2407.08608,
-    # Figure "Attention forward speed": 467, 565, 625, 638, 646, 648 TFLOP/s at 0.5K-16K tokens);
-    # tests/data/fa3_forward_h100.csv. Context parallelism shortens the blocks: see attention_block_tokens.
-    attn_half_tokens: float = 200.0
-    # Gated DeltaNet chunked kernels (fla-org Triton): fraction of BF16 peak.
-    gdn_eff: float = 0.12
-    # Grouped expert GEMMs lose further to per-expert tails and the token-count imbalance of
-    # padding each expert's rows; applied to the expert GEMM rate.
-    grouped_gemm_eff: float = 0.85
-    # HBM traffic per byte saved for backward (written in fwd, read in bwd, gradient written/read).
-    elementwise_traffic: float = 2.0
-    hbm_eff: float = 0.7
-    # Collective efficiencies relative to the catalog link rate when no measured bus bandwidth exists.
-    nvlink_eff: float = 0.8
-    scaleout_eff: float = 0.75
-    # All-to-all efficiency by dispatcher (fraction of the link rate reached by dispatch/combine).
-    # DeepEP's own kernels reach ~0.77 of NVLink and ~0.9 of RDMA line rate on H800 (deepseek-ai/
-    # DeepEP README); inside Megatron (token permutation, probability handling, SM sharing) less.
-    # Set once against the published runs with their recipes' settings (tests/data/
-    # published_runs_recipes.csv) and the measured Qwen3-30B-A3B EP16 alltoall point (132.9
-    # TFLOP/s/GPU on 16 H100, ../shared/reference/guidance.md); alltoall was refit from 0.7 to 0.75
-    # when weight-gradient GEMMs began to pay their main-grad traffic (docs/calibration.md). DeepEP/
-    # HybridEP also send each token once per remote NVLink domain (below), their gain over NCCL all-to-all.
-    a2a_eff: dict[str, float] = field(default_factory=lambda: {
-        "alltoall": 0.75, "allgather": 0.75, "deepep": 0.6, "hybridep": 0.6})
-    # With EP A2A overlap, the share of a layer's compute (of the other micro-batch) that can hide
-    # its dispatch/combine; the communication kernels take SMs and the merged schedule does not pair
-    # every chunk, so it is well below 1. Set with the constants above (runs with moe_a2a_overlap:
-    # Qwen3-235B and Qwen3-30B-A3B on H100).
-    ep_overlap_eff: float = 0.3
-    # TP comm overlap (userbuffers, Megatron tp_comm_overlap) hides this share of TP collectives.
-    tp_hidden: float = 0.5
-    # Host-side launch overhead per layer per micro-batch (fwd + bwd) without CUDA graphs:
-    # ~60 kernels x ~5 us launch latency (Megatron-Core CUDA graph docs motivation).
-    launch_overhead_per_layer_s: float = 3.0e-4
-    # GPU Adam traffic per parameter shard (read/write fp32 master, m, v; read fp32 grad; write bf16).
-    optimizer_bytes_per_param: float = 30.0
-    # CPU Adam throughput per GPU process (parameters/s). PCIe x86 hosts: from the guidance's
-    # measurement (Qwen3-30B-A3B on H100: step x1.9 at 25% offload, x4.2 at 100%); Grace (c2c):
-    # 72 Neoverse V2 cores and LPDDR5X per 2 GPUs, assumed 4x faster.
-    cpu_adam_params_per_s: dict[str, float] = field(default_factory=lambda: {
-        "pcie4": 28e6, "pcie5": 28e6, "pcie6": 28e6, "c2c": 112e6})
+    attn_fwd_eff: dict[str, float] = _from_file("attn_fwd_eff")
+    attn_bwd_eff: dict[str, float] = _from_file("attn_bwd_eff")
+    attn_softmax_flops: float = _from_file("attn_softmax_flops")
+    attn_half_tokens: float = _from_file("attn_half_tokens")
+    gdn_eff: float = _from_file("gdn_eff")
+    grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
+    elementwise_traffic: float = _from_file("elementwise_traffic")
+    hbm_eff: float = _from_file("hbm_eff")
+    nvlink_eff: float = _from_file("nvlink_eff")
+    scaleout_eff: float = _from_file("scaleout_eff")
+    a2a_eff: dict[str, float] = _from_file("a2a_eff")
+    a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
+    ep_overlap_eff: float = _from_file("ep_overlap_eff")
+    tp_hidden: float = _from_file("tp_hidden")
+    launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
+    optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
+    cpu_adam_mem_eff: float = _from_file("cpu_adam_mem_eff")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+
+    def with_overrides(self, overrides: Mapping[str, Any], origin: str = "calibration") -> Calibration:
+        """A copy with some constants replaced (a user profile); dict constants merge key by key.
+        Unknown names and non-positive values raise MoeplanError naming ``origin``."""
+        known = {f.name: f for f in fields(self)}
+        values: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if key not in known:
+                raise MoeplanError(f"{origin}: unknown calibration constant '{key}' "
+                                   f"(known: {', '.join(sorted(known))})")
+            current = getattr(self, key)
+            if isinstance(current, dict):
+                if not isinstance(value, Mapping):
+                    raise MoeplanError(f"{origin}: '{key}' must be a mapping like {current}")
+                merged = dict(current)
+                for k, v in value.items():
+                    if k not in current:
+                        raise MoeplanError(f"{origin}: '{key}.{k}' is not one of {', '.join(current)}")
+                    merged[k] = _positive(origin, f"{key}.{k}", v)
+                values[key] = merged
+            else:
+                values[key] = _positive(origin, key, value)
+        return replace(self, **values)
+
+
+def _positive(origin: str, key: str, value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise MoeplanError(f"{origin}: '{key}' must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(v) or v <= 0:
+        raise MoeplanError(f"{origin}: '{key}' must be a positive number, got {value!r}")
+    return v
 
 
 DEFAULT_CALIBRATION = Calibration()
@@ -105,6 +145,7 @@ DEFAULT_CALIBRATION = Calibration()
 # ~15% each; full_iteration captures everything). An estimate, not a measurement.
 GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "moe_preprocess": 0.15,
                       "mamba": 0.4, "full_iteration": 1.0}
+GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
               "launch_overhead")
@@ -214,7 +255,13 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
                + m * n * b_in + w * b_in + m * k * BF16_BYTES  # dgrad: dy, W -> dx
                + m * k * b_in + m * n * b_in + 2 * w * grad_b)  # wgrad: x, dy -> main_grad += dW
     hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
-    rate = ctx.gemm_rate * (cal.grouped_gemm_eff if g.per_row else 1.0)
+    rate = ctx.gemm_rate
+    if g.per_row:
+        # grouped GEMM: each local expert's rows are cut into 128-row tiles, the last one partly
+        # empty (TE / cuBLASLt grouped GEMM; CUTLASS tile M = 128): on average half a tile per expert
+        # is padding, which costs narrow EP (many local experts, few rows each) the most
+        per_expert = m / max(1.0, weights)
+        rate *= cal.grouped_gemm_eff * per_expert / (per_expert + GROUPED_TILE_ROWS / 2)
     t = TRAIN * flops / rate + traffic / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast
@@ -248,10 +295,40 @@ def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int)
     return min(length, mixer.sliding_window) if mixer.sliding_window else length
 
 
+def attention_kernel(mixer: Attention) -> str:
+    """Which fused-attention kernel family runs the layer. Transformer Engine sends equal q/k and v
+    head dims to FlashAttention-3 on Hopper (``flash``); MLA's 192-wide q/k with 128-wide v goes to
+    cuDNN's fused attention (``cudnn_mla``: TE's backend selection rules flash-attn out for
+    head_dim_qk != head_dim_v; transformer_engine/pytorch/attention/dot_product_attention/utils.py)."""
+    d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
+    return "cudnn_mla" if d_qk != d_v else "flash"
+
+
+def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> tuple[float, float, float]:
+    """(forward, backward, fwd + bwd) share of the dense BF16 peak that fused attention reaches on long
+    blocks, in the FLOPs Megatron counts (backward = 2 x forward).
+
+    Per causal score element the forward runs QK^T and PV (2 x (d_qk + d_v) FLOPs) and one softmax
+    exponential; the backward recomputes S and P and runs dP, dV, dQ, dK (2 x (3 d_qk + 2 d_v) FLOPs)
+    and one exponential (FlashAttention-2/3 algorithms: Dao 2023, arXiv 2307.08691; Shah et al. 2024,
+    arXiv 2407.08608). The tensor-core work runs at ``attn_fwd_eff`` / ``attn_bwd_eff`` of peak per
+    kernel family; each exponential costs ``attn_softmax_flops`` FLOP-equivalents of peak (H100: 989
+    TFLOP/s of BF16 matmul against 3.9 T exponentials/s, FlashAttention-3 section 3.1), so wide heads
+    amortise the softmax and run faster: FlashAttention-3 forward, H100, 16K, head dim 64 / 128 / 256:
+    ~497 / 648 / 740 TFLOP/s (tests/data/fa3_forward_h100_headdim.csv)."""
+    d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
+    kind = attention_kernel(mixer)
+    fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
+    fwd_t = fwd_mm / cal.attn_fwd_eff[kind] + cal.attn_softmax_flops  # time per score, in 1 / peak
+    bwd_t = bwd_mm / cal.attn_bwd_eff[kind] + cal.attn_softmax_flops
+    counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
+    return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
+
+
 def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> float:
-    """Achieved attention FLOP/s (fwd + bwd average) on this run's kernel blocks."""
+    """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks."""
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
-    return gpu.peak("bf16") * cal.attn_eff * length / (length + cal.attn_half_tokens)
+    return gpu.peak("bf16") * attention_efficiency(mixer, cal)[2] * length / (length + cal.attn_half_tokens)
 
 
 def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
@@ -348,9 +425,8 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     span = par.ep * par.etp
     peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
     nodes = math.ceil(span / gpu.nvlink_domain)
-    eff = cal.a2a_eff[cfg.dispatcher]
-    nv_bw = gpu.nvlink_bw_bytes_per_s * eff
-    so_bw = gpu.scaleout_bw_bytes_per_s * eff
+    nv_bw = gpu.nvlink_bw_bytes_per_s * cal.a2a_eff[cfg.dispatcher]
+    so_bw = gpu.scaleout_bw_bytes_per_s * cal.a2a_scaleout_eff[cfg.dispatcher]
     if cfg.dispatcher in ("alltoall", "allgather"):
         # NCCL all-to-all sends every (token, expert) row to its rank; the routes run one after the other.
         remote = (par.ep - peers_in_domain) / par.ep
@@ -492,6 +568,42 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     return LayerTime(**out)
 
 
+# Host memory bandwidth per GPU where a hardware entry gives none, by host link class: x86 DGX hosts
+# (2 sockets x 8 channels DDR5-4800 = 614 GB/s over 8 GPUs) and Grace (512 GB/s LPDDR5X per Grace over
+# its 2 GPUs); the catalog entries carry their own figures and sources.
+HOST_MEM_BW_DEFAULT = {"pcie4": 76.8e9, "pcie5": 76.8e9, "pcie6": 76.8e9, "c2c": 256.0e9}
+
+
+def cpu_adam_params_per_s(gpu: GPUSpec, cal: Calibration, bf16_moments: bool) -> float:
+    """Parameters per second one GPU process updates with the CPU Adam of optimizer offload.
+
+    The fused CPU AdamW streams each parameter's fp32 master (read + write), its gradient (read) and
+    both moments (read + write) through host memory, with the host's memory bandwidth shared by the
+    GPUs of the node (``host_mem_bw_bytes_per_s`` per GPU); ``cpu_adam_mem_eff`` is the share of that
+    bandwidth it reaches (fitted to the offload curve, measured_variants.csv G08)."""
+    moment_b = BF16_BYTES if bf16_moments else FP32_BYTES
+    bytes_per_param = 2 * FP32_BYTES + FP32_BYTES + 2 * 2 * moment_b
+    bw = gpu.host_mem_bw_bytes_per_s or HOST_MEM_BW_DEFAULT.get(gpu.host_link, HOST_MEM_BW_DEFAULT["pcie5"])
+    return bw * cal.cpu_adam_mem_eff / bytes_per_param
+
+
+def offload_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration, params: float) -> float:
+    """Seconds per step of the CPU share (``params`` per GPU) of the optimizer step.
+
+    Megatron's HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py)
+    copies the offloaded gradients to the host (D2H), runs the CPU fused AdamW synchronously and copies
+    the updated parameters back (H2D); nothing of it overlaps forward/backward. With
+    ``overlap_cpu_optimizer_d2h_h2d`` the copies of one parameter group run while the CPU updates
+    another, so the step costs the longer of the two (plus one group's copies, neglected)."""
+    grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    link = gpu.host_link_achieved_bytes_per_s or gpu.host_link_bw_bytes_per_s
+    # params H2D: the GPU copy is the fp32 master without the precision-aware optimizer, else bf16
+    param_b = BF16_BYTES if cfg.precision_aware else FP32_BYTES
+    copy_s = params * (grad_b + param_b) / link
+    cpu_s = params / cpu_adam_params_per_s(gpu, cal, cfg.bf16_moments)
+    return max(cpu_s, copy_s) if cfg.offload_overlap else cpu_s + copy_s
+
+
 @dataclass(frozen=True)
 class TimeEstimate:
     step_time_s: float
@@ -546,7 +658,7 @@ def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer
     for stages in pipe.rank_stages:
         counts: dict[Layer, int] = {}
         for st in stages:
-            for layer, n in _stage_groups(spec, st):
+            for layer, n in stage_groups(spec, st):
                 counts[layer] = counts.get(layer, 0) + n
         heads = tuple((st.loss, st.mtp) for st in stages if st.loss or st.mtp)
         out.append((tuple(counts.items()), heads))
@@ -607,10 +719,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     gpu_share = 1.0 - cfg.optimizer_offload
     breakdown["optimizer"] = shard * gpu_share * cal.optimizer_bytes_per_param / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     if cfg.optimizer_offload > 0:
-        off = shard * cfg.optimizer_offload
-        cpu = off / cal.cpu_adam_params_per_s.get(gpu.host_link, cal.cpu_adam_params_per_s["pcie5"])
-        link = off * (grad_b + BF16_BYTES) / gpu.host_link_bw_bytes_per_s
-        breakdown["offload"] = cpu + link
+        breakdown["offload"] = offload_s(cfg, gpu, cal, shard * cfg.optimizer_offload)
     items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
     step = sum(items.values())
     fpt = flops_per_token(spec, batch.seq_len, par.tp).total_flops
@@ -620,5 +729,6 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak)
 
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "attention_block_tokens", "attention_rate",
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "attention_block_tokens", "attention_efficiency",
+           "attention_kernel", "attention_rate",
            "best_cp_comm_type", "estimate_time"]

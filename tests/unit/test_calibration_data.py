@@ -1,0 +1,44 @@
+"""The timing constants are data (moeplan/hardware/calibration.yaml), overridable per call."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytest
+import yaml
+
+from moeplan import api
+from moeplan.errors import MoeplanError
+from moeplan.timing import CALIBRATION_FILE, DEFAULT_CALIBRATION, Calibration
+
+from ..conftest import ROOT
+
+
+def test_defaults_come_from_the_data_file():
+    data = yaml.safe_load((ROOT / "src" / "moeplan" / "hardware" / CALIBRATION_FILE).read_text())["constants"]
+    assert set(data) == {f.name for f in fields(Calibration)}
+    for name, value in data.items():
+        value = {k: float(v) for k, v in value.items()} if isinstance(value, dict) else float(value)
+        assert getattr(DEFAULT_CALIBRATION, name) == value
+        assert getattr(Calibration(), name) == value
+
+
+def test_overrides_change_the_estimate_and_are_validated():
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16, dispatcher="alltoall")
+    base = api.estimate("qwen3-30b-a3b", **kw)["step_time_s"]
+    slow = DEFAULT_CALIBRATION.with_overrides({"a2a_eff": {"alltoall": DEFAULT_CALIBRATION.a2a_eff["alltoall"] / 2}})
+    assert slow.a2a_eff["deepep"] == DEFAULT_CALIBRATION.a2a_eff["deepep"]  # dicts merge key by key
+    assert api.estimate("qwen3-30b-a3b", cal=slow, **kw)["step_time_s"] > base
+    assert api.estimate("qwen3-30b-a3b", **kw)["step_time_s"] == base  # the default is untouched
+    with pytest.raises(MoeplanError, match="unknown calibration constant"):
+        DEFAULT_CALIBRATION.with_overrides({"attn_efficiency": 0.5})
+    with pytest.raises(MoeplanError, match="positive"):
+        DEFAULT_CALIBRATION.with_overrides({"hbm_eff": -1})
+
+
+def test_plan_uses_the_calibration_it_is_given():
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=256, top=1, fixed={"ep": 16, "tp": 1, "pp": 1, "cp": 1})
+    fast = api.plan("qwen3-30b-a3b", **kw)["plans"][0]["tokens_per_s_per_gpu"]
+    cal = DEFAULT_CALIBRATION.with_overrides({"grouped_gemm_eff": DEFAULT_CALIBRATION.grouped_gemm_eff / 2})
+    slow = api.plan("qwen3-30b-a3b", cal=cal, **kw)["plans"][0]["tokens_per_s_per_gpu"]
+    assert slow < fast
