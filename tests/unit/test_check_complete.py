@@ -66,3 +66,30 @@ def test_summary_counts_information_findings(tmp_path, capsys):
     main(["check", str(path), "--model", "deepseek-v3", "--gpus", "1024", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert data["infos"] == result.infos and data["warnings"] == result.warnings
+
+
+def test_two_fixes_of_one_key_become_one_checked_fix(tmp_path):
+    """The memory fix and the core_attn fix both rewrite recompute_modules; the combined fix is applied
+    to the file and the file checked again: no memory error, no core_attn warning."""
+    from pathlib import Path
+
+    from moeplan.megatron.export import to_overrides
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "deepseek_v3_128k_h100.yaml"
+    result = checker.check(str(example), model="deepseek-v3", gpus=1024)
+    rules = {f.rule: f for f in result.findings}
+    combined = rules["combined-fix"]
+    assert combined.severity == "error" and "model.recompute_modules" in combined.numbers["keys"]
+    assert "checked" in combined.message and "does not fit" in combined.message  # core_attn fix alone is OOM
+    assert {"memory", "core-attn-recompute"} <= set(rules)
+    # apply the one fix (overrides: the last value of a key wins) and check again
+    fixed = tmp_path / "fixed.overrides"
+    fixed.write_text("\n".join([*to_overrides(result.config, result.config.mcore_version), *combined.fix]) + "\n")
+    again = checker.check(str(fixed), model="deepseek-v3", gpus=1024)
+    left = {f.rule for f in again.findings}
+    assert not left & {"memory", "core-attn-recompute", "combined-fix"}, left
+    # applying only the core_attn fix leaves the run out of memory
+    only_attn = tmp_path / "attn.overrides"
+    only_attn.write_text("\n".join([*to_overrides(result.config, result.config.mcore_version),
+                                    *rules["core-attn-recompute"].fix]) + "\n")
+    assert "memory" in {f.rule for f in checker.check(str(only_attn), model="deepseek-v3", gpus=1024).findings}
