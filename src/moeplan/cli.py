@@ -410,13 +410,13 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(plans)
     elif fmt == "overrides":
-        sys.stdout.write("\n".join(plans[0]["overrides"]) + "\n")
+        sys.stdout.write("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
     elif fmt == "yaml":
         sys.stdout.write(plans[0]["yaml"])
     elif fmt == "megatron-lm":
         import shlex
 
-        sys.stdout.write(" ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
+        sys.stdout.write(plans[0]["provenance"] + "\n" + " ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
     else:
         print_plans(result, console)
     return 0
@@ -785,9 +785,10 @@ def build_parser() -> argparse.ArgumentParser:
         "it). Exit code 0: no errors, 1: errors found, 2: the file cannot be read.",
         epilog="example: moeplan check run.yaml --model deepseek-v3 --gpu h100 --gpus 1024 --mcore")
     p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments")
-    p.add_argument("--model", help="model (catalog name or config.json); inferred from the file when it says")
-    p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
-    p.add_argument("--gpus", type=positive_int, help="total GPU count (run files do not carry it)")
+    p.add_argument("--model", help="model (catalog name or config.json); default: the file's '# moeplan:' comment "
+                   "(moeplan's exports carry one), else inferred from the architecture fields it gives")
+    p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
+    p.add_argument("--gpus", type=positive_int, help="total GPU count (default: the file's '# moeplan:' comment)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
