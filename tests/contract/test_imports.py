@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("moeplan.errors", "moeplan.vocab", "moeplan.megatron", "moeplan.megatron.fields")),
     ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*")),
     ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",
-                "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs")),
+                "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs", "moeplan.timeline")),
     ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner")),
     ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*")),
     ("api", ("moeplan.api",)),
