@@ -17,7 +17,7 @@ from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.knobs import knob_problem
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
-from moeplan.megatron.export import to_megatron_lm_args, to_overrides, to_yaml
+from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
 from moeplan.megatron.fields import normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
@@ -212,6 +212,7 @@ def _exports(cfg: RunConfig) -> dict[str, Any]:
         "overrides": to_overrides(cfg, cfg.mcore_version),
         "yaml": to_yaml(cfg, cfg.mcore_version),
         "megatron_lm_args": to_megatron_lm_args(cfg, cfg.mcore_version),
+        "provenance": provenance_comment(cfg, cfg.mcore_version),  # first line of every exported file
     }
 
 
@@ -422,3 +423,14 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
 def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:
     """:func:`sweep_points` as JSON-ready rows (what ``moeplan sweep --json`` prints)."""
     return [p.as_dict() for p in sweep_points(model, **kwargs)]
+
+
+# ----------------------------------------------------------------------------------- calibrate
+
+
+def calibrate(logs: list[str], **kwargs: Any) -> dict[str, Any]:
+    """Fit the timing constants to training logs (see :func:`moeplan.calibrate.calibrate`): JSON-ready
+    ``runs`` (measured, default and calibrated estimates), ``constants``, ``not_moved``, ``memory``, ``fit``."""
+    from moeplan import calibrate as _calibrate
+
+    return _calibrate.calibrate(logs, **kwargs)

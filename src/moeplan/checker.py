@@ -19,9 +19,10 @@ from moeplan.megatron.mcore import build_mcore_config
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
-from moeplan.parallel import check_layout, layout_from_split_options
+from moeplan.parallel import check_layout, hierarchical_cp_inner, layout_from_split_options
 from moeplan.rules import Finding, lint, sort_findings
 from moeplan.run import RunConfig
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration
 from moeplan.vocab import DEFAULT_MCORE_VERSION
 
 # Megatron-Core architecture fields and how to read them off a ModelSpec (for matching a model).
@@ -84,34 +85,59 @@ class CheckResult:
                 "estimate": self.estimate.as_dict() if self.estimate is not None else None}
 
 
-def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
+def with_split_layout(cfg: RunConfig, arch: dict[str, Any]) -> RunConfig:
+    """The run with the pipeline layout of Megatron-Core's uneven-split options, when the file gives them."""
+    if cfg.parallel.pipeline_layout is not None:
+        return cfg
+    layout = layout_from_split_options(
+        cfg.model, cfg.parallel.pp, cfg.parallel.vpp,
+        account_for_embedding=bool(arch.get("account_for_embedding_in_pipeline_split")),
+        account_for_loss=bool(arch.get("account_for_loss_in_pipeline_split")),
+        first=arch.get("num_layers_in_first_pipeline_stage"), last=arch.get("num_layers_in_last_pipeline_stage"))
+    return cfg.with_(parallel=replace(cfg.parallel, pipeline_layout=layout)) if layout else cfg
+
+
+def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, int | None, str | None]:
+    """(model, gpu, gpus, mcore version) named by a moeplan export's '# moeplan:' comment."""
+    p = parsed.provenance
+    gpus = p.get("gpus")
+    if gpus is not None and not (gpus.isdigit() and int(gpus) > 0):
+        raise MoeplanError(f"{path}: the '# moeplan:' comment says gpus={gpus}; expected a positive integer")
+    return p.get("model"), p.get("gpu"), int(gpus) if gpus else None, p.get("mcore-version")
+
+
+def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
              hardware_file: str | None = None, mcore_version: str | None = None,
              seq_len: int | None = None) -> tuple[RunConfig, GPUSpec, Any]:
-    """(RunConfig, GPU, parsed file) for a run file."""
+    """(RunConfig, GPU, parsed file) for a run file. Model, GPU, GPU count and Megatron-Core version
+    come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry one)."""
     parsed = read_run_file(path)
-    spec = load_model(model) if model else infer_model(parsed.architecture, path)
+    f_model, f_gpu, f_gpus, f_version = _from_provenance(parsed, path)
+    if model:
+        spec = load_model(model)
+    elif f_model:
+        try:
+            spec = load_model(f_model)
+        except MoeplanError:
+            raise MoeplanError(f"{path}: the '# moeplan:' comment names model {f_model}, which is not in the catalog "
+                               "or a config.json here; pass --model") from None
+    else:
+        spec = infer_model(parsed.architecture, path)
+    gpus = gpus or f_gpus
     if gpus is None:
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
-    gpu_spec = load_gpu(gpu, hardware_file)
-    version = mcore_version or DEFAULT_MCORE_VERSION
-    cfg = run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name, mcore_version=version)
-    arch = parsed.architecture
-    if cfg.parallel.pipeline_layout is None:
-        layout = layout_from_split_options(
-            spec, cfg.parallel.pp, cfg.parallel.vpp,
-            account_for_embedding=bool(arch.get("account_for_embedding_in_pipeline_split")),
-            account_for_loss=bool(arch.get("account_for_loss_in_pipeline_split")),
-            first=arch.get("num_layers_in_first_pipeline_stage"), last=arch.get("num_layers_in_last_pipeline_stage"))
-        if layout:
-            cfg = cfg.with_(parallel=replace(cfg.parallel, pipeline_layout=layout))
+    gpu_spec = load_gpu(gpu or f_gpu or "h100", hardware_file)
+    version = mcore_version or f_version or DEFAULT_MCORE_VERSION
+    cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name,
+                                                     mcore_version=version), parsed.architecture)
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed
 
 
-def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
+def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
-          run_mcore: bool = False) -> CheckResult:
+          run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION) -> CheckResult:
     """Findings for a run file, errors first, with the estimate when the layout is valid."""
     if not 0.0 <= headroom < 1.0:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
@@ -124,17 +150,21 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
-                     unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind))
+                     unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal)
     view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
     for rule, message in tripped(view):
-        findings.append(Finding(rule.severity, f"mcore-{rule.id}", f"Megatron-Core rejects this ({rule.source}): "
-                                f"{message}" if rule.severity == "error" else f"Megatron-Core warns ({rule.source}): "
-                                f"{message}", numbers={"source": rule.source}, line=parsed.lines.get(rule.field)))
+        fix: tuple[str, ...] = ()
+        if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
+            inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
+            fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
+        lead = "Megatron-Core rejects this: " if rule.severity == "error" else "Megatron-Core: "
+        findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},
+                                line=parsed.lines.get(rule.field)))
     if run_mcore:
         findings += _run_mcore(cfg)
     estimate = None
     if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
-        estimate = evaluate(cfg, gpu_spec)
+        estimate = evaluate(cfg, gpu_spec, cal)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 
 
@@ -184,11 +214,12 @@ def _run_mcore(cfg: RunConfig) -> list[Finding]:
 
 
 def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
-                  hardware_file: str | None = None, seq_len: int | None = None) -> Estimate:
+                  hardware_file: str | None = None, seq_len: int | None = None,
+                  cal: Calibration = DEFAULT_CALIBRATION) -> Estimate:
     """Estimate of a run file (optionally at another sequence length), for `moeplan explain`."""
     cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu or "h100", gpus=gpus, hardware_file=hardware_file,
                                 seq_len=seq_len)
-    return evaluate(cfg, gpu_spec)
+    return evaluate(cfg, gpu_spec, cal)
 
 
-__all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run"]
+__all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run", "with_split_layout"]

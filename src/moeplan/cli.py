@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -126,7 +127,7 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
 
     rows = list_models()
     if args.json:
-        _print_json(rows)
+        _print_json(_named(rows, args))
         return 0
     table = Table(title="Built-in models (MODEL may also be a path to a config.json)")
     for col in ("name", "type", "arch", "layers", "experts", "top-k", "total", "active"):
@@ -176,7 +177,7 @@ def cmd_hardware(args: argparse.Namespace, console: Console) -> int:
 
     rows = hardware_table(args.hardware)
     if args.json:
-        _print_json(rows)
+        _print_json(_named(rows, args))
         return 0
     table = Table(title="GPUs (dense peak FLOP/s; bandwidth per GPU per direction)")
     cols = [("name", "name"), ("HBM GiB", "hbm_gib"), ("HBM TB/s", "hbm_tb_s"), ("BF16 TF", "bf16_tflops"),
@@ -237,7 +238,7 @@ def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
         hardware_file=args.hardware, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-        mcore_version=args.mcore_version, **_numerics(args),
+        mcore_version=args.mcore_version, cal=args.cal, **_numerics(args),
     )
     if hasattr(args, "tp"):
         kw.update(
@@ -354,7 +355,7 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     est = estimate.as_dict()
     tl = None
     if args.trace or (args.plot and not _schedule_refused(estimate.config)):
-        tl = api.timeline(estimate.config, estimate.gpu)  # --trace: a schedule Megatron-Core refuses is an error
+        tl = api.timeline(estimate.config, estimate.gpu, args.cal)  # --trace: a schedule Megatron-Core refuses is an error
     if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
@@ -362,7 +363,7 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     if args.trace:
         _write_trace(args.trace, tl)
     if args.json:
-        _print_json(est)
+        _print_json(_named(est, args))
     else:
         print_estimate(est, console)
     if args.plot:
@@ -419,6 +420,51 @@ def _fixed(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+NARROW_COLUMNS = 120  # below this many terminal columns, tables fold their knob columns into one
+
+
+def _wrapping(text: str) -> str:
+    """A label list ('selective:a,b') that a table cell may wrap after each separator, never inside a label."""
+    return text.replace(",", ", ").replace(":", ": ")
+
+
+def _table(title: str, narrow: bool) -> Table:
+    """A table; on a narrow terminal without vertical rules (the columns keep the room)."""
+    from rich import box
+
+    return Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1)) if narrow else Table(title=title)
+
+
+def _num_column(table: Table, title: str) -> None:
+    table.add_column(title, justify="right", no_wrap=True)
+
+
+def _text_column(table: Table, title: str, **kw: Any) -> None:
+    table.add_column(title, overflow="fold", **kw)
+
+
+def _knobs(p: dict[str, Any]) -> str:
+    """Dispatcher, CP communication, CUDA graphs, offload and MBS of a plan, for a narrow table."""
+    par = p["parallel"]
+    parts = [p["dispatcher"] + (" +ovl" if p["ep_overlap"] else "")]
+    if par["cp"] > 1:
+        parts.append(f"CP {p['cp_comm_type']}")
+    if p["cuda_graphs"]:
+        parts.append("graphs " + ", ".join(p["cuda_graphs"]))
+    if p["optimizer_offload"]:
+        parts.append(f"offload {p['optimizer_offload']:.0%}")
+    if p["mbs"] != 1:
+        parts.append(f"MBS {p['mbs']}")
+    return "; ".join(parts)
+
+
+def print_overrides(overrides: list[str], console: Console, title: str) -> None:
+    """Overrides one per line, never broken, ready to copy (the same lines as --format overrides)."""
+    console.print(f"[b]{title}[/] (one per line, as `--format overrides` writes them)")
+    for o in overrides:
+        console.print(o, highlight=False, markup=False, soft_wrap=True)
+
+
 def print_plans(result: dict[str, Any], console: Console) -> None:
     console.print(f"{result['model']} on {result['gpus']} x {result['gpu']}, seq {result['seq_len']:,}, "
                   f"GBS {result['gbs']}, {result['precision']}: {result['layouts_feasible']} of "
@@ -426,25 +472,42 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
                   highlight=False)
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
-    table = Table(title="Plans, fastest first")
-    for col in ("#", "layout", "MBS", "recompute", "dispatcher", "CP comm", "graphs", "offload", "GiB/GPU",
-                "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
-        table.add_column(col, justify="right" if col in ("#", "MBS", "GiB/GPU", "TFLOP/s/GPU", "MFU", "tokens/s/GPU", "offload") else "left")
+    narrow = console.width < NARROW_COLUMNS
+    table = _table("Plans, fastest first", narrow)
+    _num_column(table, "#")
+    _text_column(table, "layout", min_width=13 if narrow else None)
+    if narrow:
+        _text_column(table, "recompute", ratio=1)
+        _text_column(table, "knobs", ratio=1)
+        for col in ("GiB", "TFLOP/s", "tok/s"):
+            _num_column(table, col)
+    else:
+        _num_column(table, "MBS")
+        _text_column(table, "recompute")
+        for col in ("dispatcher", "CP comm", "graphs"):
+            _text_column(table, col)
+        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
+            _num_column(table, col)
     for p in result["plans"]:
         par = p["parallel"]
         layout = f"TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} EP{par['ep']} DP{par['dp']}"
-        table.add_row(str(p["rank"]), layout, str(p["mbs"]), escape(p["recompute"]), p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
-                      p["cp_comm_type"] if par["cp"] > 1 else "-", ",".join(p["cuda_graphs"]) or "-",
-                      f"{p['optimizer_offload']:.0%}", f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
-                      f"{p['mfu']:.1%}", f"{p['tokens_per_s_per_gpu']:,.0f}")
+        numbers = [f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
+                   *([] if narrow else [f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
+        recompute = escape(_wrapping(p["recompute"]))
+        if narrow:
+            table.add_row(str(p["rank"]), layout, recompute, escape(_knobs(p)), *numbers)
+        else:
+            table.add_row(str(p["rank"]), layout, str(p["mbs"]), recompute,
+                          p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
+                          p["cp_comm_type"] if par["cp"] > 1 else "-", ", ".join(p["cuda_graphs"]) or "-",
+                          f"{p['optimizer_offload']:.0%}", *numbers)
     console.print(table)
     if result["plans"]:
         best = result["plans"][0]
         console.print("[b]Why plan 1[/]")
         for r in best["rationale"]:
             console.print(f" - [b]{r['topic']}[/]: {escape(r['text'])}", highlight=False)
-        console.print("[b]Megatron Bridge overrides (plan 1)[/]")
-        console.print(" ".join(best["overrides"]), highlight=False, soft_wrap=True, markup=False)
+        print_overrides(best["overrides"], console, "Megatron Bridge overrides (plan 1)")
 
 
 def _no_fit(result: dict[str, Any], as_json: bool) -> int:
@@ -474,7 +537,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             top=args.top, headroom=args.headroom, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
-            allow_gbs_reduction=not args.keep_gbs, progress=progress,
+            allow_gbs_reduction=not args.keep_gbs, progress=progress, cal=args.cal,
             **_numerics(args),
         )
     finally:
@@ -496,18 +559,18 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     tl = None
     if args.trace:  # plan 1, written before anything is printed
         assert found.best is not None
-        tl = api.timeline(found.best.config, found.best.gpu)
+        tl = api.timeline(found.best.config, found.best.gpu, args.cal)
         _write_trace(args.trace, tl)
     if args.json:
-        _print_json(plans)
+        _print_json(_named(plans, args))
     elif fmt == "overrides":
-        sys.stdout.write("\n".join(plans[0]["overrides"]) + "\n")
+        sys.stdout.write("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
     elif fmt == "yaml":
         sys.stdout.write(plans[0]["yaml"])
     elif fmt == "megatron-lm":
         import shlex
 
-        sys.stdout.write(" ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
+        sys.stdout.write(plans[0]["provenance"] + "\n" + " ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
     else:
         print_plans(result, console)
     if tl is not None:  # on stderr when stdout carries JSON, overrides, YAML or flags
@@ -541,23 +604,36 @@ def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version,
-                **_numerics(args))
+                cal=args.cal, **_numerics(args))
 
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
-    table = Table(title="Sequence-length sweep")
-    for col in ("seq", "GBS", "layout", "recompute", "dispatcher", "GiB/GPU", "fits", "TFLOP/s/GPU", "tokens/s/GPU"):
-        table.add_column(col, justify="left" if col in ("layout", "recompute", "dispatcher") else "right")
+    narrow = console.width < NARROW_COLUMNS
+    table = _table("Sequence-length sweep", narrow)
+    for col in ("seq", "GBS"):
+        _num_column(table, col)
+    _text_column(table, "layout", min_width=13 if narrow else None)
+    _text_column(table, "recompute", ratio=1 if narrow else None)
+    if not narrow:
+        _text_column(table, "dispatcher")
+    for col in (("GiB", "fits", "TFLOP/s", "tok/s") if narrow else ("GiB/GPU", "fits", "TFLOP/s/GPU", "tokens/s/GPU")):
+        _num_column(table, col)
+    blanks = 5 if narrow else 6
     for r in rows:
         if "parallel" not in r:
             c = r.get("closest") or {}
-            table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), "no layout fits" + (f" (closest {c.get('short')} "
-                          f"misses by {c.get('misses_by_gib', 0):.1f} GiB)" if c else ""), "", "", "", "[red]no", "", "")
+            cells = ["no layout fits" + (f" (closest {c.get('short')} misses by {c.get('misses_by_gib', 0):.1f} GiB)"
+                                         if c else ""), "", *([""] if not narrow else []), "", "[red]no", "", ""]
+            table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells[:blanks + 1])
             continue
         p = r["parallel"]
-        table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), f"TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}",
-                      r["recompute"], r["dispatcher"], f"{r['memory_gib']['total']:.1f}",
-                      "[green]yes" if r["fits"] else "[red]no", f"{r['tflops_per_gpu']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}")
+        cells = [f"TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}",
+                 escape(_wrapping(r["recompute"]))]
+        if not narrow:
+            cells.append(r["dispatcher"])
+        cells += [f"{r['memory_gib']['total']:.1f}", "[green]yes" if r["fits"] else "[red]no",
+                  f"{r['tflops_per_gpu']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}"]
+        table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells)
     console.print(table)
 
 
@@ -575,7 +651,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
         plots.write_sweep_plot(fitting, args.plot)
     if args.json:
-        _print_json(rows)
+        _print_json(_named(rows, args))
     else:
         print_sweep(rows, console)
     if args.plot and fitting:
@@ -612,12 +688,14 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
         return ests[0], ests[1], first
     from moeplan import checker
 
-    a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
+    a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
+                              cal=args.cal)
     if len(args.inputs) == 2:
-        b = checker.estimate_file(args.inputs[1], model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
+        b = checker.estimate_file(args.inputs[1], model=args.model, gpu=args.gpu, gpus=args.gpus,
+                                  hardware_file=args.hardware, cal=args.cal)
     elif args.seq_len and len(args.seq_len) == 1:
         b = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                  seq_len=args.seq_len[0])
+                                  seq_len=args.seq_len[0], cal=args.cal)
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
     return a, b, args.model or a.config.model.name
@@ -654,13 +732,13 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
                                  gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
                                  mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
                                  grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
-                                 bf16_moments=run.bf16_moments or args.bf16_moments)
+                                 bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal)
         fix = remedy(b, found.best)
     if args.json:
         out = comp.as_dict()
         if fix:
             out["reasons"].append(fix.as_dict())
-        _print_json(out)
+        _print_json(_named(out, args))
         return 0
     console.print("[b]Why run B differs from run A[/]")
     for r in comp.reasons + ((fix,) if fix else ()):
@@ -677,7 +755,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         found = api.search_plans(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
                                  precision=args.precision, top=args.top, hardware_file=args.hardware,
                                  moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                                 mcore_version=args.mcore_version, progress=progress,
+                                 mcore_version=args.mcore_version, progress=progress, cal=args.cal,
                                  **_numerics(args))
         result = found.as_dict()
         plans = result["plans"]
@@ -686,21 +764,23 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         best = plans[0]
         assert found.best is not None
         est = found.best.estimate.as_dict()  # the plan carries its config and estimate
-        tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu)
+        tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu, args.cal)
         rows = None
         if args.sweep:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
                                          gpu=args.gpu, gpus=args.gpus, precision=args.precision,
                                          hardware_file=args.hardware, mcore_version=args.mcore_version,
-                                         progress=progress) if "parallel" in r]
+                                         progress=progress, cal=args.cal) if "parallel" in r]
     finally:
         progress.stop()
     title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
+    if args.profile is not None:
+        title += f" ({args.profile.describe()})"
     report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,
                              overrides=best["overrides"], rationale=[f"{r['topic']}: {r['text']}" for r in best["rationale"]],
                              ranks=est["memory_ranks_gib"], timeline=tl)
     if args.json:
-        _print_json({"html": str(args.html), "plans": len(plans)})
+        _print_json(_named({"html": str(args.html), "plans": len(plans)}, args))
     _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
     return 0
 
@@ -713,31 +793,47 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 
     _check_output(args.trace, plot=False)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                           mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore)
+                           mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
+                           cal=args.cal)
     tl, no_trace = None, ""
     if args.trace:
         if result.estimate is None:
             no_trace = "the layout is not valid (see the findings)"
         else:
             try:
-                tl = api.timeline(result.config, result.gpu)
+                tl = api.timeline(result.config, result.gpu, args.cal)
             except MoeplanError as exc:
                 no_trace = str(exc)
         if tl is not None:
             _write_trace(args.trace, tl)
     if args.json:
-        _print_json(result.as_dict())
+        _print_json(_named(result.as_dict(), args))
     else:
         if result.estimate is not None:
             print_estimate(result.estimate.as_dict(), console)
-        table = Table(title=f"Findings for {args.config} ({result.kind})")
-        for col in ("severity", "rule", "line", "finding", "fix"):
-            table.add_column(col, overflow="fold")
+        table = _table(f"Findings for {args.config} ({result.kind})", console.width < NARROW_COLUMNS)
+        narrow = console.width < NARROW_COLUMNS
+        table.add_column("severity", no_wrap=True)
+        if not narrow:
+            table.add_column("rule", no_wrap=True)
+        table.add_column("line", justify="right", no_wrap=True)
+        table.add_column("finding" if not narrow else "rule: finding", overflow="fold", ratio=1)
         colors = {"error": "red", "warning": "yellow", "info": "cyan"}
+        numbered = [f for f in result.findings if f.fix]
         for f in result.findings:
-            table.add_row(f"[{colors[f.severity]}]{f.severity}", f.rule, str(f.line or ""), escape(f.message),
-                          escape(" ".join(f.fix)))
+            ref = escape(f" [fix {numbered.index(f) + 1}]") if f.fix else ""
+            text = escape(f.message) + ref
+            cells = [f"[{colors[f.severity]}]{f.severity}", *([] if narrow else [f.rule]), str(f.line or ""),
+                     f"[b]{f.rule}[/]: {text}" if narrow else text]
+            table.add_row(*cells)
         console.print(table)
+        if numbered:
+            console.print("[b]Fixes[/] (Megatron Bridge overrides, one per line, to copy)")
+        for i, f in enumerate(numbered, start=1):
+            where = f", line {f.line}" if f.line else ""
+            console.print(f"# fix {i}: {f.rule}{where}", highlight=False, markup=False, soft_wrap=True)
+            for o in f.fix:
+                console.print(o, highlight=False, markup=False, soft_wrap=True)
         console.print(result.summary(), highlight=False)
     if tl is not None:
         _wrote(args.trace, args.json, _trace_note(tl))
@@ -745,6 +841,76 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         Console(stderr=True, width=10_000).print(f"moeplan: no trace written to {args.trace}: {no_trace}",
                                                  highlight=False, markup=False)
     return 2 if no_trace else 1 if result.errors else 0
+
+
+# --------------------------------------------------------------------------- calibrate
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}"
+
+
+def print_calibration(result: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"Runs: measured vs estimated ({result['gpu']}); error = measured / estimate - 1")
+    for col in ("log", "run", "steady s/step (spread)", "TFLOP/s/GPU", "default", "err", "calibrated", "err",
+                "peak alloc GiB", "estimate", "err"):
+        table.add_column(col, justify="left" if col in ("log", "run") else "right", overflow="fold")
+    for r in result["runs"]:
+        st = r["steady_state"]
+        run = f"{r['model']} {r['gpus']}x {r['layout']} {r['dispatcher']}{' +ovl' if r['ep_overlap'] else ''}"
+        src = "" if r["measured_tflops_source"] == "log" else "*"
+        meas_mem = r["measured_peak_allocated_gib"]
+        table.add_row(escape(r["log"]), escape(run),
+                      f"{r['measured_step_time_s']:.3f} (±{st['spread'] / 2:.1%}, {len(st['iterations_used'])} it)",
+                      f"{r['measured_tflops_per_gpu']:.1f}{src}", f"{r['default_tflops_per_gpu']:.1f}",
+                      _pct(r["default_error"]), f"{r['calibrated_tflops_per_gpu']:.1f}", _pct(r["calibrated_error"]),
+                      "-" if meas_mem is None else f"{meas_mem:.2f}", f"{r['estimated_peak_allocated_gib']:.2f}",
+                      _pct(None if meas_mem is None else meas_mem / r["estimated_peak_allocated_gib"] - 1))
+    console.print(table)
+    for r in result["runs"]:
+        dropped = r["steady_state"]["dropped"]
+        if dropped:
+            reasons: dict[str, list[int]] = {}
+            for d in dropped:
+                reasons.setdefault(d["reason"], []).append(d["iteration"])
+            text = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in reasons.items())
+            console.print(f"{escape(r['log'])}: dropped {text}", highlight=False)
+        for note in r["notes"]:
+            console.print(f"[yellow]note:[/] {escape(r['log'])}: {escape(note)}", highlight=False)
+    fit = result["fit"]
+    ct = Table(title="Fitted constants (the rest keep their defaults)")
+    for col in ("constant", "default", "fitted", "change"):
+        ct.add_column(col, justify="left" if col == "constant" else "right")
+    for name, value in result["constants"].items():
+        d = result["defaults"][name]
+        ct.add_row(name, f"{d:.4g}", f"{value:.4g}", f"{value / d - 1:+.1%}")
+    mem = result["memory"]
+    if mem["reserve_gib"] is not None:
+        ct.add_row("memory: reserve_gib", f"{mem['reserve_gib_default']:.3g}", f"{mem['reserve_gib']:.3g}", "")
+    console.print(ct)
+    console.print(f"{escape(fit['message'])}; RMS log step-time error {fit['rms_log_error_before']:.3f} -> "
+                  f"{fit['rms_log_error_after']:.3f}", highlight=False)
+    console.print(f"not moved ({len(result['not_moved'])}): {', '.join(result['not_moved'])}", highlight=False)
+
+
+def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
+    from moeplan import calibrate
+
+    if args.out:
+        from moeplan.outfile import check_target
+
+        check_target(args.out)
+    result = api.calibrate(args.logs, model=args.model, gpu=args.gpu, sets=args.set, hardware_file=args.hardware,
+                           warmup_iters=args.warmup)
+    if args.out:
+        write_bytes(args.out, calibrate.profile_yaml(result).encode())
+    if args.json:
+        _print_json(result)
+    else:
+        print_calibration(result, console)
+    if args.out:
+        _wrote(args.out, args.json, f"{len(result['constants'])} constant(s) from {len(result['runs'])} run(s)")
+    return 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -900,16 +1066,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser(
+        "calibrate", help="fit the timing model to your cluster from Megatron-LM / Megatron Bridge training logs",
+        description="Read training logs (Megatron-LM: argument dump, iteration and memory lines; Megatron Bridge: "
+        "configuration summary or Task Configuration YAML, iteration and memory lines), take each run's steady state "
+        "(warm-up, CUDA graph capture and profiler iterations dropped; median and spread), rebuild each run from its "
+        "settings, and fit by least squares on log step time the global timing constants the runs pin down (one "
+        "run configuration moves one overall scale), plus the memory reserve from peak reserved memory. Prints "
+        "measured vs default vs calibrated estimates per run; --out writes a profile for --calibration.",
+        epilog="examples:\n  moeplan calibrate run.log --gpu h100 --out profile.yaml\n"
+        "  moeplan calibrate logs/*.log --gpu h100 --set gpus=16 --json\n"
+        "  moeplan plan qwen3-30b-a3b --gpus 16 --seq-len 4k --gbs 1024 --calibration profile.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("logs", nargs="+", metavar="LOG", help="training log(s) of one cluster (stdout of any rank mix)")
+    p.add_argument("--model", help="model (catalog name or config.json); inferred from the log's architecture")
+    p.add_argument("--gpu", help="GPU type the logs ran on (logs do not name it), e.g. h100")
+    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="a setting the log lacks or gets wrong: a Megatron-Core field (seq_length=4096), a Bridge "
+                        "path (dataset.seq_length=4096), gpus=N, model=NAME, mcore_version=0.16, moe_imbalance=F; "
+                        "repeatable, applies to every log")
+    p.add_argument("--warmup", type=int, metavar="N",
+                   help="iterations dropped as warm-up (default 2, plus cuda_graph_warmup_steps with CUDA graphs)")
+    p.add_argument("--out", metavar="PROFILE.yaml", help="write the fitted profile (use with --calibration)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_calibrate)
+
+    p = sub.add_parser(
         "check", help="lint an existing run config: findings with numbers and fixes",
         description="Read a Megatron Bridge YAML, a file of Hydra-style overrides or a Megatron-LM argument list; "
         "estimate its memory and throughput; report findings (severity, rule, numbers, the override that fixes "
         "it). Exit code 0: no errors, 1: errors found, 2: the file cannot be read.",
         epilog="example: moeplan check run.yaml --model deepseek-v3 --gpu h100 --gpus 1024 --mcore")
     p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments")
-    p.add_argument("--model", help="model (catalog name or config.json); inferred from the file when it says")
-    p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
-    p.add_argument("--gpus", type=positive_int, help="total GPU count (run files do not carry it)")
+    p.add_argument("--model", help="model (catalog name or config.json); default: the file's '# moeplan:' comment "
+                   "(moeplan's exports carry one), else inferred from the architecture fields it gives")
+    p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
+    p.add_argument("--gpus", type=positive_int, help="total GPU count (default: the file's '# moeplan:' comment)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+    _calibration_argument(p)
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
@@ -930,8 +1124,10 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
-    p.add_argument("--reserve-gib", type=float, default=DEFAULT_RESERVE_GIB,
-                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g})")
+    p.add_argument("--reserve-gib", type=float, default=None,
+                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
+                        "the --calibration profile's)")
+    _calibration_argument(p)
     p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
                    help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--bf16-grads", action="store_true",
@@ -940,6 +1136,51 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--bf16-moments", action="store_true",
                    help="precision-aware optimizer with bf16 Adam moments (exp_avg/exp_avg_sq, as the DeepSeek-V3 "
                         "recipes do); default fp32")
+
+
+def _calibration_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration", metavar="PROFILE.yaml",
+                   help="timing constants (and memory reserve) fitted to your cluster by `moeplan calibrate --out`")
+
+
+def _apply_profile(args: argparse.Namespace) -> None:
+    """Load --calibration once: ``args.cal`` (the timing constants) and the reserve when not given."""
+    from moeplan.timing import DEFAULT_CALIBRATION
+
+    args.profile = None
+    args.cal = DEFAULT_CALIBRATION
+    if getattr(args, "calibration", None):
+        from moeplan.calibrate import load_profile
+
+        args.profile = load_profile(args.calibration)
+        args.cal = args.profile.calibration
+    if hasattr(args, "reserve_gib") and args.reserve_gib is None:
+        reserve = args.profile.reserve_gib if args.profile is not None else None
+        args.reserve_gib = DEFAULT_RESERVE_GIB if reserve is None else reserve
+
+
+def _named(obj: Any, args: argparse.Namespace) -> Any:
+    """JSON output naming the calibration profile it used (each row of a list)."""
+    if getattr(args, "profile", None) is None:
+        return obj
+    name = args.profile.path
+    if isinstance(obj, dict):
+        return {**obj, "calibration": name}
+    if isinstance(obj, list):
+        return [{**r, "calibration": name} if isinstance(r, dict) else r for r in obj]
+    return obj
+
+
+def _announce_profile(args: argparse.Namespace, console: Console) -> None:
+    """Table output names the profile first (stderr where stdout is a pasteable format)."""
+    profile = getattr(args, "profile", None)
+    if profile is None or getattr(args, "json", False):
+        return
+    line = f"using {profile.describe()}"
+    if getattr(args, "format", "table") == "table":
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    else:
+        Console(stderr=True, width=10_000).print(line, highlight=False, markup=False)
 
 
 def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -959,9 +1200,11 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=160)
     err = Console(stderr=True)
     try:
+        _apply_profile(args)
+        _announce_profile(args, console)
         return int(args.handler(args, console))
     except MoeplanError as exc:
         err.print(f"moeplan: error: {exc}", markup=False, highlight=False, soft_wrap=True)
