@@ -1144,10 +1144,15 @@ def _calibration_argument(p: argparse.ArgumentParser) -> None:
 
 
 def _apply_profile(args: argparse.Namespace) -> None:
-    """Load --calibration once: ``args.cal`` (the timing constants) and the reserve when not given."""
+    """Load --calibration once: ``args.cal`` (the timing constants) and the reserve when not given.
+    Commands without --calibration estimate no time: they get no constants (and skip importing the
+    timing engine: start-up time of `moeplan models`)."""
+    args.profile = None
+    args.cal = None
+    if not hasattr(args, "calibration"):
+        return
     from moeplan.timing import DEFAULT_CALIBRATION
 
-    args.profile = None
     args.cal = DEFAULT_CALIBRATION
     if getattr(args, "calibration", None):
         from moeplan.calibrate import load_profile
