@@ -94,7 +94,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: in
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
     gpu_spec = load_gpu(gpu, hardware_file)
     version = mcore_version or DEFAULT_MCORE_VERSION
-    cfg = run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name, mcore_version=version)
+    cfg = run_config_from_settings(parsed.settings, spec, gpus, gpu_spec, mcore_version=version)
     arch = parsed.architecture
     if cfg.parallel.pipeline_layout is None:
         layout = layout_from_split_options(

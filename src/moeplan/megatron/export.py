@@ -14,7 +14,6 @@ import re
 import yaml
 
 from moeplan.errors import MoeplanError
-from moeplan.hardware import load_gpu
 from moeplan.megatron.fields import (
     CP_TO_MCORE,
     DTYPE_TO_MLM,
@@ -50,11 +49,7 @@ def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
 
 def _a2a_group(cfg: RunConfig) -> int:
     """a2a group of hierarchical CP: the CP ranks inside one NVLink domain (as moeplan.timing assumes)."""
-    try:
-        domain = load_gpu(cfg.gpu).nvlink_domain
-    except MoeplanError:
-        domain = 8  # a GPU from a user hardware file: assume an 8-GPU NVLink node
-    return hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, domain)
+    return hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, cfg.gpu.nvlink_domain)
 
 
 def _recompute_settings(rc: Recompute, f: MegatronFields) -> dict[str, object]:
