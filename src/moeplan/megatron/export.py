@@ -240,7 +240,7 @@ def provenance_comment(cfg: RunConfig, version: str | None = None) -> str:
     """The comment line every export starts with, naming what the file does not carry itself:
     ``# moeplan: model=deepseek-v3 gpu=h100 gpus=1024 mcore-version=0.16`` (``moeplan check`` reads it)."""
     v = version or cfg.mcore_version
-    return f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu} gpus={cfg.parallel.gpus} mcore-version={v}"
+    return f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu.name} gpus={cfg.parallel.gpus} mcore-version={v}"
 
 
 def to_yaml(cfg: RunConfig, version: str | None = None) -> str:
