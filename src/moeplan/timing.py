@@ -533,7 +533,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         else:
             out["ep_comm"] = ep_raw
     # --- launch overhead, reduced by CUDA graphs
-    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
+    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))  # sorted: same sum every run
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     # --- recompute: forward cost of what is rebuilt
     rc = cfg.recompute
