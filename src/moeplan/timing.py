@@ -90,6 +90,7 @@ class Calibration:
     attn_half_tokens: float = _from_file("attn_half_tokens")
     gdn_eff: float = _from_file("gdn_eff")
     grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
+    gemm_k_half: float = _from_file("gemm_k_half")
     elementwise_traffic: float = _from_file("elementwise_traffic")
     hbm_eff: float = _from_file("hbm_eff")
     nvlink_eff: float = _from_file("nvlink_eff")
@@ -262,7 +263,15 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
         # is padding, which costs narrow EP (many local experts, few rows each) the most
         per_expert = m / max(1.0, weights)
         rate *= cal.grouped_gemm_eff * per_expert / (per_expert + GROUPED_TILE_ROWS / 2)
-    t = TRAIN * flops / rate + traffic / hbm
+    else:
+        per_expert = m
+    # Each output tile pays a fixed prologue/epilogue (load/store of C, accumulate into main_grad)
+    # besides its K-deep main loop: a GEMM with reduction depth K runs at K / (K + gemm_k_half) of the
+    # best-shape rate. Forward reduces over k, dgrad over n, wgrad over the rows (per expert): the
+    # weight gradient of narrow EP (many local experts, few rows each) is the shallow one.
+    kh = cal.gemm_k_half
+    depth = (k / (k + kh), n / (n + kh), per_expert / (per_expert + kh))
+    t = sum(flops / (rate * d) for d in depth) + traffic / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast
 
@@ -532,9 +541,6 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute)
         else:
             out["ep_comm"] = ep_raw
-    # --- launch overhead, reduced by CUDA graphs
-    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
-    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     # --- recompute: forward cost of what is rebuilt
     rc = cfg.recompute
     fwd = 1 / TRAIN
@@ -565,6 +571,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         if "gdn_norm_out" in mods and isinstance(mixer, GatedDeltaNet):
             r += 2 * mixer.value_dim * BF16_BYTES * t / hbm
         out["recompute"] = r
+    # --- host launch overhead, reduced by CUDA graphs. Dropless MoE syncs the host every layer (tokens
+    # per expert, D2H), which drains the launch queue, so the launches after it show in the step
+    # rather than hiding behind GPU work; graph-captured scopes launch as one graph (Megatron-Core
+    # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
+    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
+    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     return LayerTime(**out)
 
 
