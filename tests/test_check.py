@@ -14,10 +14,9 @@ from moeplan.cli import main
 
 
 def _best_cfg(model, gpu, gpus, seq, gbs, **kw):
-    result = api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=1, **kw)
-    cfg, _ = api.config_from_plan(model, result["plans"][0], gpu=gpu, gpus=gpus,
-                                  mcore_version=kw.get("mcore_version", "0.16"))
-    return cfg
+    best = api.search_plans(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=1, **kw).best
+    assert best is not None
+    return best.config  # a plan carries its config
 
 
 @pytest.fixture(scope="module")

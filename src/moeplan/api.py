@@ -1,10 +1,13 @@
-"""Python API: the functions the CLI calls, returning plain JSON-ready dicts.
+"""Python API: the functions the CLI calls. Typed results (:class:`Estimate`, :class:`PlanReport` of
+:class:`~moeplan.planner.Plan`, :class:`SweepPoint`); ``estimate``, ``plan`` and ``sweep`` give the same as
+JSON-ready dicts (their ``as_dict()``), the edge the CLI prints with ``--json``.
 
 Each function takes a MODEL as a catalog name, a config.json path or a :class:`ModelSpec`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
@@ -19,7 +22,7 @@ from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
-from moeplan.planner import SearchSpace, search
+from moeplan.planner import Plan, PlanResult, SearchSpace, search
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
 from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, OFFLOAD_MODULES
@@ -139,6 +142,7 @@ def build_config(
     grad_fp32: bool = True,
     bf16_moments: bool = False,
     dp_overlap: bool = True,
+    tp_comm_overlap: bool = True,
     offload_overlap: bool = True,
     precision_aware_optimizer: bool | None = None,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
@@ -174,6 +178,7 @@ def build_config(
         grad_fp32=grad_fp32,
         bf16_moments=bf16_moments,
         dp_overlap=dp_overlap,
+        tp_comm_overlap=tp_comm_overlap,
         offload_overlap=offload_overlap,
         precision_aware_optimizer=precision_aware_optimizer,
         reserve_gib=reserve_gib,
@@ -192,11 +197,16 @@ def build_config(
     return cfg, gpu_spec
 
 
-def estimate(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, **kwargs: Any) -> dict[str, Any]:
-    """Memory and throughput of one layout, as a JSON-ready dict (see :func:`build_config`);
-    ``cal``: the timing constants (default: the fitted ones)."""
+def estimate_run(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, **kwargs: Any) -> Estimate:
+    """Memory and throughput of one layout (see :func:`build_config`); ``cal``: the timing constants
+    (default: the fitted ones)."""
     cfg, gpu = build_config(model, cal=cal, **kwargs)
-    return evaluate(cfg, gpu, cal).as_dict()
+    return evaluate(cfg, gpu, cal)
+
+
+def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
+    """:func:`estimate_run` as a JSON-ready dict (what ``moeplan estimate --json`` prints)."""
+    return estimate_run(model, **kwargs).as_dict()
 
 
 # ----------------------------------------------------------------------------------- plan
@@ -211,7 +221,7 @@ def _exports(cfg: RunConfig) -> dict[str, Any]:
     }
 
 
-def plan_dict(p: Any, rank: int) -> dict[str, Any]:
+def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
     """One plan as a JSON-ready dict (the keys `moeplan plan --json` promises)."""
     est = p.estimate.as_dict()
     cfg = p.config
@@ -249,7 +259,55 @@ def plan_dict(p: Any, rank: int) -> dict[str, Any]:
     return out
 
 
-def plan(
+@dataclass(frozen=True)
+class PlanReport:
+    """The answer of a plan search: the ranked plans (each carries its config and estimate), the question
+    asked, and what the search saw."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    gpus: int
+    seq_len: int
+    precision: str
+    headroom: float
+    result: PlanResult
+
+    @property
+    def plans(self) -> list[Plan]:
+        return self.result.plans
+
+    @property
+    def best(self) -> Plan | None:
+        return self.result.plans[0] if self.result.plans else None
+
+    def closest_dict(self) -> dict[str, Any] | None:
+        """The layout that misses by least (only when nothing fits)."""
+        if self.result.closest is None or self.result.plans:
+            return None
+        cfg, miss = self.result.closest
+        return {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
+                "memory_gib_budget": self.gpu.hbm_bytes * (1 - self.headroom) / GIB}
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "model": self.model.name,
+            "gpu": self.gpu.name,
+            "gpus": self.gpus,
+            "seq_len": self.seq_len,
+            "requested_gbs": r.requested_gbs,
+            "gbs": r.gbs,
+            "precision": self.precision,
+            "headroom": self.headroom,
+            "layouts_considered": r.layouts_considered,
+            "layouts_feasible": r.layouts_feasible,
+            "notes": r.notes,
+            "closest": self.closest_dict(),
+            "plans": [plan_dict(p, i + 1) for i, p in enumerate(r.plans)],
+        }
+
+
+def search_plans(
     model: str | ModelSpec,
     *,
     gpu: str | GPUSpec = "h100",
@@ -271,8 +329,8 @@ def plan(
     grad_fp32: bool = True,
     bf16_moments: bool = False,
     cal: Calibration = DEFAULT_CALIBRATION,
-) -> dict[str, Any]:
-    """Search layouts and knobs; the top plans with memory, throughput, rationale and exports.
+) -> PlanReport:
+    """Search layouts and knobs; the top plans with memory, throughput and rationale.
 
     ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string)."""
     mcore_version = normalize_version(mcore_version)
@@ -293,26 +351,12 @@ def plan(
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal)
-    closest = None
-    if result.closest is not None:
-        cfg, miss = result.closest
-        closest = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
-                   "memory_gib_budget": gpu_spec.hbm_bytes * (1 - headroom) / GIB}
-    return {
-        "model": spec.name,
-        "gpu": gpu_spec.name,
-        "gpus": gpus,
-        "seq_len": seq_len,
-        "requested_gbs": result.requested_gbs,
-        "gbs": result.gbs,
-        "precision": precision,
-        "headroom": headroom,
-        "layouts_considered": result.layouts_considered,
-        "layouts_feasible": result.layouts_feasible,
-        "notes": result.notes,
-        "closest": closest if not result.plans else None,
-        "plans": [plan_dict(p, i + 1) for i, p in enumerate(result.plans)],
-    }
+    return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
+
+
+def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
+    """:func:`search_plans` as a JSON-ready dict (``plans`` is what ``moeplan plan --json`` prints)."""
+    return search_plans(model, **kwargs).as_dict()
 
 
 # ----------------------------------------------------------------------------------- sweep / explain
@@ -322,49 +366,64 @@ def gbs_for(seq_len: int, gbs_tokens: int) -> int:
     """Sequences per global batch that hold ``gbs_tokens`` tokens at ``seq_len`` (at least 1)."""
     if gbs_tokens < seq_len:
         raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is less than one sequence of {seq_len:,} tokens")
+    if gbs_tokens % seq_len:
+        lo = gbs_tokens // seq_len
+        raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is not a whole number of {seq_len:,}-token sequences "
+                           f"({gbs_tokens / seq_len:,.2f}); use {lo * seq_len:,} (GBS {lo}) or "
+                           f"{(lo + 1) * seq_len:,} (GBS {lo + 1})")
     return gbs_tokens // seq_len
 
 
-def sweep(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
-          progress: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SweepPoint:
+    """One sequence length of a sweep: the held layout's or the best plan's estimate, or nothing that fits."""
+
+    seq_len: int
+    gbs: int
+    label: str  # "held layout" or "planned"
+    estimate: Estimate | None
+    plan: Plan | None = None
+    closest: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.estimate is None:
+            return {"seq_len": self.seq_len, "gbs": self.gbs, "fits": False, "label": self.label, "plan": None,
+                    "closest": self.closest}
+        return {**self.estimate.as_dict(), "label": self.label,
+                "plan": plan_dict(self.plan, 1) if self.plan is not None else None}
+
+
+_PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "headroom",
+              "grad_fp32", "bf16_moments", "cal")
+
+
+def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
+                 progress: Any = None, **kwargs: Any) -> list[SweepPoint]:
     """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length."""
     spec = resolve_model(model)
-    rows = []
+    for s in seq_lens:  # every length checked before any work
+        gbs_for(s, gbs_tokens)
+    points = []
     if progress is not None and hasattr(progress, "start") and hold is not None:
         progress.start(len(seq_lens))
     for s in seq_lens:
         gbs = gbs_for(s, gbs_tokens)
         if hold is not None:
-            est = estimate(spec, seq_len=s, gbs=gbs, **kwargs, **hold)
+            est = estimate_run(spec, seq_len=s, gbs=gbs, **kwargs, **hold)
             if progress is not None and hasattr(progress, "advance"):
                 progress.advance()
-            rows.append({**est, "label": "held layout", "plan": None})
+            points.append(SweepPoint(s, gbs, "held layout", est))
             continue
-        plan_kw = {k: v for k, v in kwargs.items() if k in ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance",
-                                                             "reserve_gib", "mcore_version", "headroom",
-                                                             "grad_fp32", "bf16_moments", "cal")}
-        result = plan(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
-        if not result["plans"]:
-            rows.append({"seq_len": s, "gbs": gbs, "fits": False, "label": "planned", "plan": None,
-                         "closest": result["closest"]})
-            continue
-        best = result["plans"][0]
-        cfg, gpu_spec = config_from_plan(spec, best, **{k: v for k, v in plan_kw.items()
-                                                          if k not in ("headroom", "grad_fp32", "bf16_moments")})
-        rows.append({**evaluate(cfg, gpu_spec, plan_kw.get("cal", DEFAULT_CALIBRATION)).as_dict(),
-                     "label": "planned", "plan": best})
-    return rows
+        plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS}
+        report = search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
+        best = report.best
+        if best is None:
+            points.append(SweepPoint(s, gbs, "planned", None, closest=report.closest_dict()))
+        else:
+            points.append(SweepPoint(s, gbs, "planned", best.estimate, best))
+    return points
 
 
-def config_from_plan(model: str | ModelSpec, plan_row: dict[str, Any], **kwargs: Any) -> tuple[RunConfig, GPUSpec]:
-    """The :class:`RunConfig` of a plan dict (``plan(...)["plans"][i]``); ``kwargs`` as build_config
-    (gpu, gpus, precision, hardware_file, ...)."""
-    p = plan_row
-    kwargs.setdefault("precision", p["precision"])
-    return build_config(model, seq_len=p["seq_len"], gbs=p["gbs"], mbs=p["mbs"],
-                        **{k: p["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")},
-                        recompute=p["recompute"], dispatcher=p["dispatcher"], ep_overlap=p["ep_overlap"],
-                        cuda_graphs=p["cuda_graphs"] or None, optimizer_offload=p["optimizer_offload"],
-                        cp_comm_type=p["cp_comm_type"], rank_capacity_factor=p.get("rank_capacity_factor"),
-                        grad_fp32=p.get("grad_fp32", True), bf16_moments=p.get("bf16_moments", False),
-                        pipeline_layout=p.get("pipeline_layout"), **kwargs)
+def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`sweep_points` as JSON-ready rows (what ``moeplan sweep --json`` prints)."""
+    return [p.as_dict() for p in sweep_points(model, **kwargs)]

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from moeplan.errors import MoeplanError
-from moeplan.estimate import evaluate
+from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.megatron.fields import check_settings
 from moeplan.megatron.mcore import build_mcore_config
-from moeplan.megatron.read import read_run_file
+from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import check_layout, layout_from_split_options
@@ -53,18 +53,34 @@ class CheckResult:
     gpu: GPUSpec
     kind: str
     findings: list[Finding]
-    estimate: dict[str, Any] | None = None
+    estimate: Estimate | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
         return sum(1 for f in self.findings if f.severity == "error")
 
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "warning")
+
+    @property
+    def infos(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "info")
+
+    def summary(self) -> str:
+        """'1 error, 2 warnings, 3 information findings'."""
+        def n(count: int, word: str, plural: str) -> str:
+            return f"{count} {word if count == 1 else plural}"
+        return ", ".join((n(self.errors, "error", "errors"), n(self.warnings, "warning", "warnings"),
+                          n(self.infos, "information finding", "information findings")))
+
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": self.config.model.name, "gpu": self.gpu.name,
                 "gpus": self.config.parallel.gpus, "errors": self.errors,
-                "warnings": sum(1 for f in self.findings if f.severity == "warning"),
-                "findings": [f.as_dict() for f in self.findings], "estimate": self.estimate}
+                "warnings": self.warnings, "infos": self.infos,
+                "findings": [f.as_dict() for f in self.findings],
+                "estimate": self.estimate.as_dict() if self.estimate is not None else None}
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
@@ -107,7 +123,7 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
-                     unknown=tuple(parsed.unknown), lines=parsed.lines)
+                     unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind))
     if run_mcore:
         try:
             build_mcore_config(cfg)
@@ -115,16 +131,16 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
             findings.append(Finding("error", "mcore", str(exc)))
     estimate = None
     if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
-        estimate = evaluate(cfg, gpu_spec).as_dict()
+        estimate = evaluate(cfg, gpu_spec)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 
 
 def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
-                  hardware_file: str | None = None, seq_len: int | None = None) -> dict[str, Any]:
+                  hardware_file: str | None = None, seq_len: int | None = None) -> Estimate:
     """Estimate of a run file (optionally at another sequence length), for `moeplan explain`."""
     cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu or "h100", gpus=gpus, hardware_file=hardware_file,
                                 seq_len=seq_len)
-    return evaluate(cfg, gpu_spec).as_dict()
+    return evaluate(cfg, gpu_spec)
 
 
 __all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run"]

@@ -7,6 +7,7 @@ traceback, nothing written.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +20,9 @@ from rich.table import Table
 from moeplan import api
 from moeplan.advice import DEFAULT_HEADROOM
 from moeplan.errors import MoeplanError
+from moeplan.estimate import Estimate
+from moeplan.outfile import write_bytes
+from moeplan.strategy import read_strategy, strategy_text
 from moeplan.vocab import CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS, PRECISIONS
 
 Handler = Callable[[argparse.Namespace, Console], int]
@@ -142,10 +146,10 @@ def _cell(v: Any) -> str:
 
 
 def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
-    """Arguments shared by estimate / plan / report."""
+    """Arguments shared by estimate / plan / report (estimate: --seq-len and --gbs may come from --strategy)."""
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
-    p.add_argument("--seq-len", type=parse_tokens, required=True, help="sequence length, e.g. 32k, 128k")
-    p.add_argument("--gbs", type=positive_int, required=True, help="global batch size in sequences")
+    p.add_argument("--seq-len", type=parse_tokens, required=not layout, help="sequence length, e.g. 32k, 128k")
+    p.add_argument("--gbs", type=positive_int, required=not layout, help="global batch size in sequences")
     _cluster_arguments(p, required=True)
     if layout:
         p.add_argument("--mbs", type=positive_int, default=1, help="micro-batch size (default 1)")
@@ -228,9 +232,48 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
         "Megatron-Core convention)", highlight=False)
 
 
+def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """build_config arguments of `moeplan estimate`: the flags, or a strategy file with the flags that differ
+    from their defaults on top (model and cluster always come from the command line)."""
+    given = run_kwargs(args)
+    if not args.strategy:
+        if args.seq_len is None or args.gbs is None:
+            raise MoeplanError("estimate needs --seq-len and --gbs, or --strategy FILE.yaml")
+        return given
+    merged = read_strategy(args.strategy)
+    defaults = {k: v.default for k, v in inspect.signature(api.build_config).parameters.items()}
+    for key, value in given.items():
+        if key not in merged or (value is not None and value != defaults.get(key, inspect.Parameter.empty)):
+            merged[key] = value
+    return merged
+
+
+def _check_output(path: str | None, plot: bool = True) -> None:
+    """Refuse an output path (and a plot format) before any work, so a bad path costs nothing."""
+    if path is None:
+        return
+    from moeplan.outfile import check_target
+
+    check_target(path)
+    if plot:
+        from moeplan.plots import _format_of
+
+        _format_of(path)
+
+
+def _wrote(path: str, as_json: bool, what: str = "") -> None:
+    """'wrote FILE' for every file written (on stderr under --json, so stdout stays JSON)."""
+    line = f"wrote {path}" + (f" ({what})" if what else "")
+    if as_json:
+        Console(stderr=True, width=10_000).print(line, highlight=False, markup=False)
+    else:
+        Console(width=10_000).print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
-    est = api.estimate(args.model, **run_kwargs(args))
-    if args.plot:
+    _check_output(args.plot)
+    est = api.estimate(args.model, **strategy_kwargs(args))
+    if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
         plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"])
@@ -238,6 +281,8 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
         _print_json(est)
     else:
         print_estimate(est, console)
+    if args.plot:
+        _wrote(args.plot, args.json, "memory and time breakdown")
     return 0
 
 
@@ -330,9 +375,13 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    if args.json and args.format != "table":
+        raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
+                           "'overrides', 'yaml' and 'megatron_lm_args'")
+    _check_output(args.save_strategy, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
     try:
-        result = api.plan(
+        found = api.search_plans(
             args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
             top=args.top, headroom=args.headroom, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
@@ -342,11 +391,16 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         )
     finally:
         progress.stop()
+    result = found.as_dict()
     plans = result["plans"]
     if not plans:
         if args.json:
             _print_json([])
         return _no_fit(result, False)
+    if args.save_strategy:
+        assert found.best is not None
+        write_bytes(args.save_strategy, strategy_text(found.best.config).encode())
+        _wrote(args.save_strategy, args.json or args.format != "table", "the best plan's strategy")
     fmt = args.format
     if args.json:
         _print_json(plans)
@@ -367,12 +421,12 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 def parse_lengths(text: str) -> list[int]:
-    try:
-        out = [parse_tokens(t) for t in text.split(",") if t.strip()]
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not out:
-        raise argparse.ArgumentTypeError("give at least one sequence length")
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"empty item in '{text}': give comma-separated lengths, e.g. 16k,32k,64k")
+    out = [parse_tokens(t) for t in items]
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"a length appears twice in '{text}'")
     return out
 
 
@@ -410,20 +464,27 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    _check_output(args.plot)
     progress = _Progress(Console(stderr=True), not args.json, "sweeping")
     try:
         rows = api.sweep(args.model, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
                          progress=progress, **_sweep_kwargs(args))
     finally:
         progress.stop()
-    if args.plot:
+    fitting = [r for r in rows if "parallel" in r]
+    if args.plot and fitting:  # written first: an error leaves nothing printed
         from moeplan import plots
 
-        plots.write_sweep_plot([r for r in rows if "parallel" in r], args.plot)
+        plots.write_sweep_plot(fitting, args.plot)
     if args.json:
         _print_json(rows)
     else:
         print_sweep(rows, console)
+    if args.plot and fitting:
+        _wrote(args.plot, args.json, f"throughput and memory at {len(fitting)} lengths")
+    elif args.plot:
+        Console(stderr=True, width=10_000).print(f"moeplan: no length fits; {args.plot} not written",
+                                                 highlight=False, markup=False)
     return 0 if all("parallel" in r for r in rows) else 1
 
 
@@ -431,7 +492,7 @@ class _NothingToCompare(Exception):
     """A run of the comparison has no layout that fits."""
 
 
-def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
     """Two estimates (two config files, one config at two lengths, or a model at two lengths) and
     the model reference (catalog name or config.json path) for the planner's remedy."""
     from moeplan.models import catalog_names
@@ -443,12 +504,14 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
             raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
         if not args.gpus or not args.gbs_tokens:
             raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
-        rows = api.sweep(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
-                         **_sweep_kwargs(args))
-        for r in rows:
-            if "parallel" not in r:
-                raise _NothingToCompare(f"no layout fits at seq {r['seq_len']:,}; nothing to compare")
-        return rows[0], rows[1], first
+        points = api.sweep_points(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
+                                  **_sweep_kwargs(args))
+        ests = []
+        for pt in points:
+            if pt.estimate is None:
+                raise _NothingToCompare(f"no layout fits at seq {pt.seq_len:,}; nothing to compare")
+            ests.append(pt.estimate)
+        return ests[0], ests[1], first
     from moeplan import checker
 
     a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
@@ -459,7 +522,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
                                   seq_len=args.seq_len[0])
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
-    return a, b, args.model or a["model"]
+    return a, b, args.model or a.config.model.name
 
 
 def _looks_like_hf_config(path: str) -> bool:
@@ -488,12 +551,13 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     comp = compare(a, b)
     fix = None
     if not args.no_fix:
-        result = api.plan(model_ref, gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
-                          precision=b["precision"], top=1, hardware_file=args.hardware,
-                          mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
-                          grad_fp32=b.get("grad_fp32", True) and not args.bf16_grads,  # the run's numerics
-                          bf16_moments=b.get("bf16_moments", False) or args.bf16_moments)
-        fix = remedy(b, result["plans"][0] if result["plans"] else None)
+        run = b.config
+        found = api.search_plans(model_ref, gpu=b.gpu, gpus=run.parallel.gpus, seq_len=run.batch.seq_len,
+                                 gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
+                                 mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
+                                 grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
+                                 bf16_moments=run.bf16_moments or args.bf16_moments)
+        fix = remedy(b, found.best)
     if args.json:
         out = comp.as_dict()
         if fix:
@@ -509,21 +573,21 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from moeplan import report
 
+    _check_output(args.html, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "planning")
     try:
-        result = api.plan(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
-                          precision=args.precision, top=args.top, hardware_file=args.hardware,
-                          moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                          mcore_version=args.mcore_version, progress=progress,
-                          **_numerics(args))
+        found = api.search_plans(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
+                                 precision=args.precision, top=args.top, hardware_file=args.hardware,
+                                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+                                 mcore_version=args.mcore_version, progress=progress,
+                                 **_numerics(args))
+        result = found.as_dict()
         plans = result["plans"]
         if not plans:
             return _no_fit(result, args.json)
         best = plans[0]
-        cfg, gpu_spec = api.config_from_plan(args.model, best, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                             moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                                             mcore_version=args.mcore_version)
-        est = api.evaluate(cfg, gpu_spec).as_dict()
+        assert found.best is not None
+        est = found.best.estimate.as_dict()  # the plan carries its config and estimate
         rows = None
         if args.sweep:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
@@ -538,8 +602,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
                              ranks=est["memory_ranks_gib"])
     if args.json:
         _print_json({"html": str(args.html), "plans": len(plans)})
-    else:
-        console.print(f"wrote {args.html} ({len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''})")
+    _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
     return 0
 
 
@@ -554,9 +617,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(result.as_dict())
     else:
-        est = result.estimate
-        if est is not None:
-            print_estimate(est, console)
+        if result.estimate is not None:
+            print_estimate(result.estimate.as_dict(), console)
         table = Table(title=f"Findings for {args.config} ({result.kind})")
         for col in ("severity", "rule", "line", "finding", "fix"):
             table.add_column(col, overflow="fold")
@@ -565,7 +627,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             table.add_row(f"[{colors[f.severity]}]{f.severity}", f.rule, str(f.line or ""), escape(f.message),
                           escape(" ".join(f.fix)))
         console.print(table)
-        console.print(f"{result.errors} error(s), {sum(1 for f in result.findings if f.severity == 'warning')} warning(s)")
+        console.print(result.summary(), highlight=False)
     return 1 if result.errors else 0
 
 
@@ -634,6 +696,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--pp 8 --vpp 4 --cp 32 --ep 32 --recompute selective:mla_up_proj,layernorm --optimizer-offload 1.0",
     )
     add_run_arguments(p)
+    p.add_argument("--strategy", metavar="FILE.yaml",
+                   help="take layout, batch and knobs from a strategy file (`moeplan plan --save-strategy`); flags "
+                        "that differ from their defaults override it")
     p.add_argument("--plot", metavar="FILE", help="write the memory and time breakdown as PNG or SVG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_estimate)
@@ -662,6 +727,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
+    p.add_argument("--save-strategy", metavar="FILE.yaml",
+                   help="write the best plan's strategy (layout, batch, knobs) for `moeplan estimate --strategy`")
     p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
     p.set_defaults(handler=cmd_plan)
 
@@ -718,7 +785,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
-                        f"the planner's {DEFAULT_HEADROOM:.0%}")
+                        f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
     p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)

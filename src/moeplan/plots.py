@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,19 +47,10 @@ def fmt_seconds(s: float) -> str:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a temporary file next to ``path``, then rename it over ``path``."""
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise MoeplanError(f"cannot write {target}: directory {target.parent} does not exist")
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write ``data`` to ``path`` (a regular file or a new path) atomically: moeplan.outfile."""
+    from moeplan.outfile import write_bytes
+
+    write_bytes(path, data)
 
 
 def _format_of(path: str | os.PathLike[str]) -> str:

@@ -7,6 +7,8 @@ estimates (moeplan.memory, moeplan.timing); a fix is only proposed when the esti
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -66,14 +68,41 @@ def fix_overrides(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
     return tuple(o for o in _overrides(after) if o not in old)
 
 
-def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_lengths: bool = False,
-         unknown: tuple[tuple[str, int], ...] = (), lines: dict[str, int] | None = None) -> list[Finding]:
-    """All findings for a run, errors first. ``unknown``: (key, line) pairs the reader did not know."""
-    lines = lines or {}
-    findings: list[Finding] = []
+def did_you_mean(key: str, known: Sequence[str]) -> str | None:
+    """The known key closest to a misspelt one (difflib ratio >= 0.8 on the whole key, else on its
+    last component within the same section), or None."""
+    if not known:
+        return None
+    hit = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    if hit:
+        return hit[0]
+    head, dot, tail = key.rpartition(".")
+    if dot:
+        same = {k.rpartition(".")[2]: k for k in known if k.rpartition(".")[0] == head}
+        hit = difflib.get_close_matches(tail, list(same), n=1, cutoff=0.75)
+        if hit:
+            return same[hit[0]]
+    return None
+
+
+def unknown_key_findings(unknown: Sequence[tuple[str, int]], known: Sequence[str] = ()) -> list[Finding]:
+    """One warning per key the reader did not know, with the closest known key when one is close."""
+    out = []
     for key, line in unknown:
-        findings.append(Finding("warning", "unknown-key", f"unknown key '{key}': moeplan does not model it and "
-                                "Megatron may reject it; check the spelling", line=line))
+        guess = did_you_mean(key, known)
+        hint = f"; did you mean '{guess}'?" if guess else "; check the spelling"
+        out.append(Finding("warning", "unknown-key", f"unknown key '{key}': moeplan does not model it and "
+                           f"Megatron may reject it{hint}", numbers={"suggestion": guess} if guess else {}, line=line))
+    return out
+
+
+def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_lengths: bool = False,
+         unknown: tuple[tuple[str, int], ...] = (), lines: dict[str, int] | None = None,
+         known: Sequence[str] = ()) -> list[Finding]:
+    """All findings for a run, errors first. ``unknown``: (key, line) pairs the reader did not know;
+    ``known``: the keys it knows (for "did you mean")."""
+    lines = lines or {}
+    findings: list[Finding] = unknown_key_findings(unknown, known)
     layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
     field_of = {"seq-cp": "context_parallel_size", "experts-ep": "expert_model_parallel_size",
                 "layers-pp": "pipeline_model_parallel_size", "gbs": "global_batch_size",
@@ -84,7 +113,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
         findings.append(Finding("error", bad.rule, bad.reason, _layout_fix(cfg, bad.rule),
                                 line=lines.get(field_of.get(bad.rule, ""))))
     if layout_errors:
-        return sort_findings(findings)
+        return sort_findings(findings + _without_estimate(cfg, gpu, variable_seq_lengths, lines, layout_errors))
     problem = knob_problem(cfg, gpu)
     if problem:
         fixed = cfg.with_(**_KNOB_FIX[problem.field])
@@ -101,6 +130,53 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _dispatcher(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
     return sort_findings(findings)
+
+
+ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
+                  "full-recompute", "dispatcher", "knob-layout")
+
+
+def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, lines: dict[str, int],
+                      layout_errors: Sequence[Any]) -> list[Finding]:
+    """The rules that need no estimate, for a run whose layout is invalid (so it cannot be estimated),
+    and one finding naming the rules skipped and why."""
+    out: list[Finding] = []
+    par, rc, seq = cfg.parallel, cfg.recompute, cfg.batch.seq_len
+    rline = lines.get("recompute_modules") or lines.get("recompute_granularity")
+    if rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS:
+        without = cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
+        out.append(Finding("warning", "core-attn-recompute",
+                           f"core_attn is recomputed at seq {seq:,}: fused attention keeps only softmax statistics, so "
+                           "recomputing it saves little memory and re-runs the most expensive op (cost not estimated: "
+                           "the layout is invalid)", _fix_beside_layout(cfg, without), {}, rline))
+    if par.dp == 1:
+        out.append(Finding("warning", "dp-collapsed", f"DP collapsed to 1: TP x CP x PP = {par.tp}x{par.cp}x{par.pp} = "
+                           f"{par.tp * par.cp * par.pp} uses all {par.gpus} GPUs; no data-parallel budget (alternatives "
+                           "not estimated: the layout is invalid)", (), {"dp": par.dp, "edp": par.edp},
+                           lines.get("context_parallel_size")))
+    if cfg.dispatcher == "deepep" and gpu.is_nvl72 and par.ep > 1:
+        out.append(Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
+                           "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
+                           _fix_beside_layout(cfg, cfg.with_(dispatcher="hybridep")), {"ep": par.ep},
+                           lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend")))
+    out += _cuda_graphs(_exportable(cfg), variable_seq_lengths, lines)
+    rules = ", ".join(bad.rule for bad in layout_errors)
+    out.append(Finding("info", "skipped", f"not estimated because the layout is invalid ({rules}): the rules that need "
+                       f"memory and time estimates were skipped ({', '.join(ESTIMATE_RULES)}); fix the errors and "
+                       "check again", (), {"skipped": list(ESTIMATE_RULES)}))
+    return out
+
+
+def _exportable(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with one pipeline stage, so overrides of its other knobs can be written while its own
+    pipeline split is invalid (the fixes of estimate-free rules touch no layout field)."""
+    from dataclasses import replace
+
+    return cfg.with_(parallel=replace(cfg.parallel, pp=1, vpp=1, pipeline_layout=None))
+
+
+def _fix_beside_layout(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
+    return fix_overrides(_exportable(before), _exportable(after))
 
 
 def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:

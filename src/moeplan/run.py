@@ -74,35 +74,67 @@ class Recompute:
 
 @dataclass(frozen=True)
 class RunConfig:
+    """One training run: the model, the cluster's GPU, and the strategy (every knob), grouped by concern as
+    Megatron-Core groups its ``ModelParallelConfig`` / ``TransformerConfig`` fields. :mod:`moeplan.strategy`
+    saves the strategy groups to a file a user can edit and feed back; ``__post_init__`` checks each value."""
+
+    # ---- the model; layout and batch (ModelParallelConfig sizes; Megatron-LM --global-batch-size,
+    # --micro-batch-size, --seq-length)
     model: ModelSpec
+    """The architecture (a catalog entry or a Hugging Face config.json)."""
     parallel: Parallel
+    """TP, PP, VPP, CP, EP, ETP over the GPU count, and the pipeline layout (ModelParallelConfig)."""
     batch: Batch
+    """Sequence length, global and micro-batch size in sequences."""
+    # ---- GPU
     gpu: str = "h100"
-    recompute: Recompute = field(default_factory=Recompute)
+    """Catalog name of the GPU (the GPUSpec itself travels beside the config)."""
+    # ---- numerics
     precision: Precision = "bf16"
+    """GEMM precision (moeplan.vocab.PRECISIONS; FP8 recipes map to Megatron-Core ``fp8_recipe``)."""
+    grad_fp32: bool = True
+    """Main grads in fp32 (``grad_reduce_in_fp32``; Megatron-LM forces fp32 accumulation with --bf16)."""
+    bf16_moments: bool = False
+    """Precision-aware optimizer with bf16 ``exp_avg`` / ``exp_avg_sq``."""
+    # ---- MoE and its communication
     dispatcher: Dispatcher = "alltoall"
-    cuda_graph_scopes: frozenset[str] = frozenset()  # empty = CUDA graphs off
-    optimizer_offload: float = 0.0  # Megatron optimizer_offload_fraction with optimizer_cpu_offload
-    offload_modules: frozenset[str] = frozenset()  # fine-grained activation offloading
-    moe_imbalance: float = 1.0  # tokens on the busiest expert rank / mean; 1.0 = force-balanced routing
-    capacity_factor: float | None = None  # moe_expert_capacity_factor (token dropping) when set
-    # moe_expert_rank_capacity_factor (Megatron-Core >= 0.18, HybridEP): fixed per-rank token buffers that
-    # make dropless MoE sync-free, so a full-iteration CUDA graph can capture it (with moe_paged_stash)
+    """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
+    ep_overlap: bool = False
+    """``overlap_moe_expert_parallel_comm``: hide dispatch/combine behind another micro-batch."""
+    moe_imbalance: float = 1.0
+    """Tokens on the busiest expert rank / mean; 1.0 = force-balanced routing."""
+    capacity_factor: float | None = None
+    """``moe_expert_capacity_factor`` (token dropping) when set."""
     rank_capacity_factor: float | None = None
-    grad_fp32: bool = True  # main grads in fp32 (Megatron-LM forces fp32 accumulation with --bf16)
-    bf16_moments: bool = False  # precision-aware optimizer with bf16 exp_avg / exp_avg_sq
-    # use_precision_aware_optimizer; None = moeplan's export: on with optimizer offload or bf16 moments
-    # (Megatron-LM validate_args requires it with --optimizer-cpu-offload; Megatron Bridge does not)
+    """``moe_expert_rank_capacity_factor`` (Megatron-Core 0.18+, HybridEP): fixed per-rank token buffers that make
+    dropless MoE sync-free, so a full-iteration CUDA graph can capture it (with ``moe_paged_stash``)."""
     precision_aware_optimizer: bool | None = None
-    # overlap_cpu_optimizer_d2h_h2d: pipeline the offloaded grads' D2H and params' H2D with the CPU
-    # Adam steps (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py); exported with offload
+    """``use_precision_aware_optimizer``; None = moeplan's export: on with optimizer offload or bf16 moments
+    (Megatron-LM validate_args requires it with --optimizer-cpu-offload; Megatron Bridge does not)."""
+    # ---- communication overlap
+    cp_comm_type: CpCommType = "p2p"
+    """Context-parallel communication: p2p (ring), a2a, allgather, a2a+p2p (hierarchical)."""
+    tp_comm_overlap: bool = True
+    """``tp_comm_overlap`` (TE userbuffers): TP collectives overlap GEMMs; exported on."""
+    dp_overlap: bool = True
+    """DDP ``overlap_grad_reduce`` + ``overlap_param_gather``; exported on."""
+    # ---- memory knobs
+    recompute: Recompute = field(default_factory=Recompute)
+    """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
+    optimizer_offload: float = 0.0
+    """Share of the optimizer state on the CPU (``optimizer_offload_fraction`` with ``optimizer_cpu_offload``)."""
     offload_overlap: bool = True
-    ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: hide dispatch/combine behind another micro-batch
-    tp_comm_overlap: bool = True  # tp_comm_overlap (TE userbuffers): TP collectives overlap GEMMs; exported on
-    dp_overlap: bool = True  # ddp overlap_grad_reduce + overlap_param_gather; exported on
-    cp_comm_type: CpCommType = "p2p"  # p2p (ring), a2a, allgather, a2a+p2p
-    reserve_gib: float = DEFAULT_RESERVE_GIB  # CUDA context, NCCL buffers and allocator fragmentation outside the estimate
+    """``overlap_cpu_optimizer_d2h_h2d``: pipeline the offloaded grads' D2H and params' H2D with the CPU Adam steps
+    (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py); exported with offload."""
+    offload_modules: frozenset[str] = frozenset()
+    """Fine-grained activation offloading (``offload_modules``, Megatron-Core 0.16+)."""
+    cuda_graph_scopes: frozenset[str] = frozenset()
+    """CUDA graph scopes captured (``cuda_graph_scope`` / ``cuda_graph_modules``); empty = graphs off."""
+    reserve_gib: float = DEFAULT_RESERVE_GIB
+    """GiB per GPU outside the estimate: CUDA context, NCCL buffers and allocator fragmentation."""
+    # ---- target
     mcore_version: str = DEFAULT_MCORE_VERSION
+    """Megatron-Core release the exports and checks target (field names and allowed values)."""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

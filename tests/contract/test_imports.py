@@ -19,8 +19,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*")),
     ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",
                 "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs")),
-    ("guidance", ("moeplan.advice", "moeplan.planner", "moeplan.explain")),
-    ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.megatron.*")),
+    ("guidance", ("moeplan.advice", "moeplan.planner")),
+    ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*")),
     ("api", ("moeplan.api",)),
     ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots", "moeplan.outfile")),
 )

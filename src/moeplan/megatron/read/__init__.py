@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from moeplan.megatron.read.bridge import known_bridge_paths
 from moeplan.megatron.read.bridge_yaml import parse_bridge_yaml
 from moeplan.megatron.read.collect import ParsedRun, RunKind, fail
-from moeplan.megatron.read.megatron_lm import parse_megatron_lm
+from moeplan.megatron.read.megatron_lm import known_flags, parse_megatron_lm
 from moeplan.megatron.read.overrides import parse_override_value, parse_overrides
 
 _OVERRIDE_START = re.compile(r"['\"]?((\+\+|\+)?[A-Za-z_][\w\-.]*=|~[A-Za-z_])")
@@ -47,6 +48,11 @@ def parse_run_text(text: str, origin: str = "<text>") -> ParsedRun:
     return run
 
 
+def known_keys(kind: RunKind) -> tuple[str, ...]:
+    """Every key the reader knows for a file kind: the candidates of a "did you mean" on an unknown key."""
+    return known_flags() if kind == "megatron-lm" else known_bridge_paths()
+
+
 def read_run_file(path: str | Path) -> ParsedRun:
     """:func:`parse_run_text` on a file; unreadable files raise MoeplanError naming the file."""
     p = Path(path)
@@ -58,4 +64,4 @@ def read_run_file(path: str | Path) -> ParsedRun:
     return parse_run_text(text, str(p))
 
 
-__all__ = ["ParsedRun", "RunKind", "parse_override_value", "parse_run_text", "read_run_file"]
+__all__ = ["ParsedRun", "RunKind", "known_keys", "parse_override_value", "parse_run_text", "read_run_file"]

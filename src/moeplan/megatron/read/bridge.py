@@ -106,6 +106,13 @@ for _knob in KNOBS:
             _BRIDGE_KNOBS.setdefault(_path, (_knob, _i))
 
 
+def known_bridge_paths() -> tuple[str, ...]:
+    """Every Bridge path the reader knows (sections, knobs, recognised and architecture fields)."""
+    paths = {*_BRIDGE_KNOBS, *BRIDGE_SECTIONS, *(f"model.{n}" for n in ARCHITECTURE_FIELDS)}
+    paths |= {f"{sec}.{n}" for sec, names in RECOGNISED.items() for n in names if n != "_target_"}
+    return tuple(sorted(paths))
+
+
 def classify_bridge(col: Collector, path: str, value: object, line: int) -> None:
     """Route one Bridge path (section.field[.sub...]) to a knob, the recognised lists or unknown."""
     hit = _BRIDGE_KNOBS.get(path)

@@ -57,6 +57,11 @@ for _knob in KNOBS:
 _MLM_RECOMPUTE_ACTIVATIONS = "--recompute-activations"  # = --recompute-granularity selective (arguments.py)
 
 
+def known_flags() -> tuple[str, ...]:
+    """Every Megatron-LM flag the reader knows."""
+    return tuple(sorted({*_MLM_KNOBS, *_MLM_RECOGNISED, _MLM_RECOMPUTE_ACTIVATIONS}))
+
+
 def _mlm_tokens_with_lines(text: str, origin: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
