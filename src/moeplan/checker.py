@@ -14,6 +14,7 @@ from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.megatron.fields import check_settings
+from moeplan.megatron.asserts import FileView, tripped
 from moeplan.megatron.mcore import build_mcore_config
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
@@ -124,15 +125,62 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
                      unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind))
+    view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
+    for rule, message in tripped(view):
+        findings.append(Finding(rule.severity, f"mcore-{rule.id}", f"Megatron-Core rejects this ({rule.source}): "
+                                f"{message}" if rule.severity == "error" else f"Megatron-Core warns ({rule.source}): "
+                                f"{message}", numbers={"source": rule.source}, line=parsed.lines.get(rule.field)))
     if run_mcore:
-        try:
-            build_mcore_config(cfg)
-        except MoeplanError as exc:
-            findings.append(Finding("error", "mcore", str(exc)))
+        findings += _run_mcore(cfg)
     estimate = None
     if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
         estimate = evaluate(cfg, gpu_spec)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
+
+
+# Files whose warnings are about a config (the rest: import-time notices about this machine, deprecations).
+_CONFIG_WARNING_FILES = ("transformer_config.py", "model_parallel_config.py", "optimizer_config.py",
+                         "distributed_data_parallel_config.py")
+
+
+def _default_config_warnings() -> set[str]:
+    """Warnings Megatron-Core gives for its own defaults (e.g. 0.16's default cuda_graph_scope 'full'):
+    true of every config, so not findings about this one."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            from megatron.core.transformer.transformer_config import TransformerConfig
+
+            TransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=1)
+        except Exception:  # noqa: BLE001 - only the warnings matter here
+            pass
+    return {" ".join(str(w.message).split()) for w in caught}
+
+
+def _run_mcore(cfg: RunConfig) -> list[Finding]:
+    """Megatron-Core's TransformerConfig built from the run: its error, and the UserWarnings its config
+    checks give for this run as information findings (captured, so nothing reaches stderr)."""
+    import warnings
+
+    out: list[Finding] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            build_mcore_config(cfg)
+        except MoeplanError as exc:
+            out.append(Finding("error", "mcore", str(exc)))
+        defaults = _default_config_warnings() if caught else set()
+    seen: set[str] = set()
+    for w in caught:
+        text = " ".join(str(w.message).split())
+        if text in seen or text in defaults or not str(w.filename).endswith(_CONFIG_WARNING_FILES):
+            continue
+        seen.add(text)
+        out.append(Finding("info", "mcore-warning", f"Megatron-Core warns: {text}",
+                           numbers={"category": w.category.__name__}))
+    return out
 
 
 def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
