@@ -340,17 +340,20 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
                   highlight=False)
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
-    table = Table(title="Plans, fastest first")
+    table = Table(title="Plans, fastest first (= ties: error bands overlap the fastest; measured recipe first)")
     for col in ("#", "layout", "MBS", "recompute", "dispatcher", "CP comm", "graphs", "offload", "GiB/GPU",
-                "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
-        table.add_column(col, justify="right" if col in ("#", "MBS", "GiB/GPU", "TFLOP/s/GPU", "MFU", "tokens/s/GPU", "offload") else "left")
+                "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
+        table.add_column(col, justify="right" if col in ("#", "MBS", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU",
+                                                          "tokens/s/GPU", "offload") else "left")
     for p in result["plans"]:
         par = p["parallel"]
         layout = f"TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} EP{par['ep']} DP{par['dp']}"
-        table.add_row(str(p["rank"]), layout, str(p["mbs"]), escape(p["recompute"]), p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
+        lo, hi = p["tflops_range"]
+        table.add_row(f"{p['rank']}{'=' if p['tie'] else ''}", layout, str(p["mbs"]), escape(p["recompute"]),
+                      p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
                       p["cp_comm_type"] if par["cp"] > 1 else "-", ",".join(p["cuda_graphs"]) or "-",
                       f"{p['optimizer_offload']:.0%}", f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
-                      f"{p['mfu']:.1%}", f"{p['tokens_per_s_per_gpu']:,.0f}")
+                      f"{lo:,.0f}-{hi:,.0f}", f"{p['mfu']:.1%}", f"{p['tokens_per_s_per_gpu']:,.0f}")
     console.print(table)
     if result["plans"]:
         best = result["plans"][0]

@@ -98,10 +98,14 @@ class Calibration:
     a2a_eff: dict[str, float] = _from_file("a2a_eff")
     a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
     ep_overlap_eff: float = _from_file("ep_overlap_eff")
+    ep_overlap_layer_s: float = _from_file("ep_overlap_layer_s")
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
     optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
     cpu_adam_mem_eff: float = _from_file("cpu_adam_mem_eff")
+    # Not a timing constant: the fit's leave-one-group-out error (RMS of held-out log residuals),
+    # the band every estimate carries (benchmarks/calibrate.py writes it)
+    error_band_log: float = _from_file("error_band_log")
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
@@ -538,7 +542,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         ep_raw, ep_fwd = _ep_comm(ctx, mlp)
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
             compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention"))
-            out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute)
+            # the merged forward/backward schedule splits each layer into sub-modules on two streams,
+            # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
+            # A2A overlap): a fixed host cost per layer and micro-batch, which small layers cannot
+            # amortise and which a CUDA graph of the captured scopes removes
+            share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
+            out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute) + cal.ep_overlap_layer_s * (1 - share)
         else:
             out["ep_comm"] = ep_raw
     # --- recompute: forward cost of what is rebuilt
@@ -627,13 +636,29 @@ class TimeEstimate:
     microbatches: int
     slowest_rank: int
     peak_flops: float
+    band_log: float = 0.0  # the calibration's cross-validated error (log units): the estimate's band
+
+    def band(self, value: float) -> tuple[float, float]:
+        """(low, high) of a throughput figure: value x exp(-/+ band_log)."""
+        return value * math.exp(-self.band_log), value * math.exp(self.band_log)
+
+    @property
+    def tflops_range(self) -> tuple[float, float]:
+        return self.band(self.tflops_per_gpu)
+
+    @property
+    def tokens_per_s_range(self) -> tuple[float, float]:
+        return self.band(self.tokens_per_s_per_gpu)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "step_time_s": self.step_time_s,
             "tflops_per_gpu": self.tflops_per_gpu,
+            "tflops_range": list(self.tflops_range),
             "mfu": self.mfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "tokens_per_s_range": list(self.tokens_per_s_range),
+            "error_band": math.expm1(self.band_log),
             "flops_per_token": self.flops_per_token,
             "microbatches": self.microbatches,
             "time_breakdown_s": dict(self.breakdown_s),
@@ -738,7 +763,8 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     tokens = batch.gbs * batch.seq_len
     tflops = fpt * tokens / step / par.gpus / 1e12
     peak = gpu.peak(cfg.precision)
-    return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak)
+    return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak,
+                        cal.error_band_log)
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "attention_block_tokens", "attention_efficiency",
