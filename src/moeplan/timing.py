@@ -89,6 +89,7 @@ class Calibration:
     attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
     gdn_eff: float = _from_file("gdn_eff")
+    gdn_chunk_step_s: float = _from_file("gdn_chunk_step_s")
     grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
     gemm_k_half: float = _from_file("gemm_k_half")
     elementwise_traffic: float = _from_file("elementwise_traffic")
@@ -350,6 +351,34 @@ def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
     return flops / attention_rate(ctx.cfg, ctx.gpu, mixer, ctx.cal)
 
 
+GDN_CHUNK_TOKENS = 64  # fla chunk_gated_delta_rule chunk size (fla-org/flash-linear-attention, BT = 64)
+GDN_SEQUENTIAL_PASSES = 3  # state recurrence over chunks: forward h, backward recompute of h, backward dh
+GDN_V_TILE = 64  # value-dim tile per program of the recurrence kernels (BV)
+
+
+def gdn_kernel_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration) -> float:
+    """Gated DeltaNet kernels of one layer and micro-batch, forward + backward.
+
+    Megatron-Core runs Gated DeltaNet under CP head-parallel: an all-to-all gives each CP rank the
+    WHOLE sequence for num_value_heads / (TP x CP) heads (megatron/core/ssm/gated_delta_net.py, the
+    "HP-to-CP all-to-all"). The fla chunk kernels walk the chunks of a sequence one after another
+    (the state of chunk i feeds chunk i+1) and run in parallel only over batch x heads x value tiles.
+    So the layer costs the larger of its FLOPs at ``gdn_eff`` of peak and the recurrence's latency:
+    sequence / 64 chunks x ``gdn_chunk_step_s`` per chunk x 3 sequential passes, once per wave of
+    programs (one wave while batch x local heads x value tiles stays under the GPU's SM count;
+    B200/GB200 have 148)."""
+    par = cfg.parallel
+    heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
+    programs = cfg.batch.mbs * heads * math.ceil(mixer.value_head_dim / GDN_V_TILE)
+    waves = math.ceil(programs / GDN_SMS)
+    chunks = cfg.batch.seq_len / GDN_CHUNK_TOKENS
+    sequential = GDN_SEQUENTIAL_PASSES * chunks * cal.gdn_chunk_step_s * waves
+    return max(flops / (peak * cal.gdn_eff), sequential)
+
+
+GDN_SMS = 132  # streaming multiprocessors a recurrence wave fills (H100 132, B200 148): the smaller
+
+
 def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
     """(exposed seconds fwd + bwd, forward share) of context-parallel attention for one layer.
 
@@ -508,7 +537,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     mixer_norm = f.attn_proj_flops - sum(g.fwd_flops for g in layer_gemms(layer, h) if g.kind == "attn")
     out["gemm"] += TRAIN * mixer_norm * t / ctx.gemm_rate  # MLA low-rank norms (Megatron counts them)
     if isinstance(mixer, GatedDeltaNet):
-        out["linear_attention"] = TRAIN * f.gdn_core_flops * t / (ctx.bf16_peak * cal.gdn_eff)
+        out["linear_attention"] = gdn_kernel_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal)
     else:
         out["attention"] = _attention_s(ctx, mixer)
     # --- element-wise work: proportional to what the layer saves for backward
