@@ -23,6 +23,7 @@ from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
 from moeplan.planner import Plan, PlanResult, SearchSpace, search
+from moeplan.timeline import Timeline, build_timeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
 from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, OFFLOAD_MODULES
@@ -209,6 +210,19 @@ def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
     return estimate_run(model, **kwargs).as_dict()
 
 
+def timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> Timeline:
+    """One iteration of a configuration laid out in time (see :mod:`moeplan.timeline`); write it with
+    :func:`moeplan.timeline.chrome_trace_bytes` or draw it with :func:`moeplan.plots.timeline_figure`."""
+    return build_timeline(cfg, gpu, cal)
+
+
+def estimate_with_timeline(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION,
+                           **kwargs: Any) -> tuple[dict[str, Any], Timeline]:
+    """:func:`estimate` and the :func:`timeline` of the same configuration."""
+    cfg, gpu = build_config(model, cal=cal, **kwargs)
+    return evaluate(cfg, gpu, cal).as_dict(), build_timeline(cfg, gpu, cal)
+
+
 # ----------------------------------------------------------------------------------- plan
 
 
@@ -304,6 +318,7 @@ class PlanReport:
             "headroom": self.headroom,
             "layouts_considered": r.layouts_considered,
             "layouts_feasible": r.layouts_feasible,
+            "layouts_evaluated": r.layouts_evaluated,
             "notes": r.notes,
             "closest": self.closest_dict(),
             "plans": [plan_dict(p, i + 1) for i, p in enumerate(r.plans)],

@@ -10,6 +10,7 @@ import argparse
 import inspect
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -270,19 +271,49 @@ def _wrote(path: str, as_json: bool, what: str = "") -> None:
         Console(width=10_000).print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+def _write_trace(path: str, tl: Any) -> None:
+    """The Chrome trace-event file of a timeline (opens in Perfetto and chrome://tracing)."""
+    from moeplan.outfile import write_bytes
+    from moeplan.timeline import chrome_trace_bytes
+
+    write_bytes(path, chrome_trace_bytes(tl))
+
+
+def _schedule_refused(cfg: Any) -> bool:
+    """Whether Megatron-Core refuses this run's pipeline schedule (then --plot and the report skip the timeline)."""
+    from moeplan.timeline import schedule_problem
+
+    par = cfg.parallel
+    return schedule_problem(par.pp, par.vpp, cfg.batch.microbatches(par.dp)) is not None
+
+
+def _trace_note(tl: Any) -> str:
+    return (f"timeline of one iteration: {tl.pp} pipeline rank(s), {tl.microbatches} micro-batches, "
+            f"{len(tl.ops)} forward/backward operations")
+
+
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     _check_output(args.plot)
-    est = api.estimate(args.model, **strategy_kwargs(args))
+    _check_output(args.trace, plot=False)
+    estimate = api.estimate_run(args.model, **strategy_kwargs(args))
+    est = estimate.as_dict()
+    tl = None
+    if args.trace or (args.plot and not _schedule_refused(estimate.config)):
+        tl = api.timeline(estimate.config, estimate.gpu)  # --trace: a schedule Megatron-Core refuses is an error
     if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
-        plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"])
+        plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"], timeline=tl)
+    if args.trace:
+        _write_trace(args.trace, tl)
     if args.json:
         _print_json(est)
     else:
         print_estimate(est, console)
     if args.plot:
-        _wrote(args.plot, args.json, "memory and time breakdown")
+        _wrote(args.plot, args.json, "memory and time breakdown" + (", timeline" if tl is not None else ""))
+    if args.trace:
+        _wrote(args.trace, args.json, _trace_note(tl))
     return 0
 
 
@@ -381,8 +412,10 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if args.json and args.format != "table":
         raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
                            "'overrides', 'yaml' and 'megatron_lm_args'")
+    _check_output(args.trace, plot=False)
     _check_output(args.save_strategy, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
+    t0 = time.perf_counter()
     try:
         found = api.search_plans(
             args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
@@ -395,6 +428,9 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     finally:
         progress.stop()
     result = found.as_dict()
+    if args.stats:
+        sys.stderr.write(f"search: {result['layouts_considered']} layouts considered, {result['layouts_evaluated']} "
+                         f"fully evaluated, {result['layouts_feasible']} fit; {time.perf_counter() - t0:.3f} s\n")
     plans = result["plans"]
     if not plans:
         if args.json:
@@ -405,6 +441,11 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         write_bytes(args.save_strategy, strategy_text(found.best.config).encode())
         _wrote(args.save_strategy, args.json or args.format != "table", "the best plan's strategy")
     fmt = args.format
+    tl = None
+    if args.trace:  # plan 1, written before anything is printed
+        assert found.best is not None
+        tl = api.timeline(found.best.config, found.best.gpu)
+        _write_trace(args.trace, tl)
     if args.json:
         _print_json(plans)
     elif fmt == "overrides":
@@ -417,6 +458,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         sys.stdout.write(" ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
     else:
         print_plans(result, console)
+    if tl is not None:  # on stderr when stdout carries JSON, overrides, YAML or flags
+        _wrote(args.trace, args.json or fmt != "table", "plan 1, " + _trace_note(tl))
     return 0
 
 
@@ -591,6 +634,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         best = plans[0]
         assert found.best is not None
         est = found.best.estimate.as_dict()  # the plan carries its config and estimate
+        tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu)
         rows = None
         if args.sweep:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
@@ -602,7 +646,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
     report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,
                              overrides=best["overrides"], rationale=[f"{r['topic']}: {r['text']}" for r in best["rationale"]],
-                             ranks=est["memory_ranks_gib"])
+                             ranks=est["memory_ranks_gib"], timeline=tl)
     if args.json:
         _print_json({"html": str(args.html), "plans": len(plans)})
     _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
@@ -615,8 +659,20 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     from moeplan import checker
 
+    _check_output(args.trace, plot=False)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore)
+    tl, no_trace = None, ""
+    if args.trace:
+        if result.estimate is None:
+            no_trace = "the layout is not valid (see the findings)"
+        else:
+            try:
+                tl = api.timeline(result.config, result.gpu)
+            except MoeplanError as exc:
+                no_trace = str(exc)
+        if tl is not None:
+            _write_trace(args.trace, tl)
     if args.json:
         _print_json(result.as_dict())
     else:
@@ -631,7 +687,12 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
                           escape(" ".join(f.fix)))
         console.print(table)
         console.print(result.summary(), highlight=False)
-    return 1 if result.errors else 0
+    if tl is not None:
+        _wrote(args.trace, args.json, _trace_note(tl))
+    elif args.trace:
+        Console(stderr=True, width=10_000).print(f"moeplan: no trace written to {args.trace}: {no_trace}",
+                                                 highlight=False, markup=False)
+    return 2 if no_trace else 1 if result.errors else 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -656,6 +717,12 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+TRACE_HELP = ("write one iteration as a Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing): "
+              "one process per pipeline rank; forwards and backwards in Megatron-Core's interleaved 1F1B order, "
+              "compute and TP/CP/EP/PP/DP communication tracks, recompute, optimizer, offload; the most loaded "
+              "rank's memory as a counter")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -702,7 +769,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", metavar="FILE.yaml",
                    help="take layout, batch and knobs from a strategy file (`moeplan plan --save-strategy`); flags "
                         "that differ from their defaults override it")
-    p.add_argument("--plot", metavar="FILE", help="write the memory and time breakdown as PNG or SVG")
+    p.add_argument("--plot", metavar="FILE",
+                   help="write the memory and time breakdown, the timeline of one iteration (Gantt per pipeline "
+                        "rank) and the most loaded rank's memory over it, as PNG or SVG")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_estimate)
 
@@ -730,9 +800,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
     p.add_argument("--save-strategy", metavar="FILE.yaml",
                    help="write the best plan's strategy (layout, batch, knobs) for `moeplan estimate --strategy`")
     p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
+    p.add_argument("--stats", action="store_true", help="print the search's statistics on stderr: layouts "
+                   "considered, fully evaluated (after the cheap bounds) and fitting, and the search time")
     p.set_defaults(handler=cmd_plan)
 
     p = sub.add_parser(
@@ -790,6 +863,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
     p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write the run's iteration"))
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)
     return parser

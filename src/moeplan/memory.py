@@ -293,22 +293,23 @@ class RankProfile:
 def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline,
                   ep_overlap: bool = False) -> tuple[RankProfile, ...]:
     """Per-rank profiles of a layout (cached: the planner costs many knob settings per layout)."""
-    out = []
-    for r, stages in enumerate(pipeline.rank_stages):
-        dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
-        counts = inflight_per_chunk(par.pp, par.vpp, r, microbatches, ep_overlap)
-        weights: dict[Layer, float] = {}
-        mtp = loss = 0.0
-        for count, st in zip(counts, stages):
-            for layer, n in stage_groups(spec, st):
-                weights[layer] = weights.get(layer, 0.0) + count * n
-            mtp += count * st.mtp
-            loss += count * (1 if st.loss else 0)
-        distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in stage_groups(spec, st)))
-        out.append(RankProfile(r, dense, expert, gemm, tuple(weights.items()), mtp, loss,
-                               tuple(zip(counts, stages)), distinct, any(layer.is_moe for layer in distinct),
-                               sum(counts) / max(1, par.vpp)))
-    return tuple(out)
+    return tuple(_profile(spec, par, r, stages, inflight_per_chunk(par.pp, par.vpp, r, microbatches, ep_overlap))
+                 for r, stages in enumerate(pipeline.rank_stages))
+
+
+def _profile(spec: ModelSpec, par: Parallel, r: int, stages: tuple[Stage, ...], counts: list[int]) -> RankProfile:
+    """Rank ``r``'s profile with ``counts[c]`` micro-batches of chunk ``c`` in flight."""
+    dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+    weights: dict[Layer, float] = {}
+    mtp = loss = 0.0
+    for count, st in zip(counts, stages):
+        for layer, n in stage_groups(spec, st):
+            weights[layer] = weights.get(layer, 0.0) + count * n
+        mtp += count * st.mtp
+        loss += count * (1 if st.loss else 0)
+    distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in stage_groups(spec, st)))
+    return RankProfile(r, dense, expert, gemm, tuple(weights.items()), mtp, loss, tuple(zip(counts, stages)),
+                       distinct, any(layer.is_moe for layer in distinct), sum(counts) / max(1, par.vpp))
 
 
 def _chunk_full_recompute(cfg: RunConfig, stage: Stage, tokens: float) -> tuple[float, float]:
@@ -443,6 +444,41 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
         }
         out.append((prof, items, sharded_state * offloaded_state + off_host))
     return out
+
+
+@dataclass(frozen=True)
+class ScheduleMemory:
+    """One rank's memory as the schedule runs: ``static_bytes`` stay the whole step, each in-flight
+    micro-batch of chunk ``c`` keeps ``chunk_microbatch_bytes[c]`` (activations and the CUDA graph
+    buffers that scale with them) from its forward to the end of its backward, and the running layer
+    adds ``transient_bytes``. With ``inflight_per_chunk`` micro-batches in flight this is the estimate:
+    static + sum(inflight x chunk bytes) + transient = ``total_bytes``."""
+
+    rank: int
+    static_bytes: float
+    chunk_microbatch_bytes: tuple[float, ...]
+    transient_bytes: float
+    inflight_per_chunk: tuple[int, ...]
+    total_bytes: float
+
+
+def schedule_memory(cfg: RunConfig, nvlink_domain: int, pipeline: Pipeline, rank: int) -> ScheduleMemory:
+    """Rank ``rank``'s memory split for laying it over the pipeline schedule (moeplan.timeline)."""
+    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
+    tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)
+    prof, items, _ = _rank_items(cfg, nvlink_domain, pipeline)[rank]
+    per_layer = _per_layer_bytes(cfg, tokens)
+    dispatch_transient = _moe_dispatch_transient(cfg, tokens)
+    stages = pipeline.rank_stages[rank]
+    chunk_bytes = []
+    for c in range(len(stages)):
+        unit = _profile(spec, par, rank, stages, [1 if i == c else 0 for i in range(len(stages))])
+        act, _, _, graphs = _rank_activations(cfg, unit, tokens, per_layer, dispatch_transient)
+        chunk_bytes.append(act + graphs)
+    total = sum(items.values())
+    static = total - items["activations"] - items["cuda_graphs"] - items["transient"]
+    return ScheduleMemory(rank, static, tuple(chunk_bytes), items["transient"],
+                          tuple(count for count, _ in prof.chunks), total)
 
 
 def peak_memory_bytes(cfg: RunConfig, nvlink_domain: int, pipeline: Pipeline) -> float:

@@ -14,6 +14,7 @@ Search, for a model on ``gpus`` GPUs at one sequence length and global batch:
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field, replace
 
@@ -28,6 +29,7 @@ from moeplan.advice import (
     explain_plan,
     recompute_ladder,
 )
+from moeplan.bounds import ThroughputBound
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
@@ -49,6 +51,9 @@ PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # wo
 FULL_ITERATION = frozenset({"full_iteration"})
 RANK_CAPACITY_FACTOR = 1.5
 REFINE_MIN = 12  # layouts refined in phase 2 (at least; else 2 per requested plan)
+# A layout is skipped only when its throughput bound is below the slowest kept layout by more than
+# this relative margin: the bound and the estimate add the same terms in different orders.
+BOUND_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class PlanResult:
     layouts_feasible: int
     closest: tuple[RunConfig, float] | None = None  # best miss and by how many bytes
     notes: list[str] = field(default_factory=list)
+    layouts_evaluated: int = 0  # layouts costed in full (memory ladder + timing) after the cheap bounds
     ties: dict[int, str] = field(default_factory=dict)  # id(candidate) -> why it is a tie (search only)
 
 
@@ -189,20 +195,22 @@ def _first_fit(options: list[RunConfig], gpu: GPUSpec, pipe: Pipeline, budget: f
     return lo, found
 
 
-def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
-                      ladder: list[Recompute], budget: float,
-                      cal: Calibration = DEFAULT_CALIBRATION) -> tuple[Candidate | None, float]:
-    """Fastest option of the memory ladder that fits; else (None, smallest total bytes).
+def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute]) -> RunConfig:
+    """The most aggressive memory option: last recompute step with the largest offload fraction."""
+    rcs = [space.recompute] if space.recompute is not None else ladder
+    return cfg.evolve(recompute=rcs[-1], optimizer_offload=OFFLOAD_FRACTIONS[-1] if space.optimizer_offload else 0.0)
 
-    The most aggressive option (last recompute step with full offload) is tried first: if even it
-    does not fit, the layout is out. Otherwise, per offload fraction, the first recompute set that
-    fits (binary search) is costed; offload is only tried when no recompute set fits without it."""
+
+def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
+                      ladder: list[Recompute], budget: float, smallest: float,
+                      cal: Calibration = DEFAULT_CALIBRATION) -> Candidate:
+    """Fastest option of the memory ladder that fits, given that the most aggressive option
+    (:func:`_strongest`, ``smallest`` bytes) fits.
+
+    Per offload fraction, the first recompute set that fits (binary search) is costed; offload is
+    only tried when no recompute set fits without it."""
     rcs = [space.recompute] if space.recompute is not None else ladder
     offloads = (0.0,) + (OFFLOAD_FRACTIONS if space.optimizer_offload else ())
-    strongest = cfg.evolve(recompute=rcs[-1], optimizer_offload=offloads[-1])
-    ok, smallest = _fits(strongest, gpu, pipe, budget)
-    if not ok:
-        return None, smallest
     best: Candidate | None = None
     cp_type: str | None = None  # chosen once per layout: it barely depends on recompute/offload
     for f in offloads:
@@ -221,7 +229,8 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
             best = Candidate(opt, pipe, total, tps)
         if f == 0.0 and i < len(options) - 1:
             break  # a selective set fits without offload: offload would only add time
-    return best, smallest
+    assert best is not None  # the strongest option fits
+    return best
 
 
 def _partial_graphs_supported(version: str) -> bool:
@@ -265,10 +274,13 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            top: int = 5, space: SearchSpace = SearchSpace(), moe_imbalance: float = 1.0,
            mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
            allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
-           bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
+           bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION,
+           exhaustive: bool = False) -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
-    ``cal`` holds the timing constants (default: the fitted ones)."""
+    ``cal`` holds the timing constants (default: the fitted ones). ``exhaustive`` costs every fitting
+    layout in full instead of skipping those whose throughput bound (moeplan.bounds) rules them out;
+    the answer is the same, only slower (tests compare both)."""
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)
@@ -277,12 +289,12 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     notes: list[str] = []
     numerics = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
-                          mcore_version, reserve_gib, budget, progress, numerics, cal)
+                          mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
         smaller = gbs // 2
         try:
             retry = _search_once(spec, gpu, gpus, seq_len, smaller, precision, top, space, moe_imbalance,
-                                 mcore_version, reserve_gib, budget, progress, numerics, cal)
+                                 mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
         except MoeplanError:  # no valid layout at the smaller GBS: keep the no-fit answer we have
             break
         notes.append(f"no layout fits GBS {gbs}; tried GBS {smaller} (fewer micro-batches in flight "
@@ -305,7 +317,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
 def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
                  space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
                  budget: float, progress: object, numerics: dict[str, bool],
-                 cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
+                 cal: Calibration = DEFAULT_CALIBRATION, exhaustive: bool = False) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
     if not layouts:
@@ -315,13 +327,16 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
     ladder = recompute_ladder(spec, seq_len, mcore_version)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
-    candidates: list[Candidate] = []
     closest: tuple[RunConfig, float] | None = None
     considered = feasible = 0
     advance = getattr(progress, "advance", None)
     if hasattr(progress, "start"):
         progress.start(len(layouts))  # type: ignore[union-attr]
-    for par, mbs in layouts:
+    # pass 1, every layout: the static memory floor, then the exact memory of the strongest option
+    # (whether the layout fits at all, and by how much it misses), then an upper bound on throughput
+    bound = ThroughputBound(gpu, cal)
+    fitting: list[tuple[float, int, RunConfig, Pipeline, float]] = []
+    for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
             advance()
@@ -336,23 +351,43 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                         reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
-        cand, smallest = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, cal)
-        if cand is None:
+        ok, smallest = _fits(_strongest(cfg, space, ladder), gpu, pipe, budget)
+        if not ok:
             if closest is None or smallest - budget < closest[1]:
                 closest = (cfg, smallest - budget)
             continue
         feasible += 1
-        candidates.append(cand)
-    candidates.sort(key=lambda c: -c.tokens_per_s_per_gpu)
+        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(cfg, pipe)
+        fitting.append((upper, index, cfg, pipe, smallest))
+    # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
+    # the `keep` best found (ties keep enumeration order: the sort below is by throughput, then index)
+    keep = max(REFINE_MIN, 2 * top)
+    fitting.sort(key=lambda f: (-f[0], f[1]))
+    found: list[tuple[int, Candidate]] = []
+    kept: list[float] = []  # min-heap of the `keep` best throughputs so far
+    for upper, index, cfg, pipe, smallest in fitting:
+        if len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]:
+            # the layouts of measured recipes for this model and system are costed even when their
+            # bound is out of reach: the tie-breaker prefers them when their band overlaps plan 1's
+            if _recipe_layout(cfg, gpu):
+                found.append((index, _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal)))
+            continue
+        cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal)
+        found.append((index, cand))
+        if len(kept) < keep:
+            heapq.heappush(kept, cand.tokens_per_s_per_gpu)
+        elif cand.tokens_per_s_per_gpu > kept[0]:
+            heapq.heapreplace(kept, cand.tokens_per_s_per_gpu)
+    found.sort(key=lambda ic: (-ic[1].tokens_per_s_per_gpu, ic[0]))
+    candidates = [c for _, c in found]
+    evaluated = len(found)
     n_refine = max(REFINE_MIN, 2 * top)
-    # the layouts of measured recipes for this model and system are refined too: they are the
-    # tie-breaker's first choice when their band overlaps the fastest plan's
     pool = candidates[:n_refine] + [c for c in candidates[n_refine:] if _recipe_layout(c.cfg, gpu)]
     refined = [_refine(c, gpu, space, ladder, budget, cal) for c in pool]
     ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
-    result = PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest)  # type: ignore[arg-type]
-    result.ties = ties
-    return result
+    return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
+                      layouts_evaluated=evaluated, ties=ties)
+
 
 
 def _recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:

@@ -731,8 +731,28 @@ def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer
     return tuple(out)
 
 
-def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
-                  pipeline: Pipeline | None = None, validated: bool = False) -> TimeEstimate:
+@dataclass(frozen=True)
+class StepParts:
+    """What a step is assembled from (the timeline lays these out; estimate_time sums them).
+
+    ``rank_microbatch_s``: per pipeline rank, seconds per time item of one micro-batch through all its
+    chunks, forward + backward. The pipeline runs at the slowest rank's pace (``slowest_rank``).
+    ``dp_*_s``: the whole gradient reduce-scatter / parameter all-gather, and the part of each that
+    is not hidden behind the backward / forward (``breakdown_s["dp_comm"]`` is the exposed sum)."""
+
+    rank_microbatch_s: tuple[dict[str, float], ...]
+    slowest_rank: int
+    microbatches: int
+    microbatch_s: float
+    dp_reduce_scatter_s: float
+    dp_all_gather_s: float
+    dp_reduce_scatter_exposed_s: float
+    dp_all_gather_exposed_s: float
+    breakdown_s: dict[str, float]
+
+
+def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
+               pipeline: Pipeline | None = None, validated: bool = False) -> StepParts:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
         validate(spec, par, batch, cfg.mcore_version)
@@ -740,6 +760,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     m = batch.microbatches(par.dp)
     ctx = _make_ctx(cfg, gpu, cal)
     # --- per pipeline rank, one micro-batch through all its chunks
+    per_rank: list[dict[str, float]] = []
     worst: dict[str, float] = {}
     worst_total, worst_rank = -1.0, 0
     for r, (groups, heads) in enumerate(_rank_work(spec, pipe)):
@@ -754,6 +775,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
             p2p = ctx.tokens * spec.hidden * BF16_BYTES
             bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
             acc["pp_comm"] = 2 * par.vpp * p2p / bw
+        per_rank.append(acc)
         total = sum(acc.values())
         if total > worst_total:
             worst, worst_total, worst_rank = acc, total, r
@@ -777,9 +799,10 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     # cool-down; overlap_param_gather: buckets gather during the first forward and the warm-up.
     bubble = breakdown["pp_bubble"]
     if cfg.dp_overlap:
-        breakdown["dp_comm"] = max(0.0, rs_time - (2 * t_mb / 3 + bubble)) + max(0.0, ag_time - (t_mb / 3 + bubble))
+        rs_exposed, ag_exposed = max(0.0, rs_time - (2 * t_mb / 3 + bubble)), max(0.0, ag_time - (t_mb / 3 + bubble))
     else:  # without overlap_grad_reduce / overlap_param_gather both run after / before the micro-batches
-        breakdown["dp_comm"] = rs_time + ag_time
+        rs_exposed, ag_exposed = rs_time, ag_time
+    breakdown["dp_comm"] = rs_exposed + ag_exposed
     # --- optimizer step (GPU share) and CPU offload
     shard = dense_p / dp_group + expert_p / edp
     gpu_share = 1.0 - cfg.optimizer_offload
@@ -787,15 +810,54 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     if cfg.optimizer_offload > 0:
         breakdown["offload"] = offload_s(cfg, gpu, cal, shard * cfg.optimizer_offload)
     items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
+    return StepParts(tuple(per_rank), worst_rank, m, t_mb, rs_time, ag_time, rs_exposed, ag_exposed, items)
+
+
+def _layer_hidden_comm(ctx: _Ctx, layer: Layer) -> dict[str, float]:
+    """Seconds of one layer's TP / CP / EP communication (one micro-batch, fwd + bwd) that run behind
+    compute: the whole collective less its exposed part in :func:`_layer_time`."""
+    cfg, par, lt = ctx.cfg, ctx.cfg.parallel, _layer_time(ctx, layer)
+    out: dict[str, float] = {}
+    if par.tp > 1 and cfg.tp_comm_overlap and ctx.cal.tp_hidden < 1:
+        out["tp_comm"] = lt.tp_comm * ctx.cal.tp_hidden / (1 - ctx.cal.tp_hidden)
+    if par.cp > 1 and isinstance(layer.mixer, Attention):  # the ring with no attention to hide behind
+        out["cp_comm"] = max(0.0, _cp_comm(ctx, layer.mixer, 0.0)[0] - lt.cp_comm)
+    if isinstance(layer.mlp, MoE):
+        out["ep_comm"] = max(0.0, _ep_comm(ctx, layer.mlp)[0] - lt.ep_comm)
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
+                  pipeline: Pipeline | None = None) -> tuple[dict[str, float], ...]:
+    """Per pipeline rank, seconds of TP / CP / EP communication per micro-batch that overlap compute
+    (not in the step time, whose ``*_comm`` items are the exposed parts); the timeline draws them."""
+    spec = cfg.model
+    pipe = pipeline or build_pipeline(spec, cfg.parallel)
+    ctx = _make_ctx(cfg, gpu, cal)
+    out = []
+    for groups, heads in _rank_work(spec, pipe):
+        acc: dict[str, float] = {}
+        work = list(groups) + [(spec.mtp_layer, mtp) for _, mtp in heads if mtp and spec.mtp_layer is not None]
+        for layer, n in work:
+            for k, v in _layer_hidden_comm(ctx, layer).items():
+                acc[k] = acc.get(k, 0.0) + n * v
+        out.append(acc)
+    return tuple(out)
+
+
+def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
+                  pipeline: Pipeline | None = None, validated: bool = False) -> TimeEstimate:
+    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
+    parts = step_parts(cfg, gpu, cal, pipeline, validated)
+    items = parts.breakdown_s
     step = sum(items.values())
     fpt = flops_per_token(spec, batch.seq_len, par.tp).total_flops
     tokens = batch.gbs * batch.seq_len
     tflops = fpt * tokens / step / par.gpus / 1e12
     peak = gpu.peak(cfg.precision)
-    return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak,
-                        cal.error_band_log)
+    return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, parts.microbatches,
+                        parts.slowest_rank, peak, cal.error_band_log)
 
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "attention_block_tokens", "attention_efficiency",
-           "attention_kernel", "attention_rate",
-           "best_cp_comm_type", "estimate_time"]
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
+           "attention_efficiency", "attention_kernel", "attention_rate", "best_cp_comm_type", "estimate_time", "hidden_comm_s", "step_parts"]

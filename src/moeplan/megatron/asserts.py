@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from moeplan.megatron.fields import version_tuple
 from moeplan.models.spec import ModelSpec
+from moeplan.parallel import unroll_layout
 
 _UNSET = object()
 
@@ -208,8 +209,6 @@ def _layout_vpp(v: FileView) -> str | None:
     layout, vpp = v.get("pipeline_model_parallel_layout"), v.get("virtual_pipeline_model_parallel_size")
     if not isinstance(layout, str) or not layout or not isinstance(vpp, int):
         return None
-    from moeplan.parallel import unroll_layout
-
     try:
         stages = len(unroll_layout(layout).rstrip("|").split("|"))
     except Exception:  # noqa: BLE001 - a malformed layout is check_layout's finding

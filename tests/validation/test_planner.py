@@ -12,7 +12,7 @@ from moeplan.cli import main
 from moeplan.models import load_model
 from moeplan.strategy import parse_strategy, strategy_text
 
-from .reference_runs import label, layout, plan_kwargs
+from ..reference_runs import label, layout, plan_kwargs
 from .test_timing import ROWS, _estimate
 
 

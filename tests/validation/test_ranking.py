@@ -13,7 +13,7 @@ from moeplan.hardware import load_gpu
 from moeplan.planner import Candidate, rank_candidates
 from moeplan.timing import DEFAULT_CALIBRATION
 
-from .measured_variants import G14_RECOMPUTE, ranked_pairs, variants
+from ..measured_variants import G14_RECOMPUTE, ranked_pairs, variants
 
 VARIANTS = variants()
 

@@ -10,8 +10,8 @@ import pytest
 from moeplan import api
 from moeplan.models import load_model
 
-from .conftest import REFERENCE_DIR, ROOT
-from .reference_runs import bridge_runs, estimate_kwargs, label, published_runs
+from ..conftest import REFERENCE_DIR, ROOT
+from ..reference_runs import bridge_runs, estimate_kwargs, label, published_runs
 
 def _estimate(run: dict[str, str]) -> dict:
     """Estimate with the run's own settings (recipe-filled: tests/reference_runs.py)."""
@@ -65,7 +65,7 @@ def test_alltoall_point_and_dispatcher_ratio():
     """measured_variants.csv G11: Qwen3-30B-A3B, 16 H100, EP16, same graphs and no EP overlap:
     alltoall 132.9 TFLOP/s/GPU, HybridEP 244.0 (1.84x). moeplan: the alltoall point within 20% and
     the HybridEP / alltoall ratio within 15%."""
-    from .measured_variants import variants
+    from ..measured_variants import variants
 
     g11 = {v.label: v for v in variants() if v.group == "G11"}
     a2a, hyb = g11["alltoall overlap=no"], g11["hybridep overlap=no"]
@@ -79,7 +79,7 @@ def test_optimizer_offload_cost_and_memory_match_the_measured_curve():
     offload. The seconds offload adds (step minus baseline: the baseline's own sequence length is not
     published) and the memory it saves follow the measurement within 25% / 10% at every fraction, and
     overlap_cpu_optimizer_d2h_h2d saves time."""
-    from .measured_variants import variants
+    from ..measured_variants import variants
 
     rows = [v for v in variants() if v.group == "G08"]
     base = next(v for v in rows if v.kwargs["optimizer_offload"] == 0)

@@ -73,11 +73,12 @@ def test_hierarchical_cp_product_is_an_error_with_its_line(tmp_path):
     ("qwen3-next-80b-a3b", 128, 65536, 256, "0.18"), ("qwen3-30b-a3b", 64, 32768, 64, "0.16")])
 def test_moeplan_exports_trip_nothing(model, gpus, seq, gbs, version):
     gpu = "gb200" if model == "qwen3-235b-a22b" else "h100"
-    result = api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=3, mcore_version=version)
-    for p in result["plans"]:
-        cfg, _ = api.config_from_plan(model, p, gpu=gpu, gpus=gpus, mcore_version=version)
+    result = api.search_plans(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=3, mcore_version=version)
+    assert result.plans
+    for p in result.plans:
+        cfg = p.config
         settings = export.to_settings(cfg, version)
-        assert not tripped(FileView(settings, {}, cfg.model, gpus, version)), p["parallel"]
+        assert not tripped(FileView(settings, {}, cfg.model, gpus, version)), cfg.parallel.short()
 
 
 # The rows whose check is in a config __post_init__, against the installed Megatron-Core.
