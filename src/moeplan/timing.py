@@ -602,7 +602,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
             # A2A overlap): a fixed host cost per layer and micro-batch, which small layers cannot
             # amortise and which a CUDA graph of the captured scopes removes
-            share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
+            share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
             out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute) + cal.ep_overlap_layer_s * (1 - share)
         else:
             out["ep_comm"] = ep_raw
@@ -640,7 +640,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     # per expert, D2H), which drains the launch queue, so the launches after it show in the step
     # rather than hiding behind GPU work; graph-captured scopes launch as one graph (Megatron-Core
     # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
-    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
+    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     return LayerTime(**out)
 
