@@ -164,7 +164,7 @@ def build_config(
         model=spec,
         parallel=with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp, pipeline_layout)),
         batch=Batch(seq_len, gbs, mbs),
-        gpu=gpu_spec.name,
+        gpu=gpu_spec,
         recompute=rc,
         precision=precision,
         dispatcher="alltoall" if dispatcher == "auto" else dispatcher,

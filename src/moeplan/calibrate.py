@@ -163,7 +163,7 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
     if not isinstance(world, int) or isinstance(world, bool) or world < 1:
         raise MoeplanError(f"{log.path}: the GPU count must be a positive integer, got {world!r}")
     version = normalize_version(str(sets.get("mcore_version") or DEFAULT_MCORE_VERSION))
-    cfg = with_split_layout(run_config_from_settings(settings, spec, world, gpu_spec.name, mcore_version=version), arch)
+    cfg = with_split_layout(run_config_from_settings(settings, spec, world, gpu_spec, mcore_version=version), arch)
     notes: list[str] = []
     if "moe_imbalance" in sets:
         cfg = cfg.with_(moe_imbalance=float(sets["moe_imbalance"]))  # type: ignore[arg-type]

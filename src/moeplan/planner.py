@@ -335,10 +335,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         static = _static_lower_bound(spec, par, grad_bytes) + reserve_gib * GIB
         if static > budget:
             if closest is None or static - budget < closest[1]:
-                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision), static - budget)
+                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision), static - budget)
             continue
         pipe = build_pipeline(spec, par)
-        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
+        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
                         dispatcher="alltoall", moe_imbalance=moe_imbalance,
                         reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later

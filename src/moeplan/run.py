@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from moeplan.errors import MoeplanError
+from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.megatron.fields import version_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel
@@ -87,8 +88,8 @@ class RunConfig:
     batch: Batch
     """Sequence length, global and micro-batch size in sequences."""
     # ---- GPU
-    gpu: str = "h100"
-    """Catalog name of the GPU (the GPUSpec itself travels beside the config)."""
+    gpu: GPUSpec = "h100"  # type: ignore[assignment]  # a catalog name is looked up in __post_init__
+    """The GPU as deployed (HBM, peak rates, NVLink domain): a :class:`GPUSpec`, or a catalog name."""
     # ---- numerics
     precision: Precision = "bf16"
     """GEMM precision (moeplan.vocab.PRECISIONS; FP8 recipes map to Megatron-Core ``fp8_recipe``)."""
@@ -137,6 +138,8 @@ class RunConfig:
     """Megatron-Core release the exports and checks target (field names and allowed values)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.gpu, str):
+            object.__setattr__(self, "gpu", load_gpu(self.gpu))
         if self.precision not in PRECISIONS:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
         if self.dispatcher not in DISPATCHERS:
