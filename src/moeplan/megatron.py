@@ -45,7 +45,7 @@ from yaml.constructor import SafeConstructor
 from moeplan.errors import MoeplanError
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, ModelSpec, MoE
 from moeplan.parallel import Batch, Parallel, build_pipeline
-from moeplan.run import CUDA_GRAPH_SCOPES, RECOMPUTE_MODULES, Recompute, RunConfig
+from moeplan.run import CUDA_GRAPH_SCOPES, FSDP_STRATEGIES, RECOMPUTE_MODULES, Recompute, RunConfig
 
 DEFAULT_VERSION = "0.16"  # megatron-core 0.16.1 is the newest release installable here
 
@@ -171,6 +171,24 @@ KNOBS: tuple[Knob, ...] = (
     _k("tp_comm_overlap", MPC, "bool", "comm_overlap.tp_comm_overlap", bridge_read=("model.tp_comm_overlap",)),
     _k("overlap_grad_reduce", DDP, "bool", "ddp.overlap_grad_reduce"),
     _k("overlap_param_gather", DDP, "bool", "ddp.overlap_param_gather"),
+    # Megatron-FSDP: distributed_data_parallel_config.py use_megatron_fsdp (core_v0.14.0+; core_v0.13 had only
+    # use_custom_fsdp), data_parallel_sharding_strategy and fsdp_double_buffer (core_v0.13.1+); flags
+    # --use-megatron-fsdp / --data-parallel-sharding-strategy / --fsdp-double-buffer (arguments.py); Bridge
+    # ddp.* (v0.2.0+ syncs dist.use_megatron_fsdp). Megatron-LM and Bridge require --ckpt-format fsdp_dtensor
+    # with it (arguments.py validate_args; Bridge config.py _validate_and_apply_megatron_fsdp_configs).
+    _k("use_megatron_fsdp", DDP, "bool", "ddp.use_megatron_fsdp", bridge_read=("dist.use_megatron_fsdp",),
+       since="0.14", merge_any=True),
+    _k("data_parallel_sharding_strategy", DDP, "str", "ddp.data_parallel_sharding_strategy"),
+    _k("fsdp_double_buffer", DDP, "bool", "ddp.fsdp_double_buffer"),
+    _k("ckpt_format", TRAIN, "str", "checkpoint.ckpt_format"),
+    # Optimizer choice: optimizer_config.py optimizer (str, all versions; Megatron-LM --optimizer choices adam,
+    # sgd, + muon, dist_muon from core_v0.16.0); Muon fields muon_num_ns_steps / muon_tp_mode (core_v0.16.0+),
+    # use_layer_wise_distributed_optimizer (core_v0.18.0+, what 'dist_muon' turns on; read only).
+    _k("optimizer", OPT, "str", "optimizer.optimizer"),
+    _k("muon_num_ns_steps", OPT, "int", "optimizer.muon_num_ns_steps", since="0.16"),
+    _k("muon_tp_mode", OPT, "str", "optimizer.muon_tp_mode", since="0.16"),
+    _k("use_layer_wise_distributed_optimizer", OPT, "bool", "optimizer.use_layer_wise_distributed_optimizer",
+       mlm=None, since="0.18"),
 )
 KNOB_BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 
@@ -195,6 +213,10 @@ class _Allowed:
     fp8_recipes: tuple[str, ...]
     dataset_seq_path: str
     bridge_release: str  # Megatron Bridge release pinned to this Megatron-Core ("" = none)
+    # Megatron-FSDP data_parallel_sharding_strategy values (empty: no use_megatron_fsdp)
+    fsdp_strategies: tuple[str, ...] = FSDP_STRATEGIES
+    optimizers: tuple[str, ...] = ("adam", "sgd", "muon", "dist_muon")  # Megatron-LM --optimizer choices
+    muon_dp_overlap: bool = True  # Muon accepts overlap_grad_reduce / overlap_param_gather (dist_muon)
 
 
 # The version table. Sources, Megatron-LM tag core_v<version>: transformer_config.py (recompute_modules and
@@ -204,15 +226,18 @@ class _Allowed:
 # Bridge pins from pyproject.toml + 3rdparty/Megatron-LM of tags v0.1.0rc4 .. v0.6.0.
 _VERSION_TABLE: dict[str, _Allowed] = {
     "0.13": _Allowed(_CORE_RECOMPUTE, (), (), "cuda_graph_scope", ("full", "attn"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", ""),
+                     "dataset.sequence_length", "", fsdp_strategies=(), optimizers=("adam", "sgd")),
     "0.14": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), (), "cuda_graph_scope",
-                     ("full", "attn", "full_iteration"), (), _FP8_RECIPES, "dataset.sequence_length", "v0.1.0rc4"),
+                     ("full", "attn", "full_iteration"), (), _FP8_RECIPES, "dataset.sequence_length", "v0.1.0rc4",
+                     optimizers=("adam", "sgd")),
     "0.15": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", ("full", "attn", "full_iteration"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", "v0.2"),
+                     "dataset.sequence_length", "v0.2", optimizers=("adam", "sgd")),
+    # core_v0.16 arguments.py: any 'muon' optimizer asserts not overlap_grad_reduce / overlap_param_gather;
+    # core_v0.17 keeps that for plain 'muon' only
     "0.16": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
-                     "dataset.sequence_length", "v0.3"),
+                     "dataset.sequence_length", "v0.3", muon_dp_overlap=False),
     "0.17": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
                      "dataset.sequence_length", "v0.4"),
@@ -312,6 +337,9 @@ class MegatronFields:
     fp8_recipes: tuple[str, ...]
     dataset_seq_path: str
     bridge_release: str
+    fsdp_strategies: tuple[str, ...] = ()
+    optimizers: tuple[str, ...] = ()
+    muon_dp_overlap: bool = False
 
     def bridge_paths(self, knob: Knob) -> tuple[str, ...]:
         """Bridge paths written on export for this version."""
@@ -336,7 +364,16 @@ def fields_for(version: str) -> MegatronFields:
         fp8_recipes=row.fp8_recipes,
         dataset_seq_path=row.dataset_seq_path,
         bridge_release=row.bridge_release,
+        fsdp_strategies=row.fsdp_strategies,
+        optimizers=row.optimizers,
+        muon_dp_overlap=row.muon_dp_overlap,
     )
+
+
+def muon_dp_overlap(version: str) -> bool:
+    """Whether Megatron-Core ``version`` lets distributed Muon overlap its gradient all-reduce and
+    parameter all-gather (the field table says: not in 0.16)."""
+    return fields_for(version).muon_dp_overlap
 
 
 # ------------------------------------------------------------------------------------------ export
@@ -473,11 +510,14 @@ def _precision_settings(cfg: RunConfig) -> dict[str, object]:
     return {"fp8": "e4m3", "fp8_recipe": PRECISION_TO_FP8_RECIPE[cfg.precision]}
 
 
-def _optimizer_settings(cfg: RunConfig) -> dict[str, object]:
+def _optimizer_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     offload = cfg.optimizer_offload > 0
     out: dict[str, object] = {
         "grad_reduce_in_fp32": cfg.grad_fp32,
-        "use_distributed_optimizer": True,  # moeplan's memory model is the distributed optimizer's
+        # moeplan's Adam memory model is the distributed optimizer's; Megatron-FSDP always uses it (Bridge
+        # v0.6.0 config.py); Muon runs without it (arguments.py: "Muon optimizer does not support
+        # distributed optimizer"), 'dist_muon' being its layer-wise distributed optimizer
+        "use_distributed_optimizer": cfg.optimizer == "adam",
         "optimizer_cpu_offload": offload,
     }
     if offload:
@@ -486,8 +526,29 @@ def _optimizer_settings(cfg: RunConfig) -> dict[str, object]:
     if cfg.bf16_moments:
         out["exp_avg_dtype"] = "bfloat16"
         out["exp_avg_sq_dtype"] = "bfloat16"
-    out["overlap_grad_reduce"] = cfg.dp_overlap
-    out["overlap_param_gather"] = cfg.dp_overlap
+    overlap = cfg.dp_overlap
+    if cfg.optimizer == "muon":
+        name = "dist_muon" if cfg.muon_layer_wise else "muon"
+        if "muon" not in f.optimizers:
+            raise MoeplanError(f"the Muon optimizer needs Megatron-Core >= 0.16 (optimizer 'muon'/'dist_muon', "
+                               f"muon_* fields), target is {f.version}")
+        out["optimizer"] = name
+        out["muon_num_ns_steps"] = cfg.muon_ns_steps
+        out["muon_tp_mode"] = cfg.muon_tp_mode
+        if not f.muon_dp_overlap or not cfg.muon_layer_wise:
+            overlap = False  # Megatron-LM asserts it off (plain muon always; any muon in core_v0.16)
+    if cfg.fsdp is not None:
+        if cfg.fsdp not in f.fsdp_strategies:
+            raise MoeplanError(f"Megatron-FSDP (use_megatron_fsdp) needs Megatron-Core >= 0.14; {f.version} has only "
+                               "the deprecated use_custom_fsdp")
+        out["use_megatron_fsdp"] = True
+        out["data_parallel_sharding_strategy"] = cfg.fsdp
+        out["fsdp_double_buffer"] = cfg.fsdp_double_buffer
+        out["ckpt_format"] = "fsdp_dtensor"
+        if cfg.fsdp in ("optim_grads", "optim_grads_params"):
+            overlap = True  # megatron_fsdp.py forces overlap_grad_reduce (and param gather) on
+    out["overlap_grad_reduce"] = overlap
+    out["overlap_param_gather"] = overlap and (cfg.optimizer == "adam" or cfg.muon_layer_wise)
     return out
 
 
@@ -509,7 +570,7 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
         out["tp_comm_overlap"] = cfg.tp_comm_overlap
     out.update(_offload_settings(cfg, f))
     out.update(_precision_settings(cfg))
-    out.update(_optimizer_settings(cfg))
+    out.update(_optimizer_settings(cfg, f))
     return out
 
 
@@ -653,7 +714,7 @@ _RECOGNISED: dict[str, frozenset[str]] = {
         "decrease_batch_size_if_needed empty_unused_memory_level check_weight_hash_across_dp_replicas_interval "
         "train_sync_interval eval_iters eval_interval skip_train check_optimizer_step_success").split()),
     "optimizer": frozenset((
-        "_target_ optimizer lr min_lr weight_decay adam_beta1 adam_beta2 adam_eps sgd_momentum clip_grad bf16 "
+        "_target_ lr min_lr weight_decay adam_beta1 adam_beta2 adam_eps sgd_momentum clip_grad bf16 "
         "fp16 params_dtype loss_scale initial_loss_scale min_loss_scale loss_scale_window hysteresis "
         "main_grads_dtype main_params_dtype decoupled_lr decoupled_min_lr overlap_cpu_optimizer_d2h_h2d "
         "use_torch_optimizer_for_cpu_offload pin_cpu_grads pin_cpu_params barrier_with_L1_time timers "
@@ -662,9 +723,9 @@ _RECOGNISED: dict[str, frozenset[str]] = {
     "ddp": frozenset((
         "_target_ overlap_grad_reduce overlap_param_gather align_param_gather num_distributed_optimizer_instances "
         "check_for_nan_in_grad check_for_large_grads bucket_size pad_buckets_for_high_nccl_busbw "
-        "average_in_collective fp8_param_gather use_custom_fsdp use_megatron_fsdp data_parallel_sharding_strategy "
+        "average_in_collective fp8_param_gather use_custom_fsdp "
         "gradient_reduce_div_fusion suggested_communication_unit_size preserve_fp32_weights "
-        "keep_fp8_transpose_cache nccl_ub fsdp_double_buffer outer_dp_sharding_strategy "
+        "keep_fp8_transpose_cache nccl_ub outer_dp_sharding_strategy "
         "disable_symmetric_registration reduce_scatter_with_fp32_accumulation delay_wgrad_compute").split()),
     "dataset": frozenset((
         "_target_ random_seed blend blend_per_split split split_matrix num_dataset_builder_threads path_to_cache "
@@ -696,7 +757,7 @@ _MLM_RECOGNISED_EXTRA = frozenset((
     "--wandb-exp-name --seed --distributed-backend --distributed-timeout-minutes --overlap-grad-reduce "
     "--overlap-param-gather --clip-grad --weight-decay --adam-beta1 --adam-beta2 --init-method-std "
     "--hidden-dropout --attention-dropout --no-masked-softmax-fusion --no-bias-swiglu-fusion "
-    "--no-rope-fusion --ckpt-format --no-load-optim --no-load-rng --exit-interval --num-workers --dataloader-type "
+    "--no-rope-fusion --no-load-optim --no-load-rng --exit-interval --num-workers --dataloader-type "
     "--log-throughput --timing-log-level --manual-gc --manual-gc-interval --use-flash-attn --no-create-attention-mask-in-dataloader "
     "--recompute-activations --main-grads-dtype --main-params-dtype --moe-aux-loss-coeff --moe-z-loss-coeff "
     "--moe-router-dtype --moe-router-bias-update-rate --moe-router-enable-expert-bias --moe-router-score-function "
@@ -1453,8 +1514,11 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
     _check_sizes(settings)
     seq = _require(settings, "seq_length", "model.seq_length / --seq-length")
     gbs = _require(settings, "global_batch_size", "train.global_batch_size / --global-batch-size")
-    if not _bool(settings, "use_distributed_optimizer", True):
-        raise MoeplanError("use_distributed_optimizer is false; moeplan models the distributed optimizer only")
+    optimizer, layer_wise = _optimizer_from(settings)
+    fsdp = _fsdp_from(settings)
+    if optimizer == "adam" and fsdp is None and not _bool(settings, "use_distributed_optimizer", True):
+        raise MoeplanError("use_distributed_optimizer is false; moeplan models Adam with the distributed optimizer "
+                           "or Megatron-FSDP, and Muon")
     model = _model_with_mtp(model, settings)
     offload = _bool(settings, "optimizer_cpu_offload")
     fraction = _float(settings, "optimizer_offload_fraction")
@@ -1480,7 +1544,37 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
         dp_overlap=_bool(settings, "overlap_grad_reduce"),
         cp_comm_type=_cp_comm_from(settings),
         mcore_version=normalize_version(mcore_version),
+        fsdp=fsdp,
+        fsdp_double_buffer=_bool(settings, "fsdp_double_buffer") if fsdp is not None else False,
+        optimizer=optimizer,
+        muon_ns_steps=_int(settings, "muon_num_ns_steps") or 5,  # OptimizerConfig default
+        muon_tp_mode=_str(settings, "muon_tp_mode", "blockwise"),
+        muon_layer_wise=layer_wise,
     )
+
+
+def _optimizer_from(settings: Mapping[str, object]) -> tuple[str, bool]:
+    """(moeplan optimizer, Muon with the layer-wise distributed optimizer) from Megatron's optimizer name
+    ('dist_muon' = muon + use_layer_wise_distributed_optimizer; core_v0.18+ arguments.py also turns
+    use_distributed_optimizer into it for Muon)."""
+    name = _str(settings, "optimizer", "adam")
+    if name == "adam":
+        return "adam", True
+    if name in ("muon", "dist_muon"):
+        layer_wise = (name == "dist_muon" or _bool(settings, "use_layer_wise_distributed_optimizer")
+                      or _bool(settings, "use_distributed_optimizer"))
+        return "muon", layer_wise
+    raise MoeplanError(f"optimizer '{name}' is not modelled; moeplan knows adam, muon and dist_muon")
+
+
+def _fsdp_from(settings: Mapping[str, object]) -> str | None:
+    if not _bool(settings, "use_megatron_fsdp"):
+        return None
+    strategy = _str(settings, "data_parallel_sharding_strategy", "no_shard")  # DDP config default
+    if strategy not in FSDP_STRATEGIES:
+        raise MoeplanError(f"data_parallel_sharding_strategy '{strategy}' unknown; Megatron-Core accepts "
+                           f"{', '.join(FSDP_STRATEGIES)}")
+    return strategy
 
 
 # ------------------------------------------------------------------------------------------ Megatron-Core objects

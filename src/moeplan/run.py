@@ -32,6 +32,15 @@ DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
 # CUDA graph scopes (Megatron-Core ``cuda_graph_scope``; partial graphs that work with dropless MoE).
 CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba", "full_iteration")
 
+# Megatron-FSDP ``data_parallel_sharding_strategy`` values (distributed_data_parallel_config.py and
+# megatron/training/arguments.py --data-parallel-sharding-strategy, core_v0.14.0 .. core_v0.19.0), in
+# order of what they shard: optimizer state, + gradients, + parameters.
+FSDP_STRATEGIES = ("no_shard", "optim", "optim_grads", "optim_grads_params")
+# Optimizers moeplan models: Adam (AdamW) and Muon (megatron/core/optimizer/muon.py, core_v0.16.0+).
+OPTIMIZERS = ("adam", "muon")
+# Muon tensor-parallel modes moeplan costs (OptimizerConfig.muon_tp_mode; "distributed" is not modelled).
+MUON_TP_MODES = ("blockwise", "duplicated")
+
 
 @dataclass(frozen=True)
 class Recompute:
@@ -101,8 +110,33 @@ class RunConfig:
     cp_comm_type: str = "p2p"  # p2p (ring), a2a, allgather, a2a+p2p
     reserve_gib: float = 2.0  # CUDA context, NCCL buffers and allocator fragmentation outside the estimate
     mcore_version: str = "0.16"
+    # Megatron-FSDP (ddp use_megatron_fsdp) with this data_parallel_sharding_strategy; None = Megatron
+    # DDP with the distributed optimizer (use_distributed_optimizer)
+    fsdp: str | None = None
+    fsdp_double_buffer: bool = False  # ddp fsdp_double_buffer: two persistent buffers per FSDP unit size
+    optimizer: str = "adam"  # adam | muon (Muon on 2-D weights, Adam on embeddings, output layer, norms)
+    muon_ns_steps: int = 5  # OptimizerConfig.muon_num_ns_steps (Megatron-Core default 5)
+    muon_tp_mode: str = "blockwise"  # OptimizerConfig.muon_tp_mode (Megatron-Core default blockwise)
+    # Muon with the layer-wise distributed optimizer (optimizer 'dist_muon'): state dealt over DP; False =
+    # plain 'muon', every DP rank keeps and updates the whole state
+    muon_layer_wise: bool = True
 
     def __post_init__(self) -> None:
+        if self.fsdp is not None and self.fsdp not in FSDP_STRATEGIES:
+            raise MoeplanError(f"Megatron-FSDP sharding strategy '{self.fsdp}' unknown; choose one of "
+                               f"{', '.join(FSDP_STRATEGIES)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise MoeplanError(f"optimizer '{self.optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
+        if self.optimizer == "muon" and self.fsdp is not None:
+            # megatron/training/arguments.py (core_v0.16.0 .. core_v0.19.0):
+            # "Muon optimizer does not support Megatron-FSDP for now."
+            raise MoeplanError("Muon does not run with Megatron-FSDP (Megatron-LM arguments.py asserts "
+                               "not use_megatron_fsdp for Muon); use the distributed optimizer or Adam")
+        if self.muon_tp_mode not in MUON_TP_MODES:
+            raise MoeplanError(f"muon_tp_mode '{self.muon_tp_mode}' is not modelled; choose one of "
+                               f"{', '.join(MUON_TP_MODES)}")
+        if not (isinstance(self.muon_ns_steps, int) and self.muon_ns_steps >= 1):
+            raise MoeplanError(f"muon_num_ns_steps must be an integer >= 1, got {self.muon_ns_steps}")
         if self.precision not in PRECISIONS:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
         if self.dispatcher not in DISPATCHERS:

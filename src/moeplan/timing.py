@@ -617,6 +617,11 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     dp_group, edp = par.dp * par.cp, par.edp
     dense_bw = _busbw(gpu, dp_group, par.tp, cal)
     expert_bw = _busbw(gpu, edp, par.ep * par.etp, cal)
+    if cfg.fsdp is not None or cfg.optimizer != "adam":  # Megatron-FSDP / Muon: moeplan.fsdp, moeplan.muon
+        breakdown.update(_sharded_dp_and_optimizer_s(ctx, pipe, t_mb, breakdown["pp_bubble"], dense_p, expert_p,
+                                                     dense_bw, expert_bw))
+        items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
+        return _time_estimate(cfg, gpu, items, m, worst_rank)
     rs_time = ag_time = 0.0  # gradient reduce-scatter, parameter all-gather (distributed optimizer)
     if dp_group > 1:
         rs_time += _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
@@ -641,12 +646,82 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
         link = off * (grad_b + BF16_BYTES) / gpu.host_link_bw_bytes_per_s
         breakdown["offload"] = cpu + link
     items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
+    return _time_estimate(cfg, gpu, items, m, worst_rank)
+
+
+def _time_estimate(cfg: RunConfig, gpu: GPUSpec, items: dict[str, float], m: int, worst_rank: int) -> TimeEstimate:
+    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     step = sum(items.values())
     fpt = flops_per_token(spec, batch.seq_len, par.tp).total_flops
     tokens = batch.gbs * batch.seq_len
     tflops = fpt * tokens / step / par.gpus / 1e12
     peak = gpu.peak(cfg.precision)
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak)
+
+
+def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: float, dense_p: float,
+                                expert_p: float, dense_bw: float, expert_bw: float) -> dict[str, float]:
+    """dp_comm, optimizer and offload seconds with Megatron-FSDP (moeplan.fsdp.dp_comm_s) or Muon's
+    layer-wise distributed optimizer (moeplan.muon): DDP all-reduces the gradients (2 x a
+    reduce-scatter), the updated weights are all-gathered after the step, and each rank runs Newton-Schulz
+    on its share of the matrices at the bf16 matmul rate."""
+    from moeplan import fsdp, muon
+
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    spec, par = cfg.model, cfg.parallel
+    grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    dp_group, edp = par.dp * par.cp, par.edp
+    hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
+    out: dict[str, float] = {}
+    sh = fsdp.shards(cfg)
+    if cfg.fsdp is not None:
+        mean_unit = (dense_p + expert_p) * par.pp / max(1, spec.num_layers)
+        out["dp_comm"], _ = fsdp.dp_comm_s(cfg, dense_p, expert_p, mean_unit, t_mb, bubble, dense_bw, expert_bw,
+                                           grad_b, _ring_time)
+    else:  # Muon, layer-wise distributed optimizer
+        rs = _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw) + _ring_time(expert_p * grad_b / edp, edp, expert_bw)
+        ag = (_ring_time(dense_p * BF16_BYTES / dp_group, dp_group, dense_bw)
+              + _ring_time(expert_p * BF16_BYTES / edp, edp, expert_bw)) if sh.optimizer else 0.0
+        from moeplan.megatron import muon_dp_overlap
+
+        if cfg.dp_overlap and muon_dp_overlap(cfg.mcore_version):
+            out["dp_comm"] = max(0.0, 2 * rs - (2 * t_mb / 3 + bubble)) + max(0.0, ag - (t_mb / 3 + bubble))
+        else:  # core_v0.16: Muon asserts not overlap_grad_reduce / overlap_param_gather
+            out["dp_comm"] = 2 * rs + ag
+    # --- optimizer step on this GPU's shard (slowest pipeline rank); CPU offload of the Adam share
+    d_div = dp_group if sh.optimizer else 1
+    e_div = edp if sh.optimizer else 1
+    worst_opt = worst_off = 0.0
+    from moeplan.memory import _rank_params
+
+    for (groups, heads), stages in zip(_rank_work(spec, pipe), pipe.rank_stages):
+        dense, expert, _ = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+        if cfg.optimizer == "muon":
+            mats = muon.rank_matrices(spec, groups, sum(mtp for _, mtp in heads), par.tp, par.ep, par.etp)
+            m_dense, m_expert = muon.matrix_params(mats)
+            m_dense, m_expert = min(m_dense, dense), min(m_expert, expert)
+            ns = muon.newton_schulz(mats, cfg.muon_ns_steps, cfg.muon_tp_mode)
+            bf16_rate = _gemm_rate(gpu, "bf16")  # muon_fp32_matmul_prec 'medium': bf16 matmuls
+            ns_s = ((ns.dense_flops / d_div + ns.expert_flops / e_div) / bf16_rate
+                    + (ns.dense_bytes / d_div + ns.expert_bytes / e_div) / hbm)
+            if ns.tp_gather_bytes:
+                ns_s += ns.tp_gather_bytes / d_div / _busbw(gpu, par.tp, 1, cal)
+            muon_shard = m_dense / d_div + m_expert / e_div
+        else:
+            m_dense = m_expert = ns_s = muon_shard = 0.0
+        adam_shard = (dense - m_dense) / d_div + (expert - m_expert) / e_div
+        gpu_share = 1.0 - cfg.optimizer_offload
+        opt = (adam_shard * gpu_share * cal.optimizer_bytes_per_param
+               + muon_shard * (cal.optimizer_bytes_per_param - muon.MOMENT_TRAFFIC_BYTES)) / hbm + ns_s
+        off = 0.0
+        if cfg.optimizer_offload > 0:
+            moved = adam_shard * cfg.optimizer_offload
+            off = (moved / cal.cpu_adam_params_per_s.get(gpu.host_link, cal.cpu_adam_params_per_s["pcie5"])
+                   + moved * (grad_b + BF16_BYTES) / gpu.host_link_bw_bytes_per_s)
+        if opt + off > worst_opt + worst_off:
+            worst_opt, worst_off = opt, off
+    out["optimizer"], out["offload"] = worst_opt, worst_off
+    return out
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "attention_block_tokens", "attention_rate",
