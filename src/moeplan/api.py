@@ -161,6 +161,11 @@ def build_config(
     hardware_file: str | None = None,
     mcore_version: str = "0.16",
     cal: Calibration = DEFAULT_CALIBRATION,
+    fsdp: str | None = None,
+    fsdp_double_buffer: bool = False,
+    optimizer: str = "adam",
+    muon_ns_steps: int = 5,
+    muon_tp_mode: str = "blockwise",
 ) -> tuple[RunConfig, GPUSpec]:
     """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
     constants) only decides ``dispatcher="auto"``."""
@@ -194,6 +199,11 @@ def build_config(
         dp_overlap=dp_overlap,
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
+        fsdp=None if fsdp in (None, "", "off", "none") else fsdp,
+        fsdp_double_buffer=fsdp_double_buffer,
+        optimizer=optimizer,
+        muon_ns_steps=muon_ns_steps,
+        muon_tp_mode=muon_tp_mode,
     )
     validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
     if dispatcher == "auto":
@@ -248,6 +258,9 @@ def plan_dict(p: Any, rank: int) -> dict[str, Any]:
         "optimizer_offload": cfg.optimizer_offload,
         "grad_fp32": cfg.grad_fp32,
         "bf16_moments": cfg.bf16_moments,
+        "optimizer": cfg.optimizer,
+        "fsdp": cfg.fsdp,
+        "fsdp_double_buffer": cfg.fsdp_double_buffer,
         "memory_gib": est["memory_gib"],
         "host_memory_gib": est["host_memory_gib"],
         "capacity_gib": est["capacity_gib"],
@@ -285,10 +298,15 @@ def plan(
     grad_fp32: bool = True,
     bf16_moments: bool = False,
     cal: Calibration = DEFAULT_CALIBRATION,
+    optimizer: str = "adam",
+    fsdp: str = "auto",
+    fsdp_double_buffer: bool = False,
 ) -> dict[str, Any]:
     """Search layouts and knobs; the top plans with memory, throughput, rationale and exports.
 
-    ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string)."""
+    ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string). ``fsdp``:
+    'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
+    a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
     from moeplan.megatron import normalize_version
     from moeplan.planner import SearchSpace, search
 
@@ -305,11 +323,18 @@ def plan(
     unknown = set(fx) - {"tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "dispatcher", "recompute"}
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
-    space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom)
+    from moeplan.run import FSDP_STRATEGIES, OPTIMIZERS
+
+    if fsdp not in ("auto", "off", *FSDP_STRATEGIES):
+        raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
+    if optimizer not in OPTIMIZERS:
+        raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
+    space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
+                        fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
     result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
-                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal)
+                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer)
     closest = None
     if result.closest is not None:
         cfg, miss = result.closest
@@ -367,7 +392,8 @@ def sweep(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold:
             continue
         best = result["plans"][0]
         cfg, gpu_spec = config_from_plan(spec, best, **{k: v for k, v in plan_kw.items()
-                                                          if k not in ("headroom", "grad_fp32", "bf16_moments")})
+                                                          if k not in ("headroom", "grad_fp32", "bf16_moments",
+                                                                       "optimizer")})
         rows.append({**evaluate(cfg, gpu_spec, plan_kw.get("cal", DEFAULT_CALIBRATION)).as_dict(),
                      "label": "planned", "plan": best})
     return rows
@@ -384,4 +410,6 @@ def config_from_plan(model: str | ModelSpec, plan_row: dict[str, Any], **kwargs:
                         cuda_graphs=p["cuda_graphs"] or None, optimizer_offload=p["optimizer_offload"],
                         cp_comm_type=p["cp_comm_type"], rank_capacity_factor=p.get("rank_capacity_factor"),
                         grad_fp32=p.get("grad_fp32", True), bf16_moments=p.get("bf16_moments", False),
+                        optimizer=p.get("optimizer", "adam"), fsdp=p.get("fsdp"),
+                        fsdp_double_buffer=p.get("fsdp_double_buffer", False),
                         pipeline_layout=p.get("pipeline_layout"), **kwargs)

@@ -104,6 +104,8 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
     for text in megatron.check_settings(parsed.settings, cfg.mcore_version):
         key = text.split(":")[0].split(" ")[0]
         findings.append(Finding("error", "mcore-version", text, line=parsed.lines.get(key)))
+    for key, text in megatron.dp_assertions(parsed.settings, cfg.mcore_version):
+        findings.append(Finding("error", "mcore-assert", text, line=parsed.lines.get(key)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
                      unknown=tuple(parsed.unknown), lines=parsed.lines)

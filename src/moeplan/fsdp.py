@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from moeplan.run import FSDP_STRATEGIES, RunConfig
 
@@ -77,12 +78,6 @@ class ModelState:
     weight_fraction: float  # share of the rank's parameters present in full at the peak (FP8 copies)
 
 
-def comm_unit_elements(cfg: RunConfig, mean_unit_elements: float) -> float:
-    """``suggested_communication_unit_size`` Megatron-FSDP picks (elements)."""
-    base = 2 * mean_unit_elements if cfg.fsdp == FULL_SHARD else COMM_UNIT_FLOOR_ELEMENTS
-    return max(COMM_UNIT_FLOOR_ELEMENTS, base)
-
-
 def gathered_peak(units: Sequence[float], prefetch_elements: float, double_buffer: bool) -> float:
     """Most parameter elements all-gathered at once walking the units in forward order: the current
     unit plus the following ones until ``prefetch_elements`` are in flight (at least one); with double
@@ -106,15 +101,14 @@ def reduce_queue_peak(units: Sequence[float], capacity_elements: float, double_b
     if double_buffer:
         return max((a + b for a, b in zip(order, order[1:])), default=sum(order))
     queue: list[float] = []
-    peak = 0.0
-    for j, u in enumerate(order):
-        peak = max(peak, sum(queue) + u)  # unit j accumulating while earlier ones reduce
-        while queue and sum(queue) > capacity_elements:
-            queue.pop(0)
+    queued = peak = 0.0
+    for u in order:
+        peak = max(peak, queued + u)  # unit accumulating while earlier ones reduce
+        while queue and queued > capacity_elements:
+            queued -= queue.pop(0)
         queue.append(u)
-        if j == len(order) - 1:
-            peak = max(peak, sum(queue))
-    return peak
+        queued += u
+    return max(peak, queued)
 
 
 def buffer_bytes(cfg: RunConfig, units: Sequence[float], grad_bytes: float) -> tuple[float, float]:
@@ -126,10 +120,16 @@ def buffer_bytes(cfg: RunConfig, units: Sequence[float], grad_bytes: float) -> t
     if cfg.fsdp is None or not units:
         return 0.0, 0.0
     sh = shards(cfg)
-    unit = comm_unit_elements(cfg, sum(units) / len(units))
-    ag = gathered_peak(units, unit / 2, cfg.fsdp_double_buffer) * BF16_BYTES if sh.params else 0.0
-    rs = reduce_queue_peak(units, unit, cfg.fsdp_double_buffer) * grad_bytes if sh.gradients else 0.0
-    return ag, rs
+    gathered, queued = _peaks(tuple(units), cfg.fsdp, cfg.fsdp_double_buffer)
+    return gathered * BF16_BYTES if sh.params else 0.0, queued * grad_bytes if sh.gradients else 0.0
+
+
+@lru_cache(maxsize=4096)
+def _peaks(units: tuple[float, ...], strategy: str, double_buffer: bool) -> tuple[float, float]:
+    """(gathered, queued) peak elements of a rank's units (cached: the planner asks per ladder step)."""
+    base = 2 * sum(units) / len(units) if strategy == FULL_SHARD else COMM_UNIT_FLOOR_ELEMENTS
+    unit = max(COMM_UNIT_FLOOR_ELEMENTS, base)
+    return gathered_peak(units, unit / 2, double_buffer), reduce_queue_peak(units, unit, double_buffer)
 
 
 def model_state(cfg: RunConfig, dense: float, expert: float, units: Sequence[float], state_dense: float,
@@ -210,4 +210,4 @@ def unit_elements(layer_elements: Sequence[float], embedding: float, output: flo
 
 
 __all__ = ["COMM_UNIT_FLOOR_ELEMENTS", "FULL_SHARD", "ModelState", "SHARDS", "Shards", "buffer_bytes",
-           "comm_unit_elements", "dp_comm_s", "gathered_peak", "model_state", "reduce_queue_peak", "shards", "unit_elements"]
+           "dp_comm_s", "gathered_peak", "model_state", "reduce_queue_peak", "shards", "unit_elements"]

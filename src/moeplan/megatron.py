@@ -217,6 +217,9 @@ class _Allowed:
     fsdp_strategies: tuple[str, ...] = FSDP_STRATEGIES
     optimizers: tuple[str, ...] = ("adam", "sgd", "muon", "dist_muon")  # Megatron-LM --optimizer choices
     muon_dp_overlap: bool = True  # Muon accepts overlap_grad_reduce / overlap_param_gather (dist_muon)
+    # transformer_config.py core_v0.16/0.17: overlap_moe_expert_parallel_comm with MTP needs mtp_num_layers 1
+    # and pipeline_model_parallel_size > 1
+    ep_overlap_mtp_needs_pp: bool = False
 
 
 # The version table. Sources, Megatron-LM tag core_v<version>: transformer_config.py (recompute_modules and
@@ -237,10 +240,10 @@ _VERSION_TABLE: dict[str, _Allowed] = {
     # core_v0.17 keeps that for plain 'muon' only
     "0.16": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
-                     "dataset.sequence_length", "v0.3", muon_dp_overlap=False),
+                     "dataset.sequence_length", "v0.3", muon_dp_overlap=False, ep_overlap_mtp_needs_pp=True),
     "0.17": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
-                     "dataset.sequence_length", "v0.4"),
+                     "dataset.sequence_length", "v0.4", ep_overlap_mtp_needs_pp=True),
     "0.18": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD,
                      ("none", "local", "transformer_engine", "full_iteration"), "cuda_graph_modules",
                      _SCOPES_016[1:], ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
@@ -340,6 +343,7 @@ class MegatronFields:
     fsdp_strategies: tuple[str, ...] = ()
     optimizers: tuple[str, ...] = ()
     muon_dp_overlap: bool = False
+    ep_overlap_mtp_needs_pp: bool = False
 
     def bridge_paths(self, knob: Knob) -> tuple[str, ...]:
         """Bridge paths written on export for this version."""
@@ -367,6 +371,7 @@ def fields_for(version: str) -> MegatronFields:
         fsdp_strategies=row.fsdp_strategies,
         optimizers=row.optimizers,
         muon_dp_overlap=row.muon_dp_overlap,
+        ep_overlap_mtp_needs_pp=row.ep_overlap_mtp_needs_pp,
     )
 
 
@@ -1338,7 +1343,36 @@ def check_settings(settings: Mapping[str, object], version: str) -> list[str]:
     check("moe_flex_dispatcher_backend", f.flex_backends)
     check("cp_comm_type", f.cp_comm_types)
     check("fp8_recipe", f.fp8_recipes)
+    check("optimizer", f.optimizers)
+    if settings.get("use_megatron_fsdp") is True:
+        check("data_parallel_sharding_strategy", f.fsdp_strategies)
     return problems
+
+
+def dp_assertions(settings: Mapping[str, object], version: str) -> list[tuple[str, str]]:
+    """(field, one line) per Megatron-FSDP / Muon combination Megatron-LM or Megatron Bridge rejects:
+    megatron/training/arguments.py validate_args (core_v0.16.1 .. core_v0.19.0) and Bridge config.py
+    (v0.3.0 .. v0.6.0)."""
+    f = fields_for(version)
+    out: list[tuple[str, str]] = []
+    fsdp = settings.get("use_megatron_fsdp") is True
+    opt = settings.get("optimizer")
+    muon = isinstance(opt, str) and "muon" in opt
+    if fsdp and settings.get("ckpt_format", "torch_dist") != "fsdp_dtensor":
+        out.append(("ckpt_format", "Megatron-FSDP only supports the fsdp_dtensor checkpoint format (Megatron-LM "
+                    f"asserts it; Bridge when saving or loading), got {settings.get('ckpt_format', 'torch_dist')}"))
+    if muon and fsdp:
+        out.append(("use_megatron_fsdp", "Muon optimizer does not support Megatron-FSDP (Megatron-LM arguments.py)"))
+    if muon and settings.get("use_distributed_optimizer") is True and _vkey(f.version) < (0, 18):
+        out.append(("use_distributed_optimizer", f"Muon does not support the distributed optimizer in Megatron-Core "
+                    f"{f.version}; use optimizer dist_muon (the layer-wise distributed optimizer)"))
+    plain = opt == "muon" and not settings.get("use_layer_wise_distributed_optimizer")
+    if muon and (plain and _vkey(f.version) < (0, 18) or not f.muon_dp_overlap):
+        for key in ("overlap_grad_reduce", "overlap_param_gather"):
+            if settings.get(key) is True:
+                out.append((key, f"{opt} in Megatron-Core {f.version} does not support {key} (Megatron-LM asserts "
+                            "it off" + ("; dist_muon allows it from 0.17)" if f.muon_dp_overlap is False else ")")))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ settings -> plan

@@ -468,6 +468,15 @@ def _rank_units(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int
     return unit_elements(layers, embedding, output)
 
 
+@lru_cache(maxsize=4096)
+def _rank_muon_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep: int, etp: int) -> tuple[float, float]:
+    """(dense, expert) Muon-managed parameters per GPU of a rank (moeplan.muon)."""
+    from moeplan import muon
+
+    groups = tuple(g for st in stages for g in _stage_groups(spec, st))
+    return muon.matrix_params(muon.rank_matrices(spec, groups, sum(st.mtp for st in stages), tp, ep, etp))
+
+
 def _model_state(cfg: RunConfig, prof: RankProfile, adam_bytes: float, grad_bytes: float) -> Any:
     """Weights, gradients, optimizer state and FSDP buffers of one rank (moeplan.fsdp.model_state):
     Muon holds MUON_STATE_BYTES per 2-D weight, Adam ``adam_bytes`` per other parameter; CPU offload
@@ -478,9 +487,7 @@ def _model_state(cfg: RunConfig, prof: RankProfile, adam_bytes: float, grad_byte
     stages = tuple(st for _, st in prof.chunks)
     dense, expert = prof.dense_params, prof.expert_params
     if cfg.optimizer == "muon":
-        groups = tuple(g for st in stages for g in _stage_groups(spec, st))
-        mtp = sum(st.mtp for st in stages)
-        m_dense, m_expert = muon.matrix_params(muon.rank_matrices(spec, groups, mtp, par.tp, par.ep, par.etp))
+        m_dense, m_expert = _rank_muon_params(spec, stages, par.tp, par.ep, par.etp)
         m_dense, m_expert = min(m_dense, dense), min(m_expert, expert)
     else:
         m_dense = m_expert = 0.0

@@ -91,6 +91,8 @@ class SearchSpace:
     cuda_graphs: bool = True
     optimizer_offload: bool = True
     headroom: float = DEFAULT_HEADROOM
+    fsdp: str = "auto"  # auto: Megatron-FSDP (optim_grads_params) beside the distributed optimizer; off; a strategy
+    fsdp_double_buffer: bool = False
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -139,10 +141,36 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
     return out
 
 
-def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int) -> float:
-    """Weights + gradients per GPU averaged over pipeline ranks: nothing in the ladder removes them."""
+def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int, sharding: str | None = None) -> float:
+    """Weights + gradients per GPU averaged over pipeline ranks: nothing in the ladder removes them
+    (Megatron-FSDP shards them over the data-parallel groups as its strategy says)."""
     dense, expert = average_params_per_gpu(spec, par)
-    return (dense + expert) * (BF16_BYTES + grad_bytes)
+    if sharding is None:
+        return (dense + expert) * (BF16_BYTES + grad_bytes)
+    from moeplan.fsdp import SHARDS
+
+    sh = SHARDS[sharding]
+    sharded = dense / (par.dp * par.cp) + expert / par.edp
+    return ((sharded if sh.params else dense + expert) * BF16_BYTES
+            + (sharded if sh.gradients else dense + expert) * grad_bytes)
+
+
+def _sharding_options(space: SearchSpace, mcore_version: str, optimizer: str) -> tuple[str | None, ...]:
+    """Data-parallel sharding choices searched: the distributed optimizer (None) and, where Megatron-Core
+    has it and the optimizer allows it (Muon does not run under Megatron-FSDP), Megatron-FSDP fully
+    sharded; or the strategy the user pinned."""
+    from moeplan.fsdp import FULL_SHARD
+
+    has_fsdp = bool(fields_for(mcore_version).fsdp_strategies)
+    if space.fsdp == "off":
+        return (None,)
+    if space.fsdp != "auto":
+        if not has_fsdp:
+            raise MoeplanError(f"Megatron-FSDP needs Megatron-Core >= 0.14, target is {mcore_version}")
+        if optimizer == "muon":
+            raise MoeplanError("Muon does not run with Megatron-FSDP (Megatron-LM arguments.py); use --fsdp off")
+        return (space.fsdp,)
+    return (None, FULL_SHARD) if has_fsdp and optimizer == "adam" else (None,)
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -219,6 +247,11 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
     return best, smallest
 
 
+def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunConfig:
+    """The layout's configuration with a data-parallel sharding choice."""
+    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=space.fsdp_double_buffer if sharding else False)
+
+
 def _partial_graphs_supported(version: str) -> bool:
     """Per-module CUDA graph scopes (attn, moe_router, moe_preprocess) exist from Megatron-Core 0.16."""
     return PARTIAL_GRAPH_SCOPES <= set(fields_for(version).cuda_graph_scopes)
@@ -260,7 +293,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            top: int = 5, space: SearchSpace = SearchSpace(), moe_imbalance: float = 1.0,
            mcore_version: str = "0.16", reserve_gib: float = 2.0, allow_gbs_reduction: bool = True,
            progress: object = None, grad_fp32: bool = True, bf16_moments: bool = False,
-           cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
+           cal: Calibration = DEFAULT_CALIBRATION, optimizer: str = "adam") -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
     ``cal`` holds the timing constants (default: the fitted ones)."""
@@ -270,7 +303,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     budget = gpu.hbm_bytes * (1 - space.headroom)
     requested = gbs
     notes: list[str] = []
-    numerics = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments}
+    numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
                           mcore_version, reserve_gib, budget, progress, numerics, cal)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
@@ -295,7 +328,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
 
 def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
                  space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
-                 budget: float, progress: object, numerics: dict[str, bool],
+                 budget: float, progress: object, numerics: dict[str, object],
                  cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
@@ -306,6 +339,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
     ladder = recompute_ladder(spec, seq_len, mcore_version)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
+    shardings = _sharding_options(space, mcore_version, str(numerics["optimizer"]))
     candidates: list[Candidate] = []
     closest: tuple[RunConfig, float] | None = None
     considered = feasible = 0
@@ -316,18 +350,28 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         considered += 1
         if advance:
             advance()
-        static = _static_lower_bound(spec, par, grad_bytes) + reserve_gib * GIB
-        if static > budget:
+        statics = {sh: _static_lower_bound(spec, par, grad_bytes, sh) + reserve_gib * GIB for sh in shardings}
+        usable = [sh for sh in shardings if statics[sh] <= budget]
+        if not usable:
+            static = min(statics.values())
             if closest is None or static - budget < closest[1]:
-                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision), static - budget)
+                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
+                                     **numerics), static - budget)  # type: ignore[arg-type]
             continue
         pipe = build_pipeline(spec, par)
         cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
                         dispatcher="alltoall", moe_imbalance=moe_imbalance,
-                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)
+                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
-        cand, smallest = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, cal)
+        # first sharding choice that can fit (the distributed optimizer first; FSDP is tried on the good
+        # layouts in phase 2 as well)
+        cand, smallest = None, math.inf
+        for sh in usable:
+            cand, small = _cheapest_fitting(_base_cfg(cfg, sh, space), gpu, pipe, space, ladder, budget, cal)
+            smallest = min(smallest, small)
+            if cand is not None:
+                break
         if cand is None:
             if closest is None or smallest - budget < closest[1]:
                 closest = (cfg, smallest - budget)
@@ -335,7 +379,15 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         feasible += 1
         candidates.append(cand)
     candidates.sort(key=lambda c: -c.tokens_per_s_per_gpu)
-    refined = [_refine(c, gpu, space, ladder, budget, cal) for c in candidates[: max(REFINE_MIN, 2 * top)]]
+    head = candidates[: max(REFINE_MIN, 2 * top)]
+    for c in list(head):  # the other sharding choices on the good layouts (freeing memory can drop recompute)
+        for sharding in shardings:
+            if sharding != c.cfg.fsdp:
+                alt, _ = _cheapest_fitting(_base_cfg(c.cfg, sharding, space), gpu, c.pipeline, space, ladder,
+                                           budget, cal)
+                if alt is not None:
+                    head.append(alt)
+    refined = [_refine(c, gpu, space, ladder, budget, cal) for c in head]
     refined.sort(key=lambda c: -c.tokens_per_s_per_gpu)
     return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest)  # type: ignore[arg-type]
 

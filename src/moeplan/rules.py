@@ -94,6 +94,9 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _recompute(cfg, est, ev, lines)
     findings += _dispatcher(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
+    from moeplan.sharding_rules import lint_sharding  # distributed optimizer vs Megatron-FSDP, Muon
+
+    findings += lint_sharding(cfg, est, ev, lines)
     return sort_findings(findings)
 
 

@@ -163,10 +163,15 @@ class RunConfig:
     def ep_overlap_allowed(self) -> bool:
         """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
         another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
-        (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute."""
-        from moeplan.megatron import version_key
+        (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute; with
+        MTP in core_v0.16/0.17 also a single MTP layer and PP > 1."""
+        from moeplan.megatron import fields_for, version_key
 
         par = self.parallel
+        if self.model.mtp_layers and fields_for(self.mcore_version).ep_overlap_mtp_needs_pp:
+            # core_v0.16/0.17 transformer_config.py: with MTP, one MTP layer and PP > 1
+            if self.model.mtp_layers > 1 or par.pp == 1:
+                return False
         return (par.ep > 1 and self.batch.microbatches(par.dp) > 1 and (par.pp == 1 or par.vpp > 1)
                 and self.recompute.granularity != "full" and version_key(self.mcore_version) >= (0, 14))
 
