@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's chromium for the headless HTML-report test (tests/test_plots_report.py).
+# Install Debian's chromium for the headless HTML-report test (tests/unit/test_plots_report.py).
 # fonts-dejavu-core: the font the inline SVG plots name (recommends are skipped to keep it small).
 # Idempotent: does nothing when a chromium binary is already on PATH. Never fails the build:
 # without root or without network it prints a warning and exits 0 (the test then skips).

@@ -12,9 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moeplan.activations import layer_tensors
+from moeplan.estimate import Evaluator
+from moeplan.estimate import evaluate as _evaluate
+from moeplan.flops import attention_core_fwd_flops, layer_gemms
 from moeplan.hardware import GPUSpec
-from moeplan.models.spec import DenseMLP, GatedDeltaNet, MoE, ModelSpec
+from moeplan.megatron.fields import fields_for, version_key
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
+from moeplan.parallel import replace_parallel
 from moeplan.run import Recompute, RunConfig
+from moeplan.timing import DEFAULT_CALIBRATION
 
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
@@ -26,13 +32,6 @@ FLOPS_PER_BYTE = 240.0
 
 # Share of HBM the planner leaves free by default; the linter's recommended fixes are held to it too.
 DEFAULT_HEADROOM = 0.10
-
-
-def version_tuple(version: str) -> tuple[int, int]:
-    """(major, minor) of a Megatron-Core version (moeplan.megatron's parser; MoeplanError if unknown)."""
-    from moeplan.megatron import version_key
-
-    return version_key(version)
 
 
 def cp_start(seq_len: int) -> int:
@@ -70,8 +69,6 @@ def applicable_modules(spec: ModelSpec, seq_len: int, version: str) -> list[str]
         mods.append("gdn_norm_out")
     if seq_len < LONG_CONTEXT_TOKENS:
         mods.append("core_attn")
-    from moeplan.megatron import fields_for
-
     allowed = fields_for(version).recompute_modules  # the version table
     return [m for m in mods if m in allowed]
 
@@ -86,9 +83,6 @@ def _module_value(spec: ModelSpec, module: str, seq_len: int) -> tuple[float, fl
     """(bytes saved per token over the model, recompute cost per token in FLOP-equivalents):
     GEMM FLOPs the label re-runs, attention FLOPs for core_attn, and bytes x FLOPS_PER_BYTE for the
     element-wise labels (layernorm, moe_act, gdn_norm_out)."""
-    from moeplan.flops import attention_core_fwd_flops, layer_gemms
-    from moeplan.models.spec import Attention
-
     saved = cost = 0.0
     for layer, n in spec.layer_groups():
         top_k = layer.mlp.top_k if isinstance(layer.mlp, MoE) else 1
@@ -143,7 +137,7 @@ def dispatcher_candidates(cfg: RunConfig, gpu: GPUSpec) -> list[str]:
     if cfg.parallel.ep <= 1 or cfg.model.first_moe is None:
         return ["alltoall"]
     out = ["hybridep", "alltoall"] if gpu.is_nvl72 else ["deepep", "hybridep", "alltoall"]
-    if version_tuple(cfg.mcore_version) < (0, 16):
+    if version_key(cfg.mcore_version) < (0, 16):
         out = [d for d in out if d != "hybridep"]
     return out
 
@@ -159,11 +153,6 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                  cal: Any = None) -> list[Reason]:
     """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
     Each sentence compares the plan with the alternative it rules out, using fresh estimates."""
-    from moeplan.estimate import Evaluator
-    from moeplan.estimate import evaluate as _evaluate
-    from moeplan.parallel import replace_parallel
-    from moeplan.timing import DEFAULT_CALIBRATION
-
     cal = cal or DEFAULT_CALIBRATION
     try_eval = Evaluator(gpu, budget, cal=cal)
 
@@ -286,8 +275,6 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
     else:
         launch = est.time.breakdown_s.get("launch_overhead", 0.0)
         scopes = frozenset({"attn", "moe_router", "moe_preprocess"} if cfg.model.first_moe else {"attn", "mlp"})
-        from moeplan.megatron import fields_for
-
         if not scopes <= set(fields_for(cfg.mcore_version).cuda_graph_scopes):
             why = f"Megatron-Core {cfg.mcore_version} has no per-module graph scopes"
             nums = {}

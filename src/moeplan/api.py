@@ -1,10 +1,13 @@
-"""Python API: the functions the CLI calls, returning plain JSON-ready dicts.
+"""Python API: the functions the CLI calls. Typed results (:class:`Estimate`, :class:`PlanReport` of
+:class:`~moeplan.planner.Plan`, :class:`SweepPoint`); ``estimate``, ``plan`` and ``sweep`` give the same as
+JSON-ready dicts (their ``as_dict()``), the edge the CLI prints with ``--json``.
 
 Each function takes a MODEL as a catalog name, a config.json path or a :class:`ModelSpec`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
@@ -12,12 +15,19 @@ from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.knobs import knob_problem
+from moeplan.megatron.export import to_megatron_lm_args, to_overrides, to_yaml
+from moeplan.megatron.fields import normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
-from moeplan.run import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, Recompute, RunConfig
+from moeplan.planner import Plan, PlanResult, SearchSpace, search
+from moeplan.timeline import Timeline, build_timeline
+from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
+from moeplan.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
+                           OPTIMIZERS)
 
 
 def resolve_model(model: str | ModelSpec) -> ModelSpec:
@@ -105,29 +115,6 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFA
     return min(candidates, key=lambda d: times[d])
 
 
-def knob_problem(cfg: RunConfig, gpu: GPUSpec) -> str | None:
-    """Why the knobs do not work with this layout (one line), or None: cp_comm_type a2a splits the
-    heads over CP; EP A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute."""
-    from moeplan.megatron import sync_free_moe
-    from moeplan.models.spec import Attention
-    from moeplan.timing import cp_comm_allowed
-
-    par = cfg.parallel
-    if par.cp > 1 and cfg.cp_comm_type != "p2p":
-        for m in cfg.model.distinct_mixers:
-            if isinstance(m, Attention) and not cp_comm_allowed(m, par.tp, par.cp, cfg.cp_comm_type, gpu.nvlink_domain):
-                kv = m.num_heads if m.is_mla else m.num_kv_heads
-                return (f"cp_comm_type {cfg.cp_comm_type} splits heads over CP: {m.num_heads} heads / {kv} KV heads "
-                        f"over TP {par.tp} cannot be divided among CP {par.cp} (its NVLink-domain part for a2a+p2p)")
-    if cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or not sync_free_moe(cfg.mcore_version)):
-        return ("moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
-                "Megatron-Core 0.18+")
-    if cfg.ep_overlap and not cfg.ep_overlap_allowed:
-        return ("EP A2A overlap (overlap_moe_expert_parallel_comm) needs EP > 1, several micro-batches, PP 1 or "
-                "VPP > 1, no full recompute and Megatron-Core 0.14+")
-    return None
-
-
 def build_config(
     model: str | ModelSpec,
     *,
@@ -157,20 +144,22 @@ def build_config(
     grad_fp32: bool = True,
     bf16_moments: bool = False,
     dp_overlap: bool = True,
-    reserve_gib: float = 2.0,
+    tp_comm_overlap: bool = True,
+    offload_overlap: bool = True,
+    precision_aware_optimizer: bool | None = None,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
     hardware_file: str | None = None,
-    mcore_version: str = "0.16",
+    mcore_version: str = DEFAULT_MCORE_VERSION,
     cal: Calibration = DEFAULT_CALIBRATION,
     fsdp: str | None = None,
     fsdp_double_buffer: bool = False,
     optimizer: str = "adam",
     muon_ns_steps: int = 5,
     muon_tp_mode: str = "blockwise",
+    muon_layer_wise: bool = True,
 ) -> tuple[RunConfig, GPUSpec]:
     """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
     constants) only decides ``dispatcher="auto"``."""
-    from moeplan.megatron import normalize_version
-
     spec = resolve_model(model)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
@@ -193,10 +182,13 @@ def build_config(
         capacity_factor=capacity_factor,
         rank_capacity_factor=rank_capacity_factor,
         ep_overlap=ep_overlap,
-        cp_comm_type=cp_comm_type,
+        cp_comm_type="p2p" if cp_comm_type == "auto" else cp_comm_type,
         grad_fp32=grad_fp32,
         bf16_moments=bf16_moments,
         dp_overlap=dp_overlap,
+        tp_comm_overlap=tp_comm_overlap,
+        offload_overlap=offload_overlap,
+        precision_aware_optimizer=precision_aware_optimizer,
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
         fsdp=None if fsdp in (None, "", "off", "none") else fsdp,
@@ -204,21 +196,44 @@ def build_config(
         optimizer=optimizer,
         muon_ns_steps=muon_ns_steps,
         muon_tp_mode=muon_tp_mode,
+        muon_layer_wise=muon_layer_wise,
     )
     validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
+    if cp_comm_type == "auto":  # the planner's choice: least attention + exposed CP communication
+        from moeplan.timing import best_cp_comm_type
+
+        cfg = cfg.with_(cp_comm_type=best_cp_comm_type(cfg, gpu_spec, cal))
     problem = knob_problem(cfg, gpu_spec)
     if problem:
-        raise MoeplanError(problem)
+        raise MoeplanError(problem.message)
     return cfg, gpu_spec
 
 
-def estimate(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, **kwargs: Any) -> dict[str, Any]:
-    """Memory and throughput of one layout, as a JSON-ready dict (see :func:`build_config`);
-    ``cal``: the timing constants (default: the fitted ones)."""
+def estimate_run(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, **kwargs: Any) -> Estimate:
+    """Memory and throughput of one layout (see :func:`build_config`); ``cal``: the timing constants
+    (default: the fitted ones)."""
     cfg, gpu = build_config(model, cal=cal, **kwargs)
-    return evaluate(cfg, gpu, cal).as_dict()
+    return evaluate(cfg, gpu, cal)
+
+
+def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
+    """:func:`estimate_run` as a JSON-ready dict (what ``moeplan estimate --json`` prints)."""
+    return estimate_run(model, **kwargs).as_dict()
+
+
+def timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> Timeline:
+    """One iteration of a configuration laid out in time (see :mod:`moeplan.timeline`); write it with
+    :func:`moeplan.timeline.chrome_trace_bytes` or draw it with :func:`moeplan.plots.timeline_figure`."""
+    return build_timeline(cfg, gpu, cal)
+
+
+def estimate_with_timeline(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION,
+                           **kwargs: Any) -> tuple[dict[str, Any], Timeline]:
+    """:func:`estimate` and the :func:`timeline` of the same configuration."""
+    cfg, gpu = build_config(model, cal=cal, **kwargs)
+    return evaluate(cfg, gpu, cal).as_dict(), build_timeline(cfg, gpu, cal)
 
 
 # ----------------------------------------------------------------------------------- plan
@@ -226,16 +241,14 @@ def estimate(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, 
 
 def _exports(cfg: RunConfig) -> dict[str, Any]:
     """Megatron Bridge overrides, YAML and Megatron-LM flags of a configuration."""
-    from moeplan import megatron
-
     return {
-        "overrides": megatron.to_overrides(cfg, cfg.mcore_version),
-        "yaml": megatron.to_yaml(cfg, cfg.mcore_version),
-        "megatron_lm_args": megatron.to_megatron_lm_args(cfg, cfg.mcore_version),
+        "overrides": to_overrides(cfg, cfg.mcore_version),
+        "yaml": to_yaml(cfg, cfg.mcore_version),
+        "megatron_lm_args": to_megatron_lm_args(cfg, cfg.mcore_version),
     }
 
 
-def plan_dict(p: Any, rank: int) -> dict[str, Any]:
+def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
     """One plan as a JSON-ready dict (the keys `moeplan plan --json` promises)."""
     est = p.estimate.as_dict()
     cfg = p.config
@@ -276,7 +289,56 @@ def plan_dict(p: Any, rank: int) -> dict[str, Any]:
     return out
 
 
-def plan(
+@dataclass(frozen=True)
+class PlanReport:
+    """The answer of a plan search: the ranked plans (each carries its config and estimate), the question
+    asked, and what the search saw."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    gpus: int
+    seq_len: int
+    precision: str
+    headroom: float
+    result: PlanResult
+
+    @property
+    def plans(self) -> list[Plan]:
+        return self.result.plans
+
+    @property
+    def best(self) -> Plan | None:
+        return self.result.plans[0] if self.result.plans else None
+
+    def closest_dict(self) -> dict[str, Any] | None:
+        """The layout that misses by least (only when nothing fits)."""
+        if self.result.closest is None or self.result.plans:
+            return None
+        cfg, miss = self.result.closest
+        return {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
+                "memory_gib_budget": self.gpu.hbm_bytes * (1 - self.headroom) / GIB}
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "model": self.model.name,
+            "gpu": self.gpu.name,
+            "gpus": self.gpus,
+            "seq_len": self.seq_len,
+            "requested_gbs": r.requested_gbs,
+            "gbs": r.gbs,
+            "precision": self.precision,
+            "headroom": self.headroom,
+            "layouts_considered": r.layouts_considered,
+            "layouts_feasible": r.layouts_feasible,
+            "layouts_evaluated": r.layouts_evaluated,
+            "notes": r.notes,
+            "closest": self.closest_dict(),
+            "plans": [plan_dict(p, i + 1) for i, p in enumerate(r.plans)],
+        }
+
+
+def search_plans(
     model: str | ModelSpec,
     *,
     gpu: str | GPUSpec = "h100",
@@ -287,8 +349,8 @@ def plan(
     top: int = 5,
     headroom: float = DEFAULT_HEADROOM,
     moe_imbalance: float = 1.0,
-    reserve_gib: float = 2.0,
-    mcore_version: str = "0.16",
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+    mcore_version: str = DEFAULT_MCORE_VERSION,
     hardware_file: str | None = None,
     fixed: dict[str, Any] | None = None,
     cuda_graphs: bool = True,
@@ -301,15 +363,12 @@ def plan(
     optimizer: str = "adam",
     fsdp: str = "auto",
     fsdp_double_buffer: bool = False,
-) -> dict[str, Any]:
-    """Search layouts and knobs; the top plans with memory, throughput, rationale and exports.
+) -> PlanReport:
+    """Search layouts and knobs; the top plans with memory, throughput and rationale.
 
     ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string). ``fsdp``:
     'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
     a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
-    from moeplan.megatron import normalize_version
-    from moeplan.planner import SearchSpace, search
-
     mcore_version = normalize_version(mcore_version)
     spec = resolve_model(model)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
@@ -323,8 +382,6 @@ def plan(
     unknown = set(fx) - {"tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "dispatcher", "recompute"}
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
-    from moeplan.run import FSDP_STRATEGIES, OPTIMIZERS
-
     if fsdp not in ("auto", "off", *FSDP_STRATEGIES):
         raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
     if optimizer not in OPTIMIZERS:
@@ -335,26 +392,12 @@ def plan(
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer)
-    closest = None
-    if result.closest is not None:
-        cfg, miss = result.closest
-        closest = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
-                   "memory_gib_budget": gpu_spec.hbm_bytes * (1 - headroom) / GIB}
-    return {
-        "model": spec.name,
-        "gpu": gpu_spec.name,
-        "gpus": gpus,
-        "seq_len": seq_len,
-        "requested_gbs": result.requested_gbs,
-        "gbs": result.gbs,
-        "precision": precision,
-        "headroom": headroom,
-        "layouts_considered": result.layouts_considered,
-        "layouts_feasible": result.layouts_feasible,
-        "notes": result.notes,
-        "closest": closest if not result.plans else None,
-        "plans": [plan_dict(p, i + 1) for i, p in enumerate(result.plans)],
-    }
+    return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
+
+
+def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
+    """:func:`search_plans` as a JSON-ready dict (``plans`` is what ``moeplan plan --json`` prints)."""
+    return search_plans(model, **kwargs).as_dict()
 
 
 # ----------------------------------------------------------------------------------- sweep / explain
@@ -364,52 +407,64 @@ def gbs_for(seq_len: int, gbs_tokens: int) -> int:
     """Sequences per global batch that hold ``gbs_tokens`` tokens at ``seq_len`` (at least 1)."""
     if gbs_tokens < seq_len:
         raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is less than one sequence of {seq_len:,} tokens")
+    if gbs_tokens % seq_len:
+        lo = gbs_tokens // seq_len
+        raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is not a whole number of {seq_len:,}-token sequences "
+                           f"({gbs_tokens / seq_len:,.2f}); use {lo * seq_len:,} (GBS {lo}) or "
+                           f"{(lo + 1) * seq_len:,} (GBS {lo + 1})")
     return gbs_tokens // seq_len
 
 
-def sweep(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
-          progress: Any = None, **kwargs: Any) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SweepPoint:
+    """One sequence length of a sweep: the held layout's or the best plan's estimate, or nothing that fits."""
+
+    seq_len: int
+    gbs: int
+    label: str  # "held layout" or "planned"
+    estimate: Estimate | None
+    plan: Plan | None = None
+    closest: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.estimate is None:
+            return {"seq_len": self.seq_len, "gbs": self.gbs, "fits": False, "label": self.label, "plan": None,
+                    "closest": self.closest}
+        return {**self.estimate.as_dict(), "label": self.label,
+                "plan": plan_dict(self.plan, 1) if self.plan is not None else None}
+
+
+_PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "headroom",
+              "grad_fp32", "bf16_moments", "cal", "optimizer")
+
+
+def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
+                 progress: Any = None, **kwargs: Any) -> list[SweepPoint]:
     """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length."""
     spec = resolve_model(model)
-    rows = []
+    for s in seq_lens:  # every length checked before any work
+        gbs_for(s, gbs_tokens)
+    points = []
     if progress is not None and hasattr(progress, "start") and hold is not None:
         progress.start(len(seq_lens))
     for s in seq_lens:
         gbs = gbs_for(s, gbs_tokens)
         if hold is not None:
-            est = estimate(spec, seq_len=s, gbs=gbs, **kwargs, **hold)
+            est = estimate_run(spec, seq_len=s, gbs=gbs, **kwargs, **hold)
             if progress is not None and hasattr(progress, "advance"):
                 progress.advance()
-            rows.append({**est, "label": "held layout", "plan": None})
+            points.append(SweepPoint(s, gbs, "held layout", est))
             continue
-        plan_kw = {k: v for k, v in kwargs.items() if k in ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance",
-                                                             "reserve_gib", "mcore_version", "headroom",
-                                                             "grad_fp32", "bf16_moments", "cal")}
-        result = plan(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
-        if not result["plans"]:
-            rows.append({"seq_len": s, "gbs": gbs, "fits": False, "label": "planned", "plan": None,
-                         "closest": result["closest"]})
-            continue
-        best = result["plans"][0]
-        cfg, gpu_spec = config_from_plan(spec, best, **{k: v for k, v in plan_kw.items()
-                                                          if k not in ("headroom", "grad_fp32", "bf16_moments",
-                                                                       "optimizer")})
-        rows.append({**evaluate(cfg, gpu_spec, plan_kw.get("cal", DEFAULT_CALIBRATION)).as_dict(),
-                     "label": "planned", "plan": best})
-    return rows
+        plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS}
+        report = search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
+        best = report.best
+        if best is None:
+            points.append(SweepPoint(s, gbs, "planned", None, closest=report.closest_dict()))
+        else:
+            points.append(SweepPoint(s, gbs, "planned", best.estimate, best))
+    return points
 
 
-def config_from_plan(model: str | ModelSpec, plan_row: dict[str, Any], **kwargs: Any) -> tuple[RunConfig, GPUSpec]:
-    """The :class:`RunConfig` of a plan dict (``plan(...)["plans"][i]``); ``kwargs`` as build_config
-    (gpu, gpus, precision, hardware_file, ...)."""
-    p = plan_row
-    kwargs.setdefault("precision", p["precision"])
-    return build_config(model, seq_len=p["seq_len"], gbs=p["gbs"], mbs=p["mbs"],
-                        **{k: p["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")},
-                        recompute=p["recompute"], dispatcher=p["dispatcher"], ep_overlap=p["ep_overlap"],
-                        cuda_graphs=p["cuda_graphs"] or None, optimizer_offload=p["optimizer_offload"],
-                        cp_comm_type=p["cp_comm_type"], rank_capacity_factor=p.get("rank_capacity_factor"),
-                        grad_fp32=p.get("grad_fp32", True), bf16_moments=p.get("bf16_moments", False),
-                        optimizer=p.get("optimizer", "adam"), fsdp=p.get("fsdp"),
-                        fsdp_double_buffer=p.get("fsdp_double_buffer", False),
-                        pipeline_layout=p.get("pipeline_layout"), **kwargs)
+def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`sweep_points` as JSON-ready rows (what ``moeplan sweep --json`` prints)."""
+    return [p.as_dict() for p in sweep_points(model, **kwargs)]

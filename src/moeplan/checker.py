@@ -1,7 +1,7 @@
 """`moeplan check`: read an existing run config, estimate it, and lint it (moeplan.rules).
 
 Reads Megatron Bridge YAML (ConfigContainer), Hydra-style overrides or Megatron-LM arguments
-(moeplan.megatron). The model comes from ``--model`` or, when the file carries the architecture
+(moeplan.megatron.read). The model comes from ``--model`` or, when the file carries the architecture
 (num_layers, hidden_size, num_moe_experts, ...), from the catalog entry it matches.
 """
 
@@ -11,11 +11,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from moeplan.errors import MoeplanError
+from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.megatron.fields import check_settings, dp_assertions
+from moeplan.megatron.asserts import FileView, tripped
+from moeplan.megatron.mcore import build_mcore_config
+from moeplan.megatron.read import known_keys, read_run_file
+from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import check_layout, layout_from_split_options
 from moeplan.rules import Finding, lint, sort_findings
 from moeplan.run import RunConfig
+from moeplan.vocab import DEFAULT_MCORE_VERSION
 
 # Megatron-Core architecture fields and how to read them off a ModelSpec (for matching a model).
 _ARCH_KEYS = {
@@ -47,33 +54,47 @@ class CheckResult:
     gpu: GPUSpec
     kind: str
     findings: list[Finding]
-    estimate: dict[str, Any] | None = None
+    estimate: Estimate | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
         return sum(1 for f in self.findings if f.severity == "error")
 
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "warning")
+
+    @property
+    def infos(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "info")
+
+    def summary(self) -> str:
+        """'1 error, 2 warnings, 3 information findings'."""
+        def n(count: int, word: str, plural: str) -> str:
+            return f"{count} {word if count == 1 else plural}"
+        return ", ".join((n(self.errors, "error", "errors"), n(self.warnings, "warning", "warnings"),
+                          n(self.infos, "information finding", "information findings")))
+
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": self.config.model.name, "gpu": self.gpu.name,
                 "gpus": self.config.parallel.gpus, "errors": self.errors,
-                "warnings": sum(1 for f in self.findings if f.severity == "warning"),
-                "findings": [f.as_dict() for f in self.findings], "estimate": self.estimate}
+                "warnings": self.warnings, "infos": self.infos,
+                "findings": [f.as_dict() for f in self.findings],
+                "estimate": self.estimate.as_dict() if self.estimate is not None else None}
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
              hardware_file: str | None = None, mcore_version: str | None = None,
              seq_len: int | None = None) -> tuple[RunConfig, GPUSpec, Any]:
     """(RunConfig, GPU, parsed file) for a run file."""
-    from moeplan import megatron
-
-    parsed = megatron.read_run_file(path)
+    parsed = read_run_file(path)
     spec = load_model(model) if model else infer_model(parsed.architecture, path)
     if gpus is None:
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
     gpu_spec = load_gpu(gpu, hardware_file)
-    version = mcore_version or megatron.DEFAULT_VERSION
-    cfg = megatron.run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name, mcore_version=version)
+    version = mcore_version or DEFAULT_MCORE_VERSION
+    cfg = run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name, mcore_version=version)
     arch = parsed.architecture
     if cfg.parallel.pipeline_layout is None:
         layout = layout_from_split_options(
@@ -92,8 +113,6 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
           run_mcore: bool = False) -> CheckResult:
     """Findings for a run file, errors first, with the estimate when the layout is valid."""
-    from moeplan import api, megatron
-
     if not 0.0 <= headroom < 1.0:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
     cfg, gpu_spec, parsed = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
@@ -101,33 +120,77 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
     findings: list[Finding] = []
     for text in parsed.conflicts:
         findings.append(Finding("error", "conflict", text))
-    for text in megatron.check_settings(parsed.settings, cfg.mcore_version):
-        key = text.split(":")[0].split(" ")[0]
-        findings.append(Finding("error", "mcore-version", text, line=parsed.lines.get(key)))
-    for key, text in megatron.dp_assertions(parsed.settings, cfg.mcore_version):
-        findings.append(Finding("error", "mcore-assert", text, line=parsed.lines.get(key)))
+    for problem in check_settings(parsed.settings, cfg.mcore_version):
+        findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
+    for problem in dp_assertions(parsed.settings, cfg.mcore_version):  # Megatron-FSDP / Muon combinations
+        findings.append(Finding("error", "mcore-assert", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
-                     unknown=tuple(parsed.unknown), lines=parsed.lines)
+                     unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind))
+    view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
+    for rule, message in tripped(view):
+        findings.append(Finding(rule.severity, f"mcore-{rule.id}", f"Megatron-Core rejects this ({rule.source}): "
+                                f"{message}" if rule.severity == "error" else f"Megatron-Core warns ({rule.source}): "
+                                f"{message}", numbers={"source": rule.source}, line=parsed.lines.get(rule.field)))
     if run_mcore:
-        try:
-            megatron.build_mcore_config(cfg)
-        except MoeplanError as exc:
-            findings.append(Finding("error", "mcore", str(exc)))
+        findings += _run_mcore(cfg)
     estimate = None
     if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
-        estimate = api.evaluate(cfg, gpu_spec).as_dict()
+        estimate = evaluate(cfg, gpu_spec)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 
 
-def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
-                  hardware_file: str | None = None, seq_len: int | None = None) -> dict[str, Any]:
-    """Estimate of a run file (optionally at another sequence length), for `moeplan explain`."""
-    from moeplan import api
+# Files whose warnings are about a config (the rest: import-time notices about this machine, deprecations).
+_CONFIG_WARNING_FILES = ("transformer_config.py", "model_parallel_config.py", "optimizer_config.py",
+                         "distributed_data_parallel_config.py")
 
+
+def _default_config_warnings() -> set[str]:
+    """Warnings Megatron-Core gives for its own defaults (e.g. 0.16's default cuda_graph_scope 'full'):
+    true of every config, so not findings about this one."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            from megatron.core.transformer.transformer_config import TransformerConfig
+
+            TransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=1)
+        except Exception:  # noqa: BLE001 - only the warnings matter here
+            pass
+    return {" ".join(str(w.message).split()) for w in caught}
+
+
+def _run_mcore(cfg: RunConfig) -> list[Finding]:
+    """Megatron-Core's TransformerConfig built from the run: its error, and the UserWarnings its config
+    checks give for this run as information findings (captured, so nothing reaches stderr)."""
+    import warnings
+
+    out: list[Finding] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            build_mcore_config(cfg)
+        except MoeplanError as exc:
+            out.append(Finding("error", "mcore", str(exc)))
+        defaults = _default_config_warnings() if caught else set()
+    seen: set[str] = set()
+    for w in caught:
+        text = " ".join(str(w.message).split())
+        if text in seen or text in defaults or not str(w.filename).endswith(_CONFIG_WARNING_FILES):
+            continue
+        seen.add(text)
+        out.append(Finding("info", "mcore-warning", f"Megatron-Core warns: {text}",
+                           numbers={"category": w.category.__name__}))
+    return out
+
+
+def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
+                  hardware_file: str | None = None, seq_len: int | None = None) -> Estimate:
+    """Estimate of a run file (optionally at another sequence length), for `moeplan explain`."""
     cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu or "h100", gpus=gpus, hardware_file=hardware_file,
                                 seq_len=seq_len)
-    return api.evaluate(cfg, gpu_spec).as_dict()
+    return evaluate(cfg, gpu_spec)
 
 
 __all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run"]

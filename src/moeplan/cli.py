@@ -7,8 +7,10 @@ traceback, nothing written.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -19,7 +21,11 @@ from rich.table import Table
 from moeplan import api
 from moeplan.advice import DEFAULT_HEADROOM
 from moeplan.errors import MoeplanError
-from moeplan.run import DISPATCHERS, FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS
+from moeplan.estimate import Estimate
+from moeplan.outfile import write_bytes
+from moeplan.strategy import read_strategy, strategy_text
+from moeplan.vocab import (CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
+                           OPTIMIZERS, PRECISIONS)
 
 Handler = Callable[[argparse.Namespace, Console], int]
 
@@ -142,10 +148,10 @@ def _cell(v: Any) -> str:
 
 
 def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
-    """Arguments shared by estimate / plan / report."""
+    """Arguments shared by estimate / plan / report (estimate: --seq-len and --gbs may come from --strategy)."""
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
-    p.add_argument("--seq-len", type=parse_tokens, required=True, help="sequence length, e.g. 32k, 128k")
-    p.add_argument("--gbs", type=positive_int, required=True, help="global batch size in sequences")
+    p.add_argument("--seq-len", type=parse_tokens, required=not layout, help="sequence length, e.g. 32k, 128k")
+    p.add_argument("--gbs", type=positive_int, required=not layout, help="global batch size in sequences")
     _cluster_arguments(p, required=True)
     if layout:
         p.add_argument("--mbs", type=positive_int, default=1, help="micro-batch size (default 1)")
@@ -163,7 +169,7 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                        help="fraction of optimizer state on the CPU (optimizer_offload_fraction; default 0)")
         p.add_argument("--offload-modules", help="fine-grained activation offload, e.g. core_attn,attn_proj")
-        p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
+        p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
         p.add_argument("--capacity-factor", type=float, help="moe_expert_capacity_factor (token dropping)")
         p.add_argument("--rank-capacity-factor", type=float, metavar="F",
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
@@ -242,16 +248,87 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
         "Megatron-Core convention)", highlight=False)
 
 
+def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """build_config arguments of `moeplan estimate`: the flags, or a strategy file with the flags that differ
+    from their defaults on top (model and cluster always come from the command line)."""
+    given = run_kwargs(args)
+    if not args.strategy:
+        if args.seq_len is None or args.gbs is None:
+            raise MoeplanError("estimate needs --seq-len and --gbs, or --strategy FILE.yaml")
+        return given
+    merged = read_strategy(args.strategy)
+    defaults = {k: v.default for k, v in inspect.signature(api.build_config).parameters.items()}
+    for key, value in given.items():
+        if key not in merged or (value is not None and value != defaults.get(key, inspect.Parameter.empty)):
+            merged[key] = value
+    return merged
+
+
+def _check_output(path: str | None, plot: bool = True) -> None:
+    """Refuse an output path (and a plot format) before any work, so a bad path costs nothing."""
+    if path is None:
+        return
+    from moeplan.outfile import check_target
+
+    check_target(path)
+    if plot:
+        from moeplan.plots import _format_of
+
+        _format_of(path)
+
+
+def _wrote(path: str, as_json: bool, what: str = "") -> None:
+    """'wrote FILE' for every file written (on stderr under --json, so stdout stays JSON)."""
+    line = f"wrote {path}" + (f" ({what})" if what else "")
+    if as_json:
+        Console(stderr=True, width=10_000).print(line, highlight=False, markup=False)
+    else:
+        Console(width=10_000).print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _write_trace(path: str, tl: Any) -> None:
+    """The Chrome trace-event file of a timeline (opens in Perfetto and chrome://tracing)."""
+    from moeplan.outfile import write_bytes
+    from moeplan.timeline import chrome_trace_bytes
+
+    write_bytes(path, chrome_trace_bytes(tl))
+
+
+def _schedule_refused(cfg: Any) -> bool:
+    """Whether Megatron-Core refuses this run's pipeline schedule (then --plot and the report skip the timeline)."""
+    from moeplan.timeline import schedule_problem
+
+    par = cfg.parallel
+    return schedule_problem(par.pp, par.vpp, cfg.batch.microbatches(par.dp)) is not None
+
+
+def _trace_note(tl: Any) -> str:
+    return (f"timeline of one iteration: {tl.pp} pipeline rank(s), {tl.microbatches} micro-batches, "
+            f"{len(tl.ops)} forward/backward operations")
+
+
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
-    est = api.estimate(args.model, **run_kwargs(args))
-    if args.plot:
+    _check_output(args.plot)
+    _check_output(args.trace, plot=False)
+    estimate = api.estimate_run(args.model, **strategy_kwargs(args))
+    est = estimate.as_dict()
+    tl = None
+    if args.trace or (args.plot and not _schedule_refused(estimate.config)):
+        tl = api.timeline(estimate.config, estimate.gpu)  # --trace: a schedule Megatron-Core refuses is an error
+    if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
-        plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"])
+        plots.write_estimate_plot(est, args.plot, ranks=est["memory_ranks_gib"], timeline=tl)
+    if args.trace:
+        _write_trace(args.trace, tl)
     if args.json:
         _print_json(est)
     else:
         print_estimate(est, console)
+    if args.plot:
+        _wrote(args.plot, args.json, "memory and time breakdown" + (", timeline" if tl is not None else ""))
+    if args.trace:
+        _wrote(args.trace, args.json, _trace_note(tl))
     return 0
 
 
@@ -344,9 +421,15 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    if args.json and args.format != "table":
+        raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
+                           "'overrides', 'yaml' and 'megatron_lm_args'")
+    _check_output(args.trace, plot=False)
+    _check_output(args.save_strategy, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
+    t0 = time.perf_counter()
     try:
-        result = api.plan(
+        found = api.search_plans(
             args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
             top=args.top, headroom=args.headroom, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
@@ -357,12 +440,25 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         )
     finally:
         progress.stop()
+    result = found.as_dict()
+    if args.stats:
+        sys.stderr.write(f"search: {result['layouts_considered']} layouts considered, {result['layouts_evaluated']} "
+                         f"fully evaluated, {result['layouts_feasible']} fit; {time.perf_counter() - t0:.3f} s\n")
     plans = result["plans"]
     if not plans:
         if args.json:
             _print_json([])
         return _no_fit(result, False)
+    if args.save_strategy:
+        assert found.best is not None
+        write_bytes(args.save_strategy, strategy_text(found.best.config).encode())
+        _wrote(args.save_strategy, args.json or args.format != "table", "the best plan's strategy")
     fmt = args.format
+    tl = None
+    if args.trace:  # plan 1, written before anything is printed
+        assert found.best is not None
+        tl = api.timeline(found.best.config, found.best.gpu)
+        _write_trace(args.trace, tl)
     if args.json:
         _print_json(plans)
     elif fmt == "overrides":
@@ -375,6 +471,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         sys.stdout.write(" ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
     else:
         print_plans(result, console)
+    if tl is not None:  # on stderr when stdout carries JSON, overrides, YAML or flags
+        _wrote(args.trace, args.json or fmt != "table", "plan 1, " + _trace_note(tl))
     return 0
 
 
@@ -382,12 +480,12 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 def parse_lengths(text: str) -> list[int]:
-    try:
-        out = [parse_tokens(t) for t in text.split(",") if t.strip()]
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not out:
-        raise argparse.ArgumentTypeError("give at least one sequence length")
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items):
+        raise argparse.ArgumentTypeError(f"empty item in '{text}': give comma-separated lengths, e.g. 16k,32k,64k")
+    out = [parse_tokens(t) for t in items]
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"a length appears twice in '{text}'")
     return out
 
 
@@ -425,20 +523,27 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    _check_output(args.plot)
     progress = _Progress(Console(stderr=True), not args.json, "sweeping")
     try:
         rows = api.sweep(args.model, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
                          progress=progress, **_sweep_kwargs(args))
     finally:
         progress.stop()
-    if args.plot:
+    fitting = [r for r in rows if "parallel" in r]
+    if args.plot and fitting:  # written first: an error leaves nothing printed
         from moeplan import plots
 
-        plots.write_sweep_plot([r for r in rows if "parallel" in r], args.plot)
+        plots.write_sweep_plot(fitting, args.plot)
     if args.json:
         _print_json(rows)
     else:
         print_sweep(rows, console)
+    if args.plot and fitting:
+        _wrote(args.plot, args.json, f"throughput and memory at {len(fitting)} lengths")
+    elif args.plot:
+        Console(stderr=True, width=10_000).print(f"moeplan: no length fits; {args.plot} not written",
+                                                 highlight=False, markup=False)
     return 0 if all("parallel" in r for r in rows) else 1
 
 
@@ -446,7 +551,7 @@ class _NothingToCompare(Exception):
     """A run of the comparison has no layout that fits."""
 
 
-def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
     """Two estimates (two config files, one config at two lengths, or a model at two lengths) and
     the model reference (catalog name or config.json path) for the planner's remedy."""
     from moeplan.models import catalog_names
@@ -458,12 +563,14 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
             raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
         if not args.gpus or not args.gbs_tokens:
             raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
-        rows = api.sweep(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
-                         **_sweep_kwargs(args))
-        for r in rows:
-            if "parallel" not in r:
-                raise _NothingToCompare(f"no layout fits at seq {r['seq_len']:,}; nothing to compare")
-        return rows[0], rows[1], first
+        points = api.sweep_points(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
+                                  **_sweep_kwargs(args))
+        ests = []
+        for pt in points:
+            if pt.estimate is None:
+                raise _NothingToCompare(f"no layout fits at seq {pt.seq_len:,}; nothing to compare")
+            ests.append(pt.estimate)
+        return ests[0], ests[1], first
     from moeplan import checker
 
     a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
@@ -474,7 +581,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
                                   seq_len=args.seq_len[0])
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
-    return a, b, args.model or a["model"]
+    return a, b, args.model or a.config.model.name
 
 
 def _looks_like_hf_config(path: str) -> bool:
@@ -503,13 +610,14 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     comp = compare(a, b)
     fix = None
     if not args.no_fix:
-        result = api.plan(model_ref, gpu=b["gpu"], gpus=b["gpus"], seq_len=b["seq_len"], gbs=b["gbs"],
-                          precision=b["precision"], top=1, hardware_file=args.hardware,
-                          mcore_version=getattr(args, "mcore_version", None) or "0.16",
-                          grad_fp32=b.get("grad_fp32", True) and not args.bf16_grads,  # the run's numerics
-                          bf16_moments=b.get("bf16_moments", False) or args.bf16_moments,
-                          optimizer=b.get("optimizer", args.optimizer))
-        fix = remedy(b, result["plans"][0] if result["plans"] else None)
+        run = b.config
+        found = api.search_plans(model_ref, gpu=b.gpu, gpus=run.parallel.gpus, seq_len=run.batch.seq_len,
+                                 gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
+                                 mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
+                                 grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
+                                 bf16_moments=run.bf16_moments or args.bf16_moments,
+                                 optimizer=run.optimizer)
+        fix = remedy(b, found.best)
     if args.json:
         out = comp.as_dict()
         if fix:
@@ -525,21 +633,22 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from moeplan import report
 
+    _check_output(args.html, plot=False)
     progress = _Progress(Console(stderr=True), not args.json, "planning")
     try:
-        result = api.plan(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
-                          precision=args.precision, top=args.top, hardware_file=args.hardware,
-                          moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                          mcore_version=args.mcore_version, progress=progress,
-                          **_numerics(args))
+        found = api.search_plans(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
+                                 precision=args.precision, top=args.top, hardware_file=args.hardware,
+                                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+                                 mcore_version=args.mcore_version, progress=progress,
+                                 **_numerics(args))
+        result = found.as_dict()
         plans = result["plans"]
         if not plans:
             return _no_fit(result, args.json)
         best = plans[0]
-        cfg, gpu_spec = api.config_from_plan(args.model, best, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                             moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                                             mcore_version=args.mcore_version)
-        est = api.evaluate(cfg, gpu_spec).as_dict()
+        assert found.best is not None
+        est = found.best.estimate.as_dict()  # the plan carries its config and estimate
+        tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu)
         rows = None
         if args.sweep:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
@@ -551,11 +660,10 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
     report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,
                              overrides=best["overrides"], rationale=[f"{r['topic']}: {r['text']}" for r in best["rationale"]],
-                             ranks=est["memory_ranks_gib"])
+                             ranks=est["memory_ranks_gib"], timeline=tl)
     if args.json:
         _print_json({"html": str(args.html), "plans": len(plans)})
-    else:
-        console.print(f"wrote {args.html} ({len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''})")
+    _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
     return 0
 
 
@@ -565,14 +673,25 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     from moeplan import checker
 
+    _check_output(args.trace, plot=False)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore)
+    tl, no_trace = None, ""
+    if args.trace:
+        if result.estimate is None:
+            no_trace = "the layout is not valid (see the findings)"
+        else:
+            try:
+                tl = api.timeline(result.config, result.gpu)
+            except MoeplanError as exc:
+                no_trace = str(exc)
+        if tl is not None:
+            _write_trace(args.trace, tl)
     if args.json:
         _print_json(result.as_dict())
     else:
-        est = result.estimate
-        if est is not None:
-            print_estimate(est, console)
+        if result.estimate is not None:
+            print_estimate(result.estimate.as_dict(), console)
         table = Table(title=f"Findings for {args.config} ({result.kind})")
         for col in ("severity", "rule", "line", "finding", "fix"):
             table.add_column(col, overflow="fold")
@@ -581,8 +700,13 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             table.add_row(f"[{colors[f.severity]}]{f.severity}", f.rule, str(f.line or ""), escape(f.message),
                           escape(" ".join(f.fix)))
         console.print(table)
-        console.print(f"{result.errors} error(s), {sum(1 for f in result.findings if f.severity == 'warning')} warning(s)")
-    return 1 if result.errors else 0
+        console.print(result.summary(), highlight=False)
+    if tl is not None:
+        _wrote(args.trace, args.json, _trace_note(tl))
+    elif args.trace:
+        Console(stderr=True, width=10_000).print(f"moeplan: no trace written to {args.trace}: {no_trace}",
+                                                 highlight=False, markup=False)
+    return 2 if no_trace else 1 if result.errors else 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -607,6 +731,12 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+TRACE_HELP = ("write one iteration as a Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing): "
+              "one process per pipeline rank; forwards and backwards in Megatron-Core's interleaved 1F1B order, "
+              "compute and TP/CP/EP/PP/DP communication tracks, recompute, optimizer, offload; the most loaded "
+              "rank's memory as a counter")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -650,7 +780,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--pp 8 --vpp 4 --cp 32 --ep 32 --recompute selective:mla_up_proj,layernorm --optimizer-offload 1.0",
     )
     add_run_arguments(p)
-    p.add_argument("--plot", metavar="FILE", help="write the memory and time breakdown as PNG or SVG")
+    p.add_argument("--strategy", metavar="FILE.yaml",
+                   help="take layout, batch and knobs from a strategy file (`moeplan plan --save-strategy`); flags "
+                        "that differ from their defaults override it")
+    p.add_argument("--plot", metavar="FILE",
+                   help="write the memory and time breakdown, the timeline of one iteration (Gantt per pipeline "
+                        "rank) and the most loaded rank's memory over it, as PNG or SVG")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_estimate)
 
@@ -682,7 +818,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
     _fsdp_buffer_argument(p)
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
+    p.add_argument("--save-strategy", metavar="FILE.yaml",
+                   help="write the best plan's strategy (layout, batch, knobs) for `moeplan estimate --strategy`")
     p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
+    p.add_argument("--stats", action="store_true", help="print the search's statistics on stderr: layouts "
+                   "considered, fully evaluated (after the cheap bounds) and fitting, and the search time")
     p.set_defaults(handler=cmd_plan)
 
     p = sub.add_parser(
@@ -735,11 +876,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
     p.add_argument("--gpus", type=positive_int, help="total GPU count (run files do not carry it)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
-    p.add_argument("--mcore-version", help="Megatron-Core version the config targets (default 0.16)")
+    p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
-                        f"the planner's {DEFAULT_HEADROOM:.0%}")
+                        f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
     p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
+    p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write the run's iteration"))
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)
     return parser
@@ -754,10 +896,10 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
-    p.add_argument("--reserve-gib", type=float, default=2.0,
-                   help="GiB per GPU kept for CUDA context, NCCL and fragmentation (default 2)")
-    p.add_argument("--mcore-version", default="0.16",
-                   help="Megatron-Core version targeted: field names, allowed values, rules (default 0.16)")
+    p.add_argument("--reserve-gib", type=float, default=DEFAULT_RESERVE_GIB,
+                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g})")
+    p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
+                   help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--bf16-grads", action="store_true",
                    help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
                         "perf recipes do); default fp32")
@@ -765,9 +907,9 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
                    help="precision-aware optimizer with bf16 Adam moments (exp_avg/exp_avg_sq, as the DeepSeek-V3 "
                         "recipes do); default fp32")
     p.add_argument("--optimizer", default="adam", choices=list(OPTIMIZERS),
-                   help="adam (distributed optimizer or Megatron-FSDP) or muon (Megatron-Core 0.16+ dist_muon: "
-                        "one fp32 momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and "
-                        "norms stay on Adam); default adam")
+                   help="adam (distributed optimizer or Megatron-FSDP) or muon (Megatron-Core 0.16+ dist_muon: one "
+                        "fp32 momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and norms "
+                        "stay on Adam; no CPU offload or bf16 moments); default adam")
 
 
 def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -781,7 +923,7 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
     p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS])
     p.add_argument("--optimizer-offload", type=float, default=0.0, help="optimizer offload of the held layout")
-    p.add_argument("--cp-comm-type", default="p2p", choices=["p2p", "a2a", "allgather", "a2a+p2p"])
+    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,3 +7,8 @@ scripts can catch it.
 
 class MoeplanError(ValueError):
     """Bad input: unknown model, malformed config, impossible layout. ``str()`` is one line."""
+
+
+def one_line(text: object) -> str:
+    """Any text (an exception, a value) collapsed onto one line, as error messages need."""
+    return " ".join(str(text).split())

@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from moeplan.advice import Reason
-from moeplan.memory import MEMORY_ITEMS
+from moeplan.estimate import Estimate
+from moeplan.megatron.export import to_overrides
+from moeplan.memory import GIB, MEMORY_ITEMS
+from moeplan.parallel import Parallel
+from moeplan.planner import Plan
 
 LABELS = {
     "gemm": "dense GEMMs", "grouped_gemm": "expert grouped GEMMs", "attention": "attention kernels",
@@ -26,48 +30,58 @@ LABELS = {
 
 @dataclass(frozen=True)
 class Comparison:
-    a: dict[str, Any]
-    b: dict[str, Any]
+    a: Estimate
+    b: Estimate
     reasons: tuple[Reason, ...]
 
     def as_dict(self) -> dict[str, Any]:
         return {"a": _summary(self.a), "b": _summary(self.b), "reasons": [r.as_dict() for r in self.reasons]}
 
 
-def _summary(e: dict[str, Any]) -> dict[str, Any]:
+def _summary(e: Estimate) -> dict[str, Any]:
     keys = ("model", "gpu", "gpus", "seq_len", "gbs", "parallel", "recompute", "dispatcher", "tflops_per_gpu",
             "tokens_per_s_per_gpu", "step_time_s", "memory_gib", "time_breakdown_s", "fits")
-    return {k: e[k] for k in keys if k in e}
+    full = e.as_dict()
+    return {k: full[k] for k in keys if k in full}
 
 
-def _run_label(e: dict[str, Any]) -> str:
-    p = e["parallel"]
-    return f"seq {e['seq_len']:,} TP{p['tp']} PP{p['pp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}"
+def _layout(par: Parallel, vpp: bool = False) -> str:
+    return (f"TP{par.tp} PP{par.pp}{f' VPP{par.vpp}' if vpp else ''} CP{par.cp} EP{par.ep} DP{par.dp}")
 
 
-def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
-    """Explain run ``b`` against run ``a`` (both estimate dicts from moeplan.api.estimate)."""
+def _run_label(e: Estimate) -> str:
+    return f"seq {e.config.batch.seq_len:,} {_layout(e.config.parallel)}"
+
+
+def _tokens_per_gpu(e: Estimate) -> float:
+    b = e.config.batch
+    return b.gbs * b.seq_len / e.config.parallel.gpus
+
+
+def compare(a: Estimate, b: Estimate) -> Comparison:
+    """Explain run ``b`` against run ``a``."""
     reasons: list[Reason] = []
-    ta, tb = a["tokens_per_s_per_gpu"], b["tokens_per_s_per_gpu"]
+    ta, tb = a.time.tokens_per_s_per_gpu, b.time.tokens_per_s_per_gpu
     change = tb / ta - 1
     verb = "fell" if change < 0 else "rose"
     reasons.append(Reason("throughput", f"Throughput {verb} {abs(change):.0%}: {ta:,.0f} -> {tb:,.0f} tokens/s/GPU "
-                          f"({a['tflops_per_gpu']:,.0f} -> {b['tflops_per_gpu']:,.0f} TFLOP/s/GPU) from "
+                          f"({a.time.tflops_per_gpu:,.0f} -> {b.time.tflops_per_gpu:,.0f} TFLOP/s/GPU) from "
                           f"{_run_label(a)} to {_run_label(b)}.",
                           {"tokens_per_s": [round(ta), round(tb)], "change": round(change, 4)}))
     # FLOPs per token: attention share (model FLOPs grow with S; TFLOP/s credit them)
-    fa, fb = a["flops_per_token"], b["flops_per_token"]
-    sa = a["time_breakdown_s"].get("attention", 0.0) / a["step_time_s"]
-    sb = b["time_breakdown_s"].get("attention", 0.0) / b["step_time_s"]
+    fa, fb = a.time.flops_per_token, b.time.flops_per_token
+    ba, bb = a.time.breakdown_s, b.time.breakdown_s
+    step_a, step_b = a.time.step_time_s, b.time.step_time_s
+    sa = ba.get("attention", 0.0) / step_a
+    sb = bb.get("attention", 0.0) / step_b
     reasons.append(Reason("flops", f"FLOPs per token {fa / 1e9:,.1f} -> {fb / 1e9:,.1f} G ({fb / fa - 1:+.0%}); "
                           f"attention kernels take {sa:.0%} -> {sb:.0%} of the step.",
                           {"flops_per_token": [fa, fb], "attention_time_share": [round(sa, 3), round(sb, 3)]}))
     # per-token time by item
-    tok_a = a["gbs"] * a["seq_len"] / a["gpus"]
-    tok_b = b["gbs"] * b["seq_len"] / b["gpus"]
+    tok_a, tok_b = _tokens_per_gpu(a), _tokens_per_gpu(b)
     deltas = {}
-    for k in set(a["time_breakdown_s"]) | set(b["time_breakdown_s"]):
-        deltas[k] = b["time_breakdown_s"].get(k, 0.0) / tok_b - a["time_breakdown_s"].get(k, 0.0) / tok_a
+    for k in set(ba) | set(bb):
+        deltas[k] = bb.get(k, 0.0) / tok_b - ba.get(k, 0.0) / tok_a
     total = sum(deltas.values())
     movers = sorted(deltas.items(), key=lambda kv: -abs(kv[1]))[:5]
     parts = []
@@ -75,20 +89,20 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
         if abs(d) < 1e-12:
             continue
         share = d / total if total else 0.0
-        pa = a["time_breakdown_s"].get(k, 0.0) / a["step_time_s"]
-        pb = b["time_breakdown_s"].get(k, 0.0) / b["step_time_s"]
+        pa = ba.get(k, 0.0) / step_a
+        pb = bb.get(k, 0.0) / step_b
         parts.append(f"{LABELS.get(k, k)} {d * 1e6:+,.2f} us/token ({share:+.0%} of the change; {pa:.0%} -> {pb:.0%} of the step)")
     reasons.append(Reason("time", "Time per token changed by " + f"{total * 1e6:+,.2f} us/token per GPU: " + "; ".join(parts) + ".",
                           {"us_per_token_delta": {k: round(v * 1e6, 4) for k, v in deltas.items()}}))
     # exposed communication and bubble, explicitly
     for key in ("cp_comm", "ep_comm", "pp_bubble", "dp_comm", "recompute"):
-        xa, xb = a["time_breakdown_s"].get(key, 0.0), b["time_breakdown_s"].get(key, 0.0)
-        if xa < 0.005 * a["step_time_s"] and xb < 0.005 * b["step_time_s"]:
+        xa, xb = ba.get(key, 0.0), bb.get(key, 0.0)
+        if xa < 0.005 * step_a and xb < 0.005 * step_b:
             continue  # under half a percent of the step in both runs
-        reasons.append(Reason(key, f"{LABELS[key]}: {xa:,.2f} s ({xa / a['step_time_s']:.0%}) -> {xb:,.2f} s "
-                              f"({xb / b['step_time_s']:.0%}) per step.", {"s": [round(xa, 3), round(xb, 3)]}))
+        reasons.append(Reason(key, f"{LABELS[key]}: {xa:,.2f} s ({xa / step_a:.0%}) -> {xb:,.2f} s "
+                              f"({xb / step_b:.0%}) per step.", {"s": [round(xa, 3), round(xb, 3)]}))
     # memory
-    ma, mb = a["memory_gib"], b["memory_gib"]
+    ma, mb = a.memory.as_gib(), b.memory.as_gib()
     mem_moves = sorted(((k, mb.get(k, 0.0) - ma.get(k, 0.0)) for k in MEMORY_ITEMS), key=lambda kv: -abs(kv[1]))[:3]
     moved = ", ".join(f"{k} {d:+,.1f} GiB" for k, d in mem_moves if abs(d) >= 0.05)
     reasons.append(Reason("memory", f"Memory per GPU {ma['total']:,.1f} -> {mb['total']:,.1f} GiB"
@@ -97,25 +111,27 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> Comparison:
     return Comparison(a, b, tuple(reasons))
 
 
-def remedy(b: dict[str, Any], best_plan: dict[str, Any] | None) -> Reason:
+def remedy(b: Estimate, best: Plan | None) -> Reason:
     """What fixes run ``b``: the planner's best plan for the same model, GPUs and length."""
-    if best_plan is None:
+    if best is None:
         return Reason("fix", "No layout fits at this length on these GPUs; see `moeplan plan` for the closest one.")
-    if not b.get("fits", True):
-        p = best_plan["parallel"]
-        return Reason("fix", f"Run B does not fit in memory ({b['memory_gib']['total']:,.1f} GiB); the planner's best at "
-                      f"seq {b['seq_len']:,} is TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}, "
-                      f"recompute {best_plan['recompute']}: {best_plan['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU in "
-                      f"{best_plan['memory_gib']['total']:,.1f} GiB.", {"overrides": best_plan.get("overrides", [])})
-    gain = best_plan["tokens_per_s_per_gpu"] / b["tokens_per_s_per_gpu"] - 1
-    p = best_plan["parallel"]
-    text = (f"Planner at seq {b['seq_len']:,}: TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}, "
-            f"recompute {best_plan['recompute']}, {best_plan['dispatcher']}"
-            f"{', CP ' + best_plan['cp_comm_type'] if p['cp'] > 1 else ''}: {best_plan['tokens_per_s_per_gpu']:,.0f} "
-            f"tokens/s/GPU ({gain:+.0%}) in {best_plan['memory_gib']['total']:,.1f} GiB.")
+    cfg, est = best.config, best.estimate
+    overrides = to_overrides(cfg, cfg.mcore_version)
+    seq = b.config.batch.seq_len
+    best_gib = est.memory.total_bytes / GIB
+    if not b.memory.fits:
+        return Reason("fix", f"Run B does not fit in memory ({b.memory.total_bytes / GIB:,.1f} GiB); the planner's best at "
+                      f"seq {seq:,} is {_layout(cfg.parallel, vpp=True)}, "
+                      f"recompute {cfg.recompute.label()}: {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU in "
+                      f"{best_gib:,.1f} GiB.", {"overrides": overrides})
+    gain = est.time.tokens_per_s_per_gpu / b.time.tokens_per_s_per_gpu - 1
+    text = (f"Planner at seq {seq:,}: {_layout(cfg.parallel, vpp=True)}, "
+            f"recompute {cfg.recompute.label()}, {cfg.dispatcher}"
+            f"{', CP ' + cfg.cp_comm_type if cfg.parallel.cp > 1 else ''}: {est.time.tokens_per_s_per_gpu:,.0f} "
+            f"tokens/s/GPU ({gain:+.0%}) in {best_gib:,.1f} GiB.")
     if gain <= 0.01:
         text += " The run is already at the planner's best: the drop is inherent to the longer sequence (attention grows as S^2)."
-    return Reason("fix", text, {"gain": round(gain, 4), "overrides": best_plan.get("overrides", [])})
+    return Reason("fix", text, {"gain": round(gain, 4), "overrides": overrides})
 
 
 __all__ = ["Comparison", "compare", "remedy"]

@@ -29,7 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from moeplan.run import FSDP_STRATEGIES, RunConfig
+from moeplan.activations import BF16_BYTES
+from moeplan.run import RunConfig
+from moeplan.vocab import FSDP_STRATEGIES
 
 # megatron_fsdp.py: suggested_communication_unit_size = max(1_000_000_000, default) (elements)
 COMM_UNIT_FLOOR_ELEMENTS = 1_000_000_000
@@ -115,8 +117,6 @@ def buffer_bytes(cfg: RunConfig, units: Sequence[float], grad_bytes: float) -> t
     """(all-gathered parameter buffers, unsharded gradient buffers) live at the peak, bytes.
 
     ``units``: per-GPU parameter elements of each FSDP unit on the rank, in forward order."""
-    from moeplan.activations import BF16_BYTES
-
     if cfg.fsdp is None or not units:
         return 0.0, 0.0
     sh = shards(cfg)
@@ -139,8 +139,6 @@ def model_state(cfg: RunConfig, dense: float, expert: float, units: Sequence[flo
 
     ``dense``/``expert``: parameters per GPU; ``state_*``: optimizer bytes (fp32 master + moments) of
     those parameters before sharding; ``offload_*``: the part of that state CPU offload moves to host."""
-    from moeplan.activations import BF16_BYTES
-
     par = cfg.parallel
     dp_dense, edp = par.dp * par.cp, par.edp
     sh = shards(cfg)
@@ -170,8 +168,6 @@ def dp_comm_s(cfg: RunConfig, dense: float, expert: float, mean_unit: float, t_m
     ``dense``/``expert``: parameters per GPU (averaged over pipeline ranks); ``mean_unit``: elements of
     one FSDP unit; ``t_mb``: one micro-batch on the slowest rank (fwd 1/3, bwd 2/3); ``bubble_s``: the
     pipeline bubble; ``ring(bytes_per_rank, n, busbw)``: ring all-gather / reduce-scatter time."""
-    from moeplan.activations import BF16_BYTES
-
     par = cfg.parallel
     m = cfg.batch.microbatches(par.dp)
     dp_dense, edp = par.dp * par.cp, par.edp

@@ -20,14 +20,14 @@ Sources per item:
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from functools import lru_cache
 
+from moeplan import fsdp, muon
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
-from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, validate
+from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
 from moeplan.run import RunConfig
 
@@ -35,6 +35,19 @@ GIB = 1024**3
 
 ADAM_STATE_BYTES = 12  # fp32 master weight + exp_avg + exp_avg_sq per parameter
 ADAM_STATE_BF16_MOMENTS_BYTES = 8  # precision-aware optimizer: fp32 master + bf16 moments
+FP32_MASTER_BYTES = 4  # the fp32 master copy inside the Adam state
+
+
+def offloaded_state_bytes_per_param(cfg: RunConfig) -> float:
+    """Adam state bytes per parameter that optimizer CPU offload moves to the host.
+
+    HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py) runs the CPU
+    share of the update on CPU copies of the parameters. With the precision-aware optimizer it owns the
+    fp32 master, so the whole state moves; without it the distributed optimizer keeps its fp32 master
+    shard on the GPU and only the moments move (measured: Qwen3-30B-A3B, TP2 PP2 EP4 on 16 H100, ~1.9e9
+    parameters per GPU, 15.3 GB saved at 100% = 8 bytes per parameter; measured_variants.csv G08)."""
+    state = ADAM_STATE_BF16_MOMENTS_BYTES if cfg.bf16_moments else ADAM_STATE_BYTES
+    return float(state if cfg.precision_aware else state - FP32_MASTER_BYTES)
 FP8_WEIGHT_CACHE_BYTES = 2  # TE keeps row-wise and column-wise (transposed) FP8 copies of GEMM weights
 MXFP8_SCALE_BYTES = 2 / 32  # one e8m0 scale per 32 values, both directions (OCP MX v1.0)
 LOGITS_BYTES_PER_VOCAB = 4  # theoretical_memory_usage.py: 4 x s x b x V (bf16 logits + fp32 CE grad)
@@ -154,11 +167,6 @@ def average_params_per_gpu(spec: ModelSpec, par: Parallel) -> tuple[float, float
     return (p.total - p.routed_experts) / (par.tp * par.pp), p.routed_experts / (par.ep * par.etp * par.pp)
 
 
-@lru_cache(maxsize=4096)
-def _stage_groups(spec: ModelSpec, stage: Stage) -> tuple[tuple[Layer, int], ...]:
-    return tuple(Counter(spec.layers[i] for i in stage.layers).items())
-
-
 @lru_cache(maxsize=8192)
 def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, float, float]:
     """(dense params per GPU, expert params per GPU, GEMM params per GPU) on one pipeline rank."""
@@ -167,7 +175,7 @@ def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: in
     vocab_params = spec.vocab * h
     has_embedding = any(s.embedding for s in stages)
     for st in stages:
-        for layer, n in _stage_groups(spec, st):
+        for layer, n in stage_groups(spec, st):
             p = layer_params(layer, h)
             dense += n * (p.tp_split / tp + p.replicated)
             expert += n * p.expert / ep_etp
@@ -286,28 +294,29 @@ class RankProfile:
 def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline,
                   ep_overlap: bool = False) -> tuple[RankProfile, ...]:
     """Per-rank profiles of a layout (cached: the planner costs many knob settings per layout)."""
-    out = []
-    for r, stages in enumerate(pipeline.rank_stages):
-        dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
-        counts = inflight_per_chunk(par.pp, par.vpp, r, microbatches, ep_overlap)
-        weights: dict[Layer, float] = {}
-        mtp = loss = 0.0
-        for count, st in zip(counts, stages):
-            for layer, n in _stage_groups(spec, st):
-                weights[layer] = weights.get(layer, 0.0) + count * n
-            mtp += count * st.mtp
-            loss += count * (1 if st.loss else 0)
-        distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in _stage_groups(spec, st)))
-        out.append(RankProfile(r, dense, expert, gemm, tuple(weights.items()), mtp, loss,
-                               tuple(zip(counts, stages)), distinct, any(layer.is_moe for layer in distinct),
-                               sum(counts) / max(1, par.vpp)))
-    return tuple(out)
+    return tuple(_profile(spec, par, r, stages, inflight_per_chunk(par.pp, par.vpp, r, microbatches, ep_overlap))
+                 for r, stages in enumerate(pipeline.rank_stages))
+
+
+def _profile(spec: ModelSpec, par: Parallel, r: int, stages: tuple[Stage, ...], counts: list[int]) -> RankProfile:
+    """Rank ``r``'s profile with ``counts[c]`` micro-batches of chunk ``c`` in flight."""
+    dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+    weights: dict[Layer, float] = {}
+    mtp = loss = 0.0
+    for count, st in zip(counts, stages):
+        for layer, n in stage_groups(spec, st):
+            weights[layer] = weights.get(layer, 0.0) + count * n
+        mtp += count * st.mtp
+        loss += count * (1 if st.loss else 0)
+    distinct = tuple(dict.fromkeys(layer for st in stages for layer, _ in stage_groups(spec, st)))
+    return RankProfile(r, dense, expert, gemm, tuple(weights.items()), mtp, loss, tuple(zip(counts, stages)),
+                       distinct, any(layer.is_moe for layer in distinct), sum(counts) / max(1, par.vpp))
 
 
 def _chunk_full_recompute(cfg: RunConfig, stage: Stage, tokens: float) -> tuple[float, float]:
     """(kept bytes per micro-batch, transient peak) of a chunk under full recompute."""
     spec, rc = cfg.model, cfg.recompute
-    groups = _stage_groups(spec, stage)
+    groups = stage_groups(spec, stage)
     full_layer = {layer: _layer_mb_bytes(cfg, layer, tokens, frozenset())[0] for layer, _ in groups}
     n_layers = len(stage.layers)
     per_input = layer_input_bytes(spec.hidden) * tokens
@@ -412,7 +421,8 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
     per_layer = _per_layer_bytes(cfg, tokens)
     dispatch_transient = _moe_dispatch_transient(cfg, tokens)
     reserve = cfg.reserve_gib * GIB
-    opt_share = 1.0 - cfg.optimizer_offload
+    offloaded_state = cfg.optimizer_offload * offloaded_state_bytes_per_param(cfg) / state_bytes
+    opt_share = 1.0 - offloaded_state  # share of the sharded Adam state that stays on the GPU
     extra_warmup = par.vpp > 1 and cfg.ep_overlap and cfg.ep_overlap_allowed  # only interleaving adds one
     for prof in rank_profiles(spec, par, m, pipe, extra_warmup):
         params = prof.dense_params + prof.expert_params
@@ -420,7 +430,7 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
         if cfg.fsdp is None and cfg.optimizer == "adam":
             sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
             weights, grads, opt_gpu = params * BF16_BYTES, params * grad_bytes, sharded_state * opt_share
-            opt_host, fsdp_buffers, fp8_share = sharded_state * cfg.optimizer_offload, 0.0, 1.0
+            opt_host, fsdp_buffers, fp8_share = sharded_state * offloaded_state, 0.0, 1.0
         else:  # Megatron-FSDP and/or Muon: moeplan.fsdp and moeplan.muon
             st = _model_state(cfg, prof, state_bytes, grad_bytes)
             weights, grads, opt_gpu = st.weights, st.gradients, st.optimizer_gpu
@@ -463,26 +473,21 @@ def _rank_units(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int
             layers += [p.tp_split / tp + p.replicated + p.expert / ep_etp] * st.mtp
         embedding += vocab if st.embedding else 0.0
         output += vocab if st.loss and (not spec.tie_embeddings or not has_embedding) else 0.0
-    from moeplan.fsdp import unit_elements
-
-    return unit_elements(layers, embedding, output)
+    return fsdp.unit_elements(layers, embedding, output)
 
 
 @lru_cache(maxsize=4096)
 def _rank_muon_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep: int, etp: int) -> tuple[float, float]:
     """(dense, expert) Muon-managed parameters per GPU of a rank (moeplan.muon)."""
-    from moeplan import muon
-
-    groups = tuple(g for st in stages for g in _stage_groups(spec, st))
+    groups = tuple(g for st in stages for g in stage_groups(spec, st))
     return muon.matrix_params(muon.rank_matrices(spec, groups, sum(st.mtp for st in stages), tp, ep, etp))
 
 
 def _model_state(cfg: RunConfig, prof: RankProfile, adam_bytes: float, grad_bytes: float) -> Any:
     """Weights, gradients, optimizer state and FSDP buffers of one rank (moeplan.fsdp.model_state):
-    Muon holds MUON_STATE_BYTES per 2-D weight, Adam ``adam_bytes`` per other parameter; CPU offload
-    moves a share of the Adam state only (Megatron-Core's Muon keeps its momentum with the parameter)."""
-    from moeplan import fsdp, muon
-
+    Muon holds MUON_STATE_BYTES per 2-D weight, Adam ``adam_bytes`` per other parameter; optimizer CPU
+    offload (Adam only: Muon runs without the precision-aware optimizer) moves
+    ``offloaded_state_bytes_per_param`` of each parameter's state."""
     par, spec = cfg.parallel, cfg.model
     stages = tuple(st for _, st in prof.chunks)
     dense, expert = prof.dense_params, prof.expert_params
@@ -492,12 +497,47 @@ def _model_state(cfg: RunConfig, prof: RankProfile, adam_bytes: float, grad_byte
     else:
         m_dense = m_expert = 0.0
     a_dense, a_expert = dense - m_dense, expert - m_expert
-    off = cfg.optimizer_offload
+    moved = cfg.optimizer_offload * offloaded_state_bytes_per_param(cfg)
     state_dense = adam_bytes * a_dense + muon.MUON_STATE_BYTES * m_dense
     state_expert = adam_bytes * a_expert + muon.MUON_STATE_BYTES * m_expert
     units = _rank_units(spec, stages, par.tp, par.ep * par.etp) if cfg.fsdp is not None else ()
-    return fsdp.model_state(cfg, dense, expert, units, state_dense, state_expert, off * adam_bytes * a_dense,
-                            off * adam_bytes * a_expert, grad_bytes)
+    return fsdp.model_state(cfg, dense, expert, units, state_dense, state_expert, moved * a_dense,
+                            moved * a_expert, grad_bytes)
+
+
+@dataclass(frozen=True)
+class ScheduleMemory:
+    """One rank's memory as the schedule runs: ``static_bytes`` stay the whole step, each in-flight
+    micro-batch of chunk ``c`` keeps ``chunk_microbatch_bytes[c]`` (activations and the CUDA graph
+    buffers that scale with them) from its forward to the end of its backward, and the running layer
+    adds ``transient_bytes``. With ``inflight_per_chunk`` micro-batches in flight this is the estimate:
+    static + sum(inflight x chunk bytes) + transient = ``total_bytes``."""
+
+    rank: int
+    static_bytes: float
+    chunk_microbatch_bytes: tuple[float, ...]
+    transient_bytes: float
+    inflight_per_chunk: tuple[int, ...]
+    total_bytes: float
+
+
+def schedule_memory(cfg: RunConfig, nvlink_domain: int, pipeline: Pipeline, rank: int) -> ScheduleMemory:
+    """Rank ``rank``'s memory split for laying it over the pipeline schedule (moeplan.timeline)."""
+    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
+    tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)
+    prof, items, _ = _rank_items(cfg, nvlink_domain, pipeline)[rank]
+    per_layer = _per_layer_bytes(cfg, tokens)
+    dispatch_transient = _moe_dispatch_transient(cfg, tokens)
+    stages = pipeline.rank_stages[rank]
+    chunk_bytes = []
+    for c in range(len(stages)):
+        unit = _profile(spec, par, rank, stages, [1 if i == c else 0 for i in range(len(stages))])
+        act, _, _, graphs = _rank_activations(cfg, unit, tokens, per_layer, dispatch_transient)
+        chunk_bytes.append(act + graphs)
+    total = sum(items.values())
+    static = total - items["activations"] - items["cuda_graphs"] - items["transient"]
+    return ScheduleMemory(rank, static, tuple(chunk_bytes), items["transient"],
+                          tuple(count for count, _ in prof.chunks), total)
 
 
 def peak_memory_bytes(cfg: RunConfig, nvlink_domain: int, pipeline: Pipeline) -> float:
@@ -532,5 +572,5 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
     return MemoryEstimate(tuple(ranks), capacity_bytes, assumptions, pipe if par.pp * par.vpp > 1 else None)
 
 
-MEMORY_ITEMS = ("weights", "fp8_weight_copies", "gradients", "optimizer_states", "fsdp_buffers", "activations", "transient",
-                "dispatcher_buffers", "cuda_graphs", "reserve")
+MEMORY_ITEMS = ("weights", "fp8_weight_copies", "gradients", "optimizer_states", "fsdp_buffers", "activations",
+                "transient", "dispatcher_buffers", "cuda_graphs", "reserve")

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 
 from moeplan.errors import MoeplanError
-from moeplan.models.spec import Attention, GatedDeltaNet, ModelSpec
+from moeplan.megatron.fields import version_key
+from moeplan.models.spec import Attention, GatedDeltaNet, Layer, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -286,9 +288,7 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
 
 
 def _version(v: str) -> tuple[int, int]:
-    from moeplan.megatron import version_key  # the one version parser
-
-    return version_key(v)
+    return version_key(v)  # the one version parser
 
 
 def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None, mcore_version: str | None = None) -> None:
@@ -331,6 +331,12 @@ def build_pipeline(spec: ModelSpec, par: Parallel) -> Pipeline:
     return Pipeline(even, par.pp, par.vpp, False)
 
 
+@lru_cache(maxsize=4096)
+def stage_groups(spec: ModelSpec, stage: Stage) -> tuple[tuple[Layer, int], ...]:
+    """The distinct layers of a stage with how many times each occurs (memory and timing cost each kind once)."""
+    return tuple(Counter(spec.layers[i] for i in stage.layers).items())
+
+
 @lru_cache(maxsize=1024)
 def balanced_layout(spec: ModelSpec, pp: int, vpp: int) -> str | None:
     """moeplan's balanced layout string where Megatron's default split is uneven or puts MTP on top
@@ -349,15 +355,11 @@ def with_balanced_layout(spec: ModelSpec, par: Parallel) -> Parallel:
     layout = balanced_layout(spec, par.pp, par.vpp)
     if layout is None:
         return par
-    from dataclasses import replace
-
     return replace(par, pipeline_layout=layout)
 
 
 def replace_parallel(par: Parallel, **changes: int) -> Parallel | None:
     """The layout with some sizes changed, or None if it no longer folds onto the GPUs."""
-    from dataclasses import replace
-
     new = replace(par, **changes)  # type: ignore[arg-type]
     if par.gpus % (new.tp * new.cp * new.pp) or par.gpus % (new.etp * new.ep * new.pp):
         return None

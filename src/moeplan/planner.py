@@ -14,6 +14,7 @@ Search, for a model on ``gpus`` GPUs at one sequence length and global batch:
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field, replace
 
@@ -26,16 +27,19 @@ from moeplan.advice import (
     explain_plan,
     recompute_ladder,
 )
+from moeplan.bounds import ThroughputBound
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
-from moeplan.megatron import fields_for, sync_free_moe
+from moeplan.megatron.fields import fields_for, sync_free_moe
+from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
+from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
@@ -46,6 +50,9 @@ PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # wo
 FULL_ITERATION = frozenset({"full_iteration"})
 RANK_CAPACITY_FACTOR = 1.5
 REFINE_MIN = 12  # layouts refined in phase 2 (at least; else 2 per requested plan)
+# A layout is skipped only when its throughput bound is below the slowest kept layout by more than
+# this relative margin: the bound and the estimate add the same terms in different orders.
+BOUND_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ class PlanResult:
     layouts_feasible: int
     closest: tuple[RunConfig, float] | None = None  # best miss and by how many bytes
     notes: list[str] = field(default_factory=list)
+    layouts_evaluated: int = 0  # layouts costed in full (memory ladder + timing) after the cheap bounds
 
 
 @dataclass(frozen=True)
@@ -147,8 +155,6 @@ def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int, shardin
     dense, expert = average_params_per_gpu(spec, par)
     if sharding is None:
         return (dense + expert) * (BF16_BYTES + grad_bytes)
-    from moeplan.fsdp import SHARDS
-
     sh = SHARDS[sharding]
     sharded = dense / (par.dp * par.cp) + expert / par.edp
     return ((sharded if sh.params else dense + expert) * BF16_BYTES
@@ -157,10 +163,8 @@ def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int, shardin
 
 def _sharding_options(space: SearchSpace, mcore_version: str, optimizer: str) -> tuple[str | None, ...]:
     """Data-parallel sharding choices searched: the distributed optimizer (None) and, where Megatron-Core
-    has it and the optimizer allows it (Muon does not run under Megatron-FSDP), Megatron-FSDP fully
-    sharded; or the strategy the user pinned."""
-    from moeplan.fsdp import FULL_SHARD
-
+    has it and the optimizer allows it (Muon does not run under Megatron-FSDP), fully sharded Megatron-FSDP;
+    or the strategy the user pinned."""
     has_fsdp = bool(fields_for(mcore_version).fsdp_strategies)
     if space.fsdp == "off":
         return (None,)
@@ -171,6 +175,11 @@ def _sharding_options(space: SearchSpace, mcore_version: str, optimizer: str) ->
             raise MoeplanError("Muon does not run with Megatron-FSDP (Megatron-LM arguments.py); use --fsdp off")
         return (space.fsdp,)
     return (None, FULL_SHARD) if has_fsdp and optimizer == "adam" else (None,)
+
+
+def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunConfig:
+    """The layout's configuration with a data-parallel sharding choice."""
+    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=space.fsdp_double_buffer if sharding else False)
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -212,20 +221,22 @@ def _first_fit(options: list[RunConfig], gpu: GPUSpec, pipe: Pipeline, budget: f
     return lo, found
 
 
-def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
-                      ladder: list[Recompute], budget: float,
-                      cal: Calibration = DEFAULT_CALIBRATION) -> tuple[Candidate | None, float]:
-    """Fastest option of the memory ladder that fits; else (None, smallest total bytes).
+def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute]) -> RunConfig:
+    """The most aggressive memory option: last recompute step with the largest offload fraction."""
+    rcs = [space.recompute] if space.recompute is not None else ladder
+    return cfg.evolve(recompute=rcs[-1], optimizer_offload=OFFLOAD_FRACTIONS[-1] if space.optimizer_offload else 0.0)
 
-    The most aggressive option (last recompute step with full offload) is tried first: if even it
-    does not fit, the layout is out. Otherwise, per offload fraction, the first recompute set that
-    fits (binary search) is costed; offload is only tried when no recompute set fits without it."""
+
+def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
+                      ladder: list[Recompute], budget: float, smallest: float,
+                      cal: Calibration = DEFAULT_CALIBRATION) -> Candidate:
+    """Fastest option of the memory ladder that fits, given that the most aggressive option
+    (:func:`_strongest`, ``smallest`` bytes) fits.
+
+    Per offload fraction, the first recompute set that fits (binary search) is costed; offload is
+    only tried when no recompute set fits without it."""
     rcs = [space.recompute] if space.recompute is not None else ladder
     offloads = (0.0,) + (OFFLOAD_FRACTIONS if space.optimizer_offload else ())
-    strongest = cfg.evolve(recompute=rcs[-1], optimizer_offload=offloads[-1])
-    ok, smallest = _fits(strongest, gpu, pipe, budget)
-    if not ok:
-        return None, smallest
     best: Candidate | None = None
     cp_type: str | None = None  # chosen once per layout: it barely depends on recompute/offload
     for f in offloads:
@@ -244,12 +255,8 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
             best = Candidate(opt, pipe, total, tps)
         if f == 0.0 and i < len(options) - 1:
             break  # a selective set fits without offload: offload would only add time
-    return best, smallest
-
-
-def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunConfig:
-    """The layout's configuration with a data-parallel sharding choice."""
-    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=space.fsdp_double_buffer if sharding else False)
+    assert best is not None  # the strongest option fits
+    return best
 
 
 def _partial_graphs_supported(version: str) -> bool:
@@ -291,26 +298,34 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
 
 def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, precision: str = "bf16",
            top: int = 5, space: SearchSpace = SearchSpace(), moe_imbalance: float = 1.0,
-           mcore_version: str = "0.16", reserve_gib: float = 2.0, allow_gbs_reduction: bool = True,
-           progress: object = None, grad_fp32: bool = True, bf16_moments: bool = False,
-           cal: Calibration = DEFAULT_CALIBRATION, optimizer: str = "adam") -> PlanResult:
+           mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
+           allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
+           bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION,
+           exhaustive: bool = False, optimizer: str = "adam") -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
-    ``cal`` holds the timing constants (default: the fitted ones)."""
+    ``cal`` holds the timing constants (default: the fitted ones). ``exhaustive`` costs every fitting
+    layout in full instead of skipping those whose throughput bound (moeplan.bounds) rules them out;
+    the answer is the same, only slower (tests compare both)."""
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)
     budget = gpu.hbm_bytes * (1 - space.headroom)
     requested = gbs
     notes: list[str] = []
+    if optimizer == "muon":
+        if bf16_moments:
+            raise MoeplanError("Muon runs without the precision-aware optimizer (Megatron-Core OptimizerConfig): "
+                               "no bf16 moments")
+        space = replace(space, optimizer_offload=False)  # nor optimizer CPU offload (same reason)
     numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
-                          mcore_version, reserve_gib, budget, progress, numerics, cal)
+                          mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
         smaller = gbs // 2
         try:
             retry = _search_once(spec, gpu, gpus, seq_len, smaller, precision, top, space, moe_imbalance,
-                                 mcore_version, reserve_gib, budget, progress, numerics, cal)
+                                 mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
         except MoeplanError:  # no valid layout at the smaller GBS: keep the no-fit answer we have
             break
         notes.append(f"no layout fits GBS {gbs}; tried GBS {smaller} (fewer micro-batches in flight "
@@ -329,7 +344,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
 def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
                  space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
                  budget: float, progress: object, numerics: dict[str, object],
-                 cal: Calibration = DEFAULT_CALIBRATION) -> PlanResult:
+                 cal: Calibration = DEFAULT_CALIBRATION, exhaustive: bool = False) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
     if not layouts:
@@ -340,13 +355,16 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     ladder = recompute_ladder(spec, seq_len, mcore_version)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
     shardings = _sharding_options(space, mcore_version, str(numerics["optimizer"]))
-    candidates: list[Candidate] = []
     closest: tuple[RunConfig, float] | None = None
     considered = feasible = 0
     advance = getattr(progress, "advance", None)
     if hasattr(progress, "start"):
         progress.start(len(layouts))  # type: ignore[union-attr]
-    for par, mbs in layouts:
+    # pass 1, every layout: the static memory floor, then the exact memory of the strongest option
+    # (whether the layout fits at all, and by how much it misses), then an upper bound on throughput
+    bound = ThroughputBound(gpu, cal)
+    fitting: list[tuple[float, int, RunConfig, Pipeline, float]] = []
+    for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
             advance()
@@ -364,32 +382,54 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                         reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
-        # first sharding choice that can fit (the distributed optimizer first; FSDP is tried on the good
-        # layouts in phase 2 as well)
-        cand, smallest = None, math.inf
+        # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
+        # the other choice is tried on the best layouts before refining)
+        ok, smallest = False, math.inf
         for sh in usable:
-            cand, small = _cheapest_fitting(_base_cfg(cfg, sh, space), gpu, pipe, space, ladder, budget, cal)
-            smallest = min(smallest, small)
-            if cand is not None:
+            trial = _base_cfg(cfg, sh, space)
+            ok, total = _fits(_strongest(trial, space, ladder), gpu, pipe, budget)
+            smallest = min(smallest, total)
+            if ok:
+                cfg, smallest = trial, total
                 break
-        if cand is None:
+        if not ok:
             if closest is None or smallest - budget < closest[1]:
                 closest = (cfg, smallest - budget)
             continue
         feasible += 1
-        candidates.append(cand)
-    candidates.sort(key=lambda c: -c.tokens_per_s_per_gpu)
+        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(cfg, pipe)
+        fitting.append((upper, index, cfg, pipe, smallest))
+    # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
+    # the `keep` best found (ties keep enumeration order: the sort below is by throughput, then index)
+    keep = max(REFINE_MIN, 2 * top)
+    fitting.sort(key=lambda f: (-f[0], f[1]))
+    found: list[tuple[int, Candidate]] = []
+    kept: list[float] = []  # min-heap of the `keep` best throughputs so far
+    for upper, index, cfg, pipe, smallest in fitting:
+        if len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]:
+            break
+        cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal)
+        found.append((index, cand))
+        if len(kept) < keep:
+            heapq.heappush(kept, cand.tokens_per_s_per_gpu)
+        elif cand.tokens_per_s_per_gpu > kept[0]:
+            heapq.heapreplace(kept, cand.tokens_per_s_per_gpu)
+    found.sort(key=lambda ic: (-ic[1].tokens_per_s_per_gpu, ic[0]))
+    candidates = [c for _, c in found]
+    evaluated = len(found)
     head = candidates[: max(REFINE_MIN, 2 * top)]
-    for c in list(head):  # the other sharding choices on the good layouts (freeing memory can drop recompute)
-        for sharding in shardings:
-            if sharding != c.cfg.fsdp:
-                alt, _ = _cheapest_fitting(_base_cfg(c.cfg, sharding, space), gpu, c.pipeline, space, ladder,
-                                           budget, cal)
-                if alt is not None:
-                    head.append(alt)
+    for c in list(head):  # the other sharding choices on the best layouts (freed memory can drop recompute)
+        for sh in shardings:
+            if sh == c.cfg.fsdp:
+                continue
+            alt = _base_cfg(c.cfg, sh, space)
+            ok, smallest = _fits(_strongest(alt, space, ladder), gpu, c.pipeline, budget)
+            if ok:
+                head.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal))
     refined = [_refine(c, gpu, space, ladder, budget, cal) for c in head]
     refined.sort(key=lambda c: -c.tokens_per_s_per_gpu)
-    return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest)  # type: ignore[arg-type]
+    return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
+                      layouts_evaluated=evaluated)
 
 
 __all__ = ["Plan", "PlanResult", "SearchSpace", "search"]

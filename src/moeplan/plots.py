@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,8 @@ from moeplan.errors import MoeplanError
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+    from moeplan.timeline import Timeline
 
 FORMATS = {".png": "png", ".svg": "svg"}
 COMM_COLOR, BUBBLE_COLOR, COMPUTE_COLOR, OTHER_COLOR = "#e6862e", "#9e9e9e", "#3b75af", "#6aa56e"
@@ -48,19 +49,10 @@ def fmt_seconds(s: float) -> str:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a temporary file next to ``path``, then rename it over ``path``."""
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise MoeplanError(f"cannot write {target}: directory {target.parent} does not exist")
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write ``data`` to ``path`` (a regular file or a new path) atomically: moeplan.outfile."""
+    from moeplan.outfile import write_bytes
+
+    write_bytes(path, data)
 
 
 def _format_of(path: str | os.PathLike[str]) -> str:
@@ -221,10 +213,100 @@ def time_figure(est: Mapping[str, Any]) -> Figure:
     return fig
 
 
-def estimate_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]] | None = None) -> Figure:
-    """(a) memory per pipeline rank, (b) step-time breakdown, side by side."""
-    fig = _new_figure(13.0, 5.4)
-    ax_mem, ax_time = fig.subplots(1, 2, width_ratios=[1, 1.1])
+FORWARD_COLOR, BACKWARD_COLOR, RECOMPUTE_COLOR, DP_COLOR = "#8fb8de", "#3b75af", "#c44e52", "#8172b3"
+
+
+def draw_gantt(ax: Axes, tl: Timeline) -> None:
+    """One row per pipeline rank (rank 0 on top): forwards, backwards, recompute at the start of each
+    backward, exposed TP / CP / EP / PP communication inside the operations (lower band), the DP
+    reduce-scatter / all-gather (thin band, overlapping the pipeline where they are hidden), the
+    optimizer step and the CPU offload at the end. Gaps are waits: for inputs, or for the slowest rank."""
+    from matplotlib.patches import Patch
+
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for s in tl.spans:
+        if s.category in ("forward", "backward", "recompute", "optimizer", "offload", "dp_comm") or s.track != "compute":
+            key = s.category if s.category in ("forward", "backward", "recompute", "optimizer", "offload", "dp_comm") \
+                else "comm"
+            bars.setdefault((s.rank, key), []).append((s.start_s, s.dur_s))
+    # (y offset, height, color) per kind inside a rank's row of height 1
+    style = {"forward": (0.25, 0.6, FORWARD_COLOR), "backward": (0.25, 0.6, BACKWARD_COLOR),
+             "recompute": (0.25, 0.6, RECOMPUTE_COLOR), "comm": (0.25, 0.18, COMM_COLOR),
+             "dp_comm": (0.05, 0.14, DP_COLOR), "optimizer": (0.25, 0.6, OTHER_COLOR),
+             "offload": (0.25, 0.6, BUBBLE_COLOR)}
+    for (rank, key), xs in bars.items():
+        y0, h, color = style[key]
+        y = tl.pp - 1 - rank
+        ax.broken_barh(xs, (y + y0, h), facecolors=color, edgecolors="none", lw=0)
+    ax.set_yticks([tl.pp - 1 - r + 0.55 for r in range(tl.pp)], [f"PP {r}" for r in range(tl.pp)],
+                  fontsize=8 if tl.pp <= 16 else 6)
+    ax.set_ylim(0, tl.pp)
+    ax.set_xlim(0, tl.step_time_s)
+    ax.set_xlabel("seconds into the step")
+    ax.grid(axis="x", alpha=0.3)
+    labels = [("forward", FORWARD_COLOR), ("backward", BACKWARD_COLOR), ("recompute", RECOMPUTE_COLOR),
+              ("exposed TP/CP/EP/PP comm", COMM_COLOR), ("DP reduce-scatter / all-gather", DP_COLOR),
+              ("optimizer", OTHER_COLOR), ("CPU offload", BUBBLE_COLOR)]
+    used = {k for _, k in bars}
+    keys = ["forward", "backward", "recompute", "comm", "dp_comm", "optimizer", "offload"]
+    ax.legend(handles=[Patch(color=c, label=n) for (n, c), k in zip(labels, keys) if k in used], fontsize=7,
+              loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=7, frameon=False)
+    ax.set_title(f"One iteration ({_plain(tl.title)}): interleaved 1F1B as Megatron-Core orders it — "
+                 f"step {fmt_seconds(tl.step_time_s)}", fontsize=10)
+
+
+def draw_schedule_memory(ax: Axes, tl: Timeline) -> None:
+    """The most loaded rank's memory over the step: static items, in-flight activations (rising in the
+    warm-up, falling in the cool-down) and the running layer's transient, against the capacity."""
+    gib = 1024**3
+    ts = [p[0] for p in tl.memory_s]
+    static = [p[1] / gib for p in tl.memory_s]
+    act = [(p[1] + p[2]) / gib for p in tl.memory_s]
+    total = [(p[1] + p[2] + p[3]) / gib for p in tl.memory_s]
+    ax.fill_between(ts, 0, static, step="post", color="#bdbdbd", label="weights, grads, optimizer, buffers", lw=0)
+    ax.fill_between(ts, static, act, step="post", color=FORWARD_COLOR, label="activations in flight", lw=0)
+    ax.fill_between(ts, act, total, step="post", color=RECOMPUTE_COLOR, label="transient", lw=0)
+    cap = tl.capacity_bytes / gib
+    peak = tl.memory_peak_bytes / gib
+    ax.axhline(cap, color=BAD_COLOR, ls="--", lw=1.2)
+    ax.axhline(tl.memory_estimate_bytes / gib, color="#333333", ls=":", lw=1.0)
+    ax.annotate(f"capacity {cap:.1f} GiB", (1.0, cap), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+                textcoords="offset points", ha="right", va="bottom", fontsize=8, color=BAD_COLOR)
+    ax.set_xlim(0, tl.step_time_s)
+    ax.set_ylim(0, max(cap, peak) * 1.15)
+    ax.set_ylabel("GiB")
+    ax.set_xlabel("seconds into the step")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(f"Memory of pipeline rank {tl.memory_rank} (most loaded) over the step — peak {peak:.1f} GiB "
+                 f"= memory estimate", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def timeline_figure(tl: Timeline) -> Figure:
+    """The Gantt chart of one iteration over the most loaded rank's memory, on one time axis."""
+    fig = _new_figure(13.0, 3.0 + 0.22 * tl.pp + 2.6)
+    ax_g, ax_m = fig.subplots(2, 1, height_ratios=[1.2 + 0.22 * tl.pp, 2.2], sharex=True)
+    draw_gantt(ax_g, tl)
+    draw_schedule_memory(ax_m, tl)
+    return fig
+
+
+def estimate_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]] | None = None,
+                    timeline: Timeline | None = None) -> Figure:
+    """(a) memory per pipeline rank, (b) step-time breakdown, side by side; with ``timeline`` also
+    (c) the Gantt chart of one iteration and (d) the most loaded rank's memory over it."""
+    if timeline is None:
+        fig = _new_figure(13.0, 5.4)
+        ax_mem, ax_time = fig.subplots(1, 2, width_ratios=[1, 1.1])
+    else:
+        gantt_h = 1.2 + 0.22 * timeline.pp
+        fig = _new_figure(13.0, 5.4 + gantt_h + 2.8)
+        axes = fig.subplot_mosaic([["mem", "time"], ["gantt", "gantt"], ["tmem", "tmem"]],
+                                  height_ratios=[5.0, gantt_h, 2.4], width_ratios=[1, 1.1])
+        ax_mem, ax_time = axes["mem"], axes["time"]
+        draw_gantt(axes["gantt"], timeline)
+        draw_schedule_memory(axes["tmem"], timeline)
+        axes["tmem"].sharex(axes["gantt"])
     draw_memory(ax_mem, est, ranks)
     draw_time(ax_time, est)
     head = " · ".join(_plain(est[k]) for k in ("model", "gpu") if k in est)
@@ -236,10 +318,11 @@ def estimate_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]]
 
 
 def write_estimate_plot(est: Mapping[str, Any], path: str | os.PathLike[str], *,
-                        ranks: Sequence[Mapping[str, float]] | None = None) -> None:
-    """Memory (per pipeline rank, against capacity) and step-time breakdown of one estimate."""
+                        ranks: Sequence[Mapping[str, float]] | None = None, timeline: Timeline | None = None) -> None:
+    """Memory (per pipeline rank, against capacity) and step-time breakdown of one estimate, with the
+    timeline of one iteration when given."""
     fmt = _format_of(path)
-    atomic_write(path, render(estimate_figure(est, ranks), fmt))
+    atomic_write(path, render(estimate_figure(est, ranks, timeline), fmt))
 
 
 # ----------------------------------------------------------------------------------- sweep

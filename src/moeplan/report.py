@@ -3,7 +3,7 @@ Megatron Bridge overrides, rationale and an optional sequence-length sweep.
 
 No external resources: plots are inline SVG (see :mod:`moeplan.plots`), CSS is inline, all text is
 escaped. Elements carry stable ids (``summary``, ``plan-table``, ``memory-table``, ``memory-plot``,
-``time-table``, ``time-plot``, ``overrides``, ``rationale``, ``sweep-table``, ``sweep-plot``).
+``time-table``, ``time-plot``, ``timeline``, ``timeline-plot``, ``overrides``, ``rationale``, ``sweep-table``, ``sweep-plot``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ import importlib.util
 import os
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moeplan.plots import atomic_write, fmt_seconds, seq_label
+
+if TYPE_CHECKING:
+    from moeplan.timeline import Timeline
 
 Row = Mapping[str, Any]
 
@@ -157,6 +160,28 @@ def _time_section(est: Row) -> str:
     return f'<div class="pair"><div>{table}</div>\n{_plot("time-plot", lambda: time_figure(est))}</div>'
 
 
+def _timeline_section(tl: Timeline) -> str:
+    """Busy and waiting time per pipeline rank, and the Gantt chart over the most loaded rank's memory."""
+    from moeplan.plots import timeline_figure
+
+    rows = []
+    for r in range(tl.pp):
+        ops = tl.rank_ops(r)
+        busy = sum(o.busy_s for o in ops)
+        first = min(o.start_s for o in ops)
+        last = max(o.start_s + o.slot_s for o in ops)
+        marks = ", ".join(m for m, hit in (("slowest", r == tl.slowest_rank), ("most memory", r == tl.memory_rank)) if hit)
+        rows.append([_td(f"{r}" + (f" ({marks})" if marks else ""), "text"), _td(fmt_seconds(busy)),
+                     _td(fmt_seconds(last - first - busy)), _td(f"{busy / tl.step_time_s:.1%}")])
+    table = _table("timeline-table", ["pipeline rank", "forward + backward", "waiting in the pipeline", "busy share"],
+                   rows)
+    note = (f'<p class="note">One iteration in Megatron-Core\'s interleaved 1F1B order ({tl.microbatches} micro-batches,'
+            f" VPP {tl.vpp}); step {fmt_seconds(tl.step_time_s)}; memory of rank {tl.memory_rank} peaks at "
+            f"{tl.memory_peak_bytes / 1024**3:.1f} GiB. `--trace FILE.json` on estimate, plan and check writes it for "
+            "Perfetto.</p>")
+    return f'<div id="timeline">{note}\n{table}</div>\n{_plot("timeline-plot", lambda: timeline_figure(tl))}'
+
+
 def _sweep_section(sweep: Sequence[Row]) -> str:
     from moeplan.plots import sweep_figure
 
@@ -175,7 +200,7 @@ def _sweep_section(sweep: Sequence[Row]) -> str:
 def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None = None,
                        sweep: Sequence[Row] | None = None, overrides: Sequence[str] | None = None,
                        rationale: Sequence[str] | None = None,
-                       ranks: Sequence[Mapping[str, float]] | None = None) -> str:
+                       ranks: Sequence[Mapping[str, float]] | None = None, timeline: Timeline | None = None) -> str:
     """The report page as a string (see :func:`write_html_report`)."""
     est = estimate if estimate is not None else next((p for p in plans[:1] if "time_breakdown_s" in p), None)
     out = [f'<h1 id="title">{escape(title)}</h1>', "<section><h2>Summary</h2>", _summary(est, plans), "</section>"]
@@ -185,6 +210,8 @@ def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None
         out += ["<section><h2>Memory per GPU</h2>", _memory_section(est, ranks), "</section>"]
     if est is not None and "time_breakdown_s" in est:
         out += ["<section><h2>Step time</h2>", _time_section(est), "</section>"]
+    if timeline is not None:
+        out += ["<section><h2>One iteration: pipeline schedule and memory</h2>", _timeline_section(timeline), "</section>"]
     if overrides:
         text = "\n".join(overrides)
         out += ["<section><h2>Megatron Bridge overrides</h2>",
@@ -205,9 +232,9 @@ def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None
 def write_html_report(path: str | os.PathLike[str], *, title: str, plans: list[dict[str, Any]],
                       estimate: dict[str, Any] | None = None, sweep: list[dict[str, Any]] | None = None,
                       overrides: list[str] | None = None, rationale: list[str] | None = None,
-                      ranks: list[dict[str, float]] | None = None) -> None:
+                      ranks: list[dict[str, float]] | None = None, timeline: Timeline | None = None) -> None:
     """Write one self-contained HTML page (atomically). ``estimate`` defaults to the first plan;
     ``ranks`` (memory items per pipeline rank) refines the memory plot."""
     html = render_html_report(title=title, plans=plans, estimate=estimate, sweep=sweep, overrides=overrides,
-                              rationale=rationale, ranks=ranks)
+                              rationale=rationale, ranks=ranks, timeline=timeline)
     atomic_write(path, html.encode("utf-8"))

@@ -7,6 +7,8 @@ estimates (moeplan.memory, moeplan.timing); a fix is only proposed when the esti
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,9 +23,13 @@ from moeplan.advice import (
     recompute_ladder,
 )
 from moeplan.estimate import Evaluator
+from moeplan.fsdp import FULL_SHARD
 from moeplan.hardware import GPUSpec
+from moeplan.knobs import knob_problem
+from moeplan.megatron.export import format_override_value, to_overrides
+from moeplan.megatron.fields import fields_for
 from moeplan.memory import MEMORY_ITEMS
-from moeplan.parallel import check_layout, replace_parallel
+from moeplan.parallel import balanced_layout, check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 
 Severity = Literal["error", "warning", "info"]
@@ -47,9 +53,15 @@ class Finding:
 
 
 def _overrides(cfg: RunConfig) -> list[str]:
-    from moeplan import megatron
+    return to_overrides(cfg, cfg.mcore_version)
 
-    return megatron.to_overrides(cfg, cfg.mcore_version)
+
+# The setting that removes each knob problem (moeplan.knobs): the Megatron default.
+_KNOB_FIX: dict[str, dict[str, Any]] = {
+    "cp_comm_type": {"cp_comm_type": "p2p"},
+    "moe_expert_rank_capacity_factor": {"rank_capacity_factor": None},
+    "overlap_moe_expert_parallel_comm": {"ep_overlap": False},
+}
 
 
 def fix_overrides(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
@@ -58,14 +70,41 @@ def fix_overrides(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
     return tuple(o for o in _overrides(after) if o not in old)
 
 
-def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_lengths: bool = False,
-         unknown: tuple[tuple[str, int], ...] = (), lines: dict[str, int] | None = None) -> list[Finding]:
-    """All findings for a run, errors first. ``unknown``: (key, line) pairs the reader did not know."""
-    lines = lines or {}
-    findings: list[Finding] = []
+def did_you_mean(key: str, known: Sequence[str]) -> str | None:
+    """The known key closest to a misspelt one (difflib ratio >= 0.8 on the whole key, else on its
+    last component within the same section), or None."""
+    if not known:
+        return None
+    hit = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    if hit:
+        return hit[0]
+    head, dot, tail = key.rpartition(".")
+    if dot:
+        same = {k.rpartition(".")[2]: k for k in known if k.rpartition(".")[0] == head}
+        hit = difflib.get_close_matches(tail, list(same), n=1, cutoff=0.75)
+        if hit:
+            return same[hit[0]]
+    return None
+
+
+def unknown_key_findings(unknown: Sequence[tuple[str, int]], known: Sequence[str] = ()) -> list[Finding]:
+    """One warning per key the reader did not know, with the closest known key when one is close."""
+    out = []
     for key, line in unknown:
-        findings.append(Finding("warning", "unknown-key", f"unknown key '{key}': moeplan does not model it and "
-                                "Megatron may reject it; check the spelling", line=line))
+        guess = did_you_mean(key, known)
+        hint = f"; did you mean '{guess}'?" if guess else "; check the spelling"
+        out.append(Finding("warning", "unknown-key", f"unknown key '{key}': moeplan does not model it and "
+                           f"Megatron may reject it{hint}", numbers={"suggestion": guess} if guess else {}, line=line))
+    return out
+
+
+def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_lengths: bool = False,
+         unknown: tuple[tuple[str, int], ...] = (), lines: dict[str, int] | None = None,
+         known: Sequence[str] = ()) -> list[Finding]:
+    """All findings for a run, errors first. ``unknown``: (key, line) pairs the reader did not know;
+    ``known``: the keys it knows (for "did you mean")."""
+    lines = lines or {}
+    findings: list[Finding] = unknown_key_findings(unknown, known)
     layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
     field_of = {"seq-cp": "context_parallel_size", "experts-ep": "expert_model_parallel_size",
                 "layers-pp": "pipeline_model_parallel_size", "gbs": "global_batch_size",
@@ -76,14 +115,12 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
         findings.append(Finding("error", bad.rule, bad.reason, _layout_fix(cfg, bad.rule),
                                 line=lines.get(field_of.get(bad.rule, ""))))
     if layout_errors:
-        return sort_findings(findings)
-    from moeplan.api import knob_problem
-
+        return sort_findings(findings + _without_estimate(cfg, gpu, variable_seq_lengths, lines, layout_errors))
     problem = knob_problem(cfg, gpu)
     if problem:
-        field = "cp_comm_type" if problem.startswith("cp_comm") else "overlap_moe_expert_parallel_comm"
-        fixed = cfg.with_(cp_comm_type="p2p") if field == "cp_comm_type" else cfg.with_(ep_overlap=False)
-        findings.append(Finding("error", "knob-layout", problem, fix_overrides(cfg, fixed), line=lines.get(field)))
+        fixed = cfg.with_(**_KNOB_FIX[problem.field])
+        findings.append(Finding("error", "knob-layout", problem.message, fix_overrides(cfg, fixed),
+                                line=lines.get(problem.field)))
         cfg = fixed
     ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom), gpu.hbm_bytes * (1 - max(headroom, DEFAULT_HEADROOM)))
     est = ev(cfg)
@@ -94,19 +131,61 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _recompute(cfg, est, ev, lines)
     findings += _dispatcher(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
-    from moeplan.sharding_rules import lint_sharding  # distributed optimizer vs Megatron-FSDP, Muon
-
-    findings += lint_sharding(cfg, est, ev, lines)
+    findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
     return sort_findings(findings)
+
+
+ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
+                  "full-recompute", "dispatcher", "knob-layout")
+
+
+def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, lines: dict[str, int],
+                      layout_errors: Sequence[Any]) -> list[Finding]:
+    """The rules that need no estimate, for a run whose layout is invalid (so it cannot be estimated),
+    and one finding naming the rules skipped and why."""
+    out: list[Finding] = []
+    par, rc, seq = cfg.parallel, cfg.recompute, cfg.batch.seq_len
+    rline = lines.get("recompute_modules") or lines.get("recompute_granularity")
+    if rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS:
+        without = cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
+        out.append(Finding("warning", "core-attn-recompute",
+                           f"core_attn is recomputed at seq {seq:,}: fused attention keeps only softmax statistics, so "
+                           "recomputing it saves little memory and re-runs the most expensive op (cost not estimated: "
+                           "the layout is invalid)", _fix_beside_layout(cfg, without), {}, rline))
+    if par.dp == 1:
+        out.append(Finding("warning", "dp-collapsed", f"DP collapsed to 1: TP x CP x PP = {par.tp}x{par.cp}x{par.pp} = "
+                           f"{par.tp * par.cp * par.pp} uses all {par.gpus} GPUs; no data-parallel budget (alternatives "
+                           "not estimated: the layout is invalid)", (), {"dp": par.dp, "edp": par.edp},
+                           lines.get("context_parallel_size")))
+    if cfg.dispatcher == "deepep" and gpu.is_nvl72 and par.ep > 1:
+        out.append(Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
+                           "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
+                           _fix_beside_layout(cfg, cfg.with_(dispatcher="hybridep")), {"ep": par.ep},
+                           lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend")))
+    out += _cuda_graphs(_exportable(cfg), variable_seq_lengths, lines)
+    rules = ", ".join(bad.rule for bad in layout_errors)
+    out.append(Finding("info", "skipped", f"not estimated because the layout is invalid ({rules}): the rules that need "
+                       f"memory and time estimates were skipped ({', '.join(ESTIMATE_RULES)}); fix the errors and "
+                       "check again", (), {"skipped": list(ESTIMATE_RULES)}))
+    return out
+
+
+def _exportable(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with one pipeline stage, so overrides of its other knobs can be written while its own
+    pipeline split is invalid (the fixes of estimate-free rules touch no layout field)."""
+    from dataclasses import replace
+
+    return cfg.with_(parallel=replace(cfg.parallel, pp=1, vpp=1, pipeline_layout=None))
+
+
+def _fix_beside_layout(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
+    return fix_overrides(_exportable(before), _exportable(after))
 
 
 def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:
     """For an uneven pipeline split: the balanced layout string that makes it valid."""
     if rule != "layers-pp" or cfg.model.num_layers < cfg.parallel.pp * cfg.parallel.vpp:
         return ()
-    from moeplan.megatron import format_override_value
-    from moeplan.parallel import balanced_layout
-
     layout = balanced_layout(cfg.model, cfg.parallel.pp, cfg.parallel.vpp)
     return (f"model.pipeline_model_parallel_layout={format_override_value(layout)}",) if layout else ()
 
@@ -131,7 +210,7 @@ def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> l
     options: list[RunConfig] = []
     for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version):
         options.append(cfg.with_(recompute=rc))
-        for f in (0.5, 1.0):
+        for f in (0.5, 1.0) if cfg.optimizer == "adam" else ():  # Muon has no CPU offload (moeplan.run)
             options.append(cfg.with_(recompute=rc, optimizer_offload=max(f, cfg.optimizer_offload)))
     doubled = replace_parallel(cfg.parallel, cp=cfg.parallel.cp * 2)
     if doubled:
@@ -327,3 +406,95 @@ def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, in
                        f"({cfg.batch.seq_len:,}) and micro-batch ({cfg.batch.mbs}) fixed and enable graphs only after "
                        "shapes and routing are stable", (), {}, line))
     return out
+
+
+# ------------------------------------------------------------------ data-parallel sharding and Muon
+# Each finding compares the run with the alternative the estimates prefer (moeplan.fsdp, moeplan.muon through
+# moeplan.memory / moeplan.timing) and cites the numbers.
+
+# Megatron-LM warns (arguments.py, core_v0.16.1) that TP/CP comm overlap wants CUDA_DEVICE_MAX_CONNECTIONS=1
+# while FSDP needs it > 1, on architectures before Blackwell (compute capability < 10).
+_HOPPER_AND_OLDER = ("h100", "h200", "h800", "a100", "gh200")
+
+
+def lint_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    out: list[Finding] = []
+    f = fields_for(cfg.mcore_version)
+    tps = est.time.tokens_per_s_per_gpu
+    mem = est.memory.total_bytes
+    if cfg.fsdp is not None and not f.fsdp_strategies:
+        out.append(Finding("error", "fsdp-version", f"Megatron-FSDP (use_megatron_fsdp) needs Megatron-Core >= 0.14; "
+                           f"{f.version} has only the deprecated use_custom_fsdp", line=lines.get("use_megatron_fsdp")))
+        return out
+    if cfg.optimizer == "adam" and f.fsdp_strategies:
+        out += _compare_sharding(cfg, est, ev, lines, tps, mem)
+    if cfg.fsdp is not None and (cfg.parallel.tp > 1 or cfg.parallel.cp > 1) and cfg.gpu.lower() in _HOPPER_AND_OLDER:
+        out.append(Finding("info", "fsdp-device-connections",
+                           f"Megatron-FSDP with TP {cfg.parallel.tp} / CP {cfg.parallel.cp} on {cfg.gpu}: FSDP needs "
+                           "CUDA_DEVICE_MAX_CONNECTIONS > 1 while TP/CP communication overlap prefers 1 (Megatron-LM "
+                           "warns; from Blackwell the requirement is gone)", line=lines.get("use_megatron_fsdp")))
+    if cfg.optimizer == "muon":
+        out += _muon(cfg, est, ev, lines)
+    return out
+
+
+def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int], tps: float,
+                      mem: float) -> list[Finding]:
+    """The other sharding choice (distributed optimizer <-> fully sharded Megatron-FSDP), when it fits
+    where the run does not, or is at least MIN_GAIN faster."""
+    alt_cfg = cfg.with_(fsdp=None, fsdp_double_buffer=False) if cfg.fsdp else cfg.with_(fsdp=FULL_SHARD)
+    alt = ev(alt_cfg)
+    if alt is None:
+        return []
+    line = lines.get("use_megatron_fsdp", lines.get("use_distributed_optimizer"))
+    name = "Megatron-FSDP optim_grads_params" if alt_cfg.fsdp else "the distributed optimizer"
+    mine = f"Megatron-FSDP {cfg.fsdp}" if cfg.fsdp else "the distributed optimizer"
+    nums = {"memory_gib": _gib(mem), "alt_memory_gib": _gib(alt.memory.total_bytes), "tokens_per_s": round(tps),
+            "alt_tokens_per_s": round(alt.time.tokens_per_s_per_gpu),
+            "dp_comm_s": round(est.time.breakdown_s.get("dp_comm", 0.0), 3),
+            "alt_dp_comm_s": round(alt.time.breakdown_s.get("dp_comm", 0.0), 3)}
+    if not ev.fits(est) and not ev.fits(alt) and alt_cfg.fsdp:
+        # the sharding alone is not enough: the first recompute step that fits with it
+        ladder = recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version)
+        options = [(rc, cfg.optimizer_offload) for rc in ladder] + [(ladder[-1], f) for f in (0.25, 0.5, 0.75, 1.0)
+                                                                    if f > cfg.optimizer_offload]
+        for rc, offload in options:
+            trial = alt_cfg.with_(recompute=rc, optimizer_offload=offload)
+            if trial.ep_overlap and not trial.ep_overlap_allowed:
+                trial = trial.with_(ep_overlap=False)
+            e = ev(trial)
+            if ev.fits(e):
+                alt_cfg, alt = trial, e
+                nums.update(alt_memory_gib=_gib(e.memory.total_bytes), alt_tokens_per_s=round(e.time.tokens_per_s_per_gpu))
+                name += f" with recompute {rc.label()}" + (f" and {offload:.0%} optimizer offload"
+                                                             if offload != cfg.optimizer_offload else "")
+                break
+    fix = fix_overrides(cfg, alt_cfg)
+    if not ev.fits(est) and ev.fits(alt):
+        return [Finding("error", "dp-sharding", f"with {mine} the run needs {_gib(mem)} GiB; {name} shards weights and "
+                        f"gradients differently and needs {_gib(alt.memory.total_bytes)} GiB, which fits "
+                        f"({alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU)", fix, nums, line)]
+    if ev.fits(alt) and alt.time.tokens_per_s_per_gpu > tps * (1 + MIN_GAIN):
+        why = (f"exposed data-parallel communication {nums['dp_comm_s']} s vs {nums['alt_dp_comm_s']} s per step"
+               if cfg.fsdp else f"it frees {_gib(mem - alt.memory.total_bytes)} GiB for the memory knobs")
+        return [Finding("warning", "dp-sharding", f"{name} fits ({_gib(alt.memory.total_bytes)} GiB) and runs at "
+                        f"{alt.time.tokens_per_s_per_gpu:,.0f} vs {tps:,.0f} tokens/s/GPU with {mine}: {why}",
+                        fix, nums, line)]
+    return []
+
+
+def _muon(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    out: list[Finding] = []
+    if not cfg.muon_layer_wise and cfg.parallel.dp * cfg.parallel.cp > 1:
+        alt_cfg = cfg.with_(muon_layer_wise=True)
+        alt = ev(alt_cfg)
+        if alt is not None:
+            saved = est.memory.peak.items["optimizer_states"] - alt.memory.peak.items["optimizer_states"]
+            out.append(Finding("warning", "muon-layer-wise",
+                               f"plain muon keeps the whole optimizer state on every DP rank; dist_muon (layer-wise "
+                               f"distributed optimizer) deals it over DP x CP {cfg.parallel.dp * cfg.parallel.cp} and "
+                               f"saves {_gib(saved)} GiB per GPU", fix_overrides(cfg, alt_cfg),
+                               {"saved_gib": _gib(saved)}, lines.get("optimizer")))
+    return out
+
+

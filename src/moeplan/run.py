@@ -1,6 +1,6 @@
 """A training run as moeplan sees it: model, GPU, layout, batch and every memory/time knob.
 
-Knob names mirror Megatron-Core's ``TransformerConfig`` / optimizer config; ``moeplan.megatron``
+Knob names mirror Megatron-Core's ``TransformerConfig`` / optimizer config; ``moeplan.megatron.export``
 maps them to Megatron Bridge overrides and Megatron-LM flags.
 """
 
@@ -11,35 +11,25 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from moeplan.errors import MoeplanError
+from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel
-
-# Megatron-Core ``recompute_modules`` labels (transformer_config.py, core_r0.14-r0.18; r0.19 adds
-# gdn_norm_out). The version table in moeplan.megatron says which a release accepts.
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out")
-# The guidance's shorthand and its Megatron-Core label.
-RECOMPUTE_ALIASES = {"up_proj": "mla_up_proj", "norm": "layernorm", "act": "moe_act", "attn": "core_attn"}
-# Megatron-Core ``offload_modules`` (fine-grained activation offloading, core_r0.16+).
-OFFLOAD_MODULES = ("core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm", "qkv_linear")
-
-Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"]
-PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8")
-# fp8 = blockwise scaling (DeepSeek-V3 recipe), fp8-cs = current scaling, fp8-ds = delayed scaling.
-
-Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep"]
-DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
-
-# CUDA graph scopes (Megatron-Core ``cuda_graph_scope``; partial graphs that work with dropless MoE).
-CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba", "full_iteration")
-
-# Megatron-FSDP ``data_parallel_sharding_strategy`` values (distributed_data_parallel_config.py and
-# megatron/training/arguments.py --data-parallel-sharding-strategy, core_v0.14.0 .. core_v0.19.0), in
-# order of what they shard: optimizer state, + gradients, + parameters.
-FSDP_STRATEGIES = ("no_shard", "optim", "optim_grads", "optim_grads_params")
-# Optimizers moeplan models: Adam (AdamW) and Muon (megatron/core/optimizer/muon.py, core_v0.16.0+).
-OPTIMIZERS = ("adam", "muon")
-# Muon tensor-parallel modes moeplan costs (OptimizerConfig.muon_tp_mode; "distributed" is not modelled).
-MUON_TP_MODES = ("blockwise", "duplicated")
+from moeplan.vocab import (
+    CUDA_GRAPH_SCOPES,
+    CpCommType,
+    DEFAULT_MCORE_VERSION,
+    DEFAULT_RESERVE_GIB,
+    DISPATCHERS,
+    Dispatcher,
+    FSDP_STRATEGIES,
+    MUON_TP_MODES,
+    OFFLOAD_MODULES,
+    OPTIMIZERS,
+    PRECISIONS,
+    Precision,
+    RECOMPUTE_ALIASES,
+    RECOMPUTE_MODULES,
+)
 
 
 @dataclass(frozen=True)
@@ -87,39 +77,82 @@ class Recompute:
 
 @dataclass(frozen=True)
 class RunConfig:
+    """One training run: the model, the cluster's GPU, and the strategy (every knob), grouped by concern as
+    Megatron-Core groups its ``ModelParallelConfig`` / ``TransformerConfig`` fields. :mod:`moeplan.strategy`
+    saves the strategy groups to a file a user can edit and feed back; ``__post_init__`` checks each value."""
+
+    # ---- the model; layout and batch (ModelParallelConfig sizes; Megatron-LM --global-batch-size,
+    # --micro-batch-size, --seq-length)
     model: ModelSpec
+    """The architecture (a catalog entry or a Hugging Face config.json)."""
     parallel: Parallel
+    """TP, PP, VPP, CP, EP, ETP over the GPU count, and the pipeline layout (ModelParallelConfig)."""
     batch: Batch
+    """Sequence length, global and micro-batch size in sequences."""
+    # ---- GPU
     gpu: str = "h100"
-    recompute: Recompute = field(default_factory=Recompute)
-    precision: str = "bf16"
-    dispatcher: str = "alltoall"
-    cuda_graph_scopes: frozenset[str] = frozenset()  # empty = CUDA graphs off
-    optimizer_offload: float = 0.0  # Megatron optimizer_offload_fraction with optimizer_cpu_offload
-    offload_modules: frozenset[str] = frozenset()  # fine-grained activation offloading
-    moe_imbalance: float = 1.0  # tokens on the busiest expert rank / mean; 1.0 = force-balanced routing
-    capacity_factor: float | None = None  # moe_expert_capacity_factor (token dropping) when set
-    # moe_expert_rank_capacity_factor (Megatron-Core >= 0.18, HybridEP): fixed per-rank token buffers that
-    # make dropless MoE sync-free, so a full-iteration CUDA graph can capture it (with moe_paged_stash)
+    """Catalog name of the GPU (the GPUSpec itself travels beside the config)."""
+    # ---- numerics
+    precision: Precision = "bf16"
+    """GEMM precision (moeplan.vocab.PRECISIONS; FP8 recipes map to Megatron-Core ``fp8_recipe``)."""
+    grad_fp32: bool = True
+    """Main grads in fp32 (``grad_reduce_in_fp32``; Megatron-LM forces fp32 accumulation with --bf16)."""
+    bf16_moments: bool = False
+    """Precision-aware optimizer with bf16 ``exp_avg`` / ``exp_avg_sq``."""
+    # ---- MoE and its communication
+    dispatcher: Dispatcher = "alltoall"
+    """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
+    ep_overlap: bool = False
+    """``overlap_moe_expert_parallel_comm``: hide dispatch/combine behind another micro-batch."""
+    moe_imbalance: float = 1.0
+    """Tokens on the busiest expert rank / mean; 1.0 = force-balanced routing."""
+    capacity_factor: float | None = None
+    """``moe_expert_capacity_factor`` (token dropping) when set."""
     rank_capacity_factor: float | None = None
-    grad_fp32: bool = True  # main grads in fp32 (Megatron-LM forces fp32 accumulation with --bf16)
-    bf16_moments: bool = False  # precision-aware optimizer with bf16 exp_avg / exp_avg_sq
-    ep_overlap: bool = False  # overlap_moe_expert_parallel_comm: hide dispatch/combine behind another micro-batch
-    tp_comm_overlap: bool = True  # tp_comm_overlap (TE userbuffers): TP collectives overlap GEMMs; exported on
-    dp_overlap: bool = True  # ddp overlap_grad_reduce + overlap_param_gather; exported on
-    cp_comm_type: str = "p2p"  # p2p (ring), a2a, allgather, a2a+p2p
-    reserve_gib: float = 2.0  # CUDA context, NCCL buffers and allocator fragmentation outside the estimate
-    mcore_version: str = "0.16"
-    # Megatron-FSDP (ddp use_megatron_fsdp) with this data_parallel_sharding_strategy; None = Megatron
-    # DDP with the distributed optimizer (use_distributed_optimizer)
+    """``moe_expert_rank_capacity_factor`` (Megatron-Core 0.18+, HybridEP): fixed per-rank token buffers that make
+    dropless MoE sync-free, so a full-iteration CUDA graph can capture it (with ``moe_paged_stash``)."""
+    precision_aware_optimizer: bool | None = None
+    """``use_precision_aware_optimizer``; None = moeplan's export: on with optimizer offload or bf16 moments
+    (Megatron-LM validate_args requires it with --optimizer-cpu-offload; Megatron Bridge does not)."""
+    # ---- communication overlap
+    cp_comm_type: CpCommType = "p2p"
+    """Context-parallel communication: p2p (ring), a2a, allgather, a2a+p2p (hierarchical)."""
+    tp_comm_overlap: bool = True
+    """``tp_comm_overlap`` (TE userbuffers): TP collectives overlap GEMMs; exported on."""
+    dp_overlap: bool = True
+    """DDP ``overlap_grad_reduce`` + ``overlap_param_gather``; exported on."""
+    # ---- memory knobs
+    recompute: Recompute = field(default_factory=Recompute)
+    """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
+    optimizer_offload: float = 0.0
+    """Share of the optimizer state on the CPU (``optimizer_offload_fraction`` with ``optimizer_cpu_offload``)."""
+    offload_overlap: bool = True
+    """``overlap_cpu_optimizer_d2h_h2d``: pipeline the offloaded grads' D2H and params' H2D with the CPU Adam steps
+    (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py); exported with offload."""
+    offload_modules: frozenset[str] = frozenset()
+    """Fine-grained activation offloading (``offload_modules``, Megatron-Core 0.16+)."""
+    cuda_graph_scopes: frozenset[str] = frozenset()
+    """CUDA graph scopes captured (``cuda_graph_scope`` / ``cuda_graph_modules``); empty = graphs off."""
+    reserve_gib: float = DEFAULT_RESERVE_GIB
+    """GiB per GPU outside the estimate: CUDA context, NCCL buffers and allocator fragmentation."""
+    # ---- target
+    mcore_version: str = DEFAULT_MCORE_VERSION
+    """Megatron-Core release the exports and checks target (field names and allowed values)."""
+    # ---- data-parallel sharding and optimizer (moeplan.fsdp, moeplan.muon)
     fsdp: str | None = None
-    fsdp_double_buffer: bool = False  # ddp fsdp_double_buffer: two persistent buffers per FSDP unit size
-    optimizer: str = "adam"  # adam | muon (Muon on 2-D weights, Adam on embeddings, output layer, norms)
-    muon_ns_steps: int = 5  # OptimizerConfig.muon_num_ns_steps (Megatron-Core default 5)
-    muon_tp_mode: str = "blockwise"  # OptimizerConfig.muon_tp_mode (Megatron-Core default blockwise)
-    # Muon with the layer-wise distributed optimizer (optimizer 'dist_muon'): state dealt over DP; False =
-    # plain 'muon', every DP rank keeps and updates the whole state
+    """Megatron-FSDP (ddp ``use_megatron_fsdp``) with this ``data_parallel_sharding_strategy``; None = Megatron
+    DDP with the distributed optimizer (``use_distributed_optimizer``)."""
+    fsdp_double_buffer: bool = False
+    """ddp ``fsdp_double_buffer``: two persistent buffers per FSDP unit size."""
+    optimizer: str = "adam"
+    """adam | muon (Muon on 2-D weights; Adam on embeddings, output layer, norms)."""
+    muon_ns_steps: int = 5
+    """``muon_num_ns_steps`` (Megatron-Core default 5)."""
+    muon_tp_mode: str = "blockwise"
+    """``muon_tp_mode`` (Megatron-Core default blockwise)."""
     muon_layer_wise: bool = True
+    """Muon with the layer-wise distributed optimizer (optimizer 'dist_muon'): state dealt over DP; False = plain
+    'muon', every DP rank keeps and updates the whole state."""
 
     def __post_init__(self) -> None:
         if self.fsdp is not None and self.fsdp not in FSDP_STRATEGIES:
@@ -132,6 +165,12 @@ class RunConfig:
             # "Muon optimizer does not support Megatron-FSDP for now."
             raise MoeplanError("Muon does not run with Megatron-FSDP (Megatron-LM arguments.py asserts "
                                "not use_megatron_fsdp for Muon); use the distributed optimizer or Adam")
+        if self.optimizer == "muon" and (self.optimizer_offload > 0 or self.bf16_moments):
+            # optimizer_config.py (core_v0.16.1) __post_init__: use_precision_aware_optimizer "only supported
+            # with adam" and "with distributed optimizer"; Megatron-LM requires it for optimizer_cpu_offload
+            raise MoeplanError("Muon runs without the precision-aware optimizer (Megatron-Core OptimizerConfig: "
+                               "adam and the distributed optimizer only), so neither optimizer CPU offload nor bf16 "
+                               "moments; its fp32 master weights and momentum stay on the GPU")
         if self.muon_tp_mode not in MUON_TP_MODES:
             raise MoeplanError(f"muon_tp_mode '{self.muon_tp_mode}' is not modelled; choose one of "
                                f"{', '.join(MUON_TP_MODES)}")
@@ -160,13 +199,18 @@ class RunConfig:
             raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
 
     @property
+    def precision_aware(self) -> bool:
+        """Whether the precision-aware optimizer runs (see ``precision_aware_optimizer``)."""
+        if self.precision_aware_optimizer is not None:
+            return self.precision_aware_optimizer
+        return self.optimizer_offload > 0 or self.bf16_moments
+
+    @property
     def ep_overlap_allowed(self) -> bool:
         """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
         another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
         (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute; with
         MTP in core_v0.16/0.17 also a single MTP layer and PP > 1."""
-        from moeplan.megatron import fields_for, version_key
-
         par = self.parallel
         if self.model.mtp_layers and fields_for(self.mcore_version).ep_overlap_mtp_needs_pp:
             # core_v0.16/0.17 transformer_config.py: with MTP, one MTP layer and PP > 1

@@ -30,6 +30,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from moeplan import fsdp, muon
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
@@ -43,9 +44,18 @@ from moeplan.flops import (
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
-from moeplan.memory import _stage_groups, average_params_per_gpu
+from moeplan.megatron.fields import muon_dp_overlap
+from moeplan.memory import _rank_params, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
-from moeplan.parallel import Pipeline, Stage, build_pipeline, cp_ranks_per_domain, hierarchical_cp_inner, validate
+from moeplan.parallel import (
+    Pipeline,
+    Stage,
+    build_pipeline,
+    cp_ranks_per_domain,
+    hierarchical_cp_inner,
+    stage_groups,
+    validate,
+)
 from moeplan.run import RunConfig
 
 TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron convention)
@@ -76,7 +86,9 @@ class Calibration:
     ``moeplan/hardware/calibration.yaml`` (what each stands for and its source are documented there
     and in docs/calibration.md; benchmarks/calibrate.py writes the fitted ones)."""
 
-    attn_eff: float = _from_file("attn_eff")
+    attn_fwd_eff: dict[str, float] = _from_file("attn_fwd_eff")
+    attn_bwd_eff: dict[str, float] = _from_file("attn_bwd_eff")
+    attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
     gdn_eff: float = _from_file("gdn_eff")
     grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
@@ -85,11 +97,12 @@ class Calibration:
     nvlink_eff: float = _from_file("nvlink_eff")
     scaleout_eff: float = _from_file("scaleout_eff")
     a2a_eff: dict[str, float] = _from_file("a2a_eff")
+    a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
     ep_overlap_eff: float = _from_file("ep_overlap_eff")
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
     optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
-    cpu_adam_params_per_s: dict[str, float] = _from_file("cpu_adam_params_per_s")
+    cpu_adam_mem_eff: float = _from_file("cpu_adam_mem_eff")
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
@@ -134,6 +147,7 @@ DEFAULT_CALIBRATION = Calibration()
 # ~15% each; full_iteration captures everything). An estimate, not a measurement.
 GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "moe_preprocess": 0.15,
                       "mamba": 0.4, "full_iteration": 1.0}
+GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
               "launch_overhead")
@@ -243,7 +257,13 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
                + m * n * b_in + w * b_in + m * k * BF16_BYTES  # dgrad: dy, W -> dx
                + m * k * b_in + m * n * b_in + 2 * w * grad_b)  # wgrad: x, dy -> main_grad += dW
     hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
-    rate = ctx.gemm_rate * (cal.grouped_gemm_eff if g.per_row else 1.0)
+    rate = ctx.gemm_rate
+    if g.per_row:
+        # grouped GEMM: each local expert's rows are cut into 128-row tiles, the last one partly
+        # empty (TE / cuBLASLt grouped GEMM; CUTLASS tile M = 128): on average half a tile per expert
+        # is padding, which costs narrow EP (many local experts, few rows each) the most
+        per_expert = m / max(1.0, weights)
+        rate *= cal.grouped_gemm_eff * per_expert / (per_expert + GROUPED_TILE_ROWS / 2)
     t = TRAIN * flops / rate + traffic / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast
@@ -277,10 +297,40 @@ def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int)
     return min(length, mixer.sliding_window) if mixer.sliding_window else length
 
 
+def attention_kernel(mixer: Attention) -> str:
+    """Which fused-attention kernel family runs the layer. Transformer Engine sends equal q/k and v
+    head dims to FlashAttention-3 on Hopper (``flash``); MLA's 192-wide q/k with 128-wide v goes to
+    cuDNN's fused attention (``cudnn_mla``: TE's backend selection rules flash-attn out for
+    head_dim_qk != head_dim_v; transformer_engine/pytorch/attention/dot_product_attention/utils.py)."""
+    d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
+    return "cudnn_mla" if d_qk != d_v else "flash"
+
+
+def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> tuple[float, float, float]:
+    """(forward, backward, fwd + bwd) share of the dense BF16 peak that fused attention reaches on long
+    blocks, in the FLOPs Megatron counts (backward = 2 x forward).
+
+    Per causal score element the forward runs QK^T and PV (2 x (d_qk + d_v) FLOPs) and one softmax
+    exponential; the backward recomputes S and P and runs dP, dV, dQ, dK (2 x (3 d_qk + 2 d_v) FLOPs)
+    and one exponential (FlashAttention-2/3 algorithms: Dao 2023, arXiv 2307.08691; Shah et al. 2024,
+    arXiv 2407.08608). The tensor-core work runs at ``attn_fwd_eff`` / ``attn_bwd_eff`` of peak per
+    kernel family; each exponential costs ``attn_softmax_flops`` FLOP-equivalents of peak (H100: 989
+    TFLOP/s of BF16 matmul against 3.9 T exponentials/s, FlashAttention-3 section 3.1), so wide heads
+    amortise the softmax and run faster: FlashAttention-3 forward, H100, 16K, head dim 64 / 128 / 256:
+    ~497 / 648 / 740 TFLOP/s (tests/data/fa3_forward_h100_headdim.csv)."""
+    d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
+    kind = attention_kernel(mixer)
+    fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
+    fwd_t = fwd_mm / cal.attn_fwd_eff[kind] + cal.attn_softmax_flops  # time per score, in 1 / peak
+    bwd_t = bwd_mm / cal.attn_bwd_eff[kind] + cal.attn_softmax_flops
+    counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
+    return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
+
+
 def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> float:
-    """Achieved attention FLOP/s (fwd + bwd average) on this run's kernel blocks."""
+    """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks."""
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
-    return gpu.peak("bf16") * cal.attn_eff * length / (length + cal.attn_half_tokens)
+    return gpu.peak("bf16") * attention_efficiency(mixer, cal)[2] * length / (length + cal.attn_half_tokens)
 
 
 def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
@@ -377,9 +427,8 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     span = par.ep * par.etp
     peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
     nodes = math.ceil(span / gpu.nvlink_domain)
-    eff = cal.a2a_eff[cfg.dispatcher]
-    nv_bw = gpu.nvlink_bw_bytes_per_s * eff
-    so_bw = gpu.scaleout_bw_bytes_per_s * eff
+    nv_bw = gpu.nvlink_bw_bytes_per_s * cal.a2a_eff[cfg.dispatcher]
+    so_bw = gpu.scaleout_bw_bytes_per_s * cal.a2a_scaleout_eff[cfg.dispatcher]
     if cfg.dispatcher in ("alltoall", "allgather"):
         # NCCL all-to-all sends every (token, expert) row to its rank; the routes run one after the other.
         remote = (par.ep - peers_in_domain) / par.ep
@@ -521,6 +570,42 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     return LayerTime(**out)
 
 
+# Host memory bandwidth per GPU where a hardware entry gives none, by host link class: x86 DGX hosts
+# (2 sockets x 8 channels DDR5-4800 = 614 GB/s over 8 GPUs) and Grace (512 GB/s LPDDR5X per Grace over
+# its 2 GPUs); the catalog entries carry their own figures and sources.
+HOST_MEM_BW_DEFAULT = {"pcie4": 76.8e9, "pcie5": 76.8e9, "pcie6": 76.8e9, "c2c": 256.0e9}
+
+
+def cpu_adam_params_per_s(gpu: GPUSpec, cal: Calibration, bf16_moments: bool) -> float:
+    """Parameters per second one GPU process updates with the CPU Adam of optimizer offload.
+
+    The fused CPU AdamW streams each parameter's fp32 master (read + write), its gradient (read) and
+    both moments (read + write) through host memory, with the host's memory bandwidth shared by the
+    GPUs of the node (``host_mem_bw_bytes_per_s`` per GPU); ``cpu_adam_mem_eff`` is the share of that
+    bandwidth it reaches (fitted to the offload curve, measured_variants.csv G08)."""
+    moment_b = BF16_BYTES if bf16_moments else FP32_BYTES
+    bytes_per_param = 2 * FP32_BYTES + FP32_BYTES + 2 * 2 * moment_b
+    bw = gpu.host_mem_bw_bytes_per_s or HOST_MEM_BW_DEFAULT.get(gpu.host_link, HOST_MEM_BW_DEFAULT["pcie5"])
+    return bw * cal.cpu_adam_mem_eff / bytes_per_param
+
+
+def offload_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration, params: float) -> float:
+    """Seconds per step of the CPU share (``params`` per GPU) of the optimizer step.
+
+    Megatron's HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py)
+    copies the offloaded gradients to the host (D2H), runs the CPU fused AdamW synchronously and copies
+    the updated parameters back (H2D); nothing of it overlaps forward/backward. With
+    ``overlap_cpu_optimizer_d2h_h2d`` the copies of one parameter group run while the CPU updates
+    another, so the step costs the longer of the two (plus one group's copies, neglected)."""
+    grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    link = gpu.host_link_achieved_bytes_per_s or gpu.host_link_bw_bytes_per_s
+    # params H2D: the GPU copy is the fp32 master without the precision-aware optimizer, else bf16
+    param_b = BF16_BYTES if cfg.precision_aware else FP32_BYTES
+    copy_s = params * (grad_b + param_b) / link
+    cpu_s = params / cpu_adam_params_per_s(gpu, cal, cfg.bf16_moments)
+    return max(cpu_s, copy_s) if cfg.offload_overlap else cpu_s + copy_s
+
+
 @dataclass(frozen=True)
 class TimeEstimate:
     step_time_s: float
@@ -575,15 +660,35 @@ def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer
     for stages in pipe.rank_stages:
         counts: dict[Layer, int] = {}
         for st in stages:
-            for layer, n in _stage_groups(spec, st):
+            for layer, n in stage_groups(spec, st):
                 counts[layer] = counts.get(layer, 0) + n
         heads = tuple((st.loss, st.mtp) for st in stages if st.loss or st.mtp)
         out.append((tuple(counts.items()), heads))
     return tuple(out)
 
 
-def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
-                  pipeline: Pipeline | None = None, validated: bool = False) -> TimeEstimate:
+@dataclass(frozen=True)
+class StepParts:
+    """What a step is assembled from (the timeline lays these out; estimate_time sums them).
+
+    ``rank_microbatch_s``: per pipeline rank, seconds per time item of one micro-batch through all its
+    chunks, forward + backward. The pipeline runs at the slowest rank's pace (``slowest_rank``).
+    ``dp_*_s``: the whole gradient reduce-scatter / parameter all-gather, and the part of each that
+    is not hidden behind the backward / forward (``breakdown_s["dp_comm"]`` is the exposed sum)."""
+
+    rank_microbatch_s: tuple[dict[str, float], ...]
+    slowest_rank: int
+    microbatches: int
+    microbatch_s: float
+    dp_reduce_scatter_s: float
+    dp_all_gather_s: float
+    dp_reduce_scatter_exposed_s: float
+    dp_all_gather_exposed_s: float
+    breakdown_s: dict[str, float]
+
+
+def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
+               pipeline: Pipeline | None = None, validated: bool = False) -> StepParts:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
         validate(spec, par, batch, cfg.mcore_version)
@@ -591,6 +696,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     m = batch.microbatches(par.dp)
     ctx = _make_ctx(cfg, gpu, cal)
     # --- per pipeline rank, one micro-batch through all its chunks
+    per_rank: list[dict[str, float]] = []
     worst: dict[str, float] = {}
     worst_total, worst_rank = -1.0, 0
     for r, (groups, heads) in enumerate(_rank_work(spec, pipe)):
@@ -605,6 +711,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
             p2p = ctx.tokens * spec.hidden * BF16_BYTES
             bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
             acc["pp_comm"] = 2 * par.vpp * p2p / bw
+        per_rank.append(acc)
         total = sum(acc.values())
         if total > worst_total:
             worst, worst_total, worst_rank = acc, total, r
@@ -618,10 +725,11 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     dense_bw = _busbw(gpu, dp_group, par.tp, cal)
     expert_bw = _busbw(gpu, edp, par.ep * par.etp, cal)
     if cfg.fsdp is not None or cfg.optimizer != "adam":  # Megatron-FSDP / Muon: moeplan.fsdp, moeplan.muon
-        breakdown.update(_sharded_dp_and_optimizer_s(ctx, pipe, t_mb, breakdown["pp_bubble"], dense_p, expert_p,
-                                                     dense_bw, expert_bw))
+        extra, dp_parts = _sharded_dp_and_optimizer_s(ctx, pipe, t_mb, breakdown["pp_bubble"], dense_p, expert_p,
+                                                      dense_bw, expert_bw)
+        breakdown.update(extra)
         items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
-        return _time_estimate(cfg, gpu, items, m, worst_rank)
+        return StepParts(tuple(per_rank), worst_rank, m, t_mb, *dp_parts, items)
     rs_time = ag_time = 0.0  # gradient reduce-scatter, parameter all-gather (distributed optimizer)
     if dp_group > 1:
         rs_time += _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
@@ -633,40 +741,28 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     # cool-down; overlap_param_gather: buckets gather during the first forward and the warm-up.
     bubble = breakdown["pp_bubble"]
     if cfg.dp_overlap:
-        breakdown["dp_comm"] = max(0.0, rs_time - (2 * t_mb / 3 + bubble)) + max(0.0, ag_time - (t_mb / 3 + bubble))
+        rs_exposed, ag_exposed = max(0.0, rs_time - (2 * t_mb / 3 + bubble)), max(0.0, ag_time - (t_mb / 3 + bubble))
     else:  # without overlap_grad_reduce / overlap_param_gather both run after / before the micro-batches
-        breakdown["dp_comm"] = rs_time + ag_time
+        rs_exposed, ag_exposed = rs_time, ag_time
+    breakdown["dp_comm"] = rs_exposed + ag_exposed
     # --- optimizer step (GPU share) and CPU offload
     shard = dense_p / dp_group + expert_p / edp
     gpu_share = 1.0 - cfg.optimizer_offload
     breakdown["optimizer"] = shard * gpu_share * cal.optimizer_bytes_per_param / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     if cfg.optimizer_offload > 0:
-        off = shard * cfg.optimizer_offload
-        cpu = off / cal.cpu_adam_params_per_s.get(gpu.host_link, cal.cpu_adam_params_per_s["pcie5"])
-        link = off * (grad_b + BF16_BYTES) / gpu.host_link_bw_bytes_per_s
-        breakdown["offload"] = cpu + link
+        breakdown["offload"] = offload_s(cfg, gpu, cal, shard * cfg.optimizer_offload)
     items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
-    return _time_estimate(cfg, gpu, items, m, worst_rank)
-
-
-def _time_estimate(cfg: RunConfig, gpu: GPUSpec, items: dict[str, float], m: int, worst_rank: int) -> TimeEstimate:
-    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
-    step = sum(items.values())
-    fpt = flops_per_token(spec, batch.seq_len, par.tp).total_flops
-    tokens = batch.gbs * batch.seq_len
-    tflops = fpt * tokens / step / par.gpus / 1e12
-    peak = gpu.peak(cfg.precision)
-    return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, m, worst_rank, peak)
+    return StepParts(tuple(per_rank), worst_rank, m, t_mb, rs_time, ag_time, rs_exposed, ag_exposed, items)
 
 
 def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: float, dense_p: float,
-                                expert_p: float, dense_bw: float, expert_bw: float) -> dict[str, float]:
+                                expert_p: float, dense_bw: float, expert_bw: float,
+                                ) -> tuple[dict[str, float], tuple[float, float, float, float]]:
     """dp_comm, optimizer and offload seconds with Megatron-FSDP (moeplan.fsdp.dp_comm_s) or Muon's
     layer-wise distributed optimizer (moeplan.muon): DDP all-reduces the gradients (2 x a
     reduce-scatter), the updated weights are all-gathered after the step, and each rank runs Newton-Schulz
-    on its share of the matrices at the bf16 matmul rate."""
-    from moeplan import fsdp, muon
-
+    on its share of the matrices at the bf16 matmul rate (muon_fp32_matmul_prec 'medium'). Also the
+    (reduce, gather, reduce exposed, gather exposed) seconds StepParts carries."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
     spec, par = cfg.model, cfg.parallel
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
@@ -676,53 +772,64 @@ def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: 
     sh = fsdp.shards(cfg)
     if cfg.fsdp is not None:
         mean_unit = (dense_p + expert_p) * par.pp / max(1, spec.num_layers)
-        out["dp_comm"], _ = fsdp.dp_comm_s(cfg, dense_p, expert_p, mean_unit, t_mb, bubble, dense_bw, expert_bw,
-                                           grad_b, _ring_time)
-    else:  # Muon, layer-wise distributed optimizer
-        rs = _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw) + _ring_time(expert_p * grad_b / edp, edp, expert_bw)
+        exposed, raw = fsdp.dp_comm_s(cfg, dense_p, expert_p, mean_unit, t_mb, bubble, dense_bw, expert_bw,
+                                      grad_b, _ring_time)
+        rs, ag = raw["grad_reduce_s"], raw["param_all_gather_s"]
+        share = rs / (rs + ag) if rs + ag else 1.0
+        dp_parts = (rs, ag, exposed * share, exposed * (1 - share))
+    else:  # Muon with DDP (no distributed optimizer): all-reduce, then the layer-wise gather
+        rs = 2 * (_ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
+                  + _ring_time(expert_p * grad_b / edp, edp, expert_bw))
         ag = (_ring_time(dense_p * BF16_BYTES / dp_group, dp_group, dense_bw)
               + _ring_time(expert_p * BF16_BYTES / edp, edp, expert_bw)) if sh.optimizer else 0.0
-        from moeplan.megatron import muon_dp_overlap
-
-        if cfg.dp_overlap and muon_dp_overlap(cfg.mcore_version):
-            out["dp_comm"] = max(0.0, 2 * rs - (2 * t_mb / 3 + bubble)) + max(0.0, ag - (t_mb / 3 + bubble))
-        else:  # core_v0.16: Muon asserts not overlap_grad_reduce / overlap_param_gather
-            out["dp_comm"] = 2 * rs + ag
-    # --- optimizer step on this GPU's shard (slowest pipeline rank); CPU offload of the Adam share
+        if cfg.dp_overlap and cfg.muon_layer_wise and muon_dp_overlap(cfg.mcore_version):
+            dp_parts = (rs, ag, max(0.0, rs - (2 * t_mb / 3 + bubble)), max(0.0, ag - (t_mb / 3 + bubble)))
+        else:  # core_v0.16 (any Muon) and plain muon: overlap_grad_reduce / overlap_param_gather asserted off
+            dp_parts = (rs, ag, rs, ag)
+        exposed = dp_parts[2] + dp_parts[3]
+    out["dp_comm"] = exposed
+    # --- optimizer step on this GPU's shard (slowest pipeline rank); CPU offload of the Adam state
     d_div = dp_group if sh.optimizer else 1
     e_div = edp if sh.optimizer else 1
     worst_opt = worst_off = 0.0
-    from moeplan.memory import _rank_params
-
     for (groups, heads), stages in zip(_rank_work(spec, pipe), pipe.rank_stages):
         dense, expert, _ = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+        ns_s = muon_shard = m_dense = m_expert = 0.0
         if cfg.optimizer == "muon":
             mats = muon.rank_matrices(spec, groups, sum(mtp for _, mtp in heads), par.tp, par.ep, par.etp)
             m_dense, m_expert = muon.matrix_params(mats)
             m_dense, m_expert = min(m_dense, dense), min(m_expert, expert)
             ns = muon.newton_schulz(mats, cfg.muon_ns_steps, cfg.muon_tp_mode)
-            bf16_rate = _gemm_rate(gpu, "bf16")  # muon_fp32_matmul_prec 'medium': bf16 matmuls
-            ns_s = ((ns.dense_flops / d_div + ns.expert_flops / e_div) / bf16_rate
+            ns_s = ((ns.dense_flops / d_div + ns.expert_flops / e_div) / _gemm_rate(gpu, "bf16")
                     + (ns.dense_bytes / d_div + ns.expert_bytes / e_div) / hbm)
             if ns.tp_gather_bytes:
                 ns_s += ns.tp_gather_bytes / d_div / _busbw(gpu, par.tp, 1, cal)
             muon_shard = m_dense / d_div + m_expert / e_div
-        else:
-            m_dense = m_expert = ns_s = muon_shard = 0.0
         adam_shard = (dense - m_dense) / d_div + (expert - m_expert) / e_div
-        gpu_share = 1.0 - cfg.optimizer_offload
-        opt = (adam_shard * gpu_share * cal.optimizer_bytes_per_param
+        opt = (adam_shard * (1.0 - cfg.optimizer_offload) * cal.optimizer_bytes_per_param
                + muon_shard * (cal.optimizer_bytes_per_param - muon.MOMENT_TRAFFIC_BYTES)) / hbm + ns_s
-        off = 0.0
-        if cfg.optimizer_offload > 0:
-            moved = adam_shard * cfg.optimizer_offload
-            off = (moved / cal.cpu_adam_params_per_s.get(gpu.host_link, cal.cpu_adam_params_per_s["pcie5"])
-                   + moved * (grad_b + BF16_BYTES) / gpu.host_link_bw_bytes_per_s)
+        off = offload_s(cfg, gpu, cal, adam_shard * cfg.optimizer_offload) if cfg.optimizer_offload > 0 else 0.0
         if opt + off > worst_opt + worst_off:
             worst_opt, worst_off = opt, off
-    out["optimizer"], out["offload"] = worst_opt, worst_off
-    return out
+    out["optimizer"] = worst_opt
+    if worst_off:
+        out["offload"] = worst_off
+    return out, dp_parts
 
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "TimeEstimate", "attention_block_tokens", "attention_rate",
-           "best_cp_comm_type", "estimate_time"]
+def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
+                  pipeline: Pipeline | None = None, validated: bool = False) -> TimeEstimate:
+    spec, par, batch = cfg.model, cfg.parallel, cfg.batch
+    parts = step_parts(cfg, gpu, cal, pipeline, validated)
+    items = parts.breakdown_s
+    step = sum(items.values())
+    fpt = flops_per_token(spec, batch.seq_len, par.tp).total_flops
+    tokens = batch.gbs * batch.seq_len
+    tflops = fpt * tokens / step / par.gpus / 1e12
+    peak = gpu.peak(cfg.precision)
+    return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, parts.microbatches,
+                        parts.slowest_rank, peak)
+
+
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
+           "attention_efficiency", "attention_kernel", "attention_rate", "best_cp_comm_type", "estimate_time", "step_parts"]

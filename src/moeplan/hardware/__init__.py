@@ -54,7 +54,7 @@ _MEASURED_BW = (
     "host_link_achieved_bytes_per_s",
 )
 _MEASURED_FLOPS = ("gemm_bf16_achieved_flops", "gemm_fp8_achieved_flops")
-_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS
+_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + ("host_mem_bw_bytes_per_s",)
 _MIN_BYTES = 1e9  # 1 GB or 1 GB/s: anything smaller is a unit mistake for these GPUs
 _MIN_FLOPS = 1e12
 

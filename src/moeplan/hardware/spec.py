@@ -77,6 +77,9 @@ class GPUSpec:
     nvlink_nvls_busbw_bytes_per_s: float | None = None  # NCCL NVLS (SHARP) all-reduce busbw
     scaleout_busbw_bytes_per_s: float | None = None  # inter-node all-reduce, as per-GPU NIC bytes/s
     host_link_achieved_bytes_per_s: float | None = None  # nvbandwidth H2D/D2H, one direction
+    # CPU memory bandwidth per GPU (host sockets' peak / GPUs sharing them): the CPU Adam step of
+    # optimizer offload streams the offloaded state through it. None: the host-link class default.
+    host_mem_bw_bytes_per_s: float | None = None
 
     def __hash__(self) -> int:  # peak_flops is a dict; hash on the identity fields only
         return hash((self.name, self.description, self.hbm_bytes, tuple(sorted(self.peak_flops.items()))))

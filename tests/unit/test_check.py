@@ -8,22 +8,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moeplan import api, checker, megatron
+from moeplan import api, checker
+from moeplan.megatron import export
 from moeplan.cli import main
 
 
 def _best_cfg(model, gpu, gpus, seq, gbs, **kw):
-    result = api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=1, **kw)
-    cfg, _ = api.config_from_plan(model, result["plans"][0], gpu=gpu, gpus=gpus,
-                                  mcore_version=kw.get("mcore_version", "0.16"))
-    return cfg
+    best = api.search_plans(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=1, **kw).best
+    assert best is not None
+    return best.config  # a plan carries its config
 
 
 @pytest.fixture(scope="module")
 def dsv3_clean(tmp_path_factory):
     cfg = _best_cfg("deepseek-v3", "h100", 1024, 131072, 1024)
     path = tmp_path_factory.mktemp("cfg") / "dsv3_128k.yaml"
-    path.write_text(megatron.to_yaml(cfg, "0.16"))
+    path.write_text(export.to_yaml(cfg, "0.16"))
     return cfg, path
 
 
@@ -45,7 +45,7 @@ def test_dsv3_core_attn_recompute_at_128k(dsv3_clean, tmp_path):
     cfg, _ = dsv3_clean
     faulty = cfg.with_(recompute=cfg.recompute.__class__("selective", cfg.recompute.modules | {"core_attn"}))
     path = tmp_path / "dsv3_core_attn.yaml"
-    path.write_text(megatron.to_yaml(faulty, "0.16"))
+    path.write_text(export.to_yaml(faulty, "0.16"))
     res = checker.check(str(path), model="deepseek-v3", gpus=1024)
     f = next(f for f in res.findings if f.rule == "core-attn-recompute")
     assert f.severity == "warning" and f.numbers["cost_s"] > 0 and f.numbers["saves_mib"] < 1024
@@ -207,7 +207,7 @@ def test_checking_a_plan_never_recommends_what_the_planner_rejects(tmp_path):
     so check must not recommend them."""
     cfg = _best_cfg("deepseek-v3", "gb200", 64, 32768, 128)
     path = tmp_path / "dsv3.overrides"
-    path.write_text("\n".join(megatron.to_overrides(cfg, "0.16")))
+    path.write_text("\n".join(export.to_overrides(cfg, "0.16")))
     res = checker.check(str(path), model="deepseek-v3", gpu="gb200", gpus=64)
     capacity_gib = res.gpu.hbm_bytes / 2**30
     assert res.errors == 0

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moeplan import megatron as M
 from moeplan.api import build_config
 from moeplan.errors import MoeplanError
+from moeplan.megatron import export, fields, read, to_run
 from moeplan.parallel import build_pipeline
 from moeplan.run import Recompute, RunConfig
 
@@ -42,9 +42,9 @@ def exportable() -> list[tuple[str, str]]:
     """(plan, version) pairs the version can express."""
     pairs = []
     for name in PLANS:
-        for version in M.VERSIONS:
+        for version in fields.VERSIONS:
             try:
-                M.to_settings(plan(name), version)
+                export.to_settings(plan(name), version)
             except MoeplanError:
                 continue
             pairs.append((name, version))
@@ -57,7 +57,7 @@ PAIRS = exportable()
 def mlm_expressible(settings: dict[str, object]) -> dict[str, object]:
     """Megatron-LM flags cannot say None, False (plain store_true flags) or []."""
     return {k: v for k, v in settings.items()
-            if v is not None and v != [] and (v is not False or M.KNOB_BY_FIELD[k].mlm_false)}
+            if v is not None and v != [] and (v is not False or fields.KNOB_BY_FIELD[k].mlm_false)}
 
 
 def with_explicit_layout(cfg: RunConfig) -> RunConfig:
@@ -68,15 +68,15 @@ def with_explicit_layout(cfg: RunConfig) -> RunConfig:
 
 
 def test_every_plan_exports_to_the_default_version() -> None:
-    assert {name for name, v in PAIRS if v == M.DEFAULT_VERSION} == set(PLANS)
+    assert {name for name, v in PAIRS if v == fields.DEFAULT_VERSION} == set(PLANS)
     assert len(PAIRS) >= 20
 
 
 @pytest.mark.parametrize(("name", "version"), PAIRS)
 def test_exported_fields_exist_in_the_target_version(name: str, version: str) -> None:
-    settings = M.to_settings(plan(name), version)
-    assert set(settings) <= set(M.fields_for(version).knobs)
-    assert M.check_settings(settings, version) == []
+    settings = export.to_settings(plan(name), version)
+    assert set(settings) <= set(fields.fields_for(version).knobs)
+    assert fields.check_settings(settings, version) == []
 
 
 # ------------------------------------------------------------------------------------------ round trips
@@ -85,35 +85,35 @@ def test_exported_fields_exist_in_the_target_version(name: str, version: str) ->
 @pytest.mark.parametrize(("name", "version"), PAIRS)
 def test_overrides_round_trip(name: str, version: str) -> None:
     cfg = plan(name)
-    run = M.parse_run_text("\n".join(M.to_overrides(cfg, version)), "o.txt")
+    run = read.parse_run_text("\n".join(export.to_overrides(cfg, version)), "o.txt")
     assert run.kind == "overrides"
-    assert run.settings == M.to_settings(cfg, version)
+    assert run.settings == export.to_settings(cfg, version)
     assert run.unknown == [] and run.conflicts == []
 
 
 @pytest.mark.parametrize(("name", "version"), PAIRS)
 def test_overrides_round_trip_space_separated_shell_line(name: str, version: str) -> None:
     cfg = plan(name)
-    run = M.parse_run_text(shlex.join(M.to_overrides(cfg, version)))
-    assert run.settings == M.to_settings(cfg, version)
+    run = read.parse_run_text(shlex.join(export.to_overrides(cfg, version)))
+    assert run.settings == export.to_settings(cfg, version)
 
 
 @pytest.mark.parametrize(("name", "version"), PAIRS)
 def test_yaml_round_trip(name: str, version: str) -> None:
     cfg = plan(name)
-    run = M.parse_run_text(M.to_yaml(cfg, version), "run.yaml")
+    run = read.parse_run_text(export.to_yaml(cfg, version), "run.yaml")
     assert run.kind == "bridge-yaml"
-    assert run.settings == M.to_settings(cfg, version)
+    assert run.settings == export.to_settings(cfg, version)
     assert run.unknown == [] and run.conflicts == []
 
 
 @pytest.mark.parametrize(("name", "version"), PAIRS)
 def test_megatron_lm_round_trip(name: str, version: str) -> None:
     cfg = plan(name)
-    args = M.to_megatron_lm_args(cfg, version)
-    expected = mlm_expressible(M.to_settings(cfg, version))
-    one_line = M.parse_run_text(shlex.join(args))
-    continued = M.parse_run_text("torchrun --nproc-per-node 8 pretrain_gpt.py \\\n    "
+    args = export.to_megatron_lm_args(cfg, version)
+    expected = mlm_expressible(export.to_settings(cfg, version))
+    one_line = read.parse_run_text(shlex.join(args))
+    continued = read.parse_run_text("torchrun --nproc-per-node 8 pretrain_gpt.py \\\n    "
                                  + " \\\n    ".join(shlex.quote(a) for a in args))
     assert one_line.kind == continued.kind == "megatron-lm"
     assert one_line.settings == continued.settings == expected
@@ -124,10 +124,10 @@ def test_megatron_lm_round_trip(name: str, version: str) -> None:
 @pytest.mark.parametrize("fmt", ["overrides", "yaml", "megatron-lm"])
 def test_run_config_round_trip(name: str, fmt: str) -> None:
     cfg = plan(name)
-    text = {"overrides": lambda: "\n".join(M.to_overrides(cfg)), "yaml": lambda: M.to_yaml(cfg),
-            "megatron-lm": lambda: shlex.join(M.to_megatron_lm_args(cfg))}[fmt]()
-    run = M.parse_run_text(text)
-    back = M.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version=cfg.mcore_version)
+    text = {"overrides": lambda: "\n".join(export.to_overrides(cfg)), "yaml": lambda: export.to_yaml(cfg),
+            "megatron-lm": lambda: shlex.join(export.to_megatron_lm_args(cfg))}[fmt]()
+    run = read.parse_run_text(text)
+    back = to_run.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version=cfg.mcore_version)
     assert back == with_explicit_layout(cfg)
 
 
@@ -135,7 +135,7 @@ def test_run_config_round_trip(name: str, fmt: str) -> None:
 
 
 def test_override_syntax() -> None:
-    over = M.to_overrides(plan("dsv3"))
+    over = export.to_overrides(plan("dsv3"))
     assert "model.context_parallel_size=32" in over
     assert "train.global_batch_size=64" in over
     assert "model.recompute_modules=[layernorm,mla_up_proj]" in over
@@ -149,7 +149,7 @@ def test_override_syntax() -> None:
 
 
 def test_megatron_lm_flags() -> None:
-    args = M.to_megatron_lm_args(plan("dsv3"))
+    args = export.to_megatron_lm_args(plan("dsv3"))
     text = " ".join(args)
     assert "--tensor-model-parallel-size 1" in text
     assert "--num-virtual-stages-per-pipeline-rank 4" in text
@@ -158,30 +158,30 @@ def test_megatron_lm_flags() -> None:
     assert "--recompute-modules layernorm mla_up_proj" in text
     assert "--optimizer-cpu-offload" in args and "--use-precision-aware-optimizer" in args
     assert "--sequence-parallel" not in args  # TP1
-    assert "--sequence-parallel" in M.to_megatron_lm_args(plan("mixtral"))
+    assert "--sequence-parallel" in export.to_megatron_lm_args(plan("mixtral"))
 
 
 @pytest.mark.parametrize(("precision", "recipe"), [("fp8", "blockwise"), ("fp8-cs", "tensorwise"),
                                                    ("fp8-ds", "delayed"), ("mxfp8", "mxfp8")])
 def test_fp8_recipes(precision: str, recipe: str) -> None:
-    args = M.to_megatron_lm_args(plan("mixtral", precision=precision, gpu="b200"))
+    args = export.to_megatron_lm_args(plan("mixtral", precision=precision, gpu="b200"))
     assert shlex.join(args).count(f"--fp8-format e4m3 --fp8-recipe {recipe}") == 1
-    assert M.to_settings(plan("mixtral"))["fp8"] is None
+    assert export.to_settings(plan("mixtral"))["fp8"] is None
 
 
 def test_settings_basics() -> None:
-    s = M.to_settings(plan("qwen3-235b"))
+    s = export.to_settings(plan("qwen3-235b"))
     assert s["sequence_parallel"] is True
     assert s["recompute_granularity"] == "full" and s["recompute_method"] == "block" and s["recompute_num_layers"] == 2
     assert s["recompute_modules"] is None
     assert s["cp_comm_type"] == "p2p" and "hierarchical_context_parallel_sizes" not in s
     assert s["pipeline_model_parallel_layout"]  # 94 layers over 32 stages: explicit balanced layout
     assert "mtp_num_layers" not in s
-    d = M.to_settings(plan("dsv3"))
+    d = export.to_settings(plan("dsv3"))
     assert d["mtp_num_layers"] == 1
     # a2a inside the 8-GPU NVLink node, p2p ring across the 4 nodes of CP 32
     assert d["cp_comm_type"] == "a2a+p2p" and d["hierarchical_context_parallel_sizes"] == [8, 4]
-    mix = M.to_settings(plan("mixtral"))
+    mix = export.to_settings(plan("mixtral"))
     assert mix["virtual_pipeline_model_parallel_size"] is None
     assert mix["pipeline_model_parallel_layout"] is None  # 32 layers split evenly: Megatron's default
     assert mix["recompute_granularity"] is None
@@ -194,97 +194,97 @@ def test_settings_basics() -> None:
 
 def test_cuda_graph_scope_renamed_to_modules_in_018() -> None:
     cfg = plan("dsv3-offload")
-    old, new = M.to_settings(cfg, "0.17"), M.to_settings(cfg, "0.18")
+    old, new = export.to_settings(cfg, "0.17"), export.to_settings(cfg, "0.18")
     assert old["cuda_graph_scope"] == ["attn", "moe_preprocess", "moe_router"] and "cuda_graph_modules" not in old
     assert new["cuda_graph_modules"] == ["attn", "moe_preprocess", "moe_router"] and "cuda_graph_scope" not in new
     assert old["cuda_graph_impl"] == new["cuda_graph_impl"] == "transformer_engine"
-    assert "model.cuda_graph_modules=[attn,moe_preprocess,moe_router]" in M.to_overrides(cfg, "0.19")
-    assert "--cuda-graph-modules" in M.to_megatron_lm_args(cfg, "0.18")
+    assert "model.cuda_graph_modules=[attn,moe_preprocess,moe_router]" in export.to_overrides(cfg, "0.19")
+    assert "--cuda-graph-modules" in export.to_megatron_lm_args(cfg, "0.18")
 
 
 def test_full_iteration_graph_per_version() -> None:
     cfg = plan("qwen3-next", recompute="none")
-    assert M.to_settings(cfg, "0.16")["cuda_graph_impl"] == "local"
-    assert M.to_settings(cfg, "0.16")["cuda_graph_scope"] == ["full_iteration"]
-    s18 = M.to_settings(cfg, "0.18")
+    assert export.to_settings(cfg, "0.16")["cuda_graph_impl"] == "local"
+    assert export.to_settings(cfg, "0.16")["cuda_graph_scope"] == ["full_iteration"]
+    s18 = export.to_settings(cfg, "0.18")
     assert s18["cuda_graph_impl"] == "full_iteration" and "cuda_graph_modules" not in s18
-    s14 = M.to_settings(cfg, "0.14")
+    s14 = export.to_settings(cfg, "0.14")
     assert s14["enable_cuda_graph"] is True and s14["cuda_graph_scope"] == ["full_iteration"]
     with pytest.raises(MoeplanError, match="0.13"):
-        M.to_settings(cfg, "0.13")
+        export.to_settings(cfg, "0.13")
 
 
 def test_single_scope_string_before_016() -> None:
     cfg = plan("mixtral", cuda_graphs="attn")
-    assert "model.cuda_graph_scope=attn" in M.to_overrides(cfg, "0.15")
-    assert "cuda_graph_scope: attn" in M.to_yaml(cfg, "0.15")
-    assert M.to_settings(cfg, "0.13")["external_cuda_graph"] is True  # TE graphs before cuda_graph_impl
+    assert "model.cuda_graph_scope=attn" in export.to_overrides(cfg, "0.15")
+    assert "cuda_graph_scope: attn" in export.to_yaml(cfg, "0.15")
+    assert export.to_settings(cfg, "0.13")["external_cuda_graph"] is True  # TE graphs before cuda_graph_impl
     with pytest.raises(MoeplanError, match="one at a time"):
-        M.to_settings(plan("mixtral", cuda_graphs="attn,moe_router"), "0.15")
+        export.to_settings(plan("mixtral", cuda_graphs="attn,moe_router"), "0.15")
 
 
 def test_flex_backend_vs_enable_deepep() -> None:
     cfg = plan("dsv3")
-    new, old = M.to_settings(cfg, "0.16"), M.to_settings(cfg, "0.15")
+    new, old = export.to_settings(cfg, "0.16"), export.to_settings(cfg, "0.15")
     assert new["moe_token_dispatcher_type"] == old["moe_token_dispatcher_type"] == "flex"
     assert new["moe_flex_dispatcher_backend"] == "deepep" and "moe_enable_deepep" not in new
     assert old["moe_enable_deepep"] is True and "moe_flex_dispatcher_backend" not in old
-    assert M.to_settings(plan("mixtral"), "0.15")["moe_enable_deepep"] is False
-    assert M.to_settings(plan("dsv3-offload"), "0.16")["moe_flex_dispatcher_backend"] == "hybridep"
+    assert export.to_settings(plan("mixtral"), "0.15")["moe_enable_deepep"] is False
+    assert export.to_settings(plan("dsv3-offload"), "0.16")["moe_flex_dispatcher_backend"] == "hybridep"
     with pytest.raises(MoeplanError, match="hybridep.*0.16"):
-        M.to_settings(plan("dsv3-offload"), "0.15")
-    back = M.parse_run_text("model.moe_token_dispatcher_type=flex\nmodel.moe_enable_deepep=true\n"
+        export.to_settings(plan("dsv3-offload"), "0.15")
+    back = read.parse_run_text("model.moe_token_dispatcher_type=flex\nmodel.moe_enable_deepep=true\n"
                             "model.seq_length=4096\ntrain.global_batch_size=8")
-    assert M.run_config_from_settings(back.settings, cfg.model, 256, "h100").dispatcher == "deepep"
+    assert to_run.run_config_from_settings(back.settings, cfg.model, 256, "h100").dispatcher == "deepep"
 
 
 def test_gdn_norm_out_needs_019() -> None:
     cfg = plan("qwen3-next", recompute=Recompute("selective", frozenset({"gdn_norm_out", "moe_act"})))
     with pytest.raises(MoeplanError, match=r"gdn_norm_out.*0\.16"):
-        M.to_settings(cfg, "0.16")
-    assert M.to_settings(cfg, "0.19")["recompute_modules"] == ["gdn_norm_out", "moe_act"]
-    assert M.check_settings({"recompute_granularity": "selective", "recompute_modules": ["gdn_norm_out"]}, "0.16")
-    assert not M.check_settings({"recompute_granularity": "selective", "recompute_modules": ["gdn_norm_out"]}, "0.19")
+        export.to_settings(cfg, "0.16")
+    assert export.to_settings(cfg, "0.19")["recompute_modules"] == ["gdn_norm_out", "moe_act"]
+    assert fields.check_settings({"recompute_granularity": "selective", "recompute_modules": ["gdn_norm_out"]}, "0.16")
+    assert not fields.check_settings({"recompute_granularity": "selective", "recompute_modules": ["gdn_norm_out"]}, "0.19")
 
 
 def test_shared_experts_needs_014() -> None:
     with pytest.raises(MoeplanError, match="shared_experts.*0.13"):
-        M.to_settings(plan("dsv3-offload", dispatcher="deepep", cuda_graphs=None, offload_modules=None), "0.13")
+        export.to_settings(plan("dsv3-offload", dispatcher="deepep", cuda_graphs=None, offload_modules=None), "0.13")
 
 
 def test_version_gated_features() -> None:
     with pytest.raises(MoeplanError, match="0.16"):
-        M.to_settings(plan("dsv3-offload", dispatcher="deepep", cuda_graphs="attn"), "0.15")  # offload modules
+        export.to_settings(plan("dsv3-offload", dispatcher="deepep", cuda_graphs="attn"), "0.15")  # offload modules
     with pytest.raises(MoeplanError, match="0.14"):
-        M.to_settings(plan("dsv3", cuda_graphs=None), "0.13")  # EP overlap
+        export.to_settings(plan("dsv3", cuda_graphs=None), "0.13")  # EP overlap
 
 
 def test_dataset_sequence_length_key_per_bridge_release() -> None:
     cfg = plan("mixtral")
-    assert "dataset.sequence_length=32768" in M.to_overrides(cfg, "0.16")
-    assert "dataset.sequence_length=32768" in M.to_overrides(cfg, "0.18")
-    assert "dataset.seq_length=32768" in M.to_overrides(cfg, "0.19")
+    assert "dataset.sequence_length=32768" in export.to_overrides(cfg, "0.16")
+    assert "dataset.sequence_length=32768" in export.to_overrides(cfg, "0.18")
+    assert "dataset.seq_length=32768" in export.to_overrides(cfg, "0.19")
     for key in ("dataset.seq_length", "dataset.sequence_length", "model.seq_length"):
-        assert M.parse_run_text(f"{key}=8192").settings == {"seq_length": 8192}
+        assert read.parse_run_text(f"{key}=8192").settings == {"seq_length": 8192}
 
 
 def test_fields_for() -> None:
-    f = M.fields_for("0.16.1")
+    f = fields.fields_for("0.16.1")
     assert f.version == "0.16" and f.cuda_graph_field == "cuda_graph_scope"
     assert "moe_flex_dispatcher_backend" in f.knobs and "cuda_graph_modules" not in f.knobs
-    assert M.fields_for("core_v0.19.0").flex_backends == ("deepep", "hybridep", "ncclep")
-    assert "shared_experts" not in M.fields_for("0.13").recompute_modules
-    assert set(M.VERSIONS) >= {"0.13", "0.14", "0.15", "0.16", "0.17", "0.18", "0.19"}
+    assert fields.fields_for("core_v0.19.0").flex_backends == ("deepep", "hybridep", "ncclep")
+    assert "shared_experts" not in fields.fields_for("0.13").recompute_modules
+    assert set(fields.VERSIONS) >= {"0.13", "0.14", "0.15", "0.16", "0.17", "0.18", "0.19"}
     with pytest.raises(MoeplanError) as err:
-        M.fields_for("0.12")
+        fields.fields_for("0.12")
     assert "\n" not in str(err.value) and "0.13, 0.14" in str(err.value)
 
 
 def test_check_settings_flags_fields_of_other_versions() -> None:
-    problems = M.check_settings({"cuda_graph_modules": ["attn"], "cp_comm_type": "ring"}, "0.16")
-    assert any("cuda_graph_modules" in p and "0.18" in p for p in problems)
-    assert any("cp_comm_type" in p and "ring" in p for p in problems)
-    assert M.check_settings({"moe_flex_dispatcher_backend": "ncclep"}, "0.19") == []
+    problems = fields.check_settings({"cuda_graph_modules": ["attn"], "cp_comm_type": "ring"}, "0.16")
+    assert any(p.field == "cuda_graph_modules" and "0.18" in p.message for p in problems)
+    assert any(p.field == "cp_comm_type" and "ring" in p.message for p in problems)
+    assert fields.check_settings({"moe_flex_dispatcher_backend": "ncclep"}, "0.19") == []
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -292,7 +292,7 @@ def test_check_settings_flags_fields_of_other_versions() -> None:
 
 def test_unknown_keys_reported_with_line_numbers() -> None:
     text = "# plan\nmodel.tensor_model_parallel_size=2\nmodel.context_paralel_size=8\n\ncheckpoint.save=/ckpt foo.bar=1\n"
-    run = M.parse_run_text(text, "o.txt")
+    run = read.parse_run_text(text, "o.txt")
     assert run.unknown == [("model.context_paralel_size", 3), ("foo.bar", 5)]
     assert ("checkpoint.save", 5) in run.ignored
     assert run.lines == {"tensor_model_parallel_size": 2}
@@ -302,7 +302,7 @@ def test_yaml_unknown_and_ignored() -> None:
     text = ("model:\n  tensor_model_parallel_size: 2\n  tensor_model_parallel_sizee: 2\n  num_layers: 61\n"
             "  hidden_dropout: 0.0\ncheckpoint:\n  save: /ckpt\nlogger:\n  log_interval: 1\nweird: 3\n"
             "train:\n  train_iters: 10\n  global_batch_size: 128\n")
-    run = M.parse_run_text(text, "run.yaml")
+    run = read.parse_run_text(text, "run.yaml")
     assert run.kind == "bridge-yaml"
     assert run.settings == {"tensor_model_parallel_size": 2, "global_batch_size": 128}
     assert run.lines == {"tensor_model_parallel_size": 2, "global_batch_size": 13}
@@ -315,7 +315,7 @@ def test_megatron_lm_unknown_and_forms() -> None:
     text = ("python pretrain_gpt.py \\\n  --tensor-model-parallel-size=4 \\\n  --tensor-model-paralel-size 2 \\\n"
             "  --sequence-parallel --num-layers 61 --lr 1e-4 \\\n  --recompute-activations  # selective\n"
             "  --cp-comm-type a2a p2p --moe-expert-capacity-factor 1.5 --num-experts 256\n")
-    run = M.parse_run_text(text, "run.sh")
+    run = read.parse_run_text(text, "run.sh")
     assert run.kind == "megatron-lm"
     assert run.settings == {"tensor_model_parallel_size": 4, "sequence_parallel": True,
                             "recompute_granularity": "selective", "cp_comm_type": ["a2a", "p2p"],
@@ -331,7 +331,7 @@ def test_override_forms() -> None:
             "model.recompute_modules=[ core_attn , 'moe_act' ]\n"
             "model.moe_expert_capacity_factor=1.0\nmodel.moe_expert_capacity_factor=2\n"
             "model.sequence_parallel=True\nmodel.recompute_method=uniform\n~model.recompute_method\n")
-    run = M.parse_run_text(text)
+    run = read.parse_run_text(text)
     assert run.settings == {"context_parallel_size": 4, "expert_model_parallel_size": 8,
                             "pipeline_model_parallel_layout": "Et|(tt|)*2L", "recompute_modules": ["core_attn", "moe_act"],
                             "moe_expert_capacity_factor": 2.0, "sequence_parallel": True}
@@ -339,18 +339,18 @@ def test_override_forms() -> None:
 
 
 def test_bridge_precision_recipe_and_aliases() -> None:
-    run = M.parse_run_text("mixed_precision: bf16_with_fp8_subchannel_scaling_mixed\nmodel:\n  seq_length: 4096\n"
+    run = read.parse_run_text("mixed_precision: bf16_with_fp8_subchannel_scaling_mixed\nmodel:\n  seq_length: 4096\n"
                            "train:\n  global_batch_size: 16\n")
     assert run.settings["fp8"] == "hybrid" and run.settings["fp8_recipe"] == "blockwise"
     cfg = plan("mixtral")
-    assert M.run_config_from_settings(run.settings, cfg.model, 16, "h100").precision == "fp8"
-    assert M.parse_run_text("mixed_precision=bf16-mixed").settings == {"fp8": None}
-    assert M.parse_run_text("mixed_precision=bf16_with_nvfp4_mixed").unknown == [("mixed_precision", 1)]
-    assert set(M.BRIDGE_PRECISION_RECIPE) == {"bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"}
+    assert to_run.run_config_from_settings(run.settings, cfg.model, 16, "h100").precision == "fp8"
+    assert read.parse_run_text("mixed_precision=bf16-mixed").settings == {"fp8": None}
+    assert read.parse_run_text("mixed_precision=bf16_with_nvfp4_mixed").unknown == [("mixed_precision", 1)]
+    assert set(fields.BRIDGE_PRECISION_RECIPE) == {"bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"}
 
 
 def test_conflicting_paths() -> None:
-    run = M.parse_run_text("model.seq_length=4096\ndataset.sequence_length=8192\n"
+    run = read.parse_run_text("model.seq_length=4096\ndataset.sequence_length=8192\n"
                            "optimizer.use_distributed_optimizer=true\nddp.use_distributed_optimizer=false\n"
                            "model.fp8=e4m3\nmixed_precision.fp8=null\n")
     assert run.settings == {"seq_length": 4096, "use_distributed_optimizer": True, "fp8": None}
@@ -362,16 +362,16 @@ def test_conflicting_paths() -> None:
 def test_run_config_defaults_and_missing_fields() -> None:
     model = plan("mixtral").model
     with pytest.raises(MoeplanError, match="seq_length"):
-        M.run_config_from_settings({"global_batch_size": 8}, model, 8, "h100")
+        to_run.run_config_from_settings({"global_batch_size": 8}, model, 8, "h100")
     with pytest.raises(MoeplanError, match="global_batch_size"):
-        M.run_config_from_settings({"seq_length": 4096}, model, 8, "h100")
-    cfg = M.run_config_from_settings({"seq_length": 4096, "global_batch_size": 8, "tensor_model_parallel_size": 2},
+        to_run.run_config_from_settings({"seq_length": 4096}, model, 8, "h100")
+    cfg = to_run.run_config_from_settings({"seq_length": 4096, "global_batch_size": 8, "tensor_model_parallel_size": 2},
                                      model, 8, "h100")
     assert cfg.parallel.etp == 2  # expert_tensor_parallel_size None -> TP (ModelParallelConfig.__post_init__)
     assert cfg.dispatcher == "allgather"  # Megatron-Core's default dispatcher
     assert cfg.recompute.granularity == "none" and cfg.precision == "bf16"
     with pytest.raises(MoeplanError, match="distributed optimizer"):
-        M.run_config_from_settings({"seq_length": 4096, "global_batch_size": 8, "use_distributed_optimizer": False},
+        to_run.run_config_from_settings({"seq_length": 4096, "global_batch_size": 8, "use_distributed_optimizer": False},
                                    model, 8, "h100")
 
 
@@ -379,12 +379,12 @@ def test_run_config_vpp_from_layout_and_mtp() -> None:
     dsv3 = plan("dsv3").model
     s = {"seq_length": 4096, "global_batch_size": 8, "pipeline_model_parallel_size": 8,
          "pipeline_model_parallel_layout": "Et|(tt|)*30mL"}
-    assert M.run_config_from_settings(s, dsv3, 64, "h100").parallel.vpp == 4
-    no_mtp = M.run_config_from_settings({**s, "mtp_num_layers": None, "pipeline_model_parallel_layout": None},
+    assert to_run.run_config_from_settings(s, dsv3, 64, "h100").parallel.vpp == 4
+    no_mtp = to_run.run_config_from_settings({**s, "mtp_num_layers": None, "pipeline_model_parallel_layout": None},
                                         dsv3, 64, "h100")
     assert no_mtp.model.mtp_layers == 0 and dsv3.mtp_layers == 1
     with pytest.raises(MoeplanError, match="multi-token"):
-        M.run_config_from_settings({**s, "mtp_num_layers": 1}, plan("mixtral").model, 64, "h100")
+        to_run.run_config_from_settings({**s, "mtp_num_layers": 1}, plan("mixtral").model, 64, "h100")
 
 
 # ------------------------------------------------------------------------------------------ errors
@@ -408,7 +408,7 @@ def test_run_config_vpp_from_layout_and_mtp() -> None:
 ])
 def test_malformed_inputs_give_one_line_with_line_number(text: str, line: int, words: str) -> None:
     with pytest.raises(MoeplanError) as err:
-        M.parse_run_text(text, "bad.txt")
+        read.parse_run_text(text, "bad.txt")
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith(f"bad.txt:{line}:"), message
@@ -417,23 +417,23 @@ def test_malformed_inputs_give_one_line_with_line_number(text: str, line: int, w
 
 def test_read_run_file(tmp_path) -> None:
     path = tmp_path / "plan.overrides"
-    path.write_text("\n".join(M.to_overrides(plan("mixtral"))))
-    run = M.read_run_file(path)
-    assert run.origin == str(path) and run.settings == M.to_settings(plan("mixtral"))
+    path.write_text("\n".join(export.to_overrides(plan("mixtral"))))
+    run = read.read_run_file(path)
+    assert run.origin == str(path) and run.settings == export.to_settings(plan("mixtral"))
     with pytest.raises(MoeplanError, match="missing.yaml"):
-        M.read_run_file(tmp_path / "missing.yaml")
+        read.read_run_file(tmp_path / "missing.yaml")
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(MoeplanError, match="bin.yaml"):
-        M.read_run_file(tmp_path / "bin.yaml")
+        read.read_run_file(tmp_path / "bin.yaml")
     with pytest.raises(MoeplanError, match="no settings"):
-        M.parse_run_text("# nothing\n\n", "empty.txt")
+        read.parse_run_text("# nothing\n\n", "empty.txt")
 
 
 # ------------------------------------------------------------------------------------------ fuzz
 
-VALID_YAML = M.to_yaml(plan("dsv3"))
-VALID_OVERRIDES = "\n".join(M.to_overrides(plan("qwen3-235b")))
-VALID_ARGS = " \\\n".join(shlex.quote(a) for a in M.to_megatron_lm_args(plan("dsv3")))
+VALID_YAML = export.to_yaml(plan("dsv3"))
+VALID_OVERRIDES = "\n".join(export.to_overrides(plan("qwen3-235b")))
+VALID_ARGS = " \\\n".join(shlex.quote(a) for a in export.to_megatron_lm_args(plan("dsv3")))
 NOISE = st.sampled_from(list(":-[]{}'\"#=|*&!%@`\\\n\t ,.~+0123456789abcxyz") + ["--", "null", "\x00", "é", "---\n"])
 
 
@@ -452,12 +452,12 @@ def _apply(base: str, ops: list[tuple[int, int, str]]) -> str:
 
 def _only_moeplan_errors(text: str) -> None:
     try:
-        run = M.parse_run_text(text, "fuzz")
+        run = read.parse_run_text(text, "fuzz")
     except MoeplanError as exc:
         assert "\n" not in str(exc)
         return
     try:
-        M.run_config_from_settings(run.settings, plan("dsv3").model, 256, "h100")
+        to_run.run_config_from_settings(run.settings, plan("dsv3").model, 256, "h100")
     except MoeplanError:
         pass
 
@@ -475,13 +475,13 @@ VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=3))
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from(sorted(M.KNOB_BY_FIELD)), VALUES, max_size=8))
+@given(st.dictionaries(st.sampled_from(sorted(fields.KNOB_BY_FIELD)), VALUES, max_size=8))
 def test_fuzz_known_keys_with_random_values(values: dict[str, object]) -> None:
     """Any value for any known field, in a Megatron-LM line or overrides, ends in settings or a MoeplanError."""
-    lines = [f"{M.KNOB_BY_FIELD[k].bridge[0] if M.KNOB_BY_FIELD[k].bridge else 'model.' + k}="
-             f"{M.format_override_value(v)}" for k, v in values.items()]
+    lines = [f"{fields.KNOB_BY_FIELD[k].bridge[0] if fields.KNOB_BY_FIELD[k].bridge else 'model.' + k}="
+             f"{export.format_override_value(v)}" for k, v in values.items()]
     lines = [line.replace("dataset.<seq_length>", "dataset.seq_length") for line in lines]
     text = "\n".join(["model.seq_length=4096", "train.global_batch_size=64", *lines])
     _only_moeplan_errors(text)
-    flags = [f"{M.KNOB_BY_FIELD[k].mlm} {shlex.quote(str(v))}" for k, v in values.items() if M.KNOB_BY_FIELD[k].mlm]
+    flags = [f"{fields.KNOB_BY_FIELD[k].mlm} {shlex.quote(str(v))}" for k, v in values.items() if fields.KNOB_BY_FIELD[k].mlm]
     _only_moeplan_errors("--seq-length 4096 --global-batch-size 64 " + " ".join(flags))

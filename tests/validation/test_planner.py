@@ -10,8 +10,9 @@ from moeplan import api
 from moeplan.advice import cp_start, recompute_ladder
 from moeplan.cli import main
 from moeplan.models import load_model
+from moeplan.strategy import parse_strategy, strategy_text
 
-from .reference_runs import label, layout, plan_kwargs
+from ..reference_runs import label, layout, plan_kwargs
 from .test_timing import ROWS, _estimate
 
 
@@ -127,10 +128,13 @@ def test_full_iteration_graphs_only_with_sync_free_moe():
     ("qwen3-30b-a3b", "h100", 16, 4096, 256),
 ])
 def test_every_plan_is_a_config_megatron_accepts(model, gpu, gpus, seq, gbs):
-    """Each plan rebuilds through build_config's knob checks (EP overlap with full recompute, CP comm
-    type vs heads, rank buffers vs dispatcher) and evaluates to the same throughput."""
+    """Each plan's strategy rebuilds through build_config's knob checks (EP overlap with full recompute, CP comm
+    type vs heads, rank buffers vs dispatcher) into the same config, which evaluates to the same throughput."""
     for version in ("0.16", "0.19"):
-        for p in api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=5, mcore_version=version)["plans"]:
-            cfg, gpu_spec = api.config_from_plan(model, p, gpu=gpu, gpus=gpus, mcore_version=version)
+        for p in api.search_plans(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=5, mcore_version=version).plans:
+            cfg, gpu_spec = api.build_config(model, gpu=gpu, gpus=gpus,
+                                             **parse_strategy(strategy_text(p.config)))
+            assert cfg == p.config
             assert not (cfg.ep_overlap and cfg.recompute.granularity == "full")
-            assert api.evaluate(cfg, gpu_spec).time.tokens_per_s_per_gpu == pytest.approx(p["tokens_per_s_per_gpu"])
+            assert api.evaluate(cfg, gpu_spec).time.tokens_per_s_per_gpu == pytest.approx(
+                p.estimate.time.tokens_per_s_per_gpu)

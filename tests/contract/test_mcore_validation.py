@@ -13,9 +13,9 @@ from dataclasses import replace
 
 import pytest
 
-from moeplan import megatron as M
 from moeplan.api import build_config
 from moeplan.errors import MoeplanError
+from moeplan.megatron import export, mcore, read, to_run
 from moeplan.parallel import check_layout
 from moeplan.run import RunConfig
 
@@ -29,7 +29,7 @@ MLATransformerConfig = _tc.MLATransformerConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
-VERSION = M.installed_mcore_version()
+VERSION = mcore.installed_mcore_version()
 
 PLANS = {
     "deepseek-v3 TP1 PP8 VPP4 CP32 EP32": dict(
@@ -55,25 +55,25 @@ def plan(name: str, **changes: object) -> RunConfig:
 
 
 def config_class(cfg: RunConfig) -> type:
-    return MLATransformerConfig if M.mcore_config_class(cfg) == "MLATransformerConfig" else TransformerConfig
+    return MLATransformerConfig if mcore.mcore_config_class(cfg) == "MLATransformerConfig" else TransformerConfig
 
 
 @pytest.mark.parametrize("name", list(PLANS))
 def test_transformer_config_accepts_plan(name: str) -> None:
     cfg = plan(name)
-    kwargs = M.mcore_kwargs(cfg)
-    settings = M.to_settings(cfg)
+    kwargs = mcore.mcore_kwargs(cfg)
+    settings = export.to_settings(cfg)
     assert {k: kwargs[k] for k in settings if k in kwargs} == {k: v for k, v in settings.items() if k in kwargs}
     tc = config_class(cfg)(**kwargs)  # __post_init__ runs Megatron-Core's checks
     assert tc.tensor_model_parallel_size == cfg.parallel.tp
     assert tc.expert_model_parallel_size == cfg.parallel.ep
     assert tc.params_dtype == torch.bfloat16
-    assert isinstance(M.build_mcore_config(cfg), config_class(cfg))
+    assert isinstance(mcore.build_mcore_config(cfg), config_class(cfg))
 
 
 def test_deepseek_layout_string_is_validated_by_mcore() -> None:
     cfg = plan("deepseek-v3 TP1 PP8 VPP4 CP32 EP32")
-    kwargs = M.mcore_kwargs(cfg)
+    kwargs = mcore.mcore_kwargs(cfg)
     assert kwargs["pipeline_model_parallel_layout"] == "Et|(tt|)*30mL"
     assert kwargs["mtp_num_layers"] == 1
     tc = MLATransformerConfig(**kwargs)
@@ -86,7 +86,7 @@ def test_deepseek_layout_string_is_validated_by_mcore() -> None:
 
 
 def test_qwen3_layout_for_uneven_split() -> None:
-    kwargs = M.mcore_kwargs(plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8"))
+    kwargs = mcore.mcore_kwargs(plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8"))
     assert kwargs["pipeline_model_parallel_layout"]  # 94 layers over PP8 x VPP4: explicit layout
     TransformerConfig(**kwargs)
 
@@ -99,9 +99,9 @@ def test_gated_deltanet_with_context_parallel() -> None:
         ["gdn-cp-version"] if tuple(int(p) for p in VERSION.split(".")) < (0, 18) else [])
     if tuple(int(p) for p in VERSION.split(".")) < (0, 18):
         with pytest.raises(MoeplanError, match="context parallel"):
-            M.build_mcore_config(cfg)
+            mcore.build_mcore_config(cfg)
     else:
-        M.build_mcore_config(cfg)
+        mcore.build_mcore_config(cfg)
 
 
 def test_fp8_moe_needs_transformer_engine() -> None:
@@ -113,23 +113,23 @@ def test_fp8_moe_needs_transformer_engine() -> None:
     else:
         pytest.skip("Transformer Engine is installed")
     cfg = plan("mixtral TP2 PP2 EP8 capacity 1.0", precision="fp8-cs")
-    assert M.mcore_kwargs(cfg)["fp8"] == "e4m3" and M.mcore_kwargs(cfg)["fp8_recipe"] == "tensorwise"
+    assert mcore.mcore_kwargs(cfg)["fp8"] == "e4m3" and mcore.mcore_kwargs(cfg)["fp8_recipe"] == "tensorwise"
     with pytest.raises(MoeplanError, match="Transformer Engine is not installed"):
-        M.build_mcore_config(cfg)
+        mcore.build_mcore_config(cfg)
 
 
 def test_heads_not_divisible_by_tp_is_rejected() -> None:
     cfg = plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8", pp=1, vpp=1, cp=1, cp_comm_type="p2p")
     cfg = cfg.with_(parallel=replace(cfg.parallel, tp=3))  # moeplan itself rejects it (heads-tp)
     with pytest.raises(ValueError, match="num_attention_heads"):
-        TransformerConfig(**M.mcore_kwargs(cfg))
+        TransformerConfig(**mcore.mcore_kwargs(cfg))
     with pytest.raises(MoeplanError) as err:
-        M.build_mcore_config(cfg)
+        mcore.build_mcore_config(cfg)
     assert "\n" not in str(err.value) and "num_attention_heads" in str(err.value)
 
 
 def test_settings_read_back_from_overrides_build_the_same_config() -> None:
     cfg = plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8")
-    run = M.parse_run_text("\n".join(M.to_overrides(cfg)))
-    back = M.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version=VERSION)
-    assert M.mcore_kwargs(back) == M.mcore_kwargs(cfg)
+    run = read.parse_run_text("\n".join(export.to_overrides(cfg)))
+    back = to_run.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version=VERSION)
+    assert mcore.mcore_kwargs(back) == mcore.mcore_kwargs(cfg)

@@ -11,7 +11,8 @@ from moeplan.errors import MoeplanError
 from moeplan.memory import GIB, estimate_memory, inflight_per_chunk
 from moeplan.models import load_model
 from moeplan.parallel import Batch, Parallel, check_layout, with_balanced_layout
-from moeplan.run import RECOMPUTE_MODULES, Recompute, RunConfig
+from moeplan.run import Recompute, RunConfig
+from moeplan.vocab import RECOMPUTE_MODULES
 
 H100_BYTES = 80e9
 

@@ -9,7 +9,7 @@ import pytest
 from moeplan.flops import flops_per_token, padded_vocab
 from moeplan.models import load_model, read_config
 
-from .conftest import MODELS_DIR, REFERENCE_DIR
+from ..conftest import MODELS_DIR, REFERENCE_DIR
 
 
 def _rows():

@@ -11,7 +11,7 @@ from moeplan import api
 from moeplan.errors import MoeplanError
 from moeplan.timing import CALIBRATION_FILE, DEFAULT_CALIBRATION, Calibration
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 
 def test_defaults_come_from_the_data_file():

@@ -8,7 +8,12 @@ import math
 import pytest
 
 from moeplan import api, fsdp, muon
-from moeplan import megatron as M
+from types import SimpleNamespace
+
+from moeplan.megatron import export as _export
+from moeplan.megatron import fields as _fields
+from moeplan.megatron import read as _read
+from moeplan.megatron import to_run as _to_run
 from moeplan.errors import MoeplanError
 from moeplan.estimate import evaluate
 from moeplan.flops import Gemm
@@ -19,6 +24,10 @@ from moeplan.parallel import Batch, Parallel
 from moeplan.run import RunConfig
 
 H100 = 80e9
+M = SimpleNamespace(to_settings=_export.to_settings, to_overrides=_export.to_overrides, to_yaml=_export.to_yaml,
+                    to_megatron_lm_args=_export.to_megatron_lm_args, parse_run_text=_read.parse_run_text,
+                    run_config_from_settings=_to_run.run_config_from_settings, fields_for=_fields.fields_for,
+                    check_settings=_fields.check_settings, dp_assertions=_fields.dp_assertions)
 
 
 def _cfg(**kw: object) -> RunConfig:
@@ -193,14 +202,15 @@ def test_muon_optimizer_state_and_step():
     assert t17 < t16
 
 
-def test_muon_offload_moves_only_adam_share():
-    mu = evaluate(_cfg(optimizer="muon", optimizer_offload=1.0), _gpu())
-    spec = load_model("qwen3-30b-a3b")
-    dense, expert = _params()
-    m_dense, m_expert = muon.matrix_params(muon.rank_matrices(spec, tuple(spec.layer_groups()), 0, 1, 8, 1))
-    # (the memory model leaves out the 2048-parameter final norm that count_params includes: rel 1e-5)
-    assert mu.memory.peak.host_bytes == pytest.approx(12 * ((dense - m_dense) / 64 + (expert - m_expert) / 8), rel=1e-5)
-    assert mu.memory.peak.items["optimizer_states"] == pytest.approx(8 * (m_dense / 64 + m_expert / 8))
+def test_muon_has_no_cpu_offload_or_bf16_moments():
+    """Megatron-Core's OptimizerConfig allows the precision-aware optimizer (which optimizer CPU offload
+    needs in Megatron-LM, and bf16 moments are) with adam and the distributed optimizer only."""
+    with pytest.raises(MoeplanError, match="precision-aware"):
+        _cfg(optimizer="muon", optimizer_offload=0.5)
+    with pytest.raises(MoeplanError, match="precision-aware"):
+        _cfg(optimizer="muon", bf16_moments=True)
+    with pytest.raises(MoeplanError, match="bf16 moments"):
+        api.plan("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, optimizer="muon", bf16_moments=True)
 
 
 def test_duplicated_tp_mode_runs_whole_matrices():
@@ -281,15 +291,16 @@ def test_reading_rejects_unmodelled_optimizer():
 
 def test_dp_assertions():
     bad = M.dp_assertions({"use_megatron_fsdp": True, "ckpt_format": "torch_dist"}, "0.16")
-    assert [k for k, _ in bad] == ["ckpt_format"]
+    assert [p.field for p in bad] == ["ckpt_format"]
     bad = M.dp_assertions({"optimizer": "dist_muon", "overlap_grad_reduce": True}, "0.16")
-    assert [k for k, _ in bad] == ["overlap_grad_reduce"]
+    assert [p.field for p in bad] == ["overlap_grad_reduce"]
     assert M.dp_assertions({"optimizer": "dist_muon", "overlap_grad_reduce": True}, "0.17") == []
-    assert [k for k, _ in M.dp_assertions({"optimizer": "muon", "overlap_param_gather": True}, "0.17")] == \
+    assert [p.field for p in M.dp_assertions({"optimizer": "muon", "overlap_param_gather": True}, "0.17")] == \
         ["overlap_param_gather"]
-    assert "optimizer: dist_muon not accepted" in " ".join(M.check_settings({"optimizer": "dist_muon"}, "0.15"))
-    assert any("use_megatron_fsdp is not a Megatron-Core 0.13 field" in t
-               for t in M.check_settings({"use_megatron_fsdp": True}, "0.13"))
+    assert "optimizer: dist_muon not accepted" in " ".join(str(p) for p in M.check_settings({"optimizer": "dist_muon"},
+                                                                                             "0.15"))
+    assert any("use_megatron_fsdp is not a Megatron-Core 0.13 field" in str(p)
+               for p in M.check_settings({"use_megatron_fsdp": True}, "0.13"))
 
 
 # ------------------------------------------------------------------ Megatron-Core 0.16.1 validation
@@ -302,7 +313,9 @@ def test_exports_build_megatron_core_configs():
     ddp_mod = pytest.importorskip("megatron.core.distributed.distributed_data_parallel_config",
                                   reason="needs megatron-core (pip install 'moeplan[mcore]')")
     opt_mod = pytest.importorskip("megatron.core.optimizer.optimizer_config", reason="needs megatron-core")
-    version = M.installed_mcore_version()
+    from moeplan.megatron.mcore import installed_mcore_version
+
+    version = installed_mcore_version()
     for kw in (dict(fsdp="optim_grads_params", fsdp_double_buffer=True), dict(optimizer="muon")):
         cfg = _cfg(mcore_version=version, **kw)
         st = M.to_settings(cfg, version)
@@ -389,6 +402,5 @@ def test_muon_lint_findings():
     findings = lint(_cfg(optimizer="muon", muon_layer_wise=False, dp_overlap=False), _gpu())
     lw = [f for f in findings if f.rule == "muon-layer-wise"]
     assert lw and lw[0].numbers["saved_gib"] > 1
-    findings = lint(_cfg(optimizer="muon", optimizer_offload=0.5), _gpu())
-    assert any(f.rule == "muon-offload" for f in findings)
+    assert "optimizer.optimizer=dist_muon" in lw[0].fix
     assert GIB > 0 and H100 > 0

@@ -10,7 +10,7 @@ import pytest
 
 from moeplan.cli import main
 
-from .conftest import MODELS_DIR
+from ..conftest import MODELS_DIR
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

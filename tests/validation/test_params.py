@@ -9,7 +9,7 @@ import pytest
 from moeplan.models import read_config
 from moeplan.params import count_params
 
-from .conftest import MODELS_DIR
+from ..conftest import MODELS_DIR
 
 
 def _readme_number(label: str) -> int:

@@ -24,7 +24,8 @@ def test_sweep_plans_each_length_and_plots(tmp_path, capsys):
     assert [r["gbs"] for r in rows] == [256, 64]  # constant tokens per batch
     assert all(r["fits"] for r in rows)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert err == ""  # no progress bar when not on a terminal / with --json
+    # no progress bar when not on a terminal / with --json; the file written is named on stderr
+    assert err.splitlines() == [f"wrote {plot} (throughput and memory at 2 lengths)"]
 
 
 def test_sweep_holds_a_layout(capsys):
@@ -57,9 +58,10 @@ def test_explain_qwen3_next_32k_to_64k_says_why_and_what_fixes_it(capsys):
 def test_compare_attribution_adds_up():
     common = dict(gpu="h100", gpus=256, gbs=64, tp=4, pp=8, vpp=4, ep=8, dispatcher="deepep",
                   recompute="selective:layernorm,moe")
-    a = api.estimate("qwen3-235b-a22b", seq_len=16384, cp=1, **common)
-    b = api.estimate("qwen3-235b-a22b", seq_len=65536, cp=4, **{**common, "gbs": 16})
-    comp = compare(a, b)
+    a_est = api.estimate_run("qwen3-235b-a22b", seq_len=16384, cp=1, **common)
+    b_est = api.estimate_run("qwen3-235b-a22b", seq_len=65536, cp=4, **{**common, "gbs": 16})
+    comp = compare(a_est, b_est)
+    a, b = a_est.as_dict(), b_est.as_dict()
     deltas = next(r for r in comp.reasons if r.topic == "time").numbers["us_per_token_delta"]
     per_token_a = a["step_time_s"] / (a["gbs"] * a["seq_len"] / a["gpus"])
     per_token_b = b["step_time_s"] / (b["gbs"] * b["seq_len"] / b["gpus"])

@@ -1,0 +1,107 @@
+"""Cheap, sound bounds that let the plan search skip layouts without changing its answer.
+
+The planner's first phase costs every layout's memory ladder (recompute x optimizer offload, with
+the best CP communication type and EP A2A overlap where allowed) and keeps the fastest option that
+fits; only its best layouts are refined. A layout whose *upper bound* on tokens/s per GPU is below
+the slowest of the layouts already kept for refinement cannot enter that set, so its full
+estimate is skipped (moeplan.planner; ``exhaustive=True`` turns this off, and a test compares both).
+
+The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` / ``_edge_time`` /
+``_rank_work``), never a constant of its own, so it stays sound when the physics changes as long as
+these structural facts of the model hold:
+
+- a step runs every micro-batch on the slowest pipeline rank: step >= M x t_mb, where t_mb (one
+  micro-batch on the slowest rank) is at least the mean over ranks of the per-rank work, and the
+  per-rank work is at least the sum of its layers' and heads' times (pipeline p2p, bubble, DP
+  communication, optimizer and offload only add);
+- the time of a layer depends on the layout through TP, CP, EP, ETP, MBS and whether EP A2A overlap
+  is allowed, not otherwise on PP, VPP or DP (so it is computed once per shape and reused for every
+  pipeline split and DP size);
+- recompute only adds forward work, so the no-recompute layer time is the least over the ladder.
+  The least over the CP communication types and over EP overlap on/off is taken explicitly.
+
+Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq x PP / (M x W x GPUs), W = the summed
+per-rank work, which does not grow with the GPU count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from moeplan.hardware import GPUSpec
+from moeplan.models.spec import Attention, Layer
+from moeplan.parallel import Batch, Parallel, Pipeline, Stage
+from moeplan.run import Recompute, RunConfig
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration, _edge_time, _layer_time, _make_ctx, _rank_work
+
+CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p", "allgather")  # every cp_comm_type the timing model costs
+
+
+@dataclass
+class ThroughputBound:
+    """Upper bound on tokens/s per GPU of a layout over its memory options, cached per shape."""
+
+    gpu: GPUSpec
+    cal: Calibration = DEFAULT_CALIBRATION
+    _shapes: dict[tuple[RunConfig, bool], tuple[dict[Layer, float], dict[tuple[bool, int], float]]] = field(
+        default_factory=dict)
+
+    def _variants(self, cfg: RunConfig) -> list[RunConfig]:
+        """The option settings whose least time bounds every option of the first phase."""
+        par = cfg.parallel
+        base = cfg.evolve(recompute=Recompute(), optimizer_offload=0.0)
+        attention = any(isinstance(m, Attention) for m in cfg.model.distinct_mixers)
+        kinds = CP_COMM_TYPES if par.cp > 1 and attention else (cfg.cp_comm_type,)
+        overlaps = (False, True) if par.ep > 1 and cfg.model.first_moe is not None else (cfg.ep_overlap,)
+        return [base.evolve(cp_comm_type=k, ep_overlap=o) for k in kinds for o in overlaps]
+
+    def _shape(self, cfg: RunConfig, pipe: Pipeline) -> tuple[dict[Layer, float], dict[tuple[bool, int], float]]:
+        par = cfg.parallel
+        # the run with everything a layer's time may not depend on blanked out (every other field,
+        # present or added later, stays in the key), and whether EP overlap can be on (that depends
+        # on PP, VPP and the micro-batch count)
+        key = (cfg.evolve(parallel=Parallel(0, par.tp, 1, 1, par.cp, par.ep, par.etp),
+                          batch=Batch(cfg.batch.seq_len, 0, cfg.batch.mbs), recompute=Recompute(),
+                          optimizer_offload=0.0, ep_overlap=False, cp_comm_type=""),
+               cfg.evolve(recompute=Recompute()).ep_overlap_allowed)
+        hit = self._shapes.get(key)
+        if hit is not None:
+            return hit
+        spec = cfg.model
+        layers = list(dict.fromkeys(spec.layers)) + ([spec.mtp_layer] if spec.mtp_layer is not None else [])
+        heads = {h for _, rank_heads in _rank_work(spec, pipe) for h in rank_heads}
+        heads.add((True, spec.mtp_layers))
+        layer_s = {layer: math.inf for layer in layers}
+        head_s = {h: math.inf for h in heads}
+        for v in self._variants(cfg):
+            ctx = _make_ctx(v, self.gpu, self.cal)
+            for layer in layers:
+                layer_s[layer] = min(layer_s[layer], _layer_time(ctx, layer).total())
+            for loss, mtp in heads:
+                head_s[(loss, mtp)] = min(head_s[(loss, mtp)], sum(_edge_time(ctx, Stage((), False, mtp, loss)).values()))
+        self._shapes[key] = (layer_s, head_s)
+        return layer_s, head_s
+
+    def tokens_per_s_per_gpu(self, cfg: RunConfig, pipe: Pipeline) -> float:
+        """Upper bound on the tokens/s per GPU of ``cfg``'s layout with any recompute, offload, CP
+        communication type and EP overlap setting."""
+        layer_s, head_s = self._shape(cfg, pipe)
+        work = 0.0
+        for groups, heads in _rank_work(cfg.model, pipe):
+            work += sum(n * layer_s[layer] for layer, n in groups)
+            for h in heads:
+                if h not in head_s:  # an unusual split (explicit layout string): cost it once
+                    head_s[h] = self._head(cfg, h)
+                work += head_s[h]
+        par, batch = cfg.parallel, cfg.batch
+        step_floor = batch.microbatches(par.dp) * work / par.pp
+        return math.inf if step_floor <= 0 else batch.gbs * batch.seq_len / (step_floor * par.gpus)
+
+    def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:
+        loss, mtp = head
+        return min(sum(_edge_time(_make_ctx(v, self.gpu, self.cal), Stage((), False, mtp, loss)).values())
+                   for v in self._variants(cfg))
+
+
+__all__ = ["ThroughputBound"]

@@ -1,0 +1,39 @@
+"""Knobs that do not work with a run's layout, as typed problems (the Megatron field and one line why).
+
+Megatron-Core rejects these at start-up (transformer_config.py ``__post_init__``); moeplan says so before a
+job is queued: cp_comm_type a2a splits the heads over CP; sync-free dropless MoE needs HybridEP and 0.18+; EP
+A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute.
+"""
+
+from __future__ import annotations
+
+from moeplan.hardware import GPUSpec
+from moeplan.megatron.fields import KnobProblem, sync_free_moe
+from moeplan.models.spec import Attention
+from moeplan.run import RunConfig
+from moeplan.timing import cp_comm_allowed
+
+
+def knob_problem(cfg: RunConfig, gpu: GPUSpec) -> KnobProblem | None:
+    """The first knob that does not work with this layout, or None."""
+    par = cfg.parallel
+    if par.cp > 1 and cfg.cp_comm_type != "p2p":
+        for m in cfg.model.distinct_mixers:
+            if isinstance(m, Attention) and not cp_comm_allowed(m, par.tp, par.cp, cfg.cp_comm_type, gpu.nvlink_domain):
+                kv = m.num_heads if m.is_mla else m.num_kv_heads
+                return KnobProblem("cp_comm_type",
+                                   f"cp_comm_type {cfg.cp_comm_type} splits heads over CP: {m.num_heads} heads / {kv} "
+                                   f"KV heads over TP {par.tp} cannot be divided among CP {par.cp} (its NVLink-domain "
+                                   "part for a2a+p2p)")
+    if cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or not sync_free_moe(cfg.mcore_version)):
+        return KnobProblem("moe_expert_rank_capacity_factor",
+                           "moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
+                           "Megatron-Core 0.18+")
+    if cfg.ep_overlap and not cfg.ep_overlap_allowed:
+        return KnobProblem("overlap_moe_expert_parallel_comm",
+                           "EP A2A overlap (overlap_moe_expert_parallel_comm) needs EP > 1, several micro-batches, PP 1 "
+                           "or VPP > 1, no full recompute and Megatron-Core 0.14+")
+    return None
+
+
+__all__ = ["KnobProblem", "knob_problem"]

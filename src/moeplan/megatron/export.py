@@ -1,0 +1,297 @@
+"""Export a run as Megatron settings: Megatron-Core field -> value (:func:`to_settings`), Megatron Bridge Hydra
+overrides (:func:`to_overrides`), a Bridge ``ConfigContainer`` YAML fragment (:func:`to_yaml`) and Megatron-LM
+flags (:func:`to_megatron_lm_args`), for the Megatron-Core release the run targets.
+
+Conventions: ``cuda_graph_scope`` / ``cuda_graph_modules`` are lists in settings; Bridge files for Megatron-Core
+< 0.16 (where the field is a single string) get the single element. Megatron-LM flags cannot express ``None``,
+``False`` (plain ``store_true`` flags) or empty lists: those settings are left out of the argument list.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from moeplan.errors import MoeplanError
+from moeplan.hardware import load_gpu
+from moeplan.megatron.fields import (
+    CP_TO_MCORE,
+    DTYPE_TO_MLM,
+    PRECISION_TO_FP8_RECIPE,
+    Knob,
+    MegatronFields,
+    fields_for,
+    sync_free_moe,
+    version_tuple,
+)
+from moeplan.parallel import build_pipeline, hierarchical_cp_inner
+from moeplan.run import Recompute, RunConfig
+
+
+def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
+    par = cfg.parallel
+    pipe = build_pipeline(cfg.model, par)
+    out: dict[str, object] = {
+        "tensor_model_parallel_size": par.tp,
+        "pipeline_model_parallel_size": par.pp,
+        "virtual_pipeline_model_parallel_size": par.vpp if par.vpp > 1 else None,
+        "context_parallel_size": par.cp,
+        "expert_model_parallel_size": par.ep,
+        "expert_tensor_parallel_size": par.etp,
+        "sequence_parallel": par.sequence_parallel,
+        "pipeline_model_parallel_layout": pipe.layout_string() if pipe.explicit else None,
+    }
+    if cfg.cp_comm_type == "a2a+p2p":
+        inner = _a2a_group(cfg)
+        out["hierarchical_context_parallel_sizes"] = [inner, par.cp // inner]
+    return out
+
+
+def _a2a_group(cfg: RunConfig) -> int:
+    """a2a group of hierarchical CP: the CP ranks inside one NVLink domain (as moeplan.timing assumes)."""
+    try:
+        domain = load_gpu(cfg.gpu).nvlink_domain
+    except MoeplanError:
+        domain = 8  # a GPU from a user hardware file: assume an 8-GPU NVLink node
+    return hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, domain)
+
+
+def _recompute_settings(rc: Recompute, f: MegatronFields) -> dict[str, object]:
+    if rc.granularity == "none":
+        return {"recompute_granularity": None, "recompute_method": None, "recompute_num_layers": None,
+                "recompute_modules": None}
+    if rc.granularity == "full":
+        return {"recompute_granularity": "full", "recompute_method": rc.method, "recompute_num_layers": rc.num_layers,
+                "recompute_modules": None}
+    for m in sorted(rc.modules):
+        if m not in f.recompute_modules:
+            raise MoeplanError(f"recompute module '{m}' is not available in Megatron-Core {f.version} "
+                               f"(allowed: {', '.join(f.recompute_modules)})")
+    return {"recompute_granularity": "selective", "recompute_method": None, "recompute_num_layers": None,
+            "recompute_modules": sorted(rc.modules)}
+
+
+
+def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if cfg.dispatcher in ("alltoall", "allgather"):
+        out["moe_token_dispatcher_type"] = cfg.dispatcher
+    elif f.flex_backends:
+        out["moe_token_dispatcher_type"] = "flex"
+        out["moe_flex_dispatcher_backend"] = cfg.dispatcher
+    elif cfg.dispatcher == "deepep":
+        out["moe_token_dispatcher_type"] = "flex"
+    else:
+        raise MoeplanError(f"dispatcher '{cfg.dispatcher}' needs Megatron-Core >= 0.16 "
+                           f"(moe_flex_dispatcher_backend); {f.version} has DeepEP only")
+    if not f.flex_backends:
+        out["moe_enable_deepep"] = cfg.dispatcher == "deepep"
+    out["moe_expert_capacity_factor"] = cfg.capacity_factor
+    if cfg.rank_capacity_factor is not None:
+        if not sync_free_moe(f.version):
+            raise MoeplanError(f"moe_expert_rank_capacity_factor (sync-free dropless MoE) needs Megatron-Core >= 0.18, "
+                               f"target is {f.version}")
+        if cfg.dispatcher != "hybridep":
+            raise MoeplanError("moe_expert_rank_capacity_factor needs the HybridEP dispatcher "
+                               f"(moe_flex_dispatcher_backend=hybridep), not {cfg.dispatcher}")
+        out["moe_expert_rank_capacity_factor"] = cfg.rank_capacity_factor
+        out["moe_paged_stash"] = True
+        out["use_transformer_engine_op_fuser"] = True
+    if "overlap_moe_expert_parallel_comm" in f.knobs:
+        out["overlap_moe_expert_parallel_comm"] = cfg.ep_overlap
+    elif cfg.ep_overlap:
+        raise MoeplanError(f"EP communication overlap (overlap_moe_expert_parallel_comm) needs Megatron-Core >= 0.14, "
+                           f"target is {f.version}")
+    return out
+
+
+def _cuda_graph_settings(scopes: frozenset[str], f: MegatronFields) -> dict[str, object]:
+    """CUDA graph fields per version: 0.13/0.14 enable_cuda_graph (local) / external_cuda_graph (TE) with a
+    single scope; 0.15 cuda_graph_impl with a single scope; 0.16/0.17 cuda_graph_scope list (full_iteration
+    only with the local impl); 0.18+ cuda_graph_modules, full iteration is cuda_graph_impl='full_iteration'."""
+    if "full_iteration" in scopes and len(scopes) > 1:
+        raise MoeplanError("CUDA graph scope full_iteration captures the whole iteration and must be used alone")
+    allowed = set(f.cuda_graph_scopes) | ({"full_iteration"} & set(f.cuda_graph_impls))
+    bad = sorted(scopes - allowed)
+    single = version_tuple(f.version) < (0, 16)
+    if bad or (single and len(scopes) > 1):
+        raise MoeplanError(f"CUDA graph scope(s) {', '.join(sorted(scopes))} not supported by Megatron-Core {f.version} "
+                           f"({f.cuda_graph_field}: {', '.join(f.cuda_graph_scopes)}"
+                           f"{', one at a time' if single else ''})")
+    full_iter = scopes == {"full_iteration"}
+    if not f.cuda_graph_impls:
+        if not scopes:
+            return {"enable_cuda_graph": False, "external_cuda_graph": False}
+        return {"enable_cuda_graph": full_iter, "external_cuda_graph": not full_iter,
+                "cuda_graph_scope": sorted(scopes), "use_te_rng_tracker": True}
+    if not scopes:
+        return {"cuda_graph_impl": "none"}
+    if full_iter and "full_iteration" in f.cuda_graph_impls:
+        return {"cuda_graph_impl": "full_iteration", "use_te_rng_tracker": True}
+    impl = "local" if full_iter else "transformer_engine"
+    return {"cuda_graph_impl": impl, f.cuda_graph_field: sorted(scopes), "use_te_rng_tracker": True}
+
+
+def _offload_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
+    if not f.offload_modules:
+        if cfg.offload_modules:
+            raise MoeplanError(f"fine-grained activation offloading needs Megatron-Core >= 0.16, target is {f.version}")
+        return {}
+    bad = sorted(m for m in cfg.offload_modules if m not in f.offload_modules)
+    if bad:
+        raise MoeplanError(f"offload module(s) {', '.join(bad)} not available in Megatron-Core {f.version}")
+    return {"fine_grained_activation_offloading": bool(cfg.offload_modules),
+            "offload_modules": sorted(cfg.offload_modules)}
+
+
+def _precision_settings(cfg: RunConfig) -> dict[str, object]:
+    if cfg.precision == "bf16":
+        return {"fp8": None}
+    return {"fp8": "e4m3", "fp8_recipe": PRECISION_TO_FP8_RECIPE[cfg.precision]}
+
+
+def _optimizer_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
+    offload = cfg.optimizer_offload > 0
+    out: dict[str, object] = {
+        "grad_reduce_in_fp32": cfg.grad_fp32,
+        # moeplan's Adam memory model is the distributed optimizer's; Megatron-FSDP always uses it (Bridge
+        # v0.6.0 config.py); Muon runs without it (arguments.py: "Muon optimizer does not support
+        # distributed optimizer"), 'dist_muon' being its layer-wise distributed optimizer
+        "use_distributed_optimizer": cfg.optimizer == "adam",
+        "optimizer_cpu_offload": offload,
+    }
+    if offload:
+        out["optimizer_offload_fraction"] = float(cfg.optimizer_offload)
+        out["overlap_cpu_optimizer_d2h_h2d"] = cfg.offload_overlap
+    out["use_precision_aware_optimizer"] = cfg.precision_aware
+    if cfg.bf16_moments:
+        out["exp_avg_dtype"] = "bfloat16"
+        out["exp_avg_sq_dtype"] = "bfloat16"
+    overlap = cfg.dp_overlap
+    if cfg.optimizer == "muon":
+        if "muon" not in f.optimizers:
+            raise MoeplanError(f"the Muon optimizer needs Megatron-Core >= 0.16 (optimizer 'muon'/'dist_muon', "
+                               f"muon_* fields), target is {f.version}")
+        out["optimizer"] = "dist_muon" if cfg.muon_layer_wise else "muon"
+        out["muon_num_ns_steps"] = cfg.muon_ns_steps
+        out["muon_tp_mode"] = cfg.muon_tp_mode
+        if not f.muon_dp_overlap or not cfg.muon_layer_wise:
+            overlap = False  # Megatron-LM asserts it off (plain muon always; any muon in core_v0.16)
+    if cfg.fsdp is not None:
+        if cfg.fsdp not in f.fsdp_strategies:
+            raise MoeplanError(f"Megatron-FSDP (use_megatron_fsdp) needs Megatron-Core >= 0.14; {f.version} has only "
+                               "the deprecated use_custom_fsdp")
+        out["use_megatron_fsdp"] = True
+        out["data_parallel_sharding_strategy"] = cfg.fsdp
+        out["fsdp_double_buffer"] = cfg.fsdp_double_buffer
+        out["ckpt_format"] = "fsdp_dtensor"
+        if cfg.fsdp in ("optim_grads", "optim_grads_params"):
+            overlap = True  # megatron_fsdp.py forces overlap_grad_reduce (and param gather) on
+    out["overlap_grad_reduce"] = overlap
+    out["overlap_param_gather"] = overlap and (cfg.optimizer == "adam" or cfg.muon_layer_wise)
+    return out
+
+
+def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]:
+    """Megatron-Core field name -> value for a plan (``version`` defaults to ``cfg.mcore_version``)."""
+    f = fields_for(version or cfg.mcore_version)
+    out = _parallel_settings(cfg)
+    out["global_batch_size"] = cfg.batch.gbs
+    out["micro_batch_size"] = cfg.batch.mbs
+    out["seq_length"] = cfg.batch.seq_len
+    if cfg.model.mtp_layers:
+        out["mtp_num_layers"] = cfg.model.mtp_layers
+    out.update(_recompute_settings(cfg.recompute, f))
+    if cfg.model.first_moe is not None:
+        out.update(_moe_settings(cfg, f))
+    out.update(_cuda_graph_settings(cfg.cuda_graph_scopes, f))
+    out["cp_comm_type"] = CP_TO_MCORE[cfg.cp_comm_type]
+    if cfg.parallel.tp > 1:
+        out["tp_comm_overlap"] = cfg.tp_comm_overlap
+    out.update(_offload_settings(cfg, f))
+    out.update(_precision_settings(cfg))
+    out.update(_optimizer_settings(cfg, f))
+    return out
+
+
+def bridge_value(knob: Knob, value: object, f: MegatronFields) -> object:
+    """A setting as the Bridge config holds it (a single scope string before 0.16)."""
+    if knob.kind == "scope" and isinstance(value, list) and version_tuple(f.version) < (0, 16):
+        return value[0] if len(value) == 1 else ",".join(value)
+    return value
+
+
+def _bridge_items(cfg: RunConfig, version: str | None) -> list[tuple[str, object]]:
+    f = fields_for(version or cfg.mcore_version)
+    items: list[tuple[str, object]] = []
+    for key, value in to_settings(cfg, f.version).items():
+        knob = f.knobs[key]
+        for path in f.bridge_paths(knob):
+            items.append((path, bridge_value(knob, value, f)))
+    return items
+
+
+_BARE_STRING = re.compile(r"[A-Za-z_][A-Za-z0-9_.+\-/]*")
+_HYDRA_WORDS = {"null", "true", "false", "nan", "inf"}
+
+
+def _hydra_scalar(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    if _BARE_STRING.fullmatch(text) and text.lower() not in _HYDRA_WORDS:
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def format_override_value(value: object) -> str:
+    """A value in Hydra override syntax: null, true/false, numbers, bare or quoted strings, [a,b] lists."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_hydra_scalar(v) for v in value) + "]"
+    return _hydra_scalar(value)
+
+
+def to_overrides(cfg: RunConfig, version: str | None = None) -> list[str]:
+    """Megatron Bridge Hydra overrides, e.g. ``model.context_parallel_size=8``."""
+    return [f"{path}={format_override_value(value)}" for path, value in _bridge_items(cfg, version)]
+
+
+def to_yaml(cfg: RunConfig, version: str | None = None) -> str:
+    """The same fields nested as a Bridge ``ConfigContainer`` YAML fragment (model:, train:, ...)."""
+    tree: dict[str, dict[str, object]] = {}
+    for path, value in _bridge_items(cfg, version):
+        section, name = path.split(".", 1)
+        tree.setdefault(section, {})[name] = value
+    return str(yaml.safe_dump(tree, sort_keys=False, default_flow_style=False))
+
+
+def _mlm_tokens(knob: Knob, value: object) -> list[str]:
+    assert knob.mlm is not None
+    if value is None:
+        return []
+    if isinstance(value, bool):
+        if value:
+            return [knob.mlm]
+        return [knob.mlm_false] if knob.mlm_false else []
+    if isinstance(value, list):
+        return [knob.mlm, *map(str, value)] if value else []
+    if knob.kind == "dtype":
+        return [knob.mlm, DTYPE_TO_MLM.get(str(value), str(value))]
+    return [knob.mlm, repr(value) if isinstance(value, float) else str(value)]
+
+
+def to_megatron_lm_args(cfg: RunConfig, version: str | None = None) -> list[str]:
+    """Megatron-LM flags (argv tokens: join them with :func:`shlex.join` for a shell)."""
+    f = fields_for(version or cfg.mcore_version)
+    args: list[str] = []
+    for key, value in to_settings(cfg, f.version).items():
+        args += _mlm_tokens(f.knobs[key], value)
+    return args + ["--bf16"]
+
+
+__all__ = ["format_override_value", "to_megatron_lm_args", "to_overrides", "to_settings", "to_yaml"]

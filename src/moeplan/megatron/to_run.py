@@ -1,0 +1,256 @@
+"""Megatron settings (what :mod:`moeplan.megatron.read` returns) -> a :class:`~moeplan.run.RunConfig`; fields a
+file leaves out take Megatron-Core's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from moeplan.errors import MoeplanError
+from moeplan.megatron.fields import (
+    CP_FROM_MCORE,
+    FP8_RECIPE_TO_PRECISION,
+    KIND_WORDS,
+    KNOB_BY_FIELD,
+    MCORE_CP_COMM_TYPES,
+    coerce,
+    normalize_version,
+)
+from moeplan.models.spec import ModelSpec
+from moeplan.parallel import Batch, Parallel, unroll_layout
+from moeplan.run import Recompute, RunConfig
+from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, RECOMPUTE_MODULES
+
+
+def _value(settings: Mapping[str, object], key: str) -> object:
+    """A setting coerced to its knob's type (MoeplanError naming the field when it has the wrong type)."""
+    raw = settings.get(key)
+    if raw is None:
+        return None
+    try:
+        return coerce(KNOB_BY_FIELD[key].kind, raw)
+    except ValueError:
+        raise MoeplanError(f"{key}: expected {KIND_WORDS[KNOB_BY_FIELD[key].kind]}, got {raw!r}") from None
+
+
+def _int(settings: Mapping[str, object], key: str) -> int | None:
+    value = _value(settings, key)
+    return value if isinstance(value, int) else None
+
+
+def _float(settings: Mapping[str, object], key: str) -> float | None:
+    value = _value(settings, key)
+    return value if isinstance(value, float) else None
+
+
+def _str(settings: Mapping[str, object], key: str, default: str) -> str:
+    value = _value(settings, key)
+    return value if isinstance(value, str) else default
+
+
+def _bool(settings: Mapping[str, object], key: str, default: bool = False) -> bool:
+    value = _value(settings, key)
+    return value if isinstance(value, bool) else default
+
+
+def _strings(settings: Mapping[str, object], key: str) -> list[str] | None:
+    value = _value(settings, key)
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value] if isinstance(value, list) else None
+
+
+def _require(settings: Mapping[str, object], key: str, where: str) -> int:
+    value = _int(settings, key)
+    if value is None:
+        raise MoeplanError(f"run settings lack {key} ({where}); moeplan needs it to plan the run")
+    return value
+
+
+def _layout_stages(layout: str) -> int:
+    """Stage count of a layout string ('|' separated after expanding (...)*n)."""
+    return len(unroll_layout(layout).rstrip("|").split("|"))
+
+
+_SIZE_FIELDS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+                "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
+                "num_layers_per_virtual_pipeline_stage", "seq_length", "global_batch_size", "micro_batch_size")
+
+
+def _check_sizes(settings: Mapping[str, object]) -> None:
+    for key in _SIZE_FIELDS:
+        value = _int(settings, key)
+        if value is not None and value < 1:
+            raise MoeplanError(f"{key} must be a positive integer, got {value}")
+
+
+def _parallel_from(settings: Mapping[str, object], model: ModelSpec, gpus: int) -> Parallel:
+    tp = _int(settings, "tensor_model_parallel_size") or 1
+    pp = _int(settings, "pipeline_model_parallel_size") or 1
+    layout = _value(settings, "pipeline_model_parallel_layout")
+    vpp = _int(settings, "virtual_pipeline_model_parallel_size")
+    per_stage = _int(settings, "num_layers_per_virtual_pipeline_stage")
+    if vpp is None and isinstance(layout, str) and layout:
+        vpp = max(1, _layout_stages(layout) // pp)  # Megatron-Core derives VPP from the layout
+    elif vpp is None and per_stage:
+        vpp = max(1, model.num_layers // (pp * per_stage))
+    etp = _int(settings, "expert_tensor_parallel_size")
+    return Parallel(gpus, tp=tp, pp=pp, vpp=vpp or 1, cp=_int(settings, "context_parallel_size") or 1,
+                    ep=_int(settings, "expert_model_parallel_size") or 1,
+                    etp=tp if etp is None else etp,  # ModelParallelConfig: None -> TP
+                    pipeline_layout=layout if isinstance(layout, str) and layout else None)
+
+
+def _recompute_from(settings: Mapping[str, object]) -> Recompute:
+    granularity = _str(settings, "recompute_granularity", "none")
+    if granularity == "none":
+        return Recompute()
+    if granularity == "full":
+        method = _str(settings, "recompute_method", "")
+        if method not in ("uniform", "block"):
+            raise MoeplanError(f"full recompute needs recompute_method uniform or block, got {method or None!r}")
+        return Recompute("full", frozenset(), "uniform" if method == "uniform" else "block",
+                         _int(settings, "recompute_num_layers") or 1)
+    if granularity != "selective":
+        raise MoeplanError(f"recompute_granularity {granularity!r} unknown; Megatron-Core accepts full or selective")
+    modules = _strings(settings, "recompute_modules")
+    modules = ["core_attn"] if modules is None else modules  # Megatron-Core default
+    bad = [m for m in modules if m not in RECOMPUTE_MODULES]
+    if bad:
+        raise MoeplanError(f"recompute module(s) {', '.join(bad)} unknown; Megatron-Core labels: {', '.join(RECOMPUTE_MODULES)}")
+    return Recompute("selective", frozenset(modules)) if modules else Recompute()
+
+
+def _precision_from(settings: Mapping[str, object]) -> str:
+    if settings.get("fp8") is None:
+        return "bf16"
+    recipe = _str(settings, "fp8_recipe", "delayed")  # Megatron-Core default recipe
+    if recipe not in FP8_RECIPE_TO_PRECISION:
+        raise MoeplanError(f"fp8_recipe '{recipe}' is not modelled; moeplan knows {', '.join(FP8_RECIPE_TO_PRECISION)}")
+    return FP8_RECIPE_TO_PRECISION[recipe]
+
+
+def _dispatcher_from(settings: Mapping[str, object]) -> str:
+    kind = _str(settings, "moe_token_dispatcher_type", "allgather")  # Megatron-Core default
+    deepep = _bool(settings, "moe_enable_deepep")
+    if kind in ("alltoall", "allgather"):
+        if deepep:
+            raise MoeplanError("moe_enable_deepep needs moe_token_dispatcher_type flex")
+        return kind
+    if kind != "flex":
+        raise MoeplanError(f"moe_token_dispatcher_type '{kind}' unknown; Megatron-Core accepts allgather, alltoall, flex")
+    backend = "deepep" if deepep else _str(settings, "moe_flex_dispatcher_backend", "deepep")
+    if backend not in ("deepep", "hybridep"):
+        raise MoeplanError(f"moe_flex_dispatcher_backend '{backend}' is not modelled; moeplan knows deepep, hybridep")
+    return backend
+
+
+def _scopes_from(settings: Mapping[str, object]) -> frozenset[str]:
+    legacy = ("local" if _bool(settings, "enable_cuda_graph") else
+              "transformer_engine" if _bool(settings, "external_cuda_graph") else "none")
+    impl = _str(settings, "cuda_graph_impl", legacy)
+    if impl == "none":
+        return frozenset()
+    if impl == "full_iteration":
+        return frozenset({"full_iteration"})
+    scopes = frozenset(_strings(settings, "cuda_graph_modules") or _strings(settings, "cuda_graph_scope") or [])
+    if not scopes or "full" in scopes:
+        raise MoeplanError("whole-layer CUDA graphs (scope 'full' / empty) are not modelled; list the scopes "
+                           f"({', '.join(CUDA_GRAPH_SCOPES)})")
+    bad = sorted(s for s in scopes if s not in CUDA_GRAPH_SCOPES)
+    if bad:
+        raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
+    return scopes
+
+
+def _cp_comm_from(settings: Mapping[str, object]) -> str:
+    kinds = set(_strings(settings, "cp_comm_type") or ["p2p"])
+    if len(kinds) != 1:
+        raise MoeplanError(f"per-layer cp_comm_type {sorted(kinds)} is not modelled; use one type for all layers")
+    kind = kinds.pop()
+    if kind not in CP_FROM_MCORE:
+        raise MoeplanError(f"cp_comm_type '{kind}' unknown; Megatron-Core accepts {', '.join(MCORE_CP_COMM_TYPES)}")
+    return CP_FROM_MCORE[kind]
+
+
+def _model_with_mtp(model: ModelSpec, settings: Mapping[str, object]) -> ModelSpec:
+    if "mtp_num_layers" not in settings:
+        return model
+    n = _int(settings, "mtp_num_layers") or 0
+    if n == model.mtp_layers:
+        return model
+    if n and model.mtp_layer is None:
+        raise MoeplanError(f"mtp_num_layers {n}: model {model.name} has no multi-token prediction module")
+    return replace(model, mtp_layers=n, mtp_layer=model.mtp_layer if n else None)
+
+
+def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu: str,
+                             *, mcore_version: str = DEFAULT_MCORE_VERSION) -> RunConfig:
+    """A :class:`RunConfig` from Megatron settings (missing fields take Megatron-Core's defaults)."""
+    _check_sizes(settings)
+    seq = _require(settings, "seq_length", "model.seq_length / --seq-length")
+    gbs = _require(settings, "global_batch_size", "train.global_batch_size / --global-batch-size")
+    optimizer, layer_wise = _optimizer_from(settings)
+    fsdp = _fsdp_from(settings)
+    if optimizer == "adam" and fsdp is None and not _bool(settings, "use_distributed_optimizer", True):
+        raise MoeplanError("use_distributed_optimizer is false; moeplan models Adam with the distributed optimizer "
+                           "or Megatron-FSDP, and Muon")
+    model = _model_with_mtp(model, settings)
+    offload = _bool(settings, "optimizer_cpu_offload")
+    fraction = _float(settings, "optimizer_offload_fraction")
+    modules = _strings(settings, "offload_modules") if _bool(settings, "fine_grained_activation_offloading") else None
+    return RunConfig(
+        model=model,
+        parallel=_parallel_from(settings, model, gpus),
+        batch=Batch(seq, gbs, _int(settings, "micro_batch_size") or 1),
+        gpu=gpu,
+        recompute=_recompute_from(settings),
+        precision=_precision_from(settings),
+        dispatcher=_dispatcher_from(settings) if model.first_moe is not None else "alltoall",
+        cuda_graph_scopes=_scopes_from(settings),
+        optimizer_offload=(1.0 if fraction is None else fraction) if offload else 0.0,  # Megatron-LM default 1.0
+        offload_modules=frozenset(modules or ()),
+        capacity_factor=_float(settings, "moe_expert_capacity_factor"),
+        rank_capacity_factor=_float(settings, "moe_expert_rank_capacity_factor"),
+        grad_fp32=_bool(settings, "grad_reduce_in_fp32", True),
+        bf16_moments=_str(settings, "exp_avg_dtype", "") == _str(settings, "exp_avg_sq_dtype", "") == "bfloat16",
+        ep_overlap=_bool(settings, "overlap_moe_expert_parallel_comm"),
+        # irrelevant at TP 1 (moeplan's default then, so exports round-trip)
+        tp_comm_overlap=_bool(settings, "tp_comm_overlap") if (_int(settings, "tensor_model_parallel_size") or 1) > 1 else True,
+        dp_overlap=_bool(settings, "overlap_grad_reduce"),
+        cp_comm_type=_cp_comm_from(settings),
+        mcore_version=normalize_version(mcore_version),
+        fsdp=fsdp,
+        fsdp_double_buffer=_bool(settings, "fsdp_double_buffer") if fsdp is not None else False,
+        optimizer=optimizer,
+        muon_ns_steps=_int(settings, "muon_num_ns_steps") or 5,  # OptimizerConfig default
+        muon_tp_mode=_str(settings, "muon_tp_mode", "blockwise"),
+        muon_layer_wise=layer_wise,
+    )
+
+
+def _optimizer_from(settings: Mapping[str, object]) -> tuple[str, bool]:
+    """(moeplan optimizer, Muon with the layer-wise distributed optimizer) from Megatron's optimizer name
+    ('dist_muon' = muon + use_layer_wise_distributed_optimizer; core_v0.18+ arguments.py also turns
+    use_distributed_optimizer into it for Muon)."""
+    name = _str(settings, "optimizer", "adam")
+    if name == "adam":
+        return "adam", True
+    if name in ("muon", "dist_muon"):
+        layer_wise = (name == "dist_muon" or _bool(settings, "use_layer_wise_distributed_optimizer")
+                      or _bool(settings, "use_distributed_optimizer"))
+        return "muon", layer_wise
+    raise MoeplanError(f"optimizer '{name}' is not modelled; moeplan knows adam, muon and dist_muon")
+
+
+def _fsdp_from(settings: Mapping[str, object]) -> str | None:
+    if not _bool(settings, "use_megatron_fsdp"):
+        return None
+    strategy = _str(settings, "data_parallel_sharding_strategy", "no_shard")  # DDP config default
+    if strategy not in FSDP_STRATEGIES:
+        raise MoeplanError(f"data_parallel_sharding_strategy '{strategy}' unknown; Megatron-Core accepts "
+                           f"{', '.join(FSDP_STRATEGIES)}")
+    return strategy
+
+
+__all__ = ["run_config_from_settings"]

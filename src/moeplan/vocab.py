@@ -1,0 +1,66 @@
+"""moeplan's vocabulary: every list of names a run is described with, in one place.
+
+Recompute and offload labels are Megatron-Core's own (``TransformerConfig.recompute_modules`` /
+``offload_modules``); which labels a given Megatron-Core release accepts is a version rule and lives in
+:mod:`moeplan.megatron.fields`. Everything else (the run record, the readers, the exports, the CLI's
+choices) imports these names; nothing re-types them.
+
+A leaf: imports nothing from moeplan.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+# Megatron-Core ``recompute_modules`` labels (transformer_config.py, core_r0.14-r0.18; r0.19 adds
+# gdn_norm_out).
+RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                                      "shared_experts", "gdn_norm_out")
+# The guidance's shorthand and its Megatron-Core label.
+RECOMPUTE_ALIASES: dict[str, str] = {"up_proj": "mla_up_proj", "norm": "layernorm", "act": "moe_act",
+                                     "attn": "core_attn"}
+RecomputeGranularity = Literal["none", "selective", "full"]
+RECOMPUTE_METHODS: tuple[str, ...] = ("uniform", "block")
+
+# Megatron-Core ``offload_modules`` (fine-grained activation offloading, core_r0.16+) that moeplan models.
+OFFLOAD_MODULES: tuple[str, ...] = ("core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm",
+                                    "qkv_linear")
+
+# GEMM precisions: fp8 = blockwise scaling (DeepSeek-V3 recipe), fp8-cs = current scaling, fp8-ds = delayed
+# scaling, mxfp8 = Blackwell block scaling.
+Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"]
+PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8")
+
+# MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP backends).
+Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep"]
+DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
+
+# CUDA graph scopes (Megatron-Core ``cuda_graph_scope``; partial graphs that work with dropless MoE, and the
+# whole iteration).
+CUDA_GRAPH_SCOPES: tuple[str, ...] = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
+                                      "full_iteration")
+
+# Context-parallel communication (moeplan spelling; Megatron-Core writes all_gather): p2p = ring.
+CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
+CP_COMM_TYPES: tuple[str, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
+
+# Megatron-FSDP ``data_parallel_sharding_strategy`` values (distributed_data_parallel_config.py and
+# megatron/training/arguments.py --data-parallel-sharding-strategy, core_v0.14.0 .. core_v0.19.0), in order of
+# what they shard: optimizer state, + gradients, + parameters.
+FSDP_STRATEGIES: tuple[str, ...] = ("no_shard", "optim", "optim_grads", "optim_grads_params")
+# Optimizers moeplan models: Adam (AdamW) and Muon (megatron/core/optimizer/muon.py, core_v0.16.0+).
+OPTIMIZERS: tuple[str, ...] = ("adam", "muon")
+# Muon tensor-parallel modes moeplan costs (OptimizerConfig.muon_tp_mode; "distributed" is not modelled).
+MUON_TP_MODES: tuple[str, ...] = ("blockwise", "duplicated")
+
+# Megatron-Core release targeted when none is given: megatron-core 0.16.1 is the newest release installable here.
+DEFAULT_MCORE_VERSION = "0.16"
+
+# GiB per GPU outside the estimate: CUDA context, NCCL buffers and allocator fragmentation.
+DEFAULT_RESERVE_GIB = 2.0
+
+__all__ = [
+    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
+    "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
+    "RECOMPUTE_MODULES", "RecomputeGranularity",
+]

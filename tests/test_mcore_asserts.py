@@ -1,0 +1,116 @@
+"""Megatron-Core's start-up assertions that a run file can trip (moeplan.megatron.asserts): each row
+trips on a file that breaks it, none trips on moeplan's own exports, and where the check lives in a
+config ``__post_init__`` the installed Megatron-Core agrees (skipped without megatron-core)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from moeplan import api, checker
+from moeplan.megatron import export
+from moeplan.megatron.asserts import ASSERTS, FileView, tripped
+from moeplan.models import load_model
+
+BASE = {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "context_parallel_size": 4,
+        "expert_model_parallel_size": 8, "sequence_parallel": True}
+
+# row id -> (model, settings that trip it)
+CASES = {
+    "hierarchical-cp-product": ("qwen3-30b-a3b", {"hierarchical_context_parallel_sizes": [2, 4]}),
+    "hierarchical-cp-missing": ("qwen3-30b-a3b", {"cp_comm_type": "a2a+p2p"}),
+    "vpp-without-pp": ("qwen3-30b-a3b", {"pipeline_model_parallel_size": 1, "virtual_pipeline_model_parallel_size": 1}),
+    "sequence-parallel-tp": ("qwen3-30b-a3b", {"tensor_model_parallel_size": 1}),
+    "ep-tp-sequence-parallel": ("qwen3-30b-a3b", {"sequence_parallel": False}),
+    "deepep-flag": ("qwen3-30b-a3b", {"moe_enable_deepep": True, "moe_token_dispatcher_type": "alltoall"}),
+    "recompute-method": ("qwen3-30b-a3b", {"recompute_granularity": "full"}),
+    "recompute-num-layers": ("qwen3-30b-a3b", {"recompute_granularity": "full", "recompute_method": "uniform"}),
+    "recompute-mla-up-proj": ("qwen3-30b-a3b", {"recompute_granularity": "selective", "recompute_modules": ["mla_up_proj"]}),
+    "offload-modules": ("qwen3-30b-a3b", {"fine_grained_activation_offloading": True, "offload_modules": ["attn_proj"]}),
+    "pipeline-layout-conflict": ("qwen3-30b-a3b", {"pipeline_model_parallel_layout": "Et*24|t*24L",
+                                                   "account_for_loss_in_pipeline_split": True}),
+    "pipeline-layout-vpp": ("qwen3-30b-a3b", {"pipeline_model_parallel_layout": "Et*12|t*12|t*12|t*12L",
+                                              "virtual_pipeline_model_parallel_size": 4}),
+    "ep-a2a-overlap": ("qwen3-30b-a3b", {"overlap_moe_expert_parallel_comm": True, "moe_token_dispatcher_type": "alltoall"}),
+    "cuda-graph-flags": ("qwen3-30b-a3b", {"enable_cuda_graph": True, "external_cuda_graph": True}),
+    "cuda-graph-scopes": ("qwen3-30b-a3b", {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_preprocess"]}),
+    "cp-comm-type-list": ("qwen3-30b-a3b", {"cp_comm_type": ["p2p", "a2a"]}),
+    "precision-aware-optimizer": ("qwen3-30b-a3b", {"exp_avg_dtype": "bfloat16"}),
+}
+
+
+def _view(model: str, settings: dict, version: str = "0.16") -> FileView:
+    return FileView({**BASE, **settings}, {}, load_model(model), 64, version)
+
+
+def test_every_row_has_a_case():
+    assert {a.id for a in ASSERTS} == set(CASES)
+
+
+@pytest.mark.parametrize("row", sorted(CASES))
+def test_row_trips_on_its_case_and_not_on_the_base(row):
+    model, settings = CASES[row]
+    assert row in {a.id for a, _ in tripped(_view(model, settings))}
+    assert not tripped(_view(model, {}))
+
+
+def test_hierarchical_cp_product_is_an_error_with_its_line(tmp_path):
+    path = tmp_path / "hcp.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: 2\n  context_parallel_size: 8\n"
+                    "  hierarchical_context_parallel_sizes: [2, 2]\n  cp_comm_type: a2a+p2p\n"
+                    "  expert_model_parallel_size: 8\n  sequence_parallel: true\n"
+                    "train:\n  global_batch_size: 64\n  micro_batch_size: 1\ndataset:\n  sequence_length: 32768\n")
+    result = checker.check(str(path), model="qwen3-30b-a3b", gpus=64)
+    hit = [f for f in result.findings if f.rule == "mcore-hierarchical-cp-product"]
+    assert hit and hit[0].severity == "error" and hit[0].line == 4
+    assert "multiply to 4, not context_parallel_size 8" in hit[0].message
+    assert result.errors >= 1
+
+
+@pytest.mark.parametrize("model,gpus,seq,gbs,version", [
+    ("deepseek-v3", 1024, 131072, 1024, "0.16"), ("qwen3-235b-a22b", 256, 131072, 256, "0.16"),
+    ("qwen3-next-80b-a3b", 128, 65536, 256, "0.18"), ("qwen3-30b-a3b", 64, 32768, 64, "0.16")])
+def test_moeplan_exports_trip_nothing(model, gpus, seq, gbs, version):
+    gpu = "gb200" if model == "qwen3-235b-a22b" else "h100"
+    result = api.search_plans(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=3, mcore_version=version)
+    assert result.plans
+    for p in result.plans:
+        cfg = p.config
+        settings = export.to_settings(cfg, version)
+        assert not tripped(FileView(settings, {}, cfg.model, gpus, version)), cfg.parallel.short()
+
+
+# The rows whose check is in a config __post_init__, against the installed Megatron-Core.
+POST_INIT = ("sequence-parallel-tp", "deepep-flag", "recompute-method", "recompute-num-layers", "offload-modules",
+             "pipeline-layout-conflict", "cuda-graph-flags", "precision-aware-optimizer")
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("row", POST_INIT)
+def test_installed_megatron_core_agrees(row):
+    pytest.importorskip("torch", reason="needs torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tc = pytest.importorskip("megatron.core.transformer.transformer_config", reason="needs megatron-core")
+        oc = pytest.importorskip("megatron.core.optimizer.optimizer_config", reason="needs megatron-core")
+    import torch
+
+    _, settings = CASES[row]
+    kw = {**BASE, **settings}
+    for k in ("context_parallel_size", "expert_model_parallel_size"):
+        kw.pop(k)
+    base = dict(num_layers=4, hidden_size=64, num_attention_heads=4, pipeline_dtype=torch.bfloat16, bf16=True)
+    if row == "precision-aware-optimizer":
+        with pytest.raises(AssertionError):
+            oc.OptimizerConfig(exp_avg_dtype=torch.bfloat16)
+        return
+    if row == "pipeline-layout-conflict":
+        kw["pipeline_model_parallel_layout"] = "Et*2|t*2L"
+    with pytest.raises((ValueError, AssertionError)):
+        tc.TransformerConfig(**base, **kw)
+    ok = {**kw}
+    for key in settings:  # the base alone is accepted
+        ok.pop(key, None)
+    ok.setdefault("tensor_model_parallel_size", 2)
+    tc.TransformerConfig(**base, **ok)

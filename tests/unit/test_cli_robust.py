@@ -1,0 +1,154 @@
+"""CLI robustness: --help on every command, safe output files, refused ambiguous input (issue 11)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from moeplan.cli import build_parser, main
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _commands() -> list[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return sorted(sub.choices)
+
+
+def test_every_command_has_a_help_page(capsys):
+    commands = _commands()
+    assert {"plan", "check", "estimate", "sweep", "explain", "report", "params", "models", "hardware"} <= set(commands)
+    for argv in ([], *([c] for c in commands)):
+        for flag in ("--help", "-h"):
+            with pytest.raises(SystemExit) as exc:
+                main([*argv, flag])
+            out, err = capsys.readouterr()
+            assert exc.value.code == 0, (argv, err)
+            assert "usage: moeplan" in out and "Traceback" not in err
+
+
+def test_check_help_mentions_headroom_percent(capsys):
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    out, _ = capsys.readouterr()
+    assert "10%" in out
+
+
+EST = ["estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64", "--ep", "16"]
+
+
+def _no_temp_files(d: Path) -> None:
+    assert not [p for p in d.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory", "device", "missing-dir", "readonly-dir"])
+def test_plot_refuses_non_regular_targets(tmp_path, capsys, kind):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "out.png"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink":
+        (tmp_path / "real.png").write_bytes(b"keep")
+        target.symlink_to(tmp_path / "real.png")
+    elif kind == "directory":
+        target.mkdir()
+    elif kind == "device":
+        target = Path("/dev/null")
+    elif kind == "missing-dir":
+        target = tmp_path / "nope" / "out.png"
+    elif kind == "readonly-dir":
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        target = ro / "out.png"
+        if os.access(ro, os.W_OK):  # root ignores permissions
+            pytest.skip("running as root: directory permissions are not enforced")
+    code, out, err = run_cli(capsys, *EST, "--plot", str(target))
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("moeplan: error: cannot write"), err
+    assert out == ""  # nothing printed for a run whose file cannot be written
+    if kind == "symlink":
+        assert target.is_symlink() and (tmp_path / "real.png").read_bytes() == b"keep"
+    if kind == "fifo":
+        assert stat.S_ISFIFO(os.lstat(target).st_mode)
+    _no_temp_files(tmp_path)
+
+
+def test_plot_writes_regular_file_and_says_so(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "out.png"
+    target.write_bytes(b"old")
+    code, out, err = run_cli(capsys, *EST, "--plot", str(target))
+    assert code == 0, err
+    assert f"wrote {target}" in out
+    assert target.read_bytes()[:4] == b"\x89PNG"
+    _no_temp_files(tmp_path)
+    code, out, err = run_cli(capsys, *EST, "--plot", str(tmp_path / "j.svg"), "--json")
+    assert code == 0 and json.loads(out)["gpus"] == 16 and f"wrote {tmp_path / 'j.svg'}" in err
+
+
+def test_report_refuses_a_directory_before_planning(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "report", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64",
+                             "--html", str(tmp_path))
+    assert code == 2 and "is a directory" in err and err.count("\n") == 1
+
+
+def test_sweep_plot_says_wrote(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "s.png"
+    code, out, err = run_cli(capsys, "sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k", "--gbs-tokens",
+                             "256k", "--hold", "--ep", "16", "--plot", str(target))
+    assert code == 0, err
+    assert f"wrote {target}" in out and target.stat().st_size > 1000
+    _no_temp_files(tmp_path)
+
+
+def test_write_failure_leaves_no_temp_file(tmp_path, monkeypatch):
+    from moeplan import outfile
+    from moeplan.errors import MoeplanError
+
+    def boom(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(outfile.os, "replace", boom)
+    with pytest.raises(MoeplanError, match="No space left"):
+        outfile.write_bytes(tmp_path / "x.html", b"data")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_refuses_empty_length_item(capsys):
+    code, _, err = run_cli(capsys, "sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "16k,,32k",
+                           "--gbs-tokens", "4m")
+    assert code == 2 and "empty item" in err and err.count("\n") == 1
+
+
+def test_sweep_refuses_gbs_tokens_that_do_not_divide(capsys):
+    code, _, err = run_cli(capsys, "sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "16k,24k",
+                           "--gbs-tokens", "1m", "--hold", "--ep", "16")
+    assert code == 2 and err.count("\n") == 1
+    assert "not a whole number of 24,576-token sequences" in err and "GBS 42" in err
+
+
+def test_plan_json_with_format_refused(capsys):
+    code, out, err = run_cli(capsys, "plan", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64",
+                             "--json", "--format", "yaml")
+    assert code == 2 and out == "" and "exclude each other" in err and err.count("\n") == 1
+
+
+def test_help_crash_fixed_in_a_subprocess():
+    r = subprocess.run([sys.executable, "-m", "moeplan", "check", "-h"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr

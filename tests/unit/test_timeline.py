@@ -1,0 +1,241 @@
+"""Timeline of one iteration: span = estimated step time, memory peak = memory estimate, dependencies,
+Chrome trace format, scale, CLI and figures (the order against Megatron-Core: tests/contract/test_schedule_order.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from moeplan import api
+from moeplan.errors import MoeplanError
+from moeplan.estimate import evaluate
+from moeplan.timeline import (
+    TRACKS,
+    build_timeline,
+    chrome_trace,
+    chrome_trace_bytes,
+    rank_schedule,
+    schedule_problem,
+)
+
+def test_phases_and_every_op_once():
+    sched = rank_schedule(4, 2, 8, 1)
+    phases = [st.phase for st in sched]
+    assert phases[:8] == ["warmup"] * 8 and phases[8] == "steady"  # (4 - 1 - 1) x 2 + (2 - 1) x 4 forwards
+    assert phases[-8:] == ["cooldown"] * 8 and phases[-9] == "steady"
+    assert sorted((st.kind, st.microbatch, st.chunk) for st in sched) == sorted(
+        (k, mb, c) for k in "FB" for mb in range(8) for c in range(2))
+
+
+def test_megatron_refused_schedules_are_refused():
+    assert schedule_problem(4, 2, 8) is None
+    assert schedule_problem(4, 1, 3) is None  # plain 1F1B runs any count
+    assert "multiple of PP" in schedule_problem(4, 2, 10)
+    assert "at least PP" in schedule_problem(4, 2, 2)
+    cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=4096, gbs=40, pp=4, vpp=2, ep=8)
+    with pytest.raises(MoeplanError, match="multiple of PP"):
+        build_timeline(cfg, gpu)
+
+
+RUNS = [
+    dict(gpus=8, seq_len=4096, gbs=64, ep=8),  # PP 1
+    dict(gpus=16, seq_len=4096, gbs=64, ep=8, pp=2),
+    dict(gpus=32, seq_len=8192, gbs=128, ep=8, pp=4, vpp=2, recompute="full"),
+    dict(gpus=32, seq_len=32768, gbs=64, ep=8, pp=2, vpp=3, cp=2, tp=2, recompute="selective:moe_act,layernorm"),
+    dict(gpus=16, seq_len=4096, gbs=32, ep=8, pp=2, optimizer_offload=0.5),
+    dict(gpus=64, seq_len=4096, gbs=256, ep=8, pp=4, vpp=2, ep_overlap=True, dispatcher="alltoall"),
+]
+
+
+def _run(model: str = "qwen3-30b-a3b", **kw):
+    cfg, gpu = api.build_config(model, gpu="h100", **kw)
+    return cfg, gpu, evaluate(cfg, gpu), build_timeline(cfg, gpu)
+
+
+@pytest.mark.parametrize("kw", RUNS)
+def test_span_equals_estimated_step_time(kw):
+    _, _, est, tl = _run(**kw)
+    assert tl.span_s == pytest.approx(est.time.step_time_s, rel=1e-9)
+    assert tl.step_time_s == pytest.approx(est.time.step_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("kw", RUNS)
+def test_memory_peak_equals_estimate_and_follows_the_schedule(kw):
+    cfg, _, est, tl = _run(**kw)
+    assert tl.memory_rank == est.memory.peak.rank
+    assert tl.memory_peak_bytes == pytest.approx(est.memory.total_bytes, rel=1e-9)
+    ops = tl.rank_ops(tl.memory_rank)
+    acts = [act for _, _, act, _ in tl.memory_s]
+    warm = sum(1 for o in ops if o.step.phase == "warmup")
+    # in-flight activations rise through the warm-up and fall through the cool-down to zero
+    rising = acts[1:2 + 2 * warm]
+    assert rising == sorted(rising)
+    cool = sum(1 for o in ops if o.step.phase == "cooldown")
+    if cool:
+        falling = acts[-2 * cool - 1:]
+        assert falling == sorted(falling, reverse=True)
+    assert acts[-1] == pytest.approx(0.0, abs=1e-6 * max(acts))
+
+
+def test_ops_wait_for_their_inputs_and_do_not_overlap_on_a_rank():
+    _, _, _, tl = _run(gpus=32, seq_len=4096, gbs=64, ep=8, pp=4, vpp=2)
+    end = {}
+    for o in tl.ops:
+        stage = o.step.chunk * tl.pp + o.rank
+        end[(o.step.kind, o.step.microbatch, stage)] = (o.start_s, o.start_s + o.slot_s)
+    last = tl.pp * tl.vpp - 1
+    for (kind, mb, stage), (start, _) in end.items():
+        dep = ("F", mb, stage - 1) if kind == "F" else ("B", mb, stage + 1)
+        if (kind == "F" and stage > 0) or (kind == "B" and stage < last):
+            assert start >= end[dep][1] - 1e-12
+    for r in range(tl.pp):
+        ops = tl.rank_ops(r)
+        assert all(a.start_s + a.slot_s <= b.start_s + 1e-12 for a, b in zip(ops, ops[1:]))
+        assert all(o.busy_s <= o.slot_s * (1 + 1e-9) for o in ops)
+
+
+def test_recompute_sits_at_the_start_of_each_backward():
+    _, _, _, tl = _run(gpus=32, seq_len=8192, gbs=64, ep=8, pp=4, recompute="full")
+    parents = {(s.rank, s.microbatch, s.chunk): s for s in tl.spans if s.category == "backward"}
+    rec = [s for s in tl.spans if s.category == "recompute"]
+    assert len(rec) == len(parents)
+    for s in rec:
+        assert s.start_s == parents[(s.rank, s.microbatch, s.chunk)].start_s
+
+
+def test_chrome_trace_format():
+    _, _, est, tl = _run(gpus=64, seq_len=4096, gbs=256, ep=8, pp=4, vpp=2, ep_overlap=True, dispatcher="alltoall")
+    doc = json.loads(chrome_trace_bytes(tl))
+    events = doc["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert sorted(names) == [0, 1, 2, 3] and all(n.startswith("PP rank") for n in names.values())
+    threads = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert threads == set(TRACKS)
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+    cats = {e["cat"] for e in spans}
+    assert {"forward", "backward", "gemm", "ep_comm", "pp_comm", "dp_comm", "optimizer"} <= cats
+    end_us = max(e["ts"] + e["dur"] for e in spans)
+    assert end_us == pytest.approx(est.time.step_time_s * 1e6, rel=1e-6)
+    # items nest inside their operation on the compute track
+    tids = {t: i for i, t in enumerate(TRACKS)}
+    ops = [e for e in spans if e["cat"] in ("forward", "backward")]
+    items = [e for e in spans if e["tid"] == tids["compute"] and e["cat"] not in ("forward", "backward", "optimizer")]
+    by_key = {(e["pid"], e["name"]): e for e in ops}
+    assert len(items) > len(ops)
+    assert doc["otherData"]["memory_peak_gib"] == pytest.approx(doc["otherData"]["memory_estimate_gib"])
+    counters = [e for e in events if e["ph"] == "C"]
+    assert counters and {e["pid"] for e in counters} == {tl.memory_rank}
+    assert by_key  # one event per operation, keyed by rank and name
+    # overlapped DP collectives overlap the pipeline: the all-gather starts with the step, before
+    # the first forward ends
+    ag = [e for e in spans if e["name"] == "param all-gather"]
+    first_fwd = min(e["ts"] for e in ops)
+    assert ag and all(e["ts"] == 0 for e in ag) and first_fwd < ag[0]["dur"] + 1e-3
+
+
+def test_large_pipeline_is_fast_and_small():
+    """PP 16, 64 micro-batches (and VPP 2 on the same pipeline): well under a second, well under 20 MB."""
+    for kw in (dict(pp=16), dict(pp=16, vpp=2)):
+        cfg, gpu = api.build_config("qwen3-235b-a22b", gpu="h100", gpus=1024, seq_len=4096, gbs=4096, ep=8,
+                                    tp=1, cp=1, **kw)
+        assert cfg.batch.microbatches(cfg.parallel.dp) == 64
+        t0 = time.perf_counter()
+        tl = build_timeline(cfg, gpu)
+        data = chrome_trace_bytes(tl)
+        took = time.perf_counter() - t0
+        assert took < 1.0, took
+        assert len(data) < 20e6, len(data)
+        assert tl.span_s == pytest.approx(evaluate(cfg, gpu).time.step_time_s, rel=1e-9)
+
+
+def test_chrome_trace_is_json_ready():
+    _, _, _, tl = _run(gpus=16, seq_len=4096, gbs=64, ep=8, pp=2)
+    json.dumps(chrome_trace(tl))
+
+
+# ------------------------------------------------------------------------------ CLI and figures
+
+from moeplan.cli import main  # noqa: E402
+
+EST = ["estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "8k", "--gbs", "128", "--ep", "8",
+       "--pp", "4", "--vpp", "2"]
+
+
+def _cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_estimate_trace_writes_chrome_json_and_says_so(tmp_path, capsys):
+    path = tmp_path / "step.json"
+    code, out, err = _cli(capsys, *EST, "--trace", str(path))
+    assert code == 0 and f"wrote {path}" in out
+    doc = json.loads(path.read_text())
+    est = api.estimate("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=8192, gbs=128, ep=8, pp=4, vpp=2)
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(est["step_time_s"] * 1e6, rel=1e-6)
+    # with --json stdout stays one JSON object; the 'wrote' line goes to stderr
+    code, out, err = _cli(capsys, *EST, "--trace", str(path), "--json")
+    assert code == 0 and json.loads(out)["step_time_s"] == pytest.approx(est["step_time_s"])
+    assert f"wrote {path}" in err
+
+
+def test_trace_target_that_is_not_a_regular_file_is_refused(tmp_path, capsys):
+    code, out, err = _cli(capsys, *EST, "--trace", str(tmp_path))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "directory" in err
+    code, _, err = _cli(capsys, *EST, "--trace", str(tmp_path / "missing" / "t.json"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_trace_of_a_schedule_megatron_refuses_is_a_one_line_error(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    code, out, err = _cli(capsys, "estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "4k",
+                          "--gbs", "40", "--ep", "8", "--pp", "4", "--vpp", "2", "--trace", str(path))
+    assert code == 2 and "multiple of PP" in err and not path.exists() and out == ""
+
+
+def test_plan_trace_is_plan_one(tmp_path, capsys):
+    path = tmp_path / "plan.json"
+    code, out, err = _cli(capsys, "plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "8k",
+                          "--gbs", "128", "--pp", "2", "--json", "--trace", str(path))
+    assert code == 0
+    best = json.loads(out)[0]
+    doc = json.loads(path.read_text())
+    assert doc["otherData"]["pp"] == best["parallel"]["pp"] == 2
+    assert doc["otherData"]["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+    assert "wrote" in err and "plan 1" in err
+
+
+def test_check_trace(tmp_path, capsys):
+    path = tmp_path / "check.json"
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("model:\n  tensor_model_parallel_size: 1\n  pipeline_model_parallel_size: 2\n  seq_length: 4096\n"
+                   "  expert_model_parallel_size: 8\ntrain:\n  global_batch_size: 64\n  micro_batch_size: 1\n")
+    code, out, err = _cli(capsys, "check", str(cfg), "--model", "qwen3-30b-a3b", "--gpus", "16", "--trace", str(path))
+    assert code in (0, 1) and f"wrote {path}" in out
+    doc = json.loads(path.read_text())
+    assert doc["otherData"]["pp"] == 2
+    # an invalid layout (128 experts over EP 7) writes nothing and says why
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(cfg.read_text().replace("expert_model_parallel_size: 8", "expert_model_parallel_size: 7"))
+    path2 = tmp_path / "none.json"
+    code, out, err = _cli(capsys, "check", str(bad), "--model", "qwen3-30b-a3b", "--gpus", "14", "--trace", str(path2))
+    assert code == 2 and "no trace written" in err and not path2.exists()
+    assert "error" in out  # the findings are still shown
+
+
+def test_plot_and_report_show_the_timeline(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from moeplan.report import render_html_report
+
+    svg = tmp_path / "e.svg"
+    code, out, _ = _cli(capsys, *EST, "--plot", str(svg))
+    text = svg.read_text()
+    assert code == 0 and "One iteration" in text and "Memory of pipeline rank" in text and "timeline" in out
+    cfg, gpu, est, tl = _run(gpus=32, seq_len=8192, gbs=128, ep=8, pp=4, vpp=2)
+    html = render_html_report(title="t", plans=[], estimate=est.as_dict(), timeline=tl)
+    assert 'id="timeline"' in html and 'id="timeline-plot"' in html and "<svg" in html
