@@ -16,7 +16,7 @@ from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-expo
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.knobs import knob_problem
-from moeplan.megatron.export import to_megatron_lm_args, to_overrides, to_yaml
+from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
 from moeplan.megatron.fields import normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
@@ -245,6 +245,7 @@ def _exports(cfg: RunConfig) -> dict[str, Any]:
         "overrides": to_overrides(cfg, cfg.mcore_version),
         "yaml": to_yaml(cfg, cfg.mcore_version),
         "megatron_lm_args": to_megatron_lm_args(cfg, cfg.mcore_version),
+        "provenance": provenance_comment(cfg, cfg.mcore_version),  # first line of every exported file
     }
 
 

@@ -19,7 +19,7 @@ from moeplan.megatron.mcore import build_mcore_config
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
-from moeplan.parallel import check_layout, layout_from_split_options
+from moeplan.parallel import check_layout, hierarchical_cp_inner, layout_from_split_options
 from moeplan.rules import Finding, lint, sort_findings
 from moeplan.run import RunConfig
 from moeplan.vocab import DEFAULT_MCORE_VERSION
@@ -84,16 +84,37 @@ class CheckResult:
                 "estimate": self.estimate.as_dict() if self.estimate is not None else None}
 
 
-def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
+def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, int | None, str | None]:
+    """(model, gpu, gpus, mcore version) named by a moeplan export's '# moeplan:' comment."""
+    p = parsed.provenance
+    gpus = p.get("gpus")
+    if gpus is not None and not (gpus.isdigit() and int(gpus) > 0):
+        raise MoeplanError(f"{path}: the '# moeplan:' comment says gpus={gpus}; expected a positive integer")
+    return p.get("model"), p.get("gpu"), int(gpus) if gpus else None, p.get("mcore-version")
+
+
+def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
              hardware_file: str | None = None, mcore_version: str | None = None,
              seq_len: int | None = None) -> tuple[RunConfig, GPUSpec, Any]:
-    """(RunConfig, GPU, parsed file) for a run file."""
+    """(RunConfig, GPU, parsed file) for a run file. Model, GPU, GPU count and Megatron-Core version
+    come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry one)."""
     parsed = read_run_file(path)
-    spec = load_model(model) if model else infer_model(parsed.architecture, path)
+    f_model, f_gpu, f_gpus, f_version = _from_provenance(parsed, path)
+    if model:
+        spec = load_model(model)
+    elif f_model:
+        try:
+            spec = load_model(f_model)
+        except MoeplanError:
+            raise MoeplanError(f"{path}: the '# moeplan:' comment names model {f_model}, which is not in the catalog "
+                               "or a config.json here; pass --model") from None
+    else:
+        spec = infer_model(parsed.architecture, path)
+    gpus = gpus or f_gpus
     if gpus is None:
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
-    gpu_spec = load_gpu(gpu, hardware_file)
-    version = mcore_version or DEFAULT_MCORE_VERSION
+    gpu_spec = load_gpu(gpu or f_gpu or "h100", hardware_file)
+    version = mcore_version or f_version or DEFAULT_MCORE_VERSION
     cfg = run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name, mcore_version=version)
     arch = parsed.architecture
     if cfg.parallel.pipeline_layout is None:
@@ -109,7 +130,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str = "h100", gpus: in
     return cfg, gpu_spec, parsed
 
 
-def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int | None = None,
+def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
           run_mcore: bool = False) -> CheckResult:
     """Findings for a run file, errors first, with the estimate when the layout is valid."""
@@ -129,9 +150,13 @@ def check(path: str, *, model: str | None = None, gpu: str = "h100", gpus: int |
                      unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind))
     view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
     for rule, message in tripped(view):
-        findings.append(Finding(rule.severity, f"mcore-{rule.id}", f"Megatron-Core rejects this ({rule.source}): "
-                                f"{message}" if rule.severity == "error" else f"Megatron-Core warns ({rule.source}): "
-                                f"{message}", numbers={"source": rule.source}, line=parsed.lines.get(rule.field)))
+        fix: tuple[str, ...] = ()
+        if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
+            inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
+            fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
+        lead = "Megatron-Core rejects this: " if rule.severity == "error" else "Megatron-Core: "
+        findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},
+                                line=parsed.lines.get(rule.field)))
     if run_mcore:
         findings += _run_mcore(cfg)
     estimate = None

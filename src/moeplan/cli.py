@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -379,6 +380,51 @@ def _fixed(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+NARROW_COLUMNS = 120  # below this many terminal columns, tables fold their knob columns into one
+
+
+def _wrapping(text: str) -> str:
+    """A label list ('selective:a,b') that a table cell may wrap after each separator, never inside a label."""
+    return text.replace(",", ", ").replace(":", ": ")
+
+
+def _table(title: str, narrow: bool) -> Table:
+    """A table; on a narrow terminal without vertical rules (the columns keep the room)."""
+    from rich import box
+
+    return Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1)) if narrow else Table(title=title)
+
+
+def _num_column(table: Table, title: str) -> None:
+    table.add_column(title, justify="right", no_wrap=True)
+
+
+def _text_column(table: Table, title: str, **kw: Any) -> None:
+    table.add_column(title, overflow="fold", **kw)
+
+
+def _knobs(p: dict[str, Any]) -> str:
+    """Dispatcher, CP communication, CUDA graphs, offload and MBS of a plan, for a narrow table."""
+    par = p["parallel"]
+    parts = [p["dispatcher"] + (" +ovl" if p["ep_overlap"] else "")]
+    if par["cp"] > 1:
+        parts.append(f"CP {p['cp_comm_type']}")
+    if p["cuda_graphs"]:
+        parts.append("graphs " + ", ".join(p["cuda_graphs"]))
+    if p["optimizer_offload"]:
+        parts.append(f"offload {p['optimizer_offload']:.0%}")
+    if p["mbs"] != 1:
+        parts.append(f"MBS {p['mbs']}")
+    return "; ".join(parts)
+
+
+def print_overrides(overrides: list[str], console: Console, title: str) -> None:
+    """Overrides one per line, never broken, ready to copy (the same lines as --format overrides)."""
+    console.print(f"[b]{title}[/] (one per line, as `--format overrides` writes them)")
+    for o in overrides:
+        console.print(o, highlight=False, markup=False, soft_wrap=True)
+
+
 def print_plans(result: dict[str, Any], console: Console) -> None:
     console.print(f"{result['model']} on {result['gpus']} x {result['gpu']}, seq {result['seq_len']:,}, "
                   f"GBS {result['gbs']}, {result['precision']}: {result['layouts_feasible']} of "
@@ -386,25 +432,42 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
                   highlight=False)
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
-    table = Table(title="Plans, fastest first")
-    for col in ("#", "layout", "MBS", "recompute", "dispatcher", "CP comm", "graphs", "offload", "GiB/GPU",
-                "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
-        table.add_column(col, justify="right" if col in ("#", "MBS", "GiB/GPU", "TFLOP/s/GPU", "MFU", "tokens/s/GPU", "offload") else "left")
+    narrow = console.width < NARROW_COLUMNS
+    table = _table("Plans, fastest first", narrow)
+    _num_column(table, "#")
+    _text_column(table, "layout", min_width=13 if narrow else None)
+    if narrow:
+        _text_column(table, "recompute", ratio=1)
+        _text_column(table, "knobs", ratio=1)
+        for col in ("GiB", "TFLOP/s", "tok/s"):
+            _num_column(table, col)
+    else:
+        _num_column(table, "MBS")
+        _text_column(table, "recompute")
+        for col in ("dispatcher", "CP comm", "graphs"):
+            _text_column(table, col)
+        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
+            _num_column(table, col)
     for p in result["plans"]:
         par = p["parallel"]
         layout = f"TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} EP{par['ep']} DP{par['dp']}"
-        table.add_row(str(p["rank"]), layout, str(p["mbs"]), escape(p["recompute"]), p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
-                      p["cp_comm_type"] if par["cp"] > 1 else "-", ",".join(p["cuda_graphs"]) or "-",
-                      f"{p['optimizer_offload']:.0%}", f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
-                      f"{p['mfu']:.1%}", f"{p['tokens_per_s_per_gpu']:,.0f}")
+        numbers = [f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
+                   *([] if narrow else [f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
+        recompute = escape(_wrapping(p["recompute"]))
+        if narrow:
+            table.add_row(str(p["rank"]), layout, recompute, escape(_knobs(p)), *numbers)
+        else:
+            table.add_row(str(p["rank"]), layout, str(p["mbs"]), recompute,
+                          p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
+                          p["cp_comm_type"] if par["cp"] > 1 else "-", ", ".join(p["cuda_graphs"]) or "-",
+                          f"{p['optimizer_offload']:.0%}", *numbers)
     console.print(table)
     if result["plans"]:
         best = result["plans"][0]
         console.print("[b]Why plan 1[/]")
         for r in best["rationale"]:
             console.print(f" - [b]{r['topic']}[/]: {escape(r['text'])}", highlight=False)
-        console.print("[b]Megatron Bridge overrides (plan 1)[/]")
-        console.print(" ".join(best["overrides"]), highlight=False, soft_wrap=True, markup=False)
+        print_overrides(best["overrides"], console, "Megatron Bridge overrides (plan 1)")
 
 
 def _no_fit(result: dict[str, Any], as_json: bool) -> int:
@@ -462,13 +525,13 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(plans)
     elif fmt == "overrides":
-        sys.stdout.write("\n".join(plans[0]["overrides"]) + "\n")
+        sys.stdout.write("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
     elif fmt == "yaml":
         sys.stdout.write(plans[0]["yaml"])
     elif fmt == "megatron-lm":
         import shlex
 
-        sys.stdout.write(" ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
+        sys.stdout.write(plans[0]["provenance"] + "\n" + " ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
     else:
         print_plans(result, console)
     if tl is not None:  # on stderr when stdout carries JSON, overrides, YAML or flags
@@ -506,19 +569,32 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
-    table = Table(title="Sequence-length sweep")
-    for col in ("seq", "GBS", "layout", "recompute", "dispatcher", "GiB/GPU", "fits", "TFLOP/s/GPU", "tokens/s/GPU"):
-        table.add_column(col, justify="left" if col in ("layout", "recompute", "dispatcher") else "right")
+    narrow = console.width < NARROW_COLUMNS
+    table = _table("Sequence-length sweep", narrow)
+    for col in ("seq", "GBS"):
+        _num_column(table, col)
+    _text_column(table, "layout", min_width=13 if narrow else None)
+    _text_column(table, "recompute", ratio=1 if narrow else None)
+    if not narrow:
+        _text_column(table, "dispatcher")
+    for col in (("GiB", "fits", "TFLOP/s", "tok/s") if narrow else ("GiB/GPU", "fits", "TFLOP/s/GPU", "tokens/s/GPU")):
+        _num_column(table, col)
+    blanks = 5 if narrow else 6
     for r in rows:
         if "parallel" not in r:
             c = r.get("closest") or {}
-            table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), "no layout fits" + (f" (closest {c.get('short')} "
-                          f"misses by {c.get('misses_by_gib', 0):.1f} GiB)" if c else ""), "", "", "", "[red]no", "", "")
+            cells = ["no layout fits" + (f" (closest {c.get('short')} misses by {c.get('misses_by_gib', 0):.1f} GiB)"
+                                         if c else ""), "", *([""] if not narrow else []), "", "[red]no", "", ""]
+            table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells[:blanks + 1])
             continue
         p = r["parallel"]
-        table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), f"TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}",
-                      r["recompute"], r["dispatcher"], f"{r['memory_gib']['total']:.1f}",
-                      "[green]yes" if r["fits"] else "[red]no", f"{r['tflops_per_gpu']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}")
+        cells = [f"TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}",
+                 escape(_wrapping(r["recompute"]))]
+        if not narrow:
+            cells.append(r["dispatcher"])
+        cells += [f"{r['memory_gib']['total']:.1f}", "[green]yes" if r["fits"] else "[red]no",
+                  f"{r['tflops_per_gpu']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}"]
+        table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells)
     console.print(table)
 
 
@@ -692,14 +768,29 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     else:
         if result.estimate is not None:
             print_estimate(result.estimate.as_dict(), console)
-        table = Table(title=f"Findings for {args.config} ({result.kind})")
-        for col in ("severity", "rule", "line", "finding", "fix"):
-            table.add_column(col, overflow="fold")
+        table = _table(f"Findings for {args.config} ({result.kind})", console.width < NARROW_COLUMNS)
+        narrow = console.width < NARROW_COLUMNS
+        table.add_column("severity", no_wrap=True)
+        if not narrow:
+            table.add_column("rule", no_wrap=True)
+        table.add_column("line", justify="right", no_wrap=True)
+        table.add_column("finding" if not narrow else "rule: finding", overflow="fold", ratio=1)
         colors = {"error": "red", "warning": "yellow", "info": "cyan"}
+        numbered = [f for f in result.findings if f.fix]
         for f in result.findings:
-            table.add_row(f"[{colors[f.severity]}]{f.severity}", f.rule, str(f.line or ""), escape(f.message),
-                          escape(" ".join(f.fix)))
+            ref = escape(f" [fix {numbered.index(f) + 1}]") if f.fix else ""
+            text = escape(f.message) + ref
+            cells = [f"[{colors[f.severity]}]{f.severity}", *([] if narrow else [f.rule]), str(f.line or ""),
+                     f"[b]{f.rule}[/]: {text}" if narrow else text]
+            table.add_row(*cells)
         console.print(table)
+        if numbered:
+            console.print("[b]Fixes[/] (Megatron Bridge overrides, one per line, to copy)")
+        for i, f in enumerate(numbered, start=1):
+            where = f", line {f.line}" if f.line else ""
+            console.print(f"# fix {i}: {f.rule}{where}", highlight=False, markup=False, soft_wrap=True)
+            for o in f.fix:
+                console.print(o, highlight=False, markup=False, soft_wrap=True)
         console.print(result.summary(), highlight=False)
     if tl is not None:
         _wrote(args.trace, args.json, _trace_note(tl))
@@ -872,9 +963,10 @@ def build_parser() -> argparse.ArgumentParser:
         "it). Exit code 0: no errors, 1: errors found, 2: the file cannot be read.",
         epilog="example: moeplan check run.yaml --model deepseek-v3 --gpu h100 --gpus 1024 --mcore")
     p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments")
-    p.add_argument("--model", help="model (catalog name or config.json); inferred from the file when it says")
-    p.add_argument("--gpu", default="h100", help="GPU name (default h100)")
-    p.add_argument("--gpus", type=positive_int, help="total GPU count (run files do not carry it)")
+    p.add_argument("--model", help="model (catalog name or config.json); default: the file's '# moeplan:' comment "
+                   "(moeplan's exports carry one), else inferred from the architecture fields it gives")
+    p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
+    p.add_argument("--gpus", type=positive_int, help="total GPU count (default: the file's '# moeplan:' comment)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
@@ -929,7 +1021,7 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=160)
     err = Console(stderr=True)
     try:
         return int(args.handler(args, console))

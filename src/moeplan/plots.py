@@ -224,14 +224,15 @@ def draw_gantt(ax: Axes, tl: Timeline) -> None:
     from matplotlib.patches import Patch
 
     bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    own = ("forward", "backward", "recompute", "optimizer", "offload", "dp_comm")
     for s in tl.spans:
-        if s.category in ("forward", "backward", "recompute", "optimizer", "offload", "dp_comm") or s.track != "compute":
-            key = s.category if s.category in ("forward", "backward", "recompute", "optimizer", "offload", "dp_comm") \
-                else "comm"
+        if s.category in own or s.track != "compute":
+            key = s.category if s.category in own else "overlapped" if s.category.endswith("_overlapped") else "comm"
             bars.setdefault((s.rank, key), []).append((s.start_s, s.dur_s))
     # (y offset, height, color) per kind inside a rank's row of height 1
     style = {"forward": (0.25, 0.6, FORWARD_COLOR), "backward": (0.25, 0.6, BACKWARD_COLOR),
              "recompute": (0.25, 0.6, RECOMPUTE_COLOR), "comm": (0.25, 0.18, COMM_COLOR),
+             "overlapped": (0.87, 0.1, COMM_COLOR),
              "dp_comm": (0.05, 0.14, DP_COLOR), "optimizer": (0.25, 0.6, OTHER_COLOR),
              "offload": (0.25, 0.6, BUBBLE_COLOR)}
     for (rank, key), xs in bars.items():
@@ -242,15 +243,14 @@ def draw_gantt(ax: Axes, tl: Timeline) -> None:
                   fontsize=8 if tl.pp <= 16 else 6)
     ax.set_ylim(0, tl.pp)
     ax.set_xlim(0, tl.step_time_s)
-    ax.set_xlabel("seconds into the step")
-    ax.grid(axis="x", alpha=0.3)
+    ax.grid(axis="x", alpha=0.3)  # the time axis is labelled on the memory panel below
     labels = [("forward", FORWARD_COLOR), ("backward", BACKWARD_COLOR), ("recompute", RECOMPUTE_COLOR),
-              ("exposed TP/CP/EP/PP comm", COMM_COLOR), ("DP reduce-scatter / all-gather", DP_COLOR),
-              ("optimizer", OTHER_COLOR), ("CPU offload", BUBBLE_COLOR)]
+              ("exposed TP/CP/EP/PP comm", COMM_COLOR), ("overlapped TP/CP/EP comm (thin, above)", COMM_COLOR),
+              ("DP reduce-scatter / all-gather", DP_COLOR), ("optimizer", OTHER_COLOR), ("CPU offload", BUBBLE_COLOR)]
     used = {k for _, k in bars}
-    keys = ["forward", "backward", "recompute", "comm", "dp_comm", "optimizer", "offload"]
+    keys = ["forward", "backward", "recompute", "comm", "overlapped", "dp_comm", "optimizer", "offload"]
     ax.legend(handles=[Patch(color=c, label=n) for (n, c), k in zip(labels, keys) if k in used], fontsize=7,
-              loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=7, frameon=False)
+              loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=8, frameon=False)
     ax.set_title(f"One iteration ({_plain(tl.title)}): interleaved 1F1B as Megatron-Core orders it — "
                  f"step {fmt_seconds(tl.step_time_s)}", fontsize=10)
 

@@ -132,11 +132,12 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _dispatcher(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
     findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
-    return sort_findings(findings)
+    combined = _combined_fix(cfg, findings, ev, lines)
+    return sort_findings(combined + findings)
 
 
 ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
-                  "full-recompute", "dispatcher", "knob-layout")
+                  "full-recompute", "dispatcher", "knob-layout", "dp-sharding", "muon-layer-wise")
 
 
 def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, lines: dict[str, int],
@@ -198,15 +199,9 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
-def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
-    total = est.memory.total_bytes
-    if total <= ev.budget_bytes:
-        return []
-    items = {k: v for k, v in est.memory.peak.items.items() if k in MEMORY_ITEMS}
-    top, top_b = max(items.items(), key=lambda kv: kv[1])
-    nums = {"memory_gib": _gib(total), "capacity_gib": _gib(ev.budget_bytes), "over_gib": _gib(total - ev.budget_bytes),
-            "dominant_item": top, "dominant_gib": _gib(top_b), "rank": est.memory.peak.rank}
-    # cheapest fix: the fastest fitting config among recompute ladder steps, offload, doubled CP
+def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
+    """The cheapest memory fix: the fastest fitting config among the recompute ladder steps (with and
+    without optimizer offload) and doubled CP; None when none fits."""
     options: list[RunConfig] = []
     for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version):
         options.append(cfg.with_(recompute=rc))
@@ -220,6 +215,63 @@ def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> l
         e = ev(opt)
         if ev.fits(e) and (best is None or e.time.tokens_per_s_per_gpu > best[1].time.tokens_per_s_per_gpu):
             best = (opt, e)
+    return best
+
+
+def _fix_keys(f: Finding) -> dict[str, str]:
+    return dict(o.split("=", 1) for o in f.fix if "=" in o)
+
+
+def _without_core_attn(cfg: RunConfig) -> RunConfig:
+    rc = cfg.recompute
+    if rc.granularity != "selective" or "core_attn" not in rc.modules:
+        return cfg
+    return cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
+
+
+def _combined_fix(cfg: RunConfig, findings: list[Finding], ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    """One verified fix where two fixes rewrite the same key with different values (the memory fix and
+    the core_attn fix both set recompute_modules: applying the core_attn fix alone can leave the run
+    out of memory). The memory fix is searched again from the run without core_attn recompute, so the
+    one change does both and is checked to fit."""
+    by_rule = {f.rule: f for f in findings if f.fix}
+    mem, attn = by_rule.get("memory"), by_rule.get("core-attn-recompute")
+    if mem is None or attn is None:
+        return []
+    a, b = _fix_keys(mem), _fix_keys(attn)
+    clash = sorted(k for k in a.keys() & b.keys() if a[k] != b[k])
+    if not clash:
+        return []
+    base = _without_core_attn(cfg)
+    alone = ev(base)
+    best = _memory_fix(base, ev)
+    alone_txt = (f"the core_attn fix alone needs {_gib(alone.memory.total_bytes)} GiB of {_gib(ev.budget_bytes)}"
+                 + ("" if ev.fits(alone) else " and does not fit"))
+    if best is None:
+        return [Finding("info", "combined-fix", f"the memory and core-attn-recompute fixes both set {', '.join(clash)}; "
+                        f"{alone_txt}; no single change does both and fits: run `moeplan plan`", (),
+                        {"keys": clash}, lines.get(clash[0].rpartition('.')[2]))]
+    opt, e = best
+    return [Finding("error", "combined-fix", f"the memory and core-attn-recompute fixes both set {', '.join(clash)}; "
+                    f"{alone_txt}. This one change does both and is checked: {opt.recompute.label()}"
+                    f"{f', optimizer offload {opt.optimizer_offload:.0%}' if opt.optimizer_offload != cfg.optimizer_offload else ''} fits "
+                    f"({_gib(e.memory.total_bytes)} GiB of {_gib(ev.fit_budget_bytes)}) at "
+                    f"{e.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU; apply it instead of the two",
+                    fix_overrides(cfg, opt), {"keys": clash, "fixed_memory_gib": _gib(e.memory.total_bytes),
+                                              "fixed_tokens_per_s": round(e.time.tokens_per_s_per_gpu),
+                                              "replaces": ["memory", "core-attn-recompute"]},
+                    lines.get("recompute_modules") or lines.get("recompute_granularity"))]
+
+
+def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    total = est.memory.total_bytes
+    if total <= ev.budget_bytes:
+        return []
+    items = {k: v for k, v in est.memory.peak.items.items() if k in MEMORY_ITEMS}
+    top, top_b = max(items.items(), key=lambda kv: kv[1])
+    nums = {"memory_gib": _gib(total), "capacity_gib": _gib(ev.budget_bytes), "over_gib": _gib(total - ev.budget_bytes),
+            "dominant_item": top, "dominant_gib": _gib(top_b), "rank": est.memory.peak.rank}
+    best = _memory_fix(cfg, ev)
     msg = (f"estimated {_gib(total)} GiB per GPU on pipeline rank {est.memory.peak.rank} exceeds the "
            f"{_gib(ev.budget_bytes)} GiB available by {_gib(total - ev.budget_bytes)} GiB; the largest item is {top} "
            f"({_gib(top_b)} GiB)")

@@ -17,8 +17,11 @@ all-gather (exposed part first), the pipeline, the exposed gradient reduce-scatt
 step and the CPU offload.
 
 Inside one operation the items of the time breakdown (GEMMs, attention, exposed TP / CP / EP
-communication, PP send/recv, recompute at the start of the backward) follow each other; each item's
-split between forward and backward is :data:`FORWARD_SHARE`. Memory over the schedule
+communication, PP send/recv, recompute at the start of the backward) follow each other; the hidden
+part of a collective (EP all-to-all with moe_a2a_overlap, the CP ring behind attention, TP with
+tp_comm_overlap, DP reduce-scatter / all-gather with overlap_grad_reduce / overlap_param_gather) is a
+span on its communication track overlapping the compute it hides behind. Each item's split between
+forward and backward is :data:`FORWARD_SHARE`. Memory over the schedule
 (:func:`moeplan.memory.schedule_memory`): each in-flight micro-batch of a chunk holds its activations
 from the start of its forward to the end of its backward, and the running layer adds the transient.
 """
@@ -34,7 +37,7 @@ from moeplan.memory import ScheduleMemory, estimate_memory, schedule_memory
 from moeplan.parallel import Pipeline, build_pipeline
 from moeplan.run import RunConfig
 from moeplan.hardware import GPUSpec
-from moeplan.timing import DEFAULT_CALIBRATION, TRAIN, Calibration, StepParts, step_parts
+from moeplan.timing import DEFAULT_CALIBRATION, TRAIN, Calibration, StepParts, hidden_comm_s, step_parts
 
 # Share of each per-micro-batch time item spent in the forward pass (the rest is backward).
 # GEMMs and attention: forward = 1 of the 3 x forward FLOPs of training (Megatron convention, TRAIN).
@@ -55,11 +58,14 @@ TRACKS = ("compute", "TP comm", "CP exchange", "EP dispatch/combine", "PP send/r
           "host (CPU offload)")
 ITEM_TRACK = {"tp_comm": "TP comm", "cp_comm": "CP exchange", "ep_comm": "EP dispatch/combine",
               "pp_comm": "PP send/recv"}
-# Order of the items inside one forward (a backward runs them mirrored, recompute first).
-FORWARD_ORDER = ("tp_comm", "attention", "linear_attention", "cp_comm", "gemm", "ep_comm", "grouped_gemm",
+# Order of the items inside one forward (a backward runs them mirrored, recompute first). Each
+# communication item follows the compute it overlaps: its hidden part (moeplan.timing.hidden_comm_s)
+# runs alongside that compute on the communication track, and the compute waits for the exposed rest.
+FORWARD_ORDER = ("attention", "linear_attention", "cp_comm", "gemm", "tp_comm", "grouped_gemm", "ep_comm",
                  "elementwise", "launch_overhead", "pp_comm")
-BACKWARD_ORDER = ("recompute", "grouped_gemm", "ep_comm", "gemm", "cp_comm", "attention",
-                  "linear_attention", "tp_comm", "elementwise", "launch_overhead", "pp_comm")
+BACKWARD_ORDER = ("recompute", "grouped_gemm", "ep_comm", "gemm", "tp_comm", "attention", "linear_attention",
+                  "cp_comm", "elementwise", "launch_overhead", "pp_comm")
+OVERLAPPED = "_overlapped"  # category suffix of the hidden part of a collective
 
 
 # ------------------------------------------------------------------------------ schedule order
@@ -249,6 +255,7 @@ def build_timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALI
     extra = par.vpp > 1 and cfg.ep_overlap and cfg.ep_overlap_allowed
     orders = [rank_schedule(par.pp, par.vpp, m, r, extra) for r in range(par.pp)]
     splits = [_split(items, cfg.cp_comm_type, par.vpp) for items in parts.rank_microbatch_s]
+    hidden = [_split(items, cfg.cp_comm_type, par.vpp) for items in hidden_comm_s(cfg, gpu, cal, pipe)]
     fwd_slot = sum(splits[parts.slowest_rank][0].values())
     bwd_slot = sum(splits[parts.slowest_rank][1].values())
     t_pipe = parts.dp_all_gather_exposed_s
@@ -265,16 +272,22 @@ def build_timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALI
             fwd_items = {k: v * fit for k, v in fwd_items.items()}
             bwd_items = {k: v * fit for k, v in bwd_items.items()}
             fwd_busy, bwd_busy = fwd_busy * fit, bwd_busy * fit
+        fwd_hidden, bwd_hidden = hidden[r]
         for st, begin in zip(orders[r], starts[r]):
             fwd = st.kind == "F"
             items, busy = (fwd_items, fwd_busy) if fwd else (bwd_items, bwd_busy)
+            behind = fwd_hidden if fwd else bwd_hidden
             ops.append(Op(r, st, begin, fwd_slot if fwd else bwd_slot, busy))
             label = "forward" if fwd else "backward"
             spans.append(Span(r, "compute", f"{'F' if fwd else 'B'} mb{st.microbatch} c{st.chunk}", begin, busy,
                               label, st.microbatch, st.chunk, st.phase))
             t = begin
             for k in FORWARD_ORDER if fwd else BACKWARD_ORDER:
-                d = items.get(k, 0.0)
+                d, h = items.get(k, 0.0), behind.get(k, 0.0)
+                if h > 0.0:  # overlapped with the compute before it, inside this operation
+                    h0 = max(begin, t - h)
+                    spans.append(Span(r, ITEM_TRACK[k], f"{k} (overlapped)", h0, t - h0, k + OVERLAPPED,
+                                      st.microbatch, st.chunk, st.phase))
                 if d <= 0.0:
                     continue
                 spans.append(Span(r, ITEM_TRACK.get(k, "compute"), k, t, d, k, st.microbatch, st.chunk, st.phase))

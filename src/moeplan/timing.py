@@ -817,6 +817,38 @@ def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: 
     return out, dp_parts
 
 
+def _layer_hidden_comm(ctx: _Ctx, layer: Layer) -> dict[str, float]:
+    """Seconds of one layer's TP / CP / EP communication (one micro-batch, fwd + bwd) that run behind
+    compute: the whole collective less its exposed part in :func:`_layer_time`."""
+    cfg, par, lt = ctx.cfg, ctx.cfg.parallel, _layer_time(ctx, layer)
+    out: dict[str, float] = {}
+    if par.tp > 1 and cfg.tp_comm_overlap and ctx.cal.tp_hidden < 1:
+        out["tp_comm"] = lt.tp_comm * ctx.cal.tp_hidden / (1 - ctx.cal.tp_hidden)
+    if par.cp > 1 and isinstance(layer.mixer, Attention):  # the ring with no attention to hide behind
+        out["cp_comm"] = max(0.0, _cp_comm(ctx, layer.mixer, 0.0)[0] - lt.cp_comm)
+    if isinstance(layer.mlp, MoE):
+        out["ep_comm"] = max(0.0, _ep_comm(ctx, layer.mlp)[0] - lt.ep_comm)
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
+                  pipeline: Pipeline | None = None) -> tuple[dict[str, float], ...]:
+    """Per pipeline rank, seconds of TP / CP / EP communication per micro-batch that overlap compute
+    (not in the step time, whose ``*_comm`` items are the exposed parts); the timeline draws them."""
+    spec = cfg.model
+    pipe = pipeline or build_pipeline(spec, cfg.parallel)
+    ctx = _make_ctx(cfg, gpu, cal)
+    out = []
+    for groups, heads in _rank_work(spec, pipe):
+        acc: dict[str, float] = {}
+        work = list(groups) + [(spec.mtp_layer, mtp) for _, mtp in heads if mtp and spec.mtp_layer is not None]
+        for layer, n in work:
+            for k, v in _layer_hidden_comm(ctx, layer).items():
+                acc[k] = acc.get(k, 0.0) + n * v
+        out.append(acc)
+    return tuple(out)
+
+
 def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                   pipeline: Pipeline | None = None, validated: bool = False) -> TimeEstimate:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
@@ -832,4 +864,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_rate", "best_cp_comm_type", "estimate_time", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_rate", "best_cp_comm_type", "estimate_time", "hidden_comm_s", "step_parts"]

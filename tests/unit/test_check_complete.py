@@ -66,3 +66,61 @@ def test_summary_counts_information_findings(tmp_path, capsys):
     main(["check", str(path), "--model", "deepseek-v3", "--gpus", "1024", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert data["infos"] == result.infos and data["warnings"] == result.warnings
+
+
+def test_two_fixes_of_one_key_become_one_checked_fix(tmp_path):
+    """The memory fix and the core_attn fix both rewrite recompute_modules; the combined fix is applied
+    to the file and the file checked again: no memory error, no core_attn warning."""
+    from pathlib import Path
+
+    from moeplan.megatron.export import to_overrides
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "deepseek_v3_128k_h100.yaml"
+    result = checker.check(str(example), model="deepseek-v3", gpus=1024)
+    rules = {f.rule: f for f in result.findings}
+    combined = rules["combined-fix"]
+    assert combined.severity == "error" and "model.recompute_modules" in combined.numbers["keys"]
+    assert "checked" in combined.message and "does not fit" in combined.message  # core_attn fix alone is OOM
+    assert {"memory", "core-attn-recompute"} <= set(rules)
+    # apply the one fix (overrides: the last value of a key wins) and check again
+    fixed = tmp_path / "fixed.overrides"
+    fixed.write_text("\n".join([*to_overrides(result.config, result.config.mcore_version), *combined.fix]) + "\n")
+    again = checker.check(str(fixed), model="deepseek-v3", gpus=1024)
+    left = {f.rule for f in again.findings}
+    assert not left & {"memory", "core-attn-recompute", "combined-fix"}, left
+    # applying only the core_attn fix leaves the run out of memory
+    only_attn = tmp_path / "attn.overrides"
+    only_attn.write_text("\n".join([*to_overrides(result.config, result.config.mcore_version),
+                                    *rules["core-attn-recompute"].fix]) + "\n")
+    assert "memory" in {f.rule for f in checker.check(str(only_attn), model="deepseek-v3", gpus=1024).findings}
+
+
+def test_exports_carry_the_model_and_check_reads_it_back(tmp_path, capsys):
+    """plan --format yaml / overrides / megatron-lm start with '# moeplan: model=... gpus=...'; check
+    needs no --model, --gpus or --mcore-version for them and finds the same numbers."""
+    base = ["plan", "qwen3-next-80b-a3b", "--gpus", "128", "--seq-len", "64k", "--gbs", "256", "--top", "1",
+            "--mcore-version", "0.18"]
+    outs = {}
+    for fmt in ("yaml", "overrides", "megatron-lm"):
+        assert main([*base, "--format", fmt]) == 0
+        text = capsys.readouterr().out
+        assert text.splitlines()[0] == ("# moeplan: model=qwen3-next-80b-a3b gpu=h100 gpus=128 mcore-version=0.18")
+        path = tmp_path / f"run.{fmt}"
+        path.write_text(text)
+        result = checker.check(str(path))
+        assert result.config.model.name == "qwen3-next-80b-a3b" and result.config.parallel.gpus == 128
+        assert result.config.mcore_version == "0.18" and result.errors == 0, result.findings
+        outs[fmt] = round(result.estimate.time.tokens_per_s_per_gpu, 6)
+    assert len(set(outs.values())) == 1
+    # the command line still wins over the comment
+    result = checker.check(str(tmp_path / "run.yaml"), gpus=256)
+    assert result.config.parallel.gpus == 256
+
+
+def test_a2a_p2p_without_hierarchical_sizes_gets_the_split(tmp_path):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "deepseek_v3_128k_h100.yaml"
+    result = checker.check(str(example), model="deepseek-v3", gpus=1024)
+    hit = next(f for f in result.findings if f.rule == "mcore-hierarchical-cp-missing")
+    assert hit.fix == ("model.hierarchical_context_parallel_sizes=[8,4]",)  # TP1: 8 CP ranks per H100 node

@@ -261,13 +261,24 @@ def to_overrides(cfg: RunConfig, version: str | None = None) -> list[str]:
     return [f"{path}={format_override_value(value)}" for path, value in _bridge_items(cfg, version)]
 
 
+PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, gpu, gpus, mcore-version)
+
+
+def provenance_comment(cfg: RunConfig, version: str | None = None) -> str:
+    """The comment line every export starts with, naming what the file does not carry itself:
+    ``# moeplan: model=deepseek-v3 gpu=h100 gpus=1024 mcore-version=0.16`` (``moeplan check`` reads it)."""
+    v = version or cfg.mcore_version
+    return f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu} gpus={cfg.parallel.gpus} mcore-version={v}"
+
+
 def to_yaml(cfg: RunConfig, version: str | None = None) -> str:
-    """The same fields nested as a Bridge ``ConfigContainer`` YAML fragment (model:, train:, ...)."""
+    """The same fields nested as a Bridge ``ConfigContainer`` YAML fragment (model:, train:, ...), after
+    the :func:`provenance_comment`."""
     tree: dict[str, dict[str, object]] = {}
     for path, value in _bridge_items(cfg, version):
         section, name = path.split(".", 1)
         tree.setdefault(section, {})[name] = value
-    return str(yaml.safe_dump(tree, sort_keys=False, default_flow_style=False))
+    return provenance_comment(cfg, version) + "\n" + str(yaml.safe_dump(tree, sort_keys=False, default_flow_style=False))
 
 
 def _mlm_tokens(knob: Knob, value: object) -> list[str]:

@@ -34,6 +34,19 @@ def _detect(text: str) -> RunKind:
     return "bridge-yaml"
 
 
+_PROVENANCE = re.compile(r"^[ \t]*#[ \t]*moeplan:(.*)$", re.MULTILINE)
+PROVENANCE_KEYS = ("model", "gpu", "gpus", "mcore-version")
+
+
+def read_provenance(text: str) -> dict[str, str]:
+    """The ``# moeplan: model=... gpu=... gpus=... mcore-version=...`` comment of a moeplan export."""
+    m = _PROVENANCE.search(text)
+    if m is None:
+        return {}
+    pairs = (item.split("=", 1) for item in m.group(1).split() if "=" in item)
+    return {k: v for k, v in pairs if k in PROVENANCE_KEYS and v}
+
+
 def parse_run_text(text: str, origin: str = "<text>") -> ParsedRun:
     """Read a Bridge YAML, a list of Bridge overrides or Megatron-LM arguments (detected from the text)."""
     kind = _detect(text)
@@ -45,6 +58,7 @@ def parse_run_text(text: str, origin: str = "<text>") -> ParsedRun:
         run = parse_bridge_yaml(text, origin)
     if not (run.settings or run.unknown or run.ignored or run.architecture):
         raise fail(origin, None, "no settings found (expected a Megatron Bridge YAML, overrides or Megatron-LM arguments)")
+    run.provenance = read_provenance(text)
     return run
 
 

@@ -24,6 +24,7 @@ class ParsedRun:
     ignored: list[tuple[str, int]] = field(default_factory=list)  # recognised keys moeplan does not use
     architecture: dict[str, object] = field(default_factory=dict)  # model architecture fields found
     conflicts: list[str] = field(default_factory=list)  # one line each: two paths of a field disagree
+    provenance: dict[str, str] = field(default_factory=dict)  # '# moeplan: model=... gpus=...' of an export
 
 
 def fail(origin: str, line: int | None, reason: str) -> MoeplanError:
