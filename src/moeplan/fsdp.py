@@ -37,6 +37,11 @@ from moeplan.vocab import FSDP_STRATEGIES
 COMM_UNIT_FLOOR_ELEMENTS = 1_000_000_000
 FULL_SHARD = "optim_grads_params"  # what Megatron Bridge's perf scripts set with --use_megatron_fsdp
 DOUBLE_BUFFER_UNITS = 2  # FixedPoolAllocator size
+# SMs an all-gather / reduce-scatter kernel occupies while it overlaps compute: NVLink only 4 / 5, NVLink +
+# InfiniBand 16 / 16 without SHARP (megatron/core/distributed/distributed_data_parallel_config.py, nccl_ub
+# docstring table, core_v0.16.1; with NCCL user buffers, so a lower bound without them).
+COMM_SMS_NVLINK = 5
+COMM_SMS_SCALEOUT = 16
 
 
 @dataclass(frozen=True)
@@ -162,12 +167,25 @@ Ring = Callable[[float, int, float], float]
 
 
 def dp_comm_s(cfg: RunConfig, dense: float, expert: float, mean_unit: float, t_mb: float, bubble_s: float,
-              dense_bw: float, expert_bw: float, grad_bytes: float, ring: Ring) -> tuple[float, dict[str, float]]:
+              dense_bw: float, expert_bw: float, grad_bytes: float, ring: Ring,
+              comm_sm_share: float = 0.0) -> tuple[float, dict[str, float]]:
     """Exposed data-parallel communication of a step under Megatron-FSDP, and its raw parts (seconds).
 
     ``dense``/``expert``: parameters per GPU (averaged over pipeline ranks); ``mean_unit``: elements of
     one FSDP unit; ``t_mb``: one micro-batch on the slowest rank (fwd 1/3, bwd 2/3); ``bubble_s``: the
-    pipeline bubble; ``ring(bytes_per_rank, n, busbw)``: ring all-gather / reduce-scatter time."""
+    pipeline bubble; ``ring(bytes_per_rank, n, busbw)``: ring all-gather / reduce-scatter time;
+    ``comm_sm_share``: the share of the GPU's SMs the collectives take while they hide behind compute,
+    which slows that compute by share / (1 - share) of the hidden time."""
+    exposed, parts = _dp_comm_exposed(cfg, dense, expert, mean_unit, t_mb, bubble_s, dense_bw, expert_bw,
+                                      grad_bytes, ring)
+    hidden = max(0.0, parts["param_all_gather_s"] + parts["grad_reduce_s"] - exposed)
+    parts["sm_contention_s"] = hidden * comm_sm_share / (1 - comm_sm_share) if comm_sm_share < 1 else 0.0
+    return exposed + parts["sm_contention_s"], parts
+
+
+def _dp_comm_exposed(cfg: RunConfig, dense: float, expert: float, mean_unit: float, t_mb: float, bubble_s: float,
+                     dense_bw: float, expert_bw: float, grad_bytes: float, ring: Ring) -> tuple[float, dict[str, float]]:
+    """Exposed seconds and raw parts of :func:`dp_comm_s`, before SM contention."""
     par = cfg.parallel
     m = cfg.batch.microbatches(par.dp)
     dp_dense, edp = par.dp * par.cp, par.edp

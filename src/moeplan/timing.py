@@ -772,8 +772,10 @@ def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: 
     sh = fsdp.shards(cfg)
     if cfg.fsdp is not None:
         mean_unit = (dense_p + expert_p) * par.pp / max(1, spec.num_layers)
+        across = max(dp_group * par.tp, edp * par.ep * par.etp) > gpu.nvlink_domain
+        sms = fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK
         exposed, raw = fsdp.dp_comm_s(cfg, dense_p, expert_p, mean_unit, t_mb, bubble, dense_bw, expert_bw,
-                                      grad_b, _ring_time)
+                                      grad_b, _ring_time, sms / gpu.sm_count if gpu.sm_count else 0.0)
         rs, ag = raw["grad_reduce_s"], raw["param_all_gather_s"]
         share = rs / (rs + ag) if rs + ag else 1.0
         dp_parts = (rs, ag, exposed * share, exposed * (1 - share))

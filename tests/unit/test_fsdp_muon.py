@@ -135,6 +135,12 @@ def test_fsdp_comm_hand_worked():
     per_mb = max(0, ag - t_mb / 3) + max(0, ag + rs - 2 * t_mb / 3) + 2 * first
     assert got == pytest.approx(per_mb * 4)
     assert parts["param_all_gather_s"] == pytest.approx(2 * ag * 4) and parts["grad_reduce_s"] == pytest.approx(rs * 4)
+    # SM contention: 16 of 132 SMs busy with the collectives slow the compute they hide behind by
+    # 16 / 116 of the hidden time (hidden = all traffic - exposed)
+    share = 16 / 132
+    with_sms, _ = fsdp.dp_comm_s(cfg, dense, 0.0, unit, t_mb, 0.0, bw, bw, 4, ring, share)
+    hidden = (2 * ag + rs) * 4 - per_mb * 4
+    assert with_sms == pytest.approx(per_mb * 4 + hidden * share / (1 - share))
     # optim: reduce-scatter once at the last micro-batch, gather once, both behind compute here
     got, _ = fsdp.dp_comm_s(cfg.with_(fsdp="optim"), dense, 0.0, unit, t_mb, 0.0, bw, bw, 4, ring)
     assert got == pytest.approx(max(0, rs - 2 * t_mb / 3) + max(0, ag - t_mb / 3))
