@@ -469,3 +469,14 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
 def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:
     """:func:`sweep_points` as JSON-ready rows (what ``moeplan sweep --json`` prints)."""
     return [p.as_dict() for p in sweep_points(model, **kwargs)]
+
+
+# ----------------------------------------------------------------------------------- calibrate
+
+
+def calibrate(logs: list[str], **kwargs: Any) -> dict[str, Any]:
+    """Fit the timing constants to training logs (see :func:`moeplan.calibrate.calibrate`): JSON-ready
+    ``runs`` (measured, default and calibrated estimates), ``constants``, ``not_moved``, ``memory``, ``fit``."""
+    from moeplan import calibrate as _calibrate
+
+    return _calibrate.calibrate(logs, **kwargs)

@@ -22,6 +22,7 @@ from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import check_layout, hierarchical_cp_inner, layout_from_split_options
 from moeplan.rules import Finding, lint, sort_findings
 from moeplan.run import RunConfig
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration
 from moeplan.vocab import DEFAULT_MCORE_VERSION
 
 # Megatron-Core architecture fields and how to read them off a ModelSpec (for matching a model).
@@ -84,6 +85,18 @@ class CheckResult:
                 "estimate": self.estimate.as_dict() if self.estimate is not None else None}
 
 
+def with_split_layout(cfg: RunConfig, arch: dict[str, Any]) -> RunConfig:
+    """The run with the pipeline layout of Megatron-Core's uneven-split options, when the file gives them."""
+    if cfg.parallel.pipeline_layout is not None:
+        return cfg
+    layout = layout_from_split_options(
+        cfg.model, cfg.parallel.pp, cfg.parallel.vpp,
+        account_for_embedding=bool(arch.get("account_for_embedding_in_pipeline_split")),
+        account_for_loss=bool(arch.get("account_for_loss_in_pipeline_split")),
+        first=arch.get("num_layers_in_first_pipeline_stage"), last=arch.get("num_layers_in_last_pipeline_stage"))
+    return cfg.with_(parallel=replace(cfg.parallel, pipeline_layout=layout)) if layout else cfg
+
+
 def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, int | None, str | None]:
     """(model, gpu, gpus, mcore version) named by a moeplan export's '# moeplan:' comment."""
     p = parsed.provenance
@@ -115,16 +128,8 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
     gpu_spec = load_gpu(gpu or f_gpu or "h100", hardware_file)
     version = mcore_version or f_version or DEFAULT_MCORE_VERSION
-    cfg = run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name, mcore_version=version)
-    arch = parsed.architecture
-    if cfg.parallel.pipeline_layout is None:
-        layout = layout_from_split_options(
-            spec, cfg.parallel.pp, cfg.parallel.vpp,
-            account_for_embedding=bool(arch.get("account_for_embedding_in_pipeline_split")),
-            account_for_loss=bool(arch.get("account_for_loss_in_pipeline_split")),
-            first=arch.get("num_layers_in_first_pipeline_stage"), last=arch.get("num_layers_in_last_pipeline_stage"))
-        if layout:
-            cfg = cfg.with_(parallel=replace(cfg.parallel, pipeline_layout=layout))
+    cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name,
+                                                     mcore_version=version), parsed.architecture)
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed
@@ -132,7 +137,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
 
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
-          run_mcore: bool = False) -> CheckResult:
+          run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION) -> CheckResult:
     """Findings for a run file, errors first, with the estimate when the layout is valid."""
     if not 0.0 <= headroom < 1.0:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
@@ -147,7 +152,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         findings.append(Finding("error", "mcore-assert", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
-                     unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind))
+                     unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal)
     view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
     for rule, message in tripped(view):
         fix: tuple[str, ...] = ()
@@ -161,7 +166,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         findings += _run_mcore(cfg)
     estimate = None
     if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
-        estimate = evaluate(cfg, gpu_spec)
+        estimate = evaluate(cfg, gpu_spec, cal)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 
 
@@ -211,11 +216,12 @@ def _run_mcore(cfg: RunConfig) -> list[Finding]:
 
 
 def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
-                  hardware_file: str | None = None, seq_len: int | None = None) -> Estimate:
+                  hardware_file: str | None = None, seq_len: int | None = None,
+                  cal: Calibration = DEFAULT_CALIBRATION) -> Estimate:
     """Estimate of a run file (optionally at another sequence length), for `moeplan explain`."""
     cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu or "h100", gpus=gpus, hardware_file=hardware_file,
                                 seq_len=seq_len)
-    return evaluate(cfg, gpu_spec)
+    return evaluate(cfg, gpu_spec, cal)
 
 
-__all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run"]
+__all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run", "with_split_layout"]

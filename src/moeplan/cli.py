@@ -75,7 +75,7 @@ def _fmt_count(n: float) -> str:
 def cmd_models(args: argparse.Namespace, console: Console) -> int:
     rows = api.list_models()
     if args.json:
-        _print_json(rows)
+        _print_json(_named(rows, args))
         return 0
     table = Table(title="Built-in models (MODEL may also be a path to a config.json)")
     for col in ("name", "type", "arch", "layers", "experts", "top-k", "total", "active"):
@@ -125,7 +125,7 @@ def cmd_hardware(args: argparse.Namespace, console: Console) -> int:
 
     rows = hardware_table(args.hardware)
     if args.json:
-        _print_json(rows)
+        _print_json(_named(rows, args))
         return 0
     table = Table(title="GPUs (dense peak FLOP/s; bandwidth per GPU per direction)")
     cols = [("name", "name"), ("HBM GiB", "hbm_gib"), ("HBM TB/s", "hbm_tb_s"), ("BF16 TF", "bf16_tflops"),
@@ -197,7 +197,7 @@ def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
         hardware_file=args.hardware, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-        mcore_version=args.mcore_version, **_numerics(args),
+        mcore_version=args.mcore_version, cal=args.cal, **_numerics(args),
     )
     if hasattr(args, "tp"):
         kw.update(
@@ -315,7 +315,7 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     est = estimate.as_dict()
     tl = None
     if args.trace or (args.plot and not _schedule_refused(estimate.config)):
-        tl = api.timeline(estimate.config, estimate.gpu)  # --trace: a schedule Megatron-Core refuses is an error
+        tl = api.timeline(estimate.config, estimate.gpu, args.cal)  # --trace: a schedule Megatron-Core refuses is an error
     if args.plot:  # written first: an error leaves nothing printed
         from moeplan import plots
 
@@ -323,7 +323,7 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     if args.trace:
         _write_trace(args.trace, tl)
     if args.json:
-        _print_json(est)
+        _print_json(_named(est, args))
     else:
         print_estimate(est, console)
     if args.plot:
@@ -497,7 +497,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             top=args.top, headroom=args.headroom, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
-            allow_gbs_reduction=not args.keep_gbs, progress=progress,
+            allow_gbs_reduction=not args.keep_gbs, progress=progress, cal=args.cal,
             fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
             **_numerics(args),
         )
@@ -520,10 +520,10 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     tl = None
     if args.trace:  # plan 1, written before anything is printed
         assert found.best is not None
-        tl = api.timeline(found.best.config, found.best.gpu)
+        tl = api.timeline(found.best.config, found.best.gpu, args.cal)
         _write_trace(args.trace, tl)
     if args.json:
-        _print_json(plans)
+        _print_json(_named(plans, args))
     elif fmt == "overrides":
         sys.stdout.write("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
     elif fmt == "yaml":
@@ -565,7 +565,7 @@ def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version,
-                **_numerics(args))
+                cal=args.cal, **_numerics(args))
 
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
@@ -612,7 +612,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
         plots.write_sweep_plot(fitting, args.plot)
     if args.json:
-        _print_json(rows)
+        _print_json(_named(rows, args))
     else:
         print_sweep(rows, console)
     if args.plot and fitting:
@@ -649,12 +649,14 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
         return ests[0], ests[1], first
     from moeplan import checker
 
-    a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
+    a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
+                              cal=args.cal)
     if len(args.inputs) == 2:
-        b = checker.estimate_file(args.inputs[1], model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware)
+        b = checker.estimate_file(args.inputs[1], model=args.model, gpu=args.gpu, gpus=args.gpus,
+                                  hardware_file=args.hardware, cal=args.cal)
     elif args.seq_len and len(args.seq_len) == 1:
         b = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                  seq_len=args.seq_len[0])
+                                  seq_len=args.seq_len[0], cal=args.cal)
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
     return a, b, args.model or a.config.model.name
@@ -691,14 +693,14 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
                                  gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
                                  mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
                                  grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
-                                 bf16_moments=run.bf16_moments or args.bf16_moments,
+                                 bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal,
                                  optimizer=run.optimizer)
         fix = remedy(b, found.best)
     if args.json:
         out = comp.as_dict()
         if fix:
             out["reasons"].append(fix.as_dict())
-        _print_json(out)
+        _print_json(_named(out, args))
         return 0
     console.print("[b]Why run B differs from run A[/]")
     for r in comp.reasons + ((fix,) if fix else ()):
@@ -715,7 +717,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         found = api.search_plans(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
                                  precision=args.precision, top=args.top, hardware_file=args.hardware,
                                  moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                                 mcore_version=args.mcore_version, progress=progress,
+                                 mcore_version=args.mcore_version, progress=progress, cal=args.cal,
                                  **_numerics(args))
         result = found.as_dict()
         plans = result["plans"]
@@ -724,21 +726,23 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         best = plans[0]
         assert found.best is not None
         est = found.best.estimate.as_dict()  # the plan carries its config and estimate
-        tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu)
+        tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu, args.cal)
         rows = None
         if args.sweep:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
                                          gpu=args.gpu, gpus=args.gpus, precision=args.precision,
                                          hardware_file=args.hardware, mcore_version=args.mcore_version,
-                                         progress=progress) if "parallel" in r]
+                                         progress=progress, cal=args.cal) if "parallel" in r]
     finally:
         progress.stop()
     title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
+    if args.profile is not None:
+        title += f" ({args.profile.describe()})"
     report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,
                              overrides=best["overrides"], rationale=[f"{r['topic']}: {r['text']}" for r in best["rationale"]],
                              ranks=est["memory_ranks_gib"], timeline=tl)
     if args.json:
-        _print_json({"html": str(args.html), "plans": len(plans)})
+        _print_json(_named({"html": str(args.html), "plans": len(plans)}, args))
     _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
     return 0
 
@@ -751,20 +755,21 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 
     _check_output(args.trace, plot=False)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                           mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore)
+                           mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
+                           cal=args.cal)
     tl, no_trace = None, ""
     if args.trace:
         if result.estimate is None:
             no_trace = "the layout is not valid (see the findings)"
         else:
             try:
-                tl = api.timeline(result.config, result.gpu)
+                tl = api.timeline(result.config, result.gpu, args.cal)
             except MoeplanError as exc:
                 no_trace = str(exc)
         if tl is not None:
             _write_trace(args.trace, tl)
     if args.json:
-        _print_json(result.as_dict())
+        _print_json(_named(result.as_dict(), args))
     else:
         if result.estimate is not None:
             print_estimate(result.estimate.as_dict(), console)
@@ -798,6 +803,76 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         Console(stderr=True, width=10_000).print(f"moeplan: no trace written to {args.trace}: {no_trace}",
                                                  highlight=False, markup=False)
     return 2 if no_trace else 1 if result.errors else 0
+
+
+# --------------------------------------------------------------------------- calibrate
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}"
+
+
+def print_calibration(result: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"Runs: measured vs estimated ({result['gpu']}); error = measured / estimate - 1")
+    for col in ("log", "run", "steady s/step (spread)", "TFLOP/s/GPU", "default", "err", "calibrated", "err",
+                "peak alloc GiB", "estimate", "err"):
+        table.add_column(col, justify="left" if col in ("log", "run") else "right", overflow="fold")
+    for r in result["runs"]:
+        st = r["steady_state"]
+        run = f"{r['model']} {r['gpus']}x {r['layout']} {r['dispatcher']}{' +ovl' if r['ep_overlap'] else ''}"
+        src = "" if r["measured_tflops_source"] == "log" else "*"
+        meas_mem = r["measured_peak_allocated_gib"]
+        table.add_row(escape(r["log"]), escape(run),
+                      f"{r['measured_step_time_s']:.3f} (±{st['spread'] / 2:.1%}, {len(st['iterations_used'])} it)",
+                      f"{r['measured_tflops_per_gpu']:.1f}{src}", f"{r['default_tflops_per_gpu']:.1f}",
+                      _pct(r["default_error"]), f"{r['calibrated_tflops_per_gpu']:.1f}", _pct(r["calibrated_error"]),
+                      "-" if meas_mem is None else f"{meas_mem:.2f}", f"{r['estimated_peak_allocated_gib']:.2f}",
+                      _pct(None if meas_mem is None else meas_mem / r["estimated_peak_allocated_gib"] - 1))
+    console.print(table)
+    for r in result["runs"]:
+        dropped = r["steady_state"]["dropped"]
+        if dropped:
+            reasons: dict[str, list[int]] = {}
+            for d in dropped:
+                reasons.setdefault(d["reason"], []).append(d["iteration"])
+            text = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in reasons.items())
+            console.print(f"{escape(r['log'])}: dropped {text}", highlight=False)
+        for note in r["notes"]:
+            console.print(f"[yellow]note:[/] {escape(r['log'])}: {escape(note)}", highlight=False)
+    fit = result["fit"]
+    ct = Table(title="Fitted constants (the rest keep their defaults)")
+    for col in ("constant", "default", "fitted", "change"):
+        ct.add_column(col, justify="left" if col == "constant" else "right")
+    for name, value in result["constants"].items():
+        d = result["defaults"][name]
+        ct.add_row(name, f"{d:.4g}", f"{value:.4g}", f"{value / d - 1:+.1%}")
+    mem = result["memory"]
+    if mem["reserve_gib"] is not None:
+        ct.add_row("memory: reserve_gib", f"{mem['reserve_gib_default']:.3g}", f"{mem['reserve_gib']:.3g}", "")
+    console.print(ct)
+    console.print(f"{escape(fit['message'])}; RMS log step-time error {fit['rms_log_error_before']:.3f} -> "
+                  f"{fit['rms_log_error_after']:.3f}", highlight=False)
+    console.print(f"not moved ({len(result['not_moved'])}): {', '.join(result['not_moved'])}", highlight=False)
+
+
+def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
+    from moeplan import calibrate
+
+    if args.out:
+        from moeplan.outfile import check_target
+
+        check_target(args.out)
+    result = api.calibrate(args.logs, model=args.model, gpu=args.gpu, sets=args.set, hardware_file=args.hardware,
+                           warmup_iters=args.warmup)
+    if args.out:
+        write_bytes(args.out, calibrate.profile_yaml(result).encode())
+    if args.json:
+        _print_json(result)
+    else:
+        print_calibration(result, console)
+    if args.out:
+        _wrote(args.out, args.json, f"{len(result['constants'])} constant(s) from {len(result['runs'])} run(s)")
+    return 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -957,6 +1032,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser(
+        "calibrate", help="fit the timing model to your cluster from Megatron-LM / Megatron Bridge training logs",
+        description="Read training logs (Megatron-LM: argument dump, iteration and memory lines; Megatron Bridge: "
+        "configuration summary or Task Configuration YAML, iteration and memory lines), take each run's steady state "
+        "(warm-up, CUDA graph capture and profiler iterations dropped; median and spread), rebuild each run from its "
+        "settings, and fit by least squares on log step time the global timing constants the runs pin down (one "
+        "run configuration moves one overall scale), plus the memory reserve from peak reserved memory. Prints "
+        "measured vs default vs calibrated estimates per run; --out writes a profile for --calibration.",
+        epilog="examples:\n  moeplan calibrate run.log --gpu h100 --out profile.yaml\n"
+        "  moeplan calibrate logs/*.log --gpu h100 --set gpus=16 --json\n"
+        "  moeplan plan qwen3-30b-a3b --gpus 16 --seq-len 4k --gbs 1024 --calibration profile.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("logs", nargs="+", metavar="LOG", help="training log(s) of one cluster (stdout of any rank mix)")
+    p.add_argument("--model", help="model (catalog name or config.json); inferred from the log's architecture")
+    p.add_argument("--gpu", help="GPU type the logs ran on (logs do not name it), e.g. h100")
+    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="a setting the log lacks or gets wrong: a Megatron-Core field (seq_length=4096), a Bridge "
+                        "path (dataset.seq_length=4096), gpus=N, model=NAME, mcore_version=0.16, moe_imbalance=F; "
+                        "repeatable, applies to every log")
+    p.add_argument("--warmup", type=int, metavar="N",
+                   help="iterations dropped as warm-up (default 2, plus cuda_graph_warmup_steps with CUDA graphs)")
+    p.add_argument("--out", metavar="PROFILE.yaml", help="write the fitted profile (use with --calibration)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_calibrate)
+
+    p = sub.add_parser(
         "check", help="lint an existing run config: findings with numbers and fixes",
         description="Read a Megatron Bridge YAML, a file of Hydra-style overrides or a Megatron-LM argument list; "
         "estimate its memory and throughput; report findings (severity, rule, numbers, the override that fixes "
@@ -968,6 +1069,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
     p.add_argument("--gpus", type=positive_int, help="total GPU count (default: the file's '# moeplan:' comment)")
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+    _calibration_argument(p)
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
@@ -988,8 +1090,10 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
-    p.add_argument("--reserve-gib", type=float, default=DEFAULT_RESERVE_GIB,
-                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g})")
+    p.add_argument("--reserve-gib", type=float, default=None,
+                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
+                        "the --calibration profile's)")
+    _calibration_argument(p)
     p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
                    help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--bf16-grads", action="store_true",
@@ -1002,6 +1106,51 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
                    help="adam (distributed optimizer or Megatron-FSDP) or muon (Megatron-Core 0.16+ dist_muon: one "
                         "fp32 momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and norms "
                         "stay on Adam; no CPU offload or bf16 moments); default adam")
+
+
+def _calibration_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration", metavar="PROFILE.yaml",
+                   help="timing constants (and memory reserve) fitted to your cluster by `moeplan calibrate --out`")
+
+
+def _apply_profile(args: argparse.Namespace) -> None:
+    """Load --calibration once: ``args.cal`` (the timing constants) and the reserve when not given."""
+    from moeplan.timing import DEFAULT_CALIBRATION
+
+    args.profile = None
+    args.cal = DEFAULT_CALIBRATION
+    if getattr(args, "calibration", None):
+        from moeplan.calibrate import load_profile
+
+        args.profile = load_profile(args.calibration)
+        args.cal = args.profile.calibration
+    if hasattr(args, "reserve_gib") and args.reserve_gib is None:
+        reserve = args.profile.reserve_gib if args.profile is not None else None
+        args.reserve_gib = DEFAULT_RESERVE_GIB if reserve is None else reserve
+
+
+def _named(obj: Any, args: argparse.Namespace) -> Any:
+    """JSON output naming the calibration profile it used (each row of a list)."""
+    if getattr(args, "profile", None) is None:
+        return obj
+    name = args.profile.path
+    if isinstance(obj, dict):
+        return {**obj, "calibration": name}
+    if isinstance(obj, list):
+        return [{**r, "calibration": name} if isinstance(r, dict) else r for r in obj]
+    return obj
+
+
+def _announce_profile(args: argparse.Namespace, console: Console) -> None:
+    """Table output names the profile first (stderr where stdout is a pasteable format)."""
+    profile = getattr(args, "profile", None)
+    if profile is None or getattr(args, "json", False):
+        return
+    line = f"using {profile.describe()}"
+    if getattr(args, "format", "table") == "table":
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    else:
+        Console(stderr=True, width=10_000).print(line, highlight=False, markup=False)
 
 
 def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -1024,6 +1173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=160)
     err = Console(stderr=True)
     try:
+        _apply_profile(args)
+        _announce_profile(args, console)
         return int(args.handler(args, console))
     except MoeplanError as exc:
         err.print(f"moeplan: error: {exc}", markup=False, highlight=False, soft_wrap=True)

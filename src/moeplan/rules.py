@@ -31,6 +31,7 @@ from moeplan.megatron.fields import fields_for
 from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import balanced_layout, check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration
 
 Severity = Literal["error", "warning", "info"]
 CP_SHARD_TOO_LARGE = 4 * CP_SHARD_TOKENS  # a shard 4x the guidance's ~4K tokens is "far above"
@@ -100,7 +101,7 @@ def unknown_key_findings(unknown: Sequence[tuple[str, int]], known: Sequence[str
 
 def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_lengths: bool = False,
          unknown: tuple[tuple[str, int], ...] = (), lines: dict[str, int] | None = None,
-         known: Sequence[str] = ()) -> list[Finding]:
+         known: Sequence[str] = (), cal: Calibration = DEFAULT_CALIBRATION) -> list[Finding]:
     """All findings for a run, errors first. ``unknown``: (key, line) pairs the reader did not know;
     ``known``: the keys it knows (for "did you mean")."""
     lines = lines or {}
@@ -122,7 +123,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
         findings.append(Finding("error", "knob-layout", problem.message, fix_overrides(cfg, fixed),
                                 line=lines.get(problem.field)))
         cfg = fixed
-    ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom), gpu.hbm_bytes * (1 - max(headroom, DEFAULT_HEADROOM)))
+    ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom), gpu.hbm_bytes * (1 - max(headroom, DEFAULT_HEADROOM)), cal)
     est = ev(cfg)
     assert est is not None
     findings += _memory(cfg, est, ev, lines)

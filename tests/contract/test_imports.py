@@ -16,12 +16,14 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("moeplan.errors", "moeplan.vocab", "moeplan.megatron", "moeplan.megatron.fields")),
-    ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*")),
+    ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*",
+              "moeplan.logs", "moeplan.logs.*")),  # training-log readers: text in, numbers out (engine-free)
     ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",
                 "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs", "moeplan.timeline", "moeplan.fsdp",
                 "moeplan.muon")),
     ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner")),
-    ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*")),
+    ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
+                "moeplan.calibrate")),
     ("api", ("moeplan.api",)),
     ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots", "moeplan.outfile")),
 )

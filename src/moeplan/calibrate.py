@@ -1,0 +1,558 @@
+"""`moeplan calibrate`: fit the timing model's global constants to a cluster from its training logs.
+
+Each log (moeplan.logs) gives a run's settings, its steady-state step time and throughput, and its peak
+memory. The run is rebuilt as a :class:`~moeplan.run.RunConfig` from its real settings (the same reader
+`moeplan check` uses), then:
+
+- timing: least squares on log step time (= log throughput at the run's FLOPs) over every log at once, in
+  the log of the :class:`~moeplan.timing.Calibration` constants, by Gauss-Newton with a truncated SVD: only
+  the directions the runs pin down move (at most one per distinct run configuration; one log of one
+  layout moves one overall scale shared by the constants its time depends on); constants no run's time
+  depends on, or that the runs cannot separate, keep their defaults and are listed as not moved;
+- memory: the one memory constant a log measures, ``reserve_gib`` (what the allocator holds beyond the
+  estimate: cache, fragmentation), least squares of (estimated allocated + reserve) on max reserved.
+
+The profile (``--out profile.yaml``) holds the moved constants as overrides of the default calibration,
+the runs they came from and moeplan's version; ``--calibration profile.yaml`` applies it elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field, fields
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from moeplan.checker import infer_model, with_split_layout
+from moeplan.errors import MoeplanError
+from moeplan.estimate import Estimate, evaluate
+from moeplan.flops import flops_per_token
+from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.logs import GIB, SteadyState, TrainingLog, read_log, steady_state
+from moeplan.megatron.export import format_override_value
+from moeplan.megatron.fields import KNOB_BY_FIELD, normalize_version
+from moeplan.megatron.read import parse_run_text
+from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS
+from moeplan.megatron.read.overrides import parse_override_value
+from moeplan.megatron.to_run import run_config_from_settings
+from moeplan.models import load_model
+from moeplan.run import RunConfig
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration
+from moeplan.vocab import DEFAULT_MCORE_VERSION
+
+def moeplan_version() -> str:
+    try:
+        return version("moeplan")
+    except PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "unknown"
+
+
+# --set keys that are not Megatron settings: what a log cannot say about the cluster or the model.
+RUN_KEYS = ("model", "gpu", "gpus", "mcore_version", "moe_imbalance")
+_SET_ALIASES = {"world_size": "gpus", "seq_len": "seq_length", "gbs": "global_batch_size", "mbs": "micro_batch_size",
+                "tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
+                "vpp": "virtual_pipeline_model_parallel_size", "cp": "context_parallel_size",
+                "ep": "expert_model_parallel_size", "etp": "expert_tensor_parallel_size"}
+# Constants that are shares of a rate (<= 1): the fit keeps them there.
+_SHARES = ("attn_eff", "gdn_eff", "grouped_gemm_eff", "hbm_eff", "nvlink_eff", "scaleout_eff", "a2a_eff",
+           "ep_overlap_eff", "tp_hidden")
+STEP = math.log(1.05)  # finite-difference step in log(constant)
+MIN_ELASTICITY = 0.01  # d log(step) / d log(constant) below this on every run: the logs cannot move it
+RCOND = 0.05  # singular values below this share of the largest carry no information (noise-level directions)
+MOVED = 0.005  # a constant that moved by less than 0.5% is reported as not moved
+MAX_FACTOR = 4.0  # no constant moves further than this factor from its default
+
+
+@dataclass(frozen=True)
+class LoggedRun:
+    """One log as a run: its configuration, the GPU and what it measured."""
+
+    log: TrainingLog
+    config: RunConfig
+    gpu: GPUSpec
+    steady: SteadyState
+    measured_tflops_per_gpu: float
+    tflops_source: str  # "log" or "derived" (moeplan's FLOPs / measured step time)
+    peak_allocated_gib: float | None
+    peak_reserved_gib: float | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def step_time_s(self) -> float:
+        return self.steady.step_time_s
+
+    def key(self) -> tuple[Any, ...]:
+        """What makes two runs the same configuration (the same run logged twice pins nothing new)."""
+        c = self.config
+        return (c.model.name, self.gpu.name, c.parallel, c.batch, c.recompute, c.precision, c.dispatcher,
+                c.cuda_graph_scopes, c.optimizer_offload, c.ep_overlap, c.cp_comm_type, c.grad_fp32, c.bf16_moments)
+
+
+# ---------------------------------------------------------------------------------------- log -> run
+
+
+def parse_sets(items: list[str] | None) -> dict[str, object]:
+    """``--set key=value`` pairs: Megatron field names, Bridge paths (section.field) or run keys."""
+    out: dict[str, object] = {}
+    for item in items or ():
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise MoeplanError(f"--set {item!r}: expected key=value, e.g. --set seq_length=4096")
+        key = _SET_ALIASES.get(key, key)
+        if key not in RUN_KEYS and key not in KNOB_BY_FIELD and "." not in key:
+            raise MoeplanError(f"--set {key}: not a Megatron-Core field moeplan reads nor one of {', '.join(RUN_KEYS)}")
+        out[key] = parse_override_value(raw)
+    return out
+
+
+def _settings(log: TrainingLog) -> tuple[dict[str, object], dict[str, object]]:
+    """(Megatron settings keyed by field, architecture fields) of a log."""
+    if log.format == "megatron-lm":
+        raw = log.settings
+        settings = {k: v for k, v in raw.items() if k in KNOB_BY_FIELD}
+        return settings, {k: v for k, v in raw.items() if k in ARCHITECTURE_FIELDS}
+    if log.format == "bridge-summary":
+        text = "\n".join(f"{path}={format_override_value(v)}" for path, v in log.settings.items()
+                         if isinstance(v, (str, int, float, bool, list, tuple)) or v is None)
+        parsed = parse_run_text(text, log.path)
+        return dict(parsed.settings), dict(parsed.architecture)
+    if log.format == "bridge-yaml" and log.config_yaml:
+        parsed = parse_run_text(log.config_yaml, log.path)
+        return dict(parsed.settings), dict(parsed.architecture)
+    return {}, {}
+
+
+def _missing(log: TrainingLog, what: str, key: str, example: str) -> MoeplanError:
+    where = {"megatron-lm": "its argument dump", "bridge-summary": "its configuration summary",
+             "bridge-yaml": "its Task Configuration"}.get(log.format, "no argument dump or Bridge configuration")
+    return MoeplanError(f"{log.path}: the log does not give {what} ({key}; {where}); pass --set {key}={example}")
+
+
+def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None = None,
+                 sets: dict[str, object] | None = None, hardware_file: str | None = None,
+                 warmup_iters: int | None = None) -> LoggedRun:
+    """The run a log measured, with its steady state (MoeplanError naming any setting it lacks)."""
+    sets = dict(sets or {})
+    settings, arch = _settings(log)
+    for key, value in sets.items():
+        if key in KNOB_BY_FIELD:
+            settings[key] = value
+        elif "." in key:  # a Bridge path: read it the way `moeplan check` reads overrides
+            parsed = parse_run_text(f"{key}={format_override_value(value)}", "--set")
+            settings.update(parsed.settings)
+            arch.update(parsed.architecture)
+    if settings.get("global_batch_size") is None and log.iterations[-1].global_batch_size:
+        settings["global_batch_size"] = log.iterations[-1].global_batch_size  # the iteration line prints it
+    for key, example in (("seq_length", "4096"), ("global_batch_size", "1024")):
+        if settings.get(key) is None:
+            raise _missing(log, "the sequence length" if key == "seq_length" else "the global batch size", key, example)
+    model_ref = str(sets.get("model") or model or "")
+    spec = load_model(model_ref) if model_ref else infer_model(arch, log.path)
+    gpu_name = str(sets.get("gpu") or gpu or "")
+    if not gpu_name:
+        raise MoeplanError(f"{log.path}: the log does not name the GPU type; pass --gpu NAME (see moeplan hardware)")
+    gpu_spec = load_gpu(gpu_name, hardware_file)
+    world = sets.get("gpus", log.settings.get("world_size") if log.format == "megatron-lm" else None)
+    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+        raise _missing(log, "the GPU count", "gpus", "16")
+    version = normalize_version(str(sets.get("mcore_version") or DEFAULT_MCORE_VERSION))
+    cfg = with_split_layout(run_config_from_settings(settings, spec, world, gpu_spec.name, mcore_version=version), arch)
+    notes: list[str] = []
+    if "moe_imbalance" in sets:
+        cfg = cfg.with_(moe_imbalance=float(sets["moe_imbalance"]))  # type: ignore[arg-type]
+    elif spec.first_moe is not None and _router_balanced(log) is False:
+        notes.append("routing is not force-balanced (moe_router_force_load_balancing false): the measured time "
+                     "includes expert load imbalance the estimate assumes away; --set moe_imbalance=F models it")
+    steady = steady_state(log, warmup_iters=warmup_iters, graph_warmup_iters=_graph_warmup(log, cfg),
+                          profile_window=_profile_window(log))
+    if steady.tflops_per_gpu is not None:
+        tflops, source = steady.tflops_per_gpu, "log"
+    else:
+        b = cfg.batch
+        tflops = flops_per_token(spec, b.seq_len, cfg.parallel.tp).total_flops * b.gbs * b.seq_len / (
+            steady.step_time_s * world) / 1e12
+        source = "derived"
+        notes.append("the log has no throughput (log_throughput off): TFLOP/s derived from moeplan's FLOPs count")
+    peak = log.peak
+    return LoggedRun(log, cfg, gpu_spec, steady, tflops, source,
+                     peak.max_allocated_bytes / GIB if peak and peak.max_allocated_bytes else None,
+                     max((r.max_reserved_bytes or 0.0) for r in log.memory) / GIB if log.memory else None,
+                     tuple(notes))
+
+
+def _setting(log: TrainingLog, mlm: str, bridge: str) -> object:
+    return log.settings.get(mlm if log.format == "megatron-lm" else bridge)
+
+
+def _router_balanced(log: TrainingLog) -> bool | None:
+    if log.format == "megatron-lm":
+        v = log.settings.get("moe_router_force_load_balancing")
+    elif log.format == "bridge-summary":
+        v = log.settings.get("model.moe_router_force_load_balancing", False)  # absent = Megatron-Core default
+    else:
+        return None
+    return v if isinstance(v, bool) else None
+
+
+def _graph_warmup(log: TrainingLog, cfg: RunConfig) -> int:
+    """Iterations spent capturing CUDA graphs: Megatron-Core cuda_graph_warmup_steps (default 3,
+    transformer_config.py) before capture, when graphs are on."""
+    if not cfg.cuda_graph_scopes:
+        return 0
+    v = _setting(log, "cuda_graph_warmup_steps", "model.cuda_graph_warmup_steps")
+    return v if isinstance(v, int) and not isinstance(v, bool) else 3
+
+
+def _profile_window(log: TrainingLog) -> tuple[int, int] | None:
+    """Megatron-LM --profile with --profile-step-start/end (arguments.py), or Bridge profiling.* (config.py
+    ProfilingConfig: use_nsys_profiler / use_pytorch_profiler, profile_step_start/end)."""
+    if log.format == "megatron-lm":
+        on = log.settings.get("profile") is True
+        start, end = log.settings.get("profile_step_start"), log.settings.get("profile_step_end")
+    else:
+        on = any(log.settings.get(f"profiling.{k}") is True for k in ("use_nsys_profiler", "use_pytorch_profiler"))
+        start, end = log.settings.get("profiling.profile_step_start"), log.settings.get("profiling.profile_step_end")
+    if on and isinstance(start, int) and isinstance(end, int):
+        return start, end
+    return None
+
+
+# ---------------------------------------------------------------------------------------- constants
+
+
+def constant_names(cal: Calibration = DEFAULT_CALIBRATION) -> list[str]:
+    """Every fittable constant: scalar fields by name, dict fields as ``field.key``."""
+    out = []
+    for f in fields(cal):
+        value = getattr(cal, f.name)
+        if isinstance(value, dict):
+            out += [f"{f.name}.{k}" for k in value]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(f.name)
+    return out
+
+
+def get_constant(cal: Calibration, name: str) -> float:
+    head, _, key = name.partition(".")
+    value = getattr(cal, head)
+    return float(value[key] if key else value)
+
+
+def with_constants(cal: Calibration, values: dict[str, float]) -> Calibration:
+    overrides: dict[str, Any] = {}
+    for name, v in values.items():
+        head, _, key = name.partition(".")
+        if key:
+            overrides.setdefault(head, {})[key] = v
+        else:
+            overrides[head] = v
+    return cal.with_overrides(overrides, "calibrate")
+
+
+def _bounds(name: str, default: float) -> tuple[float, float]:
+    hi = default * MAX_FACTOR
+    if name.split(".")[0] in _SHARES:
+        hi = min(hi, 1.0)
+    return math.log(default / MAX_FACTOR), math.log(max(hi, default))
+
+
+# ---------------------------------------------------------------------------------------- fitting
+
+
+def _sym_eigen(a: list[list[float]]) -> tuple[list[float], list[list[float]]]:
+    """Eigenvalues and eigenvectors (columns) of a small symmetric matrix (cyclic Jacobi rotations)."""
+    n = len(a)
+    m = [row[:] for row in a]
+    v = [[1.0 if i == j else 0.0 for j in range(n)] for i in range(n)]
+    for _ in range(100):
+        off = sum(m[i][j] ** 2 for i in range(n) for j in range(n) if i != j)
+        if off < 1e-22:
+            break
+        for p in range(n):
+            for q in range(p + 1, n):
+                if abs(m[p][q]) < 1e-30:
+                    continue
+                theta = (m[q][q] - m[p][p]) / (2 * m[p][q])
+                t = math.copysign(1.0, theta) / (abs(theta) + math.sqrt(theta * theta + 1))
+                c = 1 / math.sqrt(t * t + 1)
+                s = t * c
+                for k in range(n):
+                    mkp, mkq = m[k][p], m[k][q]
+                    m[k][p], m[k][q] = c * mkp - s * mkq, s * mkp + c * mkq
+                for k in range(n):
+                    mpk, mqk = m[p][k], m[q][k]
+                    m[p][k], m[q][k] = c * mpk - s * mqk, s * mpk + c * mqk
+                for k in range(n):
+                    vkp, vkq = v[k][p], v[k][q]
+                    v[k][p], v[k][q] = c * vkp - s * vkq, s * vkp + c * vkq
+    return [m[i][i] for i in range(n)], v
+
+
+def _truncated_step(jac: list[list[float]], resid: list[float], rank: int) -> list[float]:
+    """Least-squares step of J x = r on the ``rank`` strongest directions of J (pseudo-inverse through the
+    eigen-decomposition of J^T J; directions weaker than RCOND x the strongest are left out)."""
+    p = len(jac[0])
+    jtj = [[sum(row[i] * row[j] for row in jac) for j in range(p)] for i in range(p)]
+    jtr = [sum(row[i] * r for row, r in zip(jac, resid)) for i in range(p)]
+    vals, vecs = _sym_eigen(jtj)
+    order = sorted(range(p), key=lambda k: -vals[k])
+    top = vals[order[0]] if order else 0.0
+    step = [0.0] * p
+    for k in order[:rank]:
+        if vals[k] <= 0 or vals[k] < top * RCOND**2:
+            break
+        coef = sum(vecs[i][k] * jtr[i] for i in range(p)) / vals[k]
+        for i in range(p):
+            step[i] += coef * vecs[i][k]
+    return step
+
+
+@dataclass(frozen=True)
+class Fit:
+    calibration: Calibration
+    moved: dict[str, tuple[float, float]]  # name -> (default, fitted)
+    not_moved: dict[str, str]  # name -> why
+    degrees_of_freedom: int
+    distinct_runs: int
+    rms_log_error_before: float
+    rms_log_error_after: float
+    reserve_gib: float | None
+    reserve_gib_default: float
+    message: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _log_times(runs: list[LoggedRun], cal: Calibration) -> list[float]:
+    return [math.log(evaluate(r.config, r.gpu, cal).time.step_time_s) for r in runs]
+
+
+def fit(runs: list[LoggedRun], base: Calibration = DEFAULT_CALIBRATION, iterations: int = 6) -> Fit:
+    """Least squares on log step time over all runs, in log(constant), moving only what the runs pin."""
+    names = constant_names(base)
+    defaults = {n: get_constant(base, n) for n in names}
+    measured = [math.log(r.step_time_s) for r in runs]
+    distinct = len({r.key() for r in runs})
+
+    def jacobian(theta: dict[str, float], active: list[str]) -> tuple[list[float], list[list[float]]]:
+        cal = with_constants(base, {n: math.exp(theta[n]) for n in names})
+        t0 = _log_times(runs, cal)
+        cols = []
+        for n in active:
+            lo, hi = _bounds(n, defaults[n])
+            h = STEP if theta[n] + STEP <= hi + 1e-12 else -STEP
+            moved = dict(theta)
+            moved[n] += h
+            t1 = _log_times(runs, with_constants(base, {k: math.exp(moved[k]) for k in names}))
+            cols.append([(b - a) / h for a, b in zip(t0, t1)])
+        return t0, [[cols[j][i] for j in range(len(active))] for i in range(len(runs))]
+
+    theta = {n: math.log(defaults[n]) for n in names}
+    t0, jac = jacobian(theta, names)
+    sensitive = [n for j, n in enumerate(names) if max(abs(row[j]) for row in jac) >= MIN_ELASTICITY]
+    not_moved = {n: "no run's step time depends on it" for n in names if n not in sensitive}
+    before = math.sqrt(statistics.fmean((m - e) ** 2 for m, e in zip(measured, t0)))
+    dof = min(distinct, len(sensitive))
+    after = before
+    if dof and sensitive:
+        jac = [[row[names.index(n)] for n in sensitive] for row in jac]
+        for _ in range(iterations):
+            resid = [m - e for m, e in zip(measured, t0)]
+            step = _truncated_step(jac, resid, dof)
+            cap = math.log(2.0)
+            for j, n in enumerate(sensitive):
+                lo, hi = _bounds(n, defaults[n])
+                theta[n] = min(hi, max(lo, theta[n] + max(-cap, min(cap, step[j]))))
+            t_new, jac = jacobian(theta, sensitive)
+            gain = math.sqrt(statistics.fmean((m - e) ** 2 for m, e in zip(measured, t_new)))
+            done = abs(gain - after) < 1e-5
+            t0, after = t_new, gain
+            if done:
+                break
+    moved: dict[str, tuple[float, float]] = {}
+    for n in sensitive:
+        value = math.exp(theta[n])
+        if abs(value / defaults[n] - 1) < MOVED:
+            not_moved[n] = "the runs cannot separate it from the constants that moved"
+            theta[n] = math.log(defaults[n])
+        else:
+            moved[n] = (defaults[n], value)
+    cal = with_constants(base, {n: math.exp(theta[n]) for n in names})
+    after = math.sqrt(statistics.fmean((m - e) ** 2 for m, e in zip(measured, _log_times(runs, cal))))
+    if distinct == 1:
+        message = (f"{len(runs)} log(s) of one run configuration pin ONE overall scale: the {len(moved)} constant(s) "
+                   "its step time depends on moved together along one direction; more layouts or knobs separate them")
+    else:
+        message = (f"{distinct} distinct run configurations pin at most {dof} direction(s) in the {len(sensitive)} "
+                   "constant(s) their step times depend on")
+    reserve, reserve_default = _fit_reserve(runs, cal)
+    return Fit(cal, moved, dict(sorted(not_moved.items())), dof, distinct, before, after, reserve, reserve_default,
+               message)
+
+
+def _fit_reserve(runs: list[LoggedRun], cal: Calibration) -> tuple[float | None, float]:
+    """Least squares of estimated allocated + reserve on the logs' max reserved: the mean gap (>= 0)."""
+    default = runs[0].config.reserve_gib if runs else 2.0
+    gaps = [r.peak_reserved_gib - evaluate(r.config, r.gpu, cal).memory.peak.allocated_bytes / GIB
+            for r in runs if r.peak_reserved_gib]
+    return (max(0.0, statistics.fmean(gaps)) if gaps else None), default
+
+
+# ---------------------------------------------------------------------------------------- report
+
+
+def _estimate(run: LoggedRun, cal: Calibration, reserve_gib: float | None = None) -> Estimate:
+    cfg = run.config if reserve_gib is None else run.config.with_(reserve_gib=reserve_gib)
+    return evaluate(cfg, run.gpu, cal)
+
+
+def run_rows(runs: list[LoggedRun], result: Fit) -> list[dict[str, Any]]:
+    rows = []
+    for r in runs:
+        d, c = _estimate(r, DEFAULT_CALIBRATION), _estimate(r, result.calibration, result.reserve_gib)
+        cfg = r.config
+        logged_flops = r.measured_tflops_per_gpu * 1e12 * r.step_time_s * cfg.parallel.gpus
+        alloc = d.memory.peak.allocated_bytes / GIB
+        rows.append({
+            "log": r.log.path,
+            "format": r.log.format,
+            "model": cfg.model.name,
+            "gpu": r.gpu.name,
+            "gpus": cfg.parallel.gpus,
+            "layout": cfg.parallel.short(),
+            "seq_len": cfg.batch.seq_len,
+            "gbs": cfg.batch.gbs,
+            "mbs": cfg.batch.mbs,
+            "precision": cfg.precision,
+            "recompute": cfg.recompute.label(),
+            "dispatcher": cfg.dispatcher,
+            "ep_overlap": cfg.ep_overlap,
+            "cuda_graphs": sorted(cfg.cuda_graph_scopes),
+            "optimizer_offload": cfg.optimizer_offload,
+            "steady_state": r.steady.as_dict(),
+            "measured_step_time_s": r.step_time_s,
+            "measured_tflops_per_gpu": r.measured_tflops_per_gpu,
+            "measured_tflops_source": r.tflops_source,
+            "measured_peak_allocated_gib": r.peak_allocated_gib,
+            "measured_peak_reserved_gib": r.peak_reserved_gib,
+            "default_step_time_s": d.time.step_time_s,
+            "default_tflops_per_gpu": d.time.tflops_per_gpu,
+            "calibrated_step_time_s": c.time.step_time_s,
+            "calibrated_tflops_per_gpu": c.time.tflops_per_gpu,
+            "default_error": d.time.step_time_s and r.step_time_s / d.time.step_time_s - 1,
+            "calibrated_error": c.time.step_time_s and r.step_time_s / c.time.step_time_s - 1,
+            "estimated_peak_allocated_gib": alloc,
+            "allocated_error": (alloc / r.peak_allocated_gib - 1) if r.peak_allocated_gib else None,
+            "flops_ratio_log_vs_moeplan": logged_flops / (d.time.tflops_per_gpu * 1e12 * d.time.step_time_s
+                                                          * cfg.parallel.gpus) if r.tflops_source == "log" else None,
+            "notes": list(r.notes),
+        })
+    return rows
+
+
+def calibrate(paths: list[str], *, model: str | None = None, gpu: str | None = None, sets: list[str] | None = None,
+              hardware_file: str | None = None, warmup_iters: int | None = None) -> dict[str, Any]:
+    """Read the logs, fit, and return the JSON-ready result (``runs``, ``constants``, ``not_moved``, ...)."""
+    if not paths:
+        raise MoeplanError("give at least one log")
+    set_values = parse_sets(sets)
+    runs = [run_from_log(read_log(p), model=model, gpu=gpu, sets=set_values, hardware_file=hardware_file,
+                         warmup_iters=warmup_iters) for p in paths]
+    gpus = sorted({r.gpu.name for r in runs})
+    if len(gpus) > 1:
+        raise MoeplanError(f"the logs ran on different GPU types ({', '.join(gpus)}); calibrate one cluster at a time")
+    result = fit(runs)
+    return {
+        "moeplan_version": moeplan_version(),
+        "gpu": gpus[0],
+        "runs": run_rows(runs, result),
+        "constants": {n: v for n, (_, v) in result.moved.items()},
+        "defaults": {n: d for n, (d, _) in result.moved.items()},
+        "not_moved": list(result.not_moved),
+        "not_moved_reasons": result.not_moved,
+        "memory": {"reserve_gib": result.reserve_gib, "reserve_gib_default": result.reserve_gib_default},
+        "fit": {"distinct_runs": result.distinct_runs, "degrees_of_freedom": result.degrees_of_freedom,
+                "rms_log_error_before": result.rms_log_error_before,
+                "rms_log_error_after": result.rms_log_error_after, "message": result.message,
+                "target": "log step time (= log throughput at the run's FLOPs), every run at once"},
+    }
+
+
+# ---------------------------------------------------------------------------------------- profile
+
+
+def profile_yaml(result: dict[str, Any]) -> str:
+    """The profile file: fitted constants (overrides of moeplan.timing.Calibration), memory, provenance."""
+    nested: dict[str, Any] = {}
+    for name, value in result["constants"].items():
+        head, _, key = name.partition(".")
+        if key:
+            nested.setdefault(head, {})[key] = float(f"{value:.6g}")
+        else:
+            nested[head] = float(f"{value:.6g}")
+    doc = {
+        "moeplan_version": result["moeplan_version"],
+        "gpu": result["gpu"],
+        "constants": nested,
+        "memory": {k: round(v, 3) for k, v in result["memory"].items() if k == "reserve_gib" and v is not None},
+        "not_moved": result["not_moved"],
+        "fit": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in result["fit"].items()},
+        "runs": [{"log": r["log"], "model": r["model"], "gpus": r["gpus"], "layout": r["layout"],
+                  "seq_len": r["seq_len"], "gbs": r["gbs"],
+                  "measured_step_time_s": round(r["measured_step_time_s"], 4),
+                  "measured_tflops_per_gpu": round(r["measured_tflops_per_gpu"], 2),
+                  "measured_peak_allocated_gib": None if r["measured_peak_allocated_gib"] is None
+                  else round(r["measured_peak_allocated_gib"], 3),
+                  "default_tflops_per_gpu": round(r["default_tflops_per_gpu"], 2),
+                  "calibrated_tflops_per_gpu": round(r["calibrated_tflops_per_gpu"], 2)} for r in result["runs"]],
+    }
+    head = ("# moeplan calibration profile, written by `moeplan calibrate`.\n"
+            "# constants: overrides of moeplan.timing.Calibration (defaults: moeplan/hardware/calibration.yaml);\n"
+            "# memory.reserve_gib: the per-GPU reserve the planner adds. Use: moeplan plan ... --calibration FILE\n")
+    return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+@dataclass(frozen=True)
+class Profile:
+    path: str
+    calibration: Calibration
+    reserve_gib: float | None
+    gpu: str | None
+    runs: int
+
+    def describe(self) -> str:
+        return f"calibration {self.path} ({self.runs} run(s){', ' + self.gpu if self.gpu else ''})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "gpu": self.gpu, "runs": self.runs, "reserve_gib": self.reserve_gib,
+                "constants": self.calibration.as_dict()}
+
+
+def load_profile(path: str | Path) -> Profile:
+    """A profile written by `moeplan calibrate` (MoeplanError, one line, for a bad file)."""
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MoeplanError(f"{p}: cannot read calibration profile: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise MoeplanError(f"{p}: calibration profile is not YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("constants", {}), dict):
+        raise MoeplanError(f"{p}: not a moeplan calibration profile (a mapping with 'constants')")
+    cal = DEFAULT_CALIBRATION.with_overrides(doc.get("constants") or {}, str(p))
+    memory = doc.get("memory") or {}
+    reserve = memory.get("reserve_gib") if isinstance(memory, dict) else None
+    if reserve is not None and (isinstance(reserve, bool) or not isinstance(reserve, (int, float))
+                                or not math.isfinite(reserve) or reserve < 0):
+        raise MoeplanError(f"{p}: memory.reserve_gib must be a number of GiB >= 0, got {reserve!r}")
+    runs = doc.get("runs") or []
+    return Profile(str(p), cal, None if reserve is None else float(reserve), doc.get("gpu"),
+                   len(runs) if isinstance(runs, list) else 0)
+
+
+__all__ = ["Fit", "LoggedRun", "Profile", "calibrate", "fit", "load_profile", "parse_sets", "profile_yaml",
+           "run_from_log", "run_rows"]
