@@ -21,6 +21,7 @@ from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSp
 from moeplan.parallel import replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
 
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
@@ -30,8 +31,7 @@ LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candida
 FLOPS_PER_BYTE = 240.0
 
 
-# Share of HBM the planner leaves free by default; the linter's recommended fixes are held to it too.
-DEFAULT_HEADROOM = 0.10
+DEFAULT_HEADROOM = _DEFAULT_HEADROOM  # one value (moeplan.vocab), kept here for the planner and the linter
 
 
 def cp_start(seq_len: int) -> int:

@@ -16,6 +16,7 @@ from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-expo
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.knobs import knob_problem
+from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
 from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
 from moeplan.megatron.fields import normalize_version
 from moeplan.memory import GIB
@@ -32,27 +33,6 @@ from moeplan.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RES
 
 def resolve_model(model: str | ModelSpec) -> ModelSpec:
     return model if isinstance(model, ModelSpec) else load_model(model)
-
-
-def list_models() -> list[dict[str, Any]]:
-    rows = []
-    for name in catalog_names():
-        spec = load_model(name)
-        moe = spec.first_moe
-        rows.append(
-            {
-                "name": name,
-                "model_type": spec.model_type,
-                "architecture": spec.architecture,
-                "layers": spec.num_layers,
-                "mtp_layers": spec.mtp_layers,
-                "experts": moe.num_experts if moe else 0,
-                "top_k": moe.top_k if moe else 0,
-                "total_params": count_params(spec).main_total,
-                "active_params": count_params(spec, active=True).main_total,
-            }
-        )
-    return rows
 
 
 def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> dict[str, Any]:
@@ -171,7 +151,7 @@ def build_config(
         model=spec,
         parallel=with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp, pipeline_layout)),
         batch=Batch(seq_len, gbs, mbs),
-        gpu=gpu_spec.name,
+        gpu=gpu_spec,
         recompute=rc,
         precision=precision,
         dispatcher="alltoall" if dispatcher == "auto" else dispatcher,

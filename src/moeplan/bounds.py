@@ -11,17 +11,17 @@ The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` 
 these structural facts of the model hold:
 
 - a step runs every micro-batch on the slowest pipeline rank: step >= M x t_mb, where t_mb (one
-  micro-batch on the slowest rank) is at least the mean over ranks of the per-rank work, and the
-  per-rank work is at least the sum of its layers' and heads' times (pipeline p2p, bubble, DP
-  communication, optimizer and offload only add);
+  micro-batch on the slowest rank) is at least the sum of that rank's layers' and heads' times
+  (pipeline p2p, bubble, DP communication, optimizer and offload only add);
 - the time of a layer depends on the layout through TP, CP, EP, ETP, MBS and whether EP A2A overlap
   is allowed, not otherwise on PP, VPP or DP (so it is computed once per shape and reused for every
   pipeline split and DP size);
-- recompute only adds forward work, so the no-recompute layer time is the least over the ladder.
-  The least over the CP communication types and over EP overlap on/off is taken explicitly.
+- recompute only adds forward work, so the no-recompute layer time is the least over the ladder;
+  the CP communication type is the one the first phase picks (``best_cp_comm_type``, which reads
+  attention and CP communication only); the least over EP overlap on/off is taken explicitly.
 
-Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq x PP / (M x W x GPUs), W = the summed
-per-rank work, which does not grow with the GPU count.
+Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq / (M x W x GPUs), W = the work of the
+busiest rank; its cost per layout is a sum over pipeline ranks and does not grow with the GPU count.
 """
 
 from __future__ import annotations
@@ -30,13 +30,19 @@ import math
 from dataclasses import dataclass, field
 
 from moeplan.hardware import GPUSpec
-from moeplan.models.spec import Attention, Layer
+from moeplan.models.spec import Layer
 from moeplan.parallel import Batch, Parallel, Pipeline, Stage
 from moeplan.run import Recompute, RunConfig
-from moeplan.timing import DEFAULT_CALIBRATION, Calibration, _edge_time, _layer_time, _make_ctx, _rank_work
-
-CP_COMM_TYPES = ("p2p", "a2a", "a2a+p2p", "allgather")  # every cp_comm_type the timing model costs
-
+from moeplan.timing import (
+    DEFAULT_CALIBRATION,
+    Calibration,
+    LayerTime,
+    _edge_time,
+    _layer_time,
+    _make_ctx,
+    _rank_work,
+    best_cp_comm_type,
+)
 
 @dataclass
 class ThroughputBound:
@@ -44,17 +50,19 @@ class ThroughputBound:
 
     gpu: GPUSpec
     cal: Calibration = DEFAULT_CALIBRATION
+    layer_cache: dict[tuple[object, Layer], LayerTime] | None = None  # shared with the search's estimates
     _shapes: dict[tuple[RunConfig, bool], tuple[dict[Layer, float], dict[tuple[bool, int], float]]] = field(
         default_factory=dict)
 
     def _variants(self, cfg: RunConfig) -> list[RunConfig]:
-        """The option settings whose least time bounds every option of the first phase."""
-        par = cfg.parallel
+        """The option settings whose least time bounds every option of the first phase: no recompute,
+        the CP communication type the first phase uses (it takes ``best_cp_comm_type`` once per layout,
+        and that choice reads attention and CP communication only, which no memory option changes),
+        and EP overlap off and, where allowed, on."""
         base = cfg.evolve(recompute=Recompute(), optimizer_offload=0.0)
-        attention = any(isinstance(m, Attention) for m in cfg.model.distinct_mixers)
-        kinds = CP_COMM_TYPES if par.cp > 1 and attention else (cfg.cp_comm_type,)
-        overlaps = (False, True) if par.ep > 1 and cfg.model.first_moe is not None else (cfg.ep_overlap,)
-        return [base.evolve(cp_comm_type=k, ep_overlap=o) for k in kinds for o in overlaps]
+        base = base.evolve(cp_comm_type=best_cp_comm_type(base, self.gpu, self.cal))
+        overlaps = (False, True) if base.ep_overlap_allowed else (False,)
+        return [base.evolve(ep_overlap=o) for o in overlaps]
 
     def _shape(self, cfg: RunConfig, pipe: Pipeline) -> tuple[dict[Layer, float], dict[tuple[bool, int], float]]:
         par = cfg.parallel
@@ -75,7 +83,7 @@ class ThroughputBound:
         layer_s = {layer: math.inf for layer in layers}
         head_s = {h: math.inf for h in heads}
         for v in self._variants(cfg):
-            ctx = _make_ctx(v, self.gpu, self.cal)
+            ctx = _make_ctx(v, self.gpu, self.cal, self.layer_cache)
             for layer in layers:
                 layer_s[layer] = min(layer_s[layer], _layer_time(ctx, layer).total())
             for loss, mtp in heads:
@@ -87,20 +95,21 @@ class ThroughputBound:
         """Upper bound on the tokens/s per GPU of ``cfg``'s layout with any recompute, offload, CP
         communication type and EP overlap setting."""
         layer_s, head_s = self._shape(cfg, pipe)
-        work = 0.0
+        slowest = 0.0  # one micro-batch on the slowest pipeline rank takes at least this
         for groups, heads in _rank_work(cfg.model, pipe):
-            work += sum(n * layer_s[layer] for layer, n in groups)
+            work = sum(n * layer_s[layer] for layer, n in groups)
             for h in heads:
                 if h not in head_s:  # an unusual split (explicit layout string): cost it once
                     head_s[h] = self._head(cfg, h)
                 work += head_s[h]
+            slowest = max(slowest, work)
         par, batch = cfg.parallel, cfg.batch
-        step_floor = batch.microbatches(par.dp) * work / par.pp
+        step_floor = batch.microbatches(par.dp) * slowest
         return math.inf if step_floor <= 0 else batch.gbs * batch.seq_len / (step_floor * par.gpus)
 
     def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:
         loss, mtp = head
-        return min(sum(_edge_time(_make_ctx(v, self.gpu, self.cal), Stage((), False, mtp, loss)).values())
+        return min(sum(_edge_time(_make_ctx(v, self.gpu, self.cal, self.layer_cache), Stage((), False, mtp, loss)).values())
                    for v in self._variants(cfg))
 
 

@@ -158,10 +158,12 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
         raise MoeplanError(f"{log.path}: the log does not name the GPU type; pass --gpu NAME (see moeplan hardware)")
     gpu_spec = load_gpu(gpu_name, hardware_file)
     world = sets.get("gpus", log.settings.get("world_size") if log.format == "megatron-lm" else None)
-    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+    if world is None:
         raise _missing(log, "the GPU count", "gpus", "16")
+    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
+        raise MoeplanError(f"{log.path}: the GPU count must be a positive integer, got {world!r}")
     version = normalize_version(str(sets.get("mcore_version") or DEFAULT_MCORE_VERSION))
-    cfg = with_split_layout(run_config_from_settings(settings, spec, world, gpu_spec.name, mcore_version=version), arch)
+    cfg = with_split_layout(run_config_from_settings(settings, spec, world, gpu_spec, mcore_version=version), arch)
     notes: list[str] = []
     if "moe_imbalance" in sets:
         cfg = cfg.with_(moe_imbalance=float(sets["moe_imbalance"]))  # type: ignore[arg-type]
@@ -194,6 +196,8 @@ def _router_balanced(log: TrainingLog) -> bool | None:
         v = log.settings.get("moe_router_force_load_balancing")
     elif log.format == "bridge-summary":
         v = log.settings.get("model.moe_router_force_load_balancing", False)  # absent = Megatron-Core default
+    elif log.format == "bridge-yaml":
+        v = log.settings.get("model.moe_router_force_load_balancing")
     else:
         return None
     return v if isinstance(v, bool) else None

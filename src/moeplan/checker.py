@@ -128,7 +128,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
     gpu_spec = load_gpu(gpu or f_gpu or "h100", hardware_file)
     version = mcore_version or f_version or DEFAULT_MCORE_VERSION
-    cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec.name,
+    cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec,
                                                      mcore_version=version), parsed.architecture)
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))

@@ -7,26 +7,78 @@ traceback, nothing written.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
-from moeplan import api
-from moeplan.advice import DEFAULT_HEADROOM
 from moeplan.errors import MoeplanError
-from moeplan.estimate import Estimate
-from moeplan.outfile import write_bytes
-from moeplan.strategy import read_strategy, strategy_text
-from moeplan.vocab import (CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
-                           OPTIMIZERS, PRECISIONS)
+from moeplan.vocab import (
+    CP_COMM_TYPES,
+    DEFAULT_HEADROOM,
+    DEFAULT_MCORE_VERSION,
+    DEFAULT_RESERVE_GIB,
+    DISPATCHERS,
+    FSDP_STRATEGIES,
+    OPTIMIZERS,
+    PRECISIONS,
+)
+
+# Start-up time: `moeplan --help` and `moeplan models` must start in well under 0.15 s, so rich, the
+# API (and with it the engine, YAML and the planner) and the strategy reader are imported on first use.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from moeplan import api
+    from moeplan.estimate import Estimate
+else:
+    def Console(*args: Any, **kwargs: Any) -> Any:  # noqa: N802  (rich's class, imported when printing)
+        from rich.console import Console as _Console
+
+        return _Console(*args, **kwargs)
+
+    def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
+        from rich.table import Table as _Table
+
+        return _Table(*args, **kwargs)
+
+    class _Api:
+        """:mod:`moeplan.api`, imported on first use."""
+
+        def __getattr__(self, name: str) -> Any:
+            from moeplan import api as module
+
+            return getattr(module, name)
+
+    api = _Api()
+
+
+def escape(text: str) -> str:
+    """rich markup escaping (rich imported on first use)."""
+    from rich.markup import escape as _escape
+
+    return _escape(text)
+
+
+def write_bytes(*args: Any, **kwargs: Any) -> Any:
+    from moeplan.outfile import write_bytes as _write
+
+    return _write(*args, **kwargs)
+
+
+def read_strategy(*args: Any, **kwargs: Any) -> Any:
+    from moeplan.strategy import read_strategy as _read
+
+    return _read(*args, **kwargs)
+
+
+def strategy_text(*args: Any, **kwargs: Any) -> Any:
+    from moeplan.strategy import strategy_text as _text
+
+    return _text(*args, **kwargs)
 
 Handler = Callable[[argparse.Namespace, Console], int]
 
@@ -73,7 +125,9 @@ def _fmt_count(n: float) -> str:
 
 
 def cmd_models(args: argparse.Namespace, console: Console) -> int:
-    rows = api.list_models()
+    from moeplan.listing import list_models  # not the whole API: start-up time
+
+    rows = list_models()
     if args.json:
         _print_json(_named(rows, args))
         return 0
@@ -257,6 +311,8 @@ def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         if args.seq_len is None or args.gbs is None:
             raise MoeplanError("estimate needs --seq-len and --gbs, or --strategy FILE.yaml")
         return given
+    import inspect
+
     merged = read_strategy(args.strategy)
     defaults = {k: v.default for k, v in inspect.signature(api.build_config).parameters.items()}
     for key, value in given.items():
@@ -1114,10 +1170,15 @@ def _calibration_argument(p: argparse.ArgumentParser) -> None:
 
 
 def _apply_profile(args: argparse.Namespace) -> None:
-    """Load --calibration once: ``args.cal`` (the timing constants) and the reserve when not given."""
+    """Load --calibration once: ``args.cal`` (the timing constants) and the reserve when not given.
+    Commands without --calibration estimate no time: they get no constants (and skip importing the
+    timing engine: start-up time of `moeplan models`)."""
+    args.profile = None
+    args.cal = None
+    if not hasattr(args, "calibration"):
+        return
     from moeplan.timing import DEFAULT_CALIBRATION
 
-    args.profile = None
     args.cal = DEFAULT_CALIBRATION
     if getattr(args, "calibration", None):
         from moeplan.calibrate import load_profile

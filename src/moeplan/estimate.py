@@ -61,8 +61,10 @@ class Estimate:
         }
 
 
-def evaluate(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> Estimate:
-    """Memory and time of a configuration (timing constants ``cal``)."""
+def evaluate(cfg: RunConfig, gpu: GPUSpec | None = None, cal: Calibration = DEFAULT_CALIBRATION) -> Estimate:
+    """Memory and time of a configuration on its GPU (``cfg.gpu``; ``gpu`` is accepted for callers that pass the
+    pair and must be the same GPU), timing constants ``cal``."""
+    gpu = cfg.gpu if gpu is None else gpu
     validate(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
     pipe = build_pipeline(cfg.model, cfg.parallel)
     mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe)

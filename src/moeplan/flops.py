@@ -225,6 +225,7 @@ def all_layers(spec: ModelSpec) -> list[tuple[Layer, int]]:
     return groups
 
 
+@lru_cache(maxsize=1024)
 def flops_per_token(spec: ModelSpec, seq_len: int, tp: int = 1) -> FlopsPerToken:
     """Megatron-Core's training FLOPs per token at sequence length ``seq_len``."""
     gemm = attn = lin = 0.0

@@ -14,8 +14,9 @@ from moeplan.run import RunConfig
 from moeplan.timing import cp_comm_allowed
 
 
-def knob_problem(cfg: RunConfig, gpu: GPUSpec) -> KnobProblem | None:
-    """The first knob that does not work with this layout, or None."""
+def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | None:
+    """The first knob that does not work with this layout on its GPU (``cfg.gpu`` unless given), or None."""
+    gpu = cfg.gpu if gpu is None else gpu
     par = cfg.parallel
     if par.cp > 1 and cfg.cp_comm_type != "p2p":
         for m in cfg.model.distinct_mixers:

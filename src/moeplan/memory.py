@@ -293,9 +293,23 @@ class RankProfile:
 @lru_cache(maxsize=4096)
 def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline,
                   ep_overlap: bool = False) -> tuple[RankProfile, ...]:
-    """Per-rank profiles of a layout (cached: the planner costs many knob settings per layout)."""
-    return tuple(_profile(spec, par, r, stages, inflight_per_chunk(par.pp, par.vpp, r, microbatches, ep_overlap))
-                 for r, stages in enumerate(pipeline.rank_stages))
+    """Per-rank profiles of a layout (cached: the planner costs many knob settings per layout; and
+    by what they depend on, so layouts that differ only in CP or DP share them)."""
+    counts = tuple(_inflight(par.pp, par.vpp, r, microbatches, ep_overlap) for r in range(par.pp))
+    return _rank_profiles(spec, par.tp, par.pp, par.vpp, par.ep, par.etp, pipeline, counts)
+
+
+@lru_cache(maxsize=4096)
+def _inflight(pp: int, vpp: int, rank: int, microbatches: int, ep_overlap: bool) -> tuple[int, ...]:
+    return tuple(inflight_per_chunk(pp, vpp, rank, microbatches, ep_overlap))
+
+
+@lru_cache(maxsize=4096)
+def _rank_profiles(spec: ModelSpec, tp: int, pp: int, vpp: int, ep: int, etp: int, pipeline: Pipeline,
+                   inflight: tuple[tuple[int, ...], ...]) -> tuple[RankProfile, ...]:
+    shape = Parallel(0, tp, pp, vpp, 1, ep, etp)  # what a profile reads of the layout
+    return tuple(_profile(spec, shape, r, stages, list(counts))
+                 for r, (stages, counts) in enumerate(zip(pipeline.rank_stages, inflight)))
 
 
 def _profile(spec: ModelSpec, par: Parallel, r: int, stages: tuple[Stage, ...], counts: list[int]) -> RankProfile:

@@ -316,19 +316,24 @@ class Pipeline:
         return format_layout(self.stages)
 
 
-@lru_cache(maxsize=4096)
 def build_pipeline(spec: ModelSpec, par: Parallel) -> Pipeline:
     """Stages from the layout string, else Megatron-Core's default: the decoder layers split evenly
     over PP x VPP stages, MTP modules and the loss on the last stage (check_layout rejects an
-    uneven split without a layout string, as Megatron-Core does)."""
-    n = par.pp * par.vpp
-    if par.pipeline_layout:
-        return Pipeline(parse_layout(par.pipeline_layout, spec.num_layers, spec.mtp_layers, n), par.pp, par.vpp, True)
+    uneven split without a layout string, as Megatron-Core does). One object per split: layouts that
+    differ in TP, CP, EP or DP share it, and with it every cache keyed by it."""
+    return _pipeline(spec, par.pp, par.vpp, par.pipeline_layout)
+
+
+@lru_cache(maxsize=4096)
+def _pipeline(spec: ModelSpec, pp: int, vpp: int, layout: str | None) -> Pipeline:
+    n = pp * vpp
+    if layout:
+        return Pipeline(parse_layout(layout, spec.num_layers, spec.mtp_layers, n), pp, vpp, True)
     even = even_stages(spec.num_layers, spec.mtp_layers, n)
     if even is None:
         raise MoeplanError(f"{spec.num_layers} layers do not split evenly over PP x VPP = {n} stages; "
                            "give a pipeline layout")
-    return Pipeline(even, par.pp, par.vpp, False)
+    return Pipeline(even, pp, vpp, False)
 
 
 @lru_cache(maxsize=4096)

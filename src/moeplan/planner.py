@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 from dataclasses import dataclass, field, replace
 
 from moeplan.advice import (
@@ -187,14 +188,16 @@ def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[
     return total <= budget, total
 
 
-def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration) -> float:
-    return estimate_time(cfg, gpu, cal, pipeline=pipe, validated=True).tokens_per_s_per_gpu
+def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration,
+         layer_cache: dict[Any, Any] | None = None) -> float:
+    return estimate_time(cfg, gpu, cal, pipeline=pipe, validated=True, layer_cache=layer_cache).tokens_per_s_per_gpu
 
 
-def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration) -> tuple[RunConfig, float]:
+def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration,
+                  layer_cache: dict[Any, Any] | None = None) -> tuple[RunConfig, float]:
     """The configuration with its best CP communication type, and its tokens/s per GPU."""
     c = cfg.evolve(cp_comm_type=best_cp_comm_type(cfg, gpu, cal))
-    return c, _tps(c, gpu, pipe, cal)
+    return c, _tps(c, gpu, pipe, cal, layer_cache)
 
 
 def _consistent(cfg: RunConfig) -> RunConfig:
@@ -229,7 +232,7 @@ def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute]) -> R
 
 def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
                       ladder: list[Recompute], budget: float, smallest: float,
-                      cal: Calibration = DEFAULT_CALIBRATION) -> Candidate:
+                      cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None) -> Candidate:
     """Fastest option of the memory ladder that fits, given that the most aggressive option
     (:func:`_strongest`, ``smallest`` bytes) fits.
 
@@ -246,11 +249,11 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
             continue
         opt = _consistent(options[i])
         if cp_type is None:
-            opt, tps = _best_cp_comm(opt, gpu, pipe, cal)
+            opt, tps = _best_cp_comm(opt, gpu, pipe, cal, layer_cache)
             cp_type = opt.cp_comm_type
         else:
             opt = opt.evolve(cp_comm_type=cp_type)
-            tps = _tps(opt, gpu, pipe, cal)
+            tps = _tps(opt, gpu, pipe, cal, layer_cache)
         if best is None or tps > best.tokens_per_s_per_gpu:
             best = Candidate(opt, pipe, total, tps)
         if f == 0.0 and i < len(options) - 1:
@@ -265,7 +268,7 @@ def _partial_graphs_supported(version: str) -> bool:
 
 
 def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float,
-            cal: Calibration = DEFAULT_CALIBRATION) -> Candidate:
+            cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None) -> Candidate:
     """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
     option when it still fits (else the next ladder step), and the next recompute step too."""
     best = c
@@ -289,7 +292,7 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                     ok, total = _fits(opt, gpu, c.pipeline, budget)
                     if not ok:
                         continue
-                    tps = _tps(opt, gpu, c.pipeline, cal)
+                    tps = _tps(opt, gpu, c.pipeline, cal, layer_cache)
                     if tps > best.tokens_per_s_per_gpu * (1 + 1e-9):
                         best = Candidate(opt, c.pipeline, total, tps)
                     break
@@ -362,7 +365,8 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         progress.start(len(layouts))  # type: ignore[union-attr]
     # pass 1, every layout: the static memory floor, then the exact memory of the strongest option
     # (whether the layout fits at all, and by how much it misses), then an upper bound on throughput
-    bound = ThroughputBound(gpu, cal)
+    layer_cache: dict[Any, Any] = {}  # layer times once per shape (moeplan.timing.layer_shape)
+    bound = ThroughputBound(gpu, cal, layer_cache)
     fitting: list[tuple[float, int, RunConfig, Pipeline, float]] = []
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
@@ -373,11 +377,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         if not usable:
             static = min(statics.values())
             if closest is None or static - budget < closest[1]:
-                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
+                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
                                      **numerics), static - budget)  # type: ignore[arg-type]
             continue
         pipe = build_pipeline(spec, par)
-        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=precision,
+        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
                         dispatcher="alltoall", moe_imbalance=moe_imbalance,
                         reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
@@ -408,7 +412,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     for upper, index, cfg, pipe, smallest in fitting:
         if len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]:
             break
-        cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal)
+        cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache)
         found.append((index, cand))
         if len(kept) < keep:
             heapq.heappush(kept, cand.tokens_per_s_per_gpu)
@@ -426,7 +430,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             ok, smallest = _fits(_strongest(alt, space, ladder), gpu, c.pipeline, budget)
             if ok:
                 head.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal))
-    refined = [_refine(c, gpu, space, ladder, budget, cal) for c in head]
+    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in head]
     refined.sort(key=lambda c: -c.tokens_per_s_per_gpu)
     return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
                       layouts_evaluated=evaluated)

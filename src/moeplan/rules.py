@@ -481,9 +481,9 @@ def lint_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]
         return out
     if cfg.optimizer == "adam" and f.fsdp_strategies:
         out += _compare_sharding(cfg, est, ev, lines, tps, mem)
-    if cfg.fsdp is not None and (cfg.parallel.tp > 1 or cfg.parallel.cp > 1) and cfg.gpu.lower() in _HOPPER_AND_OLDER:
+    if cfg.fsdp is not None and (cfg.parallel.tp > 1 or cfg.parallel.cp > 1) and cfg.gpu.name.lower() in _HOPPER_AND_OLDER:
         out.append(Finding("info", "fsdp-device-connections",
-                           f"Megatron-FSDP with TP {cfg.parallel.tp} / CP {cfg.parallel.cp} on {cfg.gpu}: FSDP needs "
+                           f"Megatron-FSDP with TP {cfg.parallel.tp} / CP {cfg.parallel.cp} on {cfg.gpu.name}: FSDP needs "
                            "CUDA_DEVICE_MAX_CONNECTIONS > 1 while TP/CP communication overlap prefers 1 (Megatron-LM "
                            "warns; from Blackwell the requirement is gone)", line=lines.get("use_megatron_fsdp")))
     if cfg.optimizer == "muon":

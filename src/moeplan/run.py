@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from moeplan.errors import MoeplanError
+from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel
@@ -90,8 +91,8 @@ class RunConfig:
     batch: Batch
     """Sequence length, global and micro-batch size in sequences."""
     # ---- GPU
-    gpu: str = "h100"
-    """Catalog name of the GPU (the GPUSpec itself travels beside the config)."""
+    gpu: GPUSpec = "h100"  # type: ignore[assignment]  # a catalog name is looked up in __post_init__
+    """The GPU as deployed (HBM, peak rates, NVLink domain): a :class:`GPUSpec`, or a catalog name."""
     # ---- numerics
     precision: Precision = "bf16"
     """GEMM precision (moeplan.vocab.PRECISIONS; FP8 recipes map to Megatron-Core ``fp8_recipe``)."""
@@ -155,6 +156,8 @@ class RunConfig:
     'muon', every DP rank keeps and updates the whole state."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.gpu, str):
+            object.__setattr__(self, "gpu", load_gpu(self.gpu))
         if self.fsdp is not None and self.fsdp not in FSDP_STRATEGIES:
             raise MoeplanError(f"Megatron-FSDP sharding strategy '{self.fsdp}' unknown; choose one of "
                                f"{', '.join(FSDP_STRATEGIES)}")

@@ -64,8 +64,8 @@ def strategy_of(cfg: RunConfig) -> dict[str, dict[str, Any]]:
 
 def strategy_text(cfg: RunConfig) -> str:
     """The strategy as YAML, with a header naming the run it came from."""
-    head = (f"# {FORMAT}: {cfg.model.name} on {cfg.parallel.gpus} x {cfg.gpu}\n"
-            f"# moeplan estimate MODEL --gpu {cfg.gpu} --gpus {cfg.parallel.gpus} --strategy THIS_FILE\n")
+    head = (f"# {FORMAT}: {cfg.model.name} on {cfg.parallel.gpus} x {cfg.gpu.name}\n"
+            f"# moeplan estimate MODEL --gpu {cfg.gpu.name} --gpus {cfg.parallel.gpus} --strategy THIS_FILE\n")
     return head + str(yaml.safe_dump(strategy_of(cfg), sort_keys=False, default_flow_style=False))
 
 

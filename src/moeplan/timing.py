@@ -48,6 +48,8 @@ from moeplan.megatron.fields import muon_dp_overlap
 from moeplan.memory import _rank_params, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 from moeplan.parallel import (
+    Batch,
+    Parallel,
     Pipeline,
     Stage,
     build_pipeline,
@@ -73,7 +75,8 @@ def _file_constants() -> dict[str, Any]:
     origin = f"moeplan/hardware/{CALIBRATION_FILE}"
     # YAML 1.1 reads "28.0e6" as a string: every leaf goes through the same positive-number check
     return {k: ({kk: _positive(origin, f"{k}.{kk}", vv) for kk, vv in v.items()} if isinstance(v, dict)
-                else _positive(origin, k, v)) for k, v in yaml.safe_load(text)["constants"].items()}
+                else _positive(origin, k, v)) for k, v in yaml.load(  # noqa: S506 - safe loaders; libyaml's parser if present
+                    text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["constants"].items()}
 
 
 def _from_file(name: str) -> Any:
@@ -218,12 +221,29 @@ class _Ctx:
     gemm_rate: float
     bf16_peak: float
     cache: dict[int, LayerTime] = field(default_factory=dict, compare=False, hash=False)
+    # layer times shared by the runs of one search (same GPU and constants), keyed by layer_shape
+    shared: dict[tuple[object, Layer], LayerTime] | None = field(default=None, compare=False, hash=False)
+    shape: object = field(default=None, compare=False, hash=False)
 
 
-def _make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> _Ctx:
+def layer_shape(cfg: RunConfig) -> tuple[RunConfig, bool]:
+    """What a layer's time depends on: the run with PP, VPP, the GPU count (hence DP), GBS and the
+    optimizer offload blanked out, and whether EP A2A overlap is allowed (which depends on them).
+    Every other field, present or added later, is kept. Runs with the same shape share their layer
+    times (:func:`estimate_time` ``layer_cache``); a layer cost that starts to read PP, VPP, DP or GBS
+    must be reflected here (tests compare shared and fresh estimates)."""
+    par = cfg.parallel
+    blank = cfg.evolve(parallel=Parallel(0, par.tp, 1, 1, par.cp, par.ep, par.etp, None),
+                       batch=Batch(cfg.batch.seq_len, 0, cfg.batch.mbs), optimizer_offload=0.0)
+    return blank, cfg.ep_overlap_allowed
+
+
+def _make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
+              shared: dict[tuple[object, Layer], LayerTime] | None = None) -> _Ctx:
     par, batch = cfg.parallel, cfg.batch
     return _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
-                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"))
+                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), shared=shared,
+                shape=layer_shape(cfg) if shared is not None else None)
 
 
 def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
@@ -465,11 +485,18 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
 
 
 def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
-    """One layer, one micro-batch (memoised per run in ``ctx.cache``)."""
+    """One layer, one micro-batch (memoised per run in ``ctx.cache``, and per shape in ``ctx.shared``)."""
     key = id(layer)
     hit = ctx.cache.get(key)
     if hit is None:
-        hit = ctx.cache[key] = _layer_time_uncached(ctx, layer)
+        if ctx.shared is None:
+            hit = _layer_time_uncached(ctx, layer)
+        else:
+            skey = (ctx.shape, layer)
+            hit = ctx.shared.get(skey)
+            if hit is None:
+                hit = ctx.shared[skey] = _layer_time_uncached(ctx, layer)
+        ctx.cache[key] = hit
     return hit
 
 
@@ -688,13 +715,14 @@ class StepParts:
 
 
 def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
-               pipeline: Pipeline | None = None, validated: bool = False) -> StepParts:
+               pipeline: Pipeline | None = None, validated: bool = False,
+               layer_cache: dict[tuple[object, Layer], LayerTime] | None = None) -> StepParts:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
         validate(spec, par, batch, cfg.mcore_version)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
-    ctx = _make_ctx(cfg, gpu, cal)
+    ctx = _make_ctx(cfg, gpu, cal, layer_cache)
     # --- per pipeline rank, one micro-batch through all its chunks
     per_rank: list[dict[str, float]] = []
     worst: dict[str, float] = {}
@@ -852,9 +880,12 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
-                  pipeline: Pipeline | None = None, validated: bool = False) -> TimeEstimate:
+                  pipeline: Pipeline | None = None, validated: bool = False,
+                  layer_cache: dict[tuple[object, Layer], LayerTime] | None = None) -> TimeEstimate:
+    """Step time of a run. ``layer_cache``: a dict shared by estimates of one GPU and one set of
+    constants (the planner's search), so a layer is costed once per :func:`layer_shape`."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
-    parts = step_parts(cfg, gpu, cal, pipeline, validated)
+    parts = step_parts(cfg, gpu, cal, pipeline, validated, layer_cache)
     items = parts.breakdown_s
     step = sum(items.values())
     fpt = flops_per_token(spec, batch.seq_len, par.tp).total_flops

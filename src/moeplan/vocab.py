@@ -59,8 +59,11 @@ DEFAULT_MCORE_VERSION = "0.16"
 # GiB per GPU outside the estimate: CUDA context, NCCL buffers and allocator fragmentation.
 DEFAULT_RESERVE_GIB = 2.0
 
+# Share of HBM the planner leaves free by default; the linter's recommended fixes are held to it too.
+DEFAULT_HEADROOM = 0.10
+
 __all__ = [
-    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
+    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
     "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
     "RECOMPUTE_MODULES", "RecomputeGranularity",
 ]

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner")),
     ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
                 "moeplan.calibrate")),
-    ("api", ("moeplan.api",)),
+    ("api", ("moeplan.api", "moeplan.listing")),
     ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots", "moeplan.outfile")),
 )
 LAZY_IMPORTS_ALLOWED_FROM = "api"  # this layer and above may import inside functions (start-up time)

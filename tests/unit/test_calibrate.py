@@ -286,3 +286,50 @@ def test_bad_profile_is_a_one_line_error(tmp_path, capsys):
                      "--calibration", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "attn_eff_typo" in err
+
+
+def test_bridge_task_configuration_yaml_log(tmp_path):
+    """Bridge before 2026-02 printed the whole ConfigContainer YAML between these banners (setup.py)."""
+    yaml_text = """------- Task Configuration -------
+model:
+  _target_: megatron.bridge.models.qwen.qwen_provider.Qwen3MoEModelProvider
+  num_layers: 48
+  hidden_size: 2048
+  num_attention_heads: 32
+  num_moe_experts: 128
+  moe_router_topk: 8
+  moe_ffn_hidden_size: 768
+  tensor_model_parallel_size: 1
+  expert_model_parallel_size: 16
+  moe_token_dispatcher_type: alltoall
+  moe_router_force_load_balancing: true
+  seq_length: 4096
+train:
+  global_batch_size: 1024
+  micro_batch_size: 1
+  train_iters: 20
+ddp:
+  use_distributed_optimizer: true
+  grad_reduce_in_fp32: false
+profiling:
+  use_nsys_profiler: true
+  profile_step_start: 8
+  profile_step_end: 9
+----------------------------------
+"""
+    times = step_times(45.65, 20)
+    lines = [iteration_line(i, 20, t, 1024, None) for i, t in enumerate(times, start=1)]
+    path = tmp_path / "bridge_old.log"
+    path.write_text(yaml_text + "\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == "bridge-yaml"
+    run = run_from_log(log, gpu="h100", sets={"gpus": 16})
+    cfg = run.config
+    assert (cfg.parallel.ep, cfg.batch.seq_len, cfg.dispatcher, cfg.grad_fp32) == (16, 4096, "alltoall", False)
+    dropped = dict(run.steady.dropped)
+    assert "profiler" in dropped[8] and "profiler" in dropped[9]
+    # no throughput logged: TFLOP/s from moeplan's FLOPs at the measured step time, and said so
+    assert run.tflops_source == "derived" and any("derived" in n for n in run.notes)
+    assert run.measured_tflops_per_gpu == pytest.approx(132.9, rel=0.02)  # G11's alltoall point: 132.9
+    with pytest.raises(MoeplanError, match="positive integer"):
+        run_from_log(log, gpu="h100", sets={"gpus": "sixteen"})

@@ -72,7 +72,7 @@ def test_bound_is_above_every_layouts_estimate(case):
     bound = ThroughputBound(gpu)
     checked = 0
     for par, mbs in _layouts(spec, gpu, gpus, batch, space, version):
-        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu.name, precision=kw.get("precision", "bf16"),
+        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=kw.get("precision", "bf16"),
                         moe_imbalance=kw.get("moe_imbalance", 1.0), mcore_version=version, **numerics)
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)

@@ -93,3 +93,11 @@ def test_missing_strategy_file_and_missing_batch(tmp_path, capsys):
     assert "cannot read strategy file" in capsys.readouterr().err
     assert main(["estimate", "qwen3-30b-a3b", "--gpus", "16"]) == 2
     assert "--seq-len and --gbs, or --strategy" in capsys.readouterr().err
+
+
+def test_a_run_carries_its_gpu():
+    """RunConfig holds the GPUSpec (a catalog name is looked up), so a config alone can be evaluated and exported."""
+    cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="gb200", gpus=16, seq_len=4096, gbs=64, ep=16, cp=2)
+    assert cfg.gpu is gpu and cfg.gpu.nvlink_domain == 72
+    assert api.evaluate(cfg).as_dict() == api.evaluate(cfg, gpu).as_dict()
+    assert RunConfig(cfg.model, cfg.parallel, cfg.batch, gpu="h100").gpu.name == "h100"

@@ -12,6 +12,7 @@ measurement was found; a timing model divides them by the peak to get calibrated
 
 from __future__ import annotations
 
+from functools import lru_cache
 from dataclasses import dataclass
 
 from moeplan.errors import MoeplanError
@@ -43,6 +44,7 @@ PRECISIONS: dict[str, str] = {
 HOST_LINKS: tuple[str, ...] = ("pcie4", "pcie5", "pcie6", "c2c")
 
 
+@lru_cache(maxsize=64)
 def precision_class(precision: str) -> str:
     """The ``peak_flops`` key that runs ``precision`` (case-insensitive, ``_`` = ``-``)."""
     key = precision.strip().lower().replace("_", "-")

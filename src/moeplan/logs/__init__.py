@@ -24,7 +24,7 @@ LogFormat = Literal["megatron-lm", "bridge-summary", "bridge-yaml", "unknown"]
 @dataclass(frozen=True)
 class TrainingLog:
     """What one log says. ``settings`` are raw values keyed by Megatron name: Megatron-LM argument names
-    for ``megatron-lm``, ``section.field`` for ``bridge-summary``; ``bridge-yaml`` keeps the YAML text."""
+    for ``megatron-lm``, ``section.field`` for the Bridge formats (``bridge-yaml`` also keeps the YAML text)."""
 
     path: str
     format: LogFormat
@@ -62,7 +62,7 @@ def parse_log(text: str, origin: str = "<log>") -> TrainingLog:
         found = bridge.task_yaml(text)
         assert found is not None
         yaml_text, line = found
-        settings = {}
+        settings = bridge.flatten_yaml(yaml_text)
     else:
         fmt, settings, line = "unknown", {}, None
     return TrainingLog(origin, fmt, tuple(iterations), memory, settings, line, yaml_text, incomplete)

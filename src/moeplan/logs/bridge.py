@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import re
 
+import yaml
+
 from moeplan.logs.megatron_lm import value
 
 SUMMARY = "Configuration Summary (Non-Default Values vs Megatron Core)"
@@ -92,4 +94,16 @@ def task_yaml(text: str) -> tuple[str, int] | None:
     return "\n".join(lines) + "\n", text.count("\n", 0, body_start) + 1
 
 
-__all__ = ["SUMMARY", "SUMMARY_DEFAULTS", "TASK", "find", "parse_summary", "task_yaml"]
+def flatten_yaml(text: str) -> dict[str, object]:
+    """``section.field`` -> value of the Task Configuration YAML (empty when it does not load: the run
+    reader then reports the YAML error with its line)."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {f"{sec}.{k}": v for sec, body in doc.items() if isinstance(body, dict) for k, v in body.items()}
+
+
+__all__ = ["SUMMARY", "flatten_yaml", "SUMMARY_DEFAULTS", "TASK", "find", "parse_summary", "task_yaml"]

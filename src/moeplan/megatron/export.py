@@ -14,7 +14,6 @@ import re
 import yaml
 
 from moeplan.errors import MoeplanError
-from moeplan.hardware import load_gpu
 from moeplan.megatron.fields import (
     CP_TO_MCORE,
     DTYPE_TO_MLM,
@@ -50,11 +49,7 @@ def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
 
 def _a2a_group(cfg: RunConfig) -> int:
     """a2a group of hierarchical CP: the CP ranks inside one NVLink domain (as moeplan.timing assumes)."""
-    try:
-        domain = load_gpu(cfg.gpu).nvlink_domain
-    except MoeplanError:
-        domain = 8  # a GPU from a user hardware file: assume an 8-GPU NVLink node
-    return hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, domain)
+    return hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, cfg.gpu.nvlink_domain)
 
 
 def _recompute_settings(rc: Recompute, f: MegatronFields) -> dict[str, object]:
@@ -268,7 +263,7 @@ def provenance_comment(cfg: RunConfig, version: str | None = None) -> str:
     """The comment line every export starts with, naming what the file does not carry itself:
     ``# moeplan: model=deepseek-v3 gpu=h100 gpus=1024 mcore-version=0.16`` (``moeplan check`` reads it)."""
     v = version or cfg.mcore_version
-    return f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu} gpus={cfg.parallel.gpus} mcore-version={v}"
+    return f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu.name} gpus={cfg.parallel.gpus} mcore-version={v}"
 
 
 def to_yaml(cfg: RunConfig, version: str | None = None) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -279,6 +280,7 @@ def version_tuple(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+@lru_cache(maxsize=256)
 def normalize_version(version: str) -> str:
     """'0.16', '0.16.1', 'v0.16.1', 'core_v0.16.1', 'core_r0.16.0' -> '0.16' (must be in the table)."""
     text = str(version).strip().lower()

@@ -16,6 +16,7 @@ from moeplan.megatron.fields import (
     coerce,
     normalize_version,
 )
+from moeplan.hardware import GPUSpec
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel, unroll_layout
 from moeplan.run import Recompute, RunConfig
@@ -184,9 +185,10 @@ def _model_with_mtp(model: ModelSpec, settings: Mapping[str, object]) -> ModelSp
     return replace(model, mtp_layers=n, mtp_layer=model.mtp_layer if n else None)
 
 
-def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu: str,
+def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu: GPUSpec | str,
                              *, mcore_version: str = DEFAULT_MCORE_VERSION) -> RunConfig:
-    """A :class:`RunConfig` from Megatron settings (missing fields take Megatron-Core's defaults)."""
+    """A :class:`RunConfig` from Megatron settings (missing fields take Megatron-Core's defaults); ``gpu`` is a
+    :class:`GPUSpec` or a catalog name."""
     _check_sizes(settings)
     seq = _require(settings, "seq_length", "model.seq_length / --seq-length")
     gbs = _require(settings, "global_batch_size", "train.global_batch_size / --global-batch-size")
