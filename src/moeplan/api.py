@@ -263,6 +263,9 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "tflops_per_gpu": est["tflops_per_gpu"],
         "mfu": est["mfu"],
         "tokens_per_s_per_gpu": est["tokens_per_s_per_gpu"],
+        "tflops_range": est["tflops_range"],
+        "tokens_per_s_range": est["tokens_per_s_range"],
+        "tie": p.tie,
         "time_breakdown_s": est["time_breakdown_s"],
         "rationale": [r.as_dict() for r in p.rationale],
     }

@@ -489,7 +489,7 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     narrow = console.width < NARROW_COLUMNS
-    table = _table("Plans, fastest first", narrow)
+    table = _table("Plans, fastest first (n= tie: bands overlap)", narrow)
     _num_column(table, "#")
     _text_column(table, "layout", min_width=13 if narrow else None)
     if narrow:
@@ -502,18 +502,20 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
         _text_column(table, "recompute")
         for col in ("dispatcher", "CP comm", "graphs"):
             _text_column(table, col)
-        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
+        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
             _num_column(table, col)
     for p in result["plans"]:
         par = p["parallel"]
         layout = f"TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} EP{par['ep']} DP{par['dp']}"
+        lo, hi = p["tflops_range"]
         numbers = [f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
-                   *([] if narrow else [f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
+                   *([] if narrow else [f"{lo:,.0f}-{hi:,.0f}", f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
+        rank = f"{p['rank']}{'=' if p['tie'] else ''}"
         recompute = escape(_wrapping(p["recompute"]))
         if narrow:
-            table.add_row(str(p["rank"]), layout, recompute, escape(_knobs(p)), *numbers)
+            table.add_row(rank, layout, recompute, escape(_knobs(p)), *numbers)
         else:
-            table.add_row(str(p["rank"]), layout, str(p["mbs"]), recompute,
+            table.add_row(rank, layout, str(p["mbs"]), recompute,
                           p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
                           p["cp_comm_type"] if par["cp"] > 1 else "-", ", ".join(p["cuda_graphs"]) or "-",
                           f"{p['optimizer_offload']:.0%}", *numbers)

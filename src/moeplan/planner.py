@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 
 from moeplan.advice import (
     DEFAULT_HEADROOM,
+    guidance_distance,
+    recipe_distance,
     LONG_CONTEXT_TOKENS,
     Reason,
     cp_start,
@@ -70,6 +72,7 @@ class Plan:
     gpu: GPUSpec
     rationale: tuple[Reason, ...]
     estimate: Estimate
+    tie: bool = False  # its error band overlaps the fastest plan's (see rank_candidates)
 
 
 @dataclass
@@ -82,6 +85,7 @@ class PlanResult:
     closest: tuple[RunConfig, float] | None = None  # best miss and by how many bytes
     notes: list[str] = field(default_factory=list)
     layouts_evaluated: int = 0  # layouts costed in full (memory ladder + timing) after the cheap bounds
+    ties: dict[int, str] = field(default_factory=dict)  # id(candidate) -> why it is a tie (search only)
 
 
 @dataclass(frozen=True)
@@ -339,7 +343,11 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     plans = []
     for c in result.plans:  # type: ignore[assignment]
         est = evaluate(c.cfg, gpu, cal)  # type: ignore[attr-defined]
-        plans.append(Plan(c.cfg, gpu, tuple(explain_plan(c.cfg, gpu, est, budget, requested, cal)), est))  # type: ignore[attr-defined]
+        reasons = explain_plan(c.cfg, gpu, est, budget, requested, cal)  # type: ignore[attr-defined]
+        tie = result.ties.get(id(c))
+        if tie:
+            reasons.insert(0, Reason("rank", tie, {"tie": True, "error_band": round(math.expm1(cal.error_band_log), 3)}))
+        plans.append(Plan(c.cfg, gpu, tuple(reasons), est, tie=tie is not None))  # type: ignore[attr-defined]
     result.plans = plans
     return result
 
@@ -411,7 +419,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     kept: list[float] = []  # min-heap of the `keep` best throughputs so far
     for upper, index, cfg, pipe, smallest in fitting:
         if len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]:
-            break
+            # the layouts of measured recipes for this model and system are costed even when their
+            # bound is out of reach: the tie-breaker prefers them when their band overlaps plan 1's
+            if _recipe_layout(cfg, gpu):
+                found.append((index, _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache)))
+            continue
         cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache)
         found.append((index, cand))
         if len(kept) < keep:
@@ -421,19 +433,66 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     found.sort(key=lambda ic: (-ic[1].tokens_per_s_per_gpu, ic[0]))
     candidates = [c for _, c in found]
     evaluated = len(found)
-    head = candidates[: max(REFINE_MIN, 2 * top)]
-    for c in list(head):  # the other sharding choices on the best layouts (freed memory can drop recompute)
+    n_refine = max(REFINE_MIN, 2 * top)
+    pool = candidates[:n_refine] + [c for c in candidates[n_refine:] if _recipe_layout(c.cfg, gpu)]
+    for c in candidates[:n_refine]:  # the other sharding choices on the best layouts (freed memory can drop recompute)
         for sh in shardings:
             if sh == c.cfg.fsdp:
                 continue
             alt = _base_cfg(c.cfg, sh, space)
             ok, smallest = _fits(_strongest(alt, space, ladder), gpu, c.pipeline, budget)
             if ok:
-                head.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal))
-    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in head]
-    refined.sort(key=lambda c: -c.tokens_per_s_per_gpu)
-    return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
-                      layouts_evaluated=evaluated)
+                pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal))
+    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in pool]
+    ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
+    return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
+                      layouts_evaluated=evaluated, ties=ties)
+
+
+
+def _recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
+    near = recipe_distance(cfg, gpu)
+    return near is not None and near[0] <= 1e-9
+
+
+def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float) -> tuple[list[Candidate], dict[int, str]]:
+    """Order plans: fastest first, except that plans whose error bands overlap the fastest plan's
+    (tokens/s x exp(+band) >= fastest x exp(-band)) are ties, ordered by closeness to a layout
+    measured for this model and system (moeplan/hardware/measured_layouts.yaml), then by the
+    guidance's defaults (CP = seq / 4096, the dispatcher order), then by speed. Returns the order and,
+    per tied candidate (by id), the reason it sits where it does."""
+    from_fast = sorted(cands, key=lambda c: -c.tokens_per_s_per_gpu)
+    if not from_fast:
+        return [], {}
+    lead = from_fast[0].tokens_per_s_per_gpu
+    floor = lead * math.exp(-2 * band_log)
+    tied = [c for c in from_fast if c.tokens_per_s_per_gpu >= floor]
+    rest = [c for c in from_fast if c.tokens_per_s_per_gpu < floor]
+    if len(tied) == 1:
+        return from_fast, {}
+    near = {id(c): recipe_distance(c.cfg, gpu) for c in tied}
+
+    def key(c: Candidate) -> tuple[float, float, float]:
+        r = near[id(c)]
+        return (round(r[0], 6) if r else math.inf, guidance_distance(c.cfg, gpu), -c.tokens_per_s_per_gpu)
+
+    tied.sort(key=key)
+    band = math.expm1(band_log)
+    why: dict[int, str] = {}
+    for c in tied:
+        gap = c.tokens_per_s_per_gpu / lead - 1
+        text = (f"Tie: {c.tokens_per_s_per_gpu:,.0f} tokens/s/GPU is within the model's error (+-{band:.0%}, "
+                f"cross-validated) of the fastest estimate ({lead:,.0f}, {gap:+.0%}), so the estimates do not order these plans")
+        r = near[id(c)]
+        if r is not None and r[0] <= 1e-9:
+            text += f"; preferred because it matches the measured recipe ({r[1]['source']})"
+        elif r is not None:
+            text += (f"; ordered by closeness to the measured recipe TP{r[1]['tp']} PP{r[1]['pp']} VPP{r[1]['vpp']} "
+                     f"CP{r[1]['cp']} EP{r[1]['ep']} at {r[1]['seq_len']:,} tokens on {r[1]['gpus']} GPUs ({r[1]['source']})")
+        else:
+            text += "; no measured recipe for this model and system: ordered by the guidance's defaults (CP = seq/4096, dispatcher order)"
+        why[id(c)] = text + "."
+    return tied + rest, why
 
 
 __all__ = ["Plan", "PlanResult", "SearchSpace", "search"]

@@ -94,7 +94,9 @@ class Calibration:
     attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
     gdn_eff: float = _from_file("gdn_eff")
+    gdn_chunk_step_s: float = _from_file("gdn_chunk_step_s")
     grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
+    gemm_k_half: float = _from_file("gemm_k_half")
     elementwise_traffic: float = _from_file("elementwise_traffic")
     hbm_eff: float = _from_file("hbm_eff")
     nvlink_eff: float = _from_file("nvlink_eff")
@@ -102,10 +104,14 @@ class Calibration:
     a2a_eff: dict[str, float] = _from_file("a2a_eff")
     a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
     ep_overlap_eff: float = _from_file("ep_overlap_eff")
+    ep_overlap_layer_s: float = _from_file("ep_overlap_layer_s")
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
     optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
     cpu_adam_mem_eff: float = _from_file("cpu_adam_mem_eff")
+    # Not a timing constant: the fit's leave-one-group-out error (RMS of held-out log residuals),
+    # the band every estimate carries (benchmarks/calibrate.py writes it)
+    error_band_log: float = _from_file("error_band_log")
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
@@ -284,7 +290,15 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
         # is padding, which costs narrow EP (many local experts, few rows each) the most
         per_expert = m / max(1.0, weights)
         rate *= cal.grouped_gemm_eff * per_expert / (per_expert + GROUPED_TILE_ROWS / 2)
-    t = TRAIN * flops / rate + traffic / hbm
+    else:
+        per_expert = m
+    # Each output tile pays a fixed prologue/epilogue (load/store of C, accumulate into main_grad)
+    # besides its K-deep main loop: a GEMM with reduction depth K runs at K / (K + gemm_k_half) of the
+    # best-shape rate. Forward reduces over k, dgrad over n, wgrad over the rows (per expert): the
+    # weight gradient of narrow EP (many local experts, few rows each) is the shallow one.
+    kh = cal.gemm_k_half
+    depth = (k / (k + kh), n / (n + kh), per_expert / (per_expert + kh))
+    t = sum(flops / (rate * d) for d in depth) + traffic / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast
 
@@ -357,6 +371,34 @@ def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
     """Fused attention kernels of one layer, one micro-batch, fwd + bwd, at this run's block rate."""
     flops = TRAIN * _attention_core_flops_per_token(mixer, ctx.cfg.batch.seq_len) * ctx.tokens
     return flops / attention_rate(ctx.cfg, ctx.gpu, mixer, ctx.cal)
+
+
+GDN_CHUNK_TOKENS = 64  # fla chunk_gated_delta_rule chunk size (fla-org/flash-linear-attention, BT = 64)
+GDN_SEQUENTIAL_PASSES = 3  # state recurrence over chunks: forward h, backward recompute of h, backward dh
+GDN_V_TILE = 64  # value-dim tile per program of the recurrence kernels (BV)
+
+
+def gdn_kernel_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration) -> float:
+    """Gated DeltaNet kernels of one layer and micro-batch, forward + backward.
+
+    Megatron-Core runs Gated DeltaNet under CP head-parallel: an all-to-all gives each CP rank the
+    WHOLE sequence for num_value_heads / (TP x CP) heads (megatron/core/ssm/gated_delta_net.py, the
+    "HP-to-CP all-to-all"). The fla chunk kernels walk the chunks of a sequence one after another
+    (the state of chunk i feeds chunk i+1) and run in parallel only over batch x heads x value tiles.
+    So the layer costs the larger of its FLOPs at ``gdn_eff`` of peak and the recurrence's latency:
+    sequence / 64 chunks x ``gdn_chunk_step_s`` per chunk x 3 sequential passes, once per wave of
+    programs (one wave while batch x local heads x value tiles stays under the GPU's SM count;
+    B200/GB200 have 148)."""
+    par = cfg.parallel
+    heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
+    programs = cfg.batch.mbs * heads * math.ceil(mixer.value_head_dim / GDN_V_TILE)
+    waves = math.ceil(programs / GDN_SMS)
+    chunks = cfg.batch.seq_len / GDN_CHUNK_TOKENS
+    sequential = GDN_SEQUENTIAL_PASSES * chunks * cal.gdn_chunk_step_s * waves
+    return max(flops / (peak * cal.gdn_eff), sequential)
+
+
+GDN_SMS = 132  # streaming multiprocessors a recurrence wave fills (H100 132, B200 148): the smaller
 
 
 def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
@@ -524,7 +566,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     mixer_norm = f.attn_proj_flops - sum(g.fwd_flops for g in layer_gemms(layer, h) if g.kind == "attn")
     out["gemm"] += TRAIN * mixer_norm * t / ctx.gemm_rate  # MLA low-rank norms (Megatron counts them)
     if isinstance(mixer, GatedDeltaNet):
-        out["linear_attention"] = TRAIN * f.gdn_core_flops * t / (ctx.bf16_peak * cal.gdn_eff)
+        out["linear_attention"] = gdn_kernel_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal)
     else:
         out["attention"] = _attention_s(ctx, mixer)
     # --- element-wise work: proportional to what the layer saves for backward
@@ -558,12 +600,14 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         ep_raw, ep_fwd = _ep_comm(ctx, mlp)
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
             compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention"))
-            out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute)
+            # the merged forward/backward schedule splits each layer into sub-modules on two streams,
+            # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
+            # A2A overlap): a fixed host cost per layer and micro-batch, which small layers cannot
+            # amortise and which a CUDA graph of the captured scopes removes
+            share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
+            out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute) + cal.ep_overlap_layer_s * (1 - share)
         else:
             out["ep_comm"] = ep_raw
-    # --- launch overhead, reduced by CUDA graphs
-    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
-    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     # --- recompute: forward cost of what is rebuilt
     rc = cfg.recompute
     fwd = 1 / TRAIN
@@ -594,6 +638,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         if "gdn_norm_out" in mods and isinstance(mixer, GatedDeltaNet):
             r += 2 * mixer.value_dim * BF16_BYTES * t / hbm
         out["recompute"] = r
+    # --- host launch overhead, reduced by CUDA graphs. Dropless MoE syncs the host every layer (tokens
+    # per expert, D2H), which drains the launch queue, so the launches after it show in the step
+    # rather than hiding behind GPU work; graph-captured scopes launch as one graph (Megatron-Core
+    # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
+    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
+    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     return LayerTime(**out)
 
 
@@ -644,13 +694,29 @@ class TimeEstimate:
     microbatches: int
     slowest_rank: int
     peak_flops: float
+    band_log: float = 0.0  # the calibration's cross-validated error (log units): the estimate's band
+
+    def band(self, value: float) -> tuple[float, float]:
+        """(low, high) of a throughput figure: value x exp(-/+ band_log)."""
+        return value * math.exp(-self.band_log), value * math.exp(self.band_log)
+
+    @property
+    def tflops_range(self) -> tuple[float, float]:
+        return self.band(self.tflops_per_gpu)
+
+    @property
+    def tokens_per_s_range(self) -> tuple[float, float]:
+        return self.band(self.tokens_per_s_per_gpu)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "step_time_s": self.step_time_s,
             "tflops_per_gpu": self.tflops_per_gpu,
+            "tflops_range": list(self.tflops_range),
             "mfu": self.mfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "tokens_per_s_range": list(self.tokens_per_s_range),
+            "error_band": math.expm1(self.band_log),
             "flops_per_token": self.flops_per_token,
             "microbatches": self.microbatches,
             "time_breakdown_s": dict(self.breakdown_s),
@@ -893,7 +959,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     tflops = fpt * tokens / step / par.gpus / 1e12
     peak = gpu.peak(cfg.precision)
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, parts.microbatches,
-                        parts.slowest_rank, peak)
+                        parts.slowest_rank, peak, cal.error_band_log)
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
