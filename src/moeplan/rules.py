@@ -109,6 +109,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
     field_of = {"seq-cp": "context_parallel_size", "experts-ep": "expert_model_parallel_size",
                 "layers-pp": "pipeline_model_parallel_size", "gbs": "global_batch_size",
+                "vpp-microbatches": "global_batch_size",
                 "heads-tp": "tensor_model_parallel_size", "query-groups-tp": "tensor_model_parallel_size",
                 "attention-folding": "tensor_model_parallel_size", "expert-folding": "expert_model_parallel_size",
                 "pipeline-layout": "pipeline_model_parallel_layout", "seq-tp": "tensor_model_parallel_size"}
@@ -185,7 +186,15 @@ def _fix_beside_layout(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
 
 
 def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:
-    """For an uneven pipeline split: the balanced layout string that makes it valid."""
+    """For an uneven pipeline split: the balanced layout string that makes it valid. For micro-batches
+    the interleaved schedule refuses: the nearest GBS whose micro-batches are a multiple of PP."""
+    if rule == "vpp-microbatches":
+        par, batch = cfg.parallel, cfg.batch
+        per_mb = batch.mbs * par.dp
+        m = batch.microbatches(par.dp)
+        up = -(-m // par.pp) * par.pp * per_mb
+        down = m // par.pp * par.pp * per_mb
+        return tuple(f"train.global_batch_size={g}" for g in dict.fromkeys((up, down)) if g > 0)
     if rule != "layers-pp" or cfg.model.num_layers < cfg.parallel.pp * cfg.parallel.vpp:
         return ()
     layout = balanced_layout(cfg.model, cfg.parallel.pp, cfg.parallel.vpp)

@@ -34,7 +34,7 @@ from typing import Any
 
 from moeplan.errors import MoeplanError
 from moeplan.memory import ScheduleMemory, estimate_memory, schedule_memory
-from moeplan.parallel import Pipeline, build_pipeline
+from moeplan.parallel import Pipeline, build_pipeline, interleaving_problem
 from moeplan.run import RunConfig
 from moeplan.hardware import GPUSpec
 from moeplan.timing import DEFAULT_CALIBRATION, TRAIN, Calibration, StepParts, hidden_comm_s, step_parts
@@ -83,20 +83,9 @@ class Step:
 
 
 def schedule_problem(pp: int, vpp: int, microbatches: int, group: int | None = None) -> str | None:
-    """Why Megatron-Core refuses this interleaved schedule (None when it runs it).
-    schedules.py: the micro-batch group size must lie in [PP, M], and the last group must be empty or
-    at least PP long ("Otherwise, it introduces dependency bubbles in the pipeline")."""
-    if vpp <= 1 or pp <= 1:
-        return None
-    g = group or pp
-    if g > microbatches or g < pp:
-        return (f"the interleaved schedule (VPP {vpp}) needs at least PP = {pp} micro-batches per group; "
-                f"this run has {microbatches}")
-    rest = microbatches % g
-    if 0 < rest < pp:
-        return (f"the interleaved schedule (VPP {vpp}) needs the micro-batches ({microbatches}) to be a multiple "
-                f"of PP = {pp} (Megatron-Core raises: the last group of {rest} would add dependency bubbles)")
-    return None
+    """Why Megatron-Core refuses this interleaved schedule (None when it runs it): the layout rule
+    :func:`moeplan.parallel.interleaving_problem`."""
+    return interleaving_problem(pp, vpp, microbatches, group)
 
 
 def warmup_count(pp: int, vpp: int, rank: int, microbatches: int, extra_warmup: bool = False) -> int:
