@@ -21,6 +21,8 @@ from moeplan.vocab import (
     DEFAULT_MCORE_VERSION,
     DEFAULT_RESERVE_GIB,
     DISPATCHERS,
+    FSDP_STRATEGIES,
+    OPTIMIZERS,
     PRECISIONS,
 )
 
@@ -227,11 +229,22 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--rank-capacity-factor", type=float, metavar="F",
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
                             "(Megatron-Core 0.18+, HybridEP; Bridge perf recipes use 1.5)")
+        p.add_argument("--fsdp", default="off", choices=["off", *FSDP_STRATEGIES],
+                       help="Megatron-FSDP data_parallel_sharding_strategy (use_megatron_fsdp, Megatron-Core 0.14+); "
+                            "off = distributed optimizer (default)")
+        _fsdp_buffer_argument(p)
 
 
-def _numerics(args: argparse.Namespace) -> dict[str, bool]:
-    """Gradient and Adam-moment dtypes: the user's numerics, passed to every estimating command."""
-    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments}
+def _fsdp_buffer_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fsdp-double-buffer", action="store_true",
+                   help="Megatron-FSDP fsdp_double_buffer: two persistent buffers per unit size (needed for NCCL "
+                        "user buffers); caps the gather prefetch and the reduce-scatter queue at two layers")
+
+
+def _numerics(args: argparse.Namespace) -> dict[str, Any]:
+    """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
+    estimating command."""
+    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -247,6 +260,7 @@ def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             ep_overlap=args.ep_overlap, cuda_graphs=args.cuda_graphs, optimizer_offload=args.optimizer_offload,
             offload_modules=args.offload_modules, cp_comm_type=args.cp_comm_type,
             capacity_factor=args.capacity_factor, rank_capacity_factor=args.rank_capacity_factor,
+            fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
         )
     return kw
 
@@ -256,7 +270,9 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
     head = (f"{est['model']} on {est['gpus']} x {est['gpu']} | seq {est['seq_len']:,} GBS {est['gbs']} MBS {est['mbs']} "
             f"({est['microbatches']} micro-batches) | TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} "
             f"EP{par['ep']} ETP{par['etp']} DP{par['dp']} EDP{par['edp']} | {est['precision']}, "
-            f"recompute {est['recompute']}, {est['dispatcher']}")
+            f"recompute {est['recompute']}, {est['dispatcher']}"
+            + (f", Megatron-FSDP {est['fsdp']}" if est.get("fsdp") else "")
+            + (", Muon" if est.get("optimizer") == "muon" else ""))
     console.print(head, highlight=False, markup=False)
     mem = Table(title=f"Memory per GPU (pipeline rank {est['memory_rank']}, the most loaded)")
     mem.add_column("item")
@@ -540,6 +556,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
             allow_gbs_reduction=not args.keep_gbs, progress=progress, cal=args.cal,
+            fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
             **_numerics(args),
         )
     finally:
@@ -734,7 +751,8 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
                                  gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
                                  mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
                                  grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
-                                 bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal)
+                                 bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal,
+                                 optimizer=run.optimizer)
         fix = remedy(b, found.best)
     if args.json:
         out = comp.as_dict()
@@ -1029,6 +1047,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", help="fix recompute (none, full, selective:...)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
+    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
+                   help="Megatron-FSDP: auto = search optim_grads_params beside the distributed optimizer (default), "
+                        "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
+    _fsdp_buffer_argument(p)
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
     p.add_argument("--save-strategy", metavar="FILE.yaml",
@@ -1148,6 +1170,10 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--bf16-moments", action="store_true",
                    help="precision-aware optimizer with bf16 Adam moments (exp_avg/exp_avg_sq, as the DeepSeek-V3 "
                         "recipes do); default fp32")
+    p.add_argument("--optimizer", default="adam", choices=list(OPTIMIZERS),
+                   help="adam (distributed optimizer or Megatron-FSDP) or muon (Megatron-Core 0.16+ dist_muon: one "
+                        "fp32 momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and norms "
+                        "stay on Adam; no CPU offload or bf16 moments); default adam")
 
 
 def _calibration_argument(p: argparse.ArgumentParser) -> None:

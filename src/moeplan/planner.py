@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from moeplan.advice import (
     DEFAULT_HEADROOM,
     guidance_distance,
+    is_recipe_layout,
     recipe_distance,
     LONG_CONTEXT_TOKENS,
     Reason,
@@ -36,6 +37,7 @@ from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
 from moeplan.megatron.fields import fields_for, sync_free_moe
+from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
@@ -103,6 +105,8 @@ class SearchSpace:
     cuda_graphs: bool = True
     optimizer_offload: bool = True
     headroom: float = DEFAULT_HEADROOM
+    fsdp: str = "auto"  # auto: Megatron-FSDP (optim_grads_params) beside the distributed optimizer; off; a strategy
+    fsdp_double_buffer: bool = False
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -151,10 +155,37 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
     return out
 
 
-def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int) -> float:
-    """Weights + gradients per GPU averaged over pipeline ranks: nothing in the ladder removes them."""
+def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int, sharding: str | None = None) -> float:
+    """Weights + gradients per GPU averaged over pipeline ranks: nothing in the ladder removes them
+    (Megatron-FSDP shards them over the data-parallel groups as its strategy says)."""
     dense, expert = average_params_per_gpu(spec, par)
-    return (dense + expert) * (BF16_BYTES + grad_bytes)
+    if sharding is None:
+        return (dense + expert) * (BF16_BYTES + grad_bytes)
+    sh = SHARDS[sharding]
+    sharded = dense / (par.dp * par.cp) + expert / par.edp
+    return ((sharded if sh.params else dense + expert) * BF16_BYTES
+            + (sharded if sh.gradients else dense + expert) * grad_bytes)
+
+
+def _sharding_options(space: SearchSpace, mcore_version: str, optimizer: str) -> tuple[str | None, ...]:
+    """Data-parallel sharding choices searched: the distributed optimizer (None) and, where Megatron-Core
+    has it and the optimizer allows it (Muon does not run under Megatron-FSDP), fully sharded Megatron-FSDP;
+    or the strategy the user pinned."""
+    has_fsdp = bool(fields_for(mcore_version).fsdp_strategies)
+    if space.fsdp == "off":
+        return (None,)
+    if space.fsdp != "auto":
+        if not has_fsdp:
+            raise MoeplanError(f"Megatron-FSDP needs Megatron-Core >= 0.14, target is {mcore_version}")
+        if optimizer == "muon":
+            raise MoeplanError("Muon does not run with Megatron-FSDP (Megatron-LM arguments.py); use --fsdp off")
+        return (space.fsdp,)
+    return (None, FULL_SHARD) if has_fsdp and optimizer == "adam" else (None,)
+
+
+def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunConfig:
+    """The layout's configuration with a data-parallel sharding choice."""
+    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=space.fsdp_double_buffer if sharding else False)
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -278,7 +309,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
            allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
            bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION,
-           exhaustive: bool = False) -> PlanResult:
+           exhaustive: bool = False, optimizer: str = "adam") -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
     ``cal`` holds the timing constants (default: the fitted ones). ``exhaustive`` costs every fitting
@@ -290,7 +321,12 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     budget = gpu.hbm_bytes * (1 - space.headroom)
     requested = gbs
     notes: list[str] = []
-    numerics = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments}
+    if optimizer == "muon":
+        if bf16_moments:
+            raise MoeplanError("Muon runs without the precision-aware optimizer (Megatron-Core OptimizerConfig): "
+                               "no bf16 moments")
+        space = replace(space, optimizer_offload=False)  # nor optimizer CPU offload (same reason)
+    numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
                           mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
@@ -319,7 +355,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
 
 def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
                  space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
-                 budget: float, progress: object, numerics: dict[str, bool],
+                 budget: float, progress: object, numerics: dict[str, object],
                  cal: Calibration = DEFAULT_CALIBRATION, exhaustive: bool = False) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
@@ -330,6 +366,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
     ladder = recompute_ladder(spec, seq_len, mcore_version)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
+    shardings = _sharding_options(space, mcore_version, str(numerics["optimizer"]))
     closest: tuple[RunConfig, float] | None = None
     considered = feasible = 0
     advance = getattr(progress, "advance", None)
@@ -344,18 +381,30 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         considered += 1
         if advance:
             advance()
-        static = _static_lower_bound(spec, par, grad_bytes) + reserve_gib * GIB
-        if static > budget:
+        statics = {sh: _static_lower_bound(spec, par, grad_bytes, sh) + reserve_gib * GIB for sh in shardings}
+        usable = [sh for sh in shardings if statics[sh] <= budget]
+        if not usable:
+            static = min(statics.values())
             if closest is None or static - budget < closest[1]:
-                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision), static - budget)
+                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
+                                     **numerics), static - budget)  # type: ignore[arg-type]
             continue
         pipe = build_pipeline(spec, par)
         cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
                         dispatcher="alltoall", moe_imbalance=moe_imbalance,
-                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)
+                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
-        ok, smallest = _fits(_strongest(cfg, space, ladder), gpu, pipe, budget)
+        # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
+        # the other choice is tried on the best layouts before refining)
+        ok, smallest = False, math.inf
+        for sh in usable:
+            trial = _base_cfg(cfg, sh, space)
+            ok, total = _fits(_strongest(trial, space, ladder), gpu, pipe, budget)
+            smallest = min(smallest, total)
+            if ok:
+                cfg, smallest = trial, total
+                break
         if not ok:
             if closest is None or smallest - budget < closest[1]:
                 closest = (cfg, smallest - budget)
@@ -387,6 +436,14 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     evaluated = len(found)
     n_refine = max(REFINE_MIN, 2 * top)
     pool = candidates[:n_refine] + [c for c in candidates[n_refine:] if _recipe_layout(c.cfg, gpu)]
+    for c in candidates[:n_refine]:  # the other sharding choices on the best layouts (freed memory can drop recompute)
+        for sh in shardings:
+            if sh == c.cfg.fsdp:
+                continue
+            alt = _base_cfg(c.cfg, sh, space)
+            ok, smallest = _fits(_strongest(alt, space, ladder), gpu, c.pipeline, budget)
+            if ok:
+                pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal))
     refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in pool]
     ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
     return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
@@ -395,8 +452,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
 
 
 def _recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
-    near = recipe_distance(cfg, gpu)
-    return near is not None and near[0] <= 1e-9
+    return is_recipe_layout(cfg, gpu)
 
 
 def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float) -> tuple[list[Candidate], dict[int, str]]:

@@ -30,6 +30,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from moeplan import fsdp, muon
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
@@ -43,7 +44,8 @@ from moeplan.flops import (
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
-from moeplan.memory import average_params_per_gpu
+from moeplan.megatron.fields import muon_dp_overlap
+from moeplan.memory import _rank_params, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 from moeplan.parallel import (
     Batch,
@@ -816,6 +818,12 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     dp_group, edp = par.dp * par.cp, par.edp
     dense_bw = _busbw(gpu, dp_group, par.tp, cal)
     expert_bw = _busbw(gpu, edp, par.ep * par.etp, cal)
+    if cfg.fsdp is not None or cfg.optimizer != "adam":  # Megatron-FSDP / Muon: moeplan.fsdp, moeplan.muon
+        extra, dp_parts = _sharded_dp_and_optimizer_s(ctx, pipe, t_mb, breakdown["pp_bubble"], dense_p, expert_p,
+                                                      dense_bw, expert_bw)
+        breakdown.update(extra)
+        items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
+        return StepParts(tuple(per_rank), worst_rank, m, t_mb, *dp_parts, items)
     rs_time = ag_time = 0.0  # gradient reduce-scatter, parameter all-gather (distributed optimizer)
     if dp_group > 1:
         rs_time += _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
@@ -839,6 +847,70 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
         breakdown["offload"] = offload_s(cfg, gpu, cal, shard * cfg.optimizer_offload)
     items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
     return StepParts(tuple(per_rank), worst_rank, m, t_mb, rs_time, ag_time, rs_exposed, ag_exposed, items)
+
+
+def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: float, dense_p: float,
+                                expert_p: float, dense_bw: float, expert_bw: float,
+                                ) -> tuple[dict[str, float], tuple[float, float, float, float]]:
+    """dp_comm, optimizer and offload seconds with Megatron-FSDP (moeplan.fsdp.dp_comm_s) or Muon's
+    layer-wise distributed optimizer (moeplan.muon): DDP all-reduces the gradients (2 x a
+    reduce-scatter), the updated weights are all-gathered after the step, and each rank runs Newton-Schulz
+    on its share of the matrices at the bf16 matmul rate (muon_fp32_matmul_prec 'medium'). Also the
+    (reduce, gather, reduce exposed, gather exposed) seconds StepParts carries."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    spec, par = cfg.model, cfg.parallel
+    grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    dp_group, edp = par.dp * par.cp, par.edp
+    hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
+    out: dict[str, float] = {}
+    sh = fsdp.shards(cfg)
+    if cfg.fsdp is not None:
+        mean_unit = (dense_p + expert_p) * par.pp / max(1, spec.num_layers)
+        across = max(dp_group * par.tp, edp * par.ep * par.etp) > gpu.nvlink_domain
+        sms = fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK
+        exposed, raw = fsdp.dp_comm_s(cfg, dense_p, expert_p, mean_unit, t_mb, bubble, dense_bw, expert_bw,
+                                      grad_b, _ring_time, sms / gpu.sm_count if gpu.sm_count else 0.0)
+        rs, ag = raw["grad_reduce_s"], raw["param_all_gather_s"]
+        share = rs / (rs + ag) if rs + ag else 1.0
+        dp_parts = (rs, ag, exposed * share, exposed * (1 - share))
+    else:  # Muon with DDP (no distributed optimizer): all-reduce, then the layer-wise gather
+        rs = 2 * (_ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
+                  + _ring_time(expert_p * grad_b / edp, edp, expert_bw))
+        ag = (_ring_time(dense_p * BF16_BYTES / dp_group, dp_group, dense_bw)
+              + _ring_time(expert_p * BF16_BYTES / edp, edp, expert_bw)) if sh.optimizer else 0.0
+        if cfg.dp_overlap and cfg.muon_layer_wise and muon_dp_overlap(cfg.mcore_version):
+            dp_parts = (rs, ag, max(0.0, rs - (2 * t_mb / 3 + bubble)), max(0.0, ag - (t_mb / 3 + bubble)))
+        else:  # core_v0.16 (any Muon) and plain muon: overlap_grad_reduce / overlap_param_gather asserted off
+            dp_parts = (rs, ag, rs, ag)
+        exposed = dp_parts[2] + dp_parts[3]
+    out["dp_comm"] = exposed
+    # --- optimizer step on this GPU's shard (slowest pipeline rank); CPU offload of the Adam state
+    d_div = dp_group if sh.optimizer else 1
+    e_div = edp if sh.optimizer else 1
+    worst_opt = worst_off = 0.0
+    for (groups, heads), stages in zip(_rank_work(spec, pipe), pipe.rank_stages):
+        dense, expert, _ = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+        ns_s = muon_shard = m_dense = m_expert = 0.0
+        if cfg.optimizer == "muon":
+            mats = muon.rank_matrices(spec, groups, sum(mtp for _, mtp in heads), par.tp, par.ep, par.etp)
+            m_dense, m_expert = muon.matrix_params(mats)
+            m_dense, m_expert = min(m_dense, dense), min(m_expert, expert)
+            ns = muon.newton_schulz(mats, cfg.muon_ns_steps, cfg.muon_tp_mode)
+            ns_s = ((ns.dense_flops / d_div + ns.expert_flops / e_div) / _gemm_rate(gpu, "bf16")
+                    + (ns.dense_bytes / d_div + ns.expert_bytes / e_div) / hbm)
+            if ns.tp_gather_bytes:
+                ns_s += ns.tp_gather_bytes / d_div / _busbw(gpu, par.tp, 1, cal)
+            muon_shard = m_dense / d_div + m_expert / e_div
+        adam_shard = (dense - m_dense) / d_div + (expert - m_expert) / e_div
+        opt = (adam_shard * (1.0 - cfg.optimizer_offload) * cal.optimizer_bytes_per_param
+               + muon_shard * (cal.optimizer_bytes_per_param - muon.MOMENT_TRAFFIC_BYTES)) / hbm + ns_s
+        off = offload_s(cfg, gpu, cal, adam_shard * cfg.optimizer_offload) if cfg.optimizer_offload > 0 else 0.0
+        if opt + off > worst_opt + worst_off:
+            worst_opt, worst_off = opt, off
+    out["optimizer"] = worst_opt
+    if worst_off:
+        out["offload"] = worst_off
+    return out, dp_parts
 
 
 def _layer_hidden_comm(ctx: _Ctx, layer: Layer) -> dict[str, float]:
