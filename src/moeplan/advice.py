@@ -77,6 +77,20 @@ def recipe_distance(cfg: RunConfig, gpu: GPUSpec) -> tuple[float, dict[str, Any]
     return best
 
 
+@lru_cache(maxsize=64)
+def _recipe_keys(model: str, gpu: str) -> frozenset[tuple[Any, ...]]:
+    return frozenset((r["tp"], r["pp"], r["vpp"], r["ep"], r["etp"], r["mbs"], r["seq_len"] / r["cp"], r["gpus"])
+                     for r in measured_layouts() if r["model"] == model and r["gpu"] == gpu)
+
+
+def is_recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
+    """Whether the layout is exactly one measured for this model and system (a fast set lookup; the
+    dispatcher is a knob the planner refines, so it is not part of the layout)."""
+    par = cfg.parallel
+    return (par.tp, par.pp, par.vpp, par.ep, par.etp, cfg.batch.mbs, cfg.batch.seq_len / par.cp,
+            par.gpus) in _recipe_keys(cfg.model.name, gpu.name)
+
+
 def guidance_distance(cfg: RunConfig, gpu: GPUSpec) -> float:
     """How far a plan is from the guidance's defaults: |log2(CP / (seq / 4096))| plus the dispatcher's
     place in the guidance's order (HybridEP first on NVL72; DeepEP, HybridEP, alltoall on 8-GPU nodes)."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from moeplan.advice import (
     DEFAULT_HEADROOM,
     guidance_distance,
+    is_recipe_layout,
     recipe_distance,
     LONG_CONTEXT_TOKENS,
     Reason,
@@ -452,8 +453,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
 
 
 def _recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
-    near = recipe_distance(cfg, gpu)
-    return near is not None and near[0] <= 1e-9
+    return is_recipe_layout(cfg, gpu)
 
 
 def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float) -> tuple[list[Candidate], dict[int, str]]:
