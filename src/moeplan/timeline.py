@@ -268,8 +268,8 @@ def build_timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALI
             behind = fwd_hidden if fwd else bwd_hidden
             ops.append(Op(r, st, begin, fwd_slot if fwd else bwd_slot, busy))
             label = "forward" if fwd else "backward"
-            spans.append(Span(r, "compute", f"{'F' if fwd else 'B'} mb{st.microbatch} c{st.chunk}", begin, busy,
-                              label, st.microbatch, st.chunk, st.phase))
+            parent = len(spans)
+            spans.append(Span(r, "compute", "", begin, busy, label))  # replaced below, once its items are laid out
             t = begin
             for k in FORWARD_ORDER if fwd else BACKWARD_ORDER:
                 d, h = items.get(k, 0.0), behind.get(k, 0.0)
@@ -281,6 +281,9 @@ def build_timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALI
                     continue
                 spans.append(Span(r, ITEM_TRACK.get(k, "compute"), k, t, d, k, st.microbatch, st.chunk, st.phase))
                 t += d
+            # the operation ends where its last item ends (exact nesting for trace viewers)
+            spans[parent] = Span(r, "compute", f"{'F' if fwd else 'B'} mb{st.microbatch} c{st.chunk}", begin,
+                                 t - begin, label, st.microbatch, st.chunk, st.phase)
     pipe_end = max(o.start_s + o.slot_s for o in ops)
     rs_end = pipe_end + parts.dp_reduce_scatter_exposed_s
     opt_s = parts.breakdown_s.get("optimizer", 0.0)
@@ -344,8 +347,9 @@ def chrome_trace(tl: Timeline) -> dict[str, Any]:
             events.append({"ph": "M", "pid": r, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
     tids = {t: i for i, t in enumerate(TRACKS)}
     for s in tl.spans:
+        ts = _us(s.start_s)  # rounded end points: a nested span's end never passes its parent's
         ev: dict[str, Any] = {"ph": "X", "pid": s.rank, "tid": tids[s.track], "name": s.name, "cat": s.category,
-                              "ts": _us(s.start_s), "dur": _us(s.dur_s)}
+                              "ts": ts, "dur": round(_us(s.start_s + s.dur_s) - ts, 3)}
         if s.microbatch >= 0 and s.category in ("forward", "backward"):
             ev["args"] = {"microbatch": s.microbatch, "chunk": s.chunk, "phase": s.phase}
         events.append(ev)

@@ -286,3 +286,29 @@ def test_check_flags_micro_batches_the_interleaved_schedule_refuses(tmp_path, ca
     f = next(f for f in json.loads(out)["findings"] if f["rule"] == "vpp-microbatches")
     assert code == 1 and f["severity"] == "error" and f["line"] == 7
     assert f["fix"] == ["train.global_batch_size=64", "train.global_batch_size=32"]  # 8 or 4 micro-batches
+
+
+def test_trace_follows_the_calibration_it_is_given():
+    from moeplan.timing import DEFAULT_CALIBRATION
+
+    cal = DEFAULT_CALIBRATION.with_overrides({"grouped_gemm_eff": 0.5, "hbm_eff": 0.5})
+    cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=16384, gbs=64, ep=8, pp=4, vpp=2)
+    step = evaluate(cfg, gpu, cal).time.step_time_s
+    assert step != pytest.approx(evaluate(cfg, gpu).time.step_time_s, rel=1e-3)
+    assert build_timeline(cfg, gpu, cal).span_s == pytest.approx(step, rel=1e-9)
+
+
+def test_operations_nest_their_items_exactly_in_the_trace():
+    _, _, _, tl = _run(gpus=32, seq_len=32768, gbs=64, ep=8, pp=2, vpp=3, cp=2, tp=2,
+                       recompute="selective:moe_act,layernorm")
+    events = [e for e in chrome_trace(tl)["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+    ops = {}
+    for e in events:
+        if e["cat"] in ("forward", "backward"):
+            ops[(e["pid"], e["name"])] = e
+    for e in events:
+        if e["cat"] in ("forward", "backward", "optimizer"):
+            continue
+        inside = [o for o in ops.values() if o["pid"] == e["pid"] and o["ts"] <= e["ts"]
+                  and e["ts"] + e["dur"] <= o["ts"] + o["dur"] + 1e-9]
+        assert len(inside) == 1, e
