@@ -410,7 +410,8 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                 closest = (cfg, smallest - budget)
             continue
         feasible += 1
-        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(cfg, pipe)
+        # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
+        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
         fitting.append((upper, index, cfg, pipe, smallest))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found (ties keep enumeration order: the sort below is by throughput, then index)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.megatron.fields import fields_for, version_key
+from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, version_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel
 from moeplan.vocab import (
@@ -215,7 +215,7 @@ class RunConfig:
         (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute; with
         MTP in core_v0.16/0.17 also a single MTP layer and PP > 1."""
         par = self.parallel
-        if self.model.mtp_layers and fields_for(self.mcore_version).ep_overlap_mtp_needs_pp:
+        if self.model.mtp_layers and ep_overlap_mtp_needs_pp(self.mcore_version):
             # core_v0.16/0.17 transformer_config.py: with MTP, one MTP layer and PP > 1
             if self.model.mtp_layers > 1 or par.pp == 1:
                 return False

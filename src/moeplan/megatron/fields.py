@@ -357,10 +357,18 @@ def fields_for(version: str) -> MegatronFields:
     )
 
 
+@lru_cache(maxsize=64)
 def muon_dp_overlap(version: str) -> bool:
     """Whether Megatron-Core ``version`` lets distributed Muon overlap its gradient all-reduce and
     parameter all-gather (the field table says: not in 0.16)."""
-    return fields_for(version).muon_dp_overlap
+    return _VERSION_TABLE[normalize_version(version)].muon_dp_overlap
+
+
+@lru_cache(maxsize=64)
+def ep_overlap_mtp_needs_pp(version: str) -> bool:
+    """Whether EP A2A overlap with MTP needs one MTP layer and PP > 1 in ``version`` (the field table:
+    0.16 and 0.17). Cached: the planner asks for every candidate."""
+    return _VERSION_TABLE[normalize_version(version)].ep_overlap_mtp_needs_pp
 
 
 
