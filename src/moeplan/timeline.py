@@ -353,6 +353,7 @@ def chrome_trace(tl: Timeline) -> dict[str, Any]:
         if s.microbatch >= 0 and s.category in ("forward", "backward"):
             ev["args"] = {"microbatch": s.microbatch, "chunk": s.chunk, "phase": s.phase}
         events.append(ev)
+    events += _flows(tl)
     gib = 1024**3
     for t, static, act, trans in tl.memory_s:
         events.append({"ph": "C", "pid": tl.memory_rank, "name": "memory GiB", "ts": _us(t),
@@ -363,6 +364,24 @@ def chrome_trace(tl: Timeline) -> dict[str, Any]:
                           "pp": tl.pp, "vpp": tl.vpp, "slowest_rank": tl.slowest_rank,
                           "memory_rank": tl.memory_rank, "memory_peak_gib": tl.memory_peak_bytes / gib,
                           "memory_estimate_gib": tl.memory_estimate_bytes / gib}}
+
+
+def _flows(tl: Timeline) -> list[dict[str, Any]]:
+    """PP send/recv as flow arrows: each forward to the next virtual stage's forward of the same
+    micro-batch, each backward to the previous stage's backward (bound to the enclosing operations)."""
+    by_key = {(o.step.kind, o.step.microbatch, o.step.chunk * tl.pp + o.rank): o for o in tl.ops}
+    out: list[dict[str, Any]] = []
+    for (kind, mb, stage), src in by_key.items():
+        dst = by_key.get((kind, mb, stage + 1 if kind == "F" else stage - 1))
+        if dst is None:
+            continue
+        n = len(out) // 2
+        name = "activations" if kind == "F" else "gradients"
+        out.append({"ph": "s", "id": n, "pid": src.rank, "tid": 0, "name": name, "cat": "pp_send",
+                    "ts": _us(src.start_s + 0.5 * src.busy_s)})
+        out.append({"ph": "f", "bp": "e", "id": n, "pid": dst.rank, "tid": 0, "name": name, "cat": "pp_send",
+                    "ts": _us(dst.start_s + 0.5 * dst.busy_s)})
+    return out
 
 
 def chrome_trace_bytes(tl: Timeline) -> bytes:

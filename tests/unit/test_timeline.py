@@ -312,3 +312,15 @@ def test_operations_nest_their_items_exactly_in_the_trace():
         inside = [o for o in ops.values() if o["pid"] == e["pid"] and o["ts"] <= e["ts"]
                   and e["ts"] + e["dur"] <= o["ts"] + o["dur"] + 1e-9]
         assert len(inside) == 1, e
+
+
+def test_pp_send_recv_flows_link_neighbouring_stages():
+    _, _, _, tl = _run(gpus=32, seq_len=4096, gbs=64, ep=8, pp=4, vpp=2)
+    events = chrome_trace(tl)["traceEvents"]
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    # every micro-batch crosses PP x VPP - 1 stage boundaries forward and as many backward
+    assert len(starts) == len(ends) == 2 * tl.microbatches * (tl.pp * tl.vpp - 1)
+    for i, s in starts.items():
+        f = ends[i]
+        assert f["ts"] > s["ts"] and f["pid"] != s["pid"]  # neighbouring stages sit on different ranks
