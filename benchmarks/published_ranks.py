@@ -1,4 +1,4 @@
-"""Where the planner ranks each published layout (the table in docs/calibration.md, "Planner ranking").
+"""Where the planner ranks each published layout (docs/calibration.md, "Known gaps", names the rows below 0.9).
 
 For every published run (../shared/reference/published_runs.csv with its recipes' settings, and the
 out-of-sample Megatron Bridge rows in tests/data/bridge_perf_runs.csv): run `moeplan plan` with the run's

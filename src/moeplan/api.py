@@ -18,7 +18,7 @@ from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.knobs import knob_problem
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
 from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
-from moeplan.megatron.fields import normalize_version
+from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
@@ -179,6 +179,7 @@ def build_config(
         muon_layer_wise=muon_layer_wise,
     )
     validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
+    _check_dp_choice(cfg)
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
     if cp_comm_type == "auto":  # the planner's choice: least attention + exposed CP communication
@@ -189,6 +190,17 @@ def build_config(
     if problem:
         raise MoeplanError(problem.message)
     return cfg, gpu_spec
+
+
+def _check_dp_choice(cfg: RunConfig) -> None:
+    """Megatron-FSDP and Muon exist only from the Megatron-Core release the field table names."""
+    f = fields_for(cfg.mcore_version)
+    if cfg.fsdp is not None and cfg.fsdp not in f.fsdp_strategies:
+        raise MoeplanError(f"Megatron-FSDP (use_megatron_fsdp) needs Megatron-Core >= 0.14; {f.version} has only the "
+                           "deprecated use_custom_fsdp")
+    if cfg.optimizer == "muon" and "muon" not in f.optimizers:
+        raise MoeplanError(f"the Muon optimizer needs Megatron-Core >= 0.16 (optimizer 'muon'/'dist_muon', muon_* "
+                           f"fields), target is {f.version}")
 
 
 def estimate_run(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, **kwargs: Any) -> Estimate:

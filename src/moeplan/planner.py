@@ -322,6 +322,9 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     requested = gbs
     notes: list[str] = []
     if optimizer == "muon":
+        if "muon" not in fields_for(mcore_version).optimizers:
+            raise MoeplanError(f"the Muon optimizer needs Megatron-Core >= 0.16 (optimizer 'muon'/'dist_muon', "
+                               f"muon_* fields), target is {mcore_version}")
         if bf16_moments:
             raise MoeplanError("Muon runs without the precision-aware optimizer (Megatron-Core OptimizerConfig): "
                                "no bf16 moments")

@@ -364,6 +364,19 @@ def test_planner_keeps_the_users_optimizer():
         api.plan("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, fsdp="optim", mcore_version="0.13")
 
 
+def test_version_errors_before_any_estimate():
+    with pytest.raises(MoeplanError, match="Muon optimizer needs Megatron-Core >= 0.16"):
+        api.build_config("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=256, ep=16, optimizer="muon",
+                         mcore_version="0.15")
+    with pytest.raises(MoeplanError, match="Megatron-FSDP .* needs Megatron-Core >= 0.14"):
+        api.build_config("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=256, ep=16, fsdp="optim", mcore_version="0.13")
+    with pytest.raises(MoeplanError, match="Muon optimizer needs Megatron-Core >= 0.16"):
+        api.plan("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=256, optimizer="muon", mcore_version="0.14")
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=256, ep=16, fsdp="optim_grads_params",
+                              mcore_version="0.14")
+    assert cfg.fsdp == "optim_grads_params"
+
+
 def test_cli_optimizer_and_fsdp(capsys):
     from moeplan.cli import main
 
