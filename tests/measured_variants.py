@@ -114,12 +114,18 @@ def variants() -> list[Variant]:
                       grad_fp32=False, bf16_moments=True)
             out.append(Variant(g, f"{seq // 1024}K CP{cp}", "deepseek-v3", kw, _f(r["tflops_per_gpu"]), None))
         elif g in ("MB01", "MB13"):
-            model, gpu = ("deepseek-v3", "b200") if g == "MB01" else ("qwen3-30b-a3b", "b200")
             vpp = int(r["vpp"]) if r["vpp"] not in ("", "n/a") else 1
-            kw = dict(gpu=gpu, gpus=int(r["gpus"]), seq_len=4096, gbs=int(r["gbs"]), mbs=int(r["mbs"]),
-                      tp=int(r["tp"]), pp=int(r["pp"]), vpp=vpp, ep=int(r["ep"]), precision="mxfp8",
-                      dispatcher="deepep" if g == "MB01" else "alltoall", grad_fp32=False,
-                      bf16_moments=g == "MB01")
+            kw = dict(gpu="b200", gpus=int(r["gpus"]), seq_len=4096, gbs=int(r["gbs"]), mbs=int(r["mbs"]),
+                      tp=int(r["tp"]), pp=int(r["pp"]), vpp=vpp, ep=int(r["ep"]), precision="mxfp8", grad_fp32=False)
+            if g == "MB01":
+                # knobs of the 26.04.01 recipe (tests/data/bridge_perf_runs.csv): DeepEP, selective
+                # mla_up_proj + mlp, TE-scoped graphs, bf16 moments, EP overlap where the layout allows it
+                kw |= dict(dispatcher="deepep", recompute="selective:mla_up_proj,mlp", bf16_moments=True,
+                           cuda_graphs="attn,moe_router,moe_preprocess", ep_overlap=vpp > 1)
+                model = "deepseek-v3"
+            else:
+                kw |= dict(dispatcher="alltoall")
+                model = "qwen3-30b-a3b"
             out.append(Variant(g, f"{r['software_version']} PP{r['pp']} VPP{vpp} EP{r['ep']} MBS{r['mbs']}", model, kw,
                                _f(r["tflops_per_gpu"]), None))
     return out

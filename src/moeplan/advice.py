@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from moeplan.activations import layer_tensors
@@ -40,6 +42,61 @@ def cp_start(seq_len: int) -> int:
     if ratio <= 1:
         return 1
     return 2 ** round(math.log2(ratio))
+
+
+MEASURED_LAYOUTS_FILE = "measured_layouts.yaml"  # package data beside the hardware catalog
+LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
+
+
+@lru_cache(maxsize=1)
+def measured_layouts() -> tuple[dict[str, Any], ...]:
+    """Layouts of measured Megatron runs (moeplan/hardware/measured_layouts.yaml), read once."""
+    import yaml
+
+    text = resources.files("moeplan.hardware").joinpath(MEASURED_LAYOUTS_FILE).read_text(encoding="utf-8")
+    return tuple(yaml.safe_load(text)["layouts"])
+
+
+def recipe_distance(cfg: RunConfig, gpu: GPUSpec) -> tuple[float, dict[str, Any]] | None:
+    """How far a plan's layout is from the nearest layout measured for the same model and system:
+    the sum of |log2| ratios of TP, PP, VPP, EP, ETP, MBS and of the tokens per CP rank (so a recipe at
+    another sequence length still says which shard it ran), plus the GPU-count ratio at half weight and
+    1 for another dispatcher. None when nothing was measured for this model on this GPU."""
+    par, seq = cfg.parallel, cfg.batch.seq_len
+    mine = {"tp": par.tp, "pp": par.pp, "vpp": par.vpp, "ep": par.ep, "etp": par.etp, "mbs": cfg.batch.mbs}
+    best: tuple[float, dict[str, Any]] | None = None
+    for r in measured_layouts():
+        if r["model"] != cfg.model.name or r["gpu"] != gpu.name:
+            continue
+        d = sum(abs(math.log2(mine[k] / r[k])) for k in mine)
+        d += abs(math.log2((seq / par.cp) / (r["seq_len"] / r["cp"])))
+        d += 0.5 * abs(math.log2(par.gpus / r["gpus"]))
+        d += 0.0 if not r.get("dispatcher") or r["dispatcher"] == cfg.dispatcher or par.ep == 1 else 1.0
+        if best is None or d < best[0]:
+            best = (d, r)
+    return best
+
+
+@lru_cache(maxsize=64)
+def _recipe_keys(model: str, gpu: str) -> frozenset[tuple[Any, ...]]:
+    return frozenset((r["tp"], r["pp"], r["vpp"], r["ep"], r["etp"], r["mbs"], r["seq_len"] / r["cp"], r["gpus"])
+                     for r in measured_layouts() if r["model"] == model and r["gpu"] == gpu)
+
+
+def is_recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
+    """Whether the layout is exactly one measured for this model and system (a fast set lookup; the
+    dispatcher is a knob the planner refines, so it is not part of the layout)."""
+    par = cfg.parallel
+    return (par.tp, par.pp, par.vpp, par.ep, par.etp, cfg.batch.mbs, cfg.batch.seq_len / par.cp,
+            par.gpus) in _recipe_keys(cfg.model.name, gpu.name)
+
+
+def guidance_distance(cfg: RunConfig, gpu: GPUSpec) -> float:
+    """How far a plan is from the guidance's defaults: |log2(CP / (seq / 4096))| plus the dispatcher's
+    place in the guidance's order (HybridEP first on NVL72; DeepEP, HybridEP, alltoall on 8-GPU nodes)."""
+    d = abs(math.log2(cfg.parallel.cp / cp_start(cfg.batch.seq_len)))
+    order = dispatcher_candidates(cfg, gpu)
+    return d + (order.index(cfg.dispatcher) if cfg.dispatcher in order else len(order))
 
 
 @dataclass(frozen=True)

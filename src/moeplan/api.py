@@ -18,7 +18,7 @@ from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.knobs import knob_problem
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
 from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
-from moeplan.megatron.fields import normalize_version
+from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.params import count_params
@@ -27,7 +27,8 @@ from moeplan.planner import Plan, PlanResult, SearchSpace, search
 from moeplan.timeline import Timeline, build_timeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
-from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, OFFLOAD_MODULES
+from moeplan.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
+                           OPTIMIZERS)
 
 
 def resolve_model(model: str | ModelSpec) -> ModelSpec:
@@ -130,6 +131,12 @@ def build_config(
     hardware_file: str | None = None,
     mcore_version: str = DEFAULT_MCORE_VERSION,
     cal: Calibration = DEFAULT_CALIBRATION,
+    fsdp: str | None = None,
+    fsdp_double_buffer: bool = False,
+    optimizer: str = "adam",
+    muon_ns_steps: int = 5,
+    muon_tp_mode: str = "blockwise",
+    muon_layer_wise: bool = True,
 ) -> tuple[RunConfig, GPUSpec]:
     """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
     constants) only decides ``dispatcher="auto"``."""
@@ -164,8 +171,15 @@ def build_config(
         precision_aware_optimizer=precision_aware_optimizer,
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
+        fsdp=None if fsdp in (None, "", "off", "none") else fsdp,
+        fsdp_double_buffer=fsdp_double_buffer,
+        optimizer=optimizer,
+        muon_ns_steps=muon_ns_steps,
+        muon_tp_mode=muon_tp_mode,
+        muon_layer_wise=muon_layer_wise,
     )
     validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
+    _check_dp_choice(cfg)
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
     if cp_comm_type == "auto":  # the planner's choice: least attention + exposed CP communication
@@ -176,6 +190,17 @@ def build_config(
     if problem:
         raise MoeplanError(problem.message)
     return cfg, gpu_spec
+
+
+def _check_dp_choice(cfg: RunConfig) -> None:
+    """Megatron-FSDP and Muon exist only from the Megatron-Core release the field table names."""
+    f = fields_for(cfg.mcore_version)
+    if cfg.fsdp is not None and cfg.fsdp not in f.fsdp_strategies:
+        raise MoeplanError(f"Megatron-FSDP (use_megatron_fsdp) needs Megatron-Core >= 0.14; {f.version} has only the "
+                           "deprecated use_custom_fsdp")
+    if cfg.optimizer == "muon" and "muon" not in f.optimizers:
+        raise MoeplanError(f"the Muon optimizer needs Megatron-Core >= 0.16 (optimizer 'muon'/'dist_muon', muon_* "
+                           f"fields), target is {f.version}")
 
 
 def estimate_run(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, **kwargs: Any) -> Estimate:
@@ -239,6 +264,9 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "optimizer_offload": cfg.optimizer_offload,
         "grad_fp32": cfg.grad_fp32,
         "bf16_moments": cfg.bf16_moments,
+        "optimizer": cfg.optimizer,
+        "fsdp": cfg.fsdp,
+        "fsdp_double_buffer": cfg.fsdp_double_buffer,
         "memory_gib": est["memory_gib"],
         "host_memory_gib": est["host_memory_gib"],
         "capacity_gib": est["capacity_gib"],
@@ -247,6 +275,9 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "tflops_per_gpu": est["tflops_per_gpu"],
         "mfu": est["mfu"],
         "tokens_per_s_per_gpu": est["tokens_per_s_per_gpu"],
+        "tflops_range": est["tflops_range"],
+        "tokens_per_s_range": est["tokens_per_s_range"],
+        "tie": p.tie,
         "time_breakdown_s": est["time_breakdown_s"],
         "rationale": [r.as_dict() for r in p.rationale],
     }
@@ -325,10 +356,15 @@ def search_plans(
     grad_fp32: bool = True,
     bf16_moments: bool = False,
     cal: Calibration = DEFAULT_CALIBRATION,
+    optimizer: str = "adam",
+    fsdp: str = "auto",
+    fsdp_double_buffer: bool = False,
 ) -> PlanReport:
     """Search layouts and knobs; the top plans with memory, throughput and rationale.
 
-    ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string)."""
+    ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string). ``fsdp``:
+    'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
+    a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
     mcore_version = normalize_version(mcore_version)
     spec = resolve_model(model)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
@@ -342,11 +378,16 @@ def search_plans(
     unknown = set(fx) - {"tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "dispatcher", "recompute"}
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
-    space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom)
+    if fsdp not in ("auto", "off", *FSDP_STRATEGIES):
+        raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
+    if optimizer not in OPTIMIZERS:
+        raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
+    space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
+                        fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
     result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
-                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal)
+                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer)
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
 
 
@@ -390,7 +431,7 @@ class SweepPoint:
 
 
 _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "headroom",
-              "grad_fp32", "bf16_moments", "cal")
+              "grad_fp32", "bf16_moments", "cal", "optimizer")
 
 
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,

@@ -13,7 +13,7 @@ from typing import Any
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.megatron.fields import check_settings
+from moeplan.megatron.fields import check_settings, dp_assertions
 from moeplan.megatron.asserts import FileView, tripped
 from moeplan.megatron.mcore import build_mcore_config
 from moeplan.megatron.read import known_keys, read_run_file
@@ -148,6 +148,8 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         findings.append(Finding("error", "conflict", text))
     for problem in check_settings(parsed.settings, cfg.mcore_version):
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
+    for problem in dp_assertions(parsed.settings, cfg.mcore_version):  # Megatron-FSDP / Muon combinations
+        findings.append(Finding("error", "mcore-assert", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
                      unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal)

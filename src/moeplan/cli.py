@@ -21,6 +21,8 @@ from moeplan.vocab import (
     DEFAULT_MCORE_VERSION,
     DEFAULT_RESERVE_GIB,
     DISPATCHERS,
+    FSDP_STRATEGIES,
+    OPTIMIZERS,
     PRECISIONS,
 )
 
@@ -243,11 +245,22 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--rank-capacity-factor", type=float, metavar="F",
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
                             "(Megatron-Core 0.18+, HybridEP; Bridge perf recipes use 1.5)")
+        p.add_argument("--fsdp", default="off", choices=["off", *FSDP_STRATEGIES],
+                       help="Megatron-FSDP data_parallel_sharding_strategy (use_megatron_fsdp, Megatron-Core 0.14+); "
+                            "off = distributed optimizer (default)")
+        _fsdp_buffer_argument(p)
 
 
-def _numerics(args: argparse.Namespace) -> dict[str, bool]:
-    """Gradient and Adam-moment dtypes: the user's numerics, passed to every estimating command."""
-    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments}
+def _fsdp_buffer_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fsdp-double-buffer", action="store_true",
+                   help="Megatron-FSDP fsdp_double_buffer: two persistent buffers per unit size (needed for NCCL "
+                        "user buffers); caps the gather prefetch and the reduce-scatter queue at two layers")
+
+
+def _numerics(args: argparse.Namespace) -> dict[str, Any]:
+    """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
+    estimating command."""
+    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -263,6 +276,7 @@ def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             ep_overlap=args.ep_overlap, cuda_graphs=args.cuda_graphs, optimizer_offload=args.optimizer_offload,
             offload_modules=args.offload_modules, cp_comm_type=args.cp_comm_type,
             capacity_factor=args.capacity_factor, rank_capacity_factor=args.rank_capacity_factor,
+            fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
         )
     return kw
 
@@ -272,7 +286,9 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
     head = (f"{est['model']} on {est['gpus']} x {est['gpu']} | seq {est['seq_len']:,} GBS {est['gbs']} MBS {est['mbs']} "
             f"({est['microbatches']} micro-batches) | TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} "
             f"EP{par['ep']} ETP{par['etp']} DP{par['dp']} EDP{par['edp']} | {est['precision']}, "
-            f"recompute {est['recompute']}, {est['dispatcher']}")
+            f"recompute {est['recompute']}, {est['dispatcher']}"
+            + (f", Megatron-FSDP {est['fsdp']}" if est.get("fsdp") else "")
+            + (", Muon" if est.get("optimizer") == "muon" else ""))
     console.print(head, highlight=False, markup=False)
     mem = Table(title=f"Memory per GPU (pipeline rank {est['memory_rank']}, the most loaded)")
     mem.add_column("item")
@@ -490,7 +506,7 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     narrow = console.width < NARROW_COLUMNS
-    table = _table("Plans, fastest first", narrow)
+    table = _table("Plans, fastest first (n= tie: bands overlap)", narrow)
     _num_column(table, "#")
     _text_column(table, "layout", min_width=13 if narrow else None)
     if narrow:
@@ -503,18 +519,20 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
         _text_column(table, "recompute")
         for col in ("dispatcher", "CP comm", "graphs"):
             _text_column(table, col)
-        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "MFU", "tokens/s/GPU"):
+        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
             _num_column(table, col)
     for p in result["plans"]:
         par = p["parallel"]
         layout = f"TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} EP{par['ep']} DP{par['dp']}"
+        lo, hi = p["tflops_range"]
         numbers = [f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
-                   *([] if narrow else [f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
+                   *([] if narrow else [f"{lo:,.0f}-{hi:,.0f}", f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
+        rank = f"{p['rank']}{'=' if p['tie'] else ''}"
         recompute = escape(_wrapping(p["recompute"]))
         if narrow:
-            table.add_row(str(p["rank"]), layout, recompute, escape(_knobs(p)), *numbers)
+            table.add_row(rank, layout, recompute, escape(_knobs(p)), *numbers)
         else:
-            table.add_row(str(p["rank"]), layout, str(p["mbs"]), recompute,
+            table.add_row(rank, layout, str(p["mbs"]), recompute,
                           p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
                           p["cp_comm_type"] if par["cp"] > 1 else "-", ", ".join(p["cuda_graphs"]) or "-",
                           f"{p['optimizer_offload']:.0%}", *numbers)
@@ -555,6 +573,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
             allow_gbs_reduction=not args.keep_gbs, progress=progress, cal=args.cal,
+            fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
             **_numerics(args),
         )
     finally:
@@ -749,7 +768,8 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
                                  gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
                                  mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
                                  grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
-                                 bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal)
+                                 bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal,
+                                 optimizer=run.optimizer)
         fix = remedy(b, found.best)
     if args.json:
         out = comp.as_dict()
@@ -861,6 +881,16 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 
 
 # --------------------------------------------------------------------------- calibrate
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: '{text}'")
+    return value
 
 
 def _pct(x: float | None) -> str:
@@ -1034,6 +1064,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", help="fix recompute (none, full, selective:...)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
+    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
+                   help="Megatron-FSDP: auto = search optim_grads_params beside the distributed optimizer (default), "
+                        "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
+    _fsdp_buffer_argument(p)
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
     p.add_argument("--save-strategy", metavar="FILE.yaml",
@@ -1102,7 +1136,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a setting the log lacks or gets wrong: a Megatron-Core field (seq_length=4096), a Bridge "
                         "path (dataset.seq_length=4096), gpus=N, model=NAME, mcore_version=0.16, moe_imbalance=F; "
                         "repeatable, applies to every log")
-    p.add_argument("--warmup", type=int, metavar="N",
+    p.add_argument("--warmup", type=_non_negative_int, metavar="N",
                    help="iterations dropped as warm-up (default 2, plus cuda_graph_warmup_steps with CUDA graphs)")
     p.add_argument("--out", metavar="PROFILE.yaml", help="write the fitted profile (use with --calibration)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -1153,6 +1187,10 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--bf16-moments", action="store_true",
                    help="precision-aware optimizer with bf16 Adam moments (exp_avg/exp_avg_sq, as the DeepSeek-V3 "
                         "recipes do); default fp32")
+    p.add_argument("--optimizer", default="adam", choices=list(OPTIMIZERS),
+                   help="adam (distributed optimizer or Megatron-FSDP) or muon (Megatron-Core 0.16+ dist_muon: one "
+                        "fp32 momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and norms "
+                        "stay on Adam; no CPU offload or bf16 moments); default adam")
 
 
 def _calibration_argument(p: argparse.ArgumentParser) -> None:

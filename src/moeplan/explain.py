@@ -80,7 +80,7 @@ def compare(a: Estimate, b: Estimate) -> Comparison:
     # per-token time by item
     tok_a, tok_b = _tokens_per_gpu(a), _tokens_per_gpu(b)
     deltas = {}
-    for k in set(ba) | set(bb):
+    for k in [*ba, *(k for k in bb if k not in ba)]:  # a fixed order: the same JSON and sum every run
         deltas[k] = bb.get(k, 0.0) / tok_b - ba.get(k, 0.0) / tok_a
     total = sum(deltas.values())
     movers = sorted(deltas.items(), key=lambda kv: -abs(kv[1]))[:5]

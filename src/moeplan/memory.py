@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from functools import lru_cache
 
+from moeplan import fsdp, muon
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate
@@ -439,25 +440,83 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
     extra_warmup = par.vpp > 1 and cfg.ep_overlap and cfg.ep_overlap_allowed  # only interleaving adds one
     for prof in rank_profiles(spec, par, m, pipe, extra_warmup):
         params = prof.dense_params + prof.expert_params
-        sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
         act, off_host, transient, graphs = _rank_activations(cfg, prof, tokens, per_layer, dispatch_transient)
+        if cfg.fsdp is None and cfg.optimizer == "adam":
+            sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
+            weights, grads, opt_gpu = params * BF16_BYTES, params * grad_bytes, sharded_state * opt_share
+            opt_host, fsdp_buffers, fp8_share = sharded_state * offloaded_state, 0.0, 1.0
+        else:  # Megatron-FSDP and/or Muon: moeplan.fsdp and moeplan.muon
+            st = _model_state(cfg, prof, state_bytes, grad_bytes)
+            weights, grads, opt_gpu = st.weights, st.gradients, st.optimizer_gpu
+            opt_host, fsdp_buffers, fp8_share = st.optimizer_host, st.fsdp_buffers, st.weight_fraction
+        fp8_copies = prof.gemm_params * fp8_copy * fp8_share
         if totals_only:
-            out.append(params * (BF16_BYTES + grad_bytes) + prof.gemm_params * fp8_copy + sharded_state * opt_share
+            out.append(weights + fp8_copies + grads + opt_gpu + fsdp_buffers
                        + act + transient + dispatcher + graphs + reserve)
             continue
         items = {
-            "weights": params * BF16_BYTES,
-            "fp8_weight_copies": prof.gemm_params * fp8_copy,
-            "gradients": params * grad_bytes,
-            "optimizer_states": sharded_state * opt_share,
+            "weights": weights,
+            "fp8_weight_copies": fp8_copies,
+            "gradients": grads,
+            "optimizer_states": opt_gpu,
+            "fsdp_buffers": fsdp_buffers,
             "activations": act,
             "transient": transient,
             "dispatcher_buffers": dispatcher,
             "cuda_graphs": graphs,
             "reserve": reserve,
         }
-        out.append((prof, items, sharded_state * offloaded_state + off_host))
+        out.append((prof, items, opt_host + off_host))
     return out
+
+
+@lru_cache(maxsize=4096)
+def _rank_units(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, ...]:
+    """Per-GPU parameter elements of each Megatron-FSDP unit on a rank (layers, MTP, embedding, output)."""
+    h = spec.hidden
+    vocab = spec.vocab * h / tp
+    has_embedding = any(st.embedding for st in stages)
+    layers: list[float] = []
+    embedding = output = 0.0
+    for st in stages:
+        for i in st.layers:
+            p = layer_params(spec.layers[i], h)
+            layers.append(p.tp_split / tp + p.replicated + p.expert / ep_etp)
+        if st.mtp and spec.mtp_layer is not None:
+            p = layer_params(spec.mtp_layer, h)
+            layers += [p.tp_split / tp + p.replicated + p.expert / ep_etp] * st.mtp
+        embedding += vocab if st.embedding else 0.0
+        output += vocab if st.loss and (not spec.tie_embeddings or not has_embedding) else 0.0
+    return fsdp.unit_elements(layers, embedding, output)
+
+
+@lru_cache(maxsize=4096)
+def _rank_muon_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep: int, etp: int) -> tuple[float, float]:
+    """(dense, expert) Muon-managed parameters per GPU of a rank (moeplan.muon)."""
+    groups = tuple(g for st in stages for g in stage_groups(spec, st))
+    return muon.matrix_params(muon.rank_matrices(spec, groups, sum(st.mtp for st in stages), tp, ep, etp))
+
+
+def _model_state(cfg: RunConfig, prof: RankProfile, adam_bytes: float, grad_bytes: float) -> Any:
+    """Weights, gradients, optimizer state and FSDP buffers of one rank (moeplan.fsdp.model_state):
+    Muon holds MUON_STATE_BYTES per 2-D weight, Adam ``adam_bytes`` per other parameter; optimizer CPU
+    offload (Adam only: Muon runs without the precision-aware optimizer) moves
+    ``offloaded_state_bytes_per_param`` of each parameter's state."""
+    par, spec = cfg.parallel, cfg.model
+    stages = tuple(st for _, st in prof.chunks)
+    dense, expert = prof.dense_params, prof.expert_params
+    if cfg.optimizer == "muon":
+        m_dense, m_expert = _rank_muon_params(spec, stages, par.tp, par.ep, par.etp)
+        m_dense, m_expert = min(m_dense, dense), min(m_expert, expert)
+    else:
+        m_dense = m_expert = 0.0
+    a_dense, a_expert = dense - m_dense, expert - m_expert
+    moved = cfg.optimizer_offload * offloaded_state_bytes_per_param(cfg)
+    state_dense = adam_bytes * a_dense + muon.MUON_STATE_BYTES * m_dense
+    state_expert = adam_bytes * a_expert + muon.MUON_STATE_BYTES * m_expert
+    units = _rank_units(spec, stages, par.tp, par.ep * par.etp) if cfg.fsdp is not None else ()
+    return fsdp.model_state(cfg, dense, expert, units, state_dense, state_expert, moved * a_dense,
+                            moved * a_expert, grad_bytes)
 
 
 @dataclass(frozen=True)
@@ -516,7 +575,10 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
         "tokens_per_gpu_per_microbatch": tokens,
         "grad_dtype": "fp32" if cfg.grad_fp32 else "bf16",
         "adam_state_bytes_per_param": state_bytes,
-        "distributed_optimizer": True,
+        "distributed_optimizer": cfg.fsdp is None and cfg.optimizer == "adam",
+        "megatron_fsdp": cfg.fsdp,
+        "fsdp_double_buffer": cfg.fsdp_double_buffer if cfg.fsdp else None,
+        "optimizer": cfg.optimizer,
         "moe_rows_factor": cfg.rows_factor,
         "flash_attention": True,
         "memory_efficient_permutation": True,
@@ -524,5 +586,5 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
     return MemoryEstimate(tuple(ranks), capacity_bytes, assumptions, pipe if par.pp * par.vpp > 1 else None)
 
 
-MEMORY_ITEMS = ("weights", "fp8_weight_copies", "gradients", "optimizer_states", "activations", "transient",
-                "dispatcher_buffers", "cuda_graphs", "reserve")
+MEMORY_ITEMS = ("weights", "fp8_weight_copies", "gradients", "optimizer_states", "fsdp_buffers", "activations",
+                "transient", "dispatcher_buffers", "cuda_graphs", "reserve")

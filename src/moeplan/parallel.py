@@ -284,7 +284,30 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
             fail("seq-tp", f"seq_len {batch.seq_len} is not divisible by TP {par.tp} (sequence parallel)")
         if par.dp >= 1 and not bad and batch.gbs % (batch.mbs * par.dp):
             fail("gbs", f"GBS {batch.gbs} is not divisible by MBS x DP = {batch.mbs}x{par.dp} = {batch.mbs * par.dp}")
+        elif par.dp >= 1 and not bad:
+            problem = interleaving_problem(par.pp, par.vpp, batch.microbatches(par.dp))
+            if problem:
+                fail("vpp-microbatches", problem)
     return bad
+
+
+def interleaving_problem(pp: int, vpp: int, microbatches: int, group: int | None = None) -> str | None:
+    """Why Megatron-Core refuses this interleaved 1F1B schedule (None when it runs it).
+    megatron/core/pipeline_parallel/schedules.py (forward_backward_pipelining_with_interleaving): the
+    micro-batch group size (microbatch_group_size_per_vp_stage, default PP) must lie in [PP, M], and the
+    last group must be empty or at least PP long ("Otherwise, it introduces dependency bubbles")."""
+    if vpp <= 1 or pp <= 1:
+        return None
+    g = group or pp
+    if g > microbatches or g < pp:
+        return (f"the interleaved schedule (VPP {vpp}) needs at least PP = {pp} micro-batches; this run has "
+                f"{microbatches} (GBS / (MBS x DP))")
+    rest = microbatches % g
+    if 0 < rest < pp:
+        return (f"the interleaved schedule (VPP {vpp}) needs the micro-batches ({microbatches} = GBS / (MBS x DP)) "
+                f"to be a multiple of PP = {pp}; Megatron-Core raises otherwise (the last group of {rest} would "
+                "add dependency bubbles)")
+    return None
 
 
 def _version(v: str) -> tuple[int, int]:

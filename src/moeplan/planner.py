@@ -21,6 +21,9 @@ from dataclasses import dataclass, field, replace
 
 from moeplan.advice import (
     DEFAULT_HEADROOM,
+    guidance_distance,
+    is_recipe_layout,
+    recipe_distance,
     LONG_CONTEXT_TOKENS,
     Reason,
     cp_start,
@@ -34,6 +37,7 @@ from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
 from moeplan.megatron.fields import fields_for, sync_free_moe
+from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
@@ -69,6 +73,7 @@ class Plan:
     gpu: GPUSpec
     rationale: tuple[Reason, ...]
     estimate: Estimate
+    tie: bool = False  # its error band overlaps the fastest plan's (see rank_candidates)
 
 
 @dataclass
@@ -81,6 +86,7 @@ class PlanResult:
     closest: tuple[RunConfig, float] | None = None  # best miss and by how many bytes
     notes: list[str] = field(default_factory=list)
     layouts_evaluated: int = 0  # layouts costed in full (memory ladder + timing) after the cheap bounds
+    ties: dict[int, str] = field(default_factory=dict)  # id(candidate) -> why it is a tie (search only)
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,8 @@ class SearchSpace:
     cuda_graphs: bool = True
     optimizer_offload: bool = True
     headroom: float = DEFAULT_HEADROOM
+    fsdp: str = "auto"  # auto: Megatron-FSDP (optim_grads_params) beside the distributed optimizer; off; a strategy
+    fsdp_double_buffer: bool = False
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -147,10 +155,37 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
     return out
 
 
-def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int) -> float:
-    """Weights + gradients per GPU averaged over pipeline ranks: nothing in the ladder removes them."""
+def _static_lower_bound(spec: ModelSpec, par: Parallel, grad_bytes: int, sharding: str | None = None) -> float:
+    """Weights + gradients per GPU averaged over pipeline ranks: nothing in the ladder removes them
+    (Megatron-FSDP shards them over the data-parallel groups as its strategy says)."""
     dense, expert = average_params_per_gpu(spec, par)
-    return (dense + expert) * (BF16_BYTES + grad_bytes)
+    if sharding is None:
+        return (dense + expert) * (BF16_BYTES + grad_bytes)
+    sh = SHARDS[sharding]
+    sharded = dense / (par.dp * par.cp) + expert / par.edp
+    return ((sharded if sh.params else dense + expert) * BF16_BYTES
+            + (sharded if sh.gradients else dense + expert) * grad_bytes)
+
+
+def _sharding_options(space: SearchSpace, mcore_version: str, optimizer: str) -> tuple[str | None, ...]:
+    """Data-parallel sharding choices searched: the distributed optimizer (None) and, where Megatron-Core
+    has it and the optimizer allows it (Muon does not run under Megatron-FSDP), fully sharded Megatron-FSDP;
+    or the strategy the user pinned."""
+    has_fsdp = bool(fields_for(mcore_version).fsdp_strategies)
+    if space.fsdp == "off":
+        return (None,)
+    if space.fsdp != "auto":
+        if not has_fsdp:
+            raise MoeplanError(f"Megatron-FSDP needs Megatron-Core >= 0.14, target is {mcore_version}")
+        if optimizer == "muon":
+            raise MoeplanError("Muon does not run with Megatron-FSDP (Megatron-LM arguments.py); use --fsdp off")
+        return (space.fsdp,)
+    return (None, FULL_SHARD) if has_fsdp and optimizer == "adam" else (None,)
+
+
+def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunConfig:
+    """The layout's configuration with a data-parallel sharding choice."""
+    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=space.fsdp_double_buffer if sharding else False)
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -274,7 +309,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
            allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
            bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION,
-           exhaustive: bool = False) -> PlanResult:
+           exhaustive: bool = False, optimizer: str = "adam") -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
     ``cal`` holds the timing constants (default: the fitted ones). ``exhaustive`` costs every fitting
@@ -286,7 +321,15 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     budget = gpu.hbm_bytes * (1 - space.headroom)
     requested = gbs
     notes: list[str] = []
-    numerics = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments}
+    if optimizer == "muon":
+        if "muon" not in fields_for(mcore_version).optimizers:
+            raise MoeplanError(f"the Muon optimizer needs Megatron-Core >= 0.16 (optimizer 'muon'/'dist_muon', "
+                               f"muon_* fields), target is {mcore_version}")
+        if bf16_moments:
+            raise MoeplanError("Muon runs without the precision-aware optimizer (Megatron-Core OptimizerConfig): "
+                               "no bf16 moments")
+        space = replace(space, optimizer_offload=False)  # nor optimizer CPU offload (same reason)
+    numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
                           mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
@@ -304,14 +347,18 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     plans = []
     for c in result.plans:  # type: ignore[assignment]
         est = evaluate(c.cfg, gpu, cal)  # type: ignore[attr-defined]
-        plans.append(Plan(c.cfg, gpu, tuple(explain_plan(c.cfg, gpu, est, budget, requested, cal)), est))  # type: ignore[attr-defined]
+        reasons = explain_plan(c.cfg, gpu, est, budget, requested, cal)  # type: ignore[attr-defined]
+        tie = result.ties.get(id(c))
+        if tie:
+            reasons.insert(0, Reason("rank", tie, {"tie": True, "error_band": round(math.expm1(cal.error_band_log), 3)}))
+        plans.append(Plan(c.cfg, gpu, tuple(reasons), est, tie=tie is not None))  # type: ignore[attr-defined]
     result.plans = plans
     return result
 
 
 def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
                  space: SearchSpace, moe_imbalance: float, mcore_version: str, reserve_gib: float,
-                 budget: float, progress: object, numerics: dict[str, bool],
+                 budget: float, progress: object, numerics: dict[str, object],
                  cal: Calibration = DEFAULT_CALIBRATION, exhaustive: bool = False) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
@@ -322,6 +369,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
     ladder = recompute_ladder(spec, seq_len, mcore_version)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
+    shardings = _sharding_options(space, mcore_version, str(numerics["optimizer"]))
     closest: tuple[RunConfig, float] | None = None
     considered = feasible = 0
     advance = getattr(progress, "advance", None)
@@ -336,24 +384,37 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         considered += 1
         if advance:
             advance()
-        static = _static_lower_bound(spec, par, grad_bytes) + reserve_gib * GIB
-        if static > budget:
+        statics = {sh: _static_lower_bound(spec, par, grad_bytes, sh) + reserve_gib * GIB for sh in shardings}
+        usable = [sh for sh in shardings if statics[sh] <= budget]
+        if not usable:
+            static = min(statics.values())
             if closest is None or static - budget < closest[1]:
-                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision), static - budget)
+                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
+                                     **numerics), static - budget)  # type: ignore[arg-type]
             continue
         pipe = build_pipeline(spec, par)
         cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
                         dispatcher="alltoall", moe_imbalance=moe_imbalance,
-                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)
+                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
-        ok, smallest = _fits(_strongest(cfg, space, ladder), gpu, pipe, budget)
+        # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
+        # the other choice is tried on the best layouts before refining)
+        ok, smallest = False, math.inf
+        for sh in usable:
+            trial = _base_cfg(cfg, sh, space)
+            ok, total = _fits(_strongest(trial, space, ladder), gpu, pipe, budget)
+            smallest = min(smallest, total)
+            if ok:
+                cfg, smallest = trial, total
+                break
         if not ok:
             if closest is None or smallest - budget < closest[1]:
                 closest = (cfg, smallest - budget)
             continue
         feasible += 1
-        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(cfg, pipe)
+        # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
+        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
         fitting.append((upper, index, cfg, pipe, smallest))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found (ties keep enumeration order: the sort below is by throughput, then index)
@@ -363,7 +424,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     kept: list[float] = []  # min-heap of the `keep` best throughputs so far
     for upper, index, cfg, pipe, smallest in fitting:
         if len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]:
-            break
+            # the layouts of measured recipes for this model and system are costed even when their
+            # bound is out of reach: the tie-breaker prefers them when their band overlaps plan 1's
+            if _recipe_layout(cfg, gpu):
+                found.append((index, _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache)))
+            continue
         cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache)
         found.append((index, cand))
         if len(kept) < keep:
@@ -373,10 +438,65 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     found.sort(key=lambda ic: (-ic[1].tokens_per_s_per_gpu, ic[0]))
     candidates = [c for _, c in found]
     evaluated = len(found)
-    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in candidates[: max(REFINE_MIN, 2 * top)]]
-    refined.sort(key=lambda c: -c.tokens_per_s_per_gpu)
-    return PlanResult(refined[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
-                      layouts_evaluated=evaluated)
+    n_refine = max(REFINE_MIN, 2 * top)
+    pool = candidates[:n_refine] + [c for c in candidates[n_refine:] if _recipe_layout(c.cfg, gpu)]
+    for c in candidates[:n_refine]:  # the other sharding choices on the best layouts (freed memory can drop recompute)
+        for sh in shardings:
+            if sh == c.cfg.fsdp:
+                continue
+            alt = _base_cfg(c.cfg, sh, space)
+            ok, smallest = _fits(_strongest(alt, space, ladder), gpu, c.pipeline, budget)
+            if ok:
+                pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal))
+    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in pool]
+    ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
+    return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
+                      layouts_evaluated=evaluated, ties=ties)
+
+
+
+def _recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
+    return is_recipe_layout(cfg, gpu)
+
+
+def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float) -> tuple[list[Candidate], dict[int, str]]:
+    """Order plans: fastest first, except that plans whose error bands overlap the fastest plan's
+    (tokens/s x exp(+band) >= fastest x exp(-band)) are ties, ordered by closeness to a layout
+    measured for this model and system (moeplan/hardware/measured_layouts.yaml), then by the
+    guidance's defaults (CP = seq / 4096, the dispatcher order), then by speed. Returns the order and,
+    per tied candidate (by id), the reason it sits where it does."""
+    from_fast = sorted(cands, key=lambda c: -c.tokens_per_s_per_gpu)
+    if not from_fast:
+        return [], {}
+    lead = from_fast[0].tokens_per_s_per_gpu
+    floor = lead * math.exp(-2 * band_log)
+    tied = [c for c in from_fast if c.tokens_per_s_per_gpu >= floor]
+    rest = [c for c in from_fast if c.tokens_per_s_per_gpu < floor]
+    if len(tied) == 1:
+        return from_fast, {}
+    near = {id(c): recipe_distance(c.cfg, gpu) for c in tied}
+
+    def key(c: Candidate) -> tuple[float, float, float]:
+        r = near[id(c)]
+        return (round(r[0], 6) if r else math.inf, guidance_distance(c.cfg, gpu), -c.tokens_per_s_per_gpu)
+
+    tied.sort(key=key)
+    band = math.expm1(band_log)
+    why: dict[int, str] = {}
+    for c in tied:
+        gap = c.tokens_per_s_per_gpu / lead - 1
+        text = (f"Tie: {c.tokens_per_s_per_gpu:,.0f} tokens/s/GPU is within the model's error (+-{band:.0%}, "
+                f"cross-validated) of the fastest estimate ({lead:,.0f}, {gap:+.0%}), so the estimates do not order these plans")
+        r = near[id(c)]
+        if r is not None and r[0] <= 1e-9:
+            text += f"; preferred because it matches the measured recipe ({r[1]['source']})"
+        elif r is not None:
+            text += (f"; ordered by closeness to the measured recipe TP{r[1]['tp']} PP{r[1]['pp']} VPP{r[1]['vpp']} "
+                     f"CP{r[1]['cp']} EP{r[1]['ep']} at {r[1]['seq_len']:,} tokens on {r[1]['gpus']} GPUs ({r[1]['source']})")
+        else:
+            text += "; no measured recipe for this model and system: ordered by the guidance's defaults (CP = seq/4096, dispatcher order)"
+        why[id(c)] = text + "."
+    return tied + rest, why
 
 
 __all__ = ["Plan", "PlanResult", "SearchSpace", "search"]

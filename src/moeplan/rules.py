@@ -23,9 +23,11 @@ from moeplan.advice import (
     recompute_ladder,
 )
 from moeplan.estimate import Evaluator
+from moeplan.fsdp import FULL_SHARD
 from moeplan.hardware import GPUSpec
 from moeplan.knobs import knob_problem
 from moeplan.megatron.export import format_override_value, to_overrides
+from moeplan.megatron.fields import fields_for
 from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import balanced_layout, check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
@@ -107,6 +109,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
     field_of = {"seq-cp": "context_parallel_size", "experts-ep": "expert_model_parallel_size",
                 "layers-pp": "pipeline_model_parallel_size", "gbs": "global_batch_size",
+                "vpp-microbatches": "global_batch_size",
                 "heads-tp": "tensor_model_parallel_size", "query-groups-tp": "tensor_model_parallel_size",
                 "attention-folding": "tensor_model_parallel_size", "expert-folding": "expert_model_parallel_size",
                 "pipeline-layout": "pipeline_model_parallel_layout", "seq-tp": "tensor_model_parallel_size"}
@@ -130,12 +133,13 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _recompute(cfg, est, ev, lines)
     findings += _dispatcher(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
+    findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
     combined = _combined_fix(cfg, findings, ev, lines)
     return sort_findings(combined + findings)
 
 
 ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
-                  "full-recompute", "dispatcher", "knob-layout")
+                  "full-recompute", "dispatcher", "knob-layout", "dp-sharding", "muon-layer-wise")
 
 
 def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, lines: dict[str, int],
@@ -182,7 +186,15 @@ def _fix_beside_layout(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
 
 
 def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:
-    """For an uneven pipeline split: the balanced layout string that makes it valid."""
+    """For an uneven pipeline split: the balanced layout string that makes it valid. For micro-batches
+    the interleaved schedule refuses: the nearest GBS whose micro-batches are a multiple of PP."""
+    if rule == "vpp-microbatches":
+        par, batch = cfg.parallel, cfg.batch
+        per_mb = batch.mbs * par.dp
+        m = batch.microbatches(par.dp)
+        up = -(-m // par.pp) * par.pp * per_mb
+        down = m // par.pp * par.pp * per_mb
+        return tuple(f"train.global_batch_size={g}" for g in dict.fromkeys((up, down)) if g > 0)
     if rule != "layers-pp" or cfg.model.num_layers < cfg.parallel.pp * cfg.parallel.vpp:
         return ()
     layout = balanced_layout(cfg.model, cfg.parallel.pp, cfg.parallel.vpp)
@@ -203,7 +215,7 @@ def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
     options: list[RunConfig] = []
     for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version):
         options.append(cfg.with_(recompute=rc))
-        for f in (0.5, 1.0):
+        for f in (0.5, 1.0) if cfg.optimizer == "adam" else ():  # Muon has no CPU offload (moeplan.run)
             options.append(cfg.with_(recompute=rc, optimizer_offload=max(f, cfg.optimizer_offload)))
     doubled = replace_parallel(cfg.parallel, cp=cfg.parallel.cp * 2)
     if doubled:
@@ -456,3 +468,95 @@ def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, in
                        f"({cfg.batch.seq_len:,}) and micro-batch ({cfg.batch.mbs}) fixed and enable graphs only after "
                        "shapes and routing are stable", (), {}, line))
     return out
+
+
+# ------------------------------------------------------------------ data-parallel sharding and Muon
+# Each finding compares the run with the alternative the estimates prefer (moeplan.fsdp, moeplan.muon through
+# moeplan.memory / moeplan.timing) and cites the numbers.
+
+# Megatron-LM warns (arguments.py, core_v0.16.1) that TP/CP comm overlap wants CUDA_DEVICE_MAX_CONNECTIONS=1
+# while FSDP needs it > 1, on architectures before Blackwell (compute capability < 10).
+_HOPPER_AND_OLDER = ("h100", "h200", "h800", "a100", "gh200")
+
+
+def lint_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    out: list[Finding] = []
+    f = fields_for(cfg.mcore_version)
+    tps = est.time.tokens_per_s_per_gpu
+    mem = est.memory.total_bytes
+    if cfg.fsdp is not None and not f.fsdp_strategies:
+        out.append(Finding("error", "fsdp-version", f"Megatron-FSDP (use_megatron_fsdp) needs Megatron-Core >= 0.14; "
+                           f"{f.version} has only the deprecated use_custom_fsdp", line=lines.get("use_megatron_fsdp")))
+        return out
+    if cfg.optimizer == "adam" and f.fsdp_strategies:
+        out += _compare_sharding(cfg, est, ev, lines, tps, mem)
+    if cfg.fsdp is not None and (cfg.parallel.tp > 1 or cfg.parallel.cp > 1) and cfg.gpu.name.lower() in _HOPPER_AND_OLDER:
+        out.append(Finding("info", "fsdp-device-connections",
+                           f"Megatron-FSDP with TP {cfg.parallel.tp} / CP {cfg.parallel.cp} on {cfg.gpu.name}: FSDP needs "
+                           "CUDA_DEVICE_MAX_CONNECTIONS > 1 while TP/CP communication overlap prefers 1 (Megatron-LM "
+                           "warns; from Blackwell the requirement is gone)", line=lines.get("use_megatron_fsdp")))
+    if cfg.optimizer == "muon":
+        out += _muon(cfg, est, ev, lines)
+    return out
+
+
+def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int], tps: float,
+                      mem: float) -> list[Finding]:
+    """The other sharding choice (distributed optimizer <-> fully sharded Megatron-FSDP), when it fits
+    where the run does not, or is at least MIN_GAIN faster."""
+    alt_cfg = cfg.with_(fsdp=None, fsdp_double_buffer=False) if cfg.fsdp else cfg.with_(fsdp=FULL_SHARD)
+    alt = ev(alt_cfg)
+    if alt is None:
+        return []
+    line = lines.get("use_megatron_fsdp", lines.get("use_distributed_optimizer"))
+    name = "Megatron-FSDP optim_grads_params" if alt_cfg.fsdp else "the distributed optimizer"
+    mine = f"Megatron-FSDP {cfg.fsdp}" if cfg.fsdp else "the distributed optimizer"
+    nums = {"memory_gib": _gib(mem), "alt_memory_gib": _gib(alt.memory.total_bytes), "tokens_per_s": round(tps),
+            "alt_tokens_per_s": round(alt.time.tokens_per_s_per_gpu),
+            "dp_comm_s": round(est.time.breakdown_s.get("dp_comm", 0.0), 3),
+            "alt_dp_comm_s": round(alt.time.breakdown_s.get("dp_comm", 0.0), 3)}
+    if not ev.fits(est) and not ev.fits(alt) and alt_cfg.fsdp:
+        # the sharding alone is not enough: the first recompute step that fits with it
+        ladder = recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version)
+        options = [(rc, cfg.optimizer_offload) for rc in ladder] + [(ladder[-1], f) for f in (0.25, 0.5, 0.75, 1.0)
+                                                                    if f > cfg.optimizer_offload]
+        for rc, offload in options:
+            trial = alt_cfg.with_(recompute=rc, optimizer_offload=offload)
+            if trial.ep_overlap and not trial.ep_overlap_allowed:
+                trial = trial.with_(ep_overlap=False)
+            e = ev(trial)
+            if ev.fits(e):
+                alt_cfg, alt = trial, e
+                nums.update(alt_memory_gib=_gib(e.memory.total_bytes), alt_tokens_per_s=round(e.time.tokens_per_s_per_gpu))
+                name += f" with recompute {rc.label()}" + (f" and {offload:.0%} optimizer offload"
+                                                             if offload != cfg.optimizer_offload else "")
+                break
+    fix = fix_overrides(cfg, alt_cfg)
+    if not ev.fits(est) and ev.fits(alt):
+        return [Finding("error", "dp-sharding", f"with {mine} the run needs {_gib(mem)} GiB; {name} shards weights and "
+                        f"gradients differently and needs {_gib(alt.memory.total_bytes)} GiB, which fits "
+                        f"({alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU)", fix, nums, line)]
+    if ev.fits(alt) and alt.time.tokens_per_s_per_gpu > tps * (1 + MIN_GAIN):
+        why = (f"exposed data-parallel communication {nums['dp_comm_s']} s vs {nums['alt_dp_comm_s']} s per step"
+               if cfg.fsdp else f"it frees {_gib(mem - alt.memory.total_bytes)} GiB for the memory knobs")
+        return [Finding("warning", "dp-sharding", f"{name} fits ({_gib(alt.memory.total_bytes)} GiB) and runs at "
+                        f"{alt.time.tokens_per_s_per_gpu:,.0f} vs {tps:,.0f} tokens/s/GPU with {mine}: {why}",
+                        fix, nums, line)]
+    return []
+
+
+def _muon(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    out: list[Finding] = []
+    if not cfg.muon_layer_wise and cfg.parallel.dp * cfg.parallel.cp > 1:
+        alt_cfg = cfg.with_(muon_layer_wise=True)
+        alt = ev(alt_cfg)
+        if alt is not None:
+            saved = est.memory.peak.items["optimizer_states"] - alt.memory.peak.items["optimizer_states"]
+            out.append(Finding("warning", "muon-layer-wise",
+                               f"plain muon keeps the whole optimizer state on every DP rank; dist_muon (layer-wise "
+                               f"distributed optimizer) deals it over DP x CP {cfg.parallel.dp * cfg.parallel.cp} and "
+                               f"saves {_gib(saved)} GiB per GPU", fix_overrides(cfg, alt_cfg),
+                               {"saved_gib": _gib(saved)}, lines.get("optimizer")))
+    return out
+
+

@@ -12,7 +12,7 @@ from typing import Literal
 
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.megatron.fields import version_key
+from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, version_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel
 from moeplan.vocab import (
@@ -22,7 +22,10 @@ from moeplan.vocab import (
     DEFAULT_RESERVE_GIB,
     DISPATCHERS,
     Dispatcher,
+    FSDP_STRATEGIES,
+    MUON_TP_MODES,
     OFFLOAD_MODULES,
+    OPTIMIZERS,
     PRECISIONS,
     Precision,
     RECOMPUTE_ALIASES,
@@ -136,10 +139,46 @@ class RunConfig:
     # ---- target
     mcore_version: str = DEFAULT_MCORE_VERSION
     """Megatron-Core release the exports and checks target (field names and allowed values)."""
+    # ---- data-parallel sharding and optimizer (moeplan.fsdp, moeplan.muon)
+    fsdp: str | None = None
+    """Megatron-FSDP (ddp ``use_megatron_fsdp``) with this ``data_parallel_sharding_strategy``; None = Megatron
+    DDP with the distributed optimizer (``use_distributed_optimizer``)."""
+    fsdp_double_buffer: bool = False
+    """ddp ``fsdp_double_buffer``: two persistent buffers per FSDP unit size."""
+    optimizer: str = "adam"
+    """adam | muon (Muon on 2-D weights; Adam on embeddings, output layer, norms)."""
+    muon_ns_steps: int = 5
+    """``muon_num_ns_steps`` (Megatron-Core default 5)."""
+    muon_tp_mode: str = "blockwise"
+    """``muon_tp_mode`` (Megatron-Core default blockwise)."""
+    muon_layer_wise: bool = True
+    """Muon with the layer-wise distributed optimizer (optimizer 'dist_muon'): state dealt over DP; False = plain
+    'muon', every DP rank keeps and updates the whole state."""
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str):
             object.__setattr__(self, "gpu", load_gpu(self.gpu))
+        if self.fsdp is not None and self.fsdp not in FSDP_STRATEGIES:
+            raise MoeplanError(f"Megatron-FSDP sharding strategy '{self.fsdp}' unknown; choose one of "
+                               f"{', '.join(FSDP_STRATEGIES)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise MoeplanError(f"optimizer '{self.optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
+        if self.optimizer == "muon" and self.fsdp is not None:
+            # megatron/training/arguments.py (core_v0.16.0 .. core_v0.19.0):
+            # "Muon optimizer does not support Megatron-FSDP for now."
+            raise MoeplanError("Muon does not run with Megatron-FSDP (Megatron-LM arguments.py asserts "
+                               "not use_megatron_fsdp for Muon); use the distributed optimizer or Adam")
+        if self.optimizer == "muon" and (self.optimizer_offload > 0 or self.bf16_moments):
+            # optimizer_config.py (core_v0.16.1) __post_init__: use_precision_aware_optimizer "only supported
+            # with adam" and "with distributed optimizer"; Megatron-LM requires it for optimizer_cpu_offload
+            raise MoeplanError("Muon runs without the precision-aware optimizer (Megatron-Core OptimizerConfig: "
+                               "adam and the distributed optimizer only), so neither optimizer CPU offload nor bf16 "
+                               "moments; its fp32 master weights and momentum stay on the GPU")
+        if self.muon_tp_mode not in MUON_TP_MODES:
+            raise MoeplanError(f"muon_tp_mode '{self.muon_tp_mode}' is not modelled; choose one of "
+                               f"{', '.join(MUON_TP_MODES)}")
+        if not (isinstance(self.muon_ns_steps, int) and self.muon_ns_steps >= 1):
+            raise MoeplanError(f"muon_num_ns_steps must be an integer >= 1, got {self.muon_ns_steps}")
         if self.precision not in PRECISIONS:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
         if self.dispatcher not in DISPATCHERS:
@@ -173,8 +212,13 @@ class RunConfig:
     def ep_overlap_allowed(self) -> bool:
         """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
         another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
-        (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute."""
+        (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute; with
+        MTP in core_v0.16/0.17 also a single MTP layer and PP > 1."""
         par = self.parallel
+        if self.model.mtp_layers and ep_overlap_mtp_needs_pp(self.mcore_version):
+            # core_v0.16/0.17 transformer_config.py: with MTP, one MTP layer and PP > 1
+            if self.model.mtp_layers > 1 or par.pp == 1:
+                return False
         return (par.ep > 1 and self.batch.microbatches(par.dp) > 1 and (par.pp == 1 or par.vpp > 1)
                 and self.recompute.granularity != "full" and version_key(self.mcore_version) >= (0, 14))
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from moeplan.errors import MoeplanError
 from moeplan.memory import ScheduleMemory, estimate_memory, schedule_memory
-from moeplan.parallel import Pipeline, build_pipeline
+from moeplan.parallel import Pipeline, build_pipeline, interleaving_problem
 from moeplan.run import RunConfig
 from moeplan.hardware import GPUSpec
 from moeplan.timing import DEFAULT_CALIBRATION, TRAIN, Calibration, StepParts, hidden_comm_s, step_parts
@@ -83,20 +83,9 @@ class Step:
 
 
 def schedule_problem(pp: int, vpp: int, microbatches: int, group: int | None = None) -> str | None:
-    """Why Megatron-Core refuses this interleaved schedule (None when it runs it).
-    schedules.py: the micro-batch group size must lie in [PP, M], and the last group must be empty or
-    at least PP long ("Otherwise, it introduces dependency bubbles in the pipeline")."""
-    if vpp <= 1 or pp <= 1:
-        return None
-    g = group or pp
-    if g > microbatches or g < pp:
-        return (f"the interleaved schedule (VPP {vpp}) needs at least PP = {pp} micro-batches per group; "
-                f"this run has {microbatches}")
-    rest = microbatches % g
-    if 0 < rest < pp:
-        return (f"the interleaved schedule (VPP {vpp}) needs the micro-batches ({microbatches}) to be a multiple "
-                f"of PP = {pp} (Megatron-Core raises: the last group of {rest} would add dependency bubbles)")
-    return None
+    """Why Megatron-Core refuses this interleaved schedule (None when it runs it): the layout rule
+    :func:`moeplan.parallel.interleaving_problem`."""
+    return interleaving_problem(pp, vpp, microbatches, group)
 
 
 def warmup_count(pp: int, vpp: int, rank: int, microbatches: int, extra_warmup: bool = False) -> int:
@@ -279,8 +268,8 @@ def build_timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALI
             behind = fwd_hidden if fwd else bwd_hidden
             ops.append(Op(r, st, begin, fwd_slot if fwd else bwd_slot, busy))
             label = "forward" if fwd else "backward"
-            spans.append(Span(r, "compute", f"{'F' if fwd else 'B'} mb{st.microbatch} c{st.chunk}", begin, busy,
-                              label, st.microbatch, st.chunk, st.phase))
+            parent = len(spans)
+            spans.append(Span(r, "compute", "", begin, busy, label))  # replaced below, once its items are laid out
             t = begin
             for k in FORWARD_ORDER if fwd else BACKWARD_ORDER:
                 d, h = items.get(k, 0.0), behind.get(k, 0.0)
@@ -292,6 +281,9 @@ def build_timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALI
                     continue
                 spans.append(Span(r, ITEM_TRACK.get(k, "compute"), k, t, d, k, st.microbatch, st.chunk, st.phase))
                 t += d
+            # the operation ends where its last item ends (exact nesting for trace viewers)
+            spans[parent] = Span(r, "compute", f"{'F' if fwd else 'B'} mb{st.microbatch} c{st.chunk}", begin,
+                                 t - begin, label, st.microbatch, st.chunk, st.phase)
     pipe_end = max(o.start_s + o.slot_s for o in ops)
     rs_end = pipe_end + parts.dp_reduce_scatter_exposed_s
     opt_s = parts.breakdown_s.get("optimizer", 0.0)
@@ -355,11 +347,13 @@ def chrome_trace(tl: Timeline) -> dict[str, Any]:
             events.append({"ph": "M", "pid": r, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
     tids = {t: i for i, t in enumerate(TRACKS)}
     for s in tl.spans:
+        ts = _us(s.start_s)  # rounded end points: a nested span's end never passes its parent's
         ev: dict[str, Any] = {"ph": "X", "pid": s.rank, "tid": tids[s.track], "name": s.name, "cat": s.category,
-                              "ts": _us(s.start_s), "dur": _us(s.dur_s)}
+                              "ts": ts, "dur": round(_us(s.start_s + s.dur_s) - ts, 3)}
         if s.microbatch >= 0 and s.category in ("forward", "backward"):
             ev["args"] = {"microbatch": s.microbatch, "chunk": s.chunk, "phase": s.phase}
         events.append(ev)
+    events += _flows(tl)
     gib = 1024**3
     for t, static, act, trans in tl.memory_s:
         events.append({"ph": "C", "pid": tl.memory_rank, "name": "memory GiB", "ts": _us(t),
@@ -370,6 +364,24 @@ def chrome_trace(tl: Timeline) -> dict[str, Any]:
                           "pp": tl.pp, "vpp": tl.vpp, "slowest_rank": tl.slowest_rank,
                           "memory_rank": tl.memory_rank, "memory_peak_gib": tl.memory_peak_bytes / gib,
                           "memory_estimate_gib": tl.memory_estimate_bytes / gib}}
+
+
+def _flows(tl: Timeline) -> list[dict[str, Any]]:
+    """PP send/recv as flow arrows: each forward to the next virtual stage's forward of the same
+    micro-batch, each backward to the previous stage's backward (bound to the enclosing operations)."""
+    by_key = {(o.step.kind, o.step.microbatch, o.step.chunk * tl.pp + o.rank): o for o in tl.ops}
+    out: list[dict[str, Any]] = []
+    for (kind, mb, stage), src in by_key.items():
+        dst = by_key.get((kind, mb, stage + 1 if kind == "F" else stage - 1))
+        if dst is None:
+            continue
+        n = len(out) // 2
+        name = "activations" if kind == "F" else "gradients"
+        out.append({"ph": "s", "id": n, "pid": src.rank, "tid": 0, "name": name, "cat": "pp_send",
+                    "ts": _us(src.start_s + 0.5 * src.busy_s)})
+        out.append({"ph": "f", "bp": "e", "id": n, "pid": dst.rank, "tid": 0, "name": name, "cat": "pp_send",
+                    "ts": _us(dst.start_s + 0.5 * dst.busy_s)})
+    return out
 
 
 def chrome_trace_bytes(tl: Timeline) -> bytes:

@@ -30,6 +30,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from moeplan import fsdp, muon
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
@@ -43,7 +44,8 @@ from moeplan.flops import (
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
-from moeplan.memory import average_params_per_gpu
+from moeplan.megatron.fields import muon_dp_overlap
+from moeplan.memory import _rank_params, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 from moeplan.parallel import (
     Batch,
@@ -92,7 +94,9 @@ class Calibration:
     attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
     gdn_eff: float = _from_file("gdn_eff")
+    gdn_chunk_step_s: float = _from_file("gdn_chunk_step_s")
     grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
+    gemm_k_half: float = _from_file("gemm_k_half")
     elementwise_traffic: float = _from_file("elementwise_traffic")
     hbm_eff: float = _from_file("hbm_eff")
     nvlink_eff: float = _from_file("nvlink_eff")
@@ -100,10 +104,14 @@ class Calibration:
     a2a_eff: dict[str, float] = _from_file("a2a_eff")
     a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
     ep_overlap_eff: float = _from_file("ep_overlap_eff")
+    ep_overlap_layer_s: float = _from_file("ep_overlap_layer_s")
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
     optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
     cpu_adam_mem_eff: float = _from_file("cpu_adam_mem_eff")
+    # Not a timing constant: the fit's leave-one-group-out error (RMS of held-out log residuals),
+    # the band every estimate carries (benchmarks/calibrate.py writes it)
+    error_band_log: float = _from_file("error_band_log")
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
@@ -282,7 +290,15 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
         # is padding, which costs narrow EP (many local experts, few rows each) the most
         per_expert = m / max(1.0, weights)
         rate *= cal.grouped_gemm_eff * per_expert / (per_expert + GROUPED_TILE_ROWS / 2)
-    t = TRAIN * flops / rate + traffic / hbm
+    else:
+        per_expert = m
+    # Each output tile pays a fixed prologue/epilogue (load/store of C, accumulate into main_grad)
+    # besides its K-deep main loop: a GEMM with reduction depth K runs at K / (K + gemm_k_half) of the
+    # best-shape rate. Forward reduces over k, dgrad over n, wgrad over the rows (per expert): the
+    # weight gradient of narrow EP (many local experts, few rows each) is the shallow one.
+    kh = cal.gemm_k_half
+    depth = (k / (k + kh), n / (n + kh), per_expert / (per_expert + kh))
+    t = sum(flops / (rate * d) for d in depth) + traffic / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast
 
@@ -355,6 +371,34 @@ def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
     """Fused attention kernels of one layer, one micro-batch, fwd + bwd, at this run's block rate."""
     flops = TRAIN * _attention_core_flops_per_token(mixer, ctx.cfg.batch.seq_len) * ctx.tokens
     return flops / attention_rate(ctx.cfg, ctx.gpu, mixer, ctx.cal)
+
+
+GDN_CHUNK_TOKENS = 64  # fla chunk_gated_delta_rule chunk size (fla-org/flash-linear-attention, BT = 64)
+GDN_SEQUENTIAL_PASSES = 3  # state recurrence over chunks: forward h, backward recompute of h, backward dh
+GDN_V_TILE = 64  # value-dim tile per program of the recurrence kernels (BV)
+
+
+def gdn_kernel_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration) -> float:
+    """Gated DeltaNet kernels of one layer and micro-batch, forward + backward.
+
+    Megatron-Core runs Gated DeltaNet under CP head-parallel: an all-to-all gives each CP rank the
+    WHOLE sequence for num_value_heads / (TP x CP) heads (megatron/core/ssm/gated_delta_net.py, the
+    "HP-to-CP all-to-all"). The fla chunk kernels walk the chunks of a sequence one after another
+    (the state of chunk i feeds chunk i+1) and run in parallel only over batch x heads x value tiles.
+    So the layer costs the larger of its FLOPs at ``gdn_eff`` of peak and the recurrence's latency:
+    sequence / 64 chunks x ``gdn_chunk_step_s`` per chunk x 3 sequential passes, once per wave of
+    programs (one wave while batch x local heads x value tiles stays under the GPU's SM count;
+    B200/GB200 have 148)."""
+    par = cfg.parallel
+    heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
+    programs = cfg.batch.mbs * heads * math.ceil(mixer.value_head_dim / GDN_V_TILE)
+    waves = math.ceil(programs / GDN_SMS)
+    chunks = cfg.batch.seq_len / GDN_CHUNK_TOKENS
+    sequential = GDN_SEQUENTIAL_PASSES * chunks * cal.gdn_chunk_step_s * waves
+    return max(flops / (peak * cal.gdn_eff), sequential)
+
+
+GDN_SMS = 132  # streaming multiprocessors a recurrence wave fills (H100 132, B200 148): the smaller
 
 
 def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
@@ -522,7 +566,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     mixer_norm = f.attn_proj_flops - sum(g.fwd_flops for g in layer_gemms(layer, h) if g.kind == "attn")
     out["gemm"] += TRAIN * mixer_norm * t / ctx.gemm_rate  # MLA low-rank norms (Megatron counts them)
     if isinstance(mixer, GatedDeltaNet):
-        out["linear_attention"] = TRAIN * f.gdn_core_flops * t / (ctx.bf16_peak * cal.gdn_eff)
+        out["linear_attention"] = gdn_kernel_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal)
     else:
         out["attention"] = _attention_s(ctx, mixer)
     # --- element-wise work: proportional to what the layer saves for backward
@@ -556,12 +600,14 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         ep_raw, ep_fwd = _ep_comm(ctx, mlp)
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
             compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention"))
-            out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute)
+            # the merged forward/backward schedule splits each layer into sub-modules on two streams,
+            # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
+            # A2A overlap): a fixed host cost per layer and micro-batch, which small layers cannot
+            # amortise and which a CUDA graph of the captured scopes removes
+            share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
+            out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute) + cal.ep_overlap_layer_s * (1 - share)
         else:
             out["ep_comm"] = ep_raw
-    # --- launch overhead, reduced by CUDA graphs
-    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in cfg.cuda_graph_scopes))
-    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     # --- recompute: forward cost of what is rebuilt
     rc = cfg.recompute
     fwd = 1 / TRAIN
@@ -592,6 +638,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         if "gdn_norm_out" in mods and isinstance(mixer, GatedDeltaNet):
             r += 2 * mixer.value_dim * BF16_BYTES * t / hbm
         out["recompute"] = r
+    # --- host launch overhead, reduced by CUDA graphs. Dropless MoE syncs the host every layer (tokens
+    # per expert, D2H), which drains the launch queue, so the launches after it show in the step
+    # rather than hiding behind GPU work; graph-captured scopes launch as one graph (Megatron-Core
+    # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
+    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
+    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     return LayerTime(**out)
 
 
@@ -642,13 +694,29 @@ class TimeEstimate:
     microbatches: int
     slowest_rank: int
     peak_flops: float
+    band_log: float = 0.0  # the calibration's cross-validated error (log units): the estimate's band
+
+    def band(self, value: float) -> tuple[float, float]:
+        """(low, high) of a throughput figure: value x exp(-/+ band_log)."""
+        return value * math.exp(-self.band_log), value * math.exp(self.band_log)
+
+    @property
+    def tflops_range(self) -> tuple[float, float]:
+        return self.band(self.tflops_per_gpu)
+
+    @property
+    def tokens_per_s_range(self) -> tuple[float, float]:
+        return self.band(self.tokens_per_s_per_gpu)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "step_time_s": self.step_time_s,
             "tflops_per_gpu": self.tflops_per_gpu,
+            "tflops_range": list(self.tflops_range),
             "mfu": self.mfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "tokens_per_s_range": list(self.tokens_per_s_range),
+            "error_band": math.expm1(self.band_log),
             "flops_per_token": self.flops_per_token,
             "microbatches": self.microbatches,
             "time_breakdown_s": dict(self.breakdown_s),
@@ -750,6 +818,12 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     dp_group, edp = par.dp * par.cp, par.edp
     dense_bw = _busbw(gpu, dp_group, par.tp, cal)
     expert_bw = _busbw(gpu, edp, par.ep * par.etp, cal)
+    if cfg.fsdp is not None or cfg.optimizer != "adam":  # Megatron-FSDP / Muon: moeplan.fsdp, moeplan.muon
+        extra, dp_parts = _sharded_dp_and_optimizer_s(ctx, pipe, t_mb, breakdown["pp_bubble"], dense_p, expert_p,
+                                                      dense_bw, expert_bw)
+        breakdown.update(extra)
+        items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
+        return StepParts(tuple(per_rank), worst_rank, m, t_mb, *dp_parts, items)
     rs_time = ag_time = 0.0  # gradient reduce-scatter, parameter all-gather (distributed optimizer)
     if dp_group > 1:
         rs_time += _ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
@@ -773,6 +847,70 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
         breakdown["offload"] = offload_s(cfg, gpu, cal, shard * cfg.optimizer_offload)
     items = {k: breakdown.get(k, 0.0) for k in TIME_ITEMS}
     return StepParts(tuple(per_rank), worst_rank, m, t_mb, rs_time, ag_time, rs_exposed, ag_exposed, items)
+
+
+def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: float, dense_p: float,
+                                expert_p: float, dense_bw: float, expert_bw: float,
+                                ) -> tuple[dict[str, float], tuple[float, float, float, float]]:
+    """dp_comm, optimizer and offload seconds with Megatron-FSDP (moeplan.fsdp.dp_comm_s) or Muon's
+    layer-wise distributed optimizer (moeplan.muon): DDP all-reduces the gradients (2 x a
+    reduce-scatter), the updated weights are all-gathered after the step, and each rank runs Newton-Schulz
+    on its share of the matrices at the bf16 matmul rate (muon_fp32_matmul_prec 'medium'). Also the
+    (reduce, gather, reduce exposed, gather exposed) seconds StepParts carries."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    spec, par = cfg.model, cfg.parallel
+    grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    dp_group, edp = par.dp * par.cp, par.edp
+    hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
+    out: dict[str, float] = {}
+    sh = fsdp.shards(cfg)
+    if cfg.fsdp is not None:
+        mean_unit = (dense_p + expert_p) * par.pp / max(1, spec.num_layers)
+        across = max(dp_group * par.tp, edp * par.ep * par.etp) > gpu.nvlink_domain
+        sms = fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK
+        exposed, raw = fsdp.dp_comm_s(cfg, dense_p, expert_p, mean_unit, t_mb, bubble, dense_bw, expert_bw,
+                                      grad_b, _ring_time, sms / gpu.sm_count if gpu.sm_count else 0.0)
+        rs, ag = raw["grad_reduce_s"], raw["param_all_gather_s"]
+        share = rs / (rs + ag) if rs + ag else 1.0
+        dp_parts = (rs, ag, exposed * share, exposed * (1 - share))
+    else:  # Muon with DDP (no distributed optimizer): all-reduce, then the layer-wise gather
+        rs = 2 * (_ring_time(dense_p * grad_b / dp_group, dp_group, dense_bw)
+                  + _ring_time(expert_p * grad_b / edp, edp, expert_bw))
+        ag = (_ring_time(dense_p * BF16_BYTES / dp_group, dp_group, dense_bw)
+              + _ring_time(expert_p * BF16_BYTES / edp, edp, expert_bw)) if sh.optimizer else 0.0
+        if cfg.dp_overlap and cfg.muon_layer_wise and muon_dp_overlap(cfg.mcore_version):
+            dp_parts = (rs, ag, max(0.0, rs - (2 * t_mb / 3 + bubble)), max(0.0, ag - (t_mb / 3 + bubble)))
+        else:  # core_v0.16 (any Muon) and plain muon: overlap_grad_reduce / overlap_param_gather asserted off
+            dp_parts = (rs, ag, rs, ag)
+        exposed = dp_parts[2] + dp_parts[3]
+    out["dp_comm"] = exposed
+    # --- optimizer step on this GPU's shard (slowest pipeline rank); CPU offload of the Adam state
+    d_div = dp_group if sh.optimizer else 1
+    e_div = edp if sh.optimizer else 1
+    worst_opt = worst_off = 0.0
+    for (groups, heads), stages in zip(_rank_work(spec, pipe), pipe.rank_stages):
+        dense, expert, _ = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+        ns_s = muon_shard = m_dense = m_expert = 0.0
+        if cfg.optimizer == "muon":
+            mats = muon.rank_matrices(spec, groups, sum(mtp for _, mtp in heads), par.tp, par.ep, par.etp)
+            m_dense, m_expert = muon.matrix_params(mats)
+            m_dense, m_expert = min(m_dense, dense), min(m_expert, expert)
+            ns = muon.newton_schulz(mats, cfg.muon_ns_steps, cfg.muon_tp_mode)
+            ns_s = ((ns.dense_flops / d_div + ns.expert_flops / e_div) / _gemm_rate(gpu, "bf16")
+                    + (ns.dense_bytes / d_div + ns.expert_bytes / e_div) / hbm)
+            if ns.tp_gather_bytes:
+                ns_s += ns.tp_gather_bytes / d_div / _busbw(gpu, par.tp, 1, cal)
+            muon_shard = m_dense / d_div + m_expert / e_div
+        adam_shard = (dense - m_dense) / d_div + (expert - m_expert) / e_div
+        opt = (adam_shard * (1.0 - cfg.optimizer_offload) * cal.optimizer_bytes_per_param
+               + muon_shard * (cal.optimizer_bytes_per_param - muon.MOMENT_TRAFFIC_BYTES)) / hbm + ns_s
+        off = offload_s(cfg, gpu, cal, adam_shard * cfg.optimizer_offload) if cfg.optimizer_offload > 0 else 0.0
+        if opt + off > worst_opt + worst_off:
+            worst_opt, worst_off = opt, off
+    out["optimizer"] = worst_opt
+    if worst_off:
+        out["offload"] = worst_off
+    return out, dp_parts
 
 
 def _layer_hidden_comm(ctx: _Ctx, layer: Layer) -> dict[str, float]:
@@ -821,7 +959,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     tflops = fpt * tokens / step / par.gpus / 1e12
     peak = gpu.peak(cfg.precision)
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, parts.microbatches,
-                        parts.slowest_rank, peak)
+                        parts.slowest_rank, peak, cal.error_band_log)
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",

@@ -44,6 +44,15 @@ CUDA_GRAPH_SCOPES: tuple[str, ...] = ("attn", "mlp", "moe", "moe_router", "moe_p
 CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
 CP_COMM_TYPES: tuple[str, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
 
+# Megatron-FSDP ``data_parallel_sharding_strategy`` values (distributed_data_parallel_config.py and
+# megatron/training/arguments.py --data-parallel-sharding-strategy, core_v0.14.0 .. core_v0.19.0), in order of
+# what they shard: optimizer state, + gradients, + parameters.
+FSDP_STRATEGIES: tuple[str, ...] = ("no_shard", "optim", "optim_grads", "optim_grads_params")
+# Optimizers moeplan models: Adam (AdamW) and Muon (megatron/core/optimizer/muon.py, core_v0.16.0+).
+OPTIMIZERS: tuple[str, ...] = ("adam", "muon")
+# Muon tensor-parallel modes moeplan costs (OptimizerConfig.muon_tp_mode; "distributed" is not modelled).
+MUON_TP_MODES: tuple[str, ...] = ("blockwise", "duplicated")
+
 # Megatron-Core release targeted when none is given: megatron-core 0.16.1 is the newest release installable here.
 DEFAULT_MCORE_VERSION = "0.16"
 
@@ -55,6 +64,6 @@ DEFAULT_HEADROOM = 0.10
 
 __all__ = [
     "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
-    "Dispatcher", "OFFLOAD_MODULES", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
+    "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
     "RECOMPUTE_MODULES", "RecomputeGranularity",
 ]

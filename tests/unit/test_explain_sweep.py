@@ -51,7 +51,10 @@ def test_explain_qwen3_next_32k_to_64k_says_why_and_what_fixes_it(capsys):
     share = reasons["flops"]["numbers"]["attention_time_share"]
     assert share[1] > share[0]  # attention's share of the step grows with S
     deltas = reasons["time"]["numbers"]["us_per_token_delta"]
-    assert max(deltas, key=deltas.get) == "attention"  # the biggest contributor, in numbers
+    # the biggest contributor, in numbers: Gated DeltaNet runs head-parallel under CP, each rank walking
+    # the whole sequence's chunks one after another, so its time per token grows with S; attention next
+    assert max(deltas, key=deltas.get) == "linear_attention"
+    assert deltas["attention"] > 0
     assert "Planner at seq 65,536" in reasons["fix"]["text"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -34,9 +35,16 @@ def test_megatron_refused_schedules_are_refused():
     assert schedule_problem(4, 1, 3) is None  # plain 1F1B runs any count
     assert "multiple of PP" in schedule_problem(4, 2, 10)
     assert "at least PP" in schedule_problem(4, 2, 2)
-    cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=4096, gbs=40, pp=4, vpp=2, ep=8)
+    # a layout rule too: estimate, plan and check refuse what Megatron-Core would raise on at the first step
     with pytest.raises(MoeplanError, match="multiple of PP"):
-        build_timeline(cfg, gpu)
+        api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=4096, gbs=40, pp=4, vpp=2, ep=8)
+    from moeplan.parallel import Batch, check_layout
+
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=4096, gbs=32, pp=4, vpp=2, ep=8)
+    rules = [c.rule for c in check_layout(cfg.model, cfg.parallel, Batch(4096, 40))]
+    assert rules == ["vpp-microbatches"]
+    assert not check_layout(cfg.model, cfg.parallel, Batch(4096, 40 - 8))
+    assert not check_layout(cfg.model, replace(cfg.parallel, vpp=1), Batch(4096, 40))  # plain 1F1B runs any count
 
 
 RUNS = [
@@ -267,3 +275,52 @@ def test_cp_ring_overlaps_attention_inside_its_operation():
         a = [s for s in attn if (s.rank, s.microbatch, s.chunk) == (h.rank, h.microbatch, h.chunk)
              and s.start_s <= h.start_s + 1e-12 and h.start_s + h.dur_s == pytest.approx(s.start_s + s.dur_s)]
         assert len(a) == 1
+
+
+def test_check_flags_micro_batches_the_interleaved_schedule_refuses(tmp_path, capsys):
+    path = tmp_path / "v.yaml"
+    path.write_text("model:\n  pipeline_model_parallel_size: 4\n  virtual_pipeline_model_parallel_size: 2\n"
+                    "  seq_length: 4096\n  expert_model_parallel_size: 8\ntrain:\n  global_batch_size: 40\n"
+                    "  micro_batch_size: 1\n")
+    code, out, _ = _cli(capsys, "check", str(path), "--model", "qwen3-30b-a3b", "--gpus", "32", "--json")
+    f = next(f for f in json.loads(out)["findings"] if f["rule"] == "vpp-microbatches")
+    assert code == 1 and f["severity"] == "error" and f["line"] == 7
+    assert f["fix"] == ["train.global_batch_size=64", "train.global_batch_size=32"]  # 8 or 4 micro-batches
+
+
+def test_trace_follows_the_calibration_it_is_given():
+    from moeplan.timing import DEFAULT_CALIBRATION
+
+    cal = DEFAULT_CALIBRATION.with_overrides({"grouped_gemm_eff": 0.5, "hbm_eff": 0.5})
+    cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=16384, gbs=64, ep=8, pp=4, vpp=2)
+    step = evaluate(cfg, gpu, cal).time.step_time_s
+    assert step != pytest.approx(evaluate(cfg, gpu).time.step_time_s, rel=1e-3)
+    assert build_timeline(cfg, gpu, cal).span_s == pytest.approx(step, rel=1e-9)
+
+
+def test_operations_nest_their_items_exactly_in_the_trace():
+    _, _, _, tl = _run(gpus=32, seq_len=32768, gbs=64, ep=8, pp=2, vpp=3, cp=2, tp=2,
+                       recompute="selective:moe_act,layernorm")
+    events = [e for e in chrome_trace(tl)["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+    ops = {}
+    for e in events:
+        if e["cat"] in ("forward", "backward"):
+            ops[(e["pid"], e["name"])] = e
+    for e in events:
+        if e["cat"] in ("forward", "backward", "optimizer"):
+            continue
+        inside = [o for o in ops.values() if o["pid"] == e["pid"] and o["ts"] <= e["ts"]
+                  and e["ts"] + e["dur"] <= o["ts"] + o["dur"] + 1e-9]
+        assert len(inside) == 1, e
+
+
+def test_pp_send_recv_flows_link_neighbouring_stages():
+    _, _, _, tl = _run(gpus=32, seq_len=4096, gbs=64, ep=8, pp=4, vpp=2)
+    events = chrome_trace(tl)["traceEvents"]
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    # every micro-batch crosses PP x VPP - 1 stage boundaries forward and as many backward
+    assert len(starts) == len(ends) == 2 * tl.microbatches * (tl.pp * tl.vpp - 1)
+    for i, s in starts.items():
+        f = ends[i]
+        assert f["ts"] > s["ts"] and f["pid"] != s["pid"]  # neighbouring stages sit on different ranks

@@ -148,3 +148,16 @@ def test_ep_overlap_adds_one_warmup_forward_under_interleaving():
     off = api.estimate("qwen3-235b-a22b", **common)
     assert on["memory_gib"]["activations"] > off["memory_gib"]["activations"]
     assert on["memory_gib"]["weights"] == off["memory_gib"]["weights"]
+
+
+def test_optimizer_offload_moves_the_master_only_with_the_precision_aware_optimizer():
+    """HybridDeviceOptimizer: without the precision-aware optimizer the distributed optimizer keeps its
+    fp32 master on the GPU and only the two fp32 moments move (8 of 12 bytes per parameter); with it
+    the whole state moves."""
+    from moeplan import api
+
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=8, tp=2, pp=2, ep=4)
+    base = api.estimate("qwen3-30b-a3b", **kw)["memory_gib"]["total"]
+    saved = {pa: base - api.estimate("qwen3-30b-a3b", optimizer_offload=1.0, precision_aware_optimizer=pa,
+                                     **kw)["memory_gib"]["total"] for pa in (False, True)}
+    assert saved[True] / saved[False] == pytest.approx(12 / 8, rel=0.01)

@@ -55,8 +55,16 @@ def test_plan_json_keys_and_exports(capsys):
         assert {"tp", "pp", "vpp", "cp", "ep", "etp", "dp"} <= p["parallel"].keys()
         assert any(o.startswith("model.context_parallel_size=") for o in p["overrides"])
         assert any(o.startswith("train.global_batch_size=") for o in p["overrides"])
-    tps = [p["tokens_per_s_per_gpu"] for p in plans]
-    assert tps == sorted(tps, reverse=True)
+    # fastest first, except ties (bands overlapping the fastest plan's), which come first, marked
+    fastest = max(p["tokens_per_s_per_gpu"] for p in plans)
+    tied = [p for p in plans if p["tie"]]
+    rest = [p["tokens_per_s_per_gpu"] for p in plans if not p["tie"]]
+    assert plans[: len(tied)] == tied and rest == sorted(rest, reverse=True)
+    for p in plans:
+        lo, hi = p["tokens_per_s_range"]
+        assert lo < p["tokens_per_s_per_gpu"] < hi
+        overlaps = hi >= fastest * lo / p["tokens_per_s_per_gpu"]  # this plan's high vs the fastest's low
+        assert p["tie"] == (overlaps and bool(tied))
 
 
 def test_rationale_cites_numbers_and_guidance():

@@ -54,7 +54,7 @@ _MEASURED_BW = (
     "host_link_achieved_bytes_per_s",
 )
 _MEASURED_FLOPS = ("gemm_bf16_achieved_flops", "gemm_fp8_achieved_flops")
-_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + ("host_mem_bw_bytes_per_s",)
+_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + ("host_mem_bw_bytes_per_s", "sm_count")
 _MIN_BYTES = 1e9  # 1 GB or 1 GB/s: anything smaller is a unit mistake for these GPUs
 _MIN_FLOPS = 1e12
 
@@ -142,6 +142,8 @@ def _check_value(origin: str, entry: str, key: str, value: Any) -> Any:
         return _number(origin, entry, key, value, _MIN_BYTES, integer=True)
     if key in _BW:
         return _number(origin, entry, key, value, _MIN_BYTES)
+    if key == "sm_count":
+        return None if value is None else _number(origin, entry, key, value, 1, integer=True)
     if key in _OPTIONAL:
         if value is None:
             return None

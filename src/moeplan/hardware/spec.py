@@ -82,6 +82,9 @@ class GPUSpec:
     # CPU memory bandwidth per GPU (host sockets' peak / GPUs sharing them): the CPU Adam step of
     # optimizer offload streams the offloaded state through it. None: the host-link class default.
     host_mem_bw_bytes_per_s: float | None = None
+    # Streaming multiprocessors per GPU (datasheet / architecture brief): the share NCCL collectives take
+    # from overlapped compute (moeplan.fsdp). None: not modelled.
+    sm_count: int | None = None
 
     def __hash__(self) -> int:  # peak_flops is a dict; hash on the identity fields only
         return hash((self.name, self.description, self.hbm_bytes, tuple(sorted(self.peak_flops.items()))))

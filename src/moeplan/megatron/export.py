@@ -146,11 +146,14 @@ def _precision_settings(cfg: RunConfig) -> dict[str, object]:
     return {"fp8": "e4m3", "fp8_recipe": PRECISION_TO_FP8_RECIPE[cfg.precision]}
 
 
-def _optimizer_settings(cfg: RunConfig) -> dict[str, object]:
+def _optimizer_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     offload = cfg.optimizer_offload > 0
     out: dict[str, object] = {
         "grad_reduce_in_fp32": cfg.grad_fp32,
-        "use_distributed_optimizer": True,  # moeplan's memory model is the distributed optimizer's
+        # moeplan's Adam memory model is the distributed optimizer's; Megatron-FSDP always uses it (Bridge
+        # v0.6.0 config.py); Muon runs without it (arguments.py: "Muon optimizer does not support
+        # distributed optimizer"), 'dist_muon' being its layer-wise distributed optimizer
+        "use_distributed_optimizer": cfg.optimizer == "adam",
         "optimizer_cpu_offload": offload,
     }
     if offload:
@@ -160,8 +163,28 @@ def _optimizer_settings(cfg: RunConfig) -> dict[str, object]:
     if cfg.bf16_moments:
         out["exp_avg_dtype"] = "bfloat16"
         out["exp_avg_sq_dtype"] = "bfloat16"
-    out["overlap_grad_reduce"] = cfg.dp_overlap
-    out["overlap_param_gather"] = cfg.dp_overlap
+    overlap = cfg.dp_overlap
+    if cfg.optimizer == "muon":
+        if "muon" not in f.optimizers:
+            raise MoeplanError(f"the Muon optimizer needs Megatron-Core >= 0.16 (optimizer 'muon'/'dist_muon', "
+                               f"muon_* fields), target is {f.version}")
+        out["optimizer"] = "dist_muon" if cfg.muon_layer_wise else "muon"
+        out["muon_num_ns_steps"] = cfg.muon_ns_steps
+        out["muon_tp_mode"] = cfg.muon_tp_mode
+        if not f.muon_dp_overlap or not cfg.muon_layer_wise:
+            overlap = False  # Megatron-LM asserts it off (plain muon always; any muon in core_v0.16)
+    if cfg.fsdp is not None:
+        if cfg.fsdp not in f.fsdp_strategies:
+            raise MoeplanError(f"Megatron-FSDP (use_megatron_fsdp) needs Megatron-Core >= 0.14; {f.version} has only "
+                               "the deprecated use_custom_fsdp")
+        out["use_megatron_fsdp"] = True
+        out["data_parallel_sharding_strategy"] = cfg.fsdp
+        out["fsdp_double_buffer"] = cfg.fsdp_double_buffer
+        out["ckpt_format"] = "fsdp_dtensor"
+        if cfg.fsdp in ("optim_grads", "optim_grads_params"):
+            overlap = True  # megatron_fsdp.py forces overlap_grad_reduce (and param gather) on
+    out["overlap_grad_reduce"] = overlap
+    out["overlap_param_gather"] = overlap and (cfg.optimizer == "adam" or cfg.muon_layer_wise)
     return out
 
 
@@ -183,7 +206,7 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
         out["tp_comm_overlap"] = cfg.tp_comm_overlap
     out.update(_offload_settings(cfg, f))
     out.update(_precision_settings(cfg))
-    out.update(_optimizer_settings(cfg))
+    out.update(_optimizer_settings(cfg, f))
     return out
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from moeplan.errors import MoeplanError
-from moeplan.vocab import CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, OFFLOAD_MODULES, RECOMPUTE_MODULES
+from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, OFFLOAD_MODULES,
+                          RECOMPUTE_MODULES)
 
 DEFAULT_VERSION = DEFAULT_MCORE_VERSION
 
@@ -146,6 +147,24 @@ KNOBS: tuple[Knob, ...] = (
     _k("tp_comm_overlap", MPC, "bool", "comm_overlap.tp_comm_overlap", bridge_read=("model.tp_comm_overlap",)),
     _k("overlap_grad_reduce", DDP, "bool", "ddp.overlap_grad_reduce"),
     _k("overlap_param_gather", DDP, "bool", "ddp.overlap_param_gather"),
+    # Megatron-FSDP: distributed_data_parallel_config.py use_megatron_fsdp (core_v0.14.0+; core_v0.13 had only
+    # use_custom_fsdp), data_parallel_sharding_strategy and fsdp_double_buffer (core_v0.13.1+); flags
+    # --use-megatron-fsdp / --data-parallel-sharding-strategy / --fsdp-double-buffer (arguments.py); Bridge
+    # ddp.* (v0.2.0+ syncs dist.use_megatron_fsdp). Megatron-LM and Bridge require --ckpt-format fsdp_dtensor
+    # with it (arguments.py validate_args; Bridge config.py _validate_and_apply_megatron_fsdp_configs).
+    _k("use_megatron_fsdp", DDP, "bool", "ddp.use_megatron_fsdp", bridge_read=("dist.use_megatron_fsdp",),
+       since="0.14", merge_any=True),
+    _k("data_parallel_sharding_strategy", DDP, "str", "ddp.data_parallel_sharding_strategy"),
+    _k("fsdp_double_buffer", DDP, "bool", "ddp.fsdp_double_buffer"),
+    _k("ckpt_format", TRAIN, "str", "checkpoint.ckpt_format"),
+    # Optimizer choice: optimizer_config.py optimizer (str, all versions; Megatron-LM --optimizer choices adam,
+    # sgd, + muon, dist_muon from core_v0.16.0); Muon fields muon_num_ns_steps / muon_tp_mode (core_v0.16.0+),
+    # use_layer_wise_distributed_optimizer (core_v0.18.0+, what 'dist_muon' turns on; read only).
+    _k("optimizer", OPT, "str", "optimizer.optimizer"),
+    _k("muon_num_ns_steps", OPT, "int", "optimizer.muon_num_ns_steps", since="0.16"),
+    _k("muon_tp_mode", OPT, "str", "optimizer.muon_tp_mode", since="0.16"),
+    _k("use_layer_wise_distributed_optimizer", OPT, "bool", "optimizer.use_layer_wise_distributed_optimizer",
+       mlm=None, since="0.18"),
 )
 KNOB_BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 
@@ -173,6 +192,13 @@ class _Allowed:
     fp8_recipes: tuple[str, ...]
     dataset_seq_path: str
     bridge_release: str  # Megatron Bridge release pinned to this Megatron-Core ("" = none)
+    # Megatron-FSDP data_parallel_sharding_strategy values (empty: no use_megatron_fsdp)
+    fsdp_strategies: tuple[str, ...] = FSDP_STRATEGIES
+    optimizers: tuple[str, ...] = ("adam", "sgd", "muon", "dist_muon")  # Megatron-LM --optimizer choices
+    muon_dp_overlap: bool = True  # Muon accepts overlap_grad_reduce / overlap_param_gather (dist_muon)
+    # transformer_config.py core_v0.16/0.17: overlap_moe_expert_parallel_comm with MTP needs mtp_num_layers 1
+    # and pipeline_model_parallel_size > 1
+    ep_overlap_mtp_needs_pp: bool = False
 
 
 # The version table. Sources, Megatron-LM tag core_v<version>: transformer_config.py (recompute_modules and
@@ -182,18 +208,21 @@ class _Allowed:
 # Bridge pins from pyproject.toml + 3rdparty/Megatron-LM of tags v0.1.0rc4 .. v0.6.0.
 _VERSION_TABLE: dict[str, _Allowed] = {
     "0.13": _Allowed(_CORE_RECOMPUTE, (), (), "cuda_graph_scope", ("full", "attn"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", ""),
+                     "dataset.sequence_length", "", fsdp_strategies=(), optimizers=("adam", "sgd")),
     "0.14": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), (), "cuda_graph_scope",
-                     ("full", "attn", "full_iteration"), (), _FP8_RECIPES, "dataset.sequence_length", "v0.1.0rc4"),
+                     ("full", "attn", "full_iteration"), (), _FP8_RECIPES, "dataset.sequence_length", "v0.1.0rc4",
+                     optimizers=("adam", "sgd")),
     "0.15": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", ("full", "attn", "full_iteration"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", "v0.2"),
+                     "dataset.sequence_length", "v0.2", optimizers=("adam", "sgd")),
+    # core_v0.16 arguments.py: any 'muon' optimizer asserts not overlap_grad_reduce / overlap_param_gather;
+    # core_v0.17 keeps that for plain 'muon' only
     "0.16": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
-                     "dataset.sequence_length", "v0.3"),
+                     "dataset.sequence_length", "v0.3", muon_dp_overlap=False, ep_overlap_mtp_needs_pp=True),
     "0.17": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
-                     "dataset.sequence_length", "v0.4"),
+                     "dataset.sequence_length", "v0.4", ep_overlap_mtp_needs_pp=True),
     "0.18": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD,
                      ("none", "local", "transformer_engine", "full_iteration"), "cuda_graph_modules",
                      _SCOPES_016[1:], ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
@@ -293,6 +322,10 @@ class MegatronFields:
     fp8_recipes: tuple[str, ...]
     dataset_seq_path: str
     bridge_release: str
+    fsdp_strategies: tuple[str, ...] = ()
+    optimizers: tuple[str, ...] = ()
+    muon_dp_overlap: bool = False
+    ep_overlap_mtp_needs_pp: bool = False
 
     def bridge_paths(self, knob: Knob) -> tuple[str, ...]:
         """Bridge paths written on export for this version."""
@@ -317,7 +350,25 @@ def fields_for(version: str) -> MegatronFields:
         fp8_recipes=row.fp8_recipes,
         dataset_seq_path=row.dataset_seq_path,
         bridge_release=row.bridge_release,
+        fsdp_strategies=row.fsdp_strategies,
+        optimizers=row.optimizers,
+        muon_dp_overlap=row.muon_dp_overlap,
+        ep_overlap_mtp_needs_pp=row.ep_overlap_mtp_needs_pp,
     )
+
+
+@lru_cache(maxsize=64)
+def muon_dp_overlap(version: str) -> bool:
+    """Whether Megatron-Core ``version`` lets distributed Muon overlap its gradient all-reduce and
+    parameter all-gather (the field table says: not in 0.16)."""
+    return _VERSION_TABLE[normalize_version(version)].muon_dp_overlap
+
+
+@lru_cache(maxsize=64)
+def ep_overlap_mtp_needs_pp(version: str) -> bool:
+    """Whether EP A2A overlap with MTP needs one MTP layer and PP > 1 in ``version`` (the field table:
+    0.16 and 0.17). Cached: the planner asks for every candidate."""
+    return _VERSION_TABLE[normalize_version(version)].ep_overlap_mtp_needs_pp
 
 
 
@@ -458,5 +509,38 @@ def check_settings(settings: Mapping[str, object], version: str) -> list[KnobPro
     check("moe_flex_dispatcher_backend", f.flex_backends)
     check("cp_comm_type", f.cp_comm_types)
     check("fp8_recipe", f.fp8_recipes)
+    check("optimizer", f.optimizers)
+    if settings.get("use_megatron_fsdp") is True:
+        check("data_parallel_sharding_strategy", f.fsdp_strategies)
     return problems
+
+
+def dp_assertions(settings: Mapping[str, object], version: str) -> list[KnobProblem]:
+    """One problem per Megatron-FSDP / Muon combination Megatron-LM or Megatron Bridge rejects:
+    megatron/training/arguments.py validate_args (core_v0.16.1 .. core_v0.19.0) and Bridge config.py
+    (v0.3.0 .. v0.6.0)."""
+    f = fields_for(version)
+    out: list[KnobProblem] = []
+    fsdp = settings.get("use_megatron_fsdp") is True
+    opt = settings.get("optimizer")
+    muon = isinstance(opt, str) and "muon" in opt
+    if fsdp and settings.get("ckpt_format", "torch_dist") != "fsdp_dtensor":
+        out.append(KnobProblem("ckpt_format", "Megatron-FSDP only supports the fsdp_dtensor checkpoint format "
+                               "(Megatron-LM asserts it; Bridge when saving or loading), got "
+                               f"{settings.get('ckpt_format', 'torch_dist')}"))
+    if muon and fsdp:
+        out.append(KnobProblem("use_megatron_fsdp", "Muon optimizer does not support Megatron-FSDP "
+                                                    "(Megatron-LM arguments.py)"))
+    if muon and settings.get("use_distributed_optimizer") is True and version_key(f.version) < (0, 18):
+        out.append(KnobProblem("use_distributed_optimizer", f"Muon does not support the distributed optimizer in "
+                               f"Megatron-Core {f.version}; use optimizer dist_muon (the layer-wise distributed "
+                               "optimizer)"))
+    plain = opt == "muon" and not settings.get("use_layer_wise_distributed_optimizer")
+    if muon and (plain and version_key(f.version) < (0, 18) or not f.muon_dp_overlap):
+        for key in ("overlap_grad_reduce", "overlap_param_gather"):
+            if settings.get(key) is True:
+                out.append(KnobProblem(key, f"{opt} in Megatron-Core {f.version} does not support {key} (Megatron-LM "
+                                       "asserts it off" + ("; dist_muon allows it from 0.17)" if not f.muon_dp_overlap
+                                                           else ")")))
+    return out
 

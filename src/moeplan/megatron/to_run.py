@@ -20,7 +20,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel, unroll_layout
 from moeplan.run import Recompute, RunConfig
-from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, RECOMPUTE_MODULES
+from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, RECOMPUTE_MODULES
 
 
 def _value(settings: Mapping[str, object], key: str) -> object:
@@ -192,8 +192,11 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
     _check_sizes(settings)
     seq = _require(settings, "seq_length", "model.seq_length / --seq-length")
     gbs = _require(settings, "global_batch_size", "train.global_batch_size / --global-batch-size")
-    if not _bool(settings, "use_distributed_optimizer", True):
-        raise MoeplanError("use_distributed_optimizer is false; moeplan models the distributed optimizer only")
+    optimizer, layer_wise = _optimizer_from(settings)
+    fsdp = _fsdp_from(settings)
+    if optimizer == "adam" and fsdp is None and not _bool(settings, "use_distributed_optimizer", True):
+        raise MoeplanError("use_distributed_optimizer is false; moeplan models Adam with the distributed optimizer "
+                           "or Megatron-FSDP, and Muon")
     model = _model_with_mtp(model, settings)
     offload = _bool(settings, "optimizer_cpu_offload")
     fraction = _float(settings, "optimizer_offload_fraction")
@@ -219,7 +222,37 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
         dp_overlap=_bool(settings, "overlap_grad_reduce"),
         cp_comm_type=_cp_comm_from(settings),
         mcore_version=normalize_version(mcore_version),
+        fsdp=fsdp,
+        fsdp_double_buffer=_bool(settings, "fsdp_double_buffer") if fsdp is not None else False,
+        optimizer=optimizer,
+        muon_ns_steps=_int(settings, "muon_num_ns_steps") or 5,  # OptimizerConfig default
+        muon_tp_mode=_str(settings, "muon_tp_mode", "blockwise"),
+        muon_layer_wise=layer_wise,
     )
+
+
+def _optimizer_from(settings: Mapping[str, object]) -> tuple[str, bool]:
+    """(moeplan optimizer, Muon with the layer-wise distributed optimizer) from Megatron's optimizer name
+    ('dist_muon' = muon + use_layer_wise_distributed_optimizer; core_v0.18+ arguments.py also turns
+    use_distributed_optimizer into it for Muon)."""
+    name = _str(settings, "optimizer", "adam")
+    if name == "adam":
+        return "adam", True
+    if name in ("muon", "dist_muon"):
+        layer_wise = (name == "dist_muon" or _bool(settings, "use_layer_wise_distributed_optimizer")
+                      or _bool(settings, "use_distributed_optimizer"))
+        return "muon", layer_wise
+    raise MoeplanError(f"optimizer '{name}' is not modelled; moeplan knows adam, muon and dist_muon")
+
+
+def _fsdp_from(settings: Mapping[str, object]) -> str | None:
+    if not _bool(settings, "use_megatron_fsdp"):
+        return None
+    strategy = _str(settings, "data_parallel_sharding_strategy", "no_shard")  # DDP config default
+    if strategy not in FSDP_STRATEGIES:
+        raise MoeplanError(f"data_parallel_sharding_strategy '{strategy}' unknown; Megatron-Core accepts "
+                           f"{', '.join(FSDP_STRATEGIES)}")
+    return strategy
 
 
 __all__ = ["run_config_from_settings"]

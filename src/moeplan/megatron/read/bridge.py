@@ -66,7 +66,7 @@ RECOGNISED: dict[str, frozenset[str]] = {
         "decrease_batch_size_if_needed empty_unused_memory_level check_weight_hash_across_dp_replicas_interval "
         "train_sync_interval eval_iters eval_interval skip_train check_optimizer_step_success").split()),
     "optimizer": frozenset((
-        "_target_ optimizer lr min_lr weight_decay adam_beta1 adam_beta2 adam_eps sgd_momentum clip_grad bf16 "
+        "_target_ lr min_lr weight_decay adam_beta1 adam_beta2 adam_eps sgd_momentum clip_grad bf16 "
         "fp16 params_dtype loss_scale initial_loss_scale min_loss_scale loss_scale_window hysteresis "
         "main_grads_dtype main_params_dtype decoupled_lr decoupled_min_lr overlap_cpu_optimizer_d2h_h2d "
         "use_torch_optimizer_for_cpu_offload pin_cpu_grads pin_cpu_params barrier_with_L1_time timers "
@@ -75,9 +75,9 @@ RECOGNISED: dict[str, frozenset[str]] = {
     "ddp": frozenset((
         "_target_ overlap_grad_reduce overlap_param_gather align_param_gather num_distributed_optimizer_instances "
         "check_for_nan_in_grad check_for_large_grads bucket_size pad_buckets_for_high_nccl_busbw "
-        "average_in_collective fp8_param_gather use_custom_fsdp use_megatron_fsdp data_parallel_sharding_strategy "
+        "average_in_collective fp8_param_gather use_custom_fsdp "
         "gradient_reduce_div_fusion suggested_communication_unit_size preserve_fp32_weights "
-        "keep_fp8_transpose_cache nccl_ub fsdp_double_buffer outer_dp_sharding_strategy "
+        "keep_fp8_transpose_cache nccl_ub outer_dp_sharding_strategy "
         "disable_symmetric_registration reduce_scatter_with_fp32_accumulation delay_wgrad_compute").split()),
     "dataset": frozenset((
         "_target_ random_seed blend blend_per_split split split_matrix num_dataset_builder_threads path_to_cache "

@@ -20,7 +20,7 @@ _MLM_RECOGNISED_EXTRA = frozenset((
     "--wandb-exp-name --seed --distributed-backend --distributed-timeout-minutes --overlap-grad-reduce "
     "--overlap-param-gather --clip-grad --weight-decay --adam-beta1 --adam-beta2 --init-method-std "
     "--hidden-dropout --attention-dropout --no-masked-softmax-fusion --no-bias-swiglu-fusion "
-    "--no-rope-fusion --ckpt-format --no-load-optim --no-load-rng --exit-interval --num-workers --dataloader-type "
+    "--no-rope-fusion --no-load-optim --no-load-rng --exit-interval --num-workers --dataloader-type "
     "--log-throughput --timing-log-level --manual-gc --manual-gc-interval --use-flash-attn --no-create-attention-mask-in-dataloader "
     "--recompute-activations --main-grads-dtype --main-params-dtype --moe-aux-loss-coeff --moe-z-loss-coeff "
     "--moe-router-dtype --moe-router-bias-update-rate --moe-router-enable-expert-bias --moe-router-score-function "

@@ -1,0 +1,407 @@
+"""Fit moeplan's global timing constants to every shared measurement; write them and the report.
+
+Least squares on log throughput: each observation is log(estimate / measured) for a measured run,
+estimated with that run's own settings (its recipe's layout, knobs and numerics). Observations:
+- ../shared/reference/published_runs.csv, with the recipe settings of tests/data/published_runs_recipes.csv;
+- ../shared/reference/measured_variants.csv (tests/measured_variants.py), where a group's absolute level
+  is confounded by software the observation is a ratio inside the group instead: G05 (adjacent knob steps
+  of the cumulative ladder), G08 (seconds that offload adds: the baseline's sequence length is not
+  published), G09 (graphs on / off), MB01 (the layout change between adjacent releases); G11 and G14 are
+  absolute. G15 (Qwen3-Next, layouts not published) and MB13 (other recipe changes with the MBS change)
+  are ranking tests only. tests/data/bridge_perf_runs.csv stays out of the fit (out-of-sample check).
+Constants are fitted in logit space (efficiencies stay in (0, 1)) with a weak prior at their source
+value (docs/calibration.md says which ones the data pin: posterior / prior spread). Leave-one-group-out
+cross-validation refits without each group and predicts it; the RMS of those held-out residuals is the
+error band every estimate carries (``error_band_log`` in the data file).
+
+    python benchmarks/calibrate.py            # fit, CV, write src/moeplan/hardware/calibration.yaml and docs/calibration.md
+    python benchmarks/calibrate.py --check    # report only, write nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from moeplan import api  # noqa: E402
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time  # noqa: E402
+from tests.measured_variants import Variant, variants  # noqa: E402
+from tests.reference_runs import bridge_runs, estimate_kwargs, label, published_runs, shared_dir  # noqa: E402
+
+DATA_FILE = ROOT / "src" / "moeplan" / "hardware" / "calibration.yaml"
+DOC = ROOT / "docs" / "calibration.md"
+
+# (constant, key) fitted; efficiencies in logit space, seconds in log space. allgather follows alltoall;
+# HybridEP follows DeepEP: moeplan costs both with the same mechanism (one send per remote NVLink
+# domain, NVLink forwarding inside it) and only G05's HybridEP step, confounded with kernel work,
+# would separate them, so the guidance's dispatcher order decides between them (advice.guidance_distance).
+FITTED: tuple[tuple[str, str | None], ...] = (
+    ("attn_fwd_eff", "cudnn_mla"), ("attn_bwd_eff", "cudnn_mla"), ("attn_bwd_eff", "flash"),
+    ("a2a_eff", "alltoall"), ("a2a_eff", "deepep"),
+    ("a2a_scaleout_eff", "alltoall"), ("a2a_scaleout_eff", "deepep"),
+    ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_k_half", None), ("launch_overhead_per_layer_s", None),
+    ("cpu_adam_mem_eff", None), ("gdn_eff", None),
+)
+PRIOR_SD = 3.0  # prior spread in logit / log units around the source value (weak: the data decide where they can)
+
+
+def _is_eff(name: str) -> bool:
+    return not name.endswith("_s") and name != "gemm_k_half"
+
+
+def _get(cal: Calibration, name: str, key: str | None) -> float:
+    v = getattr(cal, name)
+    return float(v[key] if key else v)
+
+
+def to_z(cal: Calibration) -> np.ndarray:
+    out = []
+    for name, key in FITTED:
+        v = _get(cal, name, key)
+        out.append(math.log(v / (1 - v)) if _is_eff(name) else math.log(v))
+    return np.array(out)
+
+
+def from_z(z: np.ndarray, base: Calibration = DEFAULT_CALIBRATION) -> Calibration:
+    over: dict[str, Any] = {}
+    for (name, key), zi in zip(FITTED, z):
+        v = 1 / (1 + math.exp(-zi)) if _is_eff(name) else math.exp(zi)
+        if key:
+            over.setdefault(name, {})[key] = v
+            if name in ("a2a_eff", "a2a_scaleout_eff") and key == "alltoall":
+                over[name]["allgather"] = v
+            if name in ("a2a_eff", "a2a_scaleout_eff") and key == "deepep":
+                over[name]["hybridep"] = v
+        else:
+            over[name] = v
+    return base.with_overrides(over)
+
+
+@dataclass(frozen=True)
+class Obs:
+    group: str
+    label: str
+    measured: float  # the measured quantity (see ``predict``)
+    predict: Callable[[Calibration], float]  # the same quantity from the estimates
+
+
+def _built(model: str, kw: dict[str, Any]):
+    cfg, gpu = api.build_config(model, **kw)
+    return lambda cal: estimate_time(cfg, gpu, cal)
+
+
+def observations() -> list[Obs]:
+    out: list[Obs] = []
+    for run in published_runs(shared_dir() / "reference"):
+        t = _built(run["model"], estimate_kwargs(run))
+        out.append(Obs("published", label(run), float(run["tflops_per_gpu"]), lambda c, t=t: t(c).tflops_per_gpu))
+    vs = variants()
+    by: dict[str, list[Variant]] = {}
+    for v in vs:
+        by.setdefault(v.group, []).append(v)
+    # G05: adjacent knob steps (ratio), the kernel steps between them are drift
+    g05 = by["G05"]
+    for a, b in zip(g05, g05[1:]):
+        if b.knob_step:
+            ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
+            out.append(Obs("G05", b.label, b.measured() / a.measured(),
+                           lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu))
+    # G08: the seconds offload adds over the baseline
+    g08 = by["G08"]
+    base = g08[0]
+    t0 = _built(base.model, base.kwargs)
+    for v in g08[1:]:
+        tv = _built(v.model, v.kwargs)
+        out.append(Obs("G08", v.label, float(v.step_s) - float(base.step_s),  # type: ignore[arg-type]
+                       lambda c, tv=tv: tv(c).step_time_s - t0(c).step_time_s))
+    # G09: graphs on over off
+    a, b = by["G09"]
+    ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
+    out.append(Obs("G09", b.label, b.measured() / a.measured(), lambda c: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu))
+    # G11 and G14: absolute (G11's repeat is averaged; the tuned row adds kernel tuning)
+    seen: dict[str, list[Variant]] = {}
+    for v in by["G11"]:
+        if "tuned" not in v.label:
+            seen.setdefault(v.label, []).append(v)
+    for lab, rows in seen.items():
+        t = _built(rows[0].model, rows[0].kwargs)
+        out.append(Obs("G11", lab, statistics.mean(r.measured() for r in rows), lambda c, t=t: t(c).tflops_per_gpu))
+    for v in by["G14"]:
+        t = _built(v.model, v.kwargs)
+        out.append(Obs("G14", v.label, v.measured(), lambda c, t=t: t(c).tflops_per_gpu))
+    # MB01: the layout change between adjacent releases 26.04 -> 26.04.01
+    mb = by["MB01"]
+    a, b = mb[-2], mb[-1]
+    ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
+    out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
+                   lambda c: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu))
+    return out
+
+
+# Observation weights (all 1: halving the rounded G14 series was tried and fits every group worse).
+WEIGHTS: dict[str, float] = {}
+
+
+def residuals(obs: list[Obs], cal: Calibration) -> np.ndarray:
+    out = []
+    for o in obs:
+        p = o.predict(cal)
+        out.append(math.log(max(p, 1e-9) / o.measured))
+    return np.array(out)
+
+
+def _weights(obs: list[Obs]) -> np.ndarray:
+    return np.array([WEIGHTS.get(o.group, 1.0) for o in obs])
+
+
+def fit(obs: list[Obs], z0: np.ndarray, prior: np.ndarray, iters: int = 8) -> np.ndarray:
+    """Levenberg-Marquardt on residuals + prior terms, finite-difference Jacobian."""
+    z = z0.copy()
+    lam = 1e-2
+
+    w = _weights(obs)
+
+    def full(zz: np.ndarray) -> np.ndarray:
+        return np.concatenate([w * residuals(obs, from_z(zz)), (zz - prior) / PRIOR_SD])
+
+    r = full(z)
+    cost = float(r @ r)
+    for _ in range(iters):
+        J = np.empty((len(r), len(z)))
+        for j in range(len(z)):
+            dz = np.zeros_like(z)
+            dz[j] = 1e-3
+            J[:, j] = (full(z + dz) - r) / 1e-3
+        A = J.T @ J
+        g = J.T @ r
+        improved = False
+        for _ in range(6):
+            step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-9), -g)
+            zn = z + step
+            rn = full(zn)
+            cn = float(rn @ rn)
+            if cn < cost:
+                z, r, cost, lam = zn, rn, cn, lam / 3
+                improved = True
+                break
+            lam *= 4
+        if not improved or float(np.abs(step).max()) < 1e-3:
+            break
+    return z
+
+
+def posterior_sd(obs: list[Obs], z: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    r = residuals(obs, from_z(z))
+    J = np.empty((len(r), len(z)))
+    for j in range(len(z)):
+        dz = np.zeros_like(z)
+        dz[j] = 1e-3
+        J[:, j] = (residuals(obs, from_z(z + dz)) - r) / 1e-3
+    sigma2 = max(float(r @ r) / max(1, len(r)), 1e-4)
+    A = J.T @ J / sigma2 + np.eye(len(z)) / PRIOR_SD**2
+    return np.sqrt(np.diag(np.linalg.inv(A)))
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}" if abs(v) >= 1e-3 else f"{v:.3e}"
+
+
+def write_data_file(cal: Calibration, band: float) -> None:
+    text = DATA_FILE.read_text(encoding="utf-8")
+    for name in {n for n, _ in FITTED}:
+        v = getattr(cal, name)
+        if isinstance(v, dict):
+            val = "{" + ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items()) + "}"
+        else:
+            val = _fmt(v)
+        text, n = re.subn(rf"(?m)^  {name}: .*$", f"  {name}: {val}", text)
+        assert n == 1, name
+    text, n = re.subn(r"(?m)^  error_band_log: .*$", f"  error_band_log: {band:.4f}", text)
+    assert n == 1
+    DATA_FILE.write_text(text, encoding="utf-8")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="report only; write nothing")
+    ap.add_argument("--iters", type=int, default=8)
+    args = ap.parse_args()
+    obs = observations()
+    prior = to_z(PRIOR)
+    z0 = to_z(DEFAULT_CALIBRATION)
+    r_before = residuals(obs, from_z(prior))
+    z = fit(obs, z0, prior, args.iters)
+    cal = from_z(z)
+    r_fit = residuals(obs, cal)
+    sd_post = posterior_sd(obs, z, prior)
+    groups = sorted({o.group for o in obs})
+    cv: dict[str, np.ndarray] = {}
+    for g in groups:
+        keep = [o for o in obs if o.group != g]
+        held = [o for o in obs if o.group == g]
+        zg = fit(keep, z, prior, max(3, args.iters // 2))
+        cv[g] = residuals(held, from_z(zg))
+        print(f"CV without {g}: RMS {math.sqrt(float(np.mean(cv[g] ** 2))):.3f}", file=sys.stderr)
+    all_cv = np.concatenate(list(cv.values()))
+    band = math.sqrt(float(np.mean(all_cv**2)))
+    report = render(obs, r_before, r_fit, cv, band, cal, z, prior, sd_post)
+    print(report)
+    if not args.check:
+        write_data_file(cal, band)
+        DOC.write_text(report, encoding="utf-8")
+    return 0
+
+
+# Source values (the prior): what each constant was set to from its source before any fit.
+PRIOR = DEFAULT_CALIBRATION.with_overrides({
+    "attn_fwd_eff": {"flash": 0.9, "cudnn_mla": 0.9}, "attn_bwd_eff": {"flash": 0.55, "cudnn_mla": 0.55},
+    "a2a_eff": {"alltoall": 0.75, "allgather": 0.75, "deepep": 0.6, "hybridep": 0.6},
+    "a2a_scaleout_eff": {"alltoall": 0.75, "allgather": 0.75, "deepep": 0.9, "hybridep": 0.9},
+    "ep_overlap_eff": 0.5, "ep_overlap_layer_s": 2.0e-4, "grouped_gemm_eff": 0.85, "gemm_k_half": 128.0, "launch_overhead_per_layer_s": 3.0e-4,
+    "cpu_adam_mem_eff": 0.25, "gdn_eff": 0.12,
+})
+
+
+def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndarray], band: float,
+           cal: Calibration, z: np.ndarray, prior: np.ndarray, sd_post: np.ndarray) -> str:
+    pct = lambda x: f"{math.expm1(x):+.0%}"  # noqa: E731
+    lines = [
+        "# Timing-model calibration",
+        "",
+        "Generated by `python benchmarks/calibrate.py` (do not edit by hand). The timing model",
+        "(`src/moeplan/timing.py`, class `Calibration`) has few global constants; none is set per model, per run",
+        "or per system. Their values live in `src/moeplan/hardware/calibration.yaml` (with what each stands for",
+        "and its source); hardware figures are catalog data (`src/moeplan/hardware/catalog.yaml`).",
+        "",
+        "## Method",
+        "",
+        "Least squares on log throughput over every shared measurement, each estimated with its recipe's own",
+        "settings (see the script's docstring for which groups enter as absolute values and which as ratios",
+        "inside the group, because software drift confounds their level). Constants are fitted in logit space",
+        f"with a weak prior (sd {PRIOR_SD} in logit units) at their source value. Leave-one-group-out",
+        "cross-validation refits without each group and predicts it.",
+        "",
+        f"**Cross-validated error (RMS of held-out log residuals): {band:.3f}**, i.e. about",
+        f"{math.expm1(band):.0%}. Every estimate carries this band (`tflops_range`, `tokens_per_s_range`);",
+        "plans whose bands overlap plan 1's are ties.",
+        "",
+        "## Fitted constants",
+        "",
+        "| constant | source value | fitted | pinned by the data? |",
+        "|---|---|---|---|",
+    ]
+    for i, (name, key) in enumerate(FITTED):
+        src = _get(PRIOR, name, key)
+        val = _get(cal, name, key)
+        pinned = sd_post[i] / PRIOR_SD
+        verdict = "yes" if pinned < 0.5 else ("partly" if pinned < 0.85 else "no: stays near its source value")
+        lines.append(f"| `{name}{'.' + key if key else ''}` | {_fmt(src)} | {_fmt(val)} | {verdict} "
+                     f"(posterior/prior sd {pinned:.2f}) |")
+    lines += ["", "Not fitted (set from their source, see the data file): "
+              + ", ".join(f"`{f}`" for f in cal.as_dict() if f not in {n for n, _ in FITTED} | {"error_band_log"})
+              + ".", "",
+              "## Residuals per group", "",
+              "| group | observation | measured | before fit | fitted | held out (CV) |", "|---|---|---|---|---|---|"]
+    cv_iter = {g: iter(v) for g, v in cv.items()}
+    for o, a, b in zip(obs, r0, r1):
+        c = next(cv_iter[o.group])
+        lines.append(f"| {o.group} | {o.label} | {o.measured:.4g} | {pct(a)} | {pct(b)} | {pct(c)} |")
+    lines += ["", "| group | observations | fitted RMS | CV RMS |", "|---|---|---|---|"]
+    for g in sorted(cv):
+        idx = [i for i, o in enumerate(obs) if o.group == g]
+        fr = math.sqrt(float(np.mean(r1[idx] ** 2)))
+        lines.append(f"| {g} | {len(idx)} | {fr:.3f} | {math.sqrt(float(np.mean(cv[g] ** 2))):.3f} |")
+    lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14), a ratio inside the group (G05, G09,",
+              "MB01), or seconds offload adds (G08).", ""]
+    lines += _ranking(cal)
+    lines += _out_of_sample(cal)
+    lines += KNOWN_GAPS.splitlines()
+    return "\n".join(lines) + "\n"
+
+
+def _ranking(cal: Calibration) -> list[str]:
+    """The measured pairs (tests/validation/test_ranking.py) with the fitted constants."""
+    from tests.measured_variants import ranked_pairs
+
+    pairs = ranked_pairs(variants())
+    est: dict[int, float] = {}
+    wrong = []
+    for lo, hi in pairs:
+        for v in (lo, hi):
+            if id(v) not in est:
+                est[id(v)] = api.estimate(v.model, cal=cal, **v.kwargs)["tokens_per_s_per_gpu"]
+        if not est[id(hi)] > est[id(lo)]:
+            wrong.append(f"- {lo.group}: {lo.label} < {hi.label} (measured {lo.measured():.4g} < {hi.measured():.4g})")
+    return ["## Ranking", "",
+            f"Pairs inside a measured group that differ in a knob or layout moeplan models and differ by >= 10%",
+            f"in measured throughput: **{len(pairs) - len(wrong)} of {len(pairs)}** in the measured order "
+            "(`tests/validation/test_ranking.py`). Wrong:", ""] + (wrong or ["- none"]) + [""]
+
+
+KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
+
+- **HybridEP vs DeepEP.** moeplan costs both with one mechanism (a send per remote NVLink domain, NVLink
+  forwarding inside it), so the fit ties their efficiencies; G05's HybridEP step (+14% on NVL72, next to
+  kernel work) is not explained and sorts as a tie (the guidance's dispatcher order then decides). The
+  fitted NVLink share of the flex dispatchers comes out below NCCL all-to-all's: the Qwen3-30B-A3B H100
+  rows, which moeplan overestimates for other reasons, pull it down.
+- **Qwen3-30B-A3B with EP overlap** (G11, published H100 row): the measured overlap gain is +17.5%,
+  moeplan's about +30%; one overlap efficiency serves all models and the DeepSeek-V3 rows want more
+  hiding. Held to 25% in `tests/validation/test_timing.py`.
+- **Qwen3-Next-80B-A3B on GB200** (G15): estimated ~2.5x (8K) to ~6x (64K) the measured ~270 / 230 / 100
+  TFLOP/s. Gated DeltaNet is costed head-parallel under CP over the full sequence (chunk recurrence,
+  `timing.gdn_kernel_s`), which gives the drop its direction, not its size; `gdn_chunk_step_s` and
+  `gdn_eff` are not pinned by any row (G15's layouts were not published). Strict xfail in
+  `tests/validation/test_ranking.py`.
+- **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
+  G14 ~20-35% at long context).
+- **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
+  layout with the planner's best knobs over the fastest plan; 15 of 19 rows >= 0.9 at this fit). Below:
+  Qwen3-235B-A22B 16K on 256 H100 (0.77), DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 (0.69: moeplan
+  estimates PP8 VPP2 EP32 with EP overlap ~40% faster than the recipes' PP8 EP8, which cannot overlap;
+  Bridge's own B200 recipe made that move and gained 18%, MB01), DeepSeek-V3 on B200 (0.84) and
+  Qwen3-235B-A22B on GB200 (0.87).
+- **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer
+  host cost would make the no-graph Qwen3-235B H100 rows slower than measured.
+"""
+
+
+def _out_of_sample(cal: Calibration) -> list[str]:
+    rows = [r for r in bridge_runs()]
+    out = ["## Out-of-sample check", "",
+           "`tests/data/bridge_perf_runs.csv` (newest Megatron Bridge perf-summary row per MoE model and system,",
+           "with each recipe's settings) is not in the fit:", "",
+           "| run | published TFLOP/s | moeplan |", "|---|---|---|"]
+    errs = []
+    for r in rows:
+        try:
+            cfg, gpu = api.build_config(r["model"], **estimate_kwargs(r))
+        except Exception as exc:  # noqa: BLE001 - report, not fail
+            out.append(f"| {label(r)} | {r['tflops_per_gpu']} | error: {exc} |")
+            continue
+        est = estimate_time(cfg, gpu, cal).tflops_per_gpu
+        e = est / float(r["tflops_per_gpu"]) - 1
+        tag = "gap: " if r["gap"] else ""
+        if not r["gap"]:
+            errs.append(abs(e))
+        out.append(f"| {tag}{label(r)} | {float(r['tflops_per_gpu']):,.0f} | {e:+.0%} |")
+    if errs:
+        out += ["", f"Median absolute error {statistics.median(errs):.0%}, worst {max(errs):.0%} over the "
+                f"{len(errs)} rows without a named modelling gap.", ""]
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The planner is judged by how it orders choices: measured variant groups, the guidance's curves, the
+seed's tuned long-context layouts, and the error band with its ties (issue: rank layouts and knobs the
+way measurements do)."""
+
+from __future__ import annotations
+
+import math
+import pytest
+
+from moeplan import api
+from moeplan.advice import recipe_distance
+from moeplan.hardware import load_gpu
+from moeplan.planner import Candidate, rank_candidates
+from moeplan.timing import DEFAULT_CALIBRATION
+
+from ..measured_variants import G14_RECOMPUTE, ranked_pairs, variants
+
+VARIANTS = variants()
+
+
+def _est(v):
+    return api.estimate(v.model, **v.kwargs)
+
+
+def test_measured_pairs_are_ordered_the_measured_way():
+    """Pairs inside a measured group that differ in a knob or layout moeplan models and whose measured
+    throughput differs by >= 10% (tests/measured_variants.py ranked_pairs): >= 85% in the measured order."""
+    pairs = ranked_pairs(VARIANTS)
+    assert len(pairs) >= 15  # offload curve, graphs, dispatchers, EP overlap, G05 knob steps, MB layouts
+    cache: dict[int, dict] = {}
+    wrong = []
+    for lo, hi in pairs:
+        a = cache.setdefault(id(lo), _est(lo))
+        b = cache.setdefault(id(hi), _est(hi))
+        if not b["tokens_per_s_per_gpu"] > a["tokens_per_s_per_gpu"]:
+            wrong.append(f"{lo.group}: {lo.label} ({lo.measured():.4g}) < {hi.label} ({hi.measured():.4g}) measured; "
+                         f"moeplan {a['tflops_per_gpu']:.0f} vs {b['tflops_per_gpu']:.0f} TFLOP/s")
+    print("\n".join(["pairs moeplan orders against the measurement:"] + wrong))
+    assert 1 - len(wrong) / len(pairs) >= 0.85, wrong
+
+
+G14 = [v for v in VARIANTS if v.group == "G14" and v.kwargs["gpus"] == 256]
+
+
+def test_deepseek_cp_curve_is_flat_like_the_measurement():
+    """G14: DeepSeek-V3 on 256 H100 (TP1 PP8 VPP4 EP32, DeepEP, FP8, offload), 4K to 128K: each point
+    within 25% of its measured ~300-320 TFLOP/s and no steeper than measured (max / min <= 1.3)."""
+    assert [v.kwargs["seq_len"] for v in G14] == [4096, 16384, 32768, 65536, 131072]
+    got = [_est(v)["tflops_per_gpu"] for v in G14]
+    for v, t in zip(G14, got):
+        assert t == pytest.approx(v.measured(), rel=0.25), v.label
+    assert max(got) / min(got) <= 1.3
+
+
+@pytest.mark.parametrize("seq", [32768, 65536, 131072])
+def test_seed_knobs_are_at_least_as_fast_as_full_recompute(seq):
+    """At 32K and beyond, selective mla_up_proj, layernorm, moe, mlp with optimizer offload estimates at
+    least as fast as full recompute (same offload) on the DeepSeek-V3 layout."""
+    v = next(v for v in G14 if v.kwargs["seq_len"] == seq)
+    assert v.kwargs["recompute"] == G14_RECOMPUTE
+    seed = _est(v)["tokens_per_s_per_gpu"]
+    full = api.estimate(v.model, **(v.kwargs | {"recompute": "full:uniform:1"}))["tokens_per_s_per_gpu"]
+    assert seed >= full
+
+
+# The seed's tuned long-context layouts. GBS: 480 at 128K is published for DeepSeek-V3 (issue); the 256K
+# and Qwen3-235B GBS are not, so they hold the same tokens per step per GPU as the 128K run.
+TUNED = {
+    "deepseek-v3 128K, 256 H100": ("deepseek-v3", dict(gpu="h100", gpus=256, seq_len=131072, gbs=480, precision="fp8",
+                                                       grad_fp32=False, bf16_moments=True),
+                                   dict(tp=1, pp=8, vpp=4, cp=32, ep=32)),
+    "deepseek-v3 256K, 512 H100": ("deepseek-v3", dict(gpu="h100", gpus=512, seq_len=262144, gbs=480, precision="fp8",
+                                                       grad_fp32=False, bf16_moments=True),
+                                   dict(tp=1, pp=8, vpp=4, cp=64, ep=32)),
+    "qwen3-235b-a22b 128K, 128 GB200": ("qwen3-235b-a22b", dict(gpu="gb200", gpus=128, seq_len=131072, gbs=240,
+                                                                precision="mxfp8", grad_fp32=False),
+                                        dict(tp=4, pp=4, vpp=12, cp=4, ep=32)),
+}
+
+
+@pytest.mark.parametrize("name", list(TUNED))
+def test_tuned_long_context_layouts_are_within_5_percent_of_the_fastest_plan(name):
+    """With the planner's best knobs, each tuned layout estimates within 5% of the FASTEST plan the
+    planner finds (not plan 1, which the tie-breaker may have chosen for its closeness to a recipe)."""
+    model, kw, lay = TUNED[name]
+    plans = api.plan(model, top=5, **kw)["plans"]
+    pinned = api.plan(model, top=1, fixed=lay, **kw)["plans"]
+    assert plans and pinned
+    fastest = max(p["tokens_per_s_per_gpu"] for p in plans)
+    assert pinned[0]["tokens_per_s_per_gpu"] >= 0.95 * fastest
+
+
+def test_every_estimate_carries_the_cross_validated_band():
+    est = _est(G14[0])
+    b = DEFAULT_CALIBRATION.error_band_log
+    assert 0.02 < b < 0.5  # written by benchmarks/calibrate.py from the CV residuals
+    lo, hi = est["tflops_range"]
+    assert lo == pytest.approx(est["tflops_per_gpu"] * math.exp(-b))
+    assert hi == pytest.approx(est["tflops_per_gpu"] * math.exp(b))
+    lo, hi = est["tokens_per_s_range"]
+    assert lo < est["tokens_per_s_per_gpu"] < hi
+
+
+def _cands(model: str, gpu_name: str, kw: dict, layouts: list[tuple[dict, float]]) -> list[Candidate]:
+    out = []
+    for lay, tps in layouts:
+        cfg, _ = api.build_config(model, gpu=gpu_name, **kw, **lay)
+        out.append(Candidate(cfg, None, 0.0, tps))  # type: ignore[arg-type]
+    return out
+
+
+def test_ties_prefer_the_measured_recipe_but_only_inside_the_band():
+    """DeepSeek-V3 on 256 H100 at 128K: the guidance's measured layout (TP1 PP8 VPP4 CP32 EP32) is
+    ordered first when its estimate is within the band of a faster one, and is NOT promoted when it is
+    outside the band (a tie-breaker, not a rule that forces a layout)."""
+    gpu = load_gpu("h100")
+    kw = dict(gpus=256, seq_len=131072, gbs=480, precision="fp8", dispatcher="deepep")
+    recipe = dict(tp=1, pp=8, vpp=4, cp=32, ep=32)
+    other = dict(tp=2, pp=8, vpp=4, cp=16, ep=32)
+    b = DEFAULT_CALIBRATION.error_band_log
+    inside = _cands("deepseek-v3", "h100", kw, [(other, 100.0), (recipe, 100.0 * math.exp(-1.5 * b))])
+    order, why = rank_candidates(inside, gpu, b)
+    assert order[0].cfg.parallel.cp == 32 and "matches the measured recipe" in why[id(order[0])]
+    assert id(order[1]) in why  # the faster one is a tie too
+    outside = _cands("deepseek-v3", "h100", kw, [(other, 100.0), (recipe, 100.0 * math.exp(-2.5 * b))])
+    order, why = rank_candidates(outside, gpu, b)
+    assert order[0].cfg.parallel.cp == 16 and not why
+
+
+def test_ties_without_a_recipe_follow_the_guidance_defaults():
+    """No measured layout for DeepSeek-V3 on H200 at 64K: among ties the guidance's CP (seq / 4096 = 16)
+    comes first, then the faster."""
+    gpu = load_gpu("h200")
+    kw = dict(gpus=256, seq_len=65536, gbs=64, precision="fp8", dispatcher="deepep")
+    b = DEFAULT_CALIBRATION.error_band_log
+    cands = _cands("deepseek-v3", "h200", kw, [(dict(tp=1, pp=8, vpp=4, cp=8, ep=32), 100.0),
+                                                 (dict(tp=1, pp=8, vpp=4, cp=16, ep=32), 95.0)])
+    assert all(recipe_distance(c.cfg, gpu) is None for c in cands)
+    order, why = rank_candidates(cands, gpu, b)
+    assert order[0].cfg.parallel.cp == 16 and "guidance" in why[id(order[0])]
+
+
+def test_plan_rationale_says_why_a_tie_is_first():
+    r = api.plan("deepseek-v3", top=3, **TUNED["deepseek-v3 128K, 256 H100"][1])
+    best = r["plans"][0]
+    if best["tie"]:
+        assert best["rationale"][0]["topic"] == "rank"
+        assert "within the model's error" in best["rationale"][0]["text"]
+    assert all(p["tokens_per_s_range"][0] < p["tokens_per_s_per_gpu"] for p in r["plans"])
+
+
+@pytest.mark.xfail(strict=True, reason="Qwen3-Next-80B-A3B on 32 GB200 is estimated ~2.5x (8K) to ~6x (64K) the "
+                   "measured ~270/230/100 TFLOP/s even with Gated DeltaNet costed head-parallel over the full "
+                   "sequence (sequential chunk recurrence); the rest of the gap is not found (docs/calibration.md)")
+def test_qwen3_next_curve_on_32_gb200():
+    """G15 (layouts not published): the planner's best plan within 35% at 8K, 32K, 64K, and a drop of at
+    least 40% from 32K to 64K. GBS holds 2M tokens (not published)."""
+    got = {}
+    for seq, meas in ((8192, 270.0), (32768, 230.0), (65536, 100.0)):
+        p = api.plan("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=seq, gbs=2 * 2**20 // seq, top=3,
+                     mcore_version="0.19")["plans"]
+        got[seq] = max(q["tflops_per_gpu"] for q in p)
+        assert got[seq] == pytest.approx(meas, rel=0.35), seq
+    assert got[65536] <= 0.6 * got[32768]
