@@ -6,7 +6,7 @@ fits; only its best layouts are refined. A layout whose *upper bound* on tokens/
 the slowest of the layouts already kept for refinement cannot enter that set, so its full
 estimate is skipped (moeplan.planner; ``exhaustive=True`` turns this off, and a test compares both).
 
-The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` / ``_edge_time`` /
+The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` / ``_head_time`` /
 ``_rank_work``), never a constant of its own, so it stays sound when the physics changes as long as
 these structural facts of the model hold:
 
@@ -28,16 +28,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Layer
-from moeplan.parallel import Batch, Parallel, Pipeline, Stage
+from moeplan.parallel import Batch, Parallel, Pipeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import (
     DEFAULT_CALIBRATION,
     Calibration,
     LayerTime,
-    _edge_time,
+    _head_time,
     _layer_time,
     _make_ctx,
     _rank_work,
@@ -50,7 +51,7 @@ class ThroughputBound:
 
     gpu: GPUSpec
     cal: Calibration = DEFAULT_CALIBRATION
-    layer_cache: dict[tuple[object, Layer], LayerTime] | None = None  # shared with the search's estimates
+    layer_cache: dict[Any, dict[Any, Any]] | None = None  # shared with the search's estimates
     _shapes: dict[tuple[RunConfig, bool], tuple[dict[Layer, float], dict[tuple[bool, int], float]]] = field(
         default_factory=dict)
 
@@ -87,7 +88,7 @@ class ThroughputBound:
             for layer in layers:
                 layer_s[layer] = min(layer_s[layer], _layer_time(ctx, layer).total())
             for loss, mtp in heads:
-                head_s[(loss, mtp)] = min(head_s[(loss, mtp)], sum(_edge_time(ctx, Stage((), False, mtp, loss)).values()))
+                head_s[(loss, mtp)] = min(head_s[(loss, mtp)], sum(_head_time(ctx, loss, mtp).values()))
         self._shapes[key] = (layer_s, head_s)
         return layer_s, head_s
 
@@ -109,7 +110,7 @@ class ThroughputBound:
 
     def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:
         loss, mtp = head
-        return min(sum(_edge_time(_make_ctx(v, self.gpu, self.cal, self.layer_cache), Stage((), False, mtp, loss)).values())
+        return min(sum(_head_time(_make_ctx(v, self.gpu, self.cal, self.layer_cache), loss, mtp).values())
                    for v in self._variants(cfg))
 
 
