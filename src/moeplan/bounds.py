@@ -10,9 +10,10 @@ The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` 
 ``_rank_work``), never a constant of its own, so it stays sound when the physics changes as long as
 these structural facts of the model hold:
 
-- a step runs every micro-batch on the slowest pipeline rank: step >= M x t_mb, where t_mb (one
-  micro-batch on the slowest rank) is at least the sum of that rank's layers' and heads' times
-  (pipeline p2p, bubble, DP communication, optimizer and offload only add);
+- a step runs every micro-batch on the slowest pipeline rank and waits for the pipeline bubble:
+  step >= (M + B) x t_mb, B = ``bubble_microbatches`` ((PP - 1) / VPP), where t_mb (one micro-batch on
+  the slowest rank) is at least the sum of that rank's layers' and heads' times (pipeline p2p, DP
+  communication, optimizer and offload only add);
 - the time of a layer depends on the layout through TP, CP, EP, ETP, MBS and whether EP A2A overlap
   is allowed, not otherwise on PP, VPP or DP (so it is computed once per shape and reused for every
   pipeline split and DP size);
@@ -20,7 +21,7 @@ these structural facts of the model hold:
   the CP communication type is the one the first phase picks (``best_cp_comm_type``, which reads
   attention and CP communication only); the least over EP overlap on/off is taken explicitly.
 
-Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq / (M x W x GPUs), W = the work of the
+Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq / ((M + B) x W x GPUs), W = the work of the
 busiest rank; its cost per layout is a sum over pipeline ranks and does not grow with the GPU count.
 """
 
@@ -43,6 +44,7 @@ from moeplan.timing import (
     _make_ctx,
     _rank_work,
     best_cp_comm_type,
+    bubble_microbatches,
 )
 
 @dataclass
@@ -105,7 +107,7 @@ class ThroughputBound:
                 work += head_s[h]
             slowest = max(slowest, work)
         par, batch = cfg.parallel, cfg.batch
-        step_floor = batch.microbatches(par.dp) * slowest
+        step_floor = (batch.microbatches(par.dp) + bubble_microbatches(par)) * slowest
         return math.inf if step_floor <= 0 else batch.gbs * batch.seq_len / (step_floor * par.gpus)
 
     def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:

@@ -768,6 +768,12 @@ def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer
     return tuple(out)
 
 
+def bubble_microbatches(par: Parallel) -> float:
+    """Pipeline bubble of (interleaved) 1F1B in micro-batch times of the slowest rank: (PP - 1) / VPP
+    (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters", section 2.2)."""
+    return (par.pp - 1) / par.vpp if par.pp > 1 else 0.0
+
+
 @dataclass(frozen=True)
 class StepParts:
     """What a step is assembled from (the timeline lays these out; estimate_time sums them).
@@ -832,7 +838,7 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
             worst, worst_total, worst_rank = acc, total, r
     t_mb = worst_total
     breakdown = {k: v * m for k, v in worst.items()}
-    breakdown["pp_bubble"] = (par.pp - 1) / par.vpp * t_mb if par.pp > 1 else 0.0
+    breakdown["pp_bubble"] = bubble_microbatches(par) * t_mb
     # --- data parallel: grad reduce-scatter + param all-gather, overlapped with the last backward
     dense_p, expert_p = average_params_per_gpu(spec, par)
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
