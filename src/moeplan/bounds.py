@@ -99,7 +99,12 @@ class ThroughputBound:
         communication type and EP overlap setting."""
         layer_s, head_s = self._shape(cfg, pipe)
         slowest = 0.0  # one micro-batch on the slowest pipeline rank takes at least this
-        for groups, heads in _rank_work(cfg.model, pipe):
+        seen: set[int] = set()  # ranks with the same work share one tuple (moeplan.timing._rank_work)
+        for rank_work in _rank_work(cfg.model, pipe):
+            if id(rank_work) in seen:
+                continue
+            seen.add(id(rank_work))
+            groups, heads = rank_work
             work = sum(n * layer_s[layer] for layer, n in groups)
             for h in heads:
                 if h not in head_s:  # an unusual split (explicit layout string): cost it once

@@ -321,8 +321,15 @@ def peak_rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeli
     non-negative sum of in-flight counts times bytes, and rounding is monotone, so such a rank's total
     is at most the other's, as a float too: the maximum over these ranks is the maximum over all."""
     counts = tuple(_inflight(par.pp, par.vpp, r, microbatches, ep_overlap) for r in range(par.pp))
-    profiles = _rank_profiles(spec, par.tp, par.pp, par.vpp, par.ep, par.etp, pipeline, counts)
-    return tuple(profiles[r] for r in _peak_ranks(spec, pipeline, counts))
+    return tuple(_rank_profile(spec, par.tp, par.vpp, par.ep, par.etp, pipeline, r, counts[r])
+                 for r in _peak_ranks(spec, pipeline, counts))
+
+
+@lru_cache(maxsize=16384)
+def _rank_profile(spec: ModelSpec, tp: int, vpp: int, ep: int, etp: int, pipeline: Pipeline, rank: int,
+                  inflight: tuple[int, ...]) -> RankProfile:
+    """One rank's profile (as :func:`_rank_profiles` makes it)."""
+    return _profile(spec, Parallel(0, tp, pipeline.pp, vpp, 1, ep, etp), rank, pipeline.rank_stages[rank], list(inflight))
 
 
 @lru_cache(maxsize=4096)

@@ -150,7 +150,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
                                 if batch.gbs % (mbs * dp):
                                     continue
                                 par = with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp))
-                                if not check_layout(spec, par, replace(batch, mbs=mbs), mcore_version):
+                                if not check_layout(spec, par, Batch(batch.seq_len, batch.gbs, mbs), mcore_version):
                                     out.append((par, mbs))
     return out
 
@@ -400,11 +400,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         if not usable:
             static = min(statics.values())
             if closest is None or static - budget < closest[1]:
-                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
+                closest = (RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
                                      **numerics), static - budget)  # type: ignore[arg-type]
             continue
         pipe = build_pipeline(spec, par)
-        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
+        cfg = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
                         dispatcher="alltoall", moe_imbalance=moe_imbalance,
                         reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later

@@ -468,7 +468,7 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     for kind in ("p2p", "a2a", "a2a+p2p"):
         if not all(cp_comm_allowed(m, par.tp, par.cp, kind, gpu.nvlink_domain) for m in mixers):
             continue
-        c = replace(ctx, cfg=cfg.with_(cp_comm_type=kind))
+        c = replace(ctx, cfg=cfg.evolve(cp_comm_type=kind))  # one of the allowed values
         total = 0.0
         for m in mixers:
             attn_s = _attention_s(c, m)
@@ -751,6 +751,23 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     return out
 
 
+def _work_time(ctx: _Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]]) -> dict[str, float]:
+    """Seconds per time item of one micro-batch through a rank's layers and heads (:func:`_rank_work`),
+    memoised like layer times (read only)."""
+    hit = ctx.cache.get(work)
+    if hit is None:
+        groups, heads = work
+        acc: dict[str, float] = {}
+        for layer, n in groups:
+            for k, v in _layer_time(ctx, layer).__dict__.items():
+                acc[k] = acc.get(k, 0.0) + n * v
+        for loss, mtp in heads:
+            for k, v in _head_time(ctx, loss, mtp).items():
+                acc[k] = acc.get(k, 0.0) + v
+        hit = ctx.cache[work] = acc
+    return hit
+
+
 @lru_cache(maxsize=4096)
 def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]], ...]:
     """Per pipeline rank: distinct layers with counts over its chunks, and its (loss, MTP) heads. Ranks
@@ -821,14 +838,7 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
             if total > worst_total:
                 worst, worst_total, worst_rank = acc, total, r
             continue
-        groups, heads = work
-        acc = {}
-        for layer, n in groups:
-            for k, v in _layer_time(ctx, layer).__dict__.items():
-                acc[k] = acc.get(k, 0.0) + n * v
-        for loss, mtp in heads:
-            for k, v in _head_time(ctx, loss, mtp).items():
-                acc[k] = acc.get(k, 0.0) + v
+        acc = dict(_work_time(ctx, work))
         if pp_comm is not None:
             acc["pp_comm"] = pp_comm
         per_rank.append(acc)
