@@ -329,9 +329,9 @@ def _check_output(path: str | None, plot: bool = True) -> None:
 
     check_target(path)
     if plot:
-        from moeplan.plots import _format_of
+        from moeplan.plots import format_of
 
-        _format_of(path)
+        format_of(path)
 
 
 def _wrote(path: str, as_json: bool, what: str = "") -> None:
