@@ -8,7 +8,8 @@ docs/training/activation-recomputation.md, long-context MoE performance notes; M
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -20,7 +21,7 @@ from moeplan.flops import attention_core_fwd_flops, layer_gemms
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
-from moeplan.parallel import replace_parallel
+from moeplan.parallel import check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION
 from moeplan.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
@@ -206,10 +207,21 @@ def _gib(b: float) -> float:
     return round(b / 2**30, 1)
 
 
+def _cp_start_blocked(cfg: RunConfig, cp0: int) -> str:
+    """Why the guidance's CP start is not a valid layout with this plan's other sizes kept: the first
+    rule it breaks (moeplan.parallel.check_layout), e.g. the folding or a Megatron-Core release rule."""
+    par = cfg.parallel
+    bad = check_layout(cfg.model, replace(par, cp=cp0), cfg.batch, cfg.mcore_version)
+    why = bad[0].reason if bad else "it breaks a layout rule"
+    return f"CP {cp0} is not a valid layout with this plan's TP {par.tp}, PP {par.pp} and EP {par.ep} kept: {why}."
+
+
 def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int,
-                 cal: Any = None) -> list[Reason]:
+                 cal: Any = None, peers: Sequence[tuple[int, RunConfig, float]] = ()) -> list[Reason]:
     """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
-    Each sentence compares the plan with the alternative it rules out, using fresh estimates."""
+    Each sentence compares the plan with the alternative it rules out, using fresh estimates.
+    ``peers``: the other plans of the same answer as (rank, config, tokens/s/GPU), so that a CP the
+    guidance starts at, invalid with this plan's sizes, is pointed to where another plan uses it."""
     cal = cal or DEFAULT_CALIBRATION
     try_eval = Evaluator(gpu, budget, cal=cal)
 
@@ -231,7 +243,13 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         alt_par = replace_parallel(par, cp=cp0)
         alt = try_eval(cfg.with_(parallel=alt_par)) if alt_par else None
         if alt is None:
-            text += f" CP {cp0} is not a valid layout here with the other choices kept."
+            text += " " + _cp_start_blocked(cfg, cp0)
+            nums["cp_start_valid"] = False
+            peer = next(((r, c, t) for r, c, t in peers if c.parallel.cp == cp0 and c is not cfg), None)
+            if peer is not None:
+                text += (f" Plan {peer[0]} uses CP {cp0} with other sizes ({peer[1].parallel.short()}, "
+                         f"{peer[2]:,.0f} tokens/s/GPU).")
+                nums["cp_start_plan"] = peer[0]
         elif not alt.memory.total_bytes <= budget:
             text += (f" CP {cp0} would need {_gib(alt.memory.total_bytes)} GiB per GPU, over the "
                      f"{_gib(budget)} GiB budget.")
