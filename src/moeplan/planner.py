@@ -453,9 +453,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     # pass 1, every layout: the static memory floor, then the exact memory of the strongest option
     # (whether the layout fits at all, and by how much it misses), then an upper bound on throughput
     layer_cache: dict[Any, Any] = {}  # layer times once per shape (moeplan.timing.layer_shape)
+    mem_cache: dict[Any, Any] = {}  # activations and parameter state shared by layouts (moeplan.memory.LayoutMemory)
     bound = ThroughputBound(gpu, cal, layer_cache)
     fitting: list[tuple[float, int, RunConfig, Pipeline, float, LayoutMemory]] = []
     strongest = _strongest_option(space, ladder)
+    template: RunConfig | None = None
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
@@ -469,9 +471,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                                      **numerics), static - budget)  # type: ignore[arg-type]
             continue
         pipe = build_pipeline(spec, par)
-        cfg = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
-                        dispatcher="alltoall", moe_imbalance=moe_imbalance,
-                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
+        if template is None:  # every layout's run: the same knobs (checked once), its layout and MBS
+            template = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
+                                 dispatcher="alltoall", moe_imbalance=moe_imbalance,
+                                 reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
+        cfg = template.evolve(parallel=par, batch=Batch(batch.seq_len, batch.gbs, mbs))
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
         # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
@@ -479,7 +483,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         ok, smallest = False, math.inf
         for sh in usable:
             trial = _base_cfg(cfg, sh, space)
-            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe)  # the layout's memory ladder, costed part by part
+            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache)  # the layout's memory ladder, costed part by part
             total = mem.peak_bytes(*strongest)
             ok = total <= budget
             smallest = min(smallest, total)
@@ -524,7 +528,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             if sh == c.cfg.fsdp:
                 continue
             alt = _base_cfg(c.cfg, sh, space)
-            mem = LayoutMemory(alt, gpu.nvlink_domain, c.pipeline)
+            mem = LayoutMemory(alt, gpu.nvlink_domain, c.pipeline, mem_cache)
             smallest = mem.peak_bytes(*strongest)
             if smallest <= budget:
                 pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal,
