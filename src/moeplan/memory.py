@@ -599,7 +599,7 @@ class LayoutMemory:
         self._acts[recompute] = hit
         return hit
 
-    def _rank_state(self, rank: int, optimizer_offload: float, extra: bool) -> float:
+    def _rank_state(self, rank: int, optimizer_offload: float) -> float:
         """Weights + FP8 copies + gradients + optimizer + FSDP buffers of a rank, added in that order."""
         key = None
         if self.shared is not None:
@@ -608,8 +608,8 @@ class LayoutMemory:
             if hit is not None:
                 return hit  # type: ignore[no-any-return]
         base, par = self.base, self.base.parallel
-        prof = _rank_profile(base.model, par.tp, par.vpp, par.ep, par.etp, self.pipe, rank,
-                             _inflight(par.pp, par.vpp, rank, self._m, extra))  # parameters: whatever is in flight
+        # what the rank's parameters are: its profile with nothing in flight (activations are not read)
+        prof = _rank_profile(base.model, par.tp, par.vpp, par.ep, par.etp, self.pipe, rank, (0,) * par.vpp)
         weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(
             base.evolve(optimizer_offload=optimizer_offload), prof)
         total = weights + fp8_copies + grads + opt_gpu + fsdp_buffers
@@ -623,7 +623,7 @@ class LayoutMemory:
         hit = self._peaks.get(key)
         if hit is not None:
             return hit
-        extra, acts = self._activations(recompute)
+        _, acts = self._activations(recompute)
         state = self._state.get(optimizer_offload)
         if state is None:
             state = self._state[optimizer_offload] = {}
@@ -632,7 +632,7 @@ class LayoutMemory:
         for rank, act, trans, graphs in acts:
             s = state.get(rank)
             if s is None:
-                s = state[rank] = self._rank_state(rank, optimizer_offload, extra)
+                s = state[rank] = self._rank_state(rank, optimizer_offload)
             peak = max(peak, _rank_total(s, act, trans, dispatcher, graphs, reserve))
         self._peaks[key] = peak
         return peak
