@@ -249,7 +249,7 @@ def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration,
 def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration,
                   layer_cache: dict[Any, Any] | None = None) -> tuple[RunConfig, float]:
     """The configuration with its best CP communication type, and its tokens/s per GPU."""
-    c = cfg.evolve(cp_comm_type=best_cp_comm_type(cfg, gpu, cal))
+    c = cfg.evolve(cp_comm_type=best_cp_comm_type(cfg, gpu, cal, layer_cache))
     return c, _tps(c, gpu, pipe, cal, layer_cache)
 
 
@@ -331,9 +331,11 @@ def _partial_graphs_supported(version: str) -> bool:
 
 
 def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float,
-            cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None) -> Candidate:
+            cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None,
+            mem_cache: dict[Any, Any] | None = None) -> Candidate:
     """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
-    option when it still fits (else the next ladder step), and the next recompute step too."""
+    option when it still fits (else the next ladder step), and the next recompute step too.
+    ``mem_cache``: the search's shared memory parts (moeplan.memory.LayoutMemory)."""
     best = c
     base = c.cfg
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
@@ -352,8 +354,9 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                                   rank_capacity_factor=RANK_CAPACITY_FACTOR if graphs == FULL_ITERATION else None)
                 for rc in rcs[start: start + 2]:
                     opt = _consistent(cfg.evolve(recompute=rc))
-                    ok, total = _fits(opt, gpu, c.pipeline, budget)
-                    if not ok:
+                    total = LayoutMemory(opt, gpu.nvlink_domain, c.pipeline, mem_cache).peak_bytes(
+                        opt.recompute, opt.optimizer_offload)
+                    if total > budget:
                         continue
                     tps = _tps(opt, gpu, c.pipeline, cal, layer_cache)
                     if tps > best.tokens_per_s_per_gpu * (1 + 1e-9):
@@ -533,7 +536,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             if smallest <= budget:
                 pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal,
                                               layer_cache, mem))
-    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in pool]
+    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache, mem_cache) for c in pool]
     ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
     return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
                       layouts_evaluated=evaluated, ties=ties)
