@@ -93,8 +93,9 @@ class Calibration:
     attn_bwd_eff: dict[str, float] = _from_file("attn_bwd_eff")
     attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
-    gdn_eff: float = _from_file("gdn_eff")
+    gdn_eff: dict[str, float] = _from_file("gdn_eff")
     gdn_chunk_step_s: float = _from_file("gdn_chunk_step_s")
+    gdn_launch_s: dict[str, float] = _from_file("gdn_launch_s")
     grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
     gemm_k_half: float = _from_file("gemm_k_half")
     elementwise_traffic: float = _from_file("elementwise_traffic")
@@ -226,9 +227,10 @@ class _Ctx:
     seq_tokens: float  # tokens per CP rank (mbs x seq / CP): the GEMM M dimension
     gemm_rate: float
     bf16_peak: float
-    cache: dict[int, LayerTime] = field(default_factory=dict, compare=False, hash=False)
-    # layer times shared by the runs of one search (same GPU and constants), keyed by layer_shape
-    shared: dict[tuple[object, Layer], LayerTime] | None = field(default=None, compare=False, hash=False)
+    # this run's layer and head times: its own, or its shape's dict in the search's shared cache
+    cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False)
+    # layer times shared by the runs of one search (same GPU and constants): layer_shape -> its cache
+    shared: dict[Any, dict[Any, Any]] | None = field(default=None, compare=False, hash=False)
     shape: object = field(default=None, compare=False, hash=False)
 
 
@@ -245,11 +247,14 @@ def layer_shape(cfg: RunConfig) -> tuple[RunConfig, bool]:
 
 
 def _make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
-              shared: dict[tuple[object, Layer], LayerTime] | None = None) -> _Ctx:
+              shared: dict[Any, dict[Any, Any]] | None = None) -> _Ctx:
+    """``shared``: the search's layer cache, one dict of layer (and head) times per :func:`layer_shape`;
+    the run's own cache is its shape's dict."""
     par, batch = cfg.parallel, cfg.batch
+    shape = layer_shape(cfg) if shared is not None else None
+    cache: dict[Any, Any] = {} if shared is None else shared.setdefault(shape, {})
     return _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
-                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), shared=shared,
-                shape=layer_shape(cfg) if shared is not None else None)
+                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), cache, shared=shared, shape=shape)
 
 
 def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
@@ -374,31 +379,52 @@ def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
 
 
 GDN_CHUNK_TOKENS = 64  # fla chunk_gated_delta_rule chunk size (fla-org/flash-linear-attention, BT = 64)
-GDN_SEQUENTIAL_PASSES = 3  # state recurrence over chunks: forward h, backward recompute of h, backward dh
-GDN_V_TILE = 64  # value-dim tile per program of the recurrence kernels (BV)
+# Sequential passes over the chunks (fla/ops/gated_delta_rule/chunk.py): forward runs
+# chunk_gated_delta_rule_fwd_h once; backward recomputes it and then runs chunk_gated_delta_rule_bwd_dhu.
+GDN_SEQUENTIAL_PASSES = {"fwd": 1, "bwd": 2}
+# Value-dim tile per program of those kernels (fla/ops/common/chunk_delta_h.py: grid = V / BV x N x HV, BV
+# autotuned over 32 and 64): the smaller tile, the one that fills more SMs when heads are few.
+GDN_V_TILE = 32
+GDN_SMS = 132  # SMs a recurrence wave fills where the catalog gives no count (H100)
 
 
-def gdn_kernel_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration) -> float:
-    """Gated DeltaNet kernels of one layer and micro-batch, forward + backward.
+def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: int, flops: float, peak: float,
+                        cal: Calibration, sms: int = GDN_SMS) -> tuple[float, float]:
+    """(forward, backward) GPU seconds of one fla chunk_gated_delta_rule call over ``batch`` sequences of
+    ``seq_len`` tokens and ``heads`` value heads; ``flops`` is Megatron's forward + backward count.
+
+    The chunk-parallel kernels (kkt, solve_tril, w/u, output, dq/dk/dv) have one program per chunk and
+    head and run at ``gdn_eff`` of peak; the state recurrence (chunk_gated_delta_rule_fwd_h, bwd_dhu:
+    fla/ops/common/chunk_delta_h.py, grid V / BV x B x HV) has one program per value tile per head that
+    walks the chunks one after another. Each direction costs the larger of its FLOPs at its rate and
+    its recurrence latency: passes x seq / 64 chunks x ``gdn_chunk_step_s`` x waves of programs over
+    the GPU's SMs. Constants: least squares on fla's GB200 benchmark (tests/data/fla_gdn_gb200.csv)."""
+    programs = batch * heads * math.ceil(value_head_dim / GDN_V_TILE)
+    waves = math.ceil(programs / max(1, sms))
+    step = math.ceil(seq_len / GDN_CHUNK_TOKENS) * cal.gdn_chunk_step_s * waves
+    fwd = max(flops / TRAIN / (peak * cal.gdn_eff["fwd"]), GDN_SEQUENTIAL_PASSES["fwd"] * step)
+    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak * cal.gdn_eff["bwd"]), GDN_SEQUENTIAL_PASSES["bwd"] * step)
+    return fwd, bwd
+
+
+def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration,
+                       sms: int = GDN_SMS) -> tuple[float, float]:
+    """(forward, backward) seconds of the Gated DeltaNet kernels of one layer and micro-batch on one GPU.
 
     Megatron-Core runs Gated DeltaNet under CP head-parallel: an all-to-all gives each CP rank the
-    WHOLE sequence for num_value_heads / (TP x CP) heads (megatron/core/ssm/gated_delta_net.py, the
-    "HP-to-CP all-to-all"). The fla chunk kernels walk the chunks of a sequence one after another
-    (the state of chunk i feeds chunk i+1) and run in parallel only over batch x heads x value tiles.
-    So the layer costs the larger of its FLOPs at ``gdn_eff`` of peak and the recurrence's latency:
-    sequence / 64 chunks x ``gdn_chunk_step_s`` per chunk x 3 sequential passes, once per wave of
-    programs (one wave while batch x local heads x value tiles stays under the GPU's SM count;
-    B200/GB200 have 148)."""
+    WHOLE sequence for num_value_heads / (TP x CP) heads (megatron/core/ssm/gated_delta_net/gdn.py,
+    ``a2a_cp_to_hp`` before the kernels), so the recurrence walks all seq / 64 chunks with few
+    programs: at CP 16 Qwen3-Next has 2 heads per rank, 8 programs on 148 SMs walking 1,024 chunks."""
     par = cfg.parallel
     heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
-    programs = cfg.batch.mbs * heads * math.ceil(mixer.value_head_dim / GDN_V_TILE)
-    waves = math.ceil(programs / GDN_SMS)
-    chunks = cfg.batch.seq_len / GDN_CHUNK_TOKENS
-    sequential = GDN_SEQUENTIAL_PASSES * chunks * cal.gdn_chunk_step_s * waves
-    return max(flops / (peak * cal.gdn_eff), sequential)
+    return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, peak, cal, sms)
 
 
-GDN_SMS = 132  # streaming multiprocessors a recurrence wave fills (H100 132, B200 148): the smaller
+def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
+    """Whether CUDA graphs capture the Gated DeltaNet mixer: the ``attn`` scope captures a layer's
+    input norm and ``self_attention`` submodule, which is the GDN module in GDN layers
+    (megatron/core/transformer/transformer_layer.py ``_get_submodules_under_cudagraphs``)."""
+    return "attn" in scopes or "full_iteration" in scopes
 
 
 def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
@@ -464,7 +490,7 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     for kind in ("p2p", "a2a", "a2a+p2p"):
         if not all(cp_comm_allowed(m, par.tp, par.cp, kind, gpu.nvlink_domain) for m in mixers):
             continue
-        c = replace(ctx, cfg=cfg.with_(cp_comm_type=kind))
+        c = replace(ctx, cfg=cfg.evolve(cp_comm_type=kind))  # one of the allowed values
         total = 0.0
         for m in mixers:
             attn_s = _attention_s(c, m)
@@ -527,18 +553,10 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
 
 
 def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
-    """One layer, one micro-batch (memoised per run in ``ctx.cache``, and per shape in ``ctx.shared``)."""
-    key = id(layer)
-    hit = ctx.cache.get(key)
+    """One layer, one micro-batch (memoised in ``ctx.cache``: per run, or per shape in a search)."""
+    hit = ctx.cache.get(layer)
     if hit is None:
-        if ctx.shared is None:
-            hit = _layer_time_uncached(ctx, layer)
-        else:
-            skey = (ctx.shape, layer)
-            hit = ctx.shared.get(skey)
-            if hit is None:
-                hit = ctx.shared[skey] = _layer_time_uncached(ctx, layer)
-        ctx.cache[key] = hit
+        hit = ctx.cache[layer] = _layer_time_uncached(ctx, layer)
     return hit
 
 
@@ -565,8 +583,11 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     out["gemm"], out["grouped_gemm"] = gemm, grouped
     mixer_norm = f.attn_proj_flops - sum(g.fwd_flops for g in layer_gemms(layer, h) if g.kind == "attn")
     out["gemm"] += TRAIN * mixer_norm * t / ctx.gemm_rate  # MLA low-rank norms (Megatron counts them)
+    gdn_fwd = 0.0
     if isinstance(mixer, GatedDeltaNet):
-        out["linear_attention"] = gdn_kernel_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal)
+        gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal,
+                                              gpu.sm_count or GDN_SMS)
+        out["linear_attention"] = gdn_fwd + gdn_bwd
     else:
         out["attention"] = _attention_s(ctx, mixer)
     # --- element-wise work: proportional to what the layer saves for backward
@@ -613,6 +634,8 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     fwd = 1 / TRAIN
     if rc.granularity == "full":
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise"))
+        # the GDN kernels' forward share is their own (gdn_kernel_parts_s), not a third
+        compute += gdn_fwd / fwd - out.get("linear_attention", 0.0) if gdn_fwd else 0.0
         out["recompute"] = compute * fwd + ep_fwd + cp_fwd + out.get("tp_comm", 0.0) / 2
     elif rc.granularity == "selective":
         r = 0.0
@@ -644,6 +667,10 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
     share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
+    if isinstance(mixer, GatedDeltaNet) and not gdn_graph_captured(cfg.cuda_graph_scopes):
+        # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the
+        # same host sync: gdn_launch_s, the fixed part of fla's GB200 benchmark
+        out["launch_overhead"] += cal.gdn_launch_s["fwd"] + cal.gdn_launch_s["bwd"]
     return LayerTime(**out)
 
 
@@ -723,6 +750,15 @@ class TimeEstimate:
         }
 
 
+def _head_time(ctx: _Ctx, loss: bool, mtp: int) -> dict[str, float]:
+    """:func:`_edge_time` of a stage's (loss, MTP) heads, memoised like layer times (read only)."""
+    key = ("head", loss, mtp)
+    hit = ctx.cache.get(key)
+    if hit is None:
+        hit = ctx.cache[key] = _edge_time(ctx, Stage((), False, mtp, loss))
+    return hit
+
+
 def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     """Embedding, output layer + cross-entropy and MTP extras on a stage, one micro-batch."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
@@ -746,18 +782,44 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     return out
 
 
+def _work_time(ctx: _Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]]) -> dict[str, float]:
+    """Seconds per time item of one micro-batch through a rank's layers and heads (:func:`_rank_work`),
+    memoised like layer times (read only)."""
+    hit = ctx.cache.get(work)
+    if hit is None:
+        groups, heads = work
+        acc: dict[str, float] = {}
+        for layer, n in groups:
+            for k, v in _layer_time(ctx, layer).__dict__.items():
+                acc[k] = acc.get(k, 0.0) + n * v
+        for loss, mtp in heads:
+            for k, v in _head_time(ctx, loss, mtp).items():
+                acc[k] = acc.get(k, 0.0) + v
+        hit = ctx.cache[work] = acc
+    return hit
+
+
 @lru_cache(maxsize=4096)
 def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]], ...]:
-    """Per pipeline rank: distinct layers with counts over its chunks, and its (loss, MTP) heads."""
+    """Per pipeline rank: distinct layers with counts over its chunks, and its (loss, MTP) heads. Ranks
+    with the same work share one tuple object (step_parts costs each distinct work once)."""
     out = []
+    same: dict[object, Any] = {}
     for stages in pipe.rank_stages:
         counts: dict[Layer, int] = {}
         for st in stages:
             for layer, n in stage_groups(spec, st):
                 counts[layer] = counts.get(layer, 0) + n
         heads = tuple((st.loss, st.mtp) for st in stages if st.loss or st.mtp)
-        out.append((tuple(counts.items()), heads))
+        work = (tuple(counts.items()), heads)
+        out.append(same.setdefault(work, work))
     return tuple(out)
+
+
+def bubble_microbatches(par: Parallel) -> float:
+    """Pipeline bubble of (interleaved) 1F1B in micro-batch times of the slowest rank: (PP - 1) / VPP
+    (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters", section 2.2)."""
+    return (par.pp - 1) / par.vpp if par.pp > 1 else 0.0
 
 
 @dataclass(frozen=True)
@@ -782,7 +844,7 @@ class StepParts:
 
 def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                pipeline: Pipeline | None = None, validated: bool = False,
-               layer_cache: dict[tuple[object, Layer], LayerTime] | None = None) -> StepParts:
+               layer_cache: dict[Any, dict[Any, Any]] | None = None) -> StepParts:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
         validate(spec, par, batch, cfg.mcore_version)
@@ -793,25 +855,31 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     per_rank: list[dict[str, float]] = []
     worst: dict[str, float] = {}
     worst_total, worst_rank = -1.0, 0
-    for r, (groups, heads) in enumerate(_rank_work(spec, pipe)):
-        acc: dict[str, float] = {}
-        for layer, n in groups:
-            for k, v in _layer_time(ctx, layer).__dict__.items():
-                acc[k] = acc.get(k, 0.0) + n * v
-        for loss, mtp in heads:
-            for k, v in _edge_time(ctx, Stage((), False, mtp, loss)).items():
-                acc[k] = acc.get(k, 0.0) + v
-        if par.pp > 1:  # send activations forward and gradients backward at each chunk boundary
-            p2p = ctx.tokens * spec.hidden * BF16_BYTES
-            bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
-            acc["pp_comm"] = 2 * par.vpp * p2p / bw
+    pp_comm = None
+    if par.pp > 1:  # send activations forward and gradients backward at each chunk boundary
+        p2p = ctx.tokens * spec.hidden * BF16_BYTES
+        bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
+        pp_comm = 2 * par.vpp * p2p / bw
+    done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
+    for r, work in enumerate(_rank_work(spec, pipe)):
+        hit = done.get(id(work))
+        if hit is not None:
+            acc, total = dict(hit[0]), hit[1]
+            per_rank.append(acc)
+            if total > worst_total:
+                worst, worst_total, worst_rank = acc, total, r
+            continue
+        acc = dict(_work_time(ctx, work))
+        if pp_comm is not None:
+            acc["pp_comm"] = pp_comm
         per_rank.append(acc)
         total = sum(acc.values())
+        done[id(work)] = (acc, total)
         if total > worst_total:
             worst, worst_total, worst_rank = acc, total, r
     t_mb = worst_total
     breakdown = {k: v * m for k, v in worst.items()}
-    breakdown["pp_bubble"] = (par.pp - 1) / par.vpp * t_mb if par.pp > 1 else 0.0
+    breakdown["pp_bubble"] = bubble_microbatches(par) * t_mb
     # --- data parallel: grad reduce-scatter + param all-gather, overlapped with the last backward
     dense_p, expert_p = average_params_per_gpu(spec, par)
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
@@ -947,7 +1015,7 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                   pipeline: Pipeline | None = None, validated: bool = False,
-                  layer_cache: dict[tuple[object, Layer], LayerTime] | None = None) -> TimeEstimate:
+                  layer_cache: dict[Any, dict[Any, Any]] | None = None) -> TimeEstimate:
     """Step time of a run. ``layer_cache``: a dict shared by estimates of one GPU and one set of
     constants (the planner's search), so a layer is costed once per :func:`layer_shape`."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
