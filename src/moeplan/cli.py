@@ -737,6 +737,11 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
     console.print(_unbroken(console, lambda narrow: _sweep_table(rows, narrow)))
+    for r in rows:  # a newer Megatron-Core release that plans faster at a length (plan 1's rationale says it)
+        newer = next((x["numbers"] for x in ((r.get("plan") or {}).get("rationale") or ())
+                      if x["topic"] == "mcore_version"), None)
+        if newer and newer.get("gain") is not None and newer["gain"] > 0.01:
+            console.print(f"[yellow]note:[/] seq {r['seq_len']:,}: {escape(newer['sentence'])}", highlight=False)
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
