@@ -129,3 +129,18 @@ def test_sweep_notes_the_release_where_it_gains(capsys):
     assert (note in out) == (newer.gain is not None and newer.gain > 0.01)
     if note in out:
         assert newer.config.parallel.short() in out
+
+
+def test_check_points_the_gated_deltanet_cp_error_at_its_line(tmp_path, capsys):
+    from moeplan import checker
+
+    assert main(["plan", "qwen3-next-80b-a3b", "--gpus", "128", "--seq-len", "128k", "--gbs", "64", "--top", "1",
+                 "--mcore-version", "0.18", "--cp", "8", "--format", "overrides"]) == 0
+    text = capsys.readouterr().out
+    path = tmp_path / "next.overrides"
+    path.write_text(text)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if t.startswith("model.context_parallel_size="))
+    result = checker.check(str(path), mcore_version="0.16")
+    hit = next(f for f in result.findings if f.rule == "gdn-cp-version")
+    assert hit.severity == "error" and hit.line == line and "needs 0.18 or newer" in hit.message
+    assert checker.check(str(path)).errors == 0  # at the release the file names, it is valid
