@@ -8,7 +8,8 @@ docs/training/activation-recomputation.md, long-context MoE performance notes; M
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -20,7 +21,7 @@ from moeplan.flops import attention_core_fwd_flops, layer_gemms
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
-from moeplan.parallel import replace_parallel
+from moeplan.parallel import check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION
 from moeplan.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
@@ -202,14 +203,26 @@ def dispatcher_candidates(cfg: RunConfig, gpu: GPUSpec) -> list[str]:
 # ------------------------------------------------------------------------------ plan rationale
 
 
-def _gib(b: float) -> float:
+def round_gib(b: float) -> float:
+    """Bytes as GiB to one decimal, as the rationale and the findings print them."""
     return round(b / 2**30, 1)
 
 
+def _cp_start_blocked(cfg: RunConfig, cp0: int) -> str:
+    """Why the guidance's CP start is not a valid layout with this plan's other sizes kept: the first
+    rule it breaks (moeplan.parallel.check_layout), e.g. the folding or a Megatron-Core release rule."""
+    par = cfg.parallel
+    bad = check_layout(cfg.model, replace(par, cp=cp0), cfg.batch, cfg.mcore_version)
+    why = bad[0].reason if bad else "it breaks a layout rule"
+    return f"CP {cp0} is not a valid layout with this plan's TP {par.tp}, PP {par.pp} and EP {par.ep} kept: {why}."
+
+
 def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int,
-                 cal: Any = None) -> list[Reason]:
+                 cal: Any = None, peers: Sequence[tuple[int, RunConfig, float]] = ()) -> list[Reason]:
     """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
-    Each sentence compares the plan with the alternative it rules out, using fresh estimates."""
+    Each sentence compares the plan with the alternative it rules out, using fresh estimates.
+    ``peers``: the other plans of the same answer as (rank, config, tokens/s/GPU), so that a CP the
+    guidance starts at, invalid with this plan's sizes, is pointed to where another plan uses it."""
     cal = cal or DEFAULT_CALIBRATION
     try_eval = Evaluator(gpu, budget, cal=cal)
 
@@ -231,13 +244,19 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         alt_par = replace_parallel(par, cp=cp0)
         alt = try_eval(cfg.with_(parallel=alt_par)) if alt_par else None
         if alt is None:
-            text += f" CP {cp0} is not a valid layout here with the other choices kept."
+            text += " " + _cp_start_blocked(cfg, cp0)
+            nums["cp_start_valid"] = False
+            peer = next(((r, c, t) for r, c, t in peers if c.parallel.cp == cp0 and c is not cfg), None)
+            if peer is not None:
+                text += (f" Plan {peer[0]} uses CP {cp0} with other sizes ({peer[1].parallel.short()}, "
+                         f"{peer[2]:,.0f} tokens/s/GPU).")
+                nums["cp_start_plan"] = peer[0]
         elif not alt.memory.total_bytes <= budget:
-            text += (f" CP {cp0} would need {_gib(alt.memory.total_bytes)} GiB per GPU, over the "
-                     f"{_gib(budget)} GiB budget.")
-            nums["cp_start_memory_gib"] = _gib(alt.memory.total_bytes)
+            text += (f" CP {cp0} would need {round_gib(alt.memory.total_bytes)} GiB per GPU, over the "
+                     f"{round_gib(budget)} GiB budget.")
+            nums["cp_start_memory_gib"] = round_gib(alt.memory.total_bytes)
         else:
-            text += (f" CP {cp0} fits ({_gib(alt.memory.total_bytes)} GiB) but runs at "
+            text += (f" CP {cp0} fits ({round_gib(alt.memory.total_bytes)} GiB) but runs at "
                      f"{alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU vs {tps:,.0f} here.")
             nums["cp_start_tokens_per_s"] = round(alt.time.tokens_per_s_per_gpu)
     if par.cp > 1:
@@ -260,23 +279,23 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
     none_cfg = cfg.with_(recompute=Recompute())
     none_est = evaluate(none_cfg, gpu) if rc.granularity != "none" else est
     if rc.granularity == "none":
-        out.append(Reason("recompute", f"No recompute: {_gib(total)} GiB fits the {_gib(budget)} GiB budget "
-                          "(HBM minus headroom), so nothing is recomputed.", {"memory_gib": _gib(total)}))
+        out.append(Reason("recompute", f"No recompute: {round_gib(total)} GiB fits the {round_gib(budget)} GiB budget "
+                          "(HBM minus headroom), so nothing is recomputed.", {"memory_gib": round_gib(total)}))
     else:
         rec_s = est.time.breakdown_s.get("recompute", 0.0)
         label = "full recompute" if rc.granularity == "full" else "selective " + ", ".join(sorted(rc.modules))
-        text = (f"{label}: without recompute the plan needs {_gib(none_est.memory.total_bytes)} GiB "
-                f"(budget {_gib(budget)}); with it {_gib(total)} GiB, for {rec_s:,.2f} s of recompute per step "
+        text = (f"{label}: without recompute the plan needs {round_gib(none_est.memory.total_bytes)} GiB "
+                f"(budget {round_gib(budget)}); with it {round_gib(total)} GiB, for {rec_s:,.2f} s of recompute per step "
                 f"({rec_s / step:.1%}).")
-        nums = {"memory_without_gib": _gib(none_est.memory.total_bytes), "memory_gib": _gib(total),
+        nums = {"memory_without_gib": round_gib(none_est.memory.total_bytes), "memory_gib": round_gib(total),
                 "recompute_s": round(rec_s, 3)}
         if rc.granularity == "selective":
             for m in sorted(rc.modules):
                 less = evaluate(cfg.with_(recompute=Recompute("selective", rc.modules - {m})) if len(rc.modules) > 1
                                 else none_cfg, gpu)
                 saved = less.memory.total_bytes - total
-                nums[f"saves_{m}_gib"] = _gib(saved)
-                text += f" {m} saves {_gib(saved)} GiB."
+                nums[f"saves_{m}_gib"] = round_gib(saved)
+                text += f" {m} saves {round_gib(saved)} GiB."
         else:
             text += " No selective set fit: full recompute is the last resort."
         out.append(Reason("recompute", text, nums))
@@ -295,10 +314,10 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         no_off = evaluate(cfg.with_(optimizer_offload=0.0), gpu)
         cost = est.time.breakdown_s.get("offload", 0.0)
         out.append(Reason("offload", f"Optimizer CPU offload {cfg.optimizer_offload:.0%}: without it "
-                          f"{_gib(no_off.memory.total_bytes)} GiB > {_gib(budget)} GiB budget; moves "
-                          f"{_gib(est.memory.peak.host_bytes)} GiB to host and costs {cost:,.2f} s per step "
+                          f"{round_gib(no_off.memory.total_bytes)} GiB > {round_gib(budget)} GiB budget; moves "
+                          f"{round_gib(est.memory.peak.host_bytes)} GiB to host and costs {cost:,.2f} s per step "
                           f"({cost / step:.1%}) over {gpu.host_link}.",
-                          {"memory_without_gib": _gib(no_off.memory.total_bytes), "offload_s": round(cost, 3)}))
+                          {"memory_without_gib": round_gib(no_off.memory.total_bytes), "offload_s": round(cost, 3)}))
     # --- dispatcher
     if par.ep > 1 and cfg.model.first_moe is not None:
         others = {}
@@ -326,9 +345,9 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
             how = "partial scopes work with dropless MoE"
         out.append(Reason("cuda_graphs", f"CUDA graphs ({', '.join(sorted(cfg.cuda_graph_scopes))}): this plan has a fixed "
                           f"sequence length ({batch.seq_len:,}) and micro-batch ({batch.mbs}); graphs save {gain:,.2f} s "
-                          f"per step of launch overhead for {_gib(extra)} GiB. Enable them only after shapes and routing "
+                          f"per step of launch overhead for {round_gib(extra)} GiB. Enable them only after shapes and routing "
                           f"are stable ({how}).",
-                          {"gain_s": round(gain, 3), "memory_gib": _gib(extra)}))
+                          {"gain_s": round(gain, 3), "memory_gib": round_gib(extra)}))
     else:
         launch = est.time.breakdown_s.get("launch_overhead", 0.0)
         scopes = frozenset({"attn", "moe_router", "moe_preprocess"} if cfg.model.first_moe else {"attn", "mlp"})
@@ -339,12 +358,12 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
             g = evaluate(cfg.with_(cuda_graph_scopes=scopes), gpu)
             gain = step - g.time.step_time_s
             if g.memory.total_bytes > budget:
-                why = (f"partial graphs ({', '.join(sorted(scopes))}) would need {_gib(g.memory.total_bytes)} GiB, "
-                       f"over the {_gib(budget)} GiB budget")
+                why = (f"partial graphs ({', '.join(sorted(scopes))}) would need {round_gib(g.memory.total_bytes)} GiB, "
+                       f"over the {round_gib(budget)} GiB budget")
             else:
                 why = (f"partial graphs ({', '.join(sorted(scopes))}) would save only {gain:,.2f} s per step "
                        f"({gain / step:.1%}) and fix sequence length and micro-batch")
-            nums = {"gain_s": round(gain, 3), "memory_gib": _gib(g.memory.total_bytes)}
+            nums = {"gain_s": round(gain, 3), "memory_gib": round_gib(g.memory.total_bytes)}
         out.append(Reason("cuda_graphs", f"CUDA graphs not advised: {why} (launch overhead {launch:,.2f} s per step).",
                           nums))
     # --- GBS and pipeline

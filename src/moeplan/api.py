@@ -329,6 +329,7 @@ class PlanReport:
             "layouts_feasible": r.layouts_feasible,
             "layouts_evaluated": r.layouts_evaluated,
             "notes": r.notes,
+            "newer": None if r.newer is None else r.newer.as_dict(),
             "closest": self.closest_dict(),
             "plans": [plan_dict(p, i + 1) for i, p in enumerate(r.plans)],
         }

@@ -329,9 +329,9 @@ def _check_output(path: str | None, plot: bool = True) -> None:
 
     check_target(path)
     if plot:
-        from moeplan.plots import _format_of
+        from moeplan.plots import format_of
 
-        _format_of(path)
+        format_of(path)
 
 
 def _wrote(path: str, as_json: bool, what: str = "") -> None:
@@ -535,6 +535,8 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
     where = f"; closest: {c['short']} misses by {c['misses_by_gib']:.1f} GiB per GPU" if c else ""
     msg = (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} "
            f"(with {result['headroom']:.0%} headroom){where}")
+    if result.get("newer") and result["newer"]["parallel"]:
+        msg += "; " + result["newer"]["sentence"]
     if as_json:
         _print_json({"plans": [], "closest": c, "message": msg})
     Console(stderr=True, width=10_000).print(f"moeplan: {msg}", highlight=False, markup=False)
@@ -753,7 +755,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
                                  grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
                                  bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal,
                                  optimizer=run.optimizer)
-        fix = remedy(b, found.best)
+        fix = remedy(b, found.best, found.result.newer)
     if args.json:
         out = comp.as_dict()
         if fix:

@@ -16,7 +16,7 @@ from moeplan.estimate import Estimate
 from moeplan.megatron.export import to_overrides
 from moeplan.memory import GIB, MEMORY_ITEMS
 from moeplan.parallel import Parallel
-from moeplan.planner import Plan
+from moeplan.planner import NewerRelease, Plan
 
 LABELS = {
     "gemm": "dense GEMMs", "grouped_gemm": "expert grouped GEMMs", "attention": "attention kernels",
@@ -50,7 +50,19 @@ def _layout(par: Parallel, vpp: bool = False) -> str:
 
 
 def _run_label(e: Estimate) -> str:
-    return f"seq {e.config.batch.seq_len:,} {_layout(e.config.parallel)}"
+    return f"seq {e.config.batch.seq_len:,} {_layout(e.config.parallel, vpp=True)}"
+
+
+def _fit_note(name: str, e: Estimate) -> Reason | None:
+    """A run that does not fit in its GPU's memory: its numbers are estimates of a run that cannot start."""
+    mem = e.memory
+    if mem.fits:
+        return None
+    return Reason("fits", f"Run {name} does not fit: {mem.total_bytes / GIB:,.1f} GiB per GPU on a "
+                  f"{mem.capacity_bytes / GIB:,.1f} GiB {e.gpu.name} ({_run_label(e)}); its throughput is what it would "
+                  "run at with the memory, not a run that can start.",
+                  {"run": name, "memory_gib": round(mem.total_bytes / GIB, 2),
+                   "capacity_gib": round(mem.capacity_bytes / GIB, 2)})
 
 
 def _tokens_per_gpu(e: Estimate) -> float:
@@ -60,7 +72,7 @@ def _tokens_per_gpu(e: Estimate) -> float:
 
 def compare(a: Estimate, b: Estimate) -> Comparison:
     """Explain run ``b`` against run ``a``."""
-    reasons: list[Reason] = []
+    reasons: list[Reason] = [r for r in (_fit_note("A", a), _fit_note("B", b)) if r is not None]
     ta, tb = a.time.tokens_per_s_per_gpu, b.time.tokens_per_s_per_gpu
     change = tb / ta - 1
     verb = "fell" if change < 0 else "rose"
@@ -111,10 +123,16 @@ def compare(a: Estimate, b: Estimate) -> Comparison:
     return Comparison(a, b, tuple(reasons))
 
 
-def remedy(b: Estimate, best: Plan | None) -> Reason:
-    """What fixes run ``b``: the planner's best plan for the same model, GPUs and length."""
+def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None) -> Reason:
+    """What fixes run ``b``: the planner's best plan for the same model, GPUs and length; ``newer``: what
+    a newer Megatron-Core release would plan instead (moeplan.planner.NewerRelease), said when it gains."""
+    unlock = newer is not None and newer.config is not None and (newer.gain is None or newer.gain > 0.01)
+    said = newer is not None and newer.config is not None  # the release gate is said, gain or not
+    more = {"newer": newer.as_dict()} if newer is not None and said else {}
+    tail = " " + newer.sentence() if newer is not None and said else ""
     if best is None:
-        return Reason("fix", "No layout fits at this length on these GPUs; see `moeplan plan` for the closest one.")
+        return Reason("fix", "No layout fits at this length on these GPUs; see `moeplan plan` for the closest one."
+                      + tail, more)
     cfg, est = best.config, best.estimate
     overrides = to_overrides(cfg, cfg.mcore_version)
     seq = b.config.batch.seq_len
@@ -123,15 +141,17 @@ def remedy(b: Estimate, best: Plan | None) -> Reason:
         return Reason("fix", f"Run B does not fit in memory ({b.memory.total_bytes / GIB:,.1f} GiB); the planner's best at "
                       f"seq {seq:,} is {_layout(cfg.parallel, vpp=True)}, "
                       f"recompute {cfg.recompute.label()}: {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU in "
-                      f"{best_gib:,.1f} GiB.", {"overrides": overrides})
+                      f"{best_gib:,.1f} GiB.{tail}", {"overrides": overrides, **more})
     gain = est.time.tokens_per_s_per_gpu / b.time.tokens_per_s_per_gpu - 1
     text = (f"Planner at seq {seq:,}: {_layout(cfg.parallel, vpp=True)}, "
             f"recompute {cfg.recompute.label()}, {cfg.dispatcher}"
             f"{', CP ' + cfg.cp_comm_type if cfg.parallel.cp > 1 else ''}: {est.time.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU ({gain:+.0%}) in {best_gib:,.1f} GiB.")
-    if gain <= 0.01:
+    if gain <= 0.01 and not unlock:
         text += " The run is already at the planner's best: the drop is inherent to the longer sequence (attention grows as S^2)."
-    return Reason("fix", text, {"gain": round(gain, 4), "overrides": overrides})
+    elif gain <= 0.01:
+        text += f" The run is already at the planner's best for Megatron-Core {cfg.mcore_version}."
+    return Reason("fix", text + tail, {"gain": round(gain, 4), "overrides": overrides, **more})
 
 
 __all__ = ["Comparison", "compare", "remedy"]

@@ -168,7 +168,7 @@ def average_params_per_gpu(spec: ModelSpec, par: Parallel) -> tuple[float, float
 
 
 @lru_cache(maxsize=8192)
-def _rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, float, float]:
+def rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, float, float]:
     """(dense params per GPU, expert params per GPU, GEMM params per GPU) on one pipeline rank."""
     dense = expert = gemm = 0.0
     h = spec.hidden
@@ -314,7 +314,7 @@ def _rank_profiles(spec: ModelSpec, tp: int, pp: int, vpp: int, ep: int, etp: in
 
 def _profile(spec: ModelSpec, par: Parallel, r: int, stages: tuple[Stage, ...], counts: list[int]) -> RankProfile:
     """Rank ``r``'s profile with ``counts[c]`` micro-batches of chunk ``c`` in flight."""
-    dense, expert, gemm = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+    dense, expert, gemm = rank_params(spec, stages, par.tp, par.ep * par.etp)
     weights: dict[Layer, float] = {}
     mtp = loss = 0.0
     for count, st in zip(counts, stages):

@@ -36,11 +36,12 @@ from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
-from moeplan.megatron.fields import fields_for, sync_free_moe
+from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
-from moeplan.parallel import Batch, Parallel, Pipeline, build_pipeline, check_layout, with_balanced_layout
+from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, build_pipeline, check_layout,
+                              with_balanced_layout)
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
 from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
@@ -76,6 +77,52 @@ class Plan:
     tie: bool = False  # its error band overlaps the fastest plan's (see rank_candidates)
 
 
+@dataclass(frozen=True)
+class NewerRelease:
+    """What a newer Megatron-Core release would plan: the release, the feature it adds that this target
+    lacks, and its best plan (None when nothing fits there either); ``gain`` is its tokens/s/GPU over
+    this answer's plan 1 (None when nothing fits at the target)."""
+
+    target: str  # the release the answer targets
+    version: str
+    feature: str
+    config: RunConfig | None = None
+    tokens_per_s_per_gpu: float = 0.0
+    memory_bytes: float = 0.0
+    gain: float | None = None
+
+    def sentence(self) -> str:
+        head = f"Megatron-Core {self.target} has no {self.feature}; {self.version} adds it"
+        if self.config is None:
+            return head + ", but no layout fits there either."
+        rc = self.config.recompute
+        plan = f"{self.config.parallel.short()} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
+        runs = f"{self.tokens_per_s_per_gpu:,.0f} tokens/s/GPU"
+        mem = f"in {self.memory_bytes / GIB:,.1f} GiB"
+        if self.gain is None:
+            return f"{head} and a plan fits there: {plan}, {runs} {mem} (--mcore-version {self.version})."
+        if self.gain > 0.01:
+            return (f"{head}: its best plan, {plan}, runs {runs} ({self.gain:+.0%} over the best plan at {self.target}) {mem} "
+                    f"(--mcore-version {self.version}).")
+        return f"{head}, but its best plan, {plan}, runs {runs} ({self.gain:+.0%}): no gain at this length."
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "mcore_version": self.version, "feature": self.feature,
+                "parallel": self.config.parallel.as_dict() if self.config else None,
+                "tokens_per_s_per_gpu": round(self.tokens_per_s_per_gpu, 1) if self.config else None,
+                "memory_gib": round(self.memory_bytes / GIB, 2) if self.config else None,
+                "gain": None if self.gain is None else round(self.gain, 4), "sentence": self.sentence()}
+
+
+def release_gate(spec: ModelSpec, space: "SearchSpace", mcore_version: str) -> tuple[str, str] | None:
+    """(release, feature) when the target Megatron-Core release rules out part of the search that a
+    newer release allows: context parallel for Gated DeltaNet before 0.18 (moeplan.parallel.GDN_CP_SINCE)."""
+    if (any(layer.is_linear_attention for layer in spec.layers) and version_key(mcore_version) < GDN_CP_SINCE
+            and space.cp != 1):
+        return ".".join(map(str, GDN_CP_SINCE)), "context parallel for Gated DeltaNet"
+    return None
+
+
 @dataclass
 class PlanResult:
     plans: list[Plan]
@@ -87,6 +134,7 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
     layouts_evaluated: int = 0  # layouts costed in full (memory ladder + timing) after the cheap bounds
     ties: dict[int, str] = field(default_factory=dict)  # id(candidate) -> why it is a tie (search only)
+    newer: NewerRelease | None = None  # a newer Megatron-Core release unlocks part of the search
 
 
 @dataclass(frozen=True)
@@ -344,13 +392,30 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
         gbs, result = smaller, retry
     result.requested_gbs = requested
     result.notes = notes + result.notes
+    gate = release_gate(spec, space, mcore_version)
+    if gate is not None:  # what the release that lifts the rule would plan (one more search, plans only)
+        try:
+            there = _search_once(spec, gpu, gpus, seq_len, requested, precision, 1, space, moe_imbalance, gate[0],
+                                 reserve_gib, budget, None, numerics, cal, exhaustive).plans
+        except MoeplanError:
+            there = []
+        here = result.plans[0].tokens_per_s_per_gpu if result.plans else None  # type: ignore[attr-defined]
+        if there:
+            best = there[0]
+            result.newer = NewerRelease(mcore_version, *gate, best.cfg, best.tokens_per_s_per_gpu, best.memory_bytes,  # type: ignore[attr-defined]
+                                        None if here is None else best.tokens_per_s_per_gpu / here - 1)  # type: ignore[attr-defined]
+        else:
+            result.newer = NewerRelease(mcore_version, *gate)
     plans = []
+    peers = tuple((i + 1, c.cfg, c.tokens_per_s_per_gpu) for i, c in enumerate(result.plans))  # type: ignore[attr-defined]
     for c in result.plans:  # type: ignore[assignment]
         est = evaluate(c.cfg, gpu, cal)  # type: ignore[attr-defined]
-        reasons = explain_plan(c.cfg, gpu, est, budget, requested, cal)  # type: ignore[attr-defined]
+        reasons = explain_plan(c.cfg, gpu, est, budget, requested, cal, peers)  # type: ignore[attr-defined]
         tie = result.ties.get(id(c))
         if tie:
             reasons.insert(0, Reason("rank", tie, {"tie": True, "error_band": round(math.expm1(cal.error_band_log), 3)}))
+        if result.newer is not None:
+            reasons.append(Reason("mcore_version", result.newer.sentence(), result.newer.as_dict()))
         plans.append(Plan(c.cfg, gpu, tuple(reasons), est, tie=tie is not None))  # type: ignore[attr-defined]
     result.plans = plans
     return result
@@ -499,4 +564,4 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float) -> tu
     return tied + rest, why
 
 
-__all__ = ["Plan", "PlanResult", "SearchSpace", "search"]
+__all__ = ["NewerRelease", "Plan", "PlanResult", "SearchSpace", "release_gate", "search"]

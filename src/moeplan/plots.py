@@ -55,7 +55,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     write_bytes(path, data)
 
 
-def _format_of(path: str | os.PathLike[str]) -> str:
+def format_of(path: str | os.PathLike[str]) -> str:
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise MoeplanError(f"cannot write plot {path}: unsupported format {suffix or '(none)'!r}; use .png or .svg")
@@ -321,7 +321,7 @@ def write_estimate_plot(est: Mapping[str, Any], path: str | os.PathLike[str], *,
                         ranks: Sequence[Mapping[str, float]] | None = None, timeline: Timeline | None = None) -> None:
     """Memory (per pipeline rank, against capacity) and step-time breakdown of one estimate, with the
     timeline of one iteration when given."""
-    fmt = _format_of(path)
+    fmt = format_of(path)
     atomic_write(path, render(estimate_figure(est, ranks, timeline), fmt))
 
 
@@ -408,5 +408,5 @@ def _total(row: Mapping[str, Any]) -> float:
 
 def write_sweep_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
     """Throughput and memory against sequence length (log2 axis) for estimate-like rows."""
-    fmt = _format_of(path)
+    fmt = format_of(path)
     atomic_write(path, render(sweep_figure(rows), fmt))

@@ -15,12 +15,12 @@ from typing import Any, Literal
 from moeplan.advice import (
     CP_SHARD_TOKENS,
     DEFAULT_HEADROOM,
-    _gib,
     LONG_CONTEXT_TOKENS,
     MIN_CP_SHARD_TOKENS,
     cp_start,
     dispatcher_candidates,
     recompute_ladder,
+    round_gib,
 )
 from moeplan.estimate import Evaluator
 from moeplan.fsdp import FULL_SHARD
@@ -255,7 +255,7 @@ def _combined_fix(cfg: RunConfig, findings: list[Finding], ev: Evaluator, lines:
     base = _without_core_attn(cfg)
     alone = ev(base)
     best = _memory_fix(base, ev)
-    alone_txt = (f"the core_attn fix alone needs {_gib(alone.memory.total_bytes)} GiB of {_gib(ev.budget_bytes)}"
+    alone_txt = (f"the core_attn fix alone needs {round_gib(alone.memory.total_bytes)} GiB of {round_gib(ev.budget_bytes)}"
                  + ("" if ev.fits(alone) else " and does not fit"))
     if best is None:
         return [Finding("info", "combined-fix", f"the memory and core-attn-recompute fixes both set {', '.join(clash)}; "
@@ -265,9 +265,9 @@ def _combined_fix(cfg: RunConfig, findings: list[Finding], ev: Evaluator, lines:
     return [Finding("error", "combined-fix", f"the memory and core-attn-recompute fixes both set {', '.join(clash)}; "
                     f"{alone_txt}. This one change does both and is checked: {opt.recompute.label()}"
                     f"{f', optimizer offload {opt.optimizer_offload:.0%}' if opt.optimizer_offload != cfg.optimizer_offload else ''} fits "
-                    f"({_gib(e.memory.total_bytes)} GiB of {_gib(ev.fit_budget_bytes)}) at "
+                    f"({round_gib(e.memory.total_bytes)} GiB of {round_gib(ev.fit_budget_bytes)}) at "
                     f"{e.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU; apply it instead of the two",
-                    fix_overrides(cfg, opt), {"keys": clash, "fixed_memory_gib": _gib(e.memory.total_bytes),
+                    fix_overrides(cfg, opt), {"keys": clash, "fixed_memory_gib": round_gib(e.memory.total_bytes),
                                               "fixed_tokens_per_s": round(e.time.tokens_per_s_per_gpu),
                                               "replaces": ["memory", "core-attn-recompute"]},
                     lines.get("recompute_modules") or lines.get("recompute_granularity"))]
@@ -279,20 +279,20 @@ def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> l
         return []
     items = {k: v for k, v in est.memory.peak.items.items() if k in MEMORY_ITEMS}
     top, top_b = max(items.items(), key=lambda kv: kv[1])
-    nums = {"memory_gib": _gib(total), "capacity_gib": _gib(ev.budget_bytes), "over_gib": _gib(total - ev.budget_bytes),
-            "dominant_item": top, "dominant_gib": _gib(top_b), "rank": est.memory.peak.rank}
+    nums = {"memory_gib": round_gib(total), "capacity_gib": round_gib(ev.budget_bytes), "over_gib": round_gib(total - ev.budget_bytes),
+            "dominant_item": top, "dominant_gib": round_gib(top_b), "rank": est.memory.peak.rank}
     best = _memory_fix(cfg, ev)
-    msg = (f"estimated {_gib(total)} GiB per GPU on pipeline rank {est.memory.peak.rank} exceeds the "
-           f"{_gib(ev.budget_bytes)} GiB available by {_gib(total - ev.budget_bytes)} GiB; the largest item is {top} "
-           f"({_gib(top_b)} GiB)")
+    msg = (f"estimated {round_gib(total)} GiB per GPU on pipeline rank {est.memory.peak.rank} exceeds the "
+           f"{round_gib(ev.budget_bytes)} GiB available by {round_gib(total - ev.budget_bytes)} GiB; the largest item is {top} "
+           f"({round_gib(top_b)} GiB)")
     line = lines.get("recompute_modules") or lines.get("recompute_granularity")
     if best is None:
         return [Finding("error", "memory", msg + "; no single recompute/offload/CP change fits: run `moeplan plan`",
                         numbers=nums, line=line)]
     opt, e = best
-    nums.update({"fixed_memory_gib": _gib(e.memory.total_bytes), "fixed_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
+    nums.update({"fixed_memory_gib": round_gib(e.memory.total_bytes), "fixed_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
     return [Finding("error", "memory", msg + f"; the cheapest fix that fits (with the planner's headroom, "
-                    f"{_gib(ev.fit_budget_bytes)} GiB) needs {_gib(e.memory.total_bytes)} GiB "
+                    f"{round_gib(ev.fit_budget_bytes)} GiB) needs {round_gib(e.memory.total_bytes)} GiB "
                     f"at {e.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU", fix_overrides(cfg, opt), nums, line)]
 
 
@@ -321,9 +321,9 @@ def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
                         numbers=nums, line=lines.get("context_parallel_size"))]
     c, e = alt
     nums.update({"alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu), "tokens_per_s": round(est.time.tokens_per_s_per_gpu),
-                 "alt_memory_gib": _gib(e.memory.total_bytes)})
+                 "alt_memory_gib": round_gib(e.memory.total_bytes)})
     return [Finding("warning", "dp-collapsed", f"DP collapsed to 1: {squeeze}. {c.parallel.short()} keeps DP "
-                    f"{c.parallel.dp}, fits ({_gib(e.memory.total_bytes)} GiB) and runs at "
+                    f"{c.parallel.dp}, fits ({round_gib(e.memory.total_bytes)} GiB) and runs at "
                     f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU",
                     fix_overrides(cfg, c), nums, lines.get("context_parallel_size"))]
 
@@ -347,17 +347,17 @@ def _cp_size(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> 
             why = (check_layout(cfg.model, alt_par, cfg.batch, cfg.mcore_version)[0].reason if alt_par
                    else "the GPU count does not fold with it")
             return [Finding("info", "cp-too-small", f"{head}; CP {cp0} is not possible here: {why}", (), nums, line)]
-        nums.update({"alt_memory_gib": _gib(e.memory.total_bytes), "alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
+        nums.update({"alt_memory_gib": round_gib(e.memory.total_bytes), "alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
         gain = e.time.tokens_per_s_per_gpu / est.time.tokens_per_s_per_gpu - 1
         fits_now = est.memory.total_bytes <= ev.budget_bytes
         if ev.fits(e) and (gain >= MIN_GAIN or not fits_now):
-            why = "" if fits_now else f" (this run needs {_gib(est.memory.total_bytes)} GiB and does not fit)"
-            return [Finding("warning", "cp-too-small", f"{head}; CP {cp0} fits ({_gib(e.memory.total_bytes)} GiB) and runs at "
+            why = "" if fits_now else f" (this run needs {round_gib(est.memory.total_bytes)} GiB and does not fit)"
+            return [Finding("warning", "cp-too-small", f"{head}; CP {cp0} fits ({round_gib(e.memory.total_bytes)} GiB) and runs at "
                             f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU{why}",
                             fix_overrides(cfg, alt), nums, line)]
-        verdict = (f"over the planner's budget of {_gib(ev.fit_budget_bytes)} GiB" if not ev.fits(e)
+        verdict = (f"over the planner's budget of {round_gib(ev.fit_budget_bytes)} GiB" if not ev.fits(e)
                    else f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU here")
-        return [Finding("info", "cp-too-small", f"{head}; kept: CP {cp0} needs {_gib(e.memory.total_bytes)} GiB, {verdict}",
+        return [Finding("info", "cp-too-small", f"{head}; kept: CP {cp0} needs {round_gib(e.memory.total_bytes)} GiB, {verdict}",
                         (), nums, line)]
     if par.cp > 1 and shard < MIN_CP_SHARD_TOKENS:
         cp_s = est.time.breakdown_s.get("cp_comm", 0.0)
@@ -403,10 +403,10 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
             c, e = best
             gain = e.time.tokens_per_s_per_gpu / est.time.tokens_per_s_per_gpu - 1
             out.append(Finding("warning", "full-recompute", f"full recompute where {c.recompute.label()} fits "
-                               f"({_gib(e.memory.total_bytes)} GiB of {_gib(ev.fit_budget_bytes)}) and is {gain:.0%} faster "
+                               f"({round_gib(e.memory.total_bytes)} GiB of {round_gib(ev.fit_budget_bytes)}) and is {gain:.0%} faster "
                                f"({e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU); "
                                "full recompute is the last resort", fix_overrides(cfg, c),
-                               {"alt_memory_gib": _gib(e.memory.total_bytes), "gain": round(gain, 3)}, line))
+                               {"alt_memory_gib": round_gib(e.memory.total_bytes), "gain": round(gain, 3)}, line))
     return out
 
 
@@ -511,7 +511,7 @@ def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, 
     line = lines.get("use_megatron_fsdp", lines.get("use_distributed_optimizer"))
     name = "Megatron-FSDP optim_grads_params" if alt_cfg.fsdp else "the distributed optimizer"
     mine = f"Megatron-FSDP {cfg.fsdp}" if cfg.fsdp else "the distributed optimizer"
-    nums = {"memory_gib": _gib(mem), "alt_memory_gib": _gib(alt.memory.total_bytes), "tokens_per_s": round(tps),
+    nums = {"memory_gib": round_gib(mem), "alt_memory_gib": round_gib(alt.memory.total_bytes), "tokens_per_s": round(tps),
             "alt_tokens_per_s": round(alt.time.tokens_per_s_per_gpu),
             "dp_comm_s": round(est.time.breakdown_s.get("dp_comm", 0.0), 3),
             "alt_dp_comm_s": round(alt.time.breakdown_s.get("dp_comm", 0.0), 3)}
@@ -527,19 +527,19 @@ def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, 
             e = ev(trial)
             if ev.fits(e):
                 alt_cfg, alt = trial, e
-                nums.update(alt_memory_gib=_gib(e.memory.total_bytes), alt_tokens_per_s=round(e.time.tokens_per_s_per_gpu))
+                nums.update(alt_memory_gib=round_gib(e.memory.total_bytes), alt_tokens_per_s=round(e.time.tokens_per_s_per_gpu))
                 name += f" with recompute {rc.label()}" + (f" and {offload:.0%} optimizer offload"
                                                              if offload != cfg.optimizer_offload else "")
                 break
     fix = fix_overrides(cfg, alt_cfg)
     if not ev.fits(est) and ev.fits(alt):
-        return [Finding("error", "dp-sharding", f"with {mine} the run needs {_gib(mem)} GiB; {name} shards weights and "
-                        f"gradients differently and needs {_gib(alt.memory.total_bytes)} GiB, which fits "
+        return [Finding("error", "dp-sharding", f"with {mine} the run needs {round_gib(mem)} GiB; {name} shards weights and "
+                        f"gradients differently and needs {round_gib(alt.memory.total_bytes)} GiB, which fits "
                         f"({alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU)", fix, nums, line)]
     if ev.fits(alt) and alt.time.tokens_per_s_per_gpu > tps * (1 + MIN_GAIN):
         why = (f"exposed data-parallel communication {nums['dp_comm_s']} s vs {nums['alt_dp_comm_s']} s per step"
-               if cfg.fsdp else f"it frees {_gib(mem - alt.memory.total_bytes)} GiB for the memory knobs")
-        return [Finding("warning", "dp-sharding", f"{name} fits ({_gib(alt.memory.total_bytes)} GiB) and runs at "
+               if cfg.fsdp else f"it frees {round_gib(mem - alt.memory.total_bytes)} GiB for the memory knobs")
+        return [Finding("warning", "dp-sharding", f"{name} fits ({round_gib(alt.memory.total_bytes)} GiB) and runs at "
                         f"{alt.time.tokens_per_s_per_gpu:,.0f} vs {tps:,.0f} tokens/s/GPU with {mine}: {why}",
                         fix, nums, line)]
     return []
@@ -555,8 +555,8 @@ def _muon(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> lis
             out.append(Finding("warning", "muon-layer-wise",
                                f"plain muon keeps the whole optimizer state on every DP rank; dist_muon (layer-wise "
                                f"distributed optimizer) deals it over DP x CP {cfg.parallel.dp * cfg.parallel.cp} and "
-                               f"saves {_gib(saved)} GiB per GPU", fix_overrides(cfg, alt_cfg),
-                               {"saved_gib": _gib(saved)}, lines.get("optimizer")))
+                               f"saves {round_gib(saved)} GiB per GPU", fix_overrides(cfg, alt_cfg),
+                               {"saved_gib": round_gib(saved)}, lines.get("optimizer")))
     return out
 
 

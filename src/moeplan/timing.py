@@ -45,7 +45,7 @@ from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import muon_dp_overlap
-from moeplan.memory import _rank_params, average_params_per_gpu
+from moeplan.memory import rank_params, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 from moeplan.parallel import (
     Batch,
@@ -970,7 +970,7 @@ def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: 
     e_div = edp if sh.optimizer else 1
     worst_opt = worst_off = 0.0
     for (groups, heads), stages in zip(_rank_work(spec, pipe), pipe.rank_stages):
-        dense, expert, _ = _rank_params(spec, stages, par.tp, par.ep * par.etp)
+        dense, expert, _ = rank_params(spec, stages, par.tp, par.ep * par.etp)
         ns_s = muon_shard = m_dense = m_expert = 0.0
         if cfg.optimizer == "muon":
             mats = muon.rank_matrices(spec, groups, sum(mtp for _, mtp in heads), par.tp, par.ep, par.etp)

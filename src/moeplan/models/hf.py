@@ -19,6 +19,11 @@ from typing import Any
 from moeplan.errors import MoeplanError
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
 
+# Every size and count indexes tensors with int32 in the kernels (Transformer Engine, the fused MoE
+# permute, Megatron's indexed datasets store token ids as int32 from a 65,500-entry vocabulary on:
+# megatron/core/datasets/indexed_dataset.py DType.optimal_dtype); a value past it is no model.
+INT32_MAX = 2**31 - 1
+
 
 class _Cfg:
     """Typed access to a config dict; every failure names the file and the key."""
@@ -40,7 +45,15 @@ class _Cfg:
             raise self._fail(key, f"must be an integer, got {value!r}")
         if value < 0 or (value == 0 and not allow_zero):
             raise self._fail(key, f"must be {'>= 0' if allow_zero else 'positive'}, got {value}")
+        if value > INT32_MAX:
+            raise self._fail(key, f"is {value:.3g}, past the int32 range (2^31 - 1) that the kernels and "
+                             "Megatron's datasets index with")
         return value
+
+    def divides(self, key: str, value: int, by_key: str, by: int, why: str) -> None:
+        """``value`` (key) must be a multiple of ``by`` (by_key), as the model code requires."""
+        if value % by:
+            raise self._fail(key, f"({value}) is not divisible by {by_key} ({by}): {why}")
 
     def opt_int(self, key: str) -> int | None:
         if self.data.get(key) in (None, 0):
@@ -92,16 +105,38 @@ def _mla_layers(c: _Cfg) -> tuple[Attention, DenseMLP, MoE]:
     return attn, DenseMLP(c.int("intermediate_size")), _deepseek_moe(c)
 
 
+def _top_k(c: _Cfg, experts_key: str, top_k: int | None = None) -> tuple[int, int]:
+    """(experts, top-k): a token is routed to top-k distinct experts (torch.topk over the router
+    scores in Megatron-Core moe/router.py and transformers), so top-k cannot exceed the experts."""
+    experts = c.int(experts_key)
+    k = c.int("num_experts_per_tok") if top_k is None else top_k
+    if k > experts:
+        raise c._fail("num_experts_per_tok", f"({k}) exceeds {experts_key} ({experts}): a token is routed to "
+                      "top-k distinct experts")
+    return experts, k
+
+
 def _deepseek_moe(c: _Cfg) -> MoE:
     """DeepSeek/Kimi/GLM routed experts with n_shared_experts shared experts of the same width."""
     moe_ffn = c.int("moe_intermediate_size")
+    experts, top_k = _top_k(c, "n_routed_experts")
+    n_group, topk_group = c.int("n_group", 1), c.int("topk_group", 1)
+    # group-limited routing (Megatron-Core moe/moe_utils.py group_limited_topk): the experts split into
+    # n_group equal groups, topk_group of them are kept, and top-k experts are picked inside those
+    c.divides("n_routed_experts", experts, "n_group", n_group, "group-limited routing splits the experts into "
+              "equal groups")
+    if topk_group > n_group:
+        raise c._fail("topk_group", f"({topk_group}) exceeds n_group ({n_group})")
+    if top_k > topk_group * (experts // n_group):
+        raise c._fail("num_experts_per_tok", f"({top_k}) exceeds the {topk_group * (experts // n_group)} experts in "
+                      f"topk_group ({topk_group}) groups of {experts // n_group}")
     return MoE(
-        num_experts=c.int("n_routed_experts"),
-        top_k=c.int("num_experts_per_tok"),
+        num_experts=experts,
+        top_k=top_k,
         expert_ffn_hidden=moe_ffn,
         shared_ffn_hidden=c.int("n_shared_experts", 0, allow_zero=True) * moe_ffn,
-        n_group=c.int("n_group", 1),
-        topk_group=c.int("topk_group", 1),
+        n_group=n_group,
+        topk_group=topk_group,
     )
 
 
@@ -127,11 +162,19 @@ def _read_deepseek(c: _Cfg) -> dict[str, Any]:
 def _gqa(c: _Cfg, **extra: Any) -> Attention:
     heads = c.int("num_attention_heads")
     hidden = c.int("hidden_size")
+    if c.data.get("head_dim") is None:  # the width is hidden / heads: it must divide
+        c.divides("hidden_size", hidden, "num_attention_heads", heads, "without head_dim each head is "
+                  "hidden_size / num_attention_heads wide")
     head_dim = c.int("head_dim", hidden // heads)
+    kv = c.int("num_key_value_heads", heads)
+    # grouped-query attention: every KV head serves the same number of query heads (Megatron-Core
+    # TransformerConfig: num_attention_heads % num_query_groups == 0; transformers repeat_kv)
+    c.divides("num_attention_heads", heads, "num_key_value_heads", kv, "grouped-query attention gives every KV "
+              "head the same number of query heads")
     return Attention(
         kind="gqa",
         num_heads=heads,
-        num_kv_heads=c.int("num_key_value_heads", heads),
+        num_kv_heads=kv,
         head_dim=head_dim,
         v_head_dim=head_dim,
         **extra,
@@ -147,9 +190,10 @@ def _read_glm4_moe(c: _Cfg) -> dict[str, Any]:
 
 
 def _qwen_moe(c: _Cfg, shared_gate: bool) -> MoE:
+    experts, top_k = _top_k(c, "num_experts")
     return MoE(
-        num_experts=c.int("num_experts"),
-        top_k=c.int("num_experts_per_tok"),
+        num_experts=experts,
+        top_k=top_k,
         expert_ffn_hidden=c.int("moe_intermediate_size"),
         shared_ffn_hidden=c.int("shared_expert_intermediate_size", 0, allow_zero=True),
         shared_gate=shared_gate and c.int("shared_expert_intermediate_size", 0, allow_zero=True) > 0,
@@ -163,10 +207,17 @@ def _qwen_is_moe(c: _Cfg, i: int) -> bool:
     return i not in set(c.int_list("mlp_only_layers")) and (i + 1) % step == 0
 
 
+def _mlp_only_in_range(c: _Cfg, n: int) -> None:
+    bad = [i for i in c.int_list("mlp_only_layers") if not 0 <= i < n]
+    if bad:
+        raise c._fail("mlp_only_layers", f"names layer {bad[0]}, outside 0..{n - 1} (num_hidden_layers {n})")
+
+
 def _read_qwen3_moe(c: _Cfg) -> dict[str, Any]:
     attn = _gqa(c, qk_norm=True, qkv_bias=c.bool("attention_bias", False))
     moe = _qwen_moe(c, shared_gate=False)
     n = c.int("num_hidden_layers")
+    _mlp_only_in_range(c, n)
     needs_dense = any(not _qwen_is_moe(c, i) for i in range(n))
     dense = DenseMLP(c.int("intermediate_size")) if needs_dense else None
     layers = tuple(Layer(attn, moe if _qwen_is_moe(c, i) else dense) for i in range(n))  # type: ignore[arg-type]
@@ -187,10 +238,16 @@ def _layer_types(c: _Cfg, n: int, default_interval_key: str | None) -> list[str]
 
 def _read_qwen3_next(c: _Cfg) -> dict[str, Any]:
     n = c.int("num_hidden_layers")
+    _mlp_only_in_range(c, n)
     attn = _gqa(c, qk_norm=True, output_gate=True)
+    key_heads, value_heads = c.int("linear_num_key_heads"), c.int("linear_num_value_heads")
+    # Gated DeltaNet repeats each q/k head over value_heads / key_heads value heads (transformers
+    # Qwen3NextGatedDeltaNet, Megatron-Core ssm/gated_delta_net.py)
+    c.divides("linear_num_value_heads", value_heads, "linear_num_key_heads", key_heads, "each key head serves "
+              "the same number of value heads")
     gdn = GatedDeltaNet(
-        num_key_heads=c.int("linear_num_key_heads"),
-        num_value_heads=c.int("linear_num_value_heads"),
+        num_key_heads=key_heads,
+        num_value_heads=value_heads,
         key_head_dim=c.int("linear_key_head_dim"),
         value_head_dim=c.int("linear_value_head_dim"),
         conv_kernel=c.int("linear_conv_kernel_dim"),
@@ -213,9 +270,10 @@ def _read_qwen3_next(c: _Cfg) -> dict[str, Any]:
 
 def _read_mixtral(c: _Cfg) -> dict[str, Any]:
     attn = _gqa(c, sliding_window=c.opt_int("sliding_window"))
+    experts, top_k = _top_k(c, "num_local_experts")
     moe = MoE(
-        num_experts=c.int("num_local_experts"),
-        top_k=c.int("num_experts_per_tok"),
+        num_experts=experts,
+        top_k=top_k,
         expert_ffn_hidden=c.int("intermediate_size"),
     )
     return {"layers": tuple(Layer(attn, moe) for _ in range(c.int("num_hidden_layers")))}
@@ -228,8 +286,9 @@ def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
     full = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads)
     sliding = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads, sliding_window=c.int("sliding_window"))
     top_k = c.int("num_experts_per_tok", c.int("experts_per_token", 0, allow_zero=True) or None)
+    experts, top_k = _top_k(c, "num_local_experts", top_k)
     moe = MoE(
-        num_experts=c.int("num_local_experts"),
+        num_experts=experts,
         top_k=top_k,
         expert_ffn_hidden=c.int("intermediate_size"),
         router_bias=True,

@@ -1,0 +1,117 @@
+"""Reading the built-in catalog and user files, and resolving entries (``base`` chains, measured
+figures rescaled with their peaks) into :class:`GPUSpec` records."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from moeplan.errors import MoeplanError
+from moeplan.hardware.schema import PAIRS, REQUIRED, SPEC_FIELDS, Entry, field_error, parse_entries
+from moeplan.hardware.spec import GPUSpec
+
+_CATALOG_ORIGIN = "moeplan/hardware/catalog.yaml"
+
+
+@lru_cache(maxsize=32)
+def _parse_cached(text: str, origin: str) -> tuple[Entry, ...]:
+    """Parse once per distinct file content; entries are immutable, so sharing them is safe."""
+    return parse_entries(text, origin)
+
+
+@lru_cache(maxsize=1)
+def catalog_entries() -> tuple[Entry, ...]:
+    text = resources.files("moeplan.hardware").joinpath("catalog.yaml").read_text(encoding="utf-8")
+    return parse_entries(text, _CATALOG_ORIGIN, builtin=True)
+
+
+def read_user_file(path: str | Path) -> tuple[Entry, ...]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MoeplanError(f"{p}: hardware file not found") from None
+    except UnicodeDecodeError:
+        raise MoeplanError(f"{p}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise MoeplanError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    return _parse_cached(text, str(p))
+
+
+# ---------------------------------------------------------------------------------------- resolving
+
+
+def find_entry(entries: tuple[Entry, ...], key: str, skip: Entry | None = None) -> Entry | None:
+    for e in entries:
+        if e is not skip and (e.name == key or key in e.aliases):
+            return e
+    return None
+
+
+def _merged(entry: Entry, user: tuple[Entry, ...], chain: tuple[Entry, ...] = ()) -> dict[str, Any]:
+    """Field values of ``entry`` with its ``base`` chain applied.
+
+    A user entry's base is looked up among the other entries of its file first, then in the catalog,
+    so a user entry named ``h100`` may say ``base: h100``.
+    """
+    own = dict(entry.values)
+    if entry.base is None:
+        return own
+    label, chain = entry.name, (*chain, entry)
+    pool = user if entry.origin != _CATALOG_ORIGIN else ()
+    parent = find_entry(pool, entry.base, skip=entry) or find_entry(catalog_entries(), entry.base, skip=entry)
+    if parent is None:
+        known = ", ".join(sorted({e.name for e in (*pool, *catalog_entries())} - {entry.name}))
+        raise field_error(entry.origin, label, "base", f"'{entry.base}' is not a known GPU; known: {known}")
+    if any(parent is c for c in chain):
+        path = " -> ".join(c.name for c in (*chain[chain.index(parent):], parent))
+        raise field_error(entry.origin, label, "base", f"'{entry.base}' makes a cycle ({path})")
+    out = _merged(parent, user, chain)
+    inherited = dict(out)
+    if "peak_flops" in own:  # merge per precision
+        own["peak_flops"] = tuple({**dict(out.get("peak_flops", ())), **dict(own["peak_flops"])}.items())
+    out.update(own)
+    # A new peak figure rescales the inherited measurement paired with it (same measured efficiency).
+    for measured, (peak_key, _) in PAIRS.items():
+        if measured in own or inherited.get(measured) is None:
+            continue
+        old, new = _lookup(inherited, peak_key), _lookup(out, peak_key)
+        if old is not None and new is not None and old != new:
+            out[measured] = inherited[measured] * new / old
+    srcs = tuple(inherited.get("sources", ()))
+    out["sources"] = srcs + tuple(own.get("sources", ())) if "sources" in own else srcs
+    return out
+
+
+def _lookup(values: dict[str, Any], key: str) -> float | None:
+    if key.startswith("peak_flops."):
+        return dict(values.get("peak_flops", ())).get(key.split(".", 1)[1])
+    return values.get(key)
+
+
+def build_spec(entry: Entry, user: tuple[Entry, ...]) -> GPUSpec:
+    vals = _merged(entry, user)
+    label = entry.name
+    for key in REQUIRED:
+        if key not in vals:
+            hint = "" if entry.base else " (or set 'base: <gpu>' to inherit it)"
+            raise field_error(entry.origin, label, key, f"is missing{hint}")
+    peaks = dict(vals["peak_flops"])
+    if "bf16" not in peaks:
+        raise field_error(entry.origin, label, "peak_flops.bf16", "is missing (every GPU needs a bf16 rate)")
+    for measured, (peak_key, may_exceed) in PAIRS.items():
+        got, peak = vals.get(measured), _lookup(vals, peak_key)
+        if got is None:
+            continue
+        if peak is None:
+            raise field_error(entry.origin, label, measured, f"is set but {peak_key} is not")
+        if not may_exceed and got > peak * 1.0001:
+            raise field_error(entry.origin, label, measured, f"= {got:.4g} exceeds the peak {peak_key} = {peak:.4g}")
+    if entry.origin == _CATALOG_ORIGIN:
+        sources = tuple(vals.get("sources", ()))
+    else:
+        sources = tuple(vals.get("sources", ())) + (f"user hardware file {entry.origin}",)
+    kwargs = {k: vals.get(k) for k in SPEC_FIELDS if k not in ("name", "sources", "peak_flops")}
+    return GPUSpec(name=entry.name, sources=sources, peak_flops=peaks, **kwargs)
