@@ -56,6 +56,9 @@ else:
     api = _Api()
 
 
+HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
+HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
+
 def escape(text: str) -> str:
     """rich markup escaping (rich imported on first use)."""
     from rich.markup import escape as _escape
@@ -1002,8 +1005,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("hardware", help="list the GPU catalog (and a user file)",
                        description="GPU catalog: HBM, peak FLOP/s, NVLink and scale-out bandwidth, host link. "
-                       "--hardware FILE.yaml adds or overrides entries (e.g. `base: h100` with 200 Gb/s NICs).")
-    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+                       "--hardware FILE.yaml adds or overrides entries (e.g. `base: h100` with 200 Gb/s NICs); the file format, "
+                       f"every field with its unit, and an example: {HARDWARE_DOC}.")
+    p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_hardware)
 
@@ -1116,7 +1120,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logs", nargs="+", metavar="LOG", help="training log(s) of one cluster (stdout of any rank mix)")
     p.add_argument("--model", help="model (catalog name or config.json); inferred from the log's architecture")
     p.add_argument("--gpu", help="GPU type the logs ran on (logs do not name it), e.g. h100")
-    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+    p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a setting the log lacks or gets wrong: a Megatron-Core field (seq_length=4096), a Bridge "
                         "path (dataset.seq_length=4096), gpus=N, model=NAME, mcore_version=0.16, moe_imbalance=F; "
@@ -1138,7 +1142,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(moeplan's exports carry one), else inferred from the architecture fields it gives")
     p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
     p.add_argument("--gpus", type=positive_int, help="total GPU count (default: the file's '# moeplan:' comment)")
-    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions")
+    p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     _calibration_argument(p)
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--headroom", type=float, default=0.0,
@@ -1157,7 +1161,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--gpus", type=positive_int, required=required, help="total GPU count")
     p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
                    help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
-    p.add_argument("--hardware", metavar="FILE.yaml", help="extra GPU definitions (see docs)")
+    p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     p.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
     p.add_argument("--reserve-gib", type=float, default=None,

@@ -114,20 +114,47 @@ def _summary(est: Row | None, plans: Sequence[Row]) -> str:
     return f'{verdict}\n<table id="summary">\n{rows}\n</table>'
 
 
+def plan_knobs(p: Row) -> str:
+    """The knobs of a plan beyond layout, recompute and dispatcher: EP overlap, CP communication, CUDA
+    graph scopes, optimizer CPU offload, Megatron-FSDP, micro-batch size ('–' when none is set)."""
+    par = p.get("parallel") or {}
+    parts = []
+    if p.get("ep_overlap"):
+        parts.append("EP overlap")
+    if par.get("cp", 1) > 1 and p.get("cp_comm_type"):
+        parts.append(f"CP {p['cp_comm_type']}")
+    if p.get("cuda_graphs"):
+        parts.append("graphs " + ", ".join(p["cuda_graphs"]))
+    if p.get("optimizer_offload"):
+        parts.append(f"offload {float(p['optimizer_offload']):.0%}")
+    if p.get("fsdp"):
+        parts.append(f"FSDP {p['fsdp']}")
+    if p.get("mbs", 1) != 1:
+        parts.append(f"MBS {p['mbs']}")
+    return " · ".join(parts) or "–"
+
+
 def _plan_table(plans: Sequence[Row]) -> str:
-    head = ["#", "plan", "layout", "recompute", "dispatcher", "peak GiB", "capacity GiB", "fits", "step time",
-            "TFLOP/s/GPU", "MFU", "tokens/s/GPU"]
+    """One row per plan: rank ('=' for a tie), an optional caller's label, layout, recompute, dispatcher,
+    the other knobs, memory and throughput. No column is left empty."""
+    labels = any(p.get("label") or p.get("name") for p in plans)
+    head = ["#", *(["label"] if labels else []), "layout", "recompute", "dispatcher", "knobs", "peak GiB",
+            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", "MFU", "tokens/s/GPU"]
     rows = []
     for i, p in enumerate(plans, 1):
+        rank = f"{p.get('rank', i)}{'=' if p.get('tie') else ''}"
         rows.append([
-            _td(i), _td(p.get("label", p.get("name", "")), "text"), _td(layout_label(p), "text"),
+            _td(rank), *([_td(p.get("label") or p.get("name") or "–", "text")] if labels else []),
+            _td(layout_label(p), "text"),
             _td(str(p.get("recompute", "–")).replace(",", ", "), "text wrap"), _td(p.get("dispatcher", "–"), "text"),
+            _td(plan_knobs(p), "text wrap"),
             _td(_num(peak_gib(p), ".1f")), _td(_num(p.get("capacity_gib"), ".1f")), _fits_cell(p),
             _td(fmt_seconds(float(p["step_time_s"])) if "step_time_s" in p else "–"),
             _td(_num(p.get("tflops_per_gpu"), ".1f")), _td(_num(p.get("mfu"), ".1%")),
             _td(_num(p.get("tokens_per_s_per_gpu"), ",.0f")),
         ])
-    return _table("plan-table", head, rows, text_cols=(1, 2, 3, 4))
+    n_text = 5 if labels else 4
+    return _table("plan-table", head, rows, text_cols=tuple(range(1, n_text + 1)))
 
 
 def _memory_section(est: Row, ranks: Sequence[Mapping[str, float]] | None) -> str:
