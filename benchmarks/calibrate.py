@@ -52,7 +52,7 @@ FITTED: tuple[tuple[str, str | None], ...] = (
     ("a2a_eff", "alltoall"),
     ("a2a_scaleout_eff", "alltoall"), ("a2a_scaleout_eff", "deepep"),
     ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_k_half", None), ("launch_overhead_per_layer_s", None),
-    ("cpu_adam_mem_eff", None), ("gdn_eff", None),
+    ("cpu_adam_mem_eff", None),
 )
 PRIOR_SD = 3.0  # prior spread in logit / log units around the source value (weak: the data decide where they can)
 
@@ -270,7 +270,7 @@ PRIOR = DEFAULT_CALIBRATION.with_overrides({
     "a2a_eff": {"alltoall": 0.75, "allgather": 0.75},
     "a2a_scaleout_eff": {"alltoall": 0.75, "allgather": 0.75, "deepep": 0.9, "hybridep": 0.9},
     "ep_overlap_eff": 0.9, "ep_overlap_layer_s": 2.0e-4, "grouped_gemm_eff": 0.85, "gemm_k_half": 128.0, "launch_overhead_per_layer_s": 3.0e-4,
-    "cpu_adam_mem_eff": 0.25, "gdn_eff": 0.12,
+    "cpu_adam_mem_eff": 0.25,
 })
 
 
@@ -366,10 +366,23 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 - **Qwen3-30B-A3B with EP overlap** (G11, published H100 row): the measured overlap gain is +17.5%,
   moeplan's about +30%; one overlap efficiency serves all models and the DeepSeek-V3 rows want more
   hiding. Held to 25% in `tests/validation/test_timing.py`.
-- **Qwen3-Next-80B-A3B on GB200** (G15): estimated ~2.5x (8K) to ~6x (64K) the measured ~270 / 230 / 100
-  TFLOP/s. Gated DeltaNet is costed head-parallel under CP over the full sequence (chunk recurrence,
-  `timing.gdn_kernel_s`), which gives the drop its direction, not its size; `gdn_chunk_step_s` and
-  `gdn_eff` are not pinned by any row (G15's layouts were not published). Strict xfail in
+- **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans estimate ~690 / 670 / 670 TFLOP/s where
+  the card measured ~270 / 230 / 100 at 8K / 32K / 64K. What was checked, in order:
+  (a) FLOP convention: the card's count is Megatron Bridge's Gated DeltaNet branch (flop_utils.py, since
+  2026-03; GDN context parallel reached Megatron-LM main on 2026-04-13, after it), which moeplan's
+  flops.py reproduces exactly (`tests/validation/test_flops.py`); Bridge's older count, all 48 layers as
+  full attention, would inflate the card 1.13x / 1.79x / 2.31x and widen the gap. Not the cause.
+  (b) GDN under CP runs head-parallel over the full sequence (`timing.gdn_kernel_parts_s`: forward and
+  backward, recurrence passes in waves over the SMs); its rates, chunk-step latency (1.9 us) and host
+  launch time come from fla's own GB200 benchmark (`tests/data/fla_gdn_gb200.csv`, 5% RMS). At CP 16 it
+  binds (2 heads per rank), which moves the planner to CP 4 at 64K, but it is ~10-25% of a step.
+  (c) Grouped GEMMs at EP 32 see ~5,000 rows per local expert (top-10 of 512 over 32 ranks): not small.
+  (d)/(e) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
+  moe_preprocess, which capture the GDN mixer) measured 6.68 s/iter where moeplan estimates 2.5 s: the
+  same ~2.7x at 4K, without CP and with the GDN launches in graphs (`test_qwen3_next_bridge_4k_recipe`).
+  So the remaining cause is per-token GPU work in the GDN / 512-expert MoE layers outside the chunk
+  kernels (memory-bound glue: layout transposes, repeat_interleave of q/k, gating, permutation), or the
+  HybridEP path at top-10 over 32 ranks; no shared row separates them. Strict xfails in
   `tests/validation/test_ranking.py`.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).

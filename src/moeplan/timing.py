@@ -93,8 +93,9 @@ class Calibration:
     attn_bwd_eff: dict[str, float] = _from_file("attn_bwd_eff")
     attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
-    gdn_eff: float = _from_file("gdn_eff")
+    gdn_eff: dict[str, float] = _from_file("gdn_eff")
     gdn_chunk_step_s: float = _from_file("gdn_chunk_step_s")
+    gdn_launch_s: dict[str, float] = _from_file("gdn_launch_s")
     grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
     gemm_k_half: float = _from_file("gemm_k_half")
     elementwise_traffic: float = _from_file("elementwise_traffic")
@@ -377,31 +378,52 @@ def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
 
 
 GDN_CHUNK_TOKENS = 64  # fla chunk_gated_delta_rule chunk size (fla-org/flash-linear-attention, BT = 64)
-GDN_SEQUENTIAL_PASSES = 3  # state recurrence over chunks: forward h, backward recompute of h, backward dh
-GDN_V_TILE = 64  # value-dim tile per program of the recurrence kernels (BV)
+# Sequential passes over the chunks (fla/ops/gated_delta_rule/chunk.py): forward runs
+# chunk_gated_delta_rule_fwd_h once; backward recomputes it and then runs chunk_gated_delta_rule_bwd_dhu.
+GDN_SEQUENTIAL_PASSES = {"fwd": 1, "bwd": 2}
+# Value-dim tile per program of those kernels (fla/ops/common/chunk_delta_h.py: grid = V / BV x N x HV, BV
+# autotuned over 32 and 64): the smaller tile, the one that fills more SMs when heads are few.
+GDN_V_TILE = 32
+GDN_SMS = 132  # SMs a recurrence wave fills where the catalog gives no count (H100)
 
 
-def gdn_kernel_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration) -> float:
-    """Gated DeltaNet kernels of one layer and micro-batch, forward + backward.
+def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: int, flops: float, peak: float,
+                        cal: Calibration, sms: int = GDN_SMS) -> tuple[float, float]:
+    """(forward, backward) GPU seconds of one fla chunk_gated_delta_rule call over ``batch`` sequences of
+    ``seq_len`` tokens and ``heads`` value heads; ``flops`` is Megatron's forward + backward count.
+
+    The chunk-parallel kernels (kkt, solve_tril, w/u, output, dq/dk/dv) have one program per chunk and
+    head and run at ``gdn_eff`` of peak; the state recurrence (chunk_gated_delta_rule_fwd_h, bwd_dhu:
+    fla/ops/common/chunk_delta_h.py, grid V / BV x B x HV) has one program per value tile per head that
+    walks the chunks one after another. Each direction costs the larger of its FLOPs at its rate and
+    its recurrence latency: passes x seq / 64 chunks x ``gdn_chunk_step_s`` x waves of programs over
+    the GPU's SMs. Constants: least squares on fla's GB200 benchmark (tests/data/fla_gdn_gb200.csv)."""
+    programs = batch * heads * math.ceil(value_head_dim / GDN_V_TILE)
+    waves = math.ceil(programs / max(1, sms))
+    step = math.ceil(seq_len / GDN_CHUNK_TOKENS) * cal.gdn_chunk_step_s * waves
+    fwd = max(flops / TRAIN / (peak * cal.gdn_eff["fwd"]), GDN_SEQUENTIAL_PASSES["fwd"] * step)
+    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak * cal.gdn_eff["bwd"]), GDN_SEQUENTIAL_PASSES["bwd"] * step)
+    return fwd, bwd
+
+
+def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration,
+                       sms: int = GDN_SMS) -> tuple[float, float]:
+    """(forward, backward) seconds of the Gated DeltaNet kernels of one layer and micro-batch on one GPU.
 
     Megatron-Core runs Gated DeltaNet under CP head-parallel: an all-to-all gives each CP rank the
-    WHOLE sequence for num_value_heads / (TP x CP) heads (megatron/core/ssm/gated_delta_net.py, the
-    "HP-to-CP all-to-all"). The fla chunk kernels walk the chunks of a sequence one after another
-    (the state of chunk i feeds chunk i+1) and run in parallel only over batch x heads x value tiles.
-    So the layer costs the larger of its FLOPs at ``gdn_eff`` of peak and the recurrence's latency:
-    sequence / 64 chunks x ``gdn_chunk_step_s`` per chunk x 3 sequential passes, once per wave of
-    programs (one wave while batch x local heads x value tiles stays under the GPU's SM count;
-    B200/GB200 have 148)."""
+    WHOLE sequence for num_value_heads / (TP x CP) heads (megatron/core/ssm/gated_delta_net/gdn.py,
+    ``a2a_cp_to_hp`` before the kernels), so the recurrence walks all seq / 64 chunks with few
+    programs: at CP 16 Qwen3-Next has 2 heads per rank, 8 programs on 148 SMs walking 1,024 chunks."""
     par = cfg.parallel
     heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
-    programs = cfg.batch.mbs * heads * math.ceil(mixer.value_head_dim / GDN_V_TILE)
-    waves = math.ceil(programs / GDN_SMS)
-    chunks = cfg.batch.seq_len / GDN_CHUNK_TOKENS
-    sequential = GDN_SEQUENTIAL_PASSES * chunks * cal.gdn_chunk_step_s * waves
-    return max(flops / (peak * cal.gdn_eff), sequential)
+    return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, peak, cal, sms)
 
 
-GDN_SMS = 132  # streaming multiprocessors a recurrence wave fills (H100 132, B200 148): the smaller
+def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
+    """Whether CUDA graphs capture the Gated DeltaNet mixer: the ``attn`` scope captures a layer's
+    input norm and ``self_attention`` submodule, which is the GDN module in GDN layers
+    (megatron/core/transformer/transformer_layer.py ``_get_submodules_under_cudagraphs``)."""
+    return "attn" in scopes or "full_iteration" in scopes
 
 
 def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
@@ -642,8 +664,11 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     out["gemm"], out["grouped_gemm"] = gemm, grouped
     mixer_norm = f.attn_proj_flops - sum(g.fwd_flops for g in layer_gemms(layer, h) if g.kind == "attn")
     out["gemm"] += TRAIN * mixer_norm * t / ctx.gemm_rate  # MLA low-rank norms (Megatron counts them)
+    gdn_fwd = 0.0
     if isinstance(mixer, GatedDeltaNet):
-        out["linear_attention"] = gdn_kernel_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal)
+        gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal,
+                                              gpu.sm_count or GDN_SMS)
+        out["linear_attention"] = gdn_fwd + gdn_bwd
     else:
         out["attention"] = _attention_s(ctx, mixer)
     # --- element-wise work: proportional to what the layer saves for backward
@@ -694,6 +719,8 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     fwd = 1 / TRAIN
     if rc.granularity == "full":
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise"))
+        # the GDN kernels' forward share is their own (gdn_kernel_parts_s), not a third
+        compute += gdn_fwd / fwd - out.get("linear_attention", 0.0) if gdn_fwd else 0.0
         out["recompute"] = compute * fwd + ep_fwd + cp_fwd + out.get("tp_comm", 0.0) / 2
     elif rc.granularity == "selective":
         r = 0.0
@@ -725,6 +752,10 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
     share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
+    if isinstance(mixer, GatedDeltaNet) and not gdn_graph_captured(cfg.cuda_graph_scopes):
+        # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the
+        # same host sync: gdn_launch_s, the fixed part of fla's GB200 benchmark
+        out["launch_overhead"] += cal.gdn_launch_s["fwd"] + cal.gdn_launch_s["bwd"]
     return LayerTime(**out)
 
 

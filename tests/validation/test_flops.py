@@ -61,3 +61,22 @@ def test_padded_vocab():
     assert padded_vocab(151936, 1) == 151936
     assert padded_vocab(151936, 2) == 152064
     assert padded_vocab(129280, 8) == 130048
+
+
+@pytest.mark.parametrize("seq", [8192, 32768, 65536])
+def test_qwen3_next_flops_follow_megatron_bridge_gdn_convention(seq):
+    """The convention the measured Qwen3-Next TFLOP/s use: Megatron Bridge's calculator with its
+    Gated DeltaNet branch (src/megatron/bridge/training/utils/flop_utils.py, transformer_flops,
+    experimental_attention_variant 'gated_delta_net', since 2026-03-23/31; Megatron-LM training.py has
+    the same branch since the GDN support of 2026-01). GDN context parallel reached Megatron-LM main on
+    2026-04-13, after it, so the CP 4 / CP 16 rows were counted this way. Written out per token here
+    (no MTP: moeplan's catalog entry has none)."""
+    spec = load_model("qwen3-next-80b-a3b")
+    h, qk, v, nv, conv = 2048, 16 * 128, 32 * 128, 32, 4
+    q, kv = 16 * 256, 2 * 256
+    gdn = 3 * 2 * (h * (2 * qk + 2 * v + 2 * nv) + conv * (2 * qk + v) + nv * 128 ** 2 * 4 + h * v)
+    attn = 3 * 2 * (h * (q + 2 * kv + q) + q * h + q * seq / 2 * 2)
+    mlp = 3 * 2 * h * (512 * 10 * 3 + 512 * 3)
+    logits = 3 * 2 * h * 151936
+    bridge = 36 * gdn + 12 * attn + 48 * mlp + logits
+    assert flops_per_token(spec, seq).total_flops == pytest.approx(bridge, rel=1e-9)

@@ -224,3 +224,49 @@ def test_out_of_sample_bridge_runs():
     assert len(errors) >= 10
     assert all(abs(e) <= 0.30 for e in errors.values()), errors
     assert statistics.median(abs(e) for e in errors.values()) <= 0.20
+
+
+def _fla_gdn_rows():
+    with open(ROOT / "tests" / "data" / "fla_gdn_gb200.csv", encoding="utf-8") as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+@pytest.mark.parametrize("row", _fla_gdn_rows(), ids=lambda r: f"B{r['B']}-T{r['T']}-H{r['H']}-D{r['D']}")
+def test_gated_deltanet_kernels_match_fla_gb200_benchmark(row):
+    """fla's own GB200 benchmark of chunk_gated_delta_rule (README "Benchmarks"): forward and forward +
+    backward, each within 15% with the GPU time of timing.gdn_chunk_kernels_s (chunk-parallel FLOPs at
+    gdn_eff, the state recurrence's chunk steps in waves over 148 SMs) plus the host launch time
+    gdn_launch_s (a standalone call, not graph-captured)."""
+    from moeplan.hardware import load_gpu
+    from moeplan.timing import DEFAULT_CALIBRATION as cal, TRAIN, gdn_chunk_kernels_s
+
+    gpu = load_gpu("gb200")
+    b, t, h, d = (int(row[k]) for k in ("B", "T", "H", "D"))
+    flops = TRAIN * 2 * 4 * d * d * b * t * h  # Megatron's GDN count: 4 state products per value head and token
+    fwd, bwd = gdn_chunk_kernels_s(b, t, h, d, flops, gpu.peak("bf16"), cal, gpu.sm_count)
+    host = cal.gdn_launch_s
+    assert fwd + host["fwd"] == pytest.approx(float(row["fwd_ms"]) * 1e-3, rel=0.15)
+    assert fwd + bwd + host["fwd"] + host["bwd"] == pytest.approx(float(row["fwdbwd_ms"]) * 1e-3, rel=0.15)
+
+
+def test_gated_deltanet_recurrence_binds_when_cp_leaves_few_heads():
+    """Head-parallel CP gives each rank the whole sequence for heads / CP heads: at 64K and CP 16,
+    Qwen3-Next's 32 value heads leave 2 per rank (8 programs on 148 SMs) walking 1,024 chunks, so the
+    kernels cost more per rank than at CP 4 although each rank holds a quarter of the tokens."""
+    from moeplan.hardware import load_gpu
+    from moeplan.models.spec import GatedDeltaNet
+    from moeplan.timing import DEFAULT_CALIBRATION as cal, gdn_kernel_parts_s
+
+    gpu = load_gpu("gb200")
+    times = {}
+    for cp in (4, 16):
+        cfg, _ = api.build_config("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=65536, gbs=32, cp=cp, ep=32,
+                                     mcore_version="0.19")
+        mixer = next(l.mixer for l in cfg.model.layers if isinstance(l.mixer, GatedDeltaNet))
+        tokens = 65536 / cp
+        flops = 3 * 2 * 4 * mixer.num_value_heads * mixer.key_head_dim * mixer.value_head_dim * tokens
+        fwd, bwd = gdn_kernel_parts_s(cfg, mixer, flops, gpu.peak("bf16"), cal, gpu.sm_count)
+        chunk_steps = 65536 / 64 * cal.gdn_chunk_step_s
+        assert fwd >= chunk_steps and bwd >= 2 * chunk_steps  # the recurrence: 1 pass forward, 2 backward
+        times[cp] = fwd + bwd
+    assert times[16] > 0.9 * times[4]
