@@ -596,10 +596,11 @@ def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
     # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per
-    # direction); the flex dispatchers fuse the global permute into the dispatch kernel but still permute
-    # the received tokens to their local experts (HybridEP fuses its buffer copy into that permute)
-    # (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py)
-    passes = 2 if cfg.dispatcher in ("alltoall", "allgather") else 1
+    # direction); DeepEP fuses the global permute into its dispatch kernel but the received tokens are
+    # still permuted to their local experts (once); HybridEP's dispatch_with_permute writes them out of
+    # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
+    # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
+    passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(cfg.dispatcher, 0)
     perm = 2 * passes * tokens * moe.top_k * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     return one_d, one_c, perm
 
