@@ -42,6 +42,7 @@ QUICK = [(m, g, n, s) for m in ("deepseek-v3", "qwen3-235b-a22b") for g in ("h10
 LIMIT_S = 1.0
 STATS = re.compile(r"search: (\d+) layouts considered, (\d+) fully evaluated, (\d+) fit")
 GROWTH_LIMIT = 1.3
+STARTUP_LIMIT_S = 0.15
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Row:
     seq_len: int
     gbs: int
     wall_s: float
+    cpu_s: float
     peak_rss_mib: float
     considered: int
     evaluated: int
@@ -75,8 +77,9 @@ def _pin() -> list[str]:
     return []
 
 
-def run_once(cmd: list[str]) -> tuple[float, float, str, str]:
-    """(wall seconds, peak RSS MiB, stdout, stderr) of one child (os.wait4: that child's own rusage)."""
+def run_once(cmd: list[str]) -> tuple[float, float, str, str, float]:
+    """(wall seconds, peak RSS MiB, stdout, stderr, CPU seconds) of one child (os.wait4: that child's
+    own rusage; CPU = user + system, which other load on the machine disturbs far less than wall time)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err)
@@ -88,7 +91,7 @@ def run_once(cmd: list[str]) -> tuple[float, float, str, str]:
         text, errors = out.read().decode(), err.read().decode()
         if proc.returncode not in (0, 1):  # 1: nothing fits (a valid answer)
             raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {errors.strip()[-400:]}")
-    return wall, usage.ru_maxrss / 1024, text, errors  # ru_maxrss is KiB on Linux
+    return wall, usage.ru_maxrss / 1024, text, errors, usage.ru_utime + usage.ru_stime  # ru_maxrss: KiB on Linux
 
 
 def machine() -> str:
@@ -110,10 +113,11 @@ def measure(model: str, gpu: str, gpus: int, seq: int, runs: int, startup_s: flo
     gbs = gbs_for(gpus, seq)
     cmd = [*_pin(), sys.executable, "-m", "moeplan", "plan", model, "--gpu", gpu, "--gpus", str(gpus),
            "--seq-len", str(seq), "--gbs", str(gbs), "--json", "--stats"]
-    walls, rss, out, err = [], 0.0, "", ""
+    walls, cpus, rss, out, err = [], [], 0.0, "", ""
     for _ in range(runs):
-        wall, peak, out, err = run_once(cmd)
+        wall, peak, out, err, cpu = run_once(cmd)
         walls.append(wall)
+        cpus.append(cpu)
         rss = max(rss, peak)
     plans = json.loads(out)
     m = STATS.search(err)
@@ -126,13 +130,14 @@ def measure(model: str, gpu: str, gpus: int, seq: int, runs: int, startup_s: flo
         best = f"TP{p['tp']} PP{p['pp']}x{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}"
     wall = min(walls)
     per_eval = (wall - startup_s) / evaluated * 1e3 if evaluated else 0.0
-    return Row(model, gpu, gpus, seq, gbs, wall, rss, considered, evaluated, feasible, per_eval, best or "no fit",
+    return Row(model, gpu, gpus, seq, gbs, wall, min(cpus), rss, considered, evaluated, feasible, per_eval, best or "no fit",
                plans[0]["tokens_per_s_per_gpu"] if plans else None)
 
 
-def startup(runs: int) -> float:
-    cmd = [*_pin(), sys.executable, "-m", "moeplan", "plan", "--help"]
-    return min(run_once(cmd)[0] for _ in range(runs))
+def startup(runs: int, *args: str, cpu: bool = False) -> float:
+    """Minimum wall (or CPU) time of ``moeplan ARGS`` (one core)."""
+    cmd = [*_pin(), sys.executable, "-m", "moeplan", *args]
+    return min(r[4] if cpu else r[0] for r in (run_once(cmd) for _ in range(runs)))
 
 
 def _tok(seq: int) -> str:
@@ -140,22 +145,22 @@ def _tok(seq: int) -> str:
 
 
 def table(rows: list[Row], markdown: bool) -> str:
-    head = ["model", "GPU", "GPUs", "seq", "GBS", "time s", "peak MiB", "considered", "evaluated", "fit",
+    head = ["model", "GPU", "GPUs", "seq", "GBS", "wall s", "CPU s", "peak MiB", "considered", "evaluated", "fit",
             "ms/eval", "best layout"]
-    body = [[r.model, r.gpu, f"{r.gpus:,}", _tok(r.seq_len), f"{r.gbs:,}", f"{r.wall_s:.3f}", f"{r.peak_rss_mib:.0f}",
+    body = [[r.model, r.gpu, f"{r.gpus:,}", _tok(r.seq_len), f"{r.gbs:,}", f"{r.wall_s:.3f}", f"{r.cpu_s:.3f}", f"{r.peak_rss_mib:.0f}",
              f"{r.considered:,}", f"{r.evaluated:,}", f"{r.feasible:,}", f"{r.per_eval_ms:.2f}", r.best] for r in rows]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
         lines += ["| " + " | ".join(b) + " |" for b in body]
         return "\n".join(lines)
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    return "\n".join("  ".join(x.rjust(w) if i not in (0, 1, 11) else x.ljust(w) for i, (x, w) in
+    return "\n".join("  ".join(x.rjust(w) if i not in (0, 1, 12) else x.ljust(w) for i, (x, w) in
                                enumerate(zip(line, widths))) for line in [head, *body])
 
 
-def growth(rows: list[Row]) -> list[tuple[str, float]]:
+def growth(rows: list[Row], cpu: bool = False) -> list[tuple[str, float]]:
     """Time at 16,384 GPUs over the time at 1,024, per model, GPU and length."""
-    by = {(r.model, r.gpu, r.seq_len, r.gpus): r.wall_s for r in rows}
+    by = {(r.model, r.gpu, r.seq_len, r.gpus): r.cpu_s if cpu else r.wall_s for r in rows}
     out = []
     for (m, g, s, n), t in sorted(by.items()):
         if n == 16384 and (m, g, s, 1024) in by:
@@ -170,11 +175,17 @@ def main() -> int:
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--cpu", action="store_true", help="judge the goals on CPU time (user + system) instead of wall "
+                    "time: for a machine shared with other load")
     args = ap.parse_args()
     cases = QUICK if args.quick else [(m, g, n, s) for m in args.models for g in GPUS for s in SEQS for n in COUNTS]
     print(f"machine: {machine()}", flush=True)
-    t_start = startup(args.runs)
-    print(f"start-up of `moeplan plan --help`: {t_start:.3f} s (subtracted for ms/eval)", flush=True)
+    t_start = startup(args.runs, "plan", "--help")
+    t_help, t_models = startup(max(5, args.runs), "--help"), startup(max(5, args.runs), "models")
+    c_help, c_models = (startup(max(5, args.runs), "--help", cpu=True), startup(max(5, args.runs), "models", cpu=True))
+    print(f"start-up: `moeplan --help` {t_help:.3f} s wall / {c_help:.3f} s CPU, `moeplan models` {t_models:.3f} s "
+          f"wall / {c_models:.3f} s CPU (goal < {STARTUP_LIMIT_S} s); "
+          f"`moeplan plan --help` {t_start:.3f} s (subtracted for ms/eval)", flush=True)
     rows = []
     for m, g, n, s in cases:
         rows.append(measure(m, g, n, s, args.runs, t_start))
@@ -183,18 +194,26 @@ def main() -> int:
               file=sys.stderr, flush=True)
     print(table(rows, args.markdown))
     worst = max(rows, key=lambda r: r.wall_s)
-    ratios = growth(rows)
-    print(f"\nslowest case: {worst.model} {worst.gpu} {worst.gpus:,} GPUs {_tok(worst.seq_len)}: {worst.wall_s:.3f} s "
-          f"(goal < {LIMIT_S} s)")
+    worst_cpu = max(rows, key=lambda r: r.cpu_s)
+    ratios = growth(rows, args.cpu)
+    print(f"\nslowest case: {worst.model} {worst.gpu} {worst.gpus:,} GPUs {_tok(worst.seq_len)}: {worst.wall_s:.3f} s wall; "
+          f"most CPU: {worst_cpu.model} {worst_cpu.gpu} {worst_cpu.gpus:,} GPUs {_tok(worst_cpu.seq_len)}: "
+          f"{worst_cpu.cpu_s:.3f} s (goal < {LIMIT_S} s)")
     if ratios:
         name, top = max(ratios, key=lambda x: x[1])
-        print(f"largest 16,384 / 1,024 GPU time ratio: {top:.2f} ({name}; goal <= {GROWTH_LIMIT})")
+        print(f"largest 16,384 / 1,024 GPU {'CPU' if args.cpu else 'wall'} time ratio: {top:.2f} ({name}; "
+              f"goal <= {GROWTH_LIMIT})")
     if hasattr(os, "getloadavg"):
         print(f"load average at end: {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(r) for r in rows], f, indent=1)
-    ok = worst.wall_s < LIMIT_S and all(x <= GROWTH_LIMIT for _, x in ratios)
+    if args.cpu:  # a loaded machine: judge CPU time, which other processes disturb far less
+        ok = (worst_cpu.cpu_s < LIMIT_S and all(x <= GROWTH_LIMIT for _, x in ratios)
+              and max(c_help, c_models) < STARTUP_LIMIT_S)
+    else:
+        ok = (worst.wall_s < LIMIT_S and all(x <= GROWTH_LIMIT for _, x in ratios)
+              and max(t_help, t_models) < STARTUP_LIMIT_S)
     return 0 if ok else 1
 
 

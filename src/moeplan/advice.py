@@ -55,7 +55,9 @@ def measured_layouts() -> tuple[dict[str, Any], ...]:
     import yaml
 
     text = resources.files("moeplan.hardware").joinpath(MEASURED_LAYOUTS_FILE).read_text(encoding="utf-8")
-    return tuple(yaml.safe_load(text)["layouts"])
+    # libyaml's parser where PyYAML has it (same resolver and constructors as safe_load; the pure-Python
+    # parser costs the plan search a tenth of a second)
+    return tuple(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["layouts"])  # noqa: S506
 
 
 def recipe_distance(cfg: RunConfig, gpu: GPUSpec) -> tuple[float, dict[str, Any]] | None:

@@ -6,13 +6,14 @@ fits; only its best layouts are refined. A layout whose *upper bound* on tokens/
 the slowest of the layouts already kept for refinement cannot enter that set, so its full
 estimate is skipped (moeplan.planner; ``exhaustive=True`` turns this off, and a test compares both).
 
-The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` / ``_edge_time`` /
+The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` / ``_head_time`` /
 ``_rank_work``), never a constant of its own, so it stays sound when the physics changes as long as
 these structural facts of the model hold:
 
-- a step runs every micro-batch on the slowest pipeline rank: step >= M x t_mb, where t_mb (one
-  micro-batch on the slowest rank) is at least the sum of that rank's layers' and heads' times
-  (pipeline p2p, bubble, DP communication, optimizer and offload only add);
+- a step runs every micro-batch on the slowest pipeline rank and waits for the pipeline bubble:
+  step >= (M + B) x t_mb, B = ``bubble_microbatches`` ((PP - 1) / VPP), where t_mb (one micro-batch on
+  the slowest rank) is at least the sum of that rank's layers' and heads' times (pipeline p2p, DP
+  communication, optimizer and offload only add);
 - the time of a layer depends on the layout through TP, CP, EP, ETP, MBS and whether EP A2A overlap
   is allowed, not otherwise on PP, VPP or DP (so it is computed once per shape and reused for every
   pipeline split and DP size);
@@ -20,7 +21,7 @@ these structural facts of the model hold:
   the CP communication type is the one the first phase picks (``best_cp_comm_type``, which reads
   attention and CP communication only); the least over EP overlap on/off is taken explicitly.
 
-Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq / (M x W x GPUs), W = the work of the
+Hence tokens/s/GPU = GBS x seq / (step x GPUs) <= GBS x seq / ((M + B) x W x GPUs), W = the work of the
 busiest rank; its cost per layout is a sum over pipeline ranks and does not grow with the GPU count.
 """
 
@@ -28,20 +29,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Layer
-from moeplan.parallel import Batch, Parallel, Pipeline, Stage
+from moeplan.parallel import Batch, Parallel, Pipeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import (
     DEFAULT_CALIBRATION,
     Calibration,
     LayerTime,
-    _edge_time,
+    _head_time,
     _layer_time,
     _make_ctx,
     _rank_work,
     best_cp_comm_type,
+    bubble_microbatches,
 )
 
 @dataclass
@@ -50,7 +53,7 @@ class ThroughputBound:
 
     gpu: GPUSpec
     cal: Calibration = DEFAULT_CALIBRATION
-    layer_cache: dict[tuple[object, Layer], LayerTime] | None = None  # shared with the search's estimates
+    layer_cache: dict[Any, dict[Any, Any]] | None = None  # shared with the search's estimates
     _shapes: dict[tuple[RunConfig, bool], tuple[dict[Layer, float], dict[tuple[bool, int], float]]] = field(
         default_factory=dict)
 
@@ -87,7 +90,7 @@ class ThroughputBound:
             for layer in layers:
                 layer_s[layer] = min(layer_s[layer], _layer_time(ctx, layer).total())
             for loss, mtp in heads:
-                head_s[(loss, mtp)] = min(head_s[(loss, mtp)], sum(_edge_time(ctx, Stage((), False, mtp, loss)).values()))
+                head_s[(loss, mtp)] = min(head_s[(loss, mtp)], sum(_head_time(ctx, loss, mtp).values()))
         self._shapes[key] = (layer_s, head_s)
         return layer_s, head_s
 
@@ -96,7 +99,12 @@ class ThroughputBound:
         communication type and EP overlap setting."""
         layer_s, head_s = self._shape(cfg, pipe)
         slowest = 0.0  # one micro-batch on the slowest pipeline rank takes at least this
-        for groups, heads in _rank_work(cfg.model, pipe):
+        seen: set[int] = set()  # ranks with the same work share one tuple (moeplan.timing._rank_work)
+        for rank_work in _rank_work(cfg.model, pipe):
+            if id(rank_work) in seen:
+                continue
+            seen.add(id(rank_work))
+            groups, heads = rank_work
             work = sum(n * layer_s[layer] for layer, n in groups)
             for h in heads:
                 if h not in head_s:  # an unusual split (explicit layout string): cost it once
@@ -104,12 +112,12 @@ class ThroughputBound:
                 work += head_s[h]
             slowest = max(slowest, work)
         par, batch = cfg.parallel, cfg.batch
-        step_floor = batch.microbatches(par.dp) * slowest
+        step_floor = (batch.microbatches(par.dp) + bubble_microbatches(par)) * slowest
         return math.inf if step_floor <= 0 else batch.gbs * batch.seq_len / (step_floor * par.gpus)
 
     def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:
         loss, mtp = head
-        return min(sum(_edge_time(_make_ctx(v, self.gpu, self.cal, self.layer_cache), Stage((), False, mtp, loss)).values())
+        return min(sum(_head_time(_make_ctx(v, self.gpu, self.cal, self.layer_cache), loss, mtp).values())
                    for v in self._variants(cfg))
 
 

@@ -56,8 +56,25 @@ else:
     api = _Api()
 
 
+class _LazyConsole:
+    """A rich Console made (and rich imported) on first use: `--json` output never needs one."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._console: Any = None
+
+    def real(self) -> Any:
+        if self._console is None:
+            self._console = Console(**self._kwargs)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
 HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
 HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
+
 
 def escape(text: str) -> str:
     """rich markup escaping (rich imported on first use)."""
@@ -411,7 +428,8 @@ class _Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         if self._bar is None:
-            self._bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), console=self.console,
+            console = self.console.real() if isinstance(self.console, _LazyConsole) else self.console
+            self._bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), console=console,
                                  transient=True)
             self._bar.start()
         self._task = self._bar.add_task(self.label, total=total)
@@ -552,7 +570,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
                            "'overrides', 'yaml' and 'megatron_lm_args'")
     _check_output(args.trace, plot=False)
     _check_output(args.save_strategy, plot=False)
-    progress = _Progress(Console(stderr=True), not args.json, "searching layouts")
+    progress = _Progress(_LazyConsole(stderr=True), not args.json, "searching layouts")
     t0 = time.perf_counter()
     try:
         found = api.search_plans(
@@ -663,7 +681,7 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     _check_output(args.plot)
-    progress = _Progress(Console(stderr=True), not args.json, "sweeping")
+    progress = _Progress(_LazyConsole(stderr=True), not args.json, "sweeping")
     try:
         rows = api.sweep(args.model, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
                          progress=progress, **_sweep_kwargs(args))
@@ -775,7 +793,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from moeplan import report
 
     _check_output(args.html, plot=False)
-    progress = _Progress(Console(stderr=True), not args.json, "planning")
+    progress = _Progress(_LazyConsole(stderr=True), not args.json, "planning")
     try:
         found = api.search_plans(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
                                  precision=args.precision, top=args.top, hardware_file=args.hardware,
@@ -1249,8 +1267,8 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=160)
-    err = Console(stderr=True)
+    console: Any = _LazyConsole() if sys.stdout.isatty() or os.environ.get("COLUMNS") else _LazyConsole(width=160)
+    err: Any = _LazyConsole(stderr=True)
     try:
         _apply_profile(args)
         _announce_profile(args, console)

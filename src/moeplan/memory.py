@@ -29,7 +29,7 @@ from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
-from moeplan.run import RunConfig
+from moeplan.run import Recompute, RunConfig
 
 GIB = 1024**3
 
@@ -312,6 +312,40 @@ def _rank_profiles(spec: ModelSpec, tp: int, pp: int, vpp: int, ep: int, etp: in
                  for r, (stages, counts) in enumerate(zip(pipeline.rank_stages, inflight)))
 
 
+@lru_cache(maxsize=4096)
+def peak_rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline,
+                       ep_overlap: bool = False) -> tuple[RankProfile, ...]:
+    """The profiles of :func:`rank_profiles` whose rank can hold the layout's peak: a rank is left out when
+    a lower rank holds the same layers (kinds, in the same order), embedding, MTP and loss, hence the same
+    parameters, and at least as many micro-batches in flight on every chunk. Every activation term is a
+    non-negative sum of in-flight counts times bytes, and rounding is monotone, so such a rank's total
+    is at most the other's, as a float too: the maximum over these ranks is the maximum over all."""
+    counts = tuple(_inflight(par.pp, par.vpp, r, microbatches, ep_overlap) for r in range(par.pp))
+    return tuple(_rank_profile(spec, par.tp, par.vpp, par.ep, par.etp, pipeline, r, counts[r])
+                 for r in _peak_ranks(spec, pipeline, counts))
+
+
+@lru_cache(maxsize=16384)
+def _rank_profile(spec: ModelSpec, tp: int, vpp: int, ep: int, etp: int, pipeline: Pipeline, rank: int,
+                  inflight: tuple[int, ...]) -> RankProfile:
+    """One rank's profile (as :func:`_rank_profiles` makes it)."""
+    return _profile(spec, Parallel(0, tp, pipeline.pp, vpp, 1, ep, etp), rank, pipeline.rank_stages[rank], list(inflight))
+
+
+@lru_cache(maxsize=4096)
+def _peak_ranks(spec: ModelSpec, pipeline: Pipeline, inflight: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    kept: dict[tuple[object, ...], list[int]] = {}
+    out = []
+    for r, stages in enumerate(pipeline.rank_stages):
+        key = tuple((tuple(spec.layers[i] for i in st.layers), st.embedding, st.mtp, st.loss) for st in stages)
+        same = kept.setdefault(key, [])
+        if any(all(a >= b for a, b in zip(inflight[k], inflight[r])) for k in same):
+            continue
+        same.append(r)
+        out.append(r)
+    return tuple(out)
+
+
 def _profile(spec: ModelSpec, par: Parallel, r: int, stages: tuple[Stage, ...], counts: list[int]) -> RankProfile:
     """Rank ``r``'s profile with ``counts[c]`` micro-batches of chunk ``c`` in flight."""
     dense, expert, gemm = rank_params(spec, stages, par.tp, par.ep * par.etp)
@@ -415,45 +449,61 @@ def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
     return 2 * rows * cfg.model.hidden * BF16_BYTES
 
 
-def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only: bool = False) -> list[Any]:
-    """Per rank: its profile, memory items (bytes) and host bytes; or only each rank's total."""
+def _dispatcher_bytes(cfg: RunConfig, nvlink_domain: int, tokens: float) -> float:
+    """The MoE dispatcher's communication buffers per GPU (DeepEP / HybridEP; none for alltoall)."""
+    spec, par = cfg.model, cfg.parallel
+    moe = spec.first_moe
+    if cfg.dispatcher == "deepep" and moe is not None:
+        return deepep_buffer_bytes(spec.hidden, par.ep)
+    if cfg.dispatcher == "hybridep" and moe is not None:
+        return hybridep_buffer_bytes(spec.hidden, par.ep, tokens, moe.num_experts, nvlink_domain)
+    return 0.0
+
+
+def _state_bytes(cfg: RunConfig) -> int:
+    return ADAM_STATE_BF16_MOMENTS_BYTES if cfg.bf16_moments else ADAM_STATE_BYTES
+
+
+def _extra_warmup(cfg: RunConfig) -> bool:
+    """EP A2A overlap adds one warm-up micro-batch, only to the interleaved schedule."""
+    return cfg.parallel.vpp > 1 and cfg.ep_overlap and cfg.ep_overlap_allowed
+
+
+def _rank_model_state(cfg: RunConfig, prof: RankProfile) -> tuple[float, float, float, float, float, float]:
+    """(weights, FP8 weight copies, gradients, optimizer state on the GPU, FSDP buffers, optimizer state on
+    the host) bytes of one rank: what its parameters hold, whatever the activation knobs."""
+    par = cfg.parallel
+    grad_bytes = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    state_bytes = _state_bytes(cfg)
+    fp8 = _fp8_kind(cfg)
+    fp8_copy = FP8_WEIGHT_CACHE_BYTES + (MXFP8_SCALE_BYTES if fp8 == "mxfp8" else 0.0) if fp8 else 0.0
+    if cfg.fsdp is None and cfg.optimizer == "adam":
+        offloaded_state = cfg.optimizer_offload * offloaded_state_bytes_per_param(cfg) / state_bytes
+        opt_share = 1.0 - offloaded_state  # share of the sharded Adam state that stays on the GPU
+        params = prof.dense_params + prof.expert_params
+        sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
+        weights, grads, opt_gpu = params * BF16_BYTES, params * grad_bytes, sharded_state * opt_share
+        opt_host, fsdp_buffers, fp8_share = sharded_state * offloaded_state, 0.0, 1.0
+    else:  # Megatron-FSDP and/or Muon: moeplan.fsdp and moeplan.muon
+        st = _model_state(cfg, prof, state_bytes, grad_bytes)
+        weights, grads, opt_gpu = st.weights, st.gradients, st.optimizer_gpu
+        opt_host, fsdp_buffers, fp8_share = st.optimizer_host, st.fsdp_buffers, st.weight_fraction
+    return weights, prof.gemm_params * fp8_copy * fp8_share, grads, opt_gpu, fsdp_buffers, opt_host
+
+
+def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline) -> list[tuple[RankProfile, dict[str, float], float]]:
+    """Per rank: its profile, memory items (bytes) and host bytes."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     m = batch.microbatches(par.dp)
     tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)  # per GPU, attention layout
-    grad_bytes = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
-    state_bytes = ADAM_STATE_BF16_MOMENTS_BYTES if cfg.bf16_moments else ADAM_STATE_BYTES
-    fp8 = _fp8_kind(cfg)
-    fp8_copy = FP8_WEIGHT_CACHE_BYTES + (MXFP8_SCALE_BYTES if fp8 == "mxfp8" else 0.0) if fp8 else 0.0
-    moe = spec.first_moe
-    if cfg.dispatcher == "deepep" and moe is not None:
-        dispatcher = deepep_buffer_bytes(spec.hidden, par.ep)
-    elif cfg.dispatcher == "hybridep" and moe is not None:
-        dispatcher = hybridep_buffer_bytes(spec.hidden, par.ep, tokens, moe.num_experts, nvlink_domain)
-    else:
-        dispatcher = 0.0
+    dispatcher = _dispatcher_bytes(cfg, nvlink_domain, tokens)
     out = []
     per_layer = _per_layer_bytes(cfg, tokens)
     dispatch_transient = _moe_dispatch_transient(cfg, tokens)
     reserve = cfg.reserve_gib * GIB
-    offloaded_state = cfg.optimizer_offload * offloaded_state_bytes_per_param(cfg) / state_bytes
-    opt_share = 1.0 - offloaded_state  # share of the sharded Adam state that stays on the GPU
-    extra_warmup = par.vpp > 1 and cfg.ep_overlap and cfg.ep_overlap_allowed  # only interleaving adds one
-    for prof in rank_profiles(spec, par, m, pipe, extra_warmup):
-        params = prof.dense_params + prof.expert_params
+    for prof in rank_profiles(spec, par, m, pipe, _extra_warmup(cfg)):
         act, off_host, transient, graphs = _rank_activations(cfg, prof, tokens, per_layer, dispatch_transient)
-        if cfg.fsdp is None and cfg.optimizer == "adam":
-            sharded_state = state_bytes * (prof.dense_params / (par.dp * par.cp) + prof.expert_params / par.edp)
-            weights, grads, opt_gpu = params * BF16_BYTES, params * grad_bytes, sharded_state * opt_share
-            opt_host, fsdp_buffers, fp8_share = sharded_state * offloaded_state, 0.0, 1.0
-        else:  # Megatron-FSDP and/or Muon: moeplan.fsdp and moeplan.muon
-            st = _model_state(cfg, prof, state_bytes, grad_bytes)
-            weights, grads, opt_gpu = st.weights, st.gradients, st.optimizer_gpu
-            opt_host, fsdp_buffers, fp8_share = st.optimizer_host, st.fsdp_buffers, st.weight_fraction
-        fp8_copies = prof.gemm_params * fp8_copy * fp8_share
-        if totals_only:
-            out.append(weights + fp8_copies + grads + opt_gpu + fsdp_buffers
-                       + act + transient + dispatcher + graphs + reserve)
-            continue
+        weights, fp8_copies, grads, opt_gpu, fsdp_buffers, opt_host = _rank_model_state(cfg, prof)
         items = {
             "weights": weights,
             "fp8_weight_copies": fp8_copies,
@@ -468,6 +518,68 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline, totals_only:
         }
         out.append((prof, items, opt_host + off_host))
     return out
+
+
+def _rank_total(state: float, act: float, transient: float, dispatcher: float, graphs: float, reserve: float) -> float:
+    """A rank's total bytes, added in the order of MEMORY_ITEMS (``state``: weights + FP8 copies + gradients
+    + optimizer + FSDP buffers, added in that order), so every path gives the same float."""
+    return state + act + transient + dispatcher + graphs + reserve
+
+
+class LayoutMemory:
+    """Peak memory of the memory options of one run: the run ``base`` with any recompute and optimizer
+    offload fraction (the planner's memory ladder). A rank's parameter state does not depend on the
+    recompute, its activations not on the offload: each part is computed once per value and the two are
+    added in the order :func:`peak_memory_bytes` adds them, so the totals are the same floats
+    (tests/unit/test_memory_ladder_cache.py)."""
+
+    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_fixed", "_state", "_acts", "_peaks")
+
+    def __init__(self, base: RunConfig, nvlink_domain: int, pipe: Pipeline) -> None:
+        self.base, self.nvlink_domain, self.pipe = base, nvlink_domain, pipe
+        par, batch = base.parallel, base.batch
+        self._tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)
+        self._fixed = (_dispatcher_bytes(base, nvlink_domain, self._tokens), base.reserve_gib * GIB)
+        self._state: dict[float, dict[int, float]] = {}  # offload -> rank -> parameter state bytes
+        self._acts: dict[Recompute, list[tuple[RankProfile, float, float, float]]] = {}
+        self._peaks: dict[tuple[Recompute, float], float] = {}
+
+    def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
+        return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)
+
+    def peak_bytes(self, recompute: Recompute, optimizer_offload: float) -> float:
+        """Total bytes on the most loaded rank of the run with this recompute and offload fraction."""
+        key = (recompute, optimizer_offload)
+        hit = self._peaks.get(key)
+        if hit is not None:
+            return hit
+        base, par = self.base, self.base.parallel
+        acts = self._acts.get(recompute)
+        if acts is None:
+            cfg = base.evolve(recompute=recompute)
+            tokens = self._tokens
+            per_layer = _per_layer_bytes(cfg, tokens)
+            transient = _moe_dispatch_transient(cfg, tokens)
+            acts = []
+            for prof in peak_rank_profiles(base.model, par, base.batch.microbatches(par.dp), self.pipe,
+                                           _extra_warmup(cfg)):
+                act, _, trans, graphs = _rank_activations(cfg, prof, tokens, per_layer, transient)
+                acts.append((prof, act, trans, graphs))
+            self._acts[recompute] = acts
+        state = self._state.get(optimizer_offload)
+        if state is None:
+            state = self._state[optimizer_offload] = {}
+        dispatcher, reserve = self._fixed
+        peak = -math.inf
+        for prof, act, trans, graphs in acts:
+            s = state.get(prof.rank)
+            if s is None:  # a rank's parameters, whatever is in flight
+                weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(
+                    base.evolve(optimizer_offload=optimizer_offload), prof)
+                s = state[prof.rank] = weights + fp8_copies + grads + opt_gpu + fsdp_buffers
+            peak = max(peak, _rank_total(s, act, trans, dispatcher, graphs, reserve))
+        self._peaks[key] = peak
+        return peak
 
 
 @lru_cache(maxsize=4096)
@@ -555,8 +667,9 @@ def schedule_memory(cfg: RunConfig, nvlink_domain: int, pipeline: Pipeline, rank
 
 
 def peak_memory_bytes(cfg: RunConfig, nvlink_domain: int, pipeline: Pipeline) -> float:
-    """Total bytes on the most loaded rank (the planner's fast path; no validation)."""
-    return max(_rank_items(cfg, nvlink_domain, pipeline, totals_only=True))
+    """Total bytes on the most loaded rank (the planner's fast path; no validation): the sum of
+    :func:`estimate_memory`'s items, added in their order."""
+    return LayoutMemory(cfg, nvlink_domain, pipeline).peak_bytes(cfg.recompute, cfg.optimizer_offload)
 
 
 def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 8,

@@ -38,7 +38,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
 from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
-from moeplan.memory import GIB, average_params_per_gpu, peak_memory_bytes
+from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, build_pipeline, check_layout,
                               with_balanced_layout)
@@ -198,7 +198,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
                                 if batch.gbs % (mbs * dp):
                                     continue
                                 par = with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp))
-                                if not check_layout(spec, par, replace(batch, mbs=mbs), mcore_version):
+                                if not check_layout(spec, par, Batch(batch.seq_len, batch.gbs, mbs), mcore_version):
                                     out.append((par, mbs))
     return out
 
@@ -259,17 +259,19 @@ def _consistent(cfg: RunConfig) -> RunConfig:
     return cfg if not cfg.ep_overlap or cfg.ep_overlap_allowed else cfg.evolve(ep_overlap=False)
 
 
-def _first_fit(options: list[RunConfig], gpu: GPUSpec, pipe: Pipeline, budget: float,
+def _first_fit(mem: LayoutMemory, rcs: list[Recompute], offload: float, budget: float,
                last_fits: float | None = None) -> tuple[int, float]:
-    """Index of the first option that fits (memory falls along the ladder: binary search) and its
-    total bytes; (len(options), inf) if none fits. ``last_fits``: the last option's total, if known."""
-    lo, hi = 0, len(options)
+    """Index of the first recompute option that fits with this offload fraction (memory falls along the
+    ladder: binary search) and its total bytes; (len(rcs), inf) if none fits. ``last_fits``: the last
+    option's total, if known."""
+    lo, hi = 0, len(rcs)
     found = math.inf
     if last_fits is not None:
-        hi, found = len(options) - 1, last_fits
+        hi, found = len(rcs) - 1, last_fits
     while lo < hi:
         mid = (lo + hi) // 2
-        ok, total = _fits(options[mid], gpu, pipe, budget)
+        total = mem.peak_bytes(rcs[mid], offload)
+        ok = total <= budget
         if ok:
             hi, found = mid, total
         else:
@@ -277,17 +279,24 @@ def _first_fit(options: list[RunConfig], gpu: GPUSpec, pipe: Pipeline, budget: f
     return lo, found
 
 
-def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute]) -> RunConfig:
+def _strongest_option(space: SearchSpace, ladder: list[Recompute]) -> tuple[Recompute, float]:
     """The most aggressive memory option: last recompute step with the largest offload fraction."""
     rcs = [space.recompute] if space.recompute is not None else ladder
-    return cfg.evolve(recompute=rcs[-1], optimizer_offload=OFFLOAD_FRACTIONS[-1] if space.optimizer_offload else 0.0)
+    return rcs[-1], OFFLOAD_FRACTIONS[-1] if space.optimizer_offload else 0.0
+
+
+def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute]) -> RunConfig:
+    """``cfg`` with :func:`_strongest_option`."""
+    rc, f = _strongest_option(space, ladder)
+    return cfg.evolve(recompute=rc, optimizer_offload=f)
 
 
 def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
                       ladder: list[Recompute], budget: float, smallest: float,
-                      cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None) -> Candidate:
+                      cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None,
+                      mem: LayoutMemory | None = None) -> Candidate:
     """Fastest option of the memory ladder that fits, given that the most aggressive option
-    (:func:`_strongest`, ``smallest`` bytes) fits.
+    (:func:`_strongest`, ``smallest`` bytes) fits. ``mem``: ``cfg``'s :class:`LayoutMemory`, if made.
 
     Per offload fraction, the first recompute set that fits (binary search) is costed; offload is
     only tried when no recompute set fits without it."""
@@ -295,12 +304,13 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
     offloads = (0.0,) + (OFFLOAD_FRACTIONS if space.optimizer_offload else ())
     best: Candidate | None = None
     cp_type: str | None = None  # chosen once per layout: it barely depends on recompute/offload
+    if mem is None:
+        mem = LayoutMemory(cfg, gpu.nvlink_domain, pipe)
     for f in offloads:
-        options = [cfg.evolve(recompute=rc, optimizer_offload=f) for rc in rcs]
-        i, total = _first_fit(options, gpu, pipe, budget, smallest if f == offloads[-1] else None)
-        if i == len(options):
+        i, total = _first_fit(mem, rcs, f, budget, smallest if f == offloads[-1] else None)
+        if i == len(rcs):
             continue
-        opt = _consistent(options[i])
+        opt = _consistent(mem.config(rcs[i], f))
         if cp_type is None:
             opt, tps = _best_cp_comm(opt, gpu, pipe, cal, layer_cache)
             cp_type = opt.cp_comm_type
@@ -309,7 +319,7 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
             tps = _tps(opt, gpu, pipe, cal, layer_cache)
         if best is None or tps > best.tokens_per_s_per_gpu:
             best = Candidate(opt, pipe, total, tps)
-        if f == 0.0 and i < len(options) - 1:
+        if f == 0.0 and i < len(rcs) - 1:
             break  # a selective set fits without offload: offload would only add time
     assert best is not None  # the strongest option fits
     return best
@@ -444,7 +454,8 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     # (whether the layout fits at all, and by how much it misses), then an upper bound on throughput
     layer_cache: dict[Any, Any] = {}  # layer times once per shape (moeplan.timing.layer_shape)
     bound = ThroughputBound(gpu, cal, layer_cache)
-    fitting: list[tuple[float, int, RunConfig, Pipeline, float]] = []
+    fitting: list[tuple[float, int, RunConfig, Pipeline, float, LayoutMemory]] = []
+    strongest = _strongest_option(space, ladder)
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
@@ -454,11 +465,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         if not usable:
             static = min(statics.values())
             if closest is None or static - budget < closest[1]:
-                closest = (RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
+                closest = (RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
                                      **numerics), static - budget)  # type: ignore[arg-type]
             continue
         pipe = build_pipeline(spec, par)
-        cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=precision,
+        cfg = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
                         dispatcher="alltoall", moe_imbalance=moe_imbalance,
                         reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
@@ -468,7 +479,9 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         ok, smallest = False, math.inf
         for sh in usable:
             trial = _base_cfg(cfg, sh, space)
-            ok, total = _fits(_strongest(trial, space, ladder), gpu, pipe, budget)
+            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe)  # the layout's memory ladder, costed part by part
+            total = mem.peak_bytes(*strongest)
+            ok = total <= budget
             smallest = min(smallest, total)
             if ok:
                 cfg, smallest = trial, total
@@ -480,21 +493,22 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
         upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
-        fitting.append((upper, index, cfg, pipe, smallest))
+        fitting.append((upper, index, cfg, pipe, smallest, mem))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found (ties keep enumeration order: the sort below is by throughput, then index)
     keep = max(REFINE_MIN, 2 * top)
     fitting.sort(key=lambda f: (-f[0], f[1]))
     found: list[tuple[int, Candidate]] = []
     kept: list[float] = []  # min-heap of the `keep` best throughputs so far
-    for upper, index, cfg, pipe, smallest in fitting:
+    for upper, index, cfg, pipe, smallest, mem in fitting:
         if len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]:
             # the layouts of measured recipes for this model and system are costed even when their
             # bound is out of reach: the tie-breaker prefers them when their band overlaps plan 1's
             if _recipe_layout(cfg, gpu):
-                found.append((index, _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache)))
+                found.append((index, _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal,
+                                                       layer_cache, mem)))
             continue
-        cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache)
+        cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache, mem)
         found.append((index, cand))
         if len(kept) < keep:
             heapq.heappush(kept, cand.tokens_per_s_per_gpu)
@@ -510,9 +524,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             if sh == c.cfg.fsdp:
                 continue
             alt = _base_cfg(c.cfg, sh, space)
-            ok, smallest = _fits(_strongest(alt, space, ladder), gpu, c.pipeline, budget)
-            if ok:
-                pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal))
+            mem = LayoutMemory(alt, gpu.nvlink_domain, c.pipeline)
+            smallest = mem.peak_bytes(*strongest)
+            if smallest <= budget:
+                pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal,
+                                              layer_cache, mem))
     refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in pool]
     ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
     return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]

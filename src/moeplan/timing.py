@@ -230,9 +230,10 @@ class _Ctx:
     seq_tokens: float  # tokens per CP rank (mbs x seq / CP): the GEMM M dimension
     gemm_rate: float
     bf16_peak: float
-    cache: dict[int, LayerTime] = field(default_factory=dict, compare=False, hash=False)
-    # layer times shared by the runs of one search (same GPU and constants), keyed by layer_shape
-    shared: dict[tuple[object, Layer], LayerTime] | None = field(default=None, compare=False, hash=False)
+    # this run's layer and head times: its own, or its shape's dict in the search's shared cache
+    cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False)
+    # layer times shared by the runs of one search (same GPU and constants): layer_shape -> its cache
+    shared: dict[Any, dict[Any, Any]] | None = field(default=None, compare=False, hash=False)
     shape: object = field(default=None, compare=False, hash=False)
 
 
@@ -249,11 +250,14 @@ def layer_shape(cfg: RunConfig) -> tuple[RunConfig, bool]:
 
 
 def _make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
-              shared: dict[tuple[object, Layer], LayerTime] | None = None) -> _Ctx:
+              shared: dict[Any, dict[Any, Any]] | None = None) -> _Ctx:
+    """``shared``: the search's layer cache, one dict of layer (and head) times per :func:`layer_shape`;
+    the run's own cache is its shape's dict."""
     par, batch = cfg.parallel, cfg.batch
+    shape = layer_shape(cfg) if shared is not None else None
+    cache: dict[Any, Any] = {} if shared is None else shared.setdefault(shape, {})
     return _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
-                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), shared=shared,
-                shape=layer_shape(cfg) if shared is not None else None)
+                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), cache, shared=shared, shape=shape)
 
 
 def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
@@ -489,7 +493,7 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     for kind in ("p2p", "a2a", "a2a+p2p"):
         if not all(cp_comm_allowed(m, par.tp, par.cp, kind, gpu.nvlink_domain) for m in mixers):
             continue
-        c = replace(ctx, cfg=cfg.with_(cp_comm_type=kind))
+        c = replace(ctx, cfg=cfg.evolve(cp_comm_type=kind))  # one of the allowed values
         total = 0.0
         for m in mixers:
             attn_s = _attention_s(c, m)
@@ -627,18 +631,10 @@ def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts
 
 
 def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
-    """One layer, one micro-batch (memoised per run in ``ctx.cache``, and per shape in ``ctx.shared``)."""
-    key = id(layer)
-    hit = ctx.cache.get(key)
+    """One layer, one micro-batch (memoised in ``ctx.cache``: per run, or per shape in a search)."""
+    hit = ctx.cache.get(layer)
     if hit is None:
-        if ctx.shared is None:
-            hit = _layer_time_uncached(ctx, layer)
-        else:
-            skey = (ctx.shape, layer)
-            hit = ctx.shared.get(skey)
-            if hit is None:
-                hit = ctx.shared[skey] = _layer_time_uncached(ctx, layer)
-        ctx.cache[key] = hit
+        hit = ctx.cache[layer] = _layer_time_uncached(ctx, layer)
     return hit
 
 
@@ -836,6 +832,15 @@ class TimeEstimate:
         }
 
 
+def _head_time(ctx: _Ctx, loss: bool, mtp: int) -> dict[str, float]:
+    """:func:`_edge_time` of a stage's (loss, MTP) heads, memoised like layer times (read only)."""
+    key = ("head", loss, mtp)
+    hit = ctx.cache.get(key)
+    if hit is None:
+        hit = ctx.cache[key] = _edge_time(ctx, Stage((), False, mtp, loss))
+    return hit
+
+
 def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     """Embedding, output layer + cross-entropy and MTP extras on a stage, one micro-batch."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
@@ -859,18 +864,44 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     return out
 
 
+def _work_time(ctx: _Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]]) -> dict[str, float]:
+    """Seconds per time item of one micro-batch through a rank's layers and heads (:func:`_rank_work`),
+    memoised like layer times (read only)."""
+    hit = ctx.cache.get(work)
+    if hit is None:
+        groups, heads = work
+        acc: dict[str, float] = {}
+        for layer, n in groups:
+            for k, v in _layer_time(ctx, layer).__dict__.items():
+                acc[k] = acc.get(k, 0.0) + n * v
+        for loss, mtp in heads:
+            for k, v in _head_time(ctx, loss, mtp).items():
+                acc[k] = acc.get(k, 0.0) + v
+        hit = ctx.cache[work] = acc
+    return hit
+
+
 @lru_cache(maxsize=4096)
 def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]], ...]:
-    """Per pipeline rank: distinct layers with counts over its chunks, and its (loss, MTP) heads."""
+    """Per pipeline rank: distinct layers with counts over its chunks, and its (loss, MTP) heads. Ranks
+    with the same work share one tuple object (step_parts costs each distinct work once)."""
     out = []
+    same: dict[object, Any] = {}
     for stages in pipe.rank_stages:
         counts: dict[Layer, int] = {}
         for st in stages:
             for layer, n in stage_groups(spec, st):
                 counts[layer] = counts.get(layer, 0) + n
         heads = tuple((st.loss, st.mtp) for st in stages if st.loss or st.mtp)
-        out.append((tuple(counts.items()), heads))
+        work = (tuple(counts.items()), heads)
+        out.append(same.setdefault(work, work))
     return tuple(out)
+
+
+def bubble_microbatches(par: Parallel) -> float:
+    """Pipeline bubble of (interleaved) 1F1B in micro-batch times of the slowest rank: (PP - 1) / VPP
+    (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters", section 2.2)."""
+    return (par.pp - 1) / par.vpp if par.pp > 1 else 0.0
 
 
 @dataclass(frozen=True)
@@ -895,7 +926,7 @@ class StepParts:
 
 def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                pipeline: Pipeline | None = None, validated: bool = False,
-               layer_cache: dict[tuple[object, Layer], LayerTime] | None = None) -> StepParts:
+               layer_cache: dict[Any, dict[Any, Any]] | None = None) -> StepParts:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
         validate(spec, par, batch, cfg.mcore_version)
@@ -906,25 +937,31 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     per_rank: list[dict[str, float]] = []
     worst: dict[str, float] = {}
     worst_total, worst_rank = -1.0, 0
-    for r, (groups, heads) in enumerate(_rank_work(spec, pipe)):
-        acc: dict[str, float] = {}
-        for layer, n in groups:
-            for k, v in _layer_time(ctx, layer).__dict__.items():
-                acc[k] = acc.get(k, 0.0) + n * v
-        for loss, mtp in heads:
-            for k, v in _edge_time(ctx, Stage((), False, mtp, loss)).items():
-                acc[k] = acc.get(k, 0.0) + v
-        if par.pp > 1:  # send activations forward and gradients backward at each chunk boundary
-            p2p = ctx.tokens * spec.hidden * BF16_BYTES
-            bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
-            acc["pp_comm"] = 2 * par.vpp * p2p / bw
+    pp_comm = None
+    if par.pp > 1:  # send activations forward and gradients backward at each chunk boundary
+        p2p = ctx.tokens * spec.hidden * BF16_BYTES
+        bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
+        pp_comm = 2 * par.vpp * p2p / bw
+    done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
+    for r, work in enumerate(_rank_work(spec, pipe)):
+        hit = done.get(id(work))
+        if hit is not None:
+            acc, total = dict(hit[0]), hit[1]
+            per_rank.append(acc)
+            if total > worst_total:
+                worst, worst_total, worst_rank = acc, total, r
+            continue
+        acc = dict(_work_time(ctx, work))
+        if pp_comm is not None:
+            acc["pp_comm"] = pp_comm
         per_rank.append(acc)
         total = sum(acc.values())
+        done[id(work)] = (acc, total)
         if total > worst_total:
             worst, worst_total, worst_rank = acc, total, r
     t_mb = worst_total
     breakdown = {k: v * m for k, v in worst.items()}
-    breakdown["pp_bubble"] = (par.pp - 1) / par.vpp * t_mb if par.pp > 1 else 0.0
+    breakdown["pp_bubble"] = bubble_microbatches(par) * t_mb
     # --- data parallel: grad reduce-scatter + param all-gather, overlapped with the last backward
     dense_p, expert_p = average_params_per_gpu(spec, par)
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
@@ -1060,7 +1097,7 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                   pipeline: Pipeline | None = None, validated: bool = False,
-                  layer_cache: dict[tuple[object, Layer], LayerTime] | None = None) -> TimeEstimate:
+                  layer_cache: dict[Any, dict[Any, Any]] | None = None) -> TimeEstimate:
     """Step time of a run. ``layer_cache``: a dict shared by estimates of one GPU and one set of
     constants (the planner's search), so a layer is costed once per :func:`layer_shape`."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
