@@ -380,9 +380,12 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (d)/(e) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
   moe_preprocess, which capture the GDN mixer) measured 6.68 s/iter where moeplan estimates 2.5 s: the
   same ~2.7x at 4K, without CP and with the GDN launches in graphs (`test_qwen3_next_bridge_4k_recipe`).
-  So the remaining cause is per-token GPU work in the GDN / 512-expert MoE layers outside the chunk
-  kernels (memory-bound glue: layout transposes, repeat_interleave of q/k, gating, permutation), or the
-  HybridEP path at top-10 over 32 ranks; no shared row separates them. Strict xfails in
+  The same PR's GB300 run (MBS 4, 5.80 s; same layout, same Grace hosts, about the same dense FP8 rate)
+  splits that gap: ~0.11 s per micro-batch and pipeline rank that does not scale with tokens (~4 ms per
+  layer, host-side: moeplan charges ~0.1 ms for what the graphs leave, i.e. the eager HybridEP dispatch,
+  16-expert grouped GEMMs and combine) and GPU work per token ~2x moeplan's. The GDN glue copies in
+  gdn.py (transposes, q/k contiguous and repeat_interleave to 32 heads, v and gate copies: ~240 KB per
+  token) add only ~4%. No shared row separates the rest. Strict xfails in
   `tests/validation/test_ranking.py`.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).

@@ -402,11 +402,16 @@ def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: 
     walks the chunks one after another. Each direction costs the larger of its FLOPs at its rate and
     its recurrence latency: passes x seq / 64 chunks x ``gdn_chunk_step_s`` x waves of programs over
     the GPU's SMs. Constants: least squares on fla's GB200 benchmark (tests/data/fla_gdn_gb200.csv)."""
+    chunks = math.ceil(seq_len / GDN_CHUNK_TOKENS)
     programs = batch * heads * math.ceil(value_head_dim / GDN_V_TILE)
     waves = math.ceil(programs / max(1, sms))
-    step = math.ceil(seq_len / GDN_CHUNK_TOKENS) * cal.gdn_chunk_step_s * waves
-    fwd = max(flops / TRAIN / (peak * cal.gdn_eff["fwd"]), GDN_SEQUENTIAL_PASSES["fwd"] * step)
-    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak * cal.gdn_eff["bwd"]), GDN_SEQUENTIAL_PASSES["bwd"] * step)
+    step = chunks * cal.gdn_chunk_step_s * waves
+    # the chunk-parallel kernels' grids are chunks x B x HV (x tiles; fla/ops/common/chunk_o.py,
+    # gated_delta_rule/chunk_fwd.py): fewer programs than SMs leave SMs idle (short shards, few heads)
+    occupancy = min(1.0, chunks * batch * heads / max(1, sms))
+    fwd = max(flops / TRAIN / (peak * cal.gdn_eff["fwd"] * occupancy), GDN_SEQUENTIAL_PASSES["fwd"] * step)
+    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak * cal.gdn_eff["bwd"] * occupancy),
+              GDN_SEQUENTIAL_PASSES["bwd"] * step)
     return fwd, bwd
 
 

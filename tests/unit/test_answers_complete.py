@@ -94,3 +94,10 @@ def test_explain_is_silent_about_fit_when_both_fit(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["a"]["fits"] and data["b"]["fits"]
     assert "fits" not in {r["topic"] for r in data["reasons"]}
+
+
+def test_explain_refuses_gbs_tokens_that_do_not_divide(capsys):
+    code = main(["explain", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "24k,32k", "--gbs-tokens", "1m"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "not a whole number of 24,576-token sequences" in err and "GBS 42" in err and "GBS 43" in err
