@@ -737,6 +737,11 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
     console.print(_unbroken(console, lambda narrow: _sweep_table(rows, narrow)))
+    for r in rows:  # a newer Megatron-Core release that plans faster at a length (plan 1's rationale says it)
+        newer = next((x["numbers"] for x in ((r.get("plan") or {}).get("rationale") or ())
+                      if x["topic"] == "mcore_version"), None)
+        if newer and newer.get("gain") is not None and newer["gain"] > 0.01:
+            console.print(f"[yellow]note:[/] seq {r['seq_len']:,}: {escape(newer['sentence'])}", highlight=False)
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
@@ -1215,7 +1220,7 @@ def build_parser() -> argparse.ArgumentParser:
         "estimate its memory and throughput; report findings (severity, rule, numbers, the override that fixes "
         "it). Exit code 0: no errors, 1: errors found, 2: the file cannot be read.",
         epilog="example: moeplan check run.yaml --model deepseek-v3 --gpu h100 --gpus 1024 --mcore")
-    p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments")
+    p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments; - reads standard input")
     p.add_argument("--model", help="model (catalog name or config.json); default: the file's '# moeplan:' comment "
                    "(moeplan's exports carry one), else inferred from the architecture fields it gives")
     p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
@@ -1338,6 +1343,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`moeplan plan ... | head`): stop quietly, as a Unix filter does, with
+        # stdout pointed at /dev/null so that the interpreter's final flush does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

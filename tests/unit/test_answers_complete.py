@@ -101,3 +101,12 @@ def test_explain_refuses_gbs_tokens_that_do_not_divide(capsys):
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "not a whole number of 24,576-token sequences" in err and "GBS 42" in err and "GBS 43" in err
+
+
+def test_sweep_notes_the_release_where_it_gains(capsys):
+    assert main(["sweep", "qwen3-next-80b-a3b", "--gpus", "128", "--seq-len", "128k", "--gbs-tokens", "8m"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    there = api.search_plans("qwen3-next-80b-a3b", gpu="h100", gpus=128, seq_len=131072, gbs=64, top=1,
+                             mcore_version="0.18").best
+    assert "note: seq 131,072: Megatron-Core 0.16 has no context parallel for Gated DeltaNet; 0.18 adds it" in out
+    assert there.config.parallel.short() in out
