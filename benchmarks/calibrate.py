@@ -43,13 +43,13 @@ from tests.reference_runs import bridge_runs, estimate_kwargs, label, published_
 DATA_FILE = ROOT / "src" / "moeplan" / "hardware" / "calibration.yaml"
 DOC = ROOT / "docs" / "calibration.md"
 
-# (constant, key) fitted; efficiencies in logit space, seconds in log space. allgather follows alltoall;
-# HybridEP follows DeepEP: moeplan costs both with the same mechanism (one send per remote NVLink
-# domain, NVLink forwarding inside it) and only G05's HybridEP step, confounded with kernel work,
-# would separate them, so the guidance's dispatcher order decides between them (advice.guidance_distance).
+# (constant, key) fitted; efficiencies in logit space, seconds in log space. allgather follows alltoall.
+# The flex dispatchers' NVLink kernels are not fitted: their rates come from the kernels' benchmarks
+# (ep_link_share / ep_sm_bw / ep_sms in the data file). Across NVLink domains HybridEP follows DeepEP
+# (both send once per remote domain over RDMA; no measured row separates them there).
 FITTED: tuple[tuple[str, str | None], ...] = (
     ("attn_fwd_eff", "cudnn_mla"), ("attn_bwd_eff", "cudnn_mla"), ("attn_bwd_eff", "flash"),
-    ("a2a_eff", "alltoall"), ("a2a_eff", "deepep"),
+    ("a2a_eff", "alltoall"),
     ("a2a_scaleout_eff", "alltoall"), ("a2a_scaleout_eff", "deepep"),
     ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_k_half", None), ("launch_overhead_per_layer_s", None),
     ("cpu_adam_mem_eff", None),
@@ -82,7 +82,7 @@ def from_z(z: np.ndarray, base: Calibration = DEFAULT_CALIBRATION) -> Calibratio
             over.setdefault(name, {})[key] = v
             if name in ("a2a_eff", "a2a_scaleout_eff") and key == "alltoall":
                 over[name]["allgather"] = v
-            if name in ("a2a_eff", "a2a_scaleout_eff") and key == "deepep":
+            if name == "a2a_scaleout_eff" and key == "deepep":
                 over[name]["hybridep"] = v
         else:
             over[name] = v
@@ -267,9 +267,9 @@ def main() -> int:
 # Source values (the prior): what each constant was set to from its source before any fit.
 PRIOR = DEFAULT_CALIBRATION.with_overrides({
     "attn_fwd_eff": {"flash": 0.9, "cudnn_mla": 0.9}, "attn_bwd_eff": {"flash": 0.55, "cudnn_mla": 0.55},
-    "a2a_eff": {"alltoall": 0.75, "allgather": 0.75, "deepep": 0.6, "hybridep": 0.6},
+    "a2a_eff": {"alltoall": 0.75, "allgather": 0.75},
     "a2a_scaleout_eff": {"alltoall": 0.75, "allgather": 0.75, "deepep": 0.9, "hybridep": 0.9},
-    "ep_overlap_eff": 0.5, "ep_overlap_layer_s": 2.0e-4, "grouped_gemm_eff": 0.85, "gemm_k_half": 128.0, "launch_overhead_per_layer_s": 3.0e-4,
+    "ep_overlap_eff": 0.9, "ep_overlap_layer_s": 2.0e-4, "grouped_gemm_eff": 0.85, "gemm_k_half": 128.0, "launch_overhead_per_layer_s": 3.0e-4,
     "cpu_adam_mem_eff": 0.25,
 })
 
@@ -352,14 +352,20 @@ def _ranking(cal: Calibration) -> list[str]:
 
 KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 
-- **HybridEP vs DeepEP.** moeplan costs both with one mechanism (a send per remote NVLink domain, NVLink
-  forwarding inside it), so the fit ties their efficiencies; G05's HybridEP step (+14% on NVL72, next to
-  kernel work) is not explained and sorts as a tie (the guidance's dispatcher order then decides). The
-  fitted NVLink share of the flex dispatchers comes out below NCCL all-to-all's: the Qwen3-30B-A3B H100
-  rows, which moeplan overestimates for other reasons, pull it down.
-- **Qwen3-30B-A3B with EP overlap** (G11, published H100 row): the measured overlap gain is +17.5%,
-  moeplan's about +30%; one overlap efficiency serves all models and the DeepSeek-V3 rows want more
-  hiding. Held to 25% in `tests/validation/test_timing.py`.
+- **DeepEP vs NCCL all-to-all on NVL72** (G05 step 4, +5% measured): the source attributes DeepEP's gain
+  to fewer host-side kernels (router + preprocess 31 -> 17) and memory, and says its EP32 kernels
+  (~400 / ~190 GB/s on MNNVL) brought no communication gain; moeplan costs NCCL all-to-all at the
+  NVLink share fitted mostly on H100 rows and the host overhead of the early ladder not at all, so it
+  estimates DeepEP ~20% below alltoall there (HybridEP above DeepEP, as measured). A measured NCCL
+  all-to-all rate on MNNVL would settle it.
+- **Narrow in-node EP vs EP across NVL8 nodes** (MB01, B200): the flex dispatchers send BF16 (Megatron-Core
+  dispatches bf16 with every backend) once per rank and once per remote node; with 50 GB/s NICs the
+  EP32 RDMA leg (~2.4 remote nodes per DeepSeek-V3 token) outruns the overlap windows, so moeplan estimates
+  the 26.04.01 layout (PP8 VPP2 EP32) slightly below 26.04's PP16 EP8, where +18% was measured with other
+  recipe changes between the releases. moeplan also estimates the EP8 layout ~35% above its measurement.
+- **Qwen3-30B-A3B on Blackwell** (published GB200 row +25%, Bridge GB300 / B300 rows ~+15%): with its EP
+  traffic costed from the kernels' benchmarks it is small and hidden; the rest (small ffn-768 expert GEMMs,
+  host work per micro-batch) is not found. Held to 30% in `tests/validation/test_timing.py`.
 - **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans estimate ~690 / 670 / 670 TFLOP/s where
   the card measured ~270 / 230 / 100 at 8K / 32K / 64K. What was checked, in order:
   (a) FLOP convention: the card's count is Megatron Bridge's Gated DeltaNet branch (flop_utils.py, since
@@ -374,18 +380,20 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (d)/(e) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
   moe_preprocess, which capture the GDN mixer) measured 6.68 s/iter where moeplan estimates 2.5 s: the
   same ~2.7x at 4K, without CP and with the GDN launches in graphs (`test_qwen3_next_bridge_4k_recipe`).
-  So the remaining cause is per-token GPU work in the GDN / 512-expert MoE layers outside the chunk
-  kernels (memory-bound glue: layout transposes, repeat_interleave of q/k, gating, permutation), or the
-  HybridEP path at top-10 over 32 ranks; no shared row separates them. Strict xfails in
+  The same PR's GB300 run (MBS 4, 5.80 s; same layout, same Grace hosts, about the same dense FP8 rate)
+  splits that gap: ~0.11 s per micro-batch and pipeline rank that does not scale with tokens (~4 ms per
+  layer, host-side: moeplan charges ~0.1 ms for what the graphs leave, i.e. the eager HybridEP dispatch,
+  16-expert grouped GEMMs and combine) and GPU work per token ~2x moeplan's. The GDN glue copies in
+  gdn.py (transposes, q/k contiguous and repeat_interleave to 32 heads, v and gate copies: ~240 KB per
+  token) add only ~4%. No shared row separates the rest. Strict xfails in
   `tests/validation/test_ranking.py`.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
-  layout with the planner's best knobs over the fastest plan; 15 of 19 rows >= 0.9 at this fit). Below:
-  Qwen3-235B-A22B 16K on 256 H100 (0.77), DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 (0.69: moeplan
-  estimates PP8 VPP2 EP32 with EP overlap ~40% faster than the recipes' PP8 EP8, which cannot overlap;
-  Bridge's own B200 recipe made that move and gained 18%, MB01), DeepSeek-V3 on B200 (0.84) and
-  Qwen3-235B-A22B on GB200 (0.87).
+  layout with the planner's best knobs over the fastest plan; 14 of 19 rows >= 0.9 at this fit). Below:
+  Qwen3-235B-A22B 16K on 256 H100 (0.83), DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 (0.83, 0.79: PP8
+  EP8 without EP overlap against EP16-EP32 layouts with it), DeepSeek-V3 on B200 (0.84: EP32 across
+  nodes against EP16) and Qwen3-235B-A22B on GB200 (0.89).
 - **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer
   host cost would make the no-graph Qwen3-235B H100 rows slower than measured.
 """

@@ -465,6 +465,59 @@ def _wrapping(text: str) -> str:
     return text.replace(",", ", ").replace(":", ": ")
 
 
+def _column_ranges(console: Console, table: Table) -> list[tuple[int, int]]:
+    """(narrowest, widest) text width of each column without breaking a word: a no-wrap column needs
+    its longest cell whole; a wrapping one its longest word (cells wrap at spaces)."""
+    from rich.cells import cell_len
+
+    out = []
+    for col in table.columns:
+        cells = [console.render_str(c) if isinstance(c, str) else c for c in (col.header, *col._cells)]
+        texts = [t.plain for t in cells if hasattr(t, "plain")]
+        widest = max((cell_len(line) for t in texts for line in t.splitlines() or [""]), default=1)
+        longest_word = max((cell_len(w) for t in texts for w in t.split()), default=1)
+        out.append((widest if col.no_wrap else max(longest_word, col.min_width or 0), widest))
+    return out
+
+
+def _fit_unbroken(console: Console, table: Table) -> bool:
+    """Give each wrapping column a width so that the table fits the terminal and no word breaks;
+    False when even the narrowest such widths do not fit."""
+    ranges = _column_ranges(console, table)
+    pads = [table._get_padding_width(i) for i in range(len(ranges))]
+    room = console.width - table._extra_width - sum(pads)
+    if sum(hi for _, hi in ranges) <= room:
+        return True  # fits as is: rich lays it out at natural widths
+    if sum(lo for lo, _ in ranges) > room:
+        return False
+    widths = [lo for lo, _ in ranges]
+    spare = room - sum(widths)
+    while spare > 0:  # widen the wrapping columns that want it, one character at a time, in turn
+        grew = False
+        for i, (lo, hi) in enumerate(ranges):
+            if spare and widths[i] < hi:
+                widths[i] += 1
+                spare -= 1
+                grew = True
+        if not grew:
+            break
+    for col, width in zip(table.columns, widths, strict=True):
+        col.width = width
+    return True
+
+
+def _unbroken(console: Console, build: Callable[[bool], Table]) -> Table:
+    """The wide table when the terminal holds it without breaking a word or a number, else the narrow
+    one (which breaks words only on a terminal too narrow even for it)."""
+    if console.width >= NARROW_COLUMNS:
+        wide = build(False)
+        if _fit_unbroken(console, wide):
+            return wide
+    narrow = build(True)
+    _fit_unbroken(console, narrow)
+    return narrow
+
+
 def _table(title: str, narrow: bool) -> Table:
     """A table; on a narrow terminal without vertical rules (the columns keep the room)."""
     from rich import box
@@ -502,14 +555,7 @@ def print_overrides(overrides: list[str], console: Console, title: str) -> None:
         console.print(o, highlight=False, markup=False, soft_wrap=True)
 
 
-def print_plans(result: dict[str, Any], console: Console) -> None:
-    console.print(f"{result['model']} on {result['gpus']} x {result['gpu']}, seq {result['seq_len']:,}, "
-                  f"GBS {result['gbs']}, {result['precision']}: {result['layouts_feasible']} of "
-                  f"{result['layouts_considered']} layouts fit (headroom {result['headroom']:.0%} of HBM)",
-                  highlight=False)
-    for note in result["notes"]:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
-    narrow = console.width < NARROW_COLUMNS
+def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
     table = _table("Plans, fastest first (n= tie: bands overlap)", narrow)
     _num_column(table, "#")
     _text_column(table, "layout", min_width=13 if narrow else None)
@@ -540,6 +586,17 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
                           p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
                           p["cp_comm_type"] if par["cp"] > 1 else "-", ", ".join(p["cuda_graphs"]) or "-",
                           f"{p['optimizer_offload']:.0%}", *numbers)
+    return table
+
+
+def print_plans(result: dict[str, Any], console: Console) -> None:
+    console.print(f"{result['model']} on {result['gpus']} x {result['gpu']}, seq {result['seq_len']:,}, "
+                  f"GBS {result['gbs']}, {result['precision']}: {result['layouts_feasible']} of "
+                  f"{result['layouts_considered']} layouts fit (headroom {result['headroom']:.0%} of HBM)",
+                  highlight=False)
+    for note in result["notes"]:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    table = _unbroken(console, lambda narrow: _plans_table(result, narrow))
     console.print(table)
     if result["plans"]:
         best = result["plans"][0]
@@ -649,8 +706,7 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                 cal=args.cal, **_numerics(args))
 
 
-def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
-    narrow = console.width < NARROW_COLUMNS
+def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
     table = _table("Sequence-length sweep", narrow)
     for col in ("seq", "GBS"):
         _num_column(table, col)
@@ -676,7 +732,16 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
         cells += [f"{r['memory_gib']['total']:.1f}", "[green]yes" if r["fits"] else "[red]no",
                   f"{r['tflops_per_gpu']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}"]
         table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells)
-    console.print(table)
+    return table
+
+
+def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
+    console.print(_unbroken(console, lambda narrow: _sweep_table(rows, narrow)))
+    for r in rows:  # a newer Megatron-Core release that plans faster at a length (plan 1's rationale says it)
+        newer = next((x["numbers"] for x in ((r.get("plan") or {}).get("rationale") or ())
+                      if x["topic"] == "mcore_version"), None)
+        if newer and newer.get("gain") is not None and newer["gain"] > 0.01:
+            console.print(f"[yellow]note:[/] seq {r['seq_len']:,}: {escape(newer['sentence'])}", highlight=False)
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
@@ -1155,7 +1220,7 @@ def build_parser() -> argparse.ArgumentParser:
         "estimate its memory and throughput; report findings (severity, rule, numbers, the override that fixes "
         "it). Exit code 0: no errors, 1: errors found, 2: the file cannot be read.",
         epilog="example: moeplan check run.yaml --model deepseek-v3 --gpu h100 --gpus 1024 --mcore")
-    p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments")
+    p.add_argument("config", metavar="CONFIG", help="Bridge YAML, overrides file or Megatron-LM arguments; - reads standard input")
     p.add_argument("--model", help="model (catalog name or config.json); default: the file's '# moeplan:' comment "
                    "(moeplan's exports carry one), else inferred from the architecture fields it gives")
     p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
@@ -1278,6 +1343,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`moeplan plan ... | head`): stop quietly, as a Unix filter does, with
+        # stdout pointed at /dev/null so that the interpreter's final flush does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -51,6 +51,9 @@ FORWARD_SHARE = {
     "launch_overhead": 0.5,
 }
 CP_FORWARD_SHARE = {"p2p": 1 / 3, "allgather": 1 / 3, "a2a+p2p": 0.4, "a2a": 0.5}
+# The hidden part of EP dispatch/combine runs behind the other micro-batch's compute in EP A2A overlap
+# (moeplan.timing.ep_overlap_exposed_s), so it is split like the compute it hides behind.
+HIDDEN_FORWARD_SHARE = {"ep_comm": 1 / TRAIN}
 
 # Tracks (threads) of a rank, in display order; the compute track holds the forward / backward
 # operations with their compute items nested inside.
@@ -221,11 +224,13 @@ def _simulate(pp: int, vpp: int, orders: list[tuple[Step, ...]], fwd_s: float, b
     return starts
 
 
-def _split(items: dict[str, float], cp_comm_type: str, vpp: int) -> tuple[dict[str, float], dict[str, float]]:
+def _split(items: dict[str, float], cp_comm_type: str, vpp: int,
+           shares: dict[str, float] | None = None) -> tuple[dict[str, float], dict[str, float]]:
     """(forward, backward) seconds per item of one operation (one chunk of one micro-batch)."""
     fwd, bwd = {}, {}
     for k, v in items.items():
         share = CP_FORWARD_SHARE.get(cp_comm_type, 0.5) if k == "cp_comm" else FORWARD_SHARE.get(k, 0.5)
+        share = (shares or {}).get(k, share)
         fwd[k] = v * share / vpp
         bwd[k] = v * (1 - share) / vpp
     return fwd, bwd
@@ -244,7 +249,8 @@ def build_timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALI
     extra = par.vpp > 1 and cfg.ep_overlap and cfg.ep_overlap_allowed
     orders = [rank_schedule(par.pp, par.vpp, m, r, extra) for r in range(par.pp)]
     splits = [_split(items, cfg.cp_comm_type, par.vpp) for items in parts.rank_microbatch_s]
-    hidden = [_split(items, cfg.cp_comm_type, par.vpp) for items in hidden_comm_s(cfg, gpu, cal, pipe)]
+    hidden = [_split(items, cfg.cp_comm_type, par.vpp, HIDDEN_FORWARD_SHARE)
+              for items in hidden_comm_s(cfg, gpu, cal, pipe)]
     fwd_slot = sum(splits[parts.slowest_rank][0].values())
     bwd_slot = sum(splits[parts.slowest_rank][1].values())
     t_pipe = parts.dp_all_gather_exposed_s
@@ -275,7 +281,9 @@ def build_timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALI
                 d, h = items.get(k, 0.0), behind.get(k, 0.0)
                 if h > 0.0:  # overlapped with the compute before it, inside this operation
                     h0 = max(begin, t - h)
-                    spans.append(Span(r, ITEM_TRACK[k], f"{k} (overlapped)", h0, t - h0, k + OVERLAPPED,
+                    # EP A2A overlap hides it behind the whole operation (the other micro-batch's work)
+                    h1 = min(begin + busy, h0 + h) if k == "ep_comm" else t
+                    spans.append(Span(r, ITEM_TRACK[k], f"{k} (overlapped)", h0, h1 - h0, k + OVERLAPPED,
                                       st.microbatch, st.chunk, st.phase))
                 if d <= 0.0:
                     continue

@@ -103,6 +103,9 @@ class Calibration:
     nvlink_eff: float = _from_file("nvlink_eff")
     scaleout_eff: float = _from_file("scaleout_eff")
     a2a_eff: dict[str, float] = _from_file("a2a_eff")
+    ep_link_share: dict[str, float] = _from_file("ep_link_share")
+    ep_sm_bw: dict[str, float] = _from_file("ep_sm_bw")
+    ep_sms: dict[str, float] = _from_file("ep_sms")
     a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
     ep_overlap_eff: float = _from_file("ep_overlap_eff")
     ep_overlap_layer_s: float = _from_file("ep_overlap_layer_s")
@@ -399,11 +402,16 @@ def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: 
     walks the chunks one after another. Each direction costs the larger of its FLOPs at its rate and
     its recurrence latency: passes x seq / 64 chunks x ``gdn_chunk_step_s`` x waves of programs over
     the GPU's SMs. Constants: least squares on fla's GB200 benchmark (tests/data/fla_gdn_gb200.csv)."""
+    chunks = math.ceil(seq_len / GDN_CHUNK_TOKENS)
     programs = batch * heads * math.ceil(value_head_dim / GDN_V_TILE)
     waves = math.ceil(programs / max(1, sms))
-    step = math.ceil(seq_len / GDN_CHUNK_TOKENS) * cal.gdn_chunk_step_s * waves
-    fwd = max(flops / TRAIN / (peak * cal.gdn_eff["fwd"]), GDN_SEQUENTIAL_PASSES["fwd"] * step)
-    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak * cal.gdn_eff["bwd"]), GDN_SEQUENTIAL_PASSES["bwd"] * step)
+    step = chunks * cal.gdn_chunk_step_s * waves
+    # the chunk-parallel kernels' grids are chunks x B x HV (x tiles; fla/ops/common/chunk_o.py,
+    # gated_delta_rule/chunk_fwd.py): fewer programs than SMs leave SMs idle (short shards, few heads)
+    occupancy = min(1.0, chunks * batch * heads / max(1, sms))
+    fwd = max(flops / TRAIN / (peak * cal.gdn_eff["fwd"] * occupancy), GDN_SEQUENTIAL_PASSES["fwd"] * step)
+    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak * cal.gdn_eff["bwd"] * occupancy),
+              GDN_SEQUENTIAL_PASSES["bwd"] * step)
     return fwd, bwd
 
 
@@ -506,34 +514,88 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     return best
 
 
+def expected_ranks_hit(moe: MoE, ep: int) -> float:
+    """Expected number of distinct EP ranks that hold at least one of a token's top-k experts (its own
+    included), with the model's group-limited routing: the flex dispatchers send a token ONCE per such
+    rank (DeepEP ``get_dispatch_layout`` -> ``is_token_in_rank``; HybridEP "no redundant communication",
+    Megatron-LM docs/discussions/deepseek-v3-gb200-optimization), then permute it to its local experts.
+    The top-k experts are distinct and uniform among those the token may reach (force-balanced routing):
+    a rank with ``e`` of the ``n`` reachable experts is missed with probability C(n - e, k) / C(n, k)."""
+    k = moe.top_k
+    local = moe.num_experts // ep if moe.num_experts % ep == 0 else moe.num_experts / ep
+    ranks, reach = float(ep), float(moe.num_experts)
+    g, tg = moe.n_group, moe.topk_group
+    if g > 1 and ep % g == 0:  # each group spans ep / g ranks: only the topk_group chosen groups' ranks
+        ranks, reach = ep * tg / g, moe.num_experts * tg / g
+    elif g > 1 and g % ep == 0:  # each rank holds g / ep whole groups: hit if one of them is chosen
+        per = g // ep
+        return ep * (1.0 - math.comb(g - per, tg) / math.comb(g, tg)) if g - per >= tg else float(ep)
+    n, e = int(round(reach)), int(round(local))
+    if n - e < k:
+        return ranks
+    return ranks * (1.0 - math.comb(n - e, k) / math.comb(n, k))
+
+
+def ep_kernel_bw(gpu: GPUSpec, cal: Calibration, backend: str, kernel: str, peers_in_domain: int) -> float:
+    """Algorithm bandwidth (bytes each rank receives per second, BF16 payload) of a flex-dispatcher kernel
+    (``kernel`` dispatch or combine) over NVLink: the smaller of a share of the link rate and the SMs it
+    runs on times their copy rate (calibration ``ep_link_share`` / ``ep_sm_bw`` / ``ep_sms``, from the
+    kernels' own benchmarks). DeepEP's normal kernels are written for at most 8 NVLink peers
+    (``NUM_MAX_NVL_PEERS``); beyond (MNNVL, NVL72) its measured rates are those of that regime
+    ("_mnnvl": Megatron-LM deepseek-v3-gb200-optimization, 2.2.1, EP32: ~400 GB/s dispatch, ~190 GB/s
+    combine with 24 SMs)."""
+    regime = "mnnvl" if peers_in_domain > 8 else "nvl8"
+    key = f"{backend}_{regime}_{kernel}"
+    return min(gpu.nvlink_bw_bytes_per_s * cal.ep_link_share[key], cal.ep_sms[backend] * cal.ep_sm_bw[key])
+
+
+def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
+    """SMs the EP dispatch/combine kernels occupy while they run: the flex backends' SM budget
+    (Megatron-Core moe_flex_dispatcher_num_sms; unset: DeepEP 20, token_dispatcher.py, HybridEP its
+    buffer's 32), NCCL all-to-all its channels (fsdp.COMM_SMS_*)."""
+    if cfg.dispatcher in ("deepep", "hybridep"):
+        return cal.ep_sms[cfg.dispatcher]
+    across = cfg.parallel.ep * cfg.parallel.etp > gpu.nvlink_domain
+    return float(fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK)
+
+
 def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
-    """(exposed seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd."""
+    """(seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd, none hidden."""
+    d, c, perm = _ep_kernels(ctx, moe)
+    return 2 * (d + c + perm), d + c + perm
+
+
+def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
+    """(dispatch, combine, permute) seconds of one MoE layer's forward; the backward runs the same
+    kernels with the roles swapped (the gradient of a dispatch is a combine and vice versa).
+
+    Megatron-Core dispatches the BF16 hidden states with every backend (fused_a2a.py: HybridEP asserts
+    ``not fp8_dispatch``; DeepEP's ``fused_dispatch`` is handed the bf16 tensor), and the gradients
+    travel back in BF16 too."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
     par = cfg.parallel
     if par.ep <= 1:
-        return 0.0, 0.0
-    rows = ctx.tokens * moe.top_k * cfg.rows_factor
-    h = cfg.model.hidden
-    fp8_dispatch = cfg.fp8 and cfg.dispatcher in ("deepep", "hybridep")
-    dispatch_bytes = rows * h * (1 + 4 / 128 if fp8_dispatch else BF16_BYTES)
-    combine_bytes = rows * h * BF16_BYTES
+        return 0.0, 0.0, 0.0
+    tokens = ctx.tokens * cfg.rows_factor
+    row_bytes = cfg.model.hidden * BF16_BYTES
     # EP peers sit ETP ranks apart (expert rank order: ETP, EP, EDP, PP); count peers, not GPUs
     span = par.ep * par.etp
     peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
     nodes = math.ceil(span / gpu.nvlink_domain)
-    nv_bw = gpu.nvlink_bw_bytes_per_s * cal.a2a_eff[cfg.dispatcher]
     so_bw = gpu.scaleout_bw_bytes_per_s * cal.a2a_scaleout_eff[cfg.dispatcher]
     if cfg.dispatcher in ("alltoall", "allgather"):
-        # NCCL all-to-all sends every (token, expert) row to its rank; the routes run one after the other.
+        # NCCL all-to-all sends every (token, expert) row to its rank (top-k copies, no de-duplication);
+        # the routes run one after the other
+        rows_b = tokens * moe.top_k * row_bytes
+        nv_bw = gpu.nvlink_bw_bytes_per_s * cal.a2a_eff[cfg.dispatcher]
         remote = (par.ep - peers_in_domain) / par.ep
         local = (peers_in_domain - 1) / par.ep
-
-        def one(b: float) -> float:
-            return b * local / nv_bw + b * remote / so_bw
+        one_d = one_c = rows_b * local / nv_bw + rows_b * remote / so_bw
     else:
-        # DeepEP / HybridEP send a token once to each remote NVLink domain that holds one of its
-        # experts, then forward it over NVLink inside the domain (DeepSeek-V3 report, section 3.2.2;
-        # deepseek-ai/DeepEP README). Expected remote domains hit by top-k uniform routing:
+        # DeepEP / HybridEP send a token once to each rank holding one of its experts, and across NVLink
+        # domains once per remote domain, forwarded over NVLink inside it (DeepSeek-V3 report, 3.2.2;
+        # deepseek-ai/DeepEP README): every copy a rank receives crosses NVLink once, the remote-domain
+        # sends cross the NIC, pipelined. Expected remote domains hit by top-k uniform routing:
         # (N - 1) x (1 - (1 - 1/N)^k).
         remote_domains = (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** moe.top_k) if nodes > 1 else 0.0
         if nodes > 1 and moe.n_group > 1 and moe.n_group % nodes == 0:
@@ -542,20 +604,41 @@ def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
             g = moe.n_group // nodes
             p_hit = 1.0 - math.comb(moe.n_group - g, moe.topk_group) / math.comb(moe.n_group, moe.topk_group)
             remote_domains = min(remote_domains, (nodes - 1) * p_hit)
-        remote_rows_per_row = remote_domains / moe.top_k
-        local = 1.0 - 1.0 / peers_in_domain
+        recv_b = tokens * expected_ranks_hit(moe, par.ep) * row_bytes
+        rdma = tokens * remote_domains * row_bytes / so_bw
+        one_d = max(recv_b / ep_kernel_bw(gpu, cal, cfg.dispatcher, "dispatch", peers_in_domain), rdma)
+        one_c = max(recv_b / ep_kernel_bw(gpu, cal, cfg.dispatcher, "combine", peers_in_domain), rdma)
 
-        def one(b: float) -> float:
-            return max(b * local / nv_bw, b * remote_rows_per_row / so_bw)
+    # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
+    # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per
+    # direction); DeepEP fuses the global permute into its dispatch kernel but the received tokens are
+    # still permuted to their local experts (once); HybridEP's dispatch_with_permute writes them out of
+    # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
+    # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
+    passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(cfg.dispatcher, 0)
+    perm = 2 * passes * tokens * moe.top_k * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    return one_d, one_c, perm
 
-    fwd = one(dispatch_bytes) + one(combine_bytes)
-    bwd = one(combine_bytes) + one(dispatch_bytes)  # gradients travel the opposite way, in bf16
-    if cfg.dispatcher in ("alltoall", "allgather"):
-        # unfused permute / unpermute: read + write the routed rows twice per direction
-        perm = 4 * rows * h * BF16_BYTES / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
-        fwd += perm
-        bwd += perm
-    return fwd + bwd, fwd
+
+def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts_s: float,
+                         stolen: float, eff: float) -> float:
+    """Exposed seconds of one MoE layer's dispatch / combine (fwd + bwd) under EP A2A overlap.
+
+    Megatron-Core's merged 1F1B runs the forward of one micro-batch and the backward of another layer by
+    layer in three windows (TransformerLayerSchedulePlan.run, model_chunk_schedule_plan.py):
+        comm: combine_bwd      | dispatch_fwd -> dispatch_bwd    | combine_fwd
+        comp: pre_dispatch_fwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd | pre_dispatch_bwd
+    The pre-dispatch compute (attention block, ``attn_s`` fwd + bwd) is 1/3 forward, 2/3 backward; the
+    expert MLP (``experts_s``) fills the middle window. A window hides at most ``eff`` of its compute;
+    while a kernel runs behind compute it holds ``stolen`` of the GPU's SMs, which that compute loses.
+    Permutes run on the compute stream and stay exposed."""
+    windows = ((d, eff * attn_s / TRAIN), (d + c, eff * experts_s), (c, eff * attn_s * (TRAIN - 1) / TRAIN))
+    exposed = hidden = 0.0
+    for comm, comp in windows:
+        h = min(comm, comp)
+        hidden += h
+        exposed += comm - h
+    return exposed + hidden * stolen + 2 * perm
 
 
 def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
@@ -624,15 +707,19 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     # --- EP dispatch / combine
     ep_fwd = 0.0
     if isinstance(mlp, MoE):
-        ep_raw, ep_fwd = _ep_comm(ctx, mlp)
+        d, c, perm = _ep_kernels(ctx, mlp)
+        ep_raw, ep_fwd = 2 * (d + c + perm), d + c + perm
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
-            compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention"))
             # the merged forward/backward schedule splits each layer into sub-modules on two streams,
             # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
             # A2A overlap): a fixed host cost per layer and micro-batch, which small layers cannot
             # amortise and which a CUDA graph of the captured scopes removes
             share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
-            out["ep_comm"] = max(0.0, ep_raw - cal.ep_overlap_eff * compute) + cal.ep_overlap_layer_s * (1 - share)
+            stolen = ep_comm_sms(cfg, gpu, cal) / gpu.sm_count if gpu.sm_count else 0.0
+            attn_block = sum(out.get(k, 0.0) for k in ("gemm", "attention", "linear_attention"))
+            out["ep_comm"] = (ep_overlap_exposed_s(d, c, perm, attn_block, out.get("grouped_gemm", 0.0), stolen,
+                                                   cal.ep_overlap_eff)
+                              + cal.ep_overlap_layer_s * (1 - share))
         else:
             out["ep_comm"] = ep_raw
     # --- recompute: forward cost of what is rebuilt

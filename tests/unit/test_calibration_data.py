@@ -27,7 +27,7 @@ def test_overrides_change_the_estimate_and_are_validated():
     kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16, dispatcher="alltoall")
     base = api.estimate("qwen3-30b-a3b", **kw)["step_time_s"]
     slow = DEFAULT_CALIBRATION.with_overrides({"a2a_eff": {"alltoall": DEFAULT_CALIBRATION.a2a_eff["alltoall"] / 2}})
-    assert slow.a2a_eff["deepep"] == DEFAULT_CALIBRATION.a2a_eff["deepep"]  # dicts merge key by key
+    assert slow.a2a_eff["allgather"] == DEFAULT_CALIBRATION.a2a_eff["allgather"]  # dicts merge key by key
     assert api.estimate("qwen3-30b-a3b", cal=slow, **kw)["step_time_s"] > base
     assert api.estimate("qwen3-30b-a3b", **kw)["step_time_s"] == base  # the default is untouched
     with pytest.raises(MoeplanError, match="unknown calibration constant"):

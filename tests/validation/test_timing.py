@@ -21,11 +21,13 @@ def _estimate(run: dict[str, str]) -> dict:
 ROWS = published_runs(REFERENCE_DIR)
 
 
-# Named gap: Qwen3-30B-A3B on 16 H100 with HybridEP and EP A2A overlap. The fit (benchmarks/calibrate.py)
-# sets one EP-overlap efficiency for all models; the DeepSeek-V3 rows want more hiding than this small
-# model's measured overlap gain (+17.5%, measured_variants.csv G11; moeplan about +30%), so this row is
-# held to 25% (docs/calibration.md, residuals).
-GAP_ROWS = {"qwen3-30b-a3b-H100-16-4096": 0.25}
+# Named gap: Qwen3-30B-A3B on 8 GB200 (EP8 HybridEP, MBS4, full-iteration graphs). With the flex
+# dispatchers costed from their kernels' benchmarks (one copy per rank, BF16) its EP traffic is small and
+# hidden, and moeplan estimates it ~25% fast, as it does the GB300 / B300 runs of the same recipe (~15%,
+# tests/data/bridge_perf_runs.csv): the small experts' (ffn 768) GEMMs and host work are the suspects
+# (docs/calibration.md, known gaps). Held to 30%. (The H100 EP-overlap row is inside 20% since the overlap
+# windows follow Megatron-Core's merged 1F1B schedule.)
+GAP_ROWS = {"qwen3-30b-a3b-GB200-8-4096": 0.30}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=label)

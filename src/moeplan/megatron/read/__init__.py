@@ -9,6 +9,7 @@ v0.5 (Megatron-Core <= 0.18) and ``dataset.seq_length`` from Bridge v0.6 (Megatr
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from moeplan.megatron.read.bridge import known_bridge_paths
@@ -68,7 +69,14 @@ def known_keys(kind: RunKind) -> tuple[str, ...]:
 
 
 def read_run_file(path: str | Path) -> ParsedRun:
-    """:func:`parse_run_text` on a file; unreadable files raise MoeplanError naming the file."""
+    """:func:`parse_run_text` on a file (``-``: standard input, e.g. `moeplan plan ... --format yaml |
+    moeplan check -`); unreadable files raise MoeplanError naming the file."""
+    if str(path) == "-":
+        try:
+            text = sys.stdin.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise fail("<stdin>", None, f"cannot read the run file from standard input: {exc}") from None
+        return parse_run_text(text, "<stdin>")
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")

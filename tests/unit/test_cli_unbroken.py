@@ -1,0 +1,59 @@
+"""Tables never break a word or a number at any terminal width from 80 columns up (issue 11): between
+the narrow layout (under 120 columns) and the widest terminals the wide table used to squeeze its
+headers to `dispatche r`, `reco mput e`; now it is used only where it fits whole, else the narrow one."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from moeplan import api
+from moeplan.cli import print_plans, print_sweep
+
+SPLIT = re.compile(r"[\s│┃┏┓┗┛━─┡┩┳╇┻┴┬┼└┘┌┐]+")
+
+
+def _render(show, data, width: int) -> str:
+    buf = io.StringIO()
+    show(data, Console(width=width, file=buf, force_terminal=False, color_system=None))
+    return buf.getvalue()
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in SPLIT.split(text) if w}
+
+
+def _table_part(text: str) -> str:
+    return text[:text.index("Why plan")] if "Why plan" in text else text
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return [api.search_plans("deepseek-v3", gpu="h100", gpus=1024, seq_len=131072, gbs=1024, top=3).as_dict(),
+            api.search_plans("qwen3-next-80b-a3b", gpu="h100", gpus=128, seq_len=65536, gbs=256, top=3).as_dict()]
+
+
+def test_plan_tables_break_no_word_at_any_width(plans):
+    for result in plans:
+        whole = _words(_table_part(_render(print_plans, result, 1000))) | _words(_table_part(_render(print_plans, result, 119)))
+        for width in range(80, 261, 5):
+            out = _render(print_plans, result, width)
+            table = _table_part(out)
+            broken = sorted(_words(table) - whole)
+            assert not broken and "…" not in table, (result["model"], width, broken[:6])
+            assert all(len(line) <= width for line in table.splitlines()), (result["model"], width)
+        # the wide table (every column) wherever it fits whole, the narrow one below
+        assert "TFLOP/s range" in _render(print_plans, result, 260)
+        assert "knobs" in _render(print_plans, result, 100)
+
+
+def test_sweep_table_breaks_no_word():
+    rows = api.sweep("qwen3-30b-a3b", seq_lens=[16384, 32768, 65536], gbs_tokens=2**21, gpus=64)
+    whole = _words(_render(print_sweep, rows, 1000)) | _words(_render(print_sweep, rows, 119))
+    for width in range(80, 201, 5):
+        out = _render(print_sweep, rows, width)
+        assert not _words(out) - whole and "…" not in out, width
+        assert all(len(line) <= width for line in out.splitlines()), width

@@ -1,0 +1,120 @@
+"""EP dispatch / combine physics (timing._ep_kernels and friends): what each dispatcher backend moves and
+at what rate, how EP A2A overlap hides it, and what the hiding costs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from moeplan import api
+from moeplan.hardware import load_gpu
+from moeplan.models.catalog import load_model
+from moeplan.models.spec import MoE
+from moeplan.timing import (
+    DEFAULT_CALIBRATION,
+    _ep_kernels,
+    _make_ctx,
+    ep_comm_sms,
+    ep_kernel_bw,
+    ep_overlap_exposed_s,
+    expected_ranks_hit,
+)
+
+
+def _moe(model: str) -> MoE:
+    spec = load_model(model)
+    return next(layer.mlp for layer in spec.layers if isinstance(layer.mlp, MoE))
+
+
+def test_flex_dispatchers_send_a_token_once_per_rank():
+    """DeepSeek-V3 (256 experts, 8 groups, top-4 groups, top-8): a token's 8 experts lie among the 128 of
+    its 4 chosen groups; at EP8 each rank holds one group (32 experts), so it reaches at most 4 ranks, fewer
+    when a chosen group gets none of the 8; at EP32 the ranks of its 4 groups (16) that hold one of them.
+    Without groups (Qwen3-30B-A3B, 128 experts) the same hypergeometric count over all ranks."""
+    dsv3 = _moe("deepseek-v3")
+    assert (dsv3.n_group, dsv3.topk_group, dsv3.top_k) == (8, 4, 8)
+    assert expected_ranks_hit(dsv3, 8) == pytest.approx(4 * (1 - math.comb(96, 8) / math.comb(128, 8)))
+    assert expected_ranks_hit(dsv3, 32) == pytest.approx(16 * (1 - math.comb(120, 8) / math.comb(128, 8)))
+    qwen = _moe("qwen3-30b-a3b")
+    assert expected_ranks_hit(qwen, 8) == pytest.approx(8 * (1 - math.comb(112, 8) / math.comb(128, 8)))
+    for ep in (2, 4, 8, 16, 32, 64, 128):
+        assert 1.0 <= expected_ranks_hit(qwen, ep) <= min(ep, qwen.top_k)
+
+
+def _kernels(model: str, **kw) -> tuple[float, float, float]:
+    cfg, gpu = api.build_config(model, **kw)
+    ctx = _make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
+    return _ep_kernels(ctx, _moe(model))
+
+
+def test_megatron_dispatches_bf16_with_every_backend():
+    """Megatron-Core hands the bf16 hidden states to DeepEP and HybridEP (fused_a2a.py asserts no FP8
+    dispatch for HybridEP): FP8 GEMMs do not shrink the dispatch."""
+    kw = dict(gpu="gb200", gpus=256, seq_len=4096, gbs=2048, tp=1, pp=8, vpp=4, ep=32)
+    for d in ("deepep", "hybridep"):
+        a = _kernels("deepseek-v3", precision="mxfp8", dispatcher=d, **kw)
+        b = _kernels("deepseek-v3", precision="bf16", dispatcher=d, **kw)
+        assert a[:2] == pytest.approx(b[:2])
+
+
+def test_deepep_beyond_eight_nvlink_peers_is_the_slow_mnnvl_path():
+    """DeepEP's normal kernels are built for <= 8 NVLink peers; EP32 on NVL72 ran at ~400 / ~190 GB/s
+    (dispatch / combine, 24 SMs) where HybridEP reaches ~484 / ~465 GB/s (its GB200 benchmark)."""
+    gb200 = load_gpu("gb200")
+    cal = DEFAULT_CALIBRATION
+    deep = {k: ep_kernel_bw(gb200, cal, "deepep", k, 32) for k in ("dispatch", "combine")}
+    hyb = {k: ep_kernel_bw(gb200, cal, "hybridep", k, 32) for k in ("dispatch", "combine")}
+    assert deep["combine"] < 0.5 * hyb["combine"] and deep["dispatch"] < hyb["dispatch"]
+    assert deep["combine"] == pytest.approx(cal.ep_sms["deepep"] * 190e9 / 24, rel=0.01)
+    # inside 8 peers DeepEP is the faster-per-link intranode kernel; on NVLink4 (H100) it is link-bound
+    h100 = load_gpu("h100")
+    assert ep_kernel_bw(h100, cal, "deepep", "dispatch", 8) == pytest.approx(0.765 * h100.nvlink_bw_bytes_per_s)
+    assert ep_kernel_bw(gb200, cal, "deepep", "combine", 8) > 2 * deep["combine"]
+
+
+def test_g05_dispatcher_order_on_nvl72():
+    """G05 (DeepSeek-V3, 256 GB200, EP32): HybridEP measured +14% over DeepEP; moeplan orders them so."""
+    kw = dict(gpu="gb200", gpus=256, seq_len=4096, gbs=2048, mbs=1, tp=1, pp=8, vpp=4, ep=32, precision="mxfp8",
+              recompute="selective:mlp,moe_act", cuda_graphs="attn,moe_router,moe_preprocess", grad_fp32=False,
+              bf16_moments=True)
+    deep = api.estimate("deepseek-v3", dispatcher="deepep", **kw)["tokens_per_s_per_gpu"]
+    hyb = api.estimate("deepseek-v3", dispatcher="hybridep", **kw)["tokens_per_s_per_gpu"]
+    assert hyb > 1.05 * deep
+
+
+@pytest.mark.parametrize("gpus,ep", [(64, 8), (256, 32)])
+def test_flex_dispatchers_beat_nccl_alltoall_on_nvl8(gpus, ep):
+    """On H100 nodes the flex dispatchers send a token once per rank (and once per remote node over
+    RDMA) where NCCL all-to-all sends one row per (token, expert) and permutes twice: in node (EP8) and
+    across nodes (EP32), DeepEP and HybridEP estimate faster than alltoall (G11 measured HybridEP 244 vs
+    alltoall 133 TFLOP/s at EP16)."""
+    kw = dict(gpu="h100", gpus=gpus, seq_len=4096, gbs=gpus * 4, tp=1, pp=4, ep=ep, precision="fp8")
+    a2a = api.estimate("qwen3-235b-a22b", dispatcher="alltoall", **kw)["tokens_per_s_per_gpu"]
+    for d in ("deepep", "hybridep"):
+        assert api.estimate("qwen3-235b-a22b", dispatcher=d, **kw)["tokens_per_s_per_gpu"] > a2a
+
+
+def test_overlap_windows_follow_the_merged_1f1b_schedule():
+    """Three windows (model_chunk_schedule_plan.py): the backward combine behind the forward attention
+    block (1/3 of it), dispatch fwd + bwd behind the expert MLP, the forward combine behind the backward
+    attention block (2/3); permutes stay exposed."""
+    # everything hidden, nothing stolen
+    assert ep_overlap_exposed_s(1.0, 1.0, 0.0, attn_s=6.0, experts_s=2.0, stolen=0.0, eff=1.0) == pytest.approx(0.0)
+    # the forward attention window (6 / 3 = 2 s) is the short one for a 3 s dispatch: 1 s exposed
+    assert ep_overlap_exposed_s(3.0, 1.0, 0.0, attn_s=6.0, experts_s=4.0, stolen=0.0, eff=1.0) == pytest.approx(1.0)
+    # hidden time costs the stolen share of the SMs; permutes fwd + bwd always count
+    assert ep_overlap_exposed_s(1.0, 1.0, 0.5, attn_s=6.0, experts_s=2.0, stolen=0.25, eff=1.0) == pytest.approx(
+        0.25 * 4.0 + 1.0)
+
+
+def test_hidden_dispatch_costs_the_sms_it_holds():
+    """EP overlap: the compute that runs beside the dispatch / combine kernels loses their SMs, so giving
+    the flex backend more SMs makes an overlapped layer slower when the link is not the limit."""
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16, dispatcher="hybridep", ep_overlap=True)
+    cfg, gpu = api.build_config("qwen3-30b-a3b", **kw)
+    base = api.estimate("qwen3-30b-a3b", **kw)["time_breakdown_s"]["ep_comm"]
+    more = DEFAULT_CALIBRATION.with_overrides({"ep_sms": {"hybridep": 2 * DEFAULT_CALIBRATION.ep_sms["hybridep"]}})
+    assert ep_comm_sms(cfg, gpu, more) == 2 * ep_comm_sms(cfg, gpu, DEFAULT_CALIBRATION)
+    # EP16 on H100 crosses nodes: the RDMA leg is the limit, so the extra SMs only cost compute
+    assert api.estimate("qwen3-30b-a3b", cal=more, **kw)["time_breakdown_s"]["ep_comm"] > base
