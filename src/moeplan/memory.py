@@ -346,6 +346,14 @@ def _peak_ranks(spec: ModelSpec, pipeline: Pipeline, inflight: tuple[tuple[int, 
     return tuple(out)
 
 
+@lru_cache(maxsize=16384)
+def _parameter_profile(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep: int, etp: int, rank: int) -> RankProfile:
+    """What a rank's parameter state reads of its profile (parameters per GPU and its stages), nothing in
+    flight: the activation fields are empty."""
+    dense, expert, gemm = rank_params(spec, stages, tp, ep * etp)
+    return RankProfile(rank, dense, expert, gemm, (), 0.0, 0.0, tuple((0, st) for st in stages), (), False, 0.0)
+
+
 def _profile(spec: ModelSpec, par: Parallel, r: int, stages: tuple[Stage, ...], counts: list[int]) -> RankProfile:
     """Rank ``r``'s profile with ``counts[c]`` micro-batches of chunk ``c`` in flight."""
     dense, expert, gemm = rank_params(spec, stages, par.tp, par.ep * par.etp)
@@ -595,8 +603,7 @@ class LayoutMemory:
     def _rank_state(self, rank: int, optimizer_offload: float) -> float:
         """Weights + FP8 copies + gradients + optimizer + FSDP buffers of a rank, added in that order."""
         base, par = self.base, self.base.parallel
-        # what the rank's parameters are: its profile with nothing in flight (activations are not read)
-        prof = _rank_profile(base.model, par.tp, par.vpp, par.ep, par.etp, self.pipe, rank, (0,) * par.vpp)
+        prof = _parameter_profile(base.model, self.pipe.rank_stages[rank], par.tp, par.ep, par.etp, rank)
         weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(
             base.evolve(optimizer_offload=optimizer_offload), prof)
         return weights + fp8_copies + grads + opt_gpu + fsdp_buffers

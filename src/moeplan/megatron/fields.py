@@ -274,8 +274,9 @@ DTYPE_TO_MLM = {v: k for k, v in DTYPE_FROM_MLM.items()}
 # ------------------------------------------------------------------------------------------ versions
 
 
+@lru_cache(maxsize=256)
 def version_tuple(version: str) -> tuple[int, int]:
-    """(major, minor) of a normalized version string ('0.16')."""
+    """(major, minor) of a normalized version string ('0.16'); cached: every run's knob checks ask."""
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
 
