@@ -795,7 +795,12 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
 
     first = args.inputs[0]
     is_model = first.lower() in catalog_names() or _looks_like_hf_config(first)
+    if len(args.inputs) > 2:
+        raise MoeplanError(f"explain compares two runs; got {len(args.inputs)} inputs ({', '.join(args.inputs)})")
     if is_model:
+        if len(args.inputs) == 2:
+            raise MoeplanError(f"explain MODEL compares the model at two lengths (--seq-len A,B); the second input "
+                               f"'{args.inputs[1]}' would be ignored: give one model, or two run files")
         if len(args.seq_len or []) != 2:
             raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
         if not args.gpus or not args.gbs_tokens:
