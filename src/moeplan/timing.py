@@ -947,6 +947,15 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
         p2p = ctx.tokens * spec.hidden * BF16_BYTES
         bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
         pp_comm = 2 * par.vpp * p2p / bw
+    # With VPP > 1 Megatron Bridge turns on overlap_p2p_comm (training/comm_overlap.py: the interleaved
+    # schedule posts each chunk's send / receive asynchronously and waits only before that chunk's
+    # compute), so a transfer shows only where it outlasts one chunk's compute; with VPP = 1 it batches
+    # them (batch_p2p_comm) in the critical path.
+    def pp_exposed(total: float) -> float:
+        if pp_comm is None or par.vpp <= 1:
+            return pp_comm or 0.0
+        one, chunk = pp_comm / (2 * par.vpp), total / (2 * par.vpp)
+        return 2 * par.vpp * max(0.0, one - chunk)
     done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
     for r, work in enumerate(_rank_work(spec, pipe)):
         hit = done.get(id(work))
@@ -958,7 +967,7 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
             continue
         acc = dict(_work_time(ctx, work))
         if pp_comm is not None:
-            acc["pp_comm"] = pp_comm
+            acc["pp_comm"] = pp_exposed(sum(acc.values()))
         per_rank.append(acc)
         total = sum(acc.values())
         done[id(work)] = (acc, total)

@@ -118,3 +118,13 @@ def test_hidden_dispatch_costs_the_sms_it_holds():
     assert ep_comm_sms(cfg, gpu, more) == 2 * ep_comm_sms(cfg, gpu, DEFAULT_CALIBRATION)
     # EP16 on H100 crosses nodes: the RDMA leg is the limit, so the extra SMs only cost compute
     assert api.estimate("qwen3-30b-a3b", cal=more, **kw)["time_breakdown_s"]["ep_comm"] > base
+
+
+def test_pp_send_recv_hides_behind_a_chunk_with_interleaving():
+    """Megatron Bridge sets overlap_p2p_comm when VPP > 1 (training/comm_overlap.py): the chunk-boundary
+    send / receive runs behind the next chunk's compute; with VPP = 1 it is batched in the critical path."""
+    kw = dict(gpu="gb200", gpus=256, seq_len=4096, gbs=2048, mbs=1, tp=1, ep=32, precision="mxfp8",
+              dispatcher="hybridep")
+    flat = api.estimate("qwen3-235b-a22b", pp=8, vpp=1, **kw)["time_breakdown_s"]["pp_comm"]
+    inter = api.estimate("qwen3-235b-a22b", pp=8, vpp=3, **kw)["time_breakdown_s"]["pp_comm"]
+    assert flat > 0 and inter < 0.1 * flat
