@@ -112,7 +112,10 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
                 "vpp-microbatches": "global_batch_size",
                 "heads-tp": "tensor_model_parallel_size", "query-groups-tp": "tensor_model_parallel_size",
                 "attention-folding": "tensor_model_parallel_size", "expert-folding": "expert_model_parallel_size",
-                "pipeline-layout": "pipeline_model_parallel_layout", "seq-tp": "tensor_model_parallel_size"}
+                "pipeline-layout": "pipeline_model_parallel_layout", "seq-tp": "tensor_model_parallel_size",
+                "gdn-cp-version": "context_parallel_size", "gdn-heads-cp": "context_parallel_size",
+                "gdn-heads-tp": "tensor_model_parallel_size", "experts-etp": "expert_tensor_parallel_size",
+                "vpp-needs-pp": "virtual_pipeline_model_parallel_size"}
     for bad in layout_errors:
         findings.append(Finding("error", bad.rule, bad.reason, _layout_fix(cfg, bad.rule),
                                 line=lines.get(field_of.get(bad.rule, ""))))

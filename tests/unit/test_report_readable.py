@@ -53,9 +53,15 @@ def test_report_plans_table_has_no_empty_column(tmp_path: Path, capsys):
     assert len(rows) == 4 and "plan" not in t.head and "knobs" in t.head
     for col, name in enumerate(t.head):
         assert all(r[col] for r in rows), f"column {name!r} has an empty cell"
-    knobs = [r[t.head.index("knobs")] for r in rows]
-    assert any("CP " in k or "graphs" in k or "EP overlap" in k for k in knobs), knobs
-    assert rows[0][0].startswith("1")
+    from moeplan import api
+    from moeplan.report import plan_knobs
+
+    plans = api.search_plans("qwen3-30b-a3b", gpu="h100", gpus=64, seq_len=32768, gbs=64, top=4).as_dict()["plans"]
+    assert [r[t.head.index("knobs")] for r in rows] == [plan_knobs(p) for p in plans]
+    assert [r[0] for r in rows] == [f"{p['rank']}{'=' if p['tie'] else ''}" for p in plans]
+    assert plan_knobs({"parallel": {"cp": 8}, "cp_comm_type": "a2a", "ep_overlap": True, "mbs": 2,
+                       "cuda_graphs": ["attn"], "optimizer_offload": 0.5}) == \
+        "EP overlap · CP a2a · graphs attn · offload 50% · MBS 2"
 
 
 def _outside(fig) -> list[str]:
