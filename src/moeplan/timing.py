@@ -929,6 +929,30 @@ class StepParts:
     breakdown_s: dict[str, float]
 
 
+def _pp_comm_s(ctx: _Ctx) -> float | None:
+    """Seconds of one micro-batch's PP send / recv on a rank: activations forward and gradients backward
+    at each of its VPP chunk boundaries (None without PP)."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    par = cfg.parallel
+    if par.pp <= 1:
+        return None
+    p2p = ctx.tokens * cfg.model.hidden * BF16_BYTES
+    bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
+    return 2 * par.vpp * p2p / bw
+
+
+def _pp_exposed_s(pp_comm: float, vpp: int, rank_s: float) -> float:
+    """The exposed part of :func:`_pp_comm_s` on a rank whose micro-batch takes ``rank_s``. With VPP > 1
+    Megatron Bridge turns on overlap_p2p_comm (training/comm_overlap.py): the interleaved schedule posts
+    each chunk's send / receive asynchronously and waits only before that chunk's compute, so a transfer
+    shows only where it outlasts one chunk's compute; with VPP = 1 they are batched (batch_p2p_comm) in
+    the critical path."""
+    if vpp <= 1:
+        return pp_comm
+    one, chunk = pp_comm / (2 * vpp), rank_s / (2 * vpp)
+    return 2 * vpp * max(0.0, one - chunk)
+
+
 def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                pipeline: Pipeline | None = None, validated: bool = False,
                layer_cache: dict[Any, dict[Any, Any]] | None = None) -> StepParts:
@@ -942,20 +966,7 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     per_rank: list[dict[str, float]] = []
     worst: dict[str, float] = {}
     worst_total, worst_rank = -1.0, 0
-    pp_comm = None
-    if par.pp > 1:  # send activations forward and gradients backward at each chunk boundary
-        p2p = ctx.tokens * spec.hidden * BF16_BYTES
-        bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
-        pp_comm = 2 * par.vpp * p2p / bw
-    # With VPP > 1 Megatron Bridge turns on overlap_p2p_comm (training/comm_overlap.py: the interleaved
-    # schedule posts each chunk's send / receive asynchronously and waits only before that chunk's
-    # compute), so a transfer shows only where it outlasts one chunk's compute; with VPP = 1 it batches
-    # them (batch_p2p_comm) in the critical path.
-    def pp_exposed(total: float) -> float:
-        if pp_comm is None or par.vpp <= 1:
-            return pp_comm or 0.0
-        one, chunk = pp_comm / (2 * par.vpp), total / (2 * par.vpp)
-        return 2 * par.vpp * max(0.0, one - chunk)
+    pp_comm = _pp_comm_s(ctx)
     done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
     for r, work in enumerate(_rank_work(spec, pipe)):
         hit = done.get(id(work))
@@ -967,7 +978,7 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
             continue
         acc = dict(_work_time(ctx, work))
         if pp_comm is not None:
-            acc["pp_comm"] = pp_exposed(sum(acc.values()))
+            acc["pp_comm"] = _pp_exposed_s(pp_comm, par.vpp, sum(acc.values()))
         per_rank.append(acc)
         total = sum(acc.values())
         done[id(work)] = (acc, total)
@@ -1093,18 +1104,24 @@ def _layer_hidden_comm(ctx: _Ctx, layer: Layer) -> dict[str, float]:
 
 def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                   pipeline: Pipeline | None = None) -> tuple[dict[str, float], ...]:
-    """Per pipeline rank, seconds of TP / CP / EP communication per micro-batch that overlap compute
+    """Per pipeline rank, seconds of TP / CP / EP / PP communication per micro-batch that overlap compute
     (not in the step time, whose ``*_comm`` items are the exposed parts); the timeline draws them."""
     spec = cfg.model
     pipe = pipeline or build_pipeline(spec, cfg.parallel)
     ctx = _make_ctx(cfg, gpu, cal)
     out = []
-    for groups, heads in _rank_work(spec, pipe):
+    pp_comm = _pp_comm_s(ctx)
+    for rank_work in _rank_work(spec, pipe):
+        groups, heads = rank_work
         acc: dict[str, float] = {}
         work = list(groups) + [(spec.mtp_layer, mtp) for _, mtp in heads if mtp and spec.mtp_layer is not None]
         for layer, n in work:
             for k, v in _layer_hidden_comm(ctx, layer).items():
                 acc[k] = acc.get(k, 0.0) + n * v
+        if pp_comm is not None:  # the PP send / recv behind the next chunk (overlap_p2p_comm)
+            hidden_pp = pp_comm - _pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work).values()))
+            if hidden_pp > 0:
+                acc["pp_comm"] = hidden_pp
         out.append(acc)
     return tuple(out)
 
