@@ -63,7 +63,7 @@ class ThroughputBound:
         and that choice reads attention and CP communication only, which no memory option changes),
         and EP overlap off and, where allowed, on."""
         base = cfg.evolve(recompute=Recompute(), optimizer_offload=0.0)
-        base = base.evolve(cp_comm_type=best_cp_comm_type(base, self.gpu, self.cal))
+        base = base.evolve(cp_comm_type=best_cp_comm_type(base, self.gpu, self.cal, self.layer_cache))
         overlaps = (False, True) if base.ep_overlap_allowed else (False,)
         return [base.evolve(ep_overlap=o) for o in overlaps]
 

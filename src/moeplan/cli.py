@@ -151,15 +151,20 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(_named(rows, args))
         return 0
-    table = Table(title="Built-in models (MODEL may also be a path to a config.json)")
-    for col in ("name", "type", "arch", "layers", "experts", "top-k", "total", "active"):
-        table.add_column(col, justify="right" if col in ("layers", "experts", "top-k", "total", "active") else "left")
-    for r in rows:
-        table.add_row(
-            r["name"], r["model_type"], r["architecture"], str(r["layers"]), str(r["experts"]),
-            str(r["top_k"]), _fmt_count(r["total_params"]), _fmt_count(r["active_params"]),
-        )
-    console.print(table)
+    def build(narrow: bool) -> Table:  # narrow: compact, without the HF model_type (`--json` has it)
+        table = _compact_table(title) if narrow else Table(title=title)
+        for col in ("name", *(() if narrow else ("type",)), "arch", "layers", "experts", "top-k", "total", "active"):
+            table.add_column(col, justify="right" if col in ("layers", "experts", "top-k", "total", "active") else "left",
+                             no_wrap=col == "name")
+        for r in rows:
+            table.add_row(
+                r["name"], *(() if narrow else (r["model_type"],)), r["architecture"], str(r["layers"]), str(r["experts"]),
+                str(r["top_k"]), _fmt_count(r["total_params"]), _fmt_count(r["active_params"]),
+            )
+        return table
+
+    title = "Built-in models (MODEL may also be a path to a config.json)"
+    console.print(_unbroken(console, build))
     return 0
 
 
@@ -201,16 +206,21 @@ def cmd_hardware(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(_named(rows, args))
         return 0
-    table = Table(title="GPUs (dense peak FLOP/s; bandwidth per GPU per direction)")
-    cols = [("name", "name"), ("HBM GiB", "hbm_gib"), ("HBM TB/s", "hbm_tb_s"), ("BF16 TF", "bf16_tflops"),
-            ("FP8 TF", "fp8_tflops"), ("MXFP8 TF", "mxfp8_tflops"), ("NVLink GB/s", "nvlink_gb_s"),
-            ("domain", "nvlink_domain"), ("scale-out GB/s", "scaleout_gb_s"), ("host link", "host_link"),
-            ("host GB/s", "host_link_gb_s")]
-    for title, _ in cols:
-        table.add_column(title, justify="left" if title in ("name", "host link") else "right")
-    for r in rows:
-        table.add_row(*[_cell(r.get(key)) for _, key in cols])
-    console.print(table)
+    def build(narrow: bool) -> Table:  # narrow: compact, the scale-out column named by its NIC
+        table = (_compact_table("GPUs (dense peak FLOP/s; GB/s per GPU per direction; NIC = scale-out)") if narrow
+                 else Table(title="GPUs (dense peak FLOP/s; bandwidth per GPU per direction)"))
+        cols = [("name", "name"), ("HBM GiB", "hbm_gib"), ("HBM TB/s", "hbm_tb_s"), ("BF16 TF", "bf16_tflops"),
+                ("FP8 TF", "fp8_tflops"), ("MXFP8 TF", "mxfp8_tflops"), ("NVLink GB/s", "nvlink_gb_s"),
+                ("domain", "nvlink_domain"), ("NIC GB/s" if narrow else "scale-out GB/s", "scaleout_gb_s"),
+                ("host link", "host_link"), ("host GB/s", "host_link_gb_s")]
+        for title, _ in cols:
+            table.add_column(title, justify="left" if title in ("name", "host link") else "right",
+                             no_wrap=title == "name")
+        for r in rows:
+            table.add_row(*[_cell(r.get(key)) for _, key in cols])
+        return table
+
+    console.print(_unbroken(console, build))
     return 0
 
 
@@ -516,6 +526,11 @@ def _unbroken(console: Console, build: Callable[[bool], Table]) -> Table:
     narrow = build(True)
     _fit_unbroken(console, narrow)
     return narrow
+
+
+def _compact_table(title: str) -> Table:
+    """A table for a narrow terminal: no rules between columns, one space of padding between them."""
+    return Table(title=title, box=None, padding=(0, 1), pad_edge=False, header_style="bold")
 
 
 def _table(title: str, narrow: bool) -> Table:

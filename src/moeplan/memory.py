@@ -533,19 +533,73 @@ class LayoutMemory:
     added in the order :func:`peak_memory_bytes` adds them, so the totals are the same floats
     (tests/unit/test_memory_ladder_cache.py)."""
 
-    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_fixed", "_state", "_acts", "_peaks")
+    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_m", "_fixed", "_state", "_acts", "_peaks")
 
-    def __init__(self, base: RunConfig, nvlink_domain: int, pipe: Pipeline) -> None:
+    def __init__(self, base: RunConfig, nvlink_domain: int, pipe: Pipeline,
+                 shared: dict[Any, Any] | None = None) -> None:
+        """``shared``: a dict the caller keeps across the layouts of one search (see :meth:`shared_keys`)."""
         self.base, self.nvlink_domain, self.pipe = base, nvlink_domain, pipe
         par, batch = base.parallel, base.batch
         self._tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)
+        self._m = batch.microbatches(par.dp)
         self._fixed = (_dispatcher_bytes(base, nvlink_domain, self._tokens), base.reserve_gib * GIB)
-        self._state: dict[float, dict[int, float]] = {}  # offload -> rank -> parameter state bytes
-        self._acts: dict[Recompute, list[tuple[RankProfile, float, float, float]]] = {}
+        # offload -> rank -> parameter state bytes; recompute -> (extra warm-up, per rank activations)
+        self._state: dict[float, dict[int, float]]
+        self._acts: dict[Recompute, tuple[bool, list[tuple[int, float, float, float]]]]
+        if shared is None:
+            self._state, self._acts = {}, {}
+        else:
+            act_key, state_key = self.shared_keys()
+            self._acts = shared.setdefault(act_key, {})
+            self._state = shared.setdefault(state_key, {})
         self._peaks: dict[tuple[Recompute, float], float] = {}
+
+    def shared_keys(self) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        """What a rank's activations and its parameter state depend on, to share them across the layouts
+        of a search: every field of the run (present or added later) but the layout, the batch, the
+        recompute and the offload, plus the parts of these they read. Activations: TP, PP, VPP, CP, ETP,
+        the pipeline, sequence, MBS and the micro-batch count, not EP (only parameters are split over
+        experts) nor the GPU count. Parameter state: TP, PP, VPP, EP, ETP, the pipeline, the GPU count and
+        with it the dense data-parallel group DP x CP (Megatron's distributed optimizer and FSDP shard
+        dense state over it; expert state over EDP, which these fix), not the batch nor CP and DP apart.
+        tests/unit/test_memory_ladder_cache.py shares one dict over families of layouts and compares every
+        answer with a fresh item-by-item estimate."""
+        base, par, batch = self.base, self.base.parallel, self.base.batch
+        rest = tuple(v for k, v in base.__dict__.items() if k not in ("parallel", "batch", "recompute", "optimizer_offload"))
+        return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
+                 batch.seq_len, batch.mbs, self._m),
+                ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
+                 par.dp * par.cp, par.gpus))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
         return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)
+
+    def _activations(self, recompute: Recompute) -> tuple[bool, list[tuple[int, float, float, float]]]:
+        """(extra EP-overlap warm-up, per rank that can hold the peak: (rank, activations, transient, CUDA
+        graph buffers)) with this recompute."""
+        hit = self._acts.get(recompute)
+        if hit is None:
+            base = self.base
+            cfg = base.evolve(recompute=recompute)
+            extra = _extra_warmup(cfg)
+            tokens = self._tokens
+            per_layer = _per_layer_bytes(cfg, tokens)
+            transient = _moe_dispatch_transient(cfg, tokens)
+            acts = []
+            for prof in peak_rank_profiles(base.model, base.parallel, self._m, self.pipe, extra):
+                act, _, trans, graphs = _rank_activations(cfg, prof, tokens, per_layer, transient)
+                acts.append((prof.rank, act, trans, graphs))
+            hit = self._acts[recompute] = (extra, acts)
+        return hit
+
+    def _rank_state(self, rank: int, optimizer_offload: float) -> float:
+        """Weights + FP8 copies + gradients + optimizer + FSDP buffers of a rank, added in that order."""
+        base, par = self.base, self.base.parallel
+        # what the rank's parameters are: its profile with nothing in flight (activations are not read)
+        prof = _rank_profile(base.model, par.tp, par.vpp, par.ep, par.etp, self.pipe, rank, (0,) * par.vpp)
+        weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(
+            base.evolve(optimizer_offload=optimizer_offload), prof)
+        return weights + fp8_copies + grads + opt_gpu + fsdp_buffers
 
     def peak_bytes(self, recompute: Recompute, optimizer_offload: float) -> float:
         """Total bytes on the most loaded rank of the run with this recompute and offload fraction."""
@@ -553,30 +607,16 @@ class LayoutMemory:
         hit = self._peaks.get(key)
         if hit is not None:
             return hit
-        base, par = self.base, self.base.parallel
-        acts = self._acts.get(recompute)
-        if acts is None:
-            cfg = base.evolve(recompute=recompute)
-            tokens = self._tokens
-            per_layer = _per_layer_bytes(cfg, tokens)
-            transient = _moe_dispatch_transient(cfg, tokens)
-            acts = []
-            for prof in peak_rank_profiles(base.model, par, base.batch.microbatches(par.dp), self.pipe,
-                                           _extra_warmup(cfg)):
-                act, _, trans, graphs = _rank_activations(cfg, prof, tokens, per_layer, transient)
-                acts.append((prof, act, trans, graphs))
-            self._acts[recompute] = acts
+        _, acts = self._activations(recompute)
         state = self._state.get(optimizer_offload)
         if state is None:
             state = self._state[optimizer_offload] = {}
         dispatcher, reserve = self._fixed
         peak = -math.inf
-        for prof, act, trans, graphs in acts:
-            s = state.get(prof.rank)
-            if s is None:  # a rank's parameters, whatever is in flight
-                weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(
-                    base.evolve(optimizer_offload=optimizer_offload), prof)
-                s = state[prof.rank] = weights + fp8_copies + grads + opt_gpu + fsdp_buffers
+        for rank, act, trans, graphs in acts:
+            s = state.get(rank)
+            if s is None:
+                s = state[rank] = self._rank_state(rank, optimizer_offload)
             peak = max(peak, _rank_total(s, act, trans, dispatcher, graphs, reserve))
         self._peaks[key] = peak
         return peak

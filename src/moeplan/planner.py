@@ -249,7 +249,7 @@ def _tps(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration,
 def _best_cp_comm(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, cal: Calibration,
                   layer_cache: dict[Any, Any] | None = None) -> tuple[RunConfig, float]:
     """The configuration with its best CP communication type, and its tokens/s per GPU."""
-    c = cfg.evolve(cp_comm_type=best_cp_comm_type(cfg, gpu, cal))
+    c = cfg.evolve(cp_comm_type=best_cp_comm_type(cfg, gpu, cal, layer_cache))
     return c, _tps(c, gpu, pipe, cal, layer_cache)
 
 
@@ -331,9 +331,11 @@ def _partial_graphs_supported(version: str) -> bool:
 
 
 def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float,
-            cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None) -> Candidate:
+            cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None,
+            mem_cache: dict[Any, Any] | None = None) -> Candidate:
     """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
-    option when it still fits (else the next ladder step), and the next recompute step too."""
+    option when it still fits (else the next ladder step), and the next recompute step too.
+    ``mem_cache``: the search's shared memory parts (moeplan.memory.LayoutMemory)."""
     best = c
     base = c.cfg
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
@@ -352,8 +354,9 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                                   rank_capacity_factor=RANK_CAPACITY_FACTOR if graphs == FULL_ITERATION else None)
                 for rc in rcs[start: start + 2]:
                     opt = _consistent(cfg.evolve(recompute=rc))
-                    ok, total = _fits(opt, gpu, c.pipeline, budget)
-                    if not ok:
+                    total = LayoutMemory(opt, gpu.nvlink_domain, c.pipeline, mem_cache).peak_bytes(
+                        opt.recompute, opt.optimizer_offload)
+                    if total > budget:
                         continue
                     tps = _tps(opt, gpu, c.pipeline, cal, layer_cache)
                     if tps > best.tokens_per_s_per_gpu * (1 + 1e-9):
@@ -453,9 +456,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     # pass 1, every layout: the static memory floor, then the exact memory of the strongest option
     # (whether the layout fits at all, and by how much it misses), then an upper bound on throughput
     layer_cache: dict[Any, Any] = {}  # layer times once per shape (moeplan.timing.layer_shape)
+    mem_cache: dict[Any, Any] = {}  # activations and parameter state shared by layouts (moeplan.memory.LayoutMemory)
     bound = ThroughputBound(gpu, cal, layer_cache)
     fitting: list[tuple[float, int, RunConfig, Pipeline, float, LayoutMemory]] = []
     strongest = _strongest_option(space, ladder)
+    template: RunConfig | None = None
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
@@ -469,9 +474,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                                      **numerics), static - budget)  # type: ignore[arg-type]
             continue
         pipe = build_pipeline(spec, par)
-        cfg = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
-                        dispatcher="alltoall", moe_imbalance=moe_imbalance,
-                        reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
+        if template is None:  # every layout's run: the same knobs (checked once), its layout and MBS
+            template = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
+                                 dispatcher="alltoall", moe_imbalance=moe_imbalance,
+                                 reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
+        cfg = template.evolve(parallel=par, batch=Batch(batch.seq_len, batch.gbs, mbs))
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
         # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
@@ -479,7 +486,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         ok, smallest = False, math.inf
         for sh in usable:
             trial = _base_cfg(cfg, sh, space)
-            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe)  # the layout's memory ladder, costed part by part
+            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache)  # the layout's memory ladder, costed part by part
             total = mem.peak_bytes(*strongest)
             ok = total <= budget
             smallest = min(smallest, total)
@@ -524,12 +531,12 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             if sh == c.cfg.fsdp:
                 continue
             alt = _base_cfg(c.cfg, sh, space)
-            mem = LayoutMemory(alt, gpu.nvlink_domain, c.pipeline)
+            mem = LayoutMemory(alt, gpu.nvlink_domain, c.pipeline, mem_cache)
             smallest = mem.peak_bytes(*strongest)
             if smallest <= budget:
                 pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal,
                                               layer_cache, mem))
-    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache) for c in pool]
+    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache, mem_cache) for c in pool]
     ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
     return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
                       layouts_evaluated=evaluated, ties=ties)

@@ -486,14 +486,19 @@ def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
     return 3 * gathered / link, gathered / link
 
 
-def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> str:
+def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
+                      layer_cache: dict[Any, dict[Any, Any]] | None = None) -> str:
     """The cp_comm_type with the least attention kernel time plus exposed CP communication over the
-    model's attention layers (it changes nothing else), among those the heads allow."""
+    model's attention layers (it changes nothing else), among those the heads allow. ``layer_cache``:
+    the search's (:func:`estimate_time`); the choice reads layer costs only, so it is kept per shape."""
     par = cfg.parallel
     mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
     if par.cp <= 1 or not mixers:
         return cfg.cp_comm_type
-    ctx = _make_ctx(cfg, gpu, cal)
+    ctx = _make_ctx(cfg, gpu, cal, layer_cache)
+    hit = ctx.cache.get("best_cp_comm_type")
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
     best, best_s = cfg.cp_comm_type, math.inf
     for kind in ("p2p", "a2a", "a2a+p2p"):
         if not all(cp_comm_allowed(m, par.tp, par.cp, kind, gpu.nvlink_domain) for m in mixers):
@@ -505,6 +510,7 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
             total += attn_s + _cp_comm(c, m, attn_s)[0]
         if total < best_s:
             best, best_s = kind, total
+    ctx.cache["best_cp_comm_type"] = best
     return best
 
 

@@ -1,6 +1,6 @@
 """Layer times shared across estimates (moeplan.timing.layer_shape) change no estimate: every run of a
 spread of layouts and knobs, estimated with one shared cache in a shuffled order, equals its fresh
-estimate exactly."""
+estimate exactly, and so does the CP communication type chosen with the shared cache."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from moeplan.models import load_model
 from moeplan.parallel import Batch, build_pipeline
 from moeplan.planner import SearchSpace, _layouts
 from moeplan.run import RunConfig
-from moeplan.timing import estimate_time
+from moeplan.timing import best_cp_comm_type, estimate_time
 
 
 def _runs(model: str, gpu_name: str, gpus: int, seq: int, gbs: int):
@@ -41,4 +41,5 @@ def test_shared_layer_times_equal_fresh_estimates():
             shared = estimate_time(cfg, gpu, pipeline=pipe, validated=True, layer_cache=cache)
             fresh = estimate_time(cfg, gpu, pipeline=pipe, validated=True)
             assert shared == fresh, cfg.parallel.short()
+            assert best_cp_comm_type(cfg, gpu, layer_cache=cache) == best_cp_comm_type(cfg, gpu), cfg.parallel.short()
         assert len(cache) < 2 * len(runs)  # layouts did share layer times

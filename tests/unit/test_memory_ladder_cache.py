@@ -1,7 +1,10 @@
-"""The planner's memory ladder cache (moeplan.memory.LayoutMemory) changes no number: for a spread of
-layouts, every recompute x offload option asked in a shuffled order of one shared LayoutMemory equals
-the most loaded rank of the full item-by-item estimate (estimate_memory, every pipeline rank, items
-added in their order), exactly. This also covers the ranks it leaves out (peak_rank_profiles)."""
+"""The planner's memory ladder cache (moeplan.memory.LayoutMemory) changes no number: for whole
+families of layouts (every CP, DP and EP of some TP x PP x VPP x MBS; FSDP, Muon, FP8, CUDA graphs,
+dispatchers), every recompute x offload option asked in a shuffled order of the layout's LayoutMemory,
+with one dict shared by all layouts as the search shares it, equals the most loaded rank of the full
+item-by-item estimate (estimate_memory, every pipeline rank, items added in their order), exactly. This
+also covers the ranks it leaves out (peak_rank_profiles) and what layouts reuse through the shared dict
+(activations across EP, parameter state across CP x DP splits)."""
 
 from __future__ import annotations
 
@@ -31,8 +34,10 @@ def _reference(cfg: RunConfig, gpu, pipe) -> float:
 def _bases(model: str, gpu_name: str, gpus: int, seq: int, gbs: int, version: str = "0.16"):
     spec, gpu = load_model(model), load_gpu(gpu_name)
     out = []
-    for i, (par, mbs) in enumerate(_layouts(spec, gpu, gpus, Batch(seq, gbs, 1), SearchSpace(), version)):
-        if i % 11:
+    layouts = _layouts(spec, gpu, gpus, Batch(seq, gbs, 1), SearchSpace(), version)
+    families = sorted({(par.tp, par.pp, par.vpp, mbs) for par, mbs in layouts})[::7]
+    for i, (par, mbs) in enumerate(layouts):
+        if (par.tp, par.pp, par.vpp, mbs) not in families or i % 3:
             continue
         cfg = RunConfig(spec, par, Batch(seq, gbs, mbs), gpu=gpu, mcore_version=version)
         variants = [
@@ -50,12 +55,14 @@ def test_layout_memory_equals_the_item_by_item_estimate():
     cases = (("deepseek-v3", "h100", 256, 32768, 256), ("qwen3-30b-a3b", "h100", 64, 16384, 128),
              ("qwen3-next-80b-a3b", "gb200", 64, 65536, 64, "0.18"))
     rng = random.Random(0)
-    checked = skipped_ranks = 0
+    checked = skipped_ranks = reused = states = 0
     for case in cases:
         spec, gpu, bases = _bases(*case)
         ladder = recompute_ladder(spec, case[3], case[5] if len(case) > 5 else "0.16")
+        shared: dict = {}
+        rng.shuffle(bases)
         for base, pipe in bases:
-            mem = LayoutMemory(base, gpu.nvlink_domain, pipe)
+            mem = LayoutMemory(base, gpu.nvlink_domain, pipe, shared)
             options = [(rc, f) for rc in ladder for f in (0.0, *OFFLOAD_FRACTIONS)
                        if base.optimizer != "muon" or f == 0.0]
             rng.shuffle(options)
@@ -67,5 +74,9 @@ def test_layout_memory_equals_the_item_by_item_estimate():
             m = base.batch.microbatches(base.parallel.dp)
             skipped_ranks += (len(rank_profiles(spec, base.parallel, m, pipe))
                               - len(peak_rank_profiles(spec, base.parallel, m, pipe)))
+        asked = len(bases) * len(ladder)  # (layout, recompute) pairs whose activations were asked for
+        reused += asked - sum(len(v) for k, v in shared.items() if k[0] == "activations")
+        states += sum(1 for k in shared if k[0] == "state")
     assert checked > 500
     assert skipped_ranks > 0  # ranks were left out, and the answers still agree
+    assert reused > 0 and states > 0  # layouts shared activations and parameter state, and the answers agree

@@ -87,7 +87,11 @@ class GPUSpec:
     sm_count: int | None = None
 
     def __hash__(self) -> int:  # peak_flops is a dict; hash on the identity fields only
-        return hash((self.name, self.description, self.hbm_bytes, tuple(sorted(self.peak_flops.items()))))
+        cached = self.__dict__.get("_hash_value")  # once per object: the planner's caches are keyed by runs
+        if cached is None:
+            cached = hash((self.name, self.description, self.hbm_bytes, tuple(sorted(self.peak_flops.items()))))
+            object.__setattr__(self, "_hash_value", cached)
+        return cached  # type: ignore[no-any-return]
 
     def supports(self, precision: str) -> bool:
         """True if the GPU has tensor cores for ``precision`` (unknown names raise MoeplanError)."""
