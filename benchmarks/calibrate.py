@@ -353,11 +353,13 @@ def _ranking(cal: Calibration) -> list[str]:
 KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 
 - **DeepEP vs NCCL all-to-all on NVL72** (G05 step 4, +5% measured): the source attributes DeepEP's gain
-  to fewer host-side kernels (router + preprocess 31 -> 17) and memory, and says its EP32 kernels
-  (~400 / ~190 GB/s on MNNVL) brought no communication gain; moeplan costs NCCL all-to-all at the
-  NVLink share fitted mostly on H100 rows and the host overhead of the early ladder not at all, so it
-  estimates DeepEP ~20% below alltoall there (HybridEP above DeepEP, as measured). A measured NCCL
-  all-to-all rate on MNNVL would settle it.
+  to fewer host-side kernels (router + preprocess 31 -> 17, modelled: `timing.FLEX_PREPROCESS_FUSED`) and
+  memory, and says its EP32 kernels (~400 / ~190 GB/s on MNNVL) brought no communication gain. moeplan
+  costs those kernels as benchmarked and NCCL all-to-all at the NVLink share fitted mostly on H100 rows,
+  and adds host and GPU time where the early ladder (494-540 TFLOP/s, half of moeplan's ~1,000) was
+  host-bound, so GPU-side time hid behind launch gaps: it estimates DeepEP ~20% below alltoall there
+  (HybridEP above DeepEP, +11% vs +14% measured). A measured NCCL all-to-all rate on MNNVL and a
+  host/GPU max() per layer would settle it.
 - **Narrow in-node EP vs EP across NVL8 nodes** (MB01, B200): the flex dispatchers send BF16 (Megatron-Core
   dispatches bf16 with every backend) once per rank and once per remote node; with 50 GB/s NICs the
   EP32 RDMA leg (~2.4 remote nodes per DeepSeek-V3 token) fills the overlap windows. moeplan orders MB01

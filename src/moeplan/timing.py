@@ -160,6 +160,9 @@ DEFAULT_CALIBRATION = Calibration()
 # ~15% each; full_iteration captures everything). An estimate, not a measurement.
 GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "moe_preprocess": 0.15,
                       "mamba": 0.4, "full_iteration": 1.0}
+# Share of the router + EP preprocess launches the flex dispatchers' fused layout kernel removes
+# (31 -> 17 kernels, Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.2.1).
+FLEX_PREPROCESS_FUSED = 14 / 31
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
@@ -759,6 +762,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     # rather than hiding behind GPU work; graph-captured scopes launch as one graph (Megatron-Core
     # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
     share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
+    if isinstance(mlp, MoE) and cfg.dispatcher in ("deepep", "hybridep") and par.ep > 1:
+        # the flex dispatchers compute the dispatch layout in one fused kernel: router + EP preprocess
+        # launch 17 kernels instead of 31 (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization,
+        # 2.2.1), i.e. 14/31 of those scopes' share, where they are not graph-captured
+        uncaptured = sum(GRAPH_LAUNCH_SHARE[s] for s in ("moe_router", "moe_preprocess") if s not in cfg.cuda_graph_scopes)
+        share = min(1.0, share + FLEX_PREPROCESS_FUSED * uncaptured)
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     if isinstance(mixer, GatedDeltaNet) and not gdn_graph_captured(cfg.cuda_graph_scopes):
         # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the

@@ -128,3 +128,19 @@ def test_pp_send_recv_hides_behind_a_chunk_with_interleaving():
     flat = api.estimate("qwen3-235b-a22b", pp=8, vpp=1, **kw)["time_breakdown_s"]["pp_comm"]
     inter = api.estimate("qwen3-235b-a22b", pp=8, vpp=3, **kw)["time_breakdown_s"]["pp_comm"]
     assert flat > 0 and inter < 0.1 * flat
+
+
+def test_flex_dispatchers_fuse_the_preprocess_launches():
+    """Router + EP preprocess launch 17 kernels with DeepEP's fused layout kernel instead of 31 (Megatron-LM
+    deepseek-v3-gb200-optimization, 2.2.1): less host launch time per layer, none left once those scopes
+    are graph-captured."""
+    from moeplan.timing import FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_SHARE
+
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=64, tp=2, pp=2, ep=4)
+    lo = {d: api.estimate("qwen3-30b-a3b", dispatcher=d, **kw)["time_breakdown_s"]["launch_overhead"]
+          for d in ("alltoall", "deepep")}
+    share = FLEX_PREPROCESS_FUSED * (GRAPH_LAUNCH_SHARE["moe_router"] + GRAPH_LAUNCH_SHARE["moe_preprocess"])
+    assert lo["deepep"] == pytest.approx(lo["alltoall"] * (1 - share), rel=1e-6)
+    graphs = dict(kw, cuda_graphs="moe_router,moe_preprocess")
+    assert (api.estimate("qwen3-30b-a3b", dispatcher="deepep", **graphs)["time_breakdown_s"]["launch_overhead"]
+            == pytest.approx(api.estimate("qwen3-30b-a3b", dispatcher="alltoall", **graphs)["time_breakdown_s"]["launch_overhead"]))
