@@ -14,7 +14,7 @@ from moeplan.models.spec import MoE
 from moeplan.timing import (
     DEFAULT_CALIBRATION,
     _ep_kernels,
-    _make_ctx,
+    make_ctx,
     ep_comm_sms,
     ep_kernel_bw,
     ep_overlap_exposed_s,
@@ -44,7 +44,7 @@ def test_flex_dispatchers_send_a_token_once_per_rank():
 
 def _kernels(model: str, **kw) -> tuple[float, float, float]:
     cfg, gpu = api.build_config(model, **kw)
-    ctx = _make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
+    ctx = make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
     return _ep_kernels(ctx, _moe(model))
 
 
@@ -159,7 +159,7 @@ def test_deepep_internode_benchmark_is_reproduced(ep, measured, rel):
     h800 = dataclasses.replace(load_gpu("h100"), nvlink_bw_bytes_per_s=200e9, scaleout_bw_bytes_per_s=50e9)
     cfg, _ = api.build_config("deepseek-v3", gpu="h100", gpus=ep * 8, seq_len=4096, gbs=ep * 8, tp=1, pp=8,
                               ep=ep, dispatcher="deepep")
-    ctx = _make_ctx(cfg, h800, DEFAULT_CALIBRATION)
+    ctx = make_ctx(cfg, h800, DEFAULT_CALIBRATION)
     moe = _moe("deepseek-v3")
     _, combine_s, _ = _ep_kernels(ctx, moe)
     nodes = ep // 8
