@@ -353,16 +353,18 @@ def _ranking(cal: Calibration) -> list[str]:
 KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 
 - **DeepEP vs NCCL all-to-all on NVL72** (G05 step 4, +5% measured): the source attributes DeepEP's gain
-  to fewer host-side kernels (router + preprocess 31 -> 17) and memory, and says its EP32 kernels
-  (~400 / ~190 GB/s on MNNVL) brought no communication gain; moeplan costs NCCL all-to-all at the
-  NVLink share fitted mostly on H100 rows and the host overhead of the early ladder not at all, so it
-  estimates DeepEP ~20% below alltoall there (HybridEP above DeepEP, as measured). A measured NCCL
-  all-to-all rate on MNNVL would settle it.
+  to fewer host-side kernels (router + preprocess 31 -> 17, modelled: `timing.FLEX_PREPROCESS_FUSED`) and
+  memory, and says its EP32 kernels (~400 / ~190 GB/s on MNNVL) brought no communication gain. moeplan
+  costs those kernels as benchmarked and NCCL all-to-all at the NVLink share fitted mostly on H100 rows,
+  and adds host and GPU time where the early ladder (494-540 TFLOP/s, half of moeplan's ~1,000) was
+  host-bound, so GPU-side time hid behind launch gaps: it estimates DeepEP ~20% below alltoall there
+  (HybridEP above DeepEP, +11% vs +14% measured). A measured NCCL all-to-all rate on MNNVL and a
+  host/GPU max() per layer would settle it.
 - **Narrow in-node EP vs EP across NVL8 nodes** (MB01, B200): the flex dispatchers send BF16 (Megatron-Core
   dispatches bf16 with every backend) once per rank and once per remote node; with 50 GB/s NICs the
-  EP32 RDMA leg (~2.4 remote nodes per DeepSeek-V3 token) outruns the overlap windows, so moeplan estimates
-  the 26.04.01 layout (PP8 VPP2 EP32) slightly below 26.04's PP16 EP8, where +18% was measured with other
-  recipe changes between the releases. moeplan also estimates the EP8 layout ~35% above its measurement.
+  EP32 RDMA leg (~2.4 remote nodes per DeepSeek-V3 token) fills the overlap windows. moeplan orders MB01
+  right only since PP send/recv overlaps compute with VPP > 1 (Bridge's overlap_p2p_comm), and still
+  estimates the EP8 layout ~35% above its measurement.
 - **Qwen3-30B-A3B on Blackwell** (published GB200 row +25%, Bridge GB300 / B300 rows ~+15%): with its EP
   traffic costed from the kernels' benchmarks it is small and hidden; the rest (small ffn-768 expert GEMMs,
   host work per micro-batch) is not found. Held to 30% in `tests/validation/test_timing.py`.
@@ -390,10 +392,13 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
-  layout with the planner's best knobs over the fastest plan; 14 of 19 rows >= 0.9 at this fit). Below:
-  Qwen3-235B-A22B 16K on 256 H100 (0.83), DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 (0.83, 0.79: PP8
-  EP8 without EP overlap against EP16-EP32 layouts with it), DeepSeek-V3 on B200 (0.84: EP32 across
-  nodes against EP16) and Qwen3-235B-A22B on GB200 (0.89).
+  layout with the planner's best knobs over the fastest plan; 15 of 19 rows >= 0.9 at this fit). Below:
+  Qwen3-235B-A22B 16K on 256 H100 (0.83: its TP4 EP8 layout needs `moe` recompute for memory, the
+  TP2 CP4 EP32 winner only `moe_act`), DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 (0.82, 0.77: PP8 VPP1
+  EP8 cannot overlap its dispatch or its pipeline sends and carries 32 / 16 local experts' weight and
+  main-grad traffic per micro-batch, against PP4 VPP4 EP16-EP32 across 800G nodes with EP overlap;
+  Bridge's newer B300 recipes keep EP8, so cross-node EP on B300 may cost more than moeplan says) and
+  DeepSeek-V3 on B200 (0.84: EP32 over 4 nodes against EP16 over 2, whose RDMA leg is 2.4x smaller).
 - **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer
   host cost would make the no-graph Qwen3-235B H100 rows slower than measured.
 """

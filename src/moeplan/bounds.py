@@ -6,8 +6,8 @@ fits; only its best layouts are refined. A layout whose *upper bound* on tokens/
 the slowest of the layouts already kept for refinement cannot enter that set, so its full
 estimate is skipped (moeplan.planner; ``exhaustive=True`` turns this off, and a test compares both).
 
-The bound uses the timing model's own functions (moeplan.timing ``_layer_time`` / ``_head_time`` /
-``_rank_work``), never a constant of its own, so it stays sound when the physics changes as long as
+The bound uses the timing model's own functions (moeplan.timing ``layer_time`` / ``head_time`` /
+``pipeline_rank_work``), never a constant of its own, so it stays sound when the physics changes as long as
 these structural facts of the model hold:
 
 - a step runs every micro-batch on the slowest pipeline rank and waits for the pipeline bubble:
@@ -39,10 +39,10 @@ from moeplan.timing import (
     DEFAULT_CALIBRATION,
     Calibration,
     LayerTime,
-    _head_time,
-    _layer_time,
-    _make_ctx,
-    _rank_work,
+    head_time,
+    layer_time,
+    make_ctx,
+    pipeline_rank_work,
     best_cp_comm_type,
     bubble_microbatches,
 )
@@ -81,16 +81,16 @@ class ThroughputBound:
             return hit
         spec = cfg.model
         layers = list(dict.fromkeys(spec.layers)) + ([spec.mtp_layer] if spec.mtp_layer is not None else [])
-        heads = {h for _, rank_heads in _rank_work(spec, pipe) for h in rank_heads}
+        heads = {h for _, rank_heads in pipeline_rank_work(spec, pipe) for h in rank_heads}
         heads.add((True, spec.mtp_layers))
         layer_s = {layer: math.inf for layer in layers}
         head_s = {h: math.inf for h in heads}
         for v in self._variants(cfg):
-            ctx = _make_ctx(v, self.gpu, self.cal, self.layer_cache)
+            ctx = make_ctx(v, self.gpu, self.cal, self.layer_cache)
             for layer in layers:
-                layer_s[layer] = min(layer_s[layer], _layer_time(ctx, layer).total())
+                layer_s[layer] = min(layer_s[layer], layer_time(ctx, layer).total())
             for loss, mtp in heads:
-                head_s[(loss, mtp)] = min(head_s[(loss, mtp)], sum(_head_time(ctx, loss, mtp).values()))
+                head_s[(loss, mtp)] = min(head_s[(loss, mtp)], sum(head_time(ctx, loss, mtp).values()))
         self._shapes[key] = (layer_s, head_s)
         return layer_s, head_s
 
@@ -99,8 +99,8 @@ class ThroughputBound:
         communication type and EP overlap setting."""
         layer_s, head_s = self._shape(cfg, pipe)
         slowest = 0.0  # one micro-batch on the slowest pipeline rank takes at least this
-        seen: set[int] = set()  # ranks with the same work share one tuple (moeplan.timing._rank_work)
-        for rank_work in _rank_work(cfg.model, pipe):
+        seen: set[int] = set()  # ranks with the same work share one tuple (moeplan.timing.pipeline_rank_work)
+        for rank_work in pipeline_rank_work(cfg.model, pipe):
             if id(rank_work) in seen:
                 continue
             seen.add(id(rank_work))
@@ -117,7 +117,7 @@ class ThroughputBound:
 
     def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:
         loss, mtp = head
-        return min(sum(_head_time(_make_ctx(v, self.gpu, self.cal, self.layer_cache), loss, mtp).values())
+        return min(sum(head_time(make_ctx(v, self.gpu, self.cal, self.layer_cache), loss, mtp).values())
                    for v in self._variants(cfg))
 
 

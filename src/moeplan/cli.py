@@ -151,15 +151,20 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(_named(rows, args))
         return 0
-    table = Table(title="Built-in models (MODEL may also be a path to a config.json)")
-    for col in ("name", "type", "arch", "layers", "experts", "top-k", "total", "active"):
-        table.add_column(col, justify="right" if col in ("layers", "experts", "top-k", "total", "active") else "left")
-    for r in rows:
-        table.add_row(
-            r["name"], r["model_type"], r["architecture"], str(r["layers"]), str(r["experts"]),
-            str(r["top_k"]), _fmt_count(r["total_params"]), _fmt_count(r["active_params"]),
-        )
-    console.print(table)
+    def build(narrow: bool) -> Table:  # narrow: compact, without the HF model_type (`--json` has it)
+        table = _compact_table(title) if narrow else Table(title=title)
+        for col in ("name", *(() if narrow else ("type",)), "arch", "layers", "experts", "top-k", "total", "active"):
+            table.add_column(col, justify="right" if col in ("layers", "experts", "top-k", "total", "active") else "left",
+                             no_wrap=col == "name")
+        for r in rows:
+            table.add_row(
+                r["name"], *(() if narrow else (r["model_type"],)), r["architecture"], str(r["layers"]), str(r["experts"]),
+                str(r["top_k"]), _fmt_count(r["total_params"]), _fmt_count(r["active_params"]),
+            )
+        return table
+
+    title = "Built-in models (MODEL may also be a path to a config.json)"
+    console.print(_unbroken(console, build))
     return 0
 
 
@@ -201,16 +206,21 @@ def cmd_hardware(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         _print_json(_named(rows, args))
         return 0
-    table = Table(title="GPUs (dense peak FLOP/s; bandwidth per GPU per direction)")
-    cols = [("name", "name"), ("HBM GiB", "hbm_gib"), ("HBM TB/s", "hbm_tb_s"), ("BF16 TF", "bf16_tflops"),
-            ("FP8 TF", "fp8_tflops"), ("MXFP8 TF", "mxfp8_tflops"), ("NVLink GB/s", "nvlink_gb_s"),
-            ("domain", "nvlink_domain"), ("scale-out GB/s", "scaleout_gb_s"), ("host link", "host_link"),
-            ("host GB/s", "host_link_gb_s")]
-    for title, _ in cols:
-        table.add_column(title, justify="left" if title in ("name", "host link") else "right")
-    for r in rows:
-        table.add_row(*[_cell(r.get(key)) for _, key in cols])
-    console.print(table)
+    def build(narrow: bool) -> Table:  # narrow: compact, the scale-out column named by its NIC
+        table = (_compact_table("GPUs (dense peak FLOP/s; GB/s per GPU per direction; NIC = scale-out)") if narrow
+                 else Table(title="GPUs (dense peak FLOP/s; bandwidth per GPU per direction)"))
+        cols = [("name", "name"), ("HBM GiB", "hbm_gib"), ("HBM TB/s", "hbm_tb_s"), ("BF16 TF", "bf16_tflops"),
+                ("FP8 TF", "fp8_tflops"), ("MXFP8 TF", "mxfp8_tflops"), ("NVLink GB/s", "nvlink_gb_s"),
+                ("domain", "nvlink_domain"), ("NIC GB/s" if narrow else "scale-out GB/s", "scaleout_gb_s"),
+                ("host link", "host_link"), ("host GB/s", "host_link_gb_s")]
+        for title, _ in cols:
+            table.add_column(title, justify="left" if title in ("name", "host link") else "right",
+                             no_wrap=title == "name")
+        for r in rows:
+            table.add_row(*[_cell(r.get(key)) for _, key in cols])
+        return table
+
+    console.print(_unbroken(console, build))
     return 0
 
 
@@ -518,6 +528,11 @@ def _unbroken(console: Console, build: Callable[[bool], Table]) -> Table:
     return narrow
 
 
+def _compact_table(title: str) -> Table:
+    """A table for a narrow terminal: no rules between columns, one space of padding between them."""
+    return Table(title=title, box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+
+
 def _table(title: str, narrow: bool) -> Table:
     """A table; on a narrow terminal without vertical rules (the columns keep the room)."""
     from rich import box
@@ -780,7 +795,12 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
 
     first = args.inputs[0]
     is_model = first.lower() in catalog_names() or _looks_like_hf_config(first)
+    if len(args.inputs) > 2:
+        raise MoeplanError(f"explain compares two runs; got {len(args.inputs)} inputs ({', '.join(args.inputs)})")
     if is_model:
+        if len(args.inputs) == 2:
+            raise MoeplanError(f"explain MODEL compares the model at two lengths (--seq-len A,B); the second input "
+                               f"'{args.inputs[1]}' would be ignored: give one model, or two run files")
         if len(args.seq_len or []) != 2:
             raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
         if not args.gpus or not args.gbs_tokens:

@@ -318,7 +318,7 @@ def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None, mcore_v
     """Raise :class:`MoeplanError` naming the first broken rule."""
     bad = check_layout(spec, par, batch, mcore_version)
     if bad:
-        raise MoeplanError(f"invalid layout {par.short() if par.dp else ''}: {bad[0].reason}".replace("  ", " "))
+        raise MoeplanError(f"invalid layout{' ' + par.short() if par.dp else ''}: {bad[0].reason}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -160,6 +160,9 @@ DEFAULT_CALIBRATION = Calibration()
 # ~15% each; full_iteration captures everything). An estimate, not a measurement.
 GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "moe_preprocess": 0.15,
                       "mamba": 0.4, "full_iteration": 1.0}
+# Share of the router + EP preprocess launches the flex dispatchers' fused layout kernel removes
+# (31 -> 17 kernels, Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.2.1).
+FLEX_PREPROCESS_FUSED = 14 / 31
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
@@ -249,7 +252,7 @@ def layer_shape(cfg: RunConfig) -> tuple[RunConfig, bool]:
     return blank, cfg.ep_overlap_allowed
 
 
-def _make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
+def make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
               shared: dict[Any, dict[Any, Any]] | None = None) -> _Ctx:
     """``shared``: the search's layer cache, one dict of layer (and head) times per :func:`layer_shape`;
     the run's own cache is its shape's dict."""
@@ -495,7 +498,7 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
     if par.cp <= 1 or not mixers:
         return cfg.cp_comm_type
-    ctx = _make_ctx(cfg, gpu, cal, layer_cache)
+    ctx = make_ctx(cfg, gpu, cal, layer_cache)
     hit = ctx.cache.get("best_cp_comm_type")
     if hit is not None:
         return hit  # type: ignore[no-any-return]
@@ -641,7 +644,7 @@ def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts
     return exposed + hidden * stolen + 2 * perm
 
 
-def _layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
+def layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
     """One layer, one micro-batch (memoised in ``ctx.cache``: per run, or per shape in a search)."""
     hit = ctx.cache.get(layer)
     if hit is None:
@@ -759,6 +762,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     # rather than hiding behind GPU work; graph-captured scopes launch as one graph (Megatron-Core
     # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
     share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
+    if isinstance(mlp, MoE) and cfg.dispatcher in ("deepep", "hybridep") and par.ep > 1:
+        # the flex dispatchers compute the dispatch layout in one fused kernel: router + EP preprocess
+        # launch 17 kernels instead of 31 (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization,
+        # 2.2.1), i.e. 14/31 of those scopes' share, where they are not graph-captured
+        uncaptured = sum(GRAPH_LAUNCH_SHARE[s] for s in ("moe_router", "moe_preprocess") if s not in cfg.cuda_graph_scopes)
+        share = min(1.0, share + FLEX_PREPROCESS_FUSED * uncaptured)
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     if isinstance(mixer, GatedDeltaNet) and not gdn_graph_captured(cfg.cuda_graph_scopes):
         # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the
@@ -843,7 +852,7 @@ class TimeEstimate:
         }
 
 
-def _head_time(ctx: _Ctx, loss: bool, mtp: int) -> dict[str, float]:
+def head_time(ctx: _Ctx, loss: bool, mtp: int) -> dict[str, float]:
     """:func:`_edge_time` of a stage's (loss, MTP) heads, memoised like layer times (read only)."""
     key = ("head", loss, mtp)
     hit = ctx.cache.get(key)
@@ -867,7 +876,7 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
         # cross-entropy: softmax over the vocabulary shard in fp32, forward and backward
         out["elementwise"] = heads * (3 * v_shard * ctx.seq_tokens * FP32_BYTES / hbm + g_cast)
     if stage.mtp and spec.mtp_layer is not None:
-        lt = _layer_time(ctx, spec.mtp_layer)
+        lt = layer_time(ctx, spec.mtp_layer)
         for k, v in lt.__dict__.items():
             out[k] = out.get(k, 0.0) + stage.mtp * v
         eh_proj = mtp_eh_proj_gemm(spec)
@@ -876,24 +885,24 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
 
 
 def _work_time(ctx: _Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]]) -> dict[str, float]:
-    """Seconds per time item of one micro-batch through a rank's layers and heads (:func:`_rank_work`),
+    """Seconds per time item of one micro-batch through a rank's layers and heads (:func:`pipeline_rank_work`),
     memoised like layer times (read only)."""
     hit = ctx.cache.get(work)
     if hit is None:
         groups, heads = work
         acc: dict[str, float] = {}
         for layer, n in groups:
-            for k, v in _layer_time(ctx, layer).__dict__.items():
+            for k, v in layer_time(ctx, layer).__dict__.items():
                 acc[k] = acc.get(k, 0.0) + n * v
         for loss, mtp in heads:
-            for k, v in _head_time(ctx, loss, mtp).items():
+            for k, v in head_time(ctx, loss, mtp).items():
                 acc[k] = acc.get(k, 0.0) + v
         hit = ctx.cache[work] = acc
     return hit
 
 
 @lru_cache(maxsize=4096)
-def _rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]], ...]:
+def pipeline_rank_work(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]], ...]:
     """Per pipeline rank: distinct layers with counts over its chunks, and its (loss, MTP) heads. Ranks
     with the same work share one tuple object (step_parts costs each distinct work once)."""
     out = []
@@ -935,6 +944,30 @@ class StepParts:
     breakdown_s: dict[str, float]
 
 
+def _pp_comm_s(ctx: _Ctx) -> float | None:
+    """Seconds of one micro-batch's PP send / recv on a rank: activations forward and gradients backward
+    at each of its VPP chunk boundaries (None without PP)."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    par = cfg.parallel
+    if par.pp <= 1:
+        return None
+    p2p = ctx.tokens * cfg.model.hidden * BF16_BYTES
+    bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
+    return 2 * par.vpp * p2p / bw
+
+
+def _pp_exposed_s(pp_comm: float, vpp: int, rank_s: float) -> float:
+    """The exposed part of :func:`_pp_comm_s` on a rank whose micro-batch takes ``rank_s``. With VPP > 1
+    Megatron Bridge turns on overlap_p2p_comm (training/comm_overlap.py): the interleaved schedule posts
+    each chunk's send / receive asynchronously and waits only before that chunk's compute, so a transfer
+    shows only where it outlasts one chunk's compute; with VPP = 1 they are batched (batch_p2p_comm) in
+    the critical path."""
+    if vpp <= 1:
+        return pp_comm
+    one, chunk = pp_comm / (2 * vpp), rank_s / (2 * vpp)
+    return 2 * vpp * max(0.0, one - chunk)
+
+
 def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                pipeline: Pipeline | None = None, validated: bool = False,
                layer_cache: dict[Any, dict[Any, Any]] | None = None) -> StepParts:
@@ -943,18 +976,14 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
         validate(spec, par, batch, cfg.mcore_version)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
-    ctx = _make_ctx(cfg, gpu, cal, layer_cache)
+    ctx = make_ctx(cfg, gpu, cal, layer_cache)
     # --- per pipeline rank, one micro-batch through all its chunks
     per_rank: list[dict[str, float]] = []
     worst: dict[str, float] = {}
     worst_total, worst_rank = -1.0, 0
-    pp_comm = None
-    if par.pp > 1:  # send activations forward and gradients backward at each chunk boundary
-        p2p = ctx.tokens * spec.hidden * BF16_BYTES
-        bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
-        pp_comm = 2 * par.vpp * p2p / bw
+    pp_comm = _pp_comm_s(ctx)
     done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
-    for r, work in enumerate(_rank_work(spec, pipe)):
+    for r, work in enumerate(pipeline_rank_work(spec, pipe)):
         hit = done.get(id(work))
         if hit is not None:
             acc, total = dict(hit[0]), hit[1]
@@ -964,7 +993,7 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
             continue
         acc = dict(_work_time(ctx, work))
         if pp_comm is not None:
-            acc["pp_comm"] = pp_comm
+            acc["pp_comm"] = _pp_exposed_s(pp_comm, par.vpp, sum(acc.values()))
         per_rank.append(acc)
         total = sum(acc.values())
         done[id(work)] = (acc, total)
@@ -1049,7 +1078,7 @@ def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: 
     d_div = dp_group if sh.optimizer else 1
     e_div = edp if sh.optimizer else 1
     worst_opt = worst_off = 0.0
-    for (groups, heads), stages in zip(_rank_work(spec, pipe), pipe.rank_stages):
+    for (groups, heads), stages in zip(pipeline_rank_work(spec, pipe), pipe.rank_stages):
         dense, expert, _ = rank_params(spec, stages, par.tp, par.ep * par.etp)
         ns_s = muon_shard = m_dense = m_expert = 0.0
         if cfg.optimizer == "muon":
@@ -1076,8 +1105,8 @@ def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: 
 
 def _layer_hidden_comm(ctx: _Ctx, layer: Layer) -> dict[str, float]:
     """Seconds of one layer's TP / CP / EP communication (one micro-batch, fwd + bwd) that run behind
-    compute: the whole collective less its exposed part in :func:`_layer_time`."""
-    cfg, par, lt = ctx.cfg, ctx.cfg.parallel, _layer_time(ctx, layer)
+    compute: the whole collective less its exposed part in :func:`layer_time`."""
+    cfg, par, lt = ctx.cfg, ctx.cfg.parallel, layer_time(ctx, layer)
     out: dict[str, float] = {}
     if par.tp > 1 and cfg.tp_comm_overlap and ctx.cal.tp_hidden < 1:
         out["tp_comm"] = lt.tp_comm * ctx.cal.tp_hidden / (1 - ctx.cal.tp_hidden)
@@ -1090,18 +1119,24 @@ def _layer_hidden_comm(ctx: _Ctx, layer: Layer) -> dict[str, float]:
 
 def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                   pipeline: Pipeline | None = None) -> tuple[dict[str, float], ...]:
-    """Per pipeline rank, seconds of TP / CP / EP communication per micro-batch that overlap compute
+    """Per pipeline rank, seconds of TP / CP / EP / PP communication per micro-batch that overlap compute
     (not in the step time, whose ``*_comm`` items are the exposed parts); the timeline draws them."""
     spec = cfg.model
     pipe = pipeline or build_pipeline(spec, cfg.parallel)
-    ctx = _make_ctx(cfg, gpu, cal)
+    ctx = make_ctx(cfg, gpu, cal)
     out = []
-    for groups, heads in _rank_work(spec, pipe):
+    pp_comm = _pp_comm_s(ctx)
+    for rank_work in pipeline_rank_work(spec, pipe):
+        groups, heads = rank_work
         acc: dict[str, float] = {}
         work = list(groups) + [(spec.mtp_layer, mtp) for _, mtp in heads if mtp and spec.mtp_layer is not None]
         for layer, n in work:
             for k, v in _layer_hidden_comm(ctx, layer).items():
                 acc[k] = acc.get(k, 0.0) + n * v
+        if pp_comm is not None:  # the PP send / recv behind the next chunk (overlap_p2p_comm)
+            hidden_pp = pp_comm - _pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work).values()))
+            if hidden_pp > 0:
+                acc["pp_comm"] = hidden_pp
         out.append(acc)
     return tuple(out)
 

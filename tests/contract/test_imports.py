@@ -190,3 +190,22 @@ def test_the_field_table_is_a_leaf() -> None:
     allowed = {"moeplan.errors", "moeplan.vocab"}
     assert {t for t, _, _ in GRAPH["moeplan.megatron.fields"]} <= allowed
     assert not GRAPH["moeplan.vocab"] and not GRAPH["moeplan.errors"] and not GRAPH["moeplan.megatron"]
+
+
+def _private_imports() -> list[str]:
+    """``from moeplan.x import _name`` from another module (a private name used outside its owner);
+    ``import a as _a`` aliases are fine: the imported name itself is public."""
+    bad = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("moeplan"):
+                bad += [f"{module}:{node.lineno} imports {node.module}.{a.name}"
+                        for a in node.names if a.name.startswith("_") and node.module != module]
+    return bad
+
+
+def test_no_private_names_across_modules() -> None:
+    """Each module owns its private helpers: one that another module needs is made public by its owner."""
+    assert GRAPH["moeplan.timing"], "the module reader sees imports"
+    bad = _private_imports()
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)

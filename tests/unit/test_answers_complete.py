@@ -144,3 +144,16 @@ def test_check_points_the_gated_deltanet_cp_error_at_its_line(tmp_path, capsys):
     hit = next(f for f in result.findings if f.rule == "gdn-cp-version")
     assert hit.severity == "error" and hit.line == line and "needs 0.18 or newer" in hit.message
     assert checker.check(str(path)).errors == 0  # at the release the file names, it is valid
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["explain", "qwen3-30b-a3b", "deepseek-v3", "--gpus", "16", "--seq-len", "4k,8k", "--gbs-tokens", "1m"],
+     "the second input 'deepseek-v3' would be ignored"),
+    (["explain", "a.yaml", "b.yaml", "c.yaml"], "explain compares two runs; got 3 inputs"),
+    (["explain", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k", "--gbs-tokens", "1m", "--hold", "--cp", "64"],
+     "invalid layout: TP x CP x PP = 1x64x1 = 64 does not divide 16 GPUs"),
+])
+def test_explain_refuses_inputs_it_would_ignore(capsys, argv, needle):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err

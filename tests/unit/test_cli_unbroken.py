@@ -57,3 +57,22 @@ def test_sweep_table_breaks_no_word():
         out = _render(print_sweep, rows, width)
         assert not _words(out) - whole and "…" not in out, width
         assert all(len(line) <= width for line in out.splitlines()), width
+
+
+def test_catalog_tables_at_80_columns_cut_no_name(monkeypatch, capsys):
+    """`moeplan models` and `moeplan hardware` are the first commands a user runs: at 80 columns every
+    model and GPU name is whole (it is what you type next) and no number is cut."""
+    from moeplan.cli import main
+    from moeplan.hardware import hardware_names
+    from moeplan.models.catalog import catalog_names
+
+    monkeypatch.setenv("COLUMNS", "80")
+    for command, names in (("models", catalog_names()), ("hardware", hardware_names())):
+        assert main([command]) == 0
+        out = capsys.readouterr().out
+        assert "…" not in out and all(len(line) <= 80 for line in out.splitlines()), out
+        first_words = {line.split()[0] for line in out.splitlines() if line.strip()}
+        assert set(names) <= first_words, set(names) - first_words
+    assert main(["hardware"]) == 0
+    table = capsys.readouterr().out
+    assert "1,979" in table and "5,000" in table  # FP8 TF of H100 and GB200, whole
