@@ -309,8 +309,12 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         verdict = "yes" if pinned < 0.5 else ("partly" if pinned < 0.85 else "no: stays near its source value")
         lines.append(f"| `{name}{'.' + key if key else ''}` | {_fmt(src)} | {_fmt(val)} | {verdict} "
                      f"(posterior/prior sd {pinned:.2f}) |")
-    lines += ["", "Not fitted (set from their source, see the data file): "
-              + ", ".join(f"`{f}`" for f in cal.as_dict() if f not in {n for n, _ in FITTED} | {"error_band_log"})
+    kernel_fit = ("gdn_eff", "gdn_chunk_step_s", "gdn_launch_s")  # benchmarks/fit_gdn.py, on fla's GB200 table
+    lines += ["", "Not fitted here (set from their source, see the data file): "
+              + ", ".join(f"`{f}`" for f in cal.as_dict()
+                          if f not in {n for n, _ in FITTED} | {"error_band_log"} | set(kernel_fit))
+              + ". Fitted by least squares to a kernel benchmark instead of the runs (`benchmarks/fit_gdn.py`, "
+              "fla's own GB200 table, tests/data/fla_gdn_gb200.csv): " + ", ".join(f"`{f}`" for f in kernel_fit)
               + ".", "",
               "## Residuals per group", "",
               "| group | observation | measured | before fit | fitted | held out (CV) |", "|---|---|---|---|---|---|"]

@@ -57,9 +57,10 @@ _SET_ALIASES = {"world_size": "gpus", "seq_len": "seq_length", "gbs": "global_ba
                 "tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
                 "vpp": "virtual_pipeline_model_parallel_size", "cp": "context_parallel_size",
                 "ep": "expert_model_parallel_size", "etp": "expert_tensor_parallel_size"}
-# Constants that are shares of a rate (<= 1): the fit keeps them there.
-_SHARES = ("attn_eff", "gdn_eff", "grouped_gemm_eff", "hbm_eff", "nvlink_eff", "scaleout_eff", "a2a_eff",
-           "ep_overlap_eff", "tp_hidden")
+# Constants that are shares of a rate (<= 1): the fit keeps them there. Named by the Calibration fields
+# themselves (every ``*_eff`` and ``*_share``, and the hidden share of TP communication), so a new
+# efficiency is capped without being listed here.
+_SHARES = tuple(f.name for f in fields(Calibration) if f.name.endswith(("_eff", "_share"))) + ("tp_hidden",)
 STEP = math.log(1.05)  # finite-difference step in log(constant)
 MIN_ELASTICITY = 0.01  # d log(step) / d log(constant) below this on every run: the logs cannot move it
 RCOND = 0.05  # singular values below this share of the largest carry no information (noise-level directions)

@@ -364,6 +364,25 @@ def _check_output(path: str | None, plot: bool = True) -> None:
         format_of(path)
 
 
+def _check_trace(path: str | None) -> None:
+    """A Chrome trace is JSON: its file says so (Perfetto and chrome://tracing open ``.json``)."""
+    _check_output(path, plot=False)
+    if path is not None and not str(path).lower().endswith(".json"):
+        raise MoeplanError(f"--trace {path}: a Chrome trace is JSON; name the file *.json")
+
+
+def _distinct_outputs(**paths: str | None) -> None:
+    """Two outputs of one command never share a path (the second would silently replace the first)."""
+    seen: dict[str, str] = {}
+    for flag, path in paths.items():
+        if path is None:
+            continue
+        name, key = "--" + flag.replace("_", "-"), os.path.realpath(path)
+        if key in seen:
+            raise MoeplanError(f"{seen[key]} and {name} name the same file {path}; give each output its own path")
+        seen[key] = name
+
+
 def _wrote(path: str, as_json: bool, what: str = "") -> None:
     """'wrote FILE' for every file written (on stderr under --json, so stdout stays JSON)."""
     line = f"wrote {path}" + (f" ({what})" if what else "")
@@ -395,8 +414,9 @@ def _trace_note(tl: Any) -> str:
 
 
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
+    _distinct_outputs(plot=args.plot, trace=args.trace)
     _check_output(args.plot)
-    _check_output(args.trace, plot=False)
+    _check_trace(args.trace)
     estimate = api.estimate_run(args.model, **strategy_kwargs(args))
     est = estimate.as_dict()
     tl = None
@@ -640,7 +660,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if args.json and args.format != "table":
         raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
                            "'overrides', 'yaml' and 'megatron_lm_args'")
-    _check_output(args.trace, plot=False)
+    _distinct_outputs(trace=args.trace, save_strategy=args.save_strategy)
+    _check_trace(args.trace)
     _check_output(args.save_strategy, plot=False)
     progress = _Progress(_LazyConsole(stderr=True), not args.json, "searching layouts")
     t0 = time.perf_counter()
@@ -919,7 +940,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     from moeplan import checker
 
-    _check_output(args.trace, plot=False)
+    _check_trace(args.trace)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
                            cal=args.cal)

@@ -335,3 +335,18 @@ profiling:
     assert run.measured_tflops_per_gpu == pytest.approx(132.9, rel=0.02)  # G11's alltoall point: 132.9
     with pytest.raises(MoeplanError, match="positive integer"):
         run_from_log(log, gpu="h100", sets={"gpus": "sixteen"})
+
+
+def test_every_efficiency_is_capped_at_one():
+    """Every Calibration share (``*_eff``, ``*_share``) stays <= 1 in a user fit, new ones included."""
+    from dataclasses import fields
+
+    from moeplan import calibrate
+    from moeplan.timing import Calibration
+
+    shares = [f.name for f in fields(Calibration) if f.name.endswith(("_eff", "_share"))]
+    assert {"attn_fwd_eff", "attn_bwd_eff", "a2a_scaleout_eff", "cpu_adam_mem_eff", "ep_link_share"} <= set(shares)
+    for name in shares:
+        assert calibrate._bounds(name, 0.5)[1] <= 0.0  # log(1.0): capped
+        assert calibrate._bounds(f"{name}.h100", 0.5)[1] <= 0.0
+    assert calibrate._bounds("launch_overhead_per_layer_s", 0.5)[1] > 0.0  # a time is not a share

@@ -152,3 +152,19 @@ def test_plan_json_with_format_refused(capsys):
 def test_help_crash_fixed_in_a_subprocess():
     r = subprocess.run([sys.executable, "-m", "moeplan", "check", "-h"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--ep", "16", "--seq-len", "4096", "--gbs", "64",
+      "--plot", "SAME.svg", "--trace", "SAME.svg"], "name the same file"),
+    (["plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4096", "--gbs", "64",
+      "--trace", "SAME.json", "--save-strategy", "SAME.json"], "--trace and --save-strategy name the same file"),
+    (["estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--ep", "16", "--seq-len", "4096", "--gbs", "64",
+      "--trace", "trace.png"], "name the file *.json"),
+])
+def test_outputs_that_would_overwrite_or_mislabel_are_refused(tmp_path, capsys, argv, needle):
+    argv = [str(tmp_path / a) if a.startswith(("SAME", "trace.")) else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+    assert not list(tmp_path.iterdir())  # nothing written

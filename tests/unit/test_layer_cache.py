@@ -42,4 +42,4 @@ def test_shared_layer_times_equal_fresh_estimates():
             fresh = estimate_time(cfg, gpu, pipeline=pipe, validated=True)
             assert shared == fresh, cfg.parallel.short()
             assert best_cp_comm_type(cfg, gpu, layer_cache=cache) == best_cp_comm_type(cfg, gpu), cfg.parallel.short()
-        assert len(cache) < 2 * len(runs)  # layouts did share layer times
+        assert len(cache) < len(runs)  # layouts did share layer times (at most one entry per run otherwise)

@@ -149,25 +149,36 @@ def test_plan_rationale_says_why_a_tie_is_first():
     assert all(p["tokens_per_s_range"][0] < p["tokens_per_s_per_gpu"] for p in r["plans"])
 
 
-QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated ~2.5x the measured throughput at every length, "
-                  "also at 4K without CP on Bridge's own recipe (test_qwen3_next_bridge_4k_recipe), so it is not "
-                  "the Gated DeltaNet chunk kernels (fla's GB200 benchmark pins them, tests/data/fla_gdn_gb200.csv) "
-                  "nor CP; GB200 MBS 2 vs GB300 MBS 4 split it into ~4 ms per layer and micro-batch of host time "
-                  "outside the graphs (eager HybridEP dispatch, grouped GEMMs, combine) and ~2x GPU work per token, "
-                  "which no shared row isolates further (docs/calibration.md, known gaps)")
+QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 2.4-2.8x the measured throughput at 4K-32K "
+                  "(and 6.4x at 64K, see the drop), also at 4K without CP on Bridge's own recipe "
+                  "(test_qwen3_next_bridge_4k_recipe, run with MTP 1 that moeplan's catalog entry lacks, ~10% of a "
+                  "step), so the level gap is not the Gated DeltaNet chunk kernels (fla's GB200 benchmark pins them, "
+                  "tests/data/fla_gdn_gb200.csv) nor CP; GB200 MBS 2 vs GB300 MBS 4 split it into ~4 ms per layer "
+                  "and micro-batch of host time outside the graphs (eager HybridEP dispatch, grouped GEMMs, combine) "
+                  "and ~2x GPU work per token, which no shared row isolates further (docs/calibration.md, known gaps)")
+QWEN3_NEXT_DROP = ("the measured 32K -> 64K drop (~230 -> ~100 TFLOP/s, -57%) is not reproduced: moeplan's best plans "
+                   "fall ~2% (the host-time part of the level gap does not depend on length, so it cannot explain the "
+                   "drop; the measured CP 16 layout's other sizes are not published)")
+
+
+def _qwen3_next_best(seq: int) -> float:
+    p = api.plan("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=seq, gbs=2 * 2**20 // seq, top=3,
+                 mcore_version="0.19")["plans"]
+    return max(q["tflops_per_gpu"] for q in p)
 
 
 @pytest.mark.xfail(strict=True, reason=QWEN3_NEXT_GAP)
-def test_qwen3_next_curve_on_32_gb200():
-    """G15 (layouts not published): the planner's best plan within 35% at 8K, 32K, 64K, and a drop of at
-    least 40% from 32K to 64K. GBS holds 2M tokens (not published)."""
-    got = {}
-    for seq, meas in ((8192, 270.0), (32768, 230.0), (65536, 100.0)):
-        p = api.plan("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=seq, gbs=2 * 2**20 // seq, top=3,
-                     mcore_version="0.19")["plans"]
-        got[seq] = max(q["tflops_per_gpu"] for q in p)
-        assert got[seq] == pytest.approx(meas, rel=0.35), seq
-    assert got[65536] <= 0.6 * got[32768]
+@pytest.mark.parametrize("seq,measured", [(8192, 270.0), (32768, 230.0), (65536, 100.0)])
+def test_qwen3_next_curve_on_32_gb200(seq, measured):
+    """G15 (layouts not published): the planner's best plan within 35% at 8K, 32K and 64K. GBS holds 2M
+    tokens (not published)."""
+    assert _qwen3_next_best(seq) == pytest.approx(measured, rel=0.35)
+
+
+@pytest.mark.xfail(strict=True, reason=QWEN3_NEXT_DROP)
+def test_qwen3_next_drops_from_32k_to_64k():
+    """G15: a drop of at least 40% from 32K to 64K, as measured (checked on its own, not behind the level)."""
+    assert _qwen3_next_best(65536) <= 0.6 * _qwen3_next_best(32768)
 
 
 @pytest.mark.xfail(strict=True, reason=QWEN3_NEXT_GAP)
