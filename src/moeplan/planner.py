@@ -81,7 +81,8 @@ class Plan:
 class NewerRelease:
     """What a newer Megatron-Core release would plan: the release, the feature it adds that this target
     lacks, and its best plan (None when nothing fits there either); ``gain`` is its tokens/s/GPU over
-    this answer's plan 1 (None when nothing fits at the target)."""
+    this answer's fastest plan (None when nothing fits at the target); never below 0, since the newer
+    release also runs this answer's plans."""
 
     target: str  # the release the answer targets
     version: str
@@ -412,9 +413,13 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
                                  reserve_gib, budget, None, numerics, cal, exhaustive).plans
         except MoeplanError:
             there = []
-        here = result.plans[0].tokens_per_s_per_gpu if result.plans else None  # type: ignore[attr-defined]
+        here = max((c.tokens_per_s_per_gpu for c in result.plans), default=None)  # type: ignore[attr-defined]
+        # the newer release runs every plan this target runs: its answer is at least the better of its own
+        # search and this target's plans re-costed there (a search is not a proof: FSDP, for one, is tried
+        # on the best distributed-optimizer layouts only)
+        there = list(there) + _recosted(result.plans, gate[0], gpu, cal, budget)  # type: ignore[arg-type]
         if there:
-            best = there[0]
+            best = max(there, key=lambda c: c.tokens_per_s_per_gpu)
             result.newer = NewerRelease(mcore_version, *gate, best.cfg, best.tokens_per_s_per_gpu, best.memory_bytes,  # type: ignore[attr-defined]
                                         None if here is None else best.tokens_per_s_per_gpu / here - 1)  # type: ignore[attr-defined]
         else:
@@ -432,6 +437,20 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
         plans.append(Plan(c.cfg, gpu, tuple(reasons), est, tie=tie is not None))  # type: ignore[attr-defined]
     result.plans = plans
     return result
+
+
+def _recosted(plans: list[Candidate], version: str, gpu: GPUSpec, cal: Calibration, budget: float) -> list[Candidate]:
+    """This target's plans as the newer release ``version`` would run them (those that still fit)."""
+    out = []
+    for c in plans:
+        try:
+            cfg = c.cfg.evolve(mcore_version=version)
+        except MoeplanError:
+            continue
+        est = evaluate(cfg, gpu, cal)
+        if est.memory.total_bytes <= budget:
+            out.append(Candidate(cfg, c.pipeline, est.memory.total_bytes, est.time.tokens_per_s_per_gpu))
+    return out
 
 
 def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, precision: str, top: int,
