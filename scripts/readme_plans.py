@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from moeplan import api
+from moeplan.parallel import Parallel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN, END = "<!-- readme_plans:begin -->", "<!-- readme_plans:end -->"
@@ -31,10 +32,9 @@ def _short_len(n: int) -> str:
     return f"{n // 1024}k" if n % 1024 == 0 else str(n)
 
 
-def _layout(par: dict) -> str:
-    vpp = f" VPP{par['vpp']}" if par.get("vpp", 1) > 1 else ""
-    etp = f" ETP{par['etp']}" if par.get("etp", 1) > 1 else ""
-    return f"TP{par['tp']} PP{par['pp']}{vpp} CP{par['cp']} EP{par['ep']}{etp} DP{par['dp']}"
+def _layout(gpus: int, par: dict) -> str:
+    """The layout as moeplan prints it everywhere (Parallel.short)."""
+    return Parallel(gpus, par["tp"], par["pp"], par["vpp"], par["cp"], par["ep"], par["etp"]).short()
 
 
 def _case(title: str, model: str, gpu: str, gpus: int, seq: int, gbs: int, version: str | None) -> list[str]:
@@ -45,7 +45,7 @@ def _case(title: str, model: str, gpu: str, gpus: int, seq: int, gbs: int, versi
     graphs = ", ".join(p["cuda_graphs"]) or "off"
     disp = p["dispatcher"] + (" with EP A2A overlap" if p["ep_overlap"] else "")
     lo, hi = p["tflops_range"]
-    head = (f"**{title}** (`{cmd}`) — `{_layout(p['parallel'])}`, MBS {p['mbs']}, recompute "
+    head = (f"**{title}** (`{cmd}`) — `{_layout(gpus, p['parallel'])}`, MBS {p['mbs']}, recompute "
             f"`{p['recompute']}`, {disp}, CP comm `{p['cp_comm_type']}`, CUDA graphs {graphs}, optimizer offload "
             f"{p['optimizer_offload']:.0%}: {p['memory_gib']['total']:.1f} GiB/GPU, ~{p['tflops_per_gpu']:,.0f} "
             f"TFLOP/s/GPU ({lo:,.0f}-{hi:,.0f}), {p['tokens_per_s_per_gpu']:,.0f} tokens/s/GPU.")
