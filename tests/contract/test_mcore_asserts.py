@@ -33,11 +33,18 @@ CASES = {
     "pipeline-layout-vpp": ("qwen3-30b-a3b", {"pipeline_model_parallel_layout": "Et*12|t*12|t*12|t*12L",
                                               "virtual_pipeline_model_parallel_size": 4}),
     "ep-a2a-overlap": ("qwen3-30b-a3b", {"overlap_moe_expert_parallel_comm": True, "moe_token_dispatcher_type": "alltoall"}),
+    "ep-a2a-overlap-moe-recompute": ("qwen3-30b-a3b", {"overlap_moe_expert_parallel_comm": True,
+                                                       "moe_token_dispatcher_type": "alltoall",
+                                                       "recompute_granularity": "selective", "recompute_modules": ["moe"]}),
     "cuda-graph-flags": ("qwen3-30b-a3b", {"enable_cuda_graph": True, "external_cuda_graph": True}),
     "cuda-graph-scopes": ("qwen3-30b-a3b", {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_preprocess"]}),
     "cp-comm-type-list": ("qwen3-30b-a3b", {"cp_comm_type": ["p2p", "a2a"]}),
     "precision-aware-optimizer": ("qwen3-30b-a3b", {"exp_avg_dtype": "bfloat16"}),
 }
+
+
+# rows that apply only from a later release than the default view's
+CASE_VERSION = {"ep-a2a-overlap-moe-recompute": "0.17"}
 
 
 def _view(model: str, settings: dict, version: str = "0.16") -> FileView:
@@ -51,8 +58,21 @@ def test_every_row_has_a_case():
 @pytest.mark.parametrize("row", sorted(CASES))
 def test_row_trips_on_its_case_and_not_on_the_base(row):
     model, settings = CASES[row]
-    assert row in {a.id for a, _ in tripped(_view(model, settings))}
-    assert not tripped(_view(model, {}))
+    version = CASE_VERSION.get(row, "0.16")
+    assert row in {a.id for a, _ in tripped(_view(model, settings, version))}
+    assert not tripped(_view(model, {}, version))
+
+
+def test_ep_overlap_with_moe_recompute_is_asserted_from_0_17_and_never_planned():
+    """Megatron-LM 45b8eac (#3917, "Missing Assertion for moe layer recompute in A2A Overlap"): the merged
+    1F1B schedule cannot run a checkpointed MoE layer; core_v0.17.0 asserts it, older releases lacked the
+    check, so moeplan never turns EP overlap on with selective ``moe`` recompute (RunConfig.ep_overlap_allowed)."""
+    model, settings = CASES["ep-a2a-overlap-moe-recompute"]
+    assert "ep-a2a-overlap-moe-recompute" not in {a.id for a, _ in tripped(_view(model, settings, "0.16"))}
+    kw = dict(gpu="h100", gpus=64, seq_len=4096, gbs=512, tp=1, pp=2, vpp=2, ep=8, dispatcher="alltoall")
+    moe, _ = api.build_config(model, recompute="selective:moe", **kw)
+    act, _ = api.build_config(model, recompute="selective:moe_act", **kw)
+    assert act.ep_overlap_allowed and not moe.ep_overlap_allowed
 
 
 def test_hierarchical_cp_product_is_an_error_with_its_line(tmp_path):
