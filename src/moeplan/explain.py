@@ -17,6 +17,7 @@ from moeplan.megatron.export import to_overrides
 from moeplan.memory import GIB, MEMORY_ITEMS
 from moeplan.parallel import Parallel
 from moeplan.planner import NewerRelease, Plan
+from moeplan.vocab import RESOLVED_GAIN
 
 LABELS = {
     "gemm": "dense GEMMs", "grouped_gemm": "expert grouped GEMMs", "attention": "attention kernels",
@@ -126,7 +127,7 @@ def compare(a: Estimate, b: Estimate) -> Comparison:
 def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None) -> Reason:
     """What fixes run ``b``: the planner's best plan for the same model, GPUs and length; ``newer``: what
     a newer Megatron-Core release would plan instead (moeplan.planner.NewerRelease), said when it gains."""
-    unlock = newer is not None and newer.config is not None and (newer.gain is None or newer.gain > 0.01)
+    unlock = newer is not None and newer.config is not None and (newer.gain is None or newer.gain > RESOLVED_GAIN)
     said = newer is not None and newer.config is not None  # the release gate is said, gain or not
     more = {"newer": newer.as_dict()} if newer is not None and said else {}
     tail = " " + newer.sentence() if newer is not None and said else ""
@@ -147,9 +148,9 @@ def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None) ->
             f"recompute {cfg.recompute.label()}, {cfg.dispatcher}"
             f"{', CP ' + cfg.cp_comm_type if cfg.parallel.cp > 1 else ''}: {est.time.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU ({gain:+.0%}) in {best_gib:,.1f} GiB.")
-    if gain <= 0.01 and not unlock:
+    if gain <= RESOLVED_GAIN and not unlock:
         text += " The run is already at the planner's best: the drop is inherent to the longer sequence (attention grows as S^2)."
-    elif gain <= 0.01:
+    elif gain <= RESOLVED_GAIN:
         text += f" The run is already at the planner's best for Megatron-Core {cfg.mcore_version}."
     return Reason("fix", text + tail, {"gain": round(gain, 4), "overrides": overrides, **more})
 
