@@ -397,14 +397,14 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
   layout with the planner's best knobs over the fastest plan; 15 of 19 rows >= 0.9 at this fit). Below:
-  - Qwen3-235B-A22B 16K on 256 H100 (0.78): the recipe ran TP4 EP8 with `layernorm,moe` recompute, DeepEP
-    and no EP overlap, and moeplan estimates that run within 3% of its measurement (288 vs 295 TFLOP/s),
-    so the layout is not over-charged. Megatron-Core cannot overlap EP with `moe` recompute (Megatron-LM
-    45b8eac, asserted from core_v0.17.0), which the planner now respects: the pinned layout lost an
-    overlap it could never have had (0.83 -> 0.78). The faster plan, TP2 CP4 EP32, splits the sequence
-    8 ways (TP x CP) instead of 4, so it fits without `moe` recompute; no measurement of it exists and
-    its costs (DeepEP across 4 nodes within 10% of DeepEP's own benchmark, CP4 ring inside the node)
-    were not found under-charged.
+  - Qwen3-235B-A22B 16K on 256 H100 (0.82): the recipe ran TP4 EP8 with `layernorm,moe` recompute (the
+    published row's own setting, needed for memory), DeepEP and no EP overlap, and moeplan estimates that
+    run within 3% of its measurement (288 vs 295 TFLOP/s), so the layout is not over-charged (its TP4
+    sequence-parallel collectives are 2% of the step). The faster plan, TP2 CP4 EP32, splits the sequence
+    8 ways (TP x CP) instead of 4, so it fits without `moe` recompute (15% of the pinned layout's step);
+    no measurement of it exists and its costs (DeepEP across 4 nodes, within 10% of DeepEP's own
+    benchmark; the CP4 ring inside the node) were not found under-charged. From core_v0.17.0 Megatron-Core
+    also forbids EP overlap with `moe` recompute (Megatron-LM 45b8eac), which drops the pinned layout to 0.78.
   - DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 (0.81, 0.77). What the recipes run (Bridge v0.5.0 and
     v0.4.2): HybridEP inside the node only (NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8, USE_MNNVL=0),
     PP8 VPP1 MBS2, so EP overlap is impossible (TransformerConfig asserts VPP when PP > 1) and the PP
