@@ -417,12 +417,27 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
   layout with the planner's best knobs over the fastest plan; 15 of 19 rows >= 0.9 at this fit). Below:
-  Qwen3-235B-A22B 16K on 256 H100 (0.83: its TP4 EP8 layout needs `moe` recompute for memory, the
-  TP2 CP4 EP32 winner only `moe_act`), DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 (0.82, 0.77: PP8 VPP1
-  EP8 cannot overlap its dispatch or its pipeline sends and carries 32 / 16 local experts' weight and
-  main-grad traffic per micro-batch, against PP4 VPP4 EP16-EP32 across 800G nodes with EP overlap;
-  Bridge's newer B300 recipes keep EP8, so cross-node EP on B300 may cost more than moeplan says) and
-  DeepSeek-V3 on B200 (0.84: EP32 over 4 nodes against EP16 over 2, whose RDMA leg is 2.4x smaller).
+  - Qwen3-235B-A22B 16K on 256 H100 (0.82): the recipe ran TP4 EP8 with `layernorm,moe` recompute (the
+    published row's own setting, needed for memory), DeepEP and no EP overlap, and moeplan estimates that
+    run within 3% of its measurement (288 vs 295 TFLOP/s), so the layout is not over-charged (its TP4
+    sequence-parallel collectives are 2% of the step). The faster plan, TP2 CP4 EP32, splits the sequence
+    8 ways (TP x CP) instead of 4, so it fits without `moe` recompute (15% of the pinned layout's step);
+    no measurement of it exists and its costs (DeepEP across 4 nodes, within 10% of DeepEP's own
+    benchmark; the CP4 ring inside the node) were not found under-charged. From core_v0.17.0 Megatron-Core
+    also forbids EP overlap with `moe` recompute (Megatron-LM 45b8eac), which drops the pinned layout to 0.78.
+  - DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 (0.81, 0.77). What the recipes run (Bridge v0.5.0 and
+    v0.4.2): HybridEP inside the node only (NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8, USE_MNNVL=0),
+    PP8 VPP1 MBS2, so EP overlap is impossible (TransformerConfig asserts VPP when PP > 1) and the PP
+    sends are batched. Checked and not the cause: B300's scale-out (8x ConnectX-8 800G, 100 GB/s per GPU;
+    the GPU attaches to the CX-8's PCIe Gen6 switch at Gen6 x16, NVIDIA Hot Chips 2025), and the
+    recipes' bf16 main grads (grad_reduce_in_fp32=False, now read from the recipe: both layouts gain).
+    Every B300 recipe since the first (Bridge 5ccbfdf, a copy of B200's EP8) kept EP8 and no B300 run
+    with EP > 8 was published, so the alternative the planner prefers (VPP2 with EP16 across two nodes
+    and EP overlap) is unmeasured; the authors' own next recipe (Bridge ecfcd84, v0.6.0: PP8 VPP2 EP8
+    MBS1, EP overlap, full-iteration graphs) moved toward it.
+  - DeepSeek-V3 on B200 (0.80): EP32 over 4 nodes against EP16 over 2, whose RDMA leg is 2.4x smaller
+    (group-limited routing: 2.36 against 0.99 remote nodes per token); with 400G NICs the EP32 leg
+    outlasts its overlap windows. The bf16 main grads (now read from the recipe) cost it 0.02.
 - **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer
   host cost would make the no-graph Qwen3-235B H100 rows slower than measured.
 """

@@ -24,6 +24,7 @@ from moeplan.vocab import (
     FSDP_STRATEGIES,
     OPTIMIZERS,
     PRECISIONS,
+    RESOLVED_GAIN,
 )
 
 # Start-up time: `moeplan --help` and `moeplan models` must start in well under 0.15 s, so rich, the
@@ -787,7 +788,7 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
     for r in rows:  # a newer Megatron-Core release that plans faster at a length (plan 1's rationale says it)
         newer = next((x["numbers"] for x in ((r.get("plan") or {}).get("rationale") or ())
                       if x["topic"] == "mcore_version"), None)
-        if newer and newer.get("gain") is not None and newer["gain"] > 0.01:
+        if newer and newer.get("gain") is not None and newer["gain"] > RESOLVED_GAIN:
             console.print(f"[yellow]note:[/] seq {r['seq_len']:,}: {escape(newer['sentence'])}", highlight=False)
 
 

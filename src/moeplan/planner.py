@@ -44,7 +44,7 @@ from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, build_pip
                               with_balanced_layout)
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
-from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
+from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, RESOLVED_GAIN
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
@@ -102,7 +102,7 @@ class NewerRelease:
         mem = f"in {self.memory_bytes / GIB:,.1f} GiB"
         if self.gain is None:
             return f"{head} and a plan fits there: {plan}, {runs} {mem} (--mcore-version {self.version})."
-        if self.gain > 0.01:
+        if self.gain > RESOLVED_GAIN:
             return (f"{head}: its best plan, {plan}, runs {runs} ({self.gain:+.0%} over the best plan at {self.target}) {mem} "
                     f"(--mcore-version {self.version}).")
         return f"{head}, but its best plan, {plan}, runs {runs} ({self.gain:+.0%}): no gain at this length."
@@ -336,8 +336,12 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
             mem_cache: dict[Any, Any] | None = None) -> Candidate:
     """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
     option when it still fits (else the next ladder step), and the next recompute step too.
-    ``mem_cache``: the search's shared memory parts (moeplan.memory.LayoutMemory)."""
-    best = c
+    The options are tried in the guidance's order of preference (its dispatcher order, then the
+    simpler knobs: no EP overlap, no graphs, the layout's own recompute); the fastest wins unless an
+    option earlier in that order is within RESOLVED_GAIN of it, so that a knob moves off the
+    guidance's default only for a gain the model resolves (a 0.07% HybridEP-over-alltoall margin is
+    not one). ``mem_cache``: the search's shared memory parts (moeplan.memory.LayoutMemory)."""
+    options: list[Candidate] = [c]
     base = c.cfg
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
     graph_opts = [frozenset()] + ([PARTIAL_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe
@@ -347,7 +351,7 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
     rcs = [space.recompute] if space.recompute is not None else ladder
     start = rcs.index(base.recompute) if base.recompute in rcs else 0
     for d in dispatchers:
-        for overlap in {False, base.evolve(dispatcher=d).ep_overlap_allowed}:
+        for overlap in dict.fromkeys((False, base.evolve(dispatcher=d).ep_overlap_allowed)):
             for graphs in graph_opts:
                 if graphs == FULL_ITERATION and d != "hybridep":
                     continue
@@ -359,11 +363,10 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                         opt.recompute, opt.optimizer_offload)
                     if total > budget:
                         continue
-                    tps = _tps(opt, gpu, c.pipeline, cal, layer_cache)
-                    if tps > best.tokens_per_s_per_gpu * (1 + 1e-9):
-                        best = Candidate(opt, c.pipeline, total, tps)
+                    options.append(Candidate(opt, c.pipeline, total, _tps(opt, gpu, c.pipeline, cal, layer_cache)))
                     break
-    return best
+    fastest = max(o.tokens_per_s_per_gpu for o in options)
+    return next(o for o in options if o.tokens_per_s_per_gpu * (1 + RESOLVED_GAIN) >= fastest)
 
 
 def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, precision: str = "bf16",

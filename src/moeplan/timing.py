@@ -43,7 +43,7 @@ from moeplan.flops import (
 )
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
-from moeplan.hardware import GPUSpec
+from moeplan.hardware import ASSUMED_SM_COUNT, GPUSpec
 from moeplan.megatron.fields import muon_dp_overlap
 from moeplan.memory import rank_params, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
@@ -391,11 +391,10 @@ GDN_SEQUENTIAL_PASSES = {"fwd": 1, "bwd": 2}
 # Value-dim tile per program of those kernels (fla/ops/common/chunk_delta_h.py: grid = V / BV x N x HV, BV
 # autotuned over 32 and 64): the smaller tile, the one that fills more SMs when heads are few.
 GDN_V_TILE = 32
-GDN_SMS = 132  # SMs a recurrence wave fills where the catalog gives no count (H100)
 
 
 def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: int, flops: float, peak: float,
-                        cal: Calibration, sms: int = GDN_SMS) -> tuple[float, float]:
+                        cal: Calibration, sms: int = ASSUMED_SM_COUNT) -> tuple[float, float]:
     """(forward, backward) GPU seconds of one fla chunk_gated_delta_rule call over ``batch`` sequences of
     ``seq_len`` tokens and ``heads`` value heads; ``flops`` is Megatron's forward + backward count.
 
@@ -419,7 +418,7 @@ def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: 
 
 
 def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration,
-                       sms: int = GDN_SMS) -> tuple[float, float]:
+                       sms: int = ASSUMED_SM_COUNT) -> tuple[float, float]:
     """(forward, backward) seconds of the Gated DeltaNet kernels of one layer and micro-batch on one GPU.
 
     Megatron-Core runs Gated DeltaNet under CP head-parallel: an all-to-all gives each CP rank the
@@ -697,7 +696,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     gdn_fwd = 0.0
     if isinstance(mixer, GatedDeltaNet):
         gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal,
-                                              gpu.sm_count or GDN_SMS)
+                                              gpu.sms)
         out["linear_attention"] = gdn_fwd + gdn_bwd
     else:
         out["attention"] = _attention_s(ctx, mixer)
@@ -738,7 +737,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             # A2A overlap): a fixed host cost per layer and micro-batch, which small layers cannot
             # amortise and which a CUDA graph of the captured scopes removes
             share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
-            stolen = ep_comm_sms(cfg, gpu, cal) / gpu.sm_count if gpu.sm_count else 0.0
+            stolen = ep_comm_sms(cfg, gpu, cal) / gpu.sms
             attn_block = sum(out.get(k, 0.0) for k in ("gemm", "attention", "linear_attention"))
             out["ep_comm"] = (ep_overlap_exposed_s(d, c, perm, attn_block, out.get("grouped_gemm", 0.0), stolen,
                                                    cal.ep_overlap_eff)
@@ -1079,7 +1078,7 @@ def _sharded_dp_and_optimizer_s(ctx: _Ctx, pipe: Pipeline, t_mb: float, bubble: 
         across = max(dp_group * par.tp, edp * par.ep * par.etp) > gpu.nvlink_domain
         sms = fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK
         exposed, raw = fsdp.dp_comm_s(cfg, dense_p, expert_p, mean_unit, t_mb, bubble, dense_bw, expert_bw,
-                                      grad_b, _ring_time, sms / gpu.sm_count if gpu.sm_count else 0.0)
+                                      grad_b, _ring_time, sms / gpu.sms)
         rs, ag = raw["grad_reduce_s"], raw["param_all_gather_s"]
         share = rs / (rs + ag) if rs + ag else 1.0
         dp_parts = (rs, ag, exposed * share, exposed * (1 - share))

@@ -62,8 +62,14 @@ DEFAULT_RESERVE_GIB = 2.0
 # Share of HBM the planner leaves free by default; the linter's recommended fixes are held to it too.
 DEFAULT_HEADROOM = 0.10
 
+# Smallest tokens/s gain moeplan reports as a gain: below it two choices are the same plan to the model
+# (the timing estimate's own rounding and the bound's slack are far below it, its error band far above).
+# The planner keeps the guidance's default knob unless another gains more than this, and a newer
+# Megatron-Core release is said to "gain" only above it. The linter's warnings use rules.MIN_GAIN (3%).
+RESOLVED_GAIN = 0.01
+
 __all__ = [
     "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
     "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
-    "RECOMPUTE_MODULES", "RecomputeGranularity",
+    "RECOMPUTE_MODULES", "RESOLVED_GAIN", "RecomputeGranularity",
 ]

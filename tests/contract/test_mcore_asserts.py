@@ -33,6 +33,11 @@ CASES = {
     "pipeline-layout-vpp": ("qwen3-30b-a3b", {"pipeline_model_parallel_layout": "Et*12|t*12|t*12|t*12L",
                                               "virtual_pipeline_model_parallel_size": 4}),
     "ep-a2a-overlap": ("qwen3-30b-a3b", {"overlap_moe_expert_parallel_comm": True, "moe_token_dispatcher_type": "alltoall"}),
+    "ep-a2a-overlap-moe-recompute": ("qwen3-30b-a3b", {"overlap_moe_expert_parallel_comm": True,
+                                                       "moe_token_dispatcher_type": "alltoall",
+                                                       "virtual_pipeline_model_parallel_size": 2,
+                                                       "recompute_granularity": "selective",
+                                                       "recompute_modules": ["moe", "layernorm"]}),
     "cuda-graph-flags": ("qwen3-30b-a3b", {"enable_cuda_graph": True, "external_cuda_graph": True}),
     "cuda-graph-scopes": ("qwen3-30b-a3b", {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_preprocess"]}),
     "cp-comm-type-list": ("qwen3-30b-a3b", {"cp_comm_type": ["p2p", "a2a"]}),
@@ -51,8 +56,28 @@ def test_every_row_has_a_case():
 @pytest.mark.parametrize("row", sorted(CASES))
 def test_row_trips_on_its_case_and_not_on_the_base(row):
     model, settings = CASES[row]
-    assert row in {a.id for a, _ in tripped(_view(model, settings))}
-    assert not tripped(_view(model, {}))
+    since = next(a.since for a in ASSERTS if a.id == row)
+    version = max("0.16", since, key=lambda v: tuple(map(int, v.split("."))))
+    assert row in {a.id for a, _ in tripped(_view(model, settings, version))}
+    assert not tripped(_view(model, {}, version))
+
+
+def test_ep_overlap_with_moe_recompute_is_a_017_rule():
+    """transformer_config.py core_r0.17.0+ asserts "moe" not in recompute_modules with EP A2A overlap; 0.16
+    accepts it. moeplan's own plans follow the same rule (RunConfig.ep_overlap_allowed)."""
+    _, settings = CASES["ep-a2a-overlap-moe-recompute"]
+    assert not tripped(_view("qwen3-30b-a3b", settings, "0.16"))
+    assert tripped(_view("qwen3-30b-a3b", settings, "0.17"))
+    assert tripped(_view("qwen3-30b-a3b", settings, "0.19"))
+
+
+@pytest.mark.parametrize("extra,needle", [({"moe_shared_expert_overlap": True}, "moe_shared_expert_overlap"),
+                                          ({"mtp_num_layers": 2}, "at most one MTP layer")])
+def test_ep_overlap_other_exclusions(extra, needle):
+    settings = {"overlap_moe_expert_parallel_comm": True, "moe_token_dispatcher_type": "alltoall",
+                "virtual_pipeline_model_parallel_size": 2, **extra}
+    msgs = [m for a, m in tripped(_view("qwen3-30b-a3b", settings)) if a.id == "ep-a2a-overlap"]
+    assert msgs and needle in msgs[0]
 
 
 def test_hierarchical_cp_product_is_an_error_with_its_line(tmp_path):
@@ -70,7 +95,8 @@ def test_hierarchical_cp_product_is_an_error_with_its_line(tmp_path):
 
 @pytest.mark.parametrize("model,gpus,seq,gbs,version", [
     ("deepseek-v3", 1024, 131072, 1024, "0.16"), ("qwen3-235b-a22b", 256, 131072, 256, "0.16"),
-    ("qwen3-next-80b-a3b", 128, 65536, 256, "0.18"), ("qwen3-30b-a3b", 64, 32768, 64, "0.16")])
+    ("qwen3-next-80b-a3b", 128, 65536, 256, "0.18"), ("qwen3-30b-a3b", 64, 32768, 64, "0.16"),
+    ("deepseek-v3", 256, 65536, 256, "0.19"), ("qwen3-235b-a22b", 256, 65536, 256, "0.17")])
 def test_moeplan_exports_trip_nothing(model, gpus, seq, gbs, version):
     gpu = "gb200" if model == "qwen3-235b-a22b" else "h100"
     result = api.search_plans(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=3, mcore_version=version)
@@ -114,3 +140,26 @@ def test_installed_megatron_core_agrees(row):
         ok.pop(key, None)
     ok.setdefault("tensor_model_parallel_size", 2)
     tc.TransformerConfig(**base, **ok)
+
+
+def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
+    """RunConfig.ep_overlap_allowed follows the same 0.17 rule, so no plan at 0.17+ pairs them and the
+    estimate refuses the pair as a knob problem, while 0.16 accepts it."""
+    from moeplan.knobs import knob_problem
+    from moeplan.parallel import Batch, Parallel
+    from moeplan.run import Recompute, RunConfig
+    from moeplan.hardware import load_gpu
+
+    spec = load_model("qwen3-30b-a3b")
+    par = Parallel(gpus=16, tp=1, pp=2, vpp=2, ep=8)
+    for version, allowed in (("0.16", True), ("0.17", False), ("0.18", False), ("0.19", False)):
+        cfg = RunConfig(spec, par, Batch(8192, 64, 1), gpu="h100", mcore_version=version,
+                        recompute=Recompute.parse("selective:moe,layernorm"), dispatcher="alltoall")
+        assert cfg.ep_overlap_allowed is allowed, version
+        problem = knob_problem(cfg.evolve(ep_overlap=True), load_gpu("h100"))
+        assert (problem is None) is allowed, version
+        assert RunConfig(spec, par, Batch(8192, 64, 1), gpu="h100", mcore_version=version,
+                         recompute=Recompute.parse("selective:moe_act"), dispatcher="alltoall").ep_overlap_allowed
+    for p in api.search_plans("qwen3-235b-a22b", gpu="h100", gpus=256, seq_len=65536, gbs=256, top=5,
+                              mcore_version="0.17").plans:
+        assert not (p.config.ep_overlap and "moe" in p.config.recompute.modules), p.config.parallel.short()

@@ -275,3 +275,24 @@ def test_edited_user_file_is_reread(tmp_path):
     assert load_gpu("x", f).nvlink_domain == 4
     write(tmp_path, "gpus:\n  x:\n    base: h100\n    nvlink_domain: 2\n")
     assert load_gpu("x", f).nvlink_domain == 2
+
+
+def test_missing_sm_count_is_one_rule_for_every_sm_term(tmp_path):
+    """A hardware file without sm_count costs every SM-dependent term (Gated DeltaNet recurrence waves,
+    the SMs DeepEP and NCCL take from overlapped compute) with ASSUMED_SM_COUNT, the H100's 132, so such a
+    file's H100 estimates equal the catalog H100's (which gives 132)."""
+    from moeplan import api
+    from moeplan.hardware import ASSUMED_SM_COUNT, load_gpu
+
+    assert load_gpu("h100").sm_count == ASSUMED_SM_COUNT == 132
+    path = tmp_path / "hw.yaml"
+    path.write_text("gpus:\n  h100-nosm:\n    base: h100\n    sm_count: null\n")
+    nosm = load_gpu("h100-nosm", path)
+    assert nosm.sm_count is None and nosm.sms == ASSUMED_SM_COUNT
+    for model, extra in (("qwen3-next-80b-a3b", dict(cp=4, ep=8, pp=2, vpp=2, mcore_version="0.18")),
+                         ("deepseek-v3", dict(ep=32, pp=8, vpp=4))):
+        kw = dict(gpus=64 if model != "deepseek-v3" else 256, seq_len=32768, gbs=512, dispatcher="deepep",
+                  ep_overlap=True, **extra)
+        a = api.estimate(model, gpu=load_gpu("h100"), **kw)
+        b = api.estimate(model, gpu=nosm, **kw)
+        assert a["tokens_per_s_per_gpu"] == b["tokens_per_s_per_gpu"], model

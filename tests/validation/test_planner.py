@@ -146,3 +146,28 @@ def test_every_plan_is_a_config_megatron_accepts(model, gpu, gpus, seq, gbs):
             assert not (cfg.ep_overlap and cfg.recompute.granularity == "full")
             assert api.evaluate(cfg, gpu_spec).time.tokens_per_s_per_gpu == pytest.approx(
                 p.estimate.time.tokens_per_s_per_gpu)
+
+
+@pytest.mark.parametrize("model,gpu,gpus,seq,gbs", [
+    ("qwen3-235b-a22b", "gb200", 256, 131072, 256),
+    ("deepseek-v3", "h100", 256, 32768, 1024),
+    ("qwen3-30b-a3b", "h100", 64, 65536, 256),
+])
+def test_dispatcher_leaves_the_guidance_order_only_for_a_resolved_gain(model, gpu, gpus, seq, gbs):
+    """The dispatcher is the guidance's (DeepEP / HybridEP before alltoall) unless another one gains more
+    than RESOLVED_GAIN, and no alternative is ever more than RESOLVED_GAIN faster than the one chosen."""
+    from moeplan.vocab import RESOLVED_GAIN
+
+    order = {"deepep": 0, "hybridep": 1, "alltoall": 2}
+    seen = 0
+    for p in api.plan(model, gpu=gpu, gpus=gpus, seq_len=seq, gbs=gbs, top=5)["plans"]:
+        why = next((r["numbers"] for r in p["rationale"] if r["topic"] == "dispatcher"), None)
+        if not why or not why.get("alternatives"):
+            continue
+        seen += 1
+        mine = why["tokens_per_s"]
+        for name, tps in why["alternatives"].items():
+            assert tps <= mine * (1 + RESOLVED_GAIN) + 1, (p["parallel"], p["dispatcher"], name, tps, mine)
+            if order[name] < order[p["dispatcher"]]:  # an earlier dispatcher was passed over: for a real gain
+                assert mine >= tps * (1 + RESOLVED_GAIN) - 1, (p["parallel"], p["dispatcher"], name, tps, mine)
+    assert seen

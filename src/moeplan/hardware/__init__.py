@@ -26,9 +26,10 @@ from typing import Any
 from moeplan.errors import MoeplanError
 from moeplan.hardware.loader import build_spec, catalog_entries, find_entry, read_user_file
 from moeplan.hardware.schema import norm_name
-from moeplan.hardware.spec import PEAK_KEYS, PRECISIONS, GPUSpec, precision_class
+from moeplan.hardware.spec import ASSUMED_SM_COUNT, PEAK_KEYS, PRECISIONS, GPUSpec, precision_class
 
 __all__ = [
+    "ASSUMED_SM_COUNT",
     "GPUSpec",
     "PRECISIONS",
     "hardware_names",

@@ -42,6 +42,9 @@ PRECISIONS: dict[str, str] = {
 }
 
 HOST_LINKS: tuple[str, ...] = ("pcie4", "pcie5", "pcie6", "c2c")
+# SMs assumed where a hardware file gives no sm_count: H100 SXM5's 132 (GH100 SXM5 configuration, NVIDIA H100
+# Tensor Core GPU Architecture whitepaper), the smallest count in the catalog, so SM-bound terms err slow.
+ASSUMED_SM_COUNT = 132
 
 
 @lru_cache(maxsize=64)
@@ -82,8 +85,9 @@ class GPUSpec:
     # CPU memory bandwidth per GPU (host sockets' peak / GPUs sharing them): the CPU Adam step of
     # optimizer offload streams the offloaded state through it. None: the host-link class default.
     host_mem_bw_bytes_per_s: float | None = None
-    # Streaming multiprocessors per GPU (datasheet / architecture brief): the share NCCL collectives take
-    # from overlapped compute (moeplan.fsdp). None: not modelled.
+    # Streaming multiprocessors per GPU (datasheet / architecture brief): the share of the SMs NCCL and
+    # DeepEP kernels take from overlapped compute (moeplan.fsdp, moeplan.timing) and the waves of the Gated
+    # DeltaNet recurrence. None: not given; every such term uses ``sms`` (ASSUMED_SM_COUNT).
     sm_count: int | None = None
 
     def __hash__(self) -> int:  # peak_flops is a dict; hash on the identity fields only
@@ -92,6 +96,11 @@ class GPUSpec:
             cached = hash((self.name, self.description, self.hbm_bytes, tuple(sorted(self.peak_flops.items()))))
             object.__setattr__(self, "_hash_value", cached)
         return cached  # type: ignore[no-any-return]
+
+    @property
+    def sms(self) -> int:
+        """The SM count every SM-dependent term uses: ``sm_count``, else ASSUMED_SM_COUNT (one rule for all)."""
+        return self.sm_count or ASSUMED_SM_COUNT
 
     def supports(self, precision: str) -> bool:
         """True if the GPU has tensor cores for ``precision`` (unknown names raise MoeplanError)."""

@@ -234,6 +234,18 @@ def _a2a_overlap(v: FileView) -> str | None:
         return "overlap_moe_expert_parallel_comm cannot run with full recompute"
     if v.get("recompute_method") is not None or v.get("recompute_num_layers") is not None:
         return "overlap_moe_expert_parallel_comm needs recompute_method and recompute_num_layers null"
+    if v.flag("moe_shared_expert_overlap"):
+        return "overlap_moe_expert_parallel_comm cannot run with moe_shared_expert_overlap"
+    mtp = v.get("mtp_num_layers")
+    if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 1:
+        return f"overlap_moe_expert_parallel_comm supports at most one MTP layer, the file sets mtp_num_layers {mtp}"
+    return None
+
+
+def _a2a_overlap_moe_recompute(v: FileView) -> str | None:
+    if v.flag("overlap_moe_expert_parallel_comm") and v.get("recompute_granularity") == "selective" \
+            and "moe" in v.modules("recompute_modules"):
+        return "overlap_moe_expert_parallel_comm cannot run with moe in recompute_modules (Megatron-Core 0.17+)"
     return None
 
 
@@ -289,6 +301,7 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("pipeline-layout-conflict", TC, "pipeline_model_parallel_layout", _layout_conflict),
     McoreAssert("pipeline-layout-vpp", TC, "virtual_pipeline_model_parallel_size", _layout_vpp),
     McoreAssert("ep-a2a-overlap", TC, "overlap_moe_expert_parallel_comm", _a2a_overlap, since="0.14"),
+    McoreAssert("ep-a2a-overlap-moe-recompute", TC, "recompute_modules", _a2a_overlap_moe_recompute, since="0.17"),
     McoreAssert("cuda-graph-flags", TC, "cuda_graph_impl", _graph_flags, since="0.15"),
     McoreAssert("cuda-graph-scopes", TC, "cuda_graph_scope", _graph_scopes, since="0.16"),
     McoreAssert("cp-comm-type-list", TC, "cp_comm_type", _cp_comm_list),
