@@ -385,8 +385,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 - **Qwen3-30B-A3B on Blackwell** (published GB200 row +25%, Bridge GB300 / B300 rows ~+15%): with its EP
   traffic costed from the kernels' benchmarks it is small and hidden; the rest (small ffn-768 expert GEMMs,
   host work per micro-batch) is not found. Held to 30% in `tests/validation/test_timing.py`.
-- **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans estimate ~690 / 670 / 670 TFLOP/s where
-  the card measured ~270 / 230 / 100 at 8K / 32K / 64K. What was checked, in order:
+- **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans (with the MTP layer Bridge's recipe trains)
+  estimate ~700 / 605 / 615 TFLOP/s where the card measured ~270 / 230 / 100 at 8K / 32K / 64K. What was
+  checked, in order:
   (a) FLOP convention: the card's count is Megatron Bridge's Gated DeltaNet branch (flop_utils.py, since
   2026-03; GDN context parallel reached Megatron-LM main on 2026-04-13, after it), which moeplan's
   flops.py reproduces exactly (`tests/validation/test_flops.py`); Bridge's older count, all 48 layers as
@@ -396,16 +397,35 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   launch time come from fla's own GB200 benchmark (`tests/data/fla_gdn_gb200.csv`, 5% RMS). At CP 16 it
   binds (2 heads per rank), which moves the planner to CP 4 at 64K, but it is ~10-25% of a step.
   (c) Grouped GEMMs at EP 32 see ~5,000 rows per local expert (top-10 of 512 over 32 ranks): not small.
-  (d)/(e) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
-  moe_preprocess, which capture the GDN mixer) measured 6.68 s/iter where moeplan estimates 2.5 s: the
-  same ~2.7x at 4K, without CP and with the GDN launches in graphs (`test_qwen3_next_bridge_4k_recipe`).
-  The same PR's GB300 run (MBS 4, 5.80 s; same layout, same Grace hosts, about the same dense FP8 rate)
-  splits that gap: ~0.11 s per micro-batch and pipeline rank that does not scale with tokens (~4 ms per
-  layer, host-side: moeplan charges ~0.1 ms for what the graphs leave, i.e. the eager HybridEP dispatch,
-  16-expert grouped GEMMs and combine) and GPU work per token ~2x moeplan's. The GDN glue copies in
-  gdn.py (transposes, q/k contiguous and repeat_interleave to 32 heads, v and gate copies: ~240 KB per
-  token) add only ~4%. No shared row separates the rest. Strict xfails in
-  `tests/validation/test_ranking.py`.
+  (d) MTP: Bridge's Qwen3-Next recipes train mtp_num_layers 1 (recipes/qwen/qwen3_next.py, since 2025-10),
+  which config.json does not describe; Megatron-Core builds the module from the final decoder layer
+  (gated attention + MoE), which gives the checkpoint's 1,650,471,424 MTP parameters exactly. Modelled
+  (`api` / CLI `mtp_layers`, `models.spec.with_mtp_layers`); Bridge counts its FLOPs too, so it moves
+  TFLOP/s by -2% to -6% and PR #3168's step (whose pp_layout `Et*4|(t*7|)*5t*8|tmL` balances it) by +3%.
+  (e) HybridEP gathers every EP rank's boolean routing map before each dispatch (DeepEP hybrid-ep
+  `metadata_preprocessing` -> `allgather_routing_map`), 31 x 512 bytes per token at EP 32, then the host
+  waits for the received-token count (fused_a2a.py `non_blocking = num_permuted_tokens is not None`).
+  Modelled (`timing.routing_map_allgather_s`, exposed): ~0.2 ms per layer and micro-batch, +3%.
+  (f) Router, permutes and element-wise traffic per routed row: the router GEMM runs bf16 into fp32 logits
+  and its fp32 backward on TF32 tensor cores (moe_utils.py RouterGatingLinearFunction through TE
+  general_gemm; cublaslt_gemm.cu uses TF32 for pure FP32), ~1% at 512 experts; the weighted SwiGLU and its
+  backward move ~16 x ffn bytes per routed row (8 KB at ffn 512) where timing.py charges 2 x the 7.2 KB a
+  row saves; the GDN glue copies in gdn.py (~240 KB per token) ~4%. Not the cause.
+  (g) Host sync per MoE layer: every dropless dispatcher waits once per layer forward for the received
+  counts (HybridEP above; DeepEP's dispatch; alltoall's `cuda_sync_point`), so the launches after it cannot
+  run ahead (`launch_overhead_per_layer_s`, fitted on G09). A host/GPU max() over the post-sync window would
+  not raise Qwen3-Next: the recipe's eager part (dispatch, 16-expert TE GroupedLinear, which launches one
+  cuBLASLt GEMM and one quantize per local expert unless moe_use_grouped_tensor, combine, shared expert) is
+  ~100-200 launches, ~0.5-1 ms of host time per layer and micro-batch against ~3 ms of GPU work.
+  (h) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
+  moe_preprocess, which capture the GDN mixer, MTP 1 and its layout) measured 6.68 s/iter where moeplan
+  estimates 2.7 s: the same ~2.5x at 4K, without CP and with the GDN launches in graphs
+  (`test_qwen3_next_bridge_4k_recipe`). The same PR's GB300 run (MBS 4, 5.80 s; same layout) splits that
+  gap into ~0.11 s per micro-batch and pipeline rank that does not scale with tokens (~4 ms per layer) and
+  GPU work per token ~2x moeplan's only if a GB300 runs a token as fast as a GB200 (moeplan: within 1%);
+  were GB300 10% faster per token (Blackwell Ultra's doubled softmax exponential rate, its attention
+  kernels), the fixed part would shrink to ~0.03 s and the per-token part grow to ~2.5x. No shared row
+  separates the rest. Strict xfails in `tests/validation/test_ranking.py`.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published

@@ -131,6 +131,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: '{text}'")
+    return value
+
+
 def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
@@ -275,7 +285,8 @@ def _fsdp_buffer_argument(p: argparse.ArgumentParser) -> None:
 def _numerics(args: argparse.Namespace) -> dict[str, Any]:
     """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
     estimating command."""
-    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer}
+    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer,
+            "mtp_layers": args.mtp_layers}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -1300,6 +1311,9 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
                    help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
+    p.add_argument("--mtp-layers", type=nonnegative_int, default=None, metavar="N",
+                   help="multi-token prediction modules trained (Megatron-Core mtp_num_layers; default: the model's "
+                        "config, none for Qwen3-Next, whose checkpoint holds one and whose Bridge recipes train 1)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
     p.add_argument("--reserve-gib", type=float, default=None,

@@ -15,6 +15,7 @@ from moeplan.timing import (
     DEFAULT_CALIBRATION,
     _ep_kernels,
     make_ctx,
+    routing_map_allgather_s,
     ep_comm_sms,
     ep_kernel_bw,
     ep_overlap_exposed_s,
@@ -174,3 +175,24 @@ def test_deepep_internode_benchmark_is_reproduced(ep, measured, rel):
     reached = nodes * (1 - math.comb(moe.n_group - g, moe.topk_group) / math.comb(moe.n_group, moe.topk_group))
     reported = 4096 * reached * 7168 * 2 / combine_s
     assert reported == pytest.approx(measured, rel=rel)
+
+
+def test_hybridep_gathers_the_routing_map_before_each_dispatch():
+    """HybridEP all-gathers every EP rank's boolean routing map ([tokens x experts], one byte each) before
+    its metadata scan (DeepEP hybrid-ep metadata_preprocessing -> allgather_routing_map), once per MoE
+    layer forward: (EP - 1) x tokens x experts bytes received at the NVLink all-gather rate. DeepEP and
+    the NCCL dispatchers exchange only counts."""
+    kw = dict(gpu="gb200", gpus=64, seq_len=4096, gbs=1024, mbs=2, pp=2, vpp=4, ep=32, mcore_version="0.19")
+    moe = _moe("qwen3-next-80b-a3b")
+    cfg, gpu = api.build_config("qwen3-next-80b-a3b", dispatcher="hybridep", **kw)
+    ctx = make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
+    want = 31 * 8192 * 512 / gpu.nvlink_busbw_bytes_per_s  # 130 MB per layer and micro-batch
+    assert routing_map_allgather_s(ctx, moe) == pytest.approx(want)
+    assert 1e-4 < want < 1e-3
+    cfg, gpu = api.build_config("qwen3-next-80b-a3b", dispatcher="deepep", **kw)
+    assert routing_map_allgather_s(make_ctx(cfg, gpu, DEFAULT_CALIBRATION), moe) == 0.0
+    # it grows with experts x EP: Qwen3-30B-A3B's 128 experts at EP8 gather 30x less per token
+    cfg, gpu = api.build_config("qwen3-30b-a3b", dispatcher="hybridep", gpu="gb200", gpus=8, seq_len=4096,
+                                gbs=512, mbs=2, ep=8)
+    small = routing_map_allgather_s(make_ctx(cfg, gpu, DEFAULT_CALIBRATION), _moe("qwen3-30b-a3b"))
+    assert small == pytest.approx(7 * 8192 * 128 / gpu.nvlink_busbw_bytes_per_s)
