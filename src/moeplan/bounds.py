@@ -73,10 +73,9 @@ class ThroughputBound:
         default_factory=dict)
     _least: dict[tuple[object, ...], tuple[list[Any], dict[Layer, float], dict[tuple[bool, int], float]]] = field(
         default_factory=dict)
-    _slowest: dict[tuple[object, ...], float] = field(default_factory=dict)
+    _rests: dict[tuple[object, ...], int] = field(default_factory=dict)  # run fields -> a small id (cheap keys)
 
-    @staticmethod
-    def _key(cfg: RunConfig) -> tuple[object, ...]:
+    def _key(self, cfg: RunConfig) -> tuple[object, ...]:
         """The shape: every field of the run (present or added later) but those a layer's time may not
         depend on or that the bound sets itself (recompute, offload, EP overlap, CP communication type),
         plus the parts of the layout and batch it reads."""
@@ -84,7 +83,8 @@ class ThroughputBound:
         fields = dict(cfg.__dict__)  # a copy less the blanked entries: the other values, in field order
         for k in _BLANKED:
             del fields[k]
-        return tuple(fields.values()), par.tp, par.cp, par.ep, par.etp, batch.seq_len, batch.mbs
+        rest = self._rests.setdefault(tuple(fields.values()), len(self._rests))
+        return rest, par.tp, par.cp, par.ep, par.etp, batch.seq_len, batch.mbs
 
     def _setting(self, cfg: RunConfig, key: tuple[object, ...], overlap: bool,
                  ) -> tuple[Any, dict[Layer, float], dict[tuple[bool, int], float]]:
@@ -125,9 +125,7 @@ class ThroughputBound:
         key = self._key(cfg)
         # whether EP overlap can be on (it depends on PP, VPP and the micro-batch count, and on recompute)
         allowed = (cfg if cfg.recompute == _NO_RECOMPUTE else cfg.evolve(recompute=_NO_RECOMPUTE)).ep_overlap_allowed
-        slowest = self._slowest.get((key, allowed, pipe))
-        if slowest is None:
-            slowest = self._slowest[(key, allowed, pipe)] = self._busiest_rank_s(cfg, key, allowed, pipe)
+        slowest = self._busiest_rank_s(cfg, key, allowed, pipe)  # each layout of a search has its own split and shape
         return self._floor(cfg, slowest)
 
     @staticmethod
