@@ -264,12 +264,26 @@ def main() -> int:
     return 0
 
 
-# Source values (the prior): what each constant was set to from its source before any fit.
+# Source values (the prior): what each constant was set to from its source before any fit. Constants not
+# listed start at calibration.yaml's value, whose comment names its source.
 PRIOR = DEFAULT_CALIBRATION.with_overrides({
+    # FlashAttention-3 (arXiv 2407.08608, Fig. 5-7): tensor-core work of the forward near peak, backward ~0.55
     "attn_fwd_eff": {"flash": 0.9, "cudnn_mla": 0.9}, "attn_bwd_eff": {"flash": 0.55, "cudnn_mla": 0.55},
+    # NCCL all-to-all: ~0.75 of link rate for large messages (nccl-tests alltoall_perf busbw on NVLink / IB)
     "a2a_eff": {"alltoall": 0.75, "allgather": 0.75},
+    # DeepEP internode normal kernels ~0.9 of RDMA line rate (deepseek-ai/DeepEP docs/legacy.md); NCCL 0.75
     "a2a_scaleout_eff": {"alltoall": 0.75, "allgather": 0.75, "deepep": 0.9, "hybridep": 0.9},
-    "ep_overlap_eff": 0.9, "ep_overlap_layer_s": 2.0e-4, "grouped_gemm_eff": 0.85, "gemm_epilogue_s": 2 * 128.0 / (794.5e12 / 132), "launch_overhead_per_layer_s": 3.0e-4,
+    # No measured source: a guess that the merged 1F1B schedule hides most of each window's compute
+    # (DeepSeek-V3, arXiv 2412.19437 sec. 3.2.1, reports all-to-all fully hidden by its DualPipe overlap);
+    # the fit barely moves it (docs/calibration.md, "pinned" column). ~10 stream waits x ~20 us per layer.
+    "ep_overlap_eff": 0.9, "ep_overlap_layer_s": 2.0e-4,
+    # grouped GEMM at large per-expert rows ~0.85 of a dense GEMM (no measured source; MB01 and G06 pin it);
+    # epilogue per output element: K half-efficiency 128 (two K-steps of 64 of the CUTLASS mainloop) at
+    # H100's BF16 MAMF per SM (catalog: 794.5e12 / 132), timing.gemm_k_half
+    "grouped_gemm_eff": 0.85, "gemm_epilogue_s": 2 * 128.0 / (794.5e12 / 132),
+    # ~60 kernels after each dropless-MoE host sync x ~5 us launch (Megatron-Core CUDA graph docs)
+    "launch_overhead_per_layer_s": 3.0e-4,
+    # a quarter of STREAM bandwidth for a fused multi-tensor CPU AdamW (no source; G08 pins it)
     "cpu_adam_mem_eff": 0.25,
 })
 
@@ -374,7 +388,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   ffn 768) lose more on Blackwell MXFP8 than on Hopper BF16 because the per-output-element epilogue does not
   speed up with the tensor cores (`timing.gemm_k_half`: k_half ~650 on GB200 MXFP8 against ~195 on H100
   BF16; modelled, it took the GB200 row from +25% to +16% and the out-of-sample median from 15% to 11%); the
-  rest (host work per micro-batch) is not found. Held to 30% in `tests/validation/test_timing.py`.
+  rest (host work per micro-batch) is not found. Within 20% in `tests/validation/test_timing.py`.
 - **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans (with the MTP layer Bridge's recipe trains)
   estimate ~675 / 615 / 600 TFLOP/s where the card measured ~270 / 230 / 100 at 8K / 32K / 64K. What was
   checked, in order:

@@ -514,7 +514,7 @@ def _column_ranges(console: Console, table: Table) -> list[tuple[int, int]]:
 
     out = []
     for col in table.columns:
-        cells = [console.render_str(c) if isinstance(c, str) else c for c in (col.header, *col._cells)]
+        cells = [console.render_str(c) if isinstance(c, str) else c for c in (col.header, *col.cells)]
         texts = [t.plain for t in cells if hasattr(t, "plain")]
         widest = max((cell_len(line) for t in texts for line in t.splitlines() or [""]), default=1)
         longest_word = max((cell_len(w) for t in texts for w in t.split()), default=1)
@@ -522,12 +522,25 @@ def _column_ranges(console: Console, table: Table) -> list[tuple[int, int]]:
     return out
 
 
+def _frame_width(table: Table) -> int:
+    """Columns a table takes besides its cells' text, from its public settings (box edges and rules,
+    cell padding: with ``pad_edge`` off the outer edges have none, ``collapse_padding`` drops the left)."""
+    n = len(table.columns)
+    frame = (2 if table.box and table.show_edge else 0) + (n - 1 if table.box else 0)
+    _, right, _, left = table.padding
+    if table.collapse_padding:
+        left = 0
+    pads = n * (left + right)
+    if not table.pad_edge and n:
+        pads -= left + right
+    return frame + pads
+
+
 def _fit_unbroken(console: Console, table: Table) -> bool:
     """Give each wrapping column a width so that the table fits the terminal and no word breaks;
     False when even the narrowest such widths do not fit."""
     ranges = _column_ranges(console, table)
-    pads = [table._get_padding_width(i) for i in range(len(ranges))]
-    room = console.width - table._extra_width - sum(pads)
+    room = console.width - _frame_width(table)
     if sum(hi for _, hi in ranges) <= room:
         return True  # fits as is: rich lays it out at natural widths
     if sum(lo for lo, _ in ranges) > room:

@@ -147,7 +147,14 @@ def test_flex_dispatchers_fuse_the_preprocess_launches():
             == pytest.approx(api.estimate("qwen3-30b-a3b", dispatcher="alltoall", **graphs)["time_breakdown_s"]["launch_overhead"]))
 
 
-@pytest.mark.parametrize("ep,measured,rel", [(32, 57e9, 0.10), (64, 50e9, 0.10), (16, 43e9, 0.40)])
+EP16_GAP = ("DeepEP's EP16 internode combine is ~35% faster in moeplan than benchmarked: at two nodes its NVLink "
+            "forwarding, not the NIC, limits (docs/calibration.md, known gaps); held to 40% below")
+
+
+@pytest.mark.parametrize("ep,measured,rel", [
+    (32, 57e9, 0.10), (64, 50e9, 0.10),
+    pytest.param(16, 43e9, 0.10, marks=pytest.mark.xfail(strict=True, reason=EP16_GAP), id="16-gap"),
+    pytest.param(16, 43e9, 0.40, id="16-held")])
 def test_deepep_internode_benchmark_is_reproduced(ep, measured, rel):
     """deepseek-ai/DeepEP docs/legacy.md, normal kernels on H800 (200 GB/s NVLink per direction, CX7 400G),
     4096 tokens, hidden 7168, top-4 groups, top-8, BF16 combine: "RDMA bottleneck bandwidth" 43 / 57 / 50

@@ -29,10 +29,19 @@ ROWS = published_runs(REFERENCE_DIR)
 GAP_ROWS: dict[str, float] = {}
 
 
-@pytest.mark.parametrize("row", ROWS, ids=label)
-def test_throughput_within_20_percent(row):
+def _rows_at_20_percent():
+    for row in ROWS:
+        gap = label(row) in GAP_ROWS
+        yield pytest.param(row, 0.20, id=label(row), marks=[pytest.mark.xfail(
+            strict=True, reason="named gap, see GAP_ROWS and docs/calibration.md")] if gap else [])
+        if gap:
+            yield pytest.param(row, GAP_ROWS[label(row)], id=label(row) + "-held")
+
+
+@pytest.mark.parametrize("row,rel", list(_rows_at_20_percent()))
+def test_throughput_within_20_percent(row, rel):
     est = _estimate(row)
-    assert est["tflops_per_gpu"] == pytest.approx(float(row["tflops_per_gpu"]), rel=GAP_ROWS.get(label(row), 0.20))
+    assert est["tflops_per_gpu"] == pytest.approx(float(row["tflops_per_gpu"]), rel=rel)
     # and the breakdown adds up to the step time
     assert sum(est["time_breakdown_s"].values()) == pytest.approx(est["step_time_s"])
 
