@@ -264,12 +264,25 @@ def main() -> int:
     return 0
 
 
-# Source values (the prior): what each constant was set to from its source before any fit.
+# Source values (the prior): what each constant was set to from its source before any fit. Constants not
+# listed start at calibration.yaml's value, whose comment names its source.
 PRIOR = DEFAULT_CALIBRATION.with_overrides({
+    # FlashAttention-3 (arXiv 2407.08608, Fig. 5-7): tensor-core work of the forward near peak, backward ~0.55
     "attn_fwd_eff": {"flash": 0.9, "cudnn_mla": 0.9}, "attn_bwd_eff": {"flash": 0.55, "cudnn_mla": 0.55},
+    # NCCL all-to-all: ~0.75 of link rate for large messages (nccl-tests alltoall_perf busbw on NVLink / IB)
     "a2a_eff": {"alltoall": 0.75, "allgather": 0.75},
+    # DeepEP internode normal kernels ~0.9 of RDMA line rate (deepseek-ai/DeepEP docs/legacy.md); NCCL 0.75
     "a2a_scaleout_eff": {"alltoall": 0.75, "allgather": 0.75, "deepep": 0.9, "hybridep": 0.9},
-    "ep_overlap_eff": 0.9, "ep_overlap_layer_s": 2.0e-4, "grouped_gemm_eff": 0.85, "gemm_k_half": 128.0, "launch_overhead_per_layer_s": 3.0e-4,
+    # No measured source: a guess that the merged 1F1B schedule hides most of each window's compute
+    # (DeepSeek-V3, arXiv 2412.19437 sec. 3.2.1, reports all-to-all fully hidden by its DualPipe overlap);
+    # the fit barely moves it (docs/calibration.md, "pinned" column). ~10 stream waits x ~20 us per layer.
+    "ep_overlap_eff": 0.9, "ep_overlap_layer_s": 2.0e-4,
+    # grouped GEMM at large per-expert rows ~0.85 of a dense GEMM (no measured source; MB01 and G06 pin it);
+    # K half-efficiency 128 = two K-steps of 64 of the CUTLASS Hopper / Blackwell mainloop
+    "grouped_gemm_eff": 0.85, "gemm_k_half": 128.0,
+    # ~60 kernels after each dropless-MoE host sync x ~5 us launch (Megatron-Core CUDA graph docs)
+    "launch_overhead_per_layer_s": 3.0e-4,
+    # a quarter of STREAM bandwidth for a fused multi-tensor CPU AdamW (no source; G08 pins it)
     "cpu_adam_mem_eff": 0.25,
 })
 
@@ -403,8 +416,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 - **Qwen3-30B-A3B on Blackwell** (published GB200 row +25%, Bridge GB300 / B300 rows ~+15%): with its EP
   traffic costed from the kernels' benchmarks it is small and hidden; the rest (small ffn-768 expert GEMMs,
   host work per micro-batch) is not found. Held to 30% in `tests/validation/test_timing.py`.
-- **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans estimate ~690 / 670 / 670 TFLOP/s where
-  the card measured ~270 / 230 / 100 at 8K / 32K / 64K. What was checked, in order:
+- **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans (with the MTP layer Bridge's recipe trains)
+  estimate ~700 / 605 / 615 TFLOP/s where the card measured ~270 / 230 / 100 at 8K / 32K / 64K. What was
+  checked, in order:
   (a) FLOP convention: the card's count is Megatron Bridge's Gated DeltaNet branch (flop_utils.py, since
   2026-03; GDN context parallel reached Megatron-LM main on 2026-04-13, after it), which moeplan's
   flops.py reproduces exactly (`tests/validation/test_flops.py`); Bridge's older count, all 48 layers as
@@ -414,16 +428,35 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   launch time come from fla's own GB200 benchmark (`tests/data/fla_gdn_gb200.csv`, 5% RMS). At CP 16 it
   binds (2 heads per rank), which moves the planner to CP 4 at 64K, but it is ~10-25% of a step.
   (c) Grouped GEMMs at EP 32 see ~5,000 rows per local expert (top-10 of 512 over 32 ranks): not small.
-  (d)/(e) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
-  moe_preprocess, which capture the GDN mixer) measured 6.68 s/iter where moeplan estimates 2.5 s: the
-  same ~2.7x at 4K, without CP and with the GDN launches in graphs (`test_qwen3_next_bridge_4k_recipe`).
-  The same PR's GB300 run (MBS 4, 5.80 s; same layout, same Grace hosts, about the same dense FP8 rate)
-  splits that gap: ~0.11 s per micro-batch and pipeline rank that does not scale with tokens (~4 ms per
-  layer, host-side: moeplan charges ~0.1 ms for what the graphs leave, i.e. the eager HybridEP dispatch,
-  16-expert grouped GEMMs and combine) and GPU work per token ~2x moeplan's. The GDN glue copies in
-  gdn.py (transposes, q/k contiguous and repeat_interleave to 32 heads, v and gate copies: ~240 KB per
-  token) add only ~4%. No shared row separates the rest. Strict xfails in
-  `tests/validation/test_ranking.py`.
+  (d) MTP: Bridge's Qwen3-Next recipes train mtp_num_layers 1 (recipes/qwen/qwen3_next.py, since 2025-10),
+  which config.json does not describe; Megatron-Core builds the module from the final decoder layer
+  (gated attention + MoE), which gives the checkpoint's 1,650,471,424 MTP parameters exactly. Modelled
+  (`api` / CLI `mtp_layers`, `models.spec.with_mtp_layers`); Bridge counts its FLOPs too, so it moves
+  TFLOP/s by -2% to -6% and PR #3168's step (whose pp_layout `Et*4|(t*7|)*5t*8|tmL` balances it) by +3%.
+  (e) HybridEP gathers every EP rank's boolean routing map before each dispatch (DeepEP hybrid-ep
+  `metadata_preprocessing` -> `allgather_routing_map`), 31 x 512 bytes per token at EP 32, then the host
+  waits for the received-token count (fused_a2a.py `non_blocking = num_permuted_tokens is not None`).
+  Modelled (`timing.routing_map_allgather_s`, exposed): ~0.2 ms per layer and micro-batch, +3%.
+  (f) Router, permutes and element-wise traffic per routed row: the router GEMM runs bf16 into fp32 logits
+  and its fp32 backward on TF32 tensor cores (moe_utils.py RouterGatingLinearFunction through TE
+  general_gemm; cublaslt_gemm.cu uses TF32 for pure FP32), ~1% at 512 experts; the weighted SwiGLU and its
+  backward move ~16 x ffn bytes per routed row (8 KB at ffn 512) where timing.py charges 2 x the 7.2 KB a
+  row saves; the GDN glue copies in gdn.py (~240 KB per token) ~4%. Not the cause.
+  (g) Host sync per MoE layer: every dropless dispatcher waits once per layer forward for the received
+  counts (HybridEP above; DeepEP's dispatch; alltoall's `cuda_sync_point`), so the launches after it cannot
+  run ahead (`launch_overhead_per_layer_s`, fitted on G09). A host/GPU max() over the post-sync window would
+  not raise Qwen3-Next: the recipe's eager part (dispatch, 16-expert TE GroupedLinear, which launches one
+  cuBLASLt GEMM and one quantize per local expert unless moe_use_grouped_tensor, combine, shared expert) is
+  ~100-200 launches, ~0.5-1 ms of host time per layer and micro-batch against ~3 ms of GPU work.
+  (h) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
+  moe_preprocess, which capture the GDN mixer, MTP 1 and its layout) measured 6.68 s/iter where moeplan
+  estimates 2.7 s: the same ~2.5x at 4K, without CP and with the GDN launches in graphs
+  (`test_qwen3_next_bridge_4k_recipe`). The same PR's GB300 run (MBS 4, 5.80 s; same layout) splits that
+  gap into ~0.11 s per micro-batch and pipeline rank that does not scale with tokens (~4 ms per layer) and
+  GPU work per token ~2x moeplan's only if a GB300 runs a token as fast as a GB200 (moeplan: within 1%);
+  were GB300 10% faster per token (Blackwell Ultra's doubled softmax exponential rate, its attention
+  kernels), the fixed part would shrink to ~0.03 s and the per-token part grow to ~2.5x. No shared row
+  separates the rest. Strict xfails in `tests/validation/test_ranking.py`.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
@@ -453,9 +486,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   - DeepSeek-V3 on B200 ({ratio:deepseek-v3-b200-256-4096}): EP32 over 4 nodes against EP16 over 2, whose RDMA leg is 2.4x smaller
     (group-limited routing: 2.36 against 0.99 remote nodes per token); with 400G NICs the EP32 leg
     outlasts its overlap windows (5.3 s exposed against 1.3 s). The DeepEP internode model behind it
-    reproduces DeepEP's own H800 benchmark within 15% at EP16, 32 and 64 when routed as the benchmark
-    routes (`test_deepep_internode_benchmark_is_reproduced`; the earlier 35% EP16 gap was the test's
-    routing). Bridge's only B200 EP16 recipe (PP16 VPP1 without overlap) was replaced by EP8 (Bridge
+    reproduces DeepEP's own H800 benchmark when routed as the benchmark routes (EP32 / EP64 within 10%,
+    EP16 12% fast: `test_deepep_internode_benchmark_is_reproduced`; the earlier 35% EP16 gap was mostly
+    the test's routing), so the EP16 advantage is not an artefact of an optimistic two-node kernel. Bridge's only B200 EP16 recipe (PP16 VPP1 without overlap) was replaced by EP8 (Bridge
     039143a), and moeplan orders that pair the same way (EP8 17% above EP16 there); EP16 with VPP
     and EP overlap was never published. The recipes' bf16 main grads cost the row 0.02.
 - **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer

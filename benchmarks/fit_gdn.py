@@ -22,6 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from moeplan.flops import delta_rule_fwd_flops  # noqa: E402
 from moeplan.hardware import load_gpu  # noqa: E402
 from moeplan.timing import DEFAULT_CALIBRATION, TRAIN, gdn_chunk_kernels_s  # noqa: E402
 
@@ -40,7 +41,7 @@ def residuals(p: np.ndarray, data: list[dict[str, str]]) -> np.ndarray:
     out = []
     for r in data:
         b, t, h, d = (int(r[k]) for k in ("B", "T", "H", "D"))
-        fwd, bwd = gdn_chunk_kernels_s(b, t, h, d, TRAIN * 8 * d * d * b * t * h, gpu.peak("bf16"), cal, gpu.sms)
+        fwd, bwd = gdn_chunk_kernels_s(b, t, h, d, TRAIN * delta_rule_fwd_flops(h, d, d) * b * t, gpu.peak("bf16"), cal, gpu.sms)
         out += [math.log((fwd + hf) / (float(r["fwd_ms"]) * 1e-3)),
                 math.log((fwd + bwd + hf + hb) / (float(r["fwdbwd_ms"]) * 1e-3))]
     return np.array(out)

@@ -21,6 +21,7 @@ from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_
 from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
+from moeplan.models.spec import with_mtp_layers
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
 from moeplan.planner import Plan, PlanResult, SearchSpace, search
@@ -31,8 +32,11 @@ from moeplan.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RES
                            OPTIMIZERS)
 
 
-def resolve_model(model: str | ModelSpec) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else load_model(model)
+def resolve_model(model: str | ModelSpec, mtp_layers: int | None = None) -> ModelSpec:
+    """A model by catalog name, config.json path or spec; ``mtp_layers`` (Megatron-Core mtp_num_layers), when
+    given, sets how many multi-token prediction modules it trains with (:func:`with_mtp_layers`)."""
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    return spec if mtp_layers is None else with_mtp_layers(spec, mtp_layers)
 
 
 def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> dict[str, Any]:
@@ -137,10 +141,11 @@ def build_config(
     muon_ns_steps: int = 5,
     muon_tp_mode: str = "blockwise",
     muon_layer_wise: bool = True,
+    mtp_layers: int | None = None,
 ) -> tuple[RunConfig, GPUSpec]:
     """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
-    constants) only decides ``dispatcher="auto"``."""
-    spec = resolve_model(model)
+    constants) only decides ``dispatcher="auto"``; ``mtp_layers`` overrides the model's MTP modules."""
+    spec = resolve_model(model, mtp_layers)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
     mcore_version = normalize_version(mcore_version)
@@ -360,6 +365,7 @@ def search_plans(
     optimizer: str = "adam",
     fsdp: str = "auto",
     fsdp_double_buffer: bool = False,
+    mtp_layers: int | None = None,
 ) -> PlanReport:
     """Search layouts and knobs; the top plans with memory, throughput and rationale.
 
@@ -367,7 +373,7 @@ def search_plans(
     'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
     a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
     mcore_version = normalize_version(mcore_version)
-    spec = resolve_model(model)
+    spec = resolve_model(model, mtp_layers)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     if not 0 <= headroom < 1:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
@@ -432,7 +438,7 @@ class SweepPoint:
 
 
 _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "headroom",
-              "grad_fp32", "bf16_moments", "cal", "optimizer")
+              "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers")
 
 
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,

@@ -131,6 +131,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: '{text}'")
+    return value
+
+
 def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
@@ -275,7 +285,8 @@ def _fsdp_buffer_argument(p: argparse.ArgumentParser) -> None:
 def _numerics(args: argparse.Namespace) -> dict[str, Any]:
     """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
     estimating command."""
-    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer}
+    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer,
+            "mtp_layers": args.mtp_layers}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -503,7 +514,7 @@ def _column_ranges(console: Console, table: Table) -> list[tuple[int, int]]:
 
     out = []
     for col in table.columns:
-        cells = [console.render_str(c) if isinstance(c, str) else c for c in (col.header, *col._cells)]
+        cells = [console.render_str(c) if isinstance(c, str) else c for c in (col.header, *col.cells)]
         texts = [t.plain for t in cells if hasattr(t, "plain")]
         widest = max((cell_len(line) for t in texts for line in t.splitlines() or [""]), default=1)
         longest_word = max((cell_len(w) for t in texts for w in t.split()), default=1)
@@ -511,12 +522,25 @@ def _column_ranges(console: Console, table: Table) -> list[tuple[int, int]]:
     return out
 
 
+def _frame_width(table: Table) -> int:
+    """Columns a table takes besides its cells' text, from its public settings (box edges and rules,
+    cell padding: with ``pad_edge`` off the outer edges have none, ``collapse_padding`` drops the left)."""
+    n = len(table.columns)
+    frame = (2 if table.box and table.show_edge else 0) + (n - 1 if table.box else 0)
+    _, right, _, left = table.padding
+    if table.collapse_padding:
+        left = 0
+    pads = n * (left + right)
+    if not table.pad_edge and n:
+        pads -= left + right
+    return frame + pads
+
+
 def _fit_unbroken(console: Console, table: Table) -> bool:
     """Give each wrapping column a width so that the table fits the terminal and no word breaks;
     False when even the narrowest such widths do not fit."""
     ranges = _column_ranges(console, table)
-    pads = [table._get_padding_width(i) for i in range(len(ranges))]
-    room = console.width - table._extra_width - sum(pads)
+    room = console.width - _frame_width(table)
     if sum(hi for _, hi in ranges) <= room:
         return True  # fits as is: rich lays it out at natural widths
     if sum(lo for lo, _ in ranges) > room:
@@ -1287,6 +1311,9 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
                    help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
+    p.add_argument("--mtp-layers", type=nonnegative_int, default=None, metavar="N",
+                   help="multi-token prediction modules trained (Megatron-Core mtp_num_layers; default: the model's "
+                        "config, none for Qwen3-Next, whose checkpoint holds one and whose Bridge recipes train 1)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
     p.add_argument("--reserve-gib", type=float, default=None,

@@ -15,7 +15,6 @@ from moeplan.advice import Reason
 from moeplan.estimate import Estimate
 from moeplan.megatron.export import to_overrides
 from moeplan.memory import GIB, MEMORY_ITEMS
-from moeplan.parallel import Parallel
 from moeplan.planner import NewerRelease, Plan
 from moeplan.vocab import RESOLVED_GAIN
 
@@ -46,12 +45,8 @@ def _summary(e: Estimate) -> dict[str, Any]:
     return {k: full[k] for k in keys if k in full}
 
 
-def _layout(par: Parallel, vpp: bool = False) -> str:
-    return (f"TP{par.tp} PP{par.pp}{f' VPP{par.vpp}' if vpp else ''} CP{par.cp} EP{par.ep} DP{par.dp}")
-
-
 def _run_label(e: Estimate) -> str:
-    return f"seq {e.config.batch.seq_len:,} {_layout(e.config.parallel, vpp=True)}"
+    return f"seq {e.config.batch.seq_len:,} {e.config.parallel.short()}"
 
 
 def _fit_note(name: str, e: Estimate) -> Reason | None:
@@ -140,11 +135,11 @@ def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None) ->
     best_gib = est.memory.total_bytes / GIB
     if not b.memory.fits:
         return Reason("fix", f"Run B does not fit in memory ({b.memory.total_bytes / GIB:,.1f} GiB); the planner's best at "
-                      f"seq {seq:,} is {_layout(cfg.parallel, vpp=True)}, "
+                      f"seq {seq:,} is {cfg.parallel.short()}, "
                       f"recompute {cfg.recompute.label()}: {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU in "
                       f"{best_gib:,.1f} GiB.{tail}", {"overrides": overrides, **more})
     gain = est.time.tokens_per_s_per_gpu / b.time.tokens_per_s_per_gpu - 1
-    text = (f"Planner at seq {seq:,}: {_layout(cfg.parallel, vpp=True)}, "
+    text = (f"Planner at seq {seq:,}: {cfg.parallel.short()}, "
             f"recompute {cfg.recompute.label()}, {cfg.dispatcher}"
             f"{', CP ' + cfg.cp_comm_type if cfg.parallel.cp > 1 else ''}: {est.time.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU ({gain:+.0%}) in {best_gib:,.1f} GiB.")

@@ -144,13 +144,17 @@ def _mla_norm_fwd(a: Attention) -> float:
     return 2.0 * ((a.q_lora_rank or 0) + a.kv_lora_rank) if a.is_mla else 0.0
 
 
+def delta_rule_fwd_flops(value_heads: float, key_head_dim: int, value_head_dim: int) -> float:
+    """Forward FLOPs per token of the chunked delta rule, as Megatron counts it: 4 state-sized products
+    per value head (2 x 4 x n_v x d_k x d_v; megatron/training/training.py, gated-delta-net branch of
+    ``num_floating_point_operations``, core_r0.16+). The state is d_k x d_v per head (Yang et al.,
+    arXiv 2412.06464), so the cost per token does not depend on sequence length."""
+    return 2 * 4 * value_heads * key_head_dim * value_head_dim
+
+
 def _gdn_core_fwd(g: GatedDeltaNet) -> float:
-    """Depthwise causal conv (2 x channels x kernel) and the chunked delta rule, which Megatron
-    counts as 4 state-sized products per value head per token (2 x 4 x n_v x d_k x d_v forward;
-    megatron/training/training.py, gated-delta-net branch of ``num_floating_point_operations``,
-    core_r0.16+). The state is d_k x d_v per head (Yang et al., arXiv 2412.06464), so the cost per
-    token does not depend on sequence length."""
-    return 2 * g.conv_dim * g.conv_kernel + 2 * 4 * g.num_value_heads * g.key_head_dim * g.value_head_dim
+    """Depthwise causal conv (2 x channels x kernel) and the chunked delta rule."""
+    return 2 * g.conv_dim * g.conv_kernel + delta_rule_fwd_flops(g.num_value_heads, g.key_head_dim, g.value_head_dim)
 
 
 @lru_cache(maxsize=4096)

@@ -564,7 +564,26 @@ def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
 def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     """(seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd, none hidden."""
     d, c, perm = _ep_kernels(ctx, moe)
-    return 2 * (d + c + perm), d + c + perm
+    rmap = routing_map_allgather_s(ctx, moe)
+    return 2 * (d + c + perm) + rmap, d + c + perm + rmap
+
+
+def routing_map_allgather_s(ctx: _Ctx, moe: MoE) -> float:
+    """Seconds of HybridEP's routing-map all-gather in one MoE layer's forward (its backward reuses the handle).
+
+    Before each dispatch HybridEP gathers every EP rank's boolean routing map, [tokens x num_experts] at one
+    byte per entry, into the global map its metadata scan reads (deepseek-ai/DeepEP hybrid-ep
+    ``HybridEPBuffer::metadata_preprocessing`` -> ``Executor::allgather_routing_map``); without a token budget
+    (moe_expert_rank_capacity_factor) the host then waits for the received-token count (Megatron-Core
+    fused_a2a.py: ``non_blocking = num_permuted_tokens is not None``), so the gather is on the critical path.
+    Its size grows with experts x EP: 512 experts at EP 32 gather 31 x 512 bytes per local token, more than
+    a third of the 2 x 2,048-byte row each token sends."""
+    cfg, gpu = ctx.cfg, ctx.gpu
+    par = cfg.parallel
+    if cfg.dispatcher != "hybridep" or par.ep <= 1:
+        return 0.0
+    tokens = ctx.tokens * cfg.rows_factor
+    return _ring_time(tokens * moe.num_experts, par.ep, _busbw(gpu, par.ep, par.etp, ctx.cal))
 
 
 def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
@@ -710,7 +729,8 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     ep_fwd = 0.0
     if isinstance(mlp, MoE):
         d, c, perm = _ep_kernels(ctx, mlp)
-        ep_raw, ep_fwd = 2 * (d + c + perm), d + c + perm
+        rmap = routing_map_allgather_s(ctx, mlp)  # exposed: the host syncs on the dispatch metadata after it
+        ep_raw, ep_fwd = 2 * (d + c + perm) + rmap, d + c + perm + rmap
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
             # the merged forward/backward schedule splits each layer into sub-modules on two streams,
             # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
@@ -721,7 +741,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             attn_block = sum(out.get(k, 0.0) for k in ("gemm", "attention", "linear_attention"))
             out["ep_comm"] = (ep_overlap_exposed_s(d, c, perm, attn_block, out.get("grouped_gemm", 0.0), stolen,
                                                    cal.ep_overlap_eff)
-                              + cal.ep_overlap_layer_s * (1 - share))
+                              + rmap + cal.ep_overlap_layer_s * (1 - share))
         else:
             out["ep_comm"] = ep_raw
     # --- recompute: forward cost of what is rebuilt

@@ -383,8 +383,12 @@ def test_run_config_vpp_from_layout_and_mtp() -> None:
     no_mtp = to_run.run_config_from_settings({**s, "mtp_num_layers": None, "pipeline_model_parallel_layout": None},
                                         dsv3, 64, "h100")
     assert no_mtp.model.mtp_layers == 0 and dsv3.mtp_layers == 1
-    with pytest.raises(MoeplanError, match="multi-token"):
-        to_run.run_config_from_settings({**s, "mtp_num_layers": 1}, plan("mixtral").model, 64, "h100")
+    # a model whose config describes no MTP module trains one built from its final decoder layer, as
+    # Megatron-Core does (models.spec.with_mtp_layers)
+    mixtral = plan("mixtral").model
+    got = to_run.run_config_from_settings({**s, "mtp_num_layers": 1, "pipeline_model_parallel_layout": None},
+                                          mixtral, 64, "h100").model
+    assert got.mtp_layers == 1 and got.mtp_layer == mixtral.layers[-1]
 
 
 # ------------------------------------------------------------------------------------------ errors

@@ -87,3 +87,25 @@ def test_unknown_model_is_exit_2(capsys):
 def test_console_script_entry_point():
     proc = subprocess.run([sys.executable, "-m", "moeplan", "params", "nope"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_mtp_layers_flag_trains_the_mtp_module(capsys):
+    """--mtp-layers N (Megatron-Core mtp_num_layers): Bridge's Qwen3-Next recipes train MTP 1, which its
+    config.json does not describe; the module's FLOPs join the count, its layer the last stage (the
+    recipe's layout places it: 'tmL'), and the exports carry mtp_num_layers."""
+    base = ["estimate", "qwen3-next-80b-a3b", "--gpu", "gb200", "--gpus", "64", "--seq-len", "4096", "--gbs", "1024",
+            "--mbs", "2", "--pp", "2", "--vpp", "4", "--ep", "32", "--dispatcher", "hybridep", "--json"]
+    code, out, _ = run_cli(capsys, *base)
+    plain = json.loads(out)
+    code2, out2, _ = run_cli(capsys, *base, "--mtp-layers", "1", "--pipeline-layout", "Et*4|(t*7|)*5t*8|tmL")
+    mtp = json.loads(out2)
+    assert code == code2 == 0
+    assert mtp["flops_per_token"] > 1.05 * plain["flops_per_token"]  # one more layer and a second logits GEMM
+    code3, _, err = run_cli(capsys, *base, "--pipeline-layout", "Et*4|(t*7|)*5t*8|tmL")
+    assert code3 == 2 and "MTP" in err and "Traceback" not in err  # the layout's 'm' needs the module
+    with pytest.raises(SystemExit) as bad:  # argparse's usage error: exit code 2
+        run_cli(capsys, *base, "--mtp-layers", "-1")
+    assert bad.value.code == 2 and ">= 0" in capsys.readouterr().err
+    code5, out5, _ = run_cli(capsys, "plan", "qwen3-next-80b-a3b", "--gpu", "gb200", "--gpus", "32", "--seq-len",
+                             "8192", "--gbs", "256", "--mtp-layers", "1", "--top", "1", "--json")
+    assert code5 == 0 and "model.mtp_num_layers=1" in json.loads(out5)[0]["overrides"]

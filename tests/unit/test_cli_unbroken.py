@@ -76,3 +76,22 @@ def test_catalog_tables_at_80_columns_cut_no_name(monkeypatch, capsys):
     assert main(["hardware"]) == 0
     table = capsys.readouterr().out
     assert "1,979" in table and "5,000" in table  # FP8 TF of H100 and GB200, whole
+
+
+def test_frame_width_matches_rich_layout():
+    """cli._frame_width reads only public Table settings; it must equal what rich itself adds around the
+    cells (its private _extra_width and _get_padding_width, compared here while this rich has them)."""
+    import pytest
+    from rich import box
+    from rich.table import Table
+
+    from moeplan.cli import _frame_width
+
+    for kw in ({}, {"box": None, "padding": (0, 1), "pad_edge": False}, {"box": box.SIMPLE, "show_edge": False},
+               {"collapse_padding": True}, {"padding": (0, 2, 0, 1), "pad_edge": False}):
+        t = Table(**kw)
+        for i in range(4):
+            t.add_column(str(i))
+        if not hasattr(t, "_extra_width") or not hasattr(t, "_get_padding_width"):
+            pytest.skip("this rich release has no private layout helpers to compare with")
+        assert _frame_width(t) == t._extra_width + sum(t._get_padding_width(i) for i in range(4)), kw

@@ -15,6 +15,7 @@ from moeplan.timing import (
     DEFAULT_CALIBRATION,
     _ep_kernels,
     make_ctx,
+    routing_map_allgather_s,
     ep_comm_sms,
     ep_kernel_bw,
     ep_overlap_exposed_s,
@@ -146,16 +147,23 @@ def test_flex_dispatchers_fuse_the_preprocess_launches():
             == pytest.approx(api.estimate("qwen3-30b-a3b", dispatcher="alltoall", **graphs)["time_breakdown_s"]["launch_overhead"]))
 
 
-@pytest.mark.parametrize("ep,measured", [(16, 43e9), (32, 57e9), (64, 50e9)])
-def test_deepep_internode_benchmark_is_reproduced(ep, measured):
+EP16_GAP = ("DeepEP's EP16 internode combine is ~12% faster in moeplan than benchmarked (EP32 / EP64 within 10%), "
+            "routed as the benchmark routes; held to 15% below")
+
+
+@pytest.mark.parametrize("ep,measured,rel", [
+    (32, 57e9, 0.10), (64, 50e9, 0.10),
+    pytest.param(16, 43e9, 0.10, marks=pytest.mark.xfail(strict=True, reason=EP16_GAP), id="16-gap"),
+    pytest.param(16, 43e9, 0.15, id="16-held")])
+def test_deepep_internode_benchmark_is_reproduced(ep, measured, rel):
     """deepseek-ai/DeepEP docs/legacy.md, normal kernels on H800 (200 GB/s NVLink per direction, CX7 400G):
     BF16 combine "RDMA bottleneck bandwidth" 43 / 57 / 50 GB/s at EP16 / 32 / 64, 4096 tokens, hidden 7168.
     Routed as the benchmark routes (tests/legacy/test_internode.py): 256 experts in one group per NODE, a
     token's top-8 inside its top min(nodes, 4) groups, 24 SMs (``num_sms = 24``); the bandwidth counts
     ``num_rdma_token_sent`` (tokens x nodes reached, its own included) x row bytes per second. The model's
-    combine (NVLink leg with one copy per rank, pipelined with one send per remote node) reproduces all
-    three within 15%. (Routed with DeepSeek-V3's own 8 groups instead, EP16 reaches 8 of its 16 ranks and
-    the model looked 35% fast: that was the routing, not the kernel.)"""
+    combine (NVLink leg with one copy per rank, pipelined with one send per remote node) reproduces EP32 and
+    EP64 within 10%, EP16 within 15%. (Routed with DeepSeek-V3's own 8 groups instead, EP16 reaches 8 of its
+    16 ranks and the model looked 35% fast: that was mostly the routing, not the kernel.)"""
     import dataclasses
 
     h800 = dataclasses.replace(load_gpu("h100"), nvlink_bw_bytes_per_s=200e9, scaleout_bw_bytes_per_s=50e9)
@@ -169,4 +177,25 @@ def test_deepep_internode_benchmark_is_reproduced(ep, measured):
     per_node, reach = 256 // nodes, groups * 256 // nodes
     reached = groups * (1 - math.comb(reach - per_node, 8) / math.comb(reach, 8))
     reported = 4096 * reached * 7168 * 2 / combine_s
-    assert reported == pytest.approx(measured, rel=0.15)
+    assert reported == pytest.approx(measured, rel=rel)
+
+
+def test_hybridep_gathers_the_routing_map_before_each_dispatch():
+    """HybridEP all-gathers every EP rank's boolean routing map ([tokens x experts], one byte each) before
+    its metadata scan (DeepEP hybrid-ep metadata_preprocessing -> allgather_routing_map), once per MoE
+    layer forward: (EP - 1) x tokens x experts bytes received at the NVLink all-gather rate. DeepEP and
+    the NCCL dispatchers exchange only counts."""
+    kw = dict(gpu="gb200", gpus=64, seq_len=4096, gbs=1024, mbs=2, pp=2, vpp=4, ep=32, mcore_version="0.19")
+    moe = _moe("qwen3-next-80b-a3b")
+    cfg, gpu = api.build_config("qwen3-next-80b-a3b", dispatcher="hybridep", **kw)
+    ctx = make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
+    want = 31 * 8192 * 512 / gpu.nvlink_busbw_bytes_per_s  # 130 MB per layer and micro-batch
+    assert routing_map_allgather_s(ctx, moe) == pytest.approx(want)
+    assert 1e-4 < want < 1e-3
+    cfg, gpu = api.build_config("qwen3-next-80b-a3b", dispatcher="deepep", **kw)
+    assert routing_map_allgather_s(make_ctx(cfg, gpu, DEFAULT_CALIBRATION), moe) == 0.0
+    # it grows with experts x EP: Qwen3-30B-A3B's 128 experts at EP8 gather 30x less per token
+    cfg, gpu = api.build_config("qwen3-30b-a3b", dispatcher="hybridep", gpu="gb200", gpus=8, seq_len=4096,
+                                gbs=512, mbs=2, ep=8)
+    small = routing_map_allgather_s(make_ctx(cfg, gpu, DEFAULT_CALIBRATION), _moe("qwen3-30b-a3b"))
+    assert small == pytest.approx(7 * 8192 * 128 / gpu.nvlink_busbw_bytes_per_s)

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from moeplan.models import read_config
+from moeplan.models.spec import with_mtp_layers
 from moeplan.params import count_params
 
 from ..conftest import MODELS_DIR
@@ -70,6 +71,19 @@ def test_mtp_unique_parameters_match_dump():
     # DeepSeek-V3 MTP activated incl. shared embedding and head: 2,541,458,432
     a = count_params(read_config(MODELS_DIR / "deepseek-v3.json"), active=True)
     assert a.mtp + a.embedding + a.output == 2_541_458_432
+
+
+def test_qwen3_next_mtp_module_is_the_final_layer_spec():
+    """Qwen3-Next's config.json describes no MTP module, but its checkpoint holds one (mtp.* tensors,
+    1,650,471,424 parameters, ../shared/models/qwen3-next-80b-a3b.json notes) and Bridge's recipes train it
+    (mtp_num_layers 1). Megatron-Core builds it from the final decoder layer's spec (gated attention + MoE)
+    plus eh_proj and norms; that construction gives the checkpoint's count exactly."""
+    spec = read_config(MODELS_DIR / "qwen3-next-80b-a3b.json")
+    assert spec.mtp_layers == 0 and count_params(spec).mtp == 0
+    with_mtp = with_mtp_layers(spec, 1)
+    assert count_params(with_mtp).mtp == 1_650_471_424
+    assert with_mtp.mtp_layer == spec.layers[-1] and with_mtp_layers(spec, 1) is with_mtp
+    assert with_mtp_layers(with_mtp, 0).mtp_layers == 0 and with_mtp_layers(spec, 0) is spec
 
 
 def test_published_rounded_headlines():

@@ -30,10 +30,19 @@ ROWS = published_runs(REFERENCE_DIR)
 GAP_ROWS = {"qwen3-30b-a3b-GB200-8-4096": 0.30}
 
 
-@pytest.mark.parametrize("row", ROWS, ids=label)
-def test_throughput_within_20_percent(row):
+def _rows_at_20_percent():
+    for row in ROWS:
+        gap = label(row) in GAP_ROWS
+        yield pytest.param(row, 0.20, id=label(row), marks=[pytest.mark.xfail(
+            strict=True, reason="named gap, see GAP_ROWS and docs/calibration.md")] if gap else [])
+        if gap:
+            yield pytest.param(row, GAP_ROWS[label(row)], id=label(row) + "-held")
+
+
+@pytest.mark.parametrize("row,rel", list(_rows_at_20_percent()))
+def test_throughput_within_20_percent(row, rel):
     est = _estimate(row)
-    assert est["tflops_per_gpu"] == pytest.approx(float(row["tflops_per_gpu"]), rel=GAP_ROWS.get(label(row), 0.20))
+    assert est["tflops_per_gpu"] == pytest.approx(float(row["tflops_per_gpu"]), rel=rel)
     # and the breakdown adds up to the step time
     assert sum(est["time_breakdown_s"].values()) == pytest.approx(est["step_time_s"])
 
@@ -240,12 +249,13 @@ def test_gated_deltanet_kernels_match_fla_gb200_benchmark(row):
     gdn_eff, the state recurrence's chunk steps in waves over 148 SMs) plus the host launch time
     gdn_launch_s (a standalone call, not graph-captured)."""
     from moeplan.hardware import load_gpu
+    from moeplan.flops import delta_rule_fwd_flops
     from moeplan.timing import DEFAULT_CALIBRATION as cal, TRAIN, gdn_chunk_kernels_s
 
     gpu = load_gpu("gb200")
     b, t, h, d = (int(row[k]) for k in ("B", "T", "H", "D"))
-    flops = TRAIN * 2 * 4 * d * d * b * t * h  # Megatron's GDN count: 4 state products per value head and token
-    fwd, bwd = gdn_chunk_kernels_s(b, t, h, d, flops, gpu.peak("bf16"), cal, gpu.sm_count)
+    flops = TRAIN * delta_rule_fwd_flops(h, d, d) * b * t  # Megatron's count, the kernel alone (no conv)
+    fwd, bwd = gdn_chunk_kernels_s(b, t, h, d, flops, gpu.peak("bf16"), cal, gpu.sms)
     host = cal.gdn_launch_s
     assert fwd + host["fwd"] == pytest.approx(float(row["fwd_ms"]) * 1e-3, rel=0.15)
     assert fwd + bwd + host["fwd"] + host["bwd"] == pytest.approx(float(row["fwdbwd_ms"]) * 1e-3, rel=0.15)
@@ -267,7 +277,7 @@ def test_gated_deltanet_recurrence_binds_when_cp_leaves_few_heads():
         mixer = next(l.mixer for l in cfg.model.layers if isinstance(l.mixer, GatedDeltaNet))
         tokens = 65536 / cp
         flops = 3 * 2 * 4 * mixer.num_value_heads * mixer.key_head_dim * mixer.value_head_dim * tokens
-        fwd, bwd = gdn_kernel_parts_s(cfg, mixer, flops, gpu.peak("bf16"), cal, gpu.sm_count)
+        fwd, bwd = gdn_kernel_parts_s(cfg, mixer, flops, gpu.peak("bf16"), cal, gpu.sms)
         chunk_steps = 65536 / 64 * cal.gdn_chunk_step_s
         assert fwd >= chunk_steps and bwd >= 2 * chunk_steps  # the recurrence: 1 pass forward, 2 backward
         times[cp] = fwd + bwd

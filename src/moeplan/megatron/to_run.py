@@ -4,7 +4,6 @@ file leaves out take Megatron-Core's defaults."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from moeplan.errors import MoeplanError
 from moeplan.megatron.fields import (
@@ -17,7 +16,7 @@ from moeplan.megatron.fields import (
     normalize_version,
 )
 from moeplan.hardware import GPUSpec
-from moeplan.models.spec import ModelSpec
+from moeplan.models.spec import ModelSpec, with_mtp_layers
 from moeplan.parallel import Batch, Parallel, unroll_layout
 from moeplan.run import Recompute, RunConfig
 from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, RECOMPUTE_MODULES
@@ -177,12 +176,7 @@ def _cp_comm_from(settings: Mapping[str, object]) -> str:
 def _model_with_mtp(model: ModelSpec, settings: Mapping[str, object]) -> ModelSpec:
     if "mtp_num_layers" not in settings:
         return model
-    n = _int(settings, "mtp_num_layers") or 0
-    if n == model.mtp_layers:
-        return model
-    if n and model.mtp_layer is None:
-        raise MoeplanError(f"mtp_num_layers {n}: model {model.name} has no multi-token prediction module")
-    return replace(model, mtp_layers=n, mtp_layer=model.mtp_layer if n else None)
+    return with_mtp_layers(model, _int(settings, "mtp_num_layers") or 0)
 
 
 def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu: GPUSpec | str,

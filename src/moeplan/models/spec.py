@@ -8,9 +8,11 @@ Sizes are element counts (not bytes); widths are per layer.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Literal
+
+from moeplan.errors import MoeplanError
 
 
 class CachedHash:
@@ -208,3 +210,26 @@ class ModelSpec:
 # dataclass(frozen=True) writes a field-by-field __hash__ into each class; use the cached one.
 for _cls in (Attention, GatedDeltaNet, DenseMLP, MoE, Layer):
     _cls.__hash__ = CachedHash.__hash__  # type: ignore[method-assign]
+
+
+_WITH_MTP: dict[tuple[int, int], tuple[ModelSpec, ModelSpec]] = {}
+
+
+def with_mtp_layers(spec: ModelSpec, n: int) -> ModelSpec:
+    """The model trained with ``n`` multi-token prediction modules (Megatron-Core ``mtp_num_layers``).
+
+    A model whose config describes its MTP module keeps it; otherwise the module is built from the final
+    decoder layer's spec, as Megatron-Core does (the MTP block spec comes from the decoder's last layer;
+    Megatron Bridge flop_utils.py: "MTP construction reuses the final decoder layer spec"): Qwen3-Next's
+    checkpoint holds such a module (gated attention + MoE) that its config.json does not describe, and
+    Bridge's Qwen3-Next recipes train with mtp_num_layers 1. One object per (model, n), so caches keyed
+    by the model stay warm."""
+    if n < 0:
+        raise MoeplanError(f"MTP layers must be >= 0, got {n}")
+    if n == spec.mtp_layers:
+        return spec
+    hit = _WITH_MTP.get((id(spec), n))
+    if hit is None or hit[0] is not spec:
+        layer = (spec.mtp_layer or spec.layers[-1]) if n else None
+        hit = _WITH_MTP[(id(spec), n)] = (spec, replace(spec, mtp_layers=n, mtp_layer=layer))
+    return hit[1]
