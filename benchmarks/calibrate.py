@@ -488,9 +488,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     outlasts its overlap windows (5.3 s exposed against 1.3 s). The DeepEP internode model behind it
     reproduces DeepEP's own H800 benchmark when routed as the benchmark routes (EP32 / EP64 within 10%,
     EP16 12% fast: `test_deepep_internode_benchmark_is_reproduced`; the earlier 35% EP16 gap was mostly
-    the test's routing), so the EP16 advantage is not an artefact of an optimistic two-node kernel. Bridge's only B200 EP16 recipe (PP16 VPP1 without overlap) was replaced by EP8 (Bridge
-    039143a), and moeplan orders that pair the same way (EP8 17% above EP16 there); EP16 with VPP
-    and EP overlap was never published. The recipes' bf16 main grads cost the row 0.02.
+    the test's routing), so the EP16 advantage is not an artefact of an optimistic two-node kernel.
+    Bridge's only B200 EP16 recipe (PP16 VPP1 without overlap) was replaced by EP8 (Bridge 039143a),
+    and moeplan orders that pair the same way (EP8 17% above EP16 there); EP16 with VPP and EP overlap
+    was never published. The recipes' bf16 main grads cost the row 0.02.
 - **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer
   host cost would make the no-graph Qwen3-235B H100 rows slower than measured.
 """
