@@ -33,12 +33,11 @@ from typing import Any
 
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Layer
-from moeplan.parallel import Batch, Parallel, Pipeline
+from moeplan.parallel import Pipeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import (
     DEFAULT_CALIBRATION,
     Calibration,
-    LayerTime,
     head_time,
     layer_time,
     make_ctx,
@@ -47,58 +46,122 @@ from moeplan.timing import (
     bubble_microbatches,
 )
 
+
+_NO_RECOMPUTE = Recompute()
+# what a layer's time may not depend on (moeplan.timing.layer_shape), or what a bound variant sets itself
+_BLANKED = frozenset(("parallel", "batch", "recompute", "optimizer_offload", "ep_overlap", "cp_comm_type"))
+
+
 @dataclass
 class ThroughputBound:
-    """Upper bound on tokens/s per GPU of a layout over its memory options, cached per shape."""
+    """Upper bound on tokens/s per GPU of a layout over its memory options, cached per shape.
+
+    Three caches, each keyed by what its value reads: per shape (every run field but the layout, the
+    batch and the options above, plus TP, CP, EP, ETP, sequence and MBS) and EP overlap setting, the
+    layer and head times of that setting (the overlap-off setting is shared by the layouts that allow
+    overlap and those that do not); per shape and whether overlap is allowed, the least over the
+    settings; and per shape, allowed and pipeline split, the busiest rank's work W. A layout then costs
+    a key and two multiplications, whatever the GPU count."""
 
     gpu: GPUSpec
     cal: Calibration = DEFAULT_CALIBRATION
     layer_cache: dict[Any, dict[Any, Any]] | None = None  # shared with the search's estimates
-    _shapes: dict[tuple[RunConfig, bool], tuple[dict[Layer, float], dict[tuple[bool, int], float]]] = field(
+    _cp_types: dict[tuple[object, ...], str] = field(default_factory=dict)
+    _settings: dict[tuple[object, ...], tuple[Any, dict[Layer, float], dict[tuple[bool, int], float]]] = field(
         default_factory=dict)
+    _least: dict[tuple[object, ...], tuple[list[Any], dict[Layer, float], dict[tuple[bool, int], float]]] = field(
+        default_factory=dict)
+    _slowest: dict[tuple[object, ...], float] = field(default_factory=dict)
 
-    def _variants(self, cfg: RunConfig) -> list[RunConfig]:
-        """The option settings whose least time bounds every option of the first phase: no recompute,
-        the CP communication type the first phase uses (it takes ``best_cp_comm_type`` once per layout,
-        and that choice reads attention and CP communication only, which no memory option changes),
-        and EP overlap off and, where allowed, on."""
-        base = cfg.evolve(recompute=Recompute(), optimizer_offload=0.0)
-        base = base.evolve(cp_comm_type=best_cp_comm_type(base, self.gpu, self.cal, self.layer_cache))
-        overlaps = (False, True) if base.ep_overlap_allowed else (False,)
-        return [base.evolve(ep_overlap=o) for o in overlaps]
+    @staticmethod
+    def _key(cfg: RunConfig) -> tuple[object, ...]:
+        """The shape: every field of the run (present or added later) but those a layer's time may not
+        depend on or that the bound sets itself (recompute, offload, EP overlap, CP communication type),
+        plus the parts of the layout and batch it reads."""
+        par, batch = cfg.parallel, cfg.batch
+        rest = tuple([v for k, v in cfg.__dict__.items() if k not in _BLANKED])
+        return rest, par.tp, par.cp, par.ep, par.etp, batch.seq_len, batch.mbs
 
-    def _shape(self, cfg: RunConfig, pipe: Pipeline) -> tuple[dict[Layer, float], dict[tuple[bool, int], float]]:
-        par = cfg.parallel
-        # the run with everything a layer's time may not depend on blanked out (every other field,
-        # present or added later, stays in the key), and whether EP overlap can be on (that depends
-        # on PP, VPP and the micro-batch count)
-        key = (cfg.evolve(parallel=Parallel(0, par.tp, 1, 1, par.cp, par.ep, par.etp),
-                          batch=Batch(cfg.batch.seq_len, 0, cfg.batch.mbs), recompute=Recompute(),
-                          optimizer_offload=0.0, ep_overlap=False, cp_comm_type=""),
-               cfg.evolve(recompute=Recompute()).ep_overlap_allowed)
-        hit = self._shapes.get(key)
+    def _setting(self, cfg: RunConfig, key: tuple[object, ...], overlap: bool,
+                 ) -> tuple[Any, dict[Layer, float], dict[tuple[bool, int], float]]:
+        """(timing context, layer times, head times) of the shape at no recompute and offload, with the
+        CP communication type the first phase picks (``best_cp_comm_type``, which reads attention and
+        CP communication only, which no memory option changes) and EP overlap ``overlap``."""
+        hit = self._settings.get((key, overlap))
         if hit is not None:
             return hit
+        base = cfg.evolve(recompute=_NO_RECOMPUTE, optimizer_offload=0.0, ep_overlap=False)
+        cp_type = self._cp_types.get(key)
+        if cp_type is None:
+            cp_type = self._cp_types[key] = best_cp_comm_type(base, self.gpu, self.cal, self.layer_cache)
+        v = base.evolve(cp_comm_type=cp_type, ep_overlap=overlap)
+        ctx = make_ctx(v, self.gpu, self.cal, self.layer_cache)
         spec = cfg.model
         layers = list(dict.fromkeys(spec.layers)) + ([spec.mtp_layer] if spec.mtp_layer is not None else [])
-        heads = {h for _, rank_heads in pipeline_rank_work(spec, pipe) for h in rank_heads}
-        heads.add((True, spec.mtp_layers))
-        layer_s = {layer: math.inf for layer in layers}
-        head_s = {h: math.inf for h in heads}
-        for v in self._variants(cfg):
-            ctx = make_ctx(v, self.gpu, self.cal, self.layer_cache)
-            for layer in layers:
-                layer_s[layer] = min(layer_s[layer], layer_time(ctx, layer).total())
-            for loss, mtp in heads:
-                head_s[(loss, mtp)] = min(head_s[(loss, mtp)], sum(head_time(ctx, loss, mtp).values()))
-        self._shapes[key] = (layer_s, head_s)
-        return layer_s, head_s
+        hit = self._settings[(key, overlap)] = (ctx, {layer: layer_time(ctx, layer).total() for layer in layers}, {})
+        return hit
+
+    def _least_times(self, cfg: RunConfig, key: tuple[object, ...], allowed: bool,
+                     ) -> tuple[list[Any], dict[Layer, float], dict[tuple[bool, int], float]]:
+        """Per layer, the least time over EP overlap off and, where allowed, on."""
+        hit = self._least.get((key, allowed))
+        if hit is not None:
+            return hit
+        settings = [self._setting(cfg, key, o) for o in ((False, True) if allowed else (False,))]
+        layer_s = {layer: math.inf for layer in settings[0][1]}
+        for _, times, _ in settings:
+            for layer, s in times.items():
+                layer_s[layer] = min(layer_s[layer], s)
+        hit = self._least[(key, allowed)] = ([s[0] for s in settings], layer_s, {})
+        return hit
 
     def tokens_per_s_per_gpu(self, cfg: RunConfig, pipe: Pipeline) -> float:
         """Upper bound on the tokens/s per GPU of ``cfg``'s layout with any recompute, offload, CP
         communication type and EP overlap setting."""
-        layer_s, head_s = self._shape(cfg, pipe)
-        slowest = 0.0  # one micro-batch on the slowest pipeline rank takes at least this
+        key = self._key(cfg)
+        # whether EP overlap can be on (it depends on PP, VPP and the micro-batch count, and on recompute)
+        allowed = (cfg if cfg.recompute == _NO_RECOMPUTE else cfg.evolve(recompute=_NO_RECOMPUTE)).ep_overlap_allowed
+        slowest = self._slowest.get((key, allowed, pipe))
+        if slowest is None:
+            slowest = self._slowest[(key, allowed, pipe)] = self._busiest_rank_s(cfg, key, allowed, pipe)
+        return self._floor(cfg, slowest)
+
+    @staticmethod
+    def _floor(cfg: RunConfig, slowest: float) -> float:
+        """Tokens/s per GPU if a step took (M + B) micro-batches of ``slowest`` seconds."""
+        par, batch = cfg.parallel, cfg.batch
+        step_floor = (batch.microbatches(par.dp) + bubble_microbatches(par)) * slowest
+        return math.inf if step_floor <= 0 else batch.gbs * batch.seq_len / (step_floor * par.gpus)
+
+    def option_tokens_per_s_per_gpu(self, opt: RunConfig, pipe: Pipeline) -> float:
+        """Upper bound on the tokens/s per GPU of the one option ``opt`` (its recompute, offload, CP
+        communication type and EP overlap as set): the same floor with this option's own layer and head
+        times, so recompute's forward work is in it. The planner takes it, over the options the first
+        phase costs for a layout, once the memory ladder has named them (moeplan.planner)."""
+        ctx = make_ctx(opt, self.gpu, self.cal, self.layer_cache)
+        layer_s: dict[Layer, float] = {}
+        slowest = 0.0
+        seen: set[int] = set()
+        for rank_work in pipeline_rank_work(opt.model, pipe):
+            if id(rank_work) in seen:
+                continue
+            seen.add(id(rank_work))
+            groups, heads = rank_work
+            work = 0.0
+            for layer, n in groups:
+                s = layer_s.get(layer)
+                if s is None:
+                    s = layer_s[layer] = layer_time(ctx, layer).total()
+                work += n * s
+            for loss, mtp in heads:
+                work += sum(head_time(ctx, loss, mtp).values())
+            slowest = max(slowest, work)
+        return self._floor(opt, slowest)
+
+    def _busiest_rank_s(self, cfg: RunConfig, key: tuple[object, ...], allowed: bool, pipe: Pipeline) -> float:
+        """One micro-batch on the slowest pipeline rank takes at least this: its layers' and heads' least times."""
+        ctxs, layer_s, head_s = self._least_times(cfg, key, allowed)
+        slowest = 0.0
         seen: set[int] = set()  # ranks with the same work share one tuple (moeplan.timing.pipeline_rank_work)
         for rank_work in pipeline_rank_work(cfg.model, pipe):
             if id(rank_work) in seen:
@@ -107,18 +170,12 @@ class ThroughputBound:
             groups, heads = rank_work
             work = sum(n * layer_s[layer] for layer, n in groups)
             for h in heads:
-                if h not in head_s:  # an unusual split (explicit layout string): cost it once
-                    head_s[h] = self._head(cfg, h)
-                work += head_s[h]
+                s = head_s.get(h)
+                if s is None:
+                    s = head_s[h] = min(sum(head_time(ctx, *h).values()) for ctx in ctxs)
+                work += s
             slowest = max(slowest, work)
-        par, batch = cfg.parallel, cfg.batch
-        step_floor = (batch.microbatches(par.dp) + bubble_microbatches(par)) * slowest
-        return math.inf if step_floor <= 0 else batch.gbs * batch.seq_len / (step_floor * par.gpus)
-
-    def _head(self, cfg: RunConfig, head: tuple[bool, int]) -> float:
-        loss, mtp = head
-        return min(sum(head_time(make_ctx(v, self.gpu, self.cal, self.layer_cache), loss, mtp).values())
-                   for v in self._variants(cfg))
+        return slowest
 
 
 __all__ = ["ThroughputBound"]

@@ -292,26 +292,43 @@ def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute]) -> R
     return cfg.evolve(recompute=rc, optimizer_offload=f)
 
 
-def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
-                      ladder: list[Recompute], budget: float, smallest: float,
-                      cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None,
-                      mem: LayoutMemory | None = None) -> Candidate:
-    """Fastest option of the memory ladder that fits, given that the most aggressive option
-    (:func:`_strongest`, ``smallest`` bytes) fits. ``mem``: ``cfg``'s :class:`LayoutMemory`, if made.
-
-    Per offload fraction, the first recompute set that fits (binary search) is costed; offload is
-    only tried when no recompute set fits without it."""
+def _memory_options(cfg: RunConfig, pipe: Pipeline, space: SearchSpace, ladder: list[Recompute], budget: float,
+                    smallest: float, mem: LayoutMemory | None = None,
+                    nvlink_domain: int = 8) -> list[tuple[RunConfig, float]]:
+    """The memory options :func:`_cheapest_fitting` costs, in its order, with their total bytes, given that
+    the most aggressive option (:func:`_strongest`, ``smallest`` bytes) fits: per offload fraction, the
+    first recompute set that fits (binary search); offload only when no recompute set fits without it.
+    ``mem``: ``cfg``'s :class:`LayoutMemory`, if made (else one on ``nvlink_domain``)."""
     rcs = [space.recompute] if space.recompute is not None else ladder
     offloads = (0.0,) + (OFFLOAD_FRACTIONS if space.optimizer_offload else ())
-    best: Candidate | None = None
-    cp_type: str | None = None  # chosen once per layout: it barely depends on recompute/offload
     if mem is None:
-        mem = LayoutMemory(cfg, gpu.nvlink_domain, pipe)
+        mem = LayoutMemory(cfg, nvlink_domain, pipe)
+    out = []
     for f in offloads:
         i, total = _first_fit(mem, rcs, f, budget, smallest if f == offloads[-1] else None)
         if i == len(rcs):
             continue
-        opt = _consistent(mem.config(rcs[i], f))
+        out.append((_consistent(mem.config(rcs[i], f)), total))
+        if f == 0.0 and i < len(rcs) - 1:
+            break  # a selective set fits without offload: offload would only add time
+    assert out  # the strongest option fits
+    return out
+
+
+def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: SearchSpace,
+                      ladder: list[Recompute], budget: float, smallest: float,
+                      cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None,
+                      mem: LayoutMemory | None = None,
+                      options: list[tuple[RunConfig, float]] | None = None) -> Candidate:
+    """Fastest option of the memory ladder that fits, given that the most aggressive option
+    (:func:`_strongest`, ``smallest`` bytes) fits. ``mem``: ``cfg``'s :class:`LayoutMemory`, if made;
+    ``options``: its :func:`_memory_options`, if found. Each option is costed with the CP communication
+    type chosen on the first (it barely depends on recompute/offload)."""
+    if options is None:
+        options = _memory_options(cfg, pipe, space, ladder, budget, smallest, mem, gpu.nvlink_domain)
+    best: Candidate | None = None
+    cp_type: str | None = None
+    for opt, total in options:
         if cp_type is None:
             opt, tps = _best_cp_comm(opt, gpu, pipe, cal, layer_cache)
             cp_type = opt.cp_comm_type
@@ -320,9 +337,7 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
             tps = _tps(opt, gpu, pipe, cal, layer_cache)
         if best is None or tps > best.tokens_per_s_per_gpu:
             best = Candidate(opt, pipe, total, tps)
-        if f == 0.0 and i < len(rcs) - 1:
-            break  # a selective set fits without offload: offload would only add time
-    assert best is not None  # the strongest option fits
+    assert best is not None
     return best
 
 
@@ -524,25 +539,49 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
         fitting.append((upper, index, cfg, pipe, smallest, mem))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
-    # the `keep` best found (ties keep enumeration order: the sort below is by throughput, then index)
+    # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the
+    # bound of the memory options the first phase would cost for it (its recompute's forward work in
+    # it), and is costed in full when it comes up again with that one.
     keep = max(REFINE_MIN, 2 * top)
-    fitting.sort(key=lambda f: (-f[0], f[1]))
     found: list[tuple[int, Candidate]] = []
     kept: list[float] = []  # min-heap of the `keep` best throughputs so far
-    for upper, index, cfg, pipe, smallest, mem in fitting:
-        if len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]:
-            # the layouts of measured recipes for this model and system are costed even when their
-            # bound is out of reach: the tie-breaker prefers them when their band overlaps plan 1's
-            if _recipe_layout(cfg, gpu):
-                found.append((index, _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal,
-                                                       layer_cache, mem)))
-            continue
-        cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache, mem)
+    costed: set[int] = set()
+    nvl = gpu.nvlink_domain
+
+    def cost(index: int, cfg: RunConfig, pipe: Pipeline, smallest: float, mem: LayoutMemory,
+             options: list[tuple[RunConfig, float]] | None) -> Candidate:
+        cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest, cal, layer_cache, mem, options)
         found.append((index, cand))
+        costed.add(index)
+        return cand
+
+    def out_of_reach(upper: float) -> bool:
+        return len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]
+
+    # heap entries: (-bound, index, options or None (layout bound), cfg, pipe, smallest, mem); ties
+    # come up in enumeration order
+    queue = [(-upper, index, None, cfg, pipe, smallest, mem) for upper, index, cfg, pipe, smallest, mem in fitting]
+    heapq.heapify(queue)
+    while queue and not out_of_reach(-queue[0][0]):
+        _, index, options, cfg, pipe, smallest, mem = heapq.heappop(queue)
+        if options is None and not exhaustive:
+            options = _memory_options(cfg, pipe, space, ladder, budget, smallest, mem, nvl)
+            cp_type = best_cp_comm_type(options[0][0], gpu, cal, layer_cache)  # as _cheapest_fitting picks it
+            upper = max(bound.option_tokens_per_s_per_gpu(opt.evolve(cp_comm_type=cp_type), pipe)
+                        for opt, _ in options)
+            if not out_of_reach(upper):
+                heapq.heappush(queue, (-upper, index, options, cfg, pipe, smallest, mem))
+            continue
+        tps = cost(index, cfg, pipe, smallest, mem, options).tokens_per_s_per_gpu
         if len(kept) < keep:
-            heapq.heappush(kept, cand.tokens_per_s_per_gpu)
-        elif cand.tokens_per_s_per_gpu > kept[0]:
-            heapq.heapreplace(kept, cand.tokens_per_s_per_gpu)
+            heapq.heappush(kept, tps)
+        elif tps > kept[0]:
+            heapq.heapreplace(kept, tps)
+    # the layouts of measured recipes for this model and system are costed even when their bound is out
+    # of reach: the tie-breaker prefers them when their band overlaps plan 1's
+    for _, index, cfg, pipe, smallest, mem in fitting:
+        if index not in costed and _recipe_layout(cfg, gpu):
+            cost(index, cfg, pipe, smallest, mem, None)
     found.sort(key=lambda ic: (-ic[1].tokens_per_s_per_gpu, ic[0]))
     candidates = [c for _, c in found]
     evaluated = len(found)

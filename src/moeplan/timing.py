@@ -240,16 +240,17 @@ class _Ctx:
     shape: object = field(default=None, compare=False, hash=False)
 
 
-def layer_shape(cfg: RunConfig) -> tuple[RunConfig, bool]:
+def layer_shape(cfg: RunConfig) -> RunConfig:
     """What a layer's time depends on: the run with PP, VPP, the GPU count (hence DP), GBS and the
-    optimizer offload blanked out, and whether EP A2A overlap is allowed (which depends on them).
-    Every other field, present or added later, is kept. Runs with the same shape share their layer
-    times (:func:`estimate_time` ``layer_cache``); a layer cost that starts to read PP, VPP, DP or GBS
-    must be reflected here (tests compare shared and fresh estimates)."""
+    optimizer offload blanked out, and EP A2A overlap as it runs (on only where asked for and allowed,
+    which depends on them: layer times read it only so). Every other field, present or added later, is
+    kept. Runs with the same shape share their layer times (:func:`estimate_time` ``layer_cache``); a
+    layer cost that starts to read PP, VPP, DP or GBS must be reflected here (tests compare shared and
+    fresh estimates)."""
     par = cfg.parallel
-    blank = cfg.evolve(parallel=Parallel(0, par.tp, 1, 1, par.cp, par.ep, par.etp, None),
-                       batch=Batch(cfg.batch.seq_len, 0, cfg.batch.mbs), optimizer_offload=0.0)
-    return blank, cfg.ep_overlap_allowed
+    return cfg.evolve(parallel=Parallel(0, par.tp, 1, 1, par.cp, par.ep, par.etp, None),
+                      batch=Batch(cfg.batch.seq_len, 0, cfg.batch.mbs), optimizer_offload=0.0,
+                      ep_overlap=cfg.ep_overlap and cfg.ep_overlap_allowed)
 
 
 def make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,

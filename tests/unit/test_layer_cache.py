@@ -27,6 +27,8 @@ def _runs(model: str, gpu_name: str, gpus: int, seq: int, gbs: int):
             for d in ("alltoall", "deepep"):
                 cfg = base.with_(recompute=rc, dispatcher=d, optimizer_offload=0.5 if rc is ladder[-1] else 0.0)
                 out.append(cfg.evolve(ep_overlap=cfg.ep_overlap_allowed))
+                if rc is ladder[0]:  # EP overlap asked for where not allowed, and off where allowed: shapes
+                    out.append(cfg.evolve(ep_overlap=not cfg.ep_overlap_allowed))  # key it as it runs
     return gpu, out
 
 

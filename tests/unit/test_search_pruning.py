@@ -23,10 +23,12 @@ from moeplan.planner import (
     _cheapest_fitting,
     _fits,
     _layouts,
+    _memory_options,
     _strongest,
     search,
 )
 from moeplan.run import Recompute, RunConfig
+from moeplan.timing import best_cp_comm_type, estimate_time
 
 # (model, gpu, gpus, seq_len, gbs, keyword arguments of search)
 CASES = [
@@ -39,6 +41,11 @@ CASES = [
     ("mixtral-8x7b", "h100", 32, 8192, 256, {"space": SearchSpace(recompute=Recompute("full"))}),
     ("kimi-k2", "h100", 1024, 131072, 256, {"space": SearchSpace(cp=16), "moe_imbalance": 1.2}),
     ("deepseek-v3", "h100", 64, 131072, 64, {}),  # nothing fits: the closest miss must agree
+    # the scale of benchmarks/plan_scale.py: many layouts at 4K (memory options with offload), few at 1M
+    ("deepseek-v3", "h100", 4096, 4096, 32768, {}),
+    ("kimi-k2", "gb200", 16384, 4096, 131072, {}),
+    ("kimi-k2", "h100", 16384, 1048576, 512, {}),
+    ("qwen3-235b-a22b", "h100", 1024, 1048576, 32, {}),
 ]
 
 
@@ -71,6 +78,7 @@ def test_bound_is_above_every_layouts_estimate(case):
     ladder = recompute_ladder(spec, seq, version)
     bound = ThroughputBound(gpu)
     checked = 0
+    options_checked = 0
     for par, mbs in _layouts(spec, gpu, gpus, batch, space, version):
         cfg = RunConfig(spec, par, replace(batch, mbs=mbs), gpu=gpu, precision=kw.get("precision", "bf16"),
                         moe_imbalance=kw.get("moe_imbalance", 1.0), mcore_version=version, **numerics)
@@ -84,5 +92,18 @@ def test_bound_is_above_every_layouts_estimate(case):
         upper = bound.tokens_per_s_per_gpu(cfg, pipe)
         assert math.isfinite(upper)
         assert cand.tokens_per_s_per_gpu <= upper * (1 + BOUND_SLACK), par.short()
+        # the bound of each memory option the first phase costs (as pass 2 tightens it) is above that
+        # option's estimate, and the best of them above the layout's first-phase answer
+        cp_type = None
+        tight = 0.0
+        for opt, _ in _memory_options(cfg, pipe, space, ladder, budget, smallest, nvlink_domain=gpu.nvlink_domain):
+            cp_type = cp_type or best_cp_comm_type(opt, gpu)
+            opt = opt.evolve(cp_comm_type=cp_type)
+            opt_upper = bound.option_tokens_per_s_per_gpu(opt, pipe)
+            est = estimate_time(opt, gpu, pipeline=pipe, validated=True).tokens_per_s_per_gpu
+            assert est <= opt_upper * (1 + BOUND_SLACK), (par.short(), opt.recompute.label(), opt.optimizer_offload)
+            tight = max(tight, opt_upper)
+            options_checked += 1
+        assert cand.tokens_per_s_per_gpu <= tight * (1 + BOUND_SLACK), par.short()
         checked += 1
-    assert checked > 0
+    assert checked > 0 and options_checked >= checked

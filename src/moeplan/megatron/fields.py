@@ -296,6 +296,7 @@ def normalize_version(version: str) -> str:
     return key
 
 
+@lru_cache(maxsize=64)
 def version_key(version: str) -> tuple[int, int]:
     """(major, minor) of a Megatron-Core version string, normalized (MoeplanError when unknown)."""
     return version_tuple(normalize_version(version))
