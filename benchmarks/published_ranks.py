@@ -20,12 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from moeplan import api  # noqa: E402
+from moeplan.timing import DEFAULT_CALIBRATION, Calibration  # noqa: E402
 from tests.reference_runs import (  # noqa: E402
     LAYOUT_KEYS, bridge_runs, label, layout, plan_kwargs, published_runs, shared_dir)
 
 
-def rank_row(run: dict[str, str], top: int) -> dict[str, object]:
-    kw = plan_kwargs(run)
+def rank_row(run: dict[str, str], top: int, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, object]:
+    kw = plan_kwargs(run) | {"cal": cal}
     plans = api.plan(run["model"], top=top, **kw)["plans"]
     mine = layout(run)
     key = tuple(mine[k] for k in LAYOUT_KEYS)
@@ -43,13 +44,17 @@ def rank_row(run: dict[str, str], top: int) -> dict[str, object]:
             "tie": bool(rank and plans[rank - 1]["tie"])}
 
 
+def runs() -> list[dict[str, str]]:
+    """The published runs ranked: published_runs.csv with its recipes, and the Bridge rows without a named gap."""
+    return published_runs(shared_dir() / "reference") + [r for r in bridge_runs() if not r["gap"]]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--top", type=int, default=100, help="plans searched for the published layout (default 100)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    runs = published_runs(shared_dir() / "reference") + [r for r in bridge_runs() if not r["gap"]]
-    rows = [rank_row(r, args.top) for r in runs]
+    rows = [rank_row(r, args.top) for r in runs()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

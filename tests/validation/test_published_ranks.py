@@ -15,11 +15,14 @@ RUNS = published_runs(shared_dir() / "reference") + [r for r in bridge_runs() if
 
 # docs/calibration.md, "Published layouts the planner does not reach"
 BELOW = {
-    "qwen3-235b-a22b-H100-256-16384": "TP4 EP8 needs moe recompute for memory (estimated within 3% of its "
-                                      "measurement); TP2 CP4 EP32 (TP x CP 8) needs none and is unmeasured",
-    "deepseek-v3-b300-256-4096": "PP8 VPP1 EP8: no EP or PP overlap, 32 local experts; cross-node EP on B300 unmeasured",
-    "qwen3-235b-a22b-b300-256-4096": "PP8 VPP1 EP8: no EP or PP overlap; cross-node EP on B300 unmeasured",
-    "deepseek-v3-b200-256-4096": "EP32 over 4 nodes against EP16 over 2 (2.4x less RDMA)",
+    "qwen3-235b-a22b-H100-256-16384": "one point of a CP series at a fixed TP4 EP8 layout (estimated within 3% of "
+                                      "its measurement); TP2 CP4 EP32 (TP x CP 8) needs no moe recompute, unmeasured",
+    "deepseek-v3-b300-256-4096": "PP8 VPP1 EP8: no EP overlap and the VPP1 bubble; the next recipe moved to VPP2 "
+                                 "with overlap; no B300 run with EP > 8 or VPP > 1 published",
+    "qwen3-235b-a22b-b300-256-4096": "PP8 VPP1 EP8 without EP overlap (19% of the step exposed); VPP4 + overlap "
+                                     "removed to match B200 configs, not after a measurement",
+    "deepseek-v3-b200-256-4096": "EP32 over 4 nodes against EP16 over 2 (2.4x less RDMA, DeepEP internode model "
+                                 "reproduces DeepEP's benchmark); EP16 with overlap never published",
 }
 
 
