@@ -465,8 +465,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   and none of the four layouts was chosen against a measured run of the layout the planner prefers:
   - Qwen3-235B-A22B 16K on 256 H100 ({ratio:qwen3-235b-a22b-H100-256-16384}): the row is one point of a CP series at one fixed layout
     (Megatron-MoE-ModelZoo best_practice/qwen3: 16K-128K all at TP4 PP8 VPP4 EP8, `A2A_OVERLAP=0`,
-    recompute `layernorm moe`, CP 1-8), not a tuned choice. moeplan estimates that run within 3% of its
-    measurement (288 vs 295 TFLOP/s): the layout is not over-charged (its TP4 sequence-parallel
+    recompute `layernorm moe`, CP 1-8), not a tuned choice. Its `moe` recompute is needed for memory, in
+    moeplan too (65 GiB with `layernorm,moe`, 114 GiB with `layernorm,moe_act`, on 80 GB H100s; the
+    README's note on a TE sequence-parallel memory fix says it ran close). moeplan estimates that run
+    within 3% of its measurement (288 vs 295 TFLOP/s): the layout is not over-charged (its TP4 sequence-parallel
     collectives are 2% of the step). The faster plan, TP2 CP4 EP32, splits the sequence 8 ways (TP x CP)
     instead of 4 and fits without `moe` recompute (15% of the pinned layout's step); its DeepEP legs
     across 4 nodes reproduce DeepEP's own benchmark (below) and its CP4 ring stays inside the node. From
