@@ -479,8 +479,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     PP sends are batched; the gap is that overlap (19% of the Qwen3 step exposed) and the VPP1 bubble,
     not cross-node EP (Qwen3's PP4 VPP4 EP8 plan with overlap is within 1% of the fastest). Checked and not the
     cause: B300's scale-out (8x ConnectX-8 800G = 100 GB/s per GPU; the GPU attaches to the CX-8's PCIe
-    Gen6 switch at Gen6 x16, NVIDIA Hot Chips 2025) and the recipes' bf16 main grads (grad_reduce_in_fp32
-    False, now read from the recipe; both layouts gain). History: DeepSeek-V3's B300 recipe started as
+    Gen6 switch at Gen6 x16, NVIDIA Hot Chips 2025), HybridEP across nodes being unavailable (both
+    releases' containers build its RDMA path: HYBRID_EP_MULTINODE=1 in Bridge v0.4.2
+    docker/Dockerfile.fw_base and v0.5.0 docker/Dockerfile.ci), and the recipes' bf16 main grads
+    (grad_reduce_in_fp32 False, now read from the recipe; both layouts gain). History: DeepSeek-V3's B300 recipe started as
     B200's PP16 EP8 (Bridge 5ccbfdf) and its next one is PP8 VPP2 EP8 MBS1 with EP overlap and
     full-iteration graphs (ecfcd84, v0.6.0), toward the planner's choice; Qwen3-235B's initial B300
     recipe had PP8 VPP4 with EP overlap and lost both "to match Qwen3 B200 Configs" (592711a), not
