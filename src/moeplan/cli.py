@@ -1020,16 +1020,6 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 # --------------------------------------------------------------------------- calibrate
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: '{text}'")
-    return value
-
-
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1%}"
 
@@ -1274,7 +1264,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a setting the log lacks or gets wrong: a Megatron-Core field (seq_length=4096), a Bridge "
                         "path (dataset.seq_length=4096), gpus=N, model=NAME, mcore_version=0.16, moe_imbalance=F; "
                         "repeatable, applies to every log")
-    p.add_argument("--warmup", type=_non_negative_int, metavar="N",
+    p.add_argument("--warmup", type=nonnegative_int, metavar="N",
                    help="iterations dropped as warm-up (default 2, plus cuda_graph_warmup_steps with CUDA graphs)")
     p.add_argument("--out", metavar="PROFILE.yaml", help="write the fitted profile (use with --calibration)")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -33,7 +33,7 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
     if cfg.ep_overlap and not cfg.ep_overlap_allowed:
         return KnobProblem("overlap_moe_expert_parallel_comm",
                            "EP A2A overlap (overlap_moe_expert_parallel_comm) needs EP > 1, several micro-batches, PP 1 "
-                           "or VPP > 1, no full recompute (from Megatron-Core 0.17 no moe recompute either) and "
+                           "or VPP > 1, no full or moe recompute (Megatron-LM #3917) and "
                            "Megatron-Core 0.14+")
     return None
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.megatron.fields import ep_overlap_forbids_moe_recompute, ep_overlap_mtp_needs_pp, version_key
+from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, version_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import Batch, Parallel
 from moeplan.vocab import (
@@ -212,11 +212,14 @@ class RunConfig:
     def ep_overlap_allowed(self) -> bool:
         """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
         another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
-        (transformer_config.py checks for overlap_moe_expert_parallel_comm), and no full recompute; with
-        MTP in core_v0.16/0.17 also a single MTP layer and PP > 1; from core_r0.17.0 no ``moe`` in
-        recompute_modules."""
+        (transformer_config.py checks for overlap_moe_expert_parallel_comm), no full recompute and no
+        ``moe`` in recompute_modules, in every release: the merged schedule runs the MoE layer as
+        dispatch / experts / combine sub-modules, which a checkpointed MoE forward does not have; Megatron-LM
+        #3917 ("Missing Assertion for moe layer recompute in A2A Overlap") asserts it from core_r0.17.0,
+        and before that the pair was accepted but unsupported. With MTP in core_v0.16/0.17 also a single
+        MTP layer and PP > 1."""
         par = self.parallel
-        if "moe" in self.recompute.modules and ep_overlap_forbids_moe_recompute(self.mcore_version):
+        if "moe" in self.recompute.modules:
             return False
         if self.model.mtp_layers and ep_overlap_mtp_needs_pp(self.mcore_version):
             # core_v0.16/0.17 transformer_config.py: with MTP, one MTP layer and PP > 1

@@ -38,6 +38,11 @@ CASES = {
                                                        "virtual_pipeline_model_parallel_size": 2,
                                                        "recompute_granularity": "selective",
                                                        "recompute_modules": ["moe", "layernorm"]}),
+    "ep-a2a-overlap-moe-recompute-unsupported": ("qwen3-30b-a3b", {"overlap_moe_expert_parallel_comm": True,
+                                                                   "moe_token_dispatcher_type": "alltoall",
+                                                                   "virtual_pipeline_model_parallel_size": 2,
+                                                                   "recompute_granularity": "selective",
+                                                                   "recompute_modules": ["moe"]}),
     "cuda-graph-flags": ("qwen3-30b-a3b", {"enable_cuda_graph": True, "external_cuda_graph": True}),
     "cuda-graph-scopes": ("qwen3-30b-a3b", {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_preprocess"]}),
     "cp-comm-type-list": ("qwen3-30b-a3b", {"cp_comm_type": ["p2p", "a2a"]}),
@@ -62,13 +67,15 @@ def test_row_trips_on_its_case_and_not_on_the_base(row):
     assert not tripped(_view(model, {}, version))
 
 
-def test_ep_overlap_with_moe_recompute_is_a_017_rule():
+def test_ep_overlap_with_moe_recompute_is_an_error_from_017_and_a_warning_before():
     """transformer_config.py core_r0.17.0+ asserts "moe" not in recompute_modules with EP A2A overlap; 0.16
-    accepts it. moeplan's own plans follow the same rule (RunConfig.ep_overlap_allowed)."""
+    accepts the pair without supporting it (Megatron-LM #3917 added the missing assertion): a warning."""
     _, settings = CASES["ep-a2a-overlap-moe-recompute"]
-    assert not tripped(_view("qwen3-30b-a3b", settings, "0.16"))
-    assert tripped(_view("qwen3-30b-a3b", settings, "0.17"))
-    assert tripped(_view("qwen3-30b-a3b", settings, "0.19"))
+    assert [(a.id, a.severity) for a, _ in tripped(_view("qwen3-30b-a3b", settings, "0.16"))] == [
+        ("ep-a2a-overlap-moe-recompute-unsupported", "warning")]
+    for version in ("0.17", "0.19"):
+        assert [(a.id, a.severity) for a, _ in tripped(_view("qwen3-30b-a3b", settings, version))] == [
+            ("ep-a2a-overlap-moe-recompute", "error")]
 
 
 @pytest.mark.parametrize("extra,needle", [({"moe_shared_expert_overlap": True}, "moe_shared_expert_overlap"),
@@ -143,8 +150,8 @@ def test_installed_megatron_core_agrees(row):
 
 
 def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
-    """RunConfig.ep_overlap_allowed follows the same 0.17 rule, so no plan at 0.17+ pairs them and the
-    estimate refuses the pair as a knob problem, while 0.16 accepts it."""
+    """RunConfig.ep_overlap_allowed refuses the pair in every release (unsupported before 0.17, asserted
+    from it), so no plan pairs them and the estimate refuses the pair as a knob problem."""
     from moeplan.knobs import knob_problem
     from moeplan.parallel import Batch, Parallel
     from moeplan.run import Recompute, RunConfig
@@ -152,7 +159,7 @@ def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
 
     spec = load_model("qwen3-30b-a3b")
     par = Parallel(gpus=16, tp=1, pp=2, vpp=2, ep=8)
-    for version, allowed in (("0.16", True), ("0.17", False), ("0.18", False), ("0.19", False)):
+    for version, allowed in (("0.16", False), ("0.17", False), ("0.18", False), ("0.19", False)):
         cfg = RunConfig(spec, par, Batch(8192, 64, 1), gpu="h100", mcore_version=version,
                         recompute=Recompute.parse("selective:moe,layernorm"), dispatcher="alltoall")
         assert cfg.ep_overlap_allowed is allowed, version
@@ -160,6 +167,7 @@ def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
         assert (problem is None) is allowed, version
         assert RunConfig(spec, par, Batch(8192, 64, 1), gpu="h100", mcore_version=version,
                          recompute=Recompute.parse("selective:moe_act"), dispatcher="alltoall").ep_overlap_allowed
-    for p in api.search_plans("qwen3-235b-a22b", gpu="h100", gpus=256, seq_len=65536, gbs=256, top=5,
-                              mcore_version="0.17").plans:
-        assert not (p.config.ep_overlap and "moe" in p.config.recompute.modules), p.config.parallel.short()
+    for version in ("0.16", "0.17"):
+        for p in api.search_plans("qwen3-235b-a22b", gpu="h100", gpus=256, seq_len=65536, gbs=256, top=5,
+                                  mcore_version=version).plans:
+            assert not (p.config.ep_overlap and "moe" in p.config.recompute.modules), p.config.parallel.short()

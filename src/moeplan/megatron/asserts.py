@@ -249,6 +249,14 @@ def _a2a_overlap_moe_recompute(v: FileView) -> str | None:
     return None
 
 
+def _a2a_overlap_moe_recompute_unsupported(v: FileView) -> str | None:
+    if _a2a_overlap_moe_recompute(v):
+        return ("overlap_moe_expert_parallel_comm with moe in recompute_modules is accepted before Megatron-Core 0.17 "
+                "but not supported: the merged schedule splits the MoE layer that the checkpoint would wrap "
+                "(Megatron-LM #3917 adds the missing assertion); drop moe from recompute_modules")
+    return None
+
+
 def _graph_flags(v: FileView) -> str | None:
     legacy = [k for k in ("enable_cuda_graph", "external_cuda_graph") if v.flag(k)]
     if len(legacy) == 2:
@@ -302,6 +310,9 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("pipeline-layout-vpp", TC, "virtual_pipeline_model_parallel_size", _layout_vpp),
     McoreAssert("ep-a2a-overlap", TC, "overlap_moe_expert_parallel_comm", _a2a_overlap, since="0.14"),
     McoreAssert("ep-a2a-overlap-moe-recompute", TC, "recompute_modules", _a2a_overlap_moe_recompute, since="0.17"),
+    McoreAssert("ep-a2a-overlap-moe-recompute-unsupported", "Megatron-LM #3917 (the assertion core_r0.17.0 adds)",
+                "recompute_modules", _a2a_overlap_moe_recompute_unsupported, severity="warning", since="0.14",
+                until="0.16"),
     McoreAssert("cuda-graph-flags", TC, "cuda_graph_impl", _graph_flags, since="0.15"),
     McoreAssert("cuda-graph-scopes", TC, "cuda_graph_scope", _graph_scopes, since="0.16"),
     McoreAssert("cp-comm-type-list", TC, "cp_comm_type", _cp_comm_list),

@@ -199,9 +199,6 @@ class _Allowed:
     # transformer_config.py core_v0.16/0.17: overlap_moe_expert_parallel_comm with MTP needs mtp_num_layers 1
     # and pipeline_model_parallel_size > 1
     ep_overlap_mtp_needs_pp: bool = False
-    # transformer_config.py core_r0.17.0+: overlap_moe_expert_parallel_comm asserts "moe" not in
-    # recompute_modules (0.14-0.16 only forbid full recompute)
-    ep_overlap_forbids_moe_recompute: bool = False
 
 
 # The version table. Sources, Megatron-LM tag core_v<version>: transformer_config.py (recompute_modules and
@@ -225,16 +222,15 @@ _VERSION_TABLE: dict[str, _Allowed] = {
                      "dataset.sequence_length", "v0.3", muon_dp_overlap=False, ep_overlap_mtp_needs_pp=True),
     "0.17": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
-                     "dataset.sequence_length", "v0.4", ep_overlap_mtp_needs_pp=True,
-                     ep_overlap_forbids_moe_recompute=True),
+                     "dataset.sequence_length", "v0.4", ep_overlap_mtp_needs_pp=True),
     "0.18": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD,
                      ("none", "local", "transformer_engine", "full_iteration"), "cuda_graph_modules",
                      _SCOPES_016[1:], ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
-                     "dataset.sequence_length", "v0.5", ep_overlap_forbids_moe_recompute=True),
+                     "dataset.sequence_length", "v0.5"),
     "0.19": _Allowed(_CORE_RECOMPUTE + ("shared_experts", "gdn_norm_out"), _CORE_OFFLOAD + _OFFLOAD_019,
                      ("none", "local", "transformer_engine", "full_iteration"), "cuda_graph_modules",
                      _SCOPES_016[1:], ("deepep", "hybridep", "ncclep"), _FP8_RECIPES + ("custom",),
-                     "dataset.seq_length", "v0.6", ep_overlap_forbids_moe_recompute=True),
+                     "dataset.seq_length", "v0.6"),
 }
 VERSIONS: tuple[str, ...] = tuple(_VERSION_TABLE)
 
@@ -332,7 +328,6 @@ class MegatronFields:
     optimizers: tuple[str, ...] = ()
     muon_dp_overlap: bool = False
     ep_overlap_mtp_needs_pp: bool = False
-    ep_overlap_forbids_moe_recompute: bool = False
 
     def bridge_paths(self, knob: Knob) -> tuple[str, ...]:
         """Bridge paths written on export for this version."""
@@ -361,7 +356,6 @@ def fields_for(version: str) -> MegatronFields:
         optimizers=row.optimizers,
         muon_dp_overlap=row.muon_dp_overlap,
         ep_overlap_mtp_needs_pp=row.ep_overlap_mtp_needs_pp,
-        ep_overlap_forbids_moe_recompute=row.ep_overlap_forbids_moe_recompute,
     )
 
 
@@ -378,13 +372,6 @@ def ep_overlap_mtp_needs_pp(version: str) -> bool:
     0.16 and 0.17). Cached: the planner asks for every candidate."""
     return _VERSION_TABLE[normalize_version(version)].ep_overlap_mtp_needs_pp
 
-
-
-@lru_cache(maxsize=64)
-def ep_overlap_forbids_moe_recompute(version: str) -> bool:
-    """Whether EP A2A overlap forbids ``moe`` in recompute_modules in ``version`` (the field table: 0.17+).
-    Cached: the planner asks for every candidate."""
-    return _VERSION_TABLE[normalize_version(version)].ep_overlap_forbids_moe_recompute
 
 
 def sync_free_moe(version: str) -> bool:
