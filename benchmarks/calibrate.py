@@ -412,7 +412,13 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   dispatches bf16 with every backend) once per rank and once per remote node; with 50 GB/s NICs the
   EP32 RDMA leg (~2.4 remote nodes per DeepSeek-V3 token) fills the overlap windows. moeplan orders MB01
   right only since PP send/recv overlaps compute with VPP > 1 (Bridge's overlap_p2p_comm), and still
-  estimates the EP8 layout ~35% above its measurement.
+  estimates the EP8 layout ~35% above its measurement. Tested and not adopted: the merged 1F1B of EP
+  overlap pairs a forward with a backward only in its steady phase; the warm-up forwards
+  ((PP - rank - 1) x 2 + (VPP - 1) x PP + 1 chunk steps, schedules.py get_pp_rank_microbatches) and the
+  cool-down backwards run alone with their dispatch / combine exposed (9% of the chunk steps at PP8 VPP2
+  with 128 micro-batches). Costing them flips MB01 (measured +18% for PP8 VPP2 EP32) to -18% and the CV
+  error to 0.146 from 0.141: with the EP8 layout already over-estimated, the narrow-EP error is elsewhere
+  and has to be found first.
 - **Qwen3-30B-A3B on Blackwell** (published GB200 row +25%, Bridge GB300 / B300 rows ~+15%): with its EP
   traffic costed from the kernels' benchmarks it is small and hidden; the rest (small ffn-768 expert GEMMs,
   host work per micro-batch) is not found. Held to 30% in `tests/validation/test_timing.py`.
