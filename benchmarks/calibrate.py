@@ -416,8 +416,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   overlap pairs a forward with a backward only in its steady phase; the warm-up forwards
   ((PP - rank - 1) x 2 + (VPP - 1) x PP + 1 chunk steps, schedules.py get_pp_rank_microbatches) and the
   cool-down backwards run alone with their dispatch / combine exposed (9% of the chunk steps at PP8 VPP2
-  with 128 micro-batches). Costing them flips MB01 (measured +18% for PP8 VPP2 EP32) to -18% and the CV
-  error to 0.146 from 0.141: with the EP8 layout already over-estimated, the narrow-EP error is elsewhere
+  with 128 micro-batches). Costing them flips MB01 (measured +18% for PP8 VPP2 EP32) to -18% and raises
+  the cross-validated error to 0.144 from 0.141: with the EP8 layout already over-estimated, the narrow-EP error is elsewhere
   and has to be found first.
 - **Qwen3-30B-A3B on Blackwell** (published GB200 row +25%, Bridge GB300 / B300 rows ~+15%): with its EP
   traffic costed from the kernels' benchmarks it is small and hidden; the rest (small ffn-768 expert GEMMs,
