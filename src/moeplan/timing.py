@@ -97,7 +97,7 @@ class Calibration:
     gdn_chunk_step_s: float = _from_file("gdn_chunk_step_s")
     gdn_launch_s: dict[str, float] = _from_file("gdn_launch_s")
     grouped_gemm_eff: float = _from_file("grouped_gemm_eff")
-    gemm_k_half: float = _from_file("gemm_k_half")
+    gemm_epilogue_s: float = _from_file("gemm_epilogue_s")
     elementwise_traffic: float = _from_file("elementwise_traffic")
     hbm_eff: float = _from_file("hbm_eff")
     nvlink_eff: float = _from_file("nvlink_eff")
@@ -264,6 +264,13 @@ def make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
                 _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), cache, shared=shared, shape=shape)
 
 
+def gemm_k_half(rate: float, sms: int, cal: Calibration) -> float:
+    """Reduction depth at which a GEMM runs at half its best-shape rate on a GPU of ``sms`` SMs reaching
+    ``rate`` matmul FLOP/s: per output element, the main loop's 2K FLOPs at the per-SM rate take as long
+    as the fixed epilogue ``cal.gemm_epilogue_s`` when K = rate / sms x gemm_epilogue_s / 2."""
+    return rate / max(1, sms) * cal.gemm_epilogue_s / 2
+
+
 def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
     """(fwd + dgrad + wgrad seconds, FP8 cast seconds) of one weight GEMM on one GPU.
 
@@ -304,11 +311,15 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
         rate *= cal.grouped_gemm_eff * per_expert / (per_expert + GROUPED_TILE_ROWS / 2)
     else:
         per_expert = m
-    # Each output tile pays a fixed prologue/epilogue (load/store of C, accumulate into main_grad)
-    # besides its K-deep main loop: a GEMM with reduction depth K runs at K / (K + gemm_k_half) of the
-    # best-shape rate. Forward reduces over k, dgrad over n, wgrad over the rows (per expert): the
-    # weight gradient of narrow EP (many local experts, few rows each) is the shallow one.
-    kh = cal.gemm_k_half
+    # Each output element pays a fixed prologue/epilogue on its SM (load/store of C, accumulate into
+    # main_grad: ``gemm_epilogue_s``) besides its K-deep main loop of 2K FLOPs at the SM's matmul rate, so a
+    # GEMM with reduction depth K runs at K / (K + k_half) of the best-shape rate, k_half = SM rate x
+    # gemm_epilogue_s / 2. The tensor cores speed up the main loop, not the epilogue: Blackwell's per-SM
+    # MMA rate is ~2x Hopper's (tcgen05 vs wgmma) and FP8 doubles it again, so the same K is shallower
+    # there (k_half ~160 on H100 BF16, ~650 on GB200 MXFP8). Forward reduces over k, dgrad over n, wgrad
+    # over the rows (per expert): the weight gradient of narrow EP (many local experts, few rows) is the
+    # shallow one; small-hidden models (K or N of 512-2,048) lose the most.
+    kh = gemm_k_half(ctx.gemm_rate, ctx.gpu.sms, cal)
     depth = (k / (k + kh), n / (n + kh), per_expert / (per_expert + kh))
     t = sum(flops / (rate * d) for d in depth) + traffic / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
