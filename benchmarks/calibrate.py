@@ -478,7 +478,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     recompute `layernorm moe`, CP 1-8), not a tuned choice. Its `moe` recompute is needed for memory, in
     moeplan too (65 GiB with `layernorm,moe`, 114 GiB with `layernorm,moe_act`, on 80 GB H100s; the
     README's note on a TE sequence-parallel memory fix says it ran close). moeplan estimates that run
-    within 3% of its measurement (288 vs 295 TFLOP/s): the layout is not over-charged (its TP4 sequence-parallel
+    within 2% of its measurement (290 vs 295 TFLOP/s): the layout is not over-charged (its TP4 sequence-parallel
     collectives are 2% of the step). The faster plan, TP2 CP4 EP32, splits the sequence 8 ways (TP x CP)
     instead of 4 and fits without `moe` recompute (15% of the pinned layout's step); its DeepEP legs
     across 4 nodes reproduce DeepEP's own benchmark (below) and its CP4 ring stays inside the node. From
@@ -499,12 +499,12 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     after a measured comparison. No B300 run with EP > 8 or VPP > 1 is published.
   - DeepSeek-V3 on B200 ({ratio:deepseek-v3-b200-256-4096}): EP32 over 4 nodes against EP16 over 2, whose RDMA leg is 2.4x smaller
     (group-limited routing: 2.36 against 0.99 remote nodes per token); with 400G NICs the EP32 leg
-    outlasts its overlap windows (5.3 s exposed against 1.3 s). The DeepEP internode model behind it
+    outlasts its overlap windows (5.2 s exposed against 1.3 s). The DeepEP internode model behind it
     reproduces DeepEP's own H800 benchmark when routed as the benchmark routes (EP32 / EP64 within 10%,
     EP16 12% fast: `test_deepep_internode_benchmark_is_reproduced`; the earlier 35% EP16 gap was mostly
     the test's routing), so the EP16 advantage is not an artefact of an optimistic two-node kernel.
     Bridge's only B200 EP16 recipe (PP16 VPP1 without overlap) was replaced by EP8 (Bridge 039143a),
-    and moeplan orders that pair the same way (EP8 17% above EP16 there); EP16 with VPP and EP overlap
+    and moeplan orders that pair the same way (EP8 14% above EP16 there); EP16 with VPP and EP overlap
     was never published. The recipes' bf16 main grads cost the row 0.02.
 - **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer
   host cost would make the no-graph Qwen3-235B H100 rows slower than measured.
