@@ -27,7 +27,7 @@ from functools import lru_cache
 from moeplan import fsdp, muon
 from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
-from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate
+from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
 from moeplan.run import Recompute, RunConfig
 
@@ -207,10 +207,9 @@ def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int, ep_overl
     warm-up forward (get_pp_rank_microbatches: "we schedule one extra micro-batch forward step
     before the 1f1b stages"); its combined steps pair each layer's forward with another micro-batch's
     backward of the mirrored layer (combined_1f1b.py), so they hold no more than plain 1F1B."""
+    inflight = min(warmup_count(pp, vpp, rank, microbatches, ep_overlap) + 1, microbatches * vpp)
     if vpp == 1:
-        return [max(1, min(pp - rank, microbatches))]
-    warmup = (pp - rank - 1) * 2 + (vpp - 1) * pp + (1 if ep_overlap else 0)
-    inflight = min(warmup + 1, microbatches * vpp)
+        return [max(1, inflight)]
     counts = [0] * vpp
     for k in range(inflight):
         counts[(k // pp) % vpp] += 1

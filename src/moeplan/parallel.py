@@ -291,6 +291,19 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
     return bad
 
 
+def warmup_count(pp: int, vpp: int, rank: int, microbatches: int, extra_warmup: bool = False) -> int:
+    """Forwards pipeline rank ``rank`` runs before its first backward (megatron/core/pipeline_parallel/
+    schedules.py get_pp_rank_microbatches: PP - rank - 1 for 1F1B; (PP - rank - 1) x 2 + (VPP - 1) x PP
+    interleaved, one more with EP A2A overlap), at most every forward of the step. The timeline's order
+    and the memory estimate's micro-batches in flight (warm-up + 1) both come from it."""
+    total = microbatches * vpp
+    if pp <= 1:
+        return 0
+    if vpp == 1:
+        return min(pp - rank - 1, total)
+    return min((pp - rank - 1) * 2 + (vpp - 1) * pp + (1 if extra_warmup else 0), total)
+
+
 def interleaving_problem(pp: int, vpp: int, microbatches: int, group: int | None = None) -> str | None:
     """Why Megatron-Core refuses this interleaved 1F1B schedule (None when it runs it).
     megatron/core/pipeline_parallel/schedules.py (forward_backward_pipelining_with_interleaving): the

@@ -34,7 +34,7 @@ from typing import Any
 
 from moeplan.errors import MoeplanError
 from moeplan.memory import ScheduleMemory, estimate_memory, schedule_memory
-from moeplan.parallel import Pipeline, build_pipeline, interleaving_problem
+from moeplan.parallel import Pipeline, build_pipeline, interleaving_problem, warmup_count
 from moeplan.run import RunConfig
 from moeplan.hardware import GPUSpec
 from moeplan.timing import DEFAULT_CALIBRATION, TRAIN, Calibration, StepParts, hidden_comm_s, step_parts
@@ -89,16 +89,6 @@ def schedule_problem(pp: int, vpp: int, microbatches: int, group: int | None = N
     """Why Megatron-Core refuses this interleaved schedule (None when it runs it): the layout rule
     :func:`moeplan.parallel.interleaving_problem`."""
     return interleaving_problem(pp, vpp, microbatches, group)
-
-
-def warmup_count(pp: int, vpp: int, rank: int, microbatches: int, extra_warmup: bool = False) -> int:
-    """Forwards rank ``rank`` runs before its first backward (schedules.get_pp_rank_microbatches)."""
-    total = microbatches * vpp
-    if pp <= 1:
-        return 0
-    if vpp == 1:
-        return min(pp - rank - 1, total)
-    return min((pp - rank - 1) * 2 + (vpp - 1) * pp + (1 if extra_warmup else 0), total)
 
 
 def rank_schedule(pp: int, vpp: int, microbatches: int, rank: int, extra_warmup: bool = False,
