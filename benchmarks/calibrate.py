@@ -413,7 +413,13 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   dispatches bf16 with every backend) once per rank and once per remote node; with 50 GB/s NICs the
   EP32 RDMA leg (~2.4 remote nodes per DeepSeek-V3 token) fills the overlap windows. moeplan orders MB01
   right only since PP send/recv overlaps compute with VPP > 1 (Bridge's overlap_p2p_comm), and still
-  estimates the EP8 layout ~35% above its measurement.
+  estimates the EP8 layout ~35% above its measurement. Tested and not adopted: the merged 1F1B of EP
+  overlap pairs a forward with a backward only in its steady phase; the warm-up forwards
+  ((PP - rank - 1) x 2 + (VPP - 1) x PP + 1 chunk steps, schedules.py get_pp_rank_microbatches) and the
+  cool-down backwards run alone with their dispatch / combine exposed (9% of the chunk steps at PP8 VPP2
+  with 128 micro-batches). Costing them flips MB01 (measured +18% for PP8 VPP2 EP32) to -18% and raises
+  the cross-validated error to 0.144 from 0.141 (at the fit before the per-precision GEMM epilogue): with
+  the EP8 layout already over-estimated, the narrow-EP error is elsewhere and has to be found first.
 - **Qwen3-30B-A3B on Blackwell** (published GB200 row +16%, Bridge GB300 / B300 rows ~+10%): with its EP
   traffic costed from the kernels' benchmarks it is small and hidden. Its small GEMMs (hidden 2,048, expert
   ffn 768) lose more on Blackwell MXFP8 than on Hopper BF16 because the per-output-element epilogue does not
@@ -472,8 +478,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   and none of the four layouts was chosen against a measured run of the layout the planner prefers:
   - Qwen3-235B-A22B 16K on 256 H100 ({ratio:qwen3-235b-a22b-H100-256-16384}): the row is one point of a CP series at one fixed layout
     (Megatron-MoE-ModelZoo best_practice/qwen3: 16K-128K all at TP4 PP8 VPP4 EP8, `A2A_OVERLAP=0`,
-    recompute `layernorm moe`, CP 1-8), not a tuned choice. moeplan estimates that run within 3% of its
-    measurement (288 vs 295 TFLOP/s): the layout is not over-charged (its TP4 sequence-parallel
+    recompute `layernorm moe`, CP 1-8), not a tuned choice. Its `moe` recompute is needed for memory, in
+    moeplan too (65 GiB with `layernorm,moe`, 114 GiB with `layernorm,moe_act`, on 80 GB H100s; the
+    README's note on a TE sequence-parallel memory fix says it ran close). moeplan estimates that run
+    within 2% of its measurement (290 vs 295 TFLOP/s): the layout is not over-charged (its TP4 sequence-parallel
     collectives are 2% of the step). The faster plan, TP2 CP4 EP32, splits the sequence 8 ways (TP x CP)
     instead of 4 and fits without `moe` recompute (15% of the pinned layout's step); its DeepEP legs
     across 4 nodes reproduce DeepEP's own benchmark (below) and its CP4 ring stays inside the node. From
@@ -484,20 +492,22 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     PP sends are batched; the gap is that overlap (19% of the Qwen3 step exposed) and the VPP1 bubble,
     not cross-node EP (Qwen3's PP4 VPP4 EP8 plan with overlap is within 1% of the fastest). Checked and not the
     cause: B300's scale-out (8x ConnectX-8 800G = 100 GB/s per GPU; the GPU attaches to the CX-8's PCIe
-    Gen6 switch at Gen6 x16, NVIDIA Hot Chips 2025) and the recipes' bf16 main grads (grad_reduce_in_fp32
-    False, now read from the recipe; both layouts gain). History: DeepSeek-V3's B300 recipe started as
+    Gen6 switch at Gen6 x16, NVIDIA Hot Chips 2025), HybridEP across nodes being unavailable (both
+    releases' containers build its RDMA path: HYBRID_EP_MULTINODE=1 in Bridge v0.4.2
+    docker/Dockerfile.fw_base and v0.5.0 docker/Dockerfile.ci), and the recipes' bf16 main grads
+    (grad_reduce_in_fp32 False, now read from the recipe; both layouts gain). History: DeepSeek-V3's B300 recipe started as
     B200's PP16 EP8 (Bridge 5ccbfdf) and its next one is PP8 VPP2 EP8 MBS1 with EP overlap and
     full-iteration graphs (ecfcd84, v0.6.0), toward the planner's choice; Qwen3-235B's initial B300
     recipe had PP8 VPP4 with EP overlap and lost both "to match Qwen3 B200 Configs" (592711a), not
     after a measured comparison. No B300 run with EP > 8 or VPP > 1 is published.
   - DeepSeek-V3 on B200 ({ratio:deepseek-v3-b200-256-4096}): EP32 over 4 nodes against EP16 over 2, whose RDMA leg is 2.4x smaller
     (group-limited routing: 2.36 against 0.99 remote nodes per token); with 400G NICs the EP32 leg
-    outlasts its overlap windows (5.3 s exposed against 1.3 s). The DeepEP internode model behind it
+    outlasts its overlap windows (5.2 s exposed against 1.3 s). The DeepEP internode model behind it
     reproduces DeepEP's own H800 benchmark when routed as the benchmark routes (EP32 / EP64 within 10%,
     EP16 12% fast: `test_deepep_internode_benchmark_is_reproduced`; the earlier 35% EP16 gap was mostly
     the test's routing), so the EP16 advantage is not an artefact of an optimistic two-node kernel.
     Bridge's only B200 EP16 recipe (PP16 VPP1 without overlap) was replaced by EP8 (Bridge 039143a),
-    and moeplan orders that pair the same way (EP8 17% above EP16 there); EP16 with VPP and EP overlap
+    and moeplan orders that pair the same way (EP8 14% above EP16 there); EP16 with VPP and EP overlap
     was never published. The recipes' bf16 main grads cost the row 0.02.
 - **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer
   host cost would make the no-graph Qwen3-235B H100 rows slower than measured.

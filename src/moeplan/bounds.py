@@ -28,11 +28,13 @@ busiest rank; its cost per layout is a sum over pipeline ranks and does not grow
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from moeplan.hardware import GPUSpec
-from moeplan.models.spec import Layer
+from moeplan.models.spec import Layer, ModelSpec
 from moeplan.parallel import Pipeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import (
@@ -49,7 +51,7 @@ from moeplan.timing import (
 
 _NO_RECOMPUTE = Recompute()
 # what a layer's time may not depend on (moeplan.timing.layer_shape), or what a bound variant sets itself
-_BLANKED = frozenset(("parallel", "batch", "recompute", "optimizer_offload", "ep_overlap", "cp_comm_type"))
+_BLANKED = ("parallel", "batch", "recompute", "optimizer_offload", "ep_overlap", "cp_comm_type")
 
 
 @dataclass
@@ -71,15 +73,17 @@ class ThroughputBound:
         default_factory=dict)
     _least: dict[tuple[object, ...], tuple[list[Any], dict[Layer, float], dict[tuple[bool, int], float]]] = field(
         default_factory=dict)
-    _slowest: dict[tuple[object, ...], float] = field(default_factory=dict)
+    _rests: dict[tuple[object, ...], int] = field(default_factory=dict)  # run fields -> a small id (cheap keys)
 
-    @staticmethod
-    def _key(cfg: RunConfig) -> tuple[object, ...]:
+    def _key(self, cfg: RunConfig) -> tuple[object, ...]:
         """The shape: every field of the run (present or added later) but those a layer's time may not
         depend on or that the bound sets itself (recompute, offload, EP overlap, CP communication type),
         plus the parts of the layout and batch it reads."""
         par, batch = cfg.parallel, cfg.batch
-        rest = tuple([v for k, v in cfg.__dict__.items() if k not in _BLANKED])
+        fields = dict(cfg.__dict__)  # a copy less the blanked entries: the other values, in field order
+        for k in _BLANKED:
+            del fields[k]
+        rest = self._rests.setdefault(tuple(fields.values()), len(self._rests))
         return rest, par.tp, par.cp, par.ep, par.etp, batch.seq_len, batch.mbs
 
     def _setting(self, cfg: RunConfig, key: tuple[object, ...], overlap: bool,
@@ -121,9 +125,7 @@ class ThroughputBound:
         key = self._key(cfg)
         # whether EP overlap can be on (it depends on PP, VPP and the micro-batch count, and on recompute)
         allowed = (cfg if cfg.recompute == _NO_RECOMPUTE else cfg.evolve(recompute=_NO_RECOMPUTE)).ep_overlap_allowed
-        slowest = self._slowest.get((key, allowed, pipe))
-        if slowest is None:
-            slowest = self._slowest[(key, allowed, pipe)] = self._busiest_rank_s(cfg, key, allowed, pipe)
+        slowest = self._busiest_rank_s(cfg, key, allowed, pipe)  # each layout of a search has its own split and shape
         return self._floor(cfg, slowest)
 
     @staticmethod
@@ -162,20 +164,36 @@ class ThroughputBound:
         """One micro-batch on the slowest pipeline rank takes at least this: its layers' and heads' least times."""
         ctxs, layer_s, head_s = self._least_times(cfg, key, allowed)
         slowest = 0.0
-        seen: set[int] = set()  # ranks with the same work share one tuple (moeplan.timing.pipeline_rank_work)
-        for rank_work in pipeline_rank_work(cfg.model, pipe):
-            if id(rank_work) in seen:
-                continue
-            seen.add(id(rank_work))
-            groups, heads = rank_work
-            work = sum(n * layer_s[layer] for layer, n in groups)
+        for groups, heads in _candidate_works(cfg.model, pipe):
+            work = 0.0
+            for layer, n in groups:
+                work += n * layer_s[layer]
             for h in heads:
                 s = head_s.get(h)
                 if s is None:
                     s = head_s[h] = min(sum(head_time(ctx, *h).values()) for ctx in ctxs)
                 work += s
-            slowest = max(slowest, work)
+            if work > slowest:
+                slowest = work
         return slowest
+
+
+@lru_cache(maxsize=4096)
+def _candidate_works(spec: ModelSpec, pipe: Pipeline) -> tuple[tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]], ...]:
+    """The pipeline ranks' works (moeplan.timing.pipeline_rank_work) that can be the busiest, once each: a
+    work is left out when another holds at least as many layers of every kind and all its heads (every
+    time is >= 0, so it cannot be slower; of equal works the first is kept)."""
+    works = list(dict.fromkeys(pipeline_rank_work(spec, pipe)))
+    counts = [(dict(groups), Counter(heads)) for groups, heads in works]
+
+    def covers(a: int, b: int) -> bool:
+        (ga, ha), (gb, hb) = counts[a], counts[b]
+        return (all(ha[h] >= n for h, n in hb.items())
+                and all(ga.get(layer, 0) >= n for layer, n in gb.items()))
+
+    kept = [b for b in range(len(works))
+            if not any(a != b and covers(a, b) and (a < b or not covers(b, a)) for a in range(len(works)))]
+    return tuple(works[b] for b in kept)
 
 
 __all__ = ["ThroughputBound"]

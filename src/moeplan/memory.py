@@ -312,17 +312,24 @@ def _rank_profiles(spec: ModelSpec, tp: int, pp: int, vpp: int, ep: int, etp: in
                  for r, (stages, counts) in enumerate(zip(pipeline.rank_stages, inflight)))
 
 
-@lru_cache(maxsize=4096)
 def peak_rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline,
                        ep_overlap: bool = False) -> tuple[RankProfile, ...]:
     """The profiles of :func:`rank_profiles` whose rank can hold the layout's peak: a rank is left out when
     a lower rank holds the same layers (kinds, in the same order), embedding, MTP and loss, hence the same
     parameters, and at least as many micro-batches in flight on every chunk. Every activation term is a
     non-negative sum of in-flight counts times bytes, and rounding is monotone, so such a rank's total
-    is at most the other's, as a float too: the maximum over these ranks is the maximum over all."""
-    counts = tuple(_inflight(par.pp, par.vpp, r, microbatches, ep_overlap) for r in range(par.pp))
-    return tuple(_rank_profile(spec, par.tp, par.vpp, par.ep, par.etp, pipeline, r, counts[r])
-                 for r in _peak_ranks(spec, pipeline, counts))
+    is at most the other's, as a float too: the maximum over these ranks is the maximum over all.
+    Only their activation fields are meant (what is in flight depends on the split and the micro-batch
+    count, not on TP, EP or ETP): the parameter fields are those of TP = EP = ETP = 1, so layouts that
+    differ in these share one answer."""
+    return _peak_profiles(spec, par.pp, par.vpp, microbatches, pipeline, ep_overlap)
+
+
+@lru_cache(maxsize=4096)
+def _peak_profiles(spec: ModelSpec, pp: int, vpp: int, microbatches: int, pipeline: Pipeline,
+                   ep_overlap: bool) -> tuple[RankProfile, ...]:
+    counts = tuple(_inflight(pp, vpp, r, microbatches, ep_overlap) for r in range(pp))
+    return tuple(_rank_profile(spec, 1, vpp, 1, 1, pipeline, r, counts[r]) for r in _peak_ranks(spec, pipeline, counts))
 
 
 @lru_cache(maxsize=16384)
@@ -534,6 +541,9 @@ def _rank_total(state: float, act: float, transient: float, dispatcher: float, g
     return state + act + transient + dispatcher + graphs + reserve
 
 
+_NOT_SHARED = ("parallel", "batch", "recompute", "optimizer_offload")  # LayoutMemory.shared_keys: read in parts
+
+
 class LayoutMemory:
     """Peak memory of the memory options of one run: the run ``base`` with any recompute and optimizer
     offload fraction (the planner's memory ladder). A rank's parameter state does not depend on the
@@ -541,7 +551,7 @@ class LayoutMemory:
     added in the order :func:`peak_memory_bytes` adds them, so the totals are the same floats
     (tests/unit/test_memory_ladder_cache.py)."""
 
-    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_m", "_fixed", "_state", "_acts", "_peaks")
+    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_m", "_fixed", "_state", "_acts", "_layers", "_peaks")
 
     def __init__(self, base: RunConfig, nvlink_domain: int, pipe: Pipeline,
                  shared: dict[Any, Any] | None = None) -> None:
@@ -554,30 +564,38 @@ class LayoutMemory:
         # offload -> rank -> parameter state bytes; recompute -> (extra warm-up, per rank activations)
         self._state: dict[float, dict[int, float]]
         self._acts: dict[Recompute, tuple[bool, list[tuple[int, float, float, float]]]]
+        # recompute -> (bytes per micro-batch of each layer kind, MoE dispatch transient)
+        self._layers: dict[Recompute, tuple[dict[Layer, tuple[float, float, float]], float]]
         if shared is None:
-            self._state, self._acts = {}, {}
+            self._state, self._acts, self._layers = {}, {}, {}
         else:
-            act_key, state_key = self.shared_keys()
+            act_key, state_key, layer_key = self.shared_keys()
             self._acts = shared.setdefault(act_key, {})
             self._state = shared.setdefault(state_key, {})
+            self._layers = shared.setdefault(layer_key, {})
         self._peaks: dict[tuple[Recompute, float], float] = {}
 
-    def shared_keys(self) -> tuple[tuple[object, ...], tuple[object, ...]]:
-        """What a rank's activations and its parameter state depend on, to share them across the layouts
-        of a search: every field of the run (present or added later) but the layout, the batch, the
-        recompute and the offload, plus the parts of these they read. Activations: TP, PP, VPP, CP, ETP,
-        the pipeline, sequence, MBS and the micro-batch count, not EP (only parameters are split over
-        experts) nor the GPU count. Parameter state: TP, PP, VPP, EP, ETP, the pipeline, the GPU count and
-        with it the dense data-parallel group DP x CP (Megatron's distributed optimizer and FSDP shard
-        dense state over it; expert state over EDP, which these fix), not the batch nor CP and DP apart.
-        tests/unit/test_memory_ladder_cache.py shares one dict over families of layouts and compares every
-        answer with a fresh item-by-item estimate."""
+    def shared_keys(self) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:
+        """What a rank's activations, its parameter state and the per-layer activation bytes depend on, to
+        share them across the layouts of a search: every field of the run (present or added later) but the
+        layout, the batch, the recompute and the offload, plus the parts of these they read. Activations:
+        TP, PP, VPP, CP, ETP, the pipeline, sequence, MBS and the micro-batch count, not EP (only parameters
+        are split over experts) nor the GPU count. Parameter state: TP, PP, VPP, EP, ETP, the pipeline, the
+        GPU count and with it the dense data-parallel group DP x CP (Megatron's distributed optimizer and
+        FSDP shard dense state over it; expert state over EDP, which these fix), not the batch nor CP and DP
+        apart. Per-layer bytes of one micro-batch: ETP and the tokens per GPU (MBS x seq / (CP x TP)), not
+        the pipeline. tests/unit/test_memory_ladder_cache.py shares one dict over families of layouts and
+        compares every answer with a fresh item-by-item estimate."""
         base, par, batch = self.base, self.base.parallel, self.base.batch
-        rest = tuple(v for k, v in base.__dict__.items() if k not in ("parallel", "batch", "recompute", "optimizer_offload"))
+        fields = dict(base.__dict__)  # a copy less four entries: the same values, in field order
+        for k in _NOT_SHARED:
+            del fields[k]
+        rest = tuple(fields.values())
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
                  batch.seq_len, batch.mbs, self._m),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
-                 par.dp * par.cp, par.gpus))
+                 par.dp * par.cp, par.gpus),
+                ("layers", rest, par.etp, self._tokens))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
         return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)
@@ -591,8 +609,10 @@ class LayoutMemory:
             cfg = base.evolve(recompute=recompute)
             extra = _extra_warmup(cfg)
             tokens = self._tokens
-            per_layer = _per_layer_bytes(cfg, tokens)
-            transient = _moe_dispatch_transient(cfg, tokens)
+            layers = self._layers.get(recompute)
+            if layers is None:
+                layers = self._layers[recompute] = (_per_layer_bytes(cfg, tokens), _moe_dispatch_transient(cfg, tokens))
+            per_layer, transient = layers
             acts = []
             for prof in peak_rank_profiles(base.model, base.parallel, self._m, self.pipe, extra):
                 act, _, trans, graphs = _rank_activations(cfg, prof, tokens, per_layer, transient)

@@ -234,6 +234,9 @@ def _sharding_options(space: SearchSpace, mcore_version: str, optimizer: str) ->
 
 def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunConfig:
     """The layout's configuration with a data-parallel sharding choice."""
+    buffered = space.fsdp_double_buffer if sharding else False
+    if cfg.fsdp == sharding and cfg.fsdp_double_buffer == buffered:
+        return cfg
     return cfg.evolve(fsdp=sharding, fsdp_double_buffer=space.fsdp_double_buffer if sharding else False)
 
 

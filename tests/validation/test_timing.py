@@ -221,6 +221,17 @@ def test_wgrad_accumulates_into_the_main_gradient_every_micro_batch():
     assert narrow["time_breakdown_s"]["grouped_gemm"] > wide["time_breakdown_s"]["grouped_gemm"]
 
 
+def test_bridge_rows_run_with_bf16_main_grads():
+    """Every Megatron Bridge perf recipe reduces gradients in bf16 (``cfg.ddp.grad_reduce_in_fp32 = False``:
+    v0.4.2 / v0.5.0 scripts/performance/configs/*/*_llm_pretrain.py, v0.6.0 perf_recipes/_common.py
+    _benchmark_common), so Megatron's main_grad buffers are bf16: the rows say so and the runs are built so."""
+    from ..reference_runs import plan_kwargs
+
+    rows = bridge_runs()
+    assert rows and all(r["grad_fp32"] == "0" for r in rows)
+    assert not any(plan_kwargs(r)["grad_fp32"] for r in rows)
+
+
 def test_out_of_sample_bridge_runs():
     """Newest Megatron Bridge perf-summary rows (not used to set any constant): every row whose model
     features moeplan covers is within 30% of its published TFLOP/s, median within 20%; rows with a
