@@ -457,7 +457,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   run ahead (`launch_overhead_per_layer_s`, fitted on G09). A host/GPU max() over the post-sync window would
   not raise Qwen3-Next: the recipe's eager part (dispatch, 16-expert TE GroupedLinear, which launches one
   cuBLASLt GEMM and one quantize per local expert unless moe_use_grouped_tensor, combine, shared expert) is
-  ~100-200 launches, ~0.5-1 ms of host time per layer and micro-batch against ~3 ms of GPU work.
+  ~100-200 launches, ~0.5-1 ms of host time per layer and micro-batch against ~3 ms of GPU work. Tried as
+  a refit (host time exposed only beyond the layer's forward dispatch + combine + expert GEMMs): the
+  launch constant is then hidden everywhere and no longer pinned, CV error 0.138 -> 0.143, 25 of 26
+  ranking pairs, and Qwen3-Next 2-3% faster. Not the cause; the additive fitted term stays.
   (h) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
   moe_preprocess, which capture the GDN mixer, MTP 1 and its layout) measured 6.68 s/iter where moeplan
   estimates 2.8 s: the same ~2.4x at 4K, without CP and with the GDN launches in graphs

@@ -568,13 +568,14 @@ class LayoutMemory:
         if shared is None:
             self._state, self._acts, self._layers = {}, {}, {}
         else:
-            act_key, state_key, layer_key = self.shared_keys()
+            act_key, state_key, layer_key = self.shared_keys(shared)
             self._acts = shared.setdefault(act_key, {})
             self._state = shared.setdefault(state_key, {})
             self._layers = shared.setdefault(layer_key, {})
         self._peaks: dict[tuple[Recompute, float], float] = {}
 
-    def shared_keys(self) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:
+    def shared_keys(self, shared: dict[Any, Any] | None = None,
+                    ) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:
         """What a rank's activations, its parameter state and the per-layer activation bytes depend on, to
         share them across the layouts of a search: every field of the run (present or added later) but the
         layout, the batch, the recompute and the offload, plus the parts of these they read. Activations:
@@ -584,12 +585,15 @@ class LayoutMemory:
         FSDP shard dense state over it; expert state over EDP, which these fix), not the batch nor CP and DP
         apart. Per-layer bytes of one micro-batch: ETP and the tokens per GPU (MBS x seq / (CP x TP)), not
         the pipeline. tests/unit/test_memory_ladder_cache.py shares one dict over families of layouts and
-        compares every answer with a fresh item-by-item estimate."""
+        compares every answer with a fresh item-by-item estimate. With ``shared``, the run's other fields
+        stand in the keys as a small id kept in it (cheaper to hash)."""
         base, par, batch = self.base, self.base.parallel, self.base.batch
         fields = dict(base.__dict__)  # a copy less four entries: the same values, in field order
         for k in _NOT_SHARED:
             del fields[k]
-        rest = tuple(fields.values())
+        rest: object = tuple(fields.values())
+        if shared is not None:
+            rest = shared.setdefault(("fields", rest), ("fields", len(shared)))
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
                  batch.seq_len, batch.mbs, self._m),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,

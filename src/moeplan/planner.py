@@ -40,8 +40,8 @@ from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
-from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, build_pipeline, check_layout,
-                              with_balanced_layout)
+from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, build_pipeline,
+                              check_layout, with_balanced_layout)
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
 from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, RESOLVED_GAIN
@@ -183,6 +183,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
     etps = [space.etp] if space.etp else [1]
     out = []
+    batches = {mbs: Batch(batch.seq_len, batch.gbs, mbs) for mbs in mbss}
     for tp in tps:
         for cp in cps:
             for pp in pps:
@@ -191,15 +192,16 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
                 dp = gpus // (tp * cp * pp)
                 vpps = [space.vpp] if space.vpp else ([1] if pp == 1 else [v for v in (1, 2, 4, 8) if pp * v <= spec.num_layers])
                 for vpp in vpps:
+                    split = balanced_layout(spec, pp, vpp)  # as with_balanced_layout fills it in
                     for ep in eps:
                         for etp in etps:
                             if gpus % (ep * etp * pp):
                                 continue
+                            par = Parallel(gpus, tp, pp, vpp, cp, ep, etp, split)
                             for mbs in mbss:
                                 if batch.gbs % (mbs * dp):
                                     continue
-                                par = with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp))
-                                if not check_layout(spec, par, Batch(batch.seq_len, batch.gbs, mbs), mcore_version):
+                                if not check_layout(spec, par, batches[mbs], mcore_version):
                                     out.append((par, mbs))
     return out
 
@@ -501,6 +503,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     fitting: list[tuple[float, int, RunConfig, Pipeline, float, LayoutMemory]] = []
     strongest = _strongest_option(space, ladder)
     template: RunConfig | None = None
+    batches: dict[int, Batch] = {}
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
@@ -518,7 +521,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             template = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
                                  dispatcher="alltoall", moe_imbalance=moe_imbalance,
                                  reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
-        cfg = template.evolve(parallel=par, batch=Batch(batch.seq_len, batch.gbs, mbs))
+        b = batches.get(mbs)
+        if b is None:
+            b = batches[mbs] = Batch(batch.seq_len, batch.gbs, mbs)
+        cfg = template.evolve(parallel=par, batch=b)
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
         # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
