@@ -575,9 +575,14 @@ def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
 
 def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     """(seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd, none hidden."""
-    d, c, perm = _ep_kernels(ctx, moe)
-    rmap = routing_map_allgather_s(ctx, moe)
-    return 2 * (d + c + perm) + rmap, d + c + perm + rmap
+    return _ep_totals(*_ep_kernels(ctx, moe), routing_map_allgather_s(ctx, moe))
+
+
+def _ep_totals(dispatch_s: float, combine_s: float, permute_s: float, routing_map_s: float) -> tuple[float, float]:
+    """(fwd + bwd, forward-only) seconds of one MoE layer's EP traffic from its parts: dispatch, combine
+    and permutation run in both directions, the routing-map all-gather only in the forward."""
+    once = dispatch_s + combine_s + permute_s
+    return 2 * once + routing_map_s, once + routing_map_s
 
 
 def routing_map_allgather_s(ctx: _Ctx, moe: MoE) -> float:
@@ -742,7 +747,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mlp, MoE):
         d, c, perm = _ep_kernels(ctx, mlp)
         rmap = routing_map_allgather_s(ctx, mlp)  # exposed: the host syncs on the dispatch metadata after it
-        ep_raw, ep_fwd = 2 * (d + c + perm) + rmap, d + c + perm + rmap
+        ep_raw, ep_fwd = _ep_totals(d, c, perm, rmap)
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
             # the merged forward/backward schedule splits each layer into sub-modules on two streams,
             # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
