@@ -45,7 +45,7 @@ DOC = ROOT / "docs" / "calibration.md"
 
 # (constant, key) fitted; efficiencies in logit space, seconds in log space. allgather follows alltoall.
 # The flex dispatchers' NVLink kernels are not fitted: their rates come from the kernels' benchmarks
-# (ep_link_share / ep_sm_bw / ep_sms in the data file). Across NVLink domains HybridEP follows DeepEP
+# (ep_link_share / ep_sm_bw_bytes_per_s / ep_sms in the data file). Across NVLink domains HybridEP follows DeepEP
 # (both send once per remote domain over RDMA; no measured row separates them there).
 FITTED: tuple[tuple[str, str | None], ...] = (
     ("attn_fwd_eff", "cudnn_mla"), ("attn_bwd_eff", "cudnn_mla"), ("attn_bwd_eff", "flash"),
@@ -241,7 +241,7 @@ def main() -> int:
     args = ap.parse_args()
     obs = observations()
     prior = to_z(PRIOR)
-    z0 = to_z(DEFAULT_CALIBRATION)
+    z0 = prior  # from the priors, not the last written file: the fit does not depend on its own output
     r_before = residuals(obs, from_z(prior))
     z = fit(obs, z0, prior, args.iters)
     cal = from_z(z)

@@ -631,9 +631,11 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
             _text_column(table, col)
         for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
             _num_column(table, col)
+    from moeplan.fsdp import FULL_SHARD
+    from moeplan.report import layout_label
+
     for p in result["plans"]:
-        par = p["parallel"]
-        layout = f"TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} EP{par['ep']} DP{par['dp']}"
+        layout = layout_label(p) + ("" if not p.get("fsdp") else " FSDP" if p["fsdp"] == FULL_SHARD else f" FSDP {p['fsdp']}")
         lo, hi = p["tflops_range"]
         numbers = [f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
                    *([] if narrow else [f"{lo:,.0f}-{hi:,.0f}", f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
@@ -644,7 +646,7 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
         else:
             table.add_row(rank, layout, str(p["mbs"]), recompute,
                           p["dispatcher"] + (" +ovl" if p["ep_overlap"] else ""),
-                          p["cp_comm_type"] if par["cp"] > 1 else "-", ", ".join(p["cuda_graphs"]) or "-",
+                          p["cp_comm_type"] if p["parallel"]["cp"] > 1 else "-", ", ".join(p["cuda_graphs"]) or "-",
                           f"{p['optimizer_offload']:.0%}", *numbers)
     return table
 
@@ -768,6 +770,8 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
+    from moeplan.report import layout_label
+
     table = _table("Sequence-length sweep", narrow)
     for col in ("seq", "GBS"):
         _num_column(table, col)
@@ -785,8 +789,7 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
                                          if c else ""), "", *([""] if not narrow else []), "", "[red]no", "", ""]
             table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells[:blanks + 1])
             continue
-        p = r["parallel"]
-        cells = [f"TP{p['tp']} PP{p['pp']} VPP{p['vpp']} CP{p['cp']} EP{p['ep']} DP{p['dp']}",
+        cells = [layout_label(r),
                  escape(_wrapping(r["recompute"]))]
         if not narrow:
             cells.append(r["dispatcher"])

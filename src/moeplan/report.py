@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from moeplan.parallel import Parallel
 from moeplan.plots import atomic_write, fmt_seconds, seq_label
 
 if TYPE_CHECKING:
@@ -37,11 +38,16 @@ font:13px/1.5 "DejaVu Sans Mono",monospace}
 
 
 def layout_label(row: Row) -> str:
-    """'TP1 PP8 VPP4 CP32 EP32 ETP1 DP4' from an estimate's ``parallel`` dict (or its ``layout``)."""
+    """'TP1 PP8 VPP4 CP32 EP32 DP4' from an estimate's ``parallel`` dict (or its ``layout``), in the one
+    format every table uses (:meth:`moeplan.parallel.Parallel.short`)."""
     if "layout" in row:
         return str(row["layout"])
     par = row.get("parallel") or {}
-    return " ".join(f"{k.upper()}{par[k]}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp") if k in par)
+    try:
+        sizes = {k: int(par[k]) for k in ("tp", "pp", "vpp", "cp", "ep", "etp")}
+        return Parallel(gpus=sizes["tp"] * sizes["cp"] * sizes["pp"] * int(par["dp"]), **sizes).short()
+    except (KeyError, TypeError, ValueError):  # a partial dict (hand-made JSON): show what it has
+        return " ".join(f"{k.upper()}{par[k]}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp") if k in par)
 
 
 def peak_gib(row: Row) -> float | None:

@@ -83,6 +83,10 @@ def _from_file(name: str) -> Any:
     return field(default_factory=lambda: copy.deepcopy(_file_constants()[name]))
 
 
+# Old names of renamed constants, still read from user profiles (--calibration FILE): old -> new.
+RENAMED_CONSTANTS = {"ep_sm_bw": "ep_sm_bw_bytes_per_s"}  # renamed for its unit (moeplan 2026-12)
+
+
 @dataclass(frozen=True, eq=False)
 class Calibration:
     """Global efficiency constants of the timing model. The defaults are the values in
@@ -104,7 +108,7 @@ class Calibration:
     scaleout_eff: float = _from_file("scaleout_eff")
     a2a_eff: dict[str, float] = _from_file("a2a_eff")
     ep_link_share: dict[str, float] = _from_file("ep_link_share")
-    ep_sm_bw: dict[str, float] = _from_file("ep_sm_bw")
+    ep_sm_bw_bytes_per_s: dict[str, float] = _from_file("ep_sm_bw_bytes_per_s")
     ep_sms: dict[str, float] = _from_file("ep_sms")
     a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
     ep_overlap_eff: float = _from_file("ep_overlap_eff")
@@ -126,6 +130,9 @@ class Calibration:
         known = {f.name: f for f in fields(self)}
         values: dict[str, Any] = {}
         for key, value in overrides.items():
+            key = RENAMED_CONSTANTS.get(key, key)
+            if key in values:
+                raise MoeplanError(f"{origin}: '{key}' is given twice (once under its old name)")
             if key not in known:
                 raise MoeplanError(f"{origin}: unknown calibration constant '{key}' "
                                    f"(known: {', '.join(sorted(known))})")
@@ -405,13 +412,13 @@ GDN_SEQUENTIAL_PASSES = {"fwd": 1, "bwd": 2}
 GDN_V_TILE = 32
 
 
-def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: int, flops: float, peak: float,
+def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: int, flops: float, peak_flops_per_s: float,
                         cal: Calibration, sms: int = ASSUMED_SM_COUNT) -> tuple[float, float]:
     """(forward, backward) GPU seconds of one fla chunk_gated_delta_rule call over ``batch`` sequences of
     ``seq_len`` tokens and ``heads`` value heads; ``flops`` is Megatron's forward + backward count.
 
     The chunk-parallel kernels (kkt, solve_tril, w/u, output, dq/dk/dv) have one program per chunk and
-    head and run at ``gdn_eff`` of peak; the state recurrence (chunk_gated_delta_rule_fwd_h, bwd_dhu:
+    head and run at ``gdn_eff`` of peak (``peak_flops_per_s``); the state recurrence (chunk_gated_delta_rule_fwd_h, bwd_dhu:
     fla/ops/common/chunk_delta_h.py, grid V / BV x B x HV) has one program per value tile per head that
     walks the chunks one after another. Each direction costs the larger of its FLOPs at its rate and
     its recurrence latency: passes x seq / 64 chunks x ``gdn_chunk_step_s`` x waves of programs over
@@ -423,13 +430,13 @@ def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: 
     # the chunk-parallel kernels' grids are chunks x B x HV (x tiles; fla/ops/common/chunk_o.py,
     # gated_delta_rule/chunk_fwd.py): fewer programs than SMs leave SMs idle (short shards, few heads)
     occupancy = min(1.0, chunks * batch * heads / max(1, sms))
-    fwd = max(flops / TRAIN / (peak * cal.gdn_eff["fwd"] * occupancy), GDN_SEQUENTIAL_PASSES["fwd"] * step)
-    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak * cal.gdn_eff["bwd"] * occupancy),
+    fwd = max(flops / TRAIN / (peak_flops_per_s * cal.gdn_eff["fwd"] * occupancy), GDN_SEQUENTIAL_PASSES["fwd"] * step)
+    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak_flops_per_s * cal.gdn_eff["bwd"] * occupancy),
               GDN_SEQUENTIAL_PASSES["bwd"] * step)
     return fwd, bwd
 
 
-def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak: float, cal: Calibration,
+def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak_flops_per_s: float, cal: Calibration,
                        sms: int = ASSUMED_SM_COUNT) -> tuple[float, float]:
     """(forward, backward) seconds of the Gated DeltaNet kernels of one layer and micro-batch on one GPU.
 
@@ -439,7 +446,7 @@ def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak:
     programs: at CP 16 Qwen3-Next has 2 heads per rank, 8 programs on 148 SMs walking 1,024 chunks."""
     par = cfg.parallel
     heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
-    return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, peak, cal, sms)
+    return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, peak_flops_per_s, cal, sms)
 
 
 def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
@@ -550,17 +557,17 @@ def expected_ranks_hit(moe: MoE, ep: int) -> float:
     return ranks * (1.0 - math.comb(n - e, k) / math.comb(n, k))
 
 
-def ep_kernel_bw(gpu: GPUSpec, cal: Calibration, backend: str, kernel: str, peers_in_domain: int) -> float:
+def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kernel: str, peers_in_domain: int) -> float:
     """Algorithm bandwidth (bytes each rank receives per second, BF16 payload) of a flex-dispatcher kernel
     (``kernel`` dispatch or combine) over NVLink: the smaller of a share of the link rate and the SMs it
-    runs on times their copy rate (calibration ``ep_link_share`` / ``ep_sm_bw`` / ``ep_sms``, from the
+    runs on times their copy rate (calibration ``ep_link_share`` / ``ep_sm_bw_bytes_per_s`` / ``ep_sms``, from the
     kernels' own benchmarks). DeepEP's normal kernels are written for at most 8 NVLink peers
     (``NUM_MAX_NVL_PEERS``); beyond (MNNVL, NVL72) its measured rates are those of that regime
     ("_mnnvl": Megatron-LM deepseek-v3-gb200-optimization, 2.2.1, EP32: ~400 GB/s dispatch, ~190 GB/s
     combine with 24 SMs)."""
     regime = "mnnvl" if peers_in_domain > 8 else "nvl8"
     key = f"{backend}_{regime}_{kernel}"
-    return min(gpu.nvlink_bw_bytes_per_s * cal.ep_link_share[key], cal.ep_sms[backend] * cal.ep_sm_bw[key])
+    return min(gpu.nvlink_bw_bytes_per_s * cal.ep_link_share[key], cal.ep_sms[backend] * cal.ep_sm_bw_bytes_per_s[key])
 
 
 def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
@@ -644,8 +651,8 @@ def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
             remote_domains = min(remote_domains, (nodes - 1) * p_hit)
         recv_b = tokens * expected_ranks_hit(moe, par.ep) * row_bytes
         rdma = tokens * remote_domains * row_bytes / so_bw
-        one_d = max(recv_b / ep_kernel_bw(gpu, cal, cfg.dispatcher, "dispatch", peers_in_domain), rdma)
-        one_c = max(recv_b / ep_kernel_bw(gpu, cal, cfg.dispatcher, "combine", peers_in_domain), rdma)
+        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "dispatch", peers_in_domain), rdma)
+        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "combine", peers_in_domain), rdma)
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
     # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per

@@ -42,3 +42,20 @@ def test_plan_uses_the_calibration_it_is_given():
     cal = DEFAULT_CALIBRATION.with_overrides({"grouped_gemm_eff": DEFAULT_CALIBRATION.grouped_gemm_eff / 2})
     slow = api.plan("qwen3-30b-a3b", cal=cal, **kw)["plans"][0]["tokens_per_s_per_gpu"]
     assert slow < fast
+
+
+def test_renamed_constants_still_read_under_their_old_names():
+    """A user profile written before a constant gained its unit suffix still applies (ep_sm_bw ->
+    ep_sm_bw_bytes_per_s); giving both names is an error, not a silent pick."""
+    from moeplan.timing import RENAMED_CONSTANTS
+
+    key = "deepep_nvl8_dispatch"
+    value = DEFAULT_CALIBRATION.ep_sm_bw_bytes_per_s[key] / 2
+    for old, new in RENAMED_CONSTANTS.items():
+        assert new in {f.name for f in fields(Calibration)} and old not in {f.name for f in fields(Calibration)}
+    cal = DEFAULT_CALIBRATION.with_overrides({"ep_sm_bw": {key: value}})
+    assert cal.ep_sm_bw_bytes_per_s[key] == value
+    assert cal.ep_sm_bw_bytes_per_s == DEFAULT_CALIBRATION.with_overrides(
+        {"ep_sm_bw_bytes_per_s": {key: value}}).ep_sm_bw_bytes_per_s
+    with pytest.raises(MoeplanError, match="twice"):
+        DEFAULT_CALIBRATION.with_overrides({"ep_sm_bw": {key: value}, "ep_sm_bw_bytes_per_s": {key: value}})

@@ -17,7 +17,7 @@ from moeplan.timing import (
     make_ctx,
     routing_map_allgather_s,
     ep_comm_sms,
-    ep_kernel_bw,
+    ep_kernel_bw_bytes_per_s,
     ep_overlap_exposed_s,
     expected_ranks_hit,
 )
@@ -64,14 +64,14 @@ def test_deepep_beyond_eight_nvlink_peers_is_the_slow_mnnvl_path():
     (dispatch / combine, 24 SMs) where HybridEP reaches ~484 / ~465 GB/s (its GB200 benchmark)."""
     gb200 = load_gpu("gb200")
     cal = DEFAULT_CALIBRATION
-    deep = {k: ep_kernel_bw(gb200, cal, "deepep", k, 32) for k in ("dispatch", "combine")}
-    hyb = {k: ep_kernel_bw(gb200, cal, "hybridep", k, 32) for k in ("dispatch", "combine")}
+    deep = {k: ep_kernel_bw_bytes_per_s(gb200, cal, "deepep", k, 32) for k in ("dispatch", "combine")}
+    hyb = {k: ep_kernel_bw_bytes_per_s(gb200, cal, "hybridep", k, 32) for k in ("dispatch", "combine")}
     assert deep["combine"] < 0.5 * hyb["combine"] and deep["dispatch"] < hyb["dispatch"]
     assert deep["combine"] == pytest.approx(cal.ep_sms["deepep"] * 190e9 / 24, rel=0.01)
     # inside 8 peers DeepEP is the faster-per-link intranode kernel; on NVLink4 (H100) it is link-bound
     h100 = load_gpu("h100")
-    assert ep_kernel_bw(h100, cal, "deepep", "dispatch", 8) == pytest.approx(0.765 * h100.nvlink_bw_bytes_per_s)
-    assert ep_kernel_bw(gb200, cal, "deepep", "combine", 8) > 2 * deep["combine"]
+    assert ep_kernel_bw_bytes_per_s(h100, cal, "deepep", "dispatch", 8) == pytest.approx(0.765 * h100.nvlink_bw_bytes_per_s)
+    assert ep_kernel_bw_bytes_per_s(gb200, cal, "deepep", "combine", 8) > 2 * deep["combine"]
 
 
 def test_g05_dispatcher_order_on_nvl72():

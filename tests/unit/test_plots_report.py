@@ -217,7 +217,7 @@ def test_report_in_headless_chromium(tmp_path: Path, report_file: Path, big: dic
     mem = big["memory_gib"]
     for want in (f"{mem['total']:.1f}", f"{mem['activations']:.2f}", f"{big['capacity_gib']:.1f}",
                  f"{big['tflops_per_gpu']:.1f}", f"{big['tokens_per_s_per_gpu']:,.0f}",
-                 "TP1 PP8 VPP4 CP32 EP32 ETP1 DP4", "does not fit", "cp_comm", OVERRIDES[2],
+                 "TP1 PP8 VPP4 CP32 EP32 DP4", "does not fit", "cp_comm", OVERRIDES[2],
                  "CP=32 keeps 4K tokens", "128K"):
         assert want in dom, want
     for r in sweep:
@@ -226,3 +226,15 @@ def test_report_in_headless_chromium(tmp_path: Path, report_file: Path, big: dic
     _run_chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", url)
     assert png_size(shot.read_bytes()) == (1280, 2000)
     assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def test_layout_label_is_the_one_layout_format() -> None:
+    """Tables and the report print a layout as Parallel.short does: VPP only when interleaved, ETP only
+    when expert TP is used (a plan with ETP 2 must not read as ETP 1)."""
+    from moeplan.parallel import Parallel
+    from moeplan.report import layout_label
+
+    for par in (Parallel(64, tp=2, pp=4, vpp=1, cp=2, ep=8, etp=2), Parallel(256, tp=1, pp=8, vpp=4, cp=4, ep=32)):
+        assert layout_label({"parallel": par.as_dict()}) == par.short()
+    assert "ETP2" in layout_label({"parallel": Parallel(64, tp=2, pp=4, cp=2, ep=8, etp=2).as_dict()})
+    assert layout_label({"parallel": {"tp": 2, "cp": 4}}) == "TP2 CP4"  # a partial dict shows what it has
