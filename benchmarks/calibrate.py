@@ -129,7 +129,8 @@ def observations() -> list[Obs]:
     # G09: graphs on over off
     a, b = by["G09"]
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
-    out.append(Obs("G09", b.label, b.measured() / a.measured(), lambda c: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu))
+    out.append(Obs("G09", b.label, b.measured() / a.measured(),
+                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu))
     # G11 and G14: absolute (G11's repeat is averaged; the tuned row adds kernel tuning)
     seen: dict[str, list[Variant]] = {}
     for v in by["G11"]:
@@ -146,7 +147,7 @@ def observations() -> list[Obs]:
     a, b = mb[-2], mb[-1]
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
-                   lambda c: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu))
+                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu))
     return out
 
 
@@ -509,8 +510,34 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     Bridge's only B200 EP16 recipe (PP16 VPP1 without overlap) was replaced by EP8 (Bridge 039143a),
     and moeplan orders that pair the same way (EP8 14% above EP16 there); EP16 with VPP and EP overlap
     was never published. The recipes' bf16 main grads cost the row 0.02.
-- **Launch overhead** (G09): the measured graphs gain (+28%) is about twice moeplan's; a larger per-layer
-  host cost would make the no-graph Qwen3-235B H100 rows slower than measured.
+- **Launch overhead** (G09): the measured graphs gain (+28%) is ~6x moeplan's (+5%); a larger per-layer
+  host cost would make the no-graph Qwen3-235B H100 rows slower than measured. Until 2026-12-03 the fit's
+  G09 observation evaluated the MB01 pair instead (a closure over loop variables in `observations()`), so
+  G09 entered twice as MB01 and the reported cross-validated error was 0.1382; with G09 itself, and no
+  model change, it is 0.1416.
+- **Per-local-expert launches of TE GroupedLinear** (Qwen3-Next on GB200, narrow in-node EP8; tested, not
+  adopted). What runs: Megatron-Core's TEGroupedMLP calls Transformer Engine GroupedLinear for fc1 and fc2;
+  through TE 2.16 (every shared run's container; the single-launch grouped-tensor path arrived in TE 2.17,
+  2026-07) `general_grouped_gemm` -> `nvte_multi_tensor_gemm` -> `multi_stream_cublas_gemm` issues one
+  cuBLASLt matmul per local expert over 4 streams (common/gemm/cublaslt_gemm.cu; its CUTLASS grouped kernel
+  is Hopper + BF16 behind NVTE_USE_CUTLASS_GROUPED_GEMM only), each with its own layout / descriptor
+  set-up and heuristic query, and under MXFP8, current or block scaling `tex.split_quantize` runs one
+  quantize kernel per split (extensions/cast.cpp: only FP8 delayed scaling has a fused multi-tensor cast);
+  the MXFP8 scale swizzle is one multi-tensor kernel per operand list. Per local expert and MoE layer that
+  is 6 GEMMs (fc1 and fc2: forward, dgrad, wgrad) and, quantized, 4 quantizes. Per launch: TE PR #3134 ran
+  8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one CUTLASS kernel of
+  the same work, ~30 us each. Costed as launches x one global host time, exposed beyond the GPU work it
+  can run ahead of (forward: after the dropless host sync, only that layer's dispatch and expert forward
+  GEMMs; backward: no host sync, the layer's whole backward), the fit pins it at 32 us (posterior/prior
+  sd 0.25): MB01 goes from -12% to -5% (held out -13% to -8%) and PR #3168's GB200 step from 2.8 s to
+  ~3.3 s (of 6.68; GB300's MBS 4 hides it, +3%), but G09 (Qwen3-30B-A3B, H100 BF16, 32 local experts) goes
+  from -17% to -19%: an uncapturable host cost dilutes the graphs gain, and at G09's ~3 ms per layer and
+  micro-batch (its measured step) 192 launches cannot cost more than ~15 us each on that x86 host. Cross-
+  validated error 0.1416 -> 0.1431 (26 of 26 pairs either way); separate GEMM and quantize constants are
+  not pinned and give the same 0.143. Not adopted. It does not close Qwen3-Next either way: the forward
+  windows leave ~1 ms per layer exposed where the GB200 / GB300 pair asks ~4-5 ms. What would settle it: a
+  per-launch host time per host CPU (Grace vs x86 Xeon; a catalog figure with a source, which no shared
+  row or benchmark gives) or a trace of TEGroupedMLP on GB200.
 """
 
 

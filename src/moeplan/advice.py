@@ -18,6 +18,7 @@ from moeplan.activations import layer_tensors
 from moeplan.estimate import Evaluator
 from moeplan.estimate import evaluate as _evaluate
 from moeplan.flops import attention_core_fwd_flops, layer_gemms
+from moeplan.fsdp import SHARDS
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
@@ -219,6 +220,28 @@ def _cp_start_blocked(cfg: RunConfig, cp0: int) -> str:
     return f"CP {cp0} is not a valid layout with this plan's TP {par.tp}, PP {par.pp} and EP {par.ep} kept: {why}."
 
 
+def _fsdp_reason(cfg: RunConfig, est: Any, plain: Any, budget: float) -> Reason:
+    """Megatron-FSDP against the same plan with the distributed optimizer only: the memory it frees
+    and the exposed parameter all-gather / gradient reduce-scatter it costs (timing ``dp_comm``)."""
+    par = cfg.parallel
+    sh = SHARDS[cfg.fsdp]
+    what = ", ".join(n for n, on in (("optimizer state", sh.optimizer), ("gradients", sh.gradients),
+                                      ("bf16 weights", sh.params)) if on) or "nothing"
+    step = est.time.step_time_s
+    dp_s = est.time.breakdown_s.get("dp_comm", 0.0)
+    plain_gib = round_gib(plain.memory.total_bytes)
+    text = (f"Megatron-FSDP {cfg.fsdp}: shards {what} over DP x CP {par.dp * par.cp} (experts over expert DP "
+            f"{par.edp}), {round_gib(est.memory.total_bytes)} GiB per GPU; ")
+    if plain.memory.total_bytes > budget:
+        text += f"with the distributed optimizer alone this plan needs {plain_gib} GiB, over the {round_gib(budget)} GiB budget"
+    else:
+        text += (f"with the distributed optimizer alone it fits in {plain_gib} GiB but runs at "
+                 f"{plain.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU vs {est.time.tokens_per_s_per_gpu:,.0f} here")
+    text += (f". Its parameter all-gathers and gradient reduce-scatters, overlapped per layer, expose "
+             f"{dp_s:,.2f} s per step ({dp_s / step:.1%}).")
+    return Reason("fsdp", text, {"strategy": cfg.fsdp, "memory_without_gib": plain_gib, "dp_comm_s": round(dp_s, 3)})
+
+
 def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int,
                  cal: Any = None, peers: Sequence[tuple[int, RunConfig, float]] = ()) -> list[Reason]:
     """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
@@ -320,6 +343,9 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                           f"{round_gib(est.memory.peak.host_bytes)} GiB to host and costs {cost:,.2f} s per step "
                           f"({cost / step:.1%}) over {gpu.host_link}.",
                           {"memory_without_gib": round_gib(no_off.memory.total_bytes), "offload_s": round(cost, 3)}))
+    # --- Megatron-FSDP (moeplan.fsdp: what each strategy shards, what it communicates)
+    if cfg.fsdp is not None:
+        out.append(_fsdp_reason(cfg, est, evaluate(cfg.with_(fsdp=None, fsdp_double_buffer=False), gpu), budget))
     # --- dispatcher
     if par.ep > 1 and cfg.model.first_moe is not None:
         others = {}

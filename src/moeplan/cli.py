@@ -631,10 +631,11 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
             _text_column(table, col)
         for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
             _num_column(table, col)
+    from moeplan.fsdp import FULL_SHARD
     from moeplan.report import layout_label
 
     for p in result["plans"]:
-        layout = layout_label(p)
+        layout = layout_label(p) + ("" if not p.get("fsdp") else " FSDP" if p["fsdp"] == FULL_SHARD else f" FSDP {p['fsdp']}")
         lo, hi = p["tflops_range"]
         numbers = [f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
                    *([] if narrow else [f"{lo:,.0f}-{hi:,.0f}", f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]

@@ -350,6 +350,15 @@ def test_planner_uses_fsdp_where_the_distributed_optimizer_does_not_fit():
                     allow_gbs_reduction=False)
     assert auto["plans"] and auto["plans"][0]["fsdp"] == "optim_grads_params"
     assert "ddp.use_megatron_fsdp=true" in auto["plans"][0]["overrides"]
+    # the rationale says why FSDP, with the numbers: the distributed optimizer alone does not fit
+    why = {r["topic"]: r for r in auto["plans"][0]["rationale"]}["fsdp"]
+    plain = api.estimate("qwen3-235b-a22b", gpu="h100", gpus=64, seq_len=4096, gbs=256, tp=1, pp=1, ep=8,
+                         **{k: auto["plans"][0][k] for k in ("mbs", "dispatcher", "cp_comm_type", "optimizer_offload")},
+                         recompute=auto["plans"][0]["recompute"], fsdp="off",
+                         cuda_graphs=",".join(auto["plans"][0]["cuda_graphs"]) or None)
+    assert why["numbers"]["memory_without_gib"] == pytest.approx(plain["memory_gib"]["total"], abs=0.06)
+    assert plain["memory_gib"]["total"] > auto["plans"][0]["capacity_gib"] and "over the" in why["text"]
+    assert why["numbers"]["dp_comm_s"] == pytest.approx(auto["plans"][0]["time_breakdown_s"]["dp_comm"], abs=1e-3)
 
 
 def test_planner_keeps_the_users_optimizer():
@@ -423,3 +432,16 @@ def test_muon_lint_findings():
     assert lw and lw[0].numbers["saved_gib"] > 1
     assert "optimizer.optimizer=dist_muon" in lw[0].fix
     assert GIB > 0 and H100 > 0
+
+
+def test_plan_table_marks_fsdp(capsys, monkeypatch):
+    """A plan that needs Megatron-FSDP says so in its table row, not only in the overrides."""
+    from moeplan.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    argv = ["plan", "qwen3-235b-a22b", "--gpus", "64", "--seq-len", "4k", "--gbs", "256", "--tp", "1", "--pp", "1",
+            "--ep", "8", "--top", "1", "--keep-gbs"]
+    assert main(argv) == 0
+    assert "EP8 DP64 FSDP" in capsys.readouterr().out
+    assert main([*argv, "--fsdp", "off"]) in (1, 2)  # nothing fits without it
+    assert "FSDP" not in capsys.readouterr().out.split("Why plan 1")[0]

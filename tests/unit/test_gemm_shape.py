@@ -32,9 +32,10 @@ def _tflops(model: str, gpu: str, precision: str, k: int, n: int) -> float:
 
 def test_shallow_gemms_lose_more_on_faster_tensor_cores():
     """A hidden-2,048 projection to 512 (Qwen3-Next's shapes) against a 7,168 x 7,168 one: the share of the
-    best rate it keeps is lower on GB200 MXFP8 than on H100 BF16."""
+    best rate it keeps is lower on GB200 MXFP8 than on H100 BF16, by at least 10% (how much more depends on the
+    fitted gemm_epilogue_s: ~15% at 5.7e-11 s)."""
     kept = {}
     for gpu, prec in (("h100", "bf16"), ("gb200", "mxfp8")):
         kept[gpu] = (_tflops("qwen3-next-80b-a3b", gpu, prec, 2048, 512)
                      / _tflops("qwen3-next-80b-a3b", gpu, prec, 7168, 7168))
-    assert kept["gb200"] < 0.85 * kept["h100"] < kept["h100"] < 1
+    assert kept["gb200"] < 0.9 * kept["h100"] < kept["h100"] < 1
