@@ -1,0 +1,38 @@
+"""The plan search pauses Python's cyclic garbage collector while it runs (moeplan.planner._without_gc_pauses)
+and leaves it as it found it: on after a search if it was on, off if the caller had turned it off."""
+
+from __future__ import annotations
+
+import gc
+
+from moeplan.hardware import load_gpu
+from moeplan.models import load_model
+from moeplan.planner import search
+
+
+class _Watch:
+    """A progress object: records whether the collector is on at each layout the search visits."""
+
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def start(self, n: int) -> None:
+        self.seen.clear()
+
+    def advance(self) -> None:
+        self.seen.append(gc.isenabled())
+
+
+def test_search_pauses_gc_and_restores_it():
+    spec, gpu = load_model("qwen3-30b-a3b"), load_gpu("h100")
+    was = gc.isenabled()
+    try:
+        for state in (True, False):
+            (gc.enable if state else gc.disable)()
+            watch = _Watch()
+            result = search(spec, gpu, 64, 32768, 128, progress=watch)
+            assert result.plans and watch.seen
+            assert not any(watch.seen)  # paused at every layout
+            assert gc.isenabled() is state
+    finally:
+        (gc.enable if was else gc.disable)()
