@@ -29,7 +29,7 @@ from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
-from moeplan.run import Recompute, RunConfig
+from moeplan.run import Recompute, RunConfig, other_fields
 
 GIB = 1024**3
 
@@ -541,6 +541,7 @@ def _rank_total(state: float, act: float, transient: float, dispatcher: float, g
 
 
 _NOT_SHARED = ("parallel", "batch", "recompute", "optimizer_offload")  # LayoutMemory.shared_keys: read in parts
+_SHARED_FIELDS = other_fields(*_NOT_SHARED)
 
 
 class LayoutMemory:
@@ -588,10 +589,7 @@ class LayoutMemory:
         compares every answer with a fresh item-by-item estimate. With ``shared``, the run's other fields
         stand in the keys as a small id kept in it (cheaper to hash)."""
         base, par, batch = self.base, self.base.parallel, self.base.batch
-        fields = dict(base.__dict__)  # a copy less four entries: the same values, in field order
-        for k in _NOT_SHARED:
-            del fields[k]
-        rest: object = tuple(fields.values())
+        rest: object = _SHARED_FIELDS(base)  # the other fields' values, in field order
         if shared is not None:
             rest = shared.setdefault(("fields", rest), ("fields", len(shared)))
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
