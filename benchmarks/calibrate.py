@@ -52,7 +52,7 @@ FITTED: tuple[tuple[str, str | None], ...] = (
     ("a2a_eff", "alltoall"),
     ("a2a_scaleout_eff", "alltoall"), ("a2a_scaleout_eff", "deepep"),
     ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_epilogue_s", None), ("launch_overhead_per_layer_s", None),
-    ("cpu_adam_mem_eff", None),
+    ("expert_launch_host_s", None), ("cpu_adam_mem_eff", None),
 )
 PRIOR_SD = 3.0  # prior spread in logit / log units around the source value (weak: the data decide where they can)
 
@@ -284,6 +284,7 @@ PRIOR = DEFAULT_CALIBRATION.with_overrides({
     "grouped_gemm_eff": 0.85, "gemm_epilogue_s": 2 * 128.0 / (794.5e12 / 132),
     # ~60 kernels after each dropless-MoE host sync x ~5 us launch (Megatron-Core CUDA graph docs)
     "launch_overhead_per_layer_s": 3.0e-4,
+    "expert_launch_host_s": 3.0e-5,
     # a quarter of STREAM bandwidth for a fused multi-tensor CPU AdamW (no source; G08 pins it)
     "cpu_adam_mem_eff": 0.25,
 })
@@ -461,7 +462,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   ~100-200 launches, ~0.5-1 ms of host time per layer and micro-batch against ~3 ms of GPU work. Tried as
   a refit (host time exposed only beyond the layer's forward dispatch + combine + expert GEMMs): the
   launch constant is then hidden everywhere and no longer pinned, CV error 0.138 -> 0.143, 25 of 26
-  ranking pairs, and Qwen3-Next 2-3% faster. Not the cause; the additive fitted term stays.
+  ranking pairs, and Qwen3-Next 2-3% faster. Not the cause; the additive fitted term stays. The ~5 us per
+  launch was too low for the quantized per-expert launches (~30 us each, TE PR #3134): those are now costed
+  on their own (per-local-expert launches, below), which exposes ~1 ms per layer and micro-batch here.
   (h) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
   moe_preprocess, which capture the GDN mixer, MTP 1 and its layout) measured 6.68 s/iter where moeplan
   estimates 2.8 s: the same ~2.4x at 4K, without CP and with the GDN launches in graphs
@@ -515,29 +518,30 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   G09 observation evaluated the MB01 pair instead (a closure over loop variables in `observations()`), so
   G09 entered twice as MB01 and the reported cross-validated error was 0.1382; with G09 itself, and no
   model change, it is 0.1416.
-- **Per-local-expert launches of TE GroupedLinear** (Qwen3-Next on GB200, narrow in-node EP8; tested, not
-  adopted). What runs: Megatron-Core's TEGroupedMLP calls Transformer Engine GroupedLinear for fc1 and fc2;
-  through TE 2.16 (every shared run's container; the single-launch grouped-tensor path arrived in TE 2.17,
-  2026-07) `general_grouped_gemm` -> `nvte_multi_tensor_gemm` -> `multi_stream_cublas_gemm` issues one
-  cuBLASLt matmul per local expert over 4 streams (common/gemm/cublaslt_gemm.cu; its CUTLASS grouped kernel
-  is Hopper + BF16 behind NVTE_USE_CUTLASS_GROUPED_GEMM only), each with its own layout / descriptor
-  set-up and heuristic query, and under MXFP8, current or block scaling `tex.split_quantize` runs one
+- **Per-local-expert launches of TE GroupedLinear** (narrow in-node EP8, Qwen3-Next on GB200; modelled,
+  `timing.expert_host_s`). What runs: Megatron-Core's TEGroupedMLP calls Transformer Engine GroupedLinear for
+  fc1 and fc2; through TE 2.16 (every shared run's container; the single-launch grouped-tensor path arrived
+  in TE 2.17, 2026-07) `general_grouped_gemm` -> `nvte_multi_tensor_gemm` -> `multi_stream_cublas_gemm`
+  issues one cuBLASLt matmul per local expert over 4 streams (common/gemm/cublaslt_gemm.cu; its CUTLASS
+  grouped kernel is Hopper + BF16 behind NVTE_USE_CUTLASS_GROUPED_GEMM only), each with its own layout,
+  scale and heuristic set-up, and under MXFP8, current or block scaling `tex.split_quantize` runs one
   quantize kernel per split (extensions/cast.cpp: only FP8 delayed scaling has a fused multi-tensor cast);
-  the MXFP8 scale swizzle is one multi-tensor kernel per operand list. Per local expert and MoE layer that
-  is 6 GEMMs (fc1 and fc2: forward, dgrad, wgrad) and, quantized, 4 quantizes. Per launch: TE PR #3134 ran
-  8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one CUTLASS kernel of
-  the same work, ~30 us each. Costed as launches x one global host time, exposed beyond the GPU work it
-  can run ahead of (forward: after the dropless host sync, only that layer's dispatch and expert forward
-  GEMMs; backward: no host sync, the layer's whole backward), the fit pins it at 32 us (posterior/prior
-  sd 0.25): MB01 goes from -12% to -5% (held out -13% to -8%) and PR #3168's GB200 step from 2.8 s to
-  ~3.3 s (of 6.68; GB300's MBS 4 hides it, +3%), but G09 (Qwen3-30B-A3B, H100 BF16, 32 local experts) goes
-  from -17% to -19%: an uncapturable host cost dilutes the graphs gain, and at G09's ~3 ms per layer and
-  micro-batch (its measured step) 192 launches cannot cost more than ~15 us each on that x86 host. Cross-
-  validated error 0.1416 -> 0.1431 (26 of 26 pairs either way); separate GEMM and quantize constants are
-  not pinned and give the same 0.143. Not adopted. It does not close Qwen3-Next either way: the forward
-  windows leave ~1 ms per layer exposed where the GB200 / GB300 pair asks ~4-5 ms. What would settle it: a
-  per-launch host time per host CPU (Grace vs x86 Xeon; a catalog figure with a source, which no shared
-  row or benchmark gives) or a trace of TEGroupedMLP on GB200.
+  the MXFP8 scale swizzle is one multi-tensor kernel per operand list. Quantized, that is 10 host launches
+  per local expert and MoE layer (forward 2 GEMMs + 2 quantizes, backward 4 + 2), ~30 us each (TE PR #3134:
+  8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel). They are
+  exposed beyond the GPU work they can run ahead of: forward, after the dropless host sync, only the
+  layer's dispatch and expert forward GEMMs; backward (no host sync: m_splits and the dispatch handle are
+  saved) the layer's whole backward. The fit pins the launch at 33 us (posterior/prior sd 0.24), next to
+  its source value: MB01 goes from -12% to -5% (held out -13% to -7%: the PP16 EP8 layout's 32 local MXFP8
+  experts expose ~1.2 s of its step), PR #3168's GB200 step from 2.8 s to 3.3 s (of 6.68; GB300's MBS 4
+  hides it). BF16 experts are left in the per-layer constant: costed at the same rate, the launches take
+  G09 (Qwen3-30B-A3B, H100 BF16, 32 local experts, graphs +28%) from -17% to -19%, since an uncapturable
+  host cost dilutes the graphs gain, and at G09's ~3 ms per layer and micro-batch (its measured step) 192
+  launches cannot cost ~30 us each; that fit scored 0.1431. Separate GEMM and quantize constants are not
+  pinned (0.143). Cross-validated error 0.1416 without the term, 0.1418 with it (26 of 26 pairs either
+  way): the fit does not get better, MB01 does. Not settled: the per-launch host time per host CPU (Grace vs
+  x86 Xeon: no shared source) and the ~4-5 ms per layer and micro-batch the GB200 / GB300 pair leaves for
+  Qwen3-Next (the forward windows expose ~1 ms of its 16 local experts' launches).
 """
 
 

@@ -115,6 +115,7 @@ class Calibration:
     ep_overlap_layer_s: float = _from_file("ep_overlap_layer_s")
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
+    expert_launch_host_s: float = _from_file("expert_launch_host_s")
     optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
     cpu_adam_mem_eff: float = _from_file("cpu_adam_mem_eff")
     # Not a timing constant: the fit's leave-one-group-out error (RMS of held-out log residuals),
@@ -170,6 +171,16 @@ GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "
 # Share of the router + EP preprocess launches the flex dispatchers' fused layout kernel removes
 # (31 -> 17 kernels, Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.2.1).
 FLEX_PREPROCESS_FUSED = 14 / 31
+# Host launches per LOCAL expert and MoE layer of Megatron-Core's TEGroupedMLP under a quantized recipe
+# (Transformer Engine GroupedLinear fc1 and fc2; TE <= 2.16, what the 2025-2026 recipes' containers ship):
+# general_grouped_gemm -> nvte_multi_tensor_gemm -> multi_stream_cublas_gemm issues one cuBLASLt matmul per
+# expert (common/gemm/cublaslt_gemm.cu; the CUTLASS grouped kernel is Hopper + BF16 behind
+# NVTE_USE_CUTLASS_GROUPED_GEMM only, the single-launch grouped-tensor path arrived in TE 2.17): forward one
+# GEMM per linear, backward dgrad + wgrad; tex.split_quantize of the input (forward) and of the output
+# gradient (backward) runs one quantize kernel per split (pytorch/csrc/extensions/cast.cpp
+# multi_tensor_quantize_impl: only FP8 delayed scaling has a fused multi-tensor cast). The MXFP8 scale
+# swizzle is one multi-tensor kernel per operand list, not per expert.
+EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quantize": 2}}
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
@@ -686,6 +697,41 @@ def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts
     return exposed + hidden * stolen + 2 * perm
 
 
+def expert_host_s(local_experts: float, rows: float, precision: str, scopes: frozenset[str] | set[str],
+                  cal: Calibration) -> tuple[float, float]:
+    """(forward, backward) host seconds of one MoE layer's per-expert launches (EXPERT_LAUNCHES) for one
+    micro-batch: launches x ``cal.expert_launch_host_s``.
+
+    Under a quantized recipe each per-expert GEMM or quantize is a host round trip through TE's Python,
+    pybind and cuBLASLt set-up (the quantize allocates four tensors per split, {row, column}-wise x {data,
+    scales}; each block-scaled GEMM sets up its layouts, scale pointers and heuristic query): TE PR #3134
+    ran 8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel of the
+    same work, ~30 us each (the source value; the fit pins it near there). Megatron-LM's GB200 DeepSeek-V3
+    notes (docs/discussions/deepseek-v3-gb200-optimization, 2.3) find the routed experts the one part still
+    host-bound after CUDA graphs, and a larger EP (fewer local experts) cutting "quantization and other
+    overheads". BF16 experts pass plain tensor views to the GEMMs; their few-us launches stay in
+    ``launch_overhead_per_layer_s`` (G09: 32 local BF16 experts on H100 leave no room for ~30 us each).
+    Experts without rows launch nothing (te_general_grouped_gemm skips empty splits); a CUDA graph of the
+    experts (scopes ``moe`` or ``full_iteration``, which need static shapes) launches none."""
+    if precision == "bf16" or "moe" in scopes or "full_iteration" in scopes or local_experts <= 0:
+        return 0.0, 0.0
+    active = min(local_experts, rows)
+    fused_cast = precision == "fp8-ds"  # delayed scaling: one multi-tensor cast for all splits
+    per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
+    return active * per["fwd"] * cal.expert_launch_host_s, active * per["bwd"] * cal.expert_launch_host_s
+
+
+def expert_launch_exposed_s(host_fwd_s: float, host_bwd_s: float, gpu_fwd_s: float, gpu_bwd_s: float) -> float:
+    """Seconds the per-expert launches add to one MoE layer and micro-batch: the host time beyond the GPU
+    work it can run ahead of. Forward: the dropless dispatch waits on the host for the received-token counts
+    (tokens per expert, D2H: HybridEP metadata_preprocessing, DeepEP's dispatch, alltoall's splits), which
+    drains the launch queue, so the expert launches can only overlap the GPU work issued after that sync
+    and before the experts' results are needed (``gpu_fwd_s``: the dispatch kernel and the experts' forward
+    GEMMs). Backward: no host sync (m_splits and the dispatch handle are saved from the forward), so the host
+    runs ahead of the layer's whole backward (``gpu_bwd_s``)."""
+    return max(0.0, host_fwd_s - gpu_fwd_s) + max(0.0, host_bwd_s - gpu_bwd_s)
+
+
 def layer_time(ctx: _Ctx, layer: Layer) -> LayerTime:
     """One layer, one micro-batch (memoised in ``ctx.cache``: per run, or per shape in a search)."""
     hit = ctx.cache.get(layer)
@@ -750,9 +796,10 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
                   vol * remote / (gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff))
         out["cp_comm"], cp_fwd = 2 * one, one
     # --- EP dispatch / combine
-    ep_fwd = 0.0
+    ep_fwd = ep_d = ep_once = 0.0
     if isinstance(mlp, MoE):
         d, c, perm = _ep_kernels(ctx, mlp)
+        ep_d, ep_once = d, d + c + perm
         rmap = routing_map_allgather_s(ctx, mlp)  # exposed: the host syncs on the dispatch metadata after it
         ep_raw, ep_fwd = _ep_totals(d, c, perm, rmap)
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
@@ -812,6 +859,15 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         uncaptured = sum(GRAPH_LAUNCH_SHARE[s] for s in ("moe_router", "moe_preprocess") if s not in cfg.cuda_graph_scopes)
         share = min(1.0, share + FLEX_PREPROCESS_FUSED * uncaptured)
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
+    if isinstance(mlp, MoE):
+        # per-expert launches of the routed experts (expert_host_s), after the same host sync: forward they
+        # can run ahead of the dispatch and the experts' forward GEMMs, backward of the layer's whole backward
+        host_f, host_b = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal)
+        compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "elementwise"))
+        gpu_f = ep_d + out["grouped_gemm"] / TRAIN
+        gpu_b = (compute * (TRAIN - 1) / TRAIN + out.get("linear_attention", 0.0) - gdn_fwd
+                 + out.get("recompute", 0.0) + ep_once)
+        out["launch_overhead"] += expert_launch_exposed_s(host_f, host_b, gpu_f, gpu_b)
     if isinstance(mixer, GatedDeltaNet) and not gdn_graph_captured(cfg.cuda_graph_scopes):
         # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the
         # same host sync: gdn_launch_s, the fixed part of fla's GB200 benchmark

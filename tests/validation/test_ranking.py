@@ -154,7 +154,9 @@ QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 2.3-2.9x the m
                   "(and 6x at 64K, see the drop), also at 4K without CP on Bridge's own recipe with its MTP layer "
                   "and layout (test_qwen3_next_bridge_4k_recipe), so the level gap is not the Gated DeltaNet chunk "
                   "kernels (fla's GB200 benchmark pins them, tests/data/fla_gdn_gb200.csv), CP, MTP, HybridEP's "
-                  "routing-map all-gather or the router / permute / element-wise traffic (all costed); GB200 MBS 2 vs "
+                  "routing-map all-gather, the router / permute / element-wise traffic or the 16 local experts' TE "
+                  "GroupedLinear launches (all costed; the launches expose ~1 ms per layer and micro-batch on GB200, "
+                  "2.3x -> 2.0x on its 4K recipe); GB200 MBS 2 vs "
                   "GB300 MBS 4 split it into ~4 ms per layer and micro-batch that does not scale with tokens and ~2x "
                   "GPU work per token only if both systems run a token equally fast, which no shared row checks "
                   "(docs/calibration.md, known gaps)")

@@ -1,0 +1,87 @@
+"""Host launches of the routed experts (timing.expert_host_s / expert_launch_exposed_s): Transformer Engine's
+GroupedLinear issues one cuBLASLt GEMM and, quantized, one split quantize per LOCAL expert, so the host time
+grows with the experts per GPU and shows only where it outlasts the GPU work it can run ahead of."""
+
+from __future__ import annotations
+
+import pytest
+
+from moeplan import api
+from moeplan.timing import (
+    DEFAULT_CALIBRATION,
+    EXPERT_LAUNCHES,
+    expert_host_s,
+    expert_launch_exposed_s,
+)
+
+CAL = DEFAULT_CALIBRATION
+C = CAL.expert_launch_host_s
+NO_GRAPHS: frozenset[str] = frozenset()
+
+
+def test_launches_per_local_expert_by_pass_and_precision():
+    # MXFP8: forward fc1 + fc2 GEMMs and their input quantizes (4), backward dgrad + wgrad of both and the
+    # two output-gradient quantizes (6)
+    assert expert_host_s(16, 1e5, "mxfp8", NO_GRAPHS, CAL) == pytest.approx((16 * 4 * C, 16 * 6 * C))
+    assert sum(sum(v.values()) for v in EXPERT_LAUNCHES.values()) == 10
+    # FP8 delayed scaling casts all splits in one fused kernel: the per-expert GEMMs remain
+    assert expert_host_s(16, 1e5, "fp8-ds", NO_GRAPHS, CAL) == pytest.approx((16 * 2 * C, 16 * 4 * C))
+    for prec in ("fp8", "fp8-cs"):
+        assert expert_host_s(16, 1e5, prec, NO_GRAPHS, CAL) == expert_host_s(16, 1e5, "mxfp8", NO_GRAPHS, CAL)
+    # BF16 experts pass plain tensor views: their launches stay in the per-layer constant
+    assert expert_host_s(16, 1e5, "bf16", NO_GRAPHS, CAL) == (0.0, 0.0)
+
+
+def test_host_time_scales_with_local_experts_and_stops_at_the_rows():
+    f8, b8 = expert_host_s(8, 1e5, "mxfp8", NO_GRAPHS, CAL)
+    f32, b32 = expert_host_s(32, 1e5, "mxfp8", NO_GRAPHS, CAL)
+    assert f32 == pytest.approx(4 * f8) and b32 == pytest.approx(4 * b8)
+    # empty splits launch nothing (te_general_grouped_gemm skips them): 32 experts and 5 rows launch for 5
+    assert expert_host_s(32, 5, "mxfp8", NO_GRAPHS, CAL) == expert_host_s(5, 1e5, "mxfp8", NO_GRAPHS, CAL)
+
+
+def test_graphed_experts_launch_nothing():
+    for scopes in ({"moe"}, {"full_iteration"}):
+        assert expert_host_s(32, 1e5, "mxfp8", frozenset(scopes), CAL) == (0.0, 0.0)
+    # the dropless recipes' scopes do not capture the routed experts
+    partial = frozenset({"attn", "moe_router", "moe_preprocess"})
+    assert expert_host_s(32, 1e5, "mxfp8", partial, CAL) == expert_host_s(32, 1e5, "mxfp8", NO_GRAPHS, CAL)
+
+
+def test_exposed_only_beyond_the_gpu_work_it_runs_ahead_of():
+    assert expert_launch_exposed_s(1e-3, 2e-3, 1e-3, 2e-3) == 0.0  # hidden exactly
+    assert expert_launch_exposed_s(1e-3, 2e-3, 5e-3, 9e-3) == 0.0  # enough GPU work
+    assert expert_launch_exposed_s(3e-3, 2e-3, 1e-3, 5e-3) == pytest.approx(2e-3)  # forward short
+    assert expert_launch_exposed_s(3e-3, 6e-3, 1e-3, 5e-3) == pytest.approx(3e-3)  # both short
+
+
+def _dsv3_b200(ep: int, mbs: int, precision: str = "mxfp8") -> dict:
+    # Bridge's DeepSeek-V3 B200 layouts (measured_variants.csv MB01): PP16 EP8 and PP8 VPP2 EP32
+    pp, vpp = (16, 1) if ep == 8 else (8, 2)
+    return api.estimate("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, mbs=mbs, pp=pp, vpp=vpp, ep=ep,
+                        precision=precision, dispatcher="deepep", cuda_graphs="attn,moe_router,moe_preprocess")
+
+
+def _launch_per_microbatch(e: dict) -> float:
+    return e["time_breakdown_s"]["launch_overhead"] / e["microbatches"]
+
+
+def test_narrow_ep_pays_for_its_local_experts():
+    """DeepSeek-V3 (256 experts) on B200: EP8 puts 32 experts on each GPU with ~1,000 rows each, EP32 8 with
+    ~4,000: the EP8 layout's per-expert launches outlast their GPU work, EP32's hide behind it."""
+    ep8, ep32 = _dsv3_b200(8, 1), _dsv3_b200(32, 1)
+    base8, base32 = _dsv3_b200(8, 1, "bf16"), _dsv3_b200(32, 1, "bf16")  # the per-layer constant alone
+    extra8 = _launch_per_microbatch(ep8) - _launch_per_microbatch(base8)
+    extra32 = _launch_per_microbatch(ep32) - _launch_per_microbatch(base32)
+    assert extra8 > 0.03 * ep8["step_time_s"] / ep8["microbatches"]  # ~6% of the step
+    assert extra32 < 0.25 * extra8
+
+
+def test_more_rows_per_expert_hide_the_launches():
+    """The host time per micro-batch is fixed by the local experts; MBS 4 gives each expert 4x the GPU work
+    to run ahead of, so less of it shows per micro-batch than at MBS 1."""
+    one, four = _dsv3_b200(8, 1), _dsv3_b200(8, 4)
+    base1, base4 = _dsv3_b200(8, 1, "bf16"), _dsv3_b200(8, 4, "bf16")
+    extra1 = _launch_per_microbatch(one) - _launch_per_microbatch(base1)
+    extra4 = _launch_per_microbatch(four) - _launch_per_microbatch(base4)
+    assert 0.0 <= extra4 < 0.5 * extra1
