@@ -551,7 +551,8 @@ class LayoutMemory:
     added in the order :func:`peak_memory_bytes` adds them, so the totals are the same floats
     (tests/unit/test_memory_ladder_cache.py)."""
 
-    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_m", "_fixed", "_state", "_acts", "_layers", "_peaks")
+    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_m", "_fixed", "_state", "_acts", "_layers", "_peaks",
+                 "_offloaded")
 
     def __init__(self, base: RunConfig, nvlink_domain: int, pipe: Pipeline,
                  shared: dict[Any, Any] | None = None) -> None:
@@ -574,6 +575,7 @@ class LayoutMemory:
             self._state = shared.setdefault(state_key, {})
             self._layers = shared.setdefault(layer_key, {})
         self._peaks: dict[tuple[Recompute, float], float] = {}
+        self._offloaded: dict[float, RunConfig] = {}  # offload fraction -> the run with it (every rank's state)
 
     def shared_keys(self, shared: dict[Any, Any] | None = None,
                     ) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:
@@ -625,8 +627,10 @@ class LayoutMemory:
         """Weights + FP8 copies + gradients + optimizer + FSDP buffers of a rank, added in that order."""
         base, par = self.base, self.base.parallel
         prof = _parameter_profile(base.model, self.pipe.rank_stages[rank], par.tp, par.ep, par.etp, rank)
-        weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(
-            base.evolve(optimizer_offload=optimizer_offload), prof)
+        cfg = self._offloaded.get(optimizer_offload)
+        if cfg is None:
+            cfg = self._offloaded[optimizer_offload] = base.evolve(optimizer_offload=optimizer_offload)
+        weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(cfg, prof)
         return weights + fp8_copies + grads + opt_gpu + fsdp_buffers
 
     def peak_bytes(self, recompute: Recompute, optimizer_offload: float) -> float:
