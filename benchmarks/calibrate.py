@@ -539,9 +539,17 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   host cost dilutes the graphs gain, and at G09's ~3 ms per layer and micro-batch (its measured step) 192
   launches cannot cost ~30 us each; that fit scored 0.1431. Separate GEMM and quantize constants are not
   pinned (0.143). Cross-validated error 0.1416 without the term, 0.1418 with it (26 of 26 pairs either
-  way): the fit does not get better, MB01 does. Not settled: the per-launch host time per host CPU (Grace vs
-  x86 Xeon: no shared source) and the ~4-5 ms per layer and micro-batch the GB200 / GB300 pair leaves for
-  Qwen3-Next (the forward windows expose ~1 ms of its 16 local experts' launches).
+  way): the fit does not get better, MB01 does. Outside the fit, MB13 (Qwen3-30B-A3B, 8 B200 MXFP8, 16
+  local experts; 26.02 -> 26.02.01 moved MBS 1 -> 4, alltoall -> HybridEP and graphs to attn / moe_router /
+  moe_preprocess, Bridge 0ec1df783) measured 223 -> 614 TFLOP/s (2.75x): with those knobs moeplan gives
+  311 -> 764 (2.46x) with the launches and 645 -> 816 (1.27x) without, the MBS 1 row going from +189% to
+  +40%. It stays out of the fit: the pair splits into ~7.7 ms per layer and micro-batch that does not scale
+  with tokens and ~1.1 ms per sequence, and its 25.11 row (214, MBS 1) ran token drop with full-iteration
+  graphs (Bridge 455483003 scripts/performance/configs/qwen3), which capture the experts, at the same level,
+  so that fixed cost is not host launches alone. Not settled: that fixed cost, the per-launch
+  host time per host CPU (Grace vs x86 Xeon: no shared source), and the ~4-5 ms per layer and micro-batch
+  the GB200 / GB300 pair leaves for Qwen3-Next (the forward windows expose ~1 ms of its 16 local experts'
+  launches).
 """
 
 
