@@ -36,7 +36,7 @@ from typing import Any
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Layer, ModelSpec
 from moeplan.parallel import Pipeline
-from moeplan.run import Recompute, RunConfig
+from moeplan.run import Recompute, RunConfig, other_fields
 from moeplan.timing import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -52,6 +52,7 @@ from moeplan.timing import (
 _NO_RECOMPUTE = Recompute()
 # what a layer's time may not depend on (moeplan.timing.layer_shape), or what a bound variant sets itself
 _BLANKED = ("parallel", "batch", "recompute", "optimizer_offload", "ep_overlap", "cp_comm_type")
+_SHAPE_FIELDS = other_fields(*_BLANKED)
 
 
 @dataclass
@@ -80,10 +81,7 @@ class ThroughputBound:
         depend on or that the bound sets itself (recompute, offload, EP overlap, CP communication type),
         plus the parts of the layout and batch it reads."""
         par, batch = cfg.parallel, cfg.batch
-        fields = dict(cfg.__dict__)  # a copy less the blanked entries: the other values, in field order
-        for k in _BLANKED:
-            del fields[k]
-        rest = self._rests.setdefault(tuple(fields.values()), len(self._rests))
+        rest = self._rests.setdefault(_SHAPE_FIELDS(cfg), len(self._rests))  # the other values, in field order
         return rest, par.tp, par.cp, par.ep, par.etp, batch.seq_len, batch.mbs
 
     def _setting(self, cfg: RunConfig, key: tuple[object, ...], overlap: bool,

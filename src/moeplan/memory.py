@@ -29,7 +29,7 @@ from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
-from moeplan.run import Recompute, RunConfig
+from moeplan.run import Recompute, RunConfig, other_fields
 
 GIB = 1024**3
 
@@ -541,6 +541,7 @@ def _rank_total(state: float, act: float, transient: float, dispatcher: float, g
 
 
 _NOT_SHARED = ("parallel", "batch", "recompute", "optimizer_offload")  # LayoutMemory.shared_keys: read in parts
+_SHARED_FIELDS = other_fields(*_NOT_SHARED)
 
 
 class LayoutMemory:
@@ -550,7 +551,8 @@ class LayoutMemory:
     added in the order :func:`peak_memory_bytes` adds them, so the totals are the same floats
     (tests/unit/test_memory_ladder_cache.py)."""
 
-    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_m", "_fixed", "_state", "_acts", "_layers", "_peaks")
+    __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_m", "_fixed", "_state", "_acts", "_layers", "_peaks",
+                 "_offloaded")
 
     def __init__(self, base: RunConfig, nvlink_domain: int, pipe: Pipeline,
                  shared: dict[Any, Any] | None = None) -> None:
@@ -573,6 +575,7 @@ class LayoutMemory:
             self._state = shared.setdefault(state_key, {})
             self._layers = shared.setdefault(layer_key, {})
         self._peaks: dict[tuple[Recompute, float], float] = {}
+        self._offloaded: dict[float, RunConfig] = {}  # offload fraction -> the run with it (every rank's state)
 
     def shared_keys(self, shared: dict[Any, Any] | None = None,
                     ) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:
@@ -588,10 +591,7 @@ class LayoutMemory:
         compares every answer with a fresh item-by-item estimate. With ``shared``, the run's other fields
         stand in the keys as a small id kept in it (cheaper to hash)."""
         base, par, batch = self.base, self.base.parallel, self.base.batch
-        fields = dict(base.__dict__)  # a copy less four entries: the same values, in field order
-        for k in _NOT_SHARED:
-            del fields[k]
-        rest: object = tuple(fields.values())
+        rest: object = _SHARED_FIELDS(base)  # the other fields' values, in field order
         if shared is not None:
             rest = shared.setdefault(("fields", rest), ("fields", len(shared)))
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
@@ -627,8 +627,10 @@ class LayoutMemory:
         """Weights + FP8 copies + gradients + optimizer + FSDP buffers of a rank, added in that order."""
         base, par = self.base, self.base.parallel
         prof = _parameter_profile(base.model, self.pipe.rank_stages[rank], par.tp, par.ep, par.etp, rank)
-        weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(
-            base.evolve(optimizer_offload=optimizer_offload), prof)
+        cfg = self._offloaded.get(optimizer_offload)
+        if cfg is None:
+            cfg = self._offloaded[optimizer_offload] = base.evolve(optimizer_offload=optimizer_offload)
+        weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(cfg, prof)
         return weights + fp8_copies + grads + opt_gpu + fsdp_buffers
 
     def peak_bytes(self, recompute: Recompute, optimizer_offload: float) -> float:

@@ -534,12 +534,20 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     strongest = _strongest_option(space, ladder)
     template: RunConfig | None = None
     batches: dict[int, Batch] = {}
+    # per-layout invariants, computed once per value of what they read: the static floors per sharding
+    # (TP, PP, EP, ETP, DP x CP and EDP: _static_lower_bound) and the first dispatcher (EP)
+    floors: dict[tuple[int, ...], tuple[dict[str | None, float], list[str | None]]] = {}
+    first_dispatcher: dict[int, str] = {}
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
             advance()
-        statics = {sh: _static_lower_bound(spec, par, grad_bytes, sh) + reserve_gib * GIB for sh in shardings}
-        usable = [sh for sh in shardings if statics[sh] <= budget]
+        fkey = (par.tp, par.pp, par.ep, par.etp, par.dp * par.cp, par.edp)
+        hit = floors.get(fkey)
+        if hit is None:
+            st = {sh: _static_lower_bound(spec, par, grad_bytes, sh) + reserve_gib * GIB for sh in shardings}
+            hit = floors[fkey] = (st, [sh for sh in shardings if st[sh] <= budget])
+        statics, usable = hit
         if not usable:
             static = min(statics.values())
             if closest is None or static - budget < closest[1]:
@@ -554,8 +562,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         b = batches.get(mbs)
         if b is None:
             b = batches[mbs] = Batch(batch.seq_len, batch.gbs, mbs)
-        cfg = template.evolve(parallel=par, batch=b)
-        cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])  # refined later
+        disp = first_dispatcher.get(par.ep)
+        if disp is None:  # it reads EP and the run's model, version and GPU, which all layouts share
+            disp = first_dispatcher[par.ep] = dispatcher_candidates(template.evolve(parallel=par), gpu)[0]
+        cfg = template.evolve(parallel=par, batch=b, dispatcher=disp)  # the dispatcher is refined later
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
         # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
         # the other choice is tried on the best layouts before refining)

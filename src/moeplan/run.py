@@ -7,7 +7,9 @@ maps them to Megatron Bridge overrides and Megatron-LM flags.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 from moeplan.errors import MoeplanError
@@ -247,3 +249,16 @@ class RunConfig:
         new.__dict__.update(self.__dict__)
         new.__dict__.update(changes)
         return new
+
+
+def other_fields(*excluded: str) -> Callable[[RunConfig], tuple[object, ...]]:
+    """A function giving a run's field values in field order less those named ``excluded``: every field
+    present or added later. Caches keyed by "every other field" (moeplan.memory.LayoutMemory.shared_keys,
+    moeplan.bounds.ThroughputBound) build their key with it: one item lookup in C per run, the same tuple
+    as copying the run's fields and deleting the excluded ones."""
+    names = [f.name for f in fields(RunConfig)]
+    unknown = [n for n in excluded if n not in names]
+    if unknown:
+        raise ValueError(f"not RunConfig fields: {', '.join(unknown)}")
+    get = operator.itemgetter(*[n for n in names if n not in excluded])
+    return lambda cfg: get(cfg.__dict__)  # type: ignore[no-any-return]

@@ -257,6 +257,8 @@ class _Ctx:
     # layer times shared by the runs of one search (same GPU and constants): layer_shape -> its cache
     shared: dict[Any, dict[Any, Any]] | None = field(default=None, compare=False, hash=False)
     shape: object = field(default=None, compare=False, hash=False)
+    # GEMM times shared by the shapes of one search (None: each GEMM costed afresh): _gemm_time
+    gemms: dict[Any, tuple[float, float]] | None = field(default=None, compare=False, hash=False)
 
 
 def layer_shape(cfg: RunConfig) -> RunConfig:
@@ -279,8 +281,10 @@ def make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
     par, batch = cfg.parallel, cfg.batch
     shape = layer_shape(cfg) if shared is not None else None
     cache: dict[Any, Any] = {} if shared is None else shared.setdefault(shape, {})
+    # GEMM times in the shared cache, one dict per GPU and what _gemm_time reads of the run's numerics
+    gemms = None if shared is None else shared.setdefault(("gemm_times", gpu, cfg.precision, cfg.grad_fp32), {})
     return _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
-                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), cache, shared=shared, shape=shape)
+                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), cache, shared=shared, shape=shape, gemms=gemms)
 
 
 def gemm_k_half(rate: float, sms: int, cal: Calibration) -> float:
@@ -291,6 +295,25 @@ def gemm_k_half(rate: float, sms: int, cal: Calibration) -> float:
 
 
 def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
+    """:func:`_gemm_time_uncached`, memoised in ``ctx.gemms`` (a search's shared cache) by what it reads:
+    the GEMM, its rows and local experts (routed expert GEMMs only), the tokens per GPU and per CP rank, TP
+    and ETP; the dict itself is one per GPU, precision and gradient dtype (:func:`make_ctx`), and the
+    shared cache one per calibration. Layer shapes that differ only in what no GEMM reads (EP for the
+    attention and dense GEMMs, the dispatcher, EP overlap, CP communication type, recompute, CUDA graphs)
+    share their GEMM times (tests/unit/test_layer_cache.py: memoised = fresh, exactly)."""
+    memo = ctx.gemms
+    if memo is None:
+        return _gemm_time_uncached(ctx, g, rows, local_experts)
+    par = ctx.cfg.parallel
+    key = (g, rows, local_experts, ctx.tokens, ctx.seq_tokens, par.tp, par.etp) if g.per_row else (
+        g, ctx.tokens, ctx.seq_tokens, par.tp, par.etp)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _gemm_time_uncached(ctx, g, rows, local_experts)
+    return hit
+
+
+def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
     """(fwd + dgrad + wgrad seconds, FP8 cast seconds) of one weight GEMM on one GPU.
 
     Each of the three GEMMs costs its FLOPs at the achievable matmul rate plus its HBM traffic
