@@ -26,6 +26,7 @@ from moeplan.parallel import check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION
 from moeplan.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
+from moeplan.vocab import RESOLVED_GAIN
 
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
@@ -235,11 +236,20 @@ def _fsdp_reason(cfg: RunConfig, est: Any, plain: Any, budget: float) -> Reason:
     if plain.memory.total_bytes > budget:
         text += f"with the distributed optimizer alone this plan needs {plain_gib} GiB, over the {round_gib(budget)} GiB budget"
     else:
-        text += (f"with the distributed optimizer alone it fits in {plain_gib} GiB but runs at "
-                 f"{plain.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU vs {est.time.tokens_per_s_per_gpu:,.0f} here")
+        plain_tps, tps = plain.time.tokens_per_s_per_gpu, est.time.tokens_per_s_per_gpu
+        if plain_tps > tps * (1 + RESOLVED_GAIN):  # FSDP is not what makes this plan fit
+            text += (f"the distributed optimizer alone fits too ({plain_gib} GiB) and runs faster, at "
+                     f"{plain_tps:,.0f} tokens/s/GPU vs {tps:,.0f} here: FSDP is not needed for memory on this plan")
+        elif plain_tps * (1 + RESOLVED_GAIN) < tps:
+            text += (f"with the distributed optimizer alone it fits in {plain_gib} GiB but runs at "
+                     f"{plain_tps:,.0f} tokens/s/GPU vs {tps:,.0f} here")
+        else:
+            text += (f"the distributed optimizer alone fits too ({plain_gib} GiB) at the same speed "
+                     f"({plain_tps:,.0f} vs {tps:,.0f} tokens/s/GPU)")
     text += (f". Its parameter all-gathers and gradient reduce-scatters, overlapped per layer, expose "
              f"{dp_s:,.2f} s per step ({dp_s / step:.1%}).")
-    return Reason("fsdp", text, {"strategy": cfg.fsdp, "memory_without_gib": plain_gib, "dp_comm_s": round(dp_s, 3)})
+    return Reason("fsdp", text, {"strategy": cfg.fsdp, "memory_without_gib": plain_gib, "dp_comm_s": round(dp_s, 3),
+                                 "tokens_per_s_per_gpu_without": round(plain.time.tokens_per_s_per_gpu, 1)})
 
 
 def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int,

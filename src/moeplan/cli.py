@@ -1377,10 +1377,19 @@ def _announce_profile(args: argparse.Namespace, console: Console) -> None:
         Console(stderr=True, width=10_000).print(line, highlight=False, markup=False)
 
 
+def _gbs_is_tokens_here(text: str) -> int:
+    raise argparse.ArgumentTypeError(
+        f"the tokens per global batch are held constant across lengths here: give --gbs-tokens (e.g. 4m, or "
+        f"GBS x seq-len), not --gbs {text}")
+
+
 def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--seq-len", type=parse_lengths, required=required, help="comma-separated lengths, e.g. 16k,32k,64k")
     p.add_argument("--gbs-tokens", type=parse_tokens, required=required,
                    help="tokens per global batch, constant across lengths (e.g. 4m); GBS = tokens / seq")
+    # Not an option here: without it argparse would take `--gbs N` (sequences, as plan and estimate read it)
+    # as an abbreviation of --gbs-tokens N and silently plan N tokens per batch.
+    p.add_argument("--gbs", type=_gbs_is_tokens_here, help=argparse.SUPPRESS)
     _cluster_arguments(p, required)
     p.add_argument("--hold", action="store_true", help="hold the layout given by the flags below at every length")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):

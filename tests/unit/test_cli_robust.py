@@ -168,3 +168,25 @@ def test_outputs_that_would_overwrite_or_mislabel_are_refused(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_an_option_of_one_command_is_not_silently_another_option_elsewhere(capsys):
+    """argparse takes unique prefixes: `sweep --gbs 8192` (sequences, as plan and estimate read --gbs) would be
+    --gbs-tokens 8192 and plan 8,192 tokens per batch. An option name of one command must not resolve, as a
+    prefix, to a different option of another; sweep and explain refuse --gbs with the option they take."""
+    import argparse
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    opts = {name: {o for a in sp._actions for o in a.option_strings if o.startswith("--")}
+            for name, sp in sub.choices.items()}
+    everywhere = set().union(*opts.values())
+    # check's --mcore flag is a prefix of --mcore-version elsewhere, which needs a value: a loud error, not a guess
+    loud = {"--mcore"}
+    silent = sorted((name, o, hits[0]) for name, own in opts.items() for o in everywhere - own - loud
+                    if len(hits := [x for x in own if x.startswith(o)]) == 1)
+    assert not silent, silent
+    for cmd in ("sweep", "explain"):
+        code, out, err = run_cli(capsys, cmd, "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k", "--gbs", "8192")
+        assert code == 2 and out == "" and "--gbs-tokens" in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1

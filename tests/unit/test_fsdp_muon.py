@@ -445,3 +445,20 @@ def test_plan_table_marks_fsdp(capsys, monkeypatch):
     assert "EP8 DP64 FSDP" in capsys.readouterr().out
     assert main([*argv, "--fsdp", "off"]) in (1, 2)  # nothing fits without it
     assert "FSDP" not in capsys.readouterr().out.split("Why plan 1")[0]
+
+
+def test_fsdp_reason_when_the_distributed_optimizer_fits_and_is_faster():
+    """An FSDP plan the distributed optimizer would run faster (a tie the planner lists) must not read as if
+    FSDP were the faster choice: the reason says the plain plan fits and is faster, with both rates."""
+    from moeplan.advice import explain_plan
+    from moeplan.estimate import evaluate
+
+    cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16,
+                                fsdp="optim_grads_params")
+    est = evaluate(cfg, gpu)
+    plain = evaluate(cfg.with_(fsdp=None, fsdp_double_buffer=False), gpu)
+    budget = 72 * GIB
+    assert plain.memory.total_bytes < budget and plain.time.tokens_per_s_per_gpu > 1.01 * est.time.tokens_per_s_per_gpu
+    why = {r.topic: r for r in explain_plan(cfg, gpu, est, budget, 256)}["fsdp"]
+    assert "runs faster" in why.text and "not needed for memory" in why.text and " but runs at " not in why.text
+    assert why.numbers["tokens_per_s_per_gpu_without"] == pytest.approx(plain.time.tokens_per_s_per_gpu, abs=0.1)
