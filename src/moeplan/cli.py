@@ -631,11 +631,10 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
             _text_column(table, col)
         for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
             _num_column(table, col)
-    from moeplan.fsdp import FULL_SHARD
-    from moeplan.report import layout_label
+    from moeplan.report import plan_layout_label
 
     for p in result["plans"]:
-        layout = layout_label(p) + ("" if not p.get("fsdp") else " FSDP" if p["fsdp"] == FULL_SHARD else f" FSDP {p['fsdp']}")
+        layout = plan_layout_label(p)
         lo, hi = p["tflops_range"]
         numbers = [f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
                    *([] if narrow else [f"{lo:,.0f}-{hi:,.0f}", f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
@@ -770,7 +769,7 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
-    from moeplan.report import layout_label
+    from moeplan.report import plan_layout_label
 
     table = _table("Sequence-length sweep", narrow)
     for col in ("seq", "GBS"):
@@ -789,7 +788,7 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
                                          if c else ""), "", *([""] if not narrow else []), "", "[red]no", "", ""]
             table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells[:blanks + 1])
             continue
-        cells = [layout_label(r),
+        cells = [plan_layout_label(r),
                  escape(_wrapping(r["recompute"]))]
         if not narrow:
             cells.append(r["dispatcher"])
