@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -141,8 +142,26 @@ def nonnegative_int(text: str) -> int:
     return value
 
 
+def _non_finite_path(obj: Any, path: str = "") -> str | None:
+    """The first key path (e.g. 'memory_gib.total') whose value is an infinite or NaN float, if any."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (path or "(top level)")
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    for k, v in items:
+        hit = _non_finite_path(v, f"{path}.{k}" if path else str(k))
+        if hit is not None:
+            return hit
+    return None
+
+
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    """Standard JSON or nothing: Python would print Infinity / NaN, which JSON parsers (jq, JSON.parse) refuse."""
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
+    except ValueError:
+        raise MoeplanError(f"the result is not finite at '{_non_finite_path(obj)}' (an input beyond what the "
+                           "model covers, e.g. a huge --moe-imbalance); no JSON written") from None
+    sys.stdout.write(text + "\n")
 
 
 def _fmt_count(n: float) -> str:

@@ -190,3 +190,14 @@ def test_an_option_of_one_command_is_not_silently_another_option_elsewhere(capsy
         code, out, err = run_cli(capsys, cmd, "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k", "--gbs", "8192")
         assert code == 2 and out == "" and "--gbs-tokens" in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1
+
+
+def test_json_is_standard_json_or_a_one_line_error(capsys):
+    """Python's json writes Infinity / NaN, which jq and JSON.parse refuse: an input that drives an estimate
+    out of range (a 1e300 expert imbalance) is a one-line error naming the key, exit 2, nothing on stdout."""
+    argv = ("estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "16", "--ep", "16", "--json")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    code, out, err = run_cli(capsys, *argv, "--moe-imbalance", "1e300")
+    assert code == 2 and out == "" and "not finite at 'memory_gib." in err and len(err.strip().splitlines()) == 1
