@@ -201,3 +201,15 @@ def test_json_is_standard_json_or_a_one_line_error(capsys):
     json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     code, out, err = run_cli(capsys, *argv, "--moe-imbalance", "1e300")
     assert code == 2 and out == "" and "not finite at 'memory_gib." in err and len(err.strip().splitlines()) == 1
+
+
+def test_trace_is_standard_json_or_no_file(capsys, tmp_path):
+    """--trace writes what Perfetto can open: an out-of-range step (Infinity / NaN) is a one-line error and
+    no file, not a trace with Infinity in it."""
+    trace = tmp_path / "t.json"
+    argv = ("estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "16", "--ep", "16",
+            "--trace", str(trace))
+    code, _, err = run_cli(capsys, *argv, "--moe-imbalance", "1e300")
+    assert code == 2 and not trace.exists() and "no trace" in err and len(err.strip().splitlines()) == 1
+    assert run_cli(capsys, *argv)[0] == 0
+    json.loads(trace.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
