@@ -1147,7 +1147,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("models", help="list the built-in model catalog")
+    p = sub.add_parser(
+        "models", help="list the built-in model catalog",
+        description="The built-in models: architecture (MLA, GQA-MoE, hybrid Gated DeltaNet), layers, routed "
+        "experts and top-k, total and active parameters (B = 1e9). Any command's MODEL is one of these names or "
+        "the path to a Hugging Face config.json.",
+        epilog="examples:\n  moeplan models\n  moeplan models --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_models)
 
@@ -1156,6 +1162,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="parameter counts and training FLOPs per token",
         description="Total and active parameters with their breakdown, and the training FLOPs per token "
         "that Megatron-Core counts for its TFLOP/s/GPU (GEMMs vs causal attention).",
+        epilog="examples:\n  moeplan params deepseek-v3 --seq-len 128k\n  moeplan params ./my-model/config.json --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
     p.add_argument("--seq-len", type=parse_tokens, default=4096, help="sequence length, e.g. 4096 or 128k (default 4096)")
@@ -1166,7 +1174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("hardware", help="list the GPU catalog (and a user file)",
                        description="GPU catalog: HBM, peak FLOP/s, NVLink and scale-out bandwidth, host link. "
                        "--hardware FILE.yaml adds or overrides entries (e.g. `base: h100` with 200 Gb/s NICs); the file format, "
-                       f"every field with its unit, and an example: {HARDWARE_DOC}.")
+                       f"every field with its unit, and an example: {HARDWARE_DOC}.",
+                       epilog="examples:\n  moeplan hardware\n  moeplan hardware --hardware examples/hardware_h100_200g.yaml --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_hardware)

@@ -213,3 +213,13 @@ def test_trace_is_standard_json_or_no_file(capsys, tmp_path):
     assert code == 2 and not trace.exists() and "no trace" in err and len(err.strip().splitlines()) == 1
     assert run_cli(capsys, *argv)[0] == 0
     json.loads(trace.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+
+
+def test_every_command_help_has_a_runnable_looking_example(capsys):
+    """--help teaches: each command's page ends with at least one `moeplan COMMAND ...` example line."""
+    for command in _commands():
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out, _ = capsys.readouterr()
+        tail = out.split("example", 1)[-1] if "example" in out else ""
+        assert f"moeplan {command}" in tail, f"`moeplan {command} --help` shows no example"
