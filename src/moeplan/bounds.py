@@ -122,7 +122,9 @@ class ThroughputBound:
         communication type and EP overlap setting."""
         key = self._key(cfg)
         # whether EP overlap can be on (it depends on PP, VPP and the micro-batch count, and on recompute)
-        allowed = (cfg if cfg.recompute == _NO_RECOMPUTE else cfg.evolve(recompute=_NO_RECOMPUTE)).ep_overlap_allowed
+        rc = cfg.recompute
+        allowed = (cfg if rc is _NO_RECOMPUTE or rc == _NO_RECOMPUTE else cfg.evolve(recompute=_NO_RECOMPUTE)
+                   ).ep_overlap_allowed
         slowest = self._busiest_rank_s(cfg, key, allowed, pipe)  # each layout of a search has its own split and shape
         return self._floor(cfg, slowest)
 
@@ -160,7 +162,8 @@ class ThroughputBound:
 
     def _busiest_rank_s(self, cfg: RunConfig, key: tuple[object, ...], allowed: bool, pipe: Pipeline) -> float:
         """One micro-batch on the slowest pipeline rank takes at least this: its layers' and heads' least times."""
-        ctxs, layer_s, head_s = self._least_times(cfg, key, allowed)
+        hit = self._least.get((key, allowed))
+        ctxs, layer_s, head_s = hit if hit is not None else self._least_times(cfg, key, allowed)
         slowest = 0.0
         for groups, heads in _candidate_works(cfg.model, pipe):
             work = 0.0

@@ -224,10 +224,10 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
     def fail(rule: str, reason: str) -> None:
         bad.append(LayoutCheck(rule, reason))
 
-    for name in ("tp", "pp", "vpp", "cp", "ep", "etp"):
-        if getattr(par, name) < 1:
-            fail("positive", f"{name.upper()} must be >= 1, got {getattr(par, name)}")
-    if bad:
+    if min(par.tp, par.pp, par.vpp, par.cp, par.ep, par.etp) < 1:  # (one comparison on the planner's valid path)
+        for name in ("tp", "pp", "vpp", "cp", "ep", "etp"):
+            if getattr(par, name) < 1:
+                fail("positive", f"{name.upper()} must be >= 1, got {getattr(par, name)}")
         return bad
     attn_fold = par.tp * par.cp * par.pp
     if par.gpus % attn_fold:

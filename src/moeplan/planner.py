@@ -571,7 +571,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         # the other choice is tried on the best layouts before refining)
         ok, smallest = False, math.inf
         for sh in usable:
-            trial = _base_cfg(cfg, sh, space)
+            trial = cfg if sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, sh, space)
             mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache)  # the layout's memory ladder, costed part by part
             total = mem.peak_bytes(*strongest)
             ok = total <= budget
@@ -585,7 +585,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             continue
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
-        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
+        if exhaustive:
+            upper = math.inf
+        else:
+            upper = bound.tokens_per_s_per_gpu(cfg if cfg.fsdp is None and not cfg.fsdp_double_buffer
+                                               else _base_cfg(cfg, None, space), pipe)
         fitting.append((upper, index, cfg, pipe, smallest, mem))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the
