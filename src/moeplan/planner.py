@@ -41,6 +41,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
 from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
+from moeplan.fsdp import label as fsdp_label
 from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, build_pipeline,
@@ -100,7 +101,8 @@ class NewerRelease:
         if self.config is None:
             return head + ", but no layout fits there either."
         rc = self.config.recompute
-        plan = f"{self.config.parallel.short()} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
+        layout = " ".join(x for x in (self.config.parallel.short(), fsdp_label(self.config.fsdp)) if x)
+        plan = f"{layout} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
         runs = f"{self.tokens_per_s_per_gpu:,.0f} tokens/s/GPU"
         mem = f"in {self.memory_bytes / GIB:,.1f} GiB"
         if self.gain is None:
