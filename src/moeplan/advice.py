@@ -26,7 +26,7 @@ from moeplan.parallel import check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION
 from moeplan.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
-from moeplan.vocab import RESOLVED_GAIN
+from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
@@ -388,7 +388,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                           {"gain_s": round(gain, 3), "memory_gib": round_gib(extra)}))
     else:
         launch = est.time.breakdown_s.get("launch_overhead", 0.0)
-        scopes = frozenset({"attn", "moe_router", "moe_preprocess"} if cfg.model.first_moe else {"attn", "mlp"})
+        scopes = DROPLESS_MOE_GRAPH_SCOPES if cfg.model.first_moe else frozenset({"attn", "mlp"})
         if not scopes <= set(fields_for(cfg.mcore_version).cuda_graph_scopes):
             why = f"Megatron-Core {cfg.mcore_version} has no per-module graph scopes"
             nums = {}

@@ -48,10 +48,10 @@ from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_
                               check_layout, with_balanced_layout)
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
-from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, RESOLVED_GAIN
+from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
-PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
+PARTIAL_GRAPH_SCOPES = DROPLESS_MOE_GRAPH_SCOPES  # work with dropless MoE (moeplan.vocab)
 # From Megatron-Core 0.18, dropless MoE can run sync-free with fixed per-rank HybridEP buffers
 # (moe_expert_rank_capacity_factor) and paged activation stashing, so a full-iteration CUDA graph
 # captures it; 1.5 is what the Megatron Bridge full-iteration perf recipes use
