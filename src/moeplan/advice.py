@@ -253,7 +253,7 @@ def _fsdp_reason(cfg: RunConfig, est: Any, plain: Any, budget: float) -> Reason:
                                  "tokens_per_s_per_gpu_without": round(plain.time.tokens_per_s_per_gpu, 1)})
 
 
-def _with_dispatcher(cfg: RunConfig, dispatcher: str) -> tuple[RunConfig, str]:
+def with_dispatcher(cfg: RunConfig, dispatcher: str) -> tuple[RunConfig, str]:
     """``cfg`` with another dispatcher and the knobs that need the old one dropped, as the planner would run
     it: sync-free dropless MoE (moe_expert_rank_capacity_factor) and so the full-iteration CUDA graph need
     HybridEP (moeplan.knobs.knob_problem); without them the dropless partial scopes are captured. Also a
@@ -380,7 +380,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         notes: dict[str, str] = {}  # what an alternative runs differently beside its dispatcher
         for d in dispatcher_candidates(cfg, gpu):
             if d != cfg.dispatcher:
-                alt_cfg, changed = _with_dispatcher(cfg, d)
+                alt_cfg, changed = with_dispatcher(cfg, d)
                 alt = evaluate(alt_cfg, gpu)
                 others[d] = round(alt.time.tokens_per_s_per_gpu)
                 if changed:

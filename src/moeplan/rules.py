@@ -21,6 +21,7 @@ from moeplan.advice import (
     dispatcher_candidates,
     recompute_ladder,
     round_gib,
+    with_dispatcher,
 )
 from moeplan.estimate import Evaluator
 from moeplan.fsdp import FULL_SHARD
@@ -423,7 +424,7 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
     domains = -(-par.ep * par.etp // gpu.nvlink_domain)
     best = None
     for d in candidates:
-        c = cfg.with_(dispatcher=d)
+        c = cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0]  # as it can run (sync-free: HybridEP only)
         e = ev(c)
         if ev.fits(e) and (best is None or e.time.tokens_per_s_per_gpu > best[1].time.tokens_per_s_per_gpu):
             best = (c, e)

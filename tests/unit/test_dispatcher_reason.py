@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from moeplan import api
-from moeplan.advice import _with_dispatcher, explain_plan
+from moeplan.advice import with_dispatcher, explain_plan
 from moeplan.estimate import evaluate
 from moeplan.knobs import knob_problem
 
@@ -48,9 +48,39 @@ def test_alternatives_run_without_the_knobs_only_hybridep_has():
               ep_overlap=True, cuda_graphs="full_iteration", rank_capacity_factor=1.5)
     cfg, gpu = api.build_config("qwen3-next-80b-a3b", **kw)
     assert knob_problem(cfg) is None and knob_problem(cfg.with_(dispatcher="alltoall")) is not None
-    alt, note = _with_dispatcher(cfg, "alltoall")
+    alt, note = with_dispatcher(cfg, "alltoall")
     assert knob_problem(alt) is None and alt.rank_capacity_factor is None
     assert alt.cuda_graph_scopes == {"attn", "moe_router", "moe_preprocess"} and "sync-free" in note
     est, reason = _reason("qwen3-next-80b-a3b", budget_gib=167, **kw)
     assert reason.numbers["alternatives"]["alltoall"] == round(evaluate(alt, gpu).time.tokens_per_s_per_gpu)
     assert "alltoall" in reason.text and "the full-iteration graph needs HybridEP" in reason.text
+
+
+_SYNC_FREE = dict(gpu="gb200", gpus=32, seq_len=32768, gbs=64, cp=4, ep=16, mcore_version="0.18", ep_overlap=True,
+                  cuda_graphs="full_iteration", rank_capacity_factor=1.5)
+
+
+def test_auto_dispatcher_keeps_what_the_runs_knobs_need():
+    """moe_expert_rank_capacity_factor is HybridEP's: with the dispatcher left to auto the estimate picks
+    HybridEP, not a faster-looking alltoall that then fails with 'needs the HybridEP dispatcher'."""
+    est = api.estimate("qwen3-next-80b-a3b", **_SYNC_FREE)
+    assert est["dispatcher"] == "hybridep" and est["cuda_graphs"] == ["full_iteration"]
+
+
+def test_linter_costs_dispatchers_as_they_can_run():
+    """The linter's dispatcher rule compares runs Megatron-Core accepts (its fix must be a working config)."""
+    from moeplan import rules
+    from moeplan.estimate import Evaluator
+
+    cfg, gpu = api.build_config("qwen3-next-80b-a3b", dispatcher="hybridep", **_SYNC_FREE)
+    seen = []
+
+    class Recording(Evaluator):
+        def __call__(self, c):
+            seen.append(c)
+            return super().__call__(c)
+
+    ev = Recording(gpu, 167 * GIB)
+    rules._dispatcher(cfg, evaluate(cfg, gpu), ev, {})
+    assert {c.dispatcher for c in seen} == {"hybridep", "alltoall"}
+    assert all(knob_problem(c) is None for c in seen), [(c.dispatcher, knob_problem(c)) for c in seen]
