@@ -51,14 +51,10 @@ def layout_label(row: Row) -> str:
 
 
 def fsdp_label(row: Row) -> str:
-    """'' without Megatron-FSDP, 'FSDP' for the full shard (optim_grads_params, what Bridge's perf scripts
-    set), else 'FSDP <strategy>': how every table marks a plan that needs it."""
-    strategy = row.get("fsdp")
-    if not strategy:
-        return ""
-    from moeplan.fsdp import FULL_SHARD
+    """A row's Megatron-FSDP mark (:func:`moeplan.fsdp.label`): '', 'FSDP' or 'FSDP <strategy>'."""
+    from moeplan.fsdp import label
 
-    return "FSDP" if strategy == FULL_SHARD else f"FSDP {strategy}"
+    return label(row.get("fsdp"))
 
 
 def plan_layout_label(row: Row) -> str:

@@ -481,3 +481,15 @@ def test_sweep_tables_mark_fsdp_as_the_plan_table_does():
         console.print(_sweep_table([r], narrow=False))
         assert layout_label(row) + mark in console.export_text()
         assert layout_label(row) + mark in _sweep_section([r])
+
+
+def test_newer_release_sentence_marks_fsdp():
+    """The 'a newer Megatron-Core adds it' sentence prints its plan's layout with the FSDP mark too."""
+    from moeplan.planner import NewerRelease
+
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16,
+                              fsdp="optim_grads_params")
+    text = NewerRelease("0.16", "0.18", "context parallel for Gated DeltaNet", cfg, 1000.0, 60 * GIB, 0.2).sentence()
+    assert "TP1 PP1 CP1 EP16 DP16 FSDP with no recompute" in text
+    plain = NewerRelease("0.16", "0.18", "x", cfg.with_(fsdp=None, fsdp_double_buffer=False), 1000.0, 60 * GIB, 0.2)
+    assert "DP16 with no recompute" in plain.sentence()
