@@ -519,7 +519,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   torch.cat each, then a concatenation and `_undo_attention_load_balancing`, and the output back; fused
   into one all-to-all only by Megatron-LM 48032d7, 2026-06-09, in 0.19): ~360 KB per token of extra copies
   and 14 small all-to-alls per GDN layer and micro-batch, at 64K / CP 16 ~1.5% + ~2% of the step. Too small
-  for the drop.
+  for the drop. Nor TE's ring attention bookkeeping at CP 16 (context_parallel.py at 71bbefb: the forward
+  corrects the fp32 output and softmax LSE after each of the 16 steps, the backward accumulates dq per
+  step): ~5 GB per attention layer and micro-batch, ~1 ms, ~2% of the 64K step.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
