@@ -490,7 +490,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   `attn_*_eff.flash2` from those benchmarks, not fitted), ~3x slower than the FA3-class rate moeplan used.
   GB300 / B300 (sm103) may not run FlashAttention-2 above head dim 192 (utils.py get_attention_backend), so
   TE falls back to UnfusedDotProductAttention (full-square bf16 bmm plus 22 bytes per score element through
-  HBM; its materialised scores are not in the memory model). The output gate and q/k RMSNorm are ~0.1 MB per
+  HBM; its materialised scores are not in the memory model, and TE's unfused path does not run context
+  parallel, utils.py "Disabling UnfusedDotProductAttention as it does not support context parallelism", so
+  such a GB300 plan with CP > 1 has no backend there: not yet a planner constraint). The output gate and q/k RMSNorm are ~0.1 MB per
   token of element-wise traffic per attention layer, ~1% of a step. Effect: the G15 best plans ~685 / 625 /
   570 -> ~600 / 445 / 365 TFLOP/s, PR #3168's GB200 step 3.26 -> 3.46 s, GB300 2.78 -> 3.06 s. No fitted row
   has wide heads on Blackwell: the fit and its cross-validated error (0.1418) do not change.
@@ -505,7 +507,16 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   3.46 -> 3.64 s (of 6.68), GB300 3.06 -> 3.24 s (of 5.80); CV unchanged (no GDN row in the fit). Left:
   ~1.8x at 4K and the 32K -> 64K drop (-18% against -57% measured); the G15 card's software and layouts
   are not published, so whether its attention ran FlashAttention-2 (CP needs a fused backend: TE's unfused
-  path does not run context parallel) is inferred, not read.
+  path does not run context parallel) is inferred, not read. At the card's CP sizes (CP 1 / 4 / 16, EP 32,
+  no recompute, the planner's other defaults) moeplan now gives ~400 / 340 / 240 TFLOP/s: 1.5x / 1.5x /
+  2.4x the measurement, i.e. the measured-minus-estimated time per layer and micro-batch is ~5 / 8 / 22 ms
+  and grows with length, not a fixed host cost.
+  (k) Checked, not adopted: Gated DeltaNet's CP all-to-alls as Megatron-Core 0.18 runs them (gated_delta_net.py
+  at 20ba03f, 2026-04-13: `tensor_a2a_cp2hp` splits qkvzba into six sections, one NCCL all-to-all and one
+  torch.cat each, then a concatenation and `_undo_attention_load_balancing`, and the output back; fused
+  into one all-to-all only by Megatron-LM 48032d7, 2026-06-09, in 0.19): ~360 KB per token of extra copies
+  and 14 small all-to-alls per GDN layer and micro-batch, at 64K / CP 16 ~1.5% + ~2% of the step. Too small
+  for the drop.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
