@@ -46,7 +46,7 @@ def layout_label(row: Row) -> str:
     try:
         sizes = {k: int(par[k]) for k in ("tp", "pp", "vpp", "cp", "ep", "etp")}
         return Parallel(gpus=sizes["tp"] * sizes["cp"] * sizes["pp"] * int(par["dp"]), **sizes).short()
-    except (KeyError, TypeError, ValueError):  # a partial dict (hand-made JSON): show what it has
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):  # a partial or odd dict (hand-made JSON): as it is
         return " ".join(f"{k.upper()}{par[k]}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp") if k in par)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from moeplan.errors import MoeplanError
+from moeplan.errors import MoeplanError, yaml_problem
 from moeplan.hardware.spec import HOST_LINKS, PEAK_KEYS, GPUSpec
 
 # Field kinds, used for type checks. Minimums catch unit slips (TB/s given where B/s is expected).
@@ -145,10 +145,7 @@ def parse_entries(text: str, origin: str, builtin: bool = False) -> tuple[Entry,
     try:
         doc = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise MoeplanError(f"{origin}: malformed YAML{where}: {problem}") from None
+        raise MoeplanError(f"{origin}: malformed YAML{yaml_problem(exc)}") from None
     if not isinstance(doc, dict) or "gpus" not in doc:
         raise MoeplanError(f"{origin}: expected a top-level mapping with key 'gpus'")
     extra = sorted(str(k) for k in doc if k != "gpus")
