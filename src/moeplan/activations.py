@@ -183,3 +183,67 @@ def layer_activation(
 def layer_input_bytes(hidden: int) -> float:
     """What full recompute keeps per layer group: its bf16 input, per token."""
     return hidden * BF16_BYTES
+
+
+# UnfusedDotProductAttention (Transformer Engine 71bbefb: transformer_engine/pytorch/attention/dot_product_attention/
+# backends.py, softmax.py FusedScaleMaskSoftmax, utils.py get_full_mask) materialises the scores. Per layer and
+# micro-batch on one GPU, with E = mbs x heads/TP x s x s score elements and M = s x s mask elements (s: the
+# sequence a rank holds; TE runs this path only without CP):
+# - get_full_mask (no_grad, first): int32 q-k position differences and the two int32 window bounds (12 M), then
+#   three bool temporaries of the comparisons (3 M), leaving a bool [1, 1, s, s] mask (M);
+# - baddbmm writes bf16 QK^T [b x np, s, s] (2 E); FusedScaleMaskSoftmax: below UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys
+#   (and 16 < sk, sk % 8 == 0, sq and b x np multiples of 4 and of the kernel's batches per block) TE's fused kernel
+#   writes bf16 P (2 E), saved once by the softmax and the PV bmm (dropout p = 0 is the identity); otherwise the
+#   torch path (softmax_in_fp32): an fp32 copy of the scores (4 E), masked in place (masked_fill_ keeps its own
+#   logical_or of the mask with the process-wide cached causal mask: M saved, M cached), softmax saves its fp32
+#   output (4 E) and the bf16 cast of it feeds the PV bmm, which saves it (2 E);
+# - backward of the torch path peaks in the softmax backward: fp32 P, fp32 dP and fp32 dS (12 E; the bf16 P is
+#   released after the PV bmm's backward); the fused path: bf16 P, dP and dS (6 E);
+# - GQA: K and V are repeat_interleave'd to the query heads and the expanded copies are what baddbmm / bmm keep;
+#   no softmax statistics (moeplan's attn_softmax_stats) are kept.
+# An attention dropout > 0 (Qwen3-Next uses 0; moeplan models none) would add its mask and output.
+UNFUSED_FUSED_SOFTMAX_MAX_KEYS = 16384  # softmax.py is_kernel_available: "16 < sk < 16384"
+_SOFTMAX_THREADS_PER_WARP, _SOFTMAX_THREADS_PER_BLOCK = 32, 128  # softmax.py get_batch_per_block
+
+
+@dataclass(frozen=True)
+class UnfusedAttentionBytes:
+    """One attention layer's UnfusedDotProductAttention memory for one micro-batch on one GPU."""
+
+    saved_bytes: float  # kept for backward (scores, probabilities, mask, expanded K/V, less the softmax stats)
+    peak_bytes: float  # the most the core attention holds at once, forward or backward, saved bytes included
+    fused_softmax: bool  # TE's fused masked-softmax kernel ran (short keys), else the fp32 torch softmax
+
+
+def _fused_softmax_runs(batches: int, sq: int, sk: int) -> bool:
+    """FusedScaleMaskSoftmax.is_kernel_available for causal self-attention in bf16."""
+    if not (16 < sk < UNFUSED_FUSED_SOFTMAX_MAX_KEYS) or sk % 8 or sq % 4 or batches % 4:
+        return False
+    pow2 = 1 << (sk - 1).bit_length()
+    warp = min(pow2, _SOFTMAX_THREADS_PER_WARP)
+    per_block = (_SOFTMAX_THREADS_PER_BLOCK // warp) * (2 if pow2 <= 128 else 1)
+    return sq % per_block == 0
+
+
+def unfused_attention_bytes(a: Attention, mbs: int, seq_len: int, tp: int, cp: int = 1) -> UnfusedAttentionBytes:
+    """What TE's UnfusedDotProductAttention keeps and peaks at for one layer and micro-batch on one GPU (see the
+    comment above). ``cp`` > 1 is not a layout TE runs (moeplan.parallel.check_layout rejects it); the square
+    is then the rank's local one."""
+    s = seq_len / cp
+    heads = a.num_heads / tp
+    scores = mbs * heads * s * s  # E
+    mask = s * s  # M
+    kv_expanded = 2 * (a.num_heads - a.num_kv_heads) * a.head_dim * BF16_BYTES  # per token, beyond "qkv"
+    per_token = kv_expanded - a.num_heads * FP32_BYTES  # ... and no softmax statistics
+    token_bytes = per_token * mbs * s / tp
+    mask_build = 15 * mask  # get_full_mask: 3 int32 + 3 bool temporaries, before K/V are expanded
+    if _fused_softmax_runs(round(mbs * heads), int(s), int(s)):
+        saved = 2 * scores
+        # forward: bf16 S and P beside the mask; backward: bf16 P, dP, dS
+        peak = max(mask_build, token_bytes + max(4 * scores + mask, 6 * scores))
+        return UnfusedAttentionBytes(saved + token_bytes, peak, True)
+    saved = 6 * scores + mask  # fp32 P + bf16 P + masked_fill_'s mask
+    cached = mask  # the cached causal mask, live from the first call
+    # forward at the bf16 cast: bf16 S, fp32 S, fp32 P, bf16 P and three masks; backward: fp32 P, dP, dS, two masks
+    peak = max(mask_build + cached, token_bytes + 12 * scores + 3 * mask)
+    return UnfusedAttentionBytes(saved + token_bytes, peak, False)

@@ -217,7 +217,7 @@ def _cp_start_blocked(cfg: RunConfig, cp0: int) -> str:
     """Why the guidance's CP start is not a valid layout with this plan's other sizes kept: the first
     rule it breaks (moeplan.parallel.check_layout), e.g. the folding or a Megatron-Core release rule."""
     par = cfg.parallel
-    bad = check_layout(cfg.model, replace(par, cp=cp0), cfg.batch, cfg.mcore_version)
+    bad = check_layout(cfg.model, replace(par, cp=cp0), cfg.batch, cfg.mcore_version, cfg.gpu)
     why = bad[0].reason if bad else "it breaks a layout rule"
     return f"CP {cp0} is not a valid layout with this plan's TP {par.tp}, PP {par.pp} and EP {par.ep} kept: {why}."
 

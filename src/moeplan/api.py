@@ -185,7 +185,7 @@ def build_config(
         muon_tp_mode=muon_tp_mode,
         muon_layer_wise=muon_layer_wise,
     )
-    validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version)
+    validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu)
     _check_dp_choice(cfg)
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))

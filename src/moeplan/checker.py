@@ -165,7 +165,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     if run_mcore:
         findings += _run_mcore(cfg)
     estimate = None
-    if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version):
+    if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu):
         estimate = evaluate(cfg, gpu_spec, cal)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 

@@ -11,6 +11,9 @@ Sources per item:
   (PP - rank - 1) x 2 + (VPP - 1) x PP chunk micro-batches on rank ``rank``).
 - logits and cross-entropy: 4 x s x b x h x (1 + V/h) / TP bytes (megatron/training/
   theoretical_memory_usage.py, output layer term).
+- the score matrices of Transformer Engine's UnfusedDotProductAttention where TE trains the head shape only
+  with it (moeplan.attention_backend.unfused_attention; bytes: moeplan.activations.unfused_attention_bytes):
+  kept unless core_attn is recomputed, their working peak in the layer's transient.
 - DeepEP buffers: DeepEP ``Config.get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
   (csrc/config.hpp) with Megatron's per-EP configs (megatron/core/transformer/moe/fused_a2a.py);
   HybridEP: tokens x EP x (2h + 4 x experts-per-rank x ranks-per-node + 4h/128) bytes (DeepEP
@@ -25,7 +28,8 @@ from typing import Any
 from functools import lru_cache
 
 from moeplan import fsdp, muon
-from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes
+from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes, unfused_attention_bytes
+from moeplan.attention_backend import unfused_attention
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
@@ -258,10 +262,30 @@ def _fp8_kind(cfg: RunConfig) -> str | None:
     return "mxfp8" if cfg.precision == "mxfp8" else "fp8"
 
 
+def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
+    """(saved, working peak) bytes of one layer's unfused-attention scores for one micro-batch on one GPU; (0, 0)
+    where TE runs a fused kernel for the layer on ``cfg.gpu`` (the timing model's choice, one predicate)."""
+    mixer = layer.mixer
+    if not isinstance(mixer, Attention) or not unfused_attention(mixer, cfg.gpu):
+        return 0.0, 0.0
+    par, batch = cfg.parallel, cfg.batch
+    u = unfused_attention_bytes(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
+    return u.saved_bytes, u.peak_bytes
+
+
+@lru_cache(maxsize=256)
+def _has_unfused(spec: ModelSpec, gpu: Any) -> bool:
+    """Whether some layer of ``spec`` runs TE's unfused attention on ``gpu``."""
+    return any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu) for l in spec.distinct_layers)
+
+
 def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozenset[str]) -> tuple[float, float]:
-    """(kept bytes, offloaded bytes) of one layer for one micro-batch on one GPU."""
+    """(kept bytes, offloaded bytes) of one layer for one micro-batch on one GPU; the unfused attention path's
+    scores are kept unless core_attn is recomputed (TE checkpoints the whole UnfusedDotProductAttention)."""
     la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, _fp8_kind(cfg))
     kept = la.token_bytes * tokens
+    if "core_attn" not in modules:
+        kept += _unfused_scores(cfg, layer)[0]
     off = la.offloaded_token_bytes * tokens
     if isinstance(layer.mlp, MoE):
         etp = cfg.parallel.etp
@@ -382,13 +406,15 @@ def _chunk_full_recompute(cfg: RunConfig, stage: Stage, tokens: float) -> tuple[
     full_layer = {layer: _layer_mb_bytes(cfg, layer, tokens, frozenset())[0] for layer, _ in groups}
     n_layers = len(stage.layers)
     per_input = layer_input_bytes(spec.hidden) * tokens
+    # the layer rebuilt last adds its unfused-attention working peak beyond the scores it keeps
+    excess = max((p - s for s, p in (_unfused_scores(cfg, layer) for layer, _ in groups)), default=0.0)
     biggest = max(full_layer.values(), default=0.0)
     if rc.method == "uniform":
         n_groups = math.ceil(n_layers / rc.num_layers) if n_layers else 0
-        return n_groups * per_input, min(rc.num_layers, n_layers) * biggest
+        return n_groups * per_input, min(rc.num_layers, n_layers) * biggest + excess
     recomputed = min(rc.num_layers, n_layers)  # block: first num_layers layers keep only their input
     ordered = [spec.layers[i] for i in stage.layers]
-    return recomputed * per_input + sum(full_layer[layer] for layer in ordered[recomputed:]), biggest
+    return recomputed * per_input + sum(full_layer[layer] for layer in ordered[recomputed:]), biggest + excess
 
 
 def _head_bytes(cfg: RunConfig, tokens: float) -> tuple[float, float]:
@@ -449,6 +475,11 @@ def _per_layer_bytes(cfg: RunConfig, tokens: float) -> dict[Layer, tuple[float, 
     for layer in cfg.model.distinct_layers:
         k, o = _layer_mb_bytes(cfg, layer, tokens, modules)
         full = k if rc.granularity == "none" else _layer_mb_bytes(cfg, layer, tokens, frozenset())[0]
+        saved, peak = _unfused_scores(cfg, layer)
+        # the transient of a layer run alone: its unfused scores at their working peak, not once more as saved
+        # where the layer's kept bytes already hold them (no core_attn recompute, not full recompute)
+        kept_scores = rc.granularity != "full" and "core_attn" not in modules
+        full += peak - saved - (saved if kept_scores else 0.0)
         out[layer] = (k, o, full)
     return out
 
@@ -587,7 +618,8 @@ class LayoutMemory:
         GPU count and with it the dense data-parallel group DP x CP (Megatron's distributed optimizer and
         FSDP shard dense state over it; expert state over EDP, which these fix), not the batch nor CP and DP
         apart. Per-layer bytes of one micro-batch: ETP and the tokens per GPU (MBS x seq / (CP x TP)), not
-        the pipeline. tests/unit/test_memory_ladder_cache.py shares one dict over families of layouts and
+        the pipeline; with unfused attention (its s x s scores) TP, CP, MBS and the sequence apart.
+        tests/unit/test_memory_ladder_cache.py shares one dict over families of layouts and
         compares every answer with a fresh item-by-item estimate. With ``shared``, the run's other fields
         stand in the keys as a small id kept in it (cheaper to hash)."""
         base, par, batch = self.base, self.base.parallel, self.base.batch
@@ -598,7 +630,8 @@ class LayoutMemory:
                  batch.seq_len, batch.mbs, self._m),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
                  par.dp * par.cp, par.gpus),
-                ("layers", rest, par.etp, self._tokens))
+                ("layers", rest, par.etp, self._tokens,
+                 (par.tp, par.cp, batch.mbs, batch.seq_len) if _has_unfused(base.model, base.gpu) else None))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
         return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)
@@ -749,7 +782,7 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
     """Per-GPU memory of every pipeline rank; the estimate is the most loaded one."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
-        validate(spec, par, batch, cfg.mcore_version)
+        validate(spec, par, batch, cfg.mcore_version, cfg.gpu)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
     tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)

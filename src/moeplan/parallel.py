@@ -18,10 +18,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
 from moeplan.errors import MoeplanError
 from moeplan.megatron.fields import version_key
+from moeplan.attention_backend import TE_COMMIT, unfused_attention
 from moeplan.models.spec import Attention, GatedDeltaNet, Layer, ModelSpec
+
+if TYPE_CHECKING:
+    from moeplan.hardware.spec import GPUSpec
 
 
 @dataclass(frozen=True)
@@ -216,9 +221,10 @@ GDN_CP_SINCE = (0, 18)
 
 
 def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
-                 mcore_version: str | None = None) -> list[LayoutCheck]:
+                 mcore_version: str | None = None, gpu: GPUSpec | None = None) -> list[LayoutCheck]:
     """Every rule the layout breaks, each with a one-line reason (empty list = valid).
-    ``mcore_version`` adds the rules of that Megatron-Core release."""
+    ``mcore_version`` adds the rules of that Megatron-Core release; ``gpu`` those of the attention backend
+    Transformer Engine runs on it (moeplan.attention_backend)."""
     bad: list[LayoutCheck] = []
 
     def fail(rule: str, reason: str) -> None:
@@ -243,6 +249,14 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
                 fail("heads-tp", f"{layer.num_heads} attention heads are not divisible by TP {par.tp}")
             if not layer.is_mla and layer.num_kv_heads % par.tp:
                 fail("query-groups-tp", f"{layer.num_kv_heads} query groups (KV heads) are not divisible by TP {par.tp}")
+            if par.cp > 1 and gpu is not None and unfused_attention(layer, gpu):
+                # TE get_attention_backend (pytorch/attention/dot_product_attention/utils.py): "Disabling
+                # UnfusedDotProductAttention as it does not support context parallelism"; with FlashAttention and
+                # FusedAttention already out for the head shape, DotProductAttention raises "No dot product
+                # attention backend is available for the provided inputs"
+                fail("unfused-attention-cp", f"Transformer Engine ({TE_COMMIT}) trains head dim {layer.head_dim} "
+                     f"attention on {gpu.name} (sm{gpu.sm_arch}) only with UnfusedDotProductAttention, which does "
+                     f"not support context parallelism (CP {par.cp}): no attention backend runs; use CP 1")
         elif isinstance(layer, GatedDeltaNet):
             if layer.num_key_heads % par.tp or layer.num_value_heads % par.tp:
                 fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "
@@ -327,9 +341,10 @@ def _version(v: str) -> tuple[int, int]:
     return version_key(v)  # the one version parser
 
 
-def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None, mcore_version: str | None = None) -> None:
+def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None, mcore_version: str | None = None,
+             gpu: GPUSpec | None = None) -> None:
     """Raise :class:`MoeplanError` naming the first broken rule."""
-    bad = check_layout(spec, par, batch, mcore_version)
+    bad = check_layout(spec, par, batch, mcore_version, gpu)
     if bad:
         raise MoeplanError(f"invalid layout{' ' + par.short() if par.dp else ''}: {bad[0].reason}")
 

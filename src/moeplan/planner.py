@@ -206,7 +206,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
                             for mbs in mbss:
                                 if batch.gbs % (mbs * dp):
                                     continue
-                                if not check_layout(spec, par, batches[mbs], mcore_version):
+                                if not check_layout(spec, par, batches[mbs], mcore_version, gpu):
                                     out.append((par, mbs))
     return out
 
@@ -516,7 +516,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
     if not layouts:
         probe = Parallel(gpus, space.tp or 1, space.pp or 1, space.vpp or 1, space.cp or 1, space.ep or 1, space.etp or 1)
-        reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version)
+        reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version, gpu)
         why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
     ladder = recompute_ladder(spec, seq_len, mcore_version)

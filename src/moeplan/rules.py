@@ -108,7 +108,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     ``known``: the keys it knows (for "did you mean")."""
     lines = lines or {}
     findings: list[Finding] = unknown_key_findings(unknown, known)
-    layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version)
+    layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu)
     field_of = {"seq-cp": "context_parallel_size", "experts-ep": "expert_model_parallel_size",
                 "layers-pp": "pipeline_model_parallel_size", "gbs": "global_batch_size",
                 "vpp-microbatches": "global_batch_size",
@@ -116,6 +116,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
                 "attention-folding": "tensor_model_parallel_size", "expert-folding": "expert_model_parallel_size",
                 "pipeline-layout": "pipeline_model_parallel_layout", "seq-tp": "tensor_model_parallel_size",
                 "gdn-cp-version": "context_parallel_size", "gdn-heads-cp": "context_parallel_size",
+                "unfused-attention-cp": "context_parallel_size",
                 "gdn-heads-tp": "tensor_model_parallel_size", "experts-etp": "expert_tensor_parallel_size",
                 "vpp-needs-pp": "virtual_pipeline_model_parallel_size"}
     for bad in layout_errors:
@@ -192,7 +193,10 @@ def _fix_beside_layout(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
 
 def _layout_fix(cfg: RunConfig, rule: str) -> tuple[str, ...]:
     """For an uneven pipeline split: the balanced layout string that makes it valid. For micro-batches
-    the interleaved schedule refuses: the nearest GBS whose micro-batches are a multiple of PP."""
+    the interleaved schedule refuses: the nearest GBS whose micro-batches are a multiple of PP. For CP on TE's
+    unfused attention path: CP 1."""
+    if rule == "unfused-attention-cp":  # the one layout TE's unfused attention runs
+        return ("model.context_parallel_size=1",)
     if rule == "vpp-microbatches":
         par, batch = cfg.parallel, cfg.batch
         per_mb = batch.mbs * par.dp
@@ -349,7 +353,7 @@ def _cp_size(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> 
         alt = cfg.with_(parallel=alt_par) if alt_par else None
         e = ev(alt) if alt is not None else None
         if e is None:
-            why = (check_layout(cfg.model, alt_par, cfg.batch, cfg.mcore_version)[0].reason if alt_par
+            why = (check_layout(cfg.model, alt_par, cfg.batch, cfg.mcore_version, cfg.gpu)[0].reason if alt_par
                    else "the GPU count does not fold with it")
             return [Finding("info", "cp-too-small", f"{head}; CP {cp0} is not possible here: {why}", (), nums, line)]
         nums.update({"alt_memory_gib": round_gib(e.memory.total_bytes), "alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})

@@ -90,7 +90,7 @@ class GPUSpec:
     # DeltaNet recurrence. None: not given; every such term uses ``sms`` (ASSUMED_SM_COUNT).
     sm_count: int | None = None
     # CUDA compute capability as major.minor (NVIDIA CUDA GPUs list: H100/H200 9.0, B200/GB200 10.0, B300/GB300
-    # 10.3): which fused-attention kernels Transformer Engine can run for a head shape (timing.attention_kernel).
+    # 10.3): which fused-attention kernels Transformer Engine can run for a head shape (attention_backend.attention_kernel).
     # None: not given; attention is then costed with the kernels that serve every head shape on Hopper.
     compute_capability: float | None = None
 
