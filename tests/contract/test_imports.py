@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*",
               "moeplan.logs", "moeplan.logs.*")),  # training-log readers: text in, numbers out (engine-free)
     ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",
-                "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs", "moeplan.timeline", "moeplan.fsdp",
+                "moeplan.attention_backend", "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs", "moeplan.timeline", "moeplan.fsdp",
                 "moeplan.muon")),
     ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner")),
     ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
