@@ -490,9 +490,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   `attn_*_eff.flash2` from those benchmarks, not fitted), ~3x slower than the FA3-class rate moeplan used.
   GB300 / B300 (sm103) may not run FlashAttention-2 above head dim 192 (utils.py get_attention_backend), so
   TE falls back to UnfusedDotProductAttention (full-square bf16 bmm plus 22 bytes per score element through
-  HBM; its materialised scores are not in the memory model, and TE's unfused path does not run context
-  parallel, utils.py "Disabling UnfusedDotProductAttention as it does not support context parallelism", so
-  such a GB300 plan with CP > 1 has no backend there: not yet a planner constraint). The output gate and q/k RMSNorm are ~0.1 MB per
+  HBM; its materialised scores are in the memory model, `activations.unfused_attention_bytes`: fp32 and bf16
+  probabilities and a bool mask kept per layer, ~12 bytes per score element at its working peak; and TE's
+  unfused path does not run context parallel, utils.py "Disabling UnfusedDotProductAttention as it does not
+  support context parallelism", so a GB300 layout with CP > 1 has no backend: the layout rule
+  `unfused-attention-cp`, which the planner and `moeplan check` apply). The output gate and q/k RMSNorm are ~0.1 MB per
   token of element-wise traffic per attention layer, ~1% of a step. Effect: the G15 best plans ~685 / 625 /
   570 -> ~600 / 445 / 365 TFLOP/s, PR #3168's GB200 step 3.26 -> 3.46 s, GB300 2.78 -> 3.06 s. No fitted row
   has wide heads on Blackwell: the fit and its cross-validated error (0.1418) do not change.
