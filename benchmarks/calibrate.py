@@ -506,8 +506,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   2 x the 74 KB the mixer saves. Effect: G15 ~600 / 445 / 365 -> ~565 / 435 / 355, PR #3168's GB200 step
   3.46 -> 3.64 s (of 6.68), GB300 3.06 -> 3.24 s (of 5.80); CV unchanged (no GDN row in the fit). Left:
   ~1.8x at 4K and the 32K -> 64K drop (-18% against -57% measured); the G15 card's software and layouts
-  are not published, so whether its attention ran FlashAttention-2 (CP needs a fused backend: TE's unfused
-  path does not run context parallel) is inferred, not read. At the card's CP sizes (CP 1 / 4 / 16, EP 32,
+  are not published; the card entered NVIDIA/skills on 2026-05-29 (7d99fda), before TE's d = 256 Blackwell
+  backward (2026-07-31), and ran CP 4 / 16, which needs a fused backend (TE's unfused path does not run
+  context parallel), so its attention ran FlashAttention-2: inferred from those dates, not read. Its
+  SKILL.md says "pipeline layout and grouped-GEMM improvements matter almost as much as CP": it ran PP,
+  which the planner's best plans (PP 1) do not. At the card's CP sizes (CP 1 / 4 / 16, EP 32,
   no recompute, the planner's other defaults) moeplan now gives ~400 / 340 / 240 TFLOP/s: 1.5x / 1.5x /
   2.4x the measurement, i.e. the measured-minus-estimated time per layer and micro-batch is ~5 / 8 / 22 ms
   and grows with length, not a fixed host cost.
@@ -516,7 +519,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   torch.cat each, then a concatenation and `_undo_attention_load_balancing`, and the output back; fused
   into one all-to-all only by Megatron-LM 48032d7, 2026-06-09, in 0.19): ~360 KB per token of extra copies
   and 14 small all-to-alls per GDN layer and micro-batch, at 64K / CP 16 ~1.5% + ~2% of the step. Too small
-  for the drop.
+  for the drop. Nor TE's ring attention bookkeeping at CP 16 (context_parallel.py at 71bbefb: the forward
+  corrects the fp32 output and softmax LSE after each of the 16 steps, the backward accumulates dq per
+  step): ~5 GB per attention layer and micro-batch, ~1 ms, ~2% of the 64K step.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
