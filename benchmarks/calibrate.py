@@ -429,8 +429,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   BF16; modelled, it took the GB200 row from +25% to +16% and the out-of-sample median from 15% to 11%); the
   rest (host work per micro-batch) is not found. Within 20% in `tests/validation/test_timing.py`.
 - **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans (with the MTP layer Bridge's recipe trains)
-  estimate ~675 / 615 / 600 TFLOP/s where the card measured ~270 / 230 / 100 at 8K / 32K / 64K. What was
-  checked, in order:
+  estimate ~565 / 435 / 355 TFLOP/s (~685 / 625 / 570 before (i) and (j) below) where the card measured
+  ~270 / 230 / 100 at 8K / 32K / 64K. What was checked, in order:
   (a) FLOP convention: the card's count is Megatron Bridge's Gated DeltaNet branch (flop_utils.py, since
   2026-03; GDN context parallel reached Megatron-LM main on 2026-04-13, after it), which moeplan's
   flops.py reproduces exactly (`tests/validation/test_flops.py`); Bridge's older count, all 48 layers as
@@ -453,7 +453,12 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   and its fp32 backward on TF32 tensor cores (moe_utils.py RouterGatingLinearFunction through TE
   general_gemm; cublaslt_gemm.cu uses TF32 for pure FP32), ~1% at 512 experts; the weighted SwiGLU and its
   backward move ~16 x ffn bytes per routed row (8 KB at ffn 512) where timing.py charges 2 x the 7.2 KB a
-  row saves; the GDN glue copies in gdn.py (~240 KB per token) ~4%. Not the cause.
+  row saves. Not the cause. (The GDN glue, first put at ~240 KB per token, is costed op by op in (j).)
+  With moe_router_fusion on (Bridge's perf configs, set_qwen3_common_configs) the softmax / top-10 / aux-loss
+  score kernels over the [tokens, 512] fp32 logits are TE's fused router kernels, a few 2 KB passes per
+  token against the 8 KB the saved scores are charged; moe_permute_fusion is on in the base recipe; the
+  shared expert's sigmoid gate (a 2,048 -> 1 projection, sigmoid and scale of its output) moves ~30 KB per
+  token, <1%. Not the cause.
   (g) Host sync per MoE layer: every dropless dispatcher waits once per layer forward for the received
   counts (HybridEP above; DeepEP's dispatch; alltoall's `cuda_sync_point`), so the launches after it cannot
   run ahead (`launch_overhead_per_layer_s`, fitted on G09). A host/GPU max() over the post-sync window would
@@ -467,13 +472,56 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   on their own (per-local-expert launches, below), which exposes ~1 ms per layer and micro-batch here.
   (h) Bridge's GB200 recipe (PR #3168: 64 GB200, 4K, PP2 VP4 EP32, MBS 2, graphs attn / moe_router /
   moe_preprocess, which capture the GDN mixer, MTP 1 and its layout) measured 6.68 s/iter where moeplan
-  estimates 2.8 s: the same ~2.4x at 4K, without CP and with the GDN launches in graphs
+  estimated 2.8 s (3.3 s with the per-expert launches below, 3.64 s with (i) and (j)): the same ~2.4x at 4K, without CP and with the GDN launches in graphs
   (`test_qwen3_next_bridge_4k_recipe`). The same PR's GB300 run (MBS 4, 5.80 s; same layout) splits that
   gap into ~0.11 s per micro-batch and pipeline rank that does not scale with tokens (~4 ms per layer) and
   GPU work per token ~2x moeplan's only if a GB300 runs a token as fast as a GB200 (moeplan: within 1%);
   were GB300 10% faster per token (Blackwell Ultra's doubled softmax exponential rate, its attention
   kernels), the fixed part would shrink to ~0.03 s and the per-token part grow to ~2.5x. No shared row
   separates the rest. Strict xfails in `tests/validation/test_ranking.py`.
+  (i) Head-dim-256 gated attention on Blackwell (modelled, `timing.attention_kernel`). The recipe's TE
+  (71bbefb, 2026-03-24, pinned by Bridge's pyproject at PR #3168; Megatron-LM 17a67b9 as its submodule,
+  attention_backend auto) has no cuDNN kernel that trains head dim 256 on sm100+ (fused_attn.cpp
+  nvte_get_fused_attn_backend: Blackwell backward only for d <= 128 or MLA's 192/128; d = 256 backward
+  arrived with TE PR #3056 on 2026-07-31, cuDNN 9.23), FlashAttention-3 is sm90-only and that TE has no
+  FlashAttention-4, so GB200 (sm100) trains the 12 gated-attention layers (and MTP's) with FlashAttention-2,
+  whose mma.sync kernels do not speed up with Blackwell's tensor cores: ~360 TFLOP/s forward and ~330
+  backward on B200 (flash-attn issue #1589, tritonbench PR #171; `tests/data/fa2_b200.csv`, constants
+  `attn_*_eff.flash2` from those benchmarks, not fitted), ~3x slower than the FA3-class rate moeplan used.
+  GB300 / B300 (sm103) may not run FlashAttention-2 above head dim 192 (utils.py get_attention_backend), so
+  TE falls back to UnfusedDotProductAttention (full-square bf16 bmm plus 22 bytes per score element through
+  HBM; its materialised scores are not in the memory model, and TE's unfused path does not run context
+  parallel, utils.py "Disabling UnfusedDotProductAttention as it does not support context parallelism", so
+  such a GB300 plan with CP > 1 has no backend there: not yet a planner constraint). The output gate and q/k RMSNorm are ~0.1 MB per
+  token of element-wise traffic per attention layer, ~1% of a step. Effect: the G15 best plans ~685 / 625 /
+  570 -> ~600 / 445 / 365 TFLOP/s, PR #3168's GB200 step 3.26 -> 3.46 s, GB300 2.78 -> 3.06 s. No fitted row
+  has wide heads on Blackwell: the fit and its cross-validated error (0.1418) do not change.
+  (j) The Gated DeltaNet layer as it runs there (megatron/core/ssm/gated_delta_net.py at 17a67b9: no CP yet,
+  "TODO: support CP"), op by op outside in_proj / out_proj and fla's chunk_gated_delta_rule
+  (`timing.gdn_glue_bytes`): the qkv transpose-contiguous for causal_conv1d_fn, the conv, q / k contiguous
+  and fla l2norm, repeat_interleave of q and k from 16 key heads to 32 value heads, value / gate contiguous,
+  the jit-fused gated RMSNorm with silu(gate) in fp32, the fp32 g / beta gating, the output transpose (a copy
+  only at MBS > 1), and backward each op's gradient plus the two split-concatenations and the conv's
+  contiguous gradient: 213 + 345 KB per token at MBS 2 (197 + 279 at MBS 1) where the generic term charged
+  2 x the 74 KB the mixer saves. Effect: G15 ~600 / 445 / 365 -> ~565 / 435 / 355, PR #3168's GB200 step
+  3.46 -> 3.64 s (of 6.68), GB300 3.06 -> 3.24 s (of 5.80); CV unchanged (no GDN row in the fit). Left:
+  ~1.8x at 4K and the 32K -> 64K drop (-18% against -57% measured); the G15 card's software and layouts
+  are not published; the card entered NVIDIA/skills on 2026-05-29 (7d99fda), before TE's d = 256 Blackwell
+  backward (2026-07-31), and ran CP 4 / 16, which needs a fused backend (TE's unfused path does not run
+  context parallel), so its attention ran FlashAttention-2: inferred from those dates, not read. Its
+  SKILL.md says "pipeline layout and grouped-GEMM improvements matter almost as much as CP": it ran PP,
+  which the planner's best plans (PP 1) do not. At the card's CP sizes (CP 1 / 4 / 16, EP 32,
+  no recompute, the planner's other defaults) moeplan now gives ~400 / 340 / 240 TFLOP/s: 1.5x / 1.5x /
+  2.4x the measurement, i.e. the measured-minus-estimated time per layer and micro-batch is ~5 / 8 / 22 ms
+  and grows with length, not a fixed host cost.
+  (k) Checked, not adopted: Gated DeltaNet's CP all-to-alls as Megatron-Core 0.18 runs them (gated_delta_net.py
+  at 20ba03f, 2026-04-13: `tensor_a2a_cp2hp` splits qkvzba into six sections, one NCCL all-to-all and one
+  torch.cat each, then a concatenation and `_undo_attention_load_balancing`, and the output back; fused
+  into one all-to-all only by Megatron-LM 48032d7, 2026-06-09, in 0.19): ~360 KB per token of extra copies
+  and 14 small all-to-alls per GDN layer and micro-batch, at 64K / CP 16 ~1.5% + ~2% of the step. Too small
+  for the drop. Nor TE's ring attention bookkeeping at CP 16 (context_parallel.py at 71bbefb: the forward
+  corrects the fp32 output and softmax LSE after each of the 16 steps, the backward accumulates dq per
+  step): ~5 GB per attention layer and micro-batch, ~1 ms, ~2% of the 64K step.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published

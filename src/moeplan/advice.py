@@ -20,13 +20,14 @@ from moeplan.estimate import evaluate as _evaluate
 from moeplan.flops import attention_core_fwd_flops, layer_gemms
 from moeplan.fsdp import SHARDS
 from moeplan.hardware import GPUSpec
+from moeplan.knobs import knob_problem
 from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
 from moeplan.parallel import check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION
 from moeplan.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
-from moeplan.vocab import RESOLVED_GAIN
+from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
@@ -252,6 +253,22 @@ def _fsdp_reason(cfg: RunConfig, est: Any, plain: Any, budget: float) -> Reason:
                                  "tokens_per_s_per_gpu_without": round(plain.time.tokens_per_s_per_gpu, 1)})
 
 
+def with_dispatcher(cfg: RunConfig, dispatcher: str) -> tuple[RunConfig, str]:
+    """``cfg`` with another dispatcher and the knobs that need the old one dropped, as the planner would run
+    it: sync-free dropless MoE (moe_expert_rank_capacity_factor) and so the full-iteration CUDA graph need
+    HybridEP (moeplan.knobs.knob_problem); without them the dropless partial scopes are captured. Also a
+    few words on what changed beside the dispatcher ('' if nothing)."""
+    alt, notes = cfg.with_(dispatcher=dispatcher), []
+    if alt.rank_capacity_factor is not None and knob_problem(alt) is not None:
+        scopes = frozenset(alt.cuda_graph_scopes - {"full_iteration"}) or DROPLESS_MOE_GRAPH_SCOPES
+        alt = alt.with_(rank_capacity_factor=None, cuda_graph_scopes=scopes)
+        notes.append(f"graphs {', '.join(sorted(scopes))}: the full-iteration graph needs HybridEP's sync-free mode")
+    if alt.ep_overlap and not alt.ep_overlap_allowed:
+        alt = alt.with_(ep_overlap=False)
+        notes.append("no EP overlap")
+    return alt, "; ".join(notes)
+
+
 def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requested_gbs: int,
                  cal: Any = None, peers: Sequence[tuple[int, RunConfig, float]] = ()) -> list[Reason]:
     """Why this plan: CP, DP, recompute, offload, dispatcher, CUDA graphs, GBS, pipeline layout.
@@ -359,16 +376,32 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
     # --- dispatcher
     if par.ep > 1 and cfg.model.first_moe is not None:
         others = {}
+        why_not: list[str] = []  # an alternative the estimates put ahead: why it is not the plan's
+        notes: dict[str, str] = {}  # what an alternative runs differently beside its dispatcher
         for d in dispatcher_candidates(cfg, gpu):
             if d != cfg.dispatcher:
-                alt = evaluate(cfg.with_(dispatcher=d), gpu)
+                alt_cfg, changed = with_dispatcher(cfg, d)
+                alt = evaluate(alt_cfg, gpu)
                 others[d] = round(alt.time.tokens_per_s_per_gpu)
+                if changed:
+                    notes[d] = changed
+                ahead = alt.time.tokens_per_s_per_gpu / tps - 1
+                if ahead <= 0:
+                    continue
+                if alt.memory.total_bytes > budget:
+                    why_not.append(f"{d} needs {round_gib(alt.memory.total_bytes)} GiB, over the {round_gib(budget)} GiB budget")
+                elif ahead <= RESOLVED_GAIN:
+                    why_not.append(f"{d} is {ahead:.1%} ahead, within the {RESOLVED_GAIN:.0%} the estimates resolve (a tie: "
+                                   f"the guidance's order, DeepEP, HybridEP, alltoall, decides)")
+                else:
+                    why_not.append(f"{d} is {ahead:.1%} faster")
         span = math.ceil(par.ep * par.etp / gpu.nvlink_domain)
         ep_s = est.time.breakdown_s.get("ep_comm", 0.0)
-        alt_text = ", ".join(f"{d} {v:,} tokens/s" for d, v in others.items())
+        alt_text = ", ".join(f"{d} {v:,} tokens/s" + (f" ({notes[d]})" if d in notes else "") for d, v in others.items())
         out.append(Reason("dispatcher", f"{cfg.dispatcher}: EP {par.ep} spans {span} NVLink domain(s) of {gpu.nvlink_domain}; "
                           f"{tps:,.0f} tokens/s/GPU with {ep_s:,.2f} s of exposed dispatch/combine per step"
-                          f"{' (EP A2A overlap on)' if cfg.ep_overlap else ''}; alternatives: {alt_text or 'none'}.",
+                          f"{' (EP A2A overlap on)' if cfg.ep_overlap else ''}; alternatives: {alt_text or 'none'}"
+                          + "".join(f"; {w}" for w in why_not) + ".",
                           {"tokens_per_s": round(tps), "alternatives": others, "ep_comm_s": round(ep_s, 3)}))
     # --- CUDA graphs
     if cfg.cuda_graph_scopes:
@@ -388,7 +421,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                           {"gain_s": round(gain, 3), "memory_gib": round_gib(extra)}))
     else:
         launch = est.time.breakdown_s.get("launch_overhead", 0.0)
-        scopes = frozenset({"attn", "moe_router", "moe_preprocess"} if cfg.model.first_moe else {"attn", "mlp"})
+        scopes = DROPLESS_MOE_GRAPH_SCOPES if cfg.model.first_moe else frozenset({"attn", "mlp"})
         if not scopes <= set(fields_for(cfg.mcore_version).cuda_graph_scopes):
             why = f"Megatron-Core {cfg.mcore_version} has no per-module graph scopes"
             nums = {}

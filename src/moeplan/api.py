@@ -91,8 +91,10 @@ def _csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, 
 
 def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> str:
     """The guidance's dispatcher choice, decided by the estimates: the fastest of the candidates the
-    hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP."""
+    hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP. Only
+    those the run's other knobs work with (moe_expert_rank_capacity_factor needs HybridEP: knobs.knob_problem)."""
     candidates = dispatcher_candidates(cfg, gpu)
+    candidates = [d for d in candidates if knob_problem(cfg.with_(dispatcher=d), gpu) is None] or candidates
     if len(candidates) == 1:
         return candidates[0]
     times = {d: estimate_time(cfg.with_(dispatcher=d), gpu, cal).step_time_s for d in candidates}

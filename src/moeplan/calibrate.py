@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from moeplan.checker import infer_model, with_split_layout
-from moeplan.errors import MoeplanError
+from moeplan.errors import MoeplanError, yaml_problem
 from moeplan.estimate import Estimate, evaluate
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
@@ -545,7 +545,7 @@ def load_profile(path: str | Path) -> Profile:
     except OSError as exc:
         raise MoeplanError(f"{p}: cannot read calibration profile: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise MoeplanError(f"{p}: calibration profile is not YAML: {' '.join(str(exc).split())}") from None
+        raise MoeplanError(f"{p}: calibration profile is malformed YAML{yaml_problem(exc)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("constants", {}), dict):
         raise MoeplanError(f"{p}: not a moeplan calibration profile (a mapping with 'constants')")
     cal = DEFAULT_CALIBRATION.with_overrides(doc.get("constants") or {}, str(p))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -141,8 +142,26 @@ def nonnegative_int(text: str) -> int:
     return value
 
 
+def _non_finite_path(obj: Any, path: str = "") -> str | None:
+    """The first key path (e.g. 'memory_gib.total') whose value is an infinite or NaN float, if any."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (path or "(top level)")
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    for k, v in items:
+        hit = _non_finite_path(v, f"{path}.{k}" if path else str(k))
+        if hit is not None:
+            return hit
+    return None
+
+
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    """Standard JSON or nothing: Python would print Infinity / NaN, which JSON parsers (jq, JSON.parse) refuse."""
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
+    except ValueError:
+        raise MoeplanError(f"the result is not finite at '{_non_finite_path(obj)}' (an input beyond what the "
+                           "model covers, e.g. a huge --moe-imbalance); no JSON written") from None
+    sys.stdout.write(text + "\n")
 
 
 def _fmt_count(n: float) -> str:
@@ -265,7 +284,8 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                        help="fraction of optimizer state on the CPU (optimizer_offload_fraction; default 0)")
         p.add_argument("--offload-modules", help="fine-grained activation offload, e.g. core_attn,attn_proj")
-        p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
+        p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
+                       help="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring; default p2p)")
         p.add_argument("--capacity-factor", type=float, help="moe_expert_capacity_factor (token dropping)")
         p.add_argument("--rank-capacity-factor", type=float, metavar="F",
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
@@ -631,11 +651,10 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
             _text_column(table, col)
         for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
             _num_column(table, col)
-    from moeplan.fsdp import FULL_SHARD
-    from moeplan.report import layout_label
+    from moeplan.report import plan_layout_label
 
     for p in result["plans"]:
-        layout = layout_label(p) + ("" if not p.get("fsdp") else " FSDP" if p["fsdp"] == FULL_SHARD else f" FSDP {p['fsdp']}")
+        layout = plan_layout_label(p)
         lo, hi = p["tflops_range"]
         numbers = [f"{p['memory_gib']['total']:.1f}", f"{p['tflops_per_gpu']:,.0f}",
                    *([] if narrow else [f"{lo:,.0f}-{hi:,.0f}", f"{p['mfu']:.1%}"]), f"{p['tokens_per_s_per_gpu']:,.0f}"]
@@ -770,7 +789,7 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
-    from moeplan.report import layout_label
+    from moeplan.report import plan_layout_label
 
     table = _table("Sequence-length sweep", narrow)
     for col in ("seq", "GBS"):
@@ -789,7 +808,7 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
                                          if c else ""), "", *([""] if not narrow else []), "", "[red]no", "", ""]
             table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells[:blanks + 1])
             continue
-        cells = [layout_label(r),
+        cells = [plan_layout_label(r),
                  escape(_wrapping(r["recompute"]))]
         if not narrow:
             cells.append(r["dispatcher"])
@@ -1129,7 +1148,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("models", help="list the built-in model catalog")
+    p = sub.add_parser(
+        "models", help="list the built-in model catalog",
+        description="The built-in models: architecture (MLA, GQA-MoE, hybrid Gated DeltaNet), layers, routed "
+        "experts and top-k, total and active parameters (B = 1e9). Any command's MODEL is one of these names or "
+        "the path to a Hugging Face config.json.",
+        epilog="examples:\n  moeplan models\n  moeplan models --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_models)
 
@@ -1138,6 +1163,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="parameter counts and training FLOPs per token",
         description="Total and active parameters with their breakdown, and the training FLOPs per token "
         "that Megatron-Core counts for its TFLOP/s/GPU (GEMMs vs causal attention).",
+        epilog="examples:\n  moeplan params deepseek-v3 --seq-len 128k\n  moeplan params ./my-model/config.json --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
     p.add_argument("--seq-len", type=parse_tokens, default=4096, help="sequence length, e.g. 4096 or 128k (default 4096)")
@@ -1148,7 +1175,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("hardware", help="list the GPU catalog (and a user file)",
                        description="GPU catalog: HBM, peak FLOP/s, NVLink and scale-out bandwidth, host link. "
                        "--hardware FILE.yaml adds or overrides entries (e.g. `base: h100` with 200 Gb/s NICs); the file format, "
-                       f"every field with its unit, and an example: {HARDWARE_DOC}.")
+                       f"every field with its unit, and an example: {HARDWARE_DOC}.",
+                       epilog="examples:\n  moeplan hardware\n  moeplan hardware --hardware examples/hardware_h100_200g.yaml --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_hardware)
@@ -1395,9 +1424,13 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
-    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS])
-    p.add_argument("--optimizer-offload", type=float, default=0.0, help="optimizer offload of the held layout")
-    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
+    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS],
+                   help="MoE token dispatcher of the held layout (auto: the estimates' choice for the GPU)")
+    p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
+                   help="fraction 0-1 of the held layout's optimizer state on the CPU (optimizer_offload_fraction; "
+                   "default 0)")
+    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
+                   help="context-parallel communication of the held layout (Megatron-Core cp_comm_type; default p2p)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 from moeplan.advice import Reason
 from moeplan.estimate import Estimate
+from moeplan.fsdp import label as fsdp_label
 from moeplan.megatron.export import to_overrides
 from moeplan.memory import GIB, MEMORY_ITEMS
 from moeplan.planner import NewerRelease, Plan
@@ -39,14 +40,15 @@ class Comparison:
 
 
 def _summary(e: Estimate) -> dict[str, Any]:
-    keys = ("model", "gpu", "gpus", "seq_len", "gbs", "parallel", "recompute", "dispatcher", "tflops_per_gpu",
+    keys = ("model", "gpu", "gpus", "seq_len", "gbs", "parallel", "recompute", "dispatcher", "fsdp", "tflops_per_gpu",
             "tokens_per_s_per_gpu", "step_time_s", "memory_gib", "time_breakdown_s", "fits")
     full = e.as_dict()
     return {k: full[k] for k in keys if k in full}
 
 
 def _run_label(e: Estimate) -> str:
-    return f"seq {e.config.batch.seq_len:,} {e.config.parallel.short()}"
+    return " ".join(x for x in (f"seq {e.config.batch.seq_len:,} {e.config.parallel.short()}",
+                                fsdp_label(e.config.fsdp)) if x)
 
 
 def _fit_note(name: str, e: Estimate) -> Reason | None:
@@ -135,11 +137,11 @@ def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None) ->
     best_gib = est.memory.total_bytes / GIB
     if not b.memory.fits:
         return Reason("fix", f"Run B does not fit in memory ({b.memory.total_bytes / GIB:,.1f} GiB); the planner's best at "
-                      f"seq {seq:,} is {cfg.parallel.short()}, "
+                      f"seq {seq:,} is {cfg.parallel.short()}{' ' + fsdp_label(cfg.fsdp) if cfg.fsdp else ''}, "
                       f"recompute {cfg.recompute.label()}: {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU in "
                       f"{best_gib:,.1f} GiB.{tail}", {"overrides": overrides, **more})
     gain = est.time.tokens_per_s_per_gpu / b.time.tokens_per_s_per_gpu - 1
-    text = (f"Planner at seq {seq:,}: {cfg.parallel.short()}, "
+    text = (f"Planner at seq {seq:,}: {cfg.parallel.short()}{' ' + fsdp_label(cfg.fsdp) if cfg.fsdp else ''}, "
             f"recompute {cfg.recompute.label()}, {cfg.dispatcher}"
             f"{', CP ' + cfg.cp_comm_type if cfg.parallel.cp > 1 else ''}: {est.time.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU ({gain:+.0%}) in {best_gib:,.1f} GiB.")

@@ -37,6 +37,16 @@ from moeplan.vocab import FSDP_STRATEGIES
 COMM_UNIT_FLOOR_ELEMENTS = 1_000_000_000
 FULL_SHARD = "optim_grads_params"  # what Megatron Bridge's perf scripts set with --use_megatron_fsdp
 DOUBLE_BUFFER_UNITS = 2  # FixedPoolAllocator size
+
+
+def label(strategy: str | None) -> str:
+    """How a plan that needs Megatron-FSDP is marked beside its layout: '' without it, 'FSDP' for the full
+    shard, else 'FSDP <strategy>' (the plan and sweep tables, the HTML report, explain)."""
+    if not strategy:
+        return ""
+    return "FSDP" if strategy == FULL_SHARD else f"FSDP {strategy}"
+
+
 # SMs an all-gather / reduce-scatter kernel occupies while it overlaps compute: NVLink only 4 / 5, NVLink +
 # InfiniBand 16 / 16 without SHARP (megatron/core/distributed/distributed_data_parallel_config.py, nccl_ub
 # docstring table, core_v0.16.1; with NCCL user buffers, so a lower bound without them).
@@ -223,5 +233,5 @@ def unit_elements(layer_elements: Sequence[float], embedding: float, output: flo
     return tuple(x for x in (embedding, *layer_elements, output) if x > 0)
 
 
-__all__ = ["COMM_UNIT_FLOOR_ELEMENTS", "FULL_SHARD", "ModelState", "SHARDS", "Shards", "buffer_bytes",
+__all__ = ["COMM_UNIT_FLOOR_ELEMENTS", "FULL_SHARD", "label", "ModelState", "SHARDS", "Shards", "buffer_bytes",
            "dp_comm_s", "gathered_peak", "model_state", "reduce_queue_peak", "shards", "unit_elements"]

@@ -41,16 +41,17 @@ from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
 from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
+from moeplan.fsdp import label as fsdp_label
 from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, build_pipeline,
                               check_layout, with_balanced_layout)
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
-from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, RESOLVED_GAIN
+from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
-PARTIAL_GRAPH_SCOPES = frozenset({"attn", "moe_router", "moe_preprocess"})  # work with dropless MoE
+PARTIAL_GRAPH_SCOPES = DROPLESS_MOE_GRAPH_SCOPES  # work with dropless MoE (moeplan.vocab)
 # From Megatron-Core 0.18, dropless MoE can run sync-free with fixed per-rank HybridEP buffers
 # (moe_expert_rank_capacity_factor) and paged activation stashing, so a full-iteration CUDA graph
 # captures it; 1.5 is what the Megatron Bridge full-iteration perf recipes use
@@ -100,7 +101,8 @@ class NewerRelease:
         if self.config is None:
             return head + ", but no layout fits there either."
         rc = self.config.recompute
-        plan = f"{self.config.parallel.short()} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
+        layout = " ".join(x for x in (self.config.parallel.short(), fsdp_label(self.config.fsdp)) if x)
+        plan = f"{layout} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
         runs = f"{self.tokens_per_s_per_gpu:,.0f} tokens/s/GPU"
         mem = f"in {self.memory_bytes / GIB:,.1f} GiB"
         if self.gain is None:

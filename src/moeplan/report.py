@@ -46,8 +46,21 @@ def layout_label(row: Row) -> str:
     try:
         sizes = {k: int(par[k]) for k in ("tp", "pp", "vpp", "cp", "ep", "etp")}
         return Parallel(gpus=sizes["tp"] * sizes["cp"] * sizes["pp"] * int(par["dp"]), **sizes).short()
-    except (KeyError, TypeError, ValueError):  # a partial dict (hand-made JSON): show what it has
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):  # a partial or odd dict (hand-made JSON): as it is
         return " ".join(f"{k.upper()}{par[k]}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp") if k in par)
+
+
+def fsdp_label(row: Row) -> str:
+    """A row's Megatron-FSDP mark (:func:`moeplan.fsdp.label`): '', 'FSDP' or 'FSDP <strategy>'."""
+    from moeplan.fsdp import label
+
+    return label(row.get("fsdp"))
+
+
+def plan_layout_label(row: Row) -> str:
+    """:func:`layout_label` and, where the plan needs it, :func:`fsdp_label`: a layout a user copies from a
+    table must not read as fitting without Megatron-FSDP."""
+    return " ".join(x for x in (layout_label(row), fsdp_label(row)) if x)
 
 
 def peak_gib(row: Row) -> float | None:
@@ -134,7 +147,7 @@ def plan_knobs(p: Row) -> str:
     if p.get("optimizer_offload"):
         parts.append(f"offload {float(p['optimizer_offload']):.0%}")
     if p.get("fsdp"):
-        parts.append(f"FSDP {p['fsdp']}")
+        parts.append(fsdp_label(p))
     if p.get("mbs", 1) != 1:
         parts.append(f"MBS {p['mbs']}")
     return " · ".join(parts) or "–"
@@ -222,7 +235,7 @@ def _sweep_section(sweep: Sequence[Row]) -> str:
     head = ["sequence length", *(["label"] if labels else []), "layout", "peak GiB", "capacity GiB", "fits",
             "TFLOP/s/GPU", "tokens/s/GPU"]
     rows = [[_td(seq_label(int(r["seq_len"]))), *([_td(r.get("label", ""), "text")] if labels else []),
-             _td(layout_label(r), "text"), _td(_num(peak_gib(r), ".1f")),
+             _td(plan_layout_label(r), "text"), _td(_num(peak_gib(r), ".1f")),
              _td(_num(r.get("capacity_gib"), ".1f")), _fits_cell(r), _td(_num(r.get("tflops_per_gpu"), ".1f")),
              _td(_num(r.get("tokens_per_s_per_gpu"), ",.0f"))]
             for r in sorted(sweep, key=lambda r: int(r["seq_len"]))]

@@ -21,6 +21,7 @@ from moeplan.advice import (
     dispatcher_candidates,
     recompute_ladder,
     round_gib,
+    with_dispatcher,
 )
 from moeplan.estimate import Evaluator
 from moeplan.fsdp import FULL_SHARD
@@ -32,6 +33,7 @@ from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import balanced_layout, check_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
+from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES
 
 Severity = Literal["error", "warning", "info"]
 CP_SHARD_TOO_LARGE = 4 * CP_SHARD_TOKENS  # a shard 4x the guidance's ~4K tokens is "far above"
@@ -422,7 +424,7 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
     domains = -(-par.ep * par.etp // gpu.nvlink_domain)
     best = None
     for d in candidates:
-        c = cfg.with_(dispatcher=d)
+        c = cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0]  # as it can run (sync-free: HybridEP only)
         e = ev(c)
         if ev.fits(e) and (best is None or e.time.tokens_per_s_per_gpu > best[1].time.tokens_per_s_per_gpu):
             best = (c, e)
@@ -461,7 +463,7 @@ def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, in
                            off, {"scopes": sorted(scopes)}, line))
     dropless = cfg.capacity_factor is None and cfg.rank_capacity_factor is None  # rank buffers: sync-free
     if dropless and scopes & {"full_iteration", "moe"}:
-        partial = cfg.with_(cuda_graph_scopes=frozenset({"attn", "moe_router", "moe_preprocess"}))
+        partial = cfg.with_(cuda_graph_scopes=DROPLESS_MOE_GRAPH_SCOPES)
         out.append(Finding("warning", "cuda-graphs-dropless", f"CUDA graph scope(s) {', '.join(sorted(scopes & {'full_iteration', 'moe'}))} "
                            "capture the expert computation, whose token counts change every step in dropless MoE; "
                            "use the partial scopes (attn, moe_router, moe_preprocess), a capacity factor, or (Megatron-Core >= 0.18, "

@@ -9,9 +9,10 @@ communication and the optimizer step:
 (interleaved 1F1B bubble: Narayanan et al. 2021, arXiv 2104.04473, section 2.2). Per layer:
 - GEMMs at the GPU's measured achievable matmul rate (hardware catalog ``gemm_*_achieved_flops``)
   times a shape factor d / (d + d0) per small dimension (tile quantisation and launch tails);
-- flash attention and Gated DeltaNet kernels at a fixed fraction of the dense BF16 peak;
+- fused attention (the kernel family Transformer Engine picks for the head shape and GPU) and Gated
+  DeltaNet kernels at fractions of the dense BF16 peak;
 - element-wise work (norms, activations, permutation, RoPE) as HBM traffic proportional to the
-  bytes the layer saves for backward (moeplan.activations);
+  bytes the layer saves for backward (moeplan.activations); the Gated DeltaNet mixer's op by op;
 - TP all-gather / reduce-scatter with sequence parallel, CP ring KV exchange overlapped with
   attention, EP dispatch/combine (4 all-to-alls per MoE layer) split into NVLink and scale-out
   parts, PP send/recv; recompute adds the forward cost of what it recomputes.
@@ -31,7 +32,7 @@ from importlib import resources
 from typing import Any
 
 from moeplan import fsdp, muon
-from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation
+from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_tensors
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
     Gemm,
@@ -395,40 +396,98 @@ def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int)
     return min(length, mixer.sliding_window) if mixer.sliding_window else length
 
 
-def attention_kernel(mixer: Attention) -> str:
-    """Which fused-attention kernel family runs the layer. Transformer Engine sends equal q/k and v
-    head dims to FlashAttention-3 on Hopper (``flash``); MLA's 192-wide q/k with 128-wide v goes to
-    cuDNN's fused attention (``cudnn_mla``: TE's backend selection rules flash-attn out for
-    head_dim_qk != head_dim_v; transformer_engine/pytorch/attention/dot_product_attention/utils.py)."""
+# Which fused-attention kernels Transformer Engine can TRAIN a head shape with on Blackwell, in the TE the
+# shared runs' containers ship (Bridge PR #3168 pins TE 71bbefb, 2026-03-24; nothing newer ran a shared row):
+# - cuDNN fused attention (F16_arbitrary_seqlen): on sm_arch >= 100 backward only for d_qk, d_v <= 128 or MLA's
+#   192/128 (transformer_engine/common/fused_attn/fused_attn.cpp, nvte_get_fused_attn_backend); d = 256 backward
+#   on Blackwell came with TE PR #3056 (2026-07-31, cuDNN 9.23);
+# - FlashAttention-3 only on sm90, no FlashAttention-4 in that TE; FlashAttention-2 (Ampere mma.sync kernels)
+#   up to head dim 256, above 192 only on these compute capabilities (pytorch/attention/dot_product_attention/
+#   utils.py get_attention_backend: "head_dim_qk <= 256 (>192 requires sm80/90/100+)");
+# - otherwise UnfusedDotProductAttention (full-square bmm and a fused causal softmax over materialised scores).
+CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM = 128
+FA2_MAX_HEAD_DIM = 256
+FA2_WIDE_HEAD_DIM = 192  # above it FlashAttention-2 needs one of FA2_WIDE_HEAD_ARCHS
+FA2_WIDE_HEAD_ARCHS = (80, 90, 100, 120)
+# HBM bytes per score element of UnfusedDotProductAttention (bf16 scores [b x heads, s, s]): forward, baddbmm
+# writes QK^T, the causal softmax reads it and writes P, the PV bmm reads P; backward (autograd), the dP bmm
+# writes dP, the softmax backward reads P and dP and writes dS, the dV bmm reads P, the dQ and dK bmms read dS
+# (transformer_engine/pytorch/attention/dot_product_attention/backends.py UnfusedDotProductAttention).
+UNFUSED_SCORE_BYTES = {"fwd": 4 * BF16_BYTES, "bwd": 7 * BF16_BYTES}
+
+
+def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None) -> str:
+    """Which attention kernel family trains the layer on ``gpu``. Equal q/k and v head dims: FlashAttention-3
+    on Hopper (``flash``; TE prefers cuDNN's equivalent where both run, same family of rates), and on
+    Blackwell up to head dim 128 (cuDNN's Blackwell kernels, costed with the same constants); MLA's 192-wide
+    q/k with 128-wide v: cuDNN fused attention (``cudnn_mla``: TE rules flash-attn out for head_dim_qk !=
+    head_dim_v). Wider equal heads on Blackwell (Qwen3-Next's 256) have no cuDNN training kernel in the TE the
+    recipes ran (see CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM): FlashAttention-2 where TE allows it (``flash2``, sm100),
+    else TE's unfused attention (``unfused``: B300 / GB300 are sm103). ``gpu`` None or without a compute
+    capability: the Hopper choice."""
     d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
-    return "cudnn_mla" if d_qk != d_v else "flash"
+    if d_qk != d_v:
+        return "cudnn_mla"
+    arch = gpu.sm_arch if gpu is not None else None
+    if arch is None or arch < 100 or d_qk <= CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM:
+        return "flash"
+    if d_qk <= FA2_WIDE_HEAD_DIM or (d_qk <= FA2_MAX_HEAD_DIM and arch in FA2_WIDE_HEAD_ARCHS):
+        return "flash2"
+    return "unfused"
 
 
-def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> tuple[float, float, float]:
-    """(forward, backward, fwd + bwd) share of the dense BF16 peak that fused attention reaches on long
-    blocks, in the FLOPs Megatron counts (backward = 2 x forward).
+def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION,
+                         gpu: GPUSpec | None = None) -> tuple[float, float, float]:
+    """(forward, backward, fwd + bwd) share of the dense BF16 peak that attention reaches on long
+    blocks on ``gpu`` (kernel family: :func:`attention_kernel`), in the FLOPs Megatron counts (backward =
+    2 x forward).
 
-    Per causal score element the forward runs QK^T and PV (2 x (d_qk + d_v) FLOPs) and one softmax
-    exponential; the backward recomputes S and P and runs dP, dV, dQ, dK (2 x (3 d_qk + 2 d_v) FLOPs)
+    Fused kernels: per causal score element the forward runs QK^T and PV (2 x (d_qk + d_v) FLOPs) and one
+    softmax exponential; the backward recomputes S and P and runs dP, dV, dQ, dK (2 x (3 d_qk + 2 d_v) FLOPs)
     and one exponential (FlashAttention-2/3 algorithms: Dao 2023, arXiv 2307.08691; Shah et al. 2024,
     arXiv 2407.08608). The tensor-core work runs at ``attn_fwd_eff`` / ``attn_bwd_eff`` of peak per
     kernel family; each exponential costs ``attn_softmax_flops`` FLOP-equivalents of peak (H100: 989
     TFLOP/s of BF16 matmul against 3.9 T exponentials/s, FlashAttention-3 section 3.1), so wide heads
     amortise the softmax and run faster: FlashAttention-3 forward, H100, 16K, head dim 64 / 128 / 256:
-    ~497 / 648 / 740 TFLOP/s (tests/data/fa3_forward_h100_headdim.csv)."""
+    ~497 / 648 / 740 TFLOP/s (tests/data/fa3_forward_h100_headdim.csv). ``flash2`` is FlashAttention-2's
+    mma.sync kernels, whose rate does not grow with Blackwell's tensor cores (B200: ~360 TFLOP/s forward,
+    ~330 backward, tests/data/fa2_b200.csv).
+
+    ``unfused``: TE's UnfusedDotProductAttention multiplies the whole s x s square (no causal skipping:
+    two score elements per counted one) with batched bf16 GEMMs at the GPU's matmul rate (forward QK^T and
+    PV, backward dP, dV, dQ, dK without recomputing S) and moves UNFUSED_SCORE_BYTES per score element
+    through HBM at ``hbm_eff``."""
     d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
-    kind = attention_kernel(mixer)
+    kind = attention_kernel(mixer, gpu)
+    fwd_mm = 2.0 * (d_qk + d_v)
+    counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
+    if kind == "unfused":
+        assert gpu is not None  # attention_kernel returns "unfused" only for a known compute capability
+        peak = gpu.peak("bf16")
+        mm_share = _gemm_rate(gpu, "bf16") / peak
+        byte = peak / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)  # FLOP-equivalents of peak per HBM byte
+        fwd_t = 2 * (fwd_mm / mm_share + UNFUSED_SCORE_BYTES["fwd"] * byte)
+        bwd_t = 2 * (2 * fwd_mm / mm_share + UNFUSED_SCORE_BYTES["bwd"] * byte)
+    else:
+        return fused_attention_efficiency(d_qk, d_v, kind, cal)
+    return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
+
+
+def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION
+                               ) -> tuple[float, float, float]:
+    """:func:`attention_efficiency` of a fused kernel family ``kind`` (flash, cudnn_mla, flash2) at these head
+    dims, whichever GPU would pick it."""
     fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
+    counted = fwd_mm
     fwd_t = fwd_mm / cal.attn_fwd_eff[kind] + cal.attn_softmax_flops  # time per score, in 1 / peak
     bwd_t = bwd_mm / cal.attn_bwd_eff[kind] + cal.attn_softmax_flops
-    counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 
 def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> float:
     """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks."""
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
-    return gpu.peak("bf16") * attention_efficiency(mixer, cal)[2] * length / (length + cal.attn_half_tokens)
+    return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu)[2] * length / (length + cal.attn_half_tokens)
 
 
 def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
@@ -481,6 +540,42 @@ def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak_
     par = cfg.parallel
     heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
     return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, peak_flops_per_s, cal, sms)
+
+
+def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per token of one Gated DeltaNet layer's layout copies and element-wise
+    ops outside its projections and the fla chunk kernel, at the model's full widths (per GPU: x tokens /
+    (TP x CP), as the widths split over TP). Op by op as Megatron-Core runs them (megatron/core/ssm/
+    gated_delta_net.py at Megatron-LM 17a67b9, 2026-04-02, Bridge PR #3168's submodule; bf16 unless noted),
+    with K = key_dim (q and k each), V = value_dim, C = 2K + V (the conv channels), H = value heads:
+    forward: qkv.transpose(1, 2).contiguous() for the conv (2C); causal_conv1d_fn with fused SiLU (2C); q, k
+    .contiguous() out of the transposed conv output before fla's l2norm (4K); l2norm (4K); repeat_interleave
+    of q, k to the value heads (2K + 2 x K x value/key heads); value and gate .contiguous() (4V); the gated
+    RMSNorm (out_norm 2V, then y x silu(gate.float()) fused by jit_fuser, 3V); g = -exp(A_log) x
+    softplus(a + dt_bias) and sigmoid(b) in fp32 (~12 fp32 passes over H); the output's transpose(0, 1)
+    .contiguous() to [s, b, h] (2V, a copy only when MBS > 1: a size-1 batch dim keeps it contiguous).
+    Backward, each op's gradient in reverse: the output transpose (2V if MBS > 1); gate multiply (reads
+    dy, y, gate, writes both gradients, 5V) and RMSNorm (3V); the repeat_interleave sum (2 x K x ratio + 2K);
+    l2norm (6K); the q/k/v split's concatenation (2C); the conv backward's contiguous gradient (2C) and
+    the kernel (3C); the qkv/gate/beta/alpha split's concatenation (2(C + V + 2H)) and, MBS > 1, the copy
+    of that gradient back to [s, b, .] for in_proj's dgrad (2(C + V + 2H)). Qwen3-Next (K 2,048, V 4,096):
+    213 / 345 KB per token at MBS 2, 197 / 279 KB at MBS 1, where the generic element-wise term charged
+    2 x the 74 KB its tensors save."""
+    k, v, h = mixer.key_dim, mixer.value_dim, mixer.num_value_heads
+    c = 2 * k + v
+    ratio = mixer.num_value_heads / mixer.num_key_heads
+    batched = 1.0 if mbs > 1 else 0.0
+    fwd = 2 * c + 2 * c + 4 * k + 4 * k + (2 * k + 2 * ratio * k if ratio > 1 else 0.0) + 4 * v + 5 * v + batched * 2 * v
+    bwd = (batched * 2 * v + 8 * v + ((2 * ratio * k + 2 * k) if ratio > 1 else 0.0) + 6 * k + 2 * c + 2 * c + 3 * c
+           + (1 + batched) * 2 * (c + v + 2 * h))
+    gating = 12 * h * FP32_BYTES  # g and beta in fp32: a handful of small passes over the value heads
+    return fwd * BF16_BYTES + gating / 2, bwd * BF16_BYTES + gating / 2
+
+
+def gdn_saved_bytes(layer: Layer, hidden: int) -> float:
+    """Bytes per token the Gated DeltaNet mixer keeps for backward (its ``gdn_*`` tensors, moeplan.activations):
+    the part of the generic element-wise charge that :func:`gdn_glue_bytes` replaces op by op."""
+    return sum(t.nbytes(None) for t in layer_tensors(layer, hidden) if t.name.startswith("gdn_"))
 
 
 def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
@@ -797,7 +892,11 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     la = layer_activation(layer, h, frozenset(), frozenset(), None)
     saved = la.token_bytes * t + la.row_bytes * rows / par.etp
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
-    out["elementwise"] = cal.elementwise_traffic * saved / hbm + cast
+    glue = 0.0
+    if isinstance(mixer, GatedDeltaNet):  # the GDN mixer's traffic op by op (gdn_glue_bytes), not per saved byte
+        saved -= gdn_saved_bytes(layer, h) * t
+        glue = sum(gdn_glue_bytes(mixer, cfg.batch.mbs)) * t
+    out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + cast
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
     if par.tp > 1:
         msg = t * h * BF16_BYTES
@@ -1281,4 +1380,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_rate", "best_cp_comm_type", "estimate_time", "hidden_comm_s", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "estimate_time", "hidden_comm_s", "step_parts"]

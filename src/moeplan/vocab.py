@@ -39,6 +39,10 @@ DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
 # whole iteration).
 CUDA_GRAPH_SCOPES: tuple[str, ...] = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
                                       "full_iteration")
+# The partial scopes that work with dropless MoE (the routed experts' shapes change every step, so they stay
+# out; Megatron Bridge's MoE perf recipes set these three): what the planner tries, the rationale and the linter
+# cost.
+DROPLESS_MOE_GRAPH_SCOPES: frozenset[str] = frozenset({"attn", "moe_router", "moe_preprocess"})
 
 # Context-parallel communication (moeplan spelling; Megatron-Core writes all_gather): p2p = ring.
 CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
@@ -69,7 +73,7 @@ DEFAULT_HEADROOM = 0.10
 RESOLVED_GAIN = 0.01
 
 __all__ = [
-    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
+    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
     "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
     "RECOMPUTE_MODULES", "RESOLVED_GAIN", "RecomputeGranularity",
 ]

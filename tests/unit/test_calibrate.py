@@ -288,6 +288,13 @@ def test_bad_profile_is_a_one_line_error(tmp_path, capsys):
                      "--calibration", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "attn_eff_typo" in err
+    # malformed YAML: where, and what, as the hardware file reader says it (not PyYAML's multi-part dump)
+    bad.write_text("constants: [1, 2\n")
+    assert cli.main(["plan", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "1024",
+                     "--calibration", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("calibration profile is malformed YAML at line 2 column 1: expected ',' or ']', but got "
+                        "'<stream end>'"), err
 
 
 def test_bridge_task_configuration_yaml_log(tmp_path):

@@ -190,3 +190,47 @@ def test_an_option_of_one_command_is_not_silently_another_option_elsewhere(capsy
         code, out, err = run_cli(capsys, cmd, "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k", "--gbs", "8192")
         assert code == 2 and out == "" and "--gbs-tokens" in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1
+
+
+def test_json_is_standard_json_or_a_one_line_error(capsys):
+    """Python's json writes Infinity / NaN, which jq and JSON.parse refuse: an input that drives an estimate
+    out of range (a 1e300 expert imbalance) is a one-line error naming the key, exit 2, nothing on stdout."""
+    argv = ("estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "16", "--ep", "16", "--json")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    code, out, err = run_cli(capsys, *argv, "--moe-imbalance", "1e300")
+    assert code == 2 and out == "" and "not finite at 'memory_gib." in err and len(err.strip().splitlines()) == 1
+
+
+def test_trace_is_standard_json_or_no_file(capsys, tmp_path):
+    """--trace writes what Perfetto can open: an out-of-range step (Infinity / NaN) is a one-line error and
+    no file, not a trace with Infinity in it."""
+    trace = tmp_path / "t.json"
+    argv = ("estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "16", "--ep", "16",
+            "--trace", str(trace))
+    code, _, err = run_cli(capsys, *argv, "--moe-imbalance", "1e300")
+    assert code == 2 and not trace.exists() and "no trace" in err and len(err.strip().splitlines()) == 1
+    assert run_cli(capsys, *argv)[0] == 0
+    json.loads(trace.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+
+
+def test_every_command_help_has_a_runnable_looking_example(capsys):
+    """--help teaches: each command's page ends with at least one `moeplan COMMAND ...` example line."""
+    for command in _commands():
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out, _ = capsys.readouterr()
+        tail = out.split("example", 1)[-1] if "example" in out else ""
+        assert f"moeplan {command}" in tail, f"`moeplan {command} --help` shows no example"
+
+
+def test_every_option_says_what_it_does():
+    """No option's --help line is bare (a flag name and its choices only); suppressed ones are exempt."""
+    import argparse
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [(name, a.option_strings[-1]) for name, sp in sub.choices.items() for a in sp._actions
+            if a.option_strings and not a.help]
+    assert not bare, bare

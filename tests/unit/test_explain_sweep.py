@@ -118,3 +118,18 @@ def test_progress_bar_only_on_a_terminal(tmp_path):
     err = b"".join(chunks).decode("utf-8", "replace")
     assert proc.returncode == 0 and b"model.context_parallel_size=" in proc.stdout
     assert "searching layouts" in err  # the bar's label, drawn on the terminal
+
+
+def test_explain_names_megatron_fsdp_where_a_run_uses_it():
+    """A run under Megatron-FSDP reads as such in explain (the run labels and its JSON summary), as in the
+    plan table: 'FSDP' for the full shard, the strategy otherwise; a plain run carries no mark."""
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16)
+    plain = api.estimate_run("qwen3-30b-a3b", **kw)
+    full = api.estimate_run("qwen3-30b-a3b", fsdp="optim_grads_params", **kw)
+    part = api.estimate_run("qwen3-30b-a3b", fsdp="optim_grads", **kw)
+    text = {r.topic: r.text for r in compare(plain, full).reasons}["throughput"]
+    assert text.endswith("to seq 4,096 TP1 PP1 CP1 EP16 DP16 FSDP.") and "DP16 to" in text
+    text = {r.topic: r.text for r in compare(part, plain).reasons}["throughput"]
+    assert "DP16 FSDP optim_grads to" in text
+    data = compare(plain, full).as_dict()
+    assert data["a"]["fsdp"] is None and data["b"]["fsdp"] == "optim_grads_params"

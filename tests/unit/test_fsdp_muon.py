@@ -462,3 +462,34 @@ def test_fsdp_reason_when_the_distributed_optimizer_fits_and_is_faster():
     why = {r.topic: r for r in explain_plan(cfg, gpu, est, budget, 256)}["fsdp"]
     assert "runs faster" in why.text and "not needed for memory" in why.text and " but runs at " not in why.text
     assert why.numbers["tokens_per_s_per_gpu_without"] == pytest.approx(plain.time.tokens_per_s_per_gpu, abs=0.1)
+
+
+def test_sweep_tables_mark_fsdp_as_the_plan_table_does():
+    """The CLI sweep table and the HTML sweep section print a row's layout with its FSDP mark (one helper,
+    report.plan_layout_label), as the plan table does: 'FSDP' for the full shard, 'FSDP <strategy>' else."""
+    from rich.console import Console
+
+    from moeplan.cli import _sweep_table
+    from moeplan.report import _sweep_section, layout_label, plan_layout_label
+
+    row = api.sweep("qwen3-30b-a3b", gpu="h100", gpus=16, seq_lens=[4096], gbs_tokens=1 << 20)[0]
+    assert not row.get("fsdp") and plan_layout_label(row) == layout_label(row)
+    for strategy, mark in (("optim_grads_params", " FSDP"), ("optim_grads", " FSDP optim_grads")):
+        r = {**row, "fsdp": strategy}
+        assert plan_layout_label(r) == layout_label(row) + mark
+        console = Console(width=300, record=True)
+        console.print(_sweep_table([r], narrow=False))
+        assert layout_label(row) + mark in console.export_text()
+        assert layout_label(row) + mark in _sweep_section([r])
+
+
+def test_newer_release_sentence_marks_fsdp():
+    """The 'a newer Megatron-Core adds it' sentence prints its plan's layout with the FSDP mark too."""
+    from moeplan.planner import NewerRelease
+
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16,
+                              fsdp="optim_grads_params")
+    text = NewerRelease("0.16", "0.18", "context parallel for Gated DeltaNet", cfg, 1000.0, 60 * GIB, 0.2).sentence()
+    assert "TP1 PP1 CP1 EP16 DP16 FSDP with no recompute" in text
+    plain = NewerRelease("0.16", "0.18", "x", cfg.with_(fsdp=None, fsdp_double_buffer=False), 1000.0, 60 * GIB, 0.2)
+    assert "DP16 with no recompute" in plain.sentence()

@@ -296,3 +296,19 @@ def test_missing_sm_count_is_one_rule_for_every_sm_term(tmp_path):
         a = api.estimate(model, gpu=load_gpu("h100"), **kw)
         b = api.estimate(model, gpu=nosm, **kw)
         assert a["tokens_per_s_per_gpu"] == b["tokens_per_s_per_gpu"], model
+
+
+def test_compute_capability_is_read_checked_and_inherited(tmp_path):
+    """compute_capability (CUDA major.minor) picks the attention kernels TE can train a head shape with
+    (timing.attention_kernel); a user file inherits it from its base, may clear it, and a bad value is a
+    one-line error naming the key."""
+    assert [load_gpu(g).compute_capability for g in ("h100", "b200", "gb200", "b300", "gb300")] == \
+        [9.0, 10.0, 10.0, 10.3, 10.3]
+    assert load_gpu("gb300").sm_arch == 103 and load_gpu("h200").sm_arch == 90
+    path = tmp_path / "hw.yaml"
+    path.write_text("gpus:\n  a:\n    base: gb200\n  b:\n    base: gb200\n    compute_capability: null\n")
+    assert load_gpu("a", path).sm_arch == 100 and load_gpu("b", path).sm_arch is None
+    for bad in ("10.25", "100", "abc", "-1"):
+        path.write_text(f"gpus:\n  c:\n    base: gb200\n    compute_capability: {bad}\n")
+        with pytest.raises(MoeplanError, match="compute_capability"):
+            load_gpu("c", path)

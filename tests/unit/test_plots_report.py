@@ -238,3 +238,6 @@ def test_layout_label_is_the_one_layout_format() -> None:
         assert layout_label({"parallel": par.as_dict()}) == par.short()
     assert "ETP2" in layout_label({"parallel": Parallel(64, tp=2, pp=4, cp=2, ep=8, etp=2).as_dict()})
     assert layout_label({"parallel": {"tp": 2, "cp": 4}}) == "TP2 CP4"  # a partial dict shows what it has
+    # render_html_report takes the caller's rows: an odd one (a zero size) is shown as given, not a crash
+    odd = {"tp": 0, "pp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": 1, "dp": 1}
+    assert layout_label({"parallel": odd}) == "TP0 PP1 VPP1 CP1 EP1 ETP1 DP1"

@@ -36,3 +36,21 @@ def test_search_pauses_gc_and_restores_it():
             assert gc.isenabled() is state
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_search_that_raises_still_restores_gc():
+    """A search that ends in an error (nothing valid on these GPUs) must not leave the caller's process with
+    the collector off: API users catch MoeplanError and go on."""
+    import pytest
+
+    from moeplan.errors import MoeplanError
+
+    spec, gpu = load_model("qwen3-30b-a3b"), load_gpu("h100")
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with pytest.raises(MoeplanError):
+            search(spec, gpu, 7, 32768, 128)  # 7 GPUs: no layout folds
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -4,7 +4,6 @@ Chrome trace format, scale, CLI and figures (the order against Megatron-Core: te
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 
 import pytest
@@ -146,18 +145,18 @@ def test_chrome_trace_format():
     assert ag and all(e["ts"] == 0 for e in ag) and first_fwd < ag[0]["dur"] + 1e-3
 
 
-def test_large_pipeline_is_fast_and_small():
-    """PP 16, 64 micro-batches (and VPP 2 on the same pipeline): under a second of CPU time (process time:
-    other jobs on the machine do not count; wall time on one core: benchmarks/timeline_scale.py), under 20 MB."""
+def test_large_pipeline_is_small_and_linear():
+    """PP 16, 64 micro-batches (and VPP 2 on the same pipeline): one forward and one backward operation per
+    rank, model chunk and micro-batch (the work grows linearly, nothing per pair of them), a trace under
+    20 MB. Its time is measured by benchmarks/timeline_scale.py on one core, not here: a timed unit test
+    fails under load (a 1.0 s CPU-time bound read 1.01 s with four jobs on two cores)."""
     for kw in (dict(pp=16), dict(pp=16, vpp=2)):
         cfg, gpu = api.build_config("qwen3-235b-a22b", gpu="h100", gpus=1024, seq_len=4096, gbs=4096, ep=8,
                                     tp=1, cp=1, **kw)
         assert cfg.batch.microbatches(cfg.parallel.dp) == 64
-        t0 = time.process_time()
         tl = build_timeline(cfg, gpu)
         data = chrome_trace_bytes(tl)
-        took = time.process_time() - t0
-        assert took < 1.0, took
+        assert len(tl.ops) == 2 * tl.pp * tl.vpp * tl.microbatches
         assert len(data) < 20e6, len(data)
         assert tl.span_s == pytest.approx(evaluate(cfg, gpu).time.step_time_s, rel=1e-9)
 

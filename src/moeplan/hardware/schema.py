@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from moeplan.errors import MoeplanError
+from moeplan.errors import MoeplanError, yaml_problem
 from moeplan.hardware.spec import HOST_LINKS, PEAK_KEYS, GPUSpec
 
 # Field kinds, used for type checks. Minimums catch unit slips (TB/s given where B/s is expected).
@@ -24,7 +24,7 @@ _MEASURED_BW = (
     "host_link_achieved_bytes_per_s",
 )
 _MEASURED_FLOPS = ("gemm_bf16_achieved_flops", "gemm_fp8_achieved_flops")
-_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + ("host_mem_bw_bytes_per_s", "sm_count")
+_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + ("host_mem_bw_bytes_per_s", "sm_count", "compute_capability")
 _MIN_BYTES = 1e9  # 1 GB or 1 GB/s: anything smaller is a unit mistake for these GPUs
 _MIN_FLOPS = 1e12
 
@@ -114,6 +114,13 @@ def _check_value(origin: str, entry: str, key: str, value: Any) -> Any:
         return _number(origin, entry, key, value, _MIN_BYTES)
     if key == "sm_count":
         return None if value is None else _number(origin, entry, key, value, 1, integer=True)
+    if key == "compute_capability":
+        if value is None:
+            return None
+        cc = _number(origin, entry, key, value, 1)
+        if not 5.0 <= cc < 20.0 or round(cc * 10) != cc * 10:
+            raise field_error(origin, entry, key, f"must be a CUDA compute capability like 9.0 or 10.3, got {value!r}")
+        return float(cc)
     if key in _OPTIONAL:
         if value is None:
             return None
@@ -138,10 +145,7 @@ def parse_entries(text: str, origin: str, builtin: bool = False) -> tuple[Entry,
     try:
         doc = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise MoeplanError(f"{origin}: malformed YAML{where}: {problem}") from None
+        raise MoeplanError(f"{origin}: malformed YAML{yaml_problem(exc)}") from None
     if not isinstance(doc, dict) or "gpus" not in doc:
         raise MoeplanError(f"{origin}: expected a top-level mapping with key 'gpus'")
     extra = sorted(str(k) for k in doc if k != "gpus")

@@ -89,6 +89,10 @@ class GPUSpec:
     # DeepEP kernels take from overlapped compute (moeplan.fsdp, moeplan.timing) and the waves of the Gated
     # DeltaNet recurrence. None: not given; every such term uses ``sms`` (ASSUMED_SM_COUNT).
     sm_count: int | None = None
+    # CUDA compute capability as major.minor (NVIDIA CUDA GPUs list: H100/H200 9.0, B200/GB200 10.0, B300/GB300
+    # 10.3): which fused-attention kernels Transformer Engine can run for a head shape (timing.attention_kernel).
+    # None: not given; attention is then costed with the kernels that serve every head shape on Hopper.
+    compute_capability: float | None = None
 
     def __hash__(self) -> int:  # peak_flops is a dict; hash on the identity fields only
         cached = self.__dict__.get("_hash_value")  # once per object: the planner's caches are keyed by runs
@@ -115,6 +119,12 @@ class GPUSpec:
                 f"GPU '{self.name}' has no {cls} tensor cores (precision '{precision}'); it supports: {have}"
             )
         return self.peak_flops[cls]
+
+    @property
+    def sm_arch(self) -> int | None:
+        """Compute capability as Transformer Engine compares it (``sm_arch_``: 90, 100, 103), or None."""
+        cc = self.compute_capability
+        return None if cc is None else round(cc * 10)
 
     @property
     def is_nvl72(self) -> bool:

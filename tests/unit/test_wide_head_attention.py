@@ -1,0 +1,135 @@
+"""What Qwen3-Next has and Qwen3-30B-A3B lacks, costed from the code that runs:
+- head-dim-256 gated attention on Blackwell: Transformer Engine (71bbefb, the recipes' TE) has no cuDNN training
+  kernel above head dim 128 on sm100+, FlashAttention-3 is sm90-only, so sm100 runs FlashAttention-2
+  (timing.attention_kernel ``flash2``, rates from its B200 benchmarks) and sm103 (B300 / GB300), where TE
+  allows FlashAttention-2 only up to head dim 192, the unfused path;
+- the Gated DeltaNet layer's layout copies and element-wise ops (timing.gdn_glue_bytes), op by op from
+  megatron/core/ssm/gated_delta_net.py."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from moeplan import api
+from moeplan.hardware import load_gpu
+from moeplan.models import load_model
+from moeplan.models.spec import Attention, GatedDeltaNet
+from moeplan.timing import (
+    DEFAULT_CALIBRATION,
+    attention_efficiency,
+    attention_kernel,
+    fused_attention_efficiency,
+    gdn_glue_bytes,
+    gdn_saved_bytes,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "fa2_b200.csv"
+QN = load_model("qwen3-next-80b-a3b")
+QN_ATTN = next(l.mixer for l in QN.layers if isinstance(l.mixer, Attention))
+QN_GDN_LAYER = next(l for l in QN.layers if isinstance(l.mixer, GatedDeltaNet))
+
+
+def _heads(d: int) -> Attention:
+    return dataclasses.replace(QN_ATTN, head_dim=d, v_head_dim=d)
+
+
+def test_kernel_family_by_head_dim_and_compute_capability():
+    h100, gb200, gb300 = load_gpu("h100"), load_gpu("gb200"), load_gpu("gb300")
+    assert QN_ATTN.head_dim == 256
+    assert attention_kernel(QN_ATTN, h100) == "flash"  # Hopper: FA3 / cuDNN train d = 256
+    assert attention_kernel(QN_ATTN, gb200) == "flash2"  # sm100: no cuDNN d = 256 backward, FA2 allowed
+    assert attention_kernel(QN_ATTN, gb300) == "unfused"  # sm103: FA2 above 192 not allowed
+    assert attention_kernel(QN_ATTN, load_gpu("b200")) == "flash2"
+    assert attention_kernel(QN_ATTN, load_gpu("b300")) == "unfused"
+    # head dim 128 (Qwen3-30B-A3B, Qwen3-235B) keeps cuDNN's Blackwell kernels; 160 fits FA2 on sm103 too
+    assert attention_kernel(_heads(128), gb300) == attention_kernel(_heads(128), gb200) == "flash"
+    assert attention_kernel(_heads(160), gb300) == "flash2"
+    assert attention_kernel(_heads(512), gb200) == "unfused"  # above FA2's 256
+    # MLA (192 / 128) stays on cuDNN everywhere; no GPU or no compute capability: the Hopper choice
+    mla = next(l.mixer for l in load_model("deepseek-v3").layers if isinstance(l.mixer, Attention))
+    assert attention_kernel(mla, gb200) == attention_kernel(mla, gb300) == "cudnn_mla"
+    assert attention_kernel(QN_ATTN) == "flash"
+    assert attention_kernel(QN_ATTN, dataclasses.replace(gb200, compute_capability=None)) == "flash"
+
+
+def _fa2_points():
+    with DATA.open() as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    return [(r["pass"], int(r["head_dim"]), int(r["seq_len"]), float(r["tflops"]) * 1e12) for r in rows]
+
+
+def test_flash2_constants_reproduce_its_b200_benchmark():
+    """The flash2 efficiencies reproduce FlashAttention-2's own B200 numbers (flash-attn's count: backward
+    2.5 x forward, Megatron's 2 x) within 20% at every point and 10% RMS."""
+    b200 = load_gpu("b200")
+    half = DEFAULT_CALIBRATION.attn_half_tokens
+    logs = []
+    for p, d, seq, measured in _fa2_points():
+        fwd, bwd, _ = fused_attention_efficiency(d, d, "flash2", DEFAULT_CALIBRATION)
+        eff = fwd if p == "fwd" else bwd
+        est = b200.peak("bf16") * eff * seq / (seq + half) * (1.0 if p == "fwd" else 2.5 / 2)
+        logs.append(math.log(est / measured))
+        assert est == pytest.approx(measured, rel=0.2), (p, d, seq)
+    assert math.sqrt(sum(x * x for x in logs) / len(logs)) < 0.10
+
+
+def test_wide_heads_on_blackwell_cost_several_times_the_fa3_rate():
+    gb200, gb300, h100 = load_gpu("gb200"), load_gpu("gb300"), load_gpu("h100")
+    flash = attention_efficiency(QN_ATTN, DEFAULT_CALIBRATION, h100)
+    fa2 = attention_efficiency(QN_ATTN, DEFAULT_CALIBRATION, gb200)
+    unfused = attention_efficiency(QN_ATTN, DEFAULT_CALIBRATION, gb300)
+    assert 2.5 < flash[2] / fa2[2] < 3.5  # ~445 / 310 TFLOP/s on GB200 against FA3-class ~1,100 (fwd + bwd)
+    # unfused: full-square bf16 bmm at the matmul rate plus 22 bytes per score element through HBM
+    assert unfused[2] < fa2[2]
+    peak = gb300.peak("bf16")
+    byte = peak / (gb300.hbm_bw_bytes_per_s * DEFAULT_CALIBRATION.hbm_eff)
+    mm = (gb300.gemm_bf16_achieved_flops or 0.75 * peak) / peak
+    fwd_t = 2 * (4 * 256 / mm + 8 * byte)
+    assert unfused[0] == pytest.approx(4 * 256 / fwd_t)
+
+
+def test_gdn_glue_bytes_op_by_op():
+    g = QN_GDN_LAYER.mixer
+    k, v, c, h = g.key_dim, g.value_dim, 2 * g.key_dim + g.value_dim, g.num_value_heads
+    assert (k, v, c, h) == (2048, 4096, 8192, 32)
+    f1, b1 = gdn_glue_bytes(g, 1)
+    f2, b2 = gdn_glue_bytes(g, 2)
+    gating = 12 * h * 4 / 2
+    # forward: conv transpose 2C + conv 2C + q/k contiguous 4K + l2norm 4K + repeat_interleave 2K + 4K
+    # + value/gate contiguous 4V + gated norm 5V (+ output transpose 2V at MBS > 1), bf16
+    assert f1 == pytest.approx((4 * c + 14 * k + 9 * v) * 2 + gating)
+    assert f2 - f1 == pytest.approx(2 * v * 2)
+    assert b2 - b1 == pytest.approx((2 * v + 2 * (c + v + 2 * h)) * 2)
+    assert (f2 + b2) / 1e3 == pytest.approx(559, rel=0.01)  # KB per token at MBS 2 (PR #3168's recipe)
+    # the generic charge it replaces: 2 x the 74 KB the mixer saves
+    assert gdn_saved_bytes(QN_GDN_LAYER, QN.hidden) == pytest.approx(73856)
+    assert f1 + b1 > 3 * DEFAULT_CALIBRATION.elementwise_traffic * gdn_saved_bytes(QN_GDN_LAYER, QN.hidden) / 2
+
+
+def test_gdn_glue_is_wired_into_the_element_wise_time_of_gdn_layers():
+    """Per token, a GDN layer's element-wise time at MBS 2 exceeds MBS 1 by exactly the batched copies'
+    bytes (the generic per-saved-byte part is the same per token); attention layers have no such step."""
+    from moeplan.timing import layer_time, make_ctx
+
+    common = dict(gpu="gb200", gpus=64, seq_len=4096, gbs=1024, pp=2, vpp=4, ep=32, precision="mxfp8",
+                  dispatcher="hybridep", grad_fp32=False, mcore_version="0.19")
+    per_token = {}
+    for mbs in (1, 2):
+        cfg, gpu = api.build_config("qwen3-next-80b-a3b", mbs=mbs, **common)
+        ctx = make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
+        hbm = gpu.hbm_bw_bytes_per_s * DEFAULT_CALIBRATION.hbm_eff
+        per_token[mbs] = {kind: layer_time(ctx, next(l for l in cfg.model.layers if isinstance(l.mixer, kind)))
+                          .elementwise * hbm / ctx.tokens for kind in (GatedDeltaNet, Attention)}
+    g = QN_GDN_LAYER.mixer
+    c, v, h = 2 * g.key_dim + g.value_dim, g.value_dim, g.num_value_heads
+    step = (2 * v + 2 * v + 2 * (c + v + 2 * h)) * 2
+    assert per_token[2][GatedDeltaNet] - per_token[1][GatedDeltaNet] == pytest.approx(step, rel=1e-6)
+    assert per_token[2][Attention] == pytest.approx(per_token[1][Attention], rel=1e-6)
+    # against the generic charge (2 x saved bytes) the GDN layer moves ~0.4 MB more per token
+    generic = DEFAULT_CALIBRATION.elementwise_traffic * gdn_saved_bytes(QN_GDN_LAYER, QN.hidden)
+    assert sum(gdn_glue_bytes(g, 2)) - generic == pytest.approx(411e3, rel=0.01)
