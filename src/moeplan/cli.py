@@ -284,7 +284,8 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                        help="fraction of optimizer state on the CPU (optimizer_offload_fraction; default 0)")
         p.add_argument("--offload-modules", help="fine-grained activation offload, e.g. core_attn,attn_proj")
-        p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
+        p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
+                       help="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring; default p2p)")
         p.add_argument("--capacity-factor", type=float, help="moe_expert_capacity_factor (token dropping)")
         p.add_argument("--rank-capacity-factor", type=float, metavar="F",
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
@@ -1423,9 +1424,13 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
-    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS])
-    p.add_argument("--optimizer-offload", type=float, default=0.0, help="optimizer offload of the held layout")
-    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES))
+    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS],
+                   help="MoE token dispatcher of the held layout (auto: the estimates' choice for the GPU)")
+    p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
+                   help="fraction 0-1 of the held layout's optimizer state on the CPU (optimizer_offload_fraction; "
+                   "default 0)")
+    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
+                   help="context-parallel communication of the held layout (Megatron-Core cp_comm_type; default p2p)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

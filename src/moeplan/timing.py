@@ -60,7 +60,7 @@ from moeplan.parallel import (
     stage_groups,
     validate,
 )
-from moeplan.run import RunConfig
+from moeplan.run import Recompute, RunConfig
 
 TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron convention)
 
@@ -807,6 +807,12 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     return active * per["fwd"] * cal.expert_launch_host_s, active * per["bwd"] * cal.expert_launch_host_s
 
 
+def experts_recomputed(rc: Recompute) -> bool:
+    """Whether the routed experts' forward runs again in backward: full recompute, or selective ``moe``
+    (the whole MoE block; ``moe_act`` recomputes only the activation, no GEMM)."""
+    return rc.granularity == "full" or (rc.granularity == "selective" and "moe" in rc.modules)
+
+
 def expert_launch_exposed_s(host_fwd_s: float, host_bwd_s: float, gpu_fwd_s: float, gpu_bwd_s: float) -> float:
     """Seconds the per-expert launches add to one MoE layer and micro-batch: the host time beyond the GPU
     work it can run ahead of. Forward: the dropless dispatch waits on the host for the received-token counts
@@ -955,8 +961,15 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         host_f, host_b = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal)
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "elementwise"))
         gpu_f = ep_d + out["grouped_gemm"] / TRAIN
-        gpu_b = (compute * (TRAIN - 1) / TRAIN + out.get("linear_attention", 0.0) - gdn_fwd
-                 + out.get("recompute", 0.0) + ep_once)
+        gpu_b = compute * (TRAIN - 1) / TRAIN + out.get("linear_attention", 0.0) - gdn_fwd + ep_once
+        if experts_recomputed(rc):
+            # the recomputed forward (moe or full recompute: megatron/core/transformer/moe/moe_layer.py
+            # checkpoints the whole MoE block, dispatch included) syncs the host again and launches the
+            # experts' forward again, with the same window as the first forward; the layer's backward
+            # launches follow it, so the recompute is not GPU work they can run ahead of
+            out["launch_overhead"] += expert_launch_exposed_s(host_f, 0.0, gpu_f, 0.0)
+        else:
+            gpu_b += out.get("recompute", 0.0)
         out["launch_overhead"] += expert_launch_exposed_s(host_f, host_b, gpu_f, gpu_b)
     if isinstance(mixer, GatedDeltaNet) and not gdn_graph_captured(cfg.cuda_graph_scopes):
         # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the

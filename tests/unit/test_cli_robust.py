@@ -223,3 +223,14 @@ def test_every_command_help_has_a_runnable_looking_example(capsys):
         out, _ = capsys.readouterr()
         tail = out.split("example", 1)[-1] if "example" in out else ""
         assert f"moeplan {command}" in tail, f"`moeplan {command} --help` shows no example"
+
+
+def test_every_option_says_what_it_does():
+    """No option's --help line is bare (a flag name and its choices only); suppressed ones are exempt."""
+    import argparse
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [(name, a.option_strings[-1]) for name, sp in sub.choices.items() for a in sp._actions
+            if a.option_strings and not a.help]
+    assert not bare, bare

@@ -85,3 +85,32 @@ def test_more_rows_per_expert_hide_the_launches():
     extra1 = _launch_per_microbatch(one) - _launch_per_microbatch(base1)
     extra4 = _launch_per_microbatch(four) - _launch_per_microbatch(base4)
     assert 0.0 <= extra4 < 0.5 * extra1
+
+
+def test_recomputed_experts_launch_again():
+    """moe or full recompute re-runs the MoE block's forward in backward, its dispatch sync included
+    (megatron/core/transformer/moe/moe_layer.py checkpoints the whole block): the experts' forward
+    launches show a second time, and the recompute is not GPU work the backward launches run ahead of.
+    moe_act recomputes only the activation (no GEMM launches); layernorm nothing of the experts."""
+    from moeplan.run import Recompute
+    from moeplan.timing import experts_recomputed
+
+    assert experts_recomputed(Recompute("full")) and experts_recomputed(Recompute("selective", frozenset({"moe"})))
+    for mods in ({"moe_act"}, {"layernorm", "mla_up_proj"}):
+        assert not experts_recomputed(Recompute("selective", frozenset(mods)))
+    assert not experts_recomputed(Recompute())
+
+    def launch(recompute: str) -> float:
+        e = api.estimate("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8,
+                         precision="mxfp8", dispatcher="deepep", recompute=recompute)
+        return _launch_per_microbatch(e)
+
+    def bf16(recompute: str) -> float:  # the per-layer constant alone
+        e = api.estimate("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8,
+                         precision="bf16", dispatcher="deepep", recompute=recompute)
+        return _launch_per_microbatch(e)
+
+    none, moe, act = (launch(r) - bf16(r) for r in ("none", "selective:moe", "selective:moe_act"))
+    assert act == pytest.approx(none, rel=1e-9)
+    # 32 local experts at EP8: the forward's launches outlast their window, so they show twice
+    assert moe > 1.3 * none
