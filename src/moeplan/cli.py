@@ -160,7 +160,7 @@ def _print_json(obj: Any) -> None:
         text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
     except ValueError:
         raise MoeplanError(f"the result is not finite at '{_non_finite_path(obj)}' (an input beyond what the "
-                           "model covers, e.g. a huge --moe-imbalance); no JSON written") from None
+                           "model covers, e.g. a huge --capacity-factor); no JSON written") from None
     sys.stdout.write(text + "\n")
 
 
