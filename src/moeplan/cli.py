@@ -160,7 +160,7 @@ def _print_json(obj: Any) -> None:
         text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False)
     except ValueError:
         raise MoeplanError(f"the result is not finite at '{_non_finite_path(obj)}' (an input beyond what the "
-                           "model covers, e.g. a huge --moe-imbalance); no JSON written") from None
+                           "model covers, e.g. a huge --capacity-factor); no JSON written") from None
     sys.stdout.write(text + "\n")
 
 
@@ -1337,7 +1337,8 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
                    help="multi-token prediction modules trained (Megatron-Core mtp_num_layers; default: the model's "
                         "config, none for Qwen3-Next, whose checkpoint holds one and whose Bridge recipes train 1)")
     p.add_argument("--moe-imbalance", type=float, default=1.0,
-                   help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default)")
+                   help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default); capped per layout "
+                        "at EP x min(top-k, local experts) / top-k, every token on one rank")
     p.add_argument("--reserve-gib", type=float, default=None,
                    help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
                         "the --calibration profile's)")

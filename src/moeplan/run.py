@@ -233,8 +233,17 @@ class RunConfig:
     @property
     def rows_factor(self) -> float:
         """Routed rows per token on the busiest expert rank relative to top-k: the capacity factor when
-        token dropping pads/caps each expert (moe_expert_capacity_factor), else the imbalance factor."""
-        return self.capacity_factor if self.capacity_factor is not None else self.moe_imbalance
+        token dropping pads/caps each expert (moe_expert_capacity_factor), else the imbalance factor,
+        capped where the busiest rank gets every token at each of its local experts (a token routes to
+        top-k distinct experts: at most min(top-k, local experts) copies per rank, against top-k / EP on
+        the mean rank), so an imbalance beyond what EP allows cannot cost more rows than exist."""
+        if self.capacity_factor is not None:
+            return self.capacity_factor
+        moe = self.model.first_moe
+        if moe is None:
+            return self.moe_imbalance
+        ep = self.parallel.ep
+        return min(self.moe_imbalance, ep * min(moe.top_k, moe.num_experts / ep) / moe.top_k)
 
     @property
     def fp8(self) -> bool:

@@ -388,7 +388,7 @@ def chrome_trace_bytes(tl: Timeline) -> bytes:
         return json.dumps(chrome_trace(tl), separators=(",", ":"), allow_nan=False).encode()
     except ValueError:
         raise MoeplanError("no trace: the step's times are not finite (an input beyond what the model covers, "
-                           "e.g. a huge expert imbalance)") from None
+                           "e.g. a huge capacity factor)") from None
 
 
 __all__ = ["CP_FORWARD_SHARE", "FORWARD_SHARE", "TRACKS", "Op", "Span", "Step", "Timeline", "build_timeline",

@@ -194,12 +194,12 @@ def test_an_option_of_one_command_is_not_silently_another_option_elsewhere(capsy
 
 def test_json_is_standard_json_or_a_one_line_error(capsys):
     """Python's json writes Infinity / NaN, which jq and JSON.parse refuse: an input that drives an estimate
-    out of range (a 1e300 expert imbalance) is a one-line error naming the key, exit 2, nothing on stdout."""
+    out of range (a 1e300 capacity factor) is a one-line error naming the key, exit 2, nothing on stdout."""
     argv = ("estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "16", "--ep", "16", "--json")
     code, out, _ = run_cli(capsys, *argv)
     assert code == 0
     json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
-    code, out, err = run_cli(capsys, *argv, "--moe-imbalance", "1e300")
+    code, out, err = run_cli(capsys, *argv, "--capacity-factor", "1e300")
     assert code == 2 and out == "" and "not finite at 'memory_gib." in err and len(err.strip().splitlines()) == 1
 
 
@@ -209,7 +209,7 @@ def test_trace_is_standard_json_or_no_file(capsys, tmp_path):
     trace = tmp_path / "t.json"
     argv = ("estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "16", "--ep", "16",
             "--trace", str(trace))
-    code, _, err = run_cli(capsys, *argv, "--moe-imbalance", "1e300")
+    code, _, err = run_cli(capsys, *argv, "--capacity-factor", "1e300")
     assert code == 2 and not trace.exists() and "no trace" in err and len(err.strip().splitlines()) == 1
     assert run_cli(capsys, *argv)[0] == 0
     json.loads(trace.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))

@@ -74,3 +74,18 @@ def test_gated_deltanet_value_heads_divide_by_key_heads():
 def test_every_catalog_model_passes():
     for name in catalog_names():
         assert load_model(name).num_layers > 0
+
+
+def test_imbalance_is_capped_where_every_token_lands_on_one_rank():
+    """--moe-imbalance is tokens on the busiest expert rank over the mean; it cannot exceed
+    EP x min(top-k, local experts) / top-k (every token at each local expert of one rank): a larger
+    value costs that many rows, not more (1e300 used to give an infinite step and non-JSON output)."""
+    from moeplan import api
+
+    kw = dict(gpus=16, seq_len=4096, gbs=16, ep=16)
+    cap = api.estimate("qwen3-30b-a3b", moe_imbalance=16.0, **kw)  # 128 experts / EP16 = 8 local = top-8
+    huge = api.estimate("qwen3-30b-a3b", moe_imbalance=1e300, **kw)
+    assert huge["step_time_s"] == cap["step_time_s"] and huge["memory_gib"] == cap["memory_gib"]
+    assert api.estimate("qwen3-30b-a3b", moe_imbalance=8.0, **kw)["step_time_s"] < cap["step_time_s"]
+    cfg, _ = api.build_config("qwen3-30b-a3b", moe_imbalance=1.5, gpus=16, seq_len=4096, gbs=16, ep=1)
+    assert cfg.rows_factor == 1.0  # EP 1: the one rank holds every row, whatever the skew
