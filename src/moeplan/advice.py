@@ -14,7 +14,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from moeplan.activations import layer_tensors
+from moeplan.activations import layer_tensors, unfused_attention_bytes
+from moeplan.attention_backend import unfused_attention
 from moeplan.estimate import Evaluator
 from moeplan.estimate import evaluate as _evaluate
 from moeplan.flops import attention_core_fwd_flops, layer_gemms
@@ -31,7 +32,14 @@ from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
-LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candidate
+LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candidate (unless it keeps s x s scores)
+
+
+def core_attn_keeps_scores(spec: ModelSpec, gpu: GPUSpec | None) -> bool:
+    """Whether some attention layer keeps its s x s scores for backward on ``gpu`` (TE's unfused path,
+    moeplan.attention_backend): then core_attn recompute is what frees them, at any length."""
+    return gpu is not None and any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu)
+                                   for l in spec.distinct_layers)
 # Relative cost of recomputing a byte of element-wise output vs a GEMM FLOP, for ordering the
 # ladder only (H100: 794 TFLOP/s over 3.35 TB/s ~ 240 FLOP per byte).
 FLOPS_PER_BYTE = 240.0
@@ -117,8 +125,8 @@ class Reason:
         return {"topic": self.topic, "text": self.text, "numbers": self.numbers}
 
 
-def applicable_modules(spec: ModelSpec, seq_len: int, version: str) -> list[str]:
-    """Megatron-Core recompute labels that do something for this model (and exist in the version)."""
+def applicable_modules(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec | None = None) -> list[str]:
+    """Megatron-Core recompute labels that do something for this model (and exist in the version) on ``gpu``."""
     mods = ["layernorm"]
     if any(getattr(layer.mixer, "is_mla", False) for layer in spec.layers):
         mods.append("mla_up_proj")
@@ -130,7 +138,7 @@ def applicable_modules(spec: ModelSpec, seq_len: int, version: str) -> list[str]
         mods.append("mlp")
     if any(isinstance(layer.mixer, GatedDeltaNet) for layer in spec.layers):
         mods.append("gdn_norm_out")
-    if seq_len < LONG_CONTEXT_TOKENS:
+    if seq_len < LONG_CONTEXT_TOKENS or core_attn_keeps_scores(spec, gpu):
         mods.append("core_attn")
     allowed = fields_for(version).recompute_modules  # the version table
     return [m for m in mods if m in allowed]
@@ -142,10 +150,11 @@ MODULE_GEMMS = {"mla_up_proj": ("q_up", "kv_up"), "mlp": ("mlp_fc1", "mlp_fc2"),
                 "moe": ("expert_fc1", "expert_fc2", "shared_fc1", "shared_fc2")}
 
 
-def _module_value(spec: ModelSpec, module: str, seq_len: int) -> tuple[float, float]:
+def _module_value(spec: ModelSpec, module: str, seq_len: int, gpu: GPUSpec | None = None) -> tuple[float, float]:
     """(bytes saved per token over the model, recompute cost per token in FLOP-equivalents):
     GEMM FLOPs the label re-runs, attention FLOPs for core_attn, and bytes x FLOPS_PER_BYTE for the
-    element-wise labels (layernorm, moe_act, gdn_norm_out)."""
+    element-wise labels (layernorm, moe_act, gdn_norm_out). core_attn on TE's unfused path also frees the
+    scores (moeplan.activations.unfused_attention_bytes, per token at MBS 1 and TP 1)."""
     saved = cost = 0.0
     for layer, n in spec.layer_groups():
         top_k = layer.mlp.top_k if isinstance(layer.mlp, MoE) else 1
@@ -153,6 +162,8 @@ def _module_value(spec: ModelSpec, module: str, seq_len: int) -> tuple[float, fl
         for t in layer_tensors(layer, spec.hidden):
             if module in t.dropped_by:
                 layer_saved += t.nbytes(None) * (top_k if t.scope == "row" else 1)
+        if module == "core_attn" and isinstance(layer.mixer, Attention) and unfused_attention(layer.mixer, gpu):
+            layer_saved += unfused_attention_bytes(layer.mixer, 1, seq_len, 1).saved_bytes / seq_len
         if not layer_saved:
             continue
         saved += n * layer_saved
@@ -169,14 +180,15 @@ def _module_value(spec: ModelSpec, module: str, seq_len: int) -> tuple[float, fl
     return saved, cost
 
 
-def recompute_ladder(spec: ModelSpec, seq_len: int, version: str) -> list[Recompute]:
+def recompute_ladder(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec | None = None) -> list[Recompute]:
     """Recompute options from none to full, selective sets growing by the module with the best
     memory saved per unit of recompute cost (the guidance's preference order falls out of this:
-    mla_up_proj, layernorm, moe_act before moe; core_attn excluded at long context)."""
-    mods = applicable_modules(spec, seq_len, version)
+    mla_up_proj, layernorm, moe_act before moe; core_attn excluded at long context unless it keeps s x s
+    scores on ``gpu``)."""
+    mods = applicable_modules(spec, seq_len, version, gpu)
     scored = []
     for m in mods:
-        saved, cost = _module_value(spec, m, seq_len)
+        saved, cost = _module_value(spec, m, seq_len, gpu)
         if saved > 0:
             scored.append((cost / saved, m))
     scored.sort()
@@ -352,7 +364,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
             text += " No selective set fit: full recompute is the last resort."
         out.append(Reason("recompute", text, nums))
     if (batch.seq_len >= LONG_CONTEXT_TOKENS and cfg.model.first_attention is not None and rc.granularity != "full"
-            and "core_attn" not in rc.modules):
+            and "core_attn" not in rc.modules and not core_attn_keeps_scores(cfg.model, gpu)):
         ca = cfg.with_(recompute=Recompute("selective", (rc.modules if rc.granularity == "selective" else frozenset()) | {"core_attn"}))
         ca_est = evaluate(ca, gpu)
         saved = total - ca_est.memory.total_bytes

@@ -519,7 +519,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version, gpu)
         why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
-    ladder = recompute_ladder(spec, seq_len, mcore_version)
+    ladder = recompute_ladder(spec, seq_len, mcore_version, gpu)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
     shardings = _sharding_options(space, mcore_version, str(numerics["optimizer"]))
     closest: tuple[RunConfig, float] | None = None

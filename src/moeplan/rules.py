@@ -17,6 +17,7 @@ from moeplan.advice import (
     DEFAULT_HEADROOM,
     LONG_CONTEXT_TOKENS,
     MIN_CP_SHARD_TOKENS,
+    core_attn_keeps_scores,
     cp_start,
     dispatcher_candidates,
     recompute_ladder,
@@ -155,7 +156,8 @@ def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, 
     out: list[Finding] = []
     par, rc, seq = cfg.parallel, cfg.recompute, cfg.batch.seq_len
     rline = lines.get("recompute_modules") or lines.get("recompute_granularity")
-    if rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS:
+    if (rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS
+            and not core_attn_keeps_scores(cfg.model, gpu)):
         without = cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
         out.append(Finding("warning", "core-attn-recompute",
                            f"core_attn is recomputed at seq {seq:,}: fused attention keeps only softmax statistics, so "
@@ -222,7 +224,7 @@ def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
     """The cheapest memory fix: the fastest fitting config among the recompute ladder steps (with and
     without optimizer offload) and doubled CP; None when none fits."""
     options: list[RunConfig] = []
-    for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version):
+    for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu):
         options.append(cfg.with_(recompute=rc))
         for f in (0.5, 1.0) if cfg.optimizer == "adam" else ():  # Muon has no CPU offload (moeplan.run)
             options.append(cfg.with_(recompute=rc, optimizer_offload=max(f, cfg.optimizer_offload)))
@@ -388,7 +390,8 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
     rc = cfg.recompute
     seq = cfg.batch.seq_len
     line = lines.get("recompute_modules") or lines.get("recompute_granularity")
-    if rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS:
+    if (rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS
+            and not core_attn_keeps_scores(cfg.model, cfg.gpu)):  # TE's unfused path keeps the scores: not this rule
         without = cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
         e = ev(without)
         if e is not None:
@@ -401,7 +404,7 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
                                fix_overrides(cfg, without), {"saves_mib": round(saved_mib), "cost_s": round(gain, 3)}, line))
     if rc.granularity == "full":
         best = None
-        for step in recompute_ladder(cfg.model, seq, cfg.mcore_version):
+        for step in recompute_ladder(cfg.model, seq, cfg.mcore_version, cfg.gpu):
             if step.granularity != "selective" and step.granularity != "none":
                 continue
             c = cfg.with_(recompute=step)
@@ -526,7 +529,7 @@ def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, 
             "alt_dp_comm_s": round(alt.time.breakdown_s.get("dp_comm", 0.0), 3)}
     if not ev.fits(est) and not ev.fits(alt) and alt_cfg.fsdp:
         # the sharding alone is not enough: the first recompute step that fits with it
-        ladder = recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version)
+        ladder = recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu)
         options = [(rc, cfg.optimizer_offload) for rc in ladder] + [(ladder[-1], f) for f in (0.25, 0.5, 0.75, 1.0)
                                                                     if f > cfg.optimizer_offload]
         for rc, offload in options:

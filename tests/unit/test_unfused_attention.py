@@ -139,3 +139,22 @@ def test_linter_reports_cp_on_the_unfused_path(tmp_path, capsys):
     main(["check", str(path), "--model", "qwen3-next-80b-a3b", "--gpu", "gb200", "--gpus", "64",
           "--mcore-version", "0.18", "--json"])
     assert not [f for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "unfused-attention-cp"]
+
+
+def test_core_attn_recompute_is_a_candidate_where_it_frees_the_scores():
+    """At 32K core_attn is no recompute candidate where attention keeps only softmax statistics (GB200's
+    FlashAttention-2), and is one on GB300, where it frees ~6 bytes per score element per layer: the planner's
+    best GB300 plan recomputes it, and the linter does not warn about it there."""
+    from moeplan.advice import recompute_ladder
+    from moeplan.rules import lint
+
+    def labels(gpu):
+        return set().union(*(rc.modules for rc in recompute_ladder(QN, RUN["seq_len"], "0.18", gpu)))
+
+    assert "core_attn" in labels(GB300) and "core_attn" not in labels(GB200) and "core_attn" not in labels(None)
+    best = api.search_plans("qwen3-next-80b-a3b", gpu="gb300", top=1, **RUN).best
+    assert best is not None and "core_attn" in best.config.recompute.modules
+    cfg, gpu = api.build_config("qwen3-next-80b-a3b", gpu="gb300", tp=2, ep=8, recompute="core_attn", **RUN)
+    assert not [f for f in lint(cfg, gpu) if f.rule == "core-attn-recompute"]
+    cfg, gpu = api.build_config("qwen3-next-80b-a3b", gpu="gb200", tp=2, ep=8, recompute="core_attn", **RUN)
+    assert [f for f in lint(cfg, gpu) if f.rule == "core-attn-recompute"]
