@@ -215,7 +215,7 @@ class UnfusedAttentionBytes:
     fused_softmax: bool  # TE's fused masked-softmax kernel ran (short keys), else the fp32 torch softmax
 
 
-def _fused_softmax_runs(batches: int, sq: int, sk: int) -> bool:
+def unfused_softmax_is_fused(batches: int, sq: int, sk: int) -> bool:
     """FusedScaleMaskSoftmax.is_kernel_available for causal self-attention in bf16."""
     if not (16 < sk < UNFUSED_FUSED_SOFTMAX_MAX_KEYS) or sk % 8 or sq % 4 or batches % 4:
         return False
@@ -237,7 +237,7 @@ def unfused_attention_bytes(a: Attention, mbs: int, seq_len: int, tp: int, cp: i
     per_token = kv_expanded - a.num_heads * FP32_BYTES  # ... and no softmax statistics
     token_bytes = per_token * mbs * s / tp
     mask_build = 15 * mask  # get_full_mask: 3 int32 + 3 bool temporaries, before K/V are expanded
-    if _fused_softmax_runs(round(mbs * heads), int(s), int(s)):
+    if unfused_softmax_is_fused(round(mbs * heads), int(s), int(s)):
         saved = 2 * scores
         # forward: bf16 S and P beside the mask; backward: bf16 P, dP, dS
         peak = max(mask_build, token_bytes + max(4 * scores + mask, 6 * scores))

@@ -32,7 +32,7 @@ from importlib import resources
 from typing import Any
 
 from moeplan import fsdp, muon
-from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_tensors
+from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_tensors, unfused_softmax_is_fused
 from moeplan.attention_backend import attention_kernel
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
@@ -400,12 +400,22 @@ def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int)
 # HBM bytes per score element of UnfusedDotProductAttention (bf16 scores [b x heads, s, s]): forward, baddbmm
 # writes QK^T, the causal softmax reads it and writes P, the PV bmm reads P; backward (autograd), the dP bmm
 # writes dP, the softmax backward reads P and dP and writes dS, the dV bmm reads P, the dQ and dK bmms read dS
-# (transformer_engine/pytorch/attention/dot_product_attention/backends.py UnfusedDotProductAttention).
+# (transformer_engine/pytorch/attention/dot_product_attention/backends.py UnfusedDotProductAttention). That is
+# TE's fused masked-softmax kernel (softmax.py); from UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys on (moeplan.activations)
+# the torch path runs instead, per score element: forward, baddbmm writes bf16 S (2), .float() reads it and writes
+# fp32 (6), masked_fill_ in place (8), the fp32 softmax (8), the bf16 cast (6), the PV bmm reads P (2); backward,
+# dP written (2), dV reads bf16 P (2), dP cast to fp32 (6), the fp32 softmax backward reads P and dP and writes dS
+# (12), masked_fill's backward (8), the cast to bf16 (6), the dQ and dK bmms read dS (4).
 UNFUSED_SCORE_BYTES = {"fwd": 4 * BF16_BYTES, "bwd": 7 * BF16_BYTES}
+UNFUSED_FP32_SOFTMAX_SCORE_BYTES = {"fwd": 32, "bwd": 40}
+# ... and per s x s mask element (divided over the batch x heads it masks): get_full_mask's int32 position
+# differences and window bounds, their comparisons and the bool mask (37 bytes; utils.py, no_grad), the torch
+# path's logical_or with the cached causal mask (3) and masked_fill_'s read (1); its backward reads it again.
+UNFUSED_MASK_BYTES = {"fused": {"fwd": 38, "bwd": 0}, "fp32": {"fwd": 41, "bwd": 1}}
 
 
 def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION,
-                         gpu: GPUSpec | None = None) -> tuple[float, float, float]:
+                         gpu: GPUSpec | None = None, square: tuple[int, int] | None = None) -> tuple[float, float, float]:
     """(forward, backward, fwd + bwd) share of the dense BF16 peak that attention reaches on long
     blocks on ``gpu`` (kernel family: :func:`attention_kernel`), in the FLOPs Megatron counts (backward =
     2 x forward).
@@ -424,7 +434,8 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     ``unfused``: TE's UnfusedDotProductAttention multiplies the whole s x s square (no causal skipping:
     two score elements per counted one) with batched bf16 GEMMs at the GPU's matmul rate (forward QK^T and
     PV, backward dP, dV, dQ, dK without recomputing S) and moves UNFUSED_SCORE_BYTES per score element
-    through HBM at ``hbm_eff``."""
+    through HBM at ``hbm_eff``; with ``square`` = (batch x heads per GPU, keys) also the masks' bytes, and from
+    UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys the torch fp32 softmax's UNFUSED_FP32_SOFTMAX_SCORE_BYTES."""
     d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
     kind = attention_kernel(mixer, gpu)
     fwd_mm = 2.0 * (d_qk + d_v)
@@ -434,8 +445,16 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
         peak = gpu.peak("bf16")
         mm_share = _gemm_rate(gpu, "bf16") / peak
         byte = peak / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)  # FLOP-equivalents of peak per HBM byte
-        fwd_t = 2 * (fwd_mm / mm_share + UNFUSED_SCORE_BYTES["fwd"] * byte)
-        bwd_t = 2 * (2 * fwd_mm / mm_share + UNFUSED_SCORE_BYTES["bwd"] * byte)
+        moved = {"fwd": float(UNFUSED_SCORE_BYTES["fwd"]), "bwd": float(UNFUSED_SCORE_BYTES["bwd"])}
+        if square is not None:
+            batches, keys = square
+            fused = unfused_softmax_is_fused(batches, keys, keys)
+            if not fused:
+                moved = {k: float(v) for k, v in UNFUSED_FP32_SOFTMAX_SCORE_BYTES.items()}
+            mask = UNFUSED_MASK_BYTES["fused" if fused else "fp32"]
+            moved = {k: v + mask[k] / max(batches, 1) for k, v in moved.items()}
+        fwd_t = 2 * (fwd_mm / mm_share + moved["fwd"] * byte)
+        bwd_t = 2 * (2 * fwd_mm / mm_share + moved["bwd"] * byte)
     else:
         return fused_attention_efficiency(d_qk, d_v, kind, cal)
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
@@ -455,7 +474,9 @@ def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration 
 def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> float:
     """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks."""
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
-    return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu)[2] * length / (length + cal.attn_half_tokens)
+    par, batch = cfg.parallel, cfg.batch
+    square = (batch.mbs * mixer.num_heads // par.tp, batch.seq_len // par.cp)  # the unfused path's score square
+    return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square)[2] * length / (length + cal.attn_half_tokens)
 
 
 def _attention_s(ctx: _Ctx, mixer: Attention) -> float:

@@ -158,3 +158,27 @@ def test_core_attn_recompute_is_a_candidate_where_it_frees_the_scores():
     assert not [f for f in lint(cfg, gpu) if f.rule == "core-attn-recompute"]
     cfg, gpu = api.build_config("qwen3-next-80b-a3b", gpu="gb200", tp=2, ep=8, recompute="core_attn", **RUN)
     assert [f for f in lint(cfg, gpu) if f.rule == "core-attn-recompute"]
+
+
+def test_timing_moves_the_torch_softmax_bytes_from_16k_keys():
+    """The timing model keys the softmax path on the same predicate as the memory model: from 16,384 keys the
+    fp32 torch softmax moves 32 / 40 bytes per score element forward / backward (8 / 14 with TE's fused kernel),
+    plus the masks' bytes per s x s element over the batch x heads they mask."""
+    from moeplan.timing import DEFAULT_CALIBRATION, attention_efficiency
+
+    cal = DEFAULT_CALIBRATION
+    peak = GB300.peak("bf16")
+    byte = peak / (GB300.hbm_bw_bytes_per_s * cal.hbm_eff)
+    mm = (GB300.gemm_bf16_achieved_flops or 0.75 * peak) / peak
+    counted = 4 * 256  # Megatron's forward FLOPs per causal score, d = 256
+
+    def expected(fwd_bytes, bwd_bytes):
+        fwd_t = 2 * (counted / mm + fwd_bytes * byte)
+        bwd_t = 2 * (2 * counted / mm + bwd_bytes * byte)
+        return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
+
+    long_keys = attention_efficiency(QN_ATTN, cal, GB300, (8, 32768))  # MBS 1 x 16 heads / TP 2
+    assert long_keys == pytest.approx(expected(32 + 41 / 8, 40 + 1 / 8))
+    short_keys = attention_efficiency(QN_ATTN, cal, GB300, (64, 4096))  # PR #3168's GB300 recipe: MBS 4, TP 1
+    assert short_keys == pytest.approx(expected(8 + 38 / 64, 14))
+    assert long_keys[2] < short_keys[2]
