@@ -490,7 +490,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   `attn_*_eff.flash2` from those benchmarks, not fitted), ~3x slower than the FA3-class rate moeplan used.
   GB300 / B300 (sm103) may not run FlashAttention-2 above head dim 192 (utils.py get_attention_backend), so
   TE falls back to UnfusedDotProductAttention (full-square bf16 bmm plus 22 bytes per score element through
-  HBM; its materialised scores are in the memory model, `activations.unfused_attention_bytes`: fp32 and bf16
+  HBM with TE's fused softmax below 16,384 keys, 72 with the fp32 torch softmax from there, plus its masks; its materialised scores are in the memory model, `activations.unfused_attention_bytes`: fp32 and bf16
   probabilities and a bool mask kept per layer, ~12 bytes per score element at its working peak; and TE's
   unfused path does not run context parallel, utils.py "Disabling UnfusedDotProductAttention as it does not
   support context parallelism", so a GB300 layout with CP > 1 has no backend: the layout rule
