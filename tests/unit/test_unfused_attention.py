@@ -78,6 +78,8 @@ def test_memory_model_charges_the_scores_on_gb300_only():
     assert not unfused_attention(QN_ATTN, blind)
     u = unfused_attention_bytes(QN_ATTN, mbs=1, seq_len=RUN["seq_len"], tp=2)
     on, off = _memory(GB300), _memory(blind)
+    said = api.estimate("qwen3-next-80b-a3b", gpu=GB300, tp=2, ep=32, **RUN)["assumptions"]
+    assert said["flash_attention"] is False and said["unfused_attention_saved_bytes_per_layer_microbatch"] == u.saved_bytes
     assert N_ATTN == 12
     assert on["activations"] - off["activations"] == pytest.approx(N_ATTN * u.saved_bytes / GIB, rel=1e-6)
     # the layer run alone adds its working peak beyond what it keeps
