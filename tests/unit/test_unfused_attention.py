@@ -184,3 +184,16 @@ def test_timing_moves_the_torch_softmax_bytes_from_16k_keys():
     short_keys = attention_efficiency(QN_ATTN, cal, GB300, (64, 4096))  # PR #3168's GB300 recipe: MBS 4, TP 1
     assert short_keys == pytest.approx(expected(8 + 38 / 64, 14))
     assert long_keys[2] < short_keys[2]
+
+
+def test_no_fit_names_the_unfused_attention_peak(capsys):
+    """64K on 64 GB300: TP is at most 2 (2 KV heads) and CP is refused, so one layer's unfused attention peaks at
+    ~396 GiB (12 x E = 12 x 16 heads / 2 x 65,536^2 bytes, more than a GB300 holds): nothing fits, and the one
+    line says why."""
+    code = main(["plan", "qwen3-next-80b-a3b", "--gpu", "gb300", "--gpus", "64", "--seq-len", "64k", "--gbs", "64",
+                 "--mcore-version", "0.18"])
+    out, err = capsys.readouterr()
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "no layout fits" in err and "unfused path" in err and "head dim 256" in err
+    peak = unfused_attention_bytes(QN_ATTN, 1, 65536, 2).peak_bytes / GIB
+    assert peak > GB300.hbm_bytes / GIB and f"{peak:.0f} GiB" in err
