@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec
 
 TE_COMMIT = "71bbefb"  # the Transformer Engine the recipes ran (Bridge PR #3168's container, 2026-03-24)
+# What lifts the wide-head limits below: TE PR #3056 (2026-07-31, cuDNN 9.23) trains head dim 256 on Blackwell
+# with cuDNN fused attention. moeplan does not model that TE yet; messages that hit the limit say so.
+TE_WIDE_HEAD_FIX = "TE PR #3056 (2026-07-31, cuDNN 9.23) trains it with cuDNN fused attention; moeplan models the older TE"
 
 # Which fused-attention kernels Transformer Engine can TRAIN a head shape with on Blackwell, in the TE the
 # shared runs' containers ship (Bridge PR #3168 pins TE 71bbefb, 2026-03-24; nothing newer ran a shared row):
@@ -56,4 +59,4 @@ def unfused_attention(mixer: Attention, gpu: GPUSpec | None) -> bool:
 
 
 __all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM",
-           "TE_COMMIT", "attention_kernel", "unfused_attention"]
+           "TE_COMMIT", "TE_WIDE_HEAD_FIX", "attention_kernel", "unfused_attention"]

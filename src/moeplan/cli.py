@@ -693,9 +693,12 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
     c = result.get("closest")
     where = f"; closest: {c['short']} misses by {c['misses_by_gib']:.1f} GiB per GPU" if c else ""
     if c and c.get("unfused_attention"):
+        from moeplan.attention_backend import TE_WIDE_HEAD_FIX
+
         u = c["unfused_attention"]
         where += (f" (Transformer Engine {u['te']} trains head dim {u['head_dim']} attention on {result['gpu']} with its "
-                  f"unfused path: {u['peak_gib_per_layer']:.0f} GiB of s x s scores per layer at its peak, and no CP)")
+                  f"unfused path: {u['peak_gib_per_layer']:.0f} GiB of s x s scores per layer at its peak, and no CP; "
+                  f"{TE_WIDE_HEAD_FIX})")
     msg = (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} "
            f"(with {result['headroom']:.0%} headroom){where}")
     if result.get("newer") and result["newer"]["parallel"]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from moeplan.errors import MoeplanError
 from moeplan.megatron.fields import version_key
-from moeplan.attention_backend import TE_COMMIT, unfused_attention
+from moeplan.attention_backend import TE_COMMIT, TE_WIDE_HEAD_FIX, unfused_attention
 from moeplan.models.spec import Attention, GatedDeltaNet, Layer, ModelSpec
 
 if TYPE_CHECKING:
@@ -256,7 +256,8 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
                 # attention backend is available for the provided inputs"
                 fail("unfused-attention-cp", f"Transformer Engine ({TE_COMMIT}) trains head dim {layer.head_dim} "
                      f"attention on {gpu.name} (sm{gpu.sm_arch}) only with UnfusedDotProductAttention, which does "
-                     f"not support context parallelism (CP {par.cp}): no attention backend runs; use CP 1")
+                     f"not support context parallelism (CP {par.cp}): no attention backend runs; use CP 1 "
+                     f"({TE_WIDE_HEAD_FIX})")
         elif isinstance(layer, GatedDeltaNet):
             if layer.num_key_heads % par.tp or layer.num_value_heads % par.tp:
                 fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "
