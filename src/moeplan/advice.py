@@ -35,10 +35,10 @@ MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exp
 LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candidate (unless it keeps s x s scores)
 
 
-def core_attn_keeps_scores(spec: ModelSpec, gpu: GPUSpec | None) -> bool:
+def core_attn_keeps_scores(spec: ModelSpec, gpu: GPUSpec | None, te_version: str | None = None) -> bool:
     """Whether some attention layer keeps its s x s scores for backward on ``gpu`` (TE's unfused path,
     moeplan.attention_backend): then core_attn recompute is what frees them, at any length."""
-    return gpu is not None and any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu)
+    return gpu is not None and any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu, te_version)
                                    for l in spec.distinct_layers)
 # Relative cost of recomputing a byte of element-wise output vs a GEMM FLOP, for ordering the
 # ladder only (H100: 794 TFLOP/s over 3.35 TB/s ~ 240 FLOP per byte).
@@ -125,7 +125,8 @@ class Reason:
         return {"topic": self.topic, "text": self.text, "numbers": self.numbers}
 
 
-def applicable_modules(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec | None = None) -> list[str]:
+def applicable_modules(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec | None = None,
+                       te_version: str | None = None) -> list[str]:
     """Megatron-Core recompute labels that do something for this model (and exist in the version) on ``gpu``."""
     mods = ["layernorm"]
     if any(getattr(layer.mixer, "is_mla", False) for layer in spec.layers):
@@ -138,7 +139,7 @@ def applicable_modules(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec
         mods.append("mlp")
     if any(isinstance(layer.mixer, GatedDeltaNet) for layer in spec.layers):
         mods.append("gdn_norm_out")
-    if seq_len < LONG_CONTEXT_TOKENS or core_attn_keeps_scores(spec, gpu):
+    if seq_len < LONG_CONTEXT_TOKENS or core_attn_keeps_scores(spec, gpu, te_version):
         mods.append("core_attn")
     allowed = fields_for(version).recompute_modules  # the version table
     return [m for m in mods if m in allowed]
@@ -150,7 +151,8 @@ MODULE_GEMMS = {"mla_up_proj": ("q_up", "kv_up"), "mlp": ("mlp_fc1", "mlp_fc2"),
                 "moe": ("expert_fc1", "expert_fc2", "shared_fc1", "shared_fc2")}
 
 
-def _module_value(spec: ModelSpec, module: str, seq_len: int, gpu: GPUSpec | None = None) -> tuple[float, float]:
+def _module_value(spec: ModelSpec, module: str, seq_len: int, gpu: GPUSpec | None = None,
+                  te_version: str | None = None) -> tuple[float, float]:
     """(bytes saved per token over the model, recompute cost per token in FLOP-equivalents):
     GEMM FLOPs the label re-runs, attention FLOPs for core_attn, and bytes x FLOPS_PER_BYTE for the
     element-wise labels (layernorm, moe_act, gdn_norm_out). core_attn on TE's unfused path also frees the
@@ -162,7 +164,7 @@ def _module_value(spec: ModelSpec, module: str, seq_len: int, gpu: GPUSpec | Non
         for t in layer_tensors(layer, spec.hidden):
             if module in t.dropped_by:
                 layer_saved += t.nbytes(None) * (top_k if t.scope == "row" else 1)
-        if module == "core_attn" and isinstance(layer.mixer, Attention) and unfused_attention(layer.mixer, gpu):
+        if module == "core_attn" and isinstance(layer.mixer, Attention) and unfused_attention(layer.mixer, gpu, te_version):
             layer_saved += unfused_attention_bytes(layer.mixer, 1, seq_len, 1).saved_bytes / seq_len
         if not layer_saved:
             continue
@@ -180,15 +182,16 @@ def _module_value(spec: ModelSpec, module: str, seq_len: int, gpu: GPUSpec | Non
     return saved, cost
 
 
-def recompute_ladder(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec | None = None) -> list[Recompute]:
+def recompute_ladder(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec | None = None,
+                     te_version: str | None = None) -> list[Recompute]:
     """Recompute options from none to full, selective sets growing by the module with the best
     memory saved per unit of recompute cost (the guidance's preference order falls out of this:
     mla_up_proj, layernorm, moe_act before moe; core_attn excluded at long context unless it keeps s x s
     scores on ``gpu``)."""
-    mods = applicable_modules(spec, seq_len, version, gpu)
+    mods = applicable_modules(spec, seq_len, version, gpu, te_version)
     scored = []
     for m in mods:
-        saved, cost = _module_value(spec, m, seq_len, gpu)
+        saved, cost = _module_value(spec, m, seq_len, gpu, te_version)
         if saved > 0:
             scored.append((cost / saved, m))
     scored.sort()
@@ -229,7 +232,7 @@ def _cp_start_blocked(cfg: RunConfig, cp0: int) -> str:
     """Why the guidance's CP start is not a valid layout with this plan's other sizes kept: the first
     rule it breaks (moeplan.parallel.check_layout), e.g. the folding or a Megatron-Core release rule."""
     par = cfg.parallel
-    bad = check_layout(cfg.model, replace(par, cp=cp0), cfg.batch, cfg.mcore_version, cfg.gpu)
+    bad = check_layout(cfg.model, replace(par, cp=cp0), cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
     why = bad[0].reason if bad else "it breaks a layout rule"
     return f"CP {cp0} is not a valid layout with this plan's TP {par.tp}, PP {par.pp} and EP {par.ep} kept: {why}."
 
@@ -364,7 +367,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
             text += " No selective set fit: full recompute is the last resort."
         out.append(Reason("recompute", text, nums))
     if (batch.seq_len >= LONG_CONTEXT_TOKENS and cfg.model.first_attention is not None and rc.granularity != "full"
-            and "core_attn" not in rc.modules and not core_attn_keeps_scores(cfg.model, gpu)):
+            and "core_attn" not in rc.modules and not core_attn_keeps_scores(cfg.model, gpu, cfg.te_version)):
         ca = cfg.with_(recompute=Recompute("selective", (rc.modules if rc.granularity == "selective" else frozenset()) | {"core_attn"}))
         ca_est = evaluate(ca, gpu)
         saved = total - ca_est.memory.total_bytes

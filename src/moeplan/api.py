@@ -12,7 +12,7 @@ from typing import Any
 
 from moeplan.activations import unfused_attention_bytes
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
-from moeplan.attention_backend import TE_COMMIT, unfused_attention
+from moeplan.attention_backend import DEFAULT_TE_VERSION, te_label, unfused_attention
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
@@ -138,6 +138,7 @@ def build_config(
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     hardware_file: str | None = None,
     mcore_version: str = DEFAULT_MCORE_VERSION,
+    te_version: str = DEFAULT_TE_VERSION,
     cal: Calibration = DEFAULT_CALIBRATION,
     fsdp: str | None = None,
     fsdp_double_buffer: bool = False,
@@ -180,6 +181,7 @@ def build_config(
         precision_aware_optimizer=precision_aware_optimizer,
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
+        te_version=te_version,
         fsdp=None if fsdp in (None, "", "off", "none") else fsdp,
         fsdp_double_buffer=fsdp_double_buffer,
         optimizer=optimizer,
@@ -187,7 +189,7 @@ def build_config(
         muon_tp_mode=muon_tp_mode,
         muon_layer_wise=muon_layer_wise,
     )
-    validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu)
+    validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
     _check_dp_choice(cfg)
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
@@ -323,11 +325,11 @@ class PlanReport:
         out: dict[str, Any] = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
                                "memory_gib_budget": self.gpu.hbm_bytes * (1 - self.headroom) / GIB}
         unfused = next((l.mixer for l in cfg.model.distinct_layers
-                        if isinstance(l.mixer, Attention) and unfused_attention(l.mixer, cfg.gpu)), None)
+                        if isinstance(l.mixer, Attention) and unfused_attention(l.mixer, cfg.gpu, cfg.te_version)), None)
         if unfused is not None:  # the likely cause: TE's unfused attention's s x s scores, and no CP to split them
             par, batch = cfg.parallel, cfg.batch
             peak = unfused_attention_bytes(unfused, batch.mbs, batch.seq_len, par.tp, par.cp).peak_bytes
-            out["unfused_attention"] = {"te": TE_COMMIT, "head_dim": unfused.head_dim, "peak_gib_per_layer": peak / GIB}
+            out["unfused_attention"] = {"te": te_label(cfg.te_version), "head_dim": unfused.head_dim, "peak_gib_per_layer": peak / GIB}
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -364,6 +366,7 @@ def search_plans(
     moe_imbalance: float = 1.0,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     mcore_version: str = DEFAULT_MCORE_VERSION,
+    te_version: str = DEFAULT_TE_VERSION,
     hardware_file: str | None = None,
     fixed: dict[str, Any] | None = None,
     cuda_graphs: bool = True,
@@ -405,7 +408,8 @@ def search_plans(
     result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
-                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer)
+                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
+                    te_version=te_version)
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
 
 
@@ -448,7 +452,8 @@ class SweepPoint:
                 "plan": plan_dict(self.plan, 1) if self.plan is not None else None}
 
 
-_PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "headroom",
+_PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "te_version",
+              "headroom",
               "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers")
 
 

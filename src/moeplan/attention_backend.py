@@ -7,15 +7,43 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from moeplan.errors import MoeplanError
 from moeplan.models.spec import Attention
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec
 
 TE_COMMIT = "71bbefb"  # the Transformer Engine the recipes ran (Bridge PR #3168's container, 2026-03-24)
-# What lifts the wide-head limits below: TE PR #3056 (2026-07-31, cuDNN 9.23) trains head dim 256 on Blackwell
-# with cuDNN fused attention. moeplan does not model that TE yet; messages that hit the limit say so.
-TE_WIDE_HEAD_FIX = "TE PR #3056 (2026-07-31, cuDNN 9.23) trains it with cuDNN fused attention; moeplan models the older TE"
+
+# The ONE table of Transformer Engine releases moeplan knows, keyed by major.minor, with what changes the
+# attention backend for a head shape: whether cuDNN fused attention trains d_qk = d_v = 256 on sm100..sm10x.
+# Sources (TransformerEngine git): 71bbefb's build_tools/VERSION.txt reads 2.14.0 and tag v2.14 contains it;
+# PR #3056 (commit bffde8f, merged 2026-07-31 on main at VERSION 2.19.0.dev0) adds to fused_attn.cpp
+# nvte_get_fused_attn_backend "d_qk = d_v = 256 + SM10x (cuDNN BE 9.23+) + bprop + non-paged" (no bias, no
+# dropout, vanilla softmax; THD needs cuDNN 9.25); tags v2.15 .. v2.18 (last 2026-08-04) do not contain it,
+# branch release_v2.19 (VERSION 2.19.0 since 2026-08-17) does. No v2.19 tag was in the stored snapshot
+# (2026-08-22), so "2.19" is the first release line whose VERSION file postdates the merge; later releases are
+# not listed because none could be cited. The fix also needs the container's cuDNN >= 9.23: moeplan assumes
+# a TE 2.19 container ships one. TE then prefers FusedAttention over FlashAttention on Hopper+
+# (pytorch/attention/dot_product_attention/utils.py get_attention_backend), so cuDNN trains the layer.
+TE_WIDE_HEAD_CUDNN: dict[str, bool] = {
+    "2.14": False, "2.15": False, "2.16": False, "2.17": False, "2.18": False, "2.19": True,
+}
+DEFAULT_TE_VERSION = "2.14"  # 71bbefb's line: every calibrated and validated number was measured on it
+TE_WIDE_HEAD_FIX_VERSION = next(v for v, fixed in TE_WIDE_HEAD_CUDNN.items() if fixed)
+# What lifts the wide-head limits below, for the messages that hit them.
+TE_WIDE_HEAD_FIX = (f"TE PR #3056 (cuDNN 9.23) trains it with cuDNN fused attention from TE {TE_WIDE_HEAD_FIX_VERSION}: "
+                    f"pass --te-version {TE_WIDE_HEAD_FIX_VERSION} if you run it")
+
+
+def te_version_key(text: str) -> str:
+    """A TE version as the table keys it (``2.19``, ``2.19.0``, ``v2.19.1`` -> ``2.19``); unknown -> MoeplanError."""
+    t = str(text).strip().lstrip("vV")
+    key = ".".join(t.split(".")[:2])
+    if key not in TE_WIDE_HEAD_CUDNN:
+        raise MoeplanError(f"Transformer Engine version '{text}' unknown; known: {', '.join(TE_WIDE_HEAD_CUDNN)} "
+                           f"(default {DEFAULT_TE_VERSION}, the recipes' TE {TE_COMMIT})")
+    return key
 
 # Which fused-attention kernels Transformer Engine can TRAIN a head shape with on Blackwell, in the TE the
 # shared runs' containers ship (Bridge PR #3168 pins TE 71bbefb, 2026-03-24; nothing newer ran a shared row):
@@ -28,24 +56,36 @@ TE_WIDE_HEAD_FIX = "TE PR #3056 (2026-07-31, cuDNN 9.23) trains it with cuDNN fu
 # - otherwise UnfusedDotProductAttention (full-square bmm and a fused causal softmax over materialised scores).
 CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM = 128
 FA2_MAX_HEAD_DIM = 256
+CUDNN_WIDE_HEAD_DIM = 256  # PR #3056: exactly d_qk = d_v = 256, on sm_arch >= 100 and < 110
+CUDNN_WIDE_HEAD_ARCH_END = 110
 FA2_WIDE_HEAD_DIM = 192  # above it FlashAttention-2 needs one of FA2_WIDE_HEAD_ARCHS
 FA2_WIDE_HEAD_ARCHS = (80, 90, 100, 120)
 
 
-def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None) -> str:
+def te_label(te_version: str | None = None) -> str:
+    """How messages name a TE release: ``2.14 (71bbefb)`` for the recipes' TE, else the version."""
+    v = te_version or DEFAULT_TE_VERSION
+    return f"{v} ({TE_COMMIT})" if v == DEFAULT_TE_VERSION else v
+
+
+def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: str | None = None) -> str:
     """Which attention kernel family trains the layer on ``gpu``. Equal q/k and v head dims: FlashAttention-3
     on Hopper (``flash``; TE prefers cuDNN's equivalent where both run, same family of rates), and on
     Blackwell up to head dim 128 (cuDNN's Blackwell kernels, costed with the same constants); MLA's 192-wide
     q/k with 128-wide v: cuDNN fused attention (``cudnn_mla``: TE rules flash-attn out for head_dim_qk !=
     head_dim_v). Wider equal heads on Blackwell (Qwen3-Next's 256) have no cuDNN training kernel in the TE the
     recipes ran (see CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM): FlashAttention-2 where TE allows it (``flash2``, sm100),
-    else TE's unfused attention (``unfused``: B300 / GB300 are sm103). ``gpu`` None or without a compute
-    capability: the Hopper choice."""
+    else TE's unfused attention (``unfused``: B300 / GB300 are sm103). At a ``te_version`` whose row in
+    TE_WIDE_HEAD_CUDNN is True, cuDNN trains d = 256 on sm10x (``flash`` rates, as for d <= 128). ``gpu`` None or
+    without a compute capability: the Hopper choice; ``te_version`` None: DEFAULT_TE_VERSION."""
     d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
     if d_qk != d_v:
         return "cudnn_mla"
     arch = gpu.sm_arch if gpu is not None else None
     if arch is None or arch < 100 or d_qk <= CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM:
+        return "flash"
+    if (d_qk == CUDNN_WIDE_HEAD_DIM and arch < CUDNN_WIDE_HEAD_ARCH_END
+            and TE_WIDE_HEAD_CUDNN[te_version or DEFAULT_TE_VERSION]):
         return "flash"
     if d_qk <= FA2_WIDE_HEAD_DIM or (d_qk <= FA2_MAX_HEAD_DIM and arch in FA2_WIDE_HEAD_ARCHS):
         return "flash2"
@@ -53,10 +93,11 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None) -> str:
 
 
 
-def unfused_attention(mixer: Attention, gpu: GPUSpec | None) -> bool:
-    """Whether TE runs this layer with UnfusedDotProductAttention on ``gpu`` (``attention_kernel`` says so)."""
-    return attention_kernel(mixer, gpu) == "unfused"
+def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | None = None) -> bool:
+    """Whether TE ``te_version`` runs this layer with UnfusedDotProductAttention on ``gpu`` (``attention_kernel``)."""
+    return attention_kernel(mixer, gpu, te_version) == "unfused"
 
 
-__all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM",
-           "TE_COMMIT", "TE_WIDE_HEAD_FIX", "attention_kernel", "unfused_attention"]
+__all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "CUDNN_WIDE_HEAD_ARCH_END", "CUDNN_WIDE_HEAD_DIM", "DEFAULT_TE_VERSION",
+           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "TE_COMMIT", "TE_WIDE_HEAD_CUDNN",
+           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "te_label", "te_version_key", "unfused_attention"]

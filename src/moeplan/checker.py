@@ -108,7 +108,7 @@ def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, in
 
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
              hardware_file: str | None = None, mcore_version: str | None = None,
-             seq_len: int | None = None) -> tuple[RunConfig, GPUSpec, Any]:
+             seq_len: int | None = None, te_version: str | None = None) -> tuple[RunConfig, GPUSpec, Any]:
     """(RunConfig, GPU, parsed file) for a run file. Model, GPU, GPU count and Megatron-Core version
     come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry one)."""
     parsed = read_run_file(path)
@@ -130,6 +130,8 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     version = mcore_version or f_version or DEFAULT_MCORE_VERSION
     cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec,
                                                      mcore_version=version), parsed.architecture)
+    if te_version is not None:
+        cfg = cfg.with_(te_version=te_version)
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed
@@ -137,12 +139,12 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
 
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
-          run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION) -> CheckResult:
+          run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None) -> CheckResult:
     """Findings for a run file, errors first, with the estimate when the layout is valid."""
     if not 0.0 <= headroom < 1.0:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
     cfg, gpu_spec, parsed = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
-                                     mcore_version=mcore_version)
+                                     mcore_version=mcore_version, te_version=te_version)
     findings: list[Finding] = []
     for text in parsed.conflicts:
         findings.append(Finding("error", "conflict", text))
@@ -165,7 +167,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     if run_mcore:
         findings += _run_mcore(cfg)
     estimate = None
-    if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu):
+    if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version):
         estimate = evaluate(cfg, gpu_spec, cal)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 

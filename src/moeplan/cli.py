@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from moeplan.errors import MoeplanError
+from moeplan.attention_backend import DEFAULT_TE_VERSION, TE_COMMIT, TE_WIDE_HEAD_CUDNN, TE_WIDE_HEAD_FIX_VERSION
 from moeplan.vocab import (
     CP_COMM_TYPES,
     DEFAULT_HEADROOM,
@@ -75,6 +76,11 @@ class _LazyConsole:
 
 
 HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
+TE_VERSION_HELP = (f"Transformer Engine release the run trains with, one of {', '.join(TE_WIDE_HEAD_CUDNN)} (default "
+                   f"{DEFAULT_TE_VERSION}, the recipes' TE {TE_COMMIT}: every calibrated number was measured on it). It "
+                   f"decides the attention kernel per head shape: from {TE_WIDE_HEAD_FIX_VERSION} (TE PR #3056, cuDNN 9.23) "
+                   "cuDNN trains head dim 256 on B200/GB200/B300/GB300, so Qwen3-Next gets the cuDNN rate instead of "
+                   "FlashAttention-2 (sm100) or the unfused path (sm103), whose s x s scores and no-CP rule disappear")
 HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
 
 
@@ -306,7 +312,7 @@ def _numerics(args: argparse.Namespace) -> dict[str, Any]:
     """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
     estimating command."""
     return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer,
-            "mtp_layers": args.mtp_layers}
+            "mtp_layers": args.mtp_layers, "te_version": args.te_version}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -935,7 +941,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
                                  mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
                                  grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
                                  bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal,
-                                 optimizer=run.optimizer)
+                                 optimizer=run.optimizer, te_version=run.te_version)
         fix = remedy(b, found.best, found.result.newer)
     if args.json:
         out = comp.as_dict()
@@ -997,7 +1003,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _check_trace(args.trace)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
-                           cal=args.cal)
+                           cal=args.cal, te_version=args.te_version)
     tl, no_trace = None, ""
     if args.trace:
         if result.estimate is None:
@@ -1323,6 +1329,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     _calibration_argument(p)
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
+    p.add_argument("--te-version", default=DEFAULT_TE_VERSION, help=TE_VERSION_HELP)
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
@@ -1352,6 +1359,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     _calibration_argument(p)
     p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
                    help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
+    p.add_argument("--te-version", default=DEFAULT_TE_VERSION, help=TE_VERSION_HELP)
     p.add_argument("--bf16-grads", action="store_true",
                    help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
                         "perf recipes do); default fp32")

@@ -65,7 +65,7 @@ def evaluate(cfg: RunConfig, gpu: GPUSpec | None = None, cal: Calibration = DEFA
     """Memory and time of a configuration on its GPU (``cfg.gpu``; ``gpu`` is accepted for callers that pass the
     pair and must be the same GPU), timing constants ``cal``."""
     gpu = cfg.gpu if gpu is None else gpu
-    validate(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu)
+    validate(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
     pipe = build_pipeline(cfg.model, cfg.parallel)
     mem = estimate_memory(cfg, gpu.hbm_bytes, gpu.nvlink_domain, pipe)
     return Estimate(cfg, gpu, mem, estimate_time(cfg, gpu, cal, pipeline=pipe))
@@ -87,7 +87,7 @@ class Evaluator:
         self._cache: dict[RunConfig, Estimate] = {}
 
     def __call__(self, cfg: RunConfig) -> Estimate | None:
-        if check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu):
+        if check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version):
             return None
         if cfg not in self._cache:
             self._cache[cfg] = evaluate(cfg, self.gpu, self.cal)

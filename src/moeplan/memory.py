@@ -266,7 +266,7 @@ def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
     """(saved, working peak) bytes of one layer's unfused-attention scores for one micro-batch on one GPU; (0, 0)
     where TE runs a fused kernel for the layer on ``cfg.gpu`` (the timing model's choice, one predicate)."""
     mixer = layer.mixer
-    if not isinstance(mixer, Attention) or not unfused_attention(mixer, cfg.gpu):
+    if not isinstance(mixer, Attention) or not unfused_attention(mixer, cfg.gpu, cfg.te_version):
         return 0.0, 0.0
     par, batch = cfg.parallel, cfg.batch
     u = unfused_attention_bytes(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
@@ -274,9 +274,9 @@ def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
 
 
 @lru_cache(maxsize=256)
-def _has_unfused(spec: ModelSpec, gpu: Any) -> bool:
-    """Whether some layer of ``spec`` runs TE's unfused attention on ``gpu``."""
-    return any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu) for l in spec.distinct_layers)
+def _has_unfused(spec: ModelSpec, gpu: Any, te_version: str | None = None) -> bool:
+    """Whether some layer of ``spec`` runs TE ``te_version``'s unfused attention on ``gpu``."""
+    return any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu, te_version) for l in spec.distinct_layers)
 
 
 def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozenset[str]) -> tuple[float, float]:
@@ -631,7 +631,7 @@ class LayoutMemory:
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
                  par.dp * par.cp, par.gpus),
                 ("layers", rest, par.etp, self._tokens,
-                 (par.tp, par.cp, batch.mbs, batch.seq_len) if _has_unfused(base.model, base.gpu) else None))
+                 (par.tp, par.cp, batch.mbs, batch.seq_len) if _has_unfused(base.model, base.gpu, base.te_version) else None))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
         return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)
@@ -782,7 +782,7 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
     """Per-GPU memory of every pipeline rank; the estimate is the most loaded one."""
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
-        validate(spec, par, batch, cfg.mcore_version, cfg.gpu)
+        validate(spec, par, batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
     tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)
@@ -799,7 +799,7 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
         "optimizer": cfg.optimizer,
         "moe_rows_factor": cfg.rows_factor,
         # fused attention keeps no s x s scores; TE's unfused path (moeplan.attention_backend) keeps them
-        "flash_attention": not _has_unfused(spec, cfg.gpu),
+        "flash_attention": not _has_unfused(spec, cfg.gpu, cfg.te_version),
         "unfused_attention_saved_bytes_per_layer_microbatch": next(
             (_unfused_scores(cfg, layer)[0] for layer in spec.distinct_layers if _unfused_scores(cfg, layer)[0]), 0.0),
         "memory_efficient_permutation": True,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from moeplan.errors import MoeplanError
 from moeplan.megatron.fields import version_key
-from moeplan.attention_backend import TE_COMMIT, TE_WIDE_HEAD_FIX, unfused_attention
+from moeplan.attention_backend import TE_WIDE_HEAD_FIX, te_label, unfused_attention
 from moeplan.models.spec import Attention, GatedDeltaNet, Layer, ModelSpec
 
 if TYPE_CHECKING:
@@ -221,10 +221,11 @@ GDN_CP_SINCE = (0, 18)
 
 
 def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
-                 mcore_version: str | None = None, gpu: GPUSpec | None = None) -> list[LayoutCheck]:
+                 mcore_version: str | None = None, gpu: GPUSpec | None = None,
+                 te_version: str | None = None) -> list[LayoutCheck]:
     """Every rule the layout breaks, each with a one-line reason (empty list = valid).
     ``mcore_version`` adds the rules of that Megatron-Core release; ``gpu`` those of the attention backend
-    Transformer Engine runs on it (moeplan.attention_backend)."""
+    Transformer Engine ``te_version`` (None: the recipes' TE) runs on it (moeplan.attention_backend)."""
     bad: list[LayoutCheck] = []
 
     def fail(rule: str, reason: str) -> None:
@@ -249,12 +250,12 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
                 fail("heads-tp", f"{layer.num_heads} attention heads are not divisible by TP {par.tp}")
             if not layer.is_mla and layer.num_kv_heads % par.tp:
                 fail("query-groups-tp", f"{layer.num_kv_heads} query groups (KV heads) are not divisible by TP {par.tp}")
-            if par.cp > 1 and gpu is not None and unfused_attention(layer, gpu):
+            if par.cp > 1 and gpu is not None and unfused_attention(layer, gpu, te_version):
                 # TE get_attention_backend (pytorch/attention/dot_product_attention/utils.py): "Disabling
                 # UnfusedDotProductAttention as it does not support context parallelism"; with FlashAttention and
                 # FusedAttention already out for the head shape, DotProductAttention raises "No dot product
                 # attention backend is available for the provided inputs"
-                fail("unfused-attention-cp", f"Transformer Engine ({TE_COMMIT}) trains head dim {layer.head_dim} "
+                fail("unfused-attention-cp", f"Transformer Engine {te_label(te_version)} trains head dim {layer.head_dim} "
                      f"attention on {gpu.name} (sm{gpu.sm_arch}) only with UnfusedDotProductAttention, which does "
                      f"not support context parallelism (CP {par.cp}): no attention backend runs; use CP 1 "
                      f"({TE_WIDE_HEAD_FIX})")
@@ -343,9 +344,9 @@ def _version(v: str) -> tuple[int, int]:
 
 
 def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None, mcore_version: str | None = None,
-             gpu: GPUSpec | None = None) -> None:
+             gpu: GPUSpec | None = None, te_version: str | None = None) -> None:
     """Raise :class:`MoeplanError` naming the first broken rule."""
-    bad = check_layout(spec, par, batch, mcore_version, gpu)
+    bad = check_layout(spec, par, batch, mcore_version, gpu, te_version)
     if bad:
         raise MoeplanError(f"invalid layout{' ' + par.short() if par.dp else ''}: {bad[0].reason}")
 

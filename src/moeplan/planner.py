@@ -35,6 +35,7 @@ from moeplan.advice import (
     recompute_ladder,
 )
 from moeplan.bounds import ThroughputBound
+from moeplan.attention_backend import DEFAULT_TE_VERSION, te_version_key
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
@@ -172,7 +173,7 @@ def _pow2_upto(n: int) -> list[int]:
 
 
 def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace,
-             mcore_version: str) -> list[tuple[Parallel, int]]:
+             mcore_version: str, te_version: str | None = None) -> list[tuple[Parallel, int]]:
     """Every (layout, MBS) that passes the validity rules. Bounds: TP up to 8 and inside the NVLink
     domain (TP collectives every layer need NVLink; Megatron Bridge recipes never exceed 8), powers of
     two for TP/CP/PP/EP, PP up to 32, VPP 1/2/4/8, MBS 1 at long context (activation memory) else 1/2/4."""
@@ -206,7 +207,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
                             for mbs in mbss:
                                 if batch.gbs % (mbs * dp):
                                     continue
-                                if not check_layout(spec, par, batches[mbs], mcore_version, gpu):
+                                if not check_layout(spec, par, batches[mbs], mcore_version, gpu, te_version):
                                     out.append((par, mbs))
     return out
 
@@ -426,8 +427,9 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
            allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
            bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION,
-           exhaustive: bool = False, optimizer: str = "adam") -> PlanResult:
-    """Search layouts and knobs; the top ``top`` plans that fit, fastest first. The numerics
+           exhaustive: bool = False, optimizer: str = "adam", te_version: str = DEFAULT_TE_VERSION) -> PlanResult:
+    """Search layouts and knobs; the top ``top`` plans that fit, fastest first. ``te_version`` (like
+    ``mcore_version``, a fixed input, never searched) picks the attention kernel per head shape. The numerics
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
     ``cal`` holds the timing constants (default: the fitted ones). ``exhaustive`` costs every fitting
     layout in full instead of skipping those whose throughput bound (moeplan.bounds) rules them out;
@@ -446,7 +448,8 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
             raise MoeplanError("Muon runs without the precision-aware optimizer (Megatron-Core OptimizerConfig): "
                                "no bf16 moments")
         space = replace(space, optimizer_offload=False)  # nor optimizer CPU offload (same reason)
-    numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer}
+    numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer,
+                                   "te_version": te_version_key(te_version)}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
                           mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
@@ -513,13 +516,14 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                  budget: float, progress: object, numerics: dict[str, object],
                  cal: Calibration = DEFAULT_CALIBRATION, exhaustive: bool = False) -> PlanResult:
     batch = Batch(seq_len, gbs, space.mbs or 1)
-    layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version)
+    te = str(numerics["te_version"])
+    layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version, te)
     if not layouts:
         probe = Parallel(gpus, space.tp or 1, space.pp or 1, space.vpp or 1, space.cp or 1, space.ep or 1, space.etp or 1)
-        reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version, gpu)
+        reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version, gpu, te)
         why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""
         raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
-    ladder = recompute_ladder(spec, seq_len, mcore_version, gpu)
+    ladder = recompute_ladder(spec, seq_len, mcore_version, gpu, te)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
     shardings = _sharding_options(space, mcore_version, str(numerics["optimizer"]))
     closest: tuple[RunConfig, float] | None = None

@@ -109,7 +109,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     ``known``: the keys it knows (for "did you mean")."""
     lines = lines or {}
     findings: list[Finding] = unknown_key_findings(unknown, known)
-    layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu)
+    layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
     field_of = {"seq-cp": "context_parallel_size", "experts-ep": "expert_model_parallel_size",
                 "layers-pp": "pipeline_model_parallel_size", "gbs": "global_batch_size",
                 "vpp-microbatches": "global_batch_size",
@@ -157,7 +157,7 @@ def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, 
     par, rc, seq = cfg.parallel, cfg.recompute, cfg.batch.seq_len
     rline = lines.get("recompute_modules") or lines.get("recompute_granularity")
     if (rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS
-            and not core_attn_keeps_scores(cfg.model, gpu)):
+            and not core_attn_keeps_scores(cfg.model, gpu, cfg.te_version)):
         without = cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
         out.append(Finding("warning", "core-attn-recompute",
                            f"core_attn is recomputed at seq {seq:,}: fused attention keeps only softmax statistics, so "
@@ -224,7 +224,7 @@ def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
     """The cheapest memory fix: the fastest fitting config among the recompute ladder steps (with and
     without optimizer offload) and doubled CP; None when none fits."""
     options: list[RunConfig] = []
-    for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu):
+    for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu, cfg.te_version):
         options.append(cfg.with_(recompute=rc))
         for f in (0.5, 1.0) if cfg.optimizer == "adam" else ():  # Muon has no CPU offload (moeplan.run)
             options.append(cfg.with_(recompute=rc, optimizer_offload=max(f, cfg.optimizer_offload)))
@@ -355,7 +355,7 @@ def _cp_size(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> 
         alt = cfg.with_(parallel=alt_par) if alt_par else None
         e = ev(alt) if alt is not None else None
         if e is None:
-            why = (check_layout(cfg.model, alt_par, cfg.batch, cfg.mcore_version, cfg.gpu)[0].reason if alt_par
+            why = (check_layout(cfg.model, alt_par, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)[0].reason if alt_par
                    else "the GPU count does not fold with it")
             return [Finding("info", "cp-too-small", f"{head}; CP {cp0} is not possible here: {why}", (), nums, line)]
         nums.update({"alt_memory_gib": round_gib(e.memory.total_bytes), "alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})
@@ -391,7 +391,7 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
     seq = cfg.batch.seq_len
     line = lines.get("recompute_modules") or lines.get("recompute_granularity")
     if (rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS
-            and not core_attn_keeps_scores(cfg.model, cfg.gpu)):  # TE's unfused path keeps the scores: not this rule
+            and not core_attn_keeps_scores(cfg.model, cfg.gpu, cfg.te_version)):  # TE's unfused path keeps the scores: not this rule
         without = cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
         e = ev(without)
         if e is not None:
@@ -404,7 +404,7 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
                                fix_overrides(cfg, without), {"saves_mib": round(saved_mib), "cost_s": round(gain, 3)}, line))
     if rc.granularity == "full":
         best = None
-        for step in recompute_ladder(cfg.model, seq, cfg.mcore_version, cfg.gpu):
+        for step in recompute_ladder(cfg.model, seq, cfg.mcore_version, cfg.gpu, cfg.te_version):
             if step.granularity != "selective" and step.granularity != "none":
                 continue
             c = cfg.with_(recompute=step)
@@ -529,7 +529,7 @@ def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, 
             "alt_dp_comm_s": round(alt.time.breakdown_s.get("dp_comm", 0.0), 3)}
     if not ev.fits(est) and not ev.fits(alt) and alt_cfg.fsdp:
         # the sharding alone is not enough: the first recompute step that fits with it
-        ladder = recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu)
+        ladder = recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu, cfg.te_version)
         options = [(rc, cfg.optimizer_offload) for rc in ladder] + [(ladder[-1], f) for f in (0.25, 0.5, 0.75, 1.0)
                                                                     if f > cfg.optimizer_offload]
         for rc, offload in options:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
+from moeplan.attention_backend import DEFAULT_TE_VERSION, te_version_key
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, version_key
@@ -141,6 +142,9 @@ class RunConfig:
     # ---- target
     mcore_version: str = DEFAULT_MCORE_VERSION
     """Megatron-Core release the exports and checks target (field names and allowed values)."""
+    te_version: str = DEFAULT_TE_VERSION
+    """Transformer Engine release the run trains with (moeplan.attention_backend.TE_WIDE_HEAD_CUDNN): which
+    attention kernel a head shape gets on the GPU, hence its rate, its score memory and whether CP runs."""
     # ---- data-parallel sharding and optimizer (moeplan.fsdp, moeplan.muon)
     fsdp: str | None = None
     """Megatron-FSDP (ddp ``use_megatron_fsdp``) with this ``data_parallel_sharding_strategy``; None = Megatron
@@ -160,6 +164,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str):
             object.__setattr__(self, "gpu", load_gpu(self.gpu))
+        object.__setattr__(self, "te_version", te_version_key(self.te_version))
         if self.fsdp is not None and self.fsdp not in FSDP_STRATEGIES:
             raise MoeplanError(f"Megatron-FSDP sharding strategy '{self.fsdp}' unknown; choose one of "
                                f"{', '.join(FSDP_STRATEGIES)}")

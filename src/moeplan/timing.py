@@ -415,9 +415,10 @@ UNFUSED_MASK_BYTES = {"fused": {"fwd": 38, "bwd": 0}, "fp32": {"fwd": 41, "bwd":
 
 
 def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION,
-                         gpu: GPUSpec | None = None, square: tuple[int, int] | None = None) -> tuple[float, float, float]:
+                         gpu: GPUSpec | None = None, square: tuple[int, int] | None = None,
+                         te_version: str | None = None) -> tuple[float, float, float]:
     """(forward, backward, fwd + bwd) share of the dense BF16 peak that attention reaches on long
-    blocks on ``gpu`` (kernel family: :func:`attention_kernel`), in the FLOPs Megatron counts (backward =
+    blocks on ``gpu`` (kernel family: :func:`attention_kernel` at ``te_version``), in the FLOPs Megatron counts (backward =
     2 x forward).
 
     Fused kernels: per causal score element the forward runs QK^T and PV (2 x (d_qk + d_v) FLOPs) and one
@@ -437,7 +438,7 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     through HBM at ``hbm_eff``; with ``square`` = (batch x heads per GPU, keys) also the masks' bytes, and from
     UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys the torch fp32 softmax's UNFUSED_FP32_SOFTMAX_SCORE_BYTES."""
     d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
-    kind = attention_kernel(mixer, gpu)
+    kind = attention_kernel(mixer, gpu, te_version)
     fwd_mm = 2.0 * (d_qk + d_v)
     counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
     if kind == "unfused":
@@ -476,7 +477,7 @@ def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibrat
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
     par, batch = cfg.parallel, cfg.batch
     square = (batch.mbs * mixer.num_heads // par.tp, batch.seq_len // par.cp)  # the unfused path's score square
-    return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square)[2] * length / (length + cal.attn_half_tokens)
+    return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2] * length / (length + cal.attn_half_tokens)
 
 
 def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
@@ -1196,7 +1197,7 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
                layer_cache: dict[Any, dict[Any, Any]] | None = None) -> StepParts:
     spec, par, batch = cfg.model, cfg.parallel, cfg.batch
     if not validated:
-        validate(spec, par, batch, cfg.mcore_version, cfg.gpu)
+        validate(spec, par, batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
     pipe = pipeline or build_pipeline(spec, par)
     m = batch.microbatches(par.dp)
     ctx = make_ctx(cfg, gpu, cal, layer_cache)

@@ -1,0 +1,126 @@
+"""The Transformer Engine release as a run setting (moeplan.attention_backend.TE_WIDE_HEAD_CUDNN, one table):
+the default is the recipes' TE (71bbefb, the 2.14 line), where head dim 256 has no cuDNN training kernel on
+Blackwell; from TE 2.19 (PR #3056, cuDNN 9.23) cuDNN trains it on sm10x, so FlashAttention-2 (sm100) and the
+unfused path (sm103: no CP, s x s scores) give way to cuDNN's rate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from moeplan import api
+from moeplan.attention_backend import (
+    DEFAULT_TE_VERSION,
+    TE_WIDE_HEAD_CUDNN,
+    TE_WIDE_HEAD_FIX_VERSION,
+    attention_kernel,
+    te_version_key,
+    unfused_attention,
+)
+from moeplan.cli import build_parser, main
+from moeplan.errors import MoeplanError
+from moeplan.hardware import load_gpu
+from moeplan.models import load_model
+from moeplan.models.spec import Attention
+from moeplan.parallel import Batch, Parallel, check_layout
+from moeplan.run import RunConfig
+from moeplan.timing import DEFAULT_CALIBRATION, attention_efficiency
+
+QN = load_model("qwen3-next-80b-a3b")
+QN_ATTN = next(l.mixer for l in QN.layers if isinstance(l.mixer, Attention))
+GB200, GB300, H100 = load_gpu("gb200"), load_gpu("gb300"), load_gpu("h100")
+NEW = TE_WIDE_HEAD_FIX_VERSION
+RUN = dict(gpus=64, seq_len=65536, gbs=64, mcore_version="0.18")
+
+
+def test_table_default_and_first_fixed_release():
+    assert DEFAULT_TE_VERSION == "2.14" and not TE_WIDE_HEAD_CUDNN[DEFAULT_TE_VERSION]
+    assert NEW == "2.19" and all(not fixed for v, fixed in TE_WIDE_HEAD_CUDNN.items() if v != NEW)
+    assert te_version_key("v2.19.0") == te_version_key("2.19.1") == "2.19"
+    base = dict(model=QN, parallel=Parallel(64, 1, 1, 1, 1, 8, 1), batch=Batch(4096, 64, 1))
+    assert RunConfig(**base).te_version == DEFAULT_TE_VERSION
+    assert RunConfig(**base, te_version="2.19.0").te_version == "2.19"
+    with pytest.raises(MoeplanError, match="2.14, 2.15"):
+        RunConfig(**base, te_version="3.0")
+
+
+def test_kernel_per_te_version():
+    # the recipes' TE: FA2 on sm100, unfused on sm103; the newer TE: cuDNN ("flash" family) on both
+    assert attention_kernel(QN_ATTN, GB200) == attention_kernel(QN_ATTN, GB200, "2.18") == "flash2"
+    assert attention_kernel(QN_ATTN, GB300) == attention_kernel(QN_ATTN, GB300, "2.18") == "unfused"
+    assert attention_kernel(QN_ATTN, GB200, NEW) == attention_kernel(QN_ATTN, GB300, NEW) == "flash"
+    assert not unfused_attention(QN_ATTN, GB300, NEW)
+    assert attention_kernel(QN_ATTN, H100, NEW) == "flash"  # Hopper unchanged
+    import dataclasses
+    wide = dataclasses.replace(QN_ATTN, head_dim=512, v_head_dim=512)  # PR #3056 is d = 256 only
+    assert attention_kernel(wide, GB200, NEW) == "unfused"
+    mid = dataclasses.replace(QN_ATTN, head_dim=192, v_head_dim=192)
+    assert attention_kernel(mid, GB200, NEW) == "flash2"
+
+
+def test_gb200_newer_te_gets_the_cudnn_rate():
+    cal = DEFAULT_CALIBRATION
+    old = attention_efficiency(QN_ATTN, cal, GB200)[2]
+    new = attention_efficiency(QN_ATTN, cal, GB200, te_version=NEW)[2]
+    assert new == pytest.approx(attention_efficiency(QN_ATTN, cal, H100)[2])  # the flash family's share
+    assert new > old
+    args = dict(tp=2, cp=2, ep=8, **RUN)
+    e_old = api.estimate("qwen3-next-80b-a3b", gpu="gb200", **args)
+    e_new = api.estimate("qwen3-next-80b-a3b", gpu="gb200", te_version=NEW, **args)
+    assert e_new["tokens_per_s_per_gpu"] > e_old["tokens_per_s_per_gpu"]
+    assert e_new["memory_gib"] == e_old["memory_gib"]  # FA2 and cuDNN both keep no scores
+
+
+def test_gb300_newer_te_allows_cp_and_drops_the_scores():
+    par, batch = Parallel(64, 1, 1, 1, 2, 8, 1), Batch(65536, 64, 1)
+    assert [b.rule for b in check_layout(QN, par, batch, "0.18", GB300)] == ["unfused-attention-cp"]
+    assert check_layout(QN, par, batch, "0.18", GB300, NEW) == []
+    est = api.estimate("qwen3-next-80b-a3b", gpu="gb300", tp=1, cp=2, ep=8, te_version=NEW, **RUN)
+    assert est["tokens_per_s_per_gpu"] > 0
+    with pytest.raises(MoeplanError, match="--te-version 2.19"):
+        api.estimate("qwen3-next-80b-a3b", gpu="gb300", tp=1, cp=2, ep=8, **RUN)
+    # same layout at CP 1: the recipes' TE charges the unfused scores, the newer TE does not
+    one = dict(tp=2, ep=8, **RUN)
+    old = api.estimate("qwen3-next-80b-a3b", gpu="gb300", **one)["memory_gib"]
+    new = api.estimate("qwen3-next-80b-a3b", gpu="gb300", te_version=NEW, **one)["memory_gib"]
+    assert sum(v for v in new.values() if isinstance(v, float)) < sum(v for v in old.values() if isinstance(v, float))
+
+
+def test_plan_at_64k_on_gb300_with_the_newer_te(capsys):
+    argv = ["plan", "qwen3-next-80b-a3b", "--gpu", "gb300", "--gpus", "64", "--seq-len", "64k", "--gbs", "64",
+            "--mcore-version", "0.18", "--json"]
+    assert main(argv) == 1  # the recipes' TE: nothing fits (tests/unit/test_unfused_attention.py)
+    capsys.readouterr()
+    assert main(argv + ["--te-version", NEW]) == 0
+    out = json.loads(capsys.readouterr().out)
+    plans = out["plans"] if isinstance(out, dict) else out
+    assert plans
+    found = api.search_plans("qwen3-next-80b-a3b", gpu="gb300", top=20, te_version=NEW, **RUN)
+    assert found.plans and all(p.config.te_version == NEW for p in found.plans)
+    assert any(p.config.parallel.cp > 1 for p in found.plans)
+
+
+def test_unknown_te_version_exit_2(capsys):
+    code = main(["estimate", "qwen3-next-80b-a3b", "--gpu", "gb300", "--gpus", "64", "--seq-len", "32k", "--gbs", "64",
+                 "--te-version", "9.9"])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "Transformer Engine version '9.9' unknown" in err and "2.19" in err and "Traceback" not in err
+
+
+def _subparsers():
+    import argparse
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_flag_beside_mcore_version_on_every_command():
+    with_mcore = {name: p for name, p in _subparsers().items()
+                  if any("--mcore-version" in a.option_strings for a in p._actions)}
+    assert {"estimate", "plan", "sweep", "check"} <= set(with_mcore)
+    for name, p in with_mcore.items():
+        te = next((a for a in p._actions if "--te-version" in a.option_strings), None)
+        assert te is not None, name
+        assert te.default == DEFAULT_TE_VERSION and "PR #3056" in te.help and "2.19" in te.help
