@@ -897,13 +897,13 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
     from moeplan import checker
 
     a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                              cal=args.cal)
+                              cal=args.cal, te_version=args.te_version)
     if len(args.inputs) == 2:
         b = checker.estimate_file(args.inputs[1], model=args.model, gpu=args.gpu, gpus=args.gpus,
-                                  hardware_file=args.hardware, cal=args.cal)
+                                  hardware_file=args.hardware, cal=args.cal, te_version=args.te_version)
     elif args.seq_len and len(args.seq_len) == 1:
         b = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                  seq_len=args.seq_len[0], cal=args.cal)
+                                  seq_len=args.seq_len[0], cal=args.cal, te_version=args.te_version)
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
     return a, b, args.model or a.config.model.name
@@ -979,7 +979,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
                                          gpu=args.gpu, gpus=args.gpus, precision=args.precision,
                                          hardware_file=args.hardware, mcore_version=args.mcore_version,
-                                         progress=progress, cal=args.cal) if "parallel" in r]
+                                         te_version=args.te_version, progress=progress, cal=args.cal)
+                    if "parallel" in r]
     finally:
         progress.stop()
     title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"

@@ -124,3 +124,26 @@ def test_flag_beside_mcore_version_on_every_command():
         te = next((a for a in p._actions if "--te-version" in a.option_strings), None)
         assert te is not None, name
         assert te.default == DEFAULT_TE_VERSION and "PR #3056" in te.help and "2.19" in te.help
+
+
+def test_check_and_explain_read_the_flag(tmp_path, capsys):
+    """A GB300 run file with CP 2: `check` at the recipes' TE finds the unfused-attention-cp error, at the newer
+    TE not; `explain` of the file at two lengths estimates (it would fail the layout at the old TE)."""
+    cfg = api.build_config("qwen3-next-80b-a3b", gpu="gb300", tp=1, cp=2, ep=8, te_version=NEW, **RUN)[0]
+    from moeplan.megatron.export import provenance_comment, to_overrides
+    path = tmp_path / "run.txt"  # the '# moeplan:' comment carries model, GPU, count and Megatron-Core 0.18
+    path.write_text("\n".join([provenance_comment(cfg, "0.18"), *to_overrides(cfg, "0.18")]) + "\n")
+    base = [str(path), "--model", "qwen3-next-80b-a3b", "--gpu", "gb300", "--gpus", "64", "--mcore-version", "0.18",
+            "--json"]
+    main(["check", *base])
+    old = json.loads(capsys.readouterr().out)
+    main(["check", *base, "--te-version", NEW])
+    new = json.loads(capsys.readouterr().out)
+    assert "unfused-attention-cp" in json.dumps(old) and "unfused-attention-cp" not in json.dumps(new)
+    assert new.get("estimate") or new.get("tokens_per_s_per_gpu") or "estimate" in json.dumps(new)
+    code = main(["explain", str(path), "--model", "qwen3-next-80b-a3b", "--gpu", "gb300", "--gpus", "64",
+                 "--seq-len", "32k", "--no-fix", "--json", "--te-version", NEW])
+    assert code == 0 and json.loads(capsys.readouterr().out)["reasons"] is not None
+    with pytest.raises(MoeplanError, match="--te-version 2.19"):  # the recipes' TE refuses the file's CP 2
+        from moeplan.checker import estimate_file
+        estimate_file(str(path), model="qwen3-next-80b-a3b", gpu="gb300", gpus=64)
