@@ -363,8 +363,9 @@ def _published(cal: Calibration) -> tuple[list[str], dict[str, float]]:
     out = ["## Published layouts", "",
            "Each published run's layout with the planner's best knobs over the fastest plan the planner finds for",
            f"its model, system, GPU count, sequence length, GBS and numerics (`python benchmarks/published_ranks.py`;",
-           f"rank among the first {top} plans, which the tie-breaker orders):", "",
-           "| run | rank | pinned/best | planner's best |", "|---|---|---|---|"]
+           f"rank among the first {top} plans, which the tie-breaker orders; plan 1 is the tie-breaker's first, which",
+           "prefers a measured recipe's layout within the error band; pinned/best is against the fastest estimate):", "",
+           "| run | rank | pinned/best | plan 1 | fastest estimate |", "|---|---|---|---|---|"]
     ratios: dict[str, float] = {}
     for r in runs():
         row = rank_row(r, top, cal)
@@ -372,7 +373,7 @@ def _published(cal: Calibration) -> tuple[list[str], dict[str, float]]:
         ratios[str(row["run"])] = float(ratio) if ratio is not None else 0.0
         rank = str(row["rank"]) if row["rank"] else f">{top}"
         shown = f"{ratio:.2f}" if ratio is not None else "-"
-        out.append(f"| {row['run']} | {rank} | {shown} | {row['best']} |")
+        out.append(f"| {row['run']} | {rank} | {shown} | {row['plan1']} | {row['fastest']} |")
     return out + [""], ratios
 
 
@@ -536,9 +537,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     moeplan too (65 GiB with `layernorm,moe`, 114 GiB with `layernorm,moe_act`, on 80 GB H100s; the
     README's note on a TE sequence-parallel memory fix says it ran close). moeplan estimates that run
     within 2% of its measurement (290 vs 295 TFLOP/s): the layout is not over-charged (its TP4 sequence-parallel
-    collectives are 2% of the step). The faster plan, TP2 CP4 EP32, splits the sequence 8 ways (TP x CP)
-    instead of 4 and fits without `moe` recompute (15% of the pinned layout's step); its DeepEP legs
-    across 4 nodes reproduce DeepEP's own benchmark (below) and its CP4 ring stays inside the node. From
+    collectives are 2% of the step). The faster plans (EP32 with TP2 CP4 or TP4 CP2; the fastest estimate is in
+    the table above) split the sequence 8 ways (TP x CP) instead of 4 and fit without `moe` recompute (15% of
+    the pinned layout's step); their DeepEP legs across 4 nodes reproduce DeepEP's own benchmark (below) and
+    their CP ring stays inside the node. From
     core_v0.17.0 Megatron-Core forbids EP overlap with `moe` recompute (Megatron-LM 45b8eac): lower there.
   - DeepSeek-V3 and Qwen3-235B-A22B on 256 B300 ({ratio:deepseek-v3-b300-256-4096}, {ratio:qwen3-235b-a22b-b300-256-4096}). The recipes (Bridge v0.5.0 / v0.4.2) run
     HybridEP inside the node only (NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8, USE_MNNVL=0; no RDMA leg)

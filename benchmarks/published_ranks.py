@@ -32,16 +32,17 @@ def rank_row(run: dict[str, str], top: int, cal: Calibration = DEFAULT_CALIBRATI
     key = tuple(mine[k] for k in LAYOUT_KEYS)
     rank = next((i + 1 for i, p in enumerate(plans) if tuple(p["parallel"][k] for k in LAYOUT_KEYS) == key), None)
     pinned = api.plan(run["model"], top=1, fixed=mine, **kw)["plans"]
-    best = plans[0] if plans else None
     # against the FASTEST estimate, not plan 1: the tie-breaker may put a recipe layout first
-    fastest = max((p["tokens_per_s_per_gpu"] for p in plans), default=None)
-    ratio = (pinned[0]["tokens_per_s_per_gpu"] / fastest) if pinned and fastest else None
-    short = None
-    if best:
-        q = best["parallel"]
-        short = f"TP{q['tp']} PP{q['pp']} VPP{q['vpp']} CP{q['cp']} EP{q['ep']} MBS{best['mbs']} {best['dispatcher']}"
-    return {"run": label(run), "rank": rank, "pinned_over_best": ratio, "best": short,
+    fastest = max(plans, key=lambda p: p["tokens_per_s_per_gpu"], default=None)
+    ratio = (pinned[0]["tokens_per_s_per_gpu"] / fastest["tokens_per_s_per_gpu"]) if pinned and fastest else None
+    return {"run": label(run), "rank": rank, "pinned_over_best": ratio,
+            "plan1": _short(plans[0]) if plans else None, "fastest": _short(fastest) if fastest else None,
             "tie": bool(rank and plans[rank - 1]["tie"])}
+
+
+def _short(p: dict) -> str:
+    q = p["parallel"]
+    return f"TP{q['tp']} PP{q['pp']} VPP{q['vpp']} CP{q['cp']} EP{q['ep']} MBS{p['mbs']} {p['dispatcher']}"
 
 
 def runs() -> list[dict[str, str]]:
@@ -58,11 +59,11 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'run':44s} {'rank':>6s} {'pinned/best':>12s}  planner's best")
+    print(f"{'run':44s} {'rank':>6s} {'pinned/best':>12s}  {'plan 1':44s} fastest estimate")
     for r in rows:
         rank = str(r["rank"]) if r["rank"] else f">{args.top}"
         ratio = f"{r['pinned_over_best']:.2f}" if r["pinned_over_best"] else "-"
-        print(f"{r['run']:44s} {rank:>6s} {ratio:>12s}  {r['best']}")
+        print(f"{r['run']:44s} {rank:>6s} {ratio:>12s}  {r['plan1'] or '-':44s} {r['fastest'] or '-'}")
     return 0
 
 

@@ -16,7 +16,7 @@ RUNS = published_runs(shared_dir() / "reference") + [r for r in bridge_runs() if
 # docs/calibration.md, "Published layouts the planner does not reach"
 BELOW = {
     "qwen3-235b-a22b-H100-256-16384": "one point of a CP series at a fixed TP4 EP8 layout (estimated within 2% of "
-                                      "its measurement); TP2 CP4 EP32 (TP x CP 8) needs no moe recompute, unmeasured",
+                                      "its measurement); EP32 with TP x CP 8 needs no moe recompute, unmeasured",
     "deepseek-v3-b300-256-4096": "PP8 VPP1 EP8: no EP overlap and the VPP1 bubble; the next recipe moved to VPP2 "
                                  "with overlap; no B300 run with EP > 8 or VPP > 1 published",
     "qwen3-235b-a22b-b300-256-4096": "PP8 VPP1 EP8 without EP overlap (19% of the step exposed); VPP4 + overlap "
