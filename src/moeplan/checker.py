@@ -97,22 +97,22 @@ def with_split_layout(cfg: RunConfig, arch: dict[str, Any]) -> RunConfig:
     return cfg.with_(parallel=replace(cfg.parallel, pipeline_layout=layout)) if layout else cfg
 
 
-def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, int | None, str | None]:
-    """(model, gpu, gpus, mcore version) named by a moeplan export's '# moeplan:' comment."""
+def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, int | None, str | None, str | None]:
+    """(model, gpu, gpus, mcore version, TE version) named by a moeplan export's '# moeplan:' comment."""
     p = parsed.provenance
     gpus = p.get("gpus")
     if gpus is not None and not (gpus.isdigit() and int(gpus) > 0):
         raise MoeplanError(f"{path}: the '# moeplan:' comment says gpus={gpus}; expected a positive integer")
-    return p.get("model"), p.get("gpu"), int(gpus) if gpus else None, p.get("mcore-version")
+    return p.get("model"), p.get("gpu"), int(gpus) if gpus else None, p.get("mcore-version"), p.get("te-version")
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
              hardware_file: str | None = None, mcore_version: str | None = None,
              seq_len: int | None = None, te_version: str | None = None) -> tuple[RunConfig, GPUSpec, Any]:
-    """(RunConfig, GPU, parsed file) for a run file. Model, GPU, GPU count and Megatron-Core version
+    """(RunConfig, GPU, parsed file) for a run file. Model, GPU, GPU count, Megatron-Core and TE versions
     come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry one)."""
     parsed = read_run_file(path)
-    f_model, f_gpu, f_gpus, f_version = _from_provenance(parsed, path)
+    f_model, f_gpu, f_gpus, f_version, f_te = _from_provenance(parsed, path)
     if model:
         spec = load_model(model)
     elif f_model:
@@ -130,8 +130,8 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     version = mcore_version or f_version or DEFAULT_MCORE_VERSION
     cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec,
                                                      mcore_version=version), parsed.architecture)
-    if te_version is not None:
-        cfg = cfg.with_(te_version=te_version)
+    if te_version or f_te:  # the flag, else the file's '# moeplan:' comment, else the default
+        cfg = cfg.with_(te_version=te_version or f_te)
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed

@@ -312,7 +312,7 @@ def _numerics(args: argparse.Namespace) -> dict[str, Any]:
     """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
     estimating command."""
     return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer,
-            "mtp_layers": args.mtp_layers, "te_version": args.te_version}
+            "mtp_layers": args.mtp_layers, "te_version": args.te_version or DEFAULT_TE_VERSION}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -979,7 +979,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
                                          gpu=args.gpu, gpus=args.gpus, precision=args.precision,
                                          hardware_file=args.hardware, mcore_version=args.mcore_version,
-                                         te_version=args.te_version, progress=progress, cal=args.cal)
+                                         te_version=args.te_version or DEFAULT_TE_VERSION, progress=progress,
+                                         cal=args.cal)
                     if "parallel" in r]
     finally:
         progress.stop()
@@ -1330,7 +1331,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     _calibration_argument(p)
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
-    p.add_argument("--te-version", default=DEFAULT_TE_VERSION, help=TE_VERSION_HELP)
+    p.add_argument("--te-version", help=TE_VERSION_HELP + "; default: the file's '# moeplan:' comment, else "
+                   f"{DEFAULT_TE_VERSION}")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
@@ -1360,7 +1362,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     _calibration_argument(p)
     p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
                    help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
-    p.add_argument("--te-version", default=DEFAULT_TE_VERSION, help=TE_VERSION_HELP)
+    p.add_argument("--te-version", help=TE_VERSION_HELP)
     p.add_argument("--bf16-grads", action="store_true",
                    help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
                         "perf recipes do); default fp32")

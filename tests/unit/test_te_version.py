@@ -123,7 +123,7 @@ def test_flag_beside_mcore_version_on_every_command():
     for name, p in with_mcore.items():
         te = next((a for a in p._actions if "--te-version" in a.option_strings), None)
         assert te is not None, name
-        assert te.default == DEFAULT_TE_VERSION and "PR #3056" in te.help and "2.19" in te.help
+        assert f"default {DEFAULT_TE_VERSION}" in te.help and "PR #3056" in te.help and "2.19" in te.help
 
 
 def test_check_and_explain_read_the_flag(tmp_path, capsys):
@@ -135,7 +135,7 @@ def test_check_and_explain_read_the_flag(tmp_path, capsys):
     path.write_text("\n".join([provenance_comment(cfg, "0.18"), *to_overrides(cfg, "0.18")]) + "\n")
     base = [str(path), "--model", "qwen3-next-80b-a3b", "--gpu", "gb300", "--gpus", "64", "--mcore-version", "0.18",
             "--json"]
-    main(["check", *base])
+    main(["check", *base, "--te-version", "2.14"])  # over the file's te-version=2.19
     old = json.loads(capsys.readouterr().out)
     main(["check", *base, "--te-version", NEW])
     new = json.loads(capsys.readouterr().out)
@@ -146,4 +146,21 @@ def test_check_and_explain_read_the_flag(tmp_path, capsys):
     assert code == 0 and json.loads(capsys.readouterr().out)["reasons"] is not None
     with pytest.raises(MoeplanError, match="--te-version 2.19"):  # the recipes' TE refuses the file's CP 2
         from moeplan.checker import estimate_file
-        estimate_file(str(path), model="qwen3-next-80b-a3b", gpu="gb300", gpus=64)
+        estimate_file(str(path), model="qwen3-next-80b-a3b", gpu="gb300", gpus=64, te_version="2.14")
+
+
+def test_exports_name_a_non_default_te_and_check_reads_it(tmp_path, capsys):
+    """A moeplan export at TE 2.19 says so in its '# moeplan:' comment (default runs keep the old line), and
+    `check` of the file then needs no flag."""
+    from moeplan.megatron.export import provenance_comment, to_overrides
+    new = api.build_config("qwen3-next-80b-a3b", gpu="gb300", tp=1, cp=2, ep=8, te_version=NEW, **RUN)[0]
+    old = api.build_config("qwen3-next-80b-a3b", gpu="gb300", tp=1, cp=1, ep=8, **RUN)[0]
+    assert provenance_comment(new).endswith(" mcore-version=0.18 te-version=2.19")
+    assert provenance_comment(old).endswith(" mcore-version=0.18")
+    path = tmp_path / "run.txt"
+    path.write_text("\n".join([provenance_comment(new), *to_overrides(new, "0.18")]) + "\n")
+    main(["check", str(path), "--json"])
+    out = capsys.readouterr().out
+    assert "unfused-attention-cp" not in out
+    main(["check", str(path), "--json", "--te-version", "2.14"])  # the flag wins over the comment
+    assert "unfused-attention-cp" in capsys.readouterr().out

@@ -13,6 +13,7 @@ import re
 
 import yaml
 
+from moeplan.attention_backend import DEFAULT_TE_VERSION
 from moeplan.errors import MoeplanError
 from moeplan.megatron.fields import (
     CP_TO_MCORE,
@@ -256,14 +257,17 @@ def to_overrides(cfg: RunConfig, version: str | None = None) -> list[str]:
     return [f"{path}={format_override_value(value)}" for path, value in _bridge_items(cfg, version)]
 
 
-PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, gpu, gpus, mcore-version)
+PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, gpu, gpus, mcore-version, te-version)
 
 
 def provenance_comment(cfg: RunConfig, version: str | None = None) -> str:
     """The comment line every export starts with, naming what the file does not carry itself:
-    ``# moeplan: model=deepseek-v3 gpu=h100 gpus=1024 mcore-version=0.16`` (``moeplan check`` reads it)."""
+    ``# moeplan: model=deepseek-v3 gpu=h100 gpus=1024 mcore-version=0.16`` (``moeplan check`` reads it), with
+    ``te-version=2.19`` after it where the run's Transformer Engine is not the default (the recipes')."""
     v = version or cfg.mcore_version
-    return f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu.name} gpus={cfg.parallel.gpus} mcore-version={v}"
+    te = "" if cfg.te_version == DEFAULT_TE_VERSION else f" te-version={cfg.te_version}"
+    return (f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu.name} gpus={cfg.parallel.gpus} "
+            f"mcore-version={v}{te}")
 
 
 def to_yaml(cfg: RunConfig, version: str | None = None) -> str:

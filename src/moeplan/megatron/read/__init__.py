@@ -36,11 +36,11 @@ def _detect(text: str) -> RunKind:
 
 
 _PROVENANCE = re.compile(r"^[ \t]*#[ \t]*moeplan:(.*)$", re.MULTILINE)
-PROVENANCE_KEYS = ("model", "gpu", "gpus", "mcore-version")
+PROVENANCE_KEYS = ("model", "gpu", "gpus", "mcore-version", "te-version")
 
 
 def read_provenance(text: str) -> dict[str, str]:
-    """The ``# moeplan: model=... gpu=... gpus=... mcore-version=...`` comment of a moeplan export."""
+    """The ``# moeplan: model=... gpu=... gpus=... mcore-version=... [te-version=...]`` comment of a moeplan export."""
     m = _PROVENANCE.search(text)
     if m is None:
         return {}
