@@ -976,11 +976,9 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu, args.cal)
         rows = None
         if args.sweep:
+            # the same run settings as the report's plans (numerics, imbalance, reserve, versions)
             rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
-                                         gpu=args.gpu, gpus=args.gpus, precision=args.precision,
-                                         hardware_file=args.hardware, mcore_version=args.mcore_version,
-                                         te_version=args.te_version or DEFAULT_TE_VERSION, progress=progress,
-                                         cal=args.cal)
+                                         progress=progress, **_sweep_kwargs(args))
                     if "parallel" in r]
     finally:
         progress.stop()

@@ -133,3 +133,23 @@ def test_explain_names_megatron_fsdp_where_a_run_uses_it():
     assert "DP16 FSDP optim_grads to" in text
     data = compare(plain, full).as_dict()
     assert data["a"]["fsdp"] is None and data["b"]["fsdp"] == "optim_grads_params"
+
+
+def test_report_sweep_uses_the_reports_run_settings(tmp_path, capsys, monkeypatch):
+    """The report's --sweep rows are planned with the same numerics, imbalance, reserve and versions as its
+    plans (they were planned with the defaults: fp32 grads whatever --bf16-grads said)."""
+    seen: dict = {}
+    real = api.sweep
+
+    def spy(model, **kw):
+        seen.update(kw)
+        return real(model, **kw)
+
+    monkeypatch.setattr(api, "sweep", spy)
+    html = tmp_path / "r.html"
+    code, _, _ = _run(capsys, "report", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "8k",
+                      "--gbs", "64", "--sweep", "4k,8k", "--bf16-grads", "--bf16-moments", "--moe-imbalance", "1.2",
+                      "--reserve-gib", "3", "--mcore-version", "0.18", "--html", str(html), "--json")
+    assert code == 0
+    assert seen["grad_fp32"] is False and seen["bf16_moments"] is True and seen["moe_imbalance"] == 1.2
+    assert seen["reserve_gib"] == 3 and seen["mcore_version"] == "0.18"
