@@ -219,10 +219,12 @@ def _run_mcore(cfg: RunConfig) -> list[Finding]:
 
 def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
                   hardware_file: str | None = None, seq_len: int | None = None,
-                  cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None) -> Estimate:
-    """Estimate of a run file (optionally at another sequence length), for `moeplan explain`."""
-    cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu or "h100", gpus=gpus, hardware_file=hardware_file,
-                                seq_len=seq_len, te_version=te_version)
+                  cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
+                  mcore_version: str | None = None) -> Estimate:
+    """Estimate of a run file (optionally at another sequence length), for `moeplan explain`. GPU and
+    versions: the arguments, else the file's '# moeplan:' comment (:func:`load_run`)."""
+    cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
+                                mcore_version=mcore_version, seq_len=seq_len, te_version=te_version)
     return evaluate(cfg, gpu_spec, cal)
 
 

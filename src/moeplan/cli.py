@@ -886,8 +886,9 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
             raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
         if not args.gpus or not args.gbs_tokens:
             raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
+        kw = _sweep_kwargs(args) | {"gpu": args.gpu or "h100", "mcore_version": args.mcore_version or DEFAULT_MCORE_VERSION}
         points = api.sweep_points(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
-                                  **_sweep_kwargs(args))
+                                  **kw)
         ests = []
         for pt in points:
             if pt.estimate is None:
@@ -896,14 +897,14 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
         return ests[0], ests[1], first
     from moeplan import checker
 
-    a = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                              cal=args.cal, te_version=args.te_version)
+    # GPU and versions: the flags where given, else each file's '# moeplan:' comment (its defaults are None)
+    files = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware, cal=args.cal,
+                 te_version=args.te_version, mcore_version=args.mcore_version)
+    a = checker.estimate_file(first, **files)
     if len(args.inputs) == 2:
-        b = checker.estimate_file(args.inputs[1], model=args.model, gpu=args.gpu, gpus=args.gpus,
-                                  hardware_file=args.hardware, cal=args.cal, te_version=args.te_version)
+        b = checker.estimate_file(args.inputs[1], **files)
     elif args.seq_len and len(args.seq_len) == 1:
-        b = checker.estimate_file(first, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
-                                  seq_len=args.seq_len[0], cal=args.cal, te_version=args.te_version)
+        b = checker.estimate_file(first, seq_len=args.seq_len[0], **files)
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
     return a, b, args.model or a.config.model.name
@@ -938,7 +939,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
         run = b.config
         found = api.search_plans(model_ref, gpu=b.gpu, gpus=run.parallel.gpus, seq_len=run.batch.seq_len,
                                  gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
-                                 mcore_version=getattr(args, "mcore_version", None) or DEFAULT_MCORE_VERSION,
+                                 mcore_version=run.mcore_version,  # the run's: flag, file comment or default
                                  grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
                                  bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal,
                                  optimizer=run.optimizer, te_version=run.te_version)
@@ -1266,13 +1267,17 @@ def build_parser() -> argparse.ArgumentParser:
         "explain", help="why one run is slower than another, and what fixes it",
         description="Compare two runs and attribute the throughput change to the time model's items (attention "
         "FLOPs share, exposed CP/EP/PP/DP communication, recompute, bubble) and memory; then ask the planner "
-        "what fixes the second run. Inputs: MODEL with --seq-len A,B; CONFIG_A CONFIG_B; or CONFIG --seq-len B.",
+        "what fixes the second run. Inputs: MODEL with --seq-len A,B; CONFIG_A CONFIG_B; or CONFIG --seq-len B. "
+        "For run files --gpu, --gpus, --mcore-version and --te-version default to each file's '# moeplan:' "
+        "comment (moeplan's exports carry one).",
         epilog="examples:\n  moeplan explain qwen3-next-80b-a3b --gpu gb200 --gpus 32 --seq-len 32k,64k --gbs-tokens 1m\n"
         "  moeplan explain run32k.yaml run64k.yaml --model qwen3-next-80b-a3b --gpu gb200 --gpus 32",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="MODEL|CONFIG", help="a model, or one or two run configs")
     p.add_argument("--model", help="model of the config files (catalog name or config.json)")
     _sweep_arguments(p, required=False)
+    # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment (MODEL: h100, 0.16)
+    p.set_defaults(gpu=None, mcore_version=None)
     p.add_argument("--no-fix", action="store_true", help="skip the planner's remedy")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_explain)

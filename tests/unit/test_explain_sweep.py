@@ -153,3 +153,22 @@ def test_report_sweep_uses_the_reports_run_settings(tmp_path, capsys, monkeypatc
     assert code == 0
     assert seen["grad_fp32"] is False and seen["bf16_moments"] is True and seen["moe_imbalance"] == 1.2
     assert seen["reserve_gib"] == 3 and seen["mcore_version"] == "0.18"
+
+
+def test_explain_of_run_files_reads_their_gpu_and_version(tmp_path, capsys):
+    """An export for GB200 at Megatron-Core 0.18 is explained on GB200 at 0.18 (explain's --gpu default used
+    to override the file's '# moeplan:' comment with h100, so a fitting GB200 run 'did not fit'); the
+    flags still win when given."""
+    code, out, _ = _run(capsys, "plan", "qwen3-30b-a3b", "--gpu", "gb200", "--gpus", "16", "--seq-len", "8k",
+                        "--gbs", "64", "--mcore-version", "0.18", "--format", "yaml")
+    assert code == 0 and "gpu=gb200" in out.splitlines()[0] and "mcore-version=0.18" in out.splitlines()[0]
+    run = tmp_path / "gb200.yaml"
+    run.write_text(out)
+    code, out, _ = _run(capsys, "explain", str(run), "--seq-len", "16k", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["a"]["gpu"] == d["b"]["gpu"] == "gb200" and d["a"]["fits"]
+    from moeplan import checker
+
+    assert checker.estimate_file(str(run)).config.mcore_version == "0.18"  # what explain now passes: None
+    code, out, _ = _run(capsys, "explain", str(run), "--seq-len", "16k", "--gpu", "h100", "--json")
+    assert code == 0 and json.loads(out)["a"]["gpu"] == "h100"
