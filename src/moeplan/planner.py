@@ -245,7 +245,7 @@ def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunCo
     buffered = space.fsdp_double_buffer if sharding else False
     if cfg.fsdp == sharding and cfg.fsdp_double_buffer == buffered:
         return cfg
-    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=space.fsdp_double_buffer if sharding else False)
+    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=buffered)
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -577,7 +577,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         # the other choice is tried on the best layouts before refining)
         ok, smallest = False, math.inf
         for sh in usable:
-            trial = cfg if sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, sh, space)
+            trial = _base_cfg(cfg, sh, space)
             mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache)  # the layout's memory ladder, costed part by part
             total = mem.peak_bytes(*strongest)
             ok = total <= budget
@@ -591,11 +591,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             continue
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
-        if exhaustive:
-            upper = math.inf
-        else:
-            upper = bound.tokens_per_s_per_gpu(cfg if cfg.fsdp is None and not cfg.fsdp_double_buffer
-                                               else _base_cfg(cfg, None, space), pipe)
+        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
         fitting.append((upper, index, cfg, pipe, smallest, mem))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the
