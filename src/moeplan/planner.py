@@ -82,6 +82,12 @@ class Plan:
     tie: bool = False  # its error band overlaps the fastest plan's (see rank_candidates)
 
 
+def plan_layout(cfg: RunConfig) -> str:
+    """'TP1 PP8 VPP4 CP32 EP32 DP4' and, where the run needs it, its Megatron-FSDP mark (moeplan.fsdp.label):
+    a layout quoted without it would read as fitting with the distributed optimizer alone."""
+    return " ".join(x for x in (cfg.parallel.short(), fsdp_label(cfg.fsdp)) if x)
+
+
 @dataclass(frozen=True)
 class NewerRelease:
     """What a newer Megatron-Core release would plan: the release, the feature it adds that this target
@@ -102,8 +108,7 @@ class NewerRelease:
         if self.config is None:
             return head + ", but no layout fits there either."
         rc = self.config.recompute
-        layout = " ".join(x for x in (self.config.parallel.short(), fsdp_label(self.config.fsdp)) if x)
-        plan = f"{layout} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
+        plan = f"{plan_layout(self.config)} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
         runs = f"{self.tokens_per_s_per_gpu:,.0f} tokens/s/GPU"
         mem = f"in {self.memory_bytes / GIB:,.1f} GiB"
         if self.gain is None:
