@@ -32,7 +32,7 @@ from importlib import resources
 from typing import Any
 
 from moeplan import fsdp, muon
-from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_tensors, unfused_softmax_is_fused
+from moeplan.activations import BF16_BYTES, FP32_BYTES, gdn_saved_bytes, layer_activation, unfused_softmax_is_fused
 from moeplan.attention_backend import attention_kernel, head_dims
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
@@ -559,12 +559,6 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
            + (1 + batched) * 2 * (c + v + 2 * h))
     gating = 12 * h * FP32_BYTES  # g and beta in fp32: a handful of small passes over the value heads
     return fwd * BF16_BYTES + gating / 2, bwd * BF16_BYTES + gating / 2
-
-
-def gdn_saved_bytes(layer: Layer, hidden: int) -> float:
-    """Bytes per token the Gated DeltaNet mixer keeps for backward (its ``gdn_*`` tensors, moeplan.activations):
-    the part of the generic element-wise charge that :func:`gdn_glue_bytes` replaces op by op."""
-    return sum(t.nbytes(None) for t in layer_tensors(layer, hidden) if t.name.startswith("gdn_"))
 
 
 def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
