@@ -180,6 +180,12 @@ def layer_activation(
     return LayerActivation(tok, row, row_ffn, off_tok, off_row)
 
 
+def gdn_saved_bytes(layer: Layer, hidden: int) -> float:
+    """Bytes per token the Gated DeltaNet mixer keeps for backward (its ``gdn_*`` tensors, :func:`_gdn`): the part
+    of the generic element-wise charge that moeplan.timing.gdn_glue_bytes replaces op by op."""
+    return sum(t.nbytes(None) for t in layer_tensors(layer, hidden) if t.name.startswith("gdn_"))
+
+
 def layer_input_bytes(hidden: int) -> float:
     """What full recompute keeps per layer group: its bf16 input, per token."""
     return hidden * BF16_BYTES

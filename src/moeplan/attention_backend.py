@@ -68,6 +68,12 @@ def te_label(te_version: str | None = None) -> str:
     return f"{v} ({TE_COMMIT})" if v == DEFAULT_TE_VERSION else v
 
 
+def head_dims(mixer: Attention) -> tuple[int, int]:
+    """(d_qk, d_v): the query/key and value head widths (MLA: ``head_dim`` and ``v_head_dim``; else both
+    ``head_dim``), what backend selection and the attention FLOPs per score read."""
+    return (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
+
+
 def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: str | None = None) -> str:
     """Which attention kernel family trains the layer on ``gpu``. Equal q/k and v head dims: FlashAttention-3
     on Hopper (``flash``; TE prefers cuDNN's equivalent where both run, same family of rates), and on
@@ -78,7 +84,7 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
     else TE's unfused attention (``unfused``: B300 / GB300 are sm103). At a ``te_version`` whose row in
     TE_WIDE_HEAD_CUDNN is True, cuDNN trains d = 256 on sm10x (``flash`` rates, as for d <= 128). ``gpu`` None or
     without a compute capability: the Hopper choice; ``te_version`` None: DEFAULT_TE_VERSION."""
-    d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
+    d_qk, d_v = head_dims(mixer)
     if d_qk != d_v:
         return "cudnn_mla"
     arch = gpu.sm_arch if gpu is not None else None
@@ -92,7 +98,6 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
     return "unfused"
 
 
-
 def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | None = None) -> bool:
     """Whether TE ``te_version`` runs this layer with UnfusedDotProductAttention on ``gpu`` (``attention_kernel``)."""
     return attention_kernel(mixer, gpu, te_version) == "unfused"
@@ -100,4 +105,4 @@ def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | N
 
 __all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "CUDNN_WIDE_HEAD_ARCH_END", "CUDNN_WIDE_HEAD_DIM", "DEFAULT_TE_VERSION",
            "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "TE_COMMIT", "TE_WIDE_HEAD_CUDNN",
-           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "te_label", "te_version_key", "unfused_attention"]
+           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "head_dims", "te_label", "te_version_key", "unfused_attention"]

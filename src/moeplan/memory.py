@@ -801,7 +801,7 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
         # fused attention keeps no s x s scores; TE's unfused path (moeplan.attention_backend) keeps them
         "flash_attention": not _has_unfused(spec, cfg.gpu, cfg.te_version),
         "unfused_attention_saved_bytes_per_layer_microbatch": next(
-            (_unfused_scores(cfg, layer)[0] for layer in spec.distinct_layers if _unfused_scores(cfg, layer)[0]), 0.0),
+            (b for b in (_unfused_scores(cfg, layer)[0] for layer in spec.distinct_layers) if b), 0.0),
         "memory_efficient_permutation": True,
     }
     return MemoryEstimate(tuple(ranks), capacity_bytes, assumptions, pipe if par.pp * par.vpp > 1 else None)

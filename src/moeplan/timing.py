@@ -32,8 +32,8 @@ from importlib import resources
 from typing import Any
 
 from moeplan import fsdp, muon
-from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_tensors, unfused_softmax_is_fused
-from moeplan.attention_backend import attention_kernel
+from moeplan.activations import BF16_BYTES, FP32_BYTES, gdn_saved_bytes, layer_activation, unfused_softmax_is_fused
+from moeplan.attention_backend import attention_kernel, head_dims
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
     Gemm,
@@ -437,27 +437,26 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     PV, backward dP, dV, dQ, dK without recomputing S) and moves UNFUSED_SCORE_BYTES per score element
     through HBM at ``hbm_eff``; with ``square`` = (batch x heads per GPU, keys) also the masks' bytes, and from
     UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys the torch fp32 softmax's UNFUSED_FP32_SOFTMAX_SCORE_BYTES."""
-    d_qk, d_v = (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
+    d_qk, d_v = head_dims(mixer)
     kind = attention_kernel(mixer, gpu, te_version)
+    if kind != "unfused":
+        return fused_attention_efficiency(d_qk, d_v, kind, cal)
+    assert gpu is not None  # attention_kernel returns "unfused" only for a known compute capability
     fwd_mm = 2.0 * (d_qk + d_v)
     counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
-    if kind == "unfused":
-        assert gpu is not None  # attention_kernel returns "unfused" only for a known compute capability
-        peak = gpu.peak("bf16")
-        mm_share = _gemm_rate(gpu, "bf16") / peak
-        byte = peak / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)  # FLOP-equivalents of peak per HBM byte
-        moved = {"fwd": float(UNFUSED_SCORE_BYTES["fwd"]), "bwd": float(UNFUSED_SCORE_BYTES["bwd"])}
-        if square is not None:
-            batches, keys = square
-            fused = unfused_softmax_is_fused(batches, keys, keys)
-            if not fused:
-                moved = {k: float(v) for k, v in UNFUSED_FP32_SOFTMAX_SCORE_BYTES.items()}
-            mask = UNFUSED_MASK_BYTES["fused" if fused else "fp32"]
-            moved = {k: v + mask[k] / max(batches, 1) for k, v in moved.items()}
-        fwd_t = 2 * (fwd_mm / mm_share + moved["fwd"] * byte)
-        bwd_t = 2 * (2 * fwd_mm / mm_share + moved["bwd"] * byte)
-    else:
-        return fused_attention_efficiency(d_qk, d_v, kind, cal)
+    peak = gpu.peak("bf16")
+    mm_share = _gemm_rate(gpu, "bf16") / peak
+    byte = peak / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)  # FLOP-equivalents of peak per HBM byte
+    moved = {"fwd": float(UNFUSED_SCORE_BYTES["fwd"]), "bwd": float(UNFUSED_SCORE_BYTES["bwd"])}
+    if square is not None:
+        batches, keys = square
+        fused = unfused_softmax_is_fused(batches, keys, keys)
+        if not fused:
+            moved = {k: float(v) for k, v in UNFUSED_FP32_SOFTMAX_SCORE_BYTES.items()}
+        mask = UNFUSED_MASK_BYTES["fused" if fused else "fp32"]
+        moved = {k: v + mask[k] / max(batches, 1) for k, v in moved.items()}
+    fwd_t = 2 * (fwd_mm / mm_share + moved["fwd"] * byte)
+    bwd_t = 2 * (2 * fwd_mm / mm_share + moved["bwd"] * byte)
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 
@@ -560,12 +559,6 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
            + (1 + batched) * 2 * (c + v + 2 * h))
     gating = 12 * h * FP32_BYTES  # g and beta in fp32: a handful of small passes over the value heads
     return fwd * BF16_BYTES + gating / 2, bwd * BF16_BYTES + gating / 2
-
-
-def gdn_saved_bytes(layer: Layer, hidden: int) -> float:
-    """Bytes per token the Gated DeltaNet mixer keeps for backward (its ``gdn_*`` tensors, moeplan.activations):
-    the part of the generic element-wise charge that :func:`gdn_glue_bytes` replaces op by op."""
-    return sum(t.nbytes(None) for t in layer_tensors(layer, hidden) if t.name.startswith("gdn_"))
 
 
 def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
