@@ -52,7 +52,6 @@ from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, 
 from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
-PARTIAL_GRAPH_SCOPES = DROPLESS_MOE_GRAPH_SCOPES  # work with dropless MoE (moeplan.vocab)
 # From Megatron-Core 0.18, dropless MoE can run sync-free with fixed per-rank HybridEP buffers
 # (moe_expert_rank_capacity_factor) and paged activation stashing, so a full-iteration CUDA graph
 # captures it; 1.5 is what the Megatron Bridge full-iteration perf recipes use
@@ -359,7 +358,7 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
 
 def _partial_graphs_supported(version: str) -> bool:
     """Per-module CUDA graph scopes (attn, moe_router, moe_preprocess) exist from Megatron-Core 0.16."""
-    return PARTIAL_GRAPH_SCOPES <= set(fields_for(version).cuda_graph_scopes)
+    return DROPLESS_MOE_GRAPH_SCOPES <= set(fields_for(version).cuda_graph_scopes)
 
 
 def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float,
@@ -375,7 +374,7 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
     options: list[Candidate] = [c]
     base = c.cfg
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
-    graph_opts = [frozenset()] + ([PARTIAL_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe
+    graph_opts = [frozenset()] + ([DROPLESS_MOE_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe
                                   and _partial_graphs_supported(base.mcore_version) else [])
     if space.cuda_graphs and base.model.first_moe and sync_free_moe(base.mcore_version):
         graph_opts.append(FULL_ITERATION)  # sync-free dropless MoE (HybridEP only): see RANK_CAPACITY_FACTOR

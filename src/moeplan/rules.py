@@ -149,6 +149,12 @@ ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-to
                   "full-recompute", "dispatcher", "knob-layout", "dp-sharding", "muon-layer-wise")
 
 
+def _ladder(cfg: RunConfig) -> list[Recompute]:
+    """The run's recompute ladder (advice.recompute_ladder): its model, length, Megatron-Core version, GPU and
+    TE version (which decide whether core_attn is a candidate at long context)."""
+    return recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu, cfg.te_version)
+
+
 def _core_attn_rule_fix(cfg: RunConfig, gpu: GPUSpec) -> RunConfig | None:
     """The run without core_attn recompute (:func:`_without_core_attn`) when the core-attn-recompute rule
     applies (selective core_attn at long context, where fused attention keeps only softmax statistics), else
@@ -234,7 +240,7 @@ def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
     """The cheapest memory fix: the fastest fitting config among the recompute ladder steps (with and
     without optimizer offload) and doubled CP; None when none fits."""
     options: list[RunConfig] = []
-    for rc in recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu, cfg.te_version):
+    for rc in _ladder(cfg):
         options.append(cfg.with_(recompute=rc))
         for f in (0.5, 1.0) if cfg.optimizer == "adam" else ():  # Muon has no CPU offload (moeplan.run)
             options.append(cfg.with_(recompute=rc, optimizer_offload=max(f, cfg.optimizer_offload)))
@@ -413,7 +419,7 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
                                fix_overrides(cfg, without), {"saves_mib": round(saved_mib), "cost_s": round(gain, 3)}, line))
     if rc.granularity == "full":
         best = None
-        for step in recompute_ladder(cfg.model, seq, cfg.mcore_version, cfg.gpu, cfg.te_version):
+        for step in _ladder(cfg):
             if step.granularity != "selective" and step.granularity != "none":
                 continue
             c = cfg.with_(recompute=step)
@@ -538,7 +544,7 @@ def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, 
             "alt_dp_comm_s": round(alt.time.breakdown_s.get("dp_comm", 0.0), 3)}
     if not ev.fits(est) and not ev.fits(alt) and alt_cfg.fsdp:
         # the sharding alone is not enough: the first recompute step that fits with it
-        ladder = recompute_ladder(cfg.model, cfg.batch.seq_len, cfg.mcore_version, cfg.gpu, cfg.te_version)
+        ladder = _ladder(cfg)
         options = [(rc, cfg.optimizer_offload) for rc in ladder] + [(ladder[-1], f) for f in (0.25, 0.5, 0.75, 1.0)
                                                                     if f > cfg.optimizer_offload]
         for rc, offload in options:
