@@ -726,13 +726,11 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     t0 = time.perf_counter()
     try:
         found = api.search_plans(
-            args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
-            top=args.top, headroom=args.headroom, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-            mcore_version=args.mcore_version, hardware_file=args.hardware, fixed=_fixed(args),
+            args.model, seq_len=args.seq_len, gbs=args.gbs, top=args.top, headroom=args.headroom, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
-            allow_gbs_reduction=not args.keep_gbs, progress=progress, cal=args.cal,
+            allow_gbs_reduction=not args.keep_gbs, progress=progress,
             fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
-            **_numerics(args),
+            **_sweep_kwargs(args),
         )
     finally:
         progress.stop()
@@ -796,6 +794,8 @@ def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The cluster and run settings (_cluster_arguments) as API keywords: plan, a report's plans and its
+    sweep rows, a sweep, explain's MODEL lengths."""
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version,
                 cal=args.cal, **_numerics(args))
@@ -962,11 +962,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     _check_output(args.html, plot=False)
     progress = _Progress(_LazyConsole(stderr=True), not args.json, "planning")
     try:
-        found = api.search_plans(args.model, gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs,
-                                 precision=args.precision, top=args.top, hardware_file=args.hardware,
-                                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
-                                 mcore_version=args.mcore_version, progress=progress, cal=args.cal,
-                                 **_numerics(args))
+        found = api.search_plans(args.model, seq_len=args.seq_len, gbs=args.gbs, top=args.top, progress=progress,
+                                 **_sweep_kwargs(args))
         result = found.as_dict()
         plans = result["plans"]
         if not plans:

@@ -13,10 +13,9 @@ from typing import Any
 
 from moeplan.advice import Reason
 from moeplan.estimate import Estimate
-from moeplan.fsdp import label as fsdp_label
 from moeplan.megatron.export import to_overrides
 from moeplan.memory import GIB, MEMORY_ITEMS
-from moeplan.planner import NewerRelease, Plan
+from moeplan.planner import NewerRelease, Plan, plan_layout
 from moeplan.vocab import RESOLVED_GAIN
 
 LABELS = {
@@ -47,8 +46,7 @@ def _summary(e: Estimate) -> dict[str, Any]:
 
 
 def _run_label(e: Estimate) -> str:
-    return " ".join(x for x in (f"seq {e.config.batch.seq_len:,} {e.config.parallel.short()}",
-                                fsdp_label(e.config.fsdp)) if x)
+    return f"seq {e.config.batch.seq_len:,} {plan_layout(e.config)}"
 
 
 def _fit_note(name: str, e: Estimate) -> Reason | None:
@@ -137,11 +135,11 @@ def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None) ->
     best_gib = est.memory.total_bytes / GIB
     if not b.memory.fits:
         return Reason("fix", f"Run B does not fit in memory ({b.memory.total_bytes / GIB:,.1f} GiB); the planner's best at "
-                      f"seq {seq:,} is {cfg.parallel.short()}{' ' + fsdp_label(cfg.fsdp) if cfg.fsdp else ''}, "
+                      f"seq {seq:,} is {plan_layout(cfg)}, "
                       f"recompute {cfg.recompute.label()}: {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU in "
                       f"{best_gib:,.1f} GiB.{tail}", {"overrides": overrides, **more})
     gain = est.time.tokens_per_s_per_gpu / b.time.tokens_per_s_per_gpu - 1
-    text = (f"Planner at seq {seq:,}: {cfg.parallel.short()}{' ' + fsdp_label(cfg.fsdp) if cfg.fsdp else ''}, "
+    text = (f"Planner at seq {seq:,}: {plan_layout(cfg)}, "
             f"recompute {cfg.recompute.label()}, {cfg.dispatcher}"
             f"{', CP ' + cfg.cp_comm_type if cfg.parallel.cp > 1 else ''}: {est.time.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU ({gain:+.0%}) in {best_gib:,.1f} GiB.")

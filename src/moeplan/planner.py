@@ -82,6 +82,12 @@ class Plan:
     tie: bool = False  # its error band overlaps the fastest plan's (see rank_candidates)
 
 
+def plan_layout(cfg: RunConfig) -> str:
+    """'TP1 PP8 VPP4 CP32 EP32 DP4' and, where the run needs it, its Megatron-FSDP mark (moeplan.fsdp.label):
+    a layout quoted without it would read as fitting with the distributed optimizer alone."""
+    return " ".join(x for x in (cfg.parallel.short(), fsdp_label(cfg.fsdp)) if x)
+
+
 @dataclass(frozen=True)
 class NewerRelease:
     """What a newer Megatron-Core release would plan: the release, the feature it adds that this target
@@ -102,8 +108,7 @@ class NewerRelease:
         if self.config is None:
             return head + ", but no layout fits there either."
         rc = self.config.recompute
-        layout = " ".join(x for x in (self.config.parallel.short(), fsdp_label(self.config.fsdp)) if x)
-        plan = f"{layout} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
+        plan = f"{plan_layout(self.config)} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
         runs = f"{self.tokens_per_s_per_gpu:,.0f} tokens/s/GPU"
         mem = f"in {self.memory_bytes / GIB:,.1f} GiB"
         if self.gain is None:
@@ -245,7 +250,7 @@ def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunCo
     buffered = space.fsdp_double_buffer if sharding else False
     if cfg.fsdp == sharding and cfg.fsdp_double_buffer == buffered:
         return cfg
-    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=space.fsdp_double_buffer if sharding else False)
+    return cfg.evolve(fsdp=sharding, fsdp_double_buffer=buffered)
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -577,7 +582,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         # the other choice is tried on the best layouts before refining)
         ok, smallest = False, math.inf
         for sh in usable:
-            trial = cfg if sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, sh, space)
+            trial = _base_cfg(cfg, sh, space)
             mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache)  # the layout's memory ladder, costed part by part
             total = mem.peak_bytes(*strongest)
             ok = total <= budget
@@ -591,11 +596,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             continue
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
-        if exhaustive:
-            upper = math.inf
-        else:
-            upper = bound.tokens_per_s_per_gpu(cfg if cfg.fsdp is None and not cfg.fsdp_double_buffer
-                                               else _base_cfg(cfg, None, space), pipe)
+        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
         fitting.append((upper, index, cfg, pipe, smallest, mem))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the

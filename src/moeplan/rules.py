@@ -149,6 +149,17 @@ ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-to
                   "full-recompute", "dispatcher", "knob-layout", "dp-sharding", "muon-layer-wise")
 
 
+def _core_attn_rule_fix(cfg: RunConfig, gpu: GPUSpec) -> RunConfig | None:
+    """The run without core_attn recompute (:func:`_without_core_attn`) when the core-attn-recompute rule
+    applies (selective core_attn at long context, where fused attention keeps only softmax statistics), else
+    None. Not on TE's unfused path, which keeps the s x s scores (advice.core_attn_keeps_scores)."""
+    rc = cfg.recompute
+    if (rc.granularity != "selective" or "core_attn" not in rc.modules or cfg.batch.seq_len < LONG_CONTEXT_TOKENS
+            or core_attn_keeps_scores(cfg.model, gpu, cfg.te_version)):
+        return None
+    return _without_core_attn(cfg)
+
+
 def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, lines: dict[str, int],
                       layout_errors: Sequence[Any]) -> list[Finding]:
     """The rules that need no estimate, for a run whose layout is invalid (so it cannot be estimated),
@@ -156,9 +167,8 @@ def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, 
     out: list[Finding] = []
     par, rc, seq = cfg.parallel, cfg.recompute, cfg.batch.seq_len
     rline = lines.get("recompute_modules") or lines.get("recompute_granularity")
-    if (rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS
-            and not core_attn_keeps_scores(cfg.model, gpu, cfg.te_version)):
-        without = cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
+    without = _core_attn_rule_fix(cfg, gpu)
+    if without is not None:
         out.append(Finding("warning", "core-attn-recompute",
                            f"core_attn is recomputed at seq {seq:,}: fused attention keeps only softmax statistics, so "
                            "recomputing it saves little memory and re-runs the most expensive op (cost not estimated: "
@@ -390,9 +400,8 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
     rc = cfg.recompute
     seq = cfg.batch.seq_len
     line = lines.get("recompute_modules") or lines.get("recompute_granularity")
-    if (rc.granularity == "selective" and "core_attn" in rc.modules and seq >= LONG_CONTEXT_TOKENS
-            and not core_attn_keeps_scores(cfg.model, cfg.gpu, cfg.te_version)):  # TE's unfused path keeps the scores: not this rule
-        without = cfg.with_(recompute=Recompute("selective", rc.modules - {"core_attn"}) if len(rc.modules) > 1 else Recompute())
+    without = _core_attn_rule_fix(cfg, cfg.gpu)
+    if without is not None:
         e = ev(without)
         if e is not None:
             saved_mib = (e.memory.total_bytes - est.memory.total_bytes) / 2**20
