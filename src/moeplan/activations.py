@@ -231,6 +231,12 @@ def unfused_softmax_is_fused(batches: int, sq: int, sk: int) -> bool:
     return sq % per_block == 0
 
 
+def unfused_score_square(a: Attention, mbs: int, seq_len: int, tp: int, cp: int = 1) -> tuple[int, int]:
+    """(batches, keys) of the unfused path's score square on one GPU: micro-batch x heads per TP rank, and the
+    sequence a CP rank holds (what :func:`unfused_softmax_is_fused` and the timing model's softmax bytes read)."""
+    return mbs * a.num_heads // tp, seq_len // cp
+
+
 def unfused_attention_bytes(a: Attention, mbs: int, seq_len: int, tp: int, cp: int = 1) -> UnfusedAttentionBytes:
     """What TE's UnfusedDotProductAttention keeps and peaks at for one layer and micro-batch on one GPU (see the
     comment above). ``cp`` > 1 is not a layout TE runs (moeplan.parallel.check_layout rejects it); the square
@@ -243,7 +249,8 @@ def unfused_attention_bytes(a: Attention, mbs: int, seq_len: int, tp: int, cp: i
     per_token = kv_expanded - a.num_heads * FP32_BYTES  # ... and no softmax statistics
     token_bytes = per_token * mbs * s / tp
     mask_build = 15 * mask  # get_full_mask: 3 int32 + 3 bool temporaries, before K/V are expanded
-    if unfused_softmax_is_fused(round(mbs * heads), int(s), int(s)):
+    batches, keys = unfused_score_square(a, mbs, seq_len, tp, cp)
+    if unfused_softmax_is_fused(batches, keys, keys):
         saved = 2 * scores
         # forward: bf16 S and P beside the mask; backward: bf16 P, dP, dS
         peak = max(mask_build, token_bytes + max(4 * scores + mask, 6 * scores))

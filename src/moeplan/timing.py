@@ -32,7 +32,8 @@ from importlib import resources
 from typing import Any
 
 from moeplan import fsdp, muon
-from moeplan.activations import BF16_BYTES, FP32_BYTES, gdn_saved_bytes, layer_activation, unfused_softmax_is_fused
+from moeplan.activations import (BF16_BYTES, FP32_BYTES, gdn_saved_bytes, layer_activation, unfused_score_square,
+                                unfused_softmax_is_fused)
 from moeplan.attention_backend import attention_kernel, head_dims
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
@@ -475,7 +476,7 @@ def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibrat
     """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks."""
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
     par, batch = cfg.parallel, cfg.batch
-    square = (batch.mbs * mixer.num_heads // par.tp, batch.seq_len // par.cp)  # the unfused path's score square
+    square = unfused_score_square(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
     return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2] * length / (length + cal.attn_half_tokens)
 
 
