@@ -43,7 +43,7 @@ from moeplan.activations import BF16_BYTES
 from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.fsdp import label as fsdp_label
-from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes
+from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes, shared_fields_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, build_pipeline,
                               check_layout, with_balanced_layout)
@@ -250,6 +250,17 @@ def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunCo
     if cfg.fsdp == sharding and cfg.fsdp_double_buffer == buffered:
         return cfg
     return cfg.evolve(fsdp=sharding, fsdp_double_buffer=buffered)
+
+
+def _layout_run(template: RunConfig, par: Parallel, batch: Batch, dispatcher: str) -> RunConfig:
+    """The search's run of one layout: ``template`` (no recompute, no offload) with its layout, batch and
+    first dispatcher, and EP A2A overlap on exactly where Megatron-Core allows it. The same run as
+    ``template.evolve(...).evolve(ep_overlap=...ep_overlap_allowed)``, with one copy instead of two."""
+    cfg = template.evolve(parallel=par, batch=batch, dispatcher=dispatcher)
+    allowed = cfg.ep_overlap_allowed
+    if cfg.ep_overlap != allowed:
+        cfg.__dict__["ep_overlap"] = allowed  # a fresh copy no one else holds yet (evolve writes it the same way)
+    return cfg
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -548,6 +559,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     # (TP, PP, EP, ETP, DP x CP and EDP: _static_lower_bound) and the first dispatcher (EP)
     floors: dict[tuple[int, ...], tuple[dict[str | None, float], list[str | None]]] = {}
     first_dispatcher: dict[int, str] = {}
+    # every run below is the template with its layout, batch, dispatcher, EP overlap and sharding choice: the
+    # memory and bound caches' "every other field" ids are found once per value of the last three
+    mem_fields: dict[tuple[object, ...], object] = {}
+    bound_fields: dict[tuple[object, ...], int] = {}
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
@@ -575,14 +590,17 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         disp = first_dispatcher.get(par.ep)
         if disp is None:  # it reads EP and the run's model, version and GPU, which all layouts share
             disp = first_dispatcher[par.ep] = dispatcher_candidates(template.evolve(parallel=par), gpu)[0]
-        cfg = template.evolve(parallel=par, batch=b, dispatcher=disp)  # the dispatcher is refined later
-        cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
+        cfg = _layout_run(template, par, b, disp)  # the dispatcher is refined later
+        overlap = cfg.ep_overlap
         # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
         # the other choice is tried on the best layouts before refining)
         ok, smallest = False, math.inf
         for sh in usable:
-            trial = _base_cfg(cfg, sh, space)
-            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache)  # the layout's memory ladder, costed part by part
+            trial = cfg if sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, sh, space)
+            fid = mem_fields.get((disp, overlap, sh))
+            if fid is None:
+                fid = mem_fields[(disp, overlap, sh)] = shared_fields_key(trial, mem_cache)
+            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache, fid)  # the layout's memory ladder, costed part by part
             total = mem.peak_bytes(*strongest)
             ok = total <= budget
             smallest = min(smallest, total)
@@ -595,7 +613,15 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             continue
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
-        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
+        if exhaustive:
+            upper = math.inf
+        else:
+            plain = cfg if cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, None, space)
+            bid = bound_fields.get((disp, overlap))
+            if bid is None:
+                bid = bound_fields[(disp, overlap)] = bound.fields_id(plain)
+            # the template runs no recompute: EP overlap is allowed exactly where _layout_run turned it on
+            upper = bound.tokens_per_s_per_gpu(plain, pipe, bid, overlap)
         fitting.append((upper, index, cfg, pipe, smallest, mem))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the
