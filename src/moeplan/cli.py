@@ -20,6 +20,7 @@ from moeplan.attention_backend import DEFAULT_TE_VERSION, TE_COMMIT, TE_WIDE_HEA
 from moeplan.vocab import (
     CP_COMM_TYPES,
     DEFAULT_HEADROOM,
+    DEFAULT_GPU,
     DEFAULT_MCORE_VERSION,
     DEFAULT_RESERVE_GIB,
     DISPATCHERS,
@@ -865,13 +866,24 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     return 0 if all("parallel" in r for r in rows) else 1
 
 
+# explain's flags that a run file says for itself (None / False: not given; explain's parser defaults them so),
+# and what the MODEL path takes when they are not given (the other commands' defaults)
+_EXPLAIN_FILE_DECIDES = {
+    "precision": "--precision", "bf16_grads": "--bf16-grads", "bf16_moments": "--bf16-moments",
+    "optimizer": "--optimizer", "mtp_layers": "--mtp-layers", "gbs_tokens": "--gbs-tokens", "hold": "--hold",
+    **{k: f"--{k}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "recompute", "dispatcher")},
+    "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type",
+}
+_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "mcore_version": DEFAULT_MCORE_VERSION, "precision": "bf16",
+                           "optimizer": "adam", "optimizer_offload": 0.0, "cp_comm_type": "p2p"}
+
+
 class _NothingToCompare(Exception):
     """A run of the comparison has no layout that fits."""
 
 
-def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
-    """Two estimates (two config files, one config at two lengths, or a model at two lengths) and
-    the model reference (catalog name or config.json path) for the planner's remedy."""
+def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
+    """Two estimates: two config files, one config at two lengths, or a model at two lengths."""
     from moeplan.models import catalog_names
 
     first = args.inputs[0]
@@ -879,6 +891,8 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
     if len(args.inputs) > 2:
         raise MoeplanError(f"explain compares two runs; got {len(args.inputs)} inputs ({', '.join(args.inputs)})")
     if is_model:
+        args = argparse.Namespace(**{**vars(args), **{k: v for k, v in _EXPLAIN_MODEL_DEFAULTS.items()
+                                                       if getattr(args, k) is None}})
         if len(args.inputs) == 2:
             raise MoeplanError(f"explain MODEL compares the model at two lengths (--seq-len A,B); the second input "
                                f"'{args.inputs[1]}' would be ignored: give one model, or two run files")
@@ -886,20 +900,26 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
             raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
         if not args.gpus or not args.gbs_tokens:
             raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
-        kw = _sweep_kwargs(args) | {"gpu": args.gpu or "h100", "mcore_version": args.mcore_version or DEFAULT_MCORE_VERSION}
         points = api.sweep_points(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
-                                  **kw)
+                                  **_sweep_kwargs(args))
         ests = []
         for pt in points:
             if pt.estimate is None:
                 raise _NothingToCompare(f"no layout fits at seq {pt.seq_len:,}; nothing to compare")
             ests.append(pt.estimate)
-        return ests[0], ests[1], first
+        return ests[0], ests[1]
     from moeplan import checker
 
-    # GPU and versions: the flags where given, else each file's '# moeplan:' comment (its defaults are None)
+    given = [flag for key, flag in _EXPLAIN_FILE_DECIDES.items() if getattr(args, key) not in (None, False)]
+    if given:
+        raise MoeplanError(f"{', '.join(given)}: explain CONFIG reads {'this' if len(given) == 1 else 'these'} from "
+                           "the run files; edit the files, or compare a model at two lengths with "
+                           "`moeplan explain MODEL --seq-len A,B`")
+    # GPU and versions: the flags where given, else each file's '# moeplan:' comment (its defaults are None);
+    # routing imbalance and reserve, which no run file says, from the flags
     files = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware, cal=args.cal,
-                 te_version=args.te_version, mcore_version=args.mcore_version)
+                 te_version=args.te_version, mcore_version=args.mcore_version, moe_imbalance=args.moe_imbalance,
+                 reserve_gib=args.reserve_gib)
     a = checker.estimate_file(first, **files)
     if len(args.inputs) == 2:
         b = checker.estimate_file(args.inputs[1], **files)
@@ -907,7 +927,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
         b = checker.estimate_file(first, seq_len=args.seq_len[0], **files)
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
-    return a, b, args.model or a.config.model.name
+    return a, b
 
 
 def _looks_like_hf_config(path: str) -> bool:
@@ -929,20 +949,14 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     from moeplan.explain import compare, remedy
 
     try:
-        a, b, model_ref = _explain_inputs(args)
+        a, b = _explain_inputs(args)
     except _NothingToCompare as exc:
         Console(stderr=True, width=10_000).print(f"moeplan: {exc}", highlight=False, markup=False)
         return 1
     comp = compare(a, b)
     fix = None
     if not args.no_fix:
-        run = b.config
-        found = api.search_plans(model_ref, gpu=b.gpu, gpus=run.parallel.gpus, seq_len=run.batch.seq_len,
-                                 gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
-                                 mcore_version=run.mcore_version,  # the run's: flag, file comment or default
-                                 grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
-                                 bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal,
-                                 optimizer=run.optimizer, te_version=run.te_version)
+        found = api.search_like(b.config, top=1, cal=args.cal)  # searched as run B is: its GPU, numerics, versions
         fix = remedy(b, found.best, found.result.newer)
     if args.json:
         out = comp.as_dict()
@@ -1273,8 +1287,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", metavar="MODEL|CONFIG", help="a model, or one or two run configs")
     p.add_argument("--model", help="model of the config files (catalog name or config.json)")
     _sweep_arguments(p, required=False)
-    # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment (MODEL: h100, 0.16)
-    p.set_defaults(gpu=None, mcore_version=None)
+    # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment; the flags a file says
+    # itself are refused with files; MODEL fills the usual defaults (_EXPLAIN_MODEL_DEFAULTS)
+    p.set_defaults(gpu=None, mcore_version=None, precision=None, optimizer=None, optimizer_offload=None,
+                   cp_comm_type=None)
     p.add_argument("--no-fix", action="store_true", help="skip the planner's remedy")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_explain)
@@ -1345,7 +1361,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     """GPU, count, precision and the modelling knobs every estimating command takes."""
-    p.add_argument("--gpu", default="h100", help="GPU name from `moeplan hardware` (default h100)")
+    p.add_argument("--gpu", default=DEFAULT_GPU, help=f"GPU name from `moeplan hardware` (default {DEFAULT_GPU})")
     p.add_argument("--gpus", type=positive_int, required=required, help="total GPU count")
     p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
                    help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
