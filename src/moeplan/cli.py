@@ -1280,7 +1280,9 @@ def build_parser() -> argparse.ArgumentParser:
         "FLOPs share, exposed CP/EP/PP/DP communication, recompute, bubble) and memory; then ask the planner "
         "what fixes the second run. Inputs: MODEL with --seq-len A,B; CONFIG_A CONFIG_B; or CONFIG --seq-len B. "
         "For run files --gpu, --gpus, --mcore-version and --te-version default to each file's '# moeplan:' "
-        "comment (moeplan's exports carry one).",
+        "comment (moeplan's exports carry one); --moe-imbalance and --reserve-gib, which no file says, apply to both "
+        "runs; what a file says itself (precision, grad and moment dtypes, layout, recompute) comes from the file. "
+        "The remedy is searched as run B runs: its GPU, numerics, imbalance, reserve and versions.",
         epilog="examples:\n  moeplan explain qwen3-next-80b-a3b --gpu gb200 --gpus 32 --seq-len 32k,64k --gbs-tokens 1m\n"
         "  moeplan explain run32k.yaml run64k.yaml --model qwen3-next-80b-a3b --gpu gb200 --gpus 32",
         formatter_class=argparse.RawDescriptionHelpFormatter)
