@@ -469,12 +469,14 @@ class SweepPoint:
 
 _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "te_version",
               "headroom",
-              "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers")
+              "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers", "fsdp", "fsdp_double_buffer")
 
 
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
                  progress: Any = None, **kwargs: Any) -> list[SweepPoint]:
-    """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length."""
+    """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length. ``fsdp`` is
+    :func:`search_plans`'s (auto: searched beside the distributed optimizer); a held layout runs the strategy
+    it names, and the distributed optimizer for auto or off."""
     spec = resolve_model(model)
     for s in seq_lens:  # every length checked before any work
         gbs_for(s, gbs_tokens)
@@ -484,7 +486,8 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     for s in seq_lens:
         gbs = gbs_for(s, gbs_tokens)
         if hold is not None:
-            est = estimate_run(spec, seq_len=s, gbs=gbs, **kwargs, **hold)
+            held_kw = kwargs | {"fsdp": None if kwargs.get("fsdp") == "auto" else kwargs.get("fsdp")}
+            est = estimate_run(spec, seq_len=s, gbs=gbs, **held_kw, **hold)
             if progress is not None and hasattr(progress, "advance"):
                 progress.advance()
             points.append(SweepPoint(s, gbs, "held layout", est))

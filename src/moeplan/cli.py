@@ -729,9 +729,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         found = api.search_plans(
             args.model, seq_len=args.seq_len, gbs=args.gbs, top=args.top, headroom=args.headroom, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
-            allow_gbs_reduction=not args.keep_gbs, progress=progress,
-            fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
-            **_sweep_kwargs(args),
+            allow_gbs_reduction=not args.keep_gbs, progress=progress, **_sweep_kwargs(args),
         )
     finally:
         progress.stop()
@@ -795,11 +793,11 @@ def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The cluster and run settings (_cluster_arguments) as API keywords: plan, a report's plans and its
-    sweep rows, a sweep, explain's MODEL lengths."""
+    """The cluster and run settings (_cluster_arguments, and Megatron-FSDP) as API keywords: plan, a report's
+    plans and its sweep rows, a sweep, explain's MODEL lengths."""
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version,
-                cal=args.cal, **_numerics(args))
+                cal=args.cal, fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer, **_numerics(args))
 
 
 def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
@@ -872,10 +870,11 @@ _EXPLAIN_FILE_DECIDES = {
     "precision": "--precision", "bf16_grads": "--bf16-grads", "bf16_moments": "--bf16-moments",
     "optimizer": "--optimizer", "mtp_layers": "--mtp-layers", "gbs_tokens": "--gbs-tokens", "hold": "--hold",
     **{k: f"--{k}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "recompute", "dispatcher")},
-    "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type",
+    "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type", "fsdp": "--fsdp",
+    "fsdp_double_buffer": "--fsdp-double-buffer",
 }
 _EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "mcore_version": DEFAULT_MCORE_VERSION, "precision": "bf16",
-                           "optimizer": "adam", "optimizer_offload": 0.0, "cp_comm_type": "p2p"}
+                           "optimizer": "adam", "optimizer_offload": 0.0, "cp_comm_type": "p2p", "fsdp": "auto"}
 
 
 class _NothingToCompare(Exception):
@@ -1249,10 +1248,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", help="fix recompute (none, full, selective:...)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
-    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
-                   help="Megatron-FSDP: auto = search optim_grads_params beside the distributed optimizer (default), "
-                        "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
-    _fsdp_buffer_argument(p)
+    _fsdp_search_argument(p)
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
     p.add_argument("--save-strategy", metavar="FILE.yaml",
@@ -1292,7 +1288,7 @@ def build_parser() -> argparse.ArgumentParser:
     # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment; the flags a file says
     # itself are refused with files; MODEL fills the usual defaults (_EXPLAIN_MODEL_DEFAULTS)
     p.set_defaults(gpu=None, mcore_version=None, precision=None, optimizer=None, optimizer_offload=None,
-                   cp_comm_type=None)
+                   cp_comm_type=None, fsdp=None)
     p.add_argument("--no-fix", action="store_true", help="skip the planner's remedy")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_explain)
@@ -1304,6 +1300,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: moeplan report deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024 --html plan.html")
     add_run_arguments(p, layout=False)
     p.add_argument("--top", type=positive_int, default=5, help="plans in the table (default 5)")
+    _fsdp_search_argument(p)
     p.add_argument("--sweep", type=parse_lengths, help="also sweep these lengths, e.g. 32k,64k,128k")
     p.add_argument("--html", required=True, metavar="FILE", help="output HTML file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -1393,6 +1390,14 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
                         "stay on Adam; no CPU offload or bf16 moments); default adam")
 
 
+def _fsdp_search_argument(p: argparse.ArgumentParser) -> None:
+    """--fsdp and --fsdp-double-buffer of the searching commands (plan, report)."""
+    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
+                   help="Megatron-FSDP: auto = search optim_grads_params beside the distributed optimizer (default), "
+                        "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
+    _fsdp_buffer_argument(p)
+
+
 def _calibration_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="PROFILE.yaml",
                    help="timing constants (and memory reserve) fitted to your cluster by `moeplan calibrate --out`")
@@ -1468,6 +1473,11 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
                    "default 0)")
     p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
                    help="context-parallel communication of the held layout (Megatron-Core cp_comm_type; default p2p)")
+    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
+                   help="Megatron-FSDP: planned lengths search optim_grads_params beside the distributed optimizer "
+                        "(auto, default), never (off), or pin a data_parallel_sharding_strategy; a held layout runs the "
+                        "strategy given, else the distributed optimizer")
+    _fsdp_buffer_argument(p)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -149,10 +149,10 @@ def test_report_sweep_uses_the_reports_run_settings(tmp_path, capsys, monkeypatc
     html = tmp_path / "r.html"
     code, _, _ = _run(capsys, "report", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "8k",
                       "--gbs", "64", "--sweep", "4k,8k", "--bf16-grads", "--bf16-moments", "--moe-imbalance", "1.2",
-                      "--reserve-gib", "3", "--mcore-version", "0.18", "--html", str(html), "--json")
+                      "--reserve-gib", "3", "--mcore-version", "0.18", "--fsdp", "off", "--html", str(html), "--json")
     assert code == 0
     assert seen["grad_fp32"] is False and seen["bf16_moments"] is True and seen["moe_imbalance"] == 1.2
-    assert seen["reserve_gib"] == 3 and seen["mcore_version"] == "0.18"
+    assert seen["reserve_gib"] == 3 and seen["mcore_version"] == "0.18" and seen["fsdp"] == "off"
 
 
 def test_explain_of_run_files_reads_their_gpu_and_version(tmp_path, capsys):
@@ -215,7 +215,8 @@ def test_explain_refuses_flags_a_run_file_decides(tmp_path, capsys):
     them): one line, exit 2, naming every such flag."""
     run = _export(capsys, tmp_path)
     for flags, named in ((["--precision", "fp8"], "--precision"), (["--bf16-grads", "--tp", "2"], "--bf16-grads, --tp"),
-                         (["--optimizer", "muon"], "--optimizer"), (["--recompute", "full"], "--recompute")):
+                         (["--optimizer", "muon"], "--optimizer"), (["--recompute", "full"], "--recompute"),
+                         (["--fsdp", "off"], "--fsdp")):
         code, out, err = _run(capsys, "explain", str(run), "--seq-len", "16k", *flags)
         assert code == 2 and not out and err.count("\n") == 1 and named in err and "reads th" in err
 
@@ -229,3 +230,18 @@ def test_explain_model_path_takes_the_usual_defaults(capsys):
                         "--gbs-tokens", "512k", "--no-fix", "--json")
     d = json.loads(out)
     assert code == 0 and d["a"]["gpu"] == d["b"]["gpu"] == DEFAULT_GPU
+
+
+def test_sweep_holds_a_megatron_fsdp_layout(capsys):
+    """sweep --hold --fsdp STRATEGY estimates the held layout under Megatron-FSDP (the held layout had no FSDP
+    flag), marks it in the table, and --fsdp off keeps the planned lengths on the distributed optimizer."""
+    args = ("sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k", "--gbs-tokens", "512k")
+    code, out, _ = _run(capsys, *args, "--hold", "--ep", "8", "--fsdp", "optim_grads_params", "--json")
+    rows = json.loads(out)
+    assert code in (0, 1) and [r["fsdp"] for r in rows] == ["optim_grads_params"] * 2
+    code, out, _ = _run(capsys, *args, "--hold", "--ep", "8", "--json")
+    assert [r["fsdp"] for r in json.loads(out)] == [None, None]
+    code, out, _ = _run(capsys, *args, "--fsdp", "off", "--json")
+    assert code == 0 and all(r["fsdp"] is None for r in json.loads(out))
+    code, out, _ = _run(capsys, *args, "--hold", "--ep", "8", "--fsdp", "optim_grads_params")
+    assert "FSDP" in out
