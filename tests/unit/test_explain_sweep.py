@@ -15,6 +15,19 @@ def _run(capsys, *argv):
     return code, out, err
 
 
+def _spy(monkeypatch, name: str) -> dict:
+    """The keywords of the last call of ``api.<name>`` (which still runs)."""
+    seen: dict = {}
+    real = getattr(api, name)
+
+    def spy(model, **kw):
+        seen.update(kw)
+        return real(model, **kw)
+
+    monkeypatch.setattr(api, name, spy)
+    return seen
+
+
 def test_sweep_plans_each_length_and_plots(tmp_path, capsys):
     plot = tmp_path / "sweep.png"
     code, out, err = _run(capsys, "sweep", "qwen3-235b-a22b", "--gpu", "gb200", "--gpus", "256",
@@ -138,14 +151,7 @@ def test_explain_names_megatron_fsdp_where_a_run_uses_it():
 def test_report_sweep_uses_the_reports_run_settings(tmp_path, capsys, monkeypatch):
     """The report's --sweep rows are planned with the same numerics, imbalance, reserve and versions as its
     plans (they were planned with the defaults: fp32 grads whatever --bf16-grads said)."""
-    seen: dict = {}
-    real = api.sweep
-
-    def spy(model, **kw):
-        seen.update(kw)
-        return real(model, **kw)
-
-    monkeypatch.setattr(api, "sweep", spy)
+    seen = _spy(monkeypatch, "sweep")
     html = tmp_path / "r.html"
     code, _, _ = _run(capsys, "report", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "8k",
                       "--gbs", "64", "--sweep", "4k,8k", "--bf16-grads", "--bf16-moments", "--moe-imbalance", "1.2",
@@ -188,14 +194,7 @@ def test_explain_remedy_searches_as_run_b_runs(tmp_path, capsys, monkeypatch):
     at the defaults, so with --moe-imbalance the 'fix' was a plan for balanced routing), and run files are
     estimated with --moe-imbalance / --reserve-gib, which no run file says (they were ignored)."""
     run = _export(capsys, tmp_path, "--bf16-grads", "--mcore-version", "0.18")
-    seen: dict = {}
-    real = api.search_plans
-
-    def spy(model, **kw):
-        seen.update(kw)
-        return real(model, **kw)
-
-    monkeypatch.setattr(api, "search_plans", spy)
+    seen = _spy(monkeypatch, "search_plans")
     code, out, _ = _run(capsys, "explain", str(run), "--seq-len", "16k", "--moe-imbalance", "1.3",
                         "--reserve-gib", "4", "--json")
     assert code == 0
