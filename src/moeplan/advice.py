@@ -24,7 +24,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.knobs import knob_problem
 from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
-from moeplan.parallel import check_layout, replace_parallel
+from moeplan.parallel import replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION
 from moeplan.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
@@ -230,9 +230,9 @@ def round_gib(b: float) -> float:
 
 def _cp_start_blocked(cfg: RunConfig, cp0: int) -> str:
     """Why the guidance's CP start is not a valid layout with this plan's other sizes kept: the first
-    rule it breaks (moeplan.parallel.check_layout), e.g. the folding or a Megatron-Core release rule."""
+    rule it breaks (RunConfig.layout_checks), e.g. the folding or a Megatron-Core release rule."""
     par = cfg.parallel
-    bad = check_layout(cfg.model, replace(par, cp=cp0), cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
+    bad = cfg.layout_checks(replace(par, cp=cp0))
     why = bad[0].reason if bad else "it breaks a layout rule"
     return f"CP {cp0} is not a valid layout with this plan's TP {par.tp}, PP {par.pp} and EP {par.ep} kept: {why}."
 

@@ -17,6 +17,7 @@ from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.vocab import DEFAULT_GPU
 from moeplan.knobs import knob_problem
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
 from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
@@ -106,7 +107,7 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFA
 def build_config(
     model: str | ModelSpec,
     *,
-    gpu: str | GPUSpec = "h100",
+    gpu: str | GPUSpec = DEFAULT_GPU,
     gpus: int,
     seq_len: int,
     gbs: int,
@@ -356,7 +357,7 @@ class PlanReport:
 def search_plans(
     model: str | ModelSpec,
     *,
-    gpu: str | GPUSpec = "h100",
+    gpu: str | GPUSpec = DEFAULT_GPU,
     gpus: int,
     seq_len: int,
     gbs: int,
@@ -413,6 +414,20 @@ def search_plans(
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
 
 
+def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALIBRATION, progress: Any = None,
+                headroom: float = DEFAULT_HEADROOM) -> PlanReport:
+    """:func:`search_plans` for the run ``cfg`` describes, with everything the run says that is not a layout
+    or knob the planner chooses: its model as trained (MTP layers included), its GPU as deployed (a user
+    hardware file's entry too), GPU count, sequence length and GBS, precision, gradient and moment dtypes,
+    optimizer, routing imbalance, reserved memory, and the Megatron-Core and Transformer Engine releases.
+    ``moeplan explain`` asks it for the remedy of its second run."""
+    return search_plans(cfg.model, gpu=cfg.gpu, gpus=cfg.parallel.gpus, seq_len=cfg.batch.seq_len,
+                        gbs=cfg.batch.gbs, precision=cfg.precision, top=top, headroom=headroom,
+                        moe_imbalance=cfg.moe_imbalance, reserve_gib=cfg.reserve_gib,
+                        mcore_version=cfg.mcore_version, te_version=cfg.te_version, progress=progress,
+                        grad_fp32=cfg.grad_fp32, bf16_moments=cfg.bf16_moments, cal=cal, optimizer=cfg.optimizer)
+
+
 def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
     """:func:`search_plans` as a JSON-ready dict (``plans`` is what ``moeplan plan --json`` prints)."""
     return search_plans(model, **kwargs).as_dict()
@@ -454,12 +469,14 @@ class SweepPoint:
 
 _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "te_version",
               "headroom",
-              "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers")
+              "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers", "fsdp", "fsdp_double_buffer")
 
 
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
                  progress: Any = None, **kwargs: Any) -> list[SweepPoint]:
-    """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length."""
+    """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length. ``fsdp`` is
+    :func:`search_plans`'s (auto: searched beside the distributed optimizer); a held layout runs the strategy
+    it names, and the distributed optimizer for auto or off."""
     spec = resolve_model(model)
     for s in seq_lens:  # every length checked before any work
         gbs_for(s, gbs_tokens)
@@ -469,7 +486,8 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     for s in seq_lens:
         gbs = gbs_for(s, gbs_tokens)
         if hold is not None:
-            est = estimate_run(spec, seq_len=s, gbs=gbs, **kwargs, **hold)
+            held_kw = kwargs | {"fsdp": None if kwargs.get("fsdp") == "auto" else kwargs.get("fsdp")}
+            est = estimate_run(spec, seq_len=s, gbs=gbs, **held_kw, **hold)
             if progress is not None and hasattr(progress, "advance"):
                 progress.advance()
             points.append(SweepPoint(s, gbs, "held layout", est))

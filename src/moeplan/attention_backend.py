@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moeplan.errors import MoeplanError
-from moeplan.models.spec import Attention
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec
+    from moeplan.models.spec import Attention
 
 TE_COMMIT = "71bbefb"  # the Transformer Engine the recipes ran (Bridge PR #3168's container, 2026-03-24)
 

@@ -13,13 +13,14 @@ from typing import Any
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import check_settings, dp_assertions
 from moeplan.megatron.asserts import FileView, tripped
 from moeplan.megatron.mcore import build_mcore_config
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
-from moeplan.parallel import check_layout, hierarchical_cp_inner, layout_from_split_options
+from moeplan.parallel import hierarchical_cp_inner, layout_from_split_options
 from moeplan.rules import Finding, lint, sort_findings
 from moeplan.run import RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
@@ -126,7 +127,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     gpus = gpus or f_gpus
     if gpus is None:
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
-    gpu_spec = load_gpu(gpu or f_gpu or "h100", hardware_file)
+    gpu_spec = load_gpu(gpu or f_gpu or DEFAULT_GPU, hardware_file)
     version = mcore_version or f_version or DEFAULT_MCORE_VERSION
     cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec,
                                                      mcore_version=version), parsed.architecture)
@@ -167,7 +168,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     if run_mcore:
         findings += _run_mcore(cfg)
     estimate = None
-    if not check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version):
+    if not cfg.layout_checks():
         estimate = evaluate(cfg, gpu_spec, cal)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
 
@@ -220,12 +221,15 @@ def _run_mcore(cfg: RunConfig) -> list[Finding]:
 def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
                   hardware_file: str | None = None, seq_len: int | None = None,
                   cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
-                  mcore_version: str | None = None) -> Estimate:
+                  mcore_version: str | None = None, moe_imbalance: float | None = None,
+                  reserve_gib: float | None = None) -> Estimate:
     """Estimate of a run file (optionally at another sequence length), for `moeplan explain`. GPU and
-    versions: the arguments, else the file's '# moeplan:' comment (:func:`load_run`)."""
+    versions: the arguments, else the file's '# moeplan:' comment (:func:`load_run`); routing imbalance and
+    memory reserve, which no run file says, from the arguments (None: RunConfig's defaults)."""
     cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
                                 mcore_version=mcore_version, seq_len=seq_len, te_version=te_version)
-    return evaluate(cfg, gpu_spec, cal)
+    assumed = {k: v for k, v in (("moe_imbalance", moe_imbalance), ("reserve_gib", reserve_gib)) if v is not None}
+    return evaluate(cfg.with_(**assumed) if assumed else cfg, gpu_spec, cal)
 
 
 __all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run", "with_split_layout"]

@@ -20,6 +20,7 @@ from moeplan.attention_backend import DEFAULT_TE_VERSION, TE_COMMIT, TE_WIDE_HEA
 from moeplan.vocab import (
     CP_COMM_TYPES,
     DEFAULT_HEADROOM,
+    DEFAULT_GPU,
     DEFAULT_MCORE_VERSION,
     DEFAULT_RESERVE_GIB,
     DISPATCHERS,
@@ -728,9 +729,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         found = api.search_plans(
             args.model, seq_len=args.seq_len, gbs=args.gbs, top=args.top, headroom=args.headroom, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
-            allow_gbs_reduction=not args.keep_gbs, progress=progress,
-            fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
-            **_sweep_kwargs(args),
+            allow_gbs_reduction=not args.keep_gbs, progress=progress, **_sweep_kwargs(args),
         )
     finally:
         progress.stop()
@@ -794,11 +793,11 @@ def _held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The cluster and run settings (_cluster_arguments) as API keywords: plan, a report's plans and its
-    sweep rows, a sweep, explain's MODEL lengths."""
+    """The cluster and run settings (_cluster_arguments, and Megatron-FSDP) as API keywords: plan, a report's
+    plans and its sweep rows, a sweep, explain's MODEL lengths."""
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
                 moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version,
-                cal=args.cal, **_numerics(args))
+                cal=args.cal, fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer, **_numerics(args))
 
 
 def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
@@ -865,13 +864,25 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     return 0 if all("parallel" in r for r in rows) else 1
 
 
+# explain's flags that a run file says for itself (None / False: not given; explain's parser defaults them so),
+# and what the MODEL path takes when they are not given (the other commands' defaults)
+_EXPLAIN_FILE_DECIDES = {
+    "precision": "--precision", "bf16_grads": "--bf16-grads", "bf16_moments": "--bf16-moments",
+    "optimizer": "--optimizer", "mtp_layers": "--mtp-layers", "gbs_tokens": "--gbs-tokens", "hold": "--hold",
+    **{k: f"--{k}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "recompute", "dispatcher")},
+    "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type", "fsdp": "--fsdp",
+    "fsdp_double_buffer": "--fsdp-double-buffer",
+}
+_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "mcore_version": DEFAULT_MCORE_VERSION, "precision": "bf16",
+                           "optimizer": "adam", "optimizer_offload": 0.0, "cp_comm_type": "p2p", "fsdp": "auto"}
+
+
 class _NothingToCompare(Exception):
     """A run of the comparison has no layout that fits."""
 
 
-def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
-    """Two estimates (two config files, one config at two lengths, or a model at two lengths) and
-    the model reference (catalog name or config.json path) for the planner's remedy."""
+def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
+    """Two estimates: two config files, one config at two lengths, or a model at two lengths."""
     from moeplan.models import catalog_names
 
     first = args.inputs[0]
@@ -879,6 +890,8 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
     if len(args.inputs) > 2:
         raise MoeplanError(f"explain compares two runs; got {len(args.inputs)} inputs ({', '.join(args.inputs)})")
     if is_model:
+        args = argparse.Namespace(**{**vars(args), **{k: v for k, v in _EXPLAIN_MODEL_DEFAULTS.items()
+                                                       if getattr(args, k) is None}})
         if len(args.inputs) == 2:
             raise MoeplanError(f"explain MODEL compares the model at two lengths (--seq-len A,B); the second input "
                                f"'{args.inputs[1]}' would be ignored: give one model, or two run files")
@@ -886,20 +899,26 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
             raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
         if not args.gpus or not args.gbs_tokens:
             raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
-        kw = _sweep_kwargs(args) | {"gpu": args.gpu or "h100", "mcore_version": args.mcore_version or DEFAULT_MCORE_VERSION}
         points = api.sweep_points(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
-                                  **kw)
+                                  **_sweep_kwargs(args))
         ests = []
         for pt in points:
             if pt.estimate is None:
                 raise _NothingToCompare(f"no layout fits at seq {pt.seq_len:,}; nothing to compare")
             ests.append(pt.estimate)
-        return ests[0], ests[1], first
+        return ests[0], ests[1]
     from moeplan import checker
 
-    # GPU and versions: the flags where given, else each file's '# moeplan:' comment (its defaults are None)
+    given = [flag for key, flag in _EXPLAIN_FILE_DECIDES.items() if getattr(args, key) not in (None, False)]
+    if given:
+        raise MoeplanError(f"{', '.join(given)}: explain CONFIG reads {'this' if len(given) == 1 else 'these'} from "
+                           "the run files; edit the files, or compare a model at two lengths with "
+                           "`moeplan explain MODEL --seq-len A,B`")
+    # GPU and versions: the flags where given, else each file's '# moeplan:' comment (its defaults are None);
+    # routing imbalance and reserve, which no run file says, from the flags
     files = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware, cal=args.cal,
-                 te_version=args.te_version, mcore_version=args.mcore_version)
+                 te_version=args.te_version, mcore_version=args.mcore_version, moe_imbalance=args.moe_imbalance,
+                 reserve_gib=args.reserve_gib)
     a = checker.estimate_file(first, **files)
     if len(args.inputs) == 2:
         b = checker.estimate_file(args.inputs[1], **files)
@@ -907,7 +926,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate, str]:
         b = checker.estimate_file(first, seq_len=args.seq_len[0], **files)
     else:
         raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
-    return a, b, args.model or a.config.model.name
+    return a, b
 
 
 def _looks_like_hf_config(path: str) -> bool:
@@ -929,20 +948,14 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     from moeplan.explain import compare, remedy
 
     try:
-        a, b, model_ref = _explain_inputs(args)
+        a, b = _explain_inputs(args)
     except _NothingToCompare as exc:
         Console(stderr=True, width=10_000).print(f"moeplan: {exc}", highlight=False, markup=False)
         return 1
     comp = compare(a, b)
     fix = None
     if not args.no_fix:
-        run = b.config
-        found = api.search_plans(model_ref, gpu=b.gpu, gpus=run.parallel.gpus, seq_len=run.batch.seq_len,
-                                 gbs=run.batch.gbs, precision=run.precision, top=1, hardware_file=args.hardware,
-                                 mcore_version=run.mcore_version,  # the run's: flag, file comment or default
-                                 grad_fp32=run.grad_fp32 and not args.bf16_grads,  # the run's numerics
-                                 bf16_moments=run.bf16_moments or args.bf16_moments, cal=args.cal,
-                                 optimizer=run.optimizer, te_version=run.te_version)
+        found = api.search_like(b.config, top=1, cal=args.cal)  # searched as run B is: its GPU, numerics, versions
         fix = remedy(b, found.best, found.result.newer)
     if args.json:
         out = comp.as_dict()
@@ -1235,10 +1248,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", help="fix recompute (none, full, selective:...)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")
-    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
-                   help="Megatron-FSDP: auto = search optim_grads_params beside the distributed optimizer (default), "
-                        "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
-    _fsdp_buffer_argument(p)
+    _fsdp_search_argument(p)
     p.add_argument("--keep-gbs", action="store_true", help="never lower GBS when nothing fits")
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
     p.add_argument("--save-strategy", metavar="FILE.yaml",
@@ -1266,15 +1276,19 @@ def build_parser() -> argparse.ArgumentParser:
         "FLOPs share, exposed CP/EP/PP/DP communication, recompute, bubble) and memory; then ask the planner "
         "what fixes the second run. Inputs: MODEL with --seq-len A,B; CONFIG_A CONFIG_B; or CONFIG --seq-len B. "
         "For run files --gpu, --gpus, --mcore-version and --te-version default to each file's '# moeplan:' "
-        "comment (moeplan's exports carry one).",
+        "comment (moeplan's exports carry one); --moe-imbalance and --reserve-gib, which no file says, apply to both "
+        "runs; what a file says itself (precision, grad and moment dtypes, layout, recompute) comes from the file. "
+        "The remedy is searched as run B runs: its GPU, numerics, imbalance, reserve and versions.",
         epilog="examples:\n  moeplan explain qwen3-next-80b-a3b --gpu gb200 --gpus 32 --seq-len 32k,64k --gbs-tokens 1m\n"
         "  moeplan explain run32k.yaml run64k.yaml --model qwen3-next-80b-a3b --gpu gb200 --gpus 32",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="MODEL|CONFIG", help="a model, or one or two run configs")
     p.add_argument("--model", help="model of the config files (catalog name or config.json)")
     _sweep_arguments(p, required=False)
-    # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment (MODEL: h100, 0.16)
-    p.set_defaults(gpu=None, mcore_version=None)
+    # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment; the flags a file says
+    # itself are refused with files; MODEL fills the usual defaults (_EXPLAIN_MODEL_DEFAULTS)
+    p.set_defaults(gpu=None, mcore_version=None, precision=None, optimizer=None, optimizer_offload=None,
+                   cp_comm_type=None, fsdp=None)
     p.add_argument("--no-fix", action="store_true", help="skip the planner's remedy")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_explain)
@@ -1286,6 +1300,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: moeplan report deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024 --html plan.html")
     add_run_arguments(p, layout=False)
     p.add_argument("--top", type=positive_int, default=5, help="plans in the table (default 5)")
+    _fsdp_search_argument(p)
     p.add_argument("--sweep", type=parse_lengths, help="also sweep these lengths, e.g. 32k,64k,128k")
     p.add_argument("--html", required=True, metavar="FILE", help="output HTML file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -1345,7 +1360,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     """GPU, count, precision and the modelling knobs every estimating command takes."""
-    p.add_argument("--gpu", default="h100", help="GPU name from `moeplan hardware` (default h100)")
+    p.add_argument("--gpu", default=DEFAULT_GPU, help=f"GPU name from `moeplan hardware` (default {DEFAULT_GPU})")
     p.add_argument("--gpus", type=positive_int, required=required, help="total GPU count")
     p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
                    help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
@@ -1373,6 +1388,14 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
                    help="adam (distributed optimizer or Megatron-FSDP) or muon (Megatron-Core 0.16+ dist_muon: one "
                         "fp32 momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and norms "
                         "stay on Adam; no CPU offload or bf16 moments); default adam")
+
+
+def _fsdp_search_argument(p: argparse.ArgumentParser) -> None:
+    """--fsdp and --fsdp-double-buffer of the searching commands (plan, report)."""
+    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
+                   help="Megatron-FSDP: auto = search optim_grads_params beside the distributed optimizer (default), "
+                        "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
+    _fsdp_buffer_argument(p)
 
 
 def _calibration_argument(p: argparse.ArgumentParser) -> None:
@@ -1450,6 +1473,11 @@ def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
                    "default 0)")
     p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
                    help="context-parallel communication of the held layout (Megatron-Core cp_comm_type; default p2p)")
+    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
+                   help="Megatron-FSDP: planned lengths search optim_grads_params beside the distributed optimizer "
+                        "(auto, default), never (off), or pin a data_parallel_sharding_strategy; a held layout runs the "
+                        "strategy given, else the distributed optimizer")
+    _fsdp_buffer_argument(p)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

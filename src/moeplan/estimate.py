@@ -8,7 +8,7 @@ from typing import Any
 
 from moeplan.hardware import GPUSpec
 from moeplan.memory import GIB, MemoryEstimate, estimate_memory
-from moeplan.parallel import build_pipeline, check_layout, validate
+from moeplan.parallel import build_pipeline, validate
 from moeplan.run import RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, TimeEstimate, estimate_time
 
@@ -87,7 +87,7 @@ class Evaluator:
         self._cache: dict[RunConfig, Estimate] = {}
 
     def __call__(self, cfg: RunConfig) -> Estimate | None:
-        if check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version):
+        if cfg.layout_checks():
             return None
         if cfg not in self._cache:
             self._cache[cfg] = evaluate(cfg, self.gpu, self.cal)

@@ -31,7 +31,7 @@ from moeplan.knobs import knob_problem
 from moeplan.megatron.export import format_override_value, to_overrides
 from moeplan.megatron.fields import fields_for
 from moeplan.memory import MEMORY_ITEMS
-from moeplan.parallel import balanced_layout, check_layout, replace_parallel
+from moeplan.parallel import balanced_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
 from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES
@@ -109,7 +109,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     ``known``: the keys it knows (for "did you mean")."""
     lines = lines or {}
     findings: list[Finding] = unknown_key_findings(unknown, known)
-    layout_errors = check_layout(cfg.model, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
+    layout_errors = cfg.layout_checks()
     field_of = {"seq-cp": "context_parallel_size", "experts-ep": "expert_model_parallel_size",
                 "layers-pp": "pipeline_model_parallel_size", "gbs": "global_batch_size",
                 "vpp-microbatches": "global_batch_size",
@@ -371,7 +371,7 @@ def _cp_size(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> 
         alt = cfg.with_(parallel=alt_par) if alt_par else None
         e = ev(alt) if alt is not None else None
         if e is None:
-            why = (check_layout(cfg.model, alt_par, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)[0].reason if alt_par
+            why = (cfg.layout_checks(alt_par)[0].reason if alt_par
                    else "the GPU count does not fold with it")
             return [Finding("info", "cp-too-small", f"{head}; CP {cp0} is not possible here: {why}", (), nums, line)]
         nums.update({"alt_memory_gib": round_gib(e.memory.total_bytes), "alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu)})

@@ -15,9 +15,10 @@ from typing import Literal
 from moeplan.attention_backend import DEFAULT_TE_VERSION, te_version_key
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, version_key
 from moeplan.models.spec import ModelSpec
-from moeplan.parallel import Batch, Parallel
+from moeplan.parallel import Batch, LayoutCheck, Parallel, check_layout
 from moeplan.vocab import (
     CUDA_GRAPH_SCOPES,
     CpCommType,
@@ -94,7 +95,7 @@ class RunConfig:
     batch: Batch
     """Sequence length, global and micro-batch size in sequences."""
     # ---- GPU
-    gpu: GPUSpec = "h100"  # type: ignore[assignment]  # a catalog name is looked up in __post_init__
+    gpu: GPUSpec = DEFAULT_GPU  # type: ignore[assignment]  # a catalog name is looked up in __post_init__
     """The GPU as deployed (HBM, peak rates, NVLink domain): a :class:`GPUSpec`, or a catalog name."""
     # ---- numerics
     precision: Precision = "bf16"
@@ -256,6 +257,13 @@ class RunConfig:
 
     def with_(self, **changes: object) -> RunConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def layout_checks(self, parallel: Parallel | None = None) -> list[LayoutCheck]:
+        """Every layout rule the run breaks (empty = valid): :func:`moeplan.parallel.check_layout` with the
+        run's model, batch, Megatron-Core release, GPU and Transformer Engine release; ``parallel`` checks
+        another layout under the same run (what a finding proposes)."""
+        return check_layout(self.model, self.parallel if parallel is None else parallel, self.batch,
+                            self.mcore_version, self.gpu, self.te_version)
 
     def evolve(self, **changes: object) -> RunConfig:
         """:meth:`with_` without re-validation, for the planner's inner loop (values it already checked)."""

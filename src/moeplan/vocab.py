@@ -60,6 +60,10 @@ MUON_TP_MODES: tuple[str, ...] = ("blockwise", "duplicated")
 # Megatron-Core release targeted when none is given: megatron-core 0.16.1 is the newest release installable here.
 DEFAULT_MCORE_VERSION = "0.16"
 
+# The GPU (hardware catalog name) assumed wherever none is named: the CLI, the API and run files whose
+# '# moeplan:' comment names none.
+DEFAULT_GPU = "h100"
+
 # GiB per GPU outside the estimate: CUDA context, NCCL buffers and allocator fragmentation.
 DEFAULT_RESERVE_GIB = 2.0
 
@@ -73,7 +77,7 @@ DEFAULT_HEADROOM = 0.10
 RESOLVED_GAIN = 0.01
 
 __all__ = [
-    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
+    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
     "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
     "RECOMPUTE_MODULES", "RESOLVED_GAIN", "RecomputeGranularity",
 ]

@@ -15,6 +15,19 @@ def _run(capsys, *argv):
     return code, out, err
 
 
+def _spy(monkeypatch, name: str) -> dict:
+    """The keywords of the last call of ``api.<name>`` (which still runs)."""
+    seen: dict = {}
+    real = getattr(api, name)
+
+    def spy(model, **kw):
+        seen.update(kw)
+        return real(model, **kw)
+
+    monkeypatch.setattr(api, name, spy)
+    return seen
+
+
 def test_sweep_plans_each_length_and_plots(tmp_path, capsys):
     plot = tmp_path / "sweep.png"
     code, out, err = _run(capsys, "sweep", "qwen3-235b-a22b", "--gpu", "gb200", "--gpus", "256",
@@ -138,21 +151,14 @@ def test_explain_names_megatron_fsdp_where_a_run_uses_it():
 def test_report_sweep_uses_the_reports_run_settings(tmp_path, capsys, monkeypatch):
     """The report's --sweep rows are planned with the same numerics, imbalance, reserve and versions as its
     plans (they were planned with the defaults: fp32 grads whatever --bf16-grads said)."""
-    seen: dict = {}
-    real = api.sweep
-
-    def spy(model, **kw):
-        seen.update(kw)
-        return real(model, **kw)
-
-    monkeypatch.setattr(api, "sweep", spy)
+    seen = _spy(monkeypatch, "sweep")
     html = tmp_path / "r.html"
     code, _, _ = _run(capsys, "report", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "8k",
                       "--gbs", "64", "--sweep", "4k,8k", "--bf16-grads", "--bf16-moments", "--moe-imbalance", "1.2",
-                      "--reserve-gib", "3", "--mcore-version", "0.18", "--html", str(html), "--json")
+                      "--reserve-gib", "3", "--mcore-version", "0.18", "--fsdp", "off", "--html", str(html), "--json")
     assert code == 0
     assert seen["grad_fp32"] is False and seen["bf16_moments"] is True and seen["moe_imbalance"] == 1.2
-    assert seen["reserve_gib"] == 3 and seen["mcore_version"] == "0.18"
+    assert seen["reserve_gib"] == 3 and seen["mcore_version"] == "0.18" and seen["fsdp"] == "off"
 
 
 def test_explain_of_run_files_reads_their_gpu_and_version(tmp_path, capsys):
@@ -172,3 +178,69 @@ def test_explain_of_run_files_reads_their_gpu_and_version(tmp_path, capsys):
     assert checker.estimate_file(str(run)).config.mcore_version == "0.18"  # what explain now passes: None
     code, out, _ = _run(capsys, "explain", str(run), "--seq-len", "16k", "--gpu", "h100", "--json")
     assert code == 0 and json.loads(out)["a"]["gpu"] == "h100"
+
+
+def _export(capsys, tmp_path, *argv):
+    code, out, _ = _run(capsys, "plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "8k",
+                        "--gbs", "128", "--format", "yaml", *argv)
+    assert code == 0
+    run = tmp_path / "r8.yaml"
+    run.write_text(out)
+    return run
+
+
+def test_explain_remedy_searches_as_run_b_runs(tmp_path, capsys, monkeypatch):
+    """The remedy is searched with run B's routing imbalance, reserve, numerics and versions (it was searched
+    at the defaults, so with --moe-imbalance the 'fix' was a plan for balanced routing), and run files are
+    estimated with --moe-imbalance / --reserve-gib, which no run file says (they were ignored)."""
+    run = _export(capsys, tmp_path, "--bf16-grads", "--mcore-version", "0.18")
+    seen = _spy(monkeypatch, "search_plans")
+    code, out, _ = _run(capsys, "explain", str(run), "--seq-len", "16k", "--moe-imbalance", "1.3",
+                        "--reserve-gib", "4", "--json")
+    assert code == 0
+    assert seen["moe_imbalance"] == 1.3 and seen["reserve_gib"] == 4 and seen["grad_fp32"] is False
+    assert seen["mcore_version"] == "0.18" and seen["gpus"] == 16 and seen["seq_len"] == 16384
+    from moeplan import checker
+
+    plain = checker.estimate_file(str(run), seq_len=16384)
+    skewed = checker.estimate_file(str(run), seq_len=16384, moe_imbalance=1.3, reserve_gib=4)
+    assert skewed.config.moe_imbalance == 1.3 and skewed.config.reserve_gib == 4
+    assert skewed.time.step_time_s > plain.time.step_time_s  # the busiest expert rank gets 30% more tokens
+    assert json.loads(out)["b"]["tokens_per_s_per_gpu"] == skewed.time.tokens_per_s_per_gpu
+
+
+def test_explain_refuses_flags_a_run_file_decides(tmp_path, capsys):
+    """With run files, --precision, --bf16-grads, a held layout and the like would be ignored (the file says
+    them): one line, exit 2, naming every such flag."""
+    run = _export(capsys, tmp_path)
+    for flags, named in ((["--precision", "fp8"], "--precision"), (["--bf16-grads", "--tp", "2"], "--bf16-grads, --tp"),
+                         (["--optimizer", "muon"], "--optimizer"), (["--recompute", "full"], "--recompute"),
+                         (["--fsdp", "off"], "--fsdp")):
+        code, out, err = _run(capsys, "explain", str(run), "--seq-len", "16k", *flags)
+        assert code == 2 and not out and err.count("\n") == 1 and named in err and "reads th" in err
+
+
+def test_explain_model_path_takes_the_usual_defaults(capsys):
+    """explain MODEL without --gpu / --precision runs at the catalog default GPU and bf16 (explain's parser
+    leaves them unset so that run files can be told apart)."""
+    from moeplan.vocab import DEFAULT_GPU
+
+    code, out, _ = _run(capsys, "explain", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k",
+                        "--gbs-tokens", "512k", "--no-fix", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["a"]["gpu"] == d["b"]["gpu"] == DEFAULT_GPU
+
+
+def test_sweep_holds_a_megatron_fsdp_layout(capsys):
+    """sweep --hold --fsdp STRATEGY estimates the held layout under Megatron-FSDP (the held layout had no FSDP
+    flag), marks it in the table, and --fsdp off keeps the planned lengths on the distributed optimizer."""
+    args = ("sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k", "--gbs-tokens", "512k")
+    code, out, _ = _run(capsys, *args, "--hold", "--ep", "8", "--fsdp", "optim_grads_params", "--json")
+    rows = json.loads(out)
+    assert code in (0, 1) and [r["fsdp"] for r in rows] == ["optim_grads_params"] * 2
+    code, out, _ = _run(capsys, *args, "--hold", "--ep", "8", "--json")
+    assert [r["fsdp"] for r in json.loads(out)] == [None, None]
+    code, out, _ = _run(capsys, *args, "--fsdp", "off", "--json")
+    assert code == 0 and all(r["fsdp"] is None for r in json.loads(out))
+    code, out, _ = _run(capsys, *args, "--hold", "--ep", "8", "--fsdp", "optim_grads_params")
+    assert "FSDP" in out

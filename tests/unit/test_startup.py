@@ -31,6 +31,9 @@ def test_help_imports_neither_rich_nor_the_engine():
     assert "moeplan.cli" in loaded
     assert not {m for m in loaded if m.split(".")[0] == "rich"}
     assert not loaded & set(HEAVY)
+    # nor the model catalog (importlib.resources, the config readers: ~25 ms): --help needs only the
+    # version tables (moeplan.attention_backend once imported it for a type annotation)
+    assert not {m for m in loaded if m.startswith("moeplan.models")}
 
 
 def test_models_imports_the_catalog_but_not_the_engine():
