@@ -546,6 +546,57 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   for the drop. Nor TE's ring attention bookkeeping at CP 16 (context_parallel.py at 71bbefb: the forward
   corrects the fp32 output and softmax LSE after each of the 16 steps, the backward accumulates dq per
   step): ~5 GB per attention layer and micro-batch, ~1 ms, ~2% of the 64K step.
+  (l) Checked, not adopted: fla's recurrence at few heads and long sequences. Megatron-LM pins
+  flash-linear-attention ~= 0.4.0 until 0c1fc4c (2026-08-11); there the state recurrence
+  (chunk_gated_delta_rule_fwd_h, run again in the backward, and bwd_dhu; fla/ops/common/chunk_delta_h.py at
+  v0.4.0) has V / BV x B x H programs (BV autotuned over 32 / 64, 2-4 warps) walking T / 64 chunks, while the
+  chunk-parallel kernels (cumsum, kkt, solve_tril, w / u, output, dq / dk / dw, WY backward) have T / 64 x B x H
+  programs and stay full at 2 heads (2,048 at 64K / CP 16). fla's GB200 benchmark pins the forward's chunk
+  step (1.9 us) but not the backward's: in its six rows the backward's FLOPs and its chunk-step waves are
+  proportional (2,050-2,340 token-heads per step-wave), so the fit's FLOP-bound backward is one reading of
+  them; the other extreme, the whole backward in its two recurrence passes (6.0 us per step-wave, from the
+  B 1 / T 8K / H 96 row less its host time), adds +1 / +41 / +81 ms per micro-batch at 8K / 32K (CP 4) /
+  64K (CP 16) against the ~265 / 390 / 1,070 ms the card's CP sizes leave: 0 / 10 / 8%. Not the cause.
+  (m) Checked, not adopted: HybridEP's per-call cost at hidden 2,048. moeplan charges HybridEP at its
+  Torch-API bandwidth, so the part of a call that does not scale with its bytes (metadata preprocessing,
+  allocation: Torch-API minus kernel-only time in DeepEP hybrid-ep docs/README_Hybrid-EP.md's GB200 EP 32
+  rows, ~0.21 ms per dispatch or combine at 4,096 tokens x 7,168) shrinks with Qwen3-Next's 4 KB rows. Costed
+  as kernel-only bytes plus that fixed time per call (an upper bound: it also holds the routing-map
+  all-gather of (e)), a layer gains 0.27 ms per micro-batch at 8,192 tokens per GPU and 0.56 ms at 64K /
+  CP 16: ~4% / ~3% of the gap (`test_hybridep_fixed_call_cost_is_not_qwen3_next_gap`,
+  tests/data/hybridep_gb200.csv). Bridge's perf overrides (scripts/performance/utils/overrides.py at PR
+  #3168) set moe_hybridep_num_sms 32 over the recipe's 16 (the rate moeplan uses) and
+  cross_entropy_fusion_impl "te" over its "native" (TE's one-pass fused loss, what the 3 fp32 passes over
+  the vocabulary shard stand for): neither is a cost missing here.
+  (n) Open, not adopted: FlashAttention-2's head-dim-256 tiles. Where an SM has >= 192 KB of shared memory
+  (B200: 228 KB) FA2 runs d = 256 forward on 64 x 64 tiles, 4 warps, two CTAs per SM (flash-attn
+  flash_fwd_launch_template.h run_mha_fwd_hdim256; 128 x 64 only below that), and backward on 64 x 64 tiles
+  with 8 warps (run_mha_bwd_hdim256, >= 176 KB), where the benchmarked d = 64 / 128 backward
+  (tests/data/fa2_b200.csv) uses 128-wide key blocks: per FLOP its fp32 dQ atomics double. Under TE's ring
+  at CP 16 the steps' grids (2,048- or 4,096-row halves x 16 heads) leave wave tails of <= 14%, ~4% of the
+  64K step. No stored source has a d = 256 FA2 rate on Blackwell; were its backward half the d = 64 / 128
+  rate, attention would add ~0.9 / 3.7 / 3.9 ms per layer and micro-batch at 8K / 32K / 64K (of ~5 / 8 / 22):
+  the shape of the 8K -> 32K growth, not of the 64K drop. It needs that benchmark.
+  (o) The 64K point and memory: the card gives ~160 GB at 64K, where moeplan has 94 / 108 / 135 GB at CP 16
+  with EP 32 / 16 / 8 (PP 1; less with PP 2), 126 at EP 4 PP 2 and 182 at EP 2 PP 2 (EP 4 PP 1, 190, does not
+  fit the 185 GiB); the card's SKILL.md ties the drop to memory ("64K is possible, but the
+  throughput drop is noticeable and memory becomes much tighter"), and Bridge set expandable_segments for a
+  Qwen3-Next perf config to fix an OOM (55bc72009, 2026-04-08, H100). Near the limit the caching allocator's
+  fragmentation (retries that free the cache and synchronize, empty_cache) costs time that depends on the
+  allocation history, not on the layout: moeplan cannot cost it. If the 64K run sat there, its -57% is not a
+  layout cost. Software era: CP > 1 for Gated DeltaNet needs Megatron-LM 20ba03f (2026-04-13; not in
+  core_v0.17.0, released in core_v0.18.0 on 2026-06-22) and the card entered NVIDIA/skills on 2026-05-29, so
+  it ran a main build in between, around paged stashing's arrival (f007db7, 2026-05-22); the planner's best
+  plans at mcore 0.19 (what the G15 tests ask for) use full-iteration graphs at 8K / 32K, so part of their
+  566 / 433 against the card's-CP ~400 / 340 is software the card may not have had.
+  (p) Out of sample, on Hopper: Megatron-MoE-ModelZoo best_practice/Qwen3/readme.md (dev bbc762d5, "not well
+  tuned") ran Qwen3-Next-80B-A3B on 128 H100: TP1 PP4 VPP3 EP32, DeepEP, MBS 1, GBS 256, recompute norm /
+  act / shared_expert, 2.2 s per step (89 TFLOP/s). moeplan (no MTP) gives 1.48 s: 1.5x, with attention 2%
+  of its estimate (cuDNN / FA3 train d = 256 on sm90). The level gap is not Blackwell's attention backend,
+  and its size per layer and micro-batch (~7.5 ms at 4,096 tokens) matches PR #3168's GB200 run (~7.8 ms at
+  8,192): with the GB200 / GB300 pair (h), a cost per layer and micro-batch that does not scale with
+  tokens. What both runs share is 16 local experts per GPU (512 / EP 32) and the eager MoE block around
+  them; the host time per launch there (Grace vs x86) is not in any stored source.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
