@@ -292,3 +292,43 @@ def test_gated_deltanet_recurrence_binds_when_cp_leaves_few_heads():
         assert fwd >= chunk_steps and bwd >= 2 * chunk_steps  # the recurrence: 1 pass forward, 2 backward
         times[cp] = fwd + bwd
     assert times[16] > 0.9 * times[4]
+
+
+def _hybridep_rows() -> list[dict[str, str]]:
+    with open(ROOT / "tests" / "data" / "hybridep_gb200.csv", encoding="utf-8") as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+@pytest.mark.parametrize("seq,cp,mbs", [(4096, 1, 2), (65536, 16, 1)])
+def test_hybridep_fixed_call_cost_is_not_qwen3_next_gap(seq, cp, mbs):
+    """Checked and rejected (docs/calibration.md, Qwen3-Next known gap (m)): HybridEP's per-call cost that
+    does not scale with the hidden size. moeplan charges HybridEP at its Torch-API bandwidth (DeepEP
+    hybrid-ep README, GB200 table), i.e. the call's fixed part (metadata preprocessing, allocation: the
+    Torch-API minus kernel-only time at the benchmark's 4,096 tokens x 7,168 hidden) is scaled with the
+    bytes. At Qwen3-Next's hidden 2,048 a call moves fewer bytes, so that part is under-charged; costed
+    as kernel-only bytes plus the benchmark's fixed time per call (~0.21 ms, which also holds the routing-map
+    all-gather moeplan adds on its own, so this is an upper bound) a call costs at most 1.5x moeplan's time,
+    and the layer gains ~0.27 ms per micro-batch at PR #3168's MBS 2 x 4K (8,192 tokens per GPU) and
+    ~0.56 ms at 64K / CP 16 (4,096): < 0.6 ms of the ~8 / 22 ms gap per layer and micro-batch."""
+    from moeplan.hardware import load_gpu
+    from moeplan.models.spec import MoE
+    from moeplan.timing import DEFAULT_CALIBRATION as cal, ep_kernel_bw_bytes_per_s, expected_ranks_hit
+
+    gpu = load_gpu("gb200")
+    cfg, _ = api.build_config("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=seq, gbs=64, mbs=mbs, cp=cp, ep=32,
+                              dispatcher="hybridep", mcore_version="0.19")
+    moe = next(l.mlp for l in cfg.model.layers if isinstance(l.mlp, MoE))
+    bench = MoE(num_experts=256, top_k=8, expert_ffn_hidden=2048)  # the README's router: top-8 of 8 x 32 experts
+    bench_bytes = 4096 * expected_ranks_hit(bench, 32) * 7168 * 2
+    qn_bytes = mbs * seq / cp * expected_ranks_hit(moe, 32) * cfg.model.hidden * 2
+    rows = {(r["kernel"]): r for r in _hybridep_rows() if r["ranks"] == "32" and r["sms"] == "32"}
+    extra = 0.0
+    for kernel in ("dispatch", "combine"):
+        torch_bw, kernel_bw = (float(rows[kernel][k]) * 1e9 for k in ("torch_gbps", "kernel_gbps"))
+        fixed_s = bench_bytes / torch_bw - bench_bytes / kernel_bw
+        assert 0.1e-3 < fixed_s < 0.3e-3  # ~0.2 ms per call at the benchmark's size
+        modelled = qn_bytes / ep_kernel_bw_bytes_per_s(gpu, cal, "hybridep", kernel, 32)
+        split = qn_bytes / kernel_bw + fixed_s
+        assert modelled < split < 1.5 * modelled
+        extra += 2 * (split - modelled)  # forward and backward
+    assert 0.0 < extra < 0.6e-3
