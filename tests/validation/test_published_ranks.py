@@ -18,9 +18,11 @@ BELOW = {
     "qwen3-235b-a22b-H100-256-16384": "one point of a CP series at a fixed TP4 EP8 layout (estimated within 2% of "
                                       "its measurement); EP32 with TP x CP 8 needs no moe recompute, unmeasured",
     "deepseek-v3-b300-256-4096": "PP8 VPP1 EP8: no EP overlap and the VPP1 bubble; the next recipe moved to VPP2 "
-                                 "with overlap; no B300 run with EP > 8 or VPP > 1 published",
-    "qwen3-235b-a22b-b300-256-4096": "PP8 VPP1 EP8 without EP overlap (19% of the step exposed); VPP4 + overlap "
-                                     "removed to match B200 configs, not after a measurement",
+                                 "with overlap; no B300 run with EP > 8 published, the one with VPP > 1 is an "
+                                 "outlier (Qwen3-235B, below)",
+    "qwen3-235b-a22b-b300-256-4096": "PP8 VPP1 EP8 without EP overlap (19% of the step exposed); its PP8 VPP4 EP8 "
+                                     "predecessor with overlap measured 391-399 TFLOP/s (Bridge 26.02), 2.3x below "
+                                     "moeplan's estimate of it: no modelled cost explains it",
     "deepseek-v3-b200-256-4096": "EP32 over 4 nodes against EP16 over 2 (2.4x less RDMA, DeepEP internode model "
                                  "reproduces DeepEP's benchmark); EP16 with overlap never published",
 }
