@@ -76,12 +76,18 @@ class ThroughputBound:
         default_factory=dict)
     _rests: dict[tuple[object, ...], int] = field(default_factory=dict)  # run fields -> a small id (cheap keys)
 
-    def _key(self, cfg: RunConfig) -> tuple[object, ...]:
-        """The shape: every field of the run (present or added later) but those a layer's time may not
-        depend on or that the bound sets itself (recompute, offload, EP overlap, CP communication type),
-        plus the parts of the layout and batch it reads."""
+    def fields_id(self, cfg: RunConfig) -> int:
+        """A small id of the run's fields that :meth:`_key` keeps whole: every field (present or added later)
+        but those a layer's time may not depend on or that the bound sets itself (the layout, the batch,
+        recompute, offload, EP overlap, CP communication type). Runs made from one template by setting only
+        these and a few others share it per value of the few (the planner finds it once per value)."""
+        return self._rests.setdefault(_SHAPE_FIELDS(cfg), len(self._rests))  # the other values, in field order
+
+    def _key(self, cfg: RunConfig, fields: int | None = None) -> tuple[object, ...]:
+        """The shape: :meth:`fields_id` (``fields``, when the caller has it) and the parts of the layout and
+        batch a layer's time reads."""
         par, batch = cfg.parallel, cfg.batch
-        rest = self._rests.setdefault(_SHAPE_FIELDS(cfg), len(self._rests))  # the other values, in field order
+        rest = self.fields_id(cfg) if fields is None else fields
         return rest, par.tp, par.cp, par.ep, par.etp, batch.seq_len, batch.mbs
 
     def _setting(self, cfg: RunConfig, key: tuple[object, ...], overlap: bool,
@@ -117,14 +123,17 @@ class ThroughputBound:
         hit = self._least[(key, allowed)] = ([s[0] for s in settings], layer_s, {})
         return hit
 
-    def tokens_per_s_per_gpu(self, cfg: RunConfig, pipe: Pipeline) -> float:
+    def tokens_per_s_per_gpu(self, cfg: RunConfig, pipe: Pipeline, fields: int | None = None,
+                             allowed: bool | None = None) -> float:
         """Upper bound on the tokens/s per GPU of ``cfg``'s layout with any recompute, offload, CP
-        communication type and EP overlap setting."""
-        key = self._key(cfg)
-        # whether EP overlap can be on (it depends on PP, VPP and the micro-batch count, and on recompute)
-        rc = cfg.recompute
-        allowed = (cfg if rc is _NO_RECOMPUTE or rc == _NO_RECOMPUTE else cfg.evolve(recompute=_NO_RECOMPUTE)
-                   ).ep_overlap_allowed
+        communication type and EP overlap setting. ``fields`` (:meth:`fields_id` of ``cfg``) and ``allowed``
+        (``ep_overlap_allowed`` of ``cfg`` without recompute), when the caller has them, are not recomputed."""
+        key = self._key(cfg, fields)
+        if allowed is None:
+            # whether EP overlap can be on (it depends on PP, VPP and the micro-batch count, and on recompute)
+            rc = cfg.recompute
+            allowed = (cfg if rc is _NO_RECOMPUTE or rc == _NO_RECOMPUTE else cfg.evolve(recompute=_NO_RECOMPUTE)
+                       ).ep_overlap_allowed
         slowest = self._busiest_rank_s(cfg, key, allowed, pipe)  # each layout of a search has its own split and shape
         return self._floor(cfg, slowest)
 

@@ -575,6 +575,14 @@ _NOT_SHARED = ("parallel", "batch", "recompute", "optimizer_offload")  # LayoutM
 _SHARED_FIELDS = other_fields(*_NOT_SHARED)
 
 
+def shared_fields_key(base: RunConfig, shared: dict[Any, Any]) -> object:
+    """The small id that stands in :meth:`LayoutMemory.shared_keys` for the run's other fields (every field
+    but the layout, the batch, the recompute and the offload, in field order), kept in ``shared``. Runs whose
+    other fields are equal get the same id, so a caller that makes runs from one template by setting the
+    layout, the batch and a few other fields can find it once per value of those few."""
+    return shared.setdefault(("fields", _SHARED_FIELDS(base)), ("fields", len(shared)))
+
+
 class LayoutMemory:
     """Peak memory of the memory options of one run: the run ``base`` with any recompute and optimizer
     offload fraction (the planner's memory ladder). A rank's parameter state does not depend on the
@@ -586,8 +594,10 @@ class LayoutMemory:
                  "_offloaded")
 
     def __init__(self, base: RunConfig, nvlink_domain: int, pipe: Pipeline,
-                 shared: dict[Any, Any] | None = None) -> None:
-        """``shared``: a dict the caller keeps across the layouts of one search (see :meth:`shared_keys`)."""
+                 shared: dict[Any, Any] | None = None, fields: object = None) -> None:
+        """``shared``: a dict the caller keeps across the layouts of one search (see :meth:`shared_keys`).
+        ``fields``: :func:`shared_fields_key` of ``base`` and ``shared``, when the caller has it (the planner
+        builds its runs from one template and computes it once per value of the fields it sets)."""
         self.base, self.nvlink_domain, self.pipe = base, nvlink_domain, pipe
         par, batch = base.parallel, base.batch
         self._tokens = batch.mbs * batch.seq_len / (par.cp * par.tp)
@@ -601,14 +611,14 @@ class LayoutMemory:
         if shared is None:
             self._state, self._acts, self._layers = {}, {}, {}
         else:
-            act_key, state_key, layer_key = self.shared_keys(shared)
+            act_key, state_key, layer_key = self.shared_keys(shared, fields)
             self._acts = shared.setdefault(act_key, {})
             self._state = shared.setdefault(state_key, {})
             self._layers = shared.setdefault(layer_key, {})
         self._peaks: dict[tuple[Recompute, float], float] = {}
         self._offloaded: dict[float, RunConfig] = {}  # offload fraction -> the run with it (every rank's state)
 
-    def shared_keys(self, shared: dict[Any, Any] | None = None,
+    def shared_keys(self, shared: dict[Any, Any] | None = None, fields: object = None,
                     ) -> tuple[tuple[object, ...], tuple[object, ...], tuple[object, ...]]:
         """What a rank's activations, its parameter state and the per-layer activation bytes depend on, to
         share them across the layouts of a search: every field of the run (present or added later) but the
@@ -621,11 +631,13 @@ class LayoutMemory:
         the pipeline; with unfused attention (its s x s scores) TP, CP, MBS and the sequence apart.
         tests/unit/test_memory_ladder_cache.py shares one dict over families of layouts and
         compares every answer with a fresh item-by-item estimate. With ``shared``, the run's other fields
-        stand in the keys as a small id kept in it (cheaper to hash)."""
+        stand in the keys as a small id kept in it (cheaper to hash; ``fields``: that id, already found)."""
         base, par, batch = self.base, self.base.parallel, self.base.batch
-        rest: object = _SHARED_FIELDS(base)  # the other fields' values, in field order
-        if shared is not None:
-            rest = shared.setdefault(("fields", rest), ("fields", len(shared)))
+        rest: object
+        if shared is None:
+            rest = _SHARED_FIELDS(base)  # the other fields' values, in field order
+        else:
+            rest = fields if fields is not None else shared_fields_key(base, shared)
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
                  batch.seq_len, batch.mbs, self._m),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,

@@ -43,7 +43,7 @@ from moeplan.activations import BF16_BYTES
 from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.fsdp import label as fsdp_label
-from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes
+from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes, shared_fields_key
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, build_pipeline,
                               check_layout, with_balanced_layout)
@@ -250,6 +250,17 @@ def _base_cfg(cfg: RunConfig, sharding: str | None, space: SearchSpace) -> RunCo
     if cfg.fsdp == sharding and cfg.fsdp_double_buffer == buffered:
         return cfg
     return cfg.evolve(fsdp=sharding, fsdp_double_buffer=buffered)
+
+
+def _layout_run(template: RunConfig, par: Parallel, batch: Batch, dispatcher: str) -> RunConfig:
+    """The search's run of one layout: ``template`` (no recompute, no offload) with its layout, batch and
+    first dispatcher, and EP A2A overlap on exactly where Megatron-Core allows it. The same run as
+    ``template.evolve(...).evolve(ep_overlap=...ep_overlap_allowed)``, with one copy instead of two."""
+    cfg = template.evolve(parallel=par, batch=batch, dispatcher=dispatcher)
+    allowed = cfg.ep_overlap_allowed
+    if cfg.ep_overlap != allowed:
+        cfg.__dict__["ep_overlap"] = allowed  # a fresh copy no one else holds yet (evolve writes it the same way)
+    return cfg
 
 
 def _fits(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, budget: float) -> tuple[bool, float]:
@@ -540,7 +551,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     layer_cache: dict[Any, Any] = {}  # layer times once per shape (moeplan.timing.layer_shape)
     mem_cache: dict[Any, Any] = {}  # activations and parameter state shared by layouts (moeplan.memory.LayoutMemory)
     bound = ThroughputBound(gpu, cal, layer_cache)
-    fitting: list[tuple[float, int, RunConfig, Pipeline, float, LayoutMemory]] = []
+    # per fitting layout: (bound, index, layout, batch, dispatcher, sharding, strongest option's peak, a
+    # measured recipe's layout): its run, split and memory ladder are made again for the few pass 2 costs
+    # (the same values: the ladder's parts are in mem_cache), not kept for every layout
+    fitting: list[tuple[float, int, Parallel, Batch, str, str | None, float, bool]] = []
     strongest = _strongest_option(space, ladder)
     template: RunConfig | None = None
     batches: dict[int, Batch] = {}
@@ -548,6 +562,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     # (TP, PP, EP, ETP, DP x CP and EDP: _static_lower_bound) and the first dispatcher (EP)
     floors: dict[tuple[int, ...], tuple[dict[str | None, float], list[str | None]]] = {}
     first_dispatcher: dict[int, str] = {}
+    # every run below is the template with its layout, batch, dispatcher, EP overlap and sharding choice: the
+    # memory and bound caches' "every other field" ids are found once per value of the last three
+    mem_fields: dict[tuple[object, ...], object] = {}
+    bound_fields: dict[tuple[object, ...], int] = {}
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
         if advance:
@@ -575,19 +593,22 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         disp = first_dispatcher.get(par.ep)
         if disp is None:  # it reads EP and the run's model, version and GPU, which all layouts share
             disp = first_dispatcher[par.ep] = dispatcher_candidates(template.evolve(parallel=par), gpu)[0]
-        cfg = template.evolve(parallel=par, batch=b, dispatcher=disp)  # the dispatcher is refined later
-        cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
+        cfg = _layout_run(template, par, b, disp)  # the dispatcher is refined later
+        overlap = cfg.ep_overlap
         # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
         # the other choice is tried on the best layouts before refining)
-        ok, smallest = False, math.inf
+        ok, smallest, fit_sh = False, math.inf, None
         for sh in usable:
-            trial = _base_cfg(cfg, sh, space)
-            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache)  # the layout's memory ladder, costed part by part
+            trial = cfg if sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, sh, space)
+            fid = mem_fields.get((disp, overlap, sh))
+            if fid is None:
+                fid = mem_fields[(disp, overlap, sh)] = shared_fields_key(trial, mem_cache)
+            mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache, fid)  # the layout's memory ladder, costed part by part
             total = mem.peak_bytes(*strongest)
             ok = total <= budget
             smallest = min(smallest, total)
             if ok:
-                cfg, smallest = trial, total
+                cfg, smallest, fit_sh = trial, total, sh
                 break
         if not ok:
             if closest is None or smallest - budget < closest[1]:
@@ -595,8 +616,16 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             continue
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
-        upper = math.inf if exhaustive else bound.tokens_per_s_per_gpu(_base_cfg(cfg, None, space), pipe)
-        fitting.append((upper, index, cfg, pipe, smallest, mem))
+        if exhaustive:
+            upper = math.inf
+        else:
+            plain = cfg if cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, None, space)
+            bid = bound_fields.get((disp, overlap))
+            if bid is None:
+                bid = bound_fields[(disp, overlap)] = bound.fields_id(plain)
+            # the template runs no recompute: EP overlap is allowed exactly where _layout_run turned it on
+            upper = bound.tokens_per_s_per_gpu(plain, pipe, bid, overlap)
+        fitting.append((upper, index, par, b, disp, fit_sh, smallest, _recipe_layout(cfg, gpu)))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the
     # bound of the memory options the first phase would cost for it (its recompute's forward work in
@@ -614,15 +643,32 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         costed.add(index)
         return cand
 
+    def layout_run(entry: tuple[float, int, Parallel, Batch, str, str | None, float, bool],
+                   ) -> tuple[RunConfig, Pipeline, LayoutMemory]:
+        """A fitting layout's run, split and memory ladder, as pass 1 made them."""
+        _, _, par, b, disp, sh, _, _ = entry
+        cfg = _layout_run(template, par, b, disp)  # type: ignore[arg-type]
+        overlap = cfg.ep_overlap
+        if not (sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer):
+            cfg = _base_cfg(cfg, sh, space)
+        pipe = build_pipeline(spec, par)
+        return cfg, pipe, LayoutMemory(cfg, nvl, pipe, mem_cache, mem_fields[(disp, overlap, sh)])
+
     def out_of_reach(upper: float) -> bool:
         return len(kept) >= keep and upper * (1 + BOUND_SLACK) < kept[0]
 
-    # heap entries: (-bound, index, options or None (layout bound), cfg, pipe, smallest, mem); ties
-    # come up in enumeration order
-    queue = [(-upper, index, None, cfg, pipe, smallest, mem) for upper, index, cfg, pipe, smallest, mem in fitting]
+    # heap entries: (-bound, index, None, the fitting entry) with the layout bound, then (-bound, index,
+    # options, cfg, pipe, smallest, mem); ties come up in enumeration order (no two entries share an index)
+    queue: list[tuple[Any, ...]] = [(-entry[0], entry[1], None, entry) for entry in fitting]
     heapq.heapify(queue)
     while queue and not out_of_reach(-queue[0][0]):
-        _, index, options, cfg, pipe, smallest, mem = heapq.heappop(queue)
+        item = heapq.heappop(queue)
+        index, options = item[1], item[2]
+        if options is None:
+            cfg, pipe, mem = layout_run(item[3])
+            smallest = item[3][6]
+        else:
+            cfg, pipe, smallest, mem = item[3:]
         if options is None and not exhaustive:
             options = _memory_options(cfg, pipe, space, ladder, budget, smallest, mem, nvl)
             cp_type = best_cp_comm_type(options[0][0], gpu, cal, layer_cache)  # as _cheapest_fitting picks it
@@ -638,9 +684,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             heapq.heapreplace(kept, tps)
     # the layouts of measured recipes for this model and system are costed even when their bound is out
     # of reach: the tie-breaker prefers them when their band overlaps plan 1's
-    for _, index, cfg, pipe, smallest, mem in fitting:
-        if index not in costed and _recipe_layout(cfg, gpu):
-            cost(index, cfg, pipe, smallest, mem, None)
+    for entry in fitting:
+        if entry[7] and entry[1] not in costed:
+            cfg, pipe, mem = layout_run(entry)
+            cost(entry[1], cfg, pipe, entry[6], mem, None)
     found.sort(key=lambda ic: (-ic[1].tokens_per_s_per_gpu, ic[0]))
     candidates = [c for _, c in found]
     evaluated = len(found)

@@ -34,3 +34,38 @@ def test_other_fields_is_the_field_copy_less_the_excluded():
 def test_other_fields_refuses_unknown_names():
     with pytest.raises(ValueError, match="not RunConfig fields: paralel"):
         other_fields("paralel")
+
+
+def test_pass_one_runs_share_field_ids_per_dispatcher_overlap_and_sharding():
+    """The planner's first pass makes every run from one template (its layout, batch, first dispatcher, EP
+    overlap where allowed, sharding choice) and finds the memory and bound caches' "every other field" ids
+    once per (dispatcher, EP overlap, sharding): every run's ids, computed afresh, are those of the first run
+    with the same three. Each of the three changes the memory id, so a memo that dropped one would fail."""
+    from moeplan import planner as P
+    from moeplan.bounds import ThroughputBound
+    from moeplan.fsdp import FULL_SHARD
+    from moeplan.memory import shared_fields_key
+    from moeplan.vocab import DEFAULT_MCORE_VERSION
+
+    spec, gpu = load_model("deepseek-v3"), load_gpu("gb200")
+    space = P.SearchSpace()
+    batch = Batch(131072, 64, 1)
+    layouts = P._layouts(spec, gpu, 256, batch, space, DEFAULT_MCORE_VERSION, None)
+    template = RunConfig(spec, layouts[0][0], batch, gpu=gpu, dispatcher="alltoall")
+    mem_cache: dict[object, object] = {}
+    bound = ThroughputBound(gpu)
+    first: dict[tuple[object, ...], tuple[object, int]] = {}
+    for par, mbs in layouts:
+        b = Batch(batch.seq_len, batch.gbs, mbs)
+        for disp in ("alltoall", "hybridep"):
+            cfg = P._layout_run(template, par, b, disp)
+            two = template.evolve(parallel=par, batch=b, dispatcher=disp)
+            assert cfg.__dict__ == two.evolve(ep_overlap=two.ep_overlap_allowed).__dict__
+            for sh in (None, FULL_SHARD):
+                trial = P._base_cfg(cfg, sh, space)
+                ids = (shared_fields_key(trial, mem_cache), bound.fields_id(P._base_cfg(trial, None, space)))
+                assert first.setdefault((disp, cfg.ep_overlap, sh), ids) == ids
+    assert {overlap for _, overlap, _ in first} == {False, True}  # the spread has both
+    mem_ids = {k: v[0] for k, v in first.items()}
+    assert len(set(mem_ids.values())) == len(mem_ids)  # each part of the key changes the memory id
+    assert len({v[1] for v in first.values()}) == 2  # the bound's: the dispatcher only (it sets EP overlap itself)
