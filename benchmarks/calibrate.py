@@ -597,6 +597,19 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   8,192): with the GB200 / GB300 pair (h), a cost per layer and micro-batch that does not scale with
   tokens. What both runs share is 16 local experts per GPU (512 / EP 32) and the eager MoE block around
   them; the host time per launch there (Grace vs x86) is not in any stored source.
+  (q) PR #3168's figures are steady state: Bridge's perf tooling logs every iteration (run_recipe.py
+  log_interval 1) and times the run after skipping its first 70% (argument_parser.py
+  --skip_first_percent_time 0.70), so the 6.68 / 5.80 s are not inflated by the first iteration's
+  torch.compile / Triton autotune / graph capture unless the 20-iteration smoke test averaged them in (not
+  stated). The GB200 / GB300 pair fits three readings equally: ~0.11 s per micro-batch and pipeline rank
+  (h), ~1.8x the GPU work per token (GB200 6.68 / 3.64, GB300 5.80 / 3.25), or ~2.5-3 s per step; the
+  recipe's per-step work (the 1.2e9 expert parameters' local Adam at EDP 1, ~7 ms; the dense bf16
+  reduce-scatter / all-gather over DP 32, ~25 ms) is two orders smaller, so the third is not physical.
+  (r) Checked, not adopted: MXFP8 padding of the experts' rows. The recipe keeps moe_router_padding_for_fp8
+  False, so TEGroupedMLP pads each local expert's rows to the quantization block and unpads the output
+  (Fp8Padding / Fp8Unpadding, moe/experts.py at 17a67b9; their gradients in the backward): ~16 KB per routed
+  row, ~0.2 ms per layer and micro-batch at 8,192 tokens (~2.5% of the gap); the G15 card ran BF16, which
+  does not pad.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
@@ -625,7 +638,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     beside dispatch_bwd and the next combine_bwd, so it hides more, not less. (b) The merged pipeline (one
     extra warm-up micro-batch, schedules.py get_pp_rank_microbatches; each steady step a forward and a
     backward that start together, so both inputs must be there): simulated with equal chunks its bubble is
-    (PP - 1) / VPP micro-batches at each of these layouts, as costed. (c) SM contention: the hidden part is
+    (PP - 1) / VPP micro-batches at each of these layouts, as costed
+    (`test_merged_pipeline_keeps_the_interleaved_bubble`). (c) SM contention: the hidden part is
     charged the SM share the dispatch / combine kernels hold (DeepEP 20, HybridEP 32), and TE's GEMMs
     reserve none for them (gemm.cpp: NVTE_EXT_MARGIN_SM unset, all SMs); G11, the one pair that measures it,
     leaves room for ~1% of its step more, so a larger share is not pinned. (d) Host launches: under overlap
