@@ -647,7 +647,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     beside dispatch_bwd and the next combine_bwd, so it hides more, not less. (b) The merged pipeline (one
     extra warm-up micro-batch, schedules.py get_pp_rank_microbatches; each steady step a forward and a
     backward that start together, so both inputs must be there): simulated with equal chunks its bubble is
-    (PP - 1) / VPP micro-batches at each of these layouts, as costed. (c) SM contention: the hidden part is
+    (PP - 1) / VPP micro-batches at each of these layouts, as costed
+    (`test_merged_pipeline_keeps_the_interleaved_bubble`). (c) SM contention: the hidden part is
     charged the SM share the dispatch / combine kernels hold (DeepEP 20, HybridEP 32), and TE's GEMMs
     reserve none for them (gemm.cpp: NVTE_EXT_MARGIN_SM unset, all SMs); G11, the one pair that measures it,
     leaves room for ~1% of its step more, so a larger share is not pinned. (d) Host launches: under overlap
