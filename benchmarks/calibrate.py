@@ -591,8 +591,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   566 / 433 against the card's-CP ~400 / 340 is software the card may not have had.
   (p) Out of sample, on Hopper: Megatron-MoE-ModelZoo best_practice/Qwen3/readme.md (dev bbc762d5, "not well
   tuned") ran Qwen3-Next-80B-A3B on 128 H100: TP1 PP4 VPP3 EP32, DeepEP, MBS 1, GBS 256, recompute norm /
-  act / shared_expert, 2.2 s per step (89 TFLOP/s). moeplan (no MTP) gives 1.48 s: 1.5x, with attention 2%
-  of its estimate (cuDNN / FA3 train d = 256 on sm90). The level gap is not Blackwell's attention backend,
+  act / shared_expert, 2.2 s per step (89 TFLOP/s). moeplan (no MTP, force-balanced) gives 1.48 s: 1.5x,
+  with attention 2% of its estimate (cuDNN / FA3 train d = 256 on sm90). The row does not say its routing
+  (the README's default is dropless; forced balance is an added flag), so part of it may be imbalance, and it
+  crosses 4 nodes over InfiniBand (DeepEP, ~30% of the estimate). Even so the level gap is not (only)
+  Blackwell's attention backend,
   and its size per layer and micro-batch (~7.5 ms at 4,096 tokens) matches PR #3168's GB200 run (~7.8 ms at
   8,192): with the GB200 / GB300 pair (h), a cost per layer and micro-batch that does not scale with
   tokens. What both runs share is 16 local experts per GPU (512 / EP 32) and the eager MoE block around
@@ -610,6 +613,12 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (Fp8Padding / Fp8Unpadding, moe/experts.py at 17a67b9; their gradients in the backward): ~16 KB per routed
   row, ~0.2 ms per layer and micro-batch at 8,192 tokens (~2.5% of the gap); the G15 card ran BF16, which
   does not pad.
+  (s) Checked, not adopted: the short convolution at long length. Under CP (gated_delta_net.py since 20ba03f)
+  it is fla's Triton causal_conv1d (fla/modules/convolution.py at v0.4.0): forward and backward grids D / BD x
+  T / 64 x B, every program one 64-token block, and the weight gradient as fp32 partials per block ([T / 64,
+  D, 4], 8 MB at 64K / CP 16, then one sum), so it stays bandwidth-bound at any length: the 2C + 3C bytes
+  per token (j) charges. Without CP (17a67b9) Dao-AILab's causal_conv1d_fn runs channel-first, one CTA per
+  (sequence, channel), 16,384 CTAs at MBS 2. Not the cause.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
