@@ -591,12 +591,34 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   566 / 433 against the card's-CP ~400 / 340 is software the card may not have had.
   (p) Out of sample, on Hopper: Megatron-MoE-ModelZoo best_practice/Qwen3/readme.md (dev bbc762d5, "not well
   tuned") ran Qwen3-Next-80B-A3B on 128 H100: TP1 PP4 VPP3 EP32, DeepEP, MBS 1, GBS 256, recompute norm /
-  act / shared_expert, 2.2 s per step (89 TFLOP/s). moeplan (no MTP) gives 1.48 s: 1.5x, with attention 2%
-  of its estimate (cuDNN / FA3 train d = 256 on sm90). The level gap is not Blackwell's attention backend,
+  act / shared_expert, 2.2 s per step (89 TFLOP/s). moeplan (no MTP, force-balanced) gives 1.48 s: 1.5x,
+  with attention 2% of its estimate (cuDNN / FA3 train d = 256 on sm90). The row does not say its routing
+  (the README's default is dropless; forced balance is an added flag), so part of it may be imbalance, and it
+  crosses 4 nodes over InfiniBand (DeepEP, ~30% of the estimate). Even so the level gap is not (only)
+  Blackwell's attention backend,
   and its size per layer and micro-batch (~7.5 ms at 4,096 tokens) matches PR #3168's GB200 run (~7.8 ms at
   8,192): with the GB200 / GB300 pair (h), a cost per layer and micro-batch that does not scale with
   tokens. What both runs share is 16 local experts per GPU (512 / EP 32) and the eager MoE block around
   them; the host time per launch there (Grace vs x86) is not in any stored source.
+  (q) PR #3168's figures are steady state: Bridge's perf tooling logs every iteration (run_recipe.py
+  log_interval 1) and times the run after skipping its first 70% (argument_parser.py
+  --skip_first_percent_time 0.70), so the 6.68 / 5.80 s are not inflated by the first iteration's
+  torch.compile / Triton autotune / graph capture unless the 20-iteration smoke test averaged them in (not
+  stated). The GB200 / GB300 pair fits three readings equally: ~0.11 s per micro-batch and pipeline rank
+  (h), ~1.8x the GPU work per token (GB200 6.68 / 3.64, GB300 5.80 / 3.25), or ~2.5-3 s per step; the
+  recipe's per-step work (the 1.2e9 expert parameters' local Adam at EDP 1, ~7 ms; the dense bf16
+  reduce-scatter / all-gather over DP 32, ~25 ms) is two orders smaller, so the third is not physical.
+  (r) Checked, not adopted: MXFP8 padding of the experts' rows. The recipe keeps moe_router_padding_for_fp8
+  False, so TEGroupedMLP pads each local expert's rows to the quantization block and unpads the output
+  (Fp8Padding / Fp8Unpadding, moe/experts.py at 17a67b9; their gradients in the backward): ~16 KB per routed
+  row, ~0.2 ms per layer and micro-batch at 8,192 tokens (~2.5% of the gap); the G15 card ran BF16, which
+  does not pad.
+  (s) Checked, not adopted: the short convolution at long length. Under CP (gated_delta_net.py since 20ba03f)
+  it is fla's Triton causal_conv1d (fla/modules/convolution.py at v0.4.0): forward and backward grids D / BD x
+  T / 64 x B, every program one 64-token block, and the weight gradient as fp32 partials per block ([T / 64,
+  D, 4], 8 MB at 64K / CP 16, then one sum), so it stays bandwidth-bound at any length: the 2C + 3C bytes
+  per token (j) charges. Without CP (17a67b9) Dao-AILab's causal_conv1d_fn runs channel-first, one CTA per
+  (sequence, channel), 16,384 CTAs at MBS 2. Not the cause.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
@@ -625,10 +647,15 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     beside dispatch_bwd and the next combine_bwd, so it hides more, not less. (b) The merged pipeline (one
     extra warm-up micro-batch, schedules.py get_pp_rank_microbatches; each steady step a forward and a
     backward that start together, so both inputs must be there): simulated with equal chunks its bubble is
-    (PP - 1) / VPP micro-batches at each of these layouts, as costed. (c) SM contention: the hidden part is
+    (PP - 1) / VPP micro-batches at each of these layouts, as costed
+    (`test_merged_pipeline_keeps_the_interleaved_bubble`). (c) SM contention: the hidden part is
     charged the SM share the dispatch / combine kernels hold (DeepEP 20, HybridEP 32), and TE's GEMMs
     reserve none for them (gemm.cpp: NVTE_EXT_MARGIN_SM unset, all SMs); G11, the one pair that measures it,
-    leaves room for ~1% of its step more, so a larger share is not pinned. (d) Host launches: under overlap
+    leaves room for ~1% of its step more, so a larger share is not pinned; doubling it (each held SM costing
+    two, as a persistent GEMM's late second wave would) takes G11's gain to 1.11 against 1.175 measured and
+    the four rows only to 0.81 / 0.84 / 0.81 / 0.79 (tripling: G11 1.04; 0.82 / 0.87 / 0.81 / 0.78). Nor
+    memory: the extra warm-up micro-batch is in the memory model (memory._extra_warmup), and a merged step
+    frees the backward chunk's activations layer by layer as the forward builds its own. (d) Host launches: under overlap
     each merged layer holds the forward dispatch's host sync, so the backward's per-expert launches can no
     longer run ahead; on the fastest plans' shapes a layer pair's launches (<= 5.3 ms) stay below its GPU
     work (7-19 ms): no change.

@@ -14,7 +14,9 @@ import statistics
 import pytest
 
 from moeplan import api
-from moeplan.timing import TRAIN, ep_overlap_exposed_s
+from moeplan.parallel import Parallel
+from moeplan.timeline import rank_schedule
+from moeplan.timing import TRAIN, bubble_microbatches, ep_overlap_exposed_s
 
 from ..measured_variants import variants
 
@@ -92,3 +94,59 @@ def test_overlap_windows_match_the_merged_schedule(d, c, attn_s, experts_s):
     merged = merged_layer_s(d, c, attn_s, experts_s)
     assert windows <= merged * (1 + 1e-9)
     assert windows >= 0.9 * merged
+
+
+def merged_pipeline_s(pp: int, vpp: int, microbatches: int, chunk_fwd_s: float, chunk_bwd_s: float) -> float:
+    """Seconds of one iteration of the interleaved schedule under EP overlap, chunk by chunk: Megatron-Core's
+    order with its one extra warm-up micro-batch (schedules.py get_pp_rank_microbatches, as
+    timeline.rank_schedule lays it out), each steady forward merged with the backward after it into one
+    step that starts when both inputs are there (combined_1f1b.py: the pair runs layer by layer together)."""
+    orders = [rank_schedule(pp, vpp, microbatches, r, extra_warmup=True) for r in range(pp)]
+    steps = []
+    for order in orders:
+        rank_steps, i = [], 0
+        while i < len(order):
+            if order[i].phase == "steady" and order[i].kind == "F":
+                rank_steps.append((order[i], order[i + 1]))
+                i += 2
+            else:
+                rank_steps.append((order[i],))
+                i += 1
+        steps.append(rank_steps)
+    stages = pp * vpp
+    done: dict[tuple[str, int, int], float] = {}
+    clock, pos = [0.0] * pp, [0] * pp
+    while any(pos[r] < len(steps[r]) for r in range(pp)):
+        moved = False
+        for r in range(pp):
+            while pos[r] < len(steps[r]):
+                group = steps[r][pos[r]]
+                mine = {(s.kind, s.microbatch, s.chunk * pp + r) for s in group}
+                deps = []
+                for s in group:
+                    stage = s.chunk * pp + r
+                    dep = (("F", s.microbatch, stage - 1) if stage > 0 else None) if s.kind == "F" else \
+                        (("B", s.microbatch, stage + 1) if stage < stages - 1 else None)
+                    if dep is not None and dep not in mine:
+                        deps.append(dep)
+                if any(dep not in done for dep in deps):
+                    break
+                start = max([clock[r]] + [done[dep] for dep in deps])
+                clock[r] = start + sum(chunk_fwd_s if s.kind == "F" else chunk_bwd_s for s in group)
+                for key in mine:
+                    done[key] = clock[r]
+                pos[r] += 1
+                moved = True
+        assert moved, "the schedule deadlocks"
+    return max(clock)
+
+
+@pytest.mark.parametrize("pp,vpp,microbatches", [(4, 4, 32), (4, 8, 32), (8, 2, 64), (8, 2, 128), (8, 4, 32),
+                                                 (8, 8, 64), (2, 8, 16)])
+def test_merged_pipeline_keeps_the_interleaved_bubble(pp, vpp, microbatches):
+    """The extra warm-up micro-batch and the merged forward + backward steps add no bubble with equal
+    chunks: the iteration is microbatches + (PP - 1) / VPP micro-batch times, timing.bubble_microbatches,
+    at the layouts of the four published rows' fastest plans, MB01 and the grid around them."""
+    fwd, bwd = 1.0 / vpp, 2.0 / vpp  # one micro-batch through all of a rank's chunks: 3 s
+    got = merged_pipeline_s(pp, vpp, microbatches, fwd, bwd) / (fwd + bwd) / vpp
+    assert got == pytest.approx(microbatches + bubble_microbatches(Parallel(gpus=pp, pp=pp, vpp=vpp)), rel=1e-9)
