@@ -619,14 +619,15 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   D, 4], 8 MB at 64K / CP 16, then one sum), so it stays bandwidth-bound at any length: the 2C + 3C bytes
   per token (j) charges. Without CP (17a67b9) Dao-AILab's causal_conv1d_fn runs channel-first, one CTA per
   (sequence, channel), 16,384 CTAs at MBS 2. Not the cause.
-- **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +39%, GB200 +57%, B300 +56%, H100
-  +22%). What runs, read from the recipes (Bridge v0.4.2 / v0.5.0 scripts/performance/configs/gpt_oss, v0.6.0
+- **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +51%, H100
+  +20%, still marked: unmarked it would join the published-layout ranking, where the planner's fastest plan
+  (TP2 EP32 DeepEP) beats its PP4 EP8 alltoall layout by 1.33x; before (b) and (e) +39% / +57% / +78% / +38%). What runs, read from the recipes (Bridge v0.4.2 / v0.5.0 scripts/performance/configs/gpt_oss, v0.6.0
   perf_recipes/gpt_oss) and gpt_oss_bridge (softmax_type learnable, window (127, 0) on every other layer,
   quick-GELU GLU with glu_linear_offset 1 and clamp 7, add_bias_linear, bias_activation_fusion), each costed
   from the model's config:
   (a) FLOP convention: Bridge 26.04.01 counts the quick-GELU experts as two matrices (flop_utils.py
   gated_linear_multiplier is 3/2 only for F.silu) and every layer as full attention (the window term came in
-  v0.5.0), 0.83x moeplan's count, so the H100 row's TFLOP/s is not comparable: in time it is +22% (+47% in
+  v0.5.0), 0.83x moeplan's count, so the H100 row's TFLOP/s is not comparable: in time it is +20% (+44% in
   TFLOP/s); the 26.06 / 26.08 rows use moeplan's count (`tests/validation/test_flops.py`).
   (b) B300 and H100 run Megatron-Core's unfused TEGroupedMLP (no op fuser in their recipes): the clamp and
   torch.cat of the fc1 output outside the fused quick-GEGLU kernel and fc2's per-expert p x bias
@@ -645,7 +646,12 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   ~126 counted keys per query at the 128-token block rate (0.39 of the long-block rate: 2.6x per counted FLOP,
   above the 2x of two 128-key tiles per query tile). Attention is ~0.19 s of the ~1.8 s Blackwell steps;
   costing the sliding layers as full causal squares would add ~0.15 s, not the gap.
-  Not found: the ~3.9 / 5.8 / 8.8 ms per layer and micro-batch (GB300 / GB200 / B300; ~0.7 / 1.0 / 1.6 s per
+  (e) RoPE: gpt-oss's YaRN (factor 32, no mscale keys) has concentration factor 0.1 ln 32 + 1 = 1.35, which
+  Megatron-Core's apply_rotary_pos_emb does not pass to TE's fused RoPE ("mscale ... is not supported by TE's
+  fused RoPE. Using unfused implementation.", rope_utils.py 0.17 .. 0.19): the eager rotate-half path moves
+  ~166 KB per token and layer more than the fused kernel over q and k (`timing.rope_glue_bytes`), ~0.09 s per
+  Blackwell step: GB300 +39% -> +33%.
+  Not found: the ~3.4 / 5.3 / 8.4 ms per layer and micro-batch (GB300 / GB200 / B300; ~0.6 / 1.0 / 1.5 s per
   step) the estimate still lacks. Not checked against a source: the rate of cuDNN's sink + sliding-window (and
   FP8) kernel at head dim 64, and the CuTe DSL grouped MLP's rate with biases at K = N = 2,880 (no benchmark of
   either was found). At head dim 64 the softmax exponentials bind, and `attn_softmax_flops` is H100's peak /

@@ -888,6 +888,28 @@ def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1) -> tuple[float, float
     return fwd, bwd
 
 
+def rope_glue_bytes(mixer: Attention) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per token (full q / k width: x attention-layout tokens per GPU, which TP
+    divides) of Megatron-Core's eager RoPE beyond the fused kernel the generic element-wise term stands for.
+    A YaRN concentration factor != 1 (``rope_mscale``: gpt-oss's 0.1 ln 32 + 1 = 1.35) takes apply_rotary_pos_emb
+    off TE's fused RoPE ("mscale=... is not supported by TE's fused RoPE. Using unfused implementation.":
+    megatron/core/models/common/embeddings/rope_utils.py, 0.17 .. 0.19) to _apply_rotary_pos_emb_bshd, op by op
+    over E = (heads + KV heads) x head dim bf16 elements (q and k): forward _rotate_half (-x2: read and write
+    E / 2; torch.cat: read and write E), t x cos, rot x sin (read and write E each), their sum (read 2E, write E)
+    and the final torch.cat with the empty pass-through part (read and write E): 24E bytes; backward the two
+    products' gradients (4E each), the negation's (2E) and the chunk's concatenation (4E) and the sum of the two
+    gradients of t (6E): 20E (t[..., :rot_dim] spans the whole head, which torch indexing returns as is: no
+    slice_backward); less the fused kernel's read and write of q, k each way (4E). MLA's RoPE (its own path)
+    and mscale 1: 0."""
+    if mixer.is_mla or mixer.rope_mscale == 1.0:
+        return 0.0, 0.0
+    e = (mixer.num_heads + mixer.num_kv_heads) * mixer.head_dim * BF16_BYTES  # bytes of q and k per token
+    fused = 2 * e  # TE fused RoPE: read + write, each direction
+    fwd = (1 + 2 + 2 + 2 + 3 + 2) * e  # rotate_half (neg 1, cat 2), x cos 2, x sin 2, add 3, cat 2
+    bwd = (2 + 1 + 2 + 2 + 3) * e  # x sin 2, neg 1, chunk cat 2, x cos 2, grad sum 3
+    return fwd - fused, bwd - fused
+
+
 def expert_glue_clamp_fwd_bytes(moe: MoE, etp: int = 1) -> float:
     """Forward bytes per routed row of :func:`expert_glue_bytes`'s clamp alone: what selective ``moe_act``
     recompute runs again (its checkpoint wraps bias_act_func, clamp included; fc2's bias is outside it)."""
@@ -952,6 +974,8 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         saved -= gdn_saved_bytes(layer, h) * t
         glue = sum(gdn_glue_bytes(mixer, cfg.batch.mbs)) * t
     glue_f = glue_b = 0.0
+    if isinstance(mixer, Attention):  # eager RoPE under a YaRN concentration factor (gpt-oss)
+        glue += sum(rope_glue_bytes(mixer)) * t
     if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
         glue_f, glue_b = (b * rows for b in expert_glue_bytes(mlp, h, par.etp))
         glue += glue_f + glue_b
@@ -1448,4 +1472,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "estimate_time", "hidden_comm_s", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "rope_glue_bytes", "estimate_time", "hidden_comm_s", "step_parts"]
