@@ -652,7 +652,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     (`test_merged_pipeline_keeps_the_interleaved_bubble`). (c) SM contention: the hidden part is
     charged the SM share the dispatch / combine kernels hold (DeepEP 20, HybridEP 32), and TE's GEMMs
     reserve none for them (gemm.cpp: NVTE_EXT_MARGIN_SM unset, all SMs); G11, the one pair that measures it,
-    leaves room for ~1% of its step more, so a larger share is not pinned. (d) Host launches: under overlap
+    leaves room for ~1% of its step more, so a larger share is not pinned; doubling it (each held SM costing
+    two, as a persistent GEMM's late second wave would) takes G11's gain to 1.11 against 1.175 measured and
+    the four rows only to 0.81 / 0.84 / 0.81 / 0.79 (tripling: G11 1.04; 0.82 / 0.87 / 0.81 / 0.78). Nor
+    memory: the extra warm-up micro-batch is in the memory model (memory._extra_warmup), and a merged step
+    frees the backward chunk's activations layer by layer as the forward builds its own. (d) Host launches: under overlap
     each merged layer holds the forward dispatch's host sync, so the backward's per-expert launches can no
     longer run ahead; on the fastest plans' shapes a layer pair's launches (<= 5.3 ms) stay below its GPU
     work (7-19 ms): no change.

@@ -231,6 +231,12 @@ def unfused_softmax_is_fused(batches: int, sq: int, sk: int) -> bool:
     return sq % per_block == 0
 
 
+def unfused_softmax_keys(a: Attention, keys: int) -> int:
+    """Keys the unfused path's softmax sees: the sink logit is one more column (TE backends.py torch.cat's it to
+    the scores for softmax_type != vanilla), which also makes the mask 'arbitrary'."""
+    return keys + 1 if a.sink_logits else keys
+
+
 def unfused_score_square(a: Attention, mbs: int, seq_len: int, tp: int, cp: int = 1) -> tuple[int, int]:
     """(batches, keys) of the unfused path's score square on one GPU: micro-batch x heads per TP rank, and the
     sequence a CP rank holds (what :func:`unfused_softmax_is_fused` and the timing model's softmax bytes read)."""
@@ -250,7 +256,7 @@ def unfused_attention_bytes(a: Attention, mbs: int, seq_len: int, tp: int, cp: i
     token_bytes = per_token * mbs * s / tp
     mask_build = 15 * mask  # get_full_mask: 3 int32 + 3 bool temporaries, before K/V are expanded
     batches, keys = unfused_score_square(a, mbs, seq_len, tp, cp)
-    if unfused_softmax_is_fused(batches, keys, keys):
+    if unfused_softmax_is_fused(batches, keys, unfused_softmax_keys(a, keys)):
         saved = 2 * scores
         # forward: bf16 S and P beside the mask; backward: bf16 P, dP, dS
         peak = max(mask_build, token_bytes + max(4 * scores + mask, 6 * scores))

@@ -62,6 +62,30 @@ FA2_WIDE_HEAD_DIM = 192  # above it FlashAttention-2 needs one of FA2_WIDE_HEAD_
 FA2_WIDE_HEAD_ARCHS = (80, 90, 100, 120)
 
 
+# Attention sinks (gpt-oss: one learned logit per head, Megatron-Core ``softmax_type = "learnable"``, which Bridge's
+# gpt_oss_bridge sets; TE DotProductAttention ``softmax_type``, TE >= 2.8). TE get_attention_backend (pytorch/
+# attention/dot_product_attention/utils.py, "Filter: Softmax type", v2.14 .. v2.18): FlashAttention is disabled for
+# any softmax_type but vanilla; FusedAttention and UnfusedDotProductAttention remain; under context parallelism only
+# FusedAttention, and only with cp_comm_type a2a. cuDNN fused attention (F16_arbitrary_seqlen) takes off-by-one and
+# learnable softmax from cuDNN 9.13.1 (common/fused_attn/fused_attn.cpp nvte_get_fused_attn_backend, "softmax type");
+# every container of the recipes ships a newer one (26.02: 9.18, 26.04: 9.20, 26.06: 9.21.1; Bridge docs/releases/
+# software-versions.md), so moeplan models no cuDNN version. TE PR #3056's d = 256 Blackwell kernel is vanilla only.
+SINK_SOFTMAX_TYPE = "learnable"
+SINK_CP_COMM_TYPE = "a2a"
+
+
+def softmax_type(mixer: Attention) -> str:
+    """Megatron-Core ``softmax_type`` of the layer: ``learnable`` with attention sinks, else ``vanilla``."""
+    return SINK_SOFTMAX_TYPE if mixer.sink_logits else "vanilla"
+
+
+def sink_cp_comm_ok(mixer: Attention, cp: int, comm_type: str) -> bool:
+    """Whether TE has an attention backend for this layer under context parallelism ``cp`` with ``comm_type``:
+    with sinks only FusedAttention runs under CP, and only with a2a (utils.py: "Disabling FusedAttention for context
+    parallelism with softmax_type = %s and cp_comm_type = %s"; Bridge's gpt-oss recipe sets cp_comm_type a2a for it)."""
+    return cp <= 1 or softmax_type(mixer) == "vanilla" or comm_type == SINK_CP_COMM_TYPE
+
+
 def te_label(te_version: str | None = None) -> str:
     """How messages name a TE release: ``2.14 (71bbefb)`` for the recipes' TE, else the version."""
     v = te_version or DEFAULT_TE_VERSION
@@ -82,7 +106,10 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
     head_dim_v). Wider equal heads on Blackwell (Qwen3-Next's 256) have no cuDNN training kernel in the TE the
     recipes ran (see CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM): FlashAttention-2 where TE allows it (``flash2``, sm100),
     else TE's unfused attention (``unfused``: B300 / GB300 are sm103). At a ``te_version`` whose row in
-    TE_WIDE_HEAD_CUDNN is True, cuDNN trains d = 256 on sm10x (``flash`` rates, as for d <= 128). ``gpu`` None or
+    TE_WIDE_HEAD_CUDNN is True, cuDNN trains d = 256 on sm10x (``flash`` rates, as for d <= 128). With attention
+    sinks (:func:`softmax_type` learnable) FlashAttention is out and PR #3056's kernel is vanilla only, so the
+    wide heads that FlashAttention-2 or that kernel would train fall to ``unfused``; heads cuDNN trains (Hopper,
+    Blackwell d <= 128: gpt-oss's 64) stay on cuDNN, sinks and sliding window in the kernel. ``gpu`` None or
     without a compute capability: the Hopper choice; ``te_version`` None: DEFAULT_TE_VERSION."""
     d_qk, d_v = head_dims(mixer)
     if d_qk != d_v:
@@ -90,10 +117,11 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
     arch = gpu.sm_arch if gpu is not None else None
     if arch is None or arch < 100 or d_qk <= CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM:
         return "flash"
-    if (d_qk == CUDNN_WIDE_HEAD_DIM and arch < CUDNN_WIDE_HEAD_ARCH_END
+    vanilla = softmax_type(mixer) == "vanilla"
+    if (vanilla and d_qk == CUDNN_WIDE_HEAD_DIM and arch < CUDNN_WIDE_HEAD_ARCH_END
             and TE_WIDE_HEAD_CUDNN[te_version or DEFAULT_TE_VERSION]):
         return "flash"
-    if d_qk <= FA2_WIDE_HEAD_DIM or (d_qk <= FA2_MAX_HEAD_DIM and arch in FA2_WIDE_HEAD_ARCHS):
+    if vanilla and (d_qk <= FA2_WIDE_HEAD_DIM or (d_qk <= FA2_MAX_HEAD_DIM and arch in FA2_WIDE_HEAD_ARCHS)):
         return "flash2"
     return "unfused"
 
@@ -104,5 +132,5 @@ def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | N
 
 
 __all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "CUDNN_WIDE_HEAD_ARCH_END", "CUDNN_WIDE_HEAD_DIM", "DEFAULT_TE_VERSION",
-           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "TE_COMMIT", "TE_WIDE_HEAD_CUDNN",
-           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "head_dims", "te_label", "te_version_key", "unfused_attention"]
+           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "SINK_CP_COMM_TYPE", "SINK_SOFTMAX_TYPE", "TE_COMMIT", "TE_WIDE_HEAD_CUDNN",
+           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "head_dims", "sink_cp_comm_ok", "softmax_type", "te_label", "te_version_key", "unfused_attention"]

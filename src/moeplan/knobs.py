@@ -1,12 +1,13 @@
 """Knobs that do not work with a run's layout, as typed problems (the Megatron field and one line why).
 
 Megatron-Core rejects these at start-up (transformer_config.py ``__post_init__``); moeplan says so before a
-job is queued: cp_comm_type a2a splits the heads over CP; sync-free dropless MoE needs HybridEP and 0.18+; EP
+job is queued: cp_comm_type a2a splits the heads over CP, attention sinks take a2a only; sync-free dropless MoE needs HybridEP and 0.18+; EP
 A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute.
 """
 
 from __future__ import annotations
 
+from moeplan.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import KnobProblem, sync_free_moe
 from moeplan.models.spec import Attention
@@ -18,8 +19,13 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
     """The first knob that does not work with this layout on its GPU (``cfg.gpu`` unless given), or None."""
     gpu = cfg.gpu if gpu is None else gpu
     par = cfg.parallel
-    if par.cp > 1 and cfg.cp_comm_type != "p2p":
+    if par.cp > 1:
         for m in cfg.model.distinct_mixers:
+            if isinstance(m, Attention) and not sink_cp_comm_ok(m, par.cp, cfg.cp_comm_type):
+                return KnobProblem("cp_comm_type",
+                                   f"attention sinks (softmax_type learnable): Transformer Engine runs them under context "
+                                   f"parallelism only in FusedAttention with cp_comm_type {SINK_CP_COMM_TYPE}, not "
+                                   f"{cfg.cp_comm_type} (UnfusedDotProductAttention has no CP): no attention backend")
             if isinstance(m, Attention) and not cp_comm_allowed(m, par.tp, par.cp, cfg.cp_comm_type, gpu.nvlink_domain):
                 kv = m.num_heads if m.is_mla else m.num_kv_heads
                 return KnobProblem("cp_comm_type",

@@ -33,8 +33,8 @@ from typing import Any
 
 from moeplan import fsdp, muon
 from moeplan.activations import (BF16_BYTES, FP32_BYTES, gdn_saved_bytes, layer_activation, unfused_score_square,
-                                unfused_softmax_is_fused)
-from moeplan.attention_backend import attention_kernel, head_dims
+                                unfused_softmax_is_fused, unfused_softmax_keys)
+from moeplan.attention_backend import attention_kernel, head_dims, sink_cp_comm_ok
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
     Gemm,
@@ -373,7 +373,10 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
 def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_domain: int) -> bool:
     """Whether a cp_comm_type works for this layer: a2a (Ulysses) splits heads over CP, so
     (heads / TP) and (KV heads / TP) must divide by CP; a2a+p2p does a2a inside the NVLink domain
-    and p2p across (Megatron-Core cp_comm_type, TransformerEngine context parallel)."""
+    and p2p across (Megatron-Core cp_comm_type, TransformerEngine context parallel). Attention sinks leave
+    a2a only (:func:`moeplan.attention_backend.sink_cp_comm_ok`)."""
+    if not sink_cp_comm_ok(mixer, cp, comm_type):
+        return False
     if comm_type in ("p2p", "allgather"):
         return True
     kv = mixer.num_heads if mixer.is_mla else mixer.num_kv_heads
@@ -413,6 +416,12 @@ UNFUSED_FP32_SOFTMAX_SCORE_BYTES = {"fwd": 32, "bwd": 40}
 # differences and window bounds, their comparisons and the bool mask (37 bytes; utils.py, no_grad), the torch
 # path's logical_or with the cached causal mask (3) and masked_fill_'s read (1); its backward reads it again.
 UNFUSED_MASK_BYTES = {"fused": {"fwd": 38, "bwd": 0}, "fp32": {"fwd": 41, "bwd": 1}}
+# ... and with attention sinks (softmax_type != vanilla; backends.py UnfusedDotProductAttention.forward): the sink
+# logit is torch.cat'ed to the scores as a last key column (read 2, write 2 per score), which takes the softmax to
+# s + 1 keys and an 'arbitrary' mask (so to the fp32 torch path: s + 1 is no multiple of 8), and the probabilities
+# are sliced back ([..., :-1]); backward, the slice's gradient is a zero-filled [.., s + 1] copy (write 2, read 2,
+# write 2) and the cat's a narrow view.
+UNFUSED_SINK_SCORE_BYTES = {"fwd": 4, "bwd": 6}
 
 
 def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION,
@@ -451,11 +460,13 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     moved = {"fwd": float(UNFUSED_SCORE_BYTES["fwd"]), "bwd": float(UNFUSED_SCORE_BYTES["bwd"])}
     if square is not None:
         batches, keys = square
-        fused = unfused_softmax_is_fused(batches, keys, keys)
+        fused = unfused_softmax_is_fused(batches, keys, unfused_softmax_keys(mixer, keys))
         if not fused:
             moved = {k: float(v) for k, v in UNFUSED_FP32_SOFTMAX_SCORE_BYTES.items()}
         mask = UNFUSED_MASK_BYTES["fused" if fused else "fp32"]
         moved = {k: v + mask[k] / max(batches, 1) for k, v in moved.items()}
+    if mixer.sink_logits:
+        moved = {k: v + UNFUSED_SINK_SCORE_BYTES[k] for k, v in moved.items()}
     fwd_t = 2 * (fwd_mm / mm_share + moved["fwd"] * byte)
     bwd_t = 2 * (2 * fwd_mm / mm_share + moved["bwd"] * byte)
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
@@ -480,10 +491,22 @@ def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibrat
     return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2] * length / (length + cal.attn_half_tokens)
 
 
+def attention_kernel_mixer(mixer: Attention, gpu: GPUSpec | None, te_version: str | None = None) -> Attention:
+    """The layer as its kernel computes it: TE's UnfusedDotProductAttention turns a sliding window into an
+    'arbitrary' [s, s] mask over the full score square (utils.py, "Filter: Sliding window attention": "converts
+    window_size to an 'arbitrary' mask"; backends.py multiplies the whole square), so it costs the layer's FLOPs
+    without the window; cuDNN and FlashAttention bound their key loops by the window (the block rate of
+    :func:`attention_block_tokens` then prices the short blocks)."""
+    if mixer.sliding_window and attention_kernel(mixer, gpu, te_version) == "unfused":
+        return replace(mixer, sliding_window=None)
+    return mixer
+
+
 def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
-    """Fused attention kernels of one layer, one micro-batch, fwd + bwd, at this run's block rate."""
-    flops = TRAIN * _attention_core_flops_per_token(mixer, ctx.cfg.batch.seq_len) * ctx.tokens
-    return flops / attention_rate(ctx.cfg, ctx.gpu, mixer, ctx.cal)
+    """Attention kernels of one layer, one micro-batch, fwd + bwd, at this run's block rate."""
+    kernel = attention_kernel_mixer(mixer, ctx.gpu, ctx.cfg.te_version)
+    flops = TRAIN * _attention_core_flops_per_token(kernel, ctx.cfg.batch.seq_len) * ctx.tokens
+    return flops / attention_rate(ctx.cfg, ctx.gpu, kernel, ctx.cal)
 
 
 GDN_CHUNK_TOKENS = 64  # fla chunk_gated_delta_rule chunk size (fla-org/flash-linear-attention, BT = 64)
@@ -829,6 +852,59 @@ def experts_recomputed(rc: Recompute) -> bool:
     return rc.granularity == "full" or (rc.granularity == "selective" and "moe" in rc.modules)
 
 
+def experts_op_fused(cfg: RunConfig) -> bool:
+    """Whether the routed experts run as Transformer Engine's op-fuser grouped MLP (Megatron-Core
+    megatron/core/transformer/moe/experts.py, TEGroupedMLP._is_fused_impl_supported / _make_fused_ops:
+    GroupedLinear with its bias, ScaledSwiGLU or ScaledClampedQGeGLU, GroupedLinear with ``scale_bias``, each one
+    TE op) rather than the eager bias and activation glue between two TE GroupedLinear modules. It needs
+    ``use_transformer_engine_op_fuser``, which moeplan exports only with the sync-free MoE bundle
+    (``rank_capacity_factor``, moeplan.megatron.export: Bridge's full-iteration recipes set both), and expert
+    TP 1 ("Tensor parallelism is not supported")."""
+    return cfg.rank_capacity_factor is not None and cfg.parallel.etp == 1
+
+
+# Bytes per element of the autograd ops of the clamp in weighted_bias_quick_geglu_impl (below), backward:
+# clamp_backward (torch derivatives.yaml) is where(self <= max, grad, 0) for the gate's one-sided clamp (compare:
+# read 2, write a 1-byte mask; where: read mask, grad, write 2) and where((self >= min).logical_and_(self <= max),
+# grad, 0) for the linear half's two-sided one (two compares, the in-place and, the where).
+CLAMP_BWD_BYTES = {"one_sided": 2 + 1 + 1 + 2 + 2, "two_sided": 2 * (2 + 1) + 3 + (1 + 2 + 2)}
+
+
+def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per routed row of the eager ops Megatron-Core's unfused TEGroupedMLP runs
+    around its two grouped GEMMs for a clamped GLU and expert biases (gpt-oss), beside the fused activation
+    the generic element-wise term already charges. Source: megatron/core/transformer/moe/experts.py and
+    megatron/core/fusions/fused_bias_geglu.py (Megatron-Core 0.17 2edffad .. 0.19 cd4afff, the pins of the
+    recipes that ran gpt-oss), bf16 throughout (the router's probs are the input dtype: router.py, with
+    ``moe_router_dtype`` unset as Bridge's gpt_oss_bridge leaves it). F = expert FFN width / ETP, H = hidden:
+    - clamp (``act_clamp``; bias_activation_fusion on: weighted_bias_quick_geglu_impl): outside the fused
+      jit kernel it chunks the fc1 output, clamps the gate half (max) and the linear half (+-limit) and
+      torch.cat's them back: forward 2 x (read F, write F) + (read 2F, write 2F) = 16F bytes; backward each
+      clamp's clamp_backward (CLAMP_BWD_BYTES per element) and the chunk's gradient concatenation (8F);
+    - expert biases (``expert_bias``): linear_fc1 adds its bias inside TE GroupedLinear (GEMM epilogue; dbias
+      fused with the wgrad GEMM in BF16, with the quantize in bgrad_quantize under FP8), no extra pass;
+      linear_fc2 is built with skip_bias_add=True and TEGroupedMLP._apply_bias adds p x b per expert in eager
+      torch: torch.cat([t + b * p ...]): forward b x p (write 2H), the add (read 4H, write 2H), the cat (read
+      2H, write 2H); backward the bias's and the prob's gradients, each a product over [rows, H] (read 2H,
+      write 2H) and its reduction (read 2H).
+    Under the op fuser (:func:`experts_op_fused`) none of these run: 0, 0."""
+    fwd = bwd = 0.0
+    if moe.gated and moe.act_clamp is not None:
+        f = moe.expert_ffn_hidden / etp
+        fwd += (2 * (f + f) + (2 * f + 2 * f)) * BF16_BYTES
+        bwd += f * (CLAMP_BWD_BYTES["one_sided"] + CLAMP_BWD_BYTES["two_sided"]) + (2 * f + 2 * f) * BF16_BYTES
+    if moe.expert_bias:
+        fwd += (hidden + (2 * hidden + hidden) + (hidden + hidden)) * BF16_BYTES
+        bwd += 2 * (hidden + hidden + hidden) * BF16_BYTES
+    return fwd, bwd
+
+
+def expert_glue_clamp_fwd_bytes(moe: MoE, etp: int = 1) -> float:
+    """Forward bytes per routed row of :func:`expert_glue_bytes`'s clamp alone: what selective ``moe_act``
+    recompute runs again (its checkpoint wraps bias_act_func, clamp included; fc2's bias is outside it)."""
+    return (8 * moe.expert_ffn_hidden / etp) * BF16_BYTES if moe.gated and moe.act_clamp is not None else 0.0
+
+
 def expert_launch_exposed_s(host_fwd_s: float, host_bwd_s: float, gpu_fwd_s: float, gpu_bwd_s: float) -> float:
     """Seconds the per-expert launches add to one MoE layer and micro-batch: the host time beyond the GPU
     work it can run ahead of. Forward: the dropless dispatch waits on the host for the received-token counts
@@ -886,6 +962,10 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mixer, GatedDeltaNet):  # the GDN mixer's traffic op by op (gdn_glue_bytes), not per saved byte
         saved -= gdn_saved_bytes(layer, h) * t
         glue = sum(gdn_glue_bytes(mixer, cfg.batch.mbs)) * t
+    glue_f = glue_b = 0.0
+    if isinstance(mlp, MoE) and not experts_op_fused(cfg):  # clamped GLU / expert bias glue (gpt-oss)
+        glue_f, glue_b = (b * rows for b in expert_glue_bytes(mlp, h, par.etp))
+        glue += glue_f + glue_b
     out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + cast
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
     if par.tp > 1:
@@ -946,12 +1026,14 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             r += 2 * 2 * h * BF16_BYTES * t / hbm
         if isinstance(mlp, MoE):
             if "moe" in mods:
-                r += out.get("grouped_gemm", 0.0) * fwd + ep_fwd
+                r += out.get("grouped_gemm", 0.0) * fwd + ep_fwd + glue_f / hbm
                 if mlp.has_shared:
                     r += TRAIN * f.shared_expert_flops * t * fwd / ctx.gemm_rate
             else:
                 if "moe_act" in mods:
                     r += 3 * mlp.expert_ffn_hidden / par.etp * rows * BF16_BYTES / hbm
+                    if not experts_op_fused(cfg):
+                        r += expert_glue_clamp_fwd_bytes(mlp, par.etp) * rows / hbm
                 if "shared_experts" in mods and mlp.has_shared:
                     r += f.shared_expert_flops * t / ctx.gemm_rate
         if "mlp" in mods and isinstance(mlp, DenseMLP):
@@ -1377,4 +1459,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "estimate_time", "hidden_comm_s", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "experts_op_fused", "estimate_time", "hidden_comm_s", "step_parts"]

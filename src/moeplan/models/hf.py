@@ -60,6 +60,15 @@ class _Cfg:
             return None
         return self.int(key)
 
+    def opt_float(self, key: str) -> float | None:
+        """A positive number, or None when the key is absent or null."""
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise self._fail(key, f"must be a positive number, got {value!r}")
+        return float(value)
+
     def bool(self, key: str, default: bool) -> bool:
         value = self.data.get(key, default)
         if value is None:
@@ -293,6 +302,7 @@ def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
         expert_ffn_hidden=c.int("intermediate_size"),
         router_bias=True,
         expert_bias=True,
+        act_clamp=c.opt_float("swiglu_limit"),
     )
     layers = []
     for kind in _layer_types(c, n, None):

@@ -103,6 +103,9 @@ class MoE(CachedHash):
     shared_gate: bool = False  # Qwen3-Next: sigmoid gate (hidden -> 1) on the shared expert
     router_bias: bool = False  # gpt-oss router has a bias (learned parameter)
     expert_bias: bool = False  # gpt-oss experts have biases
+    # gpt-oss clamped GLU (HF ``swiglu_limit``; Megatron-Core ``activation_func_clamp_value``): the gate half
+    # clamped from above and the linear half to +-limit before the activation; None = unclamped
+    act_clamp: float | None = None
     gated: bool = True
     # Group-limited routing (DeepSeek-V3 "node-limited routing"): experts in n_group groups, each token
     # routed within its best topk_group groups (HF n_group / topk_group; Megatron moe_router_num_groups

@@ -1,0 +1,142 @@
+"""What gpt-oss has and the other catalog MoEs lack, costed from the code that runs (each from its config):
+- the clamped GLU (``swiglu_limit``) and expert biases: Megatron-Core's unfused TEGroupedMLP clamps and
+  concatenates the fc1 output in eager torch and adds fc2's bias per expert (TEGroupedMLP._apply_bias), unless
+  TE's op fuser runs the experts (timing.expert_glue_bytes / experts_op_fused);
+- attention sinks (softmax_type learnable): TE disables FlashAttention for them and, under CP, every backend but
+  FusedAttention with cp_comm_type a2a (attention_backend.softmax_type / sink_cp_comm_ok); the unfused path
+  cat's the sink column to the scores (s + 1 keys: the fp32 torch softmax) and, like any sliding window on that
+  path, computes the full score square."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from importlib import resources
+
+import pytest
+
+from moeplan import api
+from moeplan.activations import BF16_BYTES, unfused_attention_bytes, unfused_softmax_is_fused, unfused_softmax_keys
+from moeplan.attention_backend import sink_cp_comm_ok, softmax_type
+from moeplan.errors import MoeplanError
+from moeplan.hardware import load_gpu
+from moeplan.models import load_model
+from moeplan.models.hf import spec_from_dict
+from moeplan.models.spec import Attention, Layer, ModelSpec, MoE
+from moeplan.timing import (
+    UNFUSED_SINK_SCORE_BYTES,
+    attention_efficiency,
+    attention_kernel,
+    attention_kernel_mixer,
+    cp_comm_allowed,
+    expert_glue_bytes,
+    expert_glue_clamp_fwd_bytes,
+)
+
+OSS = load_model("gpt-oss-120b")
+OSS_MOE = OSS.layers[0].mlp
+SLIDING = next(l.mixer for l in OSS.layers if isinstance(l.mixer, Attention) and l.mixer.sliding_window)
+FULL = next(l.mixer for l in OSS.layers if isinstance(l.mixer, Attention) and not l.mixer.sliding_window)
+# The B300 row of tests/data/bridge_perf_runs.csv (26.06, unfused experts: no op fuser in that recipe)
+B300_ROW = dict(gpu="b300", gpus=64, seq_len=4096, gbs=1280, precision="mxfp8", grad_fp32=False, mcore_version="0.18",
+                tp=1, pp=1, vpp=1, cp=1, ep=8, etp=1, mbs=4, dispatcher="hybridep",
+                cuda_graphs="attn,moe_router,moe_preprocess")
+
+
+def _plain(spec: ModelSpec) -> ModelSpec:
+    """The same model with its experts' clamp and biases taken away (everything else equal)."""
+    layers = tuple(Layer(l.mixer, dataclasses.replace(l.mlp, act_clamp=None, expert_bias=False)) for l in spec.layers)
+    return dataclasses.replace(spec, layers=layers)
+
+
+def _oss_config(**over: object) -> dict[str, object]:
+    text = resources.files("moeplan.models.data").joinpath("gpt-oss-120b.json").read_text(encoding="utf-8")
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")} | over
+
+
+def test_config_reads_the_clamp() -> None:
+    assert OSS_MOE.act_clamp == 7.0  # config.json swiglu_limit
+    assert spec_from_dict(_oss_config(swiglu_limit=None), "x", "t").layers[0].mlp.act_clamp is None
+    with pytest.raises(MoeplanError, match="swiglu_limit"):
+        spec_from_dict(_oss_config(swiglu_limit="7"), "x", "t")
+
+
+def test_glue_bytes_op_by_op() -> None:
+    """Each eager op of experts.py / fused_bias_geglu.py, counted here from the op list, not the formula."""
+    f, h = OSS_MOE.expert_ffn_hidden, 2880
+    clamp_fwd = [("gate clamp", f, f), ("linear clamp", f, f), ("cat", 2 * f, 2 * f)]  # (op, read, written) elems
+    bias_fwd = [("b * p", 0, h), ("t + bp", 2 * h, h), ("cat", h, h)]
+    fwd = sum(r + w for _, r, w in clamp_fwd + bias_fwd) * BF16_BYTES
+    # backward: gate where(self <= max): compare (read 2, write 1) + where (read 1 + 2, write 2) = 8 B per element;
+    # linear where((self >= min) & (self <= max)): 2 compares (3 each) + and_ (3) + where (5) = 14; chunk grad cat 8F
+    bwd = f * (8 + 14) + 4 * f * BF16_BYTES + 2 * (3 * h) * BF16_BYTES
+    assert expert_glue_bytes(OSS_MOE, h) == pytest.approx((fwd, bwd))
+    assert expert_glue_clamp_fwd_bytes(OSS_MOE) == pytest.approx(16 * f)
+    # half the FFN per ETP rank for the clamp; nothing without a clamp or biases
+    assert expert_glue_bytes(OSS_MOE, h, etp=2)[0] == pytest.approx(fwd - 8 * f)
+    assert expert_glue_bytes(dataclasses.replace(OSS_MOE, act_clamp=None, expert_bias=False), h) == (0.0, 0.0)
+    assert expert_glue_bytes(load_model("qwen3-30b-a3b").layers[0].mlp, 2048) == (0.0, 0.0)
+
+
+def test_unfused_experts_pay_the_glue_op_fuser_does_not() -> None:
+    gpu = load_gpu("b300")
+    rows = 4 * 4096 * OSS_MOE.top_k  # per layer and micro-batch on one GPU (balanced routing)
+    micro = 1280 // (4 * 64)
+    glue = sum(expert_glue_bytes(OSS_MOE, OSS.hidden)) * rows * len(OSS.layers) * micro
+    hbm = gpu.hbm_bw_bytes_per_s * 0.7
+    ew = api.estimate_run(OSS, **B300_ROW).time.breakdown_s["elementwise"]
+    ew_plain = api.estimate_run(_plain(OSS), **B300_ROW).time.breakdown_s["elementwise"]
+    assert ew - ew_plain == pytest.approx(glue / hbm, rel=0.02)
+    # the full-iteration bundle exports use_transformer_engine_op_fuser: TE's grouped MLP ops, no eager glue
+    fused = B300_ROW | dict(rank_capacity_factor=1.5, cuda_graphs="full_iteration", ep_overlap=True)
+    assert (api.estimate_run(OSS, **fused).time.breakdown_s["elementwise"]
+            == pytest.approx(api.estimate_run(_plain(OSS), **fused).time.breakdown_s["elementwise"]))
+
+
+def test_moe_act_recompute_reruns_the_clamp() -> None:
+    row = B300_ROW | dict(recompute="selective:moe_act")
+    d = (api.estimate_run(OSS, **row).time.breakdown_s["recompute"]
+         - api.estimate_run(_plain(OSS), **row).time.breakdown_s["recompute"])
+    rows = 4 * 4096 * OSS_MOE.top_k * len(OSS.layers) * 5
+    assert d == pytest.approx(16 * OSS_MOE.expert_ffn_hidden * rows / (load_gpu("b300").hbm_bw_bytes_per_s * 0.7), rel=0.02)
+
+
+def test_sinks_rule_out_flash_attention() -> None:
+    assert softmax_type(FULL) == "learnable" and softmax_type(load_model("qwen3-30b-a3b").layers[0].mixer) == "vanilla"
+    b200, b300, h100 = load_gpu("b200"), load_gpu("b300"), load_gpu("h100")
+    # gpt-oss's head dim 64 stays on cuDNN (sinks and window inside the kernel) on every GPU
+    assert {attention_kernel(m, g) for m in (FULL, SLIDING) for g in (b200, b300, h100)} == {"flash"}
+    wide = dataclasses.replace(FULL, head_dim=256, v_head_dim=256)
+    no_sink = dataclasses.replace(wide, sink_logits=0)
+    assert attention_kernel(no_sink, b200) == "flash2" and attention_kernel(wide, b200) == "unfused"
+    assert attention_kernel(no_sink, b200, "2.19") == "flash"  # PR #3056's kernel: vanilla softmax only
+    assert attention_kernel(wide, b200, "2.19") == "unfused"
+    assert attention_kernel(wide, h100) == "flash"
+
+
+def test_sinks_need_a2a_under_cp() -> None:
+    assert sink_cp_comm_ok(FULL, 1, "p2p") and sink_cp_comm_ok(FULL, 4, "a2a")
+    assert not sink_cp_comm_ok(FULL, 4, "p2p") and not sink_cp_comm_ok(FULL, 2, "a2a+p2p")
+    assert not cp_comm_allowed(FULL, 1, 4, "p2p", 8) and cp_comm_allowed(FULL, 1, 4, "a2a", 8)
+    kw = dict(gpu="b200", gpus=64, seq_len=32768, gbs=64, tp=1, pp=1, cp=4, ep=8, mbs=1)
+    with pytest.raises(MoeplanError, match="a2a"):
+        api.estimate_run(OSS, cp_comm_type="p2p", **kw)
+    assert api.estimate_run(OSS, cp_comm_type="a2a", **kw).time.tflops_per_gpu > 0
+    assert api.estimate_run(OSS, cp_comm_type="auto", **kw).config.cp_comm_type == "a2a"
+
+
+def test_unfused_sinks_and_window_cost_the_full_square() -> None:
+    b300 = load_gpu("b300")
+    wide = dataclasses.replace(SLIDING, head_dim=256, v_head_dim=256)  # unfused on sm103 (sinks: no FA2)
+    assert attention_kernel(wide, b300) == "unfused"
+    assert attention_kernel_mixer(wide, b300).sliding_window is None  # TE: window -> arbitrary s x s mask
+    assert attention_kernel_mixer(SLIDING, b300) is SLIDING  # cuDNN bounds its key loop by the window
+    # the sink column: s + 1 keys, so not TE's fused softmax kernel (sk % 8), and its cat / slice bytes
+    assert unfused_softmax_keys(wide, 4096) == 4097 and unfused_softmax_keys(dataclasses.replace(wide, sink_logits=0), 4096) == 4096
+    assert unfused_softmax_is_fused(64, 4096, 4096) and not unfused_softmax_is_fused(64, 4096, 4097)
+    assert not unfused_attention_bytes(wide, 1, 4096, 1).fused_softmax
+    assert unfused_attention_bytes(dataclasses.replace(wide, sink_logits=0), 1, 4096, 1).fused_softmax
+    no_sink = dataclasses.replace(wide, sink_logits=0)
+    e_sink, e_none = attention_efficiency(wide, gpu=b300), attention_efficiency(no_sink, gpu=b300)
+    assert e_sink[0] < e_none[0] and e_sink[1] < e_none[1]
+    assert UNFUSED_SINK_SCORE_BYTES == {"fwd": 4, "bwd": 6}
