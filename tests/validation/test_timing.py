@@ -234,14 +234,15 @@ def test_bridge_rows_run_with_bf16_main_grads():
 
 def test_out_of_sample_bridge_runs():
     """Newest Megatron Bridge perf-summary rows (not used to set any constant): every row whose model
-    features moeplan covers is within 30% of its published TFLOP/s, median within 20%; rows with a
-    named gap are estimated (they must not fail) but not held to the bound. See docs/calibration.md."""
+    features moeplan covers is within 30% of its published tokens/s (time: no FLOP convention enters it; Bridge
+    26.04.01 counted gpt-oss differently, test_flops.py), median within 20%; rows with a named gap are
+    estimated (they must not fail) but not held to the bound. See docs/calibration.md."""
     errors = {}
     for r in bridge_runs():
         est = _estimate(r)
         assert est["memory_gib"]["total"] <= est["capacity_gib"]  # every published run ran
         if not r["gap"]:
-            errors[(r["model"], r["system"])] = est["tflops_per_gpu"] / float(r["tflops_per_gpu"]) - 1
+            errors[(r["model"], r["system"])] = est["tokens_per_s_per_gpu"] / float(r["tokens_per_s_per_gpu"]) - 1
     assert len(errors) >= 10
     assert all(abs(e) <= 0.30 for e in errors.values()), errors
     assert statistics.median(abs(e) for e in errors.values()) <= 0.20
