@@ -628,7 +628,9 @@ class LayoutMemory:
         GPU count and with it the dense data-parallel group DP x CP (Megatron's distributed optimizer and
         FSDP shard dense state over it; expert state over EDP, which these fix), not the batch nor CP and DP
         apart. Per-layer bytes of one micro-batch: ETP and the tokens per GPU (MBS x seq / (CP x TP)), not
-        the pipeline; with unfused attention (its s x s scores) TP, CP, MBS and the sequence apart.
+        the pipeline; with unfused attention (its s x s scores) TP, CP, MBS and the sequence apart. Both
+        also read the routed rows per token (``rows_factor``), which depends on EP where the imbalance is
+        capped (EP 1 keeps a token's rows local), so it is in their keys.
         tests/unit/test_memory_ladder_cache.py shares one dict over families of layouts and
         compares every answer with a fresh item-by-item estimate. With ``shared``, the run's other fields
         stand in the keys as a small id kept in it (cheaper to hash; ``fields``: that id, already found)."""
@@ -638,11 +640,12 @@ class LayoutMemory:
             rest = _SHARED_FIELDS(base)  # the other fields' values, in field order
         else:
             rest = fields if fields is not None else shared_fields_key(base, shared)
+        rows = base.rows_factor  # routed rows per token: it reads EP where the imbalance is capped
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
-                 batch.seq_len, batch.mbs, self._m),
+                 batch.seq_len, batch.mbs, self._m, rows),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
                  par.dp * par.cp, par.gpus),
-                ("layers", rest, par.etp, self._tokens,
+                ("layers", rest, par.etp, self._tokens, rows,
                  (par.tp, par.cp, batch.mbs, batch.seq_len) if _has_unfused(base.model, base.gpu, base.te_version) else None))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:

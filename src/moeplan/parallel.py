@@ -279,14 +279,15 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
     if par.vpp > 1 and par.pp == 1:
         fail("vpp-needs-pp", f"VPP {par.vpp} needs PP > 1")
     n_stages = par.pp * par.vpp
+    n_layers = spec.num_layers
     if par.pipeline_layout:
         try:
-            parse_layout(par.pipeline_layout, spec.num_layers, spec.mtp_layers, n_stages)
+            parse_layout(par.pipeline_layout, n_layers, spec.mtp_layers, n_stages)
         except MoeplanError as exc:
             fail("pipeline-layout", str(exc))
-    elif n_stages > spec.num_layers:
+    elif n_stages > n_layers:
         fail("layers-pp", f"{spec.num_layers} layers cannot fill PP x VPP = {n_stages} stages")
-    elif spec.num_layers % n_stages:
+    elif n_layers % n_stages:
         fail("layers-pp", f"{spec.num_layers} decoder layers do not split evenly over PP x VPP = "
              f"{par.pp}x{par.vpp} = {n_stages} stages and no pipeline_model_parallel_layout is set")
     if batch is not None:
@@ -298,10 +299,11 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
                  "(load-balanced causal context parallel)")
         elif par.tp > 1 and batch.seq_len % par.tp:
             fail("seq-tp", f"seq_len {batch.seq_len} is not divisible by TP {par.tp} (sequence parallel)")
-        if par.dp >= 1 and not bad and batch.gbs % (batch.mbs * par.dp):
-            fail("gbs", f"GBS {batch.gbs} is not divisible by MBS x DP = {batch.mbs}x{par.dp} = {batch.mbs * par.dp}")
-        elif par.dp >= 1 and not bad:
-            problem = interleaving_problem(par.pp, par.vpp, batch.microbatches(par.dp))
+        dp = par.dp
+        if dp >= 1 and not bad and batch.gbs % (batch.mbs * dp):
+            fail("gbs", f"GBS {batch.gbs} is not divisible by MBS x DP = {batch.mbs}x{dp} = {batch.mbs * dp}")
+        elif dp >= 1 and not bad:
+            problem = interleaving_problem(par.pp, par.vpp, batch.microbatches(dp))
             if problem:
                 fail("vpp-microbatches", problem)
     return bad

@@ -565,6 +565,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     # every run below is the template with its layout, batch, dispatcher, EP overlap and sharding choice: the
     # memory and bound caches' "every other field" ids are found once per value of the last three
     mem_fields: dict[tuple[object, ...], object] = {}
+    pipes: dict[tuple[int, int, str | None], Pipeline] = {}
     bound_fields: dict[tuple[object, ...], int] = {}
     for index, (par, mbs) in enumerate(layouts):
         considered += 1
@@ -582,7 +583,9 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                 closest = (RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
                                      **numerics), static - budget)  # type: ignore[arg-type]
             continue
-        pipe = build_pipeline(spec, par)
+        pipe = pipes.get((par.pp, par.vpp, par.pipeline_layout))
+        if pipe is None:  # the split's one object (build_pipeline's), found once per split
+            pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)] = build_pipeline(spec, par)
         if template is None:  # every layout's run: the same knobs (checked once), its layout and MBS
             template = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
                                  dispatcher="alltoall", moe_imbalance=moe_imbalance,
@@ -651,7 +654,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         overlap = cfg.ep_overlap
         if not (sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer):
             cfg = _base_cfg(cfg, sh, space)
-        pipe = build_pipeline(spec, par)
+        pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)]
         return cfg, pipe, LayoutMemory(cfg, nvl, pipe, mem_cache, mem_fields[(disp, overlap, sh)])
 
     def out_of_reach(upper: float) -> bool:

@@ -80,3 +80,25 @@ def test_layout_memory_equals_the_item_by_item_estimate():
     assert checked > 500
     assert skipped_ranks > 0  # ranks were left out, and the answers still agree
     assert reused > 0 and states > 0  # layouts shared activations and parameter state, and the answers agree
+
+
+def test_layout_memory_with_moe_imbalance_across_ep():
+    """Activations are shared across EP, but the routed rows per token read EP where the imbalance is
+    capped (moeplan.run.RunConfig.rows_factor: at EP 1 a token's top-k rows are all local, whatever the
+    imbalance): with --moe-imbalance 1.5, layouts of every EP share one dict and each equals the item-by-item
+    estimate (EP 1 and EP > 1 with the same dispatcher once got EP 1's rows)."""
+    spec, gpu = load_model("qwen3-235b-a22b"), load_gpu("h100")
+    shared: dict = {}
+    ladder = recompute_ladder(spec, 32768, "0.16")
+    layouts = [(par, mbs) for par, mbs in _layouts(spec, gpu, 64, Batch(32768, 64, 1), SearchSpace(), "0.16")
+               if (par.tp, par.pp, par.vpp, par.cp) == (2, 4, 1, 2)]
+    assert {par.ep for par, _ in layouts} >= {1, 2, 4}
+    factors = set()
+    for par, mbs in layouts:
+        cfg = RunConfig(spec, par, Batch(32768, 64, mbs), gpu=gpu, dispatcher="alltoall", moe_imbalance=1.5)
+        factors.add(cfg.rows_factor)
+        pipe = build_pipeline(spec, par)
+        mem = LayoutMemory(cfg, gpu.nvlink_domain, pipe, shared)
+        for rc in ladder:
+            assert mem.peak_bytes(rc, 0.0) == _reference(cfg.evolve(recompute=rc), gpu, pipe), (par.short(), rc.label())
+    assert len(factors) > 1  # the spread has layouts whose rows differ
