@@ -852,17 +852,6 @@ def experts_recomputed(rc: Recompute) -> bool:
     return rc.granularity == "full" or (rc.granularity == "selective" and "moe" in rc.modules)
 
 
-def experts_op_fused(cfg: RunConfig) -> bool:
-    """Whether the routed experts run as Transformer Engine's op-fuser grouped MLP (Megatron-Core
-    megatron/core/transformer/moe/experts.py, TEGroupedMLP._is_fused_impl_supported / _make_fused_ops:
-    GroupedLinear with its bias, ScaledSwiGLU or ScaledClampedQGeGLU, GroupedLinear with ``scale_bias``, each one
-    TE op) rather than the eager bias and activation glue between two TE GroupedLinear modules. It needs
-    ``use_transformer_engine_op_fuser``, which moeplan exports only with the sync-free MoE bundle
-    (``rank_capacity_factor``, moeplan.megatron.export: Bridge's full-iteration recipes set both), and expert
-    TP 1 ("Tensor parallelism is not supported")."""
-    return cfg.rank_capacity_factor is not None and cfg.parallel.etp == 1
-
-
 # Bytes per element of the autograd ops of the clamp in weighted_bias_quick_geglu_impl (below), backward:
 # clamp_backward (torch derivatives.yaml) is where(self <= max, grad, 0) for the gate's one-sided clamp (compare:
 # read 2, write a 1-byte mask; where: read mask, grad, write 2) and where((self >= min).logical_and_(self <= max),
@@ -887,7 +876,7 @@ def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1) -> tuple[float, float
       torch: torch.cat([t + b * p ...]): forward b x p (write 2H), the add (read 4H, write 2H), the cat (read
       2H, write 2H); backward the bias's and the prob's gradients, each a product over [rows, H] (read 2H,
       write 2H) and its reduction (read 2H).
-    Under the op fuser (:func:`experts_op_fused`) none of these run: 0, 0."""
+    Under the op fuser (``RunConfig.experts_op_fused``) none of these run."""
     fwd = bwd = 0.0
     if moe.gated and moe.act_clamp is not None:
         f = moe.expert_ffn_hidden / etp
@@ -963,7 +952,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         saved -= gdn_saved_bytes(layer, h) * t
         glue = sum(gdn_glue_bytes(mixer, cfg.batch.mbs)) * t
     glue_f = glue_b = 0.0
-    if isinstance(mlp, MoE) and not experts_op_fused(cfg):  # clamped GLU / expert bias glue (gpt-oss)
+    if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
         glue_f, glue_b = (b * rows for b in expert_glue_bytes(mlp, h, par.etp))
         glue += glue_f + glue_b
     out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + cast
@@ -1032,7 +1021,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             else:
                 if "moe_act" in mods:
                     r += 3 * mlp.expert_ffn_hidden / par.etp * rows * BF16_BYTES / hbm
-                    if not experts_op_fused(cfg):
+                    if not cfg.experts_op_fused:
                         r += expert_glue_clamp_fwd_bytes(mlp, par.etp) * rows / hbm
                 if "shared_experts" in mods and mlp.has_shared:
                     r += f.shared_expert_flops * t / ctx.gemm_rate
@@ -1459,4 +1448,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "experts_op_fused", "estimate_time", "hidden_comm_s", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "estimate_time", "hidden_comm_s", "step_parts"]

@@ -140,3 +140,23 @@ def test_unfused_sinks_and_window_cost_the_full_square() -> None:
     e_sink, e_none = attention_efficiency(wide, gpu=b300), attention_efficiency(no_sink, gpu=b300)
     assert e_sink[0] < e_none[0] and e_sink[1] < e_none[1]
     assert UNFUSED_SINK_SCORE_BYTES == {"fwd": 4, "bwd": 6}
+
+
+def test_unfused_clamp_keeps_a_second_fc1_output() -> None:
+    """clamp's autograd keeps the fc1 output beside the fused activation's clamped copy: +2F bf16 per routed row
+    and layer for the micro-batch in flight (PP 1), unless moe_act is recomputed or the op fuser runs."""
+    from moeplan.activations import clamp_saved_row_bytes
+
+    assert clamp_saved_row_bytes(OSS_MOE) == 2 * 2880 * BF16_BYTES
+    assert clamp_saved_row_bytes(dataclasses.replace(OSS_MOE, act_clamp=None)) == 0.0
+
+    def kept(spec: ModelSpec, **over: object) -> float:
+        return api.estimate(spec, **(B300_ROW | over))["memory_gib"]["activations"] * 2**30
+
+    no_clamp = dataclasses.replace(OSS, layers=tuple(
+        Layer(l.mixer, dataclasses.replace(l.mlp, act_clamp=None)) for l in OSS.layers))
+    rows = 4 * 4096 * OSS_MOE.top_k
+    assert kept(OSS) - kept(no_clamp) == pytest.approx(clamp_saved_row_bytes(OSS_MOE) * rows * len(OSS.layers), rel=1e-6)
+    for over in (dict(recompute="selective:moe_act"),
+                 dict(rank_capacity_factor=1.5, cuda_graphs="full_iteration", ep_overlap=True)):
+        assert kept(OSS, **over) == pytest.approx(kept(no_clamp, **over), rel=1e-9)
