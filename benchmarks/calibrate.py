@@ -552,9 +552,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   v0.4.0) has V / BV x B x H programs (BV autotuned over 32 / 64, 2-4 warps) walking T / 64 chunks, while the
   chunk-parallel kernels (cumsum, kkt, solve_tril, w / u, output, dq / dk / dw, WY backward) have T / 64 x B x H
   programs and stay full at 2 heads (2,048 at 64K / CP 16). fla's GB200 benchmark pins the forward's chunk
-  step (1.9 us) but not the backward's: in its six rows the backward's FLOPs and its chunk-step waves are
-  proportional (2,050-2,340 token-heads per step-wave), so the fit's FLOP-bound backward is one reading of
-  them; the other extreme, the whole backward in its two recurrence passes (6.0 us per step-wave, from the
+  step (1.9 us) but not the backward's: in its four D = 128 rows the backward's FLOPs and its chunk-step
+  waves are proportional (2,048-2,341 token-heads per step-wave; the D = 64 row is mostly host time, the
+  D = 256 row has 4x the FLOPs per token-head and 4 state blocks per program), so the fit's FLOP-bound
+  backward is one reading of them; the other extreme, the whole backward in its two recurrence passes (6.0 us per step-wave, from the
   B 1 / T 8K / H 96 row less its host time), adds +1 / +41 / +81 ms per micro-batch at 8K / 32K (CP 4) /
   64K (CP 16) against the ~265 / 390 / 1,070 ms the card's CP sizes leave: 0 / 10 / 8%. Not the cause.
   (m) Checked, not adopted: HybridEP's per-call cost at hidden 2,048. moeplan charges HybridEP at its
