@@ -225,7 +225,10 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
                  te_version: str | None = None) -> list[LayoutCheck]:
     """Every rule the layout breaks, each with a one-line reason (empty list = valid).
     ``mcore_version`` adds the rules of that Megatron-Core release; ``gpu`` those of the attention backend
-    Transformer Engine ``te_version`` (None: the recipes' TE) runs on it (moeplan.attention_backend)."""
+    Transformer Engine ``te_version`` (None: the recipes' TE) runs on it (moeplan.attention_backend).
+    The rules come in groups that read only some sizes (mixer_rules: TP, CP; expert_rules: EP, ETP;
+    pipeline_rules: PP, VPP and the layout string; sequence_rules: TP, CP and the length), so that a search
+    can check each group once per value of the sizes it reads; this function runs them all, in this order."""
     bad: list[LayoutCheck] = []
 
     def fail(rule: str, reason: str) -> None:
@@ -244,63 +247,14 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
     if spec.moe_layers and par.gpus % exp_fold:
         fail("expert-folding", f"ETP x EP x PP = {par.etp}x{par.ep}x{par.pp} = {exp_fold} does not divide {par.gpus} GPUs "
              "(expert folding needs ETP x EP x EDP x PP = GPUs)")
-    for layer in spec.distinct_mixers:
-        if isinstance(layer, Attention):
-            if layer.num_heads % par.tp:
-                fail("heads-tp", f"{layer.num_heads} attention heads are not divisible by TP {par.tp}")
-            if not layer.is_mla and layer.num_kv_heads % par.tp:
-                fail("query-groups-tp", f"{layer.num_kv_heads} query groups (KV heads) are not divisible by TP {par.tp}")
-            if par.cp > 1 and gpu is not None and unfused_attention(layer, gpu, te_version):
-                # TE get_attention_backend (pytorch/attention/dot_product_attention/utils.py): "Disabling
-                # UnfusedDotProductAttention as it does not support context parallelism"; with FlashAttention and
-                # FusedAttention already out for the head shape, DotProductAttention raises "No dot product
-                # attention backend is available for the provided inputs"
-                why = ("attention sinks rule FlashAttention out and TE PR #3056's d = 256 kernel is vanilla-softmax only"
-                       if layer.sink_logits else TE_WIDE_HEAD_FIX)
-                fail("unfused-attention-cp", f"Transformer Engine {te_label(te_version)} trains head dim {layer.head_dim} "
-                     f"attention{' with sinks' if layer.sink_logits else ''} on {gpu.name} (sm{gpu.sm_arch}) only with "
-                     f"UnfusedDotProductAttention, which does not support context parallelism (CP {par.cp}): no "
-                     f"attention backend runs; use CP 1 ({why})")
-        elif isinstance(layer, GatedDeltaNet):
-            if layer.num_key_heads % par.tp or layer.num_value_heads % par.tp:
-                fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "
-                     f"are not divisible by TP {par.tp}")
-            elif par.cp > 1 and mcore_version and _version(mcore_version) < GDN_CP_SINCE:
-                fail("gdn-cp-version", f"Megatron-Core {mcore_version} does not support context parallel for Gated "
-                     f"DeltaNet (CP {par.cp}); it needs 0.18 or newer")
-            elif (layer.num_key_heads // par.tp) % par.cp or (layer.num_value_heads // par.tp) % par.cp:
-                fail("gdn-heads-cp", f"Gated DeltaNet runs head-parallel inside the CP group: {layer.num_key_heads} key / "
-                     f"{layer.num_value_heads} value heads over TP {par.tp} are not divisible by CP {par.cp}")
-    moe = spec.first_moe
-    if moe is None and par.ep > 1:
-        fail("experts-ep", f"EP {par.ep} needs an MoE model")
-    if moe is not None and moe.num_experts % par.ep:
-        fail("experts-ep", f"{moe.num_experts} experts are not divisible by EP {par.ep}")
-    if moe is not None and moe.expert_ffn_hidden % par.etp:
-        fail("experts-etp", f"expert FFN width {moe.expert_ffn_hidden} is not divisible by ETP {par.etp}")
-    if par.vpp > 1 and par.pp == 1:
-        fail("vpp-needs-pp", f"VPP {par.vpp} needs PP > 1")
-    n_stages = par.pp * par.vpp
-    n_layers = spec.num_layers
-    if par.pipeline_layout:
-        try:
-            parse_layout(par.pipeline_layout, n_layers, spec.mtp_layers, n_stages)
-        except MoeplanError as exc:
-            fail("pipeline-layout", str(exc))
-    elif n_stages > n_layers:
-        fail("layers-pp", f"{spec.num_layers} layers cannot fill PP x VPP = {n_stages} stages")
-    elif n_layers % n_stages:
-        fail("layers-pp", f"{spec.num_layers} decoder layers do not split evenly over PP x VPP = "
-             f"{par.pp}x{par.vpp} = {n_stages} stages and no pipeline_model_parallel_layout is set")
+    bad += mixer_rules(spec, par.tp, par.cp, mcore_version, gpu, te_version)
+    bad += expert_rules(spec, par.ep, par.etp)
+    bad += pipeline_rules(spec, par.pp, par.vpp, par.pipeline_layout)
     if batch is not None:
-        if batch.seq_len <= 0 or batch.gbs <= 0 or batch.mbs <= 0:
+        if not batch_positive(batch):
             fail("batch", "sequence length, GBS and MBS must be positive")
             return bad
-        if par.cp > 1 and batch.seq_len % (2 * par.cp * par.tp):
-            fail("seq-cp", f"seq_len {batch.seq_len} is not divisible by 2 x CP x TP = {2 * par.cp * par.tp} "
-                 "(load-balanced causal context parallel)")
-        elif par.tp > 1 and batch.seq_len % par.tp:
-            fail("seq-tp", f"seq_len {batch.seq_len} is not divisible by TP {par.tp} (sequence parallel)")
+        bad += sequence_rules(par.tp, par.cp, batch.seq_len)
         dp = par.dp
         if dp >= 1 and not bad and batch.gbs % (batch.mbs * dp):
             fail("gbs", f"GBS {batch.gbs} is not divisible by MBS x DP = {batch.mbs}x{dp} = {batch.mbs * dp}")
@@ -309,6 +263,96 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
             if problem:
                 fail("vpp-microbatches", problem)
     return bad
+
+
+def mixer_rules(spec: ModelSpec, tp: int, cp: int, mcore_version: str | None = None, gpu: GPUSpec | None = None,
+                te_version: str | None = None) -> list[LayoutCheck]:
+    """check_layout's rules on the token mixers (attention heads, Gated DeltaNet heads, the CP backend)."""
+    bad: list[LayoutCheck] = []
+
+    def fail(rule: str, reason: str) -> None:
+        bad.append(LayoutCheck(rule, reason))
+
+    for layer in spec.distinct_mixers:
+        if isinstance(layer, Attention):
+            if layer.num_heads % tp:
+                fail("heads-tp", f"{layer.num_heads} attention heads are not divisible by TP {tp}")
+            if not layer.is_mla and layer.num_kv_heads % tp:
+                fail("query-groups-tp", f"{layer.num_kv_heads} query groups (KV heads) are not divisible by TP {tp}")
+            if cp > 1 and gpu is not None and unfused_attention(layer, gpu, te_version):
+                # TE get_attention_backend (pytorch/attention/dot_product_attention/utils.py): "Disabling
+                # UnfusedDotProductAttention as it does not support context parallelism"; with FlashAttention and
+                # FusedAttention already out for the head shape, DotProductAttention raises "No dot product
+                # attention backend is available for the provided inputs"
+                why = ("attention sinks rule FlashAttention out and TE PR #3056's d = 256 kernel is vanilla-softmax only"
+                       if layer.sink_logits else TE_WIDE_HEAD_FIX)
+                fail("unfused-attention-cp", f"Transformer Engine {te_label(te_version)} trains head dim {layer.head_dim} "
+                     f"attention{' with sinks' if layer.sink_logits else ''} on {gpu.name} (sm{gpu.sm_arch}) only with "
+                     f"UnfusedDotProductAttention, which does not support context parallelism (CP {cp}): no "
+                     f"attention backend runs; use CP 1 ({why})")
+        elif isinstance(layer, GatedDeltaNet):
+            if layer.num_key_heads % tp or layer.num_value_heads % tp:
+                fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "
+                     f"are not divisible by TP {tp}")
+            elif cp > 1 and mcore_version and _version(mcore_version) < GDN_CP_SINCE:
+                fail("gdn-cp-version", f"Megatron-Core {mcore_version} does not support context parallel for Gated "
+                     f"DeltaNet (CP {cp}); it needs 0.18 or newer")
+            elif (layer.num_key_heads // tp) % cp or (layer.num_value_heads // tp) % cp:
+                fail("gdn-heads-cp", f"Gated DeltaNet runs head-parallel inside the CP group: {layer.num_key_heads} key / "
+                     f"{layer.num_value_heads} value heads over TP {tp} are not divisible by CP {cp}")
+    return bad
+
+
+def expert_rules(spec: ModelSpec, ep: int, etp: int) -> list[LayoutCheck]:
+    """check_layout's rules on the expert layout (EP over the experts, ETP over the expert FFN width)."""
+    bad: list[LayoutCheck] = []
+    moe = spec.first_moe
+    if moe is None and ep > 1:
+        bad.append(LayoutCheck("experts-ep", f"EP {ep} needs an MoE model"))
+    if moe is not None and moe.num_experts % ep:
+        bad.append(LayoutCheck("experts-ep", f"{moe.num_experts} experts are not divisible by EP {ep}"))
+    if moe is not None and moe.expert_ffn_hidden % etp:
+        bad.append(LayoutCheck("experts-etp", f"expert FFN width {moe.expert_ffn_hidden} is not divisible by ETP {etp}"))
+    return bad
+
+
+def pipeline_rules(spec: ModelSpec, pp: int, vpp: int, pipeline_layout: str | None) -> list[LayoutCheck]:
+    """check_layout's rules on the pipeline split (VPP needs PP; the layout string or an even split)."""
+    bad: list[LayoutCheck] = []
+
+    def fail(rule: str, reason: str) -> None:
+        bad.append(LayoutCheck(rule, reason))
+
+    if vpp > 1 and pp == 1:
+        fail("vpp-needs-pp", f"VPP {vpp} needs PP > 1")
+    n_stages = pp * vpp
+    n_layers = spec.num_layers
+    if pipeline_layout:
+        try:
+            parse_layout(pipeline_layout, n_layers, spec.mtp_layers, n_stages)
+        except MoeplanError as exc:
+            fail("pipeline-layout", str(exc))
+    elif n_stages > n_layers:
+        fail("layers-pp", f"{spec.num_layers} layers cannot fill PP x VPP = {n_stages} stages")
+    elif n_layers % n_stages:
+        fail("layers-pp", f"{spec.num_layers} decoder layers do not split evenly over PP x VPP = "
+             f"{pp}x{vpp} = {n_stages} stages and no pipeline_model_parallel_layout is set")
+    return bad
+
+
+def batch_positive(batch: Batch) -> bool:
+    """check_layout's batch rule: sequence length, GBS and MBS positive."""
+    return not (batch.seq_len <= 0 or batch.gbs <= 0 or batch.mbs <= 0)
+
+
+def sequence_rules(tp: int, cp: int, seq_len: int) -> list[LayoutCheck]:
+    """check_layout's rules on the sequence split (load-balanced causal CP, sequence parallel)."""
+    if cp > 1 and seq_len % (2 * cp * tp):
+        return [LayoutCheck("seq-cp", f"seq_len {seq_len} is not divisible by 2 x CP x TP = {2 * cp * tp} "
+                            "(load-balanced causal context parallel)")]
+    if tp > 1 and seq_len % tp:
+        return [LayoutCheck("seq-tp", f"seq_len {seq_len} is not divisible by TP {tp} (sequence parallel)")]
+    return []
 
 
 def warmup_count(pp: int, vpp: int, rank: int, microbatches: int, extra_warmup: bool = False) -> int:

@@ -45,8 +45,9 @@ from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.fsdp import label as fsdp_label
 from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes, shared_fields_key
 from moeplan.models.spec import ModelSpec
-from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, build_pipeline,
-                              check_layout, with_balanced_layout)
+from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline,
+                              check_layout, expert_rules, interleaving_problem, mixer_rules, pipeline_rules,
+                              sequence_rules, with_balanced_layout)
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
 from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
@@ -192,27 +193,41 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
     eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
     etps = [space.etp] if space.etp else [1]
-    out = []
-    batches = {mbs: Batch(batch.seq_len, batch.gbs, mbs) for mbs in mbss}
+    out: list[tuple[Parallel, int]] = []
+    # check_layout's rule groups, each checked once per value of the sizes it reads (the same verdict as
+    # check_layout on every candidate: tests/unit/test_layout_enumeration.py)
+    if not batch_positive(batch):
+        return out
+    seq_len, gbs, n_layers = batch.seq_len, batch.gbs, spec.num_layers
+    mbss = [m for m in mbss if m >= 1]
+    eps = [e for e in eps if e >= 1]
+    etps = [e for e in etps if e >= 1]
+    expert_ok = [(ep, etp) for ep in eps for etp in etps if not expert_rules(spec, ep, etp)]
+    splits: dict[int, list[tuple[int, str | None]]] = {}  # PP -> its (VPP, layout string) passing pipeline_rules
+    for pp in pps:
+        vpps = [space.vpp] if space.vpp else ([1] if pp == 1 else [v for v in (1, 2, 4, 8) if pp * v <= n_layers])
+        splits[pp] = [(vpp, split) for vpp in vpps if pp >= 1 and vpp >= 1
+                      for split in (balanced_layout(spec, pp, vpp),)  # as with_balanced_layout fills it in
+                      if not pipeline_rules(spec, pp, vpp, split)]
     for tp in tps:
         for cp in cps:
+            if tp < 1 or cp < 1 or mixer_rules(spec, tp, cp, mcore_version, gpu, te_version) \
+                    or sequence_rules(tp, cp, seq_len):
+                continue
             for pp in pps:
                 if gpus % (tp * cp * pp):
                     continue
                 dp = gpus // (tp * cp * pp)
-                vpps = [space.vpp] if space.vpp else ([1] if pp == 1 else [v for v in (1, 2, 4, 8) if pp * v <= spec.num_layers])
-                for vpp in vpps:
-                    split = balanced_layout(spec, pp, vpp)  # as with_balanced_layout fills it in
-                    for ep in eps:
-                        for etp in etps:
-                            if gpus % (ep * etp * pp):
+                for vpp, split in splits[pp]:
+                    for ep, etp in expert_ok:
+                        if gpus % (ep * etp * pp):
+                            continue
+                        par = Parallel(gpus, tp, pp, vpp, cp, ep, etp, split)
+                        for mbs in mbss:
+                            if gbs % (mbs * dp):
                                 continue
-                            par = Parallel(gpus, tp, pp, vpp, cp, ep, etp, split)
-                            for mbs in mbss:
-                                if batch.gbs % (mbs * dp):
-                                    continue
-                                if not check_layout(spec, par, batches[mbs], mcore_version, gpu, te_version):
-                                    out.append((par, mbs))
+                            if not interleaving_problem(pp, vpp, gbs // (mbs * dp)):
+                                out.append((par, mbs))
     return out
 
 
