@@ -244,6 +244,7 @@ def deepep_buffer_bytes(hidden: int, ep: int) -> float:
     return best
 
 
+@lru_cache(maxsize=4096)
 def hybridep_buffer_bytes(hidden: int, ep: int, tokens_per_rank: float, experts: int, nvlink_domain: int) -> float:
     """HybridEP shared dispatch/combine buffers, sized for the worst case (all tokens to one rank)."""
     if ep <= 1:
@@ -644,12 +645,17 @@ class LayoutMemory:
         else:
             rest = fields if fields is not None else shared_fields_key(base, shared)
         rows = base.rows_factor  # routed rows per token: it reads EP where the imbalance is capped
+        if shared is None:
+            unfused = _has_unfused(base.model, base.gpu, base.te_version)
+        else:  # it reads the model, GPU and TE release, which the id stands for: once per id
+            unfused = shared.get(("unfused", rest))
+            if unfused is None:
+                unfused = shared[("unfused", rest)] = _has_unfused(base.model, base.gpu, base.te_version)
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
                  batch.seq_len, batch.mbs, self._m, rows),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
                  par.dp * par.cp, par.gpus),
-                ("layers", rest, par.etp, self._tokens, rows,
-                 (par.tp, par.cp, batch.mbs, batch.seq_len) if _has_unfused(base.model, base.gpu, base.te_version) else None))
+                ("layers", rest, par.etp, self._tokens, rows, (par.tp, par.cp, batch.mbs, batch.seq_len) if unfused else None))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
         return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)
@@ -690,7 +696,8 @@ class LayoutMemory:
         hit = self._peaks.get(key)
         if hit is not None:
             return hit
-        _, acts = self._activations(recompute)
+        acts = self._acts.get(recompute)  # (one call fewer per layout where another layout costed them)
+        _, acts = acts if acts is not None else self._activations(recompute)
         state = self._state.get(optimizer_offload)
         if state is None:
             state = self._state[optimizer_offload] = {}

@@ -574,7 +574,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     template: RunConfig | None = None
     batches: dict[int, Batch] = {}
     # per-layout invariants, computed once per value of what they read: the static floors per sharding
-    # (TP, PP, EP, ETP, DP x CP and EDP: _static_lower_bound) and the first dispatcher (EP)
+    # (TP, PP, EP, ETP, DP x CP and EDP: _static_lower_bound; on one GPU count the first four fix the last two) and the first dispatcher (EP)
     floors: dict[tuple[int, ...], tuple[dict[str | None, float], list[str | None]]] = {}
     first_dispatcher: dict[int, str] = {}
     # every run below is the template with its layout, batch, dispatcher, EP overlap and sharding choice: the
@@ -586,7 +586,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         considered += 1
         if advance:
             advance()
-        fkey = (par.tp, par.pp, par.ep, par.etp, par.dp * par.cp, par.edp)
+        fkey = (par.tp, par.pp, par.ep, par.etp)  # with the search's GPU count these fix DP x CP and EDP
         hit = floors.get(fkey)
         if hit is None:
             st = {sh: _static_lower_bound(spec, par, grad_bytes, sh) + reserve_gib * GIB for sh in shardings}
@@ -643,7 +643,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                 bid = bound_fields[(disp, overlap)] = bound.fields_id(plain)
             # the template runs no recompute: EP overlap is allowed exactly where _layout_run turned it on
             upper = bound.tokens_per_s_per_gpu(plain, pipe, bid, overlap)
-        fitting.append((upper, index, par, b, disp, fit_sh, smallest, _recipe_layout(cfg, gpu)))
+        fitting.append((upper, index, par, b, disp, fit_sh, smallest, is_recipe_layout(cfg, gpu)))
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the
     # bound of the memory options the first phase would cost for it (its recompute's forward work in

@@ -297,8 +297,10 @@ def normalize_version(version: str) -> str:
 
 
 @lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def version_key(version: str) -> tuple[int, int]:
-    """(major, minor) of a Megatron-Core version string, normalized (MoeplanError when unknown)."""
+    """(major, minor) of a Megatron-Core version string, normalized (MoeplanError when unknown); cached: every
+    run's EP-overlap rule asks."""
     return version_tuple(normalize_version(version))
 
 
@@ -367,6 +369,7 @@ def muon_dp_overlap(version: str) -> bool:
 
 
 @lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def ep_overlap_mtp_needs_pp(version: str) -> bool:
     """Whether EP A2A overlap with MTP needs one MTP layer and PP > 1 in ``version`` (the field table:
     0.16 and 0.17). Cached: the planner asks for every candidate."""
