@@ -692,10 +692,13 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     ranking tests as an unexplained outlier of its release's software. No B300 run with EP > 8 is published.
   - DeepSeek-V3 on B200 ({ratio:deepseek-v3-b200-256-4096}): EP32 over 4 nodes against EP16 over 2, whose RDMA leg is 2.4x smaller
     (group-limited routing: 2.36 against 0.99 remote nodes per token); with 400G NICs the EP32 leg
-    outlasts its overlap windows (5.2 s exposed against 1.3 s). The DeepEP internode model behind it
-    reproduces DeepEP's own H800 benchmark when routed as the benchmark routes (EP32 / EP64 within 10%,
-    EP16 12% fast: `test_deepep_internode_benchmark_is_reproduced`; the earlier 35% EP16 gap was mostly
-    the test's routing), so the EP16 advantage is not an artefact of an optimistic two-node kernel.
+    outlasts its overlap windows (6.0 s exposed against 1.3 s, both with HybridEP). The DeepEP internode
+    model reproduces DeepEP's own H800 benchmark when routed as the benchmark routes (EP16 / EP32 / EP64
+    within 10%: `test_deepep_internode_benchmark_is_reproduced`; the earlier 35% EP16 gap was mostly the
+    test's routing). EP16 was 12% fast until its NVLink leg, which binds at two nodes (1.0 remote node but
+    6.5 ranks per token; the NIC carries ~21 GB/s), got the internode kernel's own rate: one NVLink-sender
+    warp per peer per channel (internode.cu) holds it at ~145 GB/s with 24 SMs on H800 and H200 alike
+    (DeepEP issues #285, #493; `timing.ep_kernel_bw_bytes_per_s`), not the intranode kernel's 158 GB/s.
     Bridge's only B200 EP16 recipe (PP16 VPP1 without overlap) was replaced by EP8 (Bridge 039143a),
     and moeplan orders that pair the same way (EP8 14% above EP16 there); EP16 with VPP and EP overlap
     was never published. The recipes' bf16 main grads cost the row 0.02.
