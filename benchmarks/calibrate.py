@@ -552,9 +552,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   v0.4.0) has V / BV x B x H programs (BV autotuned over 32 / 64, 2-4 warps) walking T / 64 chunks, while the
   chunk-parallel kernels (cumsum, kkt, solve_tril, w / u, output, dq / dk / dw, WY backward) have T / 64 x B x H
   programs and stay full at 2 heads (2,048 at 64K / CP 16). fla's GB200 benchmark pins the forward's chunk
-  step (1.9 us) but not the backward's: in its six rows the backward's FLOPs and its chunk-step waves are
-  proportional (2,050-2,340 token-heads per step-wave), so the fit's FLOP-bound backward is one reading of
-  them; the other extreme, the whole backward in its two recurrence passes (6.0 us per step-wave, from the
+  step (1.9 us) but not the backward's: in its four D = 128 rows the backward's FLOPs and its chunk-step
+  waves are proportional (2,048-2,341 token-heads per step-wave; the D = 64 row is mostly host time, the
+  D = 256 row has 4x the FLOPs per token-head and 4 state blocks per program), so the fit's FLOP-bound
+  backward is one reading of them; the other extreme, the whole backward in its two recurrence passes (6.0 us per step-wave, from the
   B 1 / T 8K / H 96 row less its host time), adds +1 / +41 / +81 ms per micro-batch at 8K / 32K (CP 4) /
   64K (CP 16) against the ~265 / 390 / 1,070 ms the card's CP sizes leave: 0 / 10 / 8%. Not the cause.
   (m) Checked, not adopted: HybridEP's per-call cost at hidden 2,048. moeplan charges HybridEP at its
@@ -619,6 +620,46 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   D, 4], 8 MB at 64K / CP 16, then one sum), so it stays bandwidth-bound at any length: the 2C + 3C bytes
   per token (j) charges. Without CP (17a67b9) Dao-AILab's causal_conv1d_fn runs channel-first, one CTA per
   (sequence, channel), 16,384 CTAs at MBS 2. Not the cause.
+- **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +51%, H100
+  +20%, still marked: unmarked it would join the published-layout ranking, where the planner's fastest plan
+  (TP2 EP32 DeepEP) beats its PP4 EP8 alltoall layout by 1.33x; before (b) and (e) +39% / +57% / +78% / +38%). What runs, read from the recipes (Bridge v0.4.2 / v0.5.0 scripts/performance/configs/gpt_oss, v0.6.0
+  perf_recipes/gpt_oss) and gpt_oss_bridge (softmax_type learnable, window (127, 0) on every other layer,
+  quick-GELU GLU with glu_linear_offset 1 and clamp 7, add_bias_linear, bias_activation_fusion), each costed
+  from the model's config:
+  (a) FLOP convention: Bridge 26.04.01 counts the quick-GELU experts as two matrices (flop_utils.py
+  gated_linear_multiplier is 3/2 only for F.silu) and every layer as full attention (the window term came in
+  v0.5.0), 0.83x moeplan's count, so the H100 row's TFLOP/s is not comparable: in time it is +20% (+44% in
+  TFLOP/s); the 26.06 / 26.08 rows use moeplan's count (`tests/validation/test_flops.py`).
+  (b) B300 and H100 run Megatron-Core's unfused TEGroupedMLP (no op fuser in their recipes): the clamp and
+  torch.cat of the fc1 output outside the fused quick-GEGLU kernel and fc2's per-expert p x bias
+  (TEGroupedMLP._apply_bias) in eager torch, ~81 KB forward and ~121 KB backward per routed row at F = H = 2,880
+  (`timing.expert_glue_bytes`; moe_act recompute reruns the clamp's 46 KB), ~2.4 TB per B300 step: B300
+  +78% -> +56%, H100 +66% -> +47% in TFLOP/s.
+  (c) GB200 / GB300 (full-iteration bundle: use_transformer_engine_op_fuser, NVTE_CUTEDSL_FUSED_GROUPED_MLP=1)
+  run TE's grouped MLP ops: the biases packed into the cuDNN grouped GEMMs and ScaledClampedQGeGLU in its
+  kernel (TE ops/fused/grouped_mlp.py, from 2.17; fc2's dbias and probability gradient one Triton pass over
+  its 6 KB dy per row): no eager glue, not the gap.
+  (d) Attention: sinks rule FlashAttention out (TE utils.py get_attention_backend, "Filter: Softmax type");
+  cuDNN F16_arbitrary_seqlen trains learnable softmax with the (127, 0) window from cuDNN 9.13.1 (fused_attn.cpp;
+  every container ships >= 9.18), head dim 64, on sm90 / sm100 / sm103, FP8 (the GB200 / GB300 recipes'
+  fp8_dot_product_attention) on sm100+ with cuDNN >= 9.21 (TE >= 2.16), so the layers stay on cuDNN
+  (`attention_backend.attention_kernel`, sinks-aware). Its window bounds the key loop: moeplan charges the
+  ~126 counted keys per query at the 128-token block rate (0.39 of the long-block rate: 2.6x per counted FLOP,
+  above the 2x of two 128-key tiles per query tile). Attention is ~0.19 s of the ~1.8 s Blackwell steps;
+  costing the sliding layers as full causal squares would add ~0.15 s, not the gap.
+  (e) RoPE: gpt-oss's YaRN (factor 32, no mscale keys) has concentration factor 0.1 ln 32 + 1 = 1.35, which
+  Megatron-Core's apply_rotary_pos_emb does not pass to TE's fused RoPE ("mscale ... is not supported by TE's
+  fused RoPE. Using unfused implementation.", rope_utils.py 0.17 .. 0.19): the eager rotate-half path moves
+  ~166 KB per token and layer more than the fused kernel over q and k (`timing.rope_glue_bytes`), ~0.09 s per
+  Blackwell step: GB300 +39% -> +33%.
+  Not found: the ~3.4 / 5.3 / 8.4 ms per layer and micro-batch (GB300 / GB200 / B300; ~0.6 / 1.0 / 1.5 s per
+  step) the estimate still lacks. Not checked against a source: the rate of cuDNN's sink + sliding-window (and
+  FP8) kernel at head dim 64, and the CuTe DSL grouped MLP's rate with biases at K = N = 2,880 (no benchmark of
+  either was found). At head dim 64 the softmax exponentials bind, and `attn_softmax_flops` is H100's peak /
+  exp-rate ratio for every GPU, while Blackwell Ultra (B300 / GB300) doubles Blackwell's MUFU.EX2 throughput at
+  the same BF16 peak (NVIDIA technical blog "Making Softmax More Efficient with NVIDIA Blackwell Ultra"): a
+  per-GPU exponential rate would slow GB200's head-dim-64 attention by ~1.3x (~+0.06 s per step), left alone
+  because it moves every model's attention and the fit.
 - **MLA backward attention** is pinned almost only by the G14 CP series (cross-validated error without
   G14 ~20-35% at long context).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published

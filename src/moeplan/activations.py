@@ -180,6 +180,15 @@ def layer_activation(
     return LayerActivation(tok, row, row_ffn, off_tok, off_row)
 
 
+def clamp_saved_row_bytes(m: MoE, etp: int = 1) -> float:
+    """Bytes per routed row the clamped GLU (gpt-oss ``act_clamp``) keeps on Megatron-Core's unfused TEGroupedMLP
+    path beyond ``expert_fc1_out``: weighted_bias_quick_geglu_impl (megatron/core/fusions/fused_bias_geglu.py)
+    clamps views of the fc1 output in eager torch, so clamp's autograd keeps that output for clamp_backward while
+    the fused activation saves the clamped torch.cat copy: a second bf16 [rows, 2F / ETP]. Discarded with it
+    under selective ``moe`` / ``moe_act`` recompute; TE's op fuser (ScaledClampedQGeGLU) saves one input."""
+    return 2 * m.expert_ffn_hidden / etp * BF16_BYTES if m.gated and m.act_clamp is not None else 0.0
+
+
 def gdn_saved_bytes(layer: Layer, hidden: int) -> float:
     """Bytes per token the Gated DeltaNet mixer keeps for backward (its ``gdn_*`` tensors, :func:`_gdn`): the part
     of the generic element-wise charge that moeplan.timing.gdn_glue_bytes replaces op by op."""

@@ -28,7 +28,8 @@ from typing import Any
 from functools import lru_cache
 
 from moeplan import fsdp, muon
-from moeplan.activations import BF16_BYTES, FP32_BYTES, layer_activation, layer_input_bytes, unfused_attention_bytes
+from moeplan.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, layer_activation, layer_input_bytes,
+                                unfused_attention_bytes)
 from moeplan.attention_backend import unfused_attention
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
@@ -292,6 +293,8 @@ def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozen
         rows = tokens * layer.mlp.top_k * cfg.rows_factor * etp
         kept += (la.row_bytes - la.row_ffn_bytes) * rows + la.row_ffn_bytes * rows / etp
         off += la.offloaded_row_bytes * rows
+        if not cfg.experts_op_fused and not modules & {"moe", "moe_act"} and "moe_act" not in cfg.offload_modules:
+            kept += clamp_saved_row_bytes(layer.mlp, etp) * rows  # the eager clamp's kept fc1 output (per ETP shard)
     return kept, off
 
 

@@ -217,6 +217,17 @@ class RunConfig:
         return self.optimizer_offload > 0 or self.bf16_moments
 
     @property
+    def experts_op_fused(self) -> bool:
+        """Whether the routed experts run as Transformer Engine's op-fuser grouped MLP (Megatron-Core
+        megatron/core/transformer/moe/experts.py, TEGroupedMLP._is_fused_impl_supported / _make_fused_ops:
+        GroupedLinear with its bias, ScaledSwiGLU or ScaledClampedQGeGLU, GroupedLinear with ``scale_bias``, each
+        one TE op) rather than the eager bias and activation glue between two TE GroupedLinear modules. It needs
+        ``use_transformer_engine_op_fuser``, which moeplan exports only with the sync-free MoE bundle
+        (``rank_capacity_factor``, moeplan.megatron.export: Bridge's full-iteration recipes set both), and
+        expert TP 1 ("Tensor parallelism is not supported")."""
+        return self.rank_capacity_factor is not None and self.parallel.etp == 1
+
+    @property
     def ep_overlap_allowed(self) -> bool:
         """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
         another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule

@@ -864,17 +864,6 @@ def experts_recomputed(rc: Recompute) -> bool:
     return rc.granularity == "full" or (rc.granularity == "selective" and "moe" in rc.modules)
 
 
-def experts_op_fused(cfg: RunConfig) -> bool:
-    """Whether the routed experts run as Transformer Engine's op-fuser grouped MLP (Megatron-Core
-    megatron/core/transformer/moe/experts.py, TEGroupedMLP._is_fused_impl_supported / _make_fused_ops:
-    GroupedLinear with its bias, ScaledSwiGLU or ScaledClampedQGeGLU, GroupedLinear with ``scale_bias``, each one
-    TE op) rather than the eager bias and activation glue between two TE GroupedLinear modules. It needs
-    ``use_transformer_engine_op_fuser``, which moeplan exports only with the sync-free MoE bundle
-    (``rank_capacity_factor``, moeplan.megatron.export: Bridge's full-iteration recipes set both), and expert
-    TP 1 ("Tensor parallelism is not supported")."""
-    return cfg.rank_capacity_factor is not None and cfg.parallel.etp == 1
-
-
 # Bytes per element of the autograd ops of the clamp in weighted_bias_quick_geglu_impl (below), backward:
 # clamp_backward (torch derivatives.yaml) is where(self <= max, grad, 0) for the gate's one-sided clamp (compare:
 # read 2, write a 1-byte mask; where: read mask, grad, write 2) and where((self >= min).logical_and_(self <= max),
@@ -899,7 +888,7 @@ def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1) -> tuple[float, float
       torch: torch.cat([t + b * p ...]): forward b x p (write 2H), the add (read 4H, write 2H), the cat (read
       2H, write 2H); backward the bias's and the prob's gradients, each a product over [rows, H] (read 2H,
       write 2H) and its reduction (read 2H).
-    Under the op fuser (:func:`experts_op_fused`) none of these run: 0, 0."""
+    Under the op fuser (``RunConfig.experts_op_fused``) none of these run."""
     fwd = bwd = 0.0
     if moe.gated and moe.act_clamp is not None:
         f = moe.expert_ffn_hidden / etp
@@ -909,6 +898,28 @@ def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1) -> tuple[float, float
         fwd += (hidden + (2 * hidden + hidden) + (hidden + hidden)) * BF16_BYTES
         bwd += 2 * (hidden + hidden + hidden) * BF16_BYTES
     return fwd, bwd
+
+
+def rope_glue_bytes(mixer: Attention) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per token (full q / k width: x attention-layout tokens per GPU, which TP
+    divides) of Megatron-Core's eager RoPE beyond the fused kernel the generic element-wise term stands for.
+    A YaRN concentration factor != 1 (``rope_mscale``: gpt-oss's 0.1 ln 32 + 1 = 1.35) takes apply_rotary_pos_emb
+    off TE's fused RoPE ("mscale=... is not supported by TE's fused RoPE. Using unfused implementation.":
+    megatron/core/models/common/embeddings/rope_utils.py, 0.17 .. 0.19) to _apply_rotary_pos_emb_bshd, op by op
+    over E = (heads + KV heads) x head dim bf16 elements (q and k): forward _rotate_half (-x2: read and write
+    E / 2; torch.cat: read and write E), t x cos, rot x sin (read and write E each), their sum (read 2E, write E)
+    and the final torch.cat with the empty pass-through part (read and write E): 24E bytes; backward the two
+    products' gradients (4E each), the negation's (2E) and the chunk's concatenation (4E) and the sum of the two
+    gradients of t (6E): 20E (t[..., :rot_dim] spans the whole head, which torch indexing returns as is: no
+    slice_backward); less the fused kernel's read and write of q, k each way (4E). MLA's RoPE (its own path)
+    and mscale 1: 0."""
+    if mixer.is_mla or mixer.rope_mscale == 1.0:
+        return 0.0, 0.0
+    e = (mixer.num_heads + mixer.num_kv_heads) * mixer.head_dim * BF16_BYTES  # bytes of q and k per token
+    fused = 2 * e  # TE fused RoPE: read + write, each direction
+    fwd = (1 + 2 + 2 + 2 + 3 + 2) * e  # rotate_half (neg 1, cat 2), x cos 2, x sin 2, add 3, cat 2
+    bwd = (2 + 1 + 2 + 2 + 3) * e  # x sin 2, neg 1, chunk cat 2, x cos 2, grad sum 3
+    return fwd - fused, bwd - fused
 
 
 def expert_glue_clamp_fwd_bytes(moe: MoE, etp: int = 1) -> float:
@@ -975,7 +986,9 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         saved -= gdn_saved_bytes(layer, h) * t
         glue = sum(gdn_glue_bytes(mixer, cfg.batch.mbs)) * t
     glue_f = glue_b = 0.0
-    if isinstance(mlp, MoE) and not experts_op_fused(cfg):  # clamped GLU / expert bias glue (gpt-oss)
+    if isinstance(mixer, Attention):  # eager RoPE under a YaRN concentration factor (gpt-oss)
+        glue += sum(rope_glue_bytes(mixer)) * t
+    if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
         glue_f, glue_b = (b * rows for b in expert_glue_bytes(mlp, h, par.etp))
         glue += glue_f + glue_b
     out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + cast
@@ -1044,7 +1057,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             else:
                 if "moe_act" in mods:
                     r += 3 * mlp.expert_ffn_hidden / par.etp * rows * BF16_BYTES / hbm
-                    if not experts_op_fused(cfg):
+                    if not cfg.experts_op_fused:
                         r += expert_glue_clamp_fwd_bytes(mlp, par.etp) * rows / hbm
                 if "shared_experts" in mods and mlp.has_shared:
                     r += f.shared_expert_flops * t / ctx.gemm_rate
@@ -1471,4 +1484,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "experts_op_fused", "estimate_time", "hidden_comm_s", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "rope_glue_bytes", "estimate_time", "hidden_comm_s", "step_parts"]

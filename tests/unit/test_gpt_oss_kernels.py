@@ -140,3 +140,60 @@ def test_unfused_sinks_and_window_cost_the_full_square() -> None:
     e_sink, e_none = attention_efficiency(wide, gpu=b300), attention_efficiency(no_sink, gpu=b300)
     assert e_sink[0] < e_none[0] and e_sink[1] < e_none[1]
     assert UNFUSED_SINK_SCORE_BYTES == {"fwd": 4, "bwd": 6}
+
+
+def test_unfused_clamp_keeps_a_second_fc1_output() -> None:
+    """clamp's autograd keeps the fc1 output beside the fused activation's clamped copy: +2F bf16 per routed row
+    and layer for the micro-batch in flight (PP 1), unless moe_act is recomputed or the op fuser runs."""
+    from moeplan.activations import clamp_saved_row_bytes
+
+    assert clamp_saved_row_bytes(OSS_MOE) == 2 * 2880 * BF16_BYTES
+    assert clamp_saved_row_bytes(dataclasses.replace(OSS_MOE, act_clamp=None)) == 0.0
+
+    def kept(spec: ModelSpec, **over: object) -> float:
+        return api.estimate(spec, **(B300_ROW | over))["memory_gib"]["activations"] * 2**30
+
+    no_clamp = dataclasses.replace(OSS, layers=tuple(
+        Layer(l.mixer, dataclasses.replace(l.mlp, act_clamp=None)) for l in OSS.layers))
+    rows = 4 * 4096 * OSS_MOE.top_k
+    assert kept(OSS) - kept(no_clamp) == pytest.approx(clamp_saved_row_bytes(OSS_MOE) * rows * len(OSS.layers), rel=1e-6)
+    for over in (dict(recompute="selective:moe_act"),
+                 dict(rank_capacity_factor=1.5, cuda_graphs="full_iteration", ep_overlap=True)):
+        assert kept(OSS, **over) == pytest.approx(kept(no_clamp, **over), rel=1e-9)
+
+
+def test_yarn_concentration_factor_from_the_config() -> None:
+    """transformers' _compute_yarn_parameters / Megatron-Core's _yarn_get_concentration_factor."""
+    import math
+
+    assert FULL.rope_mscale == pytest.approx(0.1 * math.log(32) + 1)  # gpt-oss: factor 32, no mscale keys
+    assert load_model("qwen3-30b-a3b").layers[0].mixer.rope_mscale == 1.0  # no rope_scaling
+    yarn = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}
+    both = spec_from_dict(_oss_config(rope_scaling=yarn | {"mscale": 1.0, "mscale_all_dim": 1.0}), "x", "t")
+    assert both.layers[0].mixer.rope_mscale == pytest.approx(1.0)  # DeepSeek / Kimi style: the ratio
+    given = spec_from_dict(_oss_config(rope_scaling=yarn | {"attention_factor": 1.1}), "x", "t")
+    assert given.layers[0].mixer.rope_mscale == pytest.approx(1.1)
+    assert spec_from_dict(_oss_config(rope_scaling=None), "x", "t").layers[0].mixer.rope_mscale == 1.0
+
+
+def test_eager_rope_under_yarn_mscale() -> None:
+    """rope_utils.py falls back to _apply_rotary_pos_emb_bshd when mscale != 1: its ops counted one by one."""
+    from moeplan.timing import rope_glue_bytes
+
+    e = (64 + 8) * 64  # q and k elements per token
+    fwd_ops = {"neg": (e / 2, e / 2), "rotate cat": (e, e), "x cos": (e, e), "x sin": (e, e), "add": (2 * e, e),
+               "final cat": (e, e)}
+    bwd_ops = {"x sin": (e, e), "neg": (e / 2, e / 2), "chunk cat": (e, e), "x cos": (e, e), "grad sum": (2 * e, e)}
+    fused = (e, e)  # TE's fused RoPE, read and write, in the generic term
+    fwd = (sum(r + w for r, w in fwd_ops.values()) - sum(fused)) * BF16_BYTES
+    bwd = (sum(r + w for r, w in bwd_ops.values()) - sum(fused)) * BF16_BYTES
+    assert rope_glue_bytes(FULL) == pytest.approx((fwd, bwd))
+    assert rope_glue_bytes(dataclasses.replace(FULL, rope_mscale=1.0)) == (0.0, 0.0)
+    assert rope_glue_bytes(load_model("deepseek-v3").layers[-1].mixer) == (0.0, 0.0)  # MLA: its own RoPE path
+    # the B300 row: the element-wise term grows by exactly that traffic
+    no_mscale = dataclasses.replace(OSS, layers=tuple(
+        Layer(dataclasses.replace(l.mixer, rope_mscale=1.0), l.mlp) for l in OSS.layers))
+    d = (api.estimate_run(OSS, **B300_ROW).time.breakdown_s["elementwise"]
+         - api.estimate_run(no_mscale, **B300_ROW).time.breakdown_s["elementwise"])
+    tokens = 4 * 4096 * len(OSS.layers) * 5
+    assert d == pytest.approx((fwd + bwd) * tokens / (load_gpu("b300").hbm_bw_bytes_per_s * 0.7), rel=0.01)

@@ -12,6 +12,7 @@ Key names and their meaning follow the transformers configuration classes of eac
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,25 @@ def _read_deepseek(c: _Cfg) -> dict[str, Any]:
     return {"layers": layers, "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
 
 
+def _yarn_mscale(c: _Cfg) -> float:
+    """The YaRN concentration factor of ``rope_scaling`` (1.0 without YaRN), as transformers'
+    _compute_yarn_parameters and Megatron-Core's _yarn_get_concentration_factor compute it: attention_factor if
+    given, else mscale / mscale_all_dim when both are set, else 0.1 x ln(factor) + 1 (factor > 1)."""
+    rs = c.data.get("rope_scaling")
+    if not isinstance(rs, Mapping) or (rs.get("rope_type") or rs.get("type")) != "yarn":
+        return 1.0
+    factor = float(rs.get("factor") or 1.0)
+
+    def get_mscale(m: float = 1.0) -> float:
+        return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+    if rs.get("attention_factor") is not None:
+        return float(rs["attention_factor"])
+    if rs.get("mscale") and rs.get("mscale_all_dim"):
+        return get_mscale(float(rs["mscale"])) / get_mscale(float(rs["mscale_all_dim"]))
+    return get_mscale()
+
+
 def _gqa(c: _Cfg, **extra: Any) -> Attention:
     heads = c.int("num_attention_heads")
     hidden = c.int("hidden_size")
@@ -186,6 +206,7 @@ def _gqa(c: _Cfg, **extra: Any) -> Attention:
         num_kv_heads=kv,
         head_dim=head_dim,
         v_head_dim=head_dim,
+        rope_mscale=_yarn_mscale(c),
         **extra,
     )
 

@@ -49,6 +49,9 @@ class Attention(CachedHash):
     o_bias: bool = False
     sink_logits: int = 0  # gpt-oss learned attention sinks, one per head
     sliding_window: int | None = None  # tokens a query attends to on a sliding-window layer
+    # YaRN concentration (attention) factor that scales cos / sin (HF rope_scaling attention_factor, else
+    # mscale / mscale_all_dim, else 0.1 ln(factor) + 1; Megatron-Core _yarn_get_concentration_factor); 1 = none
+    rope_mscale: float = 1.0
     # MLA only
     q_lora_rank: int | None = None
     kv_lora_rank: int = 0
