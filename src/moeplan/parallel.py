@@ -255,10 +255,12 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
                 # UnfusedDotProductAttention as it does not support context parallelism"; with FlashAttention and
                 # FusedAttention already out for the head shape, DotProductAttention raises "No dot product
                 # attention backend is available for the provided inputs"
+                why = ("attention sinks rule FlashAttention out and TE PR #3056's d = 256 kernel is vanilla-softmax only"
+                       if layer.sink_logits else TE_WIDE_HEAD_FIX)
                 fail("unfused-attention-cp", f"Transformer Engine {te_label(te_version)} trains head dim {layer.head_dim} "
-                     f"attention on {gpu.name} (sm{gpu.sm_arch}) only with UnfusedDotProductAttention, which does "
-                     f"not support context parallelism (CP {par.cp}): no attention backend runs; use CP 1 "
-                     f"({TE_WIDE_HEAD_FIX})")
+                     f"attention{' with sinks' if layer.sink_logits else ''} on {gpu.name} (sm{gpu.sm_arch}) only with "
+                     f"UnfusedDotProductAttention, which does not support context parallelism (CP {par.cp}): no "
+                     f"attention backend runs; use CP 1 ({why})")
         elif isinstance(layer, GatedDeltaNet):
             if layer.num_key_heads % par.tp or layer.num_value_heads % par.tp:
                 fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "

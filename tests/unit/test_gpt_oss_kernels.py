@@ -197,3 +197,13 @@ def test_eager_rope_under_yarn_mscale() -> None:
          - api.estimate_run(no_mscale, **B300_ROW).time.breakdown_s["elementwise"])
     tokens = 4 * 4096 * len(OSS.layers) * 5
     assert d == pytest.approx((fwd + bwd) * tokens / (load_gpu("b300").hbm_bw_bytes_per_s * 0.7), rel=0.01)
+
+
+def test_wide_heads_with_sinks_have_no_cp_backend() -> None:
+    wide = dataclasses.replace(OSS, layers=tuple(
+        Layer(dataclasses.replace(l.mixer, head_dim=256, v_head_dim=256), l.mlp) for l in OSS.layers))
+    kw = dict(gpu="b200", gpus=64, seq_len=32768, gbs=64, tp=1, pp=1, cp=4, ep=8, mbs=1, cp_comm_type="a2a")
+    with pytest.raises(MoeplanError, match="sinks rule FlashAttention out"):
+        api.estimate_run(wide, **kw)
+    with pytest.raises(MoeplanError, match="sinks rule FlashAttention out"):
+        api.estimate_run(wide, te_version="2.19", **kw)  # PR #3056's kernel is vanilla only
