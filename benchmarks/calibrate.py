@@ -620,7 +620,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   D, 4], 8 MB at 64K / CP 16, then one sum), so it stays bandwidth-bound at any length: the 2C + 3C bytes
   per token (j) charges. Without CP (17a67b9) Dao-AILab's causal_conv1d_fn runs channel-first, one CTA per
   (sequence, channel), 16,384 CTAs at MBS 2. Not the cause.
-- **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +51%, H100
+- **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +40%, H100
   +20%, still marked: unmarked it would join the published-layout ranking, where the planner's fastest plan
   (TP2 EP32 DeepEP) beats its PP4 EP8 alltoall layout by 1.33x; before (b) and (e) +39% / +57% / +78% / +38%). What runs, read from the recipes (Bridge v0.4.2 / v0.5.0 scripts/performance/configs/gpt_oss, v0.6.0
   perf_recipes/gpt_oss) and gpt_oss_bridge (softmax_type learnable, window (127, 0) on every other layer,
@@ -633,8 +633,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (b) B300 and H100 run Megatron-Core's unfused TEGroupedMLP (no op fuser in their recipes): the clamp and
   torch.cat of the fc1 output outside the fused quick-GEGLU kernel and fc2's per-expert p x bias
   (TEGroupedMLP._apply_bias) in eager torch, ~81 KB forward and ~121 KB backward per routed row at F = H = 2,880
-  (`timing.expert_glue_bytes`; moe_act recompute reruns the clamp's 46 KB), ~2.4 TB per B300 step: B300
-  +78% -> +56%, H100 +66% -> +47% in TFLOP/s.
+  with bf16 probabilities (H100's alltoall), ~127 / 190 KB with the fp32 ones DeepEP / HybridEP hand the
+  experts (B300; token_dispatcher.py "HybridEP only supports float32 probs": p x b, the add and the cat run in
+  fp32) (`timing.expert_glue_bytes`; moe_act recompute reruns the clamp's 46 KB), ~3.7 TB per B300 step: B300
+  +78% -> +44%, H100 +66% -> +47% in TFLOP/s.
   (c) GB200 / GB300 (full-iteration bundle: use_transformer_engine_op_fuser, NVTE_CUTEDSL_FUSED_GROUPED_MLP=1)
   run TE's grouped MLP ops: the biases packed into the cuDNN grouped GEMMs and ScaledClampedQGeGLU in its
   kernel (TE ops/fused/grouped_mlp.py, from 2.17; fc2's dbias and probability gradient one Triton pass over
@@ -652,7 +654,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   fused RoPE. Using unfused implementation.", rope_utils.py 0.17 .. 0.19): the eager rotate-half path moves
   ~166 KB per token and layer more than the fused kernel over q and k (`timing.rope_glue_bytes`), ~0.09 s per
   Blackwell step: GB300 +39% -> +33%.
-  Not found: the ~3.4 / 5.3 / 8.4 ms per layer and micro-batch (GB300 / GB200 / B300; ~0.6 / 1.0 / 1.5 s per
+  Not found: the ~3.4 / 5.3 / 7.1 ms per layer and micro-batch (GB300 / GB200 / B300; ~0.6 / 1.0 / 1.3 s per
   step) the estimate still lacks. Not checked against a source: the rate of cuDNN's sink + sliding-window (and
   FP8) kernel at head dim 64, and the CuTe DSL grouped MLP's rate with biases at K = N = 2,880 (no benchmark of
   either was found). At head dim 64 the softmax exponentials bind, and `attn_softmax_flops` is H100's peak /

@@ -871,13 +871,22 @@ def experts_recomputed(rc: Recompute) -> bool:
 CLAMP_BWD_BYTES = {"one_sided": 2 + 1 + 1 + 2 + 2, "two_sided": 2 * (2 + 1) + 3 + (1 + 2 + 2)}
 
 
-def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1) -> tuple[float, float]:
+# The dtype of the routed probabilities the experts see: DeepEP and HybridEP take fp32 only (Megatron-Core
+# token_dispatcher.py: "HybridEP only supports float32 probs" / "DeepEP only supports float32 probs", cast with
+# .float()); alltoall / allgather keep the router's dtype, bf16 for gpt-oss (router.py: the input dtype unless
+# moe_router_dtype is set, which Bridge's gpt_oss_bridge leaves unset).
+def expert_probs_bytes(dispatcher: str) -> int:
+    """Bytes per element of the permuted probabilities under ``dispatcher``."""
+    return FP32_BYTES if dispatcher in ("deepep", "hybridep") else BF16_BYTES
+
+
+def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1, probs_bytes: int = BF16_BYTES) -> tuple[float, float]:
     """(forward, backward) HBM bytes per routed row of the eager ops Megatron-Core's unfused TEGroupedMLP runs
     around its two grouped GEMMs for a clamped GLU and expert biases (gpt-oss), beside the fused activation
     the generic element-wise term already charges. Source: megatron/core/transformer/moe/experts.py and
     megatron/core/fusions/fused_bias_geglu.py (Megatron-Core 0.17 2edffad .. 0.19 cd4afff, the pins of the
-    recipes that ran gpt-oss), bf16 throughout (the router's probs are the input dtype: router.py, with
-    ``moe_router_dtype`` unset as Bridge's gpt_oss_bridge leaves it). F = expert FFN width / ETP, H = hidden:
+    recipes that ran gpt-oss); activations bf16, the probabilities ``probs_bytes`` (:func:`expert_probs_bytes`).
+    F = expert FFN width / ETP, H = hidden:
     - clamp (``act_clamp``; bias_activation_fusion on: weighted_bias_quick_geglu_impl): outside the fused
       jit kernel it chunks the fc1 output, clamps the gate half (max) and the linear half (+-limit) and
       torch.cat's them back: forward 2 x (read F, write F) + (read 2F, write 2F) = 16F bytes; backward each
@@ -885,9 +894,11 @@ def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1) -> tuple[float, float
     - expert biases (``expert_bias``): linear_fc1 adds its bias inside TE GroupedLinear (GEMM epilogue; dbias
       fused with the wgrad GEMM in BF16, with the quantize in bgrad_quantize under FP8), no extra pass;
       linear_fc2 is built with skip_bias_add=True and TEGroupedMLP._apply_bias adds p x b per expert in eager
-      torch: torch.cat([t + b * p ...]): forward b x p (write 2H), the add (read 4H, write 2H), the cat (read
-      2H, write 2H); backward the bias's and the prob's gradients, each a product over [rows, H] (read 2H,
-      write 2H) and its reduction (read 2H).
+      torch: torch.cat([t + b * p ...]).to(dtype), in the probabilities' dtype s (type promotion): forward b x p
+      (write sH), the add (read 2H + sH, write sH), the cat (read sH, write sH) and, s = 4, the cast back to
+      bf16 (read 4H, write 2H): 12H bf16, 28H fp32; backward the bias's and the prob's gradients, each a product
+      over [rows, H] (read sH, write sH) and its reduction (read sH), and, s = 4, the cast's gradient (read 2H,
+      write 4H) and fc2 output's (read 4H, write 2H): 12H bf16, 36H fp32.
     Under the op fuser (``RunConfig.experts_op_fused``) none of these run."""
     fwd = bwd = 0.0
     if moe.gated and moe.act_clamp is not None:
@@ -895,8 +906,10 @@ def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1) -> tuple[float, float
         fwd += (2 * (f + f) + (2 * f + 2 * f)) * BF16_BYTES
         bwd += f * (CLAMP_BWD_BYTES["one_sided"] + CLAMP_BWD_BYTES["two_sided"]) + (2 * f + 2 * f) * BF16_BYTES
     if moe.expert_bias:
-        fwd += (hidden + (2 * hidden + hidden) + (hidden + hidden)) * BF16_BYTES
-        bwd += 2 * (hidden + hidden + hidden) * BF16_BYTES
+        sb = float(probs_bytes)
+        cast = probs_bytes != BF16_BYTES
+        fwd += hidden * (sb + (BF16_BYTES + 2 * sb) + 2 * sb + ((sb + BF16_BYTES) if cast else 0.0))
+        bwd += hidden * (2 * 3 * sb + (2 * (sb + BF16_BYTES) if cast else 0.0))
     return fwd, bwd
 
 
@@ -989,7 +1002,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mixer, Attention):  # eager RoPE under a YaRN concentration factor (gpt-oss)
         glue += sum(rope_glue_bytes(mixer)) * t
     if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
-        glue_f, glue_b = (b * rows for b in expert_glue_bytes(mlp, h, par.etp))
+        glue_f, glue_b = (b * rows for b in expert_glue_bytes(mlp, h, par.etp, expert_probs_bytes(cfg.dispatcher)))
         glue += glue_f + glue_b
     out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + cast
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
@@ -1484,4 +1497,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "rope_glue_bytes", "estimate_time", "hidden_comm_s", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_probs_bytes", "expert_glue_clamp_fwd_bytes", "rope_glue_bytes", "estimate_time", "hidden_comm_s", "step_parts"]

@@ -31,6 +31,7 @@ from moeplan.timing import (
     cp_comm_allowed,
     expert_glue_bytes,
     expert_glue_clamp_fwd_bytes,
+    expert_probs_bytes,
 )
 
 OSS = load_model("gpt-oss-120b")
@@ -71,6 +72,12 @@ def test_glue_bytes_op_by_op() -> None:
     # linear where((self >= min) & (self <= max)): 2 compares (3 each) + and_ (3) + where (5) = 14; chunk grad cat 8F
     bwd = f * (8 + 14) + 4 * f * BF16_BYTES + 2 * (3 * h) * BF16_BYTES
     assert expert_glue_bytes(OSS_MOE, h) == pytest.approx((fwd, bwd))
+    # fp32 probabilities (DeepEP / HybridEP): b * p, the add and the cat in fp32, then the cast back to bf16
+    bias_fwd32 = [("b * p", 0, 2 * h), ("t + bp", h + 2 * h, 2 * h), ("cat", 2 * h, 2 * h), ("to bf16", 2 * h, h)]
+    fwd32 = sum(r + w for _, r, w in clamp_fwd) * BF16_BYTES + sum(r + w for _, r, w in bias_fwd32) * BF16_BYTES
+    bwd32 = f * (8 + 14) + 4 * f * BF16_BYTES + (2 * 3 * 4 * h + 2 * (4 + 2) * h)
+    assert expert_glue_bytes(OSS_MOE, h, probs_bytes=4) == pytest.approx((fwd32, bwd32))
+    assert expert_probs_bytes("hybridep") == expert_probs_bytes("deepep") == 4 and expert_probs_bytes("alltoall") == 2
     assert expert_glue_clamp_fwd_bytes(OSS_MOE) == pytest.approx(16 * f)
     # half the FFN per ETP rank for the clamp; nothing without a clamp or biases
     assert expert_glue_bytes(OSS_MOE, h, etp=2)[0] == pytest.approx(fwd - 8 * f)
@@ -82,7 +89,7 @@ def test_unfused_experts_pay_the_glue_op_fuser_does_not() -> None:
     gpu = load_gpu("b300")
     rows = 4 * 4096 * OSS_MOE.top_k  # per layer and micro-batch on one GPU (balanced routing)
     micro = 1280 // (4 * 64)
-    glue = sum(expert_glue_bytes(OSS_MOE, OSS.hidden)) * rows * len(OSS.layers) * micro
+    glue = sum(expert_glue_bytes(OSS_MOE, OSS.hidden, probs_bytes=4)) * rows * len(OSS.layers) * micro  # HybridEP
     hbm = gpu.hbm_bw_bytes_per_s * 0.7
     ew = api.estimate_run(OSS, **B300_ROW).time.breakdown_s["elementwise"]
     ew_plain = api.estimate_run(_plain(OSS), **B300_ROW).time.breakdown_s["elementwise"]
