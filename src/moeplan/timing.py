@@ -693,17 +693,28 @@ def expected_ranks_hit(moe: MoE, ep: int) -> float:
     return ranks * (1.0 - math.comb(n - e, k) / math.comb(n, k))
 
 
-def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kernel: str, peers_in_domain: int) -> float:
+def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kernel: str, peers_in_domain: int,
+                             across_domains: bool = False) -> float:
     """Algorithm bandwidth (bytes each rank receives per second, BF16 payload) of a flex-dispatcher kernel
     (``kernel`` dispatch or combine) over NVLink: the smaller of a share of the link rate and the SMs it
     runs on times their copy rate (calibration ``ep_link_share`` / ``ep_sm_bw_bytes_per_s`` / ``ep_sms``, from the
     kernels' own benchmarks). DeepEP's normal kernels are written for at most 8 NVLink peers
     (``NUM_MAX_NVL_PEERS``); beyond (MNNVL, NVL72) its measured rates are those of that regime
     ("_mnnvl": Megatron-LM deepseek-v3-gb200-optimization, 2.2.1, EP32: ~400 GB/s dispatch, ~190 GB/s
-    combine with 24 SMs)."""
+    combine with 24 SMs).
+
+    ``across_domains``: EP spans NVLink domains, so DeepEP runs its internode kernels, whose NVLink leg
+    (RDMA -> NVLink forwarding in dispatch, NVLink -> forwarder in combine) has its own per-SM rate
+    ("deepep_internode"): each channel (2 SMs) runs one NVLink-sender warp per NVL peer (deepseek-ai/DeepEP
+    csrc/kernels/internode.cu, combine ``kNVLSender``: 8 warps on a channel's even SM) where the intranode
+    combine runs 24 sender warps per SM (intranode.cu, kNumThreads 768), so it stays near 140-145 GB/s with
+    24 SMs whatever the link: H800 (200 GB/s per direction; DeepEP issue #285, the maintainers: at EP16 "the
+    NVLink bandwidth will exceed 140 GB/s, making NVLink the bottleneck"), H200 (450 GB/s; issue #493) and
+    H20 (issue #361) all measure 140-145. The link share stays the intranode one."""
     regime = "mnnvl" if peers_in_domain > 8 else "nvl8"
     key = f"{backend}_{regime}_{kernel}"
-    return min(gpu.nvlink_bw_bytes_per_s * cal.ep_link_share[key], cal.ep_sms[backend] * cal.ep_sm_bw_bytes_per_s[key])
+    sm_key = f"{backend}_internode_{kernel}" if backend == "deepep" and across_domains and regime == "nvl8" else key
+    return min(gpu.nvlink_bw_bytes_per_s * cal.ep_link_share[key], cal.ep_sms[backend] * cal.ep_sm_bw_bytes_per_s[sm_key])
 
 
 def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
@@ -787,8 +798,9 @@ def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
             remote_domains = min(remote_domains, (nodes - 1) * p_hit)
         recv_b = tokens * expected_ranks_hit(moe, par.ep) * row_bytes
         rdma = tokens * remote_domains * row_bytes / so_bw
-        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "dispatch", peers_in_domain), rdma)
-        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "combine", peers_in_domain), rdma)
+        across = nodes > 1
+        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "dispatch", peers_in_domain, across), rdma)
+        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "combine", peers_in_domain, across), rdma)
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
     # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per

@@ -3,6 +3,7 @@ at what rate, how EP A2A overlap hides it, and what the hiding costs."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -147,37 +148,88 @@ def test_flex_dispatchers_fuse_the_preprocess_launches():
             == pytest.approx(api.estimate("qwen3-30b-a3b", dispatcher="alltoall", **graphs)["time_breakdown_s"]["launch_overhead"]))
 
 
-EP16_GAP = ("DeepEP's EP16 internode combine is ~12% faster in moeplan than benchmarked (EP32 / EP64 within 10%), "
-            "routed as the benchmark routes; held to 15% below")
+def _internode_reported(gpu, ep: int, kernel: str) -> tuple[float, float]:
+    """(RDMA, NVL) GB/s as DeepEP's tests/legacy/test_internode.py reports them for ``kernel`` at ``ep`` with
+    24 SMs, routed as it routes (256 experts in one group per NODE, top-8 inside the top min(nodes, 4)
+    groups): ``num_rdma_token_sent`` (tokens x nodes reached, its own included) and ``recv_x`` (tokens x
+    ranks reached, its own included) x BF16 row bytes per second."""
 
-
-@pytest.mark.parametrize("ep,measured,rel", [
-    (32, 57e9, 0.10), (64, 50e9, 0.10),
-    pytest.param(16, 43e9, 0.10, marks=pytest.mark.xfail(strict=True, reason=EP16_GAP), id="16-gap"),
-    pytest.param(16, 43e9, 0.15, id="16-held")])
-def test_deepep_internode_benchmark_is_reproduced(ep, measured, rel):
-    """deepseek-ai/DeepEP docs/legacy.md, normal kernels on H800 (200 GB/s NVLink per direction, CX7 400G):
-    BF16 combine "RDMA bottleneck bandwidth" 43 / 57 / 50 GB/s at EP16 / 32 / 64, 4096 tokens, hidden 7168.
-    Routed as the benchmark routes (tests/legacy/test_internode.py): 256 experts in one group per NODE, a
-    token's top-8 inside its top min(nodes, 4) groups, 24 SMs (``num_sms = 24``); the bandwidth counts
-    ``num_rdma_token_sent`` (tokens x nodes reached, its own included) x row bytes per second. The model's
-    combine (NVLink leg with one copy per rank, pipelined with one send per remote node) reproduces EP32 and
-    EP64 within 10%, EP16 within 15%. (Routed with DeepSeek-V3's own 8 groups instead, EP16 reaches 8 of its
-    16 ranks and the model looked 35% fast: that was mostly the routing, not the kernel.)"""
-    import dataclasses
-
-    h800 = dataclasses.replace(load_gpu("h100"), nvlink_bw_bytes_per_s=200e9, scaleout_bw_bytes_per_s=50e9)
     cal = DEFAULT_CALIBRATION.with_overrides({"ep_sms": {"deepep": 24.0}})
     cfg, _ = api.build_config("deepseek-v3", gpu="h100", gpus=ep * 8, seq_len=4096, gbs=ep * 8, tp=1, pp=8,
                               ep=ep, dispatcher="deepep")
-    ctx = make_ctx(cfg, h800, cal)
+    ctx = make_ctx(cfg, gpu, cal)
     nodes, groups = ep // 8, min(ep // 8, 4)
     moe = dataclasses.replace(_moe("deepseek-v3"), n_group=nodes, topk_group=groups)
-    _, combine_s, _ = _ep_kernels(ctx, moe)
+    dispatch_s, combine_s, _ = _ep_kernels(ctx, moe)
+    t = combine_s if kernel == "combine" else dispatch_s
     per_node, reach = 256 // nodes, groups * 256 // nodes
     reached = groups * (1 - math.comb(reach - per_node, 8) / math.comb(reach, 8))
-    reported = 4096 * reached * 7168 * 2 / combine_s
-    assert reported == pytest.approx(measured, rel=rel)
+    row = 7168 * 2
+    return 4096 * reached * row / t, 4096 * expected_ranks_hit(moe, ep) * row / t
+
+
+@pytest.mark.parametrize("ep,measured", [(16, 43e9), (32, 57e9), (64, 50e9)])
+def test_deepep_internode_benchmark_is_reproduced(ep, measured):
+    """deepseek-ai/DeepEP docs/legacy.md, normal kernels on H800 (200 GB/s NVLink per direction, CX7 400G):
+    BF16 combine "RDMA bottleneck bandwidth" 43 / 57 / 50 GB/s at EP16 / 32 / 64, 4096 tokens, hidden 7168,
+    24 SMs. EP32 and EP64 are RDMA-bound. At EP16 (2 nodes) half of what the benchmark counts never leaves the
+    node (its own node's tokens: 1.99 nodes reached per token, 1.0 remote), so the NIC carries ~21 GB/s and
+    the NVLink leg binds (DeepEP issue #285, the maintainers: "the NVLink bandwidth will exceed 140 GB/s").
+    That leg runs at the internode kernel's own per-SM rate (one NVLink-sender warp per peer per channel,
+    ~145 GB/s at 24 SMs on H200 too, issue #493), not at the intranode kernel's 158 GB/s: with the intranode
+    rate moeplan was 12% fast here (48 GB/s)."""
+    h800 = dataclasses.replace(load_gpu("h100"), nvlink_bw_bytes_per_s=200e9, scaleout_bw_bytes_per_s=50e9)
+    rdma, _ = _internode_reported(h800, ep, "combine")
+    assert rdma == pytest.approx(measured, rel=0.10)
+
+
+def test_deepep_internode_nvlink_leg_is_kernel_bound():
+    """Two nodes of H200 (450 GB/s NVLink, CX7 400G), 24 SMs (deepseek-ai/DeepEP issue #493): best combine
+    44.37 GB/s (RDMA) / 145.16 GB/s (NVL), BF16 dispatch 40.89 / 133.78. The NVLink leg of the internode
+    kernels is no faster on H200's 450 GB/s links than on H800's 200 (issue #285: > 140 GB/s), so it is the
+    kernel's SMs, not the link, that bind; and the RDMA : NVL ratio of what the benchmark counts (nodes
+    reached : ranks reached per token, 3.27 measured) follows from the routing. Intranode (EP8) the same
+    H200 keeps the intranode kernel's rate."""
+    h200 = load_gpu("h200")
+    h800 = dataclasses.replace(load_gpu("h100"), nvlink_bw_bytes_per_s=200e9, scaleout_bw_bytes_per_s=50e9)
+    for kernel, rdma_gbs, nvl_gbs in (("combine", 44.37e9, 145.16e9), ("dispatch", 40.89e9, 133.78e9)):
+        rdma, nvl = _internode_reported(h200, 16, kernel)
+        assert rdma == pytest.approx(rdma_gbs, rel=0.05) and nvl == pytest.approx(nvl_gbs, rel=0.05)
+        assert _internode_reported(h800, 16, kernel)[1] == pytest.approx(nvl, rel=0.01)
+    cal = DEFAULT_CALIBRATION.with_overrides({"ep_sms": {"deepep": 24.0}})
+    assert ep_kernel_bw_bytes_per_s(h200, cal, "deepep", "combine", 8) > 2 * ep_kernel_bw_bytes_per_s(
+        h200, cal, "deepep", "combine", 8, across_domains=True)
+
+
+HYBRIDEP_EP16_GAP = (
+    "HybridEP's internode NVLink leg: its H100 benchmark at EP16 (2 nodes, 16 SMs) puts it at ~177-180 GB/s "
+    "(0.39-0.40 of 450; 8 SMs measure more, so not SM-bound) where moeplan uses the intranode link share (284 "
+    "GB/s): EP16 83 / 86 GB/s against 54 / 53 measured. Modelled as a link share of its own it reproduces the "
+    "table and the refit improves (CV 0.140 -> 0.134, G11 overlap-off +20% -> +6%, Qwen3-30B-A3B H100 gap "
+    "+53% -> +40%), but G11's overlap gain becomes 1.28 against 1.175 measured "
+    "(test_g11_overlap_gain_is_the_measured_one): the overlap model hides too much of the larger leg, so it is "
+    "not adopted until that is found (docs/calibration.md, known gaps)")
+
+
+@pytest.mark.parametrize("ep,dispatch_gbs,combine_gbs,rel", [
+    pytest.param(16, 54.47e9, 53.35e9, 0.10, marks=pytest.mark.xfail(strict=True, reason=HYBRIDEP_EP16_GAP), id="16-gap"),
+    (32, 47.36e9, 52.53e9, 0.30), (64, 41.24e9, 46.57e9, 0.30)])
+def test_hybridep_internode_benchmark_is_reproduced(ep, dispatch_gbs, combine_gbs, rel):
+    """deepseek-ai/DeepEP docs/README_Hybrid-EP.md, H100 table: 4096 tokens, hidden 7168, top-8 random uniform,
+    8 local experts, 16 SMs, Torch API, counted as tests/test_hybrid_ep.py counts (``count_rdma_send_from_routing_map``:
+    tokens x nodes reached, its own node included). EP32 / EP64 are RDMA-bound at DeepEP's fitted NIC share,
+    11-27% above HybridEP's table (no shared training row separates HybridEP's NIC share from DeepEP's). At
+    EP16 the NVLink leg binds (6.6 ranks but 2.0 nodes reached per token): see HYBRIDEP_EP16_GAP."""
+    h100 = load_gpu("h100")
+    cal = DEFAULT_CALIBRATION.with_overrides({"ep_sms": {"hybridep": 16.0}})
+    cfg, _ = api.build_config("deepseek-v3", gpu="h100", gpus=ep * 8, seq_len=4096, gbs=ep * 8, tp=1, pp=8,
+                              ep=ep, dispatcher="hybridep")
+    moe = dataclasses.replace(_moe("deepseek-v3"), num_experts=8 * ep, n_group=1, topk_group=1)
+    dispatch_s, combine_s, _ = _ep_kernels(make_ctx(cfg, h100, cal), moe)
+    nodes = ep // 8
+    counted = 4096 * nodes * (1 - math.comb(8 * ep - 64, 8) / math.comb(8 * ep, 8)) * 7168 * 2
+    assert counted / dispatch_s == pytest.approx(dispatch_gbs, rel=rel)
+    assert counted / combine_s == pytest.approx(combine_gbs, rel=rel)
 
 
 def test_hybridep_gathers_the_routing_map_before_each_dispatch():
