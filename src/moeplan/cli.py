@@ -729,7 +729,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         found = api.search_plans(
             args.model, seq_len=args.seq_len, gbs=args.gbs, top=args.top, headroom=args.headroom, fixed=_fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
-            allow_gbs_reduction=not args.keep_gbs, progress=progress, **_sweep_kwargs(args),
+            allow_gbs_reduction=not args.keep_gbs, progress=progress if progress.enabled else None,  # no call per layout
+            **_sweep_kwargs(args),
         )
     finally:
         progress.stop()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from moeplan import fsdp, muon
 from moeplan.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, layer_activation, layer_input_bytes,
@@ -316,6 +316,12 @@ class RankProfile:
     has_moe: bool
     inflight: float
 
+    @cached_property
+    def layer_weight_total(self) -> float:
+        """The in-flight-weighted layers of every kind, summed in order (each profile once: activation terms
+        per layer input and CUDA graph buffers read it for every memory option)."""
+        return sum(w for _, w in self.layer_weights)
+
 
 @lru_cache(maxsize=4096)
 def rank_profiles(spec: ModelSpec, par: Parallel, microbatches: int, pipeline: Pipeline,
@@ -438,7 +444,7 @@ def _rank_activations(cfg: RunConfig, prof: RankProfile, tokens: float,
     act = off = transient = 0.0
     if rc.granularity == "full" and rc.method == "uniform" and rc.num_layers == 1:
         # every layer keeps only its input; one layer is rebuilt at a time
-        act = sum(w for _, w in prof.layer_weights) * layer_input_bytes(spec.hidden) * tokens
+        act = prof.layer_weight_total * layer_input_bytes(spec.hidden) * tokens
         transient = max((per_layer[layer][2] for layer in prof.distinct_layers), default=0.0)
     elif rc.granularity == "full":
         for count, st in prof.chunks:
@@ -465,7 +471,7 @@ def _rank_activations(cfg: RunConfig, prof: RankProfile, tokens: float,
     scopes = cfg.cuda_graph_scopes
     if scopes and "full_iteration" not in scopes:
         per = len(scopes & {"attn", "mlp", "moe", "moe_router", "mamba"}) * CUDA_GRAPH_STATIC_IO * spec.hidden * BF16_BYTES
-        graphs = sum(w for _, w in prof.layer_weights) * per * tokens
+        graphs = prof.layer_weight_total * per * tokens
     elif "full_iteration" in scopes:
         graphs = CUDA_GRAPH_FULL_ITERATION_POOL_FRACTION * act
     return act, off, transient, graphs

@@ -279,8 +279,9 @@ class RunConfig:
     def evolve(self, **changes: object) -> RunConfig:
         """:meth:`with_` without re-validation, for the planner's inner loop (values it already checked)."""
         new = object.__new__(RunConfig)
-        new.__dict__.update(self.__dict__)
-        new.__dict__.update(changes)
+        fields_ = self.__dict__.copy()  # one sized copy: ~half the instructions of filling an empty dict
+        fields_.update(changes)
+        object.__setattr__(new, "__dict__", fields_)
         return new
 
 
