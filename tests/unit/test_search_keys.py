@@ -69,3 +69,21 @@ def test_pass_one_runs_share_field_ids_per_dispatcher_overlap_and_sharding():
     mem_ids = {k: v[0] for k, v in first.items()}
     assert len(set(mem_ids.values())) == len(mem_ids)  # each part of the key changes the memory id
     assert len({v[1] for v in first.values()}) == 2  # the bound's: the dispatcher only (it sets EP overlap itself)
+
+
+def test_evolve_is_replace_without_validation_and_leaves_the_original_alone():
+    """RunConfig.evolve (the planner's copy: one sized copy of the fields dict) gives the run
+    dataclasses.replace gives, field for field and in field order, and shares no dict with its source."""
+    from dataclasses import fields, replace
+
+    base = RunConfig(load_model("deepseek-v3"), Parallel(256, 2, 4, 1, 4, 8, 1), Batch(16384, 64, 1),
+                     gpu=load_gpu("h100"))
+    before = dict(base.__dict__)
+    changes = {"parallel": Parallel(256, 4, 4, 1, 2, 16, 1), "dispatcher": "deepep", "ep_overlap": True}
+    new = base.evolve(**changes)
+    want = replace(base, **changes)
+    assert [getattr(new, f.name) for f in fields(RunConfig)] == [getattr(want, f.name) for f in fields(RunConfig)]
+    assert list(new.__dict__)[:len(fields(RunConfig))] == [f.name for f in fields(RunConfig)]
+    assert new.__dict__ is not base.__dict__ and base.__dict__ == before
+    new.__dict__["ep_overlap"] = False  # the planner's one in-place write (planner._layout_run) stays in the copy
+    assert base.ep_overlap == before["ep_overlap"]
