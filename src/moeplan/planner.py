@@ -177,11 +177,9 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
-def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace,
-             mcore_version: str, te_version: str | None = None) -> list[tuple[Parallel, int]]:
-    """Every (layout, MBS) that passes the validity rules. Bounds: TP up to 8 and inside the NVLink
-    domain (TP collectives every layer need NVLink; Megatron Bridge recipes never exceed 8), powers of
-    two for TP/CP/PP/EP, PP up to 32, VPP 1/2/4/8, MBS 1 at long context (activation memory) else 1/2/4."""
+def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch,
+                    space: SearchSpace) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]]:
+    """The sizes the search tries, each pinned by ``space`` or from its range: (TP, CP, PP, EP, MBS, ETP)."""
     moe = spec.first_moe
     tps = [space.tp] if space.tp else [t for t in _pow2_upto(min(8, gpu.nvlink_domain)) if t <= gpus]
     cp0 = cp_start(batch.seq_len)
@@ -193,6 +191,15 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
     eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
     etps = [space.etp] if space.etp else [1]
+    return tps, cps, pps, eps, mbss, etps
+
+
+def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace,
+             mcore_version: str, te_version: str | None = None) -> list[tuple[Parallel, int]]:
+    """Every (layout, MBS) that passes the validity rules. Bounds: TP up to 8 and inside the NVLink
+    domain (TP collectives every layer need NVLink; Megatron Bridge recipes never exceed 8), powers of
+    two for TP/CP/PP/EP, PP up to 32, VPP 1/2/4/8, MBS 1 at long context (activation memory) else 1/2/4."""
+    tps, cps, pps, eps, mbss, etps = candidate_sizes(spec, gpu, gpus, batch, space)
     out: list[tuple[Parallel, int]] = []
     # check_layout's rule groups, each checked once per value of the sizes it reads (the same verdict as
     # check_layout on every candidate: tests/unit/test_layout_enumeration.py)

@@ -11,20 +11,12 @@ import pytest
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
 from moeplan.parallel import Batch, Parallel, balanced_layout, check_layout
-from moeplan.planner import LONG_CONTEXT_TOKENS, SearchSpace, _layouts, _pow2_upto, cp_start
+from moeplan.planner import SearchSpace, _layouts, candidate_sizes
 
 
 def _reference(spec, gpu, gpus, batch, space, mcore_version, te_version=None):
     """The enumeration as it was: every folding candidate through the whole check_layout."""
-    moe = spec.first_moe
-    tps = [space.tp] if space.tp else [t for t in _pow2_upto(min(8, gpu.nvlink_domain)) if t <= gpus]
-    cp0 = cp_start(batch.seq_len)
-    always = {1} if (cp0 <= 4 or any(layer.is_linear_attention for layer in spec.layers)) else set()
-    cps = [space.cp] if space.cp else sorted(always | {c for c in _pow2_upto(gpus) if cp0 / 4 <= c <= cp0 * 4})
-    pps = [space.pp] if space.pp else [p for p in _pow2_upto(min(32, spec.num_layers)) if p <= gpus]
-    eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
-    mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
-    etps = [space.etp] if space.etp else [1]
+    tps, cps, pps, eps, mbss, etps = candidate_sizes(spec, gpu, gpus, batch, space)  # the same sizes tried
     out = []
     for tp in tps:
         for cp in cps:
