@@ -624,7 +624,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         # the other choice is tried on the best layouts before refining)
         ok, smallest, fit_sh = False, math.inf, None
         for sh in usable:
-            trial = cfg if sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, sh, space)
+            trial = _base_cfg(cfg, sh, space)
             fid = mem_fields.get((disp, overlap, sh))
             if fid is None:
                 fid = mem_fields[(disp, overlap, sh)] = shared_fields_key(trial, mem_cache)
@@ -644,7 +644,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         if exhaustive:
             upper = math.inf
         else:
-            plain = cfg if cfg.fsdp is None and not cfg.fsdp_double_buffer else _base_cfg(cfg, None, space)
+            plain = _base_cfg(cfg, None, space)
             bid = bound_fields.get((disp, overlap))
             if bid is None:
                 bid = bound_fields[(disp, overlap)] = bound.fields_id(plain)
@@ -674,8 +674,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         _, _, par, b, disp, sh, _, _ = entry
         cfg = _layout_run(template, par, b, disp)  # type: ignore[arg-type]
         overlap = cfg.ep_overlap
-        if not (sh is None and cfg.fsdp is None and not cfg.fsdp_double_buffer):
-            cfg = _base_cfg(cfg, sh, space)
+        cfg = _base_cfg(cfg, sh, space)
         pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)]
         return cfg, pipe, LayoutMemory(cfg, nvl, pipe, mem_cache, mem_fields[(disp, overlap, sh)])
 
