@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE
+from moeplan.attention_backend import unfused_attention
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
+
+if TYPE_CHECKING:
+    from moeplan.hardware.spec import GPUSpec
 
 BF16_BYTES = 2
 FP32_BYTES = 4
@@ -250,6 +254,15 @@ def unfused_score_square(a: Attention, mbs: int, seq_len: int, tp: int, cp: int 
     """(batches, keys) of the unfused path's score square on one GPU: micro-batch x heads per TP rank, and the
     sequence a CP rank holds (what :func:`unfused_softmax_is_fused` and the timing model's softmax bytes read)."""
     return mbs * a.num_heads // tp, seq_len // cp
+
+
+@lru_cache(maxsize=256)
+def keeps_unfused_scores(spec: ModelSpec, gpu: GPUSpec | None, te_version: str | None = None) -> bool:
+    """Whether some attention layer of ``spec`` runs Transformer Engine ``te_version``'s UnfusedDotProductAttention
+    on ``gpu`` (moeplan.attention_backend.unfused_attention), keeping its s x s scores for backward: then
+    core_attn recompute is what frees them, at any length. False without a GPU."""
+    return gpu is not None and any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu, te_version)
+                                   for l in spec.distinct_layers)
 
 
 def unfused_attention_bytes(a: Attention, mbs: int, seq_len: int, tp: int, cp: int = 1) -> UnfusedAttentionBytes:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from moeplan.activations import layer_tensors, unfused_attention_bytes
+from moeplan.activations import keeps_unfused_scores, layer_tensors, unfused_attention_bytes
 from moeplan.attention_backend import unfused_attention
 from moeplan.estimate import Evaluator
 from moeplan.estimate import evaluate as _evaluate
@@ -35,11 +35,6 @@ MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exp
 LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candidate (unless it keeps s x s scores)
 
 
-def core_attn_keeps_scores(spec: ModelSpec, gpu: GPUSpec | None, te_version: str | None = None) -> bool:
-    """Whether some attention layer keeps its s x s scores for backward on ``gpu`` (TE's unfused path,
-    moeplan.attention_backend): then core_attn recompute is what frees them, at any length."""
-    return gpu is not None and any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu, te_version)
-                                   for l in spec.distinct_layers)
 # Relative cost of recomputing a byte of element-wise output vs a GEMM FLOP, for ordering the
 # ladder only (H100: 794 TFLOP/s over 3.35 TB/s ~ 240 FLOP per byte).
 FLOPS_PER_BYTE = 240.0
@@ -139,7 +134,7 @@ def applicable_modules(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec
         mods.append("mlp")
     if any(isinstance(layer.mixer, GatedDeltaNet) for layer in spec.layers):
         mods.append("gdn_norm_out")
-    if seq_len < LONG_CONTEXT_TOKENS or core_attn_keeps_scores(spec, gpu, te_version):
+    if seq_len < LONG_CONTEXT_TOKENS or keeps_unfused_scores(spec, gpu, te_version):
         mods.append("core_attn")
     allowed = fields_for(version).recompute_modules  # the version table
     return [m for m in mods if m in allowed]
@@ -367,7 +362,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
             text += " No selective set fit: full recompute is the last resort."
         out.append(Reason("recompute", text, nums))
     if (batch.seq_len >= LONG_CONTEXT_TOKENS and cfg.model.first_attention is not None and rc.granularity != "full"
-            and "core_attn" not in rc.modules and not core_attn_keeps_scores(cfg.model, gpu, cfg.te_version)):
+            and "core_attn" not in rc.modules and not keeps_unfused_scores(cfg.model, gpu, cfg.te_version)):
         ca = cfg.with_(recompute=Recompute("selective", (rc.modules if rc.granularity == "selective" else frozenset()) | {"core_attn"}))
         ca_est = evaluate(ca, gpu)
         saved = total - ca_est.memory.total_bytes

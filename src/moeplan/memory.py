@@ -28,8 +28,8 @@ from typing import Any
 from functools import cached_property, lru_cache
 
 from moeplan import fsdp, muon
-from moeplan.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, layer_activation, layer_input_bytes,
-                                unfused_attention_bytes)
+from moeplan.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
+                                layer_activation, layer_input_bytes, unfused_attention_bytes)
 from moeplan.attention_backend import unfused_attention
 from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
@@ -273,12 +273,6 @@ def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
     par, batch = cfg.parallel, cfg.batch
     u = unfused_attention_bytes(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
     return u.saved_bytes, u.peak_bytes
-
-
-@lru_cache(maxsize=256)
-def _has_unfused(spec: ModelSpec, gpu: Any, te_version: str | None = None) -> bool:
-    """Whether some layer of ``spec`` runs TE ``te_version``'s unfused attention on ``gpu``."""
-    return any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu, te_version) for l in spec.distinct_layers)
 
 
 def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozenset[str]) -> tuple[float, float]:
@@ -652,11 +646,11 @@ class LayoutMemory:
             rest = fields if fields is not None else shared_fields_key(base, shared)
         rows = base.rows_factor  # routed rows per token: it reads EP where the imbalance is capped
         if shared is None:
-            unfused = _has_unfused(base.model, base.gpu, base.te_version)
+            unfused = keeps_unfused_scores(base.model, base.gpu, base.te_version)
         else:  # it reads the model, GPU and TE release, which the id stands for: once per id
             unfused = shared.get(("unfused", rest))
             if unfused is None:
-                unfused = shared[("unfused", rest)] = _has_unfused(base.model, base.gpu, base.te_version)
+                unfused = shared[("unfused", rest)] = keeps_unfused_scores(base.model, base.gpu, base.te_version)
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
                  batch.seq_len, batch.mbs, self._m, rows),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
@@ -830,7 +824,7 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
         "optimizer": cfg.optimizer,
         "moe_rows_factor": cfg.rows_factor,
         # fused attention keeps no s x s scores; TE's unfused path (moeplan.attention_backend) keeps them
-        "flash_attention": not _has_unfused(spec, cfg.gpu, cfg.te_version),
+        "flash_attention": not keeps_unfused_scores(spec, cfg.gpu, cfg.te_version),
         "unfused_attention_saved_bytes_per_layer_microbatch": next(
             (b for b in (_unfused_scores(cfg, layer)[0] for layer in spec.distinct_layers) if b), 0.0),
         "memory_efficient_permutation": True,

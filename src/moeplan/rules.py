@@ -17,13 +17,13 @@ from moeplan.advice import (
     DEFAULT_HEADROOM,
     LONG_CONTEXT_TOKENS,
     MIN_CP_SHARD_TOKENS,
-    core_attn_keeps_scores,
     cp_start,
     dispatcher_candidates,
     recompute_ladder,
     round_gib,
     with_dispatcher,
 )
+from moeplan.activations import keeps_unfused_scores
 from moeplan.estimate import Evaluator
 from moeplan.fsdp import FULL_SHARD
 from moeplan.hardware import GPUSpec
@@ -158,10 +158,10 @@ def _ladder(cfg: RunConfig) -> list[Recompute]:
 def _core_attn_rule_fix(cfg: RunConfig, gpu: GPUSpec) -> RunConfig | None:
     """The run without core_attn recompute (:func:`_without_core_attn`) when the core-attn-recompute rule
     applies (selective core_attn at long context, where fused attention keeps only softmax statistics), else
-    None. Not on TE's unfused path, which keeps the s x s scores (advice.core_attn_keeps_scores)."""
+    None. Not on TE's unfused path, which keeps the s x s scores (activations.keeps_unfused_scores)."""
     rc = cfg.recompute
     if (rc.granularity != "selective" or "core_attn" not in rc.modules or cfg.batch.seq_len < LONG_CONTEXT_TOKENS
-            or core_attn_keeps_scores(cfg.model, gpu, cfg.te_version)):
+            or keeps_unfused_scores(cfg.model, gpu, cfg.te_version)):
         return None
     return _without_core_attn(cfg)
 
