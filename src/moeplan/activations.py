@@ -257,12 +257,20 @@ def unfused_score_square(a: Attention, mbs: int, seq_len: int, tp: int, cp: int 
 
 
 @lru_cache(maxsize=256)
+def first_unfused_attention(spec: ModelSpec, gpu: GPUSpec | None, te_version: str | None = None) -> Attention | None:
+    """The first attention mixer of ``spec`` that Transformer Engine ``te_version`` trains on ``gpu`` with its
+    UnfusedDotProductAttention (moeplan.attention_backend.unfused_attention), keeping s x s scores for
+    backward; None where every layer runs a fused kernel, or without a GPU."""
+    if gpu is None:
+        return None
+    return next((l.mixer for l in spec.distinct_layers
+                 if isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu, te_version)), None)
+
+
 def keeps_unfused_scores(spec: ModelSpec, gpu: GPUSpec | None, te_version: str | None = None) -> bool:
-    """Whether some attention layer of ``spec`` runs Transformer Engine ``te_version``'s UnfusedDotProductAttention
-    on ``gpu`` (moeplan.attention_backend.unfused_attention), keeping its s x s scores for backward: then
-    core_attn recompute is what frees them, at any length. False without a GPU."""
-    return gpu is not None and any(isinstance(l.mixer, Attention) and unfused_attention(l.mixer, gpu, te_version)
-                                   for l in spec.distinct_layers)
+    """Whether some layer keeps unfused-attention scores on ``gpu`` (:func:`first_unfused_attention`): then
+    core_attn recompute is what frees them, at any length."""
+    return first_unfused_attention(spec, gpu, te_version) is not None
 
 
 def unfused_attention_bytes(a: Attention, mbs: int, seq_len: int, tp: int, cp: int = 1) -> UnfusedAttentionBytes:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from moeplan.activations import unfused_attention_bytes
+from moeplan.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
-from moeplan.attention_backend import DEFAULT_TE_VERSION, te_label, unfused_attention
+from moeplan.attention_backend import DEFAULT_TE_VERSION, te_label
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
@@ -24,7 +24,7 @@ from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_
 from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
-from moeplan.models.spec import Attention, with_mtp_layers
+from moeplan.models.spec import with_mtp_layers
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
 from moeplan.planner import Plan, PlanResult, SearchSpace, search
@@ -325,8 +325,7 @@ class PlanReport:
         cfg, miss = self.result.closest
         out: dict[str, Any] = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
                                "memory_gib_budget": self.gpu.hbm_bytes * (1 - self.headroom) / GIB}
-        unfused = next((l.mixer for l in cfg.model.distinct_layers
-                        if isinstance(l.mixer, Attention) and unfused_attention(l.mixer, cfg.gpu, cfg.te_version)), None)
+        unfused = first_unfused_attention(cfg.model, cfg.gpu, cfg.te_version)
         if unfused is not None:  # the likely cause: TE's unfused attention's s x s scores, and no CP to split them
             par, batch = cfg.parallel, cfg.batch
             peak = unfused_attention_bytes(unfused, batch.mbs, batch.seq_len, par.tp, par.cp).peak_bytes
