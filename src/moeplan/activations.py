@@ -190,7 +190,7 @@ def clamp_saved_row_bytes(m: MoE, etp: int = 1) -> float:
     clamps views of the fc1 output in eager torch, so clamp's autograd keeps that output for clamp_backward while
     the fused activation saves the clamped torch.cat copy: a second bf16 [rows, 2F / ETP]. Discarded with it
     under selective ``moe`` / ``moe_act`` recompute; TE's op fuser (ScaledClampedQGeGLU) saves one input."""
-    return 2 * m.expert_ffn_hidden / etp * BF16_BYTES if m.gated and m.act_clamp is not None else 0.0
+    return 2 * m.expert_ffn_hidden / etp * BF16_BYTES if m.clamped_glu else 0.0
 
 
 def gdn_saved_bytes(layer: Layer, hidden: int) -> float:

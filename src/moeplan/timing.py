@@ -575,7 +575,7 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     213 / 345 KB per token at MBS 2, 197 / 279 KB at MBS 1, where the generic element-wise term charged
     2 x the 74 KB its tensors save."""
     k, v, h = mixer.key_dim, mixer.value_dim, mixer.num_value_heads
-    c = 2 * k + v
+    c = mixer.conv_dim
     ratio = mixer.num_value_heads / mixer.num_key_heads
     batched = 1.0 if mbs > 1 else 0.0
     fwd = 2 * c + 2 * c + 4 * k + 4 * k + (2 * k + 2 * ratio * k if ratio > 1 else 0.0) + 4 * v + 5 * v + batched * 2 * v
@@ -713,7 +713,8 @@ def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kerne
     H20 (issue #361) all measure 140-145. The link share stays the intranode one."""
     regime = "mnnvl" if peers_in_domain > 8 else "nvl8"
     key = f"{backend}_{regime}_{kernel}"
-    sm_key = f"{backend}_internode_{kernel}" if backend == "deepep" and across_domains and regime == "nvl8" else key
+    internode = f"{backend}_internode_{kernel}"  # a backend with its own internode rate (calibration data: DeepEP)
+    sm_key = internode if across_domains and regime == "nvl8" and internode in cal.ep_sm_bw_bytes_per_s else key
     return min(gpu.nvlink_bw_bytes_per_s * cal.ep_link_share[key], cal.ep_sms[backend] * cal.ep_sm_bw_bytes_per_s[sm_key])
 
 
@@ -901,9 +902,9 @@ def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1, probs_bytes: int = BF
       write 4H) and fc2 output's (read 4H, write 2H): 12H bf16, 36H fp32.
     Under the op fuser (``RunConfig.experts_op_fused``) none of these run."""
     fwd = bwd = 0.0
-    if moe.gated and moe.act_clamp is not None:
+    if moe.clamped_glu:
         f = moe.expert_ffn_hidden / etp
-        fwd += (2 * (f + f) + (2 * f + 2 * f)) * BF16_BYTES
+        fwd += expert_glue_clamp_fwd_bytes(moe, etp)
         bwd += f * (CLAMP_BWD_BYTES["one_sided"] + CLAMP_BWD_BYTES["two_sided"]) + (2 * f + 2 * f) * BF16_BYTES
     if moe.expert_bias:
         sb = float(probs_bytes)
@@ -938,7 +939,8 @@ def rope_glue_bytes(mixer: Attention) -> tuple[float, float]:
 def expert_glue_clamp_fwd_bytes(moe: MoE, etp: int = 1) -> float:
     """Forward bytes per routed row of :func:`expert_glue_bytes`'s clamp alone: what selective ``moe_act``
     recompute runs again (its checkpoint wraps bias_act_func, clamp included; fc2's bias is outside it)."""
-    return (8 * moe.expert_ffn_hidden / etp) * BF16_BYTES if moe.gated and moe.act_clamp is not None else 0.0
+    # the clamp's two outputs (read and write the 2f-wide fc1 output: 2 x (f + f)) and their cat (read and write 2f)
+    return (8 * moe.expert_ffn_hidden / etp) * BF16_BYTES if moe.clamped_glu else 0.0
 
 
 def expert_launch_exposed_s(host_fwd_s: float, host_bwd_s: float, gpu_fwd_s: float, gpu_bwd_s: float) -> float:

@@ -120,6 +120,11 @@ class MoE(CachedHash):
     def has_shared(self) -> bool:
         return self.shared_ffn_hidden > 0
 
+    @property
+    def clamped_glu(self) -> bool:
+        """A gated activation with a clamp (``act_clamp``), which Megatron-Core runs outside its fused kernel."""
+        return self.gated and self.act_clamp is not None
+
 
 MLP = DenseMLP | MoE
 
