@@ -62,6 +62,7 @@ from moeplan.parallel import (
     validate,
 )
 from moeplan.run import Recompute, RunConfig
+from moeplan.vocab import FLEX_DISPATCHERS
 
 TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron convention)
 
@@ -722,7 +723,7 @@ def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
     """SMs the EP dispatch/combine kernels occupy while they run: the flex backends' SM budget
     (Megatron-Core moe_flex_dispatcher_num_sms; unset: DeepEP 20, token_dispatcher.py, HybridEP its
     buffer's 32), NCCL all-to-all its channels (fsdp.COMM_SMS_*)."""
-    if cfg.dispatcher in ("deepep", "hybridep"):
+    if cfg.dispatcher in FLEX_DISPATCHERS:
         return cal.ep_sms[cfg.dispatcher]
     across = cfg.parallel.ep * cfg.parallel.etp > gpu.nvlink_domain
     return float(fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK)
@@ -878,7 +879,7 @@ CLAMP_BWD_BYTES = {"one_sided": 2 + 1 + 1 + 2 + 2, "two_sided": 2 * (2 + 1) + 3 
 # moe_router_dtype is set, which Bridge's gpt_oss_bridge leaves unset).
 def expert_probs_bytes(dispatcher: str) -> int:
     """Bytes per element of the permuted probabilities under ``dispatcher``."""
-    return FP32_BYTES if dispatcher in ("deepep", "hybridep") else BF16_BYTES
+    return FP32_BYTES if dispatcher in FLEX_DISPATCHERS else BF16_BYTES
 
 
 def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1, probs_bytes: int = BF16_BYTES) -> tuple[float, float]:
@@ -1086,7 +1087,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     # rather than hiding behind GPU work; graph-captured scopes launch as one graph (Megatron-Core
     # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
     share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
-    if isinstance(mlp, MoE) and cfg.dispatcher in ("deepep", "hybridep") and par.ep > 1:
+    if isinstance(mlp, MoE) and cfg.dispatcher in FLEX_DISPATCHERS and par.ep > 1:
         # the flex dispatchers compute the dispatch layout in one fused kernel: router + EP preprocess
         # launch 17 kernels instead of 31 (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization,
         # 2.2.1), i.e. 14/31 of those scopes' share, where they are not graph-captured

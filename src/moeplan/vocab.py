@@ -34,6 +34,8 @@ PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8")
 # MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP backends).
 Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep"]
 DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
+# the flex dispatcher's backends (Megatron-Core moe_token_dispatcher_type flex + moe_flex_dispatcher_backend)
+FLEX_DISPATCHERS: tuple[str, ...] = ("deepep", "hybridep")
 
 # CUDA graph scopes (Megatron-Core ``cuda_graph_scope``; partial graphs that work with dropless MoE, and the
 # whole iteration).
@@ -77,7 +79,7 @@ DEFAULT_HEADROOM = 0.10
 RESOLVED_GAIN = 0.01
 
 __all__ = [
-    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS",
+    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS", "FLEX_DISPATCHERS",
     "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
     "RECOMPUTE_MODULES", "RESOLVED_GAIN", "RecomputeGranularity",
 ]

@@ -19,7 +19,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.models.spec import ModelSpec, with_mtp_layers
 from moeplan.parallel import Batch, Parallel, unroll_layout
 from moeplan.run import Recompute, RunConfig
-from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, RECOMPUTE_MODULES
+from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FLEX_DISPATCHERS, FSDP_STRATEGIES, RECOMPUTE_MODULES
 
 
 def _value(settings: Mapping[str, object], key: str) -> object:
@@ -140,7 +140,7 @@ def _dispatcher_from(settings: Mapping[str, object]) -> str:
     if kind != "flex":
         raise MoeplanError(f"moe_token_dispatcher_type '{kind}' unknown; Megatron-Core accepts allgather, alltoall, flex")
     backend = "deepep" if deepep else _str(settings, "moe_flex_dispatcher_backend", "deepep")
-    if backend not in ("deepep", "hybridep"):
+    if backend not in FLEX_DISPATCHERS:
         raise MoeplanError(f"moe_flex_dispatcher_backend '{backend}' is not modelled; moeplan knows deepep, hybridep")
     return backend
 
