@@ -748,14 +748,17 @@ def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
 
 def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     """(seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd, none hidden."""
-    return _ep_totals(*_ep_kernels(ctx, moe), routing_map_allgather_s(ctx, moe))
+    total, fwd, _ = _ep_totals(*_ep_kernels(ctx, moe), routing_map_allgather_s(ctx, moe))
+    return total, fwd
 
 
-def _ep_totals(dispatch_s: float, combine_s: float, permute_s: float, routing_map_s: float) -> tuple[float, float]:
-    """(fwd + bwd, forward-only) seconds of one MoE layer's EP traffic from its parts: dispatch, combine
-    and permutation run in both directions, the routing-map all-gather only in the forward."""
+def _ep_totals(dispatch_s: float, combine_s: float, permute_s: float,
+               routing_map_s: float) -> tuple[float, float, float]:
+    """(fwd + bwd, forward-only, one direction's kernels) seconds of one MoE layer's EP traffic from its parts:
+    dispatch, combine and permutation run once in each direction, the routing-map all-gather only in the
+    forward."""
     once = dispatch_s + combine_s + permute_s
-    return 2 * once + routing_map_s, once + routing_map_s
+    return 2 * once + routing_map_s, once + routing_map_s, once
 
 
 def routing_map_allgather_s(ctx: _Ctx, moe: MoE) -> float:
@@ -1049,9 +1052,9 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     ep_fwd = ep_d = ep_once = 0.0
     if isinstance(mlp, MoE):
         d, c, perm = _ep_kernels(ctx, mlp)
-        ep_d, ep_once = d, d + c + perm
+        ep_d = d
         rmap = routing_map_allgather_s(ctx, mlp)  # exposed: the host syncs on the dispatch metadata after it
-        ep_raw, ep_fwd = _ep_totals(d, c, perm, rmap)
+        ep_raw, ep_fwd, ep_once = _ep_totals(d, c, perm, rmap)
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
             # the merged forward/backward schedule splits each layer into sub-modules on two streams,
             # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
