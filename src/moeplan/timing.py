@@ -416,10 +416,15 @@ def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int)
 # (12), masked_fill's backward (8), the cast to bf16 (6), the dQ and dK bmms read dS (4).
 UNFUSED_SCORE_BYTES = {"fwd": 4 * BF16_BYTES, "bwd": 7 * BF16_BYTES}
 UNFUSED_FP32_SOFTMAX_SCORE_BYTES = {"fwd": 32, "bwd": 40}
-# ... and per s x s mask element (divided over the batch x heads it masks): get_full_mask's int32 position
-# differences and window bounds, their comparisons and the bool mask (37 bytes; utils.py, no_grad), the torch
-# path's logical_or with the cached causal mask (3) and masked_fill_'s read (1); its backward reads it again.
-UNFUSED_MASK_BYTES = {"fused": {"fwd": 38, "bwd": 0}, "fp32": {"fwd": 41, "bwd": 1}}
+# ... and per s x s mask element (divided over the batch x heads it masks): get_full_mask (TE 71bbefb
+# dot_product_attention/utils.py, no_grad) builds it op by op: the int32 position differences arange - arange
+# (write 4), swa_left and swa_right (read 4, write 4 each), their comparisons `<= 0` and `< 0` (read 4, write a
+# bool each), `~` (read 1, write 1), `&` (read 2, write 1) and logical_not (read 1, write 1): 37 bytes. The fused
+# masked softmax reads the bool mask (1); the torch path instead ORs it with the cached causal mask (read 2, write
+# 1) and masked_fill_ reads it (1); masked_fill's backward reads it again (1).
+_GET_FULL_MASK_BYTES = 4 + 2 * (4 + 4) + 2 * (4 + 1) + (1 + 1) + (2 + 1) + (1 + 1)
+UNFUSED_MASK_BYTES = {"fused": {"fwd": _GET_FULL_MASK_BYTES + 1, "bwd": 0},
+                      "fp32": {"fwd": _GET_FULL_MASK_BYTES + (2 + 1) + 1, "bwd": 1}}
 # ... and with attention sinks (softmax_type != vanilla; backends.py UnfusedDotProductAttention.forward): the sink
 # logit is torch.cat'ed to the scores as a last key column (read 2, write 2 per score), which takes the softmax to
 # s + 1 keys and an 'arbitrary' mask (so to the fp32 torch path: s + 1 is no multiple of 8), and the probabilities
@@ -559,6 +564,18 @@ def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak_
     return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, peak_flops_per_s, cal, sms)
 
 
+# HBM bytes per value head and token of Gated DeltaNet's gating, `g = -A_log.exp() * F.softplus(alpha.float() +
+# dt_bias)` and `beta = beta.sigmoid()` (megatron/core/ssm/gated_delta_net.py at Megatron-LM 17a67b9; the [H]
+# parameters' own ops are negligible). Forward: alpha.float() (read 2, write 4), + dt_bias (read 4, write 4),
+# softplus (read 4, write 4), the product (read 4, write 4), sigmoid (read 2, write 2). Backward (autograd): the
+# product's gradient to softplus (read 4, write 4) and its A_log-side grad * input then sum (read 4 + 4, write 4,
+# read 4), softplus backward (read the gradient and its input, write 4), dt_bias's sum (read 4), the cast back to
+# bf16 (read 4, write 2), sigmoid backward (read 2 + 2, write 2).
+GDN_GATING_BYTES = {"fwd": (2 + FP32_BYTES) + 3 * 2 * FP32_BYTES + 2 * BF16_BYTES,
+                    "bwd": 2 * FP32_BYTES + 4 * FP32_BYTES + 3 * FP32_BYTES + FP32_BYTES + (FP32_BYTES + BF16_BYTES)
+                    + 3 * BF16_BYTES}
+
+
 def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     """(forward, backward) HBM bytes per token of one Gated DeltaNet layer's layout copies and element-wise
     ops outside its projections and the fla chunk kernel, at the model's full widths (per GPU: x tokens /
@@ -569,7 +586,7 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     .contiguous() out of the transposed conv output before fla's l2norm (4K); l2norm (4K); repeat_interleave
     of q, k to the value heads (2K + 2 x K x value/key heads); value and gate .contiguous() (4V); the gated
     RMSNorm (out_norm 2V, then y x silu(gate.float()) fused by jit_fuser, 3V); g = -exp(A_log) x
-    softplus(a + dt_bias) and sigmoid(b) in fp32 (~12 fp32 passes over H); the output's transpose(0, 1)
+    softplus(a + dt_bias) and sigmoid(b) (GDN_GATING_BYTES per value head); the output's transpose(0, 1)
     .contiguous() to [s, b, h] (2V, a copy only when MBS > 1: a size-1 batch dim keeps it contiguous).
     Backward, each op's gradient in reverse: the output transpose (2V if MBS > 1); gate multiply (reads
     dy, y, gate, writes both gradients, 5V) and RMSNorm (3V); the repeat_interleave sum (2 x K x ratio + 2K);
@@ -585,8 +602,7 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     fwd = 2 * c + 2 * c + 4 * k + 4 * k + (2 * k + 2 * ratio * k if ratio > 1 else 0.0) + 4 * v + 5 * v + batched * 2 * v
     bwd = (batched * 2 * v + 8 * v + ((2 * ratio * k + 2 * k) if ratio > 1 else 0.0) + 6 * k + 2 * c + 2 * c + 3 * c
            + (1 + batched) * 2 * (c + v + 2 * h))
-    gating = 12 * h * FP32_BYTES  # g and beta in fp32: a handful of small passes over the value heads
-    return fwd * BF16_BYTES + gating / 2, bwd * BF16_BYTES + gating / 2
+    return fwd * BF16_BYTES + h * GDN_GATING_BYTES["fwd"], bwd * BF16_BYTES + h * GDN_GATING_BYTES["bwd"]
 
 
 def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
