@@ -707,6 +707,10 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
         for r in best["rationale"]:
             console.print(f" - [b]{r['topic']}[/]: {escape(r['text'])}", highlight=False)
         print_overrides(best["overrides"], console, "Megatron Bridge overrides (plan 1)")
+        if best.get("env"):
+            console.print("[b]Environment of the job[/] (no Megatron-Core field selects it)")
+            for name, value in best["env"].items():
+                console.print(f"{name}={value}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _no_fit(result: dict[str, Any], as_json: bool) -> int:
@@ -934,7 +938,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
     # routing imbalance and reserve, which no run file says, from the flags
     files = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware, cal=args.cal,
                  te_version=args.te_version, mcore_version=args.mcore_version, moe_imbalance=args.moe_imbalance,
-                 reserve_gib=args.reserve_gib)
+                 reserve_gib=args.reserve_gib, te_grouped_tensor=args.te_grouped_tensor)
     a = checker.estimate_file(first, **files)
     if len(args.inputs) == 2:
         b = checker.estimate_file(args.inputs[1], **files)
@@ -1030,7 +1034,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _check_trace(args.trace)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
-                           cal=args.cal, te_version=args.te_version)
+                           cal=args.cal, te_version=args.te_version, te_grouped_tensor=args.te_grouped_tensor)
     tl, no_trace = None, ""
     if args.trace:
         if result.estimate is None:
@@ -1364,6 +1368,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--te-version", help=TE_VERSION_HELP + "; default: the file's '# moeplan:' comment, else "
                    f"{DEFAULT_TE_VERSION}")
+    p.add_argument("--te-grouped-tensor", action="store_true",
+                   help=TE_GROUPED_TENSOR_HELP + f"; default: on where the file's '# moeplan:' comment sets {GROUPED_TENSOR_ENV}=1")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))

@@ -10,7 +10,10 @@ import json
 import pytest
 
 from moeplan import api
+from moeplan.checker import load_run
 from moeplan.cli import main
+from moeplan.megatron.export import env_settings, to_yaml
+from moeplan.rules import lint
 from moeplan.strategy import parse_strategy, strategy_of, strategy_text
 from moeplan.te_release import (
     DEFAULT_TE_VERSION,
@@ -127,3 +130,38 @@ def test_strategy_and_cli_carry_the_knob(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["estimate", "--help"])
     assert GROUPED_TENSOR_ENV in capsys.readouterr().out.replace("\n", "").replace(" ", "")
+
+
+def _lint(cfg) -> list:
+    return [f for f in lint(cfg, cfg.gpu) if f.rule == "te-grouped-tensor"]
+
+
+def test_lint_suggests_the_path_where_it_gains_and_flags_it_where_te_ignores_or_raises():
+    info, = _lint(_cfg(DEFAULT_TE_VERSION, False))  # the recipes' TE: the first release that has it
+    assert info.severity == "info" and info.numbers["te_version"] == "2.17" and "32 local experts" in info.message
+    assert info.numbers["alt_tokens_per_s"] > info.numbers["tokens_per_s"] * 1.03
+    assert info.numbers["alt_launch_overhead_s"] < info.numbers["launch_overhead_s"]
+    warn, = _lint(_cfg("2.17", False))  # the run's TE has it: only the environment variable is missing
+    assert warn.severity == "warning" and f"{GROUPED_TENSOR_ENV}=1" in warn.message
+    assert _lint(_cfg("2.17", True)) == []
+    assert _lint(_cfg("2.17", False, "bf16")) == []  # BF16 experts' launches hide in the per-layer constant
+    noop, = _lint(_cfg(DEFAULT_TE_VERSION, True))
+    assert noop.severity == "warning" and "changes nothing" in noop.message
+    err, = _lint(_cfg("2.19", True))
+    assert err.severity == "error" and "CUDA m_splits" in err.message
+    assert _lint(_cfg("2.19", False)) == []  # 2.19 cannot run it with Megatron-Core's host splits
+
+
+def test_export_carries_the_environment_and_check_reads_it_back(tmp_path):
+    cfg = _cfg("2.17", True)
+    assert env_settings(cfg) == {GROUPED_TENSOR_ENV: "1"} and env_settings(_cfg("2.17", False)) == {}
+    text = to_yaml(cfg)
+    assert f" {GROUPED_TENSOR_ENV}=1" in text.splitlines()[0]
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    back, _, _ = load_run(str(path))
+    assert back.te_grouped_tensor and back.te_version == "2.17" and back.experts_grouped_tensor
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(to_yaml(_cfg("2.17", False)))
+    assert not load_run(str(plain))[0].te_grouped_tensor
+    assert load_run(str(plain), te_grouped_tensor=True)[0].te_grouped_tensor
