@@ -12,7 +12,7 @@ from typing import Any
 
 from moeplan.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
-from moeplan.attention_backend import DEFAULT_TE_VERSION, te_label
+from moeplan.te_release import DEFAULT_TE_VERSION, te_label
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
@@ -141,6 +141,7 @@ def build_config(
     hardware_file: str | None = None,
     mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: str = DEFAULT_TE_VERSION,
+    te_grouped_tensor: bool = False,
     cal: Calibration = DEFAULT_CALIBRATION,
     fsdp: str | None = None,
     fsdp_double_buffer: bool = False,
@@ -185,6 +186,7 @@ def build_config(
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
         te_version=te_version,
+        te_grouped_tensor=te_grouped_tensor,
         fsdp=None if fsdp in (None, "", "off", "none") else fsdp,
         fsdp_double_buffer=fsdp_double_buffer,
         optimizer=optimizer,
@@ -370,6 +372,7 @@ def search_plans(
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: str = DEFAULT_TE_VERSION,
+    te_grouped_tensor: bool = False,
     hardware_file: str | None = None,
     fixed: dict[str, Any] | None = None,
     cuda_graphs: bool = True,
@@ -412,7 +415,7 @@ def search_plans(
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
-                    te_version=te_version)
+                    te_version=te_version, te_grouped_tensor=te_grouped_tensor)
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
 
 
@@ -426,7 +429,8 @@ def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALI
     return search_plans(cfg.model, gpu=cfg.gpu, gpus=cfg.parallel.gpus, seq_len=cfg.batch.seq_len,
                         gbs=cfg.batch.gbs, precision=cfg.precision, top=top, headroom=headroom,
                         moe_imbalance=cfg.moe_imbalance, reserve_gib=cfg.reserve_gib,
-                        mcore_version=cfg.mcore_version, te_version=cfg.te_version, progress=progress,
+                        mcore_version=cfg.mcore_version, te_version=cfg.te_version,
+                        te_grouped_tensor=cfg.te_grouped_tensor, progress=progress,
                         grad_fp32=cfg.grad_fp32, bf16_moments=cfg.bf16_moments, cal=cal, optimizer=cfg.optimizer)
 
 
@@ -470,7 +474,7 @@ class SweepPoint:
 
 
 _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "te_version",
-              "headroom",
+              "te_grouped_tensor", "headroom",
               "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers", "fsdp", "fsdp_double_buffer")
 
 

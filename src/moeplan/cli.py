@@ -16,7 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from moeplan.errors import MoeplanError
-from moeplan.attention_backend import DEFAULT_TE_VERSION, TE_COMMIT, TE_WIDE_HEAD_CUDNN, TE_WIDE_HEAD_FIX_VERSION
+from moeplan.attention_backend import TE_WIDE_HEAD_FIX_VERSION
+from moeplan.te_release import (
+    DEFAULT_TE_VERSION,
+    GROUPED_TENSOR_ENV,
+    GROUPED_TENSOR_FIRST_VERSION,
+    TE_COMMIT,
+    TE_RELEASES,
+)
 from moeplan.vocab import (
     CP_COMM_TYPES,
     DEFAULT_HEADROOM,
@@ -77,11 +84,18 @@ class _LazyConsole:
 
 
 HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
-TE_VERSION_HELP = (f"Transformer Engine release the run trains with, one of {', '.join(TE_WIDE_HEAD_CUDNN)} (default "
+TE_VERSION_HELP = (f"Transformer Engine release the run trains with, one of {', '.join(TE_RELEASES)} (default "
                    f"{DEFAULT_TE_VERSION}, the recipes' TE {TE_COMMIT}: every calibrated number was measured on it). It "
                    f"decides the attention kernel per head shape: from {TE_WIDE_HEAD_FIX_VERSION} (TE PR #3056, cuDNN 9.23) "
                    "cuDNN trains head dim 256 on B200/GB200/B300/GB300, so Qwen3-Next gets the cuDNN rate instead of "
                    "FlashAttention-2 (sm100) or the unfused path (sm103), whose s x s scores and no-CP rule disappear")
+TE_GROUPED_TENSOR_HELP = (
+    f"run the routed experts on TE GroupedLinear's grouped-tensor path ({GROUPED_TENSOR_ENV}=1, TE "
+    f"{GROUPED_TENSOR_FIRST_VERSION}+, opt-in in every release; no released Megatron-Core has an option for it): one "
+    "grouped quantize and one cuBLASLt grouped GEMM per linear instead of one per local expert, which removes the "
+    "per-expert host launches of quantized experts. TE 2.17: BF16 (Hopper), BF16/MXFP8 (Blackwell); 2.18 adds FP8 "
+    "current scaling and, on Hopper, FP8 block scaling; needs a CUDA 13 container (cuBLASLt 13.3+). TE 2.19 "
+    "takes it only with the token counts on the GPU, which Megatron-Core <= 0.19 does not pass (the linter says so)")
 HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
 
 
@@ -317,7 +331,8 @@ def _numerics(args: argparse.Namespace) -> dict[str, Any]:
     """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
     estimating command."""
     return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer,
-            "mtp_layers": args.mtp_layers, "te_version": args.te_version or DEFAULT_TE_VERSION}
+            "mtp_layers": args.mtp_layers, "te_version": args.te_version or DEFAULT_TE_VERSION,
+            "te_grouped_tensor": args.te_grouped_tensor}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -1383,6 +1398,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
                    help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--te-version", help=TE_VERSION_HELP)
+    p.add_argument("--te-grouped-tensor", action="store_true", help=TE_GROUPED_TENSOR_HELP)
     p.add_argument("--bf16-grads", action="store_true",
                    help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
                         "perf recipes do); default fp32")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-from moeplan.attention_backend import DEFAULT_TE_VERSION, te_version_key
+from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_problem, te_version_key
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
@@ -154,8 +154,13 @@ class RunConfig:
     mcore_version: str = DEFAULT_MCORE_VERSION
     """Megatron-Core release the exports and checks target (field names and allowed values)."""
     te_version: str = DEFAULT_TE_VERSION
-    """Transformer Engine release the run trains with (moeplan.attention_backend.TE_WIDE_HEAD_CUDNN): which
-    attention kernel a head shape gets on the GPU, hence its rate, its score memory and whether CP runs."""
+    """Transformer Engine release the run trains with (moeplan.te_release.TE_RELEASES): which attention kernel a
+    head shape gets on the GPU, hence its rate, its score memory and whether CP runs; which expert GEMM path exists."""
+    te_grouped_tensor: bool = False
+    """TE GroupedLinear's grouped-tensor path for the routed experts (``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1``,
+    TE 2.17+; no released Megatron-Core has an option for it): one grouped quantize and one cuBLASLt grouped GEMM
+    per linear instead of one per local expert, where the release, GPU and precision allow it
+    (:attr:`experts_grouped_tensor`, moeplan.te_release.grouped_tensor_problem)."""
     # ---- data-parallel sharding and optimizer (moeplan.fsdp, moeplan.muon)
     fsdp: str | None = None
     """Megatron-FSDP (ddp ``use_megatron_fsdp``) with this ``data_parallel_sharding_strategy``; None = Megatron
@@ -236,6 +241,12 @@ class RunConfig:
         (``rank_capacity_factor``, moeplan.megatron.export: Bridge's full-iteration recipes set both), and
         expert TP 1 ("Tensor parallelism is not supported")."""
         return self.rank_capacity_factor is not None and self.parallel.etp == 1
+
+    @property
+    def experts_grouped_tensor(self) -> bool:
+        """Whether TE runs the routed experts' GroupedLinear on its grouped-tensor path: ``te_grouped_tensor`` set and
+        moeplan.te_release.grouped_tensor_problem finds nothing against this TE release, GPU and precision."""
+        return self.te_grouped_tensor and grouped_tensor_problem(self.te_version, self.gpu.sm_arch, self.precision) is None
 
     @property
     def ep_overlap_allowed(self) -> bool:

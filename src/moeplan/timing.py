@@ -176,14 +176,17 @@ GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "
 # (31 -> 17 kernels, Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.2.1).
 FLEX_PREPROCESS_FUSED = 14 / 31
 # Host launches per LOCAL expert and MoE layer of Megatron-Core's TEGroupedMLP under a quantized recipe
-# (Transformer Engine GroupedLinear fc1 and fc2; TE <= 2.16, what the 2025-2026 recipes' containers ship):
+# (Transformer Engine GroupedLinear fc1 and fc2 on its legacy path: every release, the only one through TE 2.16,
+# what the 2025-2026 recipes' containers ship):
 # general_grouped_gemm -> nvte_multi_tensor_gemm -> multi_stream_cublas_gemm issues one cuBLASLt matmul per
 # expert (common/gemm/cublaslt_gemm.cu; the CUTLASS grouped kernel is Hopper + BF16 behind
-# NVTE_USE_CUTLASS_GROUPED_GEMM only, the single-launch grouped-tensor path arrived in TE 2.17): forward one
-# GEMM per linear, backward dgrad + wgrad; tex.split_quantize of the input (forward) and of the output
-# gradient (backward) runs one quantize kernel per split (pytorch/csrc/extensions/cast.cpp
-# multi_tensor_quantize_impl: only FP8 delayed scaling has a fused multi-tensor cast). The MXFP8 scale
-# swizzle is one multi-tensor kernel per operand list, not per expert.
+# NVTE_USE_CUTLASS_GROUPED_GEMM only): forward one GEMM per linear, backward dgrad + wgrad; tex.split_quantize of
+# the input (forward) and of the output gradient (backward) runs one quantize kernel per split (pytorch/csrc/
+# extensions/cast.cpp multi_tensor_quantize_impl: only FP8 delayed scaling has a fused multi-tensor cast). The
+# MXFP8 scale swizzle is one multi-tensor kernel per operand list, not per expert. TE 2.17+'s grouped-tensor path
+# (opt-in: moeplan.te_release.GroupedTensorPath, RunConfig.experts_grouped_tensor) issues the same calls ONCE per
+# linear, whatever the local expert count: one group_quantize, one grouped GEMM (setup kernel + cuBLASLt grouped
+# matmul) per fprop / dgrad / wgrad.
 EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quantize": 2}}
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
@@ -413,10 +416,15 @@ def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int)
 # (12), masked_fill's backward (8), the cast to bf16 (6), the dQ and dK bmms read dS (4).
 UNFUSED_SCORE_BYTES = {"fwd": 4 * BF16_BYTES, "bwd": 7 * BF16_BYTES}
 UNFUSED_FP32_SOFTMAX_SCORE_BYTES = {"fwd": 32, "bwd": 40}
-# ... and per s x s mask element (divided over the batch x heads it masks): get_full_mask's int32 position
-# differences and window bounds, their comparisons and the bool mask (37 bytes; utils.py, no_grad), the torch
-# path's logical_or with the cached causal mask (3) and masked_fill_'s read (1); its backward reads it again.
-UNFUSED_MASK_BYTES = {"fused": {"fwd": 38, "bwd": 0}, "fp32": {"fwd": 41, "bwd": 1}}
+# ... and per s x s mask element (divided over the batch x heads it masks): get_full_mask (TE 71bbefb
+# dot_product_attention/utils.py, no_grad) builds it op by op: the int32 position differences arange - arange
+# (write 4), swa_left and swa_right (read 4, write 4 each), their comparisons `<= 0` and `< 0` (read 4, write a
+# bool each), `~` (read 1, write 1), `&` (read 2, write 1) and logical_not (read 1, write 1): 37 bytes. The fused
+# masked softmax reads the bool mask (1); the torch path instead ORs it with the cached causal mask (read 2, write
+# 1) and masked_fill_ reads it (1); masked_fill's backward reads it again (1).
+_GET_FULL_MASK_BYTES = 4 + 2 * (4 + 4) + 2 * (4 + 1) + (1 + 1) + (2 + 1) + (1 + 1)
+UNFUSED_MASK_BYTES = {"fused": {"fwd": _GET_FULL_MASK_BYTES + 1, "bwd": 0},
+                      "fp32": {"fwd": _GET_FULL_MASK_BYTES + (2 + 1) + 1, "bwd": 1}}
 # ... and with attention sinks (softmax_type != vanilla; backends.py UnfusedDotProductAttention.forward): the sink
 # logit is torch.cat'ed to the scores as a last key column (read 2, write 2 per score), which takes the softmax to
 # s + 1 keys and an 'arbitrary' mask (so to the fp32 torch path: s + 1 is no multiple of 8), and the probabilities
@@ -556,6 +564,18 @@ def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak_
     return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, peak_flops_per_s, cal, sms)
 
 
+# HBM bytes per value head and token of Gated DeltaNet's gating, `g = -A_log.exp() * F.softplus(alpha.float() +
+# dt_bias)` and `beta = beta.sigmoid()` (megatron/core/ssm/gated_delta_net.py at Megatron-LM 17a67b9; the [H]
+# parameters' own ops are negligible). Forward: alpha.float() (read 2, write 4), + dt_bias (read 4, write 4),
+# softplus (read 4, write 4), the product (read 4, write 4), sigmoid (read 2, write 2). Backward (autograd): the
+# product's gradient to softplus (read 4, write 4) and its A_log-side grad * input then sum (read 4 + 4, write 4,
+# read 4), softplus backward (read the gradient and its input, write 4), dt_bias's sum (read 4), the cast back to
+# bf16 (read 4, write 2), sigmoid backward (read 2 + 2, write 2).
+GDN_GATING_BYTES = {"fwd": (2 + FP32_BYTES) + 3 * 2 * FP32_BYTES + 2 * BF16_BYTES,
+                    "bwd": 2 * FP32_BYTES + 4 * FP32_BYTES + 3 * FP32_BYTES + FP32_BYTES + (FP32_BYTES + BF16_BYTES)
+                    + 3 * BF16_BYTES}
+
+
 def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     """(forward, backward) HBM bytes per token of one Gated DeltaNet layer's layout copies and element-wise
     ops outside its projections and the fla chunk kernel, at the model's full widths (per GPU: x tokens /
@@ -566,7 +586,7 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     .contiguous() out of the transposed conv output before fla's l2norm (4K); l2norm (4K); repeat_interleave
     of q, k to the value heads (2K + 2 x K x value/key heads); value and gate .contiguous() (4V); the gated
     RMSNorm (out_norm 2V, then y x silu(gate.float()) fused by jit_fuser, 3V); g = -exp(A_log) x
-    softplus(a + dt_bias) and sigmoid(b) in fp32 (~12 fp32 passes over H); the output's transpose(0, 1)
+    softplus(a + dt_bias) and sigmoid(b) (GDN_GATING_BYTES per value head); the output's transpose(0, 1)
     .contiguous() to [s, b, h] (2V, a copy only when MBS > 1: a size-1 batch dim keeps it contiguous).
     Backward, each op's gradient in reverse: the output transpose (2V if MBS > 1); gate multiply (reads
     dy, y, gate, writes both gradients, 5V) and RMSNorm (3V); the repeat_interleave sum (2 x K x ratio + 2K);
@@ -582,8 +602,7 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     fwd = 2 * c + 2 * c + 4 * k + 4 * k + (2 * k + 2 * ratio * k if ratio > 1 else 0.0) + 4 * v + 5 * v + batched * 2 * v
     bwd = (batched * 2 * v + 8 * v + ((2 * ratio * k + 2 * k) if ratio > 1 else 0.0) + 6 * k + 2 * c + 2 * c + 3 * c
            + (1 + batched) * 2 * (c + v + 2 * h))
-    gating = 12 * h * FP32_BYTES  # g and beta in fp32: a handful of small passes over the value heads
-    return fwd * BF16_BYTES + gating / 2, bwd * BF16_BYTES + gating / 2
+    return fwd * BF16_BYTES + h * GDN_GATING_BYTES["fwd"], bwd * BF16_BYTES + h * GDN_GATING_BYTES["bwd"]
 
 
 def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
@@ -837,9 +856,10 @@ def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts
 
 
 def expert_host_s(local_experts: float, rows: float, precision: str, scopes: frozenset[str] | set[str],
-                  cal: Calibration) -> tuple[float, float]:
+                  cal: Calibration, grouped: bool = False) -> tuple[float, float]:
     """(forward, backward) host seconds of one MoE layer's per-expert launches (EXPERT_LAUNCHES) for one
-    micro-batch: launches x ``cal.expert_launch_host_s``.
+    micro-batch: launches x ``cal.expert_launch_host_s``, per local expert with rows, or once with ``grouped``
+    (TE's grouped-tensor path, :attr:`RunConfig.experts_grouped_tensor`: one call per linear for all experts).
 
     Under a quantized recipe each per-expert GEMM or quantize is a host round trip through TE's Python,
     pybind and cuBLASLt set-up (the quantize allocates four tensors per split, {row, column}-wise x {data,
@@ -854,7 +874,7 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     experts (scopes ``moe`` or ``full_iteration``, which need static shapes) launches none."""
     if precision == "bf16" or "moe" in scopes or "full_iteration" in scopes or local_experts <= 0:
         return 0.0, 0.0
-    active = min(local_experts, rows)
+    active = min(1.0, rows) if grouped else min(local_experts, rows)
     fused_cast = precision == "fp8-ds"  # delayed scaling: one multi-tensor cast for all splits
     per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
     return active * per["fwd"] * cal.expert_launch_host_s, active * per["bwd"] * cal.expert_launch_host_s
@@ -1097,7 +1117,8 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mlp, MoE):
         # per-expert launches of the routed experts (expert_host_s), after the same host sync: forward they
         # can run ahead of the dispatch and the experts' forward GEMMs, backward of the layer's whole backward
-        host_f, host_b = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal)
+        host_f, host_b = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal,
+                                       cfg.experts_grouped_tensor)
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "elementwise"))
         gpu_f = ep_d + out["grouped_gemm"] / TRAIN
         gpu_b = compute * (TRAIN - 1) / TRAIN + out.get("linear_attention", 0.0) - gdn_fwd + ep_once

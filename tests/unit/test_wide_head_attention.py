@@ -99,10 +99,13 @@ def test_gdn_glue_bytes_op_by_op():
     assert (k, v, c, h) == (2048, 4096, 8192, 32)
     f1, b1 = gdn_glue_bytes(g, 1)
     f2, b2 = gdn_glue_bytes(g, 2)
-    gating = 12 * h * 4 / 2
+    # gating per value head: forward alpha.float() 6 + add 8 + softplus 8 + product 8 + sigmoid 4
+    gating = 34 * h
     # forward: conv transpose 2C + conv 2C + q/k contiguous 4K + l2norm 4K + repeat_interleave 2K + 4K
     # + value/gate contiguous 4V + gated norm 5V (+ output transpose 2V at MBS > 1), bf16
     assert f1 == pytest.approx((4 * c + 14 * k + 9 * v) * 2 + gating)
+    # backward gating: product 8 + A_log grad 16 + softplus 12 + dt_bias 4 + cast 6 + sigmoid 6
+    assert b1 - (8 * v + 6 * k + 2 * k + 2 * 2 * k + 7 * c + 2 * (c + v + 2 * h)) * 2 == pytest.approx(52 * h)
     assert f2 - f1 == pytest.approx(2 * v * 2)
     assert b2 - b1 == pytest.approx((2 * v + 2 * (c + v + 2 * h)) * 2)
     assert (f2 + b2) / 1e3 == pytest.approx(559, rel=0.01)  # KB per token at MBS 2 (PR #3168's recipe)

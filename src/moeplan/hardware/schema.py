@@ -27,6 +27,10 @@ _MEASURED_FLOPS = ("gemm_bf16_achieved_flops", "gemm_fp8_achieved_flops")
 _OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + ("host_mem_bw_bytes_per_s", "sm_count", "compute_capability")
 _MIN_BYTES = 1e9  # 1 GB or 1 GB/s: anything smaller is a unit mistake for these GPUs
 _MIN_FLOPS = 1e12
+# Compute capabilities a catalog GPU may carry: from 5.0 (Maxwell, the oldest architecture CUDA 12's toolkit
+# builds for; CUDA Programming Guide, "Compute Capabilities") up to, not including, 20.0 (a bound on typos such
+# as 90 for 9.0; Blackwell is 10.x / 12.x), with one decimal digit as nvidia-smi's compute_cap prints it.
+_CC_MIN, _CC_END = 5.0, 20.0
 
 # measured field -> (peak it is a fraction of, whether measured may exceed it)
 # NVLS all-reduce busbw can exceed the link rate (in-switch reduction), the others cannot.
@@ -118,7 +122,7 @@ def _check_value(origin: str, entry: str, key: str, value: Any) -> Any:
         if value is None:
             return None
         cc = _number(origin, entry, key, value, 1)
-        if not 5.0 <= cc < 20.0 or round(cc * 10) != cc * 10:
+        if not _CC_MIN <= cc < _CC_END or round(cc * 10) != cc * 10:
             raise field_error(origin, entry, key, f"must be a CUDA compute capability like 9.0 or 10.3, got {value!r}")
         return float(cc)
     if key in _OPTIONAL:

@@ -13,7 +13,7 @@ import re
 
 import yaml
 
-from moeplan.attention_backend import DEFAULT_TE_VERSION
+from moeplan.te_release import DEFAULT_TE_VERSION
 from moeplan.errors import MoeplanError
 from moeplan.megatron.fields import (
     CP_TO_MCORE,
