@@ -301,6 +301,10 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--dispatcher", default="auto", choices=["auto", *DISPATCHERS],
                        help="MoE token dispatcher; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8")
         p.add_argument("--ep-overlap", action="store_true", help="overlap EP all-to-all with compute (moe_a2a_overlap)")
+        p.add_argument("--delay-wgrad", action=argparse.BooleanOptionalAction, default=None,
+                       help="delay_wgrad_compute: with --ep-overlap, run the weight-gradient GEMMs as separate nodes "
+                            "beside dispatch_bwd / the next combine_bwd (default: on with --ep-overlap, as Bridge's "
+                            "moe_a2a_overlap sets it)")
         p.add_argument("--cuda-graphs", help="CUDA graph scopes, e.g. attn,moe_router,moe_preprocess or full_iteration")
         p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                        help="fraction of optimizer state on the CPU (optimizer_offload_fraction; default 0)")
@@ -341,7 +345,7 @@ def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw.update(
             mbs=args.mbs, tp=args.tp, pp=args.pp, vpp=args.vpp, cp=args.cp, ep=args.ep, etp=args.etp,
             pipeline_layout=args.pipeline_layout, recompute=args.recompute, dispatcher=args.dispatcher,
-            ep_overlap=args.ep_overlap, cuda_graphs=args.cuda_graphs, optimizer_offload=args.optimizer_offload,
+            ep_overlap=args.ep_overlap, delay_wgrad=args.delay_wgrad, cuda_graphs=args.cuda_graphs, optimizer_offload=args.optimizer_offload,
             offload_modules=args.offload_modules, cp_comm_type=args.cp_comm_type,
             capacity_factor=args.capacity_factor, rank_capacity_factor=args.rank_capacity_factor,
             fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,

@@ -66,6 +66,7 @@ _KNOB_FIX: dict[str, dict[str, Any]] = {
     "cp_comm_type": {"cp_comm_type": "p2p"},
     "moe_expert_rank_capacity_factor": {"rank_capacity_factor": None},
     "overlap_moe_expert_parallel_comm": {"ep_overlap": False},
+    "delay_wgrad_compute": {"delay_wgrad": None},  # Bridge's pairing: with EP overlap where Megatron accepts it
 }
 
 

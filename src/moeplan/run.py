@@ -17,7 +17,7 @@ from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, version_key
-from moeplan.models.spec import ModelSpec
+from moeplan.models.spec import Attention, ModelSpec
 from moeplan.parallel import Batch, LayoutCheck, Parallel, check_layout
 from moeplan.vocab import (
     CUDA_GRAPH_SCOPES,
@@ -109,6 +109,16 @@ class RunConfig:
     """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
     ep_overlap: bool = False
     """``overlap_moe_expert_parallel_comm``: hide dispatch/combine behind another micro-batch."""
+    delay_wgrad: bool | None = None
+    """``delay_wgrad_compute`` (ModelParallelConfig; Bridge ``comm_overlap.delay_wgrad_compute``, Megatron-LM
+    ``--delay-wgrad-compute``): under EP A2A overlap the Transformer Engine linears keep their weight-gradient GEMMs
+    out of the backward node and the merged schedule runs them as ``backward_dw`` calls on the compute stream
+    (megatron/core/models/common/model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run): the routed
+    experts' after mlp's dgrad, beside dispatch_bwd; attention's and the shared experts' after attention's dgrad,
+    beside the next layer's combine_bwd. None = on exactly where EP overlap runs and Megatron accepts it, as Bridge
+    pairs them (scripts/performance/utils/overrides.py ``_set_moe_a2a_overlap_overrides``, the perf recipes);
+    True without EP overlap is rejected (transformer_config.py core_v0.14+: "overlap_moe_expert_parallel_comm must
+    be enabled when enabling delay_wgrad_compute"); False keeps the weight gradients inside each backward node."""
     moe_imbalance: float = 1.0
     """Tokens on the busiest expert rank / mean; 1.0 = force-balanced routing."""
     capacity_factor: float | None = None
@@ -257,6 +267,25 @@ class RunConfig:
                 return False
         return (par.ep > 1 and self.batch.microbatches(par.dp) > 1 and (par.pp == 1 or par.vpp > 1)
                 and self.recompute.granularity != "full" and version_key(self.mcore_version) >= (0, 14))
+
+    @property
+    def delay_wgrad_blocked(self) -> str | None:
+        """Why Megatron rejects ``delay_wgrad_compute`` for this run (None when it accepts it): from core_v0.17
+        (Megatron-LM arguments.py with overlap_grad_reduce; Bridge comm_overlap.py from v0.4.0, which pins 0.17)
+        a TE-scoped CUDA graph of attention with delayed weight gradients "does not support attention bias"."""
+        if ("attn" in self.cuda_graph_scopes and version_key(self.mcore_version) >= (0, 17)
+                and any(isinstance(m, Attention) and (m.qkv_bias or m.o_bias) for m in self.model.distinct_mixers)):
+            return ("CUDA graph scope attn with delay_wgrad_compute does not support attention bias (Megatron-LM "
+                    "arguments.py and Bridge comm_overlap.py, Megatron-Core 0.17+)")
+        return None
+
+    @property
+    def delay_wgrad_on(self) -> bool:
+        """Whether the weight-gradient GEMMs run delayed (``delay_wgrad``): only with EP overlap; None follows
+        Bridge (on with overlap) unless Megatron rejects it for this run (:attr:`delay_wgrad_blocked`)."""
+        if not self.ep_overlap or self.delay_wgrad is False:
+            return False
+        return self.delay_wgrad is True or self.delay_wgrad_blocked is None
 
     @property
     def rows_factor(self) -> float:

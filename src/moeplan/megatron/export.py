@@ -96,6 +96,7 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
         out["use_transformer_engine_op_fuser"] = True
     if "overlap_moe_expert_parallel_comm" in f.knobs:
         out["overlap_moe_expert_parallel_comm"] = cfg.ep_overlap
+        out["delay_wgrad_compute"] = cfg.delay_wgrad_on
     elif cfg.ep_overlap:
         raise MoeplanError(f"EP communication overlap (overlap_moe_expert_parallel_comm) needs Megatron-Core >= 0.14, "
                            f"target is {f.version}")
