@@ -101,8 +101,11 @@ def variants() -> list[Variant]:
             if "NATURAL" in notes:
                 continue
             d = _dispatcher(r["dispatcher"])
+            # every G11 row ran with delay_wgrad_compute off (its knobs column; Bridge v0.6.0 perf_recipes/qwen/
+            # h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config sets it False beside the overlap)
             kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=1024, mbs=1, ep=16, dispatcher=d,
-                      ep_overlap=r["ep_overlap"] == "yes", cuda_graphs=_graphs(r["cuda_graphs"]))
+                      ep_overlap=r["ep_overlap"] == "yes", cuda_graphs=_graphs(r["cuda_graphs"]),
+                      delay_wgrad=False if "delay_wgrad off" in notes else None)
             lab = f"{d} overlap={r['ep_overlap'] or 'no'}" + (" tuned" if "32 SMs" in r["dispatcher"] else "")
             out.append(Variant(g, lab, "qwen3-30b-a3b", kw, _f(r["tflops_per_gpu"]), _f(r["step_time_s"])))
         elif g == "G14":

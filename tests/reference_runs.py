@@ -80,6 +80,7 @@ def estimate_kwargs(run: dict[str, str]) -> dict[str, Any]:
         dispatcher=run.get("dispatcher") or "auto",
         recompute=f"selective:{recompute}" if recompute else "none",
         ep_overlap=run.get("ep_overlap") == "1", cuda_graphs=run.get("cuda_graph_scopes") or None,
+        delay_wgrad={"0": False, "1": True}.get(run.get("delay_wgrad") or ""),  # blank: Bridge's pairing
         rank_capacity_factor=float(run["rank_capacity_factor"]) if run.get("rank_capacity_factor") else None,
         dp_overlap=run.get("dp_overlap", "1") != "0",
     )

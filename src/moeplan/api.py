@@ -12,7 +12,7 @@ from typing import Any
 
 from moeplan.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
-from moeplan.attention_backend import DEFAULT_TE_VERSION, te_label
+from moeplan.te_release import DEFAULT_TE_VERSION, te_label
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
@@ -20,7 +20,7 @@ from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.knobs import knob_problem
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
-from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
+from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
 from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
@@ -129,6 +129,7 @@ def build_config(
     capacity_factor: float | None = None,
     rank_capacity_factor: float | None = None,
     ep_overlap: bool = False,
+    delay_wgrad: bool | None = None,
     cp_comm_type: str = "p2p",
     grad_fp32: bool = True,
     bf16_moments: bool = False,
@@ -140,6 +141,7 @@ def build_config(
     hardware_file: str | None = None,
     mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: str = DEFAULT_TE_VERSION,
+    te_grouped_tensor: bool = False,
     cal: Calibration = DEFAULT_CALIBRATION,
     fsdp: str | None = None,
     fsdp_double_buffer: bool = False,
@@ -173,6 +175,7 @@ def build_config(
         capacity_factor=capacity_factor,
         rank_capacity_factor=rank_capacity_factor,
         ep_overlap=ep_overlap,
+        delay_wgrad=delay_wgrad,
         cp_comm_type="p2p" if cp_comm_type == "auto" else cp_comm_type,
         grad_fp32=grad_fp32,
         bf16_moments=bf16_moments,
@@ -183,6 +186,7 @@ def build_config(
         reserve_gib=reserve_gib,
         mcore_version=mcore_version,
         te_version=te_version,
+        te_grouped_tensor=te_grouped_tensor,
         fsdp=None if fsdp in (None, "", "off", "none") else fsdp,
         fsdp_double_buffer=fsdp_double_buffer,
         optimizer=optimizer,
@@ -250,6 +254,7 @@ def _exports(cfg: RunConfig) -> dict[str, Any]:
         "yaml": to_yaml(cfg, cfg.mcore_version),
         "megatron_lm_args": to_megatron_lm_args(cfg, cfg.mcore_version),
         "provenance": provenance_comment(cfg, cfg.mcore_version),  # first line of every exported file
+        "env": env_settings(cfg),  # the job's environment (no Megatron-Core field selects these)
     }
 
 
@@ -270,6 +275,7 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "recompute_modules": sorted(cfg.recompute.modules),
         "dispatcher": cfg.dispatcher,
         "ep_overlap": cfg.ep_overlap,
+        "delay_wgrad": cfg.delay_wgrad_on,
         "cp_comm_type": cfg.cp_comm_type,
         "cuda_graphs": sorted(cfg.cuda_graph_scopes),
         "rank_capacity_factor": cfg.rank_capacity_factor,
@@ -367,6 +373,7 @@ def search_plans(
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: str = DEFAULT_TE_VERSION,
+    te_grouped_tensor: bool = False,
     hardware_file: str | None = None,
     fixed: dict[str, Any] | None = None,
     cuda_graphs: bool = True,
@@ -409,7 +416,7 @@ def search_plans(
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
-                    te_version=te_version)
+                    te_version=te_version, te_grouped_tensor=te_grouped_tensor)
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
 
 
@@ -423,7 +430,8 @@ def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALI
     return search_plans(cfg.model, gpu=cfg.gpu, gpus=cfg.parallel.gpus, seq_len=cfg.batch.seq_len,
                         gbs=cfg.batch.gbs, precision=cfg.precision, top=top, headroom=headroom,
                         moe_imbalance=cfg.moe_imbalance, reserve_gib=cfg.reserve_gib,
-                        mcore_version=cfg.mcore_version, te_version=cfg.te_version, progress=progress,
+                        mcore_version=cfg.mcore_version, te_version=cfg.te_version,
+                        te_grouped_tensor=cfg.te_grouped_tensor, progress=progress,
                         grad_fp32=cfg.grad_fp32, bf16_moments=cfg.bf16_moments, cal=cal, optimizer=cfg.optimizer)
 
 
@@ -467,7 +475,7 @@ class SweepPoint:
 
 
 _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "te_version",
-              "headroom",
+              "te_grouped_tensor", "headroom",
               "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers", "fsdp", "fsdp_double_buffer")
 
 

@@ -7,43 +7,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from moeplan.errors import MoeplanError
+from moeplan.te_release import DEFAULT_TE_VERSION, TE_COMMIT, TE_RELEASES, te_label, te_version_key
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec
     from moeplan.models.spec import Attention
 
-TE_COMMIT = "71bbefb"  # the Transformer Engine the recipes ran (Bridge PR #3168's container, 2026-03-24)
-
-# The ONE table of Transformer Engine releases moeplan knows, keyed by major.minor, with what changes the
-# attention backend for a head shape: whether cuDNN fused attention trains d_qk = d_v = 256 on sm100..sm10x.
-# Sources (TransformerEngine git): 71bbefb's build_tools/VERSION.txt reads 2.14.0 and tag v2.14 contains it;
-# PR #3056 (commit bffde8f, merged 2026-07-31 on main at VERSION 2.19.0.dev0) adds to fused_attn.cpp
-# nvte_get_fused_attn_backend "d_qk = d_v = 256 + SM10x (cuDNN BE 9.23+) + bprop + non-paged" (no bias, no
-# dropout, vanilla softmax; THD needs cuDNN 9.25); tags v2.15 .. v2.18 (last 2026-08-04) do not contain it,
-# branch release_v2.19 (VERSION 2.19.0 since 2026-08-17) does. No v2.19 tag was in the stored snapshot
-# (2026-08-22), so "2.19" is the first release line whose VERSION file postdates the merge; later releases are
-# not listed because none could be cited. The fix also needs the container's cuDNN >= 9.23: moeplan assumes
-# a TE 2.19 container ships one. TE then prefers FusedAttention over FlashAttention on Hopper+
-# (pytorch/attention/dot_product_attention/utils.py get_attention_backend), so cuDNN trains the layer.
-TE_WIDE_HEAD_CUDNN: dict[str, bool] = {
-    "2.14": False, "2.15": False, "2.16": False, "2.17": False, "2.18": False, "2.19": True,
-}
-DEFAULT_TE_VERSION = "2.14"  # 71bbefb's line: every calibrated and validated number was measured on it
+# Whether cuDNN fused attention trains d_qk = d_v = 256 on sm100..sm10x, per TE release: a view of the ONE table
+# of TE releases, moeplan.te_release.TE_RELEASES (wide_head_cudnn; PR #3056, cuDNN 9.23, from TE 2.19). The fix
+# also needs the container's cuDNN >= 9.23: moeplan assumes a TE 2.19 container ships one. TE then prefers
+# FusedAttention over FlashAttention on Hopper+ (pytorch/attention/dot_product_attention/utils.py
+# get_attention_backend), so cuDNN trains the layer.
+TE_WIDE_HEAD_CUDNN: dict[str, bool] = {v: r.wide_head_cudnn for v, r in TE_RELEASES.items()}
 TE_WIDE_HEAD_FIX_VERSION = next(v for v, fixed in TE_WIDE_HEAD_CUDNN.items() if fixed)
 # What lifts the wide-head limits below, for the messages that hit them.
 TE_WIDE_HEAD_FIX = (f"TE PR #3056 (cuDNN 9.23) trains it with cuDNN fused attention from TE {TE_WIDE_HEAD_FIX_VERSION}: "
                     f"pass --te-version {TE_WIDE_HEAD_FIX_VERSION} if you run it")
-
-
-def te_version_key(text: str) -> str:
-    """A TE version as the table keys it (``2.19``, ``2.19.0``, ``v2.19.1`` -> ``2.19``); unknown -> MoeplanError."""
-    t = str(text).strip().lstrip("vV")
-    key = ".".join(t.split(".")[:2])
-    if key not in TE_WIDE_HEAD_CUDNN:
-        raise MoeplanError(f"Transformer Engine version '{text}' unknown; known: {', '.join(TE_WIDE_HEAD_CUDNN)} "
-                           f"(default {DEFAULT_TE_VERSION}, the recipes' TE {TE_COMMIT})")
-    return key
 
 # Which fused-attention kernels Transformer Engine can TRAIN a head shape with on Blackwell, in the TE the
 # shared runs' containers ship (Bridge PR #3168 pins TE 71bbefb, 2026-03-24; nothing newer ran a shared row):
@@ -86,12 +65,6 @@ def sink_cp_comm_ok(mixer: Attention, cp: int, comm_type: str) -> bool:
     return cp <= 1 or softmax_type(mixer) == "vanilla" or comm_type == SINK_CP_COMM_TYPE
 
 
-def te_label(te_version: str | None = None) -> str:
-    """How messages name a TE release: ``2.14 (71bbefb)`` for the recipes' TE, else the version."""
-    v = te_version or DEFAULT_TE_VERSION
-    return f"{v} ({TE_COMMIT})" if v == DEFAULT_TE_VERSION else v
-
-
 def head_dims(mixer: Attention) -> tuple[int, int]:
     """(d_qk, d_v): the query/key and value head widths (MLA: ``head_dim`` and ``v_head_dim``; else both
     ``head_dim``), what backend selection and the attention FLOPs per score read."""
@@ -131,6 +104,6 @@ def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | N
     return attention_kernel(mixer, gpu, te_version) == "unfused"
 
 
-__all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "CUDNN_WIDE_HEAD_ARCH_END", "CUDNN_WIDE_HEAD_DIM", "DEFAULT_TE_VERSION",
-           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "SINK_CP_COMM_TYPE", "SINK_SOFTMAX_TYPE", "TE_COMMIT", "TE_WIDE_HEAD_CUDNN",
-           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "head_dims", "sink_cp_comm_ok", "softmax_type", "te_label", "te_version_key", "unfused_attention"]
+__all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "CUDNN_WIDE_HEAD_ARCH_END", "CUDNN_WIDE_HEAD_DIM",
+           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "SINK_CP_COMM_TYPE", "SINK_SOFTMAX_TYPE", "TE_WIDE_HEAD_CUDNN",
+           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "head_dims", "sink_cp_comm_ok", "softmax_type", "unfused_attention"]

@@ -16,7 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from moeplan.errors import MoeplanError
-from moeplan.attention_backend import DEFAULT_TE_VERSION, TE_COMMIT, TE_WIDE_HEAD_CUDNN, TE_WIDE_HEAD_FIX_VERSION
+from moeplan.attention_backend import TE_WIDE_HEAD_FIX_VERSION
+from moeplan.te_release import (
+    DEFAULT_TE_VERSION,
+    GROUPED_TENSOR_ENV,
+    GROUPED_TENSOR_FIRST_VERSION,
+    TE_COMMIT,
+    TE_RELEASES,
+)
 from moeplan.vocab import (
     CP_COMM_TYPES,
     DEFAULT_HEADROOM,
@@ -77,11 +84,19 @@ class _LazyConsole:
 
 
 HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
-TE_VERSION_HELP = (f"Transformer Engine release the run trains with, one of {', '.join(TE_WIDE_HEAD_CUDNN)} (default "
+TE_VERSION_HELP = (f"Transformer Engine release the run trains with, one of {', '.join(TE_RELEASES)} (default "
                    f"{DEFAULT_TE_VERSION}, the recipes' TE {TE_COMMIT}: every calibrated number was measured on it). It "
                    f"decides the attention kernel per head shape: from {TE_WIDE_HEAD_FIX_VERSION} (TE PR #3056, cuDNN 9.23) "
                    "cuDNN trains head dim 256 on B200/GB200/B300/GB300, so Qwen3-Next gets the cuDNN rate instead of "
                    "FlashAttention-2 (sm100) or the unfused path (sm103), whose s x s scores and no-CP rule disappear")
+TE_GROUPED_TENSOR_HELP = (
+    f"run the routed experts on TE GroupedLinear's grouped-tensor path ({GROUPED_TENSOR_ENV}=1, TE "
+    f"{GROUPED_TENSOR_FIRST_VERSION}+, opt-in in every release; no released Megatron-Core has an option for it): one "
+    "grouped quantize and one cuBLASLt grouped GEMM per linear instead of one per local expert, which removes the "
+    "per-expert host launches of quantized experts. With Megatron-Core <= 0.19 it runs BF16 (TE 2.17+) and FP8 "
+    "current scaling (TE 2.18) on H100/H200/B200/GB200/B300/GB300 in a CUDA 13 container (cuBLASLt 13.3+); MXFP8 "
+    "and FP8 block scaling quantize 128-row blocks Megatron-Core does not pad to, and TE 2.19 needs the token "
+    "counts on the GPU, so those raise (the linter says so)")
 HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
 
 
@@ -287,6 +302,10 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--dispatcher", default="auto", choices=["auto", *DISPATCHERS],
                        help="MoE token dispatcher; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8")
         p.add_argument("--ep-overlap", action="store_true", help="overlap EP all-to-all with compute (moe_a2a_overlap)")
+        p.add_argument("--delay-wgrad", action=argparse.BooleanOptionalAction, default=None,
+                       help="delay_wgrad_compute: with --ep-overlap, run the weight-gradient GEMMs as separate nodes "
+                            "beside dispatch_bwd / the next combine_bwd (default: on with --ep-overlap, as Bridge's "
+                            "moe_a2a_overlap sets it)")
         p.add_argument("--cuda-graphs", help="CUDA graph scopes, e.g. attn,moe_router,moe_preprocess or full_iteration")
         p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                        help="fraction of optimizer state on the CPU (optimizer_offload_fraction; default 0)")
@@ -313,7 +332,8 @@ def _numerics(args: argparse.Namespace) -> dict[str, Any]:
     """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
     estimating command."""
     return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer,
-            "mtp_layers": args.mtp_layers, "te_version": args.te_version or DEFAULT_TE_VERSION}
+            "mtp_layers": args.mtp_layers, "te_version": args.te_version or DEFAULT_TE_VERSION,
+            "te_grouped_tensor": args.te_grouped_tensor}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -326,7 +346,7 @@ def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw.update(
             mbs=args.mbs, tp=args.tp, pp=args.pp, vpp=args.vpp, cp=args.cp, ep=args.ep, etp=args.etp,
             pipeline_layout=args.pipeline_layout, recompute=args.recompute, dispatcher=args.dispatcher,
-            ep_overlap=args.ep_overlap, cuda_graphs=args.cuda_graphs, optimizer_offload=args.optimizer_offload,
+            ep_overlap=args.ep_overlap, delay_wgrad=args.delay_wgrad, cuda_graphs=args.cuda_graphs, optimizer_offload=args.optimizer_offload,
             offload_modules=args.offload_modules, cp_comm_type=args.cp_comm_type,
             capacity_factor=args.capacity_factor, rank_capacity_factor=args.rank_capacity_factor,
             fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
@@ -692,6 +712,10 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
         for r in best["rationale"]:
             console.print(f" - [b]{r['topic']}[/]: {escape(r['text'])}", highlight=False)
         print_overrides(best["overrides"], console, "Megatron Bridge overrides (plan 1)")
+        if best.get("env"):
+            console.print("[b]Environment of the job[/] (no Megatron-Core field selects it)")
+            for name, value in best["env"].items():
+                console.print(f"{name}={value}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _no_fit(result: dict[str, Any], as_json: bool) -> int:
@@ -919,7 +943,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
     # routing imbalance and reserve, which no run file says, from the flags
     files = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware, cal=args.cal,
                  te_version=args.te_version, mcore_version=args.mcore_version, moe_imbalance=args.moe_imbalance,
-                 reserve_gib=args.reserve_gib)
+                 reserve_gib=args.reserve_gib, te_grouped_tensor=args.te_grouped_tensor)
     a = checker.estimate_file(first, **files)
     if len(args.inputs) == 2:
         b = checker.estimate_file(args.inputs[1], **files)
@@ -1015,7 +1039,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _check_trace(args.trace)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
-                           cal=args.cal, te_version=args.te_version)
+                           cal=args.cal, te_version=args.te_version, te_grouped_tensor=args.te_grouped_tensor)
     tl, no_trace = None, ""
     if args.trace:
         if result.estimate is None:
@@ -1349,6 +1373,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--te-version", help=TE_VERSION_HELP + "; default: the file's '# moeplan:' comment, else "
                    f"{DEFAULT_TE_VERSION}")
+    p.add_argument("--te-grouped-tensor", action="store_true",
+                   help=TE_GROUPED_TENSOR_HELP + f"; default: on where the file's '# moeplan:' comment sets {GROUPED_TENSOR_ENV}=1")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
@@ -1379,6 +1405,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
                    help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--te-version", help=TE_VERSION_HELP)
+    p.add_argument("--te-grouped-tensor", action="store_true", help=TE_GROUPED_TENSOR_HELP)
     p.add_argument("--bf16-grads", action="store_true",
                    help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
                         "perf recipes do); default fp32")

@@ -40,6 +40,7 @@ class Estimate:
             "recompute": cfg.recompute.label(),
             "dispatcher": cfg.dispatcher,
             "ep_overlap": cfg.ep_overlap,
+            "delay_wgrad": cfg.delay_wgrad_on,
             "cuda_graphs": sorted(cfg.cuda_graph_scopes),
             "optimizer_offload": cfg.optimizer_offload,
             "offload_modules": sorted(cfg.offload_modules),

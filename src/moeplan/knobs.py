@@ -2,7 +2,8 @@
 
 Megatron-Core rejects these at start-up (transformer_config.py ``__post_init__``); moeplan says so before a
 job is queued: cp_comm_type a2a splits the heads over CP, attention sinks take a2a only; sync-free dropless MoE needs HybridEP and 0.18+; EP
-A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute.
+A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute; delay_wgrad_compute needs EP A2A
+overlap.
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
                            "EP A2A overlap (overlap_moe_expert_parallel_comm) needs EP > 1, several micro-batches, PP 1 "
                            "or VPP > 1, no full or moe recompute (Megatron-LM #3917) and "
                            "Megatron-Core 0.14+")
+    if cfg.delay_wgrad is True and not cfg.ep_overlap:
+        # transformer_config.py (core_v0.14.0 .. core_v0.19.0) __post_init__
+        return KnobProblem("delay_wgrad_compute",
+                           "delay_wgrad_compute needs EP A2A overlap (Megatron-Core asserts "
+                           "overlap_moe_expert_parallel_comm with it): only the merged schedule runs the delayed "
+                           "weight-gradient GEMMs")
+    if cfg.delay_wgrad is True and cfg.delay_wgrad_blocked:
+        return KnobProblem("delay_wgrad_compute", cfg.delay_wgrad_blocked)
     return None
 
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from moeplan.errors import MoeplanError
 from moeplan.megatron.fields import version_key
-from moeplan.attention_backend import TE_WIDE_HEAD_FIX, te_label, unfused_attention
+from moeplan.attention_backend import TE_WIDE_HEAD_FIX, unfused_attention
+from moeplan.te_release import te_label
 from moeplan.models.spec import Attention, GatedDeltaNet, Layer, ModelSpec
 
 if TYPE_CHECKING:

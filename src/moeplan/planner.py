@@ -35,7 +35,7 @@ from moeplan.advice import (
     recompute_ladder,
 )
 from moeplan.bounds import ThroughputBound
-from moeplan.attention_backend import DEFAULT_TE_VERSION, te_version_key
+from moeplan.te_release import DEFAULT_TE_VERSION, te_version_key
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
@@ -464,9 +464,11 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
            allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
            bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION,
-           exhaustive: bool = False, optimizer: str = "adam", te_version: str = DEFAULT_TE_VERSION) -> PlanResult:
+           exhaustive: bool = False, optimizer: str = "adam", te_version: str = DEFAULT_TE_VERSION,
+           te_grouped_tensor: bool = False) -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. ``te_version`` (like
-    ``mcore_version``, a fixed input, never searched) picks the attention kernel per head shape. The numerics
+    ``mcore_version``, a fixed input, never searched) picks the attention kernel per head shape; ``te_grouped_tensor``
+    (RunConfig's, the user's choice, never searched) its GroupedLinear path for the experts. The numerics
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
     ``cal`` holds the timing constants (default: the fitted ones). ``exhaustive`` costs every fitting
     layout in full instead of skipping those whose throughput bound (moeplan.bounds) rules them out;
@@ -486,7 +488,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
                                "no bf16 moments")
         space = replace(space, optimizer_offload=False)  # nor optimizer CPU offload (same reason)
     numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer,
-                                   "te_version": te_version_key(te_version)}
+                                   "te_version": te_version_key(te_version), "te_grouped_tensor": te_grouped_tensor}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
                           mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
     while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-from moeplan.attention_backend import DEFAULT_TE_VERSION, te_version_key
+from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_problem, op_fuser_grouped, te_version_key
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, version_key
-from moeplan.models.spec import ModelSpec
+from moeplan.models.spec import Attention, ModelSpec
 from moeplan.parallel import Batch, LayoutCheck, Parallel, check_layout
 from moeplan.vocab import (
     CUDA_GRAPH_SCOPES,
@@ -109,6 +109,16 @@ class RunConfig:
     """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
     ep_overlap: bool = False
     """``overlap_moe_expert_parallel_comm``: hide dispatch/combine behind another micro-batch."""
+    delay_wgrad: bool | None = None
+    """``delay_wgrad_compute`` (ModelParallelConfig; Bridge ``comm_overlap.delay_wgrad_compute``, Megatron-LM
+    ``--delay-wgrad-compute``): under EP A2A overlap the Transformer Engine linears keep their weight-gradient GEMMs
+    out of the backward node and the merged schedule runs them as ``backward_dw`` calls on the compute stream
+    (megatron/core/models/common/model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run): the routed
+    experts' after mlp's dgrad, beside dispatch_bwd; attention's and the shared experts' after attention's dgrad,
+    beside the next layer's combine_bwd. None = on exactly where EP overlap runs and Megatron accepts it, as Bridge
+    pairs them (scripts/performance/utils/overrides.py ``_set_moe_a2a_overlap_overrides``, the perf recipes);
+    True without EP overlap is rejected (transformer_config.py core_v0.14+: "overlap_moe_expert_parallel_comm must
+    be enabled when enabling delay_wgrad_compute"); False keeps the weight gradients inside each backward node."""
     moe_imbalance: float = 1.0
     """Tokens on the busiest expert rank / mean; 1.0 = force-balanced routing."""
     capacity_factor: float | None = None
@@ -144,8 +154,13 @@ class RunConfig:
     mcore_version: str = DEFAULT_MCORE_VERSION
     """Megatron-Core release the exports and checks target (field names and allowed values)."""
     te_version: str = DEFAULT_TE_VERSION
-    """Transformer Engine release the run trains with (moeplan.attention_backend.TE_WIDE_HEAD_CUDNN): which
-    attention kernel a head shape gets on the GPU, hence its rate, its score memory and whether CP runs."""
+    """Transformer Engine release the run trains with (moeplan.te_release.TE_RELEASES): which attention kernel a
+    head shape gets on the GPU, hence its rate, its score memory and whether CP runs; which expert GEMM path exists."""
+    te_grouped_tensor: bool = False
+    """TE GroupedLinear's grouped-tensor path for the routed experts (``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1``,
+    TE 2.17+; no released Megatron-Core has an option for it): one grouped quantize and one cuBLASLt grouped GEMM
+    per linear instead of one per local expert, where the release, GPU and precision allow it
+    (:attr:`experts_grouped_tensor`, moeplan.te_release.grouped_tensor_problem)."""
     # ---- data-parallel sharding and optimizer (moeplan.fsdp, moeplan.muon)
     fsdp: str | None = None
     """Megatron-FSDP (ddp ``use_megatron_fsdp``) with this ``data_parallel_sharding_strategy``; None = Megatron
@@ -228,6 +243,16 @@ class RunConfig:
         return self.rank_capacity_factor is not None and self.parallel.etp == 1
 
     @property
+    def experts_grouped_tensor(self) -> bool:
+        """Whether TE runs the routed experts' GroupedLinear on a grouped-tensor path (one quantize and GEMM per linear
+        for all local experts). Under the op fuser (:attr:`experts_op_fused`) the op's GroupedLinear does it by default
+        where moeplan.te_release.op_fuser_grouped says so (TE 2.16+); otherwise ``te_grouped_tensor`` must be set and
+        moeplan.te_release.grouped_tensor_problem find nothing against this TE release, GPU and precision."""
+        if self.experts_op_fused:
+            return op_fuser_grouped(self.te_version, self.gpu.sm_arch, self.precision)
+        return self.te_grouped_tensor and grouped_tensor_problem(self.te_version, self.gpu.sm_arch, self.precision) is None
+
+    @property
     def ep_overlap_allowed(self) -> bool:
         """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
         another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
@@ -246,6 +271,25 @@ class RunConfig:
                 return False
         return (par.ep > 1 and self.batch.microbatches(par.dp) > 1 and (par.pp == 1 or par.vpp > 1)
                 and self.recompute.granularity != "full" and version_key(self.mcore_version) >= (0, 14))
+
+    @property
+    def delay_wgrad_blocked(self) -> str | None:
+        """Why Megatron rejects ``delay_wgrad_compute`` for this run (None when it accepts it): from core_v0.17
+        (Megatron-LM arguments.py with overlap_grad_reduce; Bridge comm_overlap.py from v0.4.0, which pins 0.17)
+        a TE-scoped CUDA graph of attention with delayed weight gradients "does not support attention bias"."""
+        if ("attn" in self.cuda_graph_scopes and version_key(self.mcore_version) >= (0, 17)
+                and any(isinstance(m, Attention) and (m.qkv_bias or m.o_bias) for m in self.model.distinct_mixers)):
+            return ("CUDA graph scope attn with delay_wgrad_compute does not support attention bias (Megatron-LM "
+                    "arguments.py and Bridge comm_overlap.py, Megatron-Core 0.17+)")
+        return None
+
+    @property
+    def delay_wgrad_on(self) -> bool:
+        """Whether the weight-gradient GEMMs run delayed (``delay_wgrad``): only with EP overlap; None follows
+        Bridge (on with overlap) unless Megatron rejects it for this run (:attr:`delay_wgrad_blocked`)."""
+        if not self.ep_overlap or self.delay_wgrad is False:
+            return False
+        return self.delay_wgrad is True or self.delay_wgrad_blocked is None
 
     @property
     def rows_factor(self) -> float:

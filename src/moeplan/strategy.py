@@ -24,18 +24,18 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "layout": ("tp", "pp", "vpp", "cp", "ep", "etp", "pipeline_layout"),
     "batch": ("seq_len", "gbs", "mbs"),
     "numerics": ("precision", "grad_fp32", "bf16_moments", "precision_aware_optimizer"),
-    "moe": ("dispatcher", "ep_overlap", "moe_imbalance", "capacity_factor", "rank_capacity_factor"),
+    "moe": ("dispatcher", "ep_overlap", "delay_wgrad", "moe_imbalance", "capacity_factor", "rank_capacity_factor"),
     "communication": ("cp_comm_type", "tp_comm_overlap", "dp_overlap"),
     "memory": ("recompute", "optimizer_offload", "offload_overlap", "offload_modules", "cuda_graphs", "reserve_gib"),
     "optimizer": ("optimizer", "fsdp", "fsdp_double_buffer", "muon_ns_steps", "muon_tp_mode", "muon_layer_wise"),
-    "megatron": ("mcore_version", "te_version"),
+    "megatron": ("mcore_version", "te_version", "te_grouped_tensor"),
 }
 _INT = {"tp", "pp", "vpp", "cp", "ep", "etp", "seq_len", "gbs", "mbs", "muon_ns_steps"}
 _FLOAT = {"moe_imbalance", "optimizer_offload", "reserve_gib"}
 _OPT_FLOAT = {"capacity_factor", "rank_capacity_factor"}
 _BOOL = {"grad_fp32", "bf16_moments", "ep_overlap", "tp_comm_overlap", "dp_overlap", "offload_overlap",
-         "fsdp_double_buffer", "muon_layer_wise"}
-_OPT_BOOL = {"precision_aware_optimizer"}
+         "fsdp_double_buffer", "muon_layer_wise", "te_grouped_tensor"}
+_OPT_BOOL = {"precision_aware_optimizer", "delay_wgrad"}
 _LIST = {"offload_modules", "cuda_graphs"}
 _OPT_STR = {"pipeline_layout", "fsdp"}
 
@@ -49,13 +49,15 @@ def strategy_of(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         "seq_len": batch.seq_len, "gbs": batch.gbs, "mbs": batch.mbs,
         "precision": cfg.precision, "grad_fp32": cfg.grad_fp32, "bf16_moments": cfg.bf16_moments,
         "precision_aware_optimizer": cfg.precision_aware_optimizer,
-        "dispatcher": cfg.dispatcher, "ep_overlap": cfg.ep_overlap, "moe_imbalance": cfg.moe_imbalance,
+        "dispatcher": cfg.dispatcher, "ep_overlap": cfg.ep_overlap, "delay_wgrad": cfg.delay_wgrad,
+        "moe_imbalance": cfg.moe_imbalance,
         "capacity_factor": cfg.capacity_factor, "rank_capacity_factor": cfg.rank_capacity_factor,
         "cp_comm_type": cfg.cp_comm_type, "tp_comm_overlap": cfg.tp_comm_overlap, "dp_overlap": cfg.dp_overlap,
         "recompute": cfg.recompute.label(), "optimizer_offload": cfg.optimizer_offload,
         "offload_overlap": cfg.offload_overlap,
         "offload_modules": sorted(cfg.offload_modules), "cuda_graphs": sorted(cfg.cuda_graph_scopes),
         "reserve_gib": cfg.reserve_gib, "mcore_version": cfg.mcore_version, "te_version": cfg.te_version,
+        "te_grouped_tensor": cfg.te_grouped_tensor,
         "optimizer": cfg.optimizer, "fsdp": cfg.fsdp, "fsdp_double_buffer": cfg.fsdp_double_buffer,
         "muon_ns_steps": cfg.muon_ns_steps, "muon_tp_mode": cfg.muon_tp_mode, "muon_layer_wise": cfg.muon_layer_wise,
     }

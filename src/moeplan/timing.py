@@ -176,14 +176,18 @@ GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "
 # (31 -> 17 kernels, Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.2.1).
 FLEX_PREPROCESS_FUSED = 14 / 31
 # Host launches per LOCAL expert and MoE layer of Megatron-Core's TEGroupedMLP under a quantized recipe
-# (Transformer Engine GroupedLinear fc1 and fc2; TE <= 2.16, what the 2025-2026 recipes' containers ship):
+# (Transformer Engine GroupedLinear fc1 and fc2 on its legacy path: every release, the only one through TE 2.16,
+# what the 2025-2026 recipes' containers ship):
 # general_grouped_gemm -> nvte_multi_tensor_gemm -> multi_stream_cublas_gemm issues one cuBLASLt matmul per
 # expert (common/gemm/cublaslt_gemm.cu; the CUTLASS grouped kernel is Hopper + BF16 behind
-# NVTE_USE_CUTLASS_GROUPED_GEMM only, the single-launch grouped-tensor path arrived in TE 2.17): forward one
-# GEMM per linear, backward dgrad + wgrad; tex.split_quantize of the input (forward) and of the output
-# gradient (backward) runs one quantize kernel per split (pytorch/csrc/extensions/cast.cpp
-# multi_tensor_quantize_impl: only FP8 delayed scaling has a fused multi-tensor cast). The MXFP8 scale
-# swizzle is one multi-tensor kernel per operand list, not per expert.
+# NVTE_USE_CUTLASS_GROUPED_GEMM only): forward one GEMM per linear, backward dgrad + wgrad; tex.split_quantize of
+# the input (forward) and of the output gradient (backward) runs one quantize kernel per split (pytorch/csrc/
+# extensions/cast.cpp multi_tensor_quantize_impl: only FP8 delayed scaling has a fused multi-tensor cast). The
+# MXFP8 scale swizzle is one multi-tensor kernel per operand list, not per expert. TE's grouped-tensor flows issue
+# the same calls ONCE per linear, whatever the local expert count: one group_quantize, one grouped GEMM (setup
+# kernel + cuBLASLt grouped matmul) per fprop / dgrad / wgrad; GroupedLinear's from TE 2.17, opt-in
+# (moeplan.te_release.GroupedTensorPath), the op fuser's by default from TE 2.16 (OpFuserGrouped); which one a
+# run gets: RunConfig.experts_grouped_tensor.
 EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quantize": 2}}
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
@@ -857,9 +861,10 @@ def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts
 
 
 def expert_host_s(local_experts: float, rows: float, precision: str, scopes: frozenset[str] | set[str],
-                  cal: Calibration) -> tuple[float, float]:
+                  cal: Calibration, grouped: bool = False) -> tuple[float, float]:
     """(forward, backward) host seconds of one MoE layer's per-expert launches (EXPERT_LAUNCHES) for one
-    micro-batch: launches x ``cal.expert_launch_host_s``.
+    micro-batch: launches x ``cal.expert_launch_host_s``, per local expert with rows, or once with ``grouped``
+    (TE's grouped-tensor path, :attr:`RunConfig.experts_grouped_tensor`: one call per linear for all experts).
 
     Under a quantized recipe each per-expert GEMM or quantize is a host round trip through TE's Python,
     pybind and cuBLASLt set-up (the quantize allocates four tensors per split, {row, column}-wise x {data,
@@ -874,7 +879,7 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     experts (scopes ``moe`` or ``full_iteration``, which need static shapes) launches none."""
     if precision == "bf16" or "moe" in scopes or "full_iteration" in scopes or local_experts <= 0:
         return 0.0, 0.0
-    active = min(local_experts, rows)
+    active = min(1.0, rows) if grouped else min(local_experts, rows)
     fused_cast = precision == "fp8-ds"  # delayed scaling: one multi-tensor cast for all splits
     per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
     return active * per["fwd"] * cal.expert_launch_host_s, active * per["bwd"] * cal.expert_launch_host_s
@@ -1117,7 +1122,8 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mlp, MoE):
         # per-expert launches of the routed experts (expert_host_s), after the same host sync: forward they
         # can run ahead of the dispatch and the experts' forward GEMMs, backward of the layer's whole backward
-        host_f, host_b = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal)
+        host_f, host_b = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal,
+                                       cfg.experts_grouped_tensor)
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "elementwise"))
         gpu_f = ep_d + out["grouped_gemm"] / TRAIN
         gpu_b = compute * (TRAIN - 1) / TRAIN + out.get("linear_attention", 0.0) - gdn_fwd + ep_once

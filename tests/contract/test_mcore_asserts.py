@@ -43,6 +43,13 @@ CASES = {
                                                                    "virtual_pipeline_model_parallel_size": 2,
                                                                    "recompute_granularity": "selective",
                                                                    "recompute_modules": ["moe"]}),
+    "delay-wgrad-a2a-overlap": ("qwen3-30b-a3b", {"delay_wgrad_compute": True}),
+    "delay-wgrad-graph-attn-bias": ("qwen3-30b-a3b", {"overlap_moe_expert_parallel_comm": True,
+                                                      "moe_token_dispatcher_type": "alltoall",
+                                                      "virtual_pipeline_model_parallel_size": 2,
+                                                      "delay_wgrad_compute": True, "add_qkv_bias": True,
+                                                      "cuda_graph_impl": "transformer_engine",
+                                                      "cuda_graph_scope": ["attn"]}),
     "cuda-graph-flags": ("qwen3-30b-a3b", {"enable_cuda_graph": True, "external_cuda_graph": True}),
     "cuda-graph-scopes": ("qwen3-30b-a3b", {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_preprocess"]}),
     "cp-comm-type-list": ("qwen3-30b-a3b", {"cp_comm_type": ["p2p", "a2a"]}),
@@ -115,7 +122,7 @@ def test_moeplan_exports_trip_nothing(model, gpus, seq, gbs, version):
 
 
 # The rows whose check is in a config __post_init__, against the installed Megatron-Core.
-POST_INIT = ("sequence-parallel-tp", "deepep-flag", "recompute-method", "recompute-num-layers", "offload-modules",
+POST_INIT = ("sequence-parallel-tp", "deepep-flag", "delay-wgrad-a2a-overlap", "recompute-method", "recompute-num-layers", "offload-modules",
              "pipeline-layout-conflict", "cuda-graph-flags", "precision-aware-optimizer")
 
 

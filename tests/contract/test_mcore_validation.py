@@ -58,8 +58,23 @@ def config_class(cfg: RunConfig) -> type:
     return MLATransformerConfig if mcore.mcore_config_class(cfg) == "MLATransformerConfig" else TransformerConfig
 
 
+@pytest.fixture
+def oldest_known_te(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Transformer Engine, answer TransformerConfig's TE version probes (delay_wgrad_compute with TE-scoped
+    graphs asks for >= 2.10) as the oldest TE release moeplan's table knows would."""
+    try:
+        import transformer_engine  # noqa: F401
+    except ImportError:
+        from packaging.version import Version
+
+        from moeplan.attention_backend import TE_WIDE_HEAD_CUDNN
+
+        oldest = min(Version(v) for v in TE_WIDE_HEAD_CUDNN)
+        monkeypatch.setattr(_tc, "is_te_min_version", lambda v, check_equality=True: oldest >= Version(v))
+
+
 @pytest.mark.parametrize("name", list(PLANS))
-def test_transformer_config_accepts_plan(name: str) -> None:
+def test_transformer_config_accepts_plan(name: str, oldest_known_te: None) -> None:
     cfg = plan(name)
     kwargs = mcore.mcore_kwargs(cfg)
     settings = export.to_settings(cfg)
@@ -71,7 +86,7 @@ def test_transformer_config_accepts_plan(name: str) -> None:
     assert isinstance(mcore.build_mcore_config(cfg), config_class(cfg))
 
 
-def test_deepseek_layout_string_is_validated_by_mcore() -> None:
+def test_deepseek_layout_string_is_validated_by_mcore(oldest_known_te: None) -> None:
     cfg = plan("deepseek-v3 TP1 PP8 VPP4 CP32 EP32")
     kwargs = mcore.mcore_kwargs(cfg)
     assert kwargs["pipeline_model_parallel_layout"] == "Et|(tt|)*30mL"
@@ -133,3 +148,40 @@ def test_settings_read_back_from_overrides_build_the_same_config() -> None:
     run = read.parse_run_text("\n".join(export.to_overrides(cfg)))
     back = to_run.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version=VERSION)
     assert mcore.mcore_kwargs(back) == mcore.mcore_kwargs(cfg)
+
+
+@pytest.mark.parametrize("delay", [None, True, False])
+def test_delay_wgrad_is_exported_with_ep_overlap_and_accepted(delay: bool | None, oldest_known_te: None) -> None:
+    """delay_wgrad_compute follows EP overlap as Bridge pairs them (None), or the user's choice; Megatron-Core's
+    TransformerConfig accepts each with overlap_moe_expert_parallel_comm on."""
+    cfg = plan("deepseek-v3 TP1 PP8 VPP4 CP32 EP32", delay_wgrad=delay)
+    settings = export.to_settings(cfg)
+    assert settings["overlap_moe_expert_parallel_comm"] is True
+    assert settings["delay_wgrad_compute"] is (delay is not False)
+    assert "comm_overlap.delay_wgrad_compute=" + ("false" if delay is False else "true") in export.to_overrides(cfg)
+    assert ("--delay-wgrad-compute" in export.to_megatron_lm_args(cfg)) is (delay is not False)
+    tc = config_class(cfg)(**mcore.mcore_kwargs(cfg))
+    assert tc.delay_wgrad_compute is (delay is not False)
+
+
+def test_delay_wgrad_without_ep_overlap_is_rejected_by_both() -> None:
+    """transformer_config.py asserts overlap_moe_expert_parallel_comm with delay_wgrad_compute; moeplan refuses
+    the pair on input and exports delay off without overlap."""
+    cfg = plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8")
+    assert export.to_settings(cfg)["delay_wgrad_compute"] is False
+    kwargs = {**mcore.mcore_kwargs(cfg), "delay_wgrad_compute": True}
+    with pytest.raises(AssertionError, match="overlap_moe_expert_parallel_comm must be enabled"):
+        config_class(cfg)(**kwargs)
+    with pytest.raises(MoeplanError, match="delay_wgrad_compute needs EP A2A overlap"):
+        plan("qwen3-235b TP4 PP8 VPP4 CP4 EP8", delay_wgrad=True)
+
+
+@pytest.mark.parametrize("delay", [None, True, False])
+def test_delay_wgrad_reads_back(delay: bool | None) -> None:
+    cfg = plan("deepseek-v3 TP1 PP8 VPP4 CP32 EP32", delay_wgrad=delay)
+    for text in ("\n".join(export.to_overrides(cfg)), export.to_yaml(cfg), " ".join(export.to_megatron_lm_args(cfg))):
+        run = read.parse_run_text(text)
+        back = to_run.run_config_from_settings(run.settings, cfg.model, cfg.parallel.gpus, cfg.gpu,
+                                               mcore_version=VERSION)
+        assert back.delay_wgrad_on is cfg.delay_wgrad_on
+        assert back.delay_wgrad is (False if delay is False else None)

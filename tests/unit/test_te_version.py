@@ -11,11 +11,9 @@ import pytest
 
 from moeplan import api
 from moeplan.attention_backend import (
-    DEFAULT_TE_VERSION,
     TE_WIDE_HEAD_CUDNN,
     TE_WIDE_HEAD_FIX_VERSION,
     attention_kernel,
-    te_version_key,
     unfused_attention,
 )
 from moeplan.cli import build_parser, main
@@ -25,6 +23,7 @@ from moeplan.models import load_model
 from moeplan.models.spec import Attention
 from moeplan.parallel import Batch, Parallel, check_layout
 from moeplan.run import RunConfig
+from moeplan.te_release import DEFAULT_TE_VERSION, te_version_key
 from moeplan.timing import DEFAULT_CALIBRATION, attention_efficiency
 
 QN = load_model("qwen3-next-80b-a3b")

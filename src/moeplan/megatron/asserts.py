@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from moeplan.megatron.fields import version_tuple
-from moeplan.models.spec import ModelSpec
+from moeplan.models.spec import Attention, ModelSpec
 from moeplan.parallel import unroll_layout
 
 _UNSET = object()
@@ -257,6 +257,24 @@ def _a2a_overlap_moe_recompute_unsupported(v: FileView) -> str | None:
     return None
 
 
+def _delay_wgrad_overlap(v: FileView) -> str | None:
+    if v.flag("delay_wgrad_compute") and not v.flag("overlap_moe_expert_parallel_comm"):
+        return ("delay_wgrad_compute needs overlap_moe_expert_parallel_comm: only the merged EP-overlap schedule runs "
+                "the delayed weight-gradient GEMMs (backward_dw)")
+    return None
+
+
+def _delay_wgrad_graph_bias(v: FileView) -> str | None:
+    if not (v.flag("delay_wgrad_compute") and "attn" in v.scopes()):
+        return None
+    biased = v.flag("add_qkv_bias") or v.flag("add_bias_linear") or any(
+        isinstance(m, Attention) and (m.qkv_bias or m.o_bias) for m in v.model.distinct_mixers)
+    if biased:
+        return ("CUDA graph scope attn with delay_wgrad_compute does not support attention bias; drop attn from the "
+                "graph scopes or turn delay_wgrad_compute off")
+    return None
+
+
 def _graph_flags(v: FileView) -> str | None:
     legacy = [k for k in ("enable_cuda_graph", "external_cuda_graph") if v.flag(k)]
     if len(legacy) == 2:
@@ -313,6 +331,10 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("ep-a2a-overlap-moe-recompute-unsupported", "Megatron-LM #3917 (the assertion core_r0.17.0 adds)",
                 "recompute_modules", _a2a_overlap_moe_recompute_unsupported, severity="warning", since="0.14",
                 until="0.16"),
+    McoreAssert("delay-wgrad-a2a-overlap", TC, "delay_wgrad_compute", _delay_wgrad_overlap, since="0.14"),
+    McoreAssert("delay-wgrad-graph-attn-bias", "training/arguments.py validate_args (Megatron-LM, with "
+                "overlap_grad_reduce) and Bridge training/comm_overlap.py (v0.4.0+)", "delay_wgrad_compute",
+                _delay_wgrad_graph_bias, since="0.17"),
     McoreAssert("cuda-graph-flags", TC, "cuda_graph_impl", _graph_flags, since="0.15"),
     McoreAssert("cuda-graph-scopes", TC, "cuda_graph_scope", _graph_scopes, since="0.16"),
     McoreAssert("cp-comm-type-list", TC, "cp_comm_type", _cp_comm_list),

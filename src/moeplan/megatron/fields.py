@@ -107,6 +107,12 @@ KNOBS: tuple[Knob, ...] = (
     _k("use_transformer_engine_op_fuser", TC, "bool", since="0.18"),
     _k("overlap_moe_expert_parallel_comm", TC, "bool", "comm_overlap.overlap_moe_expert_parallel_comm",
        bridge_read=("model.overlap_moe_expert_parallel_comm",), since="0.14"),
+    # Delayed weight gradients: model_parallel_config.py delay_wgrad_compute (core_v0.13.1 .. core_v0.19.0; DDP
+    # config's delay_wgrad_compute from 0.14, which Megatron-LM fills from the same --delay-wgrad-compute and Bridge
+    # copies from comm_overlap.delay_wgrad_compute in CommOverlapConfig.setup); from core_v0.14.0 TransformerConfig
+    # asserts overlap_moe_expert_parallel_comm with it (only the merged EP-overlap schedule calls backward_dw).
+    _k("delay_wgrad_compute", MPC, "bool", "comm_overlap.delay_wgrad_compute",
+       bridge_read=("model.delay_wgrad_compute",)),
     # CUDA graphs: enable_cuda_graph (local) / external_cuda_graph (TE) in all versions (deprecated from
     # 0.15); cuda_graph_impl since core_v0.15; cuda_graph_scope renamed cuda_graph_modules in core_v0.18
     # (megatron/core/transformer/cuda_graph_config.py). CUDA graphs need the TE RNG tracker (MLM

@@ -211,6 +211,7 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
         grad_fp32=_bool(settings, "grad_reduce_in_fp32", True),
         bf16_moments=_str(settings, "exp_avg_dtype", "") == _str(settings, "exp_avg_sq_dtype", "") == "bfloat16",
         ep_overlap=_bool(settings, "overlap_moe_expert_parallel_comm"),
+        delay_wgrad=_delay_wgrad_from(settings),
         # irrelevant at TP 1 (moeplan's default then, so exports round-trip)
         tp_comm_overlap=_bool(settings, "tp_comm_overlap") if (_int(settings, "tensor_model_parallel_size") or 1) > 1 else True,
         dp_overlap=_bool(settings, "overlap_grad_reduce"),
@@ -223,6 +224,13 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
         muon_tp_mode=_str(settings, "muon_tp_mode", "blockwise"),
         muon_layer_wise=layer_wise,
     )
+
+
+def _delay_wgrad_from(settings: Mapping[str, object]) -> bool | None:
+    """delay_wgrad_compute as RunConfig.delay_wgrad: None where the file pairs it with EP overlap the way Bridge
+    does (both on or both off; Megatron's default is off), else the file's value."""
+    value = _bool(settings, "delay_wgrad_compute")
+    return None if value == _bool(settings, "overlap_moe_expert_parallel_comm") else value
 
 
 def _optimizer_from(settings: Mapping[str, object]) -> tuple[str, bool]:

@@ -47,7 +47,7 @@ RECOGNISED: dict[str, frozenset[str]] = {
         "masked_softmax_fusion persist_layer_norm apply_rope_fusion cuda_graph_warmup_steps "
         "cuda_graph_use_single_mempool cuda_graph_retain_backward_graph transformer_layer_spec tp_comm_overlap "
         "deallocate_pipeline_outputs overlap_p2p_comm batch_p2p_comm calculate_per_token_loss "
-        "delay_wgrad_compute first_last_layers_bf16 fp8_param fp8_margin fp8_amax_history_len "
+        "first_last_layers_bf16 fp8_param fp8_margin fp8_amax_history_len "
         "fp8_amax_compute_algo fp8_wgrad fp8_dot_product_attention fp8_multi_head_attention fp8_interval fp4 "
         "fp4_recipe num_layers_at_start_in_bf16 num_layers_at_end_in_bf16 attention_backend "
         "attention_softmax_in_fp32 apply_query_key_layer_scaling rotary_base rotary_percent rope_scaling "
@@ -94,7 +94,7 @@ RECOGNISED: dict[str, frozenset[str]] = {
     "comm_overlap": frozenset((
         "_target_ tp_comm_overlap tp_comm_overlap_cfg tp_comm_bootstrap_backend overlap_p2p_comm batch_p2p_comm "
         "overlap_grad_reduce overlap_param_gather overlap_param_gather_with_optimizer_step align_param_gather "
-        "bucket_size defer_embedding_wgrad_compute wgrad_deferral_limit delay_wgrad_compute "
+        "bucket_size defer_embedding_wgrad_compute wgrad_deferral_limit "
         "data_parallel_size").split()),
 }
 

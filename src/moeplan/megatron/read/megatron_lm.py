@@ -27,7 +27,7 @@ _MLM_RECOGNISED_EXTRA = frozenset((
     "--moe-router-topk-scaling-factor --moe-router-num-groups --moe-router-group-topk --moe-router-pre-softmax "
     "--moe-router-fusion --moe-shared-expert-overlap --moe-layer-recompute --fp8-param-gather --fp8-amax-history-len "
     "--fp8-amax-compute-algo --fp8-margin --first-last-layers-bf16 --overlap-cpu-optimizer-d2h-h2d "
-    "--use-torch-optimizer-for-cpu-offload --delay-wgrad-compute --tp-comm-overlap --overlap-p2p-communication "
+    "--use-torch-optimizer-for-cpu-offload --tp-comm-overlap --overlap-p2p-communication "
     "--no-overlap-p2p-communication --decoder-first-pipeline-num-layers --decoder-last-pipeline-num-layers "
     "--nproc-per-node --nproc_per_node --nnodes --node-rank --node_rank --master-addr --master_addr "
     "--master-port --master_port --rdzv-backend --rdzv-endpoint --rdzv-id --standalone").split())

@@ -1,0 +1,79 @@
+"""delay_wgrad_compute: the knob, its default (on with EP A2A overlap, as Bridge pairs them), its CLI option,
+strategy key and linter checks (Megatron-Core transformer_config.py; Megatron-LM arguments.py and Bridge
+comm_overlap.py for the CUDA-graph attention-bias rule)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from moeplan import api, checker
+from moeplan.cli import main
+from moeplan.errors import MoeplanError
+from moeplan.knobs import knob_problem
+from moeplan.megatron import export
+from moeplan.strategy import parse_strategy, strategy_text
+
+G11 = dict(gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16, dispatcher="hybridep")
+GPT_OSS = dict(gpu="gb200", gpus=64, seq_len=4096, gbs=1280, mbs=4, ep=16, dispatcher="hybridep", ep_overlap=True,
+               cuda_graphs="attn,moe_router,moe_preprocess")
+
+
+def _cfg(model: str = "qwen3-30b-a3b", **kw):
+    return api.build_config(model, **{**G11, **kw})[0]
+
+
+@pytest.mark.parametrize("overlap,delay,on", [(False, None, False), (True, None, True), (True, False, False),
+                                              (True, True, True), (False, False, False)])
+def test_delay_follows_ep_overlap_unless_set(overlap, delay, on):
+    cfg = _cfg(ep_overlap=overlap, delay_wgrad=delay)
+    assert cfg.delay_wgrad_on is on
+    assert export.to_settings(cfg)["delay_wgrad_compute"] is on
+
+
+def test_delay_without_ep_overlap_is_a_one_line_error():
+    with pytest.raises(MoeplanError, match="delay_wgrad_compute needs EP A2A overlap"):
+        _cfg(delay_wgrad=True)
+
+
+def test_attention_bias_with_an_attn_graph_blocks_the_default_and_rejects_an_explicit_ask():
+    """gpt-oss has attention biases: from Megatron-Core 0.17 Megatron-LM and Bridge reject delayed weight gradients
+    with a TE CUDA graph of attention, so the default (Bridge's pairing) leaves it off and asking for it fails."""
+    cfg = api.build_config("gpt-oss-120b", mcore_version="0.17", **GPT_OSS)[0]
+    assert cfg.delay_wgrad_blocked and not cfg.delay_wgrad_on
+    assert api.build_config("gpt-oss-120b", mcore_version="0.16", **GPT_OSS)[0].delay_wgrad_on  # the rule is 0.17+
+    assert api.build_config("gpt-oss-120b", mcore_version="0.17", **{**GPT_OSS, "cuda_graphs": "moe_router"})[0] \
+        .delay_wgrad_on
+    problem = knob_problem(cfg.with_(delay_wgrad=True))
+    assert problem is not None and problem.field == "delay_wgrad_compute" and "attention bias" in problem.message
+
+
+def test_cli_option_and_json(capsys):
+    base = ["estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4k", "--gbs", "1024",
+            "--ep", "16", "--dispatcher", "hybridep", "--json"]
+    assert main([*base, "--ep-overlap"]) == 0
+    assert json.loads(capsys.readouterr().out)["delay_wgrad"] is True
+    assert main([*base, "--ep-overlap", "--no-delay-wgrad"]) == 0
+    assert json.loads(capsys.readouterr().out)["delay_wgrad"] is False
+    assert main([*base, "--delay-wgrad"]) == 2
+    err = capsys.readouterr().err
+    assert "delay_wgrad_compute needs EP A2A overlap" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("delay", [None, False])
+def test_strategy_round_trip(delay):
+    cfg = _cfg(ep_overlap=True, delay_wgrad=delay)
+    again = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, **parse_strategy(strategy_text(cfg)))[0]
+    assert again == cfg
+
+
+def test_linter_flags_delay_without_overlap(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("model:\n  expert_model_parallel_size: 16\n  moe_token_dispatcher_type: alltoall\n"
+                    "comm_overlap:\n  delay_wgrad_compute: true\n"
+                    "train:\n  global_batch_size: 1024\n  micro_batch_size: 1\ndataset:\n  sequence_length: 4096\n")
+    result = checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=16)
+    hit = [f for f in result.findings if f.rule == "mcore-delay-wgrad-a2a-overlap"]
+    assert hit and hit[0].severity == "error" and hit[0].line == 5
+    assert "needs overlap_moe_expert_parallel_comm" in hit[0].message
