@@ -20,7 +20,7 @@ from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.knobs import knob_problem
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
-from moeplan.megatron.export import provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
+from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
 from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.memory import GIB
 from moeplan.models import ModelSpec, catalog_names, load_model
@@ -254,6 +254,7 @@ def _exports(cfg: RunConfig) -> dict[str, Any]:
         "yaml": to_yaml(cfg, cfg.mcore_version),
         "megatron_lm_args": to_megatron_lm_args(cfg, cfg.mcore_version),
         "provenance": provenance_comment(cfg, cfg.mcore_version),  # first line of every exported file
+        "env": env_settings(cfg),  # the job's environment (no Megatron-Core field selects these)
     }
 
 

@@ -23,6 +23,7 @@ from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import hierarchical_cp_inner, layout_from_split_options
 from moeplan.rules import Finding, lint, sort_findings
 from moeplan.run import RunConfig
+from moeplan.te_release import GROUPED_TENSOR_ENV
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
 from moeplan.vocab import DEFAULT_MCORE_VERSION
 
@@ -98,22 +99,27 @@ def with_split_layout(cfg: RunConfig, arch: dict[str, Any]) -> RunConfig:
     return cfg.with_(parallel=replace(cfg.parallel, pipeline_layout=layout)) if layout else cfg
 
 
-def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, int | None, str | None, str | None]:
-    """(model, gpu, gpus, mcore version, TE version) named by a moeplan export's '# moeplan:' comment."""
+def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, int | None, str | None, str | None, bool]:
+    """(model, gpu, gpus, mcore version, TE version, TE grouped-tensor path) named by a moeplan export's
+    '# moeplan:' comment (the last: its ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1``, export.env_settings)."""
     p = parsed.provenance
     gpus = p.get("gpus")
     if gpus is not None and not (gpus.isdigit() and int(gpus) > 0):
         raise MoeplanError(f"{path}: the '# moeplan:' comment says gpus={gpus}; expected a positive integer")
-    return p.get("model"), p.get("gpu"), int(gpus) if gpus else None, p.get("mcore-version"), p.get("te-version")
+    grouped = p.get(GROUPED_TENSOR_ENV, "0").strip() not in ("", "0")
+    return (p.get("model"), p.get("gpu"), int(gpus) if gpus else None, p.get("mcore-version"), p.get("te-version"),
+            grouped)
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
              hardware_file: str | None = None, mcore_version: str | None = None,
-             seq_len: int | None = None, te_version: str | None = None) -> tuple[RunConfig, GPUSpec, Any]:
+             seq_len: int | None = None, te_version: str | None = None,
+             te_grouped_tensor: bool = False) -> tuple[RunConfig, GPUSpec, Any]:
     """(RunConfig, GPU, parsed file) for a run file. Model, GPU, GPU count, Megatron-Core and TE versions
-    come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry one)."""
+    come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry one); TE's
+    grouped-tensor path from ``te_grouped_tensor`` or the comment's NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1."""
     parsed = read_run_file(path)
-    f_model, f_gpu, f_gpus, f_version, f_te = _from_provenance(parsed, path)
+    f_model, f_gpu, f_gpus, f_version, f_te, f_grouped = _from_provenance(parsed, path)
     if model:
         spec = load_model(model)
     elif f_model:
@@ -133,6 +139,8 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
                                                      mcore_version=version), parsed.architecture)
     if te_version or f_te:  # the flag, else the file's '# moeplan:' comment, else the default
         cfg = cfg.with_(te_version=te_version or f_te)
+    if te_grouped_tensor or f_grouped:
+        cfg = cfg.with_(te_grouped_tensor=True)
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed
@@ -140,12 +148,14 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
 
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
-          run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None) -> CheckResult:
+          run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
+          te_grouped_tensor: bool = False) -> CheckResult:
     """Findings for a run file, errors first, with the estimate when the layout is valid."""
     if not 0.0 <= headroom < 1.0:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
     cfg, gpu_spec, parsed = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
-                                     mcore_version=mcore_version, te_version=te_version)
+                                     mcore_version=mcore_version, te_version=te_version,
+                                     te_grouped_tensor=te_grouped_tensor)
     findings: list[Finding] = []
     for text in parsed.conflicts:
         findings.append(Finding("error", "conflict", text))
@@ -222,12 +232,13 @@ def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None
                   hardware_file: str | None = None, seq_len: int | None = None,
                   cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
                   mcore_version: str | None = None, moe_imbalance: float | None = None,
-                  reserve_gib: float | None = None) -> Estimate:
+                  reserve_gib: float | None = None, te_grouped_tensor: bool = False) -> Estimate:
     """Estimate of a run file (optionally at another sequence length), for `moeplan explain`. GPU and
     versions: the arguments, else the file's '# moeplan:' comment (:func:`load_run`); routing imbalance and
     memory reserve, which no run file says, from the arguments (None: RunConfig's defaults)."""
     cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
-                                mcore_version=mcore_version, seq_len=seq_len, te_version=te_version)
+                                mcore_version=mcore_version, seq_len=seq_len, te_version=te_version,
+                                te_grouped_tensor=te_grouped_tensor)
     assumed = {k: v for k, v in (("moe_imbalance", moe_imbalance), ("reserve_gib", reserve_gib)) if v is not None}
     return evaluate(cfg.with_(**assumed) if assumed else cfg, gpu_spec, cal)
 

@@ -93,9 +93,10 @@ TE_GROUPED_TENSOR_HELP = (
     f"run the routed experts on TE GroupedLinear's grouped-tensor path ({GROUPED_TENSOR_ENV}=1, TE "
     f"{GROUPED_TENSOR_FIRST_VERSION}+, opt-in in every release; no released Megatron-Core has an option for it): one "
     "grouped quantize and one cuBLASLt grouped GEMM per linear instead of one per local expert, which removes the "
-    "per-expert host launches of quantized experts. TE 2.17: BF16 (Hopper), BF16/MXFP8 (Blackwell); 2.18 adds FP8 "
-    "current scaling and, on Hopper, FP8 block scaling; needs a CUDA 13 container (cuBLASLt 13.3+). TE 2.19 "
-    "takes it only with the token counts on the GPU, which Megatron-Core <= 0.19 does not pass (the linter says so)")
+    "per-expert host launches of quantized experts. With Megatron-Core <= 0.19 it runs BF16 (TE 2.17+) and FP8 "
+    "current scaling (TE 2.18) on H100/H200/B200/GB200/B300/GB300 in a CUDA 13 container (cuBLASLt 13.3+); MXFP8 "
+    "and FP8 block scaling quantize 128-row blocks Megatron-Core does not pad to, and TE 2.19 needs the token "
+    "counts on the GPU, so those raise (the linter says so)")
 HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
 
 
@@ -711,6 +712,10 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
         for r in best["rationale"]:
             console.print(f" - [b]{r['topic']}[/]: {escape(r['text'])}", highlight=False)
         print_overrides(best["overrides"], console, "Megatron Bridge overrides (plan 1)")
+        if best.get("env"):
+            console.print("[b]Environment of the job[/] (no Megatron-Core field selects it)")
+            for name, value in best["env"].items():
+                console.print(f"{name}={value}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _no_fit(result: dict[str, Any], as_json: bool) -> int:
@@ -938,7 +943,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
     # routing imbalance and reserve, which no run file says, from the flags
     files = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware, cal=args.cal,
                  te_version=args.te_version, mcore_version=args.mcore_version, moe_imbalance=args.moe_imbalance,
-                 reserve_gib=args.reserve_gib)
+                 reserve_gib=args.reserve_gib, te_grouped_tensor=args.te_grouped_tensor)
     a = checker.estimate_file(first, **files)
     if len(args.inputs) == 2:
         b = checker.estimate_file(args.inputs[1], **files)
@@ -1034,7 +1039,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _check_trace(args.trace)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
-                           cal=args.cal, te_version=args.te_version)
+                           cal=args.cal, te_version=args.te_version, te_grouped_tensor=args.te_grouped_tensor)
     tl, no_trace = None, ""
     if args.trace:
         if result.estimate is None:
@@ -1368,6 +1373,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--te-version", help=TE_VERSION_HELP + "; default: the file's '# moeplan:' comment, else "
                    f"{DEFAULT_TE_VERSION}")
+    p.add_argument("--te-grouped-tensor", action="store_true",
+                   help=TE_GROUPED_TENSOR_HELP + f"; default: on where the file's '# moeplan:' comment sets {GROUPED_TENSOR_ENV}=1")
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))

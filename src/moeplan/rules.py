@@ -33,6 +33,7 @@ from moeplan.megatron.fields import fields_for
 from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import balanced_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
+from moeplan.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, te_label
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
 from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES
 
@@ -142,12 +143,13 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _dispatcher(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
     findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
+    findings += _grouped_tensor(cfg, est, ev)
     combined = _combined_fix(cfg, findings, ev, lines)
     return sort_findings(combined + findings)
 
 
 ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
-                  "full-recompute", "dispatcher", "knob-layout", "dp-sharding", "muon-layer-wise")
+                  "full-recompute", "dispatcher", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor")
 
 
 def _ladder(cfg: RunConfig) -> list[Recompute]:
@@ -496,6 +498,53 @@ def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, in
                        f"({cfg.batch.seq_len:,}) and micro-batch ({cfg.batch.mbs}) fixed and enable graphs only after "
                        "shapes and routing are stable", (), {}, line))
     return out
+
+
+# ------------------------------------------------------------------ TE GroupedLinear's grouped-tensor path
+# moeplan.te_release: from TE 2.17 an opt-in path (GROUPED_TENSOR_ENV=1) runs the routed experts' quantize and GEMMs
+# once per linear instead of once per local expert (timing.expert_host_s); it needs a CUDA 13 container.
+_GROUPED_NEEDS = "a CUDA 13 container (cuBLASLt 13.3+, 13.4+ on Hopper)"
+
+
+def _grouped_tensor(cfg: RunConfig, est: Any, ev: Evaluator) -> list[Finding]:
+    """The env var set where TE ignores it, falls back or raises; or, unset, the path where the estimates say
+    it gains MIN_GAIN (in the run's TE: a warning; in a newer release: info)."""
+    if cfg.model.first_moe is None:
+        return []
+    arch, prec = cfg.gpu.sm_arch, cfg.precision
+    if cfg.te_grouped_tensor:
+        problem = grouped_tensor_problem(cfg.te_version, arch, prec)
+        if problem is None:
+            return []
+        if problem.startswith("error: "):
+            return [Finding("error", "te-grouped-tensor", f"{GROUPED_TENSOR_ENV}=1: {problem[len('error: '):]}; unset "
+                            "it (moeplan costs the per-expert path)", (), {"te_version": cfg.te_version})]
+        return [Finding("warning", "te-grouped-tensor", f"{GROUPED_TENSOR_ENV}=1 changes nothing here: {problem}",
+                        (), {"te_version": cfg.te_version})]
+    releases = list(TE_RELEASES)  # oldest first
+    newer = [v for v in releases[releases.index(cfg.te_version):] if grouped_tensor_problem(v, arch, prec) is None]
+    if not newer:
+        return []
+    te = newer[0]
+    alt = ev(cfg.with_(te_version=te, te_grouped_tensor=True))
+    if alt is None:
+        return []
+    tps, alt_tps = est.time.tokens_per_s_per_gpu, alt.time.tokens_per_s_per_gpu
+    if alt_tps <= tps * (1 + MIN_GAIN):
+        return []
+    launch, alt_launch = est.time.breakdown_s.get("launch_overhead", 0.0), alt.time.breakdown_s.get("launch_overhead", 0.0)
+    nums = {"tokens_per_s": round(tps), "alt_tokens_per_s": round(alt_tps), "launch_overhead_s": round(launch, 3),
+            "alt_launch_overhead_s": round(alt_launch, 3), "te_version": te, "env": f"{GROUPED_TENSOR_ENV}=1"}
+    local = cfg.model.first_moe.num_experts // cfg.parallel.ep
+    what = (f"exposed host launch time is {launch:.3f} s per step, most of it the {local} local experts' {prec} "
+            f"quantize and GEMM launches (TE GroupedLinear issues them per expert); its grouped-tensor path runs each "
+            f"linear as one grouped quantize and one grouped GEMM: {alt_launch:.3f} s, {alt_tps:,.0f} vs {tps:,.0f} "
+            "tokens/s/GPU")
+    if te == cfg.te_version:
+        return [Finding("warning", "te-grouped-tensor", f"{what}; set {GROUPED_TENSOR_ENV}=1 in the job's environment "
+                        f"(TE {te}; needs {_GROUPED_NEEDS})", (), nums)]
+    return [Finding("info", "te-grouped-tensor", f"{what} from TE {te} (this run: TE {te_label(cfg.te_version)}) with "
+                    f"{GROUPED_TENSOR_ENV}=1 and {_GROUPED_NEEDS}", (), nums)]
 
 
 # ------------------------------------------------------------------ data-parallel sharding and Muon

@@ -35,12 +35,17 @@ class GroupedTensorPath:
     i.e. a CUDA 13 container; moeplan assumes the container ships one. ``host_splits``: whether it runs with the
     per-expert token counts as a host list, what Megatron-Core's TEGroupedMLP passes in every release
     (megatron/core/transformer/moe/experts.py core_v0.19.0: ``tokens_per_expert.tolist()``).
-    ``blackwell_block_raises``: FP8 block scaling on sm10x raises instead of falling back."""
+    ``blackwell_block_raises``: FP8 block scaling on sm10x raises instead of falling back. ``row_align``: rows
+    the grouped quantize needs in multiples of, per precision (MXFP8: the whole grouped tensor's rows, NVTE_CHECK
+    "First logical dimension of a grouped tensor must be divisible by 128" in common/cast/mxfp8/
+    group_quantize_mxfp8.cuh; FP8 block scaling: each expert's rows, a device error in common/cast/fp8_blockwise/
+    group_quantize_fp8_blockwise.cuh), against the padding the experts get (EXPERT_PAD_ROWS)."""
 
     precisions_hopper: frozenset[str]
     precisions_blackwell: frozenset[str]
     host_splits: bool
     blackwell_block_raises: bool
+    row_align: tuple[tuple[str, int], ...]
     pr: str  # the TE pull request(s) that brought this row's behaviour, for messages
 
 
@@ -48,18 +53,32 @@ class GroupedTensorPath:
 # GROUPED_TENSOR_ENV=1; Hopper BF16/FP16 only, Blackwell BF16/FP16/MXFP8/NVFP4 with RHT; "FP8 delayed / current
 # scaling, and FP8 block scaling are not supported because the corresponding grouped quantization kernels are
 # missing" (they fall back to the legacy path). Host m_splits are copied to the GPU (``m_splits.to(device)``).
-_GROUPED_217 = GroupedTensorPath(frozenset({"bf16"}), frozenset({"bf16", "mxfp8"}), True, False, "#3038")
+_GROUPED_217 = GroupedTensorPath(frozenset({"bf16"}), frozenset({"bf16", "mxfp8"}), True, False, (("mxfp8", 128),),
+                                 "#3038")
 # v2.18 (2026-08-04): + FP8 per-tensor current scaling (PR #3143, Hopper needs cuBLASLt 13.5+) and, on Hopper only,
 # FP8 block scaling (PR #3171; on Blackwell that recipe raises RuntimeError with the env var set). Still opt-in.
 _GROUPED_218 = GroupedTensorPath(frozenset({"bf16", "fp8-cs", "fp8"}), frozenset({"bf16", "fp8-cs", "mxfp8"}), True, True,
-                                 "#3038, #3143, #3171")
+                                 (("mxfp8", 128), ("fp8", 128)), "#3038, #3143, #3171")
 # release_v2.19 (VERSION 2.19.0 since 2026-08-17; PR #3224, 2026-08-12): GroupedLinear(use_grouped_tensor=None)
 # falls back to the env var, now deprecated (FutureWarning), default still off; the path now REQUIRES CUDA m_splits
 # ("The native grouped_tensor path requires CUDA m_splits": ValueError), which no released Megatron-Core passes.
 # Megatron-LM main (0.20.0 dev, PR #6000, 2026-08-14) adds TransformerConfig.moe_use_grouped_tensor (default False;
 # on with use_transformer_engine_op_fuser) that passes the counts on the GPU; it is in no core_v* tag.
 _GROUPED_219 = GroupedTensorPath(_GROUPED_218.precisions_hopper, _GROUPED_218.precisions_blackwell, False, True,
-                                 "#3038, #3143, #3171, #3224")
+                                 _GROUPED_218.row_align, "#3038, #3143, #3171, #3224")
+
+
+# Rows each local expert is padded to under a quantized recipe, per precision (else 16): Megatron-Core's TEGroupedMLP
+# (experts.py core_v0.16 .. core_v0.19.0) builds TE's Fp8Padding with align_size None (256 only on the op-fuser path),
+# so TE's default applies, transformer_engine/pytorch/quantization.py get_align_size_for_quantization (v2.14 ..
+# v2.18): MXFP8 32, NVFP4 128, other FP8 recipes 16. BF16 experts are not padded.
+EXPERT_PAD_ROWS: dict[str, int] = {"mxfp8": 32}
+EXPERT_PAD_ROWS_FP8 = 16
+
+
+def expert_pad_rows(precision: str) -> int:
+    """Rows Megatron-Core's TEGroupedMLP pads each local expert to under ``precision`` (1: no padding, BF16)."""
+    return 1 if precision == "bf16" else EXPERT_PAD_ROWS.get(precision, EXPERT_PAD_ROWS_FP8)
 
 
 @dataclass(frozen=True)
@@ -140,6 +159,12 @@ def grouped_tensor_problem(te_version: str | None, sm_arch: int | None, precisio
         where = f"sm{sm_arch}" if sm_arch is not None else "a GPU of unknown compute capability"
         return (f"TE {v}'s grouped-tensor path does not take {precision} on {where} (it falls back to one GEMM and "
                 "quantize per expert)")
+    align = dict(path.row_align).get(precision)
+    if align is not None and expert_pad_rows(precision) % align:
+        return (f"error: TE {v}'s grouped {precision} quantize needs rows in multiples of {align}, and Megatron-Core's "
+                f"TEGroupedMLP (core_v0.19.0 and older) pads each expert to {expert_pad_rows(precision)} (TE Fp8Padding's "
+                "default), so it raises on the steps whose routed rows miss that multiple (dropless: most of them); "
+                "Megatron-LM main's moe_use_grouped_tensor (unreleased) pads to 256")
     if not path.host_splits:
         return (f"error: TE {v}'s grouped-tensor path needs the per-expert token counts on the GPU (ValueError "
                 "'requires CUDA m_splits'), and Megatron-Core's TEGroupedMLP (core_v0.19.0 and older) passes a host "
@@ -147,6 +172,6 @@ def grouped_tensor_problem(te_version: str | None, sm_arch: int | None, precisio
     return None
 
 
-__all__ = ["DEFAULT_TE_VERSION", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
-           "TE_COMMIT", "TE_RELEASES", "grouped_tensor_precisions", "grouped_tensor_problem", "te_label", "te_release",
+__all__ = ["DEFAULT_TE_VERSION", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
+           "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "grouped_tensor_problem", "te_label", "te_release",
            "te_version_key"]

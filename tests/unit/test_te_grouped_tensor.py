@@ -10,7 +10,10 @@ import json
 import pytest
 
 from moeplan import api
+from moeplan.checker import load_run
 from moeplan.cli import main
+from moeplan.megatron.export import env_settings, to_yaml
+from moeplan.rules import lint
 from moeplan.strategy import parse_strategy, strategy_of, strategy_text
 from moeplan.te_release import (
     DEFAULT_TE_VERSION,
@@ -18,6 +21,7 @@ from moeplan.te_release import (
     GROUPED_TENSOR_FIRST_VERSION,
     TE_RELEASES,
     grouped_tensor_precisions,
+    expert_pad_rows,
     grouped_tensor_problem,
 )
 from moeplan.timing import DEFAULT_CALIBRATION, EXPERT_LAUNCHES, expert_host_s
@@ -42,19 +46,25 @@ def test_table_first_release_and_precisions():
 
 
 def test_problems_per_release_gpu_and_precision():
-    assert "has no grouped-tensor" in grouped_tensor_problem("2.14", B200, "mxfp8")
-    assert grouped_tensor_problem("2.17", B200, "mxfp8") is None
+    assert "has no grouped-tensor" in grouped_tensor_problem("2.14", B200, "fp8-cs")
     assert grouped_tensor_problem("2.17", HOPPER, "bf16") is None
+    assert grouped_tensor_problem("2.17", B200, "bf16") is None
     assert "falls back" in grouped_tensor_problem("2.17", B200, "fp8-cs")  # current scaling: from 2.18
     assert grouped_tensor_problem("2.18", B200, "fp8-cs") is None
+    assert grouped_tensor_problem("2.18", HOPPER, "fp8-cs") is None
     assert "falls back" in grouped_tensor_problem("2.18", B200, "fp8-ds")
-    # FP8 block scaling: Hopper only from 2.18, and TE raises on Blackwell (2.17 just falls back)
-    assert grouped_tensor_problem("2.18", HOPPER, "fp8") is None
-    assert grouped_tensor_problem("2.18", B200, "fp8").startswith("error:")
+    # MXFP8 and FP8 block scaling quantize in 128-row units; Megatron-Core pads experts to 32 / 16 rows
+    assert expert_pad_rows("mxfp8") == 32 and expert_pad_rows("fp8") == expert_pad_rows("fp8-cs") == 16
+    for v in ("2.17", "2.18"):
+        assert grouped_tensor_problem(v, B200, "mxfp8").startswith("error:")
+        assert "multiples of 128" in grouped_tensor_problem(v, B200, "mxfp8")
+    assert "multiples of 128" in grouped_tensor_problem("2.18", HOPPER, "fp8")
+    # FP8 block scaling on Blackwell: TE raises from 2.18 (2.17 just falls back)
+    assert "Hopper-only" in grouped_tensor_problem("2.18", B200, "fp8")
     assert not grouped_tensor_problem("2.17", B200, "fp8").startswith("error:")
     # 2.19 wants the token counts on the GPU, which Megatron-Core's TEGroupedMLP does not pass
-    assert grouped_tensor_problem("2.19", B200, "mxfp8").startswith("error:")
-    assert "CUDA m_splits" in grouped_tensor_problem("2.19", B200, "mxfp8")
+    assert "CUDA m_splits" in grouped_tensor_problem("2.19", B200, "fp8-cs")
+    assert grouped_tensor_problem("2.19", B200, "fp8-cs").startswith("error:")
     assert "falls back" in grouped_tensor_problem("2.19", B200, "fp8-ds")
 
 
@@ -70,38 +80,40 @@ def test_grouped_path_launches_once_per_linear():
     assert expert_host_s(32, 1e5, "mxfp8", frozenset({"moe"}), CAL, grouped=True) == (0.0, 0.0)
 
 
-def _cfg(te: str, flag: bool, precision: str = "mxfp8", gpu: str = "b200"):
+def _cfg(te: str, flag: bool, precision: str = "fp8-cs", gpu: str = "b200"):
     cfg, _ = api.build_config("deepseek-v3", gpu=gpu, gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8,
                               precision=precision, dispatcher="deepep", cuda_graphs="attn,moe_router,moe_preprocess",
                               te_version=te, te_grouped_tensor=flag)
     return cfg
 
 
-def _est(te: str, flag: bool, precision: str = "mxfp8") -> dict:
+def _est(te: str, flag: bool, precision: str = "fp8-cs") -> dict:
     cfg = _cfg(te, flag, precision)
     return api.evaluate(cfg, cfg.gpu).as_dict()
 
 
 def test_run_selects_the_path_only_where_te_takes_it():
-    assert not _cfg("2.17", False).experts_grouped_tensor  # opt-in in every release
-    assert _cfg("2.17", True).experts_grouped_tensor
+    assert not _cfg("2.18", False).experts_grouped_tensor  # opt-in in every release
+    assert _cfg("2.18", True).experts_grouped_tensor
     assert not _cfg(DEFAULT_TE_VERSION, True).experts_grouped_tensor  # no such path in 2.14
-    assert not _cfg("2.17", True, "fp8-ds").experts_grouped_tensor
+    assert not _cfg("2.17", True).experts_grouped_tensor  # no FP8 current scaling before 2.18
+    assert not _cfg("2.18", True, "fp8-ds").experts_grouped_tensor
+    assert not _cfg("2.18", True, "mxfp8").experts_grouped_tensor  # raises: 32-row padding, 128-row quantize
     assert not _cfg("2.19", True).experts_grouped_tensor  # raises with Megatron-Core's host splits
 
 
 def test_default_and_per_expert_estimates_unchanged():
     base = _est(DEFAULT_TE_VERSION, False)
     assert _est(DEFAULT_TE_VERSION, True) == base  # the flag does nothing on TE 2.14
-    assert _est("2.17", False) == base  # a newer TE alone still launches per expert
-    assert _est("2.17", True, "fp8-ds") == _est("2.17", False, "fp8-ds")
+    assert _est("2.18", False) == base  # a newer TE alone still launches per expert
+    assert _est("2.18", True, "mxfp8") == _est(DEFAULT_TE_VERSION, False, "mxfp8")
 
 
 def test_grouped_path_removes_the_per_expert_launches():
-    """DeepSeek-V3 on B200 at EP8 (32 local experts, MXFP8): the per-expert launches outlast the GPU work
-    (test_expert_launches); counted once per linear they hide behind it, and the step gets shorter."""
-    per_expert, grouped = _est("2.17", False), _est("2.17", True)
-    bf16 = _est("2.17", False, "bf16")  # the per-layer launch constant alone
+    """DeepSeek-V3 on B200 at EP8 (32 local experts, FP8 current scaling): the per-expert launches outlast the GPU
+    work (test_expert_launches); counted once per linear they hide behind it, and the step gets shorter."""
+    per_expert, grouped = _est("2.18", False), _est("2.18", True)
+    bf16 = _est("2.18", False, "bf16")  # the per-layer launch constant alone
     launch = {k: e["time_breakdown_s"]["launch_overhead"] / e["microbatches"] for k, e in
               (("per", per_expert), ("once", grouped), ("bf16", bf16))}
     assert launch["per"] - launch["bf16"] > 0.03 * per_expert["step_time_s"] / per_expert["microbatches"]
@@ -112,18 +124,55 @@ def test_grouped_path_removes_the_per_expert_launches():
 
 
 def test_strategy_and_cli_carry_the_knob(tmp_path, capsys):
-    cfg = _cfg("2.17", True)
+    cfg = _cfg("2.18", True)
     assert strategy_of(cfg)["megatron"]["te_grouped_tensor"] is True
     assert parse_strategy(strategy_text(cfg))["te_grouped_tensor"] is True
     args = ["estimate", "deepseek-v3", "--gpu", "b200", "--gpus", "256", "--seq-len", "4096", "--gbs", "2048",
-            "--pp", "16", "--ep", "8", "--precision", "mxfp8", "--dispatcher", "deepep",
-            "--cuda-graphs", "attn,moe_router,moe_preprocess", "--te-version", "2.17", "--json"]
+            "--pp", "16", "--ep", "8", "--precision", "fp8-cs", "--dispatcher", "deepep",
+            "--cuda-graphs", "attn,moe_router,moe_preprocess", "--te-version", "2.18", "--json"]
     assert main(args) == 0
     per_expert = json.loads(capsys.readouterr().out)
     assert main([*args, "--te-grouped-tensor"]) == 0
     grouped = json.loads(capsys.readouterr().out)
     assert grouped["step_time_s"] < per_expert["step_time_s"]
-    assert per_expert["step_time_s"] == pytest.approx(_est("2.17", False)["step_time_s"])
+    assert per_expert["step_time_s"] == pytest.approx(_est("2.18", False)["step_time_s"])
     with pytest.raises(SystemExit):
         main(["estimate", "--help"])
     assert GROUPED_TENSOR_ENV in capsys.readouterr().out.replace("\n", "").replace(" ", "")
+
+
+def _lint(cfg) -> list:
+    return [f for f in lint(cfg, cfg.gpu) if f.rule == "te-grouped-tensor"]
+
+
+def test_lint_suggests_the_path_where_it_gains_and_flags_it_where_te_ignores_or_raises():
+    info, = _lint(_cfg(DEFAULT_TE_VERSION, False))  # the recipes' TE: the first release that runs it
+    assert info.severity == "info" and info.numbers["te_version"] == "2.18" and "32 local experts" in info.message
+    assert info.numbers["alt_tokens_per_s"] > info.numbers["tokens_per_s"] * 1.03
+    assert info.numbers["alt_launch_overhead_s"] < info.numbers["launch_overhead_s"]
+    warn, = _lint(_cfg("2.18", False))  # the run's TE has it: only the environment variable is missing
+    assert warn.severity == "warning" and f"{GROUPED_TENSOR_ENV}=1" in warn.message
+    assert _lint(_cfg("2.18", True)) == []
+    assert _lint(_cfg("2.18", False, "bf16")) == []  # BF16 experts' launches hide in the per-layer constant
+    assert _lint(_cfg("2.18", False, "mxfp8")) == []  # the path raises for MXFP8 with Megatron-Core's padding
+    noop, = _lint(_cfg(DEFAULT_TE_VERSION, True))
+    assert noop.severity == "warning" and "changes nothing" in noop.message
+    for te, prec, why in (("2.19", "fp8-cs", "CUDA m_splits"), ("2.18", "mxfp8", "multiples of 128")):
+        err, = _lint(_cfg(te, True, prec))
+        assert err.severity == "error" and why in err.message
+    assert _lint(_cfg("2.19", False)) == []  # 2.19 cannot run it with Megatron-Core's host splits
+
+
+def test_export_carries_the_environment_and_check_reads_it_back(tmp_path):
+    cfg = _cfg("2.18", True)
+    assert env_settings(cfg) == {GROUPED_TENSOR_ENV: "1"} and env_settings(_cfg("2.18", False)) == {}
+    text = to_yaml(cfg)
+    assert f" {GROUPED_TENSOR_ENV}=1" in text.splitlines()[0]
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    back, _, _ = load_run(str(path))
+    assert back.te_grouped_tensor and back.te_version == "2.18" and back.experts_grouped_tensor
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(to_yaml(_cfg("2.18", False)))
+    assert not load_run(str(plain))[0].te_grouped_tensor
+    assert load_run(str(plain), te_grouped_tensor=True)[0].te_grouped_tensor

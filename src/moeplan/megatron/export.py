@@ -13,7 +13,7 @@ import re
 
 import yaml
 
-from moeplan.te_release import DEFAULT_TE_VERSION
+from moeplan.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
 from moeplan.errors import MoeplanError
 from moeplan.megatron.fields import (
     CP_TO_MCORE,
@@ -261,14 +261,23 @@ def to_overrides(cfg: RunConfig, version: str | None = None) -> list[str]:
 PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, gpu, gpus, mcore-version, te-version)
 
 
+def env_settings(cfg: RunConfig) -> dict[str, str]:
+    """Environment variables the training job must set for what the run models and no Megatron-Core field
+    selects: ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1`` for ``te_grouped_tensor`` (TE GroupedLinear reads it,
+    v2.17 .. release_v2.19; no released Megatron-Core has an option for the path: moeplan.te_release)."""
+    return {GROUPED_TENSOR_ENV: "1"} if cfg.te_grouped_tensor else {}
+
+
 def provenance_comment(cfg: RunConfig, version: str | None = None) -> str:
     """The comment line every export starts with, naming what the file does not carry itself:
     ``# moeplan: model=deepseek-v3 gpu=h100 gpus=1024 mcore-version=0.16`` (``moeplan check`` reads it), with
-    ``te-version=2.19`` after it where the run's Transformer Engine is not the default (the recipes')."""
+    ``te-version=2.19`` after it where the run's Transformer Engine is not the default (the recipes'), and the
+    job's :func:`env_settings` as ``NAME=VALUE``."""
     v = version or cfg.mcore_version
     te = "" if cfg.te_version == DEFAULT_TE_VERSION else f" te-version={cfg.te_version}"
+    env = "".join(f" {k}={val}" for k, val in env_settings(cfg).items())
     return (f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu.name} gpus={cfg.parallel.gpus} "
-            f"mcore-version={v}{te}")
+            f"mcore-version={v}{te}{env}")
 
 
 def to_yaml(cfg: RunConfig, version: str | None = None) -> str:
@@ -305,4 +314,4 @@ def to_megatron_lm_args(cfg: RunConfig, version: str | None = None) -> list[str]
     return args + ["--bf16"]
 
 
-__all__ = ["format_override_value", "to_megatron_lm_args", "to_overrides", "to_settings", "to_yaml"]
+__all__ = ["env_settings", "format_override_value", "to_megatron_lm_args", "to_overrides", "to_settings", "to_yaml"]

@@ -17,6 +17,7 @@ from moeplan.megatron.read.bridge_yaml import parse_bridge_yaml
 from moeplan.megatron.read.collect import ParsedRun, RunKind, fail
 from moeplan.megatron.read.megatron_lm import known_flags, parse_megatron_lm
 from moeplan.megatron.read.overrides import parse_override_value, parse_overrides
+from moeplan.te_release import GROUPED_TENSOR_ENV
 
 _OVERRIDE_START = re.compile(r"['\"]?((\+\+|\+)?[A-Za-z_][\w\-.]*=|~[A-Za-z_])")
 
@@ -36,7 +37,7 @@ def _detect(text: str) -> RunKind:
 
 
 _PROVENANCE = re.compile(r"^[ \t]*#[ \t]*moeplan:(.*)$", re.MULTILINE)
-PROVENANCE_KEYS = ("model", "gpu", "gpus", "mcore-version", "te-version")
+PROVENANCE_KEYS = ("model", "gpu", "gpus", "mcore-version", "te-version", GROUPED_TENSOR_ENV)  # + export.env_settings
 
 
 def read_provenance(text: str) -> dict[str, str]:
