@@ -512,6 +512,11 @@ def _grouped_tensor(cfg: RunConfig, est: Any, ev: Evaluator) -> list[Finding]:
     if cfg.model.first_moe is None:
         return []
     arch, prec = cfg.gpu.sm_arch, cfg.precision
+    if cfg.experts_op_fused:  # the op fuser's GroupedLinear, not the module the variable selects for
+        return ([Finding("warning", "te-grouped-tensor", f"{GROUPED_TENSOR_ENV}=1 changes nothing for the routed experts "
+                         "here: they run on TE's op fuser (use_transformer_engine_op_fuser), whose GroupedLinear takes "
+                         "its grouped-tensor flow by default where the release has one (TE 2.16+)", (),
+                         {"te_version": cfg.te_version})] if cfg.te_grouped_tensor else [])
     if cfg.te_grouped_tensor:
         problem = grouped_tensor_problem(cfg.te_version, arch, prec)
         if problem is None:

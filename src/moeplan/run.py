@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_problem, te_version_key
+from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_problem, op_fuser_grouped, te_version_key
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
@@ -244,8 +244,12 @@ class RunConfig:
 
     @property
     def experts_grouped_tensor(self) -> bool:
-        """Whether TE runs the routed experts' GroupedLinear on its grouped-tensor path: ``te_grouped_tensor`` set and
-        moeplan.te_release.grouped_tensor_problem finds nothing against this TE release, GPU and precision."""
+        """Whether TE runs the routed experts' GroupedLinear on a grouped-tensor path (one quantize and GEMM per linear
+        for all local experts). Under the op fuser (:attr:`experts_op_fused`) the op's GroupedLinear does it by default
+        where moeplan.te_release.op_fuser_grouped says so (TE 2.16+); otherwise ``te_grouped_tensor`` must be set and
+        moeplan.te_release.grouped_tensor_problem find nothing against this TE release, GPU and precision."""
+        if self.experts_op_fused:
+            return op_fuser_grouped(self.te_version, self.gpu.sm_arch, self.precision)
         return self.te_grouped_tensor and grouped_tensor_problem(self.te_version, self.gpu.sm_arch, self.precision) is None
 
     @property

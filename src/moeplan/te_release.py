@@ -82,6 +82,26 @@ def expert_pad_rows(precision: str) -> int:
 
 
 @dataclass(frozen=True)
+class OpFuserGrouped:
+    """The op fuser's GroupedLinear (transformer_engine/pytorch/ops/basic/grouped_linear.py, what Megatron-Core's
+    TEGroupedMLP runs under ``use_transformer_engine_op_fuser``, core_v0.18+, with the token counts on the GPU and
+    experts padded to 256 rows): its graph-safe grouped-tensor flow (``_is_graph_safe_path_supported``; release_v2.19
+    ``is_op_fuser_grouped_tensor_path_supported``) is the DEFAULT, no option, where it takes the precision; the same
+    single grouped quantize and grouped GEMM per linear as GroupedTensorPath. Precisions on sm90 / sm100 .. sm110."""
+
+    precisions_hopper: frozenset[str]
+    precisions_blackwell: frozenset[str]
+
+
+# v2.16 (PR #2923 "Graph Safe support for TE Grouped linear Op", 2026-05-05): sm100+ only, MXFP8 / BF16 (NVFP4 RHT).
+_OPS_216 = OpFuserGrouped(frozenset(), frozenset({"bf16", "mxfp8"}))
+# v2.17: + BF16 on Hopper. v2.18 (PR #3143 current scaling, #3171 block scaling) and release_v2.19: + FP8 current
+# scaling (Hopper with cuBLASLt 13.5+), FP8 block scaling on Hopper only (2.19: cuBLASLt 13.6+).
+_OPS_217 = OpFuserGrouped(frozenset({"bf16"}), frozenset({"bf16", "mxfp8"}))
+_OPS_218 = OpFuserGrouped(frozenset({"bf16", "fp8-cs", "fp8"}), frozenset({"bf16", "fp8-cs", "mxfp8"}))
+
+
+@dataclass(frozen=True)
 class TERelease:
     """One Transformer Engine release line (major.minor) as moeplan models it."""
 
@@ -90,6 +110,11 @@ class TERelease:
     grouped_tensor: GroupedTensorPath | None
     """GroupedLinear's grouped-tensor GEMM path, None where the release has none (v2.14 .. v2.16 grouped_linear.py
     calls only general_grouped_gemm, one cuBLASLt GEMM per expert)."""
+    op_fuser_grouped: OpFuserGrouped | None = None
+    """The op fuser's default grouped-tensor flow, None where its GroupedLinear splits per expert (v2.14, v2.15:
+    tex.split_quantize + general_grouped_gemm). Not modelled: v2.14's fused MXFP8 grouped MLP (ops/fused/
+    forward_grouped_mlp.py, the cuDNN front-end CuTe DSL kernel on sm10x with SwiGLU), which also launches once
+    but needs the cudnn front-end package; no shared row runs the op fuser without a full-iteration graph."""
 
 
 # The ONE table of Transformer Engine releases (TransformerEngine git, tags v2.14 .. v2.18, branch release_v2.19;
@@ -101,10 +126,10 @@ class TERelease:
 TE_RELEASES: dict[str, TERelease] = {
     "2.14": TERelease(False, None),
     "2.15": TERelease(False, None),
-    "2.16": TERelease(False, None),
-    "2.17": TERelease(False, _GROUPED_217),
-    "2.18": TERelease(False, _GROUPED_218),
-    "2.19": TERelease(True, _GROUPED_219),
+    "2.16": TERelease(False, None, _OPS_216),
+    "2.17": TERelease(False, _GROUPED_217, _OPS_217),
+    "2.18": TERelease(False, _GROUPED_218, _OPS_218),
+    "2.19": TERelease(True, _GROUPED_219, _OPS_218),
 }
 GROUPED_TENSOR_FIRST_VERSION = next(v for v, r in TE_RELEASES.items() if r.grouped_tensor is not None)
 
@@ -143,6 +168,17 @@ def grouped_tensor_precisions(te_version: str | None, sm_arch: int | None) -> fr
     return frozenset()
 
 
+def op_fuser_grouped(te_version: str | None, sm_arch: int | None, precision: str) -> bool:
+    """Whether TE ``te_version``'s op-fuser GroupedLinear runs ``precision`` on its grouped-tensor flow on ``sm_arch``
+    (OpFuserGrouped; outside sm90 .. sm110 or unknown: no)."""
+    ops = te_release(te_version).op_fuser_grouped
+    if ops is None or sm_arch is None:
+        return False
+    if sm_arch == 90:
+        return precision in ops.precisions_hopper
+    return 100 <= sm_arch <= 110 and precision in ops.precisions_blackwell
+
+
 def grouped_tensor_problem(te_version: str | None, sm_arch: int | None, precision: str) -> str | None:
     """Why TE ``te_version`` with GROUPED_TENSOR_ENV=1 does not run the routed experts on the grouped-tensor path
     under Megatron-Core's TEGroupedMLP, or None where it does. The reason starts with ``error:`` where TE raises
@@ -173,5 +209,5 @@ def grouped_tensor_problem(te_version: str | None, sm_arch: int | None, precisio
 
 
 __all__ = ["DEFAULT_TE_VERSION", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
-           "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "grouped_tensor_problem", "te_label", "te_release",
+           "OpFuserGrouped", "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "op_fuser_grouped", "grouped_tensor_problem", "te_label", "te_release",
            "te_version_key"]

@@ -23,6 +23,7 @@ from moeplan.te_release import (
     grouped_tensor_precisions,
     expert_pad_rows,
     grouped_tensor_problem,
+    op_fuser_grouped,
 )
 from moeplan.timing import DEFAULT_CALIBRATION, EXPERT_LAUNCHES, expert_host_s
 
@@ -176,3 +177,28 @@ def test_export_carries_the_environment_and_check_reads_it_back(tmp_path):
     plain.write_text(to_yaml(_cfg("2.18", False)))
     assert not load_run(str(plain))[0].te_grouped_tensor
     assert load_run(str(plain), te_grouped_tensor=True)[0].te_grouped_tensor
+
+
+def _fused(te: str, flag: bool = False, precision: str = "mxfp8"):
+    # the sync-free bundle (rank capacity factor, HybridEP) puts the experts on TE's op fuser (ETP 1); partial
+    # graphs leave the experts' launches to the host
+    cfg, _ = api.build_config("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8,
+                              precision=precision, dispatcher="hybridep", rank_capacity_factor=1.5,
+                              cuda_graphs="attn,moe_router,moe_preprocess", mcore_version="0.19", te_version=te,
+                              te_grouped_tensor=flag)
+    return cfg
+
+
+def test_op_fuser_takes_its_grouped_flow_by_default_from_te_2_16():
+    assert op_fuser_grouped("2.16", B200, "mxfp8") and not op_fuser_grouped("2.16", HOPPER, "bf16")
+    assert not op_fuser_grouped("2.15", B200, "mxfp8") and not op_fuser_grouped(DEFAULT_TE_VERSION, B200, "mxfp8")
+    assert op_fuser_grouped("2.18", HOPPER, "fp8-cs") and not op_fuser_grouped("2.19", B200, "fp8-ds")
+    old, new = _fused(DEFAULT_TE_VERSION), _fused("2.16")
+    assert old.experts_op_fused and new.experts_op_fused
+    assert not old.experts_grouped_tensor and new.experts_grouped_tensor  # no variable needed
+    e_old, e_new = (api.evaluate(c, c.gpu).as_dict() for c in (old, new))
+    assert e_new["time_breakdown_s"]["launch_overhead"] < e_old["time_breakdown_s"]["launch_overhead"]
+    assert e_old == api.evaluate(_fused("2.15"), old.gpu).as_dict()  # 2.14 / 2.15: per expert, as calibrated
+    noop, = _lint(_fused("2.18", True))  # the variable selects the module path, which the op fuser bypasses
+    assert noop.severity == "warning" and "op fuser" in noop.message
+    assert _lint(_fused("2.18")) == []
