@@ -503,7 +503,7 @@ def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, in
 # ------------------------------------------------------------------ TE GroupedLinear's grouped-tensor path
 # moeplan.te_release: from TE 2.17 an opt-in path (GROUPED_TENSOR_ENV=1) runs the routed experts' quantize and GEMMs
 # once per linear instead of once per local expert (timing.expert_host_s); it needs a CUDA 13 container.
-_GROUPED_NEEDS = "a CUDA 13 container (cuBLASLt 13.3+, 13.4+ on Hopper)"
+_GROUPED_NEEDS = "a CUDA 13 container (cuBLASLt 13.3+; on Hopper 13.4+, 13.5+ for FP8 current scaling)"
 
 
 def _grouped_tensor(cfg: RunConfig, est: Any, ev: Evaluator) -> list[Finding]:

@@ -183,10 +183,11 @@ FLEX_PREPROCESS_FUSED = 14 / 31
 # NVTE_USE_CUTLASS_GROUPED_GEMM only): forward one GEMM per linear, backward dgrad + wgrad; tex.split_quantize of
 # the input (forward) and of the output gradient (backward) runs one quantize kernel per split (pytorch/csrc/
 # extensions/cast.cpp multi_tensor_quantize_impl: only FP8 delayed scaling has a fused multi-tensor cast). The
-# MXFP8 scale swizzle is one multi-tensor kernel per operand list, not per expert. TE 2.17+'s grouped-tensor path
-# (opt-in: moeplan.te_release.GroupedTensorPath, RunConfig.experts_grouped_tensor) issues the same calls ONCE per
-# linear, whatever the local expert count: one group_quantize, one grouped GEMM (setup kernel + cuBLASLt grouped
-# matmul) per fprop / dgrad / wgrad.
+# MXFP8 scale swizzle is one multi-tensor kernel per operand list, not per expert. TE's grouped-tensor flows issue
+# the same calls ONCE per linear, whatever the local expert count: one group_quantize, one grouped GEMM (setup
+# kernel + cuBLASLt grouped matmul) per fprop / dgrad / wgrad; GroupedLinear's from TE 2.17, opt-in
+# (moeplan.te_release.GroupedTensorPath), the op fuser's by default from TE 2.16 (OpFuserGrouped); which one a
+# run gets: RunConfig.experts_grouped_tensor.
 EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quantize": 2}}
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
