@@ -680,14 +680,15 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     +17% / +25% there, against G11's measured +17.5%). Checked and not the cause: (a) the order in which
     Megatron-Core runs a merged layer (model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run: two
     streams and one CUDA event per model chunk, pipeline_parallel/utils.py ScheduleNode, so mlp_fwd waits for
-    dispatch_fwd, dispatch_bwd for mlp_bwd, combine_fwd for mlp_fwd and the next layer for both chains),
-    simulated node by node: equal to timing.py's three windows on the four rows' fastest plans, G11 and MB01
-    (the fastest plans hide all of their dispatch / combine either way) and within 10% per layer on a grid
-    around them (`test_overlap_windows_match_the_merged_schedule`); used as the overlap model it moves three
-    rows, all down (Qwen3-235B H100 4K 0.93 -> 0.90 twice, DeepSeek-V3 on 1,024 H100 0.95 -> 0.93) and the four
-    not at all; with delay_wgrad_compute, which Bridge sets with every overlap
-    (scripts/performance/utils/overrides.py `_set_moe_a2a_overlap_overrides`), the weight-gradient GEMMs run
-    beside dispatch_bwd and the next combine_bwd, so it hides more, not less. (b) The merged pipeline (one
+    dispatch_fwd, dispatch_bwd for mlp_bwd, combine_fwd for mlp_fwd and the next layer for both chains) is the
+    overlap model, node by node (`timing.merged_layer_s`, `test_overlap_model_is_the_merged_schedule`), with
+    delay_wgrad_compute where the run sets it (Bridge pairs it with every overlap,
+    scripts/performance/utils/overrides.py `_set_moe_a2a_overlap_overrides`; G11's recipe turns it off): the
+    experts' weight-gradient GEMMs run beside dispatch_bwd, attention's and the shared experts' beside the next
+    layer's combine_bwd inside a model chunk (not in its first layer), so it hides more, not less. Against the
+    three windows it replaced (2026-12-03): cross-validated error 0.140 and 26 of 26 pairs either way, these
+    rows 0.91 -> 0.92 (Qwen3-235B H100 4K, twice) and 0.95 -> 0.94 (DeepSeek-V3 on 1,024 H100), the four not
+    at all: the fastest plans hide all of their dispatch / combine either way. (b) The merged pipeline (one
     extra warm-up micro-batch, schedules.py get_pp_rank_microbatches; each steady step a forward and a
     backward that start together, so both inputs must be there): simulated with equal chunks its bubble is
     (PP - 1) / VPP micro-batches at each of these layouts, as costed

@@ -301,7 +301,7 @@ def gemm_k_half(rate: float, sms: int, cal: Calibration) -> float:
     return rate / max(1, sms) * cal.gemm_epilogue_s / 2
 
 
-def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
+def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float, float]:
     """:func:`_gemm_time_uncached`, memoised in ``ctx.gemms`` (a search's shared cache) by what it reads:
     the GEMM, its rows and local experts (routed expert GEMMs only), the tokens per GPU and per CP rank, TP
     and ETP; the dict itself is one per GPU, precision and gradient dtype (:func:`make_ctx`), and the
@@ -320,8 +320,9 @@ def _gemm_time(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[f
     return hit
 
 
-def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float]:
-    """(fwd + dgrad + wgrad seconds, FP8 cast seconds) of one weight GEMM on one GPU.
+def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float, float]:
+    """(fwd + dgrad + wgrad seconds, FP8 cast seconds, the wgrad's part of the first) of one weight GEMM on one
+    GPU.
 
     Each of the three GEMMs costs its FLOPs at the achievable matmul rate plus its HBM traffic
     (inputs, weights, outputs) at the achievable bandwidth: an additive roofline, which charges the
@@ -371,8 +372,9 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
     kh = gemm_k_half(ctx.gemm_rate, ctx.gpu.sms, cal)
     depth = (k / (k + kh), n / (n + kh), per_expert / (per_expert + kh))
     t = sum(flops / (rate * d) for d in depth) + traffic / hbm
+    wgrad = flops / (rate * depth[2]) + (m * k * b_in + m * n * b_in + 2 * w * grad_b) / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
-    return t, cast
+    return t, cast, wgrad
 
 
 def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_domain: int) -> bool:
@@ -839,24 +841,63 @@ def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
     return one_d, one_c, perm
 
 
-def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts_s: float,
-                         stolen: float, eff: float) -> float:
-    """Exposed seconds of one MoE layer's dispatch / combine (fwd + bwd) under EP A2A overlap.
+EP_CHUNK_EDGE = "ep_chunk_edge"  # layer-cache key: a model chunk's first-layer EP exposure beyond steady state
+# Steady state of the merged schedule: layers simulated, and the later half of them measured (the first
+# layers of a chain start with both streams idle; the per-layer increment settles within a few layers).
+MERGED_LAYERS = 8
 
-    Megatron-Core's merged 1F1B runs the forward of one micro-batch and the backward of another layer by
-    layer in three windows (TransformerLayerSchedulePlan.run, model_chunk_schedule_plan.py):
-        comm: combine_bwd      | dispatch_fwd -> dispatch_bwd    | combine_fwd
-        comp: pre_dispatch_fwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd | pre_dispatch_bwd
-    The pre-dispatch compute (attention block, ``attn_s`` fwd + bwd) is 1/3 forward, 2/3 backward; the
-    expert MLP (``experts_s``) fills the middle window. A window hides at most ``eff`` of its compute;
-    while a kernel runs behind compute it holds ``stolen`` of the GPU's SMs, which that compute loses.
-    Permutes run on the compute stream and stay exposed."""
-    windows = ((d, eff * attn_s / TRAIN), (d + c, eff * experts_s), (c, eff * attn_s * (TRAIN - 1) / TRAIN))
-    exposed = hidden = 0.0
-    for comm, comp in windows:
-        h = min(comm, comp)
-        hidden += h
-        exposed += comm - h
+
+def merged_layer_s(d: float, c: float, attn_s: float, experts_s: float, attn_wgrad_s: float = 0.0,
+                   experts_wgrad_s: float = 0.0, carry: bool = True) -> float:
+    """Seconds per MoE layer of Megatron-Core's merged 1F1B under EP A2A overlap (one forward and one backward
+    micro-batch, layer by layer), node by node as it runs.
+
+    model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run issues, per layer: combine_bwd (comm stream),
+    attn_fwd (comp), mlp_bwd (comp), dispatch_fwd (comm), mlp backward_dw (comp), dispatch_bwd (comm), mlp_fwd
+    (comp), combine_fwd (comm), attn_bwd (comp), attn backward_dw (comp). Two CUDA streams (pipeline_parallel/
+    utils.py set_streams: comp = the current stream, comm a new one); each node waits on and then records its
+    model chunk's CUDA event (ScheduleNode.stream_acquire_context), so the forward and the backward micro-batch
+    are one chain each, and a node starts when its stream and its chain are free. ``backward_dw`` runs outside
+    that context on the compute stream: with ``delay_wgrad_compute`` the TE linears keep their weight-gradient
+    GEMMs out of the node's backward (extensions/transformer_engine.py, delay_wgrad_compute; TE
+    GroupedLinear / Linear backward_dw), so dispatch_bwd waits for the experts' dgrad only and runs beside
+    their wgrad (``experts_wgrad_s``), and the next layer's combine_bwd waits for attention's dgrad only and
+    runs beside attention's and the shared experts' wgrad (``attn_wgrad_s``, fine_grained_callables.py
+    _BackwardDWWrapper). Without it both wgrad arguments are 0 and the wgrad stays inside mlp_bwd / attn_bwd.
+    Forward is 1/TRAIN of each part; the backward of dispatch moves what combine moves and back. ``carry``:
+    the layers follow each other inside a model chunk (steady state); False: one layer from idle streams, as
+    a chunk's first layer starts (the chunk run ends by waiting on both events; its last attention
+    backward_dw goes beside the PP send / recv instead)."""
+    fwd = 1 / TRAIN
+    nodes = ((0, 1, d), (1, 2, attn_s * fwd), (1, 1, experts_s * (1 - fwd) - experts_wgrad_s), (0, 2, d),
+             (1, 0, experts_wgrad_s), (0, 1, c), (1, 2, experts_s * fwd), (0, 2, c),
+             (1, 1, attn_s * (1 - fwd) - attn_wgrad_s), (1, 0, attn_wgrad_s))
+    free = [0.0, 0.0]  # comm, comp stream
+    event = [0.0, 0.0, 0.0]  # chain 0: none (backward_dw), 1: backward micro-batch, 2: forward micro-batch
+    layers = MERGED_LAYERS if carry else 1
+    mark = 0.0
+    for i in range(layers):
+        if i == layers // 2:
+            mark = max(free)
+        for stream, chain, dur in nodes:
+            start = free[stream] if free[stream] > event[chain] else event[chain]
+            free[stream] = start + dur
+            if chain:
+                event[chain] = free[stream]
+    return (max(free) - mark) / (layers - layers // 2)
+
+
+def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts_s: float,
+                         stolen: float, eff: float, attn_wgrad_s: float = 0.0, experts_wgrad_s: float = 0.0,
+                         carry: bool = True) -> float:
+    """Exposed seconds of one MoE layer's dispatch / combine (fwd + bwd) under EP A2A overlap: the merged
+    schedule (:func:`merged_layer_s`, the attention block ``attn_s`` and the expert MLP ``experts_s`` fwd +
+    bwd, their delayed weight-gradient GEMMs where ``delay_wgrad_compute`` runs) less the compute. Compute
+    hides at most ``eff`` of its time; while a kernel runs behind compute it holds ``stolen`` of the GPU's
+    SMs, which that compute loses. Permutes run on the compute stream and stay exposed."""
+    layer = merged_layer_s(d, c, eff * attn_s, eff * experts_s, eff * attn_wgrad_s, eff * experts_wgrad_s, carry)
+    exposed = max(0.0, layer - eff * (attn_s + experts_s))
+    hidden = max(0.0, 2 * (d + c) - exposed)
     return exposed + hidden * stolen + 2 * perm
 
 
@@ -1001,12 +1042,20 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     imb = cfg.rows_factor
     rows = t * mlp.top_k * imb * par.etp if isinstance(mlp, MoE) else 0.0
     gemm = grouped = cast = 0.0
+    # weight-gradient seconds that delay_wgrad_compute moves out of the backward nodes (merged_layer_s): the
+    # routed experts' (TEGroupedMLP.backward_dw) and the attention block's TE linears with the shared
+    # experts' (_BackwardDWWrapper); Gated DeltaNet has no backward_dw (megatron/core/ssm), the router is
+    # not a TE linear
+    wgrad_attn = wgrad_experts = 0.0
     for g in layer_gemms(layer, h):
-        g_time, g_cast = _gemm_time(ctx, g, rows, mlp.num_experts / par.ep if isinstance(mlp, MoE) else 1)
+        g_time, g_cast, g_wgrad = _gemm_time(ctx, g, rows, mlp.num_experts / par.ep if isinstance(mlp, MoE) else 1)
         if g.kind == "expert":
             grouped += g_time
+            wgrad_experts += g_wgrad
         else:
             gemm += g_time
+            if g.kind in ("attn", "shared"):
+                wgrad_attn += g_wgrad
         cast += g_cast
     out["gemm"], out["grouped_gemm"] = gemm, grouped
     mixer_norm = f.attn_proj_flops - sum(g.fwd_flops for g in layer_gemms(layer, h) if g.kind == "attn")
@@ -1068,8 +1117,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
             stolen = ep_comm_sms(cfg, gpu, cal) / gpu.sms
             attn_block = sum(out.get(k, 0.0) for k in ("gemm", "attention", "linear_attention"))
-            out["ep_comm"] = (ep_overlap_exposed_s(d, c, perm, attn_block, out.get("grouped_gemm", 0.0), stolen,
-                                                   cal.ep_overlap_eff)
+            overlap = (d, c, perm, attn_block, out.get("grouped_gemm", 0.0), stolen, cal.ep_overlap_eff,
+                       *((wgrad_attn, wgrad_experts) if cfg.delay_wgrad_on else (0.0, 0.0)))
+            steady = ep_overlap_exposed_s(*overlap)
+            # what a model chunk's first layer exposes beyond the steady state (step_parts adds it per chunk)
+            ctx.cache[(EP_CHUNK_EDGE, layer)] = max(0.0, ep_overlap_exposed_s(*overlap, carry=False) - steady)
+            out["ep_comm"] = (steady
                               + rmap + cal.ep_overlap_layer_s * (1 - share))
         else:
             out["ep_comm"] = ep_raw
@@ -1237,7 +1290,7 @@ def _edge_time(ctx: _Ctx, stage: Stage) -> dict[str, float]:
     heads = (1 if stage.loss else 0) + stage.mtp
     if heads:
         logits = logits_gemm(spec, cfg.parallel.tp)
-        g_time, g_cast = _gemm_time(ctx, logits, 0.0, 1)
+        g_time, g_cast, _ = _gemm_time(ctx, logits, 0.0, 1)
         out["gemm"] = heads * g_time
         v_shard = spec.vocab / cfg.parallel.tp
         # cross-entropy: softmax over the vocabulary shard in fp32, forward and backward
@@ -1266,6 +1319,20 @@ def _work_time(ctx: _Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple
                 acc[k] = acc.get(k, 0.0) + v
         hit = ctx.cache[work] = acc
     return hit
+
+
+def _ep_chunk_edges_s(ctx: _Ctx, groups: tuple[tuple[Layer, int], ...]) -> float:
+    """EP exposure that one micro-batch's model chunks on a rank add beyond their layers' steady state under
+    EP A2A overlap: each merged chunk run (TransformerModelChunkSchedulePlan.run) starts its first layer with
+    both streams idle and ends by waiting on both events, so per chunk one layer runs as
+    ``merged_layer_s(carry=False)`` (with delay_wgrad_compute: no earlier attention wgrad for its combine_bwd
+    to run beside). Chunks: the rank's VPP model chunks, at most one per MoE layer; the layer: the rank's
+    MoE layers' mean (read from the layer cache that :func:`layer_time` fills)."""
+    edges = [(ctx.cache.get((EP_CHUNK_EDGE, layer), 0.0), n) for layer, n in groups if isinstance(layer.mlp, MoE)]
+    layers = sum(n for _, n in edges)
+    if not layers:
+        return 0.0
+    return min(ctx.cfg.parallel.vpp, layers) * sum(e * n for e, n in edges) / layers
 
 
 @lru_cache(maxsize=4096)
@@ -1359,6 +1426,9 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
                 worst, worst_total, worst_rank = acc, total, r
             continue
         acc = dict(_work_time(ctx, work))
+        edge = _ep_chunk_edges_s(ctx, work[0])
+        if edge:
+            acc["ep_comm"] = acc.get("ep_comm", 0.0) + edge
         if pp_comm is not None:
             acc["pp_comm"] = _pp_exposed_s(pp_comm, par.vpp, sum(acc.values()))
         per_rank.append(acc)

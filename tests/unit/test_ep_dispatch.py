@@ -97,17 +97,29 @@ def test_flex_dispatchers_beat_nccl_alltoall_on_nvl8(gpus, ep):
         assert api.estimate("qwen3-235b-a22b", dispatcher=d, **kw)["tokens_per_s_per_gpu"] > a2a
 
 
-def test_overlap_windows_follow_the_merged_1f1b_schedule():
-    """Three windows (model_chunk_schedule_plan.py): the backward combine behind the forward attention
-    block (1/3 of it), dispatch fwd + bwd behind the expert MLP, the forward combine behind the backward
-    attention block (2/3); permutes stay exposed."""
-    # everything hidden, nothing stolen
-    assert ep_overlap_exposed_s(1.0, 1.0, 0.0, attn_s=6.0, experts_s=2.0, stolen=0.0, eff=1.0) == pytest.approx(0.0)
-    # the forward attention window (6 / 3 = 2 s) is the short one for a 3 s dispatch: 1 s exposed
-    assert ep_overlap_exposed_s(3.0, 1.0, 0.0, attn_s=6.0, experts_s=4.0, stolen=0.0, eff=1.0) == pytest.approx(1.0)
+def test_overlap_follows_the_merged_1f1b_schedule():
+    """The merged layer as model_chunk_schedule_plan.py runs it (timing.merged_layer_s): dispatch_bwd waits for
+    the experts' backward, so without delay_wgrad_compute it hides behind mlp_fwd (1/3 of the experts) only;
+    with it the experts' wgrad runs beside it too. The next combine_bwd waits for attention's backward, so it
+    hides behind attn_fwd only; with delay_wgrad_compute attention's wgrad runs beside it too, inside a model
+    chunk (not in the chunk's first layer). Hidden time costs the stolen SMs; permutes always count."""
+    # d = c = 1 s, attention 6 s, experts 2 s: dispatch_bwd (1 s) beside mlp_fwd (2/3 s) exposes 1/3 s
+    assert ep_overlap_exposed_s(1.0, 1.0, 0.0, attn_s=6.0, experts_s=2.0, stolen=0.0, eff=1.0) == pytest.approx(1 / 3)
+    # ... and nothing once the experts' wgrad (2/3 s) moves beside it
+    assert ep_overlap_exposed_s(1.0, 1.0, 0.0, attn_s=6.0, experts_s=2.0, stolen=0.0, eff=1.0,
+                                experts_wgrad_s=2 / 3) == pytest.approx(0.0, abs=1e-12)
+    # a 3 s dispatch (combine_bwd moves as much): combine_bwd beside attn_fwd (2 s) exposes 1 s, dispatch_fwd
+    # beside mlp_bwd (8/3 s) 1/3 s
+    assert ep_overlap_exposed_s(3.0, 1.0, 0.0, attn_s=6.0, experts_s=4.0, stolen=0.0, eff=1.0) == pytest.approx(4 / 3)
+    # attention's wgrad (1 s) beside the next combine_bwd hides one more second in the steady state, not in
+    # a chunk's first layer
+    steady = ep_overlap_exposed_s(3.0, 1.0, 0.0, attn_s=6.0, experts_s=4.0, stolen=0.0, eff=1.0, attn_wgrad_s=1.0)
+    first = ep_overlap_exposed_s(3.0, 1.0, 0.0, attn_s=6.0, experts_s=4.0, stolen=0.0, eff=1.0, attn_wgrad_s=1.0,
+                                 carry=False)
+    assert steady == pytest.approx(1 / 3) and first == pytest.approx(4 / 3)
     # hidden time costs the stolen share of the SMs; permutes fwd + bwd always count
     assert ep_overlap_exposed_s(1.0, 1.0, 0.5, attn_s=6.0, experts_s=2.0, stolen=0.25, eff=1.0) == pytest.approx(
-        0.25 * 4.0 + 1.0)
+        1 / 3 + 0.25 * (4.0 - 1 / 3) + 1.0)
 
 
 def test_hidden_dispatch_costs_the_sms_it_holds():

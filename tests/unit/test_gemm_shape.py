@@ -26,7 +26,7 @@ def test_k_half_grows_with_the_sm_matmul_rate():
 def _tflops(model: str, gpu: str, precision: str, k: int, n: int) -> float:
     cfg, spec = api.build_config(model, gpu=gpu, gpus=8, seq_len=4096, gbs=64, precision=precision)
     ctx = make_ctx(cfg, spec, DEFAULT_CALIBRATION)
-    t, _ = _gemm_time(ctx, Gemm("x", "attn", k, n, split=""), 0.0, 1)
+    t = _gemm_time(ctx, Gemm("x", "attn", k, n, split=""), 0.0, 1)[0]
     return 3 * 2 * ctx.tokens * k * n / t / 1e12
 
 

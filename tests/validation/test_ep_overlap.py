@@ -16,7 +16,8 @@ import pytest
 from moeplan import api
 from moeplan.parallel import Parallel
 from moeplan.timeline import rank_schedule
-from moeplan.timing import TRAIN, bubble_microbatches, ep_overlap_exposed_s
+from moeplan.timing import (DEFAULT_CALIBRATION, EP_CHUNK_EDGE, TRAIN, _ep_chunk_edges_s, bubble_microbatches,
+                            ep_overlap_exposed_s, layer_time, make_ctx)
 
 from ..measured_variants import variants
 
@@ -52,25 +53,30 @@ def test_mb01_interleaving_with_wider_ep_is_not_valued_above_the_measurement():
     assert 1.0 < got <= measured
 
 
-def merged_layer_s(d: float, c: float, attn_s: float, experts_s: float, layers: int = 16) -> float:
+def merged_layer_s(d: float, c: float, attn_s: float, experts_s: float, attn_w: float = 0.0, experts_w: float = 0.0,
+                   layers: int = 16) -> float:
     """Steady-state seconds per layer of the merged 1F1B as Megatron-Core orders it
     (megatron/core/models/common/model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run), simulated
-    node by node without delay_wgrad_compute: two streams, and one CUDA event per model chunk (so one chain
-    per micro-batch: pipeline_parallel/utils.py ScheduleNode.stream_acquire_context waits on the chunk's
-    event before a node and records it after). Host order per layer: combine_bwd (comm), attn_fwd (comp),
-    mlp_bwd (comp), dispatch_fwd (comm), dispatch_bwd (comm), mlp_fwd (comp), combine_fwd (comm), attn_bwd
-    (comp). Forward is 1/TRAIN of each part; the backward of dispatch moves what combine moves and back."""
+    node by node: two streams, and one CUDA event per model chunk (so one chain per micro-batch:
+    pipeline_parallel/utils.py ScheduleNode.stream_acquire_context waits on the chunk's event before a node and
+    records it after). Host order per layer: combine_bwd (comm), attn_fwd (comp), mlp_bwd (comp), dispatch_fwd
+    (comm), mlp backward_dw (comp, outside the event), dispatch_bwd (comm), mlp_fwd (comp), combine_fwd (comm),
+    attn_bwd (comp), attn backward_dw (comp, outside the event). ``attn_w`` / ``experts_w``: the weight-gradient
+    seconds delay_wgrad_compute moves into the backward_dw calls (0: they stay in mlp_bwd / attn_bwd). Forward
+    is 1/TRAIN of each part; the backward of dispatch moves what combine moves and back."""
     fwd = 1 / TRAIN
-    nodes = (("comm", "b", d), ("comp", "f", attn_s * fwd), ("comp", "b", experts_s * (1 - fwd)),
-             ("comm", "f", d), ("comm", "b", c), ("comp", "f", experts_s * fwd), ("comm", "f", c),
-             ("comp", "b", attn_s * (1 - fwd)))
+    nodes = [("comm", "b", d), ("comp", "f", attn_s * fwd), ("comp", "b", experts_s * (1 - fwd) - experts_w),
+             ("comm", "f", d), ("comp", None, experts_w), ("comm", "b", c), ("comp", "f", experts_s * fwd),
+             ("comm", "f", c), ("comp", "b", attn_s * (1 - fwd) - attn_w), ("comp", None, attn_w)]
     free = {"comp": 0.0, "comm": 0.0}
-    event = {"f": 0.0, "b": 0.0}
+    event = {"f": 0.0, "b": 0.0, None: 0.0}
     marks = []
     for _ in range(layers):
         marks.append(max(free.values()))
         for stream, chain, dur in nodes:
-            free[stream] = event[chain] = max(free[stream], event[chain]) + dur
+            free[stream] = max(free[stream], event[chain]) + dur
+            if chain is not None:
+                event[chain] = free[stream]
     half = layers // 2
     return (max(free.values()) - marks[half]) / (layers - half)
 
@@ -85,15 +91,39 @@ SHAPES = [(1.288e-3, 1.288e-3, 10.2e-3, 9.03e-3), (0.811e-3, 0.778e-3, 3.18e-3, 
 SHAPES += [(x, x, a, e) for x in (0.5, 1.0, 2.0, 3.0) for a in (2.0, 4.0, 6.0) for e in (2.0, 4.0, 6.0)]
 
 
+@pytest.mark.parametrize("delay", [False, True])
 @pytest.mark.parametrize("d,c,attn_s,experts_s", SHAPES)
-def test_overlap_windows_match_the_merged_schedule(d, c, attn_s, experts_s):
-    """timing.ep_overlap_exposed_s's three windows (no SM share, full efficiency) give each layer within 10%
-    of the node-by-node schedule, never more than it: the event chains add no exposure the windows miss
-    beyond that (checked on the four published rows' fastest plans, where both hide all of it)."""
-    windows = attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0)
-    merged = merged_layer_s(d, c, attn_s, experts_s)
-    assert windows <= merged * (1 + 1e-9)
-    assert windows >= 0.9 * merged
+def test_overlap_model_is_the_merged_schedule(d, c, attn_s, experts_s, delay):
+    """timing.ep_overlap_exposed_s (no SM share, full efficiency) is the node-by-node schedule above, with and
+    without delay_wgrad_compute (its wgrad shares: a third of the experts, a quarter of the attention block,
+    whose core attention has no weights); delaying the weight gradients never exposes more, and on the
+    published rows' fastest plans hides all of it either way."""
+    aw, ew = (attn_s / 4, experts_s / TRAIN) if delay else (0.0, 0.0)
+    model = attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0, aw, ew)
+    assert model == pytest.approx(merged_layer_s(d, c, attn_s, experts_s, aw, ew), rel=1e-6, abs=1e-9)
+    if delay:
+        assert model <= attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0) + 1e-9
+
+
+def test_delay_wgrad_hides_beside_dispatch_bwd_and_the_next_combine_bwd():
+    """Where dispatch_bwd outlasts mlp_fwd, the experts' delayed wgrad hides the rest; where the backward
+    combine outlasts attn_fwd, attention's delayed wgrad does (in the steady state of a chunk)."""
+    assert merged_layer_s(1e-3, 1e-3, 6e-3, 2e-3) > 8e-3 * 1.04  # dispatch_bwd 1 ms beside mlp_fwd 2/3 ms
+    assert merged_layer_s(1e-3, 1e-3, 6e-3, 2e-3, experts_w=2e-3 / 3) == pytest.approx(8e-3)
+    assert merged_layer_s(3e-3, 0.5e-3, 6e-3, 12e-3) == pytest.approx(19e-3)  # combine_bwd 3 ms, attn_fwd 2 ms
+    assert merged_layer_s(3e-3, 0.5e-3, 6e-3, 12e-3, attn_w=1e-3) == pytest.approx(18e-3)
+
+
+def test_delay_wgrad_changes_the_estimate_only_where_it_hides_more():
+    """Qwen3-30B-A3B on 64 H100, DeepEP across nodes: at EP8 the dispatch hides either way; at EP16 / EP32
+    delay_wgrad_compute (Bridge's default with overlap) is faster than the same overlap without it (G11's
+    recipe), and overlap without it faster than none."""
+    for ep, differs in ((8, False), (16, True), (32, True)):
+        kw = dict(gpu="h100", gpus=64, seq_len=4096, gbs=1024, ep=ep, dispatcher="deepep")
+        off, plain, delayed = (api.estimate("qwen3-30b-a3b", ep_overlap=o, delay_wgrad=w, **kw)["tflops_per_gpu"]
+                               for o, w in ((False, None), (True, False), (True, None)))
+        assert off < plain <= delayed
+        assert (delayed > plain * 1.01) is differs
 
 
 def merged_pipeline_s(pp: int, vpp: int, microbatches: int, chunk_fwd_s: float, chunk_bwd_s: float) -> float:
@@ -150,3 +180,21 @@ def test_merged_pipeline_keeps_the_interleaved_bubble(pp, vpp, microbatches):
     fwd, bwd = 1.0 / vpp, 2.0 / vpp  # one micro-batch through all of a rank's chunks: 3 s
     got = merged_pipeline_s(pp, vpp, microbatches, fwd, bwd) / (fwd + bwd) / vpp
     assert got == pytest.approx(microbatches + bubble_microbatches(Parallel(gpus=pp, pp=pp, vpp=vpp)), rel=1e-9)
+
+
+def test_each_model_chunk_runs_its_first_layer_from_idle_streams():
+    """A merged chunk run starts with both streams idle and ends by waiting on both events: per chunk, one layer
+    loses what delay_wgrad_compute's attention wgrad hides beside the next combine_bwd (timing._ep_chunk_edges_s,
+    one per VPP chunk on the rank)."""
+    for vpp in (2, 4):
+        cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=64, seq_len=4096, gbs=1024, ep=16, pp=2,
+                                    vpp=vpp, dispatcher="deepep", ep_overlap=True)
+        ctx = make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
+        layer = cfg.model.layers[0]
+        layer_time(ctx, layer)
+        edge = ctx.cache[(EP_CHUNK_EDGE, layer)]
+        assert edge > 0
+        assert _ep_chunk_edges_s(ctx, ((layer, 24),)) == pytest.approx(vpp * edge)
+        no_delay = make_ctx(cfg.with_(delay_wgrad=False), gpu, DEFAULT_CALIBRATION)
+        layer_time(no_delay, layer)
+        assert no_delay.cache[(EP_CHUNK_EDGE, layer)] < edge
