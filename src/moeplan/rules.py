@@ -141,6 +141,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _cp_size(cfg, est, ev, lines)
     findings += _recompute(cfg, est, ev, lines)
     findings += _dispatcher(cfg, est, ev, lines)
+    findings += _delay_wgrad(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
     findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
     findings += _grouped_tensor(cfg, est, ev)
@@ -149,7 +150,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
 
 
 ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
-                  "full-recompute", "dispatcher", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor")
+                  "full-recompute", "dispatcher", "delay-wgrad", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor")
 
 
 def _ladder(cfg: RunConfig) -> list[Recompute]:
@@ -473,6 +474,28 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
                        f"dispatch/combine {est.time.breakdown_s.get('ep_comm', 0.0):,.2f} s per step now)",
                        fix_overrides(cfg, c), nums, line))
     return out
+
+
+def _delay_wgrad(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    """EP overlap with delay_wgrad_compute off: the weight-gradient GEMMs stay inside mlp_bwd / attn_bwd, so
+    dispatch_bwd and the next combine_bwd wait for them (moeplan.timing.merged_layer_s); Bridge's
+    moe_a2a_overlap turns it on with the overlap (scripts/performance/utils/overrides.py)."""
+    if not (cfg.ep_overlap and cfg.ep_overlap_allowed and cfg.delay_wgrad is False) or cfg.delay_wgrad_blocked:
+        return []
+    trial = cfg.with_(delay_wgrad=None)
+    e = ev(trial)
+    gain = e.time.tokens_per_s_per_gpu / est.time.tokens_per_s_per_gpu - 1
+    if gain < MIN_GAIN:
+        return []
+    nums = {"tokens_per_s": round(est.time.tokens_per_s_per_gpu), "delayed_tokens_per_s": round(e.time.tokens_per_s_per_gpu),
+            "gain": round(gain, 3), "ep_comm_s": round(est.time.breakdown_s.get("ep_comm", 0.0), 3),
+            "delayed_ep_comm_s": round(e.time.breakdown_s.get("ep_comm", 0.0), 3)}
+    return [Finding("warning", "delay-wgrad", f"EP overlap without delay_wgrad_compute: dispatch_bwd and the next "
+                    f"combine_bwd wait for the weight-gradient GEMMs; delayed, they run beside them, estimated "
+                    f"{gain:.0%} faster ({e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} "
+                    f"tokens/s/GPU; exposed EP dispatch/combine {nums['ep_comm_s']:,.2f} -> "
+                    f"{nums['delayed_ep_comm_s']:,.2f} s per step)", fix_overrides(cfg, trial), nums,
+                    lines.get("delay_wgrad_compute"))]
 
 
 def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, int]) -> list[Finding]:

@@ -1570,6 +1570,9 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
         for layer, n in work:
             for k, v in _layer_hidden_comm(ctx, layer).items():
                 acc[k] = acc.get(k, 0.0) + n * v
+        edge = _ep_chunk_edges_s(ctx, groups)  # exposed in step_parts, so not hidden
+        if edge and acc.get("ep_comm"):
+            acc["ep_comm"] = max(0.0, acc["ep_comm"] - edge)
         if pp_comm is not None:  # the PP send / recv behind the next chunk (overlap_p2p_comm)
             hidden_pp = pp_comm - _pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work).values()))
             if hidden_pp > 0:

@@ -77,3 +77,23 @@ def test_linter_flags_delay_without_overlap(tmp_path):
     hit = [f for f in result.findings if f.rule == "mcore-delay-wgrad-a2a-overlap"]
     assert hit and hit[0].severity == "error" and hit[0].line == 5
     assert "needs overlap_moe_expert_parallel_comm" in hit[0].message
+
+
+def test_linter_warns_when_overlap_runs_without_delayed_wgrad(tmp_path):
+    """Qwen3-30B-A3B on 64 H100, DeepEP EP16 with overlap and delay_wgrad_compute off (G11's recipe at 4x the
+    GPUs): the dispatch outlasts mlp_fwd, so delaying the weight gradients is worth a warning with its numbers
+    and the override that turns it on; with it on, no finding."""
+    text = ("model:\n  expert_model_parallel_size: 16\n  moe_token_dispatcher_type: flex\n"
+            "  moe_flex_dispatcher_backend: deepep\ncomm_overlap:\n  overlap_moe_expert_parallel_comm: true\n"
+            "  delay_wgrad_compute: {}\ntrain:\n  global_batch_size: 1024\n  micro_batch_size: 1\n"
+            "dataset:\n  sequence_length: 4096\n")
+    path = tmp_path / "run.yaml"
+    path.write_text(text.format("false"))
+    result = checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=64)
+    hit = [f for f in result.findings if f.rule == "delay-wgrad"]
+    assert hit and hit[0].severity == "warning" and hit[0].line == 7
+    assert hit[0].fix == ("comm_overlap.delay_wgrad_compute=true",)
+    assert hit[0].numbers["gain"] >= 0.03 and hit[0].numbers["delayed_ep_comm_s"] < hit[0].numbers["ep_comm_s"]
+    path.write_text(text.format("true"))
+    assert not [f for f in checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=64).findings
+                if "delay" in f.rule]
