@@ -65,6 +65,12 @@ def _norm(prefix: str, h: int, offload: str) -> list[SavedTensor]:
     ]
 
 
+def attn_softmax_stats(a: Attention) -> SavedTensor:
+    """The fused attention kernels' fp32 softmax statistics (log-sum-exp), one per head and token, kept for
+    backward; core_attn recompute drops them (TE's UnfusedDotProductAttention keeps none)."""
+    return SavedTensor("attn_softmax_stats", a.num_heads, elem_bytes=FP32_BYTES, dropped_by=_f("core_attn"))
+
+
 def _attention(a: Attention, h: int) -> list[SavedTensor]:
     out = _norm("attn", h, "attn_norm")
     if a.is_mla:
@@ -77,7 +83,7 @@ def _attention(a: Attention, h: int) -> list[SavedTensor]:
         # them and rebuilds them in backward (MLA up projection and RoPE application).
         out.append(SavedTensor("mla_qk", 2 * n * a.head_dim, dropped_by=_f("mla_up_proj"), offload="core_attn"))
         out.append(SavedTensor("mla_v", n * a.v_head_dim, offload="core_attn"))
-        out.append(SavedTensor("attn_softmax_stats", n, elem_bytes=FP32_BYTES, dropped_by=_f("core_attn")))
+        out.append(attn_softmax_stats(a))
         out.append(SavedTensor("attn_out", n * a.v_head_dim, gemm_input=True, offload="attn_proj"))
         return out
     q = a.num_heads * a.head_dim
@@ -85,7 +91,7 @@ def _attention(a: Attention, h: int) -> list[SavedTensor]:
     if a.qk_norm:  # q_norm/k_norm keep their inputs (the q, k projections)
         out.append(SavedTensor("qk_norm_in", q + kv))
     out.append(SavedTensor("qkv", q + 2 * kv, offload="core_attn"))
-    out.append(SavedTensor("attn_softmax_stats", a.num_heads, elem_bytes=FP32_BYTES, dropped_by=_f("core_attn")))
+    out.append(attn_softmax_stats(a))
     out.append(SavedTensor("attn_out", q, gemm_input=not a.output_gate, offload="attn_proj"))
     if a.output_gate:  # sigmoid gate input and the gated output (the o_proj input)
         out.append(SavedTensor("attn_gate", q))
@@ -249,9 +255,16 @@ def unfused_softmax_keys(a: Attention, keys: int) -> int:
     return keys + 1 if a.sink_logits else keys
 
 
+def unfused_square_softmax_is_fused(a: Attention, square: tuple[int, int]) -> bool:
+    """Whether TE's fused masked-softmax kernel runs on layer ``a``'s unfused score square (batches, keys:
+    :func:`unfused_score_square`), its sink column included (:func:`unfused_softmax_keys`)."""
+    batches, keys = square
+    return unfused_softmax_is_fused(batches, keys, unfused_softmax_keys(a, keys))
+
+
 def unfused_score_square(a: Attention, mbs: int, seq_len: int, tp: int, cp: int = 1) -> tuple[int, int]:
     """(batches, keys) of the unfused path's score square on one GPU: micro-batch x heads per TP rank, and the
-    sequence a CP rank holds (what :func:`unfused_softmax_is_fused` and the timing model's softmax bytes read)."""
+    sequence a CP rank holds (what :func:`unfused_square_softmax_is_fused` and the timing model's softmax bytes read)."""
     return mbs * a.num_heads // tp, seq_len // cp
 
 
@@ -281,11 +294,10 @@ def unfused_attention_bytes(a: Attention, mbs: int, seq_len: int, tp: int, cp: i
     scores = mbs * heads * s * s  # E
     mask = s * s  # M
     kv_expanded = 2 * (a.num_heads - a.num_kv_heads) * a.head_dim * BF16_BYTES  # per token, beyond "qkv"
-    per_token = kv_expanded - a.num_heads * FP32_BYTES  # ... and no softmax statistics
+    per_token = kv_expanded - attn_softmax_stats(a).nbytes(None)  # ... and no softmax statistics
     token_bytes = per_token * mbs * s / tp
     mask_build = 15 * mask  # get_full_mask: 3 int32 + 3 bool temporaries, before K/V are expanded
-    batches, keys = unfused_score_square(a, mbs, seq_len, tp, cp)
-    if unfused_softmax_is_fused(batches, keys, unfused_softmax_keys(a, keys)):
+    if unfused_square_softmax_is_fused(a, unfused_score_square(a, mbs, seq_len, tp, cp)):
         saved = 2 * scores
         # forward: bf16 S and P beside the mask; backward: bf16 P, dP, dS
         peak = max(mask_build, token_bytes + max(4 * scores + mask, 6 * scores))

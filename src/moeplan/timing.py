@@ -33,7 +33,7 @@ from typing import Any
 
 from moeplan import fsdp, muon
 from moeplan.activations import (BF16_BYTES, FP32_BYTES, gdn_saved_bytes, layer_activation, unfused_score_square,
-                                unfused_softmax_is_fused, unfused_softmax_keys)
+                                unfused_square_softmax_is_fused)
 from moeplan.attention_backend import attention_kernel, head_dims, sink_cp_comm_ok
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
@@ -471,8 +471,8 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     byte = peak / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)  # FLOP-equivalents of peak per HBM byte
     moved = {"fwd": float(UNFUSED_SCORE_BYTES["fwd"]), "bwd": float(UNFUSED_SCORE_BYTES["bwd"])}
     if square is not None:
-        batches, keys = square
-        fused = unfused_softmax_is_fused(batches, keys, unfused_softmax_keys(mixer, keys))
+        batches = square[0]
+        fused = unfused_square_softmax_is_fused(mixer, square)
         if not fused:
             moved = {k: float(v) for k, v in UNFUSED_FP32_SOFTMAX_SCORE_BYTES.items()}
         mask = UNFUSED_MASK_BYTES["fused" if fused else "fp32"]
