@@ -95,8 +95,7 @@ def _attention(a: Attention, h: int) -> list[SavedTensor]:
 
 def _gdn(g: GatedDeltaNet, h: int) -> list[SavedTensor]:
     out = _norm("attn", h, "attn_norm")
-    proj = 2 * g.key_dim + 2 * g.value_dim + 2 * g.num_value_heads  # qkvz + ba
-    out.append(SavedTensor("gdn_in_proj_out", proj))
+    out.append(SavedTensor("gdn_in_proj_out", g.in_proj_dim))
     out.append(SavedTensor("gdn_conv_out", g.conv_dim))
     out.append(SavedTensor("gdn_qk_l2norm", 2 * g.key_dim))
     # fp32 chunk-local intra-chunk matrices (one GDN_CHUNK_TOKENS row per value head per token)

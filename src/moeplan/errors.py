@@ -16,7 +16,7 @@ def one_line(text: object) -> str:
 
 def yaml_problem(exc: BaseException) -> str:
     """A PyYAML error as ' at line L column C: problem' (where its mark says), one line: what the hardware
-    file and calibration profile readers print after 'FILE: malformed YAML'."""
+    file, calibration profile and strategy file readers print after 'FILE: malformed YAML'."""
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
     return f"{where}: {one_line(getattr(exc, 'problem', None) or exc)}"

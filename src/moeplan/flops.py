@@ -75,7 +75,7 @@ def _attention_gemms(a: Attention, hidden: int) -> list[Gemm]:
 
 def _gdn_gemms(g: GatedDeltaNet, hidden: int) -> list[Gemm]:
     return [
-        Gemm("in_proj", "gdn", hidden, 2 * g.key_dim + 2 * g.value_dim + 2 * g.num_value_heads),
+        Gemm("in_proj", "gdn", hidden, g.in_proj_dim),
         Gemm("out_proj", "gdn", g.value_dim, hidden, split="k"),
     ]
 

@@ -38,10 +38,8 @@ def attention_params(a: Attention, hidden: int) -> int:
 def gdn_params(g: GatedDeltaNet, hidden: int) -> int:
     """Qwen3-Next Gated DeltaNet (transformers Qwen3NextGatedDeltaNet): in_proj_qkvz, in_proj_ba,
     depthwise conv1d (no bias), A_log, dt_bias, gated RMSNorm of width value_head_dim, out_proj."""
-    qkvz = hidden * (2 * g.key_dim + 2 * g.value_dim)
-    ba = hidden * 2 * g.num_value_heads
     conv = g.conv_dim * g.conv_kernel
-    return qkvz + ba + conv + 2 * g.num_value_heads + g.value_head_dim + g.value_dim * hidden
+    return hidden * g.in_proj_dim + conv + 2 * g.num_value_heads + g.value_head_dim + g.value_dim * hidden
 
 
 def mixer_params(mixer: Attention | GatedDeltaNet, hidden: int) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from moeplan.errors import MoeplanError, one_line
+from moeplan.errors import MoeplanError, one_line, yaml_problem
 from moeplan.run import RunConfig
 
 FORMAT = "moeplan-strategy/1"
@@ -109,9 +109,7 @@ def parse_strategy(text: str, origin: str = "<strategy>") -> dict[str, Any]:
     try:
         tree = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{origin}:{mark.line + 1}" if mark is not None else origin
-        raise MoeplanError(f"{where}: YAML error: {one_line(getattr(exc, 'problem', None) or exc)}") from None
+        raise MoeplanError(f"{origin}: malformed YAML{yaml_problem(exc)}") from None
     if not isinstance(tree, dict):
         raise MoeplanError(f"{origin}: not a strategy (expected sections {', '.join(GROUPS)})")
     out: dict[str, Any] = {}

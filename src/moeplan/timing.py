@@ -594,8 +594,9 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     Backward, each op's gradient in reverse: the output transpose (2V if MBS > 1); gate multiply (reads
     dy, y, gate, writes both gradients, 5V) and RMSNorm (3V); the repeat_interleave sum (2 x K x ratio + 2K);
     l2norm (6K); the q/k/v split's concatenation (2C); the conv backward's contiguous gradient (2C) and
-    the kernel (3C); the qkv/gate/beta/alpha split's concatenation (2(C + V + 2H)) and, MBS > 1, the copy
-    of that gradient back to [s, b, .] for in_proj's dgrad (2(C + V + 2H)). Qwen3-Next (K 2,048, V 4,096):
+    the kernel (3C); the qkv/gate/beta/alpha split's concatenation (2 x the in_proj width C + V + 2H,
+    ``in_proj_dim``) and, MBS > 1, the copy of that gradient back to [s, b, .] for in_proj's dgrad (the same).
+    Qwen3-Next (K 2,048, V 4,096):
     213 / 345 KB per token at MBS 2, 197 / 279 KB at MBS 1, where the generic element-wise term charged
     2 x the 74 KB its tensors save."""
     k, v, h = mixer.key_dim, mixer.value_dim, mixer.num_value_heads
@@ -604,7 +605,7 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     batched = 1.0 if mbs > 1 else 0.0
     fwd = 2 * c + 2 * c + 4 * k + 4 * k + (2 * k + 2 * ratio * k if ratio > 1 else 0.0) + 4 * v + 5 * v + batched * 2 * v
     bwd = (batched * 2 * v + 8 * v + ((2 * ratio * k + 2 * k) if ratio > 1 else 0.0) + 6 * k + 2 * c + 2 * c + 3 * c
-           + (1 + batched) * 2 * (c + v + 2 * h))
+           + (1 + batched) * 2 * mixer.in_proj_dim)
     return fwd * BF16_BYTES + h * GDN_GATING_BYTES["fwd"], bwd * BF16_BYTES + h * GDN_GATING_BYTES["bwd"]
 
 
@@ -753,14 +754,17 @@ def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
 
 def _ep_comm(ctx: _Ctx, moe: MoE) -> tuple[float, float]:
     """(seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd, none hidden."""
-    return _ep_totals(*_ep_kernels(ctx, moe), routing_map_allgather_s(ctx, moe))
+    total, fwd, _ = _ep_totals(*_ep_kernels(ctx, moe), routing_map_allgather_s(ctx, moe))
+    return total, fwd
 
 
-def _ep_totals(dispatch_s: float, combine_s: float, permute_s: float, routing_map_s: float) -> tuple[float, float]:
-    """(fwd + bwd, forward-only) seconds of one MoE layer's EP traffic from its parts: dispatch, combine
-    and permutation run in both directions, the routing-map all-gather only in the forward."""
+def _ep_totals(dispatch_s: float, combine_s: float, permute_s: float,
+               routing_map_s: float) -> tuple[float, float, float]:
+    """(fwd + bwd, forward-only, one direction's kernels) seconds of one MoE layer's EP traffic from its parts:
+    dispatch, combine and permutation run once in each direction, the routing-map all-gather only in the
+    forward."""
     once = dispatch_s + combine_s + permute_s
-    return 2 * once + routing_map_s, once + routing_map_s
+    return 2 * once + routing_map_s, once + routing_map_s, once
 
 
 def routing_map_allgather_s(ctx: _Ctx, moe: MoE) -> float:
@@ -1090,9 +1094,9 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         out["cp_comm"], cp_fwd = _cp_comm(ctx, mixer, out["attention"])
     elif par.cp > 1 and isinstance(mixer, GatedDeltaNet):
         # Megatron-Core runs Gated DeltaNet head-parallel inside the CP group: an all-to-all of the
-        # projected q, k, v, z, b, a before the recurrence and of the output after it (the
+        # projected q, k, v, z, b, a (in_proj_dim) before the recurrence and of the output after it (the
         # "HP-to-CP all-to-all" of recompute label gdn_norm_out), forward and backward.
-        vol = (2 * mixer.key_dim + 3 * mixer.value_dim + 2 * mixer.num_value_heads) * t * BF16_BYTES
+        vol = (mixer.in_proj_dim + mixer.value_dim) * t * BF16_BYTES
         vol *= (par.cp - 1) / par.cp
         remote = max(0.0, 1.0 - cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain) / par.cp)
         one = max(vol * (1 - remote) / (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff),
@@ -1102,9 +1106,9 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     ep_fwd = ep_d = ep_once = 0.0
     if isinstance(mlp, MoE):
         d, c, perm = _ep_kernels(ctx, mlp)
-        ep_d, ep_once = d, d + c + perm
+        ep_d = d
         rmap = routing_map_allgather_s(ctx, mlp)  # exposed: the host syncs on the dispatch metadata after it
-        ep_raw, ep_fwd = _ep_totals(d, c, perm, rmap)
+        ep_raw, ep_fwd, ep_once = _ep_totals(d, c, perm, rmap)
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
             # the merged forward/backward schedule splits each layer into sub-modules on two streams,
             # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP

@@ -67,7 +67,7 @@ def test_cli_round_trip_and_override(tmp_path, capsys):
     ("batch: {seq_len: 4096, gbs: sixty}\n", "batch.gbs: expected an integer"),
     ("batch: {seq_len: 4096}\n", "batch.gbs is missing"),
     ("- tp: 2\n", "not a strategy"),
-    ("batch: {seq_len: 4096, gbs: 64\n", "YAML error"),
+    ("batch: {seq_len: 4096, gbs: 64\n", "malformed YAML at line 2 column 1: expected ',' or '}'"),
     ("batch: {seq_len: 4096, gbs: 64}\nmoe: {ep_overlap: maybe}\n", "moe.ep_overlap: expected true or false"),
 ])
 def test_bad_strategy_files_are_one_line_errors(tmp_path, capsys, text, says):

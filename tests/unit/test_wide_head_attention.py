@@ -114,6 +114,24 @@ def test_gdn_glue_bytes_op_by_op():
     assert f1 + b1 > 3 * DEFAULT_CALIBRATION.elementwise_traffic * gdn_saved_bytes(QN_GDN_LAYER, QN.hidden) / 2
 
 
+def test_gdn_in_proj_dim_is_the_checkpoints_in_proj_rows_and_every_reader_uses_it():
+    """in_proj_dim is the Qwen3-Next checkpoint's in_proj_qkvz [12288, 2048] + in_proj_ba [64, 2048] rows
+    (../shared/models/qwen3-next-80b-a3b.json, the dump's tensor shapes); the GEMM, the saved projection
+    output and the parameter count read it."""
+    from moeplan.activations import layer_tensors
+    from moeplan.flops import layer_gemms
+    from moeplan.params import gdn_params
+
+    g = QN_GDN_LAYER.mixer
+    assert g.in_proj_dim == 12288 + 64
+    gemm = next(x for x in layer_gemms(QN_GDN_LAYER, QN.hidden) if x.name == "in_proj")
+    assert (gemm.k, gemm.n) == (QN.hidden, g.in_proj_dim)
+    saved = next(t for t in layer_tensors(QN_GDN_LAYER, QN.hidden) if t.name == "gdn_in_proj_out")
+    assert saved.elems == g.in_proj_dim
+    # in_proj + conv1d [8192, 1, 4] + A_log, dt_bias [32] each + norm [128] + out_proj [2048, 4096]
+    assert gdn_params(g, QN.hidden) == 12352 * 2048 + 8192 * 4 + 2 * 32 + 128 + 2048 * 4096
+
+
 def test_gdn_glue_is_wired_into_the_element_wise_time_of_gdn_layers():
     """Per token, a GDN layer's element-wise time at MBS 2 exceeds MBS 1 by exactly the batched copies'
     bytes (the generic per-saved-byte part is the same per token); attention layers have no such step."""

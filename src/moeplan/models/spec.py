@@ -87,6 +87,13 @@ class GatedDeltaNet(CachedHash):
         """Channels through the causal depthwise conv: q, k and v."""
         return 2 * self.key_dim + self.value_dim
 
+    @property
+    def in_proj_dim(self) -> int:
+        """Output width of the fused input projection: q, k (key_dim each), v, the output gate z (value_dim
+        each) and the per-value-head beta and alpha (transformers Qwen3NextGatedDeltaNet in_proj_qkvz +
+        in_proj_ba; Megatron-Core gated_delta_net.py in_proj)."""
+        return 2 * self.key_dim + 2 * self.value_dim + 2 * self.num_value_heads
+
 
 Mixer = Attention | GatedDeltaNet
 
