@@ -360,6 +360,8 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
             f"({est['microbatches']} micro-batches) | TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} "
             f"EP{par['ep']} ETP{par['etp']} DP{par['dp']} EDP{par['edp']} | {est['precision']}, "
             f"recompute {est['recompute']}, {est['dispatcher']}"
+            + ((" + EP overlap" + ("" if est.get("delay_wgrad") else " (wgrad not delayed)")) if est.get("ep_overlap")
+               else "")
             + (f", Megatron-FSDP {est['fsdp']}" if est.get("fsdp") else "")
             + (", Muon" if est.get("optimizer") == "muon" else ""))
     console.print(head, highlight=False, markup=False)

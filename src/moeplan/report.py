@@ -139,7 +139,7 @@ def plan_knobs(p: Row) -> str:
     par = p.get("parallel") or {}
     parts = []
     if p.get("ep_overlap"):
-        parts.append("EP overlap")
+        parts.append("EP overlap" + (" (wgrad not delayed)" if p.get("delay_wgrad") is False else ""))
     if par.get("cp", 1) > 1 and p.get("cp_comm_type"):
         parts.append(f"CP {p['cp_comm_type']}")
     if p.get("cuda_graphs"):
