@@ -1075,12 +1075,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mixer, GatedDeltaNet):  # the GDN mixer's traffic op by op (gdn_glue_bytes), not per saved byte
         saved -= gdn_saved_bytes(layer, h) * t
         glue = sum(gdn_glue_bytes(mixer, cfg.batch.mbs)) * t
-    glue_f = glue_b = 0.0
+    glue_fwd_bytes = glue_bwd_bytes = 0.0
     if isinstance(mixer, Attention):  # eager RoPE under a YaRN concentration factor (gpt-oss)
         glue += sum(rope_glue_bytes(mixer)) * t
     if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
-        glue_f, glue_b = (b * rows for b in expert_glue_bytes(mlp, h, par.etp, expert_probs_bytes(cfg.dispatcher)))
-        glue += glue_f + glue_b
+        glue_fwd_bytes, glue_bwd_bytes = (b * rows for b in expert_glue_bytes(mlp, h, par.etp, expert_probs_bytes(cfg.dispatcher)))
+        glue += glue_fwd_bytes + glue_bwd_bytes
     out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + cast
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
     if par.tp > 1:
@@ -1103,12 +1103,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
                   vol * remote / (gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff))
         out["cp_comm"], cp_fwd = 2 * one, one
     # --- EP dispatch / combine
-    ep_fwd = ep_d = ep_once = 0.0
+    ep_fwd_s = ep_dispatch_fwd_s = ep_once_s = 0.0
     if isinstance(mlp, MoE):
         d, c, perm = _ep_kernels(ctx, mlp)
-        ep_d = d
+        ep_dispatch_fwd_s = d
         rmap = routing_map_allgather_s(ctx, mlp)  # exposed: the host syncs on the dispatch metadata after it
-        ep_raw, ep_fwd, ep_once = _ep_totals(d, c, perm, rmap)
+        ep_raw, ep_fwd_s, ep_once_s = _ep_totals(d, c, perm, rmap)
         if cfg.ep_overlap and cfg.ep_overlap_allowed:
             # the merged forward/backward schedule splits each layer into sub-modules on two streams,
             # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
@@ -1133,7 +1133,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise"))
         # the GDN kernels' forward share is their own (gdn_kernel_parts_s), not a third
         compute += gdn_fwd / fwd - out.get("linear_attention", 0.0) if gdn_fwd else 0.0
-        out["recompute"] = compute * fwd + ep_fwd + cp_fwd + out.get("tp_comm", 0.0) / 2
+        out["recompute"] = compute * fwd + ep_fwd_s + cp_fwd + out.get("tp_comm", 0.0) / 2
     elif rc.granularity == "selective":
         r = 0.0
         mods = rc.modules
@@ -1145,7 +1145,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             r += 2 * 2 * h * BF16_BYTES * t / hbm
         if isinstance(mlp, MoE):
             if "moe" in mods:
-                r += out.get("grouped_gemm", 0.0) * fwd + ep_fwd + glue_f / hbm
+                r += out.get("grouped_gemm", 0.0) * fwd + ep_fwd_s + glue_fwd_bytes / hbm
                 if mlp.has_shared:
                     r += TRAIN * f.shared_expert_flops * t * fwd / ctx.gemm_rate
             else:
@@ -1175,20 +1175,20 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mlp, MoE):
         # per-expert launches of the routed experts (expert_host_s), after the same host sync: forward they
         # can run ahead of the dispatch and the experts' forward GEMMs, backward of the layer's whole backward
-        host_f, host_b = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal,
+        host_fwd_s, host_bwd_s = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal,
                                        cfg.experts_grouped_tensor)
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "elementwise"))
-        gpu_f = ep_d + out["grouped_gemm"] / TRAIN
-        gpu_b = compute * (TRAIN - 1) / TRAIN + out.get("linear_attention", 0.0) - gdn_fwd + ep_once
+        gpu_fwd_s = ep_dispatch_fwd_s + out["grouped_gemm"] / TRAIN
+        gpu_bwd_s = compute * (TRAIN - 1) / TRAIN + out.get("linear_attention", 0.0) - gdn_fwd + ep_once_s
         if experts_recomputed(rc):
             # the recomputed forward (moe or full recompute: megatron/core/transformer/moe/moe_layer.py
             # checkpoints the whole MoE block, dispatch included) syncs the host again and launches the
             # experts' forward again, with the same window as the first forward; the layer's backward
             # launches follow it, so the recompute is not GPU work they can run ahead of
-            out["launch_overhead"] += expert_launch_exposed_s(host_f, 0.0, gpu_f, 0.0)
+            out["launch_overhead"] += expert_launch_exposed_s(host_fwd_s, 0.0, gpu_fwd_s, 0.0)
         else:
-            gpu_b += out.get("recompute", 0.0)
-        out["launch_overhead"] += expert_launch_exposed_s(host_f, host_b, gpu_f, gpu_b)
+            gpu_bwd_s += out.get("recompute", 0.0)
+        out["launch_overhead"] += expert_launch_exposed_s(host_fwd_s, host_bwd_s, gpu_fwd_s, gpu_bwd_s)
     if isinstance(mixer, GatedDeltaNet) and not gdn_graph_captured(cfg.cuda_graph_scopes):
         # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the
         # same host sync: gdn_launch_s, the fixed part of fla's GB200 benchmark
