@@ -89,7 +89,7 @@ def _value(origin: str, group: str, key: str, value: Any) -> Any:
         if value is None and key in _OPT_BOOL:
             return None
         if not isinstance(value, bool):
-            raise bad("true or false")
+            raise bad("true, false or null" if key in _OPT_BOOL else "true or false")
         return value
     if key in _LIST:
         if value is None:

@@ -869,6 +869,11 @@ def merged_layer_s(d: float, c: float, attn_s: float, experts_s: float, attn_wgr
     a chunk's first layer starts (the chunk run ends by waiting on both events; its last attention
     backward_dw goes beside the PP send / recv instead)."""
     fwd = 1 / TRAIN
+    # the wgrad part comes from its own roofline (_gemm_time), the backward from the 1/TRAIN split: where few rows
+    # per expert make the wgrad shallower than 2/3 of the whole, the backward node would go negative, so the
+    # delayed part is at most the backward (review 2026-12-03)
+    experts_wgrad_s = min(experts_wgrad_s, experts_s * (1 - fwd))
+    attn_wgrad_s = min(attn_wgrad_s, attn_s * (1 - fwd))
     nodes = ((0, 1, d), (1, 2, attn_s * fwd), (1, 1, experts_s * (1 - fwd) - experts_wgrad_s), (0, 2, d),
              (1, 0, experts_wgrad_s), (0, 1, c), (1, 2, experts_s * fwd), (0, 2, c),
              (1, 1, attn_s * (1 - fwd) - attn_wgrad_s), (1, 0, attn_wgrad_s))

@@ -97,3 +97,17 @@ def test_linter_warns_when_overlap_runs_without_delayed_wgrad(tmp_path):
     path.write_text(text.format("true"))
     assert not [f for f in checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=64).findings
                 if "delay" in f.rule]
+
+
+def test_merged_layer_nodes_never_run_backwards_when_wgrad_outweighs_the_backward():
+    """A wgrad estimate above the backward (few rows per expert, its own roofline) is capped at the backward:
+    the layer is then no faster than with the whole backward delayed, and never faster than its comm chain."""
+    from moeplan.timing import TRAIN, merged_layer_s
+
+    d = c = 1e-3
+    experts_s, attn_s = 3e-3, 3e-3
+    back = experts_s * (1 - 1 / TRAIN)
+    over = merged_layer_s(d, c, attn_s, experts_s, attn_wgrad_s=0.0, experts_wgrad_s=5 * back)
+    capped = merged_layer_s(d, c, attn_s, experts_s, attn_wgrad_s=0.0, experts_wgrad_s=back)
+    assert over == capped
+    assert over >= 2 * (d + c) - 1e-12

@@ -69,6 +69,7 @@ def test_cli_round_trip_and_override(tmp_path, capsys):
     ("- tp: 2\n", "not a strategy"),
     ("batch: {seq_len: 4096, gbs: 64\n", "malformed YAML at line 2 column 1: expected ',' or '}'"),
     ("batch: {seq_len: 4096, gbs: 64}\nmoe: {ep_overlap: maybe}\n", "moe.ep_overlap: expected true or false"),
+    ("batch: {seq_len: 4096, gbs: 64}\nmoe: {delay_wgrad: maybe}\n", "moe.delay_wgrad: expected true, false or null"),
 ])
 def test_bad_strategy_files_are_one_line_errors(tmp_path, capsys, text, says):
     path = tmp_path / "bad.yaml"
