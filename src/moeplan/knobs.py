@@ -41,7 +41,7 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
         return KnobProblem("overlap_moe_expert_parallel_comm",
                            "EP A2A overlap (overlap_moe_expert_parallel_comm) needs EP > 1, several micro-batches, PP 1 "
                            "or VPP > 1, no full or moe recompute (Megatron-LM #3917) and "
-                           "Megatron-Core 0.14+")
+                           "Megatron-Core 0.14+ (0.17+ with Gated DeltaNet layers: GatedDeltaNet.backward_dw)")
     if cfg.delay_wgrad is True and not cfg.ep_overlap:
         # transformer_config.py (core_v0.14.0 .. core_v0.19.0) __post_init__
         return KnobProblem("delay_wgrad_compute",

@@ -16,8 +16,8 @@ from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_problem, op_fu
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
-from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, version_key
-from moeplan.models.spec import Attention, ModelSpec
+from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, gdn_backward_dw, version_key
+from moeplan.models.spec import Attention, GatedDeltaNet, ModelSpec
 from moeplan.parallel import Batch, LayoutCheck, Parallel, check_layout
 from moeplan.vocab import (
     CUDA_GRAPH_SCOPES,
@@ -261,9 +261,13 @@ class RunConfig:
         dispatch / experts / combine sub-modules, which a checkpointed MoE forward does not have; Megatron-LM
         #3917 ("Missing Assertion for moe layer recompute in A2A Overlap") asserts it from core_r0.17.0,
         and before that the pair was accepted but unsupported. With MTP in core_v0.16/0.17 also a single
-        MTP layer and PP > 1."""
+        MTP layer and PP > 1. Gated DeltaNet layers need Megatron-Core 0.17+ (its GatedDeltaNet.backward_dw,
+        which the overlap's callables read for every layer: megatron.fields.gdn_backward_dw)."""
         par = self.parallel
         if "moe" in self.recompute.modules:
+            return False
+        if not gdn_backward_dw(self.mcore_version) and any(
+                isinstance(m, GatedDeltaNet) for m in self.model.distinct_mixers):
             return False
         if self.model.mtp_layers and ep_overlap_mtp_needs_pp(self.mcore_version):
             # core_v0.16/0.17 transformer_config.py: with MTP, one MTP layer and PP > 1

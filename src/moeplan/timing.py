@@ -47,7 +47,7 @@ from moeplan.flops import (
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
 from moeplan.hardware import ASSUMED_SM_COUNT, GPUSpec
-from moeplan.megatron.fields import muon_dp_overlap
+from moeplan.megatron.fields import gdn_backward_dw, muon_dp_overlap
 from moeplan.memory import rank_params, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 from moeplan.parallel import (
@@ -1049,9 +1049,10 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     gemm = grouped = cast = 0.0
     # weight-gradient seconds that delay_wgrad_compute moves out of the backward nodes (merged_layer_s): the
     # routed experts' (TEGroupedMLP.backward_dw) and the attention block's TE linears with the shared
-    # experts' (_BackwardDWWrapper); Gated DeltaNet has no backward_dw (megatron/core/ssm), the router is
-    # not a TE linear
+    # experts' (_BackwardDWWrapper), which is Gated DeltaNet's in_proj / out_proj from 0.17 (its backward_dw,
+    # megatron.fields.gdn_backward_dw; before, EP overlap does not run with it); the router is not a TE linear
     wgrad_attn = wgrad_experts = 0.0
+    gdn_dw = gdn_backward_dw(cfg.mcore_version)
     for g in layer_gemms(layer, h):
         g_time, g_cast, g_wgrad = _gemm_time(ctx, g, rows, mlp.num_experts / par.ep if isinstance(mlp, MoE) else 1)
         if g.kind == "expert":
@@ -1059,7 +1060,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             wgrad_experts += g_wgrad
         else:
             gemm += g_time
-            if g.kind in ("attn", "shared"):
+            if g.kind in ("attn", "shared") or (g.kind == "gdn" and gdn_dw):
                 wgrad_attn += g_wgrad
         cast += g_cast
     out["gemm"], out["grouped_gemm"] = gemm, grouped

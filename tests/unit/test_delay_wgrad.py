@@ -111,3 +111,19 @@ def test_merged_layer_nodes_never_run_backwards_when_wgrad_outweighs_the_backwar
     capped = merged_layer_s(d, c, attn_s, experts_s, attn_wgrad_s=0.0, experts_wgrad_s=back)
     assert over == capped
     assert over >= 2 * (d + c) - 1e-12
+
+
+def test_ep_overlap_with_gated_deltanet_needs_its_backward_dw():
+    """core_v0.16.1's GatedDeltaNet has no backward_dw, which EP overlap's callables read for every layer
+    (fine_grained_callables.py init_backward_dw_wrapper): refused there, accepted from 0.17 (Megatron-LM #2997),
+    where delay_wgrad also delays its in_proj / out_proj weight gradients."""
+    from moeplan.errors import MoeplanError
+    from moeplan.megatron.fields import gdn_backward_dw
+
+    assert not gdn_backward_dw("0.16.1") and gdn_backward_dw("0.17") and gdn_backward_dw("0.19")
+    kw = dict(gpu="h100", gpus=64, seq_len=4096, gbs=512, pp=2, vpp=4, ep=32, dispatcher="deepep", ep_overlap=True)
+    with pytest.raises(MoeplanError, match="Gated DeltaNet"):
+        api.estimate("qwen3-next-80b-a3b", mcore_version="0.16", **kw)
+    on = api.estimate("qwen3-next-80b-a3b", mcore_version="0.17", **kw)
+    off = api.estimate("qwen3-next-80b-a3b", mcore_version="0.17", delay_wgrad=False, **kw)
+    assert on["step_time_s"] < off["step_time_s"]

@@ -205,6 +205,11 @@ class _Allowed:
     # transformer_config.py core_v0.16/0.17: overlap_moe_expert_parallel_comm with MTP needs mtp_num_layers 1
     # and pipeline_model_parallel_size > 1
     ep_overlap_mtp_needs_pp: bool = False
+    # GatedDeltaNet.backward_dw (in_proj, out_proj): Megatron-LM #2997 "support 1F1B overlap for Qwen3-Next", in
+    # core_v0.17.0 ssm/gated_delta_net.py; core_v0.16.1 has none, while EP A2A overlap's callables
+    # (models/gpt/fine_grained_callables.py build_transformer_layer_callables -> init_backward_dw_wrapper ->
+    # _BackwardDWWrapper) read layer.self_attention.backward_dw for every layer: Gated DeltaNet layers raise
+    gdn_backward_dw: bool = True
 
 
 # The version table. Sources, Megatron-LM tag core_v<version>: transformer_config.py (recompute_modules and
@@ -214,18 +219,18 @@ class _Allowed:
 # Bridge pins from pyproject.toml + 3rdparty/Megatron-LM of tags v0.1.0rc4 .. v0.6.0.
 _VERSION_TABLE: dict[str, _Allowed] = {
     "0.13": _Allowed(_CORE_RECOMPUTE, (), (), "cuda_graph_scope", ("full", "attn"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", "", fsdp_strategies=(), optimizers=("adam", "sgd")),
+                     "dataset.sequence_length", "", fsdp_strategies=(), optimizers=("adam", "sgd"), gdn_backward_dw=False),
     "0.14": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), (), "cuda_graph_scope",
                      ("full", "attn", "full_iteration"), (), _FP8_RECIPES, "dataset.sequence_length", "v0.1.0rc4",
-                     optimizers=("adam", "sgd")),
+                     optimizers=("adam", "sgd"), gdn_backward_dw=False),
     "0.15": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", ("full", "attn", "full_iteration"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", "v0.2", optimizers=("adam", "sgd")),
+                     "dataset.sequence_length", "v0.2", optimizers=("adam", "sgd"), gdn_backward_dw=False),
     # core_v0.16 arguments.py: any 'muon' optimizer asserts not overlap_grad_reduce / overlap_param_gather;
     # core_v0.17 keeps that for plain 'muon' only
     "0.16": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
-                     "dataset.sequence_length", "v0.3", muon_dp_overlap=False, ep_overlap_mtp_needs_pp=True),
+                     "dataset.sequence_length", "v0.3", muon_dp_overlap=False, ep_overlap_mtp_needs_pp=True, gdn_backward_dw=False),
     "0.17": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", _SCOPES_016, ("deepep", "hybridep"), _FP8_RECIPES + ("custom",),
                      "dataset.sequence_length", "v0.4", ep_overlap_mtp_needs_pp=True),
@@ -381,6 +386,12 @@ def ep_overlap_mtp_needs_pp(version: str) -> bool:
     0.16 and 0.17). Cached: the planner asks for every candidate."""
     return _VERSION_TABLE[normalize_version(version)].ep_overlap_mtp_needs_pp
 
+
+
+def gdn_backward_dw(version: str) -> bool:
+    """Whether Megatron-Core ``version``'s Gated DeltaNet has ``backward_dw`` (the field table: 0.17+), which EP
+    A2A overlap needs for every layer and delay_wgrad_compute uses to delay its projections' weight gradients."""
+    return _VERSION_TABLE[normalize_version(version)].gdn_backward_dw
 
 
 def sync_free_moe(version: str) -> bool:
