@@ -106,7 +106,13 @@ def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, in
     gpus = p.get("gpus")
     if gpus is not None and not (gpus.isdigit() and int(gpus) > 0):
         raise MoeplanError(f"{path}: the '# moeplan:' comment says gpus={gpus}; expected a positive integer")
-    grouped = p.get(GROUPED_TENSOR_ENV, "0").strip() not in ("", "0")
+    # TE reads the variable as an integer (int(os.getenv(..., "0")) in grouped_linear.py): non-zero selects the path
+    flag = p.get(GROUPED_TENSOR_ENV, "0").strip() or "0"
+    try:
+        grouped = int(flag) != 0
+    except ValueError:
+        raise MoeplanError(f"{path}: the '# moeplan:' comment says {GROUPED_TENSOR_ENV}={flag}; Transformer Engine reads "
+                           "an integer (0 off, 1 on)") from None
     return (p.get("model"), p.get("gpu"), int(gpus) if gpus else None, p.get("mcore-version"), p.get("te-version"),
             grouped)
 

@@ -12,6 +12,7 @@ import pytest
 from moeplan import api
 from moeplan.checker import load_run
 from moeplan.cli import main
+from moeplan.errors import MoeplanError
 from moeplan.megatron.export import env_settings, to_yaml
 from moeplan.rules import lint
 from moeplan.strategy import parse_strategy, strategy_of, strategy_text
@@ -177,6 +178,15 @@ def test_export_carries_the_environment_and_check_reads_it_back(tmp_path):
     plain.write_text(to_yaml(_cfg("2.18", False)))
     assert not load_run(str(plain))[0].te_grouped_tensor
     assert load_run(str(plain), te_grouped_tensor=True)[0].te_grouped_tensor
+    # TE reads the variable as an integer: 0 is off, any other integer on, anything else is no setting it knows
+    for value, on in (("0", False), ("2", True)):
+        f = tmp_path / f"v{value}.yaml"
+        f.write_text(text.replace(f"{GROUPED_TENSOR_ENV}=1", f"{GROUPED_TENSOR_ENV}={value}", 1))
+        assert load_run(str(f))[0].te_grouped_tensor is on
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace(f"{GROUPED_TENSOR_ENV}=1", f"{GROUPED_TENSOR_ENV}=false", 1))
+    with pytest.raises(MoeplanError, match="reads an integer"):
+        load_run(str(bad))
 
 
 def _fused(te: str, flag: bool = False, precision: str = "mxfp8"):
