@@ -37,6 +37,10 @@ from moeplan.vocab import (
 )
 
 
+# Megatron-LM arguments.py and Bridge comm_overlap.py (Megatron-Core 0.17+): the one wording, also the file
+# linter's (megatron.asserts delay-wgrad-graph-attn-bias)
+DELAY_WGRAD_GRAPH_BIAS = "CUDA graph scope attn with delay_wgrad_compute does not support attention bias"
+
 @dataclass(frozen=True)
 class Recompute:
     """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
@@ -281,10 +285,9 @@ class RunConfig:
         """Why Megatron rejects ``delay_wgrad_compute`` for this run (None when it accepts it): from core_v0.17
         (Megatron-LM arguments.py with overlap_grad_reduce; Bridge comm_overlap.py from v0.4.0, which pins 0.17)
         a TE-scoped CUDA graph of attention with delayed weight gradients "does not support attention bias"."""
-        if ("attn" in self.cuda_graph_scopes and version_key(self.mcore_version) >= (0, 17)
-                and any(isinstance(m, Attention) and (m.qkv_bias or m.o_bias) for m in self.model.distinct_mixers)):
-            return ("CUDA graph scope attn with delay_wgrad_compute does not support attention bias (Megatron-LM "
-                    "arguments.py and Bridge comm_overlap.py, Megatron-Core 0.17+)")
+        if "attn" in self.cuda_graph_scopes and version_key(self.mcore_version) >= (0, 17) and self.model.attention_bias:
+            return (f"{DELAY_WGRAD_GRAPH_BIAS} (Megatron-LM arguments.py and Bridge comm_overlap.py, "
+                    "Megatron-Core 0.17+)")
         return None
 
     @property

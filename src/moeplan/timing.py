@@ -348,9 +348,10 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
     flops = 2.0 * m * k * n
     w = k * n * weights
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    wgrad_bytes = m * k * b_in + m * n * b_in + 2 * w * grad_b  # wgrad: x, dy -> main_grad += dW
     traffic = (m * k * b_in + w * b_in + m * n * BF16_BYTES  # forward: x, W -> y
                + m * n * b_in + w * b_in + m * k * BF16_BYTES  # dgrad: dy, W -> dx
-               + m * k * b_in + m * n * b_in + 2 * w * grad_b)  # wgrad: x, dy -> main_grad += dW
+               + wgrad_bytes)
     hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     rate = ctx.gemm_rate
     if g.per_row:
@@ -372,7 +373,7 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
     kh = gemm_k_half(ctx.gemm_rate, ctx.gpu.sms, cal)
     depth = (k / (k + kh), n / (n + kh), per_expert / (per_expert + kh))
     t = sum(flops / (rate * d) for d in depth) + traffic / hbm
-    wgrad = flops / (rate * depth[2]) + (m * k * b_in + m * n * b_in + 2 * w * grad_b) / hbm
+    wgrad = flops / (rate * depth[2]) + wgrad_bytes / hbm
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast, wgrad
 

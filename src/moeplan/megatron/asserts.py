@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from moeplan.megatron.fields import version_tuple
 from moeplan.models.spec import Attention, ModelSpec
 from moeplan.parallel import unroll_layout
+from moeplan.run import DELAY_WGRAD_GRAPH_BIAS
 
 _UNSET = object()
 
@@ -267,11 +268,8 @@ def _delay_wgrad_overlap(v: FileView) -> str | None:
 def _delay_wgrad_graph_bias(v: FileView) -> str | None:
     if not (v.flag("delay_wgrad_compute") and "attn" in v.scopes()):
         return None
-    biased = v.flag("add_qkv_bias") or v.flag("add_bias_linear") or any(
-        isinstance(m, Attention) and (m.qkv_bias or m.o_bias) for m in v.model.distinct_mixers)
-    if biased:
-        return ("CUDA graph scope attn with delay_wgrad_compute does not support attention bias; drop attn from the "
-                "graph scopes or turn delay_wgrad_compute off")
+    if v.flag("add_qkv_bias") or v.flag("add_bias_linear") or v.model.attention_bias:
+        return f"{DELAY_WGRAD_GRAPH_BIAS}; drop attn from the graph scopes or turn delay_wgrad_compute off"
     return None
 
 

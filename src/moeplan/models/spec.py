@@ -190,6 +190,11 @@ class ModelSpec:
     def distinct_mixers(self) -> tuple[Mixer, ...]:
         return tuple(dict.fromkeys(layer.mixer for layer in self.layers))
 
+    @property
+    def attention_bias(self) -> bool:
+        """Whether some attention layer has a QKV or output-projection bias (add_qkv_bias / add_bias_linear)."""
+        return any(isinstance(m, Attention) and (m.qkv_bias or m.o_bias) for m in self.distinct_mixers)
+
     def layer_groups(self) -> list[tuple[Layer, int]]:
         """Distinct layers with their counts (cheap per-layer caching downstream)."""
         return list(Counter(self.layers).items())
