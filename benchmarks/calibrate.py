@@ -451,7 +451,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   BF16; modelled, it took the GB200 row from +25% to +16% and the out-of-sample median from 15% to 11%); the
   rest (host work per micro-batch) is not found. Within 20% in `tests/validation/test_timing.py`.
 - **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans (with the MTP layer Bridge's recipe trains)
-  estimate ~565 / 435 / 355 TFLOP/s (~685 / 625 / 570 before (i) and (j) below) where the card measured
+  estimate ~545 / 400 / 325 TFLOP/s (~685 / 625 / 570 before (i), (j) and (n) below) where the card measured
   ~270 / 230 / 100 at 8K / 32K / 64K. What was checked, in order:
   (a) FLOP convention: the card's count is Megatron Bridge's Gated DeltaNet branch (flop_utils.py, since
   2026-03; GDN context parallel reached Megatron-LM main on 2026-04-13, after it), which moeplan's
@@ -569,15 +569,16 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   #3168) set moe_hybridep_num_sms 32 over the recipe's 16 (the rate moeplan uses) and
   cross_entropy_fusion_impl "te" over its "native" (TE's one-pass fused loss, what the 3 fp32 passes over
   the vocabulary shard stand for): neither is a cost missing here.
-  (n) Open, not adopted: FlashAttention-2's head-dim-256 tiles. Where an SM has >= 192 KB of shared memory
-  (B200: 228 KB) FA2 runs d = 256 forward on 64 x 64 tiles, 4 warps, two CTAs per SM (flash-attn
-  flash_fwd_launch_template.h run_mha_fwd_hdim256; 128 x 64 only below that), and backward on 64 x 64 tiles
-  with 8 warps (run_mha_bwd_hdim256, >= 176 KB), where the benchmarked d = 64 / 128 backward
-  (tests/data/fa2_b200.csv) uses 128-wide key blocks: per FLOP its fp32 dQ atomics double. Under TE's ring
-  at CP 16 the steps' grids (2,048- or 4,096-row halves x 16 heads) leave wave tails of <= 14%, ~4% of the
-  64K step. No stored source has a d = 256 FA2 rate on Blackwell; were its backward half the d = 64 / 128
-  rate, attention would add ~0.9 / 3.7 / 3.9 ms per layer and micro-batch at 8K / 32K / 64K (of ~5 / 8 / 22):
-  the shape of the 8K -> 32K growth, not of the 64K drop. It needs that benchmark.
+  (n) Modelled, measured (2026-12-04): the head-dim-256 kernels' own rates. Where an SM has >= 192 KB of shared
+  memory (H100 / H200 and B200 alike) FA2 runs d = 256 forward on 64 x 64 tiles (flash-attn
+  flash_fwd_launch_template.h run_mha_fwd_hdim256) and backward on 64 x 64 tiles with 8 warps
+  (run_mha_bwd_hdim256), where d = 128 uses 128-wide key blocks: per FLOP its fp32 dQ atomics double. Measured
+  on one H200 (benchmarks/gpu/fa2_headdim.py, tests/data/attention_headdim_h200.csv: PyTorch SDPA's FA2 and
+  cuDNN backends, d = 64 / 128 / 256, seq 1K-16K, causal and not), d = 256 keeps 0.84 / 0.82 (FA2 forward /
+  backward) and 0.89 / 0.66 (cuDNN, what TE trains d = 256 with on Hopper) of the d = 128 tensor-core
+  efficiency (`attn_wide_fwd_share` / `attn_wide_bwd_share`; FA2's tiles follow shared memory, so its share
+  carries to B200 / GB200). Not the half-rate bound this item once allowed: G15's best plans 566 / 432 / 362
+  -> 547 / 400 / 323 TFLOP/s, PR #3168's GB200 step 3.73 -> 3.79 s (GB300 runs the unfused path: unchanged).
   (o) The 64K point and memory: the card gives ~160 GB at 64K, where moeplan has 94 / 108 / 135 GB at CP 16
   with EP 32 / 16 / 8 (PP 1; less with PP 2), 126 at EP 4 PP 2 and 182 at EP 2 PP 2 (EP 4 PP 1, 190, does not
   fit the 185 GiB); the card's SKILL.md ties the drop to memory ("64K is possible, but the

@@ -99,6 +99,8 @@ class Calibration:
 
     attn_fwd_eff: dict[str, float] = _from_file("attn_fwd_eff")
     attn_bwd_eff: dict[str, float] = _from_file("attn_bwd_eff")
+    attn_wide_fwd_share: dict[str, float] = _from_file("attn_wide_fwd_share")
+    attn_wide_bwd_share: dict[str, float] = _from_file("attn_wide_bwd_share")
     attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
     gdn_eff: dict[str, float] = _from_file("gdn_eff")
@@ -485,14 +487,25 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 
+# Head dims above which FlashAttention-2 and cuDNN switch to their wide-head tile configurations (FA2: the
+# hdim 160 / 192 / 224 / 256 instantiations of flash_fwd_launch_template.h / flash_bwd_launch_template.h, smaller
+# key / query blocks than hdim 128's); their measured share is at 256, the one wide equal head dim in the catalog.
+ATTN_WIDE_HEAD_ABOVE = 128
+
+
 def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION
                                ) -> tuple[float, float, float]:
     """:func:`attention_efficiency` of a fused kernel family ``kind`` (flash, cudnn_mla, flash2) at these head
-    dims, whichever GPU would pick it."""
+    dims, whichever GPU would pick it. Equal heads wider than ATTN_WIDE_HEAD_ABOVE run the family's wide-head
+    kernels at ``attn_wide_fwd_share`` / ``attn_wide_bwd_share`` of its efficiency (measured on H200:
+    tests/data/attention_headdim_h200.csv)."""
     fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
     counted = fwd_mm
-    fwd_t = fwd_mm / cal.attn_fwd_eff[kind] + cal.attn_softmax_flops  # time per score, in 1 / peak
-    bwd_t = bwd_mm / cal.attn_bwd_eff[kind] + cal.attn_softmax_flops
+    wide = d_qk == d_v > ATTN_WIDE_HEAD_ABOVE
+    fwd_eff = cal.attn_fwd_eff[kind] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
+    bwd_eff = cal.attn_bwd_eff[kind] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
+    fwd_t = fwd_mm / fwd_eff + cal.attn_softmax_flops  # time per score, in 1 / peak
+    bwd_t = bwd_mm / bwd_eff + cal.attn_softmax_flops
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,58 @@ def test_gdn_glue_is_wired_into_the_element_wise_time_of_gdn_layers():
     # against the generic charge (2 x saved bytes) the GDN layer moves ~0.4 MB more per token
     generic = DEFAULT_CALIBRATION.elementwise_traffic * gdn_saved_bytes(QN_GDN_LAYER, QN.hidden)
     assert sum(gdn_glue_bytes(g, 2)) - generic == pytest.approx(411e3, rel=0.01)
+
+
+H200_HEADDIM = Path(__file__).resolve().parents[1] / "data" / "attention_headdim_h200.csv"
+# tests/data/attention_headdim_h200.csv names the kernels by what PyTorch's SDPA calls them; moeplan's families
+H200_FAMILY = {"cudnn": "flash", "flash2": "flash2"}
+
+
+def _h200_tensor_core_eff() -> dict[tuple[str, str, int, str, int], float]:
+    """Each measured point's tensor-core efficiency as fused_attention_efficiency reads one: time per score
+    element = matmul FLOPs / eff + attn_softmax_flops, in units of the H200's BF16 peak."""
+    peak = load_gpu("h200").peak("bf16")
+    with H200_HEADDIM.open() as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    out = {}
+    for r in rows:
+        d = int(r["head_dim"])
+        mm = 4 * d if r["pass"] == "fwd" else 10 * d  # flash-attn's count is the kernel's matmul FLOPs per score
+        rate = float(r["tflops"]) * 1e12 / peak
+        out[(H200_FAMILY[r["backend"]], r["pass"], d, r["causal"], int(r["seq_len"]))] = mm / (
+            mm / rate - DEFAULT_CALIBRATION.attn_softmax_flops)
+    return out
+
+
+@pytest.mark.parametrize("family", ["flash", "flash2"])
+def test_wide_head_shares_are_the_h200_measurement(family):
+    """attn_wide_fwd_share / attn_wide_bwd_share are the median d = 256 / d = 128 efficiency over the measured
+    seq 4K-16K points (causal and not): wide heads are slower per FLOP, most in cuDNN's backward (~0.66)."""
+    eff = _h200_tensor_core_eff()
+    shares = {"fwd": DEFAULT_CALIBRATION.attn_wide_fwd_share, "bwd": DEFAULT_CALIBRATION.attn_wide_bwd_share}
+    for p, table in shares.items():
+        ratios = [eff[(family, p, 256, c, s)] / eff[(family, p, 128, c, s)]
+                  for c in ("0", "1") for s in (4096, 8192, 16384)]
+        assert table[family] == pytest.approx(statistics.median(ratios), abs=0.005), (family, p)
+        assert table[family] < 0.95  # the measured kernels lose rate at d = 256, which the softmax term alone would not
+
+
+def test_wide_head_share_applies_above_128_only():
+    cal = DEFAULT_CALIBRATION
+    plain = cal.with_overrides({"attn_wide_fwd_share": {"flash": 1.0, "flash2": 1.0},
+                                "attn_wide_bwd_share": {"flash": 1.0, "flash2": 1.0}})
+    for kind in ("flash", "flash2"):
+        assert fused_attention_efficiency(128, 128, kind, cal) == fused_attention_efficiency(128, 128, kind, plain)
+        wide, base = fused_attention_efficiency(256, 256, kind, cal), fused_attention_efficiency(256, 256, kind, plain)
+        assert wide[0] < base[0] and wide[1] < base[1]
+    # MLA's 192 / 128 heads keep their own cuDNN family constants
+    assert fused_attention_efficiency(192, 128, "cudnn_mla", cal) == fused_attention_efficiency(192, 128, "cudnn_mla", plain)
+
+
+def test_cudnn_wide_head_backward_on_h100_follows_the_measured_ratio():
+    """Qwen3-Next's d = 256 attention on Hopper (cuDNN): moeplan's backward rate over its d = 128 rate is the
+    H200 measurement's (cuDNN SDPA, 16K, causal: 391 / 563 TFLOP/s) within 10%."""
+    h100 = load_gpu("h100")
+    wide = attention_efficiency(QN_ATTN, DEFAULT_CALIBRATION, h100)[1]
+    narrow = attention_efficiency(_heads(128), DEFAULT_CALIBRATION, h100)[1]
+    assert wide / narrow == pytest.approx(390.9 / 562.7, rel=0.10)

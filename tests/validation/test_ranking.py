@@ -162,7 +162,7 @@ QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 1.8-2.1x the m
                   "GPU work per token only if both systems run a token equally fast, which no shared row checks "
                   "(docs/calibration.md, known gaps)")
 QWEN3_NEXT_DROP = ("the measured 32K -> 64K drop (~230 -> ~100 TFLOP/s, -57%) is not reproduced: moeplan's best plans "
-                   "fall ~18% (FlashAttention-2's head-dim-256 attention grows with length; the host-time part of the "
+                   "fall ~19% (FlashAttention-2's head-dim-256 attention grows with length; the host-time part of the "
                    "level gap does not depend on length; the measured CP 16 layout's other sizes are not published; "
                    "moeplan costs the CP 16 layouts at 84-135 GB or 182 GB (EP 2 PP 2), none near its ~160 GB, and the card's SKILL.md ties "
                    "the drop to memory: allocator effects near the limit, which a layout cost cannot hold; the fla "
