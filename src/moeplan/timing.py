@@ -327,8 +327,9 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
     GPU.
 
     Each of the three GEMMs costs its FLOPs at the achievable matmul rate plus its HBM traffic
-    (inputs, weights, outputs) at the achievable bandwidth: an additive roofline, which charges the
-    small expert GEMMs (K or N of a few hundred) the epilogue/prologue time they really spend.
+    (inputs, weights, outputs) at the achievable bandwidth (:func:`gemm_call_s`): an additive roofline, which
+    charges the small expert GEMMs (K or N of a few hundred) more than they take in isolation (docs/
+    calibration.md, known gaps: "GEMMs against kernel measurements").
     The weight-gradient GEMM accumulates into the main gradient in place, every micro-batch
     (Megatron-Core gradient_accumulation_fusion: wgrad_gemm_accum_fp32 into ``main_grad``, fp32
     unless grads are reduced in bf16): it reads and writes the whole local gradient, which is what
@@ -350,34 +351,46 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
     flops = 2.0 * m * k * n
     w = k * n * weights
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    fwd_bytes = m * k * b_in + w * b_in + m * n * BF16_BYTES  # forward: x, W -> y
+    dgrad_bytes = m * n * b_in + w * b_in + m * k * BF16_BYTES  # dgrad: dy, W -> dx
     wgrad_bytes = m * k * b_in + m * n * b_in + 2 * w * grad_b  # wgrad: x, dy -> main_grad += dW
-    traffic = (m * k * b_in + w * b_in + m * n * BF16_BYTES  # forward: x, W -> y
-               + m * n * b_in + w * b_in + m * k * BF16_BYTES  # dgrad: dy, W -> dx
-               + wgrad_bytes)
     hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     rate = ctx.gemm_rate
     if g.per_row:
-        # grouped GEMM: each local expert's rows are cut into 128-row tiles, the last one partly
-        # empty (TE / cuBLASLt grouped GEMM; CUTLASS tile M = 128): on average half a tile per expert
-        # is padding, which costs narrow EP (many local experts, few rows each) the most
         per_expert = m / max(1.0, weights)
-        rate *= cal.grouped_gemm_eff * per_expert / (per_expert + GROUPED_TILE_ROWS / 2)
+        rate = grouped_gemm_rate(rate, per_expert, cal)
     else:
         per_expert = m
-    # Each output element pays a fixed prologue/epilogue on its SM (load/store of C, accumulate into
-    # main_grad: ``gemm_epilogue_s``) besides its K-deep main loop of 2K FLOPs at the SM's matmul rate, so a
-    # GEMM with reduction depth K runs at K / (K + k_half) of the best-shape rate, k_half = SM rate x
-    # gemm_epilogue_s / 2. The tensor cores speed up the main loop, not the epilogue: Blackwell's per-SM
-    # MMA rate is ~2x Hopper's (tcgen05 vs wgmma) and FP8 doubles it again, so the same K is shallower
-    # there (k_half ~160 on H100 BF16, ~650 on GB200 MXFP8). Forward reduces over k, dgrad over n, wgrad
-    # over the rows (per expert): the weight gradient of narrow EP (many local experts, few rows) is the
-    # shallow one; small-hidden models (K or N of 512-2,048) lose the most.
+    # Forward reduces over k, dgrad over n, wgrad over the rows (per expert): the weight gradient of narrow EP
+    # (many local experts, few rows) is the shallow one; small-hidden models (K or N of 512-2,048) lose the most
+    # (gemm_k_half).
     kh = gemm_k_half(ctx.gemm_rate, ctx.gpu.sms, cal)
-    depth = (k / (k + kh), n / (n + kh), per_expert / (per_expert + kh))
-    t = sum(flops / (rate * d) for d in depth) + traffic / hbm
-    wgrad = flops / (rate * depth[2]) + wgrad_bytes / hbm
+    wgrad = gemm_call_s(flops, per_expert, wgrad_bytes, rate, hbm, kh)
+    t = gemm_call_s(flops, k, fwd_bytes, rate, hbm, kh) + gemm_call_s(flops, n, dgrad_bytes, rate, hbm, kh) + wgrad
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast, wgrad
+
+
+def grouped_gemm_rate(rate: float, rows_per_expert: float, cal: Calibration) -> float:
+    """Matmul FLOP/s of routed-expert GEMMs with ``rows_per_expert`` rows each, from the best-shape ``rate``: each
+    local expert's rows are cut into GROUPED_TILE_ROWS-row tiles, the last one partly empty (TE / cuBLASLt grouped
+    GEMM; CUTLASS tile M = 128): on average half a tile per expert is padding, which costs narrow EP (many local
+    experts, few rows each) the most; the rest at ``grouped_gemm_eff`` of the rate."""
+    return rate * cal.grouped_gemm_eff * rows_per_expert / (rows_per_expert + GROUPED_TILE_ROWS / 2)
+
+
+def gemm_call_s(flops: float, depth: float, moved_bytes: float, rate: float, hbm_bytes_per_s: float, k_half: float,
+                overlapped: bool = False) -> float:
+    """Seconds of one GEMM (or one pass over a layer's local experts): its FLOPs at ``rate`` slowed by its reduction
+    ``depth`` to depth / (depth + ``k_half``) (:func:`gemm_k_half`: each output element pays a fixed prologue /
+    epilogue on its SM beside its depth-deep main loop, and faster tensor cores speed up only the main loop), plus
+    its HBM bytes (operands, output, an fp32 main_grad read and written) at ``hbm_bytes_per_s``: an additive
+    roofline, as the run fit calibrates it. ``overlapped`` takes the longer of the two instead, which is how the
+    kernels measure in isolation (tests/data/expert_gemms_h200.csv, benchmarks/fit_gemm.py); the run fit does worse
+    with it (docs/calibration.md, known gaps: "GEMMs against kernel measurements")."""
+    compute_s = flops / (rate * depth / (depth + k_half))
+    traffic_s = moved_bytes / hbm_bytes_per_s
+    return max(compute_s, traffic_s) if overlapped else compute_s + traffic_s
 
 
 def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_domain: int) -> bool:
