@@ -12,7 +12,7 @@ from typing import Any
 
 from moeplan.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
-from moeplan.te_release import DEFAULT_TE_VERSION, te_label
+from moeplan.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises, te_label
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
@@ -205,7 +205,18 @@ def build_config(
     problem = knob_problem(cfg, gpu_spec)
     if problem:
         raise MoeplanError(problem.message)
+    if not cfg.experts_op_fused:  # the op fuser's GroupedLinear does not read the variable
+        _refuse_raising_grouped_tensor(cfg.te_grouped_tensor, cfg.te_version, gpu_spec, cfg.precision)
     return cfg, gpu_spec
+
+
+def _refuse_raising_grouped_tensor(te_grouped_tensor: bool, te_version: str | None, gpu: GPUSpec, precision: str) -> None:
+    """The job would set GROUPED_TENSOR_ENV=1 where TE raises at run time (moeplan.te_release.grouped_tensor_raises):
+    an input error for estimate and plan, which would otherwise cost the per-expert path the job never reaches
+    (``moeplan check`` lints a file that sets it instead: rule te-grouped-tensor)."""
+    raises = grouped_tensor_raises(te_version, gpu.sm_arch, precision) if te_grouped_tensor else None
+    if raises:
+        raise MoeplanError(f"--te-grouped-tensor ({GROUPED_TENSOR_ENV}=1): {raises}; drop it")
 
 
 def _check_dp_choice(cfg: RunConfig) -> None:
@@ -285,6 +296,10 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "optimizer": cfg.optimizer,
         "fsdp": cfg.fsdp,
         "fsdp_double_buffer": cfg.fsdp_double_buffer,
+        "mcore_version": cfg.mcore_version,
+        "te_version": cfg.te_version,
+        "te_grouped_tensor": cfg.te_grouped_tensor,
+        "experts_grouped_tensor": cfg.experts_grouped_tensor,
         "memory_gib": est["memory_gib"],
         "host_memory_gib": est["host_memory_gib"],
         "capacity_gib": est["capacity_gib"],
@@ -410,6 +425,7 @@ def search_plans(
         raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
     if optimizer not in OPTIMIZERS:
         raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
+    _refuse_raising_grouped_tensor(te_grouped_tensor, te_version, gpu_spec, precision)
     space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
                         fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
     result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
@@ -426,12 +442,14 @@ def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALI
     or knob the planner chooses: its model as trained (MTP layers included), its GPU as deployed (a user
     hardware file's entry too), GPU count, sequence length and GBS, precision, gradient and moment dtypes,
     optimizer, routing imbalance, reserved memory, and the Megatron-Core and Transformer Engine releases.
-    ``moeplan explain`` asks it for the remedy of its second run."""
+    ``moeplan explain`` asks it for the remedy of its second run; a run that sets GROUPED_TENSOR_ENV where TE raises
+    is searched without it (the remedy cannot keep it)."""
+    grouped = cfg.te_grouped_tensor and grouped_tensor_raises(cfg.te_version, cfg.gpu.sm_arch, cfg.precision) is None
     return search_plans(cfg.model, gpu=cfg.gpu, gpus=cfg.parallel.gpus, seq_len=cfg.batch.seq_len,
                         gbs=cfg.batch.gbs, precision=cfg.precision, top=top, headroom=headroom,
                         moe_imbalance=cfg.moe_imbalance, reserve_gib=cfg.reserve_gib,
                         mcore_version=cfg.mcore_version, te_version=cfg.te_version,
-                        te_grouped_tensor=cfg.te_grouped_tensor, progress=progress,
+                        te_grouped_tensor=grouped, progress=progress,
                         grad_fp32=cfg.grad_fp32, bf16_moments=cfg.bf16_moments, cal=cal, optimizer=cfg.optimizer)
 
 

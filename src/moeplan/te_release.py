@@ -179,6 +179,9 @@ def op_fuser_grouped(te_version: str | None, sm_arch: int | None, precision: str
     return 100 <= sm_arch <= 110 and precision in ops.precisions_blackwell
 
 
+RAISES_PREFIX = "error: "  # how grouped_tensor_problem marks a reason where TE raises rather than falls back
+
+
 def grouped_tensor_problem(te_version: str | None, sm_arch: int | None, precision: str) -> str | None:
     """Why TE ``te_version`` with GROUPED_TENSOR_ENV=1 does not run the routed experts on the grouped-tensor path
     under Megatron-Core's TEGroupedMLP, or None where it does. The reason starts with ``error:`` where TE raises
@@ -189,7 +192,7 @@ def grouped_tensor_problem(te_version: str | None, sm_arch: int | None, precisio
         return (f"TE {te_label(v)} has no grouped-tensor GroupedLinear path (it came with TE "
                 f"{GROUPED_TENSOR_FIRST_VERSION}, PR #3038); {GROUPED_TENSOR_ENV} is ignored")
     if precision == "fp8" and path.blackwell_block_raises and sm_arch is not None and 100 <= sm_arch <= 110:
-        return (f"error: TE {v} raises for FP8 block scaling with {GROUPED_TENSOR_ENV}=1 on Blackwell (the fused "
+        return (f"{RAISES_PREFIX}TE {v} raises for FP8 block scaling with {GROUPED_TENSOR_ENV}=1 on Blackwell (the fused "
                 "block-scaling path is Hopper-only)")
     if precision not in grouped_tensor_precisions(v, sm_arch):
         where = f"sm{sm_arch}" if sm_arch is not None else "a GPU of unknown compute capability"
@@ -197,17 +200,24 @@ def grouped_tensor_problem(te_version: str | None, sm_arch: int | None, precisio
                 "quantize per expert)")
     align = dict(path.row_align).get(precision)
     if align is not None and expert_pad_rows(precision) % align:
-        return (f"error: TE {v}'s grouped {precision} quantize needs rows in multiples of {align}, and Megatron-Core's "
+        return (f"{RAISES_PREFIX}TE {v}'s grouped {precision} quantize needs rows in multiples of {align}, and Megatron-Core's "
                 f"TEGroupedMLP (core_v0.19.0 and older) pads each expert to {expert_pad_rows(precision)} (TE Fp8Padding's "
                 "default), so it raises on the steps whose routed rows miss that multiple (dropless: most of them); "
                 "Megatron-LM main's moe_use_grouped_tensor (unreleased) pads to 256")
     if not path.host_splits:
-        return (f"error: TE {v}'s grouped-tensor path needs the per-expert token counts on the GPU (ValueError "
+        return (f"{RAISES_PREFIX}TE {v}'s grouped-tensor path needs the per-expert token counts on the GPU (ValueError "
                 "'requires CUDA m_splits'), and Megatron-Core's TEGroupedMLP (core_v0.19.0 and older) passes a host "
                 "list; only Megatron-LM main's moe_use_grouped_tensor (unreleased) does")
     return None
 
 
-__all__ = ["DEFAULT_TE_VERSION", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
+def grouped_tensor_raises(te_version: str | None, sm_arch: int | None, precision: str) -> str | None:
+    """Why TE ``te_version`` raises at run time with GROUPED_TENSOR_ENV=1 under Megatron-Core's TEGroupedMLP (the
+    :func:`grouped_tensor_problem` reasons marked ``error:``, without the mark), or None where it runs or falls back."""
+    problem = grouped_tensor_problem(te_version, sm_arch, precision)
+    return problem[len(RAISES_PREFIX):] if problem is not None and problem.startswith(RAISES_PREFIX) else None
+
+
+__all__ = ["DEFAULT_TE_VERSION", "RAISES_PREFIX", "grouped_tensor_raises", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
            "OpFuserGrouped", "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "op_fuser_grouped", "grouped_tensor_problem", "te_label", "te_release",
            "te_version_key"]

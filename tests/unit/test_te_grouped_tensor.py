@@ -83,15 +83,26 @@ def test_grouped_path_launches_once_per_linear():
 
 
 def _cfg(te: str, flag: bool, precision: str = "fp8-cs", gpu: str = "b200"):
+    """The run with the variable set as a run file sets it (``moeplan check`` reads it so), also where TE raises,
+    which build_config refuses for estimate and plan."""
     cfg, _ = api.build_config("deepseek-v3", gpu=gpu, gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8,
                               precision=precision, dispatcher="deepep", cuda_graphs="attn,moe_router,moe_preprocess",
-                              te_version=te, te_grouped_tensor=flag)
-    return cfg
+                              te_version=te)
+    return cfg.with_(te_grouped_tensor=flag)
+
+
+# what an estimate's JSON says of the run's software, beside what it estimates
+SOFTWARE_KEYS = ("te_version", "te_grouped_tensor", "experts_grouped_tensor")
+
+
+def _numbers(e: dict) -> dict:
+    """An estimate's JSON without the keys that name the run's TE settings: what the comparisons compare."""
+    return {k: v for k, v in e.items() if k not in SOFTWARE_KEYS}
 
 
 def _est(te: str, flag: bool, precision: str = "fp8-cs") -> dict:
     cfg = _cfg(te, flag, precision)
-    return api.evaluate(cfg, cfg.gpu).as_dict()
+    return _numbers(api.evaluate(cfg, cfg.gpu).as_dict())
 
 
 def test_run_selects_the_path_only_where_te_takes_it():
@@ -206,9 +217,40 @@ def test_op_fuser_takes_its_grouped_flow_by_default_from_te_2_16():
     old, new = _fused(DEFAULT_TE_VERSION), _fused("2.16")
     assert old.experts_op_fused and new.experts_op_fused
     assert not old.experts_grouped_tensor and new.experts_grouped_tensor  # no variable needed
-    e_old, e_new = (api.evaluate(c, c.gpu).as_dict() for c in (old, new))
+    e_old, e_new = (_numbers(api.evaluate(c, c.gpu).as_dict()) for c in (old, new))
     assert e_new["time_breakdown_s"]["launch_overhead"] < e_old["time_breakdown_s"]["launch_overhead"]
-    assert e_old == api.evaluate(_fused("2.15"), old.gpu).as_dict()  # 2.14 / 2.15: per expert, as calibrated
+    assert e_old == _numbers(api.evaluate(_fused("2.15"), old.gpu).as_dict())  # 2.14 / 2.15: per expert, as calibrated
     noop, = _lint(_fused("2.18", True))  # the variable selects the module path, which the op fuser bypasses
     assert noop.severity == "warning" and "op fuser" in noop.message
     assert _lint(_fused("2.18")) == []
+
+
+def test_estimate_and_plan_refuse_the_variable_where_te_raises(tmp_path, capsys):
+    """estimate / plan with --te-grouped-tensor where TE raises (TE 2.18 MXFP8 on Megatron-Core's 32-row padding, TE
+    2.19's device splits) is a one-line input error, exit code 2, nothing written: the per-expert path moeplan would
+    cost is one the job never reaches. Where TE only falls back or ignores it, the estimate runs (and says what ran);
+    op-fused experts do not read the variable; explain's remedy search drops it; check lints the file instead."""
+    base = ["deepseek-v3", "--gpu", "b200", "--gpus", "256", "--seq-len", "4096", "--gbs", "2048"]
+    layout = ["--pp", "16", "--ep", "8", "--dispatcher", "deepep"]
+    out = tmp_path / "trace.json"
+    for te, prec, why in (("2.18", "mxfp8", "multiples of 128"), ("2.19", "fp8-cs", "CUDA m_splits")):
+        assert main(["estimate", *base, *layout, "--precision", prec, "--te-version", te, "--te-grouped-tensor",
+                     "--json", "--trace", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and why in err and "Traceback" not in err
+        assert not out.exists()
+        with pytest.raises(MoeplanError, match="drop it"):
+            api.plan("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, precision=prec, te_version=te,
+                     te_grouped_tensor=True, top=1)
+    # falls back (TE 2.17 has no FP8 current scaling on the path): estimated, and the JSON says the path did not run
+    e = api.estimate("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8, dispatcher="deepep",
+                     precision="fp8-cs", te_version="2.17", te_grouped_tensor=True)
+    assert e["te_version"] == "2.17" and e["te_grouped_tensor"] is True and e["experts_grouped_tensor"] is False
+    ok = api.estimate("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8, dispatcher="deepep",
+                      precision="fp8-cs", te_version="2.18", te_grouped_tensor=True)
+    assert ok["experts_grouped_tensor"] is True and ok["mcore_version"]
+    # a run file that sets it where TE raises: check reports an error finding, explain still finds a remedy
+    cfg = _cfg("2.18", True, "mxfp8")
+    assert any(f.severity == "error" for f in _lint(cfg))
+    remedy = api.search_like(cfg)
+    assert remedy.result.plans and not remedy.result.plans[0].config.te_grouped_tensor
