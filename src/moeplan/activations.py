@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from moeplan.attention_backend import unfused_attention
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
+from moeplan.vocab import DISPATCHERS, FLEX_DISPATCHERS
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec
@@ -119,6 +120,20 @@ def _dense_mlp(m: DenseMLP, h: int) -> list[SavedTensor]:
     return out
 
 
+# The dtype of the routed probabilities the experts see: DeepEP and HybridEP take fp32 only (Megatron-Core
+# token_dispatcher.py: "HybridEP only supports float32 probs" / "DeepEP only supports float32 probs", cast with
+# .float()); alltoall / allgather keep the router's dtype, bf16 for gpt-oss (router.py: the input dtype unless
+# moe_router_dtype is set, which Bridge's gpt_oss_bridge leaves unset).
+def expert_probs_bytes(dispatcher: str) -> int:
+    """Bytes per element of the permuted probabilities under ``dispatcher``."""
+    return FP32_BYTES if dispatcher in FLEX_DISPATCHERS else BF16_BYTES
+
+
+# What the memory model saves per routed row for the probabilities: the activation layout does not depend on
+# the dispatcher (its saved-tensor cache is shared across dispatchers), so it keeps the widest of expert_probs_bytes.
+EXPERT_PROBS_SAVED_BYTES = max(expert_probs_bytes(d) for d in DISPATCHERS)
+
+
 def _moe(m: MoE, h: int) -> list[SavedTensor]:
     out = _norm("mlp", h, "mlp_norm")
     moe = _f("moe")
@@ -126,7 +141,7 @@ def _moe(m: MoE, h: int) -> list[SavedTensor]:
     out.append(SavedTensor("router_scores", 2 * m.num_experts, elem_bytes=FP32_BYTES, dropped_by=moe))
     fc1 = m.expert_ffn_hidden * (2 if m.gated else 1)
     out.append(SavedTensor("expert_fc1_in", h, scope="row", gemm_input=True, dropped_by=moe, offload="expert_fc1"))
-    out.append(SavedTensor("expert_probs", 1, scope="row", elem_bytes=FP32_BYTES, dropped_by=moe))
+    out.append(SavedTensor("expert_probs", 1, scope="row", elem_bytes=EXPERT_PROBS_SAVED_BYTES, dropped_by=moe))
     out.append(SavedTensor("expert_fc1_out", fc1, scope="row", dropped_by=moe, offload="moe_act", ffn_split=True))
     out.append(SavedTensor("expert_act_out", m.expert_ffn_hidden, scope="row", gemm_input=True,
                            dropped_by=_f("moe", "moe_act"), ffn_split=True))

@@ -32,7 +32,7 @@ from importlib import resources
 from typing import Any
 
 from moeplan import fsdp, muon
-from moeplan.activations import (BF16_BYTES, FP32_BYTES, gdn_saved_bytes, layer_activation, unfused_score_square,
+from moeplan.activations import (BF16_BYTES, FP32_BYTES, expert_probs_bytes, gdn_saved_bytes, layer_activation, unfused_score_square,
                                 unfused_square_softmax_is_fused)
 from moeplan.attention_backend import attention_kernel, head_dims, sink_cp_comm_ok
 from moeplan.flops import (
@@ -969,15 +969,6 @@ def experts_recomputed(rc: Recompute) -> bool:
 # read 2, write a 1-byte mask; where: read mask, grad, write 2) and where((self >= min).logical_and_(self <= max),
 # grad, 0) for the linear half's two-sided one (two compares, the in-place and, the where).
 CLAMP_BWD_BYTES = {"one_sided": 2 + 1 + 1 + 2 + 2, "two_sided": 2 * (2 + 1) + 3 + (1 + 2 + 2)}
-
-
-# The dtype of the routed probabilities the experts see: DeepEP and HybridEP take fp32 only (Megatron-Core
-# token_dispatcher.py: "HybridEP only supports float32 probs" / "DeepEP only supports float32 probs", cast with
-# .float()); alltoall / allgather keep the router's dtype, bf16 for gpt-oss (router.py: the input dtype unless
-# moe_router_dtype is set, which Bridge's gpt_oss_bridge leaves unset).
-def expert_probs_bytes(dispatcher: str) -> int:
-    """Bytes per element of the permuted probabilities under ``dispatcher``."""
-    return FP32_BYTES if dispatcher in FLEX_DISPATCHERS else BF16_BYTES
 
 
 def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1, probs_bytes: int = BF16_BYTES) -> tuple[float, float]:
