@@ -13,11 +13,11 @@ import statistics
 
 import pytest
 
-from moeplan import api
+from moeplan import api, timing
 from moeplan.parallel import Parallel
 from moeplan.timeline import rank_schedule
 from moeplan.timing import (DEFAULT_CALIBRATION, EP_CHUNK_EDGE, TRAIN, _ep_chunk_edges_s, bubble_microbatches,
-                            ep_overlap_exposed_s, layer_time, make_ctx)
+                            ep_overlap_exposed_s, layer_time, make_ctx, merged_layer_s)
 
 from ..measured_variants import variants
 
@@ -53,65 +53,128 @@ def test_mb01_interleaving_with_wider_ep_is_not_valued_above_the_measurement():
     assert 1.0 < got <= measured
 
 
-def merged_layer_s(d: float, c: float, attn_s: float, experts_s: float, attn_w: float = 0.0, experts_w: float = 0.0,
-                   layers: int = 16) -> float:
-    """Steady-state seconds per layer of the merged 1F1B as Megatron-Core orders it
-    (megatron/core/models/common/model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run), simulated
-    node by node: two streams, and one CUDA event per model chunk (so one chain per micro-batch:
-    pipeline_parallel/utils.py ScheduleNode.stream_acquire_context waits on the chunk's event before a node and
-    records it after). Host order per layer: combine_bwd (comm), attn_fwd (comp), mlp_bwd (comp), dispatch_fwd
-    (comm), mlp backward_dw (comp, outside the event), dispatch_bwd (comm), mlp_fwd (comp), combine_fwd (comm),
-    attn_bwd (comp), attn backward_dw (comp, outside the event). ``attn_w`` / ``experts_w``: the weight-gradient
-    seconds delay_wgrad_compute moves into the backward_dw calls (0: they stay in mlp_bwd / attn_bwd). Forward
-    is 1/TRAIN of each part; the backward of dispatch moves what combine moves and back."""
-    fwd = 1 / TRAIN
-    nodes = [("comm", "b", d), ("comp", "f", attn_s * fwd), ("comp", "b", experts_s * (1 - fwd) - experts_w),
-             ("comm", "f", d), ("comp", None, experts_w), ("comm", "b", c), ("comp", "f", experts_s * fwd),
-             ("comm", "f", c), ("comp", "b", attn_s * (1 - fwd) - attn_w), ("comp", None, attn_w)]
-    free = {"comp": 0.0, "comm": 0.0}
-    event = {"f": 0.0, "b": 0.0, None: 0.0}
-    marks = []
-    for _ in range(layers):
-        marks.append(max(free.values()))
-        for stream, chain, dur in nodes:
-            free[stream] = max(free[stream], event[chain]) + dur
-            if chain is not None:
-                event[chain] = free[stream]
-    half = layers // 2
-    return (max(free.values()) - marks[half]) / (layers - half)
-
+# The merged schedule itself is timing.merged_layer_s; the tests below check it directly, by hand-computed
+# node timelines and by invariants, rather than against a copy of it kept here.
 
 # (dispatch, combine, attention block fwd + bwd, experts fwd + bwd) seconds per layer and micro-batch:
 # the shapes of the planner's fastest plans for the four published rows below 0.9, the pinned Qwen3-235B
 # H100 4K and DeepSeek-V3 B200 layouts, G11, and a grid around them
-SHAPES = [(1.288e-3, 1.288e-3, 10.2e-3, 9.03e-3), (0.811e-3, 0.778e-3, 3.18e-3, 3.92e-3),
-          (1.008e-3, 1.008e-3, 5.64e-3, 3.99e-3), (1.288e-3, 1.288e-3, 5.20e-3, 5.07e-3),
-          (1.008e-3, 1.008e-3, 1.91e-3, 2.35e-3), (3.079e-3, 3.079e-3, 5.25e-3, 4.48e-3),
-          (0.41e-3, 0.39e-3, 1.88e-3, 2.32e-3)]
+PUBLISHED = [(1.288e-3, 1.288e-3, 10.2e-3, 9.03e-3), (0.811e-3, 0.778e-3, 3.18e-3, 3.92e-3),
+             (1.008e-3, 1.008e-3, 5.64e-3, 3.99e-3), (1.288e-3, 1.288e-3, 5.20e-3, 5.07e-3)]
+SHAPES = PUBLISHED + [(1.008e-3, 1.008e-3, 1.91e-3, 2.35e-3), (3.079e-3, 3.079e-3, 5.25e-3, 4.48e-3),
+                      (0.41e-3, 0.39e-3, 1.88e-3, 2.32e-3)]
 SHAPES += [(x, x, a, e) for x in (0.5, 1.0, 2.0, 3.0) for a in (2.0, 4.0, 6.0) for e in (2.0, 4.0, 6.0)]
+
+
+def _wgrad(attn_s: float, experts_s: float, delay: bool) -> tuple[float, float]:
+    """delay_wgrad_compute's weight-gradient shares: a third of the experts, a quarter of the attention block
+    (whose core attention has no weights)."""
+    return (attn_s / 4, experts_s / TRAIN) if delay else (0.0, 0.0)
 
 
 @pytest.mark.parametrize("delay", [False, True])
 @pytest.mark.parametrize("d,c,attn_s,experts_s", SHAPES)
 def test_overlap_model_is_the_merged_schedule(d, c, attn_s, experts_s, delay):
-    """timing.ep_overlap_exposed_s (no SM share, full efficiency) is the node-by-node schedule above, with and
-    without delay_wgrad_compute (its wgrad shares: a third of the experts, a quarter of the attention block,
-    whose core attention has no weights); delaying the weight gradients never exposes more, and on the
-    published rows' fastest plans hides all of it either way."""
-    aw, ew = (attn_s / 4, experts_s / TRAIN) if delay else (0.0, 0.0)
-    model = attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0, aw, ew)
-    assert model == pytest.approx(merged_layer_s(d, c, attn_s, experts_s, aw, ew), rel=1e-6, abs=1e-9)
-    if delay:
-        assert model <= attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0) + 1e-9
+    """timing.ep_overlap_exposed_s (no SM share, full efficiency) is timing.merged_layer_s less the compute, in
+    the steady state and in a chunk's first layer, with and without delay_wgrad_compute; the layer lies
+    between its busier stream's work and all of its work run one after the other; delaying the weight
+    gradients never exposes more."""
+    aw, ew = _wgrad(attn_s, experts_s, delay)
+    for carry in (True, False):
+        layer = merged_layer_s(d, c, attn_s, experts_s, aw, ew, carry)
+        model = attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0, aw, ew, carry)
+        assert model == pytest.approx(layer, rel=1e-6, abs=1e-9)
+        assert max(attn_s + experts_s, 2 * (d + c)) - 1e-9 <= layer <= attn_s + experts_s + 2 * (d + c) + 1e-9
+        if delay:
+            assert layer <= merged_layer_s(d, c, attn_s, experts_s, carry=carry) + 1e-9
+            assert model <= attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0,
+                                                                      carry=carry) + 1e-9
+
+
+@pytest.mark.parametrize("delay", [False, True])
+@pytest.mark.parametrize("d,c,attn_s,experts_s", PUBLISHED)
+def test_published_rows_hide_all_of_the_ep_traffic(d, c, attn_s, experts_s, delay):
+    """On the four published rows' fastest plans the merged schedule hides all of the dispatch / combine,
+    with and without delay_wgrad_compute, inside a chunk and in its first layer."""
+    aw, ew = _wgrad(attn_s, experts_s, delay)
+    for carry in (True, False):
+        assert merged_layer_s(d, c, attn_s, experts_s, aw, ew, carry) == pytest.approx(attn_s + experts_s,
+                                                                                       rel=1e-9)
+
+
+@pytest.mark.parametrize("delay", [False, True])
+@pytest.mark.parametrize("d,c,attn_s,experts_s", SHAPES)
+def test_merged_layer_never_gets_faster_when_a_part_gets_slower(d, c, attn_s, experts_s, delay):
+    """Every node starts when its stream and its chain are free, so no node starts earlier when another one
+    runs longer: the layer is non-decreasing in the dispatch, the combine, the attention block and the
+    experts (their wgrad shares scaling with them), in the steady state and from idle streams."""
+    for carry in (True, False):
+        base = merged_layer_s(d, c, attn_s, experts_s, *_wgrad(attn_s, experts_s, delay), carry=carry)
+        for i in range(4):
+            for f in (1.01, 1.1, 1.5, 2.0):
+                parts = [d, c, attn_s, experts_s]
+                parts[i] *= f
+                slower = merged_layer_s(*parts, *_wgrad(parts[2], parts[3], delay), carry=carry)
+                assert slower >= base - 1e-12 * base
+
+
+@pytest.mark.parametrize("d,c,attn_s,experts_s", SHAPES)
+def test_merged_layer_steady_state_has_settled(d, c, attn_s, experts_s, monkeypatch):
+    """timing.MERGED_LAYERS layers are enough for the steady state: simulating eight times as many layers
+    gives the same seconds per layer, with and without delay_wgrad_compute."""
+    short = [merged_layer_s(d, c, attn_s, experts_s, *_wgrad(attn_s, experts_s, delay)) for delay in (False, True)]
+    monkeypatch.setattr(timing, "MERGED_LAYERS", 8 * timing.MERGED_LAYERS)
+    long = [merged_layer_s(d, c, attn_s, experts_s, *_wgrad(attn_s, experts_s, delay)) for delay in (False, True)]
+    assert short == pytest.approx(long, rel=1e-9)
 
 
 def test_delay_wgrad_hides_beside_dispatch_bwd_and_the_next_combine_bwd():
-    """Where dispatch_bwd outlasts mlp_fwd, the experts' delayed wgrad hides the rest; where the backward
-    combine outlasts attn_fwd, attention's delayed wgrad does (in the steady state of a chunk)."""
-    assert merged_layer_s(1e-3, 1e-3, 6e-3, 2e-3) > 8e-3 * 1.04  # dispatch_bwd 1 ms beside mlp_fwd 2/3 ms
-    assert merged_layer_s(1e-3, 1e-3, 6e-3, 2e-3, experts_w=2e-3 / 3) == pytest.approx(8e-3)
-    assert merged_layer_s(3e-3, 0.5e-3, 6e-3, 12e-3) == pytest.approx(19e-3)  # combine_bwd 3 ms, attn_fwd 2 ms
-    assert merged_layer_s(3e-3, 0.5e-3, 6e-3, 12e-3, attn_w=1e-3) == pytest.approx(18e-3)
+    """timing.merged_layer_s by hand (steady state). Where dispatch_bwd outlasts mlp_fwd, the experts' delayed
+    wgrad hides the rest; where the backward combine outlasts attn_fwd, attention's delayed wgrad does (in
+    the steady state of a chunk)."""
+    # attention 6 ms (fwd 2, bwd 4), experts 2 ms (fwd 2/3, bwd 4/3), d = c = 1 ms. From t, when attn_bwd has
+    # ended: combine_bwd t..t+1, attn_fwd t..t+2, mlp_bwd t+2..t+10/3, dispatch_fwd t+2..t+3, dispatch_bwd
+    # t+10/3..t+13/3, mlp_fwd t+10/3..t+4, combine_fwd t+13/3..t+16/3, attn_bwd t+13/3..t+25/3: 1/3 ms exposed
+    assert merged_layer_s(1e-3, 1e-3, 6e-3, 2e-3) == pytest.approx(25e-3 / 3)
+    # the experts' wgrad (2/3 ms) out of mlp_bwd: mlp_bwd t+2..t+8/3, dispatch_fwd t+2..t+3, the wgrad
+    # t+8/3..t+10/3, dispatch_bwd t+3..t+4 beside it and mlp_fwd t+10/3..t+4, combine_fwd t+4..t+5, attn_bwd
+    # t+4..t+8: all hidden
+    assert merged_layer_s(1e-3, 1e-3, 6e-3, 2e-3, experts_wgrad_s=2e-3 / 3) == pytest.approx(8e-3)
+    # an over-large wgrad is capped at the backward (no node runs backwards): the whole of mlp_bwd delayed,
+    # dispatch_bwd t+3..t+4 beside the wgrad t+2..t+10/3 and mlp_fwd t+10/3..t+4: all hidden
+    assert merged_layer_s(1e-3, 1e-3, 6e-3, 2e-3, experts_wgrad_s=1.0) == pytest.approx(8e-3)
+    # d = 3 ms, c = 0.5 ms, attention 6 ms (2 / 4), experts 12 ms (4 / 8): combine_bwd t..t+3 beside attn_fwd
+    # t..t+2, mlp_bwd t+3..t+11, dispatch_fwd t+3..t+6, dispatch_bwd t+11..t+11.5, mlp_fwd t+11..t+15,
+    # combine_fwd t+15..t+15.5, attn_bwd t+15..t+19: 1 ms exposed
+    assert merged_layer_s(3e-3, 0.5e-3, 6e-3, 12e-3) == pytest.approx(19e-3)
+    # attention's wgrad (1 ms) out of attn_bwd (t+15..t+18, then the wgrad t+18..t+19): the next combine_bwd
+    # t+18..t+21 runs beside it, attn_fwd t+19..t+21, and the layer repeats every 18 ms
+    assert merged_layer_s(3e-3, 0.5e-3, 6e-3, 12e-3, attn_wgrad_s=1e-3) == pytest.approx(18e-3)
+    # ... but not in a chunk's first layer, whose combine_bwd starts with both streams idle
+    assert merged_layer_s(3e-3, 0.5e-3, 6e-3, 12e-3, attn_wgrad_s=1e-3, carry=False) == pytest.approx(19e-3)
+
+
+def test_merged_layer_from_idle_streams_by_hand():
+    """timing.merged_layer_s for one layer from idle streams (carry=False), node by node; the backward moves
+    the dispatch's bytes in combine_bwd and the combine's in dispatch_bwd."""
+    # d = 3, c = 1, attention 6 (fwd 2, bwd 4), experts 12 (4 / 8): combine_bwd (d) 0..3, attn_fwd 0..2,
+    # mlp_bwd 3..11, dispatch_fwd (d) 3..6, dispatch_bwd (c) 11..12, mlp_fwd 11..15, combine_fwd (c) 15..16,
+    # attn_bwd 15..19
+    assert merged_layer_s(3.0, 1.0, 6.0, 12.0, carry=False) == pytest.approx(19.0)
+    # experts 3 (1 / 2): combine_bwd 0..3, attn_fwd 0..2, mlp_bwd 3..5, dispatch_fwd 3..6, dispatch_bwd 6..7,
+    # mlp_fwd 6..7, combine_fwd 7..8, attn_bwd 7..11; the next layer starts as this one did (attn_bwd ends
+    # last, on the backward chain), so the steady state is the same 11
+    assert merged_layer_s(3.0, 1.0, 6.0, 3.0, carry=False) == pytest.approx(11.0)
+    assert merged_layer_s(3.0, 1.0, 6.0, 3.0) == pytest.approx(11.0)
+    # the swapped shape, d = 1, c = 3: combine_bwd 0..1, attn_fwd 0..2, mlp_bwd 2..4, dispatch_fwd 2..3,
+    # dispatch_bwd 4..7, mlp_fwd 4..5, combine_fwd 7..10, attn_bwd 7..11
+    assert merged_layer_s(1.0, 3.0, 6.0, 3.0, carry=False) == pytest.approx(11.0)
+    # ... and with attention 9 (3 / 6): attn_fwd 0..3, mlp_bwd 3..5, dispatch_fwd 3..4, dispatch_bwd 5..8,
+    # mlp_fwd 5..6, combine_fwd 8..11, attn_bwd 8..14
+    assert merged_layer_s(1.0, 3.0, 9.0, 3.0, carry=False) == pytest.approx(14.0)
+    # no compute: the comm stream runs the four transfers one after the other; no traffic: the compute alone
+    assert merged_layer_s(1.0, 2.0, 0.0, 0.0) == pytest.approx(6.0)
+    assert merged_layer_s(0.0, 0.0, 5.0, 7.0) == pytest.approx(12.0)
 
 
 def test_delay_wgrad_changes_the_estimate_only_where_it_hides_more():
