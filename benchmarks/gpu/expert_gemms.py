@@ -17,11 +17,11 @@ Run: python benchmarks/gpu/expert_gemms.py [bf16] [fp8] [bf16-accum]
 
 from __future__ import annotations
 
-import csv
-import os
 import sys
 
 import torch
+
+from gpu_bench import Table, device_ready, graph_seconds
 
 STREAMS = 4
 WARMUP, ITERS = 3, 20
@@ -60,7 +60,7 @@ def operands(precision: str, m: int, n: int, k: int, wgrad: bool):
 
 
 def time_loop(precision: str, pairs: list, streams: list[torch.cuda.Stream]) -> float:
-    """GPU seconds of one pass over the local experts' GEMMs."""
+    """GPU seconds of one pass over the local experts' GEMMs, round-robin over ``streams``."""
     def once():
         main = torch.cuda.current_stream()
         for s in streams:
@@ -70,39 +70,16 @@ def time_loop(precision: str, pairs: list, streams: list[torch.cuda.Stream]) -> 
                 matmul(precision, a, b, c)
         for s in streams:
             main.wait_stream(s)
-    main = torch.cuda.current_stream()
-    for _ in range(WARMUP):
-        once()
-    torch.cuda.synchronize()
-    # replayed as one CUDA graph, so the GPU time is measured, not how fast the host issues the launches
-    graph = torch.cuda.CUDAGraph()
-    capture = torch.cuda.Stream()
-    capture.wait_stream(main)
-    with torch.cuda.stream(capture):
-        with torch.cuda.graph(graph, stream=capture):
-            once()
-    torch.cuda.synchronize()
-    for _ in range(WARMUP):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(ITERS):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / ITERS / 1e3
+    return graph_seconds(once, WARMUP, ITERS)
 
 
 def main() -> int:
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    if not device_ready():
         return 1
-    props = torch.cuda.get_device_properties(0)
-    print(f"# {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}", file=sys.stderr)
     global ONE
     ONE = torch.ones((), device="cuda", dtype=torch.float32)
     streams = [torch.cuda.Stream() for _ in range(STREAMS)]
-    rows_out = []
+    table = Table("expert_gemms.csv")
     precisions = sys.argv[1:] or ["bf16"]
     for precision, (label, h, f, experts, rows) in ((p, s) for p in precisions for s in SHAPES):
         for name, m, n, k in gemms(h, f, rows):
@@ -115,17 +92,10 @@ def main() -> int:
             except (RuntimeError, TypeError) as exc:
                 print(f"# {precision} {label} {name}: {str(exc).splitlines()[0]}", file=sys.stderr)
                 continue
-            row = dict(precision=precision, model=label, experts=experts, rows=rows, gemm=name, m=m, n=n, k=k,
-                       seconds=f"{s:.4e}", tflops=round(2 * m * n * k * experts / s / 1e12, 1))
-            rows_out.append(row)
-            print(",".join(str(v) for v in row.values()), flush=True)
+            table.add(precision=precision, model=label, experts=experts, rows=rows, gemm=name, m=m, n=n, k=k,
+                      seconds=f"{s:.4e}", tflops=round(2 * m * n * k * experts / s / 1e12, 1))
             del pairs
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "expert_gemms.csv"), "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows_out[0]))
-            w.writeheader()
-            w.writerows(rows_out)
+    table.write()
     return 0
 
 

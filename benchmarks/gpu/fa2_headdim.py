@@ -18,30 +18,17 @@ Run: python benchmarks/gpu/fa2_headdim.py
 
 from __future__ import annotations
 
-import csv
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from gpu_bench import Table, device_ready, event_seconds
+
 DIM = 2048
 TOKENS = 16384
 WARMUP, ITERS = 3, 10
-
-
-def _time_ms(fn) -> float:
-    for _ in range(WARMUP):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(ITERS):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / ITERS
 
 
 def measure(backend: SDPBackend, head_dim: int, seqlen: int, causal: bool) -> tuple[float, float]:
@@ -50,24 +37,20 @@ def measure(backend: SDPBackend, head_dim: int, seqlen: int, causal: bool) -> tu
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
     with sdpa_kernel(backend):
-        fwd_ms = _time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        fwd_s = event_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), WARMUP, ITERS)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
         def bwd():
             torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-        bwd_ms = _time_ms(bwd)
+        bwd_s = event_seconds(bwd, WARMUP, ITERS)
     flops = 4 * seqlen**2 * head_dim * heads * batch / (2 if causal else 1)
-    return flops / fwd_ms / 1e9, 2.5 * flops / bwd_ms / 1e9
+    return flops / fwd_s / 1e12, 2.5 * flops / bwd_s / 1e12
 
 
 def main() -> int:
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    if not device_ready():
         return 1
-    props = torch.cuda.get_device_properties(0)
-    print(f"# {props.name}, sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, torch {torch.__version__}",
-          file=sys.stderr)
-    rows = []
+    table = Table("fa2_headdim.csv")
     backends = [("flash2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
     for name, backend in backends:
         for head_dim in (64, 128, 256):
@@ -79,16 +62,10 @@ def main() -> int:
                         print(f"# {name} d{head_dim} s{seqlen}: {str(exc).splitlines()[0]}", file=sys.stderr)
                         break
                     for pass_, tflops in (("fwd", fwd), ("bwd", bwd)):
-                        rows.append({"backend": name, "pass": pass_, "head_dim": head_dim, "causal": int(causal),
-                                     "seq_len": seqlen, "tflops": round(tflops, 1)})
-                        print(",".join(str(x) for x in rows[-1].values()), flush=True)
+                        table.add(backend=name, **{"pass": pass_}, head_dim=head_dim, causal=int(causal),
+                                  seq_len=seqlen, tflops=round(tflops, 1))
                     torch.cuda.empty_cache()
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "fa2_headdim.csv"), "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    table.write()
     return 0
 
 

@@ -15,11 +15,11 @@ Run: python benchmarks/gpu/small_kernels.py
 
 from __future__ import annotations
 
-import csv
-import os
 import sys
 
 import torch
+
+from gpu_bench import Table, device_ready, graph_seconds
 
 CHAIN = 100
 WARMUP, ITERS = 3, 20
@@ -54,49 +54,21 @@ def time_chain(kind: str, rows: int, width: int) -> tuple[float, int]:
         for _ in range(CHAIN):
             out, moved = kernel(kind, t if kind != "cast" else x, y)
             t = out if out.shape == x.shape and out.dtype == x.dtype else t
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(WARMUP):
-            chain()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        chain()
-    for _ in range(WARMUP):
-        graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(ITERS):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3 / ITERS / CHAIN, moved
+    return graph_seconds(chain, WARMUP, ITERS) / CHAIN, moved
 
 
 def main() -> int:
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    if not device_ready():
         return 1
-    props = torch.cuda.get_device_properties(0)
-    print(f"# {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}", file=sys.stderr)
-    out = []
+    table = Table("small_kernels.csv")
     for rows, width in SIZES:
         for kind in ("add", "mul_scalar", "cast", "rmsnorm", "softmax", "topk"):
             if (kind == "topk" and width > 512) or (kind == "cast" and width <= 512):  # fp32 there: a cast is a no-op
                 continue
             s, moved = time_chain(kind, rows, width)
-            row = dict(kind=kind, rows=rows, width=width, bytes=moved, seconds=f"{s:.4e}",
-                       gb_per_s=round(moved / s / 1e9, 1))
-            out.append(row)
-            print(",".join(str(v) for v in row.values()), flush=True)
-    path = os.environ.get("OUT")
-    if path:
-        with open(os.path.join(path, "small_kernels.csv"), "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(out[0]))
-            w.writeheader()
-            w.writerows(out)
+            table.add(kind=kind, rows=rows, width=width, bytes=moved, seconds=f"{s:.4e}",
+                      gb_per_s=round(moved / s / 1e9, 1))
+    table.write()
     return 0
 
 
