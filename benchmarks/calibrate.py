@@ -786,7 +786,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   CUDA graphs do not remove (1.4 ms): CV 0.165, PR #3168's Qwen3-Next GB200 step within 35% (the strict xfail
   passes), but the DeepSeek-V3 128K tuned layout and three published layouts (Qwen3-235B H100 4K, DeepSeek-V3
   H100 1,024, Qwen3-235B GB200) fall below their bounds; (c) the overlapped form with grouped_gemm_eff and
-  gemm_epilogue_s left to the runs: CV 0.164 (they fit to 0.71 and 7.6e-11). So the additive GEMM charge
+  gemm_epilogue_s left to the runs: CV 0.164 (they fit to 0.71 and 7.6e-11); (d) GEMMs as the kernels measure,
+  the per-layer launch time exposed only beyond the layer's GPU work (a host / GPU max, fitted from 4 ms) and a
+  fitted GPU floor per layer: CV 0.156 (published 0.099, G11 0.122, but G14 0.224, MB01 0.237, G09 0.247), the
+  floor 2.1 ms and the host time hidden everywhere (not pinned). So the additive GEMM charge
   stands in for a cost of the hidden-2,048 models that is fixed per layer and micro-batch, the shape of
   Qwen3-Next's ~4 ms ((h) above) and of G09's graphs gain: GPU-side (a layer's few hundred small kernels each
   with a minimum time, as the 2.7 us per expert call measured here) or host-side. The small kernels' own floor,
