@@ -622,6 +622,13 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   D, 4], 8 MB at 64K / CP 16, then one sum), so it stays bandwidth-bound at any length: the 2C + 3C bytes
   per token (j) charges. Without CP (17a67b9) Dao-AILab's causal_conv1d_fn runs channel-first, one CTA per
   (sequence, channel), 16,384 CTAs at MBS 2. Not the cause.
+  (t) One H200 point of fla's chunk kernels (benchmarks/gpu/gdn_chunk.py, tests/data/fla_gdn_h200.csv: B 1, T 8K,
+  96 heads, D 128; later shapes did not finish, each autotunes for minutes): 1.93 ms forward, 6.20 ms forward +
+  backward, against 1.27 / 4.74 on GB200. timing.gdn_chunk_kernels_s, fitted on GB200 with rates that scale with
+  the BF16 peak, gives 1.76 / 8.48 on H200: the forward within 9%, the backward 37% slow. fla's Triton kernels do
+  not speed up with Blackwell's tensor cores as the peak does (1.31x GB200 over H200 here, 2.5x in peak), so
+  Hopper's Gated DeltaNet is over-charged (Qwen3-Next on H100, (p): the gap there would widen); GB200's numbers
+  come from GB200's own table and do not move.
 - **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +40%, H100
   +20%, still marked: unmarked it would join the published-layout ranking, where the planner's fastest plan
   (TP2 EP32 DeepEP) beats its PP4 EP8 alltoall layout by 1.33x; before (b) and (e) +39% / +57% / +78% / +38%). What runs, read from the recipes (Bridge v0.4.2 / v0.5.0 scripts/performance/configs/gpt_oss, v0.6.0

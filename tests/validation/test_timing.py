@@ -248,22 +248,39 @@ def test_out_of_sample_bridge_runs():
     assert statistics.median(abs(e) for e in errors.values()) <= 0.20
 
 
-def _fla_gdn_rows():
-    with open(ROOT / "tests" / "data" / "fla_gdn_gb200.csv", encoding="utf-8") as f:
+def _fla_gdn_rows(gpu: str = "gb200"):
+    with open(ROOT / "tests" / "data" / f"fla_gdn_{gpu}.csv", encoding="utf-8") as f:
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
-@pytest.mark.parametrize("row", _fla_gdn_rows(), ids=lambda r: f"B{r['B']}-T{r['T']}-H{r['H']}-D{r['D']}")
+def _gdn_ids(r):
+    return f"B{r['B']}-T{r['T']}-H{r['H']}-D{r['D']}"
+
+
+@pytest.mark.parametrize("row", _fla_gdn_rows(), ids=_gdn_ids)
 def test_gated_deltanet_kernels_match_fla_gb200_benchmark(row):
     """fla's own GB200 benchmark of chunk_gated_delta_rule (README "Benchmarks"): forward and forward +
     backward, each within 15% with the GPU time of timing.gdn_chunk_kernels_s (chunk-parallel FLOPs at
     gdn_eff, the state recurrence's chunk steps in waves over 148 SMs) plus the host launch time
     gdn_launch_s (a standalone call, not graph-captured)."""
+    _check_gdn_row(row, "gb200")
+
+
+@pytest.mark.xfail(strict=True, reason="named gap (docs/calibration.md, Qwen3-Next (t)): the GB200-fitted GDN rates "
+                   "scale with the BF16 peak, but fla's Triton kernels run only 1.31x faster on GB200 than on H200 "
+                   "(2.5x in peak): on H200 the backward is 37% slow")
+@pytest.mark.parametrize("row", _fla_gdn_rows("h200"), ids=_gdn_ids)
+def test_gated_deltanet_kernels_match_the_h200_measurement(row):
+    """The same kernels measured on one H200 (tests/data/fla_gdn_h200.csv, benchmarks/gpu/gdn_chunk.py)."""
+    _check_gdn_row(row, "h200")
+
+
+def _check_gdn_row(row, gpu_name: str) -> None:
     from moeplan.hardware import load_gpu
     from moeplan.flops import delta_rule_fwd_flops
     from moeplan.timing import DEFAULT_CALIBRATION as cal, TRAIN, gdn_chunk_kernels_s
 
-    gpu = load_gpu("gb200")
+    gpu = load_gpu(gpu_name)
     b, t, h, d = (int(row[k]) for k in ("B", "T", "H", "D"))
     flops = TRAIN * delta_rule_fwd_flops(h, d, d) * b * t  # Megatron's count, the kernel alone (no conv)
     fwd, bwd = gdn_chunk_kernels_s(b, t, h, d, flops, gpu.peak("bf16"), cal, gpu.sms)
