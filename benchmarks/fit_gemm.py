@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from moeplan.hardware import load_gpu  # noqa: E402
-from moeplan.timing import (BF16_BYTES, DEFAULT_CALIBRATION, FP32_BYTES, Calibration, gemm_call_s,  # noqa: E402
-                            gemm_k_half, grouped_gemm_rate)
+from moeplan.timing import (BF16_BYTES, DEFAULT_CALIBRATION, FP32_BYTES, GROUPED_TILE_ROWS, Calibration,  # noqa: E402
+                            gemm_call_s, gemm_k_half, grouped_gemm_rate)
 
 DATA = ROOT / "tests" / "data" / "expert_gemms_h200.csv"
 # bytes per operand element and per output element (fp32 main_grad read and written under bf16-accum)
@@ -50,8 +50,9 @@ def predict_s(r: dict[str, str], cal: Calibration, overlapped: bool = False, fix
     assert best is not None
     moved = ((m * k + k * n) * OPERAND_BYTES[p] + m * n * OUTPUT_BYTES[p]) * experts
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
-    return gemm_call_s(2.0 * m * n * k * experts, k, moved, grouped_gemm_rate(best, per_expert, cal), hbm,
-                       gemm_k_half(best, gpu.sms, cal), overlapped) + fixed_s * experts
+    rate = grouped_gemm_rate(best, per_expert, cal, tile_aligned=per_expert % GROUPED_TILE_ROWS == 0)
+    return gemm_call_s(2.0 * m * n * k * experts, k, moved, rate, hbm, gemm_k_half(best, gpu.sms, cal),
+                       overlapped) + fixed_s * experts
 
 
 EPILOGUE_FLOOR_S = 1e-14  # the fit may drive the epilogue to nothing; the constant must stay positive

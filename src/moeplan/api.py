@@ -210,13 +210,17 @@ def build_config(
     return cfg, gpu_spec
 
 
-def _refuse_raising_grouped_tensor(te_grouped_tensor: bool, te_version: str | None, gpu: GPUSpec, precision: str) -> None:
+def _refuse_raising_grouped_tensor(te_grouped_tensor: bool, te_version: str | None, gpu: GPUSpec, precision: str,
+                                   searched: bool = False) -> None:
     """The job would set GROUPED_TENSOR_ENV=1 where TE raises at run time (moeplan.te_release.grouped_tensor_raises):
-    an input error for estimate and plan, which would otherwise cost the per-expert path the job never reaches
-    (``moeplan check`` lints a file that sets it instead: rule te-grouped-tensor)."""
+    an input error for estimate (of a run whose experts are not op-fused: the op fuser does not read it) and for
+    plan (``searched``: its layouts include experts on the GroupedLinear module path), which would otherwise cost the
+    per-expert path the job never reaches (``moeplan check`` lints a file that sets it instead: rule
+    te-grouped-tensor)."""
     raises = grouped_tensor_raises(te_version, gpu.sm_arch, precision) if te_grouped_tensor else None
     if raises:
-        raise MoeplanError(f"--te-grouped-tensor ({GROUPED_TENSOR_ENV}=1): {raises}; drop it")
+        where = " (the search includes experts on TE GroupedLinear's module path)" if searched else ""
+        raise MoeplanError(f"--te-grouped-tensor ({GROUPED_TENSOR_ENV}=1): {raises}; drop it{where}")
 
 
 def _check_dp_choice(cfg: RunConfig) -> None:
@@ -296,10 +300,7 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "optimizer": cfg.optimizer,
         "fsdp": cfg.fsdp,
         "fsdp_double_buffer": cfg.fsdp_double_buffer,
-        "mcore_version": cfg.mcore_version,
-        "te_version": cfg.te_version,
-        "te_grouped_tensor": cfg.te_grouped_tensor,
-        "experts_grouped_tensor": cfg.experts_grouped_tensor,
+        **{k: est[k] for k in ("mcore_version", "te_version", "te_grouped_tensor", "experts_grouped_tensor")},
         "memory_gib": est["memory_gib"],
         "host_memory_gib": est["host_memory_gib"],
         "capacity_gib": est["capacity_gib"],
@@ -425,7 +426,7 @@ def search_plans(
         raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
     if optimizer not in OPTIMIZERS:
         raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
-    _refuse_raising_grouped_tensor(te_grouped_tensor, te_version, gpu_spec, precision)
+    _refuse_raising_grouped_tensor(te_grouped_tensor, te_version, gpu_spec, precision, searched=True)
     space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
                         fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
     result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,

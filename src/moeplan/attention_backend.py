@@ -39,6 +39,11 @@ CUDNN_WIDE_HEAD_DIM = 256  # PR #3056: exactly d_qk = d_v = 256, on sm_arch >= 1
 CUDNN_WIDE_HEAD_ARCH_END = 110
 FA2_WIDE_HEAD_DIM = 192  # above it FlashAttention-2 needs one of FA2_WIDE_HEAD_ARCHS
 FA2_WIDE_HEAD_ARCHS = (80, 90, 100, 120)
+# Equal head dims above which FlashAttention-2 and cuDNN run their wide-head tile configurations (FA2: the hdim
+# 160 / 192 / 224 / 256 instantiations of flash_fwd_launch_template.h / flash_bwd_launch_template.h, with smaller
+# key / query blocks than hdim 128's), at the calibration's attn_wide_*_share; measured at 256, the one wide equal
+# head dim in the catalog.
+WIDE_HEAD_KERNEL_ABOVE = 128
 
 
 # Attention sinks (gpt-oss: one learned logit per head, Megatron-Core ``softmax_type = "learnable"``, which Bridge's
@@ -105,5 +110,5 @@ def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | N
 
 
 __all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "CUDNN_WIDE_HEAD_ARCH_END", "CUDNN_WIDE_HEAD_DIM",
-           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "SINK_CP_COMM_TYPE", "SINK_SOFTMAX_TYPE", "TE_WIDE_HEAD_CUDNN",
+           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "WIDE_HEAD_KERNEL_ABOVE", "SINK_CP_COMM_TYPE", "SINK_SOFTMAX_TYPE", "TE_WIDE_HEAD_CUDNN",
            "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "head_dims", "sink_cp_comm_ok", "softmax_type", "unfused_attention"]

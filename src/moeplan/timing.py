@@ -34,7 +34,7 @@ from typing import Any
 from moeplan import fsdp, muon
 from moeplan.activations import (BF16_BYTES, FP32_BYTES, expert_probs_bytes, gdn_saved_bytes, layer_activation, unfused_score_square,
                                 unfused_square_softmax_is_fused)
-from moeplan.attention_backend import attention_kernel, head_dims, sink_cp_comm_ok
+from moeplan.attention_backend import WIDE_HEAD_KERNEL_ABOVE, attention_kernel, head_dims, sink_cp_comm_ok
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
     Gemm,
@@ -299,7 +299,10 @@ def make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
 def gemm_k_half(rate: float, sms: int, cal: Calibration) -> float:
     """Reduction depth at which a GEMM runs at half its best-shape rate on a GPU of ``sms`` SMs reaching
     ``rate`` matmul FLOP/s: per output element, the main loop's 2K FLOPs at the per-SM rate take as long
-    as the fixed epilogue ``cal.gemm_epilogue_s`` when K = rate / sms x gemm_epilogue_s / 2."""
+    as the fixed epilogue ``cal.gemm_epilogue_s`` when K = rate / sms x gemm_epilogue_s / 2. The tensor cores
+    speed up the main loop, not the epilogue: Blackwell's per-SM MMA rate is ~2x Hopper's (tcgen05 vs wgmma) and
+    FP8 doubles it again, so the same K is shallower there (k_half ~160 on H100 BF16, ~650 on GB200 MXFP8 at the
+    fitted constant)."""
     return rate / max(1, sms) * cal.gemm_epilogue_s / 2
 
 
@@ -371,12 +374,14 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
     return t, cast, wgrad
 
 
-def grouped_gemm_rate(rate: float, rows_per_expert: float, cal: Calibration) -> float:
+def grouped_gemm_rate(rate: float, rows_per_expert: float, cal: Calibration, tile_aligned: bool = False) -> float:
     """Matmul FLOP/s of routed-expert GEMMs with ``rows_per_expert`` rows each, from the best-shape ``rate``: each
     local expert's rows are cut into GROUPED_TILE_ROWS-row tiles, the last one partly empty (TE / cuBLASLt grouped
-    GEMM; CUTLASS tile M = 128): on average half a tile per expert is padding, which costs narrow EP (many local
-    experts, few rows each) the most; the rest at ``grouped_gemm_eff`` of the rate."""
-    return rate * cal.grouped_gemm_eff * rows_per_expert / (rows_per_expert + GROUPED_TILE_ROWS / 2)
+    GEMM; CUTLASS tile M = 128): with dropless routing's row counts on average half a tile per expert is padding,
+    which costs narrow EP (many local experts, few rows each) the most; ``tile_aligned`` row counts (a benchmark's
+    multiples of the tile) have none. The rest at ``grouped_gemm_eff`` of the rate."""
+    pad = 0.0 if tile_aligned else GROUPED_TILE_ROWS / 2
+    return rate * cal.grouped_gemm_eff * rows_per_expert / (rows_per_expert + pad)
 
 
 def gemm_call_s(flops: float, depth: float, moved_bytes: float, rate: float, hbm_bytes_per_s: float, k_half: float,
@@ -465,8 +470,10 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     arXiv 2407.08608). The tensor-core work runs at ``attn_fwd_eff`` / ``attn_bwd_eff`` of peak per
     kernel family; each exponential costs ``attn_softmax_flops`` FLOP-equivalents of peak (H100: 989
     TFLOP/s of BF16 matmul against 3.9 T exponentials/s, FlashAttention-3 section 3.1), so wide heads
-    amortise the softmax and run faster: FlashAttention-3 forward, H100, 16K, head dim 64 / 128 / 256:
-    ~497 / 648 / 740 TFLOP/s (tests/data/fa3_forward_h100_headdim.csv). ``flash2`` is FlashAttention-2's
+    amortise the softmax and run faster forward: FlashAttention-3 forward, H100, 16K, head dim 64 / 128 / 256:
+    ~497 / 648 / 740 TFLOP/s (tests/data/fa3_forward_h100_headdim.csv; cuDNN's d = 256 forward measures 740 too).
+    Their backward loses rate to smaller tiles (``attn_wide_bwd_share``, :func:`fused_attention_efficiency`).
+    ``flash2`` is FlashAttention-2's
     mma.sync kernels, whose rate does not grow with Blackwell's tensor cores (B200: ~360 TFLOP/s forward,
     ~330 backward, tests/data/fa2_b200.csv).
 
@@ -500,21 +507,15 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 
-# Head dims above which FlashAttention-2 and cuDNN switch to their wide-head tile configurations (FA2: the
-# hdim 160 / 192 / 224 / 256 instantiations of flash_fwd_launch_template.h / flash_bwd_launch_template.h, smaller
-# key / query blocks than hdim 128's); their measured share is at 256, the one wide equal head dim in the catalog.
-ATTN_WIDE_HEAD_ABOVE = 128
-
-
 def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION
                                ) -> tuple[float, float, float]:
     """:func:`attention_efficiency` of a fused kernel family ``kind`` (flash, cudnn_mla, flash2) at these head
-    dims, whichever GPU would pick it. Equal heads wider than ATTN_WIDE_HEAD_ABOVE run the family's wide-head
+    dims, whichever GPU would pick it. Equal heads wider than WIDE_HEAD_KERNEL_ABOVE run the family's wide-head
     kernels at ``attn_wide_fwd_share`` / ``attn_wide_bwd_share`` of its efficiency (measured on H200:
     tests/data/attention_headdim_h200.csv)."""
     fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
     counted = fwd_mm
-    wide = d_qk == d_v > ATTN_WIDE_HEAD_ABOVE
+    wide = d_qk == d_v > WIDE_HEAD_KERNEL_ABOVE
     fwd_eff = cal.attn_fwd_eff[kind] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
     bwd_eff = cal.attn_bwd_eff[kind] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
     fwd_t = fwd_mm / fwd_eff + cal.attn_softmax_flops  # time per score, in 1 / peak
@@ -1623,4 +1624,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_probs_bytes", "expert_glue_clamp_fwd_bytes", "rope_glue_bytes", "estimate_time", "hidden_comm_s", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "rope_glue_bytes", "estimate_time", "hidden_comm_s", "step_parts"]

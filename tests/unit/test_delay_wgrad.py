@@ -110,6 +110,11 @@ def test_merged_layer_nodes_never_run_backwards_when_wgrad_outweighs_the_backwar
     over = merged_layer_s(d, c, attn_s, experts_s, attn_wgrad_s=0.0, experts_wgrad_s=5 * back)
     capped = merged_layer_s(d, c, attn_s, experts_s, attn_wgrad_s=0.0, experts_wgrad_s=back)
     assert over == capped
+    # a chunk's first layer (idle streams) is where an uncapped wgrad would run a node backwards and shift the
+    # dispatch_bwd that waits on it (~1 s instead of ~8 ms for a 1 s wgrad): the cap holds it at the backward
+    huge = merged_layer_s(d, c, attn_s, experts_s, attn_wgrad_s=1.0, experts_wgrad_s=1.0, carry=False)
+    assert huge == merged_layer_s(d, c, attn_s, experts_s, attn_wgrad_s=attn_s * (1 - 1 / TRAIN),
+                                  experts_wgrad_s=back, carry=False) < 0.1
     assert over >= 2 * (d + c) - 1e-12
 
 

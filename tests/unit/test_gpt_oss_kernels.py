@@ -22,6 +22,7 @@ from moeplan.errors import MoeplanError
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
 from moeplan.models.hf import spec_from_dict
+from moeplan.activations import expert_probs_bytes
 from moeplan.models.spec import Attention, Layer, ModelSpec, MoE
 from moeplan.timing import (
     UNFUSED_SINK_SCORE_BYTES,
@@ -31,7 +32,6 @@ from moeplan.timing import (
     cp_comm_allowed,
     expert_glue_bytes,
     expert_glue_clamp_fwd_bytes,
-    expert_probs_bytes,
 )
 
 OSS = load_model("gpt-oss-120b")

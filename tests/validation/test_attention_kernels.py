@@ -4,37 +4,22 @@ the kernels' MLA / head-dim-128 ordering and stay below the isolated kernels' ra
 
 from __future__ import annotations
 
-import csv
 import statistics
-from pathlib import Path
 
 import pytest
 
-from moeplan.hardware import load_gpu
 from moeplan.timing import DEFAULT_CALIBRATION as CAL
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "mla_attention_h200.csv"
-LONG = (8192, 16384)  # long blocks: the rates the constants stand for
+from ..kernel_tables import LONG, tensor_core_eff
 
 
-def _kernel_eff() -> dict[tuple[int, str, str, int], float]:
-    """Each point's tensor-core efficiency as timing.fused_attention_efficiency reads one (time per score =
-    matmul FLOPs / eff + attn_softmax_flops, in units of the H200's BF16 peak), the block-length factor
-    L / (L + attn_half_tokens) taken out."""
-    peak = load_gpu("h200").peak("bf16")
-    with DATA.open() as fh:
-        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
-    out = {}
-    for r in rows:
-        d_qk, d_v, length = int(r["d_qk"]), int(r["d_v"]), int(r["seq_len"])
-        mm = 2 * (d_qk + d_v) if r["pass"] == "fwd" else 2 * (3 * d_qk + 2 * d_v)
-        rate = float(r["tflops"]) * 1e12 / peak * (length + CAL.attn_half_tokens) / length
-        out[(d_qk, r["pass"], r["causal"], length)] = mm / (mm / rate - CAL.attn_softmax_flops)
-    return out
+def _kernel_eff() -> dict:
+    return tensor_core_eff("mla_attention_h200.csv")
 
 
 def _ratio(eff: dict, p: str, causal: tuple[str, ...] = ("0", "1")) -> float:
-    return statistics.median(eff[(192, p, c, s)] / eff[(128, p, c, s)] for c in causal for s in LONG)
+    return statistics.median(eff[("flash", p, 192, 128, c, s)] / eff[("flash", p, 128, 128, c, s)]
+                             for c in causal for s in LONG)
 
 
 def test_mla_forward_share_is_the_kernels_ratio_to_head_dim_128():
@@ -53,5 +38,5 @@ def test_fitted_backward_shares_keep_the_kernels_order_and_stay_below_them():
     fitted = CAL.attn_bwd_eff["cudnn_mla"] / CAL.attn_bwd_eff["flash"]
     assert fitted == pytest.approx(_ratio(eff, "bwd", ("1",)), rel=0.15)
     for d, kind in ((192, "cudnn_mla"), (128, "flash")):
-        kernel = statistics.median(eff[(d, "bwd", "1", s)] for s in LONG)
+        kernel = statistics.median(eff[("flash", "bwd", d, 128, "1", s)] for s in LONG)
         assert 0.6 < CAL.attn_bwd_eff[kind] / kernel < 1.0, kind

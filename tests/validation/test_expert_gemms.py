@@ -1,7 +1,7 @@
 """moeplan's GEMM charge against per-expert cuBLAS GEMMs measured on one H200 (tests/data/expert_gemms_h200.csv,
 benchmarks/gpu/expert_gemms.py; benchmarks/fit_gemm.py prints the same numbers). The kernels in isolation take
 the longer of their FLOPs and their bytes, not the sum the run fit calibrates; with the calibrated constants the
-tool charges them ~1.25-1.45x what they measure. That is a named gap (docs/calibration.md, known gaps: "GEMMs
+tool charges them ~1.2-1.4x what they measure. That is a named gap (docs/calibration.md, known gaps: "GEMMs
 against kernel measurements"): pinned to the kernels, the run fit's cross-validated error worsens, since the
 over-charge stands in for a per-layer cost of the hidden-2,048 models that is not yet modelled."""
 
@@ -30,8 +30,8 @@ def test_the_table_covers_the_expert_shapes_and_precisions():
 
 def test_kernels_take_the_longer_of_flops_and_bytes_not_the_sum():
     """Fitted to the kernels alone, the overlapped (max) form reproduces them within 12% RMS with a share of the
-    matmul rate near 0.95, almost no depth penalty and ~2.7 us per expert call; the additive form cannot get
-    below 20% (it charges the small-row weight gradients into an fp32 main_grad twice)."""
+    matmul rate near 0.92, little depth penalty and ~2.7 us per expert call; the additive form stays ~2x as far
+    (~20% RMS: it charges the small-row weight gradients into an fp32 main_grad twice)."""
     rms = {}
     for overlapped in (False, True):
         p = fit_gemm.fit(DATA, overlapped)
@@ -40,11 +40,11 @@ def test_kernels_take_the_longer_of_flops_and_bytes_not_the_sum():
             cal = fit_gemm._cal(p)
             assert 0.9 < cal.grouped_gemm_eff < 1.0
             assert 1e-6 < math.exp(p[2]) < 5e-6
-    assert rms[True] < 0.12 < 0.20 < rms[False]
+    assert rms[True] < 0.12 and rms[False] > 1.8 * rms[True]
 
 
 @pytest.mark.xfail(strict=True, reason="named gap (docs/calibration.md, known gaps: 'GEMMs against kernel "
-                   "measurements'): the run fit's additive GEMM charge is ~1.25-1.45x the H200 kernels; pinned to "
+                   "measurements'): the run fit's additive GEMM charge is ~1.2-1.4x the H200 kernels; pinned to "
                    "them the cross-validated error goes 0.140 -> 0.188 (0.165 with a fitted per-layer GPU floor)")
 def test_calibrated_gemm_charge_is_within_15_percent_of_the_kernels():
     res = fit_gemm.calibrated_residuals(DATA)

@@ -150,8 +150,8 @@ def test_plan_rationale_says_why_a_tie_is_first():
 
 
 QWEN3_NEXT_BRIDGE_LAYOUT = "Et*4|(t*7|)*5t*8|tmL"  # Bridge PR #3168: embedding, 4 + 5 x 7 + 8 + 1 layers, MTP, loss
-QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 1.8-2.1x the measured throughput at 4K-32K "
-                  "(and 3.5x at 64K, see the drop), also at 4K without CP on Bridge's own recipe with its MTP layer "
+QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 1.7-2.0x the measured throughput at 4K-32K "
+                  "(and 3.2x at 64K, see the drop), also at 4K without CP on Bridge's own recipe with its MTP layer "
                   "and layout (test_qwen3_next_bridge_4k_recipe), so the level gap is not the Gated DeltaNet chunk "
                   "kernels (fla's GB200 benchmark pins them, tests/data/fla_gdn_gb200.csv), CP, MTP, HybridEP's "
                   "routing-map all-gather, the router / permute / element-wise traffic, the 16 local experts' TE "
