@@ -85,6 +85,14 @@ def test_overlap_model_is_the_merged_schedule(d, c, attn_s, experts_s, delay):
         model = attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0, aw, ew, carry)
         assert model == pytest.approx(layer, rel=1e-6, abs=1e-9)
         assert max(attn_s + experts_s, 2 * (d + c)) - 1e-9 <= layer <= attn_s + experts_s + 2 * (d + c) + 1e-9
+        # what the wrapper adds to the schedule: the permutes stay exposed (2 x perm), a kernel hidden behind
+        # compute costs the SM share it holds (linear in it, never more than all traffic), and compute that hides
+        # less (eff < 1) exposes at least as much
+        base = ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0, aw, ew, carry)
+        assert ep_overlap_exposed_s(d, c, 1e-4, attn_s, experts_s, 0.0, 1.0, aw, ew, carry) == pytest.approx(base + 2e-4)
+        s1, s2 = (ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, st, 1.0, aw, ew, carry) for st in (0.1, 0.2))
+        assert s2 - s1 == pytest.approx(s1 - base, abs=1e-12) and base <= s1 <= base + 0.1 * 2 * (d + c) + 1e-12
+        assert ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 0.8, aw, ew, carry) >= base - 1e-12
         if delay:
             assert layer <= merged_layer_s(d, c, attn_s, experts_s, carry=carry) + 1e-9
             assert model <= attn_s + experts_s + ep_overlap_exposed_s(d, c, 0.0, attn_s, experts_s, 0.0, 1.0,
