@@ -5,6 +5,7 @@ parallelism on the unfused path) all key on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from moeplan.te_release import DEFAULT_TE_VERSION, TE_COMMIT, TE_RELEASES, te_label, te_version_key
@@ -70,12 +71,6 @@ def sink_cp_comm_ok(mixer: Attention, cp: int, comm_type: str) -> bool:
     return cp <= 1 or softmax_type(mixer) == "vanilla" or comm_type == SINK_CP_COMM_TYPE
 
 
-def head_dims(mixer: Attention) -> tuple[int, int]:
-    """(d_qk, d_v): the query/key and value head widths (MLA: ``head_dim`` and ``v_head_dim``; else both
-    ``head_dim``), what backend selection and the attention FLOPs per score read."""
-    return (mixer.head_dim, mixer.v_head_dim) if mixer.is_mla else (mixer.head_dim, mixer.head_dim)
-
-
 def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: str | None = None) -> str:
     """Which attention kernel family trains the layer on ``gpu``. Equal q/k and v head dims: FlashAttention-3
     on Hopper (``flash``; TE prefers cuDNN's equivalent where both run, same family of rates), and on
@@ -89,7 +84,7 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
     wide heads that FlashAttention-2 or that kernel would train fall to ``unfused``; heads cuDNN trains (Hopper,
     Blackwell d <= 128: gpt-oss's 64) stay on cuDNN, sinks and sliding window in the kernel. ``gpu`` None or
     without a compute capability: the Hopper choice; ``te_version`` None: DEFAULT_TE_VERSION."""
-    d_qk, d_v = head_dims(mixer)
+    d_qk, d_v = mixer.head_dims
     if d_qk != d_v:
         return "cudnn_mla"
     arch = gpu.sm_arch if gpu is not None else None
@@ -104,6 +99,17 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
     return "unfused"
 
 
+def attention_kernel_mixer(mixer: Attention, gpu: GPUSpec | None, te_version: str | None = None) -> Attention:
+    """The layer as its kernel computes it: TE's UnfusedDotProductAttention turns a sliding window into an
+    'arbitrary' [s, s] mask over the full score square (utils.py, "Filter: Sliding window attention": "converts
+    window_size to an 'arbitrary' mask"; backends.py multiplies the whole square), so it costs the layer's FLOPs
+    without the window; cuDNN and FlashAttention bound their key loops by the window (the block rate of
+    moeplan.timing.attention_block_tokens then prices the short blocks)."""
+    if mixer.sliding_window and attention_kernel(mixer, gpu, te_version) == "unfused":
+        return replace(mixer, sliding_window=None)
+    return mixer
+
+
 def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | None = None) -> bool:
     """Whether TE ``te_version`` runs this layer with UnfusedDotProductAttention on ``gpu`` (``attention_kernel``)."""
     return attention_kernel(mixer, gpu, te_version) == "unfused"
@@ -111,4 +117,4 @@ def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | N
 
 __all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "CUDNN_WIDE_HEAD_ARCH_END", "CUDNN_WIDE_HEAD_DIM",
            "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "WIDE_HEAD_KERNEL_ABOVE", "SINK_CP_COMM_TYPE", "SINK_SOFTMAX_TYPE", "TE_WIDE_HEAD_CUDNN",
-           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "head_dims", "sink_cp_comm_ok", "softmax_type", "unfused_attention"]
+           "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "attention_kernel_mixer", "sink_cp_comm_ok", "softmax_type", "unfused_attention"]

@@ -134,9 +134,8 @@ def attention_core_fwd_flops(a: Attention, seq_len: int) -> float:
     if a.sliding_window and seq_len > a.sliding_window:
         w = a.sliding_window  # the first w queries see i keys, the rest w: average w - w^2 / (2s)
         keys = w - w * w / (2 * seq_len)
-    if a.is_mla:
-        return 2 * keys * a.num_heads * (a.head_dim + a.v_head_dim)
-    return 2 * keys * 2 * a.num_heads * a.head_dim  # QK^T and AV, 2 FLOPs per MAC
+    d_qk, d_v = a.head_dims
+    return 2 * keys * a.num_heads * (d_qk + d_v)  # QK^T and AV, 2 FLOPs per MAC
 
 
 def _mla_norm_fwd(a: Attention) -> float:

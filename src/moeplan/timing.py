@@ -34,7 +34,7 @@ from typing import Any
 from moeplan import fsdp, muon
 from moeplan.activations import (BF16_BYTES, FP32_BYTES, expert_probs_bytes, gdn_saved_bytes, layer_activation, unfused_score_square,
                                 unfused_square_softmax_is_fused)
-from moeplan.attention_backend import WIDE_HEAD_KERNEL_ABOVE, attention_kernel, head_dims, sink_cp_comm_ok
+from moeplan.attention_backend import WIDE_HEAD_KERNEL_ABOVE, attention_kernel, attention_kernel_mixer, sink_cp_comm_ok
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
     Gemm,
@@ -482,7 +482,7 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     PV, backward dP, dV, dQ, dK without recomputing S) and moves UNFUSED_SCORE_BYTES per score element
     through HBM at ``hbm_eff``; with ``square`` = (batch x heads per GPU, keys) also the masks' bytes, and from
     UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys the torch fp32 softmax's UNFUSED_FP32_SOFTMAX_SCORE_BYTES."""
-    d_qk, d_v = head_dims(mixer)
+    d_qk, d_v = mixer.head_dims
     kind = attention_kernel(mixer, gpu, te_version)
     if kind != "unfused":
         return fused_attention_efficiency(d_qk, d_v, kind, cal)
@@ -529,17 +529,6 @@ def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibrat
     par, batch = cfg.parallel, cfg.batch
     square = unfused_score_square(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
     return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2] * length / (length + cal.attn_half_tokens)
-
-
-def attention_kernel_mixer(mixer: Attention, gpu: GPUSpec | None, te_version: str | None = None) -> Attention:
-    """The layer as its kernel computes it: TE's UnfusedDotProductAttention turns a sliding window into an
-    'arbitrary' [s, s] mask over the full score square (utils.py, "Filter: Sliding window attention": "converts
-    window_size to an 'arbitrary' mask"; backends.py multiplies the whole square), so it costs the layer's FLOPs
-    without the window; cuDNN and FlashAttention bound their key loops by the window (the block rate of
-    :func:`attention_block_tokens` then prices the short blocks)."""
-    if mixer.sliding_window and attention_kernel(mixer, gpu, te_version) == "unfused":
-        return replace(mixer, sliding_window=None)
-    return mixer
 
 
 def _attention_s(ctx: _Ctx, mixer: Attention) -> float:
@@ -1624,4 +1613,4 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",
-           "attention_efficiency", "attention_kernel", "attention_kernel_mixer", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "rope_glue_bytes", "estimate_time", "hidden_comm_s", "step_parts"]
+           "attention_efficiency", "attention_kernel", "attention_rate", "fused_attention_efficiency", "best_cp_comm_type", "expert_glue_bytes", "expert_glue_clamp_fwd_bytes", "rope_glue_bytes", "estimate_time", "hidden_comm_s", "step_parts"]

@@ -23,12 +23,12 @@ from moeplan.hardware import load_gpu
 from moeplan.models import load_model
 from moeplan.models.hf import spec_from_dict
 from moeplan.activations import expert_probs_bytes
+from moeplan.attention_backend import attention_kernel_mixer
 from moeplan.models.spec import Attention, Layer, ModelSpec, MoE
 from moeplan.timing import (
     UNFUSED_SINK_SCORE_BYTES,
     attention_efficiency,
     attention_kernel,
-    attention_kernel_mixer,
     cp_comm_allowed,
     expert_glue_bytes,
     expert_glue_clamp_fwd_bytes,

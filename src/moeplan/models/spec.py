@@ -62,6 +62,12 @@ class Attention(CachedHash):
     def is_mla(self) -> bool:
         return self.kind == "mla"
 
+    @property
+    def head_dims(self) -> tuple[int, int]:
+        """(d_qk, d_v): the query/key and value head widths (MLA: ``head_dim`` and ``v_head_dim``; else both
+        ``head_dim``), what backend selection and the attention FLOPs per score read."""
+        return (self.head_dim, self.v_head_dim) if self.is_mla else (self.head_dim, self.head_dim)
+
 
 @dataclass(frozen=True)
 class GatedDeltaNet(CachedHash):
