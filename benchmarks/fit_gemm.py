@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from moeplan.hardware import load_gpu  # noqa: E402
 from moeplan.timing import (BF16_BYTES, DEFAULT_CALIBRATION, FP32_BYTES, GROUPED_TILE_ROWS, Calibration,  # noqa: E402
-                            gemm_call_s, gemm_k_half, grouped_gemm_rate)
+                            gemm_call_s, gemm_k_half, gemm_moved_bytes, grouped_gemm_rate)
 
 DATA = ROOT / "tests" / "data" / "expert_gemms_h200.csv"
 # bytes per operand element and per output element (fp32 main_grad read and written under bf16-accum)
@@ -48,7 +48,7 @@ def predict_s(r: dict[str, str], cal: Calibration, overlapped: bool = False, fix
     m, n, k, experts, per_expert = (int(r[c]) for c in ("m", "n", "k", "experts", "rows"))
     best = gpu.gemm_fp8_achieved_flops if p == "fp8" else gpu.gemm_bf16_achieved_flops
     assert best is not None
-    moved = ((m * k + k * n) * OPERAND_BYTES[p] + m * n * OUTPUT_BYTES[p]) * experts
+    moved = gemm_moved_bytes(m * k, k * n, m * n, OPERAND_BYTES[p], OUTPUT_BYTES[p]) * experts
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     rate = grouped_gemm_rate(best, per_expert, cal, tile_aligned=per_expert % GROUPED_TILE_ROWS == 0)
     return gemm_call_s(2.0 * m * n * k * experts, k, moved, rate, hbm, gemm_k_half(best, gpu.sms, cal),

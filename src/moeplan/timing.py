@@ -354,9 +354,9 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
     flops = 2.0 * m * k * n
     w = k * n * weights
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
-    fwd_bytes = m * k * b_in + w * b_in + m * n * BF16_BYTES  # forward: x, W -> y
-    dgrad_bytes = m * n * b_in + w * b_in + m * k * BF16_BYTES  # dgrad: dy, W -> dx
-    wgrad_bytes = m * k * b_in + m * n * b_in + 2 * w * grad_b  # wgrad: x, dy -> main_grad += dW
+    fwd_bytes = gemm_moved_bytes(m * k, w, m * n, b_in, BF16_BYTES)  # forward: x, W -> y
+    dgrad_bytes = gemm_moved_bytes(m * n, w, m * k, b_in, BF16_BYTES)  # dgrad: dy, W -> dx
+    wgrad_bytes = gemm_moved_bytes(m * k, m * n, w, b_in, 2 * grad_b)  # wgrad: x, dy -> main_grad += dW (read + write)
     hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     rate = ctx.gemm_rate
     if g.per_row:
@@ -372,6 +372,12 @@ def _gemm_time_uncached(ctx: _Ctx, g: Gemm, rows: float, local_experts: float) -
     t = gemm_call_s(flops, k, fwd_bytes, rate, hbm, kh) + gemm_call_s(flops, n, dgrad_bytes, rate, hbm, kh) + wgrad
     cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
     return t, cast, wgrad
+
+
+def gemm_moved_bytes(a_elems: float, b_elems: float, out_elems: float, operand_bytes: float, out_bytes: float) -> float:
+    """HBM bytes one GEMM (or one pass over the local experts) moves: both operands read at ``operand_bytes`` per
+    element (FP8: 1, BF16: 2) and the output at ``out_bytes`` per element (an fp32 main_grad read and written: 8)."""
+    return (a_elems + b_elems) * operand_bytes + out_elems * out_bytes
 
 
 def grouped_gemm_rate(rate: float, rows_per_expert: float, cal: Calibration, tile_aligned: bool = False) -> float:
