@@ -33,7 +33,7 @@ from moeplan.megatron.fields import fields_for
 from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import balanced_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
-from moeplan.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, grouped_tensor_raises, te_label
+from moeplan.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
 from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES
 
@@ -544,7 +544,7 @@ def _grouped_tensor(cfg: RunConfig, est: Any, ev: Evaluator) -> list[Finding]:
         problem = grouped_tensor_problem(cfg.te_version, arch, prec)
         if problem is None:
             return []
-        raises = grouped_tensor_raises(cfg.te_version, arch, prec)
+        raises = raising_reason(problem)
         if raises:
             return [Finding("error", "te-grouped-tensor", f"{GROUPED_TENSOR_ENV}=1: {raises}; unset "
                             "it (moeplan costs the per-expert path)", (), {"te_version": cfg.te_version})]

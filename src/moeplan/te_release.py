@@ -211,13 +211,18 @@ def grouped_tensor_problem(te_version: str | None, sm_arch: int | None, precisio
     return None
 
 
-def grouped_tensor_raises(te_version: str | None, sm_arch: int | None, precision: str) -> str | None:
-    """Why TE ``te_version`` raises at run time with GROUPED_TENSOR_ENV=1 under Megatron-Core's TEGroupedMLP (the
-    :func:`grouped_tensor_problem` reasons marked ``error:``, without the mark), or None where it runs or falls back."""
-    problem = grouped_tensor_problem(te_version, sm_arch, precision)
+def raising_reason(problem: str | None) -> str | None:
+    """A :func:`grouped_tensor_problem` reason where TE raises (marked RAISES_PREFIX), without the mark; None for a
+    reason where TE ignores the variable or falls back, and for no problem."""
     return problem[len(RAISES_PREFIX):] if problem is not None and problem.startswith(RAISES_PREFIX) else None
 
 
-__all__ = ["DEFAULT_TE_VERSION", "RAISES_PREFIX", "grouped_tensor_raises", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
+def grouped_tensor_raises(te_version: str | None, sm_arch: int | None, precision: str) -> str | None:
+    """Why TE ``te_version`` raises at run time with GROUPED_TENSOR_ENV=1 under Megatron-Core's TEGroupedMLP, or None
+    where it runs or falls back (:func:`raising_reason` of :func:`grouped_tensor_problem`)."""
+    return raising_reason(grouped_tensor_problem(te_version, sm_arch, precision))
+
+
+__all__ = ["DEFAULT_TE_VERSION", "RAISES_PREFIX", "grouped_tensor_raises", "raising_reason", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
            "OpFuserGrouped", "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "op_fuser_grouped", "grouped_tensor_problem", "te_label", "te_release",
            "te_version_key"]
