@@ -325,13 +325,13 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         verdict = "yes" if pinned < 0.5 else ("partly" if pinned < 0.85 else "no: stays near its source value")
         lines.append(f"| `{name}{'.' + key if key else ''}` | {_fmt(src)} | {_fmt(val)} | {verdict} "
                      f"(posterior/prior sd {pinned:.2f}) |")
-    kernel_fit = ("gdn_eff", "gdn_chunk_step_s", "gdn_launch_s")  # benchmarks/fit_gdn.py, on fla's GB200 table
+    kernel_fit = ("gdn_eff", "gdn_chunk_step_s", "gdn_launch_s")  # benchmarks/fit_gdn.py, on the GB200 and H200 tables
     h200 = ("attn_wide_fwd_share", "attn_wide_bwd_share")  # benchmarks/gpu/, tests/data/*_h200.csv
     lines += ["", "Not fitted here (set from their source, see the data file): "
               + ", ".join(f"`{f}`" for f in cal.as_dict()
                           if f not in {n for n, _ in FITTED} | {"error_band_log"} | set(kernel_fit) | set(h200))
               + ". Fitted by least squares to a kernel benchmark instead of the runs (`benchmarks/fit_gdn.py`, "
-              "fla's own GB200 table, tests/data/fla_gdn_gb200.csv): " + ", ".join(f"`{f}`" for f in kernel_fit)
+              "fla's own GB200 table and one H200's, tests/data/fla_gdn_gb200.csv, fla_gdn_h200.csv): " + ", ".join(f"`{f}`" for f in kernel_fit)
               + ". Set from kernels measured on one H200 (benchmarks/gpu/, tests/data/*_h200.csv): "
               + ", ".join(f"`{f}`" for f in ("attn_fwd_eff.cudnn_mla", *h200)) + ".", "",
               "## Residuals per group", "",
@@ -453,16 +453,18 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   BF16; modelled, it took the GB200 row from +25% to +16% and the out-of-sample median from 15% to 11%); the
   rest (host work per micro-batch) is not found. Within 20% in `tests/validation/test_timing.py`.
 - **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans (with the MTP layer Bridge's recipe trains)
-  estimate ~545 / 400 / 325 TFLOP/s (~685 / 625 / 570 before (i), (j) and (n) below) where the card measured
+  estimate ~545 / 410 / 340 TFLOP/s (~685 / 625 / 570 before (i), (j), (n) and (t) below) where the card measured
   ~270 / 230 / 100 at 8K / 32K / 64K. What was checked, in order:
   (a) FLOP convention: the card's count is Megatron Bridge's Gated DeltaNet branch (flop_utils.py, since
   2026-03; GDN context parallel reached Megatron-LM main on 2026-04-13, after it), which moeplan's
   flops.py reproduces exactly (`tests/validation/test_flops.py`); Bridge's older count, all 48 layers as
   full attention, would inflate the card 1.13x / 1.79x / 2.31x and widen the gap. Not the cause.
   (b) GDN under CP runs head-parallel over the full sequence (`timing.gdn_kernel_parts_s`: forward and
-  backward, recurrence passes in waves over the SMs); its rates, chunk-step latency (1.9 us) and host
-  launch time come from fla's own GB200 benchmark (`tests/data/fla_gdn_gb200.csv`, 5% RMS). At CP 16 it
-  binds (2 heads per rank), which moves the planner to CP 4 at 64K, but it is ~10-25% of a step.
+  backward, the chunk-parallel kernels then the recurrence passes in waves over the SMs); Blackwell's rates and
+  Grace's host launch time come from fla's own GB200 benchmark (`tests/data/fla_gdn_gb200.csv`, 5% RMS), the
+  chunk-step latency (1.16 us) from the H200's long few-head rows ((t)). At CP 16 it binds (2 heads per rank:
+  on the H200 a 64K call with 2 heads takes 0.72 of one with 8), which moves the planner to CP 4 at 64K, but
+  it is ~10-25% of a step.
   (c) Grouped GEMMs at EP 32 see ~5,000 rows per local expert (top-10 of 512 over 32 ranks): not small.
   (d) MTP: Bridge's Qwen3-Next recipes train mtp_num_layers 1 (recipes/qwen/qwen3_next.py, since 2025-10),
   which config.json does not describe; Megatron-Core builds the module from the final decoder layer
@@ -553,8 +555,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (chunk_gated_delta_rule_fwd_h, run again in the backward, and bwd_dhu; fla/ops/common/chunk_delta_h.py at
   v0.4.0) has V / BV x B x H programs (BV autotuned over 32 / 64, 2-4 warps) walking T / 64 chunks, while the
   chunk-parallel kernels (cumsum, kkt, solve_tril, w / u, output, dq / dk / dw, WY backward) have T / 64 x B x H
-  programs and stay full at 2 heads (2,048 at 64K / CP 16). fla's GB200 benchmark pins the forward's chunk
-  step (1.9 us) but not the backward's: in its four D = 128 rows the backward's FLOPs and its chunk-step
+  programs and stay full at 2 heads (2,048 at 64K / CP 16). (Superseded by (t), which measured these shapes on
+  an H200: the recurrence costs 1.16 us per chunk step and pass, the backward's two passes included.) fla's GB200
+  benchmark pinned the forward's chunk step (1.9 us, then) but not the backward's: in its four D = 128 rows the backward's FLOPs and its chunk-step
   waves are proportional (2,048-2,341 token-heads per step-wave; the D = 64 row is mostly host time, the
   D = 256 row has 4x the FLOPs per token-head and 4 state blocks per program), so the fit's FLOP-bound
   backward is one reading of them; the other extreme, the whole backward in its two recurrence passes (6.0 us per step-wave, from the
@@ -624,13 +627,18 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   D, 4], 8 MB at 64K / CP 16, then one sum), so it stays bandwidth-bound at any length: the 2C + 3C bytes
   per token (j) charges. Without CP (17a67b9) Dao-AILab's causal_conv1d_fn runs channel-first, one CTA per
   (sequence, channel), 16,384 CTAs at MBS 2. Not the cause.
-  (t) One H200 point of fla's chunk kernels (benchmarks/gpu/gdn_chunk.py, tests/data/fla_gdn_h200.csv: B 1, T 8K,
-  96 heads, D 128; later shapes did not finish, each autotunes for minutes): 1.93 ms forward, 6.20 ms forward +
-  backward, against 1.27 / 4.74 on GB200. timing.gdn_chunk_kernels_s, fitted on GB200 with rates that scale with
-  the BF16 peak, gives 1.76 / 8.48 on H200: the forward within 9%, the backward 37% slow. fla's Triton kernels do
-  not speed up with Blackwell's tensor cores as the peak does (1.31x GB200 over H200 here, 2.5x in peak), so
-  Hopper's Gated DeltaNet is over-charged (Qwen3-Next on H100, (p): the gap there would widen); GB200's numbers
-  come from GB200's own table and do not move.
+  (t) fla's chunk kernels on one H200 (benchmarks/gpu/gdn_chunk.sh, tests/data/fla_gdn_h200.csv, 2026-12-04):
+  fla's six GB200 table shapes point by point, and Qwen3-Next's head-parallel CP shapes (T 16K-128K with 2 or 8
+  heads per rank, B 2 T 8K with 32). fla's Triton kernels do not follow the BF16 peak from Hopper to Blackwell:
+  GB200 runs the large shapes' forward 1.3-1.5x and their backward ~1.2x faster than the H200, for 2.5x the peak,
+  so the GB200-fitted rates, scaled by the peak, charged Hopper's backward 37% too much. And the kernels run one
+  after another, so their times add (the chunk-parallel kernels, then the recurrence), where the model took the
+  larger. Now `timing.gdn_chunk_kernels_s` sums them, with rates per GPU family (`gdn_eff` hopper / blackwell,
+  ~139 / 136 TFLOP/s forward / backward on Hopper, ~390 / 129 on GB200), one chunk-step latency (1.16 us, which
+  the H200's long few-head rows pin and fla's GB200 table does not) and launch times per host (x86 / Grace):
+  joint fit 5% RMS on GB200, 12% on H200 (the CP rows within 15%; `benchmarks/fit_gdn.py`). Effect: Qwen3-Next
+  at long context gets faster (G15 best plans 547 / 399 / 322 -> ~545 / 410 / 340 TFLOP/s: the 64K gap widens),
+  PR #3168's GB200 step 3.79 -> 3.81 s, the ModelZoo H100 row of (p) 1.58 -> 1.56 s. Not the cause of the gap.
 - **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +40%, H100
   +20%, still marked: unmarked it would join the published-layout ranking, where the planner's fastest plan
   (TP2 EP32 DeepEP) beats its PP4 EP8 alltoall layout by 1.33x; before (b) and (e) +39% / +57% / +78% / +38%). What runs, read from the recipes (Bridge v0.4.2 / v0.5.0 scripts/performance/configs/gpt_oss, v0.6.0

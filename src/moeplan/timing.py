@@ -46,7 +46,7 @@ from moeplan.flops import (
 )
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
-from moeplan.hardware import ASSUMED_SM_COUNT, GPUSpec
+from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import gdn_backward_dw, muon_dp_overlap
 from moeplan.memory import rank_params, average_params_per_gpu
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
@@ -551,19 +551,45 @@ GDN_SEQUENTIAL_PASSES = {"fwd": 1, "bwd": 2}
 # Value-dim tile per program of those kernels (fla/ops/common/chunk_delta_h.py: grid = V / BV x N x HV, BV
 # autotuned over 32 and 64): the smaller tile, the one that fills more SMs when heads are few.
 GDN_V_TILE = 32
+# The GPU families whose fla kernel rates were measured (calibration gdn_eff keys "<family>_fwd|bwd"): fla's
+# Triton kernels do not follow the BF16 peak from Hopper to Blackwell (forward 1.3-1.5x faster on GB200 than on
+# H200, backward ~1.2x, for 2.5x the peak), so each family keeps its own; and the hosts whose Python launch time
+# was measured (gdn_launch_s keys "<host>_fwd|bwd": Grace beside GB200, x86 beside H200).
+GDN_KERNEL_FAMILIES = ("hopper", "blackwell")
+GDN_HOSTS = ("x86", "grace")
 
 
-def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: int, flops: float, peak_flops_per_s: float,
-                        cal: Calibration, sms: int = ASSUMED_SM_COUNT) -> tuple[float, float]:
+def gdn_kernel_family(gpu: GPUSpec) -> str:
+    """Which measured fla kernel rates serve ``gpu``: Blackwell from sm_100 on, else Hopper's (also for a GPU
+    whose compute capability is not given, as attention_backend does)."""
+    return "blackwell" if (gpu.sm_arch or 90) >= 100 else "hopper"
+
+
+def gdn_host(gpu: GPUSpec) -> str:
+    """Which measured host launch time serves ``gpu``: Grace behind NVLink-C2C, else an x86 host."""
+    return "grace" if gpu.host_link == "c2c" else "x86"
+
+
+def gdn_launch_s(gpu: GPUSpec, cal: Calibration) -> tuple[float, float]:
+    """(forward, backward) host seconds of one fla chunk_gated_delta_rule call outside CUDA graphs."""
+    host = gdn_host(gpu)
+    return cal.gdn_launch_s[f"{host}_fwd"], cal.gdn_launch_s[f"{host}_bwd"]
+
+
+def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: int, flops: float, gpu: GPUSpec,
+                        cal: Calibration) -> tuple[float, float]:
     """(forward, backward) GPU seconds of one fla chunk_gated_delta_rule call over ``batch`` sequences of
     ``seq_len`` tokens and ``heads`` value heads; ``flops`` is Megatron's forward + backward count.
 
-    The chunk-parallel kernels (kkt, solve_tril, w/u, output, dq/dk/dv) have one program per chunk and
-    head and run at ``gdn_eff`` of peak (``peak_flops_per_s``); the state recurrence (chunk_gated_delta_rule_fwd_h, bwd_dhu:
-    fla/ops/common/chunk_delta_h.py, grid V / BV x B x HV) has one program per value tile per head that
-    walks the chunks one after another. Each direction costs the larger of its FLOPs at its rate and
-    its recurrence latency: passes x seq / 64 chunks x ``gdn_chunk_step_s`` x waves of programs over
-    the GPU's SMs. Constants: least squares on fla's GB200 benchmark (tests/data/fla_gdn_gb200.csv)."""
+    fla launches the kernels one after another (fla/ops/gated_delta_rule/chunk.py), so their times add. The
+    chunk-parallel kernels (kkt, solve_tril, w/u, output, dq/dk/dv) have one program per chunk and head and
+    run at ``gdn_eff`` of the BF16 peak for the GPU's family (:func:`gdn_kernel_family`); the state recurrence
+    (chunk_gated_delta_rule_fwd_h, bwd_dhu: fla/ops/common/chunk_delta_h.py, grid V / BV x B x HV) has one
+    program per value tile per head that walks the chunks one after another: passes x seq / 64 chunks x
+    ``gdn_chunk_step_s`` x waves of programs over the GPU's SMs. Constants: least squares on fla's GB200
+    benchmark and the H200 measurement (benchmarks/fit_gdn.py; tests/data/fla_gdn_gb200.csv, fla_gdn_h200.csv)."""
+    family = gdn_kernel_family(gpu)
+    sms = gpu.sms
     chunks = math.ceil(seq_len / GDN_CHUNK_TOKENS)
     programs = batch * heads * math.ceil(value_head_dim / GDN_V_TILE)
     waves = math.ceil(programs / max(1, sms))
@@ -571,14 +597,13 @@ def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: 
     # the chunk-parallel kernels' grids are chunks x B x HV (x tiles; fla/ops/common/chunk_o.py,
     # gated_delta_rule/chunk_fwd.py): fewer programs than SMs leave SMs idle (short shards, few heads)
     occupancy = min(1.0, chunks * batch * heads / max(1, sms))
-    fwd = max(flops / TRAIN / (peak_flops_per_s * cal.gdn_eff["fwd"] * occupancy), GDN_SEQUENTIAL_PASSES["fwd"] * step)
-    bwd = max(flops * (TRAIN - 1) / TRAIN / (peak_flops_per_s * cal.gdn_eff["bwd"] * occupancy),
-              GDN_SEQUENTIAL_PASSES["bwd"] * step)
+    rate = gpu.peak("bf16") * occupancy
+    fwd = flops / TRAIN / (rate * cal.gdn_eff[f"{family}_fwd"]) + GDN_SEQUENTIAL_PASSES["fwd"] * step
+    bwd = flops * (TRAIN - 1) / TRAIN / (rate * cal.gdn_eff[f"{family}_bwd"]) + GDN_SEQUENTIAL_PASSES["bwd"] * step
     return fwd, bwd
 
 
-def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak_flops_per_s: float, cal: Calibration,
-                       sms: int = ASSUMED_SM_COUNT) -> tuple[float, float]:
+def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, cal: Calibration) -> tuple[float, float]:
     """(forward, backward) seconds of the Gated DeltaNet kernels of one layer and micro-batch on one GPU.
 
     Megatron-Core runs Gated DeltaNet under CP head-parallel: an all-to-all gives each CP rank the
@@ -587,7 +612,7 @@ def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, peak_
     programs: at CP 16 Qwen3-Next has 2 heads per rank, 8 programs on 148 SMs walking 1,024 chunks."""
     par = cfg.parallel
     heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
-    return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, peak_flops_per_s, cal, sms)
+    return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, cfg.gpu, cal)
 
 
 # HBM bytes per value head and token of Gated DeltaNet's gating, `g = -A_log.exp() * F.softplus(alpha.float() +
@@ -1082,8 +1107,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     out["gemm"] += TRAIN * mixer_norm * t / ctx.gemm_rate  # MLA low-rank norms (Megatron counts them)
     gdn_fwd = 0.0
     if isinstance(mixer, GatedDeltaNet):
-        gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, ctx.bf16_peak, cal,
-                                              gpu.sms)
+        gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, cal)
         out["linear_attention"] = gdn_fwd + gdn_bwd
     else:
         out["attention"] = _attention_s(ctx, mixer)
@@ -1211,8 +1235,8 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         out["launch_overhead"] += expert_launch_exposed_s(host_fwd_s, host_bwd_s, gpu_fwd_s, gpu_bwd_s)
     if isinstance(mixer, GatedDeltaNet) and not gdn_graph_captured(cfg.cuda_graph_scopes):
         # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the
-        # same host sync: gdn_launch_s, the fixed part of fla's GB200 benchmark
-        out["launch_overhead"] += cal.gdn_launch_s["fwd"] + cal.gdn_launch_s["bwd"]
+        # same host sync: gdn_launch_s, the fixed part of fla's benchmarks (Grace or x86 host)
+        out["launch_overhead"] += sum(gdn_launch_s(gpu, cal))
     return LayerTime(**out)
 
 

@@ -153,7 +153,7 @@ QWEN3_NEXT_BRIDGE_LAYOUT = "Et*4|(t*7|)*5t*8|tmL"  # Bridge PR #3168: embedding,
 QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 1.7-2.0x the measured throughput at 4K-32K "
                   "(and 3.2x at 64K, see the drop), also at 4K without CP on Bridge's own recipe with its MTP layer "
                   "and layout (test_qwen3_next_bridge_4k_recipe), so the level gap is not the Gated DeltaNet chunk "
-                  "kernels (fla's GB200 benchmark pins them, tests/data/fla_gdn_gb200.csv), CP, MTP, HybridEP's "
+                  "kernels (fla's GB200 benchmark and an H200 measurement pin them, tests/data/fla_gdn_*.csv), CP, MTP, HybridEP's "
                   "routing-map all-gather, the router / permute / element-wise traffic, the 16 local experts' TE "
                   "GroupedLinear launches, the head-dim-256 attention (FlashAttention-2 on sm100, unfused on sm103: "
                   "TE 71bbefb has no cuDNN d=256 training kernel on Blackwell) or the GDN layer's copies and "
@@ -162,7 +162,7 @@ QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 1.7-2.0x the m
                   "GPU work per token only if both systems run a token equally fast, which no shared row checks "
                   "(docs/calibration.md, known gaps)")
 QWEN3_NEXT_DROP = ("the measured 32K -> 64K drop (~230 -> ~100 TFLOP/s, -57%) is not reproduced: moeplan's best plans "
-                   "fall ~19% (FlashAttention-2's head-dim-256 attention grows with length; the host-time part of the "
+                   "fall ~17% (FlashAttention-2's head-dim-256 attention grows with length; the host-time part of the "
                    "level gap does not depend on length; the measured CP 16 layout's other sizes are not published; "
                    "moeplan costs the CP 16 layouts at 84-135 GB or 182 GB (EP 2 PP 2), none near its ~160 GB, and the card's SKILL.md ties "
                    "the drop to memory: allocator effects near the limit, which a layout cost cannot hold; the fla "
