@@ -61,7 +61,7 @@ def test_cli_option_and_json(capsys):
     assert "delay_wgrad_compute needs EP A2A overlap" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("delay", [None, False])
+@pytest.mark.parametrize("delay", [None, True, False])
 def test_strategy_round_trip(delay):
     cfg = _cfg(ep_overlap=True, delay_wgrad=delay)
     again = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, **parse_strategy(strategy_text(cfg)))[0]
@@ -132,3 +132,79 @@ def test_ep_overlap_with_gated_deltanet_needs_its_backward_dw():
     on = api.estimate("qwen3-next-80b-a3b", mcore_version="0.17", **kw)
     off = api.estimate("qwen3-next-80b-a3b", mcore_version="0.17", delay_wgrad=False, **kw)
     assert on["step_time_s"] < off["step_time_s"]
+
+
+_EXPORTS = {"overrides": lambda cfg, v=None: "\n".join(export.to_overrides(cfg, v)),
+            "yaml": lambda cfg, v=None: export.to_yaml(cfg, v),
+            "megatron-lm": lambda cfg, v=None: " ".join(export.to_megatron_lm_args(cfg, v))}
+
+
+@pytest.mark.parametrize("fmt", list(_EXPORTS))
+@pytest.mark.parametrize("delay", [None, True, False])
+def test_export_then_check_keeps_what_the_file_says(tmp_path, fmt, delay):
+    """An export with EP overlap spells delay_wgrad_compute out; `moeplan check` (checker.load_run) reads that
+    value back, True or False, never None (an explicit true used to come back as Bridge's pairing)."""
+    cfg = _cfg(ep_overlap=True, delay_wgrad=delay)
+    path = tmp_path / f"run.{fmt}"
+    path.write_text(_EXPORTS[fmt](cfg))
+    back = checker.load_run(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=16)[0]
+    assert back.delay_wgrad is cfg.delay_wgrad_on is (delay is not False)
+    assert back == cfg.with_(delay_wgrad=cfg.delay_wgrad_on)
+
+
+_TEXTS = {  # (EP overlap, delay_wgrad_compute: None = left out) -> the file
+    "yaml": lambda overlap, delay: (
+        "model:\n  expert_model_parallel_size: 16\n  moe_token_dispatcher_type: flex\n"
+        "  moe_flex_dispatcher_backend: hybridep\ncomm_overlap:\n"
+        f"  overlap_moe_expert_parallel_comm: {str(overlap).lower()}\n"
+        + ("" if delay is None else f"  delay_wgrad_compute: {str(delay).lower()}\n")
+        + "train:\n  global_batch_size: 1024\n  micro_batch_size: 1\ndataset:\n  sequence_length: 4096\n"),
+    "overrides": lambda overlap, delay: "\n".join(
+        ["model.expert_model_parallel_size=16", "model.moe_token_dispatcher_type=flex",
+         "model.moe_flex_dispatcher_backend=hybridep",
+         f"comm_overlap.overlap_moe_expert_parallel_comm={str(overlap).lower()}",
+         *([] if delay is None else [f"comm_overlap.delay_wgrad_compute={str(delay).lower()}"]),
+         "train.global_batch_size=1024", "train.micro_batch_size=1", "dataset.sequence_length=4096"]),
+    "megatron-lm": lambda overlap, delay: " ".join(
+        ["--expert-model-parallel-size 16 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep",
+         *(["--overlap-moe-expert-parallel-comm"] if overlap else []),
+         *(["--delay-wgrad-compute"] if delay else []),  # no flag turns it off: left out is off
+         "--global-batch-size 1024 --micro-batch-size 1 --seq-length 4096"]),
+}
+
+
+@pytest.mark.parametrize("fmt", list(_TEXTS))
+@pytest.mark.parametrize("overlap,delay,read", [
+    (True, True, True), (True, False, False),
+    (True, None, False),  # left out: Megatron's default (off); Bridge pairs them only in its perf scripts
+    (False, None, None), (False, False, None),  # off either way, as None says without overlap
+    (False, True, True)])  # kept, so the linter reports what Megatron rejects
+def test_hand_written_files_read_as_they_say(tmp_path, fmt, overlap, delay, read):
+    path = tmp_path / "run.txt"
+    path.write_text(_TEXTS[fmt](overlap, delay))
+    cfg = checker.load_run(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=16)[0]
+    assert cfg.ep_overlap is overlap and cfg.delay_wgrad is read
+
+
+@pytest.mark.parametrize("fmt", list(_EXPORTS))
+def test_explicit_delay_where_megatron_rejects_it_is_reported(tmp_path, fmt):
+    """gpt-oss (attention bias) with an attn CUDA graph on Megatron-Core 0.17: a file that asks for
+    delay_wgrad_compute with EP overlap is an error citing why (Megatron-LM arguments.py / Bridge comm_overlap.py),
+    with the override that removes it, not read as Bridge's pairing (which leaves it off there)."""
+    cfg16 = api.build_config("gpt-oss-120b", mcore_version="0.16", **GPT_OSS)[0]
+    assert cfg16.delay_wgrad_on
+    path = tmp_path / f"run.{fmt}"
+    path.write_text(_EXPORTS[fmt](cfg16, "0.17"))
+    result = checker.check(str(path), model="gpt-oss-120b", gpu="gb200", gpus=64, mcore_version="0.17")
+    assert result.config.delay_wgrad is True and result.config.delay_wgrad_blocked
+    hit = [f for f in result.findings if f.rule == "knob-layout"]
+    assert hit and hit[0].severity == "error" and "attention bias" in hit[0].message
+    assert "Megatron-LM arguments.py and Bridge comm_overlap.py" in hit[0].message
+    if fmt != "megatron-lm":
+        assert hit[0].fix == ("comm_overlap.delay_wgrad_compute=false",)
+    # what moeplan exports for the same run at 0.17 (Bridge's pairing: off there) reads back clean
+    cfg17 = api.build_config("gpt-oss-120b", mcore_version="0.17", **GPT_OSS)[0]
+    path.write_text(_EXPORTS[fmt](cfg17))
+    result = checker.check(str(path), model="gpt-oss-120b", gpu="gb200", gpus=64)
+    assert result.config.delay_wgrad is False
+    assert not [f for f in result.findings if f.rule == "knob-layout" or "delay" in f.rule]

@@ -227,10 +227,15 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
 
 
 def _delay_wgrad_from(settings: Mapping[str, object]) -> bool | None:
-    """delay_wgrad_compute as RunConfig.delay_wgrad: None where the file pairs it with EP overlap the way Bridge
-    does (both on or both off; Megatron's default is off), else the file's value."""
+    """delay_wgrad_compute as RunConfig.delay_wgrad. With EP overlap on, the file's value (Megatron's default, off,
+    where it leaves it out): an explicit true stays True, so where Megatron rejects it
+    (RunConfig.delay_wgrad_blocked) the run is reported rather than read as Bridge's pairing, which turns it off
+    there. Without EP overlap, True where the file sets it (Megatron rejects that, moeplan.knobs), else None: off
+    either way, and what an export of a run without overlap (delay_wgrad_compute false) reads back as."""
     value = _bool(settings, "delay_wgrad_compute")
-    return None if value == _bool(settings, "overlap_moe_expert_parallel_comm") else value
+    if _bool(settings, "overlap_moe_expert_parallel_comm"):
+        return value
+    return True if value else None
 
 
 def _optimizer_from(settings: Mapping[str, object]) -> tuple[str, bool]:
