@@ -26,6 +26,7 @@ from moeplan.megatron.fields import fields_for, version_key
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
 from moeplan.parallel import replace_parallel
 from moeplan.run import Recompute, RunConfig
+from moeplan.te_release import GROUPED_TENSOR_ENV
 from moeplan.timing import DEFAULT_CALIBRATION
 from moeplan.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
 from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
@@ -398,7 +399,10 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                 ahead = alt.time.tokens_per_s_per_gpu / tps - 1
                 if ahead <= 0:
                     continue
-                if alt.memory.total_bytes > budget:
+                if alt_cfg.grouped_tensor_raises is not None:  # the user's variable, on the module path it leaves
+                    why_not.append(f"{d} puts the routed experts on TE GroupedLinear's module path, where TE raises "
+                                   f"with {GROUPED_TENSOR_ENV}=1")
+                elif alt.memory.total_bytes > budget:
                     why_not.append(f"{d} needs {round_gib(alt.memory.total_bytes)} GiB, over the {round_gib(budget)} GiB budget")
                 elif ahead <= RESOLVED_GAIN:
                     why_not.append(f"{d} is {ahead:.1%} ahead, within the {RESOLVED_GAIN:.0%} the estimates resolve (a tie: "
@@ -447,6 +451,15 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
             nums = {"gain_s": round(gain, 3), "memory_gib": round_gib(g.memory.total_bytes)}
         out.append(Reason("cuda_graphs", f"CUDA graphs not advised: {why} (launch overhead {launch:,.2f} s per step).",
                           nums))
+    # --- the user's GROUPED_TENSOR_ENV on experts that do not read it (as the linter's te-grouped-tensor warning)
+    if cfg.te_grouped_tensor and cfg.experts_op_fused and cfg.model.first_moe is not None:
+        flow = ("takes its own grouped-tensor flow by default" if cfg.experts_grouped_tensor else
+                f"has no grouped-tensor flow for {cfg.precision} in TE {cfg.te_version} on {gpu.name}")
+        out.append(Reason("te_grouped_tensor", f"{GROUPED_TENSOR_ENV}=1 does not apply to this plan: its routed experts "
+                          "run on TE's op fuser (use_transformer_engine_op_fuser, with the sync-free full-iteration "
+                          f"bundle), whose GroupedLinear never reads the variable and {flow}; exported as asked, it "
+                          "changes nothing.", {"env": f"{GROUPED_TENSOR_ENV}=1", "experts_op_fused": True,
+                                               "experts_grouped_tensor": cfg.experts_grouped_tensor}))
     # --- GBS and pipeline
     if batch.gbs != requested_gbs:
         out.append(Reason("gbs", f"GBS lowered from {requested_gbs} to {batch.gbs}: no layout fit at {requested_gbs}.",

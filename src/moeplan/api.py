@@ -12,7 +12,7 @@ from typing import Any
 
 from moeplan.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
-from moeplan.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises, te_label
+from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_raises, grouped_tensor_refusal, te_label
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
@@ -205,22 +205,14 @@ def build_config(
     problem = knob_problem(cfg, gpu_spec)
     if problem:
         raise MoeplanError(problem.message)
-    if not cfg.experts_op_fused:  # the op fuser's GroupedLinear does not read the variable
-        _refuse_raising_grouped_tensor(cfg.te_grouped_tensor, cfg.te_version, gpu_spec, cfg.precision)
-    return cfg, gpu_spec
-
-
-def _refuse_raising_grouped_tensor(te_grouped_tensor: bool, te_version: str | None, gpu: GPUSpec, precision: str,
-                                   searched: bool = False) -> None:
-    """The job would set GROUPED_TENSOR_ENV=1 where TE raises at run time (moeplan.te_release.grouped_tensor_raises):
-    an input error for estimate (of a run whose experts are not op-fused: the op fuser does not read it) and for
-    plan (``searched``: its layouts include experts on the GroupedLinear module path), which would otherwise cost the
-    per-expert path the job never reaches (``moeplan check`` lints a file that sets it instead: rule
-    te-grouped-tensor)."""
-    raises = grouped_tensor_raises(te_version, gpu.sm_arch, precision) if te_grouped_tensor else None
+    # the job would set GROUPED_TENSOR_ENV=1 where TE raises at run time (RunConfig.grouped_tensor_raises; op-fused
+    # experts never read it): an input error, which would otherwise cost the per-expert path the job never reaches
+    # (plan drops such runs from its search instead: moeplan.planner.search; ``moeplan check`` lints a file that
+    # sets it: rule te-grouped-tensor)
+    raises = cfg.grouped_tensor_raises
     if raises:
-        where = " (the search includes experts on TE GroupedLinear's module path)" if searched else ""
-        raise MoeplanError(f"--te-grouped-tensor ({GROUPED_TENSOR_ENV}=1): {raises}; drop it{where}")
+        raise MoeplanError(grouped_tensor_refusal(raises))
+    return cfg, gpu_spec
 
 
 def _check_dp_choice(cfg: RunConfig) -> None:
@@ -426,7 +418,6 @@ def search_plans(
         raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
     if optimizer not in OPTIMIZERS:
         raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
-    _refuse_raising_grouped_tensor(te_grouped_tensor, te_version, gpu_spec, precision, searched=True)
     space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
                         fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
     result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,

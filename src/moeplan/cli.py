@@ -96,7 +96,8 @@ TE_GROUPED_TENSOR_HELP = (
     "per-expert host launches of quantized experts. With Megatron-Core <= 0.19 it runs BF16 (TE 2.17, 2.18) and FP8 "
     "current scaling (TE 2.18) on H100/H200/B200/GB200/B300/GB300 in a CUDA 13 container (cuBLASLt 13.3+); MXFP8 "
     "and FP8 block scaling quantize 128-row blocks Megatron-Core does not pad to, and TE 2.19 needs the token "
-    "counts on the GPU, so those raise: estimate and plan refuse the flag there, check reports it as an error)")
+    "counts on the GPU, so those raise: estimate refuses the flag there, plan keeps only runs whose experts TE's op "
+    "fuser runs (it does not read the variable) and refuses it where none is left, check reports it as an error)")
 HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
 
 

@@ -35,7 +35,8 @@ from moeplan.advice import (
     recompute_ladder,
 )
 from moeplan.bounds import ThroughputBound
-from moeplan.te_release import DEFAULT_TE_VERSION, te_version_key
+from moeplan.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises, grouped_tensor_refusal,
+                                te_version_key)
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
@@ -63,6 +64,10 @@ REFINE_MIN = 12  # layouts refined in phase 2 (at least; else 2 per requested pl
 # A layout is skipped only when its throughput bound is below the slowest kept layout by more than
 # this relative margin: the bound and the estimate add the same terms in different orders.
 BOUND_SLACK = 1e-9
+# why plan refuses --te-grouped-tensor where TE raises on GroupedLinear's module path (see search)
+_NO_RUN_LEFT = (" (no run of the search is left: each one that fits runs the routed experts on TE GroupedLinear's "
+                "module path, which reads it; only op-fused experts do not, Megatron-Core 0.18+'s sync-free "
+                "full-iteration bundle with HybridEP, CUDA graphs and ETP 1)")
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,7 @@ class PlanResult:
     layouts_evaluated: int = 0  # layouts costed in full (memory ladder + timing) after the cheap bounds
     ties: dict[int, str] = field(default_factory=dict)  # id(candidate) -> why it is a tie (search only)
     newer: NewerRelease | None = None  # a newer Megatron-Core release unlocks part of the search
+    raising_dropped: int = 0  # refined layouts with no run left where TE raises with te_grouped_tensor (search)
 
 
 @dataclass(frozen=True)
@@ -394,22 +400,30 @@ def _partial_graphs_supported(version: str) -> bool:
     return DROPLESS_MOE_GRAPH_SCOPES <= set(fields_for(version).cuda_graph_scopes)
 
 
+def _full_iteration_searched(spec: ModelSpec, space: SearchSpace, mcore_version: str) -> bool:
+    """Whether :func:`_refine` tries the full-iteration CUDA graph (with HybridEP and RANK_CAPACITY_FACTOR):
+    the only runs of the search whose experts can be op-fused (RunConfig.experts_op_fused, at ETP 1)."""
+    return space.cuda_graphs and spec.first_moe is not None and sync_free_moe(mcore_version)
+
+
 def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float,
             cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None,
-            mem_cache: dict[Any, Any] | None = None) -> Candidate:
+            mem_cache: dict[Any, Any] | None = None) -> Candidate | None:
     """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
     option when it still fits (else the next ladder step), and the next recompute step too.
     The options are tried in the guidance's order of preference (its dispatcher order, then the
     simpler knobs: no EP overlap, no graphs, the layout's own recompute); the fastest wins unless an
     option earlier in that order is within RESOLVED_GAIN of it, so that a knob moves off the
     guidance's default only for a gain the model resolves (a 0.07% HybridEP-over-alltoall margin is
-    not one). ``mem_cache``: the search's shared memory parts (moeplan.memory.LayoutMemory)."""
-    options: list[Candidate] = [c]
+    not one). ``mem_cache``: the search's shared memory parts (moeplan.memory.LayoutMemory). Runs on which TE
+    raises with the user's te_grouped_tensor (RunConfig.grouped_tensor_raises) are not options; None where no
+    option is left."""
     base = c.cfg
+    options: list[Candidate] = [c] if base.grouped_tensor_raises is None else []
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
     graph_opts = [frozenset()] + ([DROPLESS_MOE_GRAPH_SCOPES] if space.cuda_graphs and base.model.first_moe
                                   and _partial_graphs_supported(base.mcore_version) else [])
-    if space.cuda_graphs and base.model.first_moe and sync_free_moe(base.mcore_version):
+    if _full_iteration_searched(base.model, space, base.mcore_version):
         graph_opts.append(FULL_ITERATION)  # sync-free dropless MoE (HybridEP only): see RANK_CAPACITY_FACTOR
     rcs = [space.recompute] if space.recompute is not None else ladder
     start = rcs.index(base.recompute) if base.recompute in rcs else 0
@@ -420,6 +434,8 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                     continue
                 cfg = base.evolve(dispatcher=d, ep_overlap=overlap, cuda_graph_scopes=graphs,
                                   rank_capacity_factor=RANK_CAPACITY_FACTOR if graphs == FULL_ITERATION else None)
+                if cfg.grouped_tensor_raises is not None:
+                    continue
                 for rc in rcs[start: start + 2]:
                     opt = _consistent(cfg.evolve(recompute=rc))
                     total = LayoutMemory(opt, gpu.nvlink_domain, c.pipeline, mem_cache).peak_bytes(
@@ -428,6 +444,8 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                         continue
                     options.append(Candidate(opt, c.pipeline, total, _tps(opt, gpu, c.pipeline, cal, layer_cache)))
                     break
+    if not options:
+        return None
     fastest = max(o.tokens_per_s_per_gpu for o in options)
     return next(o for o in options if o.tokens_per_s_per_gpu * (1 + RESOLVED_GAIN) >= fastest)
 
@@ -472,10 +490,22 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     (``precision``, main-grad dtype, Adam moment dtype) are the user's choice, never searched;
     ``cal`` holds the timing constants (default: the fitted ones). ``exhaustive`` costs every fitting
     layout in full instead of skipping those whose throughput bound (moeplan.bounds) rules them out;
-    the answer is the same, only slower (tests compare both)."""
+    the answer is the same, only slower (tests compare both).
+
+    Where TE raises with ``te_grouped_tensor`` (moeplan.te_release.grouped_tensor_raises) the search drops the runs
+    that would raise, those whose routed experts take TEGroupedMLP's GroupedLinear module
+    (RunConfig.grouped_tensor_raises), and keeps op-fused ones with the variable set: the op fuser's GroupedLinear
+    never reads it, so they train as they would without it, while the module raises at run time (keeping such a run
+    without the variable would plan a job other than the one the user runs). Only when no run is left is the flag
+    refused, with estimate's one-line input error; at once where the search has no op-fused runs at all."""
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)
+    raises = grouped_tensor_raises(te_version, gpu.sm_arch, precision) if te_grouped_tensor else None
+    refusal = None if raises is None else grouped_tensor_refusal(raises, _NO_RUN_LEFT)
+    if refusal is not None and not (_full_iteration_searched(spec, space, mcore_version) and space.ep != 1
+                                    and space.dispatcher in (None, "hybridep") and space.etp in (None, 1)):
+        raise MoeplanError(refusal)  # no run of the search has op-fused experts
     budget = gpu.hbm_bytes * (1 - space.headroom)
     requested = gbs
     notes: list[str] = []
@@ -491,7 +521,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
                                    "te_version": te_version_key(te_version), "te_grouped_tensor": te_grouped_tensor}
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
                           mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
-    while not result.plans and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
+    while not result.plans and not result.raising_dropped and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
         smaller = gbs // 2
         try:
             retry = _search_once(spec, gpu, gpus, seq_len, smaller, precision, top, space, moe_imbalance,
@@ -501,6 +531,14 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
         notes.append(f"no layout fits GBS {gbs}; tried GBS {smaller} (fewer micro-batches in flight "
                      f"and a smaller DP group become possible)")
         gbs, result = smaller, retry
+    if refusal is not None and not result.plans and result.raising_dropped:
+        raise MoeplanError(refusal)  # layouts fit, but TE raises on every run of them
+    if raises is not None and result.plans:
+        dropped = result.raising_dropped
+        notes.append(f"--te-grouped-tensor ({GROUPED_TENSOR_ENV}=1): {raises}; so the plans keep only runs whose routed "
+                     "experts are op-fused (TE's op fuser, the sync-free full-iteration bundle at ETP 1), whose "
+                     "GroupedLinear does not read it" + (f"; {dropped} of the best layouts had no such run that fits"
+                                                         if dropped else ""))
     result.requested_gbs = requested
     result.notes = notes + result.notes
     gate = release_gate(spec, space, mcore_version)
@@ -729,10 +767,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             if smallest <= budget:
                 pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal,
                                               layer_cache, mem))
-    refined = [_refine(c, gpu, space, ladder, budget, cal, layer_cache, mem_cache) for c in pool]
+    refined = [r for r in (_refine(c, gpu, space, ladder, budget, cal, layer_cache, mem_cache) for c in pool)
+               if r is not None]
     ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
     return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
-                      layouts_evaluated=evaluated, ties=ties)
+                      layouts_evaluated=evaluated, ties=ties, raising_dropped=len(pool) - len(refined))
 
 
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_problem, op_fuser_grouped, te_version_key
+from moeplan.te_release import (DEFAULT_TE_VERSION, grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped,
+                                te_version_key)
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
@@ -255,6 +256,17 @@ class RunConfig:
         if self.experts_op_fused:
             return op_fuser_grouped(self.te_version, self.gpu.sm_arch, self.precision)
         return self.te_grouped_tensor and grouped_tensor_problem(self.te_version, self.gpu.sm_arch, self.precision) is None
+
+    @property
+    def grouped_tensor_raises(self) -> str | None:
+        """Why TE raises at run time for this run with GROUPED_TENSOR_ENV=1 (``te_grouped_tensor``), or None where it
+        runs, falls back or is not read. Only the GroupedLinear module TEGroupedMLP builds reads the variable
+        (moeplan.te_release.grouped_tensor_raises); op-fused experts (:attr:`experts_op_fused`) run the op fuser's
+        GroupedLinear instead (transformer_engine/pytorch/ops/basic/grouped_linear.py), which never reads it, so a
+        run with them trains with the variable set (and exports it) as it would without."""
+        if not self.te_grouped_tensor or self.experts_op_fused:
+            return None
+        return grouped_tensor_raises(self.te_version, self.gpu.sm_arch, self.precision)
 
     @property
     def ep_overlap_allowed(self) -> bool:

@@ -223,6 +223,12 @@ def grouped_tensor_raises(te_version: str | None, sm_arch: int | None, precision
     return raising_reason(grouped_tensor_problem(te_version, sm_arch, precision))
 
 
-__all__ = ["DEFAULT_TE_VERSION", "RAISES_PREFIX", "grouped_tensor_raises", "raising_reason", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
+def grouped_tensor_refusal(raises: str, where: str = "") -> str:
+    """The one-line input error estimate and plan give for ``--te-grouped-tensor`` where TE raises (``raises``: a
+    :func:`grouped_tensor_raises` reason; ``where``: what of the run or search it covers)."""
+    return f"--te-grouped-tensor ({GROUPED_TENSOR_ENV}=1): {raises}; drop it{where}"
+
+
+__all__ = ["DEFAULT_TE_VERSION", "RAISES_PREFIX", "grouped_tensor_raises", "grouped_tensor_refusal", "raising_reason", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
            "OpFuserGrouped", "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "op_fuser_grouped", "grouped_tensor_problem", "te_label", "te_release",
            "te_version_key"]

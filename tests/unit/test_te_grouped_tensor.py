@@ -254,3 +254,54 @@ def test_estimate_and_plan_refuse_the_variable_where_te_raises(tmp_path, capsys)
     assert any(f.severity == "error" for f in _lint(cfg))
     remedy = api.search_like(cfg)
     assert remedy.result.plans and not remedy.result.plans[0].config.te_grouped_tensor
+
+
+# Megatron-Core 0.19 on B200: the search has op-fused experts (the sync-free full-iteration bundle, ETP 1) beside
+# experts on TEGroupedMLP's GroupedLinear module; TE 2.18 raises on the module for MXFP8 (32-row padding)
+_MIXED = dict(gpu="b200", gpus=256, seq_len=4096, gbs=2048, precision="mxfp8", te_version="2.18", mcore_version="0.19")
+_MIXED_CLI = ["plan", "deepseek-v3", "--gpu", "b200", "--gpus", "256", "--seq-len", "4096", "--gbs", "2048",
+              "--precision", "mxfp8", "--te-version", "2.18", "--te-grouped-tensor"]
+
+
+def test_plan_drops_only_the_runs_where_te_raises(capsys):
+    """plan --te-grouped-tensor where TE raises on GroupedLinear's module path: the runs whose experts take that path
+    are dropped, those on TE's op fuser (which does not read the variable) are planned with it set, and the plan's
+    rationale and the answer's notes say why; the CLI answers (exit 0) instead of refusing."""
+    plain = api.search_plans("deepseek-v3", top=10, **_MIXED)
+    assert any(not p.config.experts_op_fused for p in plain.plans)  # without the flag, module-path runs are planned
+    assert grouped_tensor_problem("2.18", B200, "mxfp8").startswith("error:")  # TE raises on the module path
+    flagged = api.search_plans("deepseek-v3", top=10, te_grouped_tensor=True, **_MIXED)
+    assert flagged.plans
+    for p in flagged.plans:
+        assert p.config.te_grouped_tensor and p.config.experts_op_fused and p.config.grouped_tensor_raises is None
+        assert p.config.experts_grouped_tensor  # the op fuser's own grouped flow (TE 2.16+), no variable needed
+        why, = (r for r in p.rationale if r.topic == "te_grouped_tensor")
+        assert "op fuser" in why.text and GROUPED_TENSOR_ENV in why.text
+    assert any("multiples of 128" in n and "op fuser" in n for n in flagged.result.notes)
+    assert main([*_MIXED_CLI, "--mcore-version", "0.19", "--top", "2", "--json"]) == 0
+    plans = json.loads(capsys.readouterr().out)
+    assert plans
+    for p in plans:
+        assert p["te_grouped_tensor"] is True and p["experts_grouped_tensor"] is True and p["rank_capacity_factor"]
+        assert p["env"] == {GROUPED_TENSOR_ENV: "1"}
+        assert any(r["topic"] == "te_grouped_tensor" for r in p["rationale"])
+
+
+def test_plan_refuses_the_variable_where_te_raises_on_every_run(capsys, monkeypatch):
+    """Where no run of the search puts the experts on the op fuser (Megatron-Core 0.17 has no sync-free bundle; a
+    pinned dispatcher other than HybridEP, ETP 2 or no CUDA graphs rule out the full-iteration graph), TE raises on
+    every one: the same one-line refusal, exit code 2; also where the search found layouts that fit, but none with
+    op-fused experts (here forced: the full-iteration runs' experts put back on the module path)."""
+    for extra in (["--mcore-version", "0.17"], ["--mcore-version", "0.19", "--dispatcher", "deepep"],
+                  ["--mcore-version", "0.19", "--etp", "2"], ["--mcore-version", "0.19", "--no-cuda-graphs"]):
+        assert main([*_MIXED_CLI, *extra, "--json"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "multiples of 128" in err and "drop it" in err and "Traceback" not in err
+    with pytest.raises(MoeplanError, match="drop it"):
+        api.plan("deepseek-v3", te_grouped_tensor=True, top=1, **(_MIXED | {"mcore_version": "0.17"}))
+    from moeplan.run import RunConfig
+
+    monkeypatch.setattr(RunConfig, "experts_op_fused", property(lambda self: False))
+    assert main([*_MIXED_CLI, "--mcore-version", "0.19", "--top", "1", "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no run of the search is left" in err and "Traceback" not in err
