@@ -21,10 +21,9 @@ from __future__ import annotations
 import sys
 
 import torch
-import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from gpu_bench import Table, device_ready, event_seconds
+from gpu_bench import Table, device_ready, sdpa_seconds
 
 DIM = 2048
 TOKENS = 16384
@@ -37,12 +36,7 @@ def measure(backend: SDPBackend, head_dim: int, seqlen: int, causal: bool) -> tu
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
     with sdpa_kernel(backend):
-        fwd_s = event_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), WARMUP, ITERS)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-        def bwd():
-            torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-        bwd_s = event_seconds(bwd, WARMUP, ITERS)
+        fwd_s, bwd_s = sdpa_seconds(q, k, v, dout, causal, WARMUP, ITERS)
     flops = 4 * seqlen**2 * head_dim * heads * batch / (2 if causal else 1)
     return flops / fwd_s / 1e12, 2.5 * flops / bwd_s / 1e12
 

@@ -50,6 +50,19 @@ def graph_seconds(fn: Callable[[], Any], warmup: int, iters: int) -> float:
     return event_seconds(graph.replay, warmup, iters)
 
 
+def sdpa_seconds(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, causal: bool, warmup: int,
+                 iters: int) -> tuple[float, float]:
+    """(forward, backward) GPU seconds of PyTorch's scaled_dot_product_attention on q, k, v under the SDPA backend
+    the caller selected (``torch.nn.attention.sdpa_kernel``): the forward alone, then the gradient of one forward's
+    output with respect to q, k and v (``dout``), each by :func:`event_seconds`."""
+    import torch.nn.functional as F
+
+    fwd_s = event_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), warmup, iters)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    bwd_s = event_seconds(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), warmup, iters)
+    return fwd_s, bwd_s
+
+
 class Table:
     """Rows printed as CSV lines as they come, and written to $OUT/``name`` at the end when OUT is set."""
 

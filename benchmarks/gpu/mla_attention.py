@@ -18,10 +18,9 @@ from __future__ import annotations
 import sys
 
 import torch
-import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from gpu_bench import Table, device_ready, event_seconds
+from gpu_bench import Table, device_ready, sdpa_seconds
 
 HEADS, TOKENS = 16, 16384
 WARMUP, ITERS = 3, 10
@@ -34,9 +33,7 @@ def measure(d_qk: int, d_v: int, seqlen: int, causal: bool) -> tuple[float, floa
     v = torch.randn(batch, HEADS, seqlen, d_v, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dout = torch.randn(batch, HEADS, seqlen, d_v, device="cuda", dtype=torch.bfloat16)
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        fwd_s = event_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), WARMUP, ITERS)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        bwd_s = event_seconds(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), WARMUP, ITERS)
+        fwd_s, bwd_s = sdpa_seconds(q, k, v, dout, causal, WARMUP, ITERS)
     scores = seqlen**2 * HEADS * batch / (2 if causal else 1)
     return 2 * (d_qk + d_v) * scores / fwd_s / 1e12, 2 * (3 * d_qk + 2 * d_v) * scores / bwd_s / 1e12
 
