@@ -21,7 +21,7 @@ from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import hierarchical_cp_inner, layout_from_split_options
-from moeplan.rules import Finding, lint, sort_findings
+from moeplan.rules import Finding, knob_fix, lint, sort_findings
 from moeplan.run import RunConfig
 from moeplan.te_release import GROUPED_TENSOR_ENV
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
@@ -152,6 +152,11 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     return cfg, gpu_spec, parsed
 
 
+# Megatron's assertions that moeplan.knobs also makes (knob-layout), one cause each: the file gets this finding
+# (its source, its own rule name) with the knob's fix, and none from knob-layout for that field.
+_KNOB_ASSERTS = frozenset({"delay-wgrad-a2a-overlap", "delay-wgrad-graph-attn-bias"})
+
+
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
           run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
@@ -170,14 +175,18 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     for problem in dp_assertions(parsed.settings, cfg.mcore_version):  # Megatron-FSDP / Muon combinations
         findings.append(Finding("error", "mcore-assert", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
-    findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
-                     unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal)
     view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
-    for rule, message in tripped(view):
+    hits = tripped(view)
+    knob_hits = frozenset(rule.field for rule, _ in hits if rule.id in _KNOB_ASSERTS)
+    findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable, unknown=tuple(parsed.unknown),
+                     lines=parsed.lines, known=known_keys(parsed.kind), cal=cal, reported_knobs=knob_hits)
+    for rule, message in hits:
         fix: tuple[str, ...] = ()
         if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
             inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
             fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
+        elif rule.id in _KNOB_ASSERTS:
+            fix = knob_fix(cfg, rule.field)
         lead = "Megatron-Core rejects this: " if rule.severity == "error" else "Megatron-Core: "
         findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},
                                 line=parsed.lines.get(rule.field)))

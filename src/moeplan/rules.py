@@ -76,6 +76,16 @@ def fix_overrides(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
     return tuple(o for o in _overrides(after) if o not in old)
 
 
+def knob_fix(cfg: RunConfig, field: str) -> tuple[str, ...]:
+    """The overrides that remove the knob problem on ``field`` (moeplan.knobs, :data:`_KNOB_FIX`). Where the
+    export cannot spell the problem (delay_wgrad_compute without EP overlap exports as false), the field's own
+    override in the fixed run."""
+    fixed = cfg.with_(**_KNOB_FIX[field])
+    f = fields_for(cfg.mcore_version)
+    paths = f.bridge_paths(f.knobs[field]) if field in f.knobs else ()
+    return fix_overrides(cfg, fixed) or tuple(o for o in _overrides(fixed) if o.partition("=")[0] in paths)
+
+
 def did_you_mean(key: str, known: Sequence[str]) -> str | None:
     """The known key closest to a misspelt one (difflib ratio >= 0.8 on the whole key, else on its
     last component within the same section), or None."""
@@ -106,9 +116,11 @@ def unknown_key_findings(unknown: Sequence[tuple[str, int]], known: Sequence[str
 
 def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_lengths: bool = False,
          unknown: tuple[tuple[str, int], ...] = (), lines: dict[str, int] | None = None,
-         known: Sequence[str] = (), cal: Calibration = DEFAULT_CALIBRATION) -> list[Finding]:
+         known: Sequence[str] = (), cal: Calibration = DEFAULT_CALIBRATION,
+         reported_knobs: frozenset[str] = frozenset()) -> list[Finding]:
     """All findings for a run, errors first. ``unknown``: (key, line) pairs the reader did not know;
-    ``known``: the keys it knows (for "did you mean")."""
+    ``known``: the keys it knows (for "did you mean"); ``reported_knobs``: fields whose knob problem the caller
+    reports itself (checker: Megatron's own assertion for the same cause), so no knob-layout finding for them."""
     lines = lines or {}
     findings: list[Finding] = unknown_key_findings(unknown, known)
     layout_errors = cfg.layout_checks()
@@ -129,10 +141,10 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
         return sort_findings(findings + _without_estimate(cfg, gpu, variable_seq_lengths, lines, layout_errors))
     problem = knob_problem(cfg, gpu)
     if problem:
-        fixed = cfg.with_(**_KNOB_FIX[problem.field])
-        findings.append(Finding("error", "knob-layout", problem.message, fix_overrides(cfg, fixed),
-                                line=lines.get(problem.field)))
-        cfg = fixed
+        if problem.field not in reported_knobs:
+            findings.append(Finding("error", "knob-layout", problem.message, knob_fix(cfg, problem.field),
+                                    line=lines.get(problem.field)))
+        cfg = cfg.with_(**_KNOB_FIX[problem.field])
     ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom), gpu.hbm_bytes * (1 - max(headroom, DEFAULT_HEADROOM)), cal)
     est = ev(cfg)
     assert est is not None

@@ -190,21 +190,51 @@ def test_hand_written_files_read_as_they_say(tmp_path, fmt, overlap, delay, read
 def test_explicit_delay_where_megatron_rejects_it_is_reported(tmp_path, fmt):
     """gpt-oss (attention bias) with an attn CUDA graph on Megatron-Core 0.17: a file that asks for
     delay_wgrad_compute with EP overlap is an error citing why (Megatron-LM arguments.py / Bridge comm_overlap.py),
-    with the override that removes it, not read as Bridge's pairing (which leaves it off there)."""
+    with the override that removes it, not read as Bridge's pairing (which leaves it off there). The finding is
+    Megatron's assertion (mcore-delay-wgrad-graph-attn-bias), not also knob-layout: one finding per cause."""
     cfg16 = api.build_config("gpt-oss-120b", mcore_version="0.16", **GPT_OSS)[0]
     assert cfg16.delay_wgrad_on
     path = tmp_path / f"run.{fmt}"
     path.write_text(_EXPORTS[fmt](cfg16, "0.17"))
     result = checker.check(str(path), model="gpt-oss-120b", gpu="gb200", gpus=64, mcore_version="0.17")
     assert result.config.delay_wgrad is True and result.config.delay_wgrad_blocked
-    hit = [f for f in result.findings if f.rule == "knob-layout"]
-    assert hit and hit[0].severity == "error" and "attention bias" in hit[0].message
-    assert "Megatron-LM arguments.py and Bridge comm_overlap.py" in hit[0].message
-    if fmt != "megatron-lm":
-        assert hit[0].fix == ("comm_overlap.delay_wgrad_compute=false",)
+    hit = [f for f in result.findings if f.rule == "knob-layout" or "delay" in f.rule]
+    assert [f.rule for f in hit] == ["mcore-delay-wgrad-graph-attn-bias"]
+    assert hit[0].severity == "error" and "attention bias" in hit[0].message
+    assert "arguments.py" in hit[0].numbers["source"] and "Bridge training/comm_overlap.py" in hit[0].numbers["source"]
+    assert hit[0].fix == ("comm_overlap.delay_wgrad_compute=false",)
     # what moeplan exports for the same run at 0.17 (Bridge's pairing: off there) reads back clean
     cfg17 = api.build_config("gpt-oss-120b", mcore_version="0.17", **GPT_OSS)[0]
     path.write_text(_EXPORTS[fmt](cfg17))
     result = checker.check(str(path), model="gpt-oss-120b", gpu="gb200", gpus=64)
     assert result.config.delay_wgrad is False
     assert not [f for f in result.findings if f.rule == "knob-layout" or "delay" in f.rule]
+
+
+@pytest.mark.parametrize("fmt", list(_TEXTS))
+@pytest.mark.parametrize("cause", ["a2a-overlap", "graph-attn-bias"])
+def test_delay_megatron_rejects_is_one_finding_with_its_fix(tmp_path, fmt, cause):
+    """delay_wgrad_compute without EP overlap (Qwen3-30B-A3B), or with gpt-oss's attention bias and an attn CUDA
+    graph on 0.17: one error on the line, Megatron's assertion with its source (knob-layout, the same cause, is
+    left out), and the override that removes it (the export of the fixed run: false)."""
+    path = tmp_path / "run.txt"
+    if cause == "a2a-overlap":
+        path.write_text(_TEXTS[fmt](False, True))
+        result = checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=16)
+    else:
+        path.write_text(_EXPORTS[fmt](api.build_config("gpt-oss-120b", mcore_version="0.16", **GPT_OSS)[0], "0.17"))
+        result = checker.check(str(path), model="gpt-oss-120b", gpu="gb200", gpus=64, mcore_version="0.17")
+    hit = [f for f in result.findings if f.rule == "knob-layout" or "delay" in f.rule]
+    assert [(f.rule, f.severity) for f in hit] == [(f"mcore-delay-wgrad-{cause}", "error")]
+    assert hit[0].line and hit[0].numbers["source"]
+    assert hit[0].fix == ("comm_overlap.delay_wgrad_compute=false",)
+
+
+def test_knob_layout_for_delay_without_overlap_has_its_fix():
+    """Where only knob-layout reports it (rules.lint on a run, no file): the override that removes it, although
+    the run's own export already says false (delay_wgrad_compute is off without EP overlap)."""
+    from moeplan.rules import lint
+
+    cfg = _cfg().with_(delay_wgrad=True)
+    hit = [f for f in lint(cfg, cfg.gpu) if f.rule == "knob-layout"]
+    assert [f.fix for f in hit] == [("comm_overlap.delay_wgrad_compute=false",)]
