@@ -65,9 +65,9 @@ REFINE_MIN = 12  # layouts refined in phase 2 (at least; else 2 per requested pl
 # this relative margin: the bound and the estimate add the same terms in different orders.
 BOUND_SLACK = 1e-9
 # why plan refuses --te-grouped-tensor where TE raises on GroupedLinear's module path (see search)
-_NO_RUN_LEFT = (" (no run of the search is left: each one that fits runs the routed experts on TE GroupedLinear's "
-                "module path, which reads it; only op-fused experts do not, Megatron-Core 0.18+'s sync-free "
-                "full-iteration bundle with HybridEP, CUDA graphs and ETP 1)")
+_NO_RUN_LEFT = (" (none of the best fitting layouts the search refines has a run that fits without it: theirs run the "
+                "routed experts on TE GroupedLinear's module path, which reads it; only op-fused experts do not, "
+                "Megatron-Core 0.18+'s sync-free full-iteration bundle with HybridEP, CUDA graphs and ETP 1)")
 
 
 @dataclass(frozen=True)
@@ -497,15 +497,13 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     (RunConfig.grouped_tensor_raises), and keeps op-fused ones with the variable set: the op fuser's GroupedLinear
     never reads it, so they train as they would without it, while the module raises at run time (keeping such a run
     without the variable would plan a job other than the one the user runs). Only when no run is left is the flag
-    refused, with estimate's one-line input error; at once where the search has no op-fused runs at all."""
+    refused, with estimate's one-line input error (which runs are op-fused has one owner, RunConfig.experts_op_fused:
+    the search does not restate it to refuse early)."""
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)
     raises = grouped_tensor_raises(te_version, gpu.sm_arch, precision) if te_grouped_tensor else None
     refusal = None if raises is None else grouped_tensor_refusal(raises, _NO_RUN_LEFT)
-    if refusal is not None and not (_full_iteration_searched(spec, space, mcore_version) and space.ep != 1
-                                    and space.dispatcher in (None, "hybridep") and space.etp in (None, 1)):
-        raise MoeplanError(refusal)  # no run of the search has op-fused experts
     budget = gpu.hbm_bytes * (1 - space.headroom)
     requested = gbs
     notes: list[str] = []

@@ -260,7 +260,6 @@ class _Ctx:
     tokens: float  # attention-layout tokens per GPU per micro-batch (mbs x seq / (CP x TP))
     seq_tokens: float  # tokens per CP rank (mbs x seq / CP): the GEMM M dimension
     gemm_rate: float
-    bf16_peak: float
     # this run's layer and head times: its own, or its shape's dict in the search's shared cache
     cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False)
     # layer times shared by the runs of one search (same GPU and constants): layer_shape -> its cache
@@ -293,7 +292,7 @@ def make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
     # GEMM times in the shared cache, one dict per GPU and what _gemm_time reads of the run's numerics
     gemms = None if shared is None else shared.setdefault(("gemm_times", gpu, cfg.precision, cfg.grad_fp32), {})
     return _Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
-                _gemm_rate(gpu, cfg.precision), gpu.peak("bf16"), cache, shared=shared, shape=shape, gemms=gemms)
+                _gemm_rate(gpu, cfg.precision), cache, shared=shared, shape=shape, gemms=gemms)
 
 
 def gemm_k_half(rate: float, sms: int, cal: Calibration) -> float:
@@ -552,17 +551,30 @@ GDN_SEQUENTIAL_PASSES = {"fwd": 1, "bwd": 2}
 # autotuned over 32 and 64): the smaller tile, the one that fills more SMs when heads are few.
 GDN_V_TILE = 32
 # The GPU families whose fla kernel rates were measured (calibration gdn_eff keys "<family>_fwd|bwd"): fla's
-# Triton kernels do not follow the BF16 peak from Hopper to Blackwell (forward 1.3-1.5x faster on GB200 than on
-# H200, backward ~1.2x, for 2.5x the peak), so each family keeps its own; and the hosts whose Python launch time
-# was measured (gdn_launch_s keys "<host>_fwd|bwd": Grace beside GB200, x86 beside H200).
+# Triton kernels do not follow the BF16 peak from Hopper to Blackwell as one factor (the chunk-parallel forward
+# runs 2.8x faster on GB200 than on H200, about the 2.5x of the peak, the backward 0.95x), so each family keeps
+# its own; and the hosts whose Python launch time was measured (gdn_launch_s keys "<host>_fwd|bwd": Grace beside
+# GB200, x86 beside H200).
 GDN_KERNEL_FAMILIES = ("hopper", "blackwell")
 GDN_HOSTS = ("x86", "grace")
+GDN_DIRECTIONS = ("fwd", "bwd")
 
 
-def gdn_kernel_family(gpu: GPUSpec) -> str:
-    """Which measured fla kernel rates serve ``gpu``: Blackwell from sm_100 on, else Hopper's (also for a GPU
-    whose compute capability is not given, as attention_backend does)."""
-    return "blackwell" if (gpu.sm_arch or 90) >= 100 else "hopper"
+def gdn_kernel_family(gpu: GPUSpec) -> str | None:
+    """Which measured fla kernel rates serve ``gpu``: Blackwell from sm_100 on, Hopper below; None for a GPU whose
+    compute capability is not given (:func:`gdn_eff` then takes the slower family per direction)."""
+    if gpu.sm_arch is None:
+        return None
+    return "blackwell" if gpu.sm_arch >= 100 else "hopper"
+
+
+def gdn_eff(gpu: GPUSpec, cal: Calibration, direction: str) -> float:
+    """Share of ``gpu``'s BF16 peak the chunk-parallel fla kernels reach in ``direction`` (fwd / bwd): its family's
+    measured share, or, family unknown, the smaller of the families' (err slow, as ASSUMED_SM_COUNT does)."""
+    family = gdn_kernel_family(gpu)
+    if family is None:
+        return min(cal.gdn_eff[f"{f}_{direction}"] for f in GDN_KERNEL_FAMILIES)
+    return cal.gdn_eff[f"{family}_{direction}"]
 
 
 def gdn_host(gpu: GPUSpec) -> str:
@@ -583,12 +595,11 @@ def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: 
 
     fla launches the kernels one after another (fla/ops/gated_delta_rule/chunk.py), so their times add. The
     chunk-parallel kernels (kkt, solve_tril, w/u, output, dq/dk/dv) have one program per chunk and head and
-    run at ``gdn_eff`` of the BF16 peak for the GPU's family (:func:`gdn_kernel_family`); the state recurrence
+    run at :func:`gdn_eff` of the BF16 peak (per GPU family, :func:`gdn_kernel_family`); the state recurrence
     (chunk_gated_delta_rule_fwd_h, bwd_dhu: fla/ops/common/chunk_delta_h.py, grid V / BV x B x HV) has one
     program per value tile per head that walks the chunks one after another: passes x seq / 64 chunks x
     ``gdn_chunk_step_s`` x waves of programs over the GPU's SMs. Constants: least squares on fla's GB200
     benchmark and the H200 measurement (benchmarks/fit_gdn.py; tests/data/fla_gdn_gb200.csv, fla_gdn_h200.csv)."""
-    family = gdn_kernel_family(gpu)
     sms = gpu.sms
     chunks = math.ceil(seq_len / GDN_CHUNK_TOKENS)
     programs = batch * heads * math.ceil(value_head_dim / GDN_V_TILE)
@@ -598,12 +609,13 @@ def gdn_chunk_kernels_s(batch: int, seq_len: int, heads: float, value_head_dim: 
     # gated_delta_rule/chunk_fwd.py): fewer programs than SMs leave SMs idle (short shards, few heads)
     occupancy = min(1.0, chunks * batch * heads / max(1, sms))
     rate = gpu.peak("bf16") * occupancy
-    fwd = flops / TRAIN / (rate * cal.gdn_eff[f"{family}_fwd"]) + GDN_SEQUENTIAL_PASSES["fwd"] * step
-    bwd = flops * (TRAIN - 1) / TRAIN / (rate * cal.gdn_eff[f"{family}_bwd"]) + GDN_SEQUENTIAL_PASSES["bwd"] * step
+    fwd = flops / TRAIN / (rate * gdn_eff(gpu, cal, "fwd")) + GDN_SEQUENTIAL_PASSES["fwd"] * step
+    bwd = flops * (TRAIN - 1) / TRAIN / (rate * gdn_eff(gpu, cal, "bwd")) + GDN_SEQUENTIAL_PASSES["bwd"] * step
     return fwd, bwd
 
 
-def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, cal: Calibration) -> tuple[float, float]:
+def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, gpu: GPUSpec,
+                       cal: Calibration) -> tuple[float, float]:
     """(forward, backward) seconds of the Gated DeltaNet kernels of one layer and micro-batch on one GPU.
 
     Megatron-Core runs Gated DeltaNet under CP head-parallel: an all-to-all gives each CP rank the
@@ -612,7 +624,7 @@ def gdn_kernel_parts_s(cfg: RunConfig, mixer: GatedDeltaNet, flops: float, cal: 
     programs: at CP 16 Qwen3-Next has 2 heads per rank, 8 programs on 148 SMs walking 1,024 chunks."""
     par = cfg.parallel
     heads = max(1.0, mixer.num_value_heads / (par.tp * par.cp))
-    return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, cfg.gpu, cal)
+    return gdn_chunk_kernels_s(cfg.batch.mbs, cfg.batch.seq_len, heads, mixer.value_head_dim, flops, gpu, cal)
 
 
 # HBM bytes per value head and token of Gated DeltaNet's gating, `g = -A_log.exp() * F.softplus(alpha.float() +
@@ -1107,7 +1119,7 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     out["gemm"] += TRAIN * mixer_norm * t / ctx.gemm_rate  # MLA low-rank norms (Megatron counts them)
     gdn_fwd = 0.0
     if isinstance(mixer, GatedDeltaNet):
-        gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, cal)
+        gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, gpu, cal)
         out["linear_attention"] = gdn_fwd + gdn_bwd
     else:
         out["attention"] = _attention_s(ctx, mixer)

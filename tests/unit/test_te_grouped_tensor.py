@@ -304,4 +304,4 @@ def test_plan_refuses_the_variable_where_te_raises_on_every_run(capsys, monkeypa
     monkeypatch.setattr(RunConfig, "experts_op_fused", property(lambda self: False))
     assert main([*_MIXED_CLI, "--mcore-version", "0.19", "--top", "1", "--json"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "no run of the search is left" in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and "none of the best fitting layouts" in err and "Traceback" not in err
