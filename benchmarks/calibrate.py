@@ -640,9 +640,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   the H200's long few-head rows pin and fla's GB200 table does not) and launch times per host (x86 / Grace):
   joint fit 5% RMS on GB200, 12% on H200 (the CP rows within 15%; `benchmarks/fit_gdn.py`); a GPU file without a
   compute capability takes the slower family per direction. The fitted launch times are x86 0.46 / 1.61 ms and
-  Grace 0.61 / 1.11 ms forward / backward: an x86 host slower in one direction only is not a host fact, so part
-  of x86's backward "launch" is likely H200 backward model error (a tiny-shape H200 row would separate them);
-  it is removed under CUDA graphs like the rest of the launch time. Effect: Qwen3-Next
+  Grace 0.61 / 1.11 ms forward / backward. The asymmetry is in the data, not only in the fit: the tables' tiny
+  row (B 8, T 1K, 8 heads, D 64: ~15 us of GPU work) takes 0.55 / 2.19 ms forward / forward + backward on the H200
+  and 0.63 / 1.97 on GB200, so this H200 host (a VM's x86 cores, Triton 3.6, torch 2.11) launches fla's backward
+  ~1.6 ms slower than fla's GB200 host (Grace, torch 2.9) and its forward no slower. Which host and software a
+  training run had is in no row: the constants stand for those two machines. Effect: Qwen3-Next
   at long context gets faster (G15 best plans 547 / 399 / 322 -> ~545 / 410 / 340 TFLOP/s: the 64K gap widens),
   PR #3168's GB200 step 3.79 -> 3.81 s, the ModelZoo H100 row of (p) 1.58 -> 1.56 s. Not the cause of the gap.
 - **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +40%, H100
