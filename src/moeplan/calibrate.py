@@ -490,6 +490,10 @@ def calibrate(paths: list[str], *, model: str | None = None, gpu: str | None = N
 # ---------------------------------------------------------------------------------------- profile
 
 
+# The top-level keys of a profile (what profile_yaml writes); load_profile refuses any other.
+PROFILE_KEYS = ("moeplan_version", "gpu", "constants", "memory", "not_moved", "fit", "runs")
+
+
 def profile_yaml(result: dict[str, Any]) -> str:
     """The profile file: fitted constants (overrides of moeplan.timing.Calibration), memory, provenance."""
     nested: dict[str, Any] = {}
@@ -548,6 +552,10 @@ def load_profile(path: str | Path) -> Profile:
         raise MoeplanError(f"{p}: calibration profile is malformed YAML{yaml_problem(exc)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("constants", {}), dict):
         raise MoeplanError(f"{p}: not a moeplan calibration profile (a mapping with 'constants')")
+    unknown = sorted(str(k) for k in doc if k not in PROFILE_KEYS)
+    if unknown:  # a constant put at the top level, or a typo, would otherwise change nothing without a word
+        raise MoeplanError(f"{p}: unknown key(s) {', '.join(repr(k) for k in unknown)} in a calibration profile "
+                           f"(known: {', '.join(PROFILE_KEYS)}; constants go under 'constants')")
     cal = DEFAULT_CALIBRATION.with_overrides(doc.get("constants") or {}, str(p))
     memory = doc.get("memory") or {}
     reserve = memory.get("reserve_gib") if isinstance(memory, dict) else None

@@ -295,6 +295,12 @@ def test_bad_profile_is_a_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.endswith("calibration profile is malformed YAML at line 2 column 1: expected ',' or ']', but got "
                         "'<stream end>'"), err
+    # a constant at the top level (not under 'constants') would change nothing without a word
+    bad.write_text("grouped_gemm_eff: 0.5\n")
+    assert cli.main(["plan", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "1024",
+                     "--calibration", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "'grouped_gemm_eff'" in err and "under 'constants'" in err
 
 
 def test_bridge_task_configuration_yaml_log(tmp_path):
