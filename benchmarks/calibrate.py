@@ -326,7 +326,7 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         lines.append(f"| `{name}{'.' + key if key else ''}` | {_fmt(src)} | {_fmt(val)} | {verdict} "
                      f"(posterior/prior sd {pinned:.2f}) |")
     kernel_fit = ("gdn_eff", "gdn_chunk_step_s", "gdn_launch_s")  # benchmarks/fit_gdn.py, on the GB200 and H200 tables
-    h200 = ("attn_wide_fwd_share", "attn_wide_bwd_share")  # benchmarks/gpu/, tests/data/*_h200.csv
+    h200 = ("attn_wide_fwd_share", "attn_wide_bwd_share", "transpose_copy_eff")  # benchmarks/gpu/, tests/data/*_h200.csv
     lines += ["", "Not fitted here (set from their source, see the data file): "
               + ", ".join(f"`{f}`" for f in cal.as_dict()
                           if f not in {n for n, _ in FITTED} | {"error_band_log"} | set(kernel_fit) | set(h200))
@@ -453,7 +453,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   BF16; modelled, it took the GB200 row from +25% to +16% and the out-of-sample median from 15% to 11%); the
   rest (host work per micro-batch) is not found. Within 20% in `tests/validation/test_timing.py`.
 - **Qwen3-Next-80B-A3B on GB200** (G15): the planner's best plans (with the MTP layer Bridge's recipe trains)
-  estimate ~545 / 410 / 340 TFLOP/s (~685 / 625 / 570 before (i), (j), (n) and (t) below) where the card measured
+  estimate ~510 / 395 / 330 TFLOP/s (~685 / 625 / 570 before (i), (j), (n), (t) and (u) below) where the card measured
   ~270 / 230 / 100 at 8K / 32K / 64K. What was checked, in order:
   (a) FLOP convention: the card's count is Megatron Bridge's Gated DeltaNet branch (flop_utils.py, since
   2026-03; GDN context parallel reached Megatron-LM main on 2026-04-13, after it), which moeplan's
@@ -532,7 +532,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   only at MBS > 1), and backward each op's gradient plus the two split-concatenations and the conv's
   contiguous gradient: 213 + 345 KB per token at MBS 2 (197 + 279 at MBS 1) where the generic term charged
   2 x the 74 KB the mixer saves. Effect: G15 ~600 / 445 / 365 -> ~565 / 435 / 355, PR #3168's GB200 step
-  3.46 -> 3.64 s (of 6.68), GB300 3.06 -> 3.24 s (of 5.80); CV unchanged (no GDN row in the fit). Left:
+  3.46 -> 3.64 s (of 6.68), GB300 3.06 -> 3.24 s (of 5.80); CV unchanged (no GDN row in the fit). (All at
+  hbm_eff then; (u) measured the mixer and found its transposes far slower.) Left:
   ~1.8x at 4K and the 32K -> 64K drop (-18% against -57% measured); the G15 card's software and layouts
   are not published; the card entered NVIDIA/skills on 2026-05-29 (7d99fda), before TE's d = 256 Blackwell
   backward (2026-07-31), and ran CP 4 / 16, which needs a fused backend (TE's unfused path does not run
@@ -647,6 +648,25 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   training run had is in no row: the constants stand for those two machines. Effect: Qwen3-Next
   at long context gets faster (G15 best plans 547 / 399 / 322 -> ~545 / 410 / 340 TFLOP/s: the 64K gap widens),
   PR #3168's GB200 step 3.79 -> 3.81 s, the ModelZoo H100 row of (p) 1.58 -> 1.56 s. Not the cause of the gap.
+  (u) The Gated DeltaNet mixer of (j) measured whole on one H200 (benchmarks/gpu/gdn_layer.py,
+  tests/data/gdn_layer_h200.csv and its profile gdn_layer_profile_h200.csv, 2026-12-04): Qwen3-Next's mixer
+  between in_proj and out_proj at TP 1, op by op as gated_delta_net.py runs it (the conv as a SiLU over the same
+  channel-first tensor, the same bytes; the gated norm under torch.compile, as jit_fuser), at B 2 / 1 / 4 / 1 and
+  T 4K / 8K / 4K / 16K, against fla's kernel alone. The glue took 1.9-2.1x what (j) charged, per token at every
+  shape (~160 ns forward, ~115-150 backward per token on the H200). The profile names the cause: the
+  .contiguous() copies that transpose the last dimension (causal_conv1d_fn takes channel-first [b, C, s], so
+  the qkv copy into it, q / k / value out of its output, and the conv's gradient back) run in aten's
+  non-vectorized elementwise_kernel (direct_copy_kernel_cuda through TensorIterator, one side of each access
+  strided) at ~0.55 TB/s, 0.115 of the H200's HBM bandwidth, where the row-contiguous copies (gate, the [b, s]
+  <-> [s, b] moves, the split concatenations: CatArrayBatchedCopy at ~4 TB/s) run at the STREAM-like rate. Now
+  `timing.gdn_glue_s` charges `timing.gdn_transpose_bytes` (96 KB per token: 64 forward, 32 backward) at
+  `transpose_copy_eff` 0.115 (least squares on the four forwards, 0.111-0.119) and the rest at hbm_eff: the
+  forwards within 3%, the backwards (not fitted) within 4% at three shapes and 16% at T 16K
+  (`test_gated_deltanet_glue_matches_the_h200_mixer`). The same copies run with CP since 20ba03f
+  (gated_delta_net.py keeps causal_conv1d_fn's channel-first input). On Blackwell the rate is assumed the same
+  share of HBM bandwidth (unmeasured). Effect: G15 best plans ~545 / 410 / 340 -> ~510 / 395 / 330 TFLOP/s,
+  PR #3168's GB200 step 3.81 -> 4.04 s (of 6.68), GB300 3.32 -> 3.55 s (of 5.80), the ModelZoo H100 row of (p)
+  1.56 -> 1.63 s (of 2.2). The level gap narrows to ~1.65x on the 4K recipe; CV unchanged (no GDN row in the fit).
 - **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +40%, H100
   +20%, still marked: unmarked it would join the published-layout ranking, where the planner's fastest plan
   (TP2 EP32 DeepEP) beats its PP4 EP8 alltoall layout by 1.33x; before (b) and (e) +39% / +57% / +78% / +38%). What runs, read from the recipes (Bridge v0.4.2 / v0.5.0 scripts/performance/configs/gpt_oss, v0.6.0

@@ -110,6 +110,7 @@ class Calibration:
     gemm_epilogue_s: float = _from_file("gemm_epilogue_s")
     elementwise_traffic: float = _from_file("elementwise_traffic")
     hbm_eff: float = _from_file("hbm_eff")
+    transpose_copy_eff: float = _from_file("transpose_copy_eff")
     nvlink_eff: float = _from_file("nvlink_eff")
     scaleout_eff: float = _from_file("scaleout_eff")
     a2a_eff: dict[str, float] = _from_file("a2a_eff")
@@ -669,6 +670,28 @@ def gdn_glue_bytes(mixer: GatedDeltaNet, mbs: int) -> tuple[float, float]:
     return fwd * BF16_BYTES + h * GDN_GATING_BYTES["fwd"], bwd * BF16_BYTES + h * GDN_GATING_BYTES["bwd"]
 
 
+def gdn_transpose_bytes(mixer: GatedDeltaNet) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per token of the copies in :func:`gdn_glue_bytes` that transpose the last
+    dimension, which run at ``transpose_copy_eff`` of HBM bandwidth rather than ``hbm_eff``: causal_conv1d_fn
+    takes channel-first [b, C, s], so forward qkv.transpose(1, 2).contiguous() (2C) and, out of the conv's
+    channel-first output, q / k / value .contiguous() (2K each, 2V); backward the conv's contiguous gradient (2C)
+    (megatron/core/ssm/gated_delta_net.py, at 17a67b9 and with CP since 20ba03f alike). The other copies (gate,
+    beta, alpha, the [b, s] <-> [s, b] row moves at MBS > 1, the split concatenations) keep rows contiguous."""
+    k, v, c = mixer.key_dim, mixer.value_dim, mixer.conv_dim
+    return (2 * c + 4 * k + 2 * v) * BF16_BYTES, 2 * c * BF16_BYTES
+
+
+def gdn_glue_s(mixer: GatedDeltaNet, mbs: int, tokens: float, gpu: GPUSpec, cal: Calibration) -> tuple[float, float]:
+    """(forward, backward) seconds of one Gated DeltaNet layer's glue (:func:`gdn_glue_bytes`) for ``tokens``
+    tokens: the last-dimension transposes (:func:`gdn_transpose_bytes`) at ``transpose_copy_eff`` of HBM bandwidth,
+    the rest at ``hbm_eff``."""
+    out = []
+    for total, transposed in zip(gdn_glue_bytes(mixer, mbs), gdn_transpose_bytes(mixer)):
+        out.append(tokens * ((total - transposed) / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+                             + transposed / (gpu.hbm_bw_bytes_per_s * cal.transpose_copy_eff)))
+    return out[0], out[1]
+
+
 def gdn_graph_captured(scopes: frozenset[str] | set[str]) -> bool:
     """Whether CUDA graphs capture the Gated DeltaNet mixer: the ``attn`` scope captures a layer's
     input norm and ``self_attention`` submodule, which is the GDN module in GDN layers
@@ -1127,17 +1150,17 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     la = layer_activation(layer, h, frozenset(), frozenset(), None)
     saved = la.token_bytes * t + la.row_bytes * rows / par.etp
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
-    glue = 0.0
-    if isinstance(mixer, GatedDeltaNet):  # the GDN mixer's traffic op by op (gdn_glue_bytes), not per saved byte
+    glue = glue_s = 0.0
+    if isinstance(mixer, GatedDeltaNet):  # the GDN mixer's traffic op by op (gdn_glue_s), not per saved byte
         saved -= gdn_saved_bytes(layer, h) * t
-        glue = sum(gdn_glue_bytes(mixer, cfg.batch.mbs)) * t
+        glue_s = sum(gdn_glue_s(mixer, cfg.batch.mbs, t, gpu, cal))
     glue_fwd_bytes = glue_bwd_bytes = 0.0
     if isinstance(mixer, Attention):  # eager RoPE under a YaRN concentration factor (gpt-oss)
         glue += sum(rope_glue_bytes(mixer)) * t
     if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
         glue_fwd_bytes, glue_bwd_bytes = (b * rows for b in expert_glue_bytes(mlp, h, par.etp, expert_probs_bytes(cfg.dispatcher)))
         glue += glue_fwd_bytes + glue_bwd_bytes
-    out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + cast
+    out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + glue_s + cast
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
     if par.tp > 1:
         msg = t * h * BF16_BYTES

@@ -150,19 +150,19 @@ def test_plan_rationale_says_why_a_tie_is_first():
 
 
 QWEN3_NEXT_BRIDGE_LAYOUT = "Et*4|(t*7|)*5t*8|tmL"  # Bridge PR #3168: embedding, 4 + 5 x 7 + 8 + 1 layers, MTP, loss
-QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 1.7-2.0x the measured throughput at 4K-32K "
-                  "(and 3.2x at 64K, see the drop), also at 4K without CP on Bridge's own recipe with its MTP layer "
+QWEN3_NEXT_GAP = ("Qwen3-Next-80B-A3B on GB200/GB300 is estimated 1.65-1.9x the measured throughput at 4K-32K "
+                  "(and 3.3x at 64K, see the drop), also at 4K without CP on Bridge's own recipe with its MTP layer "
                   "and layout (test_qwen3_next_bridge_4k_recipe), so the level gap is not the Gated DeltaNet chunk "
                   "kernels (fla's GB200 benchmark and an H200 measurement pin them, tests/data/fla_gdn_*.csv), CP, MTP, HybridEP's "
                   "routing-map all-gather, the router / permute / element-wise traffic, the 16 local experts' TE "
                   "GroupedLinear launches, the head-dim-256 attention (FlashAttention-2 on sm100, unfused on sm103: "
                   "TE 71bbefb has no cuDNN d=256 training kernel on Blackwell) or the GDN layer's copies and "
-                  "element-wise ops (all costed; 2.0x -> 1.8x on the 4K recipe); GB200 MBS 2 vs "
+                  "element-wise ops (all costed, the last-dimension transposes at their measured H200 rate; 2.0x -> 1.65x on the 4K recipe); GB200 MBS 2 vs "
                   "GB300 MBS 4 split it into ~4 ms per layer and micro-batch that does not scale with tokens and more "
                   "GPU work per token only if both systems run a token equally fast, which no shared row checks "
                   "(docs/calibration.md, known gaps)")
 QWEN3_NEXT_DROP = ("the measured 32K -> 64K drop (~230 -> ~100 TFLOP/s, -57%) is not reproduced: moeplan's best plans "
-                   "fall ~17% (FlashAttention-2's head-dim-256 attention grows with length; the host-time part of the "
+                   "fall ~16% (FlashAttention-2's head-dim-256 attention grows with length; the host-time part of the "
                    "level gap does not depend on length; the measured CP 16 layout's other sizes are not published; "
                    "moeplan costs the CP 16 layouts at 84-135 GB or 182 GB (EP 2 PP 2), none near its ~160 GB, and the card's SKILL.md ties "
                    "the drop to memory: allocator effects near the limit, which a layout cost cannot hold; the fla "

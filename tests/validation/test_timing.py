@@ -393,3 +393,52 @@ def test_hybridep_fixed_call_cost_is_not_qwen3_next_gap(seq, cp, mbs):
         assert modelled < split < 1.5 * modelled
         extra += 2 * (split - modelled)  # forward and backward
     assert 0.0 < extra < 0.6e-3
+
+
+def _csv_rows(name: str) -> list[dict[str, str]]:
+    with open(ROOT / "tests" / "data" / name, encoding="utf-8") as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+@pytest.mark.parametrize("row", _csv_rows("gdn_layer_h200.csv"), ids=lambda r: f"B{r['B']}-T{r['T']}")
+def test_gated_deltanet_glue_matches_the_h200_mixer(row):
+    """Qwen3-Next's Gated DeltaNet mixer between its projections, measured on one H200 op by op as Megatron-Core
+    runs it (tests/data/gdn_layer_h200.csv): the glue (whole mixer less fla's kernel) is what timing.gdn_glue_s
+    charges, the forward (clean, where transpose_copy_eff was fitted) within 8%, forward + backward (the backward
+    not fitted) within 12%. The model before the transposes had their own rate charged ~half of it."""
+    from moeplan.hardware import load_gpu
+    from moeplan.models import load_model
+    from moeplan.models.spec import GatedDeltaNet
+    from moeplan.timing import DEFAULT_CALIBRATION as cal, gdn_glue_bytes, gdn_glue_s
+
+    gpu = load_gpu("h200")
+    mixer = next(l.mixer for l in load_model("qwen3-next-80b-a3b").layers if isinstance(l.mixer, GatedDeltaNet))
+    b, t = int(row["B"]), int(row["T"])
+    fwd, bwd = gdn_glue_s(mixer, b, b * t, gpu, cal)
+    glue_fwd = (float(row["fwd_ms"]) - float(row["kernel_fwd_ms"])) * 1e-3
+    glue = (float(row["fwdbwd_ms"]) - float(row["kernel_fwdbwd_ms"])) * 1e-3
+    assert fwd == pytest.approx(glue_fwd, rel=0.08)
+    assert fwd + bwd == pytest.approx(glue, rel=0.12)
+    at_hbm_eff = sum(gdn_glue_bytes(mixer, b)) * b * t / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    assert at_hbm_eff < 0.6 * glue
+
+
+def test_gated_deltanet_transposes_are_the_profiled_strided_copies():
+    """The profile of that mixer (tests/data/gdn_layer_profile_h200.csv, B 2 T 4K): the non-vectorized strided
+    kernels (direct_copy's .contiguous() copies, the transposed-gradient SiLU backward that stands in for the conv's
+    contiguous gradient, the strided in_proj-gradient add) take 1.0-1.5x what timing.gdn_transpose_bytes charges at
+    transpose_copy_eff (they also hold the row-contiguous gate / beta / alpha / output copies), and far more than
+    those bytes at hbm_eff."""
+    from moeplan.hardware import load_gpu
+    from moeplan.models import load_model
+    from moeplan.models.spec import GatedDeltaNet
+    from moeplan.timing import DEFAULT_CALIBRATION as cal, gdn_transpose_bytes
+
+    gpu = load_gpu("h200")
+    mixer = next(l.mixer for l in load_model("qwen3-next-80b-a3b").layers if isinstance(l.mixer, GatedDeltaNet))
+    strided_s = sum(float(r["us_per_mixer"]) for r in _csv_rows("gdn_layer_profile_h200.csv")
+                    if r["kernel"].startswith("void at::native::elementwise_kernel<128, 4")) * 1e-6
+    transposed = sum(gdn_transpose_bytes(mixer)) * 2 * 4096
+    model_s = transposed / (gpu.hbm_bw_bytes_per_s * cal.transpose_copy_eff)
+    assert 1.0 <= strided_s / model_s <= 1.5
+    assert strided_s > 4 * transposed / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
