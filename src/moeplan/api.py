@@ -13,13 +13,14 @@ from typing import Any
 from moeplan.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
 from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_raises, grouped_tensor_refusal, te_label
-from moeplan.errors import MoeplanError
+from moeplan.errors import InvalidLayout, MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.knobs import knob_problem
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
+from moeplan.megatron.asserts import selective_recompute_problem
 from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
 from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.memory import GIB
@@ -45,8 +46,10 @@ def resolve_model(model: str | ModelSpec, mtp_layers: int | None = None) -> Mode
 def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> dict[str, Any]:
     """Parameters (total, active, by component) and training FLOPs per token at ``seq_len``.
 
-    ``total_params`` includes MTP modules (as the checkpoints hold them); ``main_params`` excludes
-    them; ``active_params`` is the main model's per-token parameters with embedding and output head.
+    ``total_params`` and ``active_params`` are the main model's, without the multi-token prediction (MTP)
+    modules, as the model cards state them (DeepSeek-V3: 671B, 37B) and as ``moeplan models`` lists them; active
+    counts the embedding and output head. ``mtp_params`` is the MTP modules' own parameters (their embedding and
+    head are the main model's) and ``total_params_with_mtp`` the sum of the two.
     """
     spec = resolve_model(model)
     total = count_params(spec)
@@ -57,8 +60,8 @@ def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> d
         "model_type": spec.model_type,
         "architecture": spec.architecture,
         "seq_len": seq_len,
-        "total_params": total.total,
-        "main_params": total.main_total,
+        "total_params": total.main_total,  # main model, as `moeplan models` lists it
+        "total_params_with_mtp": total.total,
         "mtp_params": total.mtp,
         "active_params": active.main_total,
         "breakdown": total.as_dict(),
@@ -160,6 +163,7 @@ def build_config(
     if gpus < 1:
         raise MoeplanError(f"GPU count must be >= 1, got {gpus}")
     rc = recompute if isinstance(recompute, Recompute) else Recompute.parse(recompute)
+    check_recompute(spec, rc, mcore_version)
     cfg = RunConfig(
         model=spec,
         parallel=with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp, pipeline_layout)),
@@ -213,6 +217,15 @@ def build_config(
     if raises:
         raise MoeplanError(grouped_tensor_refusal(raises))
     return cfg, gpu_spec
+
+
+def check_recompute(spec: ModelSpec, rc: Recompute, mcore_version: str) -> None:
+    """Refuse selective recompute modules that Megatron-Core ``mcore_version`` lacks or that the model does not
+    have, for the reason ``moeplan check`` gives (moeplan.megatron.asserts.selective_recompute_problem)."""
+    if rc.granularity == "selective":
+        problem = selective_recompute_problem(spec, rc.modules, mcore_version)
+        if problem:
+            raise MoeplanError(f"recompute {rc.label()}: {problem}")
 
 
 def _check_dp_choice(cfg: RunConfig) -> None:
@@ -333,12 +346,19 @@ class PlanReport:
         return self.result.plans[0] if self.result.plans else None
 
     def closest_dict(self) -> dict[str, Any] | None:
-        """The layout that misses by least (only when nothing fits)."""
+        """The run that misses by least (only when nothing fits): its layout at its strongest memory option
+        (the last recompute step, the largest optimizer offload, the sharding choice that needs least), the
+        knobs that reproduce it with :func:`estimate_run` (``memory_gib`` is that estimate's total), and
+        ``misses_by_gib`` = ``memory_gib`` - ``memory_gib_budget`` (HBM less the headroom)."""
         if self.result.closest is None or self.result.plans:
             return None
         cfg, miss = self.result.closest
+        budget = self.gpu.hbm_bytes * (1 - self.headroom)
         out: dict[str, Any] = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
-                               "memory_gib_budget": self.gpu.hbm_bytes * (1 - self.headroom) / GIB}
+                               "memory_gib": (budget + miss) / GIB, "memory_gib_budget": budget / GIB,
+                               "gbs": cfg.batch.gbs, "mbs": cfg.batch.mbs, "recompute": cfg.recompute.label(),
+                               "optimizer_offload": cfg.optimizer_offload, "fsdp": cfg.fsdp, "dispatcher": cfg.dispatcher,
+                               "ep_overlap": cfg.ep_overlap}
         unfused = first_unfused_attention(cfg.model, cfg.gpu, cfg.te_version)
         if unfused is not None:  # the likely cause: TE's unfused attention's s x s scores, and no CP to split them
             par, batch = cfg.parallel, cfg.batch
@@ -411,6 +431,8 @@ def search_plans(
     fx = dict(fixed or {})
     if "recompute" in fx and isinstance(fx["recompute"], str):
         fx["recompute"] = Recompute.parse(fx["recompute"])
+    if "recompute" in fx:
+        check_recompute(spec, fx["recompute"], mcore_version)
     unknown = set(fx) - {"tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "dispatcher", "recompute"}
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
@@ -467,7 +489,8 @@ def gbs_for(seq_len: int, gbs_tokens: int) -> int:
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One sequence length of a sweep: the held layout's or the best plan's estimate, or nothing that fits."""
+    """One sequence length of a sweep: the held layout's or the best plan's estimate, or nothing that fits
+    (``closest``: the run that misses by least), or no valid layout at this length (``invalid``: why)."""
 
     seq_len: int
     gbs: int
@@ -475,11 +498,12 @@ class SweepPoint:
     estimate: Estimate | None
     plan: Plan | None = None
     closest: dict[str, Any] | None = None
+    invalid: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         if self.estimate is None:
             return {"seq_len": self.seq_len, "gbs": self.gbs, "fits": False, "label": self.label, "plan": None,
-                    "closest": self.closest}
+                    "closest": self.closest, "invalid": self.invalid}
         return {**self.estimate.as_dict(), "label": self.label,
                 "plan": plan_dict(self.plan, 1) if self.plan is not None else None}
 
@@ -493,30 +517,47 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
                  progress: Any = None, **kwargs: Any) -> list[SweepPoint]:
     """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length. ``fsdp`` is
     :func:`search_plans`'s (auto: searched beside the distributed optimizer); a held layout runs the strategy
-    it names, and the distributed optimizer for auto or off."""
+    it names, and the distributed optimizer for auto or off. A length at which no layout is valid (the held
+    one, or every one the planner tries: GBS too small for the data-parallel size, CP not dividing the
+    length, ...) is a point with ``invalid`` set and the sweep goes on; when that is so at every length the
+    first length's :class:`InvalidLayout` is raised (the question is bad input, as it is to ``plan``)."""
     spec = resolve_model(model)
     for s in seq_lens:  # every length checked before any work
         gbs_for(s, gbs_tokens)
     points = []
+    errors: list[InvalidLayout] = []
     if progress is not None and hasattr(progress, "start") and hold is not None:
         progress.start(len(seq_lens))
     for s in seq_lens:
         gbs = gbs_for(s, gbs_tokens)
-        if hold is not None:
-            held_kw = kwargs | {"fsdp": None if kwargs.get("fsdp") == "auto" else kwargs.get("fsdp")}
+        try:
+            point = _sweep_point(spec, s, gbs, hold, progress, kwargs)
+        except InvalidLayout as exc:
+            errors.append(exc)
+            point = SweepPoint(s, gbs, "planned" if hold is None else "held layout", None, invalid=str(exc))
+        points.append(point)
+    if errors and len(errors) == len(points):
+        raise errors[0]
+    return points
+
+
+def _sweep_point(spec: ModelSpec, s: int, gbs: int, hold: dict[str, Any] | None, progress: Any,
+                 kwargs: dict[str, Any]) -> SweepPoint:
+    """One length of :func:`sweep_points`."""
+    if hold is not None:
+        held_kw = kwargs | {"fsdp": None if kwargs.get("fsdp") == "auto" else kwargs.get("fsdp")}
+        try:
             est = estimate_run(spec, seq_len=s, gbs=gbs, **held_kw, **hold)
+        finally:
             if progress is not None and hasattr(progress, "advance"):
                 progress.advance()
-            points.append(SweepPoint(s, gbs, "held layout", est))
-            continue
-        plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS}
-        report = search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
-        best = report.best
-        if best is None:
-            points.append(SweepPoint(s, gbs, "planned", None, closest=report.closest_dict()))
-        else:
-            points.append(SweepPoint(s, gbs, "planned", best.estimate, best))
-    return points
+        return SweepPoint(s, gbs, "held layout", est)
+    plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS}
+    report = search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
+    best = report.best
+    if best is None:
+        return SweepPoint(s, gbs, "planned", None, closest=report.closest_dict())
+    return SweepPoint(s, gbs, "planned", best.estimate, best)
 
 
 def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:

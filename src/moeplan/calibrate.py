@@ -540,6 +540,24 @@ class Profile:
         return {"path": self.path, "gpu": self.gpu, "runs": self.runs, "reserve_gib": self.reserve_gib,
                 "constants": self.calibration.as_dict()}
 
+    def other_gpu(self, gpu: str | None, hardware_file: str | None = None) -> str | None:
+        """A one-line warning when the profile was fitted on another GPU than the run's ``gpu`` (names resolved
+        through the catalog and ``hardware_file``), else None (same GPU, or either not named or unknown)."""
+        if not self.gpu or not gpu:
+            return None
+        try:
+            run = load_gpu(gpu, hardware_file).name
+        except MoeplanError:  # the command reports an unknown GPU itself
+            return None
+        try:
+            fitted = load_gpu(str(self.gpu), hardware_file).name
+        except MoeplanError:
+            fitted = str(self.gpu)
+        if fitted.lower() == run.lower():
+            return None
+        return (f"{self.path} was fitted on {fitted} but this run is on {run}; its constants may not hold there "
+                f"(fit one from {run} logs with moeplan calibrate)")
+
 
 def load_profile(path: str | Path) -> Profile:
     """A profile written by `moeplan calibrate` (MoeplanError, one line, for a bad file)."""
@@ -557,6 +575,12 @@ def load_profile(path: str | Path) -> Profile:
         raise MoeplanError(f"{p}: unknown key(s) {', '.join(repr(k) for k in unknown)} in a calibration profile "
                            f"(known: {', '.join(PROFILE_KEYS)}; constants go under 'constants')")
     cal = DEFAULT_CALIBRATION.with_overrides(doc.get("constants") or {}, str(p))
+    for name in _SHARES:  # efficiencies: shares of a peak rate (with_overrides has checked they are positive)
+        value = getattr(cal, name)
+        for key, v in (value.items() if isinstance(value, dict) else [("", value)]):
+            if v > 1.0:
+                raise MoeplanError(f"{p}: constant '{name}{'.' + key if key else ''}' is a share of a peak rate and "
+                                   f"must be in (0, 1], got {v:g}")
     memory = doc.get("memory") or {}
     reserve = memory.get("reserve_gib") if isinstance(memory, dict) else None
     if reserve is not None and (isinstance(reserve, bool) or not isinstance(reserve, (int, float))

@@ -8,6 +8,7 @@ Reads Megatron Bridge YAML (ConfigContainer), Hydra-style overrides or Megatron-
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from moeplan.errors import MoeplanError
@@ -16,7 +17,7 @@ from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import check_settings, dp_assertions
 from moeplan.megatron.asserts import FileView, tripped
-from moeplan.megatron.mcore import build_mcore_config
+from moeplan.megatron.mcore import McoreNotRun, build_mcore_config
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
@@ -121,13 +122,19 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
              hardware_file: str | None = None, mcore_version: str | None = None,
              seq_len: int | None = None, te_version: str | None = None,
              te_grouped_tensor: bool = False) -> tuple[RunConfig, GPUSpec, Any]:
-    """(RunConfig, GPU, parsed file) for a run file. Model, GPU, GPU count, Megatron-Core and TE versions
-    come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry one); TE's
+    """(RunConfig, GPU, parsed file) for a run file. Model, GPU (and its hardware file), GPU count, Megatron-Core
+    and TE versions come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry
+    one; a model from a config.json and a user hardware file by absolute path); TE's
     grouped-tensor path from ``te_grouped_tensor`` or the comment's NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1."""
     parsed = read_run_file(path)
     f_model, f_gpu, f_gpus, f_version, f_te, f_grouped = _from_provenance(parsed, path)
     if model:
         spec = load_model(model)
+    elif f_model and Path(f_model).is_absolute():  # an export of a model read from a config.json
+        if not Path(f_model).is_file():
+            raise MoeplanError(f"{path}: the '# moeplan:' comment names model file {f_model}, which does not exist; "
+                               "pass --model NAME or a config.json")
+        spec = load_model(f_model)
     elif f_model:
         try:
             spec = load_model(f_model)
@@ -139,7 +146,11 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     gpus = gpus or f_gpus
     if gpus is None:
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
-    gpu_spec = load_gpu(gpu or f_gpu or DEFAULT_GPU, hardware_file)
+    f_hardware = parsed.provenance.get("hardware") if not (gpu or hardware_file) else None
+    if f_hardware and not Path(f_hardware).is_file():  # the comment's GPU came from a user hardware file
+        raise MoeplanError(f"{path}: the '# moeplan:' comment names hardware file {f_hardware}, which does not "
+                           "exist; pass --hardware FILE.yaml (or --gpu NAME)")
+    gpu_spec = load_gpu(gpu or f_gpu or DEFAULT_GPU, hardware_file or f_hardware)
     version = mcore_version or f_version or DEFAULT_MCORE_VERSION
     cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec,
                                                      mcore_version=version), parsed.architecture)
@@ -220,8 +231,9 @@ def _default_config_warnings() -> set[str]:
 
 
 def _run_mcore(cfg: RunConfig) -> list[Finding]:
-    """Megatron-Core's TransformerConfig built from the run: its error, and the UserWarnings its config
-    checks give for this run as information findings (captured, so nothing reaches stderr)."""
+    """Megatron-Core's TransformerConfig built from the run: its error (a warning when the checks cannot run
+    faithfully here, :class:`McoreNotRun`), and the UserWarnings its config checks give for this run as
+    information findings (captured, so nothing reaches stderr)."""
     import warnings
 
     out: list[Finding] = []
@@ -229,6 +241,8 @@ def _run_mcore(cfg: RunConfig) -> list[Finding]:
         warnings.simplefilter("always")
         try:
             build_mcore_config(cfg)
+        except McoreNotRun as exc:  # not about the config: another release installed, or TE missing where probed
+            out.append(Finding("warning", "mcore-not-run", str(exc)))
         except MoeplanError as exc:
             out.append(Finding("error", "mcore", str(exc)))
         defaults = _default_config_warnings() if caught else set()

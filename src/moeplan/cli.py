@@ -232,9 +232,9 @@ def cmd_params(args: argparse.Namespace, console: Console) -> int:
     table.add_column("active / token", justify="right")
     for key, value in report["breakdown"].items():
         table.add_row(key, f"{value:,}", f"{report['active_breakdown'][key]:,}")
-    table.add_row("[b]all (main model)", f"[b]{report['main_params']:,}", f"[b]{report['active_params']:,}")
+    table.add_row("[b]all (main model)", f"[b]{report['total_params']:,}", f"[b]{report['active_params']:,}")
     if report["mtp_params"]:
-        table.add_row("all incl. MTP", f"{report['total_params']:,}", "")
+        table.add_row("all incl. MTP", f"{report['total_params_with_mtp']:,}", "")
     console.print(table)
     f = report["flops"]
     ft = Table(title=f"Training FLOPs per token at seq {args.seq_len:,} (Megatron-Core convention: fwd+bwd = 3x fwd GEMMs, causal attention)")
@@ -722,10 +722,16 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
 
 
 def _no_fit(result: dict[str, Any], as_json: bool) -> int:
-    """Nothing fits: one line on stderr naming the closest layout and by how much it misses; exit 1
-    (a valid question whose answer is "no"; bad input is exit 2)."""
+    """Nothing fits: one line on stderr naming the closest run (api.PlanReport.closest_dict), what it needs and
+    by how much it misses the budget; exit 1 (a valid question whose answer is "no"; bad input is exit 2)."""
     c = result.get("closest")
-    where = f"; closest: {c['short']} misses by {c['misses_by_gib']:.1f} GiB per GPU" if c else ""
+    where = ""
+    if c:  # its strongest memory option: what `moeplan estimate` with these knobs reports
+        knobs = [f"GBS {c['gbs']}", f"MBS {c['mbs']}", f"recompute {c['recompute']}", c["dispatcher"]]
+        knobs += [f"optimizer offload {c['optimizer_offload']:.0%}"] if c["optimizer_offload"] else []
+        knobs += [f"Megatron-FSDP {c['fsdp']}"] if c["fsdp"] else []
+        where = (f"; closest: {c['short']} ({', '.join(knobs)}) needs {c['memory_gib']:.1f} GiB per GPU, "
+                 f"{c['misses_by_gib']:.1f} GiB over the {c['memory_gib_budget']:.1f} GiB budget")
     if c and c.get("unfused_attention"):
         from moeplan.attention_backend import TE_WIDE_HEAD_FIX
 
@@ -844,8 +850,10 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
     for r in rows:
         if "parallel" not in r:
             c = r.get("closest") or {}
-            cells = ["no layout fits" + (f" (closest {c.get('short')} misses by {c.get('misses_by_gib', 0):.1f} GiB)"
-                                         if c else ""), "", *([""] if not narrow else []), "", "[red]no", "", ""]
+            at = f" at GBS {c['gbs']}" if c.get("gbs", r["gbs"]) != r["gbs"] else ""  # the search halved GBS
+            why = escape(r["invalid"]) if r.get("invalid") else "no layout fits" + (
+                f" (closest {c.get('short')}{at} misses by {c.get('misses_by_gib', 0):.1f} GiB)" if c else "")
+            cells = [why, "", *([""] if not narrow else []), "", "[red]no", "", ""]
             table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells[:blanks + 1])
             continue
         cells = [plan_layout_label(r),
@@ -924,13 +932,17 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
             raise MoeplanError(f"explain MODEL compares the model at two lengths (--seq-len A,B); the second input "
                                f"'{args.inputs[1]}' would be ignored: give one model, or two run files")
         if len(args.seq_len or []) != 2:
-            raise MoeplanError("explain MODEL needs --seq-len A,B (two lengths)")
+            got = f"; got {len(args.seq_len)}" if args.seq_len else ""
+            raise MoeplanError(f"explain MODEL needs --seq-len A,B (two lengths{got}); for more lengths use "
+                               "`moeplan sweep`")
         if not args.gpus or not args.gbs_tokens:
             raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
         points = api.sweep_points(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
                                   **_sweep_kwargs(args))
         ests = []
         for pt in points:
+            if pt.invalid:
+                raise MoeplanError(pt.invalid)
             if pt.estimate is None:
                 raise _NothingToCompare(f"no layout fits at seq {pt.seq_len:,}; nothing to compare")
             ests.append(pt.estimate)
@@ -953,7 +965,8 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
     elif args.seq_len and len(args.seq_len) == 1:
         b = checker.estimate_file(first, seq_len=args.seq_len[0], **files)
     else:
-        raise MoeplanError("explain CONFIG needs a second CONFIG or --seq-len S (the other length)")
+        got = f"; got {len(args.seq_len)} lengths" if args.seq_len else ""
+        raise MoeplanError(f"explain CONFIG needs a second CONFIG or --seq-len S (one length: run B's{got})")
     return a, b
 
 
@@ -984,7 +997,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     fix = None
     if not args.no_fix:
         found = api.search_like(b.config, top=1, cal=args.cal)  # searched as run B is: its GPU, numerics, versions
-        fix = remedy(b, found.best, found.result.newer)
+        fix = remedy(b, found.best, found.result.newer, a)
     if args.json:
         out = comp.as_dict()
         if fix:
@@ -1174,7 +1187,9 @@ examples:
   moeplan params ./my-model/config.json --json
 
 MODEL is a built-in catalog name (see `moeplan models`) or a path to a Hugging Face config.json.
-Every command takes --json for scripts; bad input exits with code 2 and a one-line message.
+Every command takes --json for scripts. Exit codes: 0 an answer; 1 a valid question with no answer
+(plan/report: no layout fits; sweep: a length with no plan; check: errors; explain: a run that does not
+fit), with a one-line message on stderr; 2 bad input, with a one-line message and nothing written.
 """
 
 
@@ -1188,7 +1203,9 @@ class _Parser(argparse.ArgumentParser):
 TRACE_HELP = ("write one iteration as a Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing): "
               "one process per pipeline rank; forwards and backwards in Megatron-Core's interleaved 1F1B order, "
               "compute and TP/CP/EP/PP/DP communication tracks, recompute, optimizer, offload; the most loaded "
-              "rank's memory as a counter")
+              "rank's memory as a counter. Beyond 64 micro-batches only the first and the last 32 carry the items "
+              "nested in their operations (GEMMs, attention, communication: every other operation repeats them "
+              "exactly); every operation, flow and memory change stays, and the file's otherData says so")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1239,8 +1256,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory and throughput of one layout",
         description="Per-GPU memory item by item (most loaded pipeline rank) and step time, TFLOP/s per GPU, "
         "MFU and tokens/s with the time broken down, for one parallel layout and set of knobs.",
-        epilog="example: moeplan estimate deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024 "
-        "--pp 8 --vpp 4 --cp 32 --ep 32 --recompute selective:mla_up_proj,layernorm --optimizer-offload 1.0",
+        epilog="example: moeplan estimate deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024 --tp 2 --pp 8 "
+        "--vpp 4 --cp 32 --ep 64 --recompute selective:layernorm,mla_up_proj,moe_act --dispatcher deepep --ep-overlap "
+        "--cp-comm-type a2a+p2p",
     )
     add_run_arguments(p)
     p.add_argument("--strategy", metavar="FILE.yaml",
@@ -1248,7 +1266,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "that differ from their defaults override it")
     p.add_argument("--plot", metavar="FILE",
                    help="write the memory and time breakdown, the timeline of one iteration (Gantt per pipeline "
-                        "rank) and the most loaded rank's memory over it, as PNG or SVG")
+                        "rank) and the most loaded rank's memory over it, as PNG or SVG (a long pipeline's Gantt "
+                        "is drawn over time bins, its warm-up and cool-down operation by operation)")
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_estimate)
@@ -1261,7 +1280,12 @@ def build_parser() -> argparse.ArgumentParser:
         "each choice with numbers; export Megatron Bridge overrides, YAML or Megatron-LM flags.",
         epilog="examples:\n  moeplan plan deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024\n"
         "  moeplan plan qwen3-235b-a22b --gpu gb200 --gpus 256 --seq-len 128k --gbs 256 --format overrides\n"
-        "  moeplan plan qwen3-next-80b-a3b --gpus 128 --seq-len 64k --gbs 256 --cp 8 --json",
+        "  moeplan plan qwen3-next-80b-a3b --gpus 128 --seq-len 64k --gbs 256 --cp 8 --json\n\n"
+        "exit codes: 0 plans found; 1 no layout fits (even at a halved GBS, unless --keep-gbs): one line on\n"
+        "stderr names the closest run, its layout at its strongest memory option (the knobs `moeplan\n"
+        "estimate` takes to reproduce it), what it needs per GPU and by how much it misses the budget; with\n"
+        "--json stdout still carries the list of plans, [] (moeplan.api.plan()['closest'] has the closest\n"
+        "run as a dict); 2 bad input (no valid layout at all, unknown model, ...): one line, nothing written.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_arguments(p, layout=False)
@@ -1281,7 +1305,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write plan 1's iteration"))
     p.add_argument("--save-strategy", metavar="FILE.yaml",
                    help="write the best plan's strategy (layout, batch, knobs) for `moeplan estimate --strategy`")
-    p.add_argument("--json", action="store_true", help="print the list of plans as JSON")
+    p.add_argument("--json", action="store_true", help="print the list of plans as JSON ([] when nothing fits)")
     p.add_argument("--stats", action="store_true", help="print the search's statistics on stderr: layouts "
                    "considered, fully evaluated (after the cheap bounds) and fitting, and the search time")
     p.set_defaults(handler=cmd_plan)
@@ -1291,7 +1315,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Plan each sequence length (or, with --hold or layout flags, estimate one layout at each) "
         "with a constant number of tokens per global batch; table, JSON and a throughput/memory plot.",
         epilog="example: moeplan sweep qwen3-235b-a22b --gpu gb200 --gpus 256 --seq-len 16k,32k,64k,128k "
-        "--gbs-tokens 4m --plot sweep.png")
+        "--gbs-tokens 4m --plot sweep.png. A length where nothing fits, or no layout is valid, gets a row saying "
+        "why (JSON: 'closest' or 'invalid') and exit code 1; exit 2 when no length is valid.")
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
     _sweep_arguments(p)
     p.add_argument("--plot", metavar="FILE", help="write throughput and memory vs sequence length (PNG or SVG)")
@@ -1300,7 +1325,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "explain", help="why one run is slower than another, and what fixes it",
-        description="Compare two runs and attribute the throughput change to the time model's items (attention "
+        description="Compare two runs: name every setting that differs (model, GPU, GPU count, precision, length, "
+        "batch, layout, knobs) and attribute the throughput change to the time model's items (attention "
         "FLOPs share, exposed CP/EP/PP/DP communication, recompute, bubble) and memory; then ask the planner "
         "what fixes the second run. Inputs: MODEL with --seq-len A,B; CONFIG_A CONFIG_B; or CONFIG --seq-len B. "
         "For run files --gpu, --gpus, --mcore-version and --te-version default to each file's '# moeplan:' "
@@ -1312,7 +1338,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="MODEL|CONFIG", help="a model, or one or two run configs")
     p.add_argument("--model", help="model of the config files (catalog name or config.json)")
-    _sweep_arguments(p, required=False)
+    _sweep_arguments(p, required=False, seq_help="with MODEL: the two lengths to compare, A,B (e.g. 32k,64k); with "
+                     "one CONFIG: the length of run B (e.g. 64k)")
     # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment; the flags a file says
     # itself are refused with files; MODEL fills the usual defaults (_EXPLAIN_MODEL_DEFAULTS)
     p.set_defaults(gpu=None, mcore_version=None, precision=None, optimizer=None, optimizer_offload=None,
@@ -1450,6 +1477,9 @@ def _apply_profile(args: argparse.Namespace) -> None:
 
         args.profile = load_profile(args.calibration)
         args.cal = args.profile.calibration
+        other = args.profile.other_gpu(getattr(args, "gpu", None), getattr(args, "hardware", None))
+        if other:  # a warning, not an error: the run goes on with the profile's constants
+            sys.stderr.write(f"moeplan: warning: {other}\n")
     if hasattr(args, "reserve_gib") and args.reserve_gib is None:
         reserve = args.profile.reserve_gib if args.profile is not None else None
         args.reserve_gib = DEFAULT_RESERVE_GIB if reserve is None else reserve
@@ -1485,8 +1515,9 @@ def _gbs_is_tokens_here(text: str) -> int:
         f"GBS x seq-len), not --gbs {text}")
 
 
-def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--seq-len", type=parse_lengths, required=required, help="comma-separated lengths, e.g. 16k,32k,64k")
+def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
+                     seq_help: str = "comma-separated lengths, e.g. 16k,32k,64k") -> None:
+    p.add_argument("--seq-len", type=parse_lengths, required=required, help=seq_help)
     p.add_argument("--gbs-tokens", type=parse_tokens, required=required,
                    help="tokens per global batch, constant across lengths (e.g. 4m); GBS = tokens / seq")
     # Not an option here: without it argparse would take `--gbs N` (sequences, as plan and estimate read it)

@@ -9,6 +9,11 @@ class MoeplanError(ValueError):
     """Bad input: unknown model, malformed config, impossible layout. ``str()`` is one line."""
 
 
+class InvalidLayout(MoeplanError):
+    """The layout breaks a validity rule at this run's size (GPU count, sequence length, GBS), or, from the
+    planner, every layout does. On its own it is bad input; a sweep makes it the row of its length."""
+
+
 def one_line(text: object) -> str:
     """Any text (an exception, a value) collapsed onto one line, as error messages need."""
     return " ".join(str(text).split())

@@ -8,7 +8,7 @@ per-token change (an exact decomposition of the step-time difference per token).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from moeplan.advice import Reason
@@ -16,6 +16,7 @@ from moeplan.estimate import Estimate
 from moeplan.megatron.export import to_overrides
 from moeplan.memory import GIB, MEMORY_ITEMS
 from moeplan.planner import NewerRelease, Plan, plan_layout
+from moeplan.run import RunConfig
 from moeplan.vocab import RESOLVED_GAIN
 
 LABELS = {
@@ -45,8 +46,69 @@ def _summary(e: Estimate) -> dict[str, Any]:
     return {k: full[k] for k in keys if k in full}
 
 
-def _run_label(e: Estimate) -> str:
-    return f"seq {e.config.batch.seq_len:,} {plan_layout(e.config)}"
+# the run's conditions: what a layout or knob choice cannot change (a drop across them is not the sequence's)
+CONDITIONS = ("model", "GPU", "GPUs", "precision", "grad_fp32", "bf16_moments", "optimizer", "moe_imbalance",
+              "reserve_gib", "mcore_version", "te_version")
+_HANDLED = {"model", "gpu", "parallel", "batch", "precision", "delay_wgrad", "precision_aware_optimizer"}
+
+
+def _value(v: object) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, frozenset):
+        return ", ".join(sorted(v)) or "none"
+    if v is None:
+        return "none"
+    if isinstance(v, float):
+        return f"{v:g}"
+    label = getattr(v, "label", None)
+    return label() if callable(label) else str(v)
+
+
+def differences(a: RunConfig, b: RunConfig) -> dict[str, tuple[str, str]]:
+    """Every way run ``b`` differs from run ``a``: {name: (a's value, b's value)}, in the order model, GPU, GPU
+    count, numerics, sequence length, batch, layout, then every other knob (each RunConfig field, so a field
+    added later is compared too); empty when the two runs are the same run."""
+    pairs: list[tuple[str, object, object]] = [
+        ("model", a.model.name, b.model.name), ("GPU", a.gpu.name, b.gpu.name),
+        ("GPUs", a.parallel.gpus, b.parallel.gpus), ("precision", a.precision, b.precision),
+        ("sequence length", f"{a.batch.seq_len:,}", f"{b.batch.seq_len:,}"), ("GBS", a.batch.gbs, b.batch.gbs),
+        ("MBS", a.batch.mbs, b.batch.mbs), ("layout", plan_layout(a), plan_layout(b)),
+        ("pipeline_layout", a.parallel.pipeline_layout, b.parallel.pipeline_layout),
+        ("delay_wgrad", a.delay_wgrad_on, b.delay_wgrad_on),
+        ("precision_aware_optimizer", a.precision_aware, b.precision_aware),
+    ]
+    if a.model.name == b.model.name and a.model is not b.model and (
+            [getattr(a.model, f.name) for f in fields(a.model)] != [getattr(b.model, f.name) for f in fields(b.model)]):
+        pairs[0] = ("model", f"{a.model.name} (config A)", f"{b.model.name} (config B)")
+    if a.gpu.name == b.gpu.name and a.gpu != b.gpu:
+        pairs[1] = ("GPU", f"{a.gpu.name} (spec A)", f"{b.gpu.name} (spec B)")
+    pairs += [(f.name, getattr(a, f.name), getattr(b, f.name)) for f in fields(RunConfig) if f.name not in _HANDLED]
+    return {name: (_value(x), _value(y)) for name, x, y in pairs if _value(x) != _value(y)}
+
+
+def _run_label(e: Estimate, other: Estimate | None = None) -> str:
+    """seq and layout; with ``other``, also the model, GPUs and precision where the two runs differ in them."""
+    cfg = e.config
+    head = []
+    if other is not None:
+        o = other.config
+        if cfg.model.name != o.model.name:
+            head.append(cfg.model.name)
+        if cfg.gpu.name != o.gpu.name or cfg.parallel.gpus != o.parallel.gpus:
+            head.append(f"{cfg.parallel.gpus} x {cfg.gpu.name}")
+        if cfg.precision != o.precision:
+            head.append(cfg.precision)
+    return ", ".join([*head, f"seq {cfg.batch.seq_len:,} {plan_layout(cfg)}"])
+
+
+def _differences_reason(diff: dict[str, tuple[str, str]]) -> Reason:
+    if not diff:
+        return Reason("differences", "Runs A and B are the same run: model, GPU, GPU count, precision, sequence "
+                      "length, batch, layout and every knob are equal.", {"differences": {}})
+    said = "; ".join(f"{name} {x} -> {y}" for name, (x, y) in diff.items())
+    return Reason("differences", f"Run B differs from run A in {len(diff)} setting(s): {said}.",
+                  {"differences": {k: list(v) for k, v in diff.items()}})
 
 
 def _fit_note(name: str, e: Estimate) -> Reason | None:
@@ -68,13 +130,14 @@ def _tokens_per_gpu(e: Estimate) -> float:
 
 def compare(a: Estimate, b: Estimate) -> Comparison:
     """Explain run ``b`` against run ``a``."""
-    reasons: list[Reason] = [r for r in (_fit_note("A", a), _fit_note("B", b)) if r is not None]
+    reasons: list[Reason] = [_differences_reason(differences(a.config, b.config))]
+    reasons += [r for r in (_fit_note("A", a), _fit_note("B", b)) if r is not None]
     ta, tb = a.time.tokens_per_s_per_gpu, b.time.tokens_per_s_per_gpu
     change = tb / ta - 1
-    verb = "fell" if change < 0 else "rose"
-    reasons.append(Reason("throughput", f"Throughput {verb} {abs(change):.0%}: {ta:,.0f} -> {tb:,.0f} tokens/s/GPU "
+    said = "unchanged" if abs(change) < 5e-4 else f"{'fell' if change < 0 else 'rose'} {abs(change):.0%}"
+    reasons.append(Reason("throughput", f"Throughput {said}: {ta:,.0f} -> {tb:,.0f} tokens/s/GPU "
                           f"({a.time.tflops_per_gpu:,.0f} -> {b.time.tflops_per_gpu:,.0f} TFLOP/s/GPU) from "
-                          f"{_run_label(a)} to {_run_label(b)}.",
+                          f"{_run_label(a, b)} to {_run_label(b, a)}.",
                           {"tokens_per_s": [round(ta), round(tb)], "change": round(change, 4)}))
     # FLOPs per token: attention share (model FLOPs grow with S; TFLOP/s credit them)
     fa, fb = a.time.flops_per_token, b.time.flops_per_token
@@ -100,7 +163,9 @@ def compare(a: Estimate, b: Estimate) -> Comparison:
         pa = ba.get(k, 0.0) / step_a
         pb = bb.get(k, 0.0) / step_b
         parts.append(f"{LABELS.get(k, k)} {d * 1e6:+,.2f} us/token ({share:+.0%} of the change; {pa:.0%} -> {pb:.0%} of the step)")
-    reasons.append(Reason("time", "Time per token changed by " + f"{total * 1e6:+,.2f} us/token per GPU: " + "; ".join(parts) + ".",
+    said = (f"Time per token changed by {total * 1e6:+,.2f} us/token per GPU: " + "; ".join(parts) + "." if parts else
+            f"Time per token per GPU: no difference ({step_a / tok_a * 1e6:,.2f} us/token in both runs).")
+    reasons.append(Reason("time", said,
                           {"us_per_token_delta": {k: round(v * 1e6, 4) for k, v in deltas.items()}}))
     # exposed communication and bubble, explicitly
     for key in ("cp_comm", "ep_comm", "pp_bubble", "dp_comm", "recompute"):
@@ -119,9 +184,33 @@ def compare(a: Estimate, b: Estimate) -> Comparison:
     return Comparison(a, b, tuple(reasons))
 
 
-def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None) -> Reason:
+def _at_best(a: Estimate | None, b: Estimate) -> str:
+    """What run ``b`` being at the planner's best says about its change from run ``a``, claiming no more than the
+    comparison shows: a drop is put on the longer sequence only when nothing but the length, batch, layout and
+    knobs changed (the same model, GPUs, numerics and versions)."""
+    if a is None:
+        return " The run is already at the planner's best."
+    if b.time.tokens_per_s_per_gpu >= a.time.tokens_per_s_per_gpu * (1 - RESOLVED_GAIN):
+        return " Run B is already at the planner's best for its model, GPUs, numerics and length."
+    diff = differences(a.config, b.config)
+    conditions = [k for k in diff if k in CONDITIONS]
+    if not conditions and b.config.batch.seq_len > a.config.batch.seq_len:
+        ta, tb = _tokens_per_gpu(a), _tokens_per_gpu(b)
+        attention = sum(b.time.breakdown_s.get(k, 0.0) / tb - a.time.breakdown_s.get(k, 0.0) / ta
+                        for k in ("attention", "linear_attention"))
+        return (" The run is already at the planner's best and only the length, batch, layout and knobs changed: the "
+                "drop is inherent to the longer sequence"
+                + (" (attention grows as S^2)." if attention > 0 else "."))
+    cause = (f"what else changed ({', '.join(conditions)})" if conditions else
+             "the other differences (the sequence is not longer)")
+    return (" Run B is already at the planner's best for its model, GPUs, numerics and length, so no layout or knob "
+            f"change recovers the drop from run A; it comes with {cause}.")
+
+
+def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None, a: Estimate | None = None) -> Reason:
     """What fixes run ``b``: the planner's best plan for the same model, GPUs and length; ``newer``: what
-    a newer Megatron-Core release would plan instead (moeplan.planner.NewerRelease), said when it gains."""
+    a newer Megatron-Core release would plan instead (moeplan.planner.NewerRelease), said when it gains;
+    ``a``: the run ``b`` is compared with (what a run already at the planner's best says about the change)."""
     unlock = newer is not None and newer.config is not None and (newer.gain is None or newer.gain > RESOLVED_GAIN)
     said = newer is not None and newer.config is not None  # the release gate is said, gain or not
     more = {"newer": newer.as_dict()} if newer is not None and said else {}
@@ -144,10 +233,10 @@ def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None) ->
             f"{', CP ' + cfg.cp_comm_type if cfg.parallel.cp > 1 else ''}: {est.time.tokens_per_s_per_gpu:,.0f} "
             f"tokens/s/GPU ({gain:+.0%}) in {best_gib:,.1f} GiB.")
     if gain <= RESOLVED_GAIN and not unlock:
-        text += " The run is already at the planner's best: the drop is inherent to the longer sequence (attention grows as S^2)."
+        text += _at_best(a, b)
     elif gain <= RESOLVED_GAIN:
         text += f" The run is already at the planner's best for Megatron-Core {cfg.mcore_version}."
     return Reason("fix", text + tail, {"gain": round(gain, 4), "overrides": overrides, **more})
 
 
-__all__ = ["Comparison", "compare", "remedy"]
+__all__ = ["Comparison", "compare", "differences", "remedy"]

@@ -25,7 +25,8 @@ def list_models() -> list[dict[str, Any]]:
                 "mtp_layers": spec.mtp_layers,
                 "experts": moe.num_experts if moe else 0,
                 "top_k": moe.top_k if moe else 0,
-                "total_params": count_params(spec).main_total,
+                "total_params": count_params(spec).main_total,  # without MTP modules, as `moeplan params`
+                "total_params_with_mtp": count_params(spec).total,
                 "active_params": count_params(spec, active=True).main_total,
             }
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
-from moeplan.errors import MoeplanError
+from moeplan.errors import InvalidLayout, MoeplanError
 from moeplan.megatron.fields import version_key
 from moeplan.attention_backend import TE_WIDE_HEAD_FIX, unfused_attention
 from moeplan.te_release import te_label
@@ -397,7 +397,7 @@ def validate(spec: ModelSpec, par: Parallel, batch: Batch | None = None, mcore_v
     """Raise :class:`MoeplanError` naming the first broken rule."""
     bad = check_layout(spec, par, batch, mcore_version, gpu, te_version)
     if bad:
-        raise MoeplanError(f"invalid layout{' ' + par.short() if par.dp else ''}: {bad[0].reason}")
+        raise InvalidLayout(f"invalid layout{' ' + par.short() if par.dp else ''}: {bad[0].reason}")
 
 
 @dataclass(frozen=True, eq=False)

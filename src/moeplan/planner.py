@@ -37,7 +37,7 @@ from moeplan.advice import (
 from moeplan.bounds import ThroughputBound
 from moeplan.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises, grouped_tensor_refusal,
                                 te_version_key)
-from moeplan.errors import MoeplanError
+from moeplan.errors import InvalidLayout, MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
@@ -395,6 +395,33 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
     return best
 
 
+def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, int]], shardings: tuple[str | None, ...],
+                  space: SearchSpace, ladder: list[Recompute], budget: float, gpu: GPUSpec,
+                  mem_cache: dict[Any, Any], pipes: dict[tuple[int, int, str | None], Pipeline]) -> tuple[RunConfig, float]:
+    """When nothing fits: the run that misses the budget by least, and by how many bytes. Each missing layout
+    is taken at its strongest memory option (:func:`_strongest_option`: the last recompute step, the largest
+    offload fraction) under every sharding choice searched, with its first (or pinned) dispatcher, as `estimate` would
+    cost that run; layouts come in order of their static floor (weights + gradients + reserve, a lower bound of
+    their peak), so the search stops at the first floor at or above the best exact peak found."""
+    best: tuple[RunConfig, float] | None = None
+    for floor, _, par, mbs in sorted(misses, key=lambda m: (m[0], m[1])):
+        if best is not None and floor >= best[1] + budget:
+            break
+        cfg = template.evolve(parallel=par, batch=Batch(template.batch.seq_len, template.batch.gbs, mbs))
+        cfg = _layout_run(cfg, par, cfg.batch, space.dispatcher or dispatcher_candidates(cfg, gpu)[0])
+        pipe = pipes.get((par.pp, par.vpp, par.pipeline_layout))
+        if pipe is None:
+            pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)] = build_pipeline(cfg.model, par)
+        for sh in shardings:
+            run = _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder))
+            miss = LayoutMemory(run, gpu.nvlink_domain, pipe, mem_cache).peak_bytes(
+                run.recompute, run.optimizer_offload) - budget
+            if best is None or miss < best[1]:
+                best = (run, miss)
+    assert best is not None
+    return best
+
+
 def _partial_graphs_supported(version: str) -> bool:
     """Per-module CUDA graph scopes (attn, moe_router, moe_preprocess) exist from Megatron-Core 0.16."""
     return DROPLESS_MOE_GRAPH_SCOPES <= set(fields_for(version).cuda_graph_scopes)
@@ -597,11 +624,12 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         probe = Parallel(gpus, space.tp or 1, space.pp or 1, space.vpp or 1, space.cp or 1, space.ep or 1, space.etp or 1)
         reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version, gpu, te)
         why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""
-        raise MoeplanError(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
+        raise InvalidLayout(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")
     ladder = recompute_ladder(spec, seq_len, mcore_version, gpu, te)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
     shardings = _sharding_options(space, mcore_version, str(numerics["optimizer"]))
-    closest: tuple[RunConfig, float] | None = None
+    # layouts whose strongest memory option does not fit: (static floor, a lower bound of the peak; index; layout; MBS)
+    misses: list[tuple[float, int, Parallel, int]] = []
     considered = feasible = 0
     advance = getattr(progress, "advance", None)
     if hasattr(progress, "start"):
@@ -638,10 +666,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             hit = floors[fkey] = (st, [sh for sh in shardings if st[sh] <= budget])
         statics, usable = hit
         if not usable:
-            static = min(statics.values())
-            if closest is None or static - budget < closest[1]:
-                closest = (RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
-                                     **numerics), static - budget)  # type: ignore[arg-type]
+            misses.append((min(statics.values()), index, par, mbs))
             continue
         pipe = pipes.get((par.pp, par.vpp, par.pipeline_layout))
         if pipe is None:  # the split's one object (build_pipeline's), found once per split
@@ -674,8 +699,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                 cfg, smallest, fit_sh = trial, total, sh
                 break
         if not ok:
-            if closest is None or smallest - budget < closest[1]:
-                closest = (cfg, smallest - budget)
+            misses.append((min(statics.values()), index, par, mbs))
             continue
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
@@ -689,6 +713,14 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             # the template runs no recompute: EP overlap is allowed exactly where _layout_run turned it on
             upper = bound.tokens_per_s_per_gpu(plain, pipe, bid, overlap)
         fitting.append((upper, index, par, b, disp, fit_sh, smallest, is_recipe_layout(cfg, gpu)))
+    closest = None
+    if not feasible and misses:  # nothing fits: the layout that misses by least, at its strongest memory option
+        if template is None:
+            par, mbs = misses[0][2], misses[0][3]
+            template = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
+                                 dispatcher="alltoall", moe_imbalance=moe_imbalance,
+                                 reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
+        closest = _closest_miss(template, misses, shardings, space, ladder, budget, gpu, mem_cache, pipes)
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the
     # bound of the memory options the first phase would cost for it (its recompute's forward work in
@@ -799,12 +831,20 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float) -> tu
         return (round(r[0], 6) if r else math.inf, guidance_distance(c.cfg, gpu), -c.tokens_per_s_per_gpu)
 
     tied.sort(key=key)
-    band = math.expm1(band_log)
+    down, up = math.exp(-band_log), math.exp(band_log)
+    rule = (f"so the estimates do not order these plans (each band is the estimate {down - 1:+.0%}/{up - 1:+.0%}, "
+            f"x exp(+-{band_log:.3f}), the cross-validated error: bands overlap the fastest's down to "
+            f"{floor:,.0f} tokens/s/GPU, {1 - floor / lead:.0%} below it)")
     why: dict[int, str] = {}
     for c in tied:
-        gap = c.tokens_per_s_per_gpu / lead - 1
-        text = (f"Tie: {c.tokens_per_s_per_gpu:,.0f} tokens/s/GPU is within the model's error (+-{band:.0%}, "
-                f"cross-validated) of the fastest estimate ({lead:,.0f}, {gap:+.0%}), so the estimates do not order these plans")
+        tps = c.tokens_per_s_per_gpu
+        if c is from_fast[0]:
+            text = (f"Tie: {tps:,.0f} tokens/s/GPU is the fastest estimate, but slower plans are within the model's "
+                    f"error of it: their bands overlap its band ({tps * down:,.0f}-{tps * up:,.0f}), {rule}")
+        else:
+            text = (f"Tie: {tps:,.0f} tokens/s/GPU is within the model's error of the fastest estimate "
+                    f"({lead:,.0f}, {tps / lead - 1:+.0%}): its band ({tps * down:,.0f}-{tps * up:,.0f}) overlaps the "
+                    f"fastest estimate's band ({lead * down:,.0f}-{lead * up:,.0f}), {rule}")
         r = near[id(c)]
         if r is not None and r[0] <= 1e-9:
             text += f"; preferred because it matches the measured recipe ({r[1]['source']})"

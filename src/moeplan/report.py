@@ -206,6 +206,20 @@ def _time_section(est: Row) -> str:
     return f'<div class="pair"><div>{table}</div>\n{_plot("time-plot", lambda: time_figure(est))}</div>'
 
 
+def _binned_note(tl: Timeline) -> str:
+    """A sentence when the chart is drawn over time bins (:func:`moeplan.plots.timeline_bins`), else ''."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return ""
+    from moeplan.plots import end_windows, timeline_bins
+
+    edges = timeline_bins(tl)
+    if edges is None:
+        return ""
+    ends = " (the warm-up and the cool-down in detail below it)" if end_windows(tl) else ""
+    return (f" {len(tl.ops):,} operations are too many to draw one by one: the chart shows the share of every "
+            f"{fmt_seconds(float(edges[1] - edges[0]))} each rank spends in each kind of work{ends}.")
+
+
 def _timeline_section(tl: Timeline) -> str:
     """Busy and waiting time per pipeline rank, and the Gantt chart over the most loaded rank's memory."""
     from moeplan.plots import timeline_figure
@@ -223,8 +237,8 @@ def _timeline_section(tl: Timeline) -> str:
                    rows)
     note = (f'<p class="note">One iteration in Megatron-Core\'s interleaved 1F1B order ({tl.microbatches} micro-batches,'
             f" VPP {tl.vpp}); step {fmt_seconds(tl.step_time_s)}; memory of rank {tl.memory_rank} peaks at "
-            f"{tl.memory_peak_bytes / 1024**3:.1f} GiB. `--trace FILE.json` on estimate, plan and check writes it for "
-            "Perfetto.</p>")
+            f"{tl.memory_peak_bytes / 1024**3:.1f} GiB.{_binned_note(tl)} `--trace FILE.json` on estimate, plan and "
+            "check writes it for Perfetto.</p>")
     return f'<div id="timeline">{note}\n{table}</div>\n{_plot("timeline-plot", lambda: timeline_figure(tl))}'
 
 

@@ -245,7 +245,10 @@ def test_flex_backend_vs_enable_deepep() -> None:
 
 
 def test_gdn_norm_out_needs_019() -> None:
-    cfg = plan("qwen3-next", recompute=Recompute("selective", frozenset({"gdn_norm_out", "moe_act"})))
+    gdn = Recompute("selective", frozenset({"gdn_norm_out", "moe_act"}))
+    with pytest.raises(MoeplanError, match=r"gdn_norm_out not accepted by Megatron-Core 0\.18"):
+        plan("qwen3-next", recompute=gdn)  # a run targeting 0.18 is refused up front, as `moeplan check` reports it
+    cfg = plan("qwen3-next", recompute=gdn, mcore_version="0.19")
     with pytest.raises(MoeplanError, match=r"gdn_norm_out.*0\.16"):
         export.to_settings(cfg, "0.16")
     assert export.to_settings(cfg, "0.19")["recompute_modules"] == ["gdn_norm_out", "moe_act"]

@@ -109,3 +109,38 @@ def test_mtp_layers_flag_trains_the_mtp_module(capsys):
     code5, out5, _ = run_cli(capsys, "plan", "qwen3-next-80b-a3b", "--gpu", "gb200", "--gpus", "32", "--seq-len",
                              "8192", "--gbs", "256", "--mtp-layers", "1", "--top", "1", "--json")
     assert code5 == 0 and "model.mtp_num_layers=1" in json.loads(out5)[0]["overrides"]
+
+
+def test_params_and_models_mean_the_same_total(capsys):
+    """`params --json` and `models --json` both give total_params without the MTP modules (DeepSeek-V3's published
+    671B) and total_params_with_mtp with them; before, params' total_params included MTP (682.6B) and models' did not."""
+    _, out, _ = run_cli(capsys, "models", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    for name in ("deepseek-v3", "glm-4.5", "qwen3-30b-a3b"):
+        _, out, _ = run_cli(capsys, "params", name, "--json")
+        data = json.loads(out)
+        assert data["total_params"] == rows[name]["total_params"], name
+        assert data["total_params_with_mtp"] == rows[name]["total_params_with_mtp"] == \
+            data["total_params"] + data["mtp_params"], name
+    assert rows["deepseek-v3"]["total_params"] == 671_026_404_352  # ../shared/models/README.md: main model
+    assert rows["deepseek-v3"]["total_params_with_mtp"] == 671_026_404_352 + 11_610_067_968
+    assert rows["qwen3-30b-a3b"]["total_params_with_mtp"] == rows["qwen3-30b-a3b"]["total_params"]  # no MTP
+
+
+def test_estimate_help_example_fits_and_is_representative(capsys, monkeypatch):
+    """The example in `moeplan estimate --help` is a run that fits its GPU and whose step is not dominated by
+    exposed communication (it showed 120.8 GiB on an 80 GB H100 with CP communication 71% of the step)."""
+    import shlex
+
+    monkeypatch.setenv("COLUMNS", "1000")  # one line: argparse wraps at hyphens ("--cp-" / "comm-type")
+    with pytest.raises(SystemExit):
+        main(["estimate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    argv = shlex.split(text.split("example: moeplan ", 1)[1])
+    assert argv[0] == "estimate"
+    assert main([*argv, "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["fits"] and est["memory_gib"]["total"] < est["capacity_gib"]
+    steps = est["time_breakdown_s"]
+    exposed = sum(v for k, v in steps.items() if k.endswith("_comm") or k == "pp_bubble")
+    assert exposed < 0.25 * est["step_time_s"]

@@ -244,3 +244,77 @@ def test_sweep_holds_a_megatron_fsdp_layout(capsys):
     assert code == 0 and all(r["fsdp"] is None for r in json.loads(out))
     code, out, _ = _run(capsys, *args, "--hold", "--ep", "8", "--fsdp", "optim_grads_params")
     assert "FSDP" in out
+
+
+def _why(a, b, fix=True) -> dict:
+    """compare(a, b) and, with ``fix``, the remedy for b as `moeplan explain` gives it: {topic: text}."""
+    from moeplan.explain import remedy
+
+    reasons = list(compare(a, b).reasons)
+    if fix:
+        found = api.search_like(b.config, top=1)
+        reasons.append(remedy(b, found.best, found.result.newer, a))
+    return {r.topic: r.text for r in reasons}
+
+
+def test_explain_names_the_gpu_model_and_precision_it_compares_across():
+    """Two runs on different GPUs, of different models or at different precisions: the summary names every
+    difference, and no conclusion puts the change on a sequence length that did not change (it said "from
+    seq 4,096 ... to seq 4,096" and "the drop is inherent to the longer sequence")."""
+    kw = dict(gpus=16, seq_len=4096, gbs=64, ep=8, dispatcher="deepep")
+    h100 = api.estimate_run("qwen3-30b-a3b", gpu="h100", **kw)
+    gb200 = api.estimate_run("qwen3-30b-a3b", gpu="gb200", **kw)
+    for a, b in ((h100, gb200), (gb200, h100)):
+        why = _why(a, b)
+        assert f"GPU {a.gpu.name} -> {b.gpu.name}" in why["differences"]
+        assert f"16 x {a.gpu.name}, seq 4,096" in why["throughput"] and f"to 16 x {b.gpu.name}, seq" in why["throughput"]
+        assert "longer sequence" not in why["fix"] and "S^2" not in why["fix"]
+    best = {g: api.search_plans("qwen3-30b-a3b", gpu=g, gpus=16, seq_len=4096, gbs=64, top=1).best.estimate
+            for g in ("h100", "gb200")}
+    why = _why(best["gb200"], best["h100"])  # a drop, and run B is the planner's best: the GPU, not the length
+    assert "fell" in why["throughput"] and "already at the planner's best" in why["fix"]
+    assert "what else changed (GPU)" in why["fix"] and "longer sequence" not in why["fix"]
+    lite = api.estimate_run("deepseek-v2-lite", gpu="h100", **kw)
+    why = _why(h100, lite, fix=False)
+    assert "model qwen3-30b-a3b -> deepseek-v2-lite" in why["differences"] and "deepseek-v2-lite, seq" in why["throughput"]
+    fp8 = api.estimate_run("qwen3-30b-a3b", gpu="h100", precision="fp8", **kw)
+    why = _why(h100, fp8, fix=False)
+    assert "1 setting(s): precision bf16 -> fp8." in why["differences"] and "from bf16, seq" in why["throughput"]
+    # layout and knobs are named too
+    other = api.estimate_run("qwen3-30b-a3b", gpu="h100", **{**kw, "ep": 16, "dispatcher": "alltoall"})
+    why = _why(h100, other, fix=False)
+    assert "layout TP1 PP1 CP1 EP8 DP16 -> TP1 PP1 CP1 EP16 DP16" in why["differences"]
+    assert "dispatcher deepep -> alltoall" in why["differences"]
+
+
+def test_explain_of_one_run_against_itself_says_no_difference():
+    run = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=64, ep=8)
+    why = _why(run, run)
+    assert why["differences"].startswith("Runs A and B are the same run")
+    assert why["throughput"].startswith("Throughput unchanged")
+    assert "no difference" in why["time"] and ": ." not in why["time"]
+    assert "longer sequence" not in why["fix"]
+
+
+def test_explain_puts_a_drop_on_the_length_only_when_only_the_length_changed(capsys):
+    code, out, _ = _run(capsys, "explain", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "16k,32k",
+                        "--gbs-tokens", "1m", "--json")
+    reasons = {r["topic"]: r for r in json.loads(out)["reasons"]}
+    assert code == 0 and "fell" in reasons["throughput"]["text"]
+    assert "sequence length 16,384 -> 32,768" in reasons["differences"]["text"]
+    if "already at the planner's best" in reasons["fix"]["text"]:
+        assert "inherent to the longer sequence" in reasons["fix"]["text"]
+
+
+def test_explain_seq_len_help_says_what_it_takes(capsys):
+    """explain's --seq-len help offered three lengths (16k,32k,64k), which explain refuses: the help says two
+    lengths with a model (one with a single run file), and three are refused saying so."""
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "16k,32k,64k" not in help_text and "two lengths to compare, A,B" in help_text
+    code, out, err = _run(capsys, "explain", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "16k,32k,64k",
+                          "--gbs-tokens", "1m")
+    assert code == 2 and not out and "two lengths; got 3" in err

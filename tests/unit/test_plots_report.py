@@ -241,3 +241,92 @@ def test_layout_label_is_the_one_layout_format() -> None:
     # render_html_report takes the caller's rows: an odd one (a zero size) is shown as given, not a crash
     odd = {"tp": 0, "pp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": 1, "dp": 1}
     assert layout_label({"parallel": odd}) == "TP0 PP1 VPP1 CP1 EP1 ETP1 DP1"
+
+
+# ---------------------------------------------------------------------------- headline scale
+# The README's headline run, DeepSeek-V3 at 128K on 1,024 H100s with GBS 1024: plan 1 is an interleaved
+# pipeline of 512 micro-batches (TP2 PP8 VPP4 CP32 EP64 DP2: 32,768 forward/backward operations, ~400k
+# spans). One rectangle per operation and item made the report a 49 MB page (one SVG of 278k paths,
+# 15 s for headless Chromium to render) and `estimate --plot x.svg` a 50 MB file. Bytes and elements are
+# bounded here, not seconds (a timed unit test fails under load).
+HEADLINE = dict(gpu="h100", gpus=1024, seq_len=131072, gbs=1024, tp=2, pp=8, vpp=4, cp=32, ep=64)
+
+
+def _elements(markup: str) -> int:
+    return len(re.findall(r"<[A-Za-z]", markup))
+
+
+@pytest.fixture(scope="module")
+def headline_timeline() -> Any:
+    cfg, gpu = api.build_config("deepseek-v3", **HEADLINE)
+    tl = api.timeline(cfg, gpu)
+    assert tl.microbatches == 512 and len(tl.ops) == 32768
+    return tl
+
+
+def test_headline_report_is_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from moeplan.cli import main
+
+    out = tmp_path / "rep.html"
+    assert main(["report", "deepseek-v3", "--gpu", "h100", "--gpus", "1024", "--seq-len", "128k", "--gbs", "1024",
+                 "--html", str(out)]) == 0
+    html = out.read_text()
+    m = int(re.search(r"\((\d+) micro-batches, VPP \d+\)", html).group(1))
+    assert m >= 256  # still a long pipeline (plan 1 may change with the planner; the bounds hold for any)
+    assert len(html.encode()) < 2_000_000, len(html.encode())  # was 49.4 MB
+    assert html.count("<svg") == 3 and html.count("<path") < 1_500  # was 278,699 paths
+    assert _elements(html) < 5_000, _elements(html)
+    timeline = html[html.index('id="timeline-plot"'):]
+    for want in ("too many to draw one by one", "Warm-up", "Cool-down", "waiting (bubble)", "highest)"):
+        assert want in timeline, want
+
+
+def test_headline_timeline_figure_is_binned_small_and_exact_in_sum(headline_timeline: Any) -> None:
+    import numpy as np
+
+    tl = headline_timeline
+    svg = plots.figure_svg(plots.timeline_figure(tl))
+    ET.fromstring(svg)
+    assert len(svg) < 1_500_000 and _elements(svg) < 3_000, (len(svg), _elements(svg))
+    edges = plots.timeline_bins(tl)
+    assert edges is not None and len(edges) - 1 <= plots.GANTT_BINS
+    assert edges[0] == 0 and edges[-1] == tl.step_time_s
+    # the bins keep every second of work: per rank, shares x bin widths add up to its operations' busy time
+    shares, whole = plots._binned_work(tl, edges)
+    width = np.diff(edges)
+    for r in range(tl.pp):
+        stack = [shares[(r, k)] for k in plots.BINNED_STACK if (r, k) in shares]
+        assert sum(stack).max() <= 1 + 1e-9  # a bin never holds more than its width
+        busy = sum(o.busy_s for o in tl.rank_ops(r))
+        assert sum(float((v * width).sum()) for v in stack) == pytest.approx(busy, rel=1e-9)
+        assert (r, "overlapped") in shares and (r, "dp_comm") in whole
+    # the memory panel keeps each bin's highest value, so the peak (= the memory estimate) survives
+    gib = 1024**3
+    total = plots._bin_max([p[0] for p in tl.memory_s], [(p[1] + p[2] + p[3]) / gib for p in tl.memory_s], edges)
+    assert total.max() == pytest.approx(tl.memory_peak_bytes / gib, rel=1e-12)
+    # the warm-up and the cool-down panels draw every operation in them
+    warm, cool = plots.end_windows(tl)
+    assert warm[0] == 0 and cool[1] == tl.step_time_s and warm[1] < cool[0]
+    assert plots.timeline_bins(tl, warm, 0.5) is None and plots.timeline_bins(tl, cool, 0.5) is None
+
+
+def test_headline_estimate_plot_svg_is_small(tmp_path: Path, headline_timeline: Any) -> None:
+    cfg, gpu = api.build_config("deepseek-v3", **HEADLINE)
+    est = api.evaluate(cfg, gpu).as_dict()
+    out = tmp_path / "e.svg"
+    plots.write_estimate_plot(est, out, timeline=headline_timeline)
+    text = svg_text(out)
+    assert len(text.encode()) < 2_000_000 and _elements(text) < 4_000  # was 49.9 MB, 278,693 paths
+
+
+def test_moderate_pipelines_are_still_drawn_operation_by_operation() -> None:
+    """PP 16 x 64 micro-batches (VPP 1 and 2: up to 4,096 operations, 256 per rank, ~12k rectangles) keep the
+    exact chart, one compound path per rank and kind; its SVG shrank from 2.3 to ~1.4 MB."""
+    for vpp in (1, 2):
+        cfg, gpu = api.build_config("qwen3-235b-a22b", gpu="h100", gpus=1024, seq_len=4096, gbs=4096, ep=8, pp=16,
+                                    vpp=vpp)
+        tl = api.timeline(cfg, gpu)
+        assert plots.timeline_bins(tl) is None and plots.end_windows(tl) is None
+        svg = plots.figure_svg(plots.timeline_figure(tl))
+        assert "too many to draw" not in svg and "Warm-up" not in svg
+        assert len(svg) < 2_000_000 and svg.count("<path") < 1_000

@@ -12,12 +12,15 @@ from moeplan import api
 from moeplan.errors import MoeplanError
 from moeplan.estimate import evaluate
 from moeplan.timeline import (
+    TRACE_DETAIL_MICROBATCHES,
     TRACKS,
     build_timeline,
     chrome_trace,
     chrome_trace_bytes,
     rank_schedule,
     schedule_problem,
+    trace_detail,
+    trace_detail_note,
 )
 
 def test_phases_and_every_op_once():
@@ -159,6 +162,48 @@ def test_large_pipeline_is_small_and_linear():
         assert len(tl.ops) == 2 * tl.pp * tl.vpp * tl.microbatches
         assert len(data) < 20e6, len(data)
         assert tl.span_s == pytest.approx(evaluate(cfg, gpu).time.step_time_s, rel=1e-9)
+        assert trace_detail_note(tl) is None and b"items_left_out" not in data  # 64 micro-batches: every span
+
+
+def test_headline_trace_keeps_every_operation_and_says_which_items_it_leaves_out():
+    """DeepSeek-V3 at 128K on 1,024 H100s, TP2 PP8 VPP4 CP32 EP64 DP2 (the headline plan 1): 512 micro-batches,
+    32,768 operations, ~400k spans, a 55 MB trace in full. Every forward of a rank has the same items with the
+    same durations (and every backward), so past TRACE_DETAIL_MICROBATCHES only the first and the last half
+    of that many carry them; every operation, flow and memory change stays, and the file says so."""
+    cfg, gpu = api.build_config("deepseek-v3", gpu="h100", gpus=1024, seq_len=131072, gbs=1024, tp=2, pp=8, vpp=4,
+                                cp=32, ep=64)
+    tl = build_timeline(cfg, gpu)
+    assert tl.microbatches == 512
+    data = chrome_trace_bytes(tl)
+    assert len(data) < 25e6, len(data)  # was 55 MB
+    doc = json.loads(data)
+    events = doc["traceEvents"]
+    assert len(events) < 200_000, len(events)  # was 514k
+    spans = [e for e in events if e["ph"] == "X"]
+    ops = [e for e in spans if e["cat"] in ("forward", "backward")]
+    assert len(ops) == len(tl.ops) == 2 * tl.pp * tl.vpp * tl.microbatches  # every operation
+    first, last = trace_detail(tl)
+    kept = set(first) | set(last)
+    assert len(kept) == TRACE_DETAIL_MICROBATCHES and 0 in kept and tl.microbatches - 1 in kept
+    # the items of exactly the kept micro-batches' operations (each has one attention item)
+    assert sum(e["name"] == "attention" for e in spans) == sum(o.step.microbatch in kept for o in tl.ops)
+    assert len(spans) == sum(s.category in ("forward", "backward") or s.microbatch in kept or s.microbatch < 0
+                             for s in tl.spans)
+    assert {e["cat"] for e in spans} >= {"dp_comm", "optimizer", "cp_comm", "cp_comm_overlapped", "gemm"}
+    flows = [e for e in events if e["ph"] == "s"]
+    assert len(flows) == 2 * tl.microbatches * (tl.pp * tl.vpp - 1)
+    assert len([e for e in events if e["ph"] == "C"]) == len(tl.memory_s)
+    note = doc["otherData"]["items_left_out"]
+    assert note == trace_detail_note(tl) and f"{first.start}-{first.stop - 1} and {last.start}-{last.stop - 1}" in note
+    # each operation without its items says so where a viewer looks (its arguments), and only those
+    assert all(("items" in e["args"]) == (e["args"]["microbatch"] not in kept) for e in ops)
+    labels = [e for e in events if e["ph"] == "M" and e["name"] == "process_labels"]
+    assert sorted(e["pid"] for e in labels) == list(range(tl.pp))
+    # the CLI's help says it too
+    from moeplan.cli import TRACE_HELP
+
+    assert (f"Beyond {TRACE_DETAIL_MICROBATCHES} micro-batches only the first and the last "
+            f"{TRACE_DETAIL_MICROBATCHES // 2}") in TRACE_HELP
 
 
 def test_chrome_trace_is_json_ready():

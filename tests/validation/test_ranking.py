@@ -140,6 +140,28 @@ def test_ties_without_a_recipe_follow_the_guidance_defaults():
     assert order[0].cfg.parallel.cp == 16 and "guidance" in why[id(order[0])]
 
 
+def test_tie_text_states_the_rule_it_applies():
+    """The tie text gives the real rule (bands exp(+-band) overlap: up to exp(-2 x band) apart, not within the
+    one band it quoted as "+-15%") and both bands in numbers: a plan further below the fastest than one band
+    is a tie and says so truthfully (it said "within the model's error (+-15%) ... (643, -18%)")."""
+    gpu = load_gpu("h200")
+    kw = dict(gpus=256, seq_len=65536, gbs=64, precision="fp8", dispatcher="deepep")
+    b = DEFAULT_CALIBRATION.error_band_log
+    lead, tps = 643.0, 643.0 * math.exp(-1.4 * b)  # outside one band of the fastest, inside the overlap rule
+    cands = _cands("deepseek-v3", "h200", kw, [(dict(tp=1, pp=8, vpp=4, cp=8, ep=32), lead),
+                                                 (dict(tp=1, pp=8, vpp=4, cp=16, ep=32), tps)])
+    order, why = rank_candidates(cands, gpu, b)
+    fast, slow = why[id(cands[0])], why[id(cands[1])]
+    lo, hi = math.exp(-b), math.exp(b)
+    assert f"+-{math.expm1(b):.0%}" not in slow and f"({lead:,.0f}, {tps / lead - 1:+.0%})" in slow
+    assert (f"its band ({tps * lo:,.0f}-{tps * hi:,.0f}) overlaps the fastest estimate's band "
+            f"({lead * lo:,.0f}-{lead * hi:,.0f})") in slow
+    assert tps * hi >= lead * lo  # what the text claims is what the rule checks
+    floor = lead * math.exp(-2 * b)
+    assert f"{floor:,.0f} tokens/s/GPU, {1 - floor / lead:.0%} below it" in slow
+    assert "is the fastest estimate" in fast and f"its band ({lead * lo:,.0f}-{lead * hi:,.0f})" in fast
+
+
 def test_plan_rationale_says_why_a_tie_is_first():
     r = api.plan("deepseek-v3", top=3, **TUNED["deepseek-v3 128K, 256 H100"][1])
     best = r["plans"][0]

@@ -114,4 +114,5 @@ def build_spec(entry: Entry, user: tuple[Entry, ...]) -> GPUSpec:
     else:
         sources = tuple(vals.get("sources", ())) + (f"user hardware file {entry.origin}",)
     kwargs = {k: vals.get(k) for k in SPEC_FIELDS if k not in ("name", "sources", "peak_flops")}
-    return GPUSpec(name=entry.name, sources=sources, peak_flops=peaks, **kwargs)
+    user_file = None if entry.origin == _CATALOG_ORIGIN else str(Path(entry.origin).resolve())
+    return GPUSpec(name=entry.name, sources=sources, peak_flops=peaks, hardware_file=user_file, **kwargs)

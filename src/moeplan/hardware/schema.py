@@ -43,7 +43,7 @@ PAIRS: dict[str, tuple[str, bool]] = {
     "host_link_achieved_bytes_per_s": ("host_link_bw_bytes_per_s", False),
 }
 
-SPEC_FIELDS = tuple(f.name for f in fields(GPUSpec))
+SPEC_FIELDS = tuple(f.name for f in fields(GPUSpec) if f.name != "hardware_file")  # where it came from, set by the loader
 REQUIRED = tuple(n for n in SPEC_FIELDS if n not in ("name", "sources") + _OPTIONAL)
 _ENTRY_KEYS = frozenset(SPEC_FIELDS) - {"name"} | {"base", "aliases"}
 

@@ -93,6 +93,9 @@ class GPUSpec:
     # 10.3): which fused-attention kernels Transformer Engine can run for a head shape (attention_backend.attention_kernel).
     # None: not given; attention is then costed with the kernels that serve every head shape on Hopper.
     compute_capability: float | None = None
+    # Not a hardware-file key: the absolute path of the user hardware file that defined this GPU (None: the
+    # catalog's). Exports' '# moeplan:' comment records it so `moeplan check` finds the GPU again.
+    hardware_file: str | None = None
 
     def __hash__(self) -> int:  # peak_flops is a dict; hash on the identity fields only
         cached = self.__dict__.get("_hash_value")  # once per object: the planner's caches are keyed by runs

@@ -22,10 +22,10 @@ are Megatron-Core's own, run by ``moeplan check --mcore``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from moeplan.megatron.fields import version_tuple
+from moeplan.megatron.fields import check_settings, version_tuple
 from moeplan.models.spec import Attention, ModelSpec
 from moeplan.parallel import unroll_layout
 from moeplan.run import DELAY_WGRAD_GRAPH_BIAS
@@ -175,11 +175,27 @@ def _recompute_layers(v: FileView) -> str | None:
     return None
 
 
+def recompute_module_problem(model: ModelSpec, modules: Iterable[str]) -> str | None:
+    """Why Megatron-Core rejects a selective recompute module for this model, or None: the one owner of the
+    rule behind ``moeplan check``'s recompute-mla-up-proj and plan's / estimate's refusal of ``--recompute``."""
+    attn = model.first_attention
+    if "mla_up_proj" in modules and not (attn is not None and attn.is_mla):
+        return f"recompute module mla_up_proj needs multi-latent attention; {model.name} does not use it"
+    return None
+
+
+def selective_recompute_problem(model: ModelSpec, modules: Iterable[str], version: str) -> str | None:
+    """Why Megatron-Core ``version`` rejects these selective recompute modules for this model (a module the
+    release lacks, as ``moeplan check`` reports it: fields.check_settings; one the model lacks), or None."""
+    mods = sorted(modules)
+    for problem in check_settings({"recompute_granularity": "selective", "recompute_modules": mods}, version):
+        return problem.message
+    return recompute_module_problem(model, mods)
+
+
 def _mla_up_proj(v: FileView) -> str | None:
-    attn = v.model.first_attention
-    if v.get("recompute_granularity") == "selective" and "mla_up_proj" in v.modules("recompute_modules") \
-            and not (attn is not None and attn.is_mla):
-        return f"recompute module mla_up_proj needs multi-latent attention; {v.model.name} does not use it"
+    if v.get("recompute_granularity") == "selective":
+        return recompute_module_problem(v.model, v.modules("recompute_modules"))
     return None
 
 
@@ -352,4 +368,5 @@ def tripped(view: FileView) -> list[tuple[McoreAssert, str]]:
     return out
 
 
-__all__ = ["ASSERTS", "FileView", "McoreAssert", "tripped"]
+__all__ = ["ASSERTS", "FileView", "McoreAssert", "recompute_module_problem", "selective_recompute_problem",
+           "tripped"]

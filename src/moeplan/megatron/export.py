@@ -10,6 +10,7 @@ Conventions: ``cuda_graph_scope`` / ``cuda_graph_modules`` are lists in settings
 from __future__ import annotations
 
 import re
+import shlex
 
 import yaml
 
@@ -258,7 +259,7 @@ def to_overrides(cfg: RunConfig, version: str | None = None) -> list[str]:
     return [f"{path}={format_override_value(value)}" for path, value in _bridge_items(cfg, version)]
 
 
-PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, gpu, gpus, mcore-version, te-version)
+PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, gpu, hardware, gpus, mcore-version, te-version)
 
 
 def env_settings(cfg: RunConfig) -> dict[str, str]:
@@ -272,11 +273,14 @@ def provenance_comment(cfg: RunConfig, version: str | None = None) -> str:
     """The comment line every export starts with, naming what the file does not carry itself:
     ``# moeplan: model=deepseek-v3 gpu=h100 gpus=1024 mcore-version=0.16`` (``moeplan check`` reads it), with
     ``te-version=2.19`` after it where the run's Transformer Engine is not the default (the recipes'), and the
-    job's :func:`env_settings` as ``NAME=VALUE``."""
+    job's :func:`env_settings` as ``NAME=VALUE``. A model read from a config.json is named by the file's absolute
+    path, a GPU from a user hardware file is followed by ``hardware=PATH`` (shell-quoted where needed, e.g. spaces)."""
     v = version or cfg.mcore_version
+    model = shlex.quote(cfg.model.path) if cfg.model.path else cfg.model.name
+    hw = f" hardware={shlex.quote(cfg.gpu.hardware_file)}" if cfg.gpu.hardware_file else ""
     te = "" if cfg.te_version == DEFAULT_TE_VERSION else f" te-version={cfg.te_version}"
     env = "".join(f" {k}={val}" for k, val in env_settings(cfg).items())
-    return (f"{PROVENANCE_PREFIX} model={cfg.model.name} gpu={cfg.gpu.name} gpus={cfg.parallel.gpus} "
+    return (f"{PROVENANCE_PREFIX} model={model} gpu={cfg.gpu.name}{hw} gpus={cfg.parallel.gpus} "
             f"mcore-version={v}{te}{env}")
 
 

@@ -5,6 +5,8 @@ so its ``__post_init__`` checks run. torch and megatron-core are optional: impor
 
 from __future__ import annotations
 
+import traceback
+
 from moeplan.errors import MoeplanError, one_line
 from moeplan.megatron.export import bridge_value, to_settings
 from moeplan.megatron.fields import MegatronFields, fields_for, normalize_version, version_tuple
@@ -102,19 +104,39 @@ def mcore_kwargs(cfg: RunConfig, version: str | None = None) -> dict[str, object
     return kw
 
 
-def installed_mcore_version() -> str:
-    """major.minor of the installed megatron-core (MoeplanError when it is not installed)."""
+class McoreNotRun(MoeplanError):
+    """Megatron-Core's checks could not run faithfully here: the installed release is not the one the run targets,
+    or Transformer Engine is missing where the checks probe it. Says nothing about the config."""
+
+
+def _installed_release() -> str:
     try:
         from megatron.core import package_info
     except ImportError as exc:
         raise MoeplanError(f"megatron-core is not installed ({one_line(exc)}); pip install 'moeplan[mcore]'") from None
-    return normalize_version(package_info.__version__)
+    return str(package_info.__version__)
+
+
+def installed_mcore_version() -> str:
+    """major.minor of the installed megatron-core (MoeplanError when it is not installed)."""
+    return normalize_version(_installed_release())
 
 
 def build_mcore_config(cfg: RunConfig) -> object:
     """Construct the installed Megatron-Core's (MLA)TransformerConfig for the plan, so its __post_init__ checks
-    run; any rejection becomes a one-line MoeplanError."""
-    version = installed_mcore_version()
+    run; any rejection becomes a one-line MoeplanError. :class:`McoreNotRun` when they cannot run faithfully: the
+    installed release is not ``cfg.mcore_version`` (fields and checks change between releases), or a check probes
+    Transformer Engine's version and TE is not installed."""
+    release = _installed_release()
+    target = normalize_version(cfg.mcore_version)
+    try:
+        version = normalize_version(release)
+    except MoeplanError:  # a release moeplan's field table does not know
+        version = None
+    if version != target:
+        raise McoreNotRun(f"Megatron-Core's TransformerConfig checks not run: the run targets Megatron-Core {target}, "
+                          f"the installed one is {release} (fields and checks change between releases); install "
+                          f"megatron-core {target} to run them")
     from megatron.core.transformer import transformer_config as tc
 
     cls = getattr(tc, mcore_config_class(cfg))
@@ -122,14 +144,37 @@ def build_mcore_config(cfg: RunConfig) -> object:
     try:
         return cls(**kwargs)
     except Exception as exc:  # noqa: BLE001 - Megatron-Core rejects with ValueError, AssertionError, TypeError, ...
+        if _te_missing(exc):
+            raise McoreNotRun(f"Megatron-Core {version} {cls.__name__} checks not completed: the one at "
+                              f"{_mcore_site(exc)} probes Transformer Engine's version and Transformer Engine is not "
+                              "installed here (install transformer-engine to run them)") from None
         raise MoeplanError(f"Megatron-Core {version} {cls.__name__} rejects the plan: "
-                           f"{type(exc).__name__}: {one_line(exc)[:300]}{_te_note()}") from None
+                           f"{type(exc).__name__}: {one_line(exc)[:300]}") from None
 
 
-def _te_note() -> str:
-    """Some checks (FP8 with moe_act/layernorm recompute, fused permutation) probe Transformer Engine."""
+_CONFIG_FILES = ("transformer_config.py", "model_parallel_config.py")
+
+
+def _mcore_site(exc: BaseException) -> str:
+    """'transformer_config.py:1917': the innermost Megatron-Core config line the exception passed through."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith(_CONFIG_FILES)]
+    return f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "__post_init__"
+
+
+# megatron/core/utils.py: its Transformer Engine version probes (get_te_version() is None without TE)
+_TE_PROBES = frozenset({"get_te_version", "is_te_min_version"})
+
+
+def _te_missing(exc: BaseException) -> bool:
+    """Whether the exception comes from Transformer Engine being absent (a version probe or an import of it),
+    not from the config: some checks (FP8 with MoE, moe_act/layernorm recompute, delay_wgrad_compute with
+    TE-scoped CUDA graphs, fused permutation) probe TE."""
     try:
         import transformer_engine  # noqa: F401
     except ImportError:
-        return " (Transformer Engine is not installed: checks that probe its version cannot pass here)"
-    return ""
+        pass
+    else:
+        return False
+    if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "transformer_engine":
+        return True
+    return any(frame.name in _TE_PROBES for frame in traceback.extract_tb(exc.__traceback__))

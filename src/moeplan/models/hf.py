@@ -345,8 +345,9 @@ READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
 }
 
 
-def spec_from_dict(data: Mapping[str, Any], name: str, origin: str) -> ModelSpec:
-    """Build a :class:`ModelSpec` from a parsed config.json (``origin`` names it in errors)."""
+def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = "") -> ModelSpec:
+    """Build a :class:`ModelSpec` from a parsed config.json (``origin`` names it in errors; ``path``, the
+    file's absolute path, is kept on the spec for exports to record)."""
     if not isinstance(data, Mapping):
         raise MoeplanError(f"{origin}: expected a JSON object at the top level")
     c = _Cfg(data, origin)
@@ -366,6 +367,7 @@ def spec_from_dict(data: Mapping[str, Any], name: str, origin: str) -> ModelSpec
         tie_embeddings=c.bool("tie_word_embeddings", False),
         source=str(data.get("_source", origin)),
         notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
+        path=path,
         **parts,
     )
 
@@ -384,4 +386,4 @@ def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
     except json.JSONDecodeError as exc:
         raise MoeplanError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     stem = p.parent.name if p.name == "config.json" else p.stem
-    return spec_from_dict(data, name or stem, str(p))
+    return spec_from_dict(data, name or stem, str(p), str(p.resolve()))

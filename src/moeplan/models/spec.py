@@ -171,6 +171,7 @@ class ModelSpec:
     mtp_layer: Layer | None = None
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    path: str = ""  # absolute path of the config.json it was read from; "" for a catalog model (exports record it)
 
     @property
     def num_layers(self) -> int:

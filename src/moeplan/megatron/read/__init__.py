@@ -9,6 +9,7 @@ v0.5 (Megatron-Core <= 0.18) and ``dataset.seq_length`` from Bridge v0.6 (Megatr
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -37,15 +38,21 @@ def _detect(text: str) -> RunKind:
 
 
 _PROVENANCE = re.compile(r"^[ \t]*#[ \t]*moeplan:(.*)$", re.MULTILINE)
-PROVENANCE_KEYS = ("model", "gpu", "gpus", "mcore-version", "te-version", GROUPED_TENSOR_ENV)  # + export.env_settings
+PROVENANCE_KEYS = ("model", "gpu", "hardware", "gpus", "mcore-version", "te-version",
+                   GROUPED_TENSOR_ENV)  # + export.env_settings
 
 
 def read_provenance(text: str) -> dict[str, str]:
-    """The ``# moeplan: model=... gpu=... gpus=... mcore-version=... [te-version=...]`` comment of a moeplan export."""
+    """The ``# moeplan: model=... gpu=... [hardware=...] gpus=... mcore-version=... [te-version=...]`` comment of
+    a moeplan export (values shell-quoted where they need it: paths with spaces)."""
     m = _PROVENANCE.search(text)
     if m is None:
         return {}
-    pairs = (item.split("=", 1) for item in m.group(1).split() if "=" in item)
+    try:
+        items = shlex.split(m.group(1))
+    except ValueError:  # an unbalanced quote: read it word by word
+        items = m.group(1).split()
+    pairs = (item.split("=", 1) for item in items if "=" in item)
     return {k: v for k, v in pairs if k in PROVENANCE_KEYS and v}
 
 
