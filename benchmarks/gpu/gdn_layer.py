@@ -83,15 +83,23 @@ def mixer(qkvzba: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor, norm
     return norm_out.reshape(batch, seq, -1).transpose(0, 1).contiguous()
 
 
-def measure(batch: int, seq: int, warmup: int = WARMUP, iters: int = ITERS) -> dict[str, float]:
-    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-
+def _mixer_inputs(batch: int, seq: int) -> tuple[torch.Tensor, ...]:
+    """in_proj's output [s, b, 2K + 2V + 2H] (requires grad), A_log and dt_bias [H] (fp32), the out_norm weight, and a
+    gradient of the mixer's output [s, b, V]."""
     dev, bf16 = "cuda", torch.bfloat16
     qkvzba = (0.1 * torch.randn(seq, batch, IN_PROJ_DIM, device=dev, dtype=bf16)).requires_grad_()
     a_log = torch.log(torch.empty(VALUE_HEADS, device=dev).uniform_(1, 16)).requires_grad_()
     dt_bias = torch.rand(VALUE_HEADS, device=dev).requires_grad_()
     norm_w = torch.ones(HEAD_DIM, device=dev, dtype=bf16, requires_grad=True)
     dout = torch.randn(seq, batch, VALUE_DIM, device=dev, dtype=bf16)
+    return qkvzba, a_log, dt_bias, norm_w, dout
+
+
+def measure(batch: int, seq: int, warmup: int = WARMUP, iters: int = ITERS) -> dict[str, float]:
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+    dev, bf16 = "cuda", torch.bfloat16
+    qkvzba, a_log, dt_bias, norm_w, dout = _mixer_inputs(batch, seq)
 
     def fwd():
         return mixer(qkvzba, a_log, dt_bias, norm_w)
@@ -130,12 +138,7 @@ def profile(batch: int, seq: int, iters: int = 5) -> int:
     import os
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
-    dev, bf16 = "cuda", torch.bfloat16
-    qkvzba = (0.1 * torch.randn(seq, batch, IN_PROJ_DIM, device=dev, dtype=bf16)).requires_grad_()
-    a_log = torch.log(torch.empty(VALUE_HEADS, device=dev).uniform_(1, 16)).requires_grad_()
-    dt_bias = torch.rand(VALUE_HEADS, device=dev).requires_grad_()
-    norm_w = torch.ones(HEAD_DIM, device=dev, dtype=bf16, requires_grad=True)
-    dout = torch.randn(seq, batch, VALUE_DIM, device=dev, dtype=bf16)
+    qkvzba, a_log, dt_bias, norm_w, dout = _mixer_inputs(batch, seq)
     for _ in range(WARMUP):
         mixer(qkvzba, a_log, dt_bias, norm_w).backward(dout)
     torch.cuda.synchronize()
