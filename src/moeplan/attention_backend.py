@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from moeplan.te_release import DEFAULT_TE_VERSION, TE_COMMIT, TE_RELEASES, te_label, te_version_key
+from moeplan.te_release import DEFAULT_TE_VERSION, TE_RELEASES
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec

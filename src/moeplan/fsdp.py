@@ -24,7 +24,6 @@ No code is taken from those files; only the rules above.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache

@@ -18,7 +18,7 @@ from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, gdn_backward_dw, version_key
-from moeplan.models.spec import Attention, GatedDeltaNet, ModelSpec
+from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.parallel import Batch, LayoutCheck, Parallel, check_layout
 from moeplan.vocab import (
     CUDA_GRAPH_SCOPES,

@@ -10,7 +10,7 @@ and :func:`steady_state` picks the iterations that measure the steady state.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
