@@ -306,22 +306,26 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
     if par.cp != cp0:
         alt_par = replace_parallel(par, cp=cp0)
         alt = try_eval(cfg.with_(parallel=alt_par)) if alt_par else None
+        # the variant above changes CP alone, which can be a poor CP-cp0 layout: it is named as such, and
+        # the first plan of the answer that runs CP cp0 (with its own sizes) is named beside it
+        variant = f"This plan with only CP changed to {cp0} ({alt_par.short()})" if alt_par else ""
         if alt is None:
             text += " " + _cp_start_blocked(cfg, cp0)
             nums["cp_start_valid"] = False
-            peer = next(((r, c, t) for r, c, t in peers if c.parallel.cp == cp0 and c is not cfg), None)
-            if peer is not None:
-                text += (f" Plan {peer[0]} uses CP {cp0} with other sizes ({peer[1].parallel.short()}, "
-                         f"{peer[2]:,.0f} tokens/s/GPU).")
-                nums["cp_start_plan"] = peer[0]
         elif not alt.memory.total_bytes <= budget:
-            text += (f" CP {cp0} would need {round_gib(alt.memory.total_bytes)} GiB per GPU, over the "
+            text += (f" {variant} would need {round_gib(alt.memory.total_bytes)} GiB per GPU, over the "
                      f"{round_gib(budget)} GiB budget.")
             nums["cp_start_memory_gib"] = round_gib(alt.memory.total_bytes)
         else:
-            text += (f" CP {cp0} fits ({round_gib(alt.memory.total_bytes)} GiB) but runs at "
+            text += (f" {variant} fits ({round_gib(alt.memory.total_bytes)} GiB) but runs at "
                      f"{alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU vs {tps:,.0f} here.")
             nums["cp_start_tokens_per_s"] = round(alt.time.tokens_per_s_per_gpu)
+        peer = next(((r, c, t) for r, c, t in peers if c.parallel.cp == cp0 and c is not cfg), None)
+        if peer is not None:
+            how = "these sizes and its own knobs" if peer[1].parallel == alt_par else "other sizes"
+            text += (f" Plan {peer[0]} uses CP {cp0} with {how} ({peer[1].parallel.short()}, "
+                     f"{peer[2]:,.0f} tokens/s/GPU).")
+            nums["cp_start_plan"] = peer[0]
     if par.cp > 1:
         cp_s = est.time.breakdown_s.get("cp_comm", 0.0)
         text += f" CP communication ({cfg.cp_comm_type}) exposes {cp_s:,.2f} s per step ({cp_s / step:.1%})."

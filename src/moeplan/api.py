@@ -456,15 +456,25 @@ def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALI
     or knob the planner chooses: its model as trained (MTP layers included), its GPU as deployed (a user
     hardware file's entry too), GPU count, sequence length and GBS, precision, gradient and moment dtypes,
     optimizer, routing imbalance, reserved memory, and the Megatron-Core and Transformer Engine releases.
-    ``moeplan explain`` asks it for the remedy of its second run; a run that sets GROUPED_TENSOR_ENV where TE raises
-    is searched without it (the remedy cannot keep it)."""
-    grouped = cfg.te_grouped_tensor and grouped_tensor_raises(cfg.te_version, cfg.gpu.sm_arch, cfg.precision) is None
-    return search_plans(cfg.model, gpu=cfg.gpu, gpus=cfg.parallel.gpus, seq_len=cfg.batch.seq_len,
-                        gbs=cfg.batch.gbs, precision=cfg.precision, top=top, headroom=headroom,
-                        moe_imbalance=cfg.moe_imbalance, reserve_gib=cfg.reserve_gib,
-                        mcore_version=cfg.mcore_version, te_version=cfg.te_version,
-                        te_grouped_tensor=grouped, progress=progress,
-                        grad_fp32=cfg.grad_fp32, bf16_moments=cfg.bf16_moments, cal=cal, optimizer=cfg.optimizer)
+    ``moeplan explain`` asks it for the remedy of its second run. A run that sets GROUPED_TENSOR_ENV is searched with
+    it, as ``plan --te-grouped-tensor`` searches: where TE raises, the search keeps only runs whose experts are
+    op-fused (moeplan.planner.search); where it refuses the flag (no such run is left), the run is searched
+    without it (the remedy is to drop it, as the refusal says)."""
+    def run(grouped: bool) -> PlanReport:
+        return search_plans(cfg.model, gpu=cfg.gpu, gpus=cfg.parallel.gpus, seq_len=cfg.batch.seq_len,
+                            gbs=cfg.batch.gbs, precision=cfg.precision, top=top, headroom=headroom,
+                            moe_imbalance=cfg.moe_imbalance, reserve_gib=cfg.reserve_gib,
+                            mcore_version=cfg.mcore_version, te_version=cfg.te_version,
+                            te_grouped_tensor=grouped, progress=progress,
+                            grad_fp32=cfg.grad_fp32, bf16_moments=cfg.bf16_moments, cal=cal, optimizer=cfg.optimizer)
+
+    raises = grouped_tensor_raises(cfg.te_version, cfg.gpu.sm_arch, cfg.precision) if cfg.te_grouped_tensor else None
+    try:
+        return run(cfg.te_grouped_tensor)
+    except MoeplanError as exc:
+        if raises is None or not str(exc).startswith(grouped_tensor_refusal(raises)):
+            raise
+        return run(False)
 
 
 def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:

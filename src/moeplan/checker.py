@@ -14,6 +14,7 @@ from typing import Any
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.knobs import ep_overlap_beyond_assert
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import check_settings, dp_assertions
 from moeplan.megatron.asserts import FileView, tripped
@@ -164,8 +165,9 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
 
 
 # Megatron's assertions that moeplan.knobs also makes (knob-layout), one cause each: the file gets this finding
-# (its source, its own rule name) with the knob's fix, and none from knob-layout for that field.
-_KNOB_ASSERTS = frozenset({"delay-wgrad-a2a-overlap", "delay-wgrad-graph-attn-bias"})
+# (its source, its own rule name) with the knob's fix, and none from knob-layout for that field. EP A2A overlap's
+# assertion only where the knob fails for none but the causes it tests (knobs.ep_overlap_beyond_assert: else both).
+_KNOB_ASSERTS = frozenset({"delay-wgrad-a2a-overlap", "delay-wgrad-graph-attn-bias", "ep-a2a-overlap"})
 
 
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
@@ -188,7 +190,8 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
     hits = tripped(view)
-    knob_hits = frozenset(rule.field for rule, _ in hits if rule.id in _KNOB_ASSERTS)
+    knob_hits = frozenset(rule.field for rule, _ in hits if rule.id in _KNOB_ASSERTS
+                          and (rule.id != "ep-a2a-overlap" or not ep_overlap_beyond_assert(cfg)))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable, unknown=tuple(parsed.unknown),
                      lines=parsed.lines, known=known_keys(parsed.kind), cal=cal, reported_knobs=knob_hits)
     for rule, message in hits:
@@ -196,7 +199,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
             inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
             fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
-        elif rule.id in _KNOB_ASSERTS:
+        elif rule.id in _KNOB_ASSERTS and rule.field in knob_hits:
             fix = knob_fix(cfg, rule.field)
         lead = "Megatron-Core rejects this: " if rule.severity == "error" else "Megatron-Core: "
         findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},

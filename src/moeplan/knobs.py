@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from moeplan.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
 from moeplan.hardware import GPUSpec
-from moeplan.megatron.fields import KnobProblem, sync_free_moe
-from moeplan.models.spec import Attention
+from moeplan.megatron.fields import KnobProblem, ep_overlap_mtp_needs_pp, gdn_backward_dw, sync_free_moe
+from moeplan.models.spec import Attention, GatedDeltaNet
 from moeplan.run import RunConfig
 from moeplan.timing import cp_comm_allowed
 
@@ -53,4 +53,25 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
     return None
 
 
-__all__ = ["KnobProblem", "knob_problem"]
+def ep_overlap_beyond_assert(cfg: RunConfig) -> bool:
+    """Whether EP A2A overlap is off-limits here (RunConfig.ep_overlap_allowed) for a reason Megatron-Core's
+    overlap_moe_expert_parallel_comm assertion (moeplan.megatron.asserts, rule ep-a2a-overlap) does not test.
+
+    The two share EP > 1, PP 1 or VPP (the assertion: PP > 1 without virtual_pipeline_model_parallel_size or a
+    layout), no full recompute and at most one MTP layer (the knob: on 0.16/0.17): where the assertion trips, the
+    knob fails for that cause, so the checker reports Megatron's assertion alone (with the knob's fix). They differ
+    where this returns True,
+    and there both findings are kept: the knob also needs several micro-batches (the merged schedule overlaps one
+    micro-batch's forward with another's backward), no moe in recompute_modules (rule ep-a2a-overlap-moe-recompute
+    on 0.17+, a warning before), GatedDeltaNet.backward_dw (0.17+) and, on 0.16/0.17, PP > 1 with an MTP layer,
+    none of which that assertion tests. (The assertion also tests what the knob does not: the dispatcher,
+    recompute_method / recompute_num_layers, moe_shared_expert_overlap; a file that sets VPP 1 with PP > 1 passes
+    it where the knob fails.) The conditions are RunConfig.ep_overlap_allowed's: keep the two in step."""
+    par = cfg.parallel
+    return ("moe" in cfg.recompute.modules or cfg.batch.microbatches(par.dp) <= 1
+            or (not gdn_backward_dw(cfg.mcore_version)
+                and any(isinstance(m, GatedDeltaNet) for m in cfg.model.distinct_mixers))
+            or (cfg.model.mtp_layers == 1 and ep_overlap_mtp_needs_pp(cfg.mcore_version) and par.pp == 1))
+
+
+__all__ = ["KnobProblem", "ep_overlap_beyond_assert", "knob_problem"]

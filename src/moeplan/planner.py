@@ -190,9 +190,13 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch,
     tps = [space.tp] if space.tp else [t for t in _pow2_upto(min(8, gpu.nvlink_domain)) if t <= gpus]
     cp0 = cp_start(batch.seq_len)
     # CP from a quarter to four times the guidance's start; CP 1 too where CP may be unsupported
-    # (Gated DeltaNet before Megatron-Core 0.18) or the start is small
+    # (Gated DeltaNet before Megatron-Core 0.18) or the start is small. The start is capped at the largest
+    # CP the GPU count allows: with fewer GPUs than seq/4096 the guidance's "adjust" is toward that CP,
+    # not to no CP at all (16 GPUs at 1M tokens: CP 4-16, where CP 64-1024 would leave no layout to try)
+    pow2s = _pow2_upto(gpus)
+    low = min(cp0, pow2s[-1]) / 4
     always = {1} if (cp0 <= 4 or any(layer.is_linear_attention for layer in spec.layers)) else set()
-    cps = [space.cp] if space.cp else sorted(always | {c for c in _pow2_upto(gpus) if cp0 / 4 <= c <= cp0 * 4})
+    cps = [space.cp] if space.cp else sorted(always | {c for c in pow2s if low <= c <= cp0 * 4})
     pps = [space.pp] if space.pp else [p for p in _pow2_upto(min(32, spec.num_layers)) if p <= gpus]
     eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
@@ -621,7 +625,11 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     te = str(numerics["te_version"])
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version, te)
     if not layouts:
-        probe = Parallel(gpus, space.tp or 1, space.pp or 1, space.vpp or 1, space.cp or 1, space.ep or 1, space.etp or 1)
+        # the example: the largest CP the search tries that divides the GPU count (the fewest data-parallel
+        # ranks), so its reason is one the search met, not CP 1's where CP 1 is not tried
+        cp = space.cp or max((c for c in candidate_sizes(spec, gpu, gpus, batch, space)[1] if gpus % c == 0),
+                             default=1)
+        probe = Parallel(gpus, space.tp or 1, space.pp or 1, space.vpp or 1, cp, space.ep or 1, space.etp or 1)
         reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version, gpu, te)
         why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""
         raise InvalidLayout(f"no valid layout of {spec.name} on {gpus} GPUs at seq {seq_len} with GBS {gbs}{why}")

@@ -101,6 +101,35 @@ def test_cp_rationale_names_the_rule_and_the_plan_that_uses_the_start():
             assert r.numbers["cp_start_plan"] == first_with[r.numbers["cp_start"]]
 
 
+def test_cp_rationale_never_passes_a_cp_only_variant_off_as_the_start():
+    """DeepSeek-V3 at 32K on 128 H100: plans 1-2 run CP 4, plan 3 a CP 8 layout (the guidance's start) at
+    ~600 tokens/s/GPU, while plan 1 with only CP changed to 8 runs at ~250. The rationale says the slow run
+    is plan 1's layout with only CP changed (and names it), and names the table's CP 8 plan beside it; it
+    never reads "CP 8 fits ... but runs at 254" as if that were what CP 8 gives."""
+    from dataclasses import replace
+
+    from moeplan.advice import cp_start
+
+    found = api.search_plans("deepseek-v3", gpu="h100", gpus=128, seq_len=32768, gbs=1024)
+    cp0 = cp_start(32768)
+    first_with = {}
+    for rank, p in enumerate(found.plans, 1):
+        first_with.setdefault(p.config.parallel.cp, rank)
+    assert cp0 in first_with and found.plans[0].config.parallel.cp != cp0  # the case of the defect
+    for p in found.plans:
+        if p.config.parallel.cp == cp0:
+            continue
+        r = next(r for r in p.rationale if r.topic == "cp")
+        assert f" CP {cp0} fits (" not in r.text and f" CP {cp0} would need" not in r.text
+        if "cp_start_tokens_per_s" in r.numbers or "cp_start_memory_gib" in r.numbers:
+            variant = replace(p.config.parallel, cp=cp0)
+            assert f"This plan with only CP changed to {cp0} ({variant.short()})" in r.text
+        peer = found.plans[first_with[cp0] - 1]
+        assert r.numbers["cp_start_plan"] == first_with[cp0]
+        assert (f"Plan {first_with[cp0]} uses CP {cp0} with other sizes ({peer.config.parallel.short()}, "
+                f"{peer.estimate.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU)") in r.text
+
+
 def test_explain_flags_runs_that_do_not_fit_and_keeps_vpp(capsys):
     args = ["explain", "qwen3-next-80b-a3b", "--seq-len", "32k,64k", "--gpus", "128", "--gbs-tokens", "4m",
             "--hold", "--tp", "2", "--cp", "1", "--pp", "2", "--vpp", "2", "--ep", "16", "--json"]

@@ -238,3 +238,43 @@ def test_knob_layout_for_delay_without_overlap_has_its_fix():
     cfg = _cfg().with_(delay_wgrad=True)
     hit = [f for f in lint(cfg, cfg.gpu) if f.rule == "knob-layout"]
     assert [f.fix for f in hit] == [("comm_overlap.delay_wgrad_compute=false",)]
+
+
+_FULL_RECOMPUTE = {  # EP A2A overlap with full recompute, at GBS B (Qwen3-30B-A3B on 16 H100: DP 16, MBS 1)
+    "yaml": lambda gbs: (
+        "model:\n  expert_model_parallel_size: 16\n  moe_token_dispatcher_type: flex\n"
+        "  moe_flex_dispatcher_backend: hybridep\n  recompute_granularity: full\n  recompute_method: uniform\n"
+        "  recompute_num_layers: 1\ncomm_overlap:\n  overlap_moe_expert_parallel_comm: true\n"
+        f"train:\n  global_batch_size: {gbs}\n  micro_batch_size: 1\ndataset:\n  sequence_length: 4096\n"),
+    "overrides": lambda gbs: "\n".join(
+        ["model.expert_model_parallel_size=16", "model.moe_token_dispatcher_type=flex",
+         "model.moe_flex_dispatcher_backend=hybridep", "model.recompute_granularity=full",
+         "model.recompute_method=uniform", "model.recompute_num_layers=1",
+         "comm_overlap.overlap_moe_expert_parallel_comm=true",
+         f"train.global_batch_size={gbs}", "train.micro_batch_size=1", "dataset.sequence_length=4096"]),
+    "megatron-lm": lambda gbs: (
+        "--expert-model-parallel-size 16 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep "
+        "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+        f"--overlap-moe-expert-parallel-comm --global-batch-size {gbs} --micro-batch-size 1 --seq-length 4096"),
+}
+
+
+@pytest.mark.parametrize("fmt", list(_FULL_RECOMPUTE))
+def test_ep_overlap_with_full_recompute_is_one_finding_with_its_fix(tmp_path, fmt):
+    """EP A2A overlap with full recompute: Megatron's assertion (mcore-ep-a2a-overlap) and knob-layout test the same
+    cause, so one error on the line, Megatron's, with the override that turns the overlap off. With a single
+    micro-batch as well (a cause the assertion does not test: knobs.ep_overlap_beyond_assert) both are kept, the
+    fix on knob-layout's."""
+    path = tmp_path / "run.txt"
+    path.write_text(_FULL_RECOMPUTE[fmt](1024))
+    result = checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=16)
+    hit = [f for f in result.findings if f.rule in ("knob-layout", "mcore-ep-a2a-overlap")]
+    assert [(f.rule, f.severity) for f in hit] == [("mcore-ep-a2a-overlap", "error")]
+    assert "full recompute" in hit[0].message and hit[0].line and hit[0].numbers["source"]
+    assert hit[0].fix == ("comm_overlap.overlap_moe_expert_parallel_comm=false",)
+    path.write_text(_FULL_RECOMPUTE[fmt](16))  # one micro-batch per DP rank
+    result = checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=16)
+    hit = {f.rule: f for f in result.findings if f.rule in ("knob-layout", "mcore-ep-a2a-overlap")}
+    assert set(hit) == {"knob-layout", "mcore-ep-a2a-overlap"}
+    assert hit["knob-layout"].fix == ("comm_overlap.overlap_moe_expert_parallel_comm=false",)
+    assert "micro-batches" in hit["knob-layout"].message and not hit["mcore-ep-a2a-overlap"].fix

@@ -81,21 +81,25 @@ def test_closest_miss_is_the_least_over_every_layout():
 
 
 SWEEP = ["sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,128k,1m", "--gbs-tokens", "1m"]
+# 48 GPUs: every data-parallel size is a multiple of 3, so 96K (GBS 32) has no valid layout at all
+SWEEP_48 = ["sweep", "qwen3-30b-a3b", "--gpus", "48", "--seq-len", "4k,96k,1m", "--gbs-tokens", "3m"]
 
 
 def test_sweep_goes_on_past_a_length_with_no_valid_layout(capsys, monkeypatch):
-    """At 1M tokens GBS is 1 and no layout the planner tries is valid on 16 GPUs: that length gets its row
+    """At 96K tokens GBS is 32 and every data-parallel size on 48 GPUs a multiple of 3: that length gets its row
     with the reason (exit 1, as for a length where nothing fits) instead of aborting the sweep."""
-    assert main([*SWEEP, "--json"]) == 1
+    assert main([*SWEEP_48, "--json"]) == 1
     out, err = capsys.readouterr()
     rows = json.loads(out)
-    assert [r["seq_len"] for r in rows] == [4096, 131072, 1048576]
-    assert rows[0]["fits"] and rows[1]["fits"] and "parallel" in rows[0]
-    assert rows[2]["fits"] is False and rows[2]["closest"] is None and "no valid layout" in rows[2]["invalid"]
+    assert [r["seq_len"] for r in rows] == [4096, 98304, 1048576]
+    assert rows[0]["fits"] and "parallel" in rows[0] and rows[2]["invalid"] is None
+    assert rows[1]["fits"] is False and rows[1]["closest"] is None and "no valid layout" in rows[1]["invalid"]
+    # the example is a layout with a CP the search tries (not CP 1, at 96K), broken by the GBS
+    assert "CP16 EP1 DP3: GBS 32 is not divisible by MBS x DP = 1x3 = 3" in rows[1]["invalid"]
     monkeypatch.setenv("COLUMNS", "250")
-    assert main(SWEEP) == 1
+    assert main(SWEEP_48) == 1
     out = capsys.readouterr().out
-    assert "1,048,576" in out and "no valid layout" in out and "131,072" in out
+    assert "98,304" in out and "no valid layout" in out and "1,048,576" in out
     # a held layout invalid at one length: its row says why
     assert main([*SWEEP, "--tp", "1", "--cp", "1", "--json"]) == 1
     rows = json.loads(capsys.readouterr().out)
@@ -104,13 +108,13 @@ def test_sweep_goes_on_past_a_length_with_no_valid_layout(capsys, monkeypatch):
 
 def test_sweep_with_no_valid_length_is_bad_input(capsys):
     """No length valid: the question is bad input, as `plan` says it (exit 2, one line, nothing printed)."""
-    for argv in (["sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "1m", "--gbs-tokens", "1m"],
+    for argv in (["sweep", "qwen3-30b-a3b", "--gpus", "48", "--seq-len", "96k", "--gbs-tokens", "3m"],
                  [*SWEEP, "--tp", "3"]):
         assert main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and len(err.strip().splitlines()) == 1 and "moeplan: error:" in err
     with pytest.raises(InvalidLayout):
-        api.sweep("qwen3-30b-a3b", gpus=16, seq_lens=[1048576], gbs_tokens=1048576)
+        api.sweep("qwen3-30b-a3b", gpus=48, seq_lens=[98304], gbs_tokens=3 * 2**20)
 
 
 def test_exit_codes_are_documented(capsys):
@@ -118,4 +122,27 @@ def test_exit_codes_are_documented(capsys):
         main(["plan", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "exit codes: 0 plans found; 1 no layout fits" in text and "2 bad input" in text and "[]" in text
-    assert main(["plan", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "1m", "--gbs", "1"]) == 2  # no valid layout
+    assert main(["plan", "qwen3-30b-a3b", "--gpus", "24", "--seq-len", "1m", "--gbs", "1"]) == 2  # no valid layout
+
+
+def test_cp_range_reaches_the_gpu_count_when_the_start_is_beyond_it(capsys):
+    """16 GPUs at 1M tokens: the guidance starts at CP 256, beyond the GPU count; the search still tries CP up
+    to 16 (DP 1 makes GBS 1 valid), so the answer is a plan or "no layout fits" with the closest run, never a
+    GBS-divisibility reason drawn from a CP the search does not try."""
+    from moeplan.planner import candidate_sizes
+
+    spec, gpu = load_model("qwen3-30b-a3b"), load_gpu("h100")
+    assert 16 in candidate_sizes(spec, gpu, 16, Batch(1048576, 1, 1), SearchSpace())[1]
+    for gbs in (1, 16):  # GBS 16 halves down to 1 when nothing fits
+        code = main(["plan", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "1m", "--gbs", str(gbs)])
+        out, err = capsys.readouterr()
+        assert code in (0, 1) and "no valid layout" not in err and "divisible" not in err
+        if code == 1:
+            assert "no layout fits" in err and "closest:" in err
+    assert main([*SWEEP, "--json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["fits"] and rows[1]["fits"]
+    assert rows[2]["invalid"] is None and (rows[2]["fits"] or rows[2]["closest"] is not None)
+    # where no layout is valid the example is one with a CP the search tries, broken by the rule that breaks it
+    with pytest.raises(InvalidLayout, match=r"CP16 EP1 DP1: seq_len 1048577 is not divisible by 2 x CP x TP"):
+        search(spec, gpu, 16, 1048577, 1)

@@ -229,7 +229,8 @@ def test_estimate_and_plan_refuse_the_variable_where_te_raises(tmp_path, capsys)
     """estimate / plan with --te-grouped-tensor where TE raises (TE 2.18 MXFP8 on Megatron-Core's 32-row padding, TE
     2.19's device splits) is a one-line input error, exit code 2, nothing written: the per-expert path moeplan would
     cost is one the job never reaches. Where TE only falls back or ignores it, the estimate runs (and says what ran);
-    op-fused experts do not read the variable; explain's remedy search drops it; check lints the file instead."""
+    op-fused experts do not read the variable; explain's remedy search drops it where plan refuses it; check lints the
+    file instead."""
     base = ["deepseek-v3", "--gpu", "b200", "--gpus", "256", "--seq-len", "4096", "--gbs", "2048"]
     layout = ["--pp", "16", "--ep", "8", "--dispatcher", "deepep"]
     out = tmp_path / "trace.json"
@@ -285,6 +286,19 @@ def test_plan_drops_only_the_runs_where_te_raises(capsys):
         assert p["te_grouped_tensor"] is True and p["experts_grouped_tensor"] is True and p["rank_capacity_factor"]
         assert p["env"] == {GROUPED_TENSOR_ENV: "1"}
         assert any(r["topic"] == "te_grouped_tensor" for r in p["rationale"])
+
+
+def test_explain_remedy_keeps_the_variable_as_plan_does():
+    """explain's remedy search (api.search_like) passes the run's --te-grouped-tensor through, as plan does: where TE
+    raises on the module path but the search has op-fused runs, the remedy is plan's best with the variable set."""
+    cfg, _ = api.build_config("deepseek-v3", pp=16, ep=8, dispatcher="deepep", **_MIXED)
+    cfg = cfg.with_(te_grouped_tensor=True)
+    assert cfg.grouped_tensor_raises is not None  # the run itself raises (moeplan check reports it)
+    remedy = api.search_like(cfg, top=1).best
+    planned = api.search_plans("deepseek-v3", top=1, te_grouped_tensor=True, **_MIXED).best
+    assert remedy.config.te_grouped_tensor and remedy.config.experts_op_fused
+    assert remedy.config == planned.config
+    assert remedy.estimate.time.tokens_per_s_per_gpu == planned.estimate.time.tokens_per_s_per_gpu
 
 
 def test_plan_refuses_the_variable_where_te_raises_on_every_run(capsys, monkeypatch):

@@ -239,6 +239,35 @@ def test_estimate_trace_writes_chrome_json_and_says_so(tmp_path, capsys):
     assert f"wrote {path}" in err
 
 
+@pytest.mark.parametrize("name", ["step.json.gz", "step.gz"])
+def test_estimate_trace_gzip_is_the_json_compressed_deterministically(tmp_path, capsys, monkeypatch, name):
+    """A .json.gz (or .gz) name writes the same JSON gzip-compressed (Perfetto and chrome://tracing open it), byte for
+    byte the same on every run (no time stamp, no file name); a failed write leaves nothing behind."""
+    import gzip
+
+    plain, path = tmp_path / "step.json", tmp_path / name
+    assert _cli(capsys, *EST, "--trace", str(plain))[0] == 0
+    code, out, _ = _cli(capsys, *EST, "--trace", str(path))
+    assert code == 0 and f"wrote {path}" in out
+    data = path.read_bytes()
+    assert data[:2] == b"\x1f\x8b" and gzip.decompress(data) == plain.read_bytes()
+    assert len(data) < len(plain.read_bytes()) / 4
+    again = tmp_path / "again" / name
+    again.parent.mkdir()
+    assert _cli(capsys, *EST, "--trace", str(again))[0] == 0 and again.read_bytes() == data
+    import moeplan.outfile
+
+    def fail(*_a):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(moeplan.outfile.os, "replace", fail)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    code, out, err = _cli(capsys, *EST, "--trace", str(broken / name))
+    assert code == 2 and out == "" and err.count("\n") == 1 and "No space left" in err
+    assert not list(broken.iterdir())
+
+
 def test_trace_target_that_is_not_a_regular_file_is_refused(tmp_path, capsys):
     code, out, err = _cli(capsys, *EST, "--trace", str(tmp_path))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "directory" in err
@@ -251,6 +280,10 @@ def test_trace_of_a_schedule_megatron_refuses_is_a_one_line_error(tmp_path, caps
     code, out, err = _cli(capsys, "estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "4k",
                           "--gbs", "40", "--ep", "8", "--pp", "4", "--vpp", "2", "--trace", str(path))
     assert code == 2 and "multiple of PP" in err and not path.exists() and out == ""
+    path = tmp_path / "t.json.gz"
+    code, out, err = _cli(capsys, "estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "4k",
+                          "--gbs", "40", "--ep", "8", "--pp", "4", "--vpp", "2", "--trace", str(path))
+    assert code == 2 and "multiple of PP" in err and not list(tmp_path.iterdir()) and out == ""
 
 
 def test_plan_trace_is_plan_one(tmp_path, capsys):
