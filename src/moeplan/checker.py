@@ -18,7 +18,7 @@ from moeplan.knobs import ep_overlap_beyond_assert
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import check_settings, dp_assertions
 from moeplan.megatron.asserts import FileView, tripped
-from moeplan.megatron.mcore import McoreNotRun, build_mcore_config
+from moeplan.megatron.mcore import McoreNotRun, build_mcore_config, require_mcore
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
@@ -125,8 +125,9 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
              te_grouped_tensor: bool = False) -> tuple[RunConfig, GPUSpec, Any]:
     """(RunConfig, GPU, parsed file) for a run file. Model, GPU (and its hardware file), GPU count, Megatron-Core
     and TE versions come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry
-    one; a model from a config.json and a user hardware file by absolute path); TE's
-    grouped-tensor path from ``te_grouped_tensor`` or the comment's NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1."""
+    one; a model from a config.json and a user hardware file by absolute path: ``gpu`` is looked up in that file
+    first, then the catalog; only ``hardware_file`` replaces it); TE's grouped-tensor path from
+    ``te_grouped_tensor`` or the comment's NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1."""
     parsed = read_run_file(path)
     f_model, f_gpu, f_gpus, f_version, f_te, f_grouped = _from_provenance(parsed, path)
     if model:
@@ -147,11 +148,20 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     gpus = gpus or f_gpus
     if gpus is None:
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
-    f_hardware = parsed.provenance.get("hardware") if not (gpu or hardware_file) else None
+    # the comment's hardware file, unless --hardware replaces it; with --gpu the name is looked up there first,
+    # then in the catalog (a catalog GPU needs no file: with the file gone, only a GPU of its own fails)
+    f_hardware = parsed.provenance.get("hardware") if not hardware_file else None
     if f_hardware and not Path(f_hardware).is_file():  # the comment's GPU came from a user hardware file
-        raise MoeplanError(f"{path}: the '# moeplan:' comment names hardware file {f_hardware}, which does not "
-                           "exist; pass --hardware FILE.yaml (or --gpu NAME)")
-    gpu_spec = load_gpu(gpu or f_gpu or DEFAULT_GPU, hardware_file or f_hardware)
+        missing = (f"{path}: the '# moeplan:' comment names hardware file {f_hardware}, which does not exist; pass "
+                   "--hardware FILE.yaml")
+        if not gpu:
+            raise MoeplanError(missing + " (or --gpu NAME of a catalog GPU)")
+        try:
+            gpu_spec = load_gpu(gpu)
+        except MoeplanError:
+            raise MoeplanError(f"{missing}: GPU '{gpu}' is not in the catalog") from None
+    else:
+        gpu_spec = load_gpu(gpu or f_gpu or DEFAULT_GPU, hardware_file or f_hardware)
     version = mcore_version or f_version or DEFAULT_MCORE_VERSION
     cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec,
                                                      mcore_version=version), parsed.architecture)
@@ -174,9 +184,12 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
           run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
           te_grouped_tensor: bool = False) -> CheckResult:
-    """Findings for a run file, errors first, with the estimate when the layout is valid."""
+    """Findings for a run file, errors first, with the estimate when the layout is valid. ``run_mcore`` where
+    megatron-core cannot be imported: MoeplanError (one line, its install hint) before the file is read."""
     if not 0.0 <= headroom < 1.0:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
+    if run_mcore:  # refused up front without megatron-core (bad input, exit 2), as --plot without matplotlib
+        require_mcore()
     cfg, gpu_spec, parsed = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
                                      mcore_version=mcore_version, te_version=te_version,
                                      te_grouped_tensor=te_grouped_tensor)

@@ -65,19 +65,38 @@ def _value(v: object) -> str:
     return label() if callable(label) else str(v)
 
 
+def _layout(cfg: RunConfig) -> str:
+    """The layout as the differences name it: the sizes and, where set, the pipeline layout (FSDP is a knob of its
+    own, ``fsdp``)."""
+    par = cfg.parallel
+    return par.short() + (f" (pipeline layout {par.pipeline_layout})" if par.pipeline_layout else "")
+
+
+def _sizes(cfg: RunConfig) -> tuple[object, ...]:
+    """What the layout chooses: DP and expert DP follow from the GPU count and these."""
+    par = cfg.parallel
+    return par.tp, par.pp, par.vpp, par.cp, par.ep, par.etp, par.pipeline_layout
+
+
 def differences(a: RunConfig, b: RunConfig) -> dict[str, tuple[str, str]]:
     """Every way run ``b`` differs from run ``a``: {name: (a's value, b's value)}, in the order model, GPU, GPU
     count, numerics, sequence length, batch, layout, then every other knob (each RunConfig field, so a field
-    added later is compared too); empty when the two runs are the same run."""
+    added later is compared too); empty when the two runs are the same run. Each difference is named once: the
+    layout where its sizes or pipeline layout differ (not where only DP follows the GPU count; FSDP is ``fsdp``),
+    and the effective delay_wgrad / precision-aware optimizer only where their own setting differs (else they
+    follow from EP overlap, CUDA graphs, optimizer offload or bf16 moments, named themselves)."""
     pairs: list[tuple[str, object, object]] = [
         ("model", a.model.name, b.model.name), ("GPU", a.gpu.name, b.gpu.name),
         ("GPUs", a.parallel.gpus, b.parallel.gpus), ("precision", a.precision, b.precision),
         ("sequence length", f"{a.batch.seq_len:,}", f"{b.batch.seq_len:,}"), ("GBS", a.batch.gbs, b.batch.gbs),
-        ("MBS", a.batch.mbs, b.batch.mbs), ("layout", plan_layout(a), plan_layout(b)),
-        ("pipeline_layout", a.parallel.pipeline_layout, b.parallel.pipeline_layout),
-        ("delay_wgrad", a.delay_wgrad_on, b.delay_wgrad_on),
-        ("precision_aware_optimizer", a.precision_aware, b.precision_aware),
+        ("MBS", a.batch.mbs, b.batch.mbs),
     ]
+    if _sizes(a) != _sizes(b):
+        pairs.append(("layout", _layout(a), _layout(b)))
+    if a.delay_wgrad != b.delay_wgrad:
+        pairs.append(("delay_wgrad", a.delay_wgrad_on, b.delay_wgrad_on))
+    if a.precision_aware_optimizer != b.precision_aware_optimizer:
+        pairs.append(("precision_aware_optimizer", a.precision_aware, b.precision_aware))
     if a.model.name == b.model.name and a.model is not b.model and (
             [getattr(a.model, f.name) for f in fields(a.model)] != [getattr(b.model, f.name) for f in fields(b.model)]):
         pairs[0] = ("model", f"{a.model.name} (config A)", f"{b.model.name} (config B)")

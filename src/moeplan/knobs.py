@@ -2,17 +2,17 @@
 
 Megatron-Core rejects these at start-up (transformer_config.py ``__post_init__``); moeplan says so before a
 job is queued: cp_comm_type a2a splits the heads over CP, attention sinks take a2a only; sync-free dropless MoE needs HybridEP and 0.18+; EP
-A2A overlap needs EP, several micro-batches, PP 1 or VPP, no full recompute; delay_wgrad_compute needs EP A2A
-overlap.
+A2A overlap needs what RunConfig.ep_overlap_blockers lists (EP, several micro-batches, PP 1 or VPP, no full recompute);
+delay_wgrad_compute needs EP A2A overlap.
 """
 
 from __future__ import annotations
 
 from moeplan.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
 from moeplan.hardware import GPUSpec
-from moeplan.megatron.fields import KnobProblem, ep_overlap_mtp_needs_pp, gdn_backward_dw, sync_free_moe
-from moeplan.models.spec import Attention, GatedDeltaNet
-from moeplan.run import RunConfig
+from moeplan.megatron.fields import KnobProblem, sync_free_moe
+from moeplan.models.spec import Attention
+from moeplan.run import EP_OVERLAP_ASSERTED, RunConfig
 from moeplan.timing import cp_comm_allowed
 
 
@@ -37,11 +37,10 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
         return KnobProblem("moe_expert_rank_capacity_factor",
                            "moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
                            "Megatron-Core 0.18+")
-    if cfg.ep_overlap and not cfg.ep_overlap_allowed:
+    blockers = cfg.ep_overlap_blockers if cfg.ep_overlap else ()
+    if blockers:
         return KnobProblem("overlap_moe_expert_parallel_comm",
-                           "EP A2A overlap (overlap_moe_expert_parallel_comm) needs EP > 1, several micro-batches, PP 1 "
-                           "or VPP > 1, no full or moe recompute (Megatron-LM #3917) and "
-                           "Megatron-Core 0.14+ (0.17+ with Gated DeltaNet layers: GatedDeltaNet.backward_dw)")
+                           "EP A2A overlap (overlap_moe_expert_parallel_comm) needs " + "; and ".join(blockers))
     if cfg.delay_wgrad is True and not cfg.ep_overlap:
         # transformer_config.py (core_v0.14.0 .. core_v0.19.0) __post_init__
         return KnobProblem("delay_wgrad_compute",
@@ -54,24 +53,14 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
 
 
 def ep_overlap_beyond_assert(cfg: RunConfig) -> bool:
-    """Whether EP A2A overlap is off-limits here (RunConfig.ep_overlap_allowed) for a reason Megatron-Core's
-    overlap_moe_expert_parallel_comm assertion (moeplan.megatron.asserts, rule ep-a2a-overlap) does not test.
-
-    The two share EP > 1, PP 1 or VPP (the assertion: PP > 1 without virtual_pipeline_model_parallel_size or a
-    layout), no full recompute and at most one MTP layer (the knob: on 0.16/0.17): where the assertion trips, the
-    knob fails for that cause, so the checker reports Megatron's assertion alone (with the knob's fix). They differ
-    where this returns True,
-    and there both findings are kept: the knob also needs several micro-batches (the merged schedule overlaps one
-    micro-batch's forward with another's backward), no moe in recompute_modules (rule ep-a2a-overlap-moe-recompute
-    on 0.17+, a warning before), GatedDeltaNet.backward_dw (0.17+) and, on 0.16/0.17, PP > 1 with an MTP layer,
-    none of which that assertion tests. (The assertion also tests what the knob does not: the dispatcher,
-    recompute_method / recompute_num_layers, moe_shared_expert_overlap; a file that sets VPP 1 with PP > 1 passes
-    it where the knob fails.) The conditions are RunConfig.ep_overlap_allowed's: keep the two in step."""
-    par = cfg.parallel
-    return ("moe" in cfg.recompute.modules or cfg.batch.microbatches(par.dp) <= 1
-            or (not gdn_backward_dw(cfg.mcore_version)
-                and any(isinstance(m, GatedDeltaNet) for m in cfg.model.distinct_mixers))
-            or (cfg.model.mtp_layers == 1 and ep_overlap_mtp_needs_pp(cfg.mcore_version) and par.pp == 1))
+    """Whether EP A2A overlap is off-limits here for a cause (RunConfig.ep_overlap_blockers) that Megatron-Core's
+    overlap_moe_expert_parallel_comm assertion, as moeplan.megatron.asserts reads a file (rule ep-a2a-overlap), does
+    not test (run.EP_OVERLAP_ASSERTED says which it does): several micro-batches, no moe in recompute_modules (rule
+    ep-a2a-overlap-moe-recompute), GatedDeltaNet.backward_dw, the release. Where the assertion trips and this is
+    False, the checker reports Megatron's assertion alone (with the knob's fix); else both findings. (The assertion
+    also tests what the knob does not: the dispatcher, recompute_method / recompute_num_layers,
+    moe_shared_expert_overlap; a file that sets VPP 1 with PP > 1 passes it where the knob fails.)"""
+    return any(b not in EP_OVERLAP_ASSERTED for b in cfg.ep_overlap_blockers)
 
 
 __all__ = ["KnobProblem", "ep_overlap_beyond_assert", "knob_problem"]

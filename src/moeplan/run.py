@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
@@ -41,6 +41,31 @@ from moeplan.vocab import (
 # Megatron-LM arguments.py and Bridge comm_overlap.py (Megatron-Core 0.17+): the one wording, also the file
 # linter's (megatron.asserts delay-wgrad-graph-attn-bias)
 DELAY_WGRAD_GRAPH_BIAS = "CUDA graph scope attn with delay_wgrad_compute does not support attention bias"
+
+# What keeps EP A2A overlap off (RunConfig.ep_overlap_blockers): each a short cause with its Megatron source.
+EP_OVERLAP_BLOCKERS = {
+    "release": "Megatron-Core 0.14+ (overlap_moe_expert_parallel_comm first in core_v0.14.0 transformer_config.py)",
+    "ep": "EP > 1 (transformer_config.py asserts expert_model_parallel_size > 1 with it)",
+    "microbatches": ("several micro-batches per DP rank (the merged 1F1B schedule, pipeline_parallel/combined_1f1b.py, "
+                     "overlaps one micro-batch's forward with another's backward)"),
+    "pp": ("PP 1 or VPP > 1 (transformer_config.py asserts virtual_pipeline_model_parallel_size with PP > 1: the "
+           "interleaved schedule)"),
+    "full_recompute": "no full recompute (transformer_config.py asserts recompute_granularity != full with it)",
+    "moe_recompute": ("no moe in recompute_modules (asserted from core_r0.17.0, Megatron-LM #3917; accepted but "
+                      "unsupported before)"),
+    "mtp_layers": ("at most one MTP layer (transformer_config.py asserts mtp_num_layers 1 with it, in every "
+                   "release)"),
+    "mtp_pp": ("PP > 1 with an MTP layer on Megatron-Core 0.16/0.17 (transformer_config.py core_v0.16/0.17 asserts "
+               "it; lifted in 0.18)"),
+    "gdn": ("Megatron-Core 0.17+ with Gated DeltaNet layers (GatedDeltaNet.backward_dw, Megatron-LM #2997, which "
+            "the overlap's callables read for every layer)"),
+}
+# The blockers Megatron-Core's overlap_moe_expert_parallel_comm assertion tests as moeplan.megatron.asserts (rule
+# ep-a2a-overlap) reads a file; the others (micro-batches, moe recompute: its own rule, Gated DeltaNet, the
+# release) it does not: knobs.ep_overlap_beyond_assert.
+EP_OVERLAP_ASSERTED = frozenset(EP_OVERLAP_BLOCKERS[k]
+                                for k in ("ep", "pp", "full_recompute", "mtp_layers", "mtp_pp"))
+
 
 @dataclass(frozen=True)
 class Recompute:
@@ -269,28 +294,50 @@ class RunConfig:
         return grouped_tensor_raises(self.te_version, self.gpu.sm_arch, self.precision)
 
     @property
+    def ep_overlap_blockers(self) -> tuple[str, ...]:
+        """Why Megatron-Core's EP A2A overlap (``overlap_moe_expert_parallel_comm``) cannot run here, each cause
+        with its Megatron source (:data:`EP_OVERLAP_BLOCKERS`); empty where it can. The one owner of the rule:
+        :attr:`ep_overlap_allowed`, knobs.knob_problem and knobs.ep_overlap_beyond_assert read it.
+
+        The merged schedule overlaps one micro-batch's forward with another's backward: it needs EP > 1, several
+        micro-batches, and PP = 1 or an interleaved schedule (transformer_config.py checks for
+        overlap_moe_expert_parallel_comm), no full recompute and no ``moe`` in recompute_modules, in every release:
+        the merged schedule runs the MoE layer as dispatch / experts / combine sub-modules, which a checkpointed MoE
+        forward does not have; Megatron-LM #3917 ("Missing Assertion for moe layer recompute in A2A Overlap")
+        asserts it from core_r0.17.0, and before that the pair was accepted but unsupported. With MTP, at most one
+        MTP layer in every release (transformer_config.py: "MTP layernum only supports 1"), and in core_v0.16/0.17
+        also PP > 1 (lifted from 0.18). Gated DeltaNet layers need Megatron-Core 0.17+ (its
+        GatedDeltaNet.backward_dw, which the overlap's callables read for every layer: megatron.fields.gdn_backward_dw)."""
+        return tuple(self._ep_overlap_blockers())
+
+    @property
     def ep_overlap_allowed(self) -> bool:
-        """Megatron-Core's EP A2A overlap merges the forward of one micro-batch with the backward of
-        another: it needs EP > 1, several micro-batches, and PP = 1 or an interleaved schedule
-        (transformer_config.py checks for overlap_moe_expert_parallel_comm), no full recompute and no
-        ``moe`` in recompute_modules, in every release: the merged schedule runs the MoE layer as
-        dispatch / experts / combine sub-modules, which a checkpointed MoE forward does not have; Megatron-LM
-        #3917 ("Missing Assertion for moe layer recompute in A2A Overlap") asserts it from core_r0.17.0,
-        and before that the pair was accepted but unsupported. With MTP in core_v0.16/0.17 also a single
-        MTP layer and PP > 1. Gated DeltaNet layers need Megatron-Core 0.17+ (its GatedDeltaNet.backward_dw,
-        which the overlap's callables read for every layer: megatron.fields.gdn_backward_dw)."""
+        """Whether EP A2A overlap can run here: no :attr:`ep_overlap_blockers` (the first found is enough: the
+        planner asks for every candidate)."""
+        return next(self._ep_overlap_blockers(), None) is None
+
+    def _ep_overlap_blockers(self) -> Iterator[str]:
         par = self.parallel
+        if version_key(self.mcore_version) < (0, 14):
+            yield EP_OVERLAP_BLOCKERS["release"]
+        if par.ep <= 1:
+            yield EP_OVERLAP_BLOCKERS["ep"]
+        if self.batch.microbatches(par.dp) <= 1:
+            yield EP_OVERLAP_BLOCKERS["microbatches"]
+        if par.pp > 1 and par.vpp <= 1:
+            yield EP_OVERLAP_BLOCKERS["pp"]
+        if self.recompute.granularity == "full":
+            yield EP_OVERLAP_BLOCKERS["full_recompute"]
         if "moe" in self.recompute.modules:
-            return False
+            yield EP_OVERLAP_BLOCKERS["moe_recompute"]
+        mtp = self.model.mtp_layers
+        if mtp > 1:
+            yield EP_OVERLAP_BLOCKERS["mtp_layers"]
+        elif mtp == 1 and par.pp == 1 and ep_overlap_mtp_needs_pp(self.mcore_version):
+            yield EP_OVERLAP_BLOCKERS["mtp_pp"]
         if not gdn_backward_dw(self.mcore_version) and any(
                 isinstance(m, GatedDeltaNet) for m in self.model.distinct_mixers):
-            return False
-        if self.model.mtp_layers and ep_overlap_mtp_needs_pp(self.mcore_version):
-            # core_v0.16/0.17 transformer_config.py: with MTP, one MTP layer and PP > 1
-            if self.model.mtp_layers > 1 or par.pp == 1:
-                return False
-        return (par.ep > 1 and self.batch.microbatches(par.dp) > 1 and (par.pp == 1 or par.vpp > 1)
-                and self.recompute.granularity != "full" and version_key(self.mcore_version) >= (0, 14))
+            yield EP_OVERLAP_BLOCKERS["gdn"]
 
     @property
     def delay_wgrad_blocked(self) -> str | None:

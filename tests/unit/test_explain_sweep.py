@@ -318,3 +318,30 @@ def test_explain_seq_len_help_says_what_it_takes(capsys):
     code, out, err = _run(capsys, "explain", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "16k,32k,64k",
                           "--gbs-tokens", "1m")
     assert code == 2 and not out and "two lengths; got 3" in err
+
+
+def test_explain_names_each_real_difference_once():
+    """FSDP was named twice (in the layout, 'TP1 ... DP8 FSDP', and as 'fsdp none -> ...'), the pipeline layout apart
+    from the layout, the effective delay_wgrad beside the EP overlap it follows, the precision-aware optimizer beside
+    the offload that turns it on, and the layout beside a GPU count whose DP it follows: one name per real change."""
+    from dataclasses import replace
+
+    from moeplan.estimate import evaluate
+    from moeplan.explain import differences
+
+    a = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=64, ep=8, pp=2, vpp=2,
+                         dispatcher="alltoall").config
+    b = a.with_(fsdp="optim_grads_params", parallel=replace(a.parallel, pipeline_layout="Et*12|t*12|t*12|t*12L"))
+    diff = differences(a, b)
+    assert list(diff) == ["layout", "fsdp"], diff
+    assert diff["layout"] == ("TP1 PP2 VPP2 CP1 EP8 DP8",
+                              "TP1 PP2 VPP2 CP1 EP8 DP8 (pipeline layout Et*12|t*12|t*12|t*12L)")
+    assert "FSDP" not in diff["layout"][1]
+    overlap = a.with_(ep_overlap=True)
+    assert overlap.delay_wgrad_on and list(differences(a, overlap)) == ["ep_overlap"]
+    assert list(differences(overlap, overlap.with_(delay_wgrad=False))) == ["delay_wgrad"]
+    assert list(differences(a, a.with_(optimizer_offload=0.25))) == ["optimizer_offload"]
+    assert list(differences(a, a.with_(precision_aware_optimizer=True))) == ["precision_aware_optimizer"]
+    assert list(differences(a, a.with_(parallel=replace(a.parallel, gpus=32)))) == ["GPUs"]
+    text = compare(evaluate(a, a.gpu), evaluate(b, b.gpu)).reasons[0].text
+    assert "in 2 setting(s)" in text

@@ -108,3 +108,30 @@ def test_user_hardware_file_is_recorded_and_read_back(tmp_path, monkeypatch, cap
     assert main(["check", str(export), "--hardware", str(tmp_path / "cluster.yaml")]) == 0
     assert main(["check", str(export), "--gpu", "h100"]) == 0
     capsys.readouterr()
+
+
+def test_gpu_flag_looks_in_the_recorded_hardware_file_first(tmp_path, monkeypatch, capsys):
+    """`check FILE --gpu NAME` threw the comment's hardware file away: naming the file's own user GPU failed with
+    "unknown GPU". Now --gpu is looked up in the recorded file, then the catalog; only --hardware replaces the file.
+    With the file gone, a catalog GPU still checks, a GPU of the file's own gets one line naming the file."""
+    monkeypatch.chdir(tmp_path)
+    hw = tmp_path / "cluster.yaml"
+    hw.write_text(HARDWARE + "  h100-200g:\n    base: h100\n    scaleout_bw_bytes_per_s: 12.5e9\n")
+    assert main(["plan", "qwen3-30b-a3b", "--gpu", "my-h100", "--hardware", str(hw), *PLAN, "--format", "yaml"]) == 0
+    export = tmp_path / "o.txt"
+    export.write_text(capsys.readouterr().out)
+    result = checker.check(str(export), gpu="h100-200g")
+    assert result.gpu.name == "h100-200g" and result.gpu.scaleout_bw_bytes_per_s == 12.5e9
+    assert checker.check(str(export), gpu="h100").gpu.scaleout_bw_bytes_per_s != 12.5e9  # the catalog's
+    assert main(["check", str(export), "--gpu", "h100-200g"]) == 0
+    capsys.readouterr()
+    other = tmp_path / "other.yaml"
+    other.write_text("gpus:\n  h100-200g:\n    base: h100\n    scaleout_bw_bytes_per_s: 50e9\n")
+    assert checker.check(str(export), gpu="h100-200g", hardware_file=str(other)).gpu.scaleout_bw_bytes_per_s == 50e9
+    hw.unlink()
+    assert main(["check", str(export), "--gpu", "h100"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(export), "--gpu", "h100-200g"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and str(hw) in captured.err and "--hardware" in captured.err
+    assert "h100-200g" in captured.err

@@ -25,8 +25,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from moeplan.megatron.fields import check_settings, version_tuple
-from moeplan.models.spec import Attention, ModelSpec
+from moeplan.megatron.fields import check_settings, ep_overlap_mtp_needs_pp, version_tuple
+from moeplan.models.spec import ModelSpec
 from moeplan.parallel import unroll_layout
 from moeplan.run import DELAY_WGRAD_GRAPH_BIAS
 
@@ -253,9 +253,14 @@ def _a2a_overlap(v: FileView) -> str | None:
         return "overlap_moe_expert_parallel_comm needs recompute_method and recompute_num_layers null"
     if v.flag("moe_shared_expert_overlap"):
         return "overlap_moe_expert_parallel_comm cannot run with moe_shared_expert_overlap"
-    mtp = v.get("mtp_num_layers")
-    if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 1:
+    # "MTP layernum only supports 1 when enabling overlap_moe_expert_parallel_comm", every release; core_v0.16/0.17
+    # also assert PP > 1 with the MTP layer (lifted in 0.18): RunConfig.ep_overlap_blockers, the knob's side
+    mtp = v.int_("mtp_num_layers", 0)
+    if mtp > 1:
         return f"overlap_moe_expert_parallel_comm supports at most one MTP layer, the file sets mtp_num_layers {mtp}"
+    if mtp == 1 and v.pp == 1 and ep_overlap_mtp_needs_pp(v.version):
+        return (f"overlap_moe_expert_parallel_comm with an MTP layer needs pipeline_model_parallel_size > 1 in "
+                f"Megatron-Core {v.version} (0.18+ lifts it)")
     return None
 
 

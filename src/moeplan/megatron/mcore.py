@@ -6,6 +6,7 @@ so its ``__post_init__`` checks run. torch and megatron-core are optional: impor
 from __future__ import annotations
 
 import traceback
+import warnings
 
 from moeplan.errors import MoeplanError, one_line
 from moeplan.megatron.export import bridge_value, to_settings
@@ -110,11 +111,25 @@ class McoreNotRun(MoeplanError):
 
 
 def _installed_release() -> str:
+    """The installed megatron-core's release string. A missing optional extra is bad input for the option that asks
+    for it (as ``--plot`` without matplotlib): MoeplanError, one line with the install hint, which ``moeplan check
+    --mcore`` raises up front (:func:`require_mcore`, exit 2), not a finding about the config."""
     try:
-        from megatron.core import package_info
+        with warnings.catch_warnings():  # import-time notices about this machine (no TE / Apex), not about a config
+            warnings.simplefilter("ignore")
+            from megatron.core import package_info
     except ImportError as exc:
-        raise MoeplanError(f"megatron-core is not installed ({one_line(exc)}); pip install 'moeplan[mcore]'") from None
+        hint = ("pip install torch (a CPU build will do), then pip install 'moeplan[mcore]'"
+                if (exc.name or "").split(".")[0] == "torch" else "pip install 'moeplan[mcore]'")
+        raise MoeplanError(f"Megatron-Core's checks need megatron-core, which cannot be imported here "
+                           f"({one_line(exc)}); {hint}") from None
     return str(package_info.__version__)
+
+
+def require_mcore() -> str:
+    """The installed megatron-core release, or MoeplanError (one line, with the install hint) where it cannot be
+    imported: what ``moeplan check --mcore`` asks before it reads the file."""
+    return _installed_release()
 
 
 def installed_mcore_version() -> str:
