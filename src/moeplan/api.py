@@ -12,8 +12,8 @@ from typing import Any
 
 from moeplan.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
-from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_raises, grouped_tensor_refusal, te_label
-from moeplan.errors import InvalidLayout, MoeplanError
+from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
+from moeplan.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
@@ -468,12 +468,9 @@ def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALI
                             te_grouped_tensor=grouped, progress=progress,
                             grad_fp32=cfg.grad_fp32, bf16_moments=cfg.bf16_moments, cal=cal, optimizer=cfg.optimizer)
 
-    raises = grouped_tensor_raises(cfg.te_version, cfg.gpu.sm_arch, cfg.precision) if cfg.te_grouped_tensor else None
     try:
         return run(cfg.te_grouped_tensor)
-    except MoeplanError as exc:
-        if raises is None or not str(exc).startswith(grouped_tensor_refusal(raises)):
-            raise
+    except GroupedTensorRefused:  # the planner's refusal of the flag (moeplan.planner.search), by type
         return run(False)
 
 
@@ -515,7 +512,7 @@ class SweepPoint:
             return {"seq_len": self.seq_len, "gbs": self.gbs, "fits": False, "label": self.label, "plan": None,
                     "closest": self.closest, "invalid": self.invalid}
         return {**self.estimate.as_dict(), "label": self.label,
-                "plan": plan_dict(self.plan, 1) if self.plan is not None else None}
+                "plan": plan_dict(self.plan, 1) if self.plan is not None else None, "closest": None, "invalid": None}
 
 
 _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "te_version",
@@ -524,13 +521,14 @@ _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "res
 
 
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
-                 progress: Any = None, **kwargs: Any) -> list[SweepPoint]:
+                 progress: Any = None, all_invalid_raises: bool = True, **kwargs: Any) -> list[SweepPoint]:
     """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length. ``fsdp`` is
     :func:`search_plans`'s (auto: searched beside the distributed optimizer); a held layout runs the strategy
     it names, and the distributed optimizer for auto or off. A length at which no layout is valid (the held
     one, or every one the planner tries: GBS too small for the data-parallel size, CP not dividing the
     length, ...) is a point with ``invalid`` set and the sweep goes on; when that is so at every length the
-    first length's :class:`InvalidLayout` is raised (the question is bad input, as it is to ``plan``)."""
+    first length's :class:`InvalidLayout` is raised (the question is bad input, as it is to ``plan``), unless
+    ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question)."""
     spec = resolve_model(model)
     for s in seq_lens:  # every length checked before any work
         gbs_for(s, gbs_tokens)
@@ -546,7 +544,7 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
             errors.append(exc)
             point = SweepPoint(s, gbs, "planned" if hold is None else "held layout", None, invalid=str(exc))
         points.append(point)
-    if errors and len(errors) == len(points):
+    if all_invalid_raises and errors and len(errors) == len(points):
         raise errors[0]
     return points
 

@@ -740,6 +740,7 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
         knobs = [f"GBS {c['gbs']}", f"MBS {c['mbs']}", f"recompute {c['recompute']}", c["dispatcher"]]
         knobs += [f"optimizer offload {c['optimizer_offload']:.0%}"] if c["optimizer_offload"] else []
         knobs += [f"Megatron-FSDP {c['fsdp']}"] if c["fsdp"] else []
+        knobs += ["EP overlap"] if c.get("ep_overlap") else []
         where = (f"; closest: {c['short']} ({', '.join(knobs)}) needs {c['memory_gib']:.1f} GiB per GPU, "
                  f"{c['misses_by_gib']:.1f} GiB over the {c['memory_gib_budget']:.1f} GiB budget")
     if c and c.get("unfused_attention"):
@@ -749,8 +750,10 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
         where += (f" (Transformer Engine {u['te']} trains head dim {u['head_dim']} attention on {result['gpu']} with its "
                   f"unfused path: {u['peak_gib_per_layer']:.0f} GiB of s x s scores per layer at its peak, and no CP; "
                   f"{TE_WIDE_HEAD_FIX})")
+    gbs, asked = result["gbs"], result["requested_gbs"]  # the search halves GBS while nothing fits (not --keep-gbs)
+    halved = f", even at GBS {gbs:,} (halved from {asked:,})" if gbs != asked else ""
     msg = (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} "
-           f"(with {result['headroom']:.0%} headroom){where}")
+           f"(with {result['headroom']:.0%} headroom){halved}{where}")
     if result.get("newer") and result["newer"]["parallel"]:
         msg += "; " + result["newer"]["sentence"]
     if as_json:
@@ -845,7 +848,7 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
-    from moeplan.report import plan_layout_label
+    from moeplan.report import no_plan_reason, plan_layout_label
 
     table = _table("Sequence-length sweep", narrow)
     for col in ("seq", "GBS"):
@@ -859,11 +862,7 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
     blanks = 5 if narrow else 6
     for r in rows:
         if "parallel" not in r:
-            c = r.get("closest") or {}
-            at = f" at GBS {c['gbs']}" if c.get("gbs", r["gbs"]) != r["gbs"] else ""  # the search halved GBS
-            why = escape(r["invalid"]) if r.get("invalid") else "no layout fits" + (
-                f" (closest {c.get('short')}{at} misses by {c.get('misses_by_gib', 0):.1f} GiB)" if c else "")
-            cells = [why, "", *([""] if not narrow else []), "", "[red]no", "", ""]
+            cells = [escape(no_plan_reason(r)), "", *([""] if not narrow else []), "", "[red]no", "", ""]
             table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells[:blanks + 1])
             continue
         cells = [plan_layout_label(r),
@@ -907,7 +906,11 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     elif args.plot:
         Console(stderr=True, width=10_000).print(f"moeplan: no length fits; {args.plot} not written",
                                                  highlight=False, markup=False)
-    return 0 if all("parallel" in r for r in rows) else 1
+    missing = len(rows) - len(fitting)
+    if missing:  # exit 1, said on stderr as every "no answer" is (the rows say why)
+        Console(stderr=True, width=10_000).print(f"moeplan: {missing} of {len(rows)} lengths have no plan",
+                                                 highlight=False, markup=False)
+    return 1 if missing else 0
 
 
 # explain's flags that a run file says for itself (None / False: not given; explain's parser defaults them so),
@@ -1039,10 +1042,10 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         tl = None if _schedule_refused(found.best.config) else api.timeline(found.best.config, found.best.gpu, args.cal)
         rows = None
         if args.sweep:
-            # the same run settings as the report's plans (numerics, imbalance, reserve, versions)
-            rows = [r for r in api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len,
-                                         progress=progress, **_sweep_kwargs(args))
-                    if "parallel" in r]
+            # the same run settings as the report's plans (numerics, imbalance, reserve, versions); a length with
+            # no plan is a row saying why, even where no length has a valid layout (the plans answer the question)
+            rows = api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len, progress=progress,
+                             all_invalid_raises=False, **_sweep_kwargs(args))
     finally:
         progress.stop()
     title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
@@ -1053,7 +1056,10 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
                              ranks=est["memory_ranks_gib"], timeline=tl)
     if args.json:
         _print_json(_named({"html": str(args.html), "plans": len(plans)}, args))
-    _wrote(args.html, args.json, f"{len(plans)} plans{', sweep of ' + str(len(rows)) + ' lengths' if rows else ''}")
+    missing = sum("parallel" not in r for r in rows or ())
+    sweep = (f", sweep of {len(rows)} length{'s' * (len(rows) != 1)}" + (f", {missing} without a plan" if missing else "")
+             if rows else "")
+    _wrote(args.html, args.json, f"{len(plans)} plans{sweep}")
     return 0
 
 
@@ -1199,9 +1205,12 @@ examples:
   moeplan params ./my-model/config.json --json
 
 MODEL is a built-in catalog name (see `moeplan models`) or a path to a Hugging Face config.json.
-Every command takes --json for scripts. Exit codes: 0 an answer; 1 a valid question with no answer
-(plan/report: no layout fits; sweep: a length with no plan; check: errors; explain: a run that does not
-fit), with a one-line message on stderr; 2 bad input, with a one-line message and nothing written.
+Every command takes --json for scripts. Exit codes: 0 an answer; 1 a valid question with no answer:
+plan/report: no layout fits (one line on stderr names the closest run); sweep: a length has no plan (its
+row says why; one line on stderr counts them); check: the file has errors (the findings say which, on
+stdout; nothing on stderr); explain MODEL --seq-len A,B: no layout fits at a length (one line on
+stderr; explain of run files compares a run that does not fit and notes it, exit 0); 2 bad input, with
+a one-line message and nothing written.
 """
 
 
@@ -1329,7 +1338,8 @@ def build_parser() -> argparse.ArgumentParser:
         "with a constant number of tokens per global batch; table, JSON and a throughput/memory plot.",
         epilog="example: moeplan sweep qwen3-235b-a22b --gpu gb200 --gpus 256 --seq-len 16k,32k,64k,128k "
         "--gbs-tokens 4m --plot sweep.png. A length where nothing fits, or no layout is valid, gets a row saying "
-        "why (JSON: 'closest' or 'invalid') and exit code 1; exit 2 when no length is valid.")
+        "why (JSON: its 'closest' or 'invalid'; both null on a row with a plan), and exit code 1 with one line "
+        "on stderr ('N of M lengths have no plan'); exit 2 when no length is valid.")
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
     _sweep_arguments(p)
     p.add_argument("--plot", metavar="FILE", help="write throughput and memory vs sequence length (PNG or SVG)")
@@ -1421,7 +1431,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--headroom", type=float, default=0.0,
                    help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
                         f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
-    p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra)")
+    p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra: pip install 'moeplan[mcore]'; refused, exit 2, where megatron-core cannot be imported; a warning, not an error, where the installed release is not the file's target or Transformer Engine is missing where Megatron checks its version)")
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write the run's iteration"))
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)

@@ -14,6 +14,11 @@ class InvalidLayout(MoeplanError):
     planner, every layout does. On its own it is bad input; a sweep makes it the row of its length."""
 
 
+class GroupedTensorRefused(MoeplanError):
+    """The planner refuses --te-grouped-tensor: TE raises with it on every run the search would keep (no run with
+    op-fused experts is left). A caller that can search without the variable (explain's remedy) catches this type."""
+
+
 def one_line(text: object) -> str:
     """Any text (an exception, a value) collapsed onto one line, as error messages need."""
     return " ".join(str(text).split())

@@ -15,11 +15,10 @@ Search, for a model on ``gpus`` GPUs at one sequence length and global batch:
 from __future__ import annotations
 
 import functools
-import gc
 import heapq
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 from dataclasses import dataclass, field, replace
 
 from moeplan.advice import (
@@ -37,7 +36,7 @@ from moeplan.advice import (
 from moeplan.bounds import ThroughputBound
 from moeplan.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises, grouped_tensor_refusal,
                                 te_version_key)
-from moeplan.errors import InvalidLayout, MoeplanError
+from moeplan.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec
 from moeplan.activations import BF16_BYTES
@@ -50,6 +49,7 @@ from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_
                               check_layout, expert_rules, interleaving_problem, mixer_rules, pipeline_rules,
                               sequence_rules, with_balanced_layout)
 from moeplan.run import Recompute, RunConfig
+from moeplan.timeline import gc_paused
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
 from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 
@@ -153,6 +153,8 @@ class PlanResult:
     ties: dict[int, str] = field(default_factory=dict)  # id(candidate) -> why it is a tie (search only)
     newer: NewerRelease | None = None  # a newer Megatron-Core release unlocks part of the search
     raising_dropped: int = 0  # refined layouts with no run left where TE raises with te_grouped_tensor (search)
+    # _search_once's: finds ``closest`` where nothing fits; search() calls it on the answer it keeps, then drops it
+    find_closest: Callable[[], tuple[RunConfig, float]] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -399,31 +401,44 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
     return best
 
 
-def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, int]], shardings: tuple[str | None, ...],
-                  space: SearchSpace, ladder: list[Recompute], budget: float, gpu: GPUSpec,
-                  mem_cache: dict[Any, Any], pipes: dict[tuple[int, int, str | None], Pipeline]) -> tuple[RunConfig, float]:
+def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, int, dict[str | None, float]]],
+                  shardings: tuple[str | None, ...], space: SearchSpace, ladder: list[Recompute], budget: float,
+                  gpu: GPUSpec, mem_cache: dict[Any, Any],
+                  pipes: dict[tuple[int, int, str | None], Pipeline]) -> tuple[RunConfig, float]:
     """When nothing fits: the run that misses the budget by least, and by how many bytes. Each missing layout
     is taken at its strongest memory option (:func:`_strongest_option`: the last recompute step, the largest
     offload fraction) under every sharding choice searched, with its first (or pinned) dispatcher, as `estimate` would
     cost that run; layouts come in order of their static floor (weights + gradients + reserve, a lower bound of
-    their peak), so the search stops at the first floor at or above the best exact peak found."""
-    best: tuple[RunConfig, float] | None = None
-    for floor, _, par, mbs in sorted(misses, key=lambda m: (m[0], m[1])):
-        if best is not None and floor >= best[1] + budget:
+    their peak), so the search stops at the first floor at or above the best exact peak found. Each miss carries
+    the exact peaks pass 1 already found (sharding -> bytes, those of the same run): only the others are costed."""
+    best: tuple[float, Parallel, int, str | None] | None = None  # (miss, layout, MBS, sharding)
+    for floor, _, par, mbs, known in sorted(misses, key=lambda m: (m[0], m[1])):
+        if best is not None and floor >= best[0] + budget:
             break
-        cfg = template.evolve(parallel=par, batch=Batch(template.batch.seq_len, template.batch.gbs, mbs))
-        cfg = _layout_run(cfg, par, cfg.batch, space.dispatcher or dispatcher_candidates(cfg, gpu)[0])
-        pipe = pipes.get((par.pp, par.vpp, par.pipeline_layout))
-        if pipe is None:
-            pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)] = build_pipeline(cfg.model, par)
+        cfg = pipe = None
         for sh in shardings:
-            run = _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder))
-            miss = LayoutMemory(run, gpu.nvlink_domain, pipe, mem_cache).peak_bytes(
-                run.recompute, run.optimizer_offload) - budget
-            if best is None or miss < best[1]:
-                best = (run, miss)
+            peak = known.get(sh)
+            if peak is None:
+                if cfg is None:
+                    cfg = _closest_run(template, par, mbs, space, gpu)
+                    pipe = pipes.get((par.pp, par.vpp, par.pipeline_layout))
+                    if pipe is None:
+                        pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)] = build_pipeline(cfg.model, par)
+                run = _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder))
+                peak = LayoutMemory(run, gpu.nvlink_domain, pipe, mem_cache).peak_bytes(  # type: ignore[arg-type]
+                    run.recompute, run.optimizer_offload)
+            if best is None or peak - budget < best[0]:
+                best = (peak - budget, par, mbs, sh)
     assert best is not None
-    return best
+    miss, par, mbs, sh = best
+    cfg = _closest_run(template, par, mbs, space, gpu)
+    return _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder)), miss
+
+
+def _closest_run(template: RunConfig, par: Parallel, mbs: int, space: SearchSpace, gpu: GPUSpec) -> RunConfig:
+    """A missing layout's run as :func:`_closest_miss` prices it: its first (or pinned) dispatcher, no knob else."""
+    cfg = template.evolve(parallel=par, batch=Batch(template.batch.seq_len, template.batch.gbs, mbs))
+    return _layout_run(cfg, par, cfg.batch, space.dispatcher or dispatcher_candidates(cfg, gpu)[0])
 
 
 def _partial_graphs_supported(version: str) -> bool:
@@ -481,33 +496,11 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
     return next(o for o in options if o.tokens_per_s_per_gpu * (1 + RESOLVED_GAIN) >= fastest)
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _without_gc_pauses(fn: _F) -> _F:
-    """Run ``fn`` with Python's cyclic garbage collector paused (and resumed after, if it was on).
-
-    A search allocates tens of thousands of small, acyclic objects (configurations, cache keys, tuples) that
-    reference counting frees; the collector's passes, triggered by the allocation count, find almost nothing
-    to free (about 1,500 objects after a 16,384-GPU search) but each one walks the young generations, and a
-    full pass every live object, so their cost grows with the number of layouts and with the heap: on 16,384
-    GPUs at 1M tokens a full pass alone took ~20 ms of a ~0.35 s plan (benchmarks/plan_scale.py). Pausing
-    changes no result; cycles left by the search are collected by the next pass after it."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        was_on = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if was_on:
-                gc.enable()
-
-    return wrapper  # type: ignore[return-value]
-
-
-@_without_gc_pauses
+# A search allocates tens of thousands of small, acyclic objects (configurations, cache keys, tuples) that reference
+# counting frees; the collector's passes find almost nothing to free (about 1,500 objects after a 16,384-GPU search)
+# but each walks the young generations, and a full pass every live object: on 16,384 GPUs at 1M tokens a full pass
+# alone took ~20 ms of a ~0.35 s plan (benchmarks/plan_scale.py). Pausing changes no result.
+@gc_paused()
 def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, precision: str = "bf16",
            top: int = 5, space: SearchSpace = SearchSpace(), moe_imbalance: float = 1.0,
            mcore_version: str = DEFAULT_MCORE_VERSION, reserve_gib: float = DEFAULT_RESERVE_GIB,
@@ -560,8 +553,10 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
         notes.append(f"no layout fits GBS {gbs}; tried GBS {smaller} (fewer micro-batches in flight "
                      f"and a smaller DP group become possible)")
         gbs, result = smaller, retry
+    if result.find_closest is not None:  # the closest miss of the answer kept, once
+        result.closest, result.find_closest = result.find_closest(), None
     if refusal is not None and not result.plans and result.raising_dropped:
-        raise MoeplanError(refusal)  # layouts fit, but TE raises on every run of them
+        raise GroupedTensorRefused(refusal)  # layouts fit, but TE raises on every run of them
     if raises is not None and result.plans:
         dropped = result.raising_dropped
         notes.append(f"--te-grouped-tensor ({GROUPED_TENSOR_ENV}=1): {raises}; so the plans keep only runs whose routed "
@@ -636,8 +631,9 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     ladder = recompute_ladder(spec, seq_len, mcore_version, gpu, te)
     grad_bytes = 4 if numerics["grad_fp32"] else BF16_BYTES
     shardings = _sharding_options(space, mcore_version, str(numerics["optimizer"]))
-    # layouts whose strongest memory option does not fit: (static floor, a lower bound of the peak; index; layout; MBS)
-    misses: list[tuple[float, int, Parallel, int]] = []
+    # layouts whose strongest memory option does not fit: (static floor, a lower bound of the peak; index; layout; MBS;
+    # the exact peaks pass 1 found per sharding choice, where they are the runs _closest_miss prices)
+    misses: list[tuple[float, int, Parallel, int, dict[str | None, float]]] = []
     considered = feasible = 0
     advance = getattr(progress, "advance", None)
     if hasattr(progress, "start"):
@@ -674,7 +670,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             hit = floors[fkey] = (st, [sh for sh in shardings if st[sh] <= budget])
         statics, usable = hit
         if not usable:
-            misses.append((min(statics.values()), index, par, mbs))
+            misses.append((min(statics.values()), index, par, mbs, {}))
             continue
         pipe = pipes.get((par.pp, par.vpp, par.pipeline_layout))
         if pipe is None:  # the split's one object (build_pipeline's), found once per split
@@ -694,6 +690,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
         # the other choice is tried on the best layouts before refining)
         ok, smallest, fit_sh = False, math.inf, None
+        peaks: dict[str | None, float] = {}
         for sh in usable:
             trial = _base_cfg(cfg, sh, space)
             fid = mem_fields.get((disp, overlap, sh))
@@ -701,13 +698,12 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                 fid = mem_fields[(disp, overlap, sh)] = shared_fields_key(trial, mem_cache)
             mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache, fid)  # the layout's memory ladder, costed part by part
             total = mem.peak_bytes(*strongest)
-            ok = total <= budget
-            smallest = min(smallest, total)
-            if ok:
-                cfg, smallest, fit_sh = trial, total, sh
+            if total <= budget:
+                ok, cfg, smallest, fit_sh = True, trial, total, sh
                 break
-        if not ok:
-            misses.append((min(statics.values()), index, par, mbs))
+            peaks[sh] = total
+        if not ok:  # its peaks are the closest-miss runs' unless the user pinned another dispatcher
+            misses.append((min(statics.values()), index, par, mbs, peaks if space.dispatcher in (None, disp) else {}))
             continue
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)
@@ -728,7 +724,9 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             template = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
                                  dispatcher="alltoall", moe_imbalance=moe_imbalance,
                                  reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
-        closest = _closest_miss(template, misses, shardings, space, ladder, budget, gpu, mem_cache, pipes)
+        # found by search() for the answer it keeps only (not at every GBS it halves through)
+        closest = functools.partial(_closest_miss, template, misses, shardings, space, ladder, budget, gpu, mem_cache,
+                                    pipes)
     # pass 2, best bound first: the full estimate, until no remaining layout can reach the slowest of
     # the `keep` best found. A layout first comes up with its layout bound; it then goes back with the
     # bound of the memory options the first phase would cost for it (its recompute's forward work in
@@ -808,8 +806,9 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     refined = [r for r in (_refine(c, gpu, space, ladder, budget, cal, layer_cache, mem_cache) for c in pool)
                if r is not None]
     ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
-    return PlanResult(ordered[:top], gbs, gbs, considered, feasible, closest,  # type: ignore[arg-type]
-                      layouts_evaluated=evaluated, ties=ties, raising_dropped=len(pool) - len(refined))
+    return PlanResult(ordered[:top], gbs, gbs, considered, feasible,  # type: ignore[arg-type]
+                      layouts_evaluated=evaluated, ties=ties, raising_dropped=len(pool) - len(refined),
+                      find_closest=closest)
 
 
 

@@ -63,6 +63,18 @@ def plan_layout_label(row: Row) -> str:
     return " ".join(x for x in (layout_label(row), fsdp_label(row)) if x)
 
 
+def no_plan_reason(row: Row) -> str:
+    """Why a sweep row has no plan (no ``parallel``), as the CLI's sweep table and the report say it: the length's
+    reason where no layout is valid, else "no layout fits" with the closest run (and the GBS the search halved to)."""
+    if row.get("invalid"):
+        return str(row["invalid"])
+    c = row.get("closest") or {}
+    if not c:
+        return "no layout fits"
+    at = f" at GBS {c['gbs']}" if c.get("gbs", row["gbs"]) != row["gbs"] else ""
+    return f"no layout fits (closest {c.get('short')}{at} misses by {c.get('misses_by_gib', 0):.1f} GiB)"
+
+
 def peak_gib(row: Row) -> float | None:
     mem = row.get("memory_gib")
     if isinstance(mem, Mapping):
@@ -248,13 +260,17 @@ def _sweep_section(sweep: Sequence[Row]) -> str:
     labels = any("label" in r for r in sweep)
     head = ["sequence length", *(["label"] if labels else []), "layout", "peak GiB", "capacity GiB", "fits",
             "TFLOP/s/GPU", "tokens/s/GPU"]
+    # a length with no plan (no layout fits, or none is valid) is a row that says why, as the CLI's table does
     rows = [[_td(seq_label(int(r["seq_len"]))), *([_td(r.get("label", ""), "text")] if labels else []),
-             _td(plan_layout_label(r), "text"), _td(_num(peak_gib(r), ".1f")),
+             _td(plan_layout_label(r), "text") if "parallel" in r else _td(no_plan_reason(r), "text wrap"),
+             _td(_num(peak_gib(r), ".1f")),
              _td(_num(r.get("capacity_gib"), ".1f")), _fits_cell(r), _td(_num(r.get("tflops_per_gpu"), ".1f")),
              _td(_num(r.get("tokens_per_s_per_gpu"), ",.0f"))]
             for r in sorted(sweep, key=lambda r: int(r["seq_len"]))]
     table = _table("sweep-table", head, rows, text_cols=(0, 1, 2) if labels else (0, 1))
-    return f'<div class="wide">{table}</div>\n{_plot("sweep-plot", lambda: sweep_figure(sweep))}'
+    drawn = [r for r in sweep if "parallel" in r]  # the plot draws the lengths that have a run
+    plot = f'\n{_plot("sweep-plot", lambda: sweep_figure(drawn))}' if drawn else ""
+    return f'<div class="wide">{table}</div>{plot}'
 
 
 def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None = None,

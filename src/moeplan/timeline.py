@@ -236,7 +236,8 @@ def _split(items: dict[str, float], cp_comm_type: str, vpp: int,
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a long pipeline's hundreds of thousands of acyclic spans
     (or trace events) are built: it would rescan them at every generation threshold, which doubled the
-    build time of DeepSeek-V3's PP 8 VPP 4 x 512 micro-batches. Back on afterwards, if it was on."""
+    build time of DeepSeek-V3's PP 8 VPP 4 x 512 micro-batches. Back on afterwards, if it was on (also after
+    an exception). The one owner: the plan search (``@gc_paused()`` on moeplan.planner.search) and the plots use it."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -146,3 +146,125 @@ def test_cp_range_reaches_the_gpu_count_when_the_start_is_beyond_it(capsys):
     # where no layout is valid the example is one with a CP the search tries, broken by the rule that breaks it
     with pytest.raises(InvalidLayout, match=r"CP16 EP1 DP1: seq_len 1048577 is not divisible by 2 x CP x TP"):
         search(spec, gpu, 16, 1048577, 1)
+
+
+def test_closest_miss_is_found_once_and_reuses_pass_one(monkeypatch):
+    """The closest run is found once per search, for the answer kept (not at every GBS the search halves through:
+    GBS 65,536 -> 1 found it 17 times), and prices again only runs whose static floor already missed the budget:
+    pass 1 computed the exact peak of every other one (it recomputed 44 of them at 1M tokens on 16 GPUs)."""
+    from moeplan import planner
+
+    calls: list[int] = []
+    made: list[RunConfig] = []
+    closest_miss = planner._closest_miss
+
+    class Counting(planner.LayoutMemory):
+        __slots__ = ()
+
+        def __init__(self, base, *args, **kwargs):
+            if calls and calls[-1]:
+                made.append(base)
+            super().__init__(base, *args, **kwargs)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        try:
+            return closest_miss(*args, **kwargs)
+        finally:
+            calls.append(0)
+
+    monkeypatch.setattr(planner, "LayoutMemory", Counting)
+    monkeypatch.setattr(planner, "_closest_miss", counted)
+    gpu = load_gpu("h100")
+    result = search(load_model("deepseek-v3"), gpu, 32, 4096, 65536)
+    assert result.gbs == 1 and result.closest is not None and calls.count(1) == 1
+    calls.clear()
+    made.clear()
+    spec = load_model("qwen3-30b-a3b")
+    result = search(spec, gpu, 16, 1048576, 1)
+    assert result.closest is not None and calls.count(1) == 1 and made
+    budget = gpu.hbm_bytes * (1 - SearchSpace().headroom)
+    floors = [planner._static_lower_bound(spec, m.parallel, 4, m.fsdp) + m.reserve_gib * GIB for m in made]
+    assert min(floors) > budget
+
+
+def test_no_fit_line_names_ep_overlap_and_the_halved_gbs(capsys):
+    """The one line names every knob estimate takes to reproduce the closest run, EP overlap included when the run
+    has it, and says when the search halved GBS (a GBS 256 question read as "GBS 1" in the knobs alone)."""
+    argv = ["plan", "qwen3-235b-a22b", "--gpus", "16", "--seq-len", "4k", "--gbs", "256", "--recompute", "none"]
+    assert main([*argv, "--keep-gbs"]) == 1
+    err = capsys.readouterr().err
+    c = api.plan("qwen3-235b-a22b", gpus=16, seq_len=4096, gbs=256, top=1, fixed={"recompute": "none"},
+                 allow_gbs_reduction=False)["closest"]
+    assert c["ep_overlap"] and c["gbs"] == 256
+    m = MISS.search(err)
+    assert m and m["knobs"].endswith(", EP overlap") and "even at GBS" not in err, err
+    assert main(_estimate_args(c, "qwen3-235b-a22b", 16, 4096)) == 0
+    assert float(m["need"]) == pytest.approx(json.loads(capsys.readouterr().out)["memory_gib"]["total"], abs=0.1)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    m = MISS.search(err)
+    assert m and "GBS 1," in m["knobs"] and "EP overlap" not in m["knobs"]
+    assert "(with 10% headroom), even at GBS 1 (halved from 256); closest:" in err, err
+
+
+def test_exit_one_prints_what_the_docs_say(capsys, tmp_path):
+    """Exit 1 per command, as README and the main --help say it: sweep ends with one stderr line counting the lengths
+    without a plan (it printed nothing there); check prints its findings and nothing on stderr; explain MODEL exits 1
+    with one line where a length has no plan, explain of a run file that does not fit compares it and exits 0."""
+    from moeplan.cli import EPILOG
+
+    for argv in (SWEEP_48, [*SWEEP_48, "--json"]):
+        assert main(argv) == 1
+        assert capsys.readouterr().err == "moeplan: 2 of 3 lengths have no plan\n"  # 96K invalid, 1M no fit
+    assert main(["check", "examples/deepseek_v3_128k_h100.yaml", "--model", "deepseek-v3", "--gpus", "1024"]) == 1
+    out, err = capsys.readouterr()
+    assert "memory" in out and err == ""
+    assert main(["explain", "qwen3-235b-a22b", "--gpus", "16", "--seq-len", "4k,32k", "--gbs-tokens", "1m"]) == 1
+    assert capsys.readouterr().err == "moeplan: no layout fits at seq 4,096; nothing to compare\n"
+    run = tmp_path / "a.yaml"
+    assert main(["plan", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "256", "--format", "yaml"]) == 0
+    run.write_text(capsys.readouterr().out)
+    assert main(["explain", str(run), "--seq-len", "256k", "--no-fix"]) == 0
+    assert "Run B does not fit" in capsys.readouterr().out
+    epilog = " ".join(EPILOG.split())
+    assert "with a one-line message on stderr; 2" not in epilog  # check's exit 1 has none
+    for said in ("sweep: a length has no plan (its row says why; one line on stderr counts them)",
+                 "check: the file has errors (the findings say which, on stdout; nothing on stderr)",
+                 "explain of run files compares a run that does not fit and notes it, exit 0"):
+        assert said in epilog
+    readme = " ".join(open("README.md", encoding="utf-8").read().split())
+    assert "`explain` when a run does not fit" not in readme and "compares a run that does not fit too" in readme
+
+
+def test_report_sweep_keeps_lengths_without_a_plan(capsys, tmp_path):
+    """report --sweep: a length with no valid layout, or where nothing fits, is a row of the sweep table saying why,
+    as `moeplan sweep` says it (the report dropped it and said "sweep of 1 lengths"); a sweep whose every length is
+    invalid no longer aborts a report whose plans exist (it exited 2)."""
+    report = ["report", "qwen3-30b-a3b", "--gpus", "48", "--seq-len", "4k", "--gbs", "768"]
+    html = tmp_path / "r.html"
+    assert main([*report, "--sweep", "4k,96k", "--html", str(html)]) == 0
+    assert "sweep of 2 lengths, 1 without a plan" in capsys.readouterr().out
+    table = html.read_text().split('id="sweep-table"')[1].split("</table>")[0]
+    assert table.count("<tr>") == 3 and "96K" in table and "no valid layout of qwen3-30b-a3b on 48 GPUs" in table
+    assert 'id="sweep-plot"' in html.read_text()
+    assert main([*report, "--sweep", "96k", "--html", str(html)]) == 0
+    assert "sweep of 1 length, 1 without a plan" in capsys.readouterr().out
+    text = html.read_text()
+    assert "no valid layout" in text.split('id="sweep-table"')[1] and 'id="sweep-plot"' not in text  # nothing to draw
+    assert main(["report", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "256", "--sweep", "4k,1m",
+                 "--html", str(html)]) == 0
+    capsys.readouterr()
+    table = html.read_text().split('id="sweep-table"')[1].split("</table>")[0]
+    row = api.sweep("qwen3-30b-a3b", gpus=16, seq_lens=[1048576], gbs_tokens=4096 * 256)[0]
+    assert row["closest"] and f"no layout fits (closest {row['closest']['short']}" in table
+
+
+def test_sweep_rows_always_carry_closest_and_invalid(capsys):
+    """Every --json row carries `closest` and `invalid` (README), null where unused: rows that fit lacked both."""
+    for argv in (SWEEP_48, [*SWEEP, "--tp", "1", "--cp", "1"]):  # planned rows; held-layout rows
+        assert main([*argv, "--json"]) == 1
+        rows = json.loads(capsys.readouterr().out)
+        assert all({"closest", "invalid"} <= r.keys() for r in rows)
+        fitting = [r for r in rows if "parallel" in r]
+        assert fitting and all(r["closest"] is None and r["invalid"] is None for r in fitting)

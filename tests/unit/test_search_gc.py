@@ -1,5 +1,5 @@
-"""The plan search pauses Python's cyclic garbage collector while it runs (moeplan.planner._without_gc_pauses)
-and leaves it as it found it: on after a search if it was on, off if the caller had turned it off."""
+"""The plan search pauses Python's cyclic garbage collector while it runs (moeplan.timeline.gc_paused, the one
+helper that does) and leaves it as it found it: on after a search if it was on, off if the caller had turned it off."""
 
 from __future__ import annotations
 
@@ -54,3 +54,19 @@ def test_search_that_raises_still_restores_gc():
         assert gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_one_helper_pauses_the_collector():
+    """moeplan.timeline.gc_paused is the only code that turns the collector off and back on: the planner had its own
+    copy (_without_gc_pauses); the search, the timeline and the plots use the one helper."""
+    import ast
+    from pathlib import Path
+
+    from moeplan import planner, timeline
+
+    src = Path(planner.__file__).resolve().parent
+    owners = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
+                    if any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "gc"
+                           and n.attr == "disable" for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))))
+    assert owners == ["timeline.py"]
+    assert planner.gc_paused is timeline.gc_paused

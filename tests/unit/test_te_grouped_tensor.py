@@ -319,3 +319,19 @@ def test_plan_refuses_the_variable_where_te_raises_on_every_run(capsys, monkeypa
     assert main([*_MIXED_CLI, "--mcore-version", "0.19", "--top", "1", "--json"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "none of the best fitting layouts" in err and "Traceback" not in err
+
+
+def test_refusal_is_typed_and_the_remedy_search_catches_the_type(monkeypatch):
+    """The planner refuses --te-grouped-tensor with errors.GroupedTensorRefused, and explain's remedy search
+    (api.search_like) falls back on that type: it read the refusal's wording (str(exc).startswith(...)), so a
+    reworded refusal made explain fail instead of searching without the variable."""
+    from moeplan import planner
+    from moeplan.errors import GroupedTensorRefused
+
+    with pytest.raises(GroupedTensorRefused, match="drop it"):
+        api.plan("deepseek-v3", te_grouped_tensor=True, top=1, **(_MIXED | {"mcore_version": "0.17"}))
+    monkeypatch.setattr(planner, "grouped_tensor_refusal", lambda raises, where="": f"reworded: {raises}{where}")
+    with pytest.raises(GroupedTensorRefused, match="reworded"):
+        api.plan("deepseek-v3", te_grouped_tensor=True, top=1, **(_MIXED | {"mcore_version": "0.17"}))
+    remedy = api.search_like(_cfg("2.18", True, "mxfp8"), top=1)  # the planner refuses the flag: searched without it
+    assert remedy.result.plans and not remedy.result.plans[0].config.te_grouped_tensor
