@@ -52,13 +52,13 @@ def test_profile_from_another_gpu_warns_for_a_run_files_gpu(tmp_path, capsys):
     prof = tmp_path / "profile.yaml"
     prof.write_text("gpu: gb200\nconstants: {grouped_gemm_eff: 0.7}\n")
     for cmd in (["check", str(run)], ["explain", str(run), "--seq-len", "8k"]):
-        main([*cmd, "--json", "--calibration", str(prof)])
+        assert main([*cmd, "--json", "--calibration", str(prof)]) == 0
         out, err = capsys.readouterr()
         assert json.loads(out)["calibration"] == str(prof)
         assert err.count("\n") == 1 and err.startswith("moeplan: warning:") and "gb200" in err and "h100" in err
     same = tmp_path / "same.yaml"
     same.write_text("gpu: H100\nconstants: {grouped_gemm_eff: 0.7}\n")
-    main(["check", str(run), "--json", "--calibration", str(same)])  # the file's GPU (any spelling): no warning
+    assert main(["check", str(run), "--json", "--calibration", str(same)]) == 0  # the file's GPU (any spelling): no warning
     assert capsys.readouterr().err == ""
-    main(["check", str(run), "--json", "--gpu", "h100", "--calibration", str(prof)])  # --gpu: warned once, as before
+    assert main(["check", str(run), "--json", "--gpu", "h100", "--calibration", str(prof)]) == 0  # --gpu: warned once, as before
     assert capsys.readouterr().err.count("warning:") == 1
