@@ -202,8 +202,9 @@ class _Allowed:
     fsdp_strategies: tuple[str, ...] = FSDP_STRATEGIES
     optimizers: tuple[str, ...] = ("adam", "sgd", "muon", "dist_muon")  # Megatron-LM --optimizer choices
     muon_dp_overlap: bool = True  # Muon accepts overlap_grad_reduce / overlap_param_gather (dist_muon)
-    # transformer_config.py core_v0.16/0.17: overlap_moe_expert_parallel_comm with MTP needs mtp_num_layers 1
-    # and pipeline_model_parallel_size > 1
+    # transformer_config.py core_v0.16/0.17: overlap_moe_expert_parallel_comm with its one MTP layer needs
+    # pipeline_model_parallel_size > 1 (lifted in 0.18; mtp_num_layers <= 1 holds in every release:
+    # RunConfig.ep_overlap_blockers)
     ep_overlap_mtp_needs_pp: bool = False
     # GatedDeltaNet.backward_dw (in_proj, out_proj): Megatron-LM #2997 "support 1F1B overlap for Qwen3-Next", in
     # core_v0.17.0 ssm/gated_delta_net.py; core_v0.16.1 has none, while EP A2A overlap's callables
@@ -379,11 +380,10 @@ def muon_dp_overlap(version: str) -> bool:
     return _VERSION_TABLE[normalize_version(version)].muon_dp_overlap
 
 
-@lru_cache(maxsize=64)
 @lru_cache(maxsize=256)
 def ep_overlap_mtp_needs_pp(version: str) -> bool:
-    """Whether EP A2A overlap with MTP needs one MTP layer and PP > 1 in ``version`` (the field table:
-    0.16 and 0.17). Cached: the planner asks for every candidate."""
+    """Whether EP A2A overlap with its one MTP layer needs PP > 1 in ``version`` (the field table: 0.16 and 0.17;
+    more than one MTP layer is refused in every release). Cached: the planner asks for every candidate."""
     return _VERSION_TABLE[normalize_version(version)].ep_overlap_mtp_needs_pp
 
 
