@@ -395,12 +395,14 @@ def _cp_size(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> 
         fits_now = est.memory.total_bytes <= ev.budget_bytes
         if ev.fits(e) and (gain >= MIN_GAIN or not fits_now):
             why = "" if fits_now else f" (this run needs {round_gib(est.memory.total_bytes)} GiB and does not fit)"
-            return [Finding("warning", "cp-too-small", f"{head}; CP {cp0} fits ({round_gib(e.memory.total_bytes)} GiB) and runs at "
+            return [Finding("warning", "cp-too-small", f"{head}; this run with only CP changed to {cp0} ({alt_par.short()}) "
+                            f"fits ({round_gib(e.memory.total_bytes)} GiB) and runs at "
                             f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU{why}",
                             fix_overrides(cfg, alt), nums, line)]
         verdict = (f"over the planner's budget of {round_gib(ev.fit_budget_bytes)} GiB" if not ev.fits(e)
                    else f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU here")
-        return [Finding("info", "cp-too-small", f"{head}; kept: CP {cp0} needs {round_gib(e.memory.total_bytes)} GiB, {verdict}",
+        return [Finding("info", "cp-too-small", f"{head}; kept: with only CP changed to {cp0} ({alt_par.short()}) it needs "
+                        f"{round_gib(e.memory.total_bytes)} GiB, {verdict}",
                         (), nums, line)]
     if par.cp > 1 and shard < MIN_CP_SHARD_TOKENS:
         cp_s = est.time.breakdown_s.get("cp_comm", 0.0)
