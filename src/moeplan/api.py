@@ -7,10 +7,12 @@ Each function takes a MODEL as a catalog name, a config.json path or a :class:`M
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from moeplan.activations import first_unfused_attention, unfused_attention_bytes
+from moeplan import argcheck
 from moeplan.advice import DEFAULT_HEADROOM, dispatcher_candidates
 from moeplan.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
@@ -32,13 +34,17 @@ from moeplan.planner import Plan, PlanResult, SearchSpace, search
 from moeplan.timeline import Timeline, build_timeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
-from moeplan.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
+from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
                            OPTIMIZERS)
 
 
 def resolve_model(model: str | ModelSpec, mtp_layers: int | None = None) -> ModelSpec:
     """A model by catalog name, config.json path or spec; ``mtp_layers`` (Megatron-Core mtp_num_layers), when
     given, sets how many multi-token prediction modules it trains with (:func:`with_mtp_layers`)."""
+    if not isinstance(model, ModelSpec):
+        argcheck.path_like("model", model)
+    if mtp_layers is not None:
+        argcheck.count("mtp_layers", mtp_layers, minimum=0)
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     return spec if mtp_layers is None else with_mtp_layers(spec, mtp_layers)
 
@@ -51,6 +57,7 @@ def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> d
     counts the embedding and output head. ``mtp_params`` is the MTP modules' own parameters (their embedding and
     head are the main model's) and ``total_params_with_mtp`` the sum of the two.
     """
+    argcheck.counts(seq_len=seq_len, tp=tp)
     spec = resolve_model(model)
     total = count_params(spec)
     active = count_params(spec, active=True)
@@ -156,6 +163,11 @@ def build_config(
 ) -> tuple[RunConfig, GPUSpec]:
     """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
     constants) only decides ``dispatcher="auto"``; ``mtp_layers`` overrides the model's MTP modules."""
+    argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp,
+                    muon_ns_steps=muon_ns_steps)
+    if not isinstance(recompute, (str, Recompute)):
+        raise MoeplanError(f"recompute must be a str (e.g. 'full', 'selective') or a Recompute, got {recompute!r}")
+    argcheck.choice("cp_comm_type", cp_comm_type, (*CP_COMM_TYPES, "auto"))
     spec = resolve_model(model, mtp_layers)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
@@ -421,6 +433,8 @@ def search_plans(
     ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string). ``fsdp``:
     'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
     a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
+    argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
+    argcheck.counts(**{k: v for k, v in (fixed or {}).items() if k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")})
     mcore_version = normalize_version(mcore_version)
     spec = resolve_model(model, mtp_layers)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
@@ -529,6 +543,8 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     length, ...) is a point with ``invalid`` set and the sweep goes on; when that is so at every length the
     first length's :class:`InvalidLayout` is raised (the question is bad input, as it is to ``plan``), unless
     ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question)."""
+    seq_lens = argcheck.count_list("seq_lens", seq_lens)
+    argcheck.count("gbs_tokens", gbs_tokens)
     spec = resolve_model(model)
     for s in seq_lens:  # every length checked before any work
         gbs_for(s, gbs_tokens)
@@ -576,9 +592,12 @@ def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------------- calibrate
 
 
-def calibrate(logs: list[str], **kwargs: Any) -> dict[str, Any]:
+def calibrate(logs: list[str] | str | os.PathLike[str], **kwargs: Any) -> dict[str, Any]:
     """Fit the timing constants to training logs (see :func:`moeplan.calibrate.calibrate`): JSON-ready
-    ``runs`` (measured, default and calibrated estimates), ``constants``, ``not_moved``, ``memory``, ``fit``."""
+    ``runs`` (measured, default and calibrated estimates), ``constants``, ``not_moved``, ``memory``, ``fit``.
+    One log may be given alone (a str or path) instead of a list."""
     from moeplan import calibrate as _calibrate
 
-    return _calibrate.calibrate(logs, **kwargs)
+    if isinstance(logs, (str, os.PathLike)):
+        logs = [logs]
+    return _calibrate.calibrate([os.fspath(p) if isinstance(p, os.PathLike) else p for p in logs], **kwargs)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from moeplan import argcheck
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
@@ -128,6 +129,13 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     one; a model from a config.json and a user hardware file by absolute path: ``gpu`` is looked up in that file
     first, then the catalog; only ``hardware_file`` replaces it); TE's grouped-tensor path from
     ``te_grouped_tensor`` or the comment's NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1."""
+    argcheck.path_like("path", path)
+    if model is not None:
+        argcheck.path_like("model", model)
+    if gpus is not None:
+        argcheck.count("gpus", gpus)
+    if seq_len is not None:
+        argcheck.count("seq_len", seq_len)
     parsed = read_run_file(path)
     f_model, f_gpu, f_gpus, f_version, f_te, f_grouped = _from_provenance(parsed, path)
     if model:

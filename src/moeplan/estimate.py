@@ -41,6 +41,7 @@ class Estimate:
             "dispatcher": cfg.dispatcher,
             "ep_overlap": cfg.ep_overlap,
             "delay_wgrad": cfg.delay_wgrad_on,
+            "cp_comm_type": cfg.cp_comm_type,
             "cuda_graphs": sorted(cfg.cuda_graph_scopes),
             "optimizer_offload": cfg.optimizer_offload,
             "offload_modules": sorted(cfg.offload_modules),
