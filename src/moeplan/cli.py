@@ -37,6 +37,10 @@ from moeplan.vocab import (
     RESOLVED_GAIN,
 )
 
+def _broken_pipe() -> NoReturn:
+    raise BrokenPipeError(32, "Broken pipe")
+
+
 # Start-up time: `moeplan --help` and `moeplan models` must start in well under 0.15 s, so rich, the
 # API (and with it the engine, YAML and the planner) and the strategy reader are imported on first use.
 if TYPE_CHECKING:
@@ -50,7 +54,9 @@ else:
     def Console(*args: Any, **kwargs: Any) -> Any:  # noqa: N802  (rich's class, imported when printing)
         from rich.console import Console as _Console
 
-        return _Console(*args, **kwargs)
+        console = _Console(*args, **kwargs)
+        console.on_broken_pipe = _broken_pipe  # rich would exit 1 ("no answer"); main() exits 141
+        return console
 
     def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802
         from rich.table import Table as _Table
@@ -1210,7 +1216,8 @@ plan/report: no layout fits (one line on stderr names the closest run); sweep: a
 row says why; one line on stderr counts them); check: the file has errors (the findings say which, on
 stdout; nothing on stderr); explain MODEL --seq-len A,B: no layout fits at a length (one line on
 stderr; explain of run files compares a run that does not fit and notes it, exit 0); 2 bad input, with
-a one-line message and nothing written.
+a one-line message and nothing written; 141 (128 + SIGPIPE) the reader closed the pipe early (`| head`),
+no message.
 """
 
 
@@ -1339,7 +1346,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: moeplan sweep qwen3-235b-a22b --gpu gb200 --gpus 256 --seq-len 16k,32k,64k,128k "
         "--gbs-tokens 4m --plot sweep.png. A length where nothing fits, or no layout is valid, gets a row saying "
         "why (JSON: its 'closest' or 'invalid'; both null on a row with a plan), and exit code 1 with one line "
-        "on stderr ('N of M lengths have no plan'); exit 2 when no length is valid.")
+        "on stderr ('N of M lengths have no plan'); exit 2 when no length is valid, or when --gbs-tokens is not a "
+        "whole number of sequences at some length (an argument error for the whole sweep).")
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
     _sweep_arguments(p)
     p.add_argument("--plot", metavar="FILE", help="write throughput and memory vs sequence length (PNG or SVG)")
@@ -1585,18 +1593,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _apply_profile(args)
         _announce_profile(args, console)
-        return int(args.handler(args, console))
+        code = int(args.handler(args, console))
+        sys.stdout.flush()  # a closed pipe raises here, not in the interpreter's flush at exit
+        return code
     except MoeplanError as exc:
         err.print(f"moeplan: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # the reader went away (`moeplan plan ... | head`): stop quietly, as a Unix filter does, with
-        # stdout pointed at /dev/null so that the interpreter's final flush does not raise again
+        # the reader went away (`moeplan plan ... | head`): stop quietly with 141 (128 + SIGPIPE, what a shell
+        # reports for a filter the pipe ended; not 1, "no answer"), stdout pointed at /dev/null so that the
+        # interpreter's final flush does not raise again (Python docs, "Note on SIGPIPE")
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        os.close(devnull)
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover
