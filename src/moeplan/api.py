@@ -114,6 +114,10 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFA
     return min(candidates, key=lambda d: times[d])
 
 
+# The layout sizes ``fixed`` may pin in search_plans (beside dispatcher and recompute): each a positive int.
+FIXED_COUNTS = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
+
+
 def build_config(
     model: str | ModelSpec,
     *,
@@ -172,8 +176,6 @@ def build_config(
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
     mcore_version = normalize_version(mcore_version)
-    if gpus < 1:
-        raise MoeplanError(f"GPU count must be >= 1, got {gpus}")
     rc = recompute if isinstance(recompute, Recompute) else Recompute.parse(recompute)
     check_recompute(spec, rc, mcore_version)
     cfg = RunConfig(
@@ -434,20 +436,18 @@ def search_plans(
     'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
     a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
-    argcheck.counts(**{k: v for k, v in (fixed or {}).items() if k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")})
+    argcheck.counts(**{k: v for k, v in (fixed or {}).items() if k in FIXED_COUNTS})
     mcore_version = normalize_version(mcore_version)
     spec = resolve_model(model, mtp_layers)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     if not 0 <= headroom < 1:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
-    if top < 1:
-        raise MoeplanError(f"--top must be >= 1, got {top}")
     fx = dict(fixed or {})
     if "recompute" in fx and isinstance(fx["recompute"], str):
         fx["recompute"] = Recompute.parse(fx["recompute"])
     if "recompute" in fx:
         check_recompute(spec, fx["recompute"], mcore_version)
-    unknown = set(fx) - {"tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "dispatcher", "recompute"}
+    unknown = set(fx) - {*FIXED_COUNTS, "dispatcher", "recompute"}
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
     if fsdp not in ("auto", "off", *FSDP_STRATEGIES):

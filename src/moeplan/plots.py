@@ -352,6 +352,12 @@ def _view(tl: Timeline, window: tuple[float, float] | None, share: float) -> tup
     return None, edges
 
 
+def binned_sentence(tl: Timeline, edges: Any) -> str:
+    """What a binned chart shows (:func:`timeline_bins`' ``edges``), for its title and the report's note."""
+    return (f"{len(tl.ops):,} operations, too many to draw one by one: the share of every "
+            f"{fmt_seconds(float(edges[1] - edges[0]))} each rank spends in each kind of work")
+
+
 def timeline_bins(tl: Timeline, window: tuple[float, float] | None = None, share: float = 1.0) -> Any:
     """Edges of the time bins (a numpy array, seconds) the timeline is drawn over in ``window`` (default: the
     whole step) on ``share`` of the figure's width, or None when it is drawn operation by operation there
@@ -499,9 +505,7 @@ def draw_gantt(ax: Axes, tl: Timeline, window: tuple[float, float] | None = None
         title = (f"One iteration ({_plain(tl.title)}): interleaved 1F1B as Megatron-Core orders it — "
                  f"step {fmt_seconds(tl.step_time_s)}")
         if edges is not None:
-            title += (f"\n{len(tl.ops):,} operations, too many to draw one by one: the share of every "
-                      f"{fmt_seconds(float(edges[1] - edges[0]))} each rank spends in each kind of work, stacked "
-                      "(--trace has every operation)")
+            title += f"\n{binned_sentence(tl, edges)}, stacked (--trace has every operation)"
     ax.set_title(title, fontsize=10)
     return edges
 

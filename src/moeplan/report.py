@@ -222,14 +222,13 @@ def _binned_note(tl: Timeline) -> str:
     """A sentence when the chart is drawn over time bins (:func:`moeplan.plots.timeline_bins`), else ''."""
     if importlib.util.find_spec("matplotlib") is None:
         return ""
-    from moeplan.plots import end_windows, timeline_bins
+    from moeplan.plots import binned_sentence, end_windows, timeline_bins
 
     edges = timeline_bins(tl)
     if edges is None:
         return ""
     ends = " (the warm-up and the cool-down in detail below it)" if end_windows(tl) else ""
-    return (f" {len(tl.ops):,} operations are too many to draw one by one: the chart shows the share of every "
-            f"{fmt_seconds(float(edges[1] - edges[0]))} each rank spends in each kind of work{ends}.")
+    return f" The chart is binned: {binned_sentence(tl, edges)}{ends}."
 
 
 def _timeline_section(tl: Timeline) -> str:

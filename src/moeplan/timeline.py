@@ -237,7 +237,8 @@ def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a long pipeline's hundreds of thousands of acyclic spans
     (or trace events) are built: it would rescan them at every generation threshold, which doubled the
     build time of DeepSeek-V3's PP 8 VPP 4 x 512 micro-batches. Back on afterwards, if it was on (also after
-    an exception). The one owner: the plan search (``@gc_paused()`` on moeplan.planner.search) and the plots use it."""
+    an exception). The one place the collector is paused: the plan search (``@gc_paused()`` on
+    moeplan.planner.search), the timeline, its trace and the plots all come through here."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -468,9 +469,8 @@ def _flows(tl: Timeline) -> list[dict[str, Any]]:
 def chrome_trace_bytes(tl: Timeline) -> bytes:
     """The trace as standard JSON (Perfetto and chrome://tracing refuse Infinity / NaN)."""
     try:
-        doc = chrome_trace(tl)
-        with gc_paused():
-            return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+        with gc_paused():  # one pause over building the events and writing them
+            return json.dumps(_chrome_trace(tl), separators=(",", ":"), allow_nan=False).encode()
     except ValueError:
         raise MoeplanError("no trace: the step's times are not finite (an input beyond what the model covers, "
                            "e.g. a huge capacity factor)") from None

@@ -110,10 +110,10 @@ class McoreNotRun(MoeplanError):
     or Transformer Engine is missing where the checks probe it. Says nothing about the config."""
 
 
-def _installed_release() -> str:
+def require_mcore() -> str:
     """The installed megatron-core's release string. A missing optional extra is bad input for the option that asks
     for it (as ``--plot`` without matplotlib): MoeplanError, one line with the install hint, which ``moeplan check
-    --mcore`` raises up front (:func:`require_mcore`, exit 2), not a finding about the config."""
+    --mcore`` raises up front (exit 2), before it reads the file, not a finding about the config."""
     try:
         with warnings.catch_warnings():  # import-time notices about this machine (no TE / Apex), not about a config
             warnings.simplefilter("ignore")
@@ -126,15 +126,9 @@ def _installed_release() -> str:
     return str(package_info.__version__)
 
 
-def require_mcore() -> str:
-    """The installed megatron-core release, or MoeplanError (one line, with the install hint) where it cannot be
-    imported: what ``moeplan check --mcore`` asks before it reads the file."""
-    return _installed_release()
-
-
 def installed_mcore_version() -> str:
     """major.minor of the installed megatron-core (MoeplanError when it is not installed)."""
-    return normalize_version(_installed_release())
+    return normalize_version(require_mcore())
 
 
 def build_mcore_config(cfg: RunConfig) -> object:
@@ -142,7 +136,7 @@ def build_mcore_config(cfg: RunConfig) -> object:
     run; any rejection becomes a one-line MoeplanError. :class:`McoreNotRun` when they cannot run faithfully: the
     installed release is not ``cfg.mcore_version`` (fields and checks change between releases), or a check probes
     Transformer Engine's version and TE is not installed."""
-    release = _installed_release()
+    release = require_mcore()
     target = normalize_version(cfg.mcore_version)
     try:
         version = normalize_version(release)
