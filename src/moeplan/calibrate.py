@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -41,7 +42,7 @@ from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
 from moeplan.run import RunConfig
-from moeplan.timing import DEFAULT_CALIBRATION, Calibration
+from moeplan.timing import DEFAULT_CALIBRATION, SHARE_CONSTANTS, Calibration
 from moeplan.vocab import DEFAULT_MCORE_VERSION
 
 def moeplan_version() -> str:
@@ -57,10 +58,6 @@ _SET_ALIASES = {"world_size": "gpus", "seq_len": "seq_length", "gbs": "global_ba
                 "tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
                 "vpp": "virtual_pipeline_model_parallel_size", "cp": "context_parallel_size",
                 "ep": "expert_model_parallel_size", "etp": "expert_tensor_parallel_size"}
-# Constants that are shares of a rate (<= 1): the fit keeps them there. Named by the Calibration fields
-# themselves (every ``*_eff`` and ``*_share``, and the hidden share of TP communication), so a new
-# efficiency is capped without being listed here.
-_SHARES = tuple(f.name for f in fields(Calibration) if f.name.endswith(("_eff", "_share"))) + ("tp_hidden",)
 STEP = math.log(1.05)  # finite-difference step in log(constant)
 MIN_ELASTICITY = 0.01  # d log(step) / d log(constant) below this on every run: the logs cannot move it
 RCOND = 0.05  # singular values below this share of the largest carry no information (noise-level directions)
@@ -260,8 +257,9 @@ def with_constants(cal: Calibration, values: dict[str, float]) -> Calibration:
 
 
 def _bounds(name: str, default: float) -> tuple[float, float]:
+    """The fit's range of log(constant): within MAX_FACTOR of the default, and <= 1 for a share."""
     hi = default * MAX_FACTOR
-    if name.split(".")[0] in _SHARES:
+    if name.split(".")[0] in SHARE_CONSTANTS:
         hi = min(hi, 1.0)
     return math.log(default / MAX_FACTOR), math.log(max(hi, default))
 
@@ -349,7 +347,7 @@ def fit(runs: list[LoggedRun], base: Calibration = DEFAULT_CALIBRATION, iteratio
         cols = []
         for n in active:
             lo, hi = _bounds(n, defaults[n])
-            h = STEP if theta[n] + STEP <= hi + 1e-12 else -STEP
+            h = STEP if theta[n] + STEP <= hi else -STEP
             moved = dict(theta)
             moved[n] += h
             t1 = _log_times(runs, with_constants(base, {k: math.exp(moved[k]) for k in names}))
@@ -490,12 +488,8 @@ def calibrate(paths: list[str], *, model: str | None = None, gpu: str | None = N
 # ---------------------------------------------------------------------------------------- profile
 
 
-# The top-level keys of a profile (what profile_yaml writes); load_profile refuses any other.
-PROFILE_KEYS = ("moeplan_version", "gpu", "constants", "memory", "not_moved", "fit", "runs")
-
-
-def profile_yaml(result: dict[str, Any]) -> str:
-    """The profile file: fitted constants (overrides of moeplan.timing.Calibration), memory, provenance."""
+def _profile_constants(result: dict[str, Any]) -> dict[str, Any]:
+    """The fitted constants, ``field.key`` names nested under their field, at 6 significant digits."""
     nested: dict[str, Any] = {}
     for name, value in result["constants"].items():
         head, _, key = name.partition(".")
@@ -503,22 +497,39 @@ def profile_yaml(result: dict[str, Any]) -> str:
             nested.setdefault(head, {})[key] = float(f"{value:.6g}")
         else:
             nested[head] = float(f"{value:.6g}")
-    doc = {
-        "moeplan_version": result["moeplan_version"],
-        "gpu": result["gpu"],
-        "constants": nested,
-        "memory": {k: round(v, 3) for k, v in result["memory"].items() if k == "reserve_gib" and v is not None},
-        "not_moved": result["not_moved"],
-        "fit": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in result["fit"].items()},
-        "runs": [{"log": r["log"], "model": r["model"], "gpus": r["gpus"], "layout": r["layout"],
-                  "seq_len": r["seq_len"], "gbs": r["gbs"],
-                  "measured_step_time_s": round(r["measured_step_time_s"], 4),
-                  "measured_tflops_per_gpu": round(r["measured_tflops_per_gpu"], 2),
-                  "measured_peak_allocated_gib": None if r["measured_peak_allocated_gib"] is None
-                  else round(r["measured_peak_allocated_gib"], 3),
-                  "default_tflops_per_gpu": round(r["default_tflops_per_gpu"], 2),
-                  "calibrated_tflops_per_gpu": round(r["calibrated_tflops_per_gpu"], 2)} for r in result["runs"]],
-    }
+    return nested
+
+
+def _profile_runs(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per fitted run: its log, model, layout and measured / estimated throughput, rounded."""
+    return [{"log": r["log"], "model": r["model"], "gpus": r["gpus"], "layout": r["layout"],
+             "seq_len": r["seq_len"], "gbs": r["gbs"],
+             "measured_step_time_s": round(r["measured_step_time_s"], 4),
+             "measured_tflops_per_gpu": round(r["measured_tflops_per_gpu"], 2),
+             "measured_peak_allocated_gib": None if r["measured_peak_allocated_gib"] is None
+             else round(r["measured_peak_allocated_gib"], 3),
+             "default_tflops_per_gpu": round(r["default_tflops_per_gpu"], 2),
+             "calibrated_tflops_per_gpu": round(r["calibrated_tflops_per_gpu"], 2)} for r in result["runs"]]
+
+
+# The top-level keys of a profile, in the order profile_yaml writes them, each with what builds its value
+# from a calibrate() result; load_profile refuses any other key.
+_PROFILE_BUILDERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "moeplan_version": lambda result: result["moeplan_version"],
+    "gpu": lambda result: result["gpu"],
+    "constants": _profile_constants,
+    "memory": lambda result: {k: round(v, 3) for k, v in result["memory"].items()
+                              if k == "reserve_gib" and v is not None},
+    "not_moved": lambda result: result["not_moved"],
+    "fit": lambda result: {k: (round(v, 5) if isinstance(v, float) else v) for k, v in result["fit"].items()},
+    "runs": _profile_runs,
+}
+PROFILE_KEYS = tuple(_PROFILE_BUILDERS)
+
+
+def profile_yaml(result: dict[str, Any]) -> str:
+    """The profile file: fitted constants (overrides of moeplan.timing.Calibration), memory, provenance."""
+    doc = {key: build(result) for key, build in _PROFILE_BUILDERS.items()}
     head = ("# moeplan calibration profile, written by `moeplan calibrate`.\n"
             "# constants: overrides of moeplan.timing.Calibration (defaults: moeplan/hardware/calibration.yaml);\n"
             "# memory.reserve_gib: the per-GPU reserve the planner adds. Use: moeplan plan ... --calibration FILE\n")
@@ -574,13 +585,7 @@ def load_profile(path: str | Path) -> Profile:
     if unknown:  # a constant put at the top level, or a typo, would otherwise change nothing without a word
         raise MoeplanError(f"{p}: unknown key(s) {', '.join(repr(k) for k in unknown)} in a calibration profile "
                            f"(known: {', '.join(PROFILE_KEYS)}; constants go under 'constants')")
-    cal = DEFAULT_CALIBRATION.with_overrides(doc.get("constants") or {}, str(p))
-    for name in _SHARES:  # efficiencies: shares of a peak rate (with_overrides has checked they are positive)
-        value = getattr(cal, name)
-        for key, v in (value.items() if isinstance(value, dict) else [("", value)]):
-            if v > 1.0:
-                raise MoeplanError(f"{p}: constant '{name}{'.' + key if key else ''}' is a share of a peak rate and "
-                                   f"must be in (0, 1], got {v:g}")
+    cal = DEFAULT_CALIBRATION.with_overrides(doc.get("constants") or {}, str(p))  # positive; shares in (0, 1]
     memory = doc.get("memory") or {}
     reserve = memory.get("reserve_gib") if isinstance(memory, dict) else None
     if reserve is not None and (isinstance(reserve, bool) or not isinstance(reserve, (int, float))

@@ -134,7 +134,8 @@ class Calibration:
 
     def with_overrides(self, overrides: Mapping[str, Any], origin: str = "calibration") -> Calibration:
         """A copy with some constants replaced (a user profile); dict constants merge key by key.
-        Unknown names and non-positive values raise MoeplanError naming ``origin``."""
+        Unknown names, non-positive values and shares (SHARE_CONSTANTS) above 1 raise MoeplanError naming
+        ``origin``."""
         known = {f.name: f for f in fields(self)}
         values: dict[str, Any] = {}
         for key, value in overrides.items():
@@ -152,14 +153,28 @@ class Calibration:
                 for k, v in value.items():
                     if k not in current:
                         raise MoeplanError(f"{origin}: '{key}.{k}' is not one of {', '.join(current)}")
-                    merged[k] = _positive(origin, f"{key}.{k}", v)
+                    merged[k] = _constant(origin, key, f"{key}.{k}", v)
                 values[key] = merged
             else:
-                values[key] = _positive(origin, key, value)
+                values[key] = _constant(origin, key, key, value)
         return replace(self, **values)
 
 
+# Constants that are shares of a peak rate, in (0, 1]: every ``*_eff`` and ``*_share`` field, and the hidden
+# share of TP communication. Named by the fields themselves, so a new efficiency is covered without a list.
+SHARE_CONSTANTS = tuple(f.name for f in fields(Calibration) if f.name.endswith(("_eff", "_share"))) + ("tp_hidden",)
+
+
+def _constant(origin: str, name: str, key: str, value: Any) -> float:
+    """``value`` of constant ``name`` (entry ``key``): a positive number, in (0, 1] for a share."""
+    v = _positive(origin, key, value)
+    if name in SHARE_CONSTANTS and v > 1.0:
+        raise MoeplanError(f"{origin}: constant '{key}' is a share of a peak rate and must be in (0, 1], got {v:g}")
+    return v
+
+
 def _positive(origin: str, key: str, value: Any) -> float:
+    """``value`` as a finite positive float (MoeplanError naming ``origin`` and ``key`` otherwise)."""
     try:
         v = float(value)
     except (TypeError, ValueError):
