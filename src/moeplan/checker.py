@@ -102,9 +102,24 @@ def with_split_layout(cfg: RunConfig, arch: dict[str, Any]) -> RunConfig:
     return cfg.with_(parallel=replace(cfg.parallel, pipeline_layout=layout)) if layout else cfg
 
 
-def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, int | None, str | None, str | None, bool]:
-    """(model, gpu, gpus, mcore version, TE version, TE grouped-tensor path) named by a moeplan export's
-    '# moeplan:' comment (the last: its ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1``, export.env_settings)."""
+@dataclass(frozen=True)
+class _Provenance:
+    """What a moeplan export's '# moeplan:' comment names (None / False: not said)."""
+
+    model: str | None
+    gpu: str | None
+    gpus: int | None
+    mcore_version: str | None
+    te_version: str | None
+    grouped_tensor: bool
+    """Its ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1`` (export.env_settings): TE's grouped-tensor path."""
+    hardware: str | None
+    """The user hardware file the GPU came from (an absolute path)."""
+
+
+def _from_provenance(parsed: Any, path: str) -> _Provenance:
+    """The run's model, GPU, GPU count, versions, TE grouped-tensor path and hardware file as its '# moeplan:'
+    comment names them."""
     p = parsed.provenance
     gpus = p.get("gpus")
     if gpus is not None and not (gpus.isdigit() and int(gpus) > 0):
@@ -116,8 +131,9 @@ def _from_provenance(parsed: Any, path: str) -> tuple[str | None, str | None, in
     except ValueError:
         raise MoeplanError(f"{path}: the '# moeplan:' comment says {GROUPED_TENSOR_ENV}={flag}; Transformer Engine reads "
                            "an integer (0 off, 1 on)") from None
-    return (p.get("model"), p.get("gpu"), int(gpus) if gpus else None, p.get("mcore-version"), p.get("te-version"),
-            grouped)
+    return _Provenance(model=p.get("model"), gpu=p.get("gpu"), gpus=int(gpus) if gpus else None,
+                       mcore_version=p.get("mcore-version"), te_version=p.get("te-version"), grouped_tensor=grouped,
+                       hardware=p.get("hardware"))
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
@@ -137,28 +153,28 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     if seq_len is not None:
         argcheck.count("seq_len", seq_len)
     parsed = read_run_file(path)
-    f_model, f_gpu, f_gpus, f_version, f_te, f_grouped = _from_provenance(parsed, path)
+    prov = _from_provenance(parsed, path)
     if model:
         spec = load_model(model)
-    elif f_model and Path(f_model).is_absolute():  # an export of a model read from a config.json
-        if not Path(f_model).is_file():
-            raise MoeplanError(f"{path}: the '# moeplan:' comment names model file {f_model}, which does not exist; "
-                               "pass --model NAME or a config.json")
-        spec = load_model(f_model)
-    elif f_model:
+    elif prov.model and Path(prov.model).is_absolute():  # an export of a model read from a config.json
+        if not Path(prov.model).is_file():
+            raise MoeplanError(f"{path}: the '# moeplan:' comment names model file {prov.model}, which does not "
+                               "exist; pass --model NAME or a config.json")
+        spec = load_model(prov.model)
+    elif prov.model:
         try:
-            spec = load_model(f_model)
+            spec = load_model(prov.model)
         except MoeplanError:
-            raise MoeplanError(f"{path}: the '# moeplan:' comment names model {f_model}, which is not in the catalog "
-                               "or a config.json here; pass --model") from None
+            raise MoeplanError(f"{path}: the '# moeplan:' comment names model {prov.model}, which is not in the "
+                               "catalog or a config.json here; pass --model") from None
     else:
         spec = infer_model(parsed.architecture, path)
-    gpus = gpus or f_gpus
+    gpus = gpus or prov.gpus
     if gpus is None:
         raise MoeplanError(f"{path}: the GPU count is not in the file; pass --gpus N")
     # the comment's hardware file, unless --hardware replaces it; with --gpu the name is looked up there first,
     # then in the catalog (a catalog GPU needs no file: with the file gone, only a GPU of its own fails)
-    f_hardware = parsed.provenance.get("hardware") if not hardware_file else None
+    f_hardware = prov.hardware if not hardware_file else None
     if f_hardware and not Path(f_hardware).is_file():  # the comment's GPU came from a user hardware file
         missing = (f"{path}: the '# moeplan:' comment names hardware file {f_hardware}, which does not exist; pass "
                    "--hardware FILE.yaml")
@@ -169,23 +185,17 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
         except MoeplanError:
             raise MoeplanError(f"{missing}: GPU '{gpu}' is not in the catalog") from None
     else:
-        gpu_spec = load_gpu(gpu or f_gpu or DEFAULT_GPU, hardware_file or f_hardware)
-    version = mcore_version or f_version or DEFAULT_MCORE_VERSION
+        gpu_spec = load_gpu(gpu or prov.gpu or DEFAULT_GPU, hardware_file or f_hardware)
+    version = mcore_version or prov.mcore_version or DEFAULT_MCORE_VERSION
     cfg = with_split_layout(run_config_from_settings(parsed.settings, spec, gpus, gpu_spec,
                                                      mcore_version=version), parsed.architecture)
-    if te_version or f_te:  # the flag, else the file's '# moeplan:' comment, else the default
-        cfg = cfg.with_(te_version=te_version or f_te)
-    if te_grouped_tensor or f_grouped:
+    if te_version or prov.te_version:  # the flag, else the file's '# moeplan:' comment, else the default
+        cfg = cfg.with_(te_version=te_version or prov.te_version)
+    if te_grouped_tensor or prov.grouped_tensor:
         cfg = cfg.with_(te_grouped_tensor=True)
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed
-
-
-# Megatron's assertions that moeplan.knobs also makes (knob-layout), one cause each: the file gets this finding
-# (its source, its own rule name) with the knob's fix, and none from knob-layout for that field. EP A2A overlap's
-# assertion only where the knob fails for none but the causes it tests (knobs.ep_overlap_beyond_assert: else both).
-_KNOB_ASSERTS = frozenset({"delay-wgrad-a2a-overlap", "delay-wgrad-graph-attn-bias", "ep-a2a-overlap"})
 
 
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
@@ -211,7 +221,11 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
     view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
     hits = tripped(view)
-    knob_hits = frozenset(rule.field for rule, _ in hits if rule.id in _KNOB_ASSERTS
+    # Megatron's assertions that moeplan.knobs also makes (McoreAssert.shares_knob), one cause each: the file gets
+    # the assertion's finding (its source, its own rule name) with the knob's fix, and none from knob-layout for
+    # that field. EP A2A overlap's assertion only where the knob fails for none but the causes it tests
+    # (knobs.ep_overlap_beyond_assert: else both).
+    knob_hits = frozenset(rule.field for rule, _ in hits if rule.shares_knob
                           and (rule.id != "ep-a2a-overlap" or not ep_overlap_beyond_assert(cfg)))
     findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable, unknown=tuple(parsed.unknown),
                      lines=parsed.lines, known=known_keys(parsed.kind), cal=cal, reported_knobs=knob_hits)
@@ -220,7 +234,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
             inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
             fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
-        elif rule.id in _KNOB_ASSERTS and rule.field in knob_hits:
+        elif rule.shares_knob and rule.field in knob_hits:
             fix = knob_fix(cfg, rule.field)
         lead = "Megatron-Core rejects this: " if rule.severity == "error" else "Megatron-Core: "
         findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},

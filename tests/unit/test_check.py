@@ -240,3 +240,51 @@ def test_cp_guidance_findings_follow_the_estimates():
     over = cp_finding("deepseek-v3", gpu="h100", gpus=1024, seq_len=131072, gbs=64, tp=2, pp=16, cp=2, ep=32,
                       recompute="full", optimizer_offload=1.0)
     assert over.severity == "warning" and "model.context_parallel_size=32" in over.fix
+
+
+def test_provenance_names_the_hardware_file_with_the_other_keys():
+    """checker reads every '# moeplan:' key in one place (_from_provenance), the hardware file too."""
+    from dataclasses import FrozenInstanceError
+    from types import SimpleNamespace
+
+    parsed = SimpleNamespace(provenance={"model": "qwen3-30b-a3b", "gpu": "mygpu", "gpus": "16",
+                                         "mcore-version": "0.16", "te-version": "2.10",
+                                         "NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM": "1",
+                                         "hardware": "/abs/gpus.yaml"})
+    prov = checker._from_provenance(parsed, "run.yaml")
+    assert (prov.model, prov.gpu, prov.gpus, prov.mcore_version, prov.te_version, prov.grouped_tensor,
+            prov.hardware) == ("qwen3-30b-a3b", "mygpu", 16, "0.16", "2.10", True, "/abs/gpus.yaml")
+    empty = checker._from_provenance(SimpleNamespace(provenance={}), "run.yaml")
+    assert (empty.hardware, empty.gpus, empty.grouped_tensor) == (None, None, False)
+    with pytest.raises(FrozenInstanceError):
+        prov.hardware = "/other.yaml"  # type: ignore[misc]
+
+
+def test_megatron_rules_say_which_checks_moeplans_knobs_share():
+    """McoreAssert.shares_knob marks the assertions moeplan.knobs also makes (one finding per cause in check);
+    checker derives them from the flag."""
+    from moeplan.megatron.asserts import ASSERTS
+
+    assert {a.id for a in ASSERTS if a.shares_knob} == {"delay-wgrad-a2a-overlap", "delay-wgrad-graph-attn-bias",
+                                                        "ep-a2a-overlap"}
+
+
+def test_check_reports_a_shared_cause_once_by_the_rules_flag(tmp_path, monkeypatch):
+    """A file asking for delay_wgrad_compute without EP overlap: Megatron's assertion, with the knob's fix, and
+    no knob-layout finding, because the rule says moeplan.knobs shares it; unflagged, both would report."""
+    from dataclasses import replace
+
+    from moeplan.megatron import asserts
+
+    path = tmp_path / "run.yaml"
+    path.write_text("model:\n  expert_model_parallel_size: 16\n  moe_token_dispatcher_type: alltoall\n"
+                    "comm_overlap:\n  delay_wgrad_compute: true\n"
+                    "train:\n  global_batch_size: 1024\n  micro_batch_size: 1\ndataset:\n  sequence_length: 4096\n")
+
+    def rules() -> list:
+        found = checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=16).findings
+        return [(f.rule, bool(f.fix)) for f in found if f.rule == "knob-layout" or "delay" in f.rule]
+
+    assert rules() == [("mcore-delay-wgrad-a2a-overlap", True)]
+    monkeypatch.setattr(asserts, "ASSERTS", tuple(replace(a, shares_knob=False) for a in asserts.ASSERTS))
+    assert sorted(rules()) == [("knob-layout", True), ("mcore-delay-wgrad-a2a-overlap", False)]

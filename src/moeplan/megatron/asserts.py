@@ -91,6 +91,9 @@ class McoreAssert:
     severity: str = "error"  # "warning" for a UserWarning
     since: str = "0.13"
     until: str | None = None  # last release that has the check (inclusive)
+    shares_knob: bool = False
+    """moeplan.knobs makes the same check on the run (knob-layout), so moeplan.checker reports one finding per
+    cause: this rule's, with the knob's fix, and none from knob-layout for ``field``."""
 
     def applies(self, version: str) -> bool:
         v = version_tuple(version)
@@ -345,15 +348,17 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("offload-modules", TC, "offload_modules", _offload_modules, since="0.16"),
     McoreAssert("pipeline-layout-conflict", TC, "pipeline_model_parallel_layout", _layout_conflict),
     McoreAssert("pipeline-layout-vpp", TC, "virtual_pipeline_model_parallel_size", _layout_vpp),
-    McoreAssert("ep-a2a-overlap", TC, "overlap_moe_expert_parallel_comm", _a2a_overlap, since="0.14"),
+    McoreAssert("ep-a2a-overlap", TC, "overlap_moe_expert_parallel_comm", _a2a_overlap, since="0.14",
+                shares_knob=True),
     McoreAssert("ep-a2a-overlap-moe-recompute", TC, "recompute_modules", _a2a_overlap_moe_recompute, since="0.17"),
     McoreAssert("ep-a2a-overlap-moe-recompute-unsupported", "Megatron-LM #3917 (the assertion core_r0.17.0 adds)",
                 "recompute_modules", _a2a_overlap_moe_recompute_unsupported, severity="warning", since="0.14",
                 until="0.16"),
-    McoreAssert("delay-wgrad-a2a-overlap", TC, "delay_wgrad_compute", _delay_wgrad_overlap, since="0.14"),
+    McoreAssert("delay-wgrad-a2a-overlap", TC, "delay_wgrad_compute", _delay_wgrad_overlap, since="0.14",
+                shares_knob=True),
     McoreAssert("delay-wgrad-graph-attn-bias", "training/arguments.py validate_args (Megatron-LM, with "
                 "overlap_grad_reduce) and Bridge training/comm_overlap.py (v0.4.0+)", "delay_wgrad_compute",
-                _delay_wgrad_graph_bias, since="0.17"),
+                _delay_wgrad_graph_bias, since="0.17", shares_knob=True),
     McoreAssert("cuda-graph-flags", TC, "cuda_graph_impl", _graph_flags, since="0.15"),
     McoreAssert("cuda-graph-scopes", TC, "cuda_graph_scope", _graph_scopes, since="0.16"),
     McoreAssert("cp-comm-type-list", TC, "cp_comm_type", _cp_comm_list),
