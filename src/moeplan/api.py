@@ -26,7 +26,7 @@ from moeplan.megatron.asserts import selective_recompute_problem
 from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
 from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.memory import GIB
-from moeplan.models import ModelSpec, catalog_names, load_model
+from moeplan.models import ModelSpec, load_model
 from moeplan.models.spec import with_mtp_layers
 from moeplan.params import count_params
 from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
@@ -34,7 +34,7 @@ from moeplan.planner import Plan, PlanResult, SearchSpace, search
 from moeplan.timeline import Timeline, build_timeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
-from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
+from moeplan.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
                            OPTIMIZERS)
 
 
@@ -171,7 +171,6 @@ def build_config(
                     muon_ns_steps=muon_ns_steps)
     if not isinstance(recompute, (str, Recompute)):
         raise MoeplanError(f"recompute must be a str (e.g. 'full', 'selective') or a Recompute, got {recompute!r}")
-    argcheck.choice("cp_comm_type", cp_comm_type, (*CP_COMM_TYPES, "auto"))
     spec = resolve_model(model, mtp_layers)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
@@ -535,14 +534,17 @@ _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "res
 
 
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
-                 progress: Any = None, all_invalid_raises: bool = True, **kwargs: Any) -> list[SweepPoint]:
+                 progress: Any = None, all_invalid_raises: bool = True, first_invalid_raises: bool = False,
+                 **kwargs: Any) -> list[SweepPoint]:
     """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length. ``fsdp`` is
     :func:`search_plans`'s (auto: searched beside the distributed optimizer); a held layout runs the strategy
     it names, and the distributed optimizer for auto or off. A length at which no layout is valid (the held
     one, or every one the planner tries: GBS too small for the data-parallel size, CP not dividing the
     length, ...) is a point with ``invalid`` set and the sweep goes on; when that is so at every length the
     first length's :class:`InvalidLayout` is raised (the question is bad input, as it is to ``plan``), unless
-    ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question)."""
+    ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question). With
+    ``first_invalid_raises`` (explain's two lengths: a comparison needs every run) the first invalid length's
+    :class:`InvalidLayout` is raised at once and no later length is planned."""
     seq_lens = argcheck.count_list("seq_lens", seq_lens)
     argcheck.count("gbs_tokens", gbs_tokens)
     spec = resolve_model(model)
@@ -557,6 +559,8 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
         try:
             point = _sweep_point(spec, s, gbs, hold, progress, kwargs)
         except InvalidLayout as exc:
+            if first_invalid_raises:
+                raise
             errors.append(exc)
             point = SweepPoint(s, gbs, "planned" if hold is None else "held layout", None, invalid=str(exc))
         points.append(point)

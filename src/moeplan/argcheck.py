@@ -48,12 +48,4 @@ def count_list(name: str, values: Any) -> list[int]:
     return out
 
 
-def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
-    """``value`` must be one of ``allowed``."""
-    allowed = tuple(allowed)
-    if not isinstance(value, str) or value not in allowed:
-        raise MoeplanError(f"{name} {value!r} unknown; choose one of {', '.join(allowed)}")
-    return value
-
-
-__all__ = ["choice", "count", "count_list", "counts", "path_like"]
+__all__ = ["count", "count_list", "counts", "path_like"]

@@ -21,6 +21,7 @@ from moeplan.megatron.fields import ep_overlap_mtp_needs_pp, gdn_backward_dw, ve
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.parallel import Batch, LayoutCheck, Parallel, check_layout
 from moeplan.vocab import (
+    CP_COMM_TYPES,
     CUDA_GRAPH_SCOPES,
     CpCommType,
     DEFAULT_MCORE_VERSION,
@@ -236,6 +237,8 @@ class RunConfig:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
         if self.dispatcher not in DISPATCHERS:
             raise MoeplanError(f"dispatcher '{self.dispatcher}' unknown; choose one of {', '.join(DISPATCHERS)}")
+        if self.cp_comm_type not in CP_COMM_TYPES:
+            raise MoeplanError(f"cp_comm_type '{self.cp_comm_type}' unknown; choose one of {', '.join(CP_COMM_TYPES)}")
         if not 0.0 <= self.optimizer_offload <= 1.0:  # also rejects NaN
             raise MoeplanError(f"optimizer offload fraction must be in [0, 1], got {self.optimizer_offload}")
         if not (math.isfinite(self.moe_imbalance) and self.moe_imbalance >= 1.0):

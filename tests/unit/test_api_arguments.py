@@ -116,3 +116,11 @@ def test_calibrate_takes_one_log_alone(tmp_path):
     with pytest.raises(MoeplanError) as as_path:
         api.calibrate(Path(log))
     assert str(as_path.value) == str(listed.value)
+
+
+def test_api_imports_only_what_it_uses():
+    """moeplan.api keeps its documented re-exports (list_models, Estimate) but no unused import (catalog_names)."""
+    from moeplan.listing import list_models
+
+    assert api.list_models is list_models and api.Estimate is not None
+    assert not hasattr(api, "catalog_names")

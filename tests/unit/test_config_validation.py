@@ -89,3 +89,21 @@ def test_imbalance_is_capped_where_every_token_lands_on_one_rank():
     assert api.estimate("qwen3-30b-a3b", moe_imbalance=8.0, **kw)["step_time_s"] < cap["step_time_s"]
     cfg, _ = api.build_config("qwen3-30b-a3b", moe_imbalance=1.5, gpus=16, seq_len=4096, gbs=16, ep=1)
     assert cfg.rows_factor == 1.0  # EP 1: the one rank holds every row, whatever the skew
+
+
+@pytest.mark.parametrize("bad", ["bogus", "", "P2P", "all_gather", "auto", None])
+def test_run_config_refuses_an_unknown_cp_comm_type(bad):
+    """RunConfig checks cp_comm_type as it checks its other choice fields (one owner: vocab.CP_COMM_TYPES);
+    'auto' is the API's argument (the planner's pick), never a run's value."""
+    from dataclasses import replace
+
+    from moeplan import api
+    from moeplan.errors import MoeplanError
+    from moeplan.vocab import CP_COMM_TYPES
+
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=16, ep=16)
+    with pytest.raises(MoeplanError) as exc:
+        replace(cfg, cp_comm_type=bad)
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith(f"cp_comm_type '{bad}' unknown; choose one of ")
+    assert msg.endswith(", ".join(CP_COMM_TYPES))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from moeplan import api
+from moeplan.errors import InvalidLayout
 from moeplan.cli import main
 from moeplan.explain import compare
 
@@ -361,3 +364,54 @@ def test_token_budget_shorter_than_a_length_is_an_argument_error_as_documented(c
     assert "does not split into whole sequences at some length" in readme
     sweep_help = " ".join(build_parser()._subparsers._group_actions[0].choices["sweep"].format_help().split())
     assert "not a whole number of sequences at some length" in sweep_help
+
+
+def test_explain_stops_at_the_first_invalid_length(monkeypatch):
+    """explain's lengths (sweep_points with first_invalid_raises): the first length without a valid layout raises
+    its InvalidLayout, by type, and the next length is not planned; a sweep still plans every length."""
+    planned: list[int] = []
+    real = api.search_plans
+
+    def search_plans(model, **kw):
+        planned.append(kw["seq_len"])
+        if kw["seq_len"] == 65536:
+            raise InvalidLayout(f"no valid layout at seq {kw['seq_len']}")
+        return real(model, **kw)
+
+    monkeypatch.setattr(api, "search_plans", search_plans)
+    kw = dict(seq_lens=[65536, 32768], gbs_tokens=1 << 20, gpu="h100", gpus=32)
+    with pytest.raises(InvalidLayout, match="no valid layout at seq 65536"):
+        api.sweep_points("qwen3-30b-a3b", first_invalid_raises=True, **kw)
+    assert planned == [65536]
+    # a held layout (DP 32 > GBS 16 at 64K, valid at 32K): its estimate at the second length is not made either
+    held: list[int] = []
+    real_estimate = api.estimate_run
+
+    def estimate_run(model, **kw):
+        held.append(kw["seq_len"])
+        return real_estimate(model, **kw)
+
+    monkeypatch.setattr(api, "estimate_run", estimate_run)
+    with pytest.raises(InvalidLayout, match="GBS 16 is not divisible"):
+        api.sweep_points("qwen3-30b-a3b", hold={"ep": 8}, first_invalid_raises=True, **kw)
+    assert held == [65536]
+    # a sweep goes on past an invalid length (its row says why)
+    planned.clear()
+    points = api.sweep_points("qwen3-30b-a3b", **kw)
+    assert planned == [65536, 32768] and points[0].invalid and points[1].invalid is None
+
+
+def test_explain_model_with_an_invalid_first_length_is_one_line_exit_2(capsys, monkeypatch):
+    held: list[int] = []
+    real = api.estimate_run
+
+    def estimate_run(model, **kw):
+        held.append(kw["seq_len"])
+        return real(model, **kw)
+
+    monkeypatch.setattr(api, "estimate_run", estimate_run)
+    code, out, err = _run(capsys, "explain", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "64k,32k",
+                          "--gbs-tokens", "1m", "--ep", "8")
+    assert code == 2 and not out and held == [65536]
+    assert err.strip().splitlines() == [
+        "moeplan: error: invalid layout TP1 PP1 CP1 EP8 DP32: GBS 16 is not divisible by MBS x DP = 1x32 = 32"]
