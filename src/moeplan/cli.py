@@ -35,6 +35,7 @@ from moeplan.vocab import (
     OPTIMIZERS,
     PRECISIONS,
     RESOLVED_GAIN,
+    TRACE_DETAIL_MICROBATCHES,
 )
 
 def _broken_pipe() -> NoReturn:
@@ -957,11 +958,9 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
         if not args.gpus or not args.gbs_tokens:
             raise MoeplanError("explain MODEL needs --gpus and --gbs-tokens")
         points = api.sweep_points(first, seq_lens=args.seq_len, gbs_tokens=args.gbs_tokens, hold=_held_layout(args),
-                                  **_sweep_kwargs(args))
+                                  first_invalid_raises=True, **_sweep_kwargs(args))
         ests = []
         for pt in points:
-            if pt.invalid:
-                raise MoeplanError(pt.invalid)
             if pt.estimate is None:
                 raise _NothingToCompare(f"no layout fits at seq {pt.seq_len:,}; nothing to compare")
             ests.append(pt.estimate)
@@ -1231,10 +1230,11 @@ class _Parser(argparse.ArgumentParser):
 TRACE_HELP = ("write one iteration as a Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing): "
               "one process per pipeline rank; forwards and backwards in Megatron-Core's interleaved 1F1B order, "
               "compute and TP/CP/EP/PP/DP communication tracks, recompute, optimizer, offload; the most loaded "
-              "rank's memory as a counter. Beyond 64 micro-batches only the first and the last 32 carry the items "
-              "nested in their operations (GEMMs, attention, communication: every other operation repeats them "
-              "exactly); every operation, flow and memory change stays, and the file's otherData says so. A FILE.json.gz "
-              "(or .gz) name writes it gzip-compressed, which both open (~10x smaller)")
+              f"rank's memory as a counter. Beyond {TRACE_DETAIL_MICROBATCHES} micro-batches only the first and the last "
+              f"{TRACE_DETAIL_MICROBATCHES // 2} carry the items nested in their operations (GEMMs, attention, communication: "
+              "every other operation repeats them exactly); every operation, flow and memory change stays, and the "
+              "file's otherData says so. A FILE.json.gz (or .gz) name writes it gzip-compressed, which both open "
+              "(~10x smaller)")
 
 
 def build_parser() -> argparse.ArgumentParser:

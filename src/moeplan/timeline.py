@@ -41,6 +41,7 @@ from moeplan.parallel import Pipeline, build_pipeline, interleaving_problem, war
 from moeplan.run import RunConfig
 from moeplan.hardware import GPUSpec
 from moeplan.timing import DEFAULT_CALIBRATION, TRAIN, Calibration, StepParts, hidden_comm_s, step_parts
+from moeplan.vocab import TRACE_DETAIL_MICROBATCHES
 
 # Share of each per-micro-batch time item spent in the forward pass (the rest is backward).
 # GEMMs and attention: forward = 1 of the 3 x forward FLOPs of training (Megatron convention, TRAIN).
@@ -359,16 +360,6 @@ def _memory_series(sm: ScheduleMemory, ops: list[Op], end_s: float) -> tuple[tup
 
 def _us(s: float) -> float:
     return round(s * 1e6, 3)
-
-
-# Items (GEMMs, attention, exposed and overlapped communication, recompute) nested in the operations: every
-# forward of a rank has the same items with the same durations, and so has every backward (the time model
-# gives one breakdown per rank and direction), so beyond TRACE_DETAIL_MICROBATCHES micro-batches the trace
-# carries them for the first and the last TRACE_DETAIL_MICROBATCHES / 2 only (warm-up and cool-down both
-# shown), and says so. Every operation, PP flow, DP collective, optimizer step and memory change stays.
-# DeepSeek-V3 PP 8 VPP 4 at 512 micro-batches: 514k events, 55 MB in full; 156k events, 19 MB capped (its
-# 32,768 operations and 31,744 PP flows are most of that).
-TRACE_DETAIL_MICROBATCHES = 64
 
 
 def trace_detail(tl: Timeline) -> tuple[range, ...]:

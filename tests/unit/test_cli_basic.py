@@ -144,3 +144,24 @@ def test_estimate_help_example_fits_and_is_representative(capsys, monkeypatch):
     steps = est["time_breakdown_s"]
     exposed = sum(v for k, v in steps.items() if k.endswith("_comm") or k == "pp_bubble")
     assert exposed < 0.25 * est["step_time_s"]
+
+
+def test_unknown_cp_comm_type_is_one_line_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:  # the parser's choices refuse it (RunConfig would too)
+        main(["estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64", "--cp-comm-type", "bogus"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and not out and len(err.strip().splitlines()) == 1 and "'bogus'" in err
+
+
+@pytest.mark.parametrize("command", ["estimate", "plan", "check"])
+def test_trace_help_states_the_timelines_detail_cap(capsys, command):
+    """--trace's help names the cap moeplan.timeline.trace_detail applies (vocab.TRACE_DETAIL_MICROBATCHES)."""
+    from moeplan import timeline
+    from moeplan.vocab import TRACE_DETAIL_MICROBATCHES
+
+    assert timeline.TRACE_DETAIL_MICROBATCHES is TRACE_DETAIL_MICROBATCHES  # the one the trace applies
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    n = TRACE_DETAIL_MICROBATCHES
+    assert f"Beyond {n} micro-batches only the first and the last {n // 2} carry" in text
