@@ -1,10 +1,12 @@
 """Published Megatron runs as moeplan inputs (shared by the tests and benchmarks/published_ranks.py).
 
-Two sources, one shape:
+Three sources, one shape:
 - ../shared/reference/published_runs.csv, with the settings it leaves blank filled from the recipe that
   produced each run (tests/data/published_runs_recipes.csv), never from the published result;
 - tests/data/bridge_perf_runs.csv, the newest Megatron Bridge perf-summary MoE rows with their recipes'
-  settings (out of sample: no constant was set from them).
+  settings (out of sample: no constant was set from them);
+- tests/data/out_of_fit_runs.csv, measured runs of models with a feature no fitted run has (their MTP layers
+  and pipeline layout too), which set only those models' band below the estimate.
 """
 
 from __future__ import annotations
@@ -58,6 +60,12 @@ def bridge_runs() -> list[dict[str, str]]:
     return _read(DATA / "bridge_perf_runs.csv")
 
 
+def out_of_fit_runs() -> list[dict[str, str]]:
+    """tests/data/out_of_fit_runs.csv: measured runs of models with a feature no fitted run has, each with its
+    recipe's settings and its published step time (``measured_step_time_s``)."""
+    return _read(DATA / "out_of_fit_runs.csv")
+
+
 def label(run: dict[str, str]) -> str:
     return f"{run['model']}-{run['system']}-{run['gpus']}-{run['seq_len']}"
 
@@ -83,4 +91,5 @@ def estimate_kwargs(run: dict[str, str]) -> dict[str, Any]:
         delay_wgrad={"0": False, "1": True}.get(run.get("delay_wgrad") or ""),  # blank: Bridge's pairing
         rank_capacity_factor=float(run["rank_capacity_factor"]) if run.get("rank_capacity_factor") else None,
         dp_overlap=run.get("dp_overlap", "1") != "0",
-    )
+    ) | ({"mtp_layers": int(run["mtp_layers"])} if run.get("mtp_layers") else {}) | (
+        {"pipeline_layout": run["pipeline_layout"]} if run.get("pipeline_layout") else {})

@@ -329,6 +329,7 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "tokens_per_s_per_gpu": est["tokens_per_s_per_gpu"],
         "tflops_range": est["tflops_range"],
         "tokens_per_s_range": est["tokens_per_s_range"],
+        "outside_fit": est["outside_fit"],
         "tie": p.tie,
         "time_breakdown_s": est["time_breakdown_s"],
         "rationale": [r.as_dict() for r in p.rationale],

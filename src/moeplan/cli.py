@@ -401,6 +401,8 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
         f"TFLOP/s per GPU [b]{est['tflops_per_gpu']:,.0f}[/]   MFU [b]{est['mfu']:.1%}[/]   "
         f"tokens/s per GPU [b]{est['tokens_per_s_per_gpu']:,.0f}[/]   (FLOPs/token {est['flops_per_token'] / 1e9:,.1f} G, "
         "Megatron-Core convention)", highlight=False)
+    if est.get("outside_fit_note"):
+        console.print(f"[yellow]note:[/] {escape(est['outside_fit_note'])}", highlight=False)
 
 
 def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:

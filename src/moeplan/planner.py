@@ -595,6 +595,9 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
             reasons.append(Reason("mcore_version", result.newer.sentence(), result.newer.as_dict()))
         plans.append(Plan(c.cfg, gpu, tuple(reasons), est, tie=tie is not None))  # type: ignore[attr-defined]
     result.plans = plans
+    note = plans[0].estimate.time.outside_fit_note if plans else None
+    if note is not None:  # the model's, so every plan's: plan 1's band stands for them
+        result.notes.append(note)
     return result
 
 

@@ -49,7 +49,7 @@ from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import gdn_backward_dw, muon_dp_overlap
 from moeplan.memory import rank_params, average_params_per_gpu
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
+from moeplan.models.spec import MODEL_FEATURES, Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 from moeplan.parallel import (
     Batch,
     Parallel,
@@ -128,6 +128,9 @@ class Calibration:
     # Not a timing constant: the fit's leave-one-group-out error (RMS of held-out log residuals),
     # the band every estimate carries (benchmarks/calibrate.py writes it)
     error_band_log: float = _from_file("error_band_log")
+    # Not a timing constant either: per architectural feature no fitted run has (models.spec.MODEL_FEATURES),
+    # the band's lower half (log units) that measured runs of models with it need (benchmarks/calibrate.py)
+    out_of_fit_band_log: dict[str, float] = _from_file("out_of_fit_band_log")
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
@@ -1338,14 +1341,30 @@ class TimeEstimate:
     slowest_rank: int
     peak_flops: float
     band_log: float = 0.0  # the calibration's cross-validated error (log units): the estimate's band
+    # below the estimate, where the model has features no fitted run has (outside_fit): wider, from the
+    # measured runs of such models (Calibration.out_of_fit_band_log); else band_log
+    band_low_log: float = 0.0
+    outside_fit: tuple[str, ...] = ()  # those features (models.spec.MODEL_FEATURES names)
 
     def band(self, value: float) -> tuple[float, float]:
-        """(low, high) of a throughput figure: value x exp(-/+ band_log)."""
-        return value * math.exp(-self.band_log), value * math.exp(self.band_log)
+        """(low, high) of a throughput figure: value x exp(-band_low_log), value x exp(band_log)."""
+        return value * math.exp(-max(self.band_low_log, self.band_log)), value * math.exp(self.band_log)
 
     @property
     def tflops_range(self) -> tuple[float, float]:
         return self.band(self.tflops_per_gpu)
+
+    @property
+    def outside_fit_note(self) -> str | None:
+        """One sentence where the model has features no fitted run has (:attr:`outside_fit`), else None."""
+        if not self.outside_fit:
+            return None
+        what = " or ".join(MODEL_FEATURES[f] for f in self.outside_fit)
+        lo, hi = self.tflops_range
+        return (f"outside the fit: no fitted run has {what}; measured runs of such models took up to "
+                f"{math.exp(self.band_low_log):.2f}x the estimated step time (docs/calibration.md, 'Outside the fit'), "
+                f"so the band reaches {-math.expm1(-self.band_low_log):.0%} below the estimate: "
+                f"{lo:,.0f}-{hi:,.0f} TFLOP/s per GPU")
 
     @property
     def tokens_per_s_range(self) -> tuple[float, float]:
@@ -1360,6 +1379,8 @@ class TimeEstimate:
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "tokens_per_s_range": list(self.tokens_per_s_range),
             "error_band": math.expm1(self.band_log),
+            "outside_fit": list(self.outside_fit),
+            "outside_fit_note": self.outside_fit_note,
             "flops_per_token": self.flops_per_token,
             "microbatches": self.microbatches,
             "time_breakdown_s": dict(self.breakdown_s),
@@ -1688,8 +1709,10 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     tokens = batch.gbs * batch.seq_len
     tflops = fpt * tokens / step / par.gpus / 1e12
     peak = gpu.peak(cfg.precision)
+    outside = tuple(f for f in MODEL_FEATURES if f in spec.features and f in cal.out_of_fit_band_log)
+    low = max([cal.error_band_log, *(cal.out_of_fit_band_log[f] for f in outside)])
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, parts.microbatches,
-                        parts.slowest_rank, peak, cal.error_band_log)
+                        parts.slowest_rank, peak, cal.error_band_log, low, outside)
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",

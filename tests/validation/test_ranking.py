@@ -14,6 +14,7 @@ from moeplan.planner import Candidate, rank_candidates
 from moeplan.timing import DEFAULT_CALIBRATION
 
 from ..measured_variants import G14_RECOMPUTE, ranked_pairs, variants
+from ..reference_runs import estimate_kwargs, out_of_fit_runs
 
 VARIANTS = variants()
 
@@ -214,16 +215,19 @@ def test_qwen3_next_drops_from_32k_to_64k():
     assert _qwen3_next_best(65536) <= 0.6 * _qwen3_next_best(32768)
 
 
+PR_3168 = [r for r in out_of_fit_runs() if r["release"] == "PR 3168"]
+
+
 @pytest.mark.xfail(strict=True, reason=QWEN3_NEXT_GAP)
-@pytest.mark.parametrize("gpu,mbs,measured_s", [("gb200", 2, 6.68), ("gb300", 4, 5.80)])
-def test_qwen3_next_bridge_4k_recipe(gpu, mbs, measured_s):
+@pytest.mark.parametrize("run", PR_3168, ids=lambda r: r["system"])
+def test_qwen3_next_bridge_4k_recipe(run):
     """Qwen3-Next runs with a known layout: Megatron Bridge PR #3168 (2026-04-07, "Qwen3-Next 80B
     GB200/GB300 parallel mappings", test plan: "GB200 MXFP8: 20 iterations, 6.68s/iter", "GB300 MXFP8:
-    20 iterations, 5.80s/iter") with the recipe of that commit (scripts/performance/configs/qwen/: 64
-    GPUs, seq 4096, GBS 1024, MBS 2 on GB200 and 4 on GB300, PP2 VP4 EP32, HybridEP, CUDA graphs attn /
-    moe_router / moe_preprocess, bf16 grads, no recompute, MTP 1 from the base recipe and its MTP-aware
-    pp_layout "Et*4|(t*7|)*5t*8|tmL"). Each within 35% of its measured seconds per step."""
-    e = api.estimate("qwen3-next-80b-a3b", gpu=gpu, gpus=64, seq_len=4096, gbs=1024, mbs=mbs, pp=2, vpp=4, ep=32,
-                     precision="mxfp8", dispatcher="hybridep", cuda_graphs="attn,moe_router,moe_preprocess",
-                     grad_fp32=False, mcore_version="0.19", mtp_layers=1, pipeline_layout=QWEN3_NEXT_BRIDGE_LAYOUT)
-    assert e["step_time_s"] == pytest.approx(measured_s, rel=0.35)
+    20 iterations, 5.80s/iter") with the recipe of that commit (tests/data/out_of_fit_runs.csv: 64 GPUs, seq
+    4096, GBS 1024, MBS 2 on GB200 and 4 on GB300, PP2 VP4 EP32, HybridEP, CUDA graphs attn / moe_router /
+    moe_preprocess, bf16 grads, no recompute, MTP 1 from the base recipe and its MTP-aware pp_layout
+    "Et*4|(t*7|)*5t*8|tmL"). Each within 35% of its measured seconds per step."""
+    assert [r["system"] for r in PR_3168] == ["gb200", "gb300"]
+    assert run["pipeline_layout"] == QWEN3_NEXT_BRIDGE_LAYOUT
+    e = api.estimate(run["model"], **estimate_kwargs(run))
+    assert e["step_time_s"] == pytest.approx(float(run["measured_step_time_s"]), rel=0.35)

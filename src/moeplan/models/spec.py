@@ -156,6 +156,18 @@ class Layer(CachedHash):
         return isinstance(self.mixer, GatedDeltaNet)
 
 
+# Architectural features that change how a layer runs beyond its sizes, by name: the calibration records which
+# of them its fitted runs had (moeplan/hardware/calibration.yaml ``out_of_fit_band_log``), so an estimate of a
+# model with one the fit never saw says so and widens its band (timing.estimate_time).
+MODEL_FEATURES: dict[str, str] = {
+    "gated_deltanet": "Gated DeltaNet (linear attention) layers",
+    "gated_attention": "an attention output gate",
+    "sliding_window": "sliding-window attention layers",
+    "attention_sinks": "learned attention sinks",
+    "clamped_glu": "a clamped gated activation",
+}
+
+
 @dataclass(frozen=True, eq=False)
 class ModelSpec:
     """A decoder-only MoE language model. Compared and hashed by identity (it is large and is used
@@ -224,6 +236,21 @@ class ModelSpec:
     def num_experts(self) -> int:
         moe = self.first_moe
         return moe.num_experts if moe else 0
+
+    @cached_property
+    def features(self) -> frozenset[str]:
+        """The :data:`MODEL_FEATURES` this model's layers (MTP included) have."""
+        out: set[str] = set()
+        for layer in self.distinct_layers:
+            m, mlp = layer.mixer, layer.mlp
+            if isinstance(m, GatedDeltaNet):
+                out.add("gated_deltanet")
+            elif isinstance(m, Attention):
+                out.update(name for name, has in (("gated_attention", m.output_gate), ("attention_sinks", m.sink_logits > 0),
+                                                  ("sliding_window", m.sliding_window is not None)) if has)
+            if isinstance(mlp, MoE) and mlp.clamped_glu:
+                out.add("clamped_glu")
+        return frozenset(out)
 
     @property
     def architecture(self) -> str:

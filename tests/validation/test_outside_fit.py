@@ -1,0 +1,87 @@
+"""Estimates of models with features no fitted run has (models.spec.MODEL_FEATURES): they say so, and their band
+below the estimate covers every measured run of such models (tests/data/out_of_fit_runs.csv and the gpt-oss rows
+of tests/data/bridge_perf_runs.csv; docs/calibration.md, 'Outside the fit')."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from moeplan import api
+from moeplan.cli import main
+from moeplan.models import load_model
+from moeplan.models.spec import MODEL_FEATURES
+from moeplan.timing import DEFAULT_CALIBRATION
+
+from ..reference_runs import bridge_runs, estimate_kwargs, label, out_of_fit_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+CAL = DEFAULT_CALIBRATION
+
+
+def _outside(model: str) -> list[str]:
+    return [f for f in MODEL_FEATURES if f in load_model(model).features and f in CAL.out_of_fit_band_log]
+
+
+EVIDENCE = [r for r in out_of_fit_runs() + bridge_runs() if _outside(r["model"])]
+
+
+def test_the_evidence_is_the_runs_it_names():
+    """Three Qwen3-Next runs (PR #3168 on GB200 / GB300, ModelZoo on H100) and the four gpt-oss perf rows."""
+    assert sorted(label(r) for r in EVIDENCE) == sorted(
+        ["qwen3-next-80b-a3b-gb200-64-4096", "qwen3-next-80b-a3b-gb300-64-4096", "qwen3-next-80b-a3b-H100-128-4096",
+         "gpt-oss-120b-gb300-64-4096", "gpt-oss-120b-gb200-64-4096", "gpt-oss-120b-b300-64-4096",
+         "gpt-oss-120b-h100-64-4096"])
+
+
+@pytest.mark.parametrize("run", EVIDENCE, ids=label)
+def test_every_measured_run_outside_the_fit_is_inside_its_band(run):
+    est = api.estimate(run["model"], **estimate_kwargs(run))
+    tokens = float(run.get("tokens_per_s_per_gpu") or  # published tokens/s, else from the published step time
+                   int(run["gbs"]) * int(run["seq_len"]) / int(run["gpus"]) / float(run["measured_step_time_s"]))
+    lo, hi = est["tokens_per_s_range"]
+    assert lo <= tokens <= hi, (lo, tokens, hi)
+    assert est["outside_fit"] == _outside(run["model"]) and est["outside_fit_note"].startswith("outside the fit")
+    # and it is the evidence that widened it: the fit's band alone would not hold these runs
+    assert tokens < est["tokens_per_s_per_gpu"] * math.exp(-CAL.error_band_log)
+
+
+def test_a_model_the_fit_covers_keeps_the_fits_band():
+    est = api.estimate("deepseek-v3", gpus=256, seq_len=4096, gbs=1024, pp=8, ep=32)
+    b = CAL.error_band_log
+    assert est["outside_fit"] == [] and est["outside_fit_note"] is None
+    assert est["tflops_range"] == pytest.approx([est["tflops_per_gpu"] * math.exp(-b), est["tflops_per_gpu"] * math.exp(b)])
+
+
+def test_plans_and_the_cli_say_so(capsys):
+    r = api.plan("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=8192, gbs=256, top=2)
+    assert all(p["outside_fit"] == ["gated_deltanet", "gated_attention"] for p in r["plans"])
+    note = [n for n in r["notes"] if n.startswith("outside the fit")]
+    lo, hi = r["plans"][0]["tflops_range"]
+    assert len(note) == 1 and f"{lo:,.0f}-{hi:,.0f} TFLOP/s" in note[0] and "Gated DeltaNet" in note[0]
+    assert hi / r["plans"][0]["tflops_per_gpu"] == pytest.approx(math.exp(CAL.error_band_log))
+    assert main(["estimate", "qwen3-next-80b-a3b", "--gpu", "gb200", "--gpus", "32", "--seq-len", "8k", "--gbs", "256",
+                 "--ep", "32"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "note: outside the fit: no fitted run has Gated DeltaNet (linear attention) layers or an attention output gate" in out
+
+
+def test_the_shipped_bands_are_the_evidence_at_the_shipped_constants():
+    """calibration.yaml's out_of_fit_band_log is what benchmarks/calibrate.py computes from the evidence at the
+    shipped constants and from the fitted runs' features (none of the fitted models has any feature listed)."""
+    spec = importlib.util.spec_from_file_location("moeplan_calibrate_bands", ROOT / "benchmarks" / "calibrate.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        fitted = module.fit_features(module.observations())
+        bands = module.out_of_fit_bands(module.out_of_fit_evidence(CAL, fitted), CAL.error_band_log)
+    finally:
+        sys.modules.pop(spec.name, None)
+    assert not fitted & set(CAL.out_of_fit_band_log)
+    assert bands == pytest.approx(CAL.out_of_fit_band_log, abs=2e-4)
