@@ -1060,7 +1060,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         title += f" ({args.profile.describe()})"
     report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,
                              overrides=best["overrides"], rationale=[f"{r['topic']}: {r['text']}" for r in best["rationale"]],
-                             ranks=est["memory_ranks_gib"], timeline=tl)
+                             ranks=est["memory_ranks_gib"], timeline=tl, notes=result["notes"])
     if args.json:
         _print_json(_named({"html": str(args.html), "plans": len(plans)}, args))
     missing = sum("parallel" not in r for r in rows or ())

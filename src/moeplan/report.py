@@ -116,6 +116,12 @@ def _plot(pid: str, make: Callable[[], Any]) -> str:
     return f'<figure id="{pid}" class="plot">\n{inner}\n</figure>'
 
 
+def _band(est: Row) -> str:
+    """The estimate's TFLOP/s band, 'low-high' ('–' where the row has none)."""
+    band = est.get("tflops_range")
+    return f"{band[0]:,.0f}-{band[1]:,.0f}" if band else "–"
+
+
 def _summary(est: Row | None, plans: Sequence[Row]) -> str:
     if est is None:
         return f'<p id="summary">{len(plans)} plan(s); no estimate to break down.</p>'
@@ -131,7 +137,7 @@ def _summary(est: Row | None, plans: Sequence[Row]) -> str:
          f"{est.get('precision', '–')} · {est.get('recompute', '–')} · {est.get('dispatcher', '–')}"),
         ("peak memory / capacity", f"{_num(peak, '.1f')} / {_num(cap, '.1f')} GiB"),
         ("step time", fmt_seconds(float(est["step_time_s"])) if "step_time_s" in est else "–"),
-        ("TFLOP/s/GPU · MFU", f"{_num(est.get('tflops_per_gpu'), '.1f')} · {_num(est.get('mfu'), '.1%')}"),
+        ("TFLOP/s/GPU (band) · MFU", f"{_num(est.get('tflops_per_gpu'), '.1f')} ({_band(est)}) · {_num(est.get('mfu'), '.1%')}"),
         ("tokens/s/GPU", _num(est.get("tokens_per_s_per_gpu"), ",.0f")),
     ]
     if est.get("host_memory_gib"):
@@ -275,10 +281,14 @@ def _sweep_section(sweep: Sequence[Row]) -> str:
 def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None = None,
                        sweep: Sequence[Row] | None = None, overrides: Sequence[str] | None = None,
                        rationale: Sequence[str] | None = None,
-                       ranks: Sequence[Mapping[str, float]] | None = None, timeline: Timeline | None = None) -> str:
+                       ranks: Sequence[Mapping[str, float]] | None = None, timeline: Timeline | None = None,
+                       notes: Sequence[str] | None = None) -> str:
     """The report page as a string (see :func:`write_html_report`)."""
     est = estimate if estimate is not None else next((p for p in plans[:1] if "time_breakdown_s" in p), None)
-    out = [f'<h1 id="title">{escape(title)}</h1>', "<section><h2>Summary</h2>", _summary(est, plans), "</section>"]
+    out = [f'<h1 id="title">{escape(title)}</h1>', "<section><h2>Summary</h2>", _summary(est, plans)]
+    if notes:  # the search's notes (a halved GBS, a model outside the fit, ...), as the CLI prints them
+        out.append('<ul id="notes" class="note">\n' + "\n".join(f"<li>{escape(n)}</li>" for n in notes) + "\n</ul>")
+    out.append("</section>")
     if plans:
         out += ["<section><h2>Plans</h2>", f'<div class="wide">{_plan_table(plans)}</div>', "</section>"]
     if est is not None and isinstance(est.get("memory_gib"), Mapping):
@@ -307,9 +317,10 @@ def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None
 def write_html_report(path: str | os.PathLike[str], *, title: str, plans: list[dict[str, Any]],
                       estimate: dict[str, Any] | None = None, sweep: list[dict[str, Any]] | None = None,
                       overrides: list[str] | None = None, rationale: list[str] | None = None,
-                      ranks: list[dict[str, float]] | None = None, timeline: Timeline | None = None) -> None:
+                      ranks: list[dict[str, float]] | None = None, timeline: Timeline | None = None,
+                      notes: list[str] | None = None) -> None:
     """Write one self-contained HTML page (atomically). ``estimate`` defaults to the first plan;
-    ``ranks`` (memory items per pipeline rank) refines the memory plot."""
+    ``ranks`` (memory items per pipeline rank) refines the memory plot; ``notes``: the search's notes."""
     html = render_html_report(title=title, plans=plans, estimate=estimate, sweep=sweep, overrides=overrides,
-                              rationale=rationale, ranks=ranks, timeline=timeline)
+                              rationale=rationale, ranks=ranks, timeline=timeline, notes=notes)
     atomic_write(path, html.encode("utf-8"))

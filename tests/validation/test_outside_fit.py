@@ -85,3 +85,16 @@ def test_the_shipped_bands_are_the_evidence_at_the_shipped_constants():
         sys.modules.pop(spec.name, None)
     assert not fitted & set(CAL.out_of_fit_band_log)
     assert bands == pytest.approx(CAL.out_of_fit_band_log, abs=2e-4)
+
+
+def test_the_html_report_shows_the_band_and_the_note(tmp_path, capsys):
+    """`moeplan report` carries the search's notes (this one: outside the fit) and plan 1's band, as the CLI prints."""
+    out = tmp_path / "r.html"
+    assert main(["report", "qwen3-next-80b-a3b", "--gpu", "gb200", "--gpus", "32", "--seq-len", "8k", "--gbs", "256",
+                 "--top", "2", "--html", str(out), "--json"]) == 0
+    capsys.readouterr()
+    html = out.read_text()
+    plan = api.plan("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=8192, gbs=256, top=2)
+    lo, hi = plan["plans"][0]["tflops_range"]
+    assert f"({lo:,.0f}-{hi:,.0f})" in html
+    assert '<ul id="notes" class="note">' in html and "<li>outside the fit: no fitted run has Gated DeltaNet" in html
