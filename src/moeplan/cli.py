@@ -866,20 +866,23 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
     _text_column(table, "recompute", ratio=1 if narrow else None)
     if not narrow:
         _text_column(table, "dispatcher")
-    for col in (("GiB", "fits", "TFLOP/s", "tok/s") if narrow else ("GiB/GPU", "fits", "TFLOP/s/GPU", "tokens/s/GPU")):
+    for col in (("GiB", "fits", "TFLOP/s", "tok/s") if narrow
+                else ("GiB/GPU", "fits", "TFLOP/s/GPU", "TFLOP/s range", "tokens/s/GPU")):
         _num_column(table, col)
-    blanks = 5 if narrow else 6
     for r in rows:
         if "parallel" not in r:
-            cells = [escape(no_plan_reason(r)), "", *([""] if not narrow else []), "", "[red]no", "", ""]
-            table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells[:blanks + 1])
+            cells = [escape(no_plan_reason(r)), "", *([""] if not narrow else []), "", "[red]no", "",
+                     *([""] if not narrow else []), ""]
+            table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells)
             continue
         cells = [plan_layout_label(r),
                  escape(_wrapping(r["recompute"]))]
         if not narrow:
             cells.append(r["dispatcher"])
+        lo, hi = r["tflops_range"]
         cells += [f"{r['memory_gib']['total']:.1f}", "[green]yes" if r["fits"] else "[red]no",
-                  f"{r['tflops_per_gpu']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}"]
+                  f"{r['tflops_per_gpu']:,.0f}", *([] if narrow else [f"{lo:,.0f}-{hi:,.0f}"]),
+                  f"{r['tokens_per_s_per_gpu']:,.0f}"]
         table.add_row(f"{r['seq_len']:,}", str(r["gbs"]), *cells)
     return table
 
@@ -891,6 +894,9 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
                       if x["topic"] == "mcore_version"), None)
         if newer and newer.get("gain") is not None and newer["gain"] > RESOLVED_GAIN:
             console.print(f"[yellow]note:[/] seq {r['seq_len']:,}: {escape(newer['sentence'])}", highlight=False)
+    first = next((r for r in rows if r.get("outside_fit_note")), None)
+    if first is not None:  # the model's, so every length's: said once, with the first length's band
+        console.print(f"[yellow]note:[/] seq {first['seq_len']:,}: {escape(first['outside_fit_note'])}", highlight=False)
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:

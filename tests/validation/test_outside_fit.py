@@ -98,3 +98,15 @@ def test_the_html_report_shows_the_band_and_the_note(tmp_path, capsys):
     lo, hi = plan["plans"][0]["tflops_range"]
     assert f"({lo:,.0f}-{hi:,.0f})" in html
     assert '<ul id="notes" class="note">' in html and "<li>outside the fit: no fitted run has Gated DeltaNet" in html
+
+
+def test_the_sweep_shows_each_lengths_band_and_the_note_once(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["sweep", "qwen3-next-80b-a3b", "--gpu", "gb200", "--gpus", "32", "--seq-len", "8k,32k",
+                 "--gbs-tokens", "2m"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    rows = api.sweep("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_lens=[8192, 32768], gbs_tokens=2 * 2**20)
+    for r in rows:
+        lo, hi = r["tflops_range"]
+        assert f"{lo:,.0f}-{hi:,.0f}" in out
+    assert out.count("outside the fit") == 1 and "seq 8,192: outside the fit" in out
