@@ -69,6 +69,34 @@ G14_GBS = {4096: 8192, 16384: 2048, 32768: 1024, 65536: 512, 131072: 480, 262144
 G14_RECOMPUTE = "selective:mla_up_proj,layernorm,moe,mlp"
 
 
+@dataclass(frozen=True)
+class G15Point:
+    """One point of the Qwen3-Next-80B-A3B CP series on 32 GB200 (G15: approximate values, other sizes not given)."""
+
+    seq_len: int
+    cp: int
+    tflops: float
+    memory_gb: float | None
+
+
+# What moeplan assumes of G15's runs, which the card does not give: Bridge's Qwen3-Next recipe trains MTP 1
+# (recipes/qwen/qwen3_next.py mtp_num_layers default 1 since 2025-10; Bridge counts it in TFLOP/s,
+# training/utils/flop_utils.py), GBS holds 2M tokens, and Gated DeltaNet context parallel (CP 4 / 16) needs
+# Megatron-Core 0.18+ (the planner's 0.19).
+G15_PLAN_KWARGS: dict[str, Any] = dict(gpu="gb200", gpus=32, mcore_version="0.19", mtp_layers=1)
+G15_GBS_TOKENS = 2 * 2**20
+
+
+def g15_points() -> list[G15Point]:
+    """G15's rows of ../shared/reference/measured_variants.csv, in order of length."""
+    out = []
+    for r in _rows():
+        if r["group_id"] == "G15":
+            mem = r["other_knobs"].replace("mem", "").replace("GB", "").strip()
+            out.append(G15Point(int(r["seq_len"]), int(r["cp"]), float(_f(r["tflops_per_gpu"]) or 0.0), _f(mem)))
+    return sorted(out, key=lambda p: p.seq_len)
+
+
 def variants() -> list[Variant]:
     out: list[Variant] = []
     g05_prev: dict[str, Any] | None = None

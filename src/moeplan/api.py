@@ -34,7 +34,7 @@ from moeplan.planner import Plan, PlanResult, SearchSpace, search
 from moeplan.timeline import Timeline, build_timeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
-from moeplan.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
+from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DISPATCHERS, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
                            OPTIMIZERS)
 
 
@@ -171,6 +171,9 @@ def build_config(
                     muon_ns_steps=muon_ns_steps)
     if not isinstance(recompute, (str, Recompute)):
         raise MoeplanError(f"recompute must be a str (e.g. 'full', 'selective') or a Recompute, got {recompute!r}")
+    # 'auto' is the API's word (resolved below); RunConfig checks the rest of each vocabulary
+    argcheck.choice("dispatcher", dispatcher, ("auto", *DISPATCHERS))
+    argcheck.choice("cp_comm_type", cp_comm_type, ("auto", *CP_COMM_TYPES))
     spec = resolve_model(model, mtp_layers)
     gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
@@ -330,6 +333,7 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "tflops_range": est["tflops_range"],
         "tokens_per_s_range": est["tokens_per_s_range"],
         "outside_fit": est["outside_fit"],
+        "outside_fit_note": est["outside_fit_note"],
         "tie": p.tie,
         "time_breakdown_s": est["time_breakdown_s"],
         "rationale": [r.as_dict() for r in p.rationale],

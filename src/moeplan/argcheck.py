@@ -48,4 +48,12 @@ def count_list(name: str, values: Any) -> list[int]:
     return out
 
 
-__all__ = ["count", "count_list", "counts", "path_like"]
+def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
+    """``value`` must be one of ``allowed`` (the API's own words, e.g. 'auto' beside what a RunConfig takes)."""
+    allowed = tuple(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        raise MoeplanError(f"{name} {value!r} unknown; choose one of {', '.join(allowed)}")
+    return value
+
+
+__all__ = ["choice", "count", "count_list", "counts", "path_like"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -41,8 +41,9 @@ from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
+from moeplan.models.spec import MODEL_FEATURES
 from moeplan.run import RunConfig
-from moeplan.timing import DEFAULT_CALIBRATION, SHARE_CONSTANTS, Calibration
+from moeplan.timing import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
 from moeplan.vocab import DEFAULT_MCORE_VERSION
 
 def moeplan_version() -> str:
@@ -228,9 +229,12 @@ def _profile_window(log: TrainingLog) -> tuple[int, int] | None:
 
 
 def constant_names(cal: Calibration = DEFAULT_CALIBRATION) -> list[str]:
-    """Every fittable constant: scalar fields by name, dict fields as ``field.key``."""
+    """Every fittable constant: scalar fields by name, dict fields as ``field.key`` (not the error bands:
+    timing.NON_TIMING_CONSTANTS)."""
     out = []
     for f in fields(cal):
+        if f.name in NON_TIMING_CONSTANTS:
+            continue
         value = getattr(cal, f.name)
         if isinstance(value, dict):
             out += [f"{f.name}.{k}" for k in value]
@@ -469,9 +473,12 @@ def calibrate(paths: list[str], *, model: str | None = None, gpu: str | None = N
     if len(gpus) > 1:
         raise MoeplanError(f"the logs ran on different GPU types ({', '.join(gpus)}); calibrate one cluster at a time")
     result = fit(runs)
+    features = frozenset().union(*(r.config.model.features for r in runs))
     return {
         "moeplan_version": moeplan_version(),
         "gpu": gpus[0],
+        # the logged models' features: a profile's estimates of models with them are no longer outside its fit
+        "covered_features": [f for f in MODEL_FEATURES if f in features],
         "runs": run_rows(runs, result),
         "constants": {n: v for n, (_, v) in result.moved.items()},
         "defaults": {n: d for n, (d, _) in result.moved.items()},
@@ -521,6 +528,7 @@ _PROFILE_BUILDERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "memory": lambda result: {k: round(v, 3) for k, v in result["memory"].items()
                               if k == "reserve_gib" and v is not None},
     "not_moved": lambda result: result["not_moved"],
+    "covered_features": lambda result: result["covered_features"],
     "fit": lambda result: {k: (round(v, 5) if isinstance(v, float) else v) for k, v in result["fit"].items()},
     "runs": _profile_runs,
 }
@@ -586,6 +594,11 @@ def load_profile(path: str | Path) -> Profile:
         raise MoeplanError(f"{p}: unknown key(s) {', '.join(repr(k) for k in unknown)} in a calibration profile "
                            f"(known: {', '.join(PROFILE_KEYS)}; constants go under 'constants')")
     cal = DEFAULT_CALIBRATION.with_overrides(doc.get("constants") or {}, str(p))  # positive; shares in (0, 1]
+    covered = doc.get("covered_features") or []
+    if not isinstance(covered, list) or any(f not in MODEL_FEATURES for f in covered):
+        raise MoeplanError(f"{p}: covered_features must be a list of {', '.join(MODEL_FEATURES)}, got {covered!r}")
+    cal = replace(cal, out_of_fit_shortfall_log={k: v for k, v in cal.out_of_fit_shortfall_log.items()
+                                                 if k not in covered})  # its runs had them: inside its fit
     memory = doc.get("memory") or {}
     reserve = memory.get("reserve_gib") if isinstance(memory, dict) else None
     if reserve is not None and (isinstance(reserve, bool) or not isinstance(reserve, (int, float))

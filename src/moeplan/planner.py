@@ -808,7 +808,8 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                                               layer_cache, mem))
     refined = [r for r in (_refine(c, gpu, space, ladder, budget, cal, layer_cache, mem_cache) for c in pool)
                if r is not None]
-    ordered, ties = rank_candidates(refined, gpu, cal.error_band_log)
+    outside = bool(spec.features & set(cal.out_of_fit_shortfall_log))
+    ordered, ties = rank_candidates(refined, gpu, cal.error_band_log, outside)
     return PlanResult(ordered[:top], gbs, gbs, considered, feasible,  # type: ignore[arg-type]
                       layouts_evaluated=evaluated, ties=ties, raising_dropped=len(pool) - len(refined),
                       find_closest=closest)
@@ -819,12 +820,15 @@ def _recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
     return is_recipe_layout(cfg, gpu)
 
 
-def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float) -> tuple[list[Candidate], dict[int, str]]:
+def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,
+                    outside_fit: bool = False) -> tuple[list[Candidate], dict[int, str]]:
     """Order plans: fastest first, except that plans whose error bands overlap the fastest plan's
     (tokens/s x exp(+band) >= fastest x exp(-band)) are ties, ordered by closeness to a layout
     measured for this model and system (moeplan/hardware/measured_layouts.yaml), then by the
     guidance's defaults (CP = seq / 4096, the dispatcher order), then by speed. Returns the order and,
-    per tied candidate (by id), the reason it sits where it does."""
+    per tied candidate (by id), the reason it sits where it does. ``outside_fit``: the model is outside the
+    fit (its displayed range reaches lower, timing.TimeEstimate.band_low_log); ties still use the fit's band,
+    and the reason says so."""
     from_fast = sorted(cands, key=lambda c: -c.tokens_per_s_per_gpu)
     if not from_fast:
         return [], {}
@@ -843,8 +847,10 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float) -> tu
     tied.sort(key=key)
     down, up = math.exp(-band_log), math.exp(band_log)
     rule = (f"so the estimates do not order these plans (each band is the estimate {down - 1:+.0%}/{up - 1:+.0%}, "
-            f"x exp(+-{band_log:.3f}), the cross-validated error: bands overlap the fastest's down to "
-            f"{floor:,.0f} tokens/s/GPU, {1 - floor / lead:.0%} below it)")
+            f"x exp(+-{band_log:.3f}), the cross-validated error"
+            + (" of the fit, not the wider range below that this model, outside the fit, shows: a shortfall of the "
+               "model's own shifts every plan alike" if outside_fit else "")
+            + f": bands overlap the fastest's down to {floor:,.0f} tokens/s/GPU, {1 - floor / lead:.0%} below it)")
     why: dict[int, str] = {}
     for c in tied:
         tps = c.tokens_per_s_per_gpu

@@ -129,8 +129,9 @@ class Calibration:
     # the band every estimate carries (benchmarks/calibrate.py writes it)
     error_band_log: float = _from_file("error_band_log")
     # Not a timing constant either: per architectural feature no fitted run has (models.spec.MODEL_FEATURES),
-    # the band's lower half (log units) that measured runs of models with it need (benchmarks/calibrate.py)
-    out_of_fit_band_log: dict[str, float] = _from_file("out_of_fit_band_log")
+    # the largest shortfall (log of measured / estimated step time) of the measured runs of models with it, which
+    # the band below their estimates covers (benchmarks/calibrate.py)
+    out_of_fit_shortfall_log: dict[str, float] = _from_file("out_of_fit_shortfall_log")
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
@@ -166,6 +167,9 @@ class Calibration:
 # Constants that are shares of a peak rate, in (0, 1]: every ``*_eff`` and ``*_share`` field, and the hidden
 # share of TP communication. Named by the fields themselves, so a new efficiency is covered without a list.
 SHARE_CONSTANTS = tuple(f.name for f in fields(Calibration) if f.name.endswith(("_eff", "_share"))) + ("tp_hidden",)
+# The Calibration fields that are not timing constants (no step time depends on them): the fit's error band
+# and the bands outside it. A user's calibration fit leaves them alone (moeplan.calibrate.constant_names).
+NON_TIMING_CONSTANTS = ("error_band_log", "out_of_fit_shortfall_log")
 
 
 def _constant(origin: str, name: str, key: str, value: Any) -> float:
@@ -1342,9 +1346,12 @@ class TimeEstimate:
     peak_flops: float
     band_log: float = 0.0  # the calibration's cross-validated error (log units): the estimate's band
     # below the estimate, where the model has features no fitted run has (outside_fit): wider, from the
-    # measured runs of such models (Calibration.out_of_fit_band_log); else band_log
+    # measured runs of such models (Calibration.out_of_fit_shortfall_log); else band_log
     band_low_log: float = 0.0
     outside_fit: tuple[str, ...] = ()  # those features (models.spec.MODEL_FEATURES names)
+    # the largest shortfall (log of measured / estimated step time) of the measured runs of models with those
+    # features (Calibration.out_of_fit_shortfall_log)
+    outside_fit_shortfall_log: float = 0.0
 
     def band(self, value: float) -> tuple[float, float]:
         """(low, high) of a throughput figure: value x exp(-band_low_log), value x exp(band_log)."""
@@ -1362,9 +1369,9 @@ class TimeEstimate:
         what = " or ".join(MODEL_FEATURES[f] for f in self.outside_fit)
         lo, hi = self.tflops_range
         return (f"outside the fit: no fitted run has {what}; measured runs of such models took up to "
-                f"{math.exp(self.band_low_log):.2f}x the estimated step time (docs/calibration.md, 'Outside the fit'), "
-                f"so the band reaches {-math.expm1(-self.band_low_log):.0%} below the estimate: "
-                f"{lo:,.0f}-{hi:,.0f} TFLOP/s per GPU")
+                f"{math.exp(self.outside_fit_shortfall_log):.2f}x the estimated step time (docs/calibration.md, "
+                f"'Outside the fit'), so the band reaches {-math.expm1(-max(self.band_low_log, self.band_log)):.0%} "
+                f"below the estimate: {lo:,.0f}-{hi:,.0f} TFLOP/s per GPU")
 
     @property
     def tokens_per_s_range(self) -> tuple[float, float]:
@@ -1378,7 +1385,8 @@ class TimeEstimate:
             "mfu": self.mfu,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "tokens_per_s_range": list(self.tokens_per_s_range),
-            "error_band": math.expm1(self.band_log),
+            "error_band": math.expm1(self.band_log),  # above the estimate (the fit's; ties use it)
+            "error_band_below": -math.expm1(-max(self.band_low_log, self.band_log)),
             "outside_fit": list(self.outside_fit),
             "outside_fit_note": self.outside_fit_note,
             "flops_per_token": self.flops_per_token,
@@ -1709,10 +1717,11 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     tokens = batch.gbs * batch.seq_len
     tflops = fpt * tokens / step / par.gpus / 1e12
     peak = gpu.peak(cfg.precision)
-    outside = tuple(f for f in MODEL_FEATURES if f in spec.features and f in cal.out_of_fit_band_log)
-    low = max([cal.error_band_log, *(cal.out_of_fit_band_log[f] for f in outside)])
+    outside = tuple(f for f in MODEL_FEATURES if f in spec.features and f in cal.out_of_fit_shortfall_log)
+    shortfall = max([0.0, *(cal.out_of_fit_shortfall_log[f] for f in outside)])
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, parts.microbatches,
-                        parts.slowest_rank, peak, cal.error_band_log, low, outside)
+                        parts.slowest_rank, peak, cal.error_band_log, max(cal.error_band_log, shortfall), outside,
+                        shortfall)
 
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "TIME_ITEMS", "StepParts", "TimeEstimate", "attention_block_tokens",

@@ -101,6 +101,7 @@ def test_profile_yaml_writes_exactly_profile_keys_in_order(tmp_path):
     """profile_yaml's top-level keys are PROFILE_KEYS (what load_profile accepts), in that order."""
     result = {"moeplan_version": "0.0", "gpu": "h100", "constants": {"grouped_gemm_eff": 0.7, "a2a_eff.alltoall": 0.6},
               "memory": {"reserve_gib": 2.5}, "not_moved": {"hbm_eff": "no run's step time depends on it"},
+              "covered_features": [],
               "fit": {"rms_log_error_before": 0.1234567, "degrees_of_freedom": 1},
               "runs": [{"log": "a.log", "model": "qwen3-30b-a3b", "gpus": 16, "layout": "EP8", "seq_len": 4096,
                         "gbs": 64, "measured_step_time_s": 1.23456, "measured_tflops_per_gpu": 300.123,

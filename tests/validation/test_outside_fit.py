@@ -24,10 +24,10 @@ CAL = DEFAULT_CALIBRATION
 
 
 def _outside(model: str) -> list[str]:
-    return [f for f in MODEL_FEATURES if f in load_model(model).features and f in CAL.out_of_fit_band_log]
+    return [f for f in MODEL_FEATURES if f in load_model(model).features and f in CAL.out_of_fit_shortfall_log]
 
 
-EVIDENCE = [r for r in out_of_fit_runs() + bridge_runs() if _outside(r["model"])]
+EVIDENCE = [r for r in out_of_fit_runs() + bridge_runs() if _outside(r["model"])]  # runs with a known layout
 
 
 def test_the_evidence_is_the_runs_it_names():
@@ -46,8 +46,13 @@ def test_every_measured_run_outside_the_fit_is_inside_its_band(run):
     lo, hi = est["tokens_per_s_range"]
     assert lo <= tokens <= hi, (lo, tokens, hi)
     assert est["outside_fit"] == _outside(run["model"]) and est["outside_fit_note"].startswith("outside the fit")
-    # and it is the evidence that widened it: the fit's band alone would not hold these runs
-    assert tokens < est["tokens_per_s_per_gpu"] * math.exp(-CAL.error_band_log)
+    assert est["error_band_below"] == pytest.approx(1 - lo / est["tokens_per_s_per_gpu"])
+
+
+def test_the_features_band_is_wider_than_the_fits_where_a_run_needs_it():
+    """The evidence is why the band widens: for each feature some measured run lies below the fit's band."""
+    for feature, shortfall in CAL.out_of_fit_shortfall_log.items():
+        assert shortfall > CAL.error_band_log, feature
 
 
 def test_a_model_the_fit_covers_keeps_the_fits_band():
@@ -71,7 +76,7 @@ def test_plans_and_the_cli_say_so(capsys):
 
 
 def test_the_shipped_bands_are_the_evidence_at_the_shipped_constants():
-    """calibration.yaml's out_of_fit_band_log is what benchmarks/calibrate.py computes from the evidence at the
+    """calibration.yaml's out_of_fit_shortfall_log is what benchmarks/calibrate.py computes from the evidence at the
     shipped constants and from the fitted runs' features (none of the fitted models has any feature listed)."""
     spec = importlib.util.spec_from_file_location("moeplan_calibrate_bands", ROOT / "benchmarks" / "calibrate.py")
     assert spec and spec.loader
@@ -80,11 +85,41 @@ def test_the_shipped_bands_are_the_evidence_at_the_shipped_constants():
     try:
         spec.loader.exec_module(module)
         fitted = module.fit_features(module.observations())
-        bands = module.out_of_fit_bands(module.out_of_fit_evidence(CAL, fitted), CAL.error_band_log)
+        evidence = module.out_of_fit_evidence(CAL, fitted)
+        bands = module.out_of_fit_bands(evidence)
+        unmeasured = module.unmeasured_features(evidence, fitted)
     finally:
         sys.modules.pop(spec.name, None)
-    assert not fitted & set(CAL.out_of_fit_band_log)
-    assert bands == pytest.approx(CAL.out_of_fit_band_log, abs=2e-4)
+    assert not fitted & set(CAL.out_of_fit_shortfall_log) and unmeasured == []
+    assert bands == pytest.approx(CAL.out_of_fit_shortfall_log, abs=2e-4)
+    # the G15 card's points count, against the planner's fastest plan at each CP size
+    assert sum(e.unit == "TFLOP/s/GPU" for e in evidence) == 3
+
+
+def test_a_profile_fitted_on_such_a_model_takes_it_inside_its_fit(tmp_path):
+    """A `moeplan calibrate` profile records its logged models' features; its estimates of models with them carry
+    no outside-the-fit band (old profiles without the key: none covered). Unknown names are refused."""
+    from moeplan.calibrate import load_profile
+    from moeplan.errors import MoeplanError
+
+    kw = dict(gpu="gb200", gpus=32, seq_len=8192, gbs=256, ep=32)
+    for covered, outside in (([], ["gated_deltanet", "gated_attention"]), (["gated_deltanet"], ["gated_attention"]),
+                             (["gated_deltanet", "gated_attention"], [])):
+        path = tmp_path / "p.yaml"
+        path.write_text(f"gpu: GB200\nconstants: {{}}\ncovered_features: {covered}\n")
+        est = api.estimate("qwen3-next-80b-a3b", cal=load_profile(path).calibration, **kw)
+        assert est["outside_fit"] == outside
+    assert api.estimate("qwen3-next-80b-a3b", cal=load_profile(path).calibration, **kw)["outside_fit_note"] is None
+    path.write_text("constants: {}\ncovered_features: [mamba]\n")
+    with pytest.raises(MoeplanError, match="covered_features must be a list of gated_deltanet"):
+        load_profile(path)
+
+
+def test_a_users_calibration_fit_leaves_the_bands_alone():
+    from moeplan.calibrate import constant_names
+
+    names = constant_names()
+    assert not [n for n in names if n.split(".")[0] in ("error_band_log", "out_of_fit_shortfall_log")]
 
 
 def test_the_html_report_shows_the_band_and_the_note(tmp_path, capsys):

@@ -13,7 +13,7 @@ from moeplan.hardware import load_gpu
 from moeplan.planner import Candidate, rank_candidates
 from moeplan.timing import DEFAULT_CALIBRATION
 
-from ..measured_variants import G14_RECOMPUTE, ranked_pairs, variants
+from ..measured_variants import G14_RECOMPUTE, G15_GBS_TOKENS, G15_PLAN_KWARGS, g15_points, ranked_pairs, variants
 from ..reference_runs import estimate_kwargs, out_of_fit_runs
 
 VARIANTS = variants()
@@ -194,19 +194,22 @@ QWEN3_NEXT_DROP = ("the measured 32K -> 64K drop (~230 -> ~100 TFLOP/s, -57%) is
 
 
 def _qwen3_next_best(seq: int) -> float:
-    # the card ran Bridge's Qwen3-Next recipe, which trains MTP 1 (recipes/qwen/qwen3_next.py mtp_num_layers
-    # default 1 since 2025-10) and counts it in TFLOP/s (training/utils/flop_utils.py)
-    p = api.plan("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=seq, gbs=2 * 2**20 // seq, top=3,
-                 mcore_version="0.19", mtp_layers=1)["plans"]
+    """The planner's fastest plan for G15's run at ``seq`` (what the card does not give: G15_PLAN_KWARGS)."""
+    p = api.plan("qwen3-next-80b-a3b", seq_len=seq, gbs=G15_GBS_TOKENS // seq, top=3, **G15_PLAN_KWARGS)["plans"]
     return max(q["tflops_per_gpu"] for q in p)
 
 
 @pytest.mark.xfail(strict=True, reason=QWEN3_NEXT_GAP)
-@pytest.mark.parametrize("seq,measured", [(8192, 270.0), (32768, 230.0), (65536, 100.0)])
-def test_qwen3_next_curve_on_32_gb200(seq, measured):
-    """G15 (layouts not published): the planner's best plan within 35% at 8K, 32K and 64K. GBS holds 2M
-    tokens (not published)."""
-    assert _qwen3_next_best(seq) == pytest.approx(measured, rel=0.35)
+@pytest.mark.parametrize("point", g15_points(), ids=lambda p: str(p.seq_len))
+def test_qwen3_next_curve_on_32_gb200(point):
+    """G15 (layouts not published): the planner's best plan within 35% at 8K, 32K and 64K."""
+    assert _qwen3_next_best(point.seq_len) == pytest.approx(point.tflops, rel=0.35)
+
+
+def test_g15_is_read_as_the_card_gives_it():
+    """The three points the xfails above compare with (tests/measured_variants.g15_points)."""
+    assert [(p.seq_len, p.cp, p.tflops, p.memory_gb) for p in g15_points()] == [
+        (8192, 1, 270.0, 150.0), (32768, 4, 230.0, 135.0), (65536, 16, 100.0, 160.0)]
 
 
 @pytest.mark.xfail(strict=True, reason=QWEN3_NEXT_DROP)

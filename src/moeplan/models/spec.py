@@ -156,9 +156,10 @@ class Layer(CachedHash):
         return isinstance(self.mixer, GatedDeltaNet)
 
 
-# Architectural features that change how a layer runs beyond its sizes, by name: the calibration records which
-# of them its fitted runs had (moeplan/hardware/calibration.yaml ``out_of_fit_band_log``), so an estimate of a
-# model with one the fit never saw says so and widens its band (timing.estimate_time).
+# Architectural features that change how a layer runs beyond its sizes, by name. An estimate of a model with one
+# that no fitted run has, but measured runs of other models have, says so and widens its band below
+# (moeplan/hardware/calibration.yaml ``out_of_fit_shortfall_log``, timing.estimate_time); benchmarks/calibrate.py
+# warns of a feature neither fitted nor measured.
 MODEL_FEATURES: dict[str, str] = {
     "gated_deltanet": "Gated DeltaNet (linear attention) layers",
     "gated_attention": "an attention output gate",
