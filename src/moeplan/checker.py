@@ -201,9 +201,11 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
           hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
           run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
-          te_grouped_tensor: bool = False) -> CheckResult:
+          te_grouped_tensor: bool = False, moe_imbalance: float | None = None,
+          reserve_gib: float | None = None) -> CheckResult:
     """Findings for a run file, errors first, with the estimate when the layout is valid. ``run_mcore`` where
-    megatron-core cannot be imported: MoeplanError (one line, its install hint) before the file is read."""
+    megatron-core cannot be imported: MoeplanError (one line, its install hint) before the file is read. Routing
+    imbalance and memory reserve, which no run file says: the arguments (None: RunConfig's defaults)."""
     if not 0.0 <= headroom < 1.0:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
     if run_mcore:  # refused up front without megatron-core (bad input, exit 2), as --plot without matplotlib
@@ -211,6 +213,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     cfg, gpu_spec, parsed = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
                                      mcore_version=mcore_version, te_version=te_version,
                                      te_grouped_tensor=te_grouped_tensor)
+    cfg = _with_unsaid(cfg, moe_imbalance, reserve_gib)
     findings: list[Finding] = []
     for text in parsed.conflicts:
         findings.append(Finding("error", "conflict", text))
@@ -306,8 +309,13 @@ def estimate_file(path: str, *, model: str | None = None, gpu: str | None = None
     cfg, gpu_spec, _ = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,
                                 mcore_version=mcore_version, seq_len=seq_len, te_version=te_version,
                                 te_grouped_tensor=te_grouped_tensor)
+    return evaluate(_with_unsaid(cfg, moe_imbalance, reserve_gib), gpu_spec, cal)
+
+
+def _with_unsaid(cfg: RunConfig, moe_imbalance: float | None, reserve_gib: float | None) -> RunConfig:
+    """``cfg`` with the routing imbalance and memory reserve no run file says (None: keep RunConfig's default)."""
     assumed = {k: v for k, v in (("moe_imbalance", moe_imbalance), ("reserve_gib", reserve_gib)) if v is not None}
-    return evaluate(cfg.with_(**assumed) if assumed else cfg, gpu_spec, cal)
+    return cfg.with_(**assumed) if assumed else cfg
 
 
 __all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run", "with_split_layout"]

@@ -1085,7 +1085,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     _check_trace(args.trace)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
-                           cal=args.cal, te_version=args.te_version, te_grouped_tensor=args.te_grouped_tensor)
+                           cal=args.cal, te_version=args.te_version, te_grouped_tensor=args.te_grouped_tensor,
+                           moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib)
     _warn_profile_gpu(args, result.gpu)
     tl, no_trace = None, ""
     if args.trace:
@@ -1438,6 +1439,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
     p.add_argument("--gpus", type=positive_int, help="total GPU count (default: the file's '# moeplan:' comment)")
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
+    _unsaid_arguments(p)
     _calibration_argument(p)
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--te-version", help=TE_VERSION_HELP + "; default: the file's '# moeplan:' comment, else "
@@ -1464,12 +1466,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--mtp-layers", type=nonnegative_int, default=None, metavar="N",
                    help="multi-token prediction modules trained (Megatron-Core mtp_num_layers; default: the model's "
                         "config, none for Qwen3-Next, whose checkpoint holds one and whose Bridge recipes train 1)")
-    p.add_argument("--moe-imbalance", type=float, default=1.0,
-                   help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default); capped per layout "
-                        "at EP x min(top-k, local experts) / top-k, every token on one rank")
-    p.add_argument("--reserve-gib", type=float, default=None,
-                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
-                        "the --calibration profile's)")
+    _unsaid_arguments(p)
     _calibration_argument(p)
     p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
                    help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
@@ -1493,6 +1490,16 @@ def _fsdp_search_argument(p: argparse.ArgumentParser) -> None:
                    help="Megatron-FSDP: auto = search optim_grads_params beside the distributed optimizer (default), "
                         "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
     _fsdp_buffer_argument(p)
+
+
+def _unsaid_arguments(p: argparse.ArgumentParser) -> None:
+    """What no run file says: routing imbalance and the memory reserve."""
+    p.add_argument("--moe-imbalance", type=float, default=1.0,
+                   help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default); capped per layout "
+                        "at EP x min(top-k, local experts) / top-k, every token on one rank")
+    p.add_argument("--reserve-gib", type=float, default=None,
+                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
+                        "the --calibration profile's)")
 
 
 def _calibration_argument(p: argparse.ArgumentParser) -> None:

@@ -288,3 +288,22 @@ def test_check_reports_a_shared_cause_once_by_the_rules_flag(tmp_path, monkeypat
     assert rules() == [("mcore-delay-wgrad-a2a-overlap", True)]
     monkeypatch.setattr(asserts, "ASSERTS", tuple(replace(a, shares_knob=False) for a in asserts.ASSERTS))
     assert sorted(rules()) == [("knob-layout", True), ("mcore-delay-wgrad-a2a-overlap", False)]
+
+
+def test_check_takes_the_reserve_and_imbalance_no_file_says(tmp_path, capsys):
+    """check applies --reserve-gib / --moe-imbalance and a --calibration profile's fitted reserve, as estimate, plan
+    and explain do (it estimated every file at the default 2 GiB reserve)."""
+    run = tmp_path / "r.yaml"
+    run.write_text(api.plan("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=1024, top=1)["plans"][0]["yaml"])
+    base = checker.check(str(run)).estimate
+    more = checker.check(str(run), reserve_gib=6.5, moe_imbalance=1.5).estimate
+    assert base is not None and more is not None
+    assert more.memory.as_gib()["reserve"] == pytest.approx(6.5) and base.memory.as_gib()["reserve"] == pytest.approx(2.0)
+    assert more.config.moe_imbalance == 1.5
+    profile = tmp_path / "p.yaml"
+    profile.write_text("gpu: H100\nconstants: {}\nmemory: {reserve_gib: 6.5}\n")
+    main(["check", str(run), "--calibration", str(profile), "--json"])  # exit 1: 4.5 GiB more than planned for
+    out = json.loads(capsys.readouterr().out)
+    assert out["estimate"]["memory_gib"]["reserve"] == pytest.approx(6.5)
+    assert main(["check", str(run), "--calibration", str(profile), "--reserve-gib", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["estimate"]["memory_gib"]["reserve"] == pytest.approx(2.0)
