@@ -7,6 +7,7 @@ Each function takes a MODEL as a catalog name, a config.json path or a :class:`M
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -502,14 +503,27 @@ def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
 
 def gbs_for(seq_len: int, gbs_tokens: int) -> int:
     """Sequences per global batch that hold ``gbs_tokens`` tokens at ``seq_len`` (at least 1)."""
-    if gbs_tokens < seq_len:
-        raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is less than one sequence of {seq_len:,} tokens")
-    if gbs_tokens % seq_len:
-        lo = gbs_tokens // seq_len
-        raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is not a whole number of {seq_len:,}-token sequences "
-                           f"({gbs_tokens / seq_len:,.2f}); use {lo * seq_len:,} (GBS {lo}) or "
-                           f"{(lo + 1) * seq_len:,} (GBS {lo + 1})")
+    check_gbs_tokens([seq_len], gbs_tokens)
     return gbs_tokens // seq_len
+
+
+def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int) -> None:
+    """A token budget must hold a whole number of sequences at every length: else one MoeplanError that suggests
+    the nearest budgets that do (multiples of the lengths' least common multiple)."""
+    longest = max(seq_lens)
+    if gbs_tokens < longest:
+        raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is less than one sequence of {longest:,} tokens")
+    bad = [s for s in seq_lens if gbs_tokens % s]
+    if not bad:
+        return
+    step = math.lcm(*seq_lens)
+    lo, hi = max(step, gbs_tokens // step * step), (gbs_tokens // step + 1) * step
+    use = " or ".join(dict.fromkeys(f"{n:,}" + (f" (GBS {n // seq_lens[0]})" if len(seq_lens) == 1 else "")
+                                    for n in (lo, hi)))
+    every = "" if len(seq_lens) == 1 else (f" at every length (multiples of {step:,}, the least common multiple of "
+                                           f"{', '.join(f'{s:,}' for s in seq_lens)})")
+    raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is not a whole number of {bad[0]:,}-token sequences "
+                       f"({gbs_tokens / bad[0]:,.2f}); use {use}{every}")
 
 
 @dataclass(frozen=True)
@@ -553,8 +567,7 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     seq_lens = argcheck.count_list("seq_lens", seq_lens)
     argcheck.count("gbs_tokens", gbs_tokens)
     spec = resolve_model(model)
-    for s in seq_lens:  # every length checked before any work
-        gbs_for(s, gbs_tokens)
+    check_gbs_tokens(seq_lens, gbs_tokens)  # every length checked before any work
     points = []
     errors: list[InvalidLayout] = []
     if progress is not None and hasattr(progress, "start") and hold is not None:

@@ -140,7 +140,8 @@ def test_sweep_refuses_gbs_tokens_that_do_not_divide(capsys):
     code, _, err = run_cli(capsys, "sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "16k,24k",
                            "--gbs-tokens", "1m", "--hold", "--ep", "16")
     assert code == 2 and err.count("\n") == 1
-    assert "not a whole number of 24,576-token sequences" in err and "GBS 42" in err
+    # the suggestions hold a whole number of sequences at both lengths (multiples of 49,152)
+    assert "not a whole number of 24,576-token sequences" in err and "use 1,032,192 or 1,081,344 at every length" in err
 
 
 def test_plan_json_with_format_refused(capsys):

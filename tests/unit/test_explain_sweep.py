@@ -415,3 +415,17 @@ def test_explain_model_with_an_invalid_first_length_is_one_line_exit_2(capsys, m
     assert code == 2 and not out and held == [65536]
     assert err.strip().splitlines() == [
         "moeplan: error: invalid layout TP1 PP1 CP1 EP8 DP32: GBS 16 is not divisible by MBS x DP = 1x32 = 32"]
+
+
+@pytest.mark.parametrize("command", ["sweep", "explain"])
+def test_a_token_budget_that_fails_one_length_suggests_one_that_fits_every_length(command, capsys):
+    """3,000 and 4,096 tokens: the budget suggested for one length failed at the other; now the suggestions are
+    multiples of both (their least common multiple, 1,536,000), and one of them runs."""
+    argv = [command, "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "3000,4k", "--gbs-tokens"]
+    assert main([*argv, "4m"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "use 3,072,000 or 4,608,000 at every length" in err
+    for suggested in (3_072_000, 4_608_000):
+        assert all(suggested % s == 0 for s in (3000, 4096))
+    assert main([*argv, "3072000", "--json"]) in (0, 1)  # an answer (or none), not bad input
+    capsys.readouterr()
