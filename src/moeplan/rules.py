@@ -481,7 +481,7 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
     if gain < MIN_GAIN:
         return out
     nums.update({"best": c.dispatcher, "best_tokens_per_s": round(e.time.tokens_per_s_per_gpu), "gain": round(gain, 3)})
-    reason = (f"alltoall with EP {par.ep} across {domains} NVLink domains" if cfg.dispatcher in ("alltoall", "allgather")
+    reason = (f"{cfg.dispatcher} with EP {par.ep} across {domains} NVLink domains" if cfg.dispatcher in ("alltoall", "allgather")
               and domains > ALLTOALL_MAX_DOMAINS else f"{cfg.dispatcher} with EP {par.ep} over {domains} NVLink domain(s)")
     out.append(Finding("warning", "dispatcher", f"{reason}: {c.dispatcher} is estimated {gain:.0%} faster "
                        f"({e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU; EP "

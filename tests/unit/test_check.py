@@ -307,3 +307,12 @@ def test_check_takes_the_reserve_and_imbalance_no_file_says(tmp_path, capsys):
     assert out["estimate"]["memory_gib"]["reserve"] == pytest.approx(6.5)
     assert main(["check", str(run), "--calibration", str(profile), "--reserve-gib", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["estimate"]["memory_gib"]["reserve"] == pytest.approx(2.0)
+
+
+def test_dispatcher_finding_names_the_files_dispatcher(tmp_path):
+    """An allgather run's finding named alltoall (the text was written for alltoall only)."""
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=1024, ep=16, dispatcher="allgather")
+    run = tmp_path / "ag.yaml"
+    run.write_text(export.to_yaml(cfg))
+    found = [f for f in checker.check(str(run)).findings if f.rule == "dispatcher"]
+    assert len(found) == 1 and found[0].message.startswith("allgather with EP 16 across 2 NVLink domains")
