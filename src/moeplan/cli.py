@@ -1133,7 +1133,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     elif args.trace:
         Console(stderr=True, width=10_000).print(f"moeplan: no trace written to {args.trace}: {no_trace}",
                                                  highlight=False, markup=False)
-    return 2 if no_trace else 1 if result.errors else 0
+    # a file with errors exits 1 with or without --trace (its findings say why no trace was written)
+    return 1 if result.errors else 2 if no_trace else 0
 
 
 # --------------------------------------------------------------------------- calibrate

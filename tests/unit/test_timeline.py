@@ -312,8 +312,9 @@ def test_check_trace(tmp_path, capsys):
     bad.write_text(cfg.read_text().replace("expert_model_parallel_size: 8", "expert_model_parallel_size: 7"))
     path2 = tmp_path / "none.json"
     code, out, err = _cli(capsys, "check", str(bad), "--model", "qwen3-30b-a3b", "--gpus", "14", "--trace", str(path2))
-    assert code == 2 and "no trace written" in err and not path2.exists()
+    assert code == 1 and "no trace written" in err and not path2.exists()  # as without --trace: the file's errors
     assert "error" in out  # the findings are still shown
+    assert _cli(capsys, "check", str(bad), "--model", "qwen3-30b-a3b", "--gpus", "14")[0] == 1
 
 
 def test_plot_and_report_show_the_timeline(tmp_path, capsys):
