@@ -250,6 +250,10 @@ class RunConfig:
             raise MoeplanError(f"rank capacity factor must be a finite number >= 1.0, got {self.rank_capacity_factor}")
         if not (math.isfinite(self.reserve_gib) and self.reserve_gib >= 0):
             raise MoeplanError(f"reserve must be a finite number of GiB >= 0, got {self.reserve_gib}")
+        hbm_gib = self.gpu.hbm_bytes / 2**30
+        if self.reserve_gib >= hbm_gib:  # every layout would miss by it, and the answer would blame the layouts
+            raise MoeplanError(f"reserve {self.reserve_gib:g} GiB per GPU is not less than the {self.gpu.name}'s "
+                               f"{hbm_gib:.1f} GiB: nothing is left for the run")
         bad = [m for m in self.offload_modules if m not in OFFLOAD_MODULES]
         if bad:
             raise MoeplanError(f"offload module(s) {', '.join(bad)} unknown; Megatron-Core labels: {', '.join(OFFLOAD_MODULES)}")

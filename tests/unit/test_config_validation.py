@@ -107,3 +107,15 @@ def test_run_config_refuses_an_unknown_cp_comm_type(bad):
     msg = str(exc.value)
     assert "\n" not in msg and msg.startswith(f"cp_comm_type '{bad}' unknown; choose one of ")
     assert msg.endswith(", ".join(CP_COMM_TYPES))
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "1024", "--reserve-gib", "500"],
+    ["estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "1024", "--ep", "16", "--reserve-gib", "80"]])
+def test_a_reserve_the_gpu_cannot_hold_is_bad_input(argv, capsys):
+    """A reserve of the whole GPU or more was a plan that 'fits nowhere' blaming the layouts (exit 1)."""
+    from moeplan.cli import main
+
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1 and "is not less than the h100's 79.6 GiB" in err
