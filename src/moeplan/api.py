@@ -317,6 +317,7 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "cuda_graphs": sorted(cfg.cuda_graph_scopes),
         "rank_capacity_factor": cfg.rank_capacity_factor,
         "optimizer_offload": cfg.optimizer_offload,
+        "offload_modules": sorted(cfg.offload_modules),
         "grad_fp32": cfg.grad_fp32,
         "bf16_moments": cfg.bf16_moments,
         "optimizer": cfg.optimizer,

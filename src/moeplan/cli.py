@@ -1017,6 +1017,8 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
     try:
         a, b = _explain_inputs(args)
     except _NothingToCompare as exc:
+        if args.json:  # a JSON answer on exit 1, as plan ([]) and sweep (rows) give: the same keys, nothing compared
+            _print_json(_named({"a": None, "b": None, "reasons": [], "no_answer": str(exc)}, args))
         Console(stderr=True, width=10_000).print(f"moeplan: {exc}", highlight=False, markup=False)
         return 1
     _warn_profile_gpu(args, a.gpu, b.gpu)
@@ -1026,7 +1028,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
         found = api.search_like(b.config, top=1, cal=args.cal)  # searched as run B is: its GPU, numerics, versions
         fix = remedy(b, found.best, found.result.newer, a)
     if args.json:
-        out = comp.as_dict()
+        out = comp.as_dict() | {"no_answer": None}
         if fix:
             out["reasons"].append(fix.as_dict())
         _print_json(_named(out, args))

@@ -429,3 +429,17 @@ def test_a_token_budget_that_fails_one_length_suggests_one_that_fits_every_lengt
         assert all(suggested % s == 0 for s in (3000, 4096))
     assert main([*argv, "3072000", "--json"]) in (0, 1)  # an answer (or none), not bad input
     capsys.readouterr()
+
+
+def test_explain_json_answers_on_exit_1_and_estimates_share_the_plans_run_keys(capsys):
+    """explain --json printed nothing on exit 1 (plan prints [], sweep its rows); the run keys of a plan and an
+    estimate differed (offload_modules, recompute_modules, rank_capacity_factor)."""
+    assert main(["explain", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,2m", "--gbs-tokens", "2m", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"a": None, "b": None, "reasons": [], "no_answer": "no layout fits at seq 2,097,152; nothing to compare"}
+    plan = api.plan("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=1024, top=1)["plans"][0]
+    est = api.estimate("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=1024, ep=16)
+    run_keys = {"recompute", "recompute_modules", "dispatcher", "ep_overlap", "delay_wgrad", "cp_comm_type", "cuda_graphs",
+                "rank_capacity_factor", "optimizer_offload", "offload_modules", "grad_fp32", "bf16_moments", "optimizer",
+                "fsdp", "fsdp_double_buffer"}
+    assert run_keys <= set(plan) and run_keys <= set(est)
