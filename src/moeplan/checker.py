@@ -41,6 +41,15 @@ _ARCH_KEYS = {
 }
 
 
+def architecture_mismatch(architecture: dict[str, Any], spec: ModelSpec) -> dict[str, tuple[Any, Any]]:
+    """The architecture fields a file gives that ``spec`` (the model estimated) contradicts: name -> (file, model)."""
+    out = {}
+    for key, read in _ARCH_KEYS.items():
+        if key in architecture and read(spec) is not None and architecture[key] != read(spec):
+            out[key] = (architecture[key], read(spec))
+    return out
+
+
 def infer_model(architecture: dict[str, Any], origin: str) -> ModelSpec:
     """The catalog model whose architecture matches every field the file gives."""
     given = {k: architecture[k] for k in _ARCH_KEYS if k in architecture}
@@ -215,6 +224,13 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
                                      te_grouped_tensor=te_grouped_tensor)
     cfg = _with_unsaid(cfg, moe_imbalance, reserve_gib)
     findings: list[Finding] = []
+    differ = architecture_mismatch(parsed.architecture, cfg.model)
+    if differ:  # e.g. --model names another model than the file trains: the estimate is not of this file's run
+        said = "; ".join(f"{k} {f} in the file, {m} in {cfg.model.name}" for k, (f, m) in differ.items())
+        findings.append(Finding("warning", "model-mismatch", f"the file's architecture is not {cfg.model.name}'s ({said}): "
+                                "the estimate and findings are of the model's architecture; pass --model with the "
+                                "model the file trains (a catalog name or its config.json)",
+                                numbers={k: {"file": f, "model": m} for k, (f, m) in differ.items()}))
     for text in parsed.conflicts:
         findings.append(Finding("error", "conflict", text))
     for problem in check_settings(parsed.settings, cfg.mcore_version):
@@ -318,4 +334,4 @@ def _with_unsaid(cfg: RunConfig, moe_imbalance: float | None, reserve_gib: float
     return cfg.with_(**assumed) if assumed else cfg
 
 
-__all__ = ["CheckResult", "check", "estimate_file", "infer_model", "load_run", "with_split_layout"]
+__all__ = ["CheckResult", "architecture_mismatch", "check", "estimate_file", "infer_model", "load_run", "with_split_layout"]

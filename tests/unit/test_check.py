@@ -316,3 +316,15 @@ def test_dispatcher_finding_names_the_files_dispatcher(tmp_path):
     run.write_text(export.to_yaml(cfg))
     found = [f for f in checker.check(str(run)).findings if f.rule == "dispatcher"]
     assert len(found) == 1 and found[0].message.startswith("allgather with EP 16 across 2 NVLink domains")
+
+
+def test_a_model_that_contradicts_the_files_architecture_is_a_finding(tmp_path, capsys):
+    """--model deepseek-v3 on a file that trains Qwen3-30B-A3B's architecture was estimated silently."""
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=1024, ep=16)
+    run = tmp_path / "q.yaml"
+    run.write_text(export.to_yaml(cfg).replace("model:\n", "model:\n  num_layers: 48\n  hidden_size: 2048\n", 1))
+    same = [f for f in checker.check(str(run), model="qwen3-30b-a3b", gpus=16).findings if f.rule == "model-mismatch"]
+    other = [f for f in checker.check(str(run), model="deepseek-v3", gpus=16).findings if f.rule == "model-mismatch"]
+    assert same == [] and len(other) == 1 and other[0].severity == "warning"
+    assert other[0].numbers == {"num_layers": {"file": 48, "model": 61}, "hidden_size": {"file": 2048, "model": 7168}}
+    assert "num_layers 48 in the file, 61 in deepseek-v3" in other[0].message
