@@ -24,6 +24,7 @@ from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import hierarchical_cp_inner, layout_from_split_options
+from moeplan.megatron.export import overrides_to_megatron_lm
 from moeplan.rules import Finding, knob_fix, lint, sort_findings
 from moeplan.run import RunConfig
 from moeplan.te_release import GROUPED_TENSOR_ENV
@@ -91,11 +92,20 @@ class CheckResult:
         return ", ".join((n(self.errors, "error", "errors"), n(self.warnings, "warning", "warnings"),
                           n(self.infos, "information finding", "information findings")))
 
+    def fix_lines(self, finding: Finding) -> list[str]:
+        """A finding's fix in the file's own language: Megatron-LM arguments for a Megatron-LM argument list,
+        else the Megatron Bridge overrides."""
+        if self.kind == "megatron-lm":
+            return overrides_to_megatron_lm(finding.fix, self.config.mcore_version)
+        return list(finding.fix)
+
     def as_dict(self) -> dict[str, Any]:
+        mlm = self.kind == "megatron-lm"
         return {"kind": self.kind, "model": self.config.model.name, "gpu": self.gpu.name,
                 "gpus": self.config.parallel.gpus, "errors": self.errors,
                 "warnings": self.warnings, "infos": self.infos,
-                "findings": [f.as_dict() for f in self.findings],
+                "findings": [f.as_dict() | ({"fix_megatron_lm": self.fix_lines(f)} if mlm else {})
+                             for f in self.findings],
                 "estimate": self.estimate.as_dict() if self.estimate is not None else None}
 
 

@@ -1123,11 +1123,13 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
             table.add_row(*cells)
         console.print(table)
         if numbered:
-            console.print("[b]Fixes[/] (Megatron Bridge overrides, one per line, to copy)")
+            console.print("[b]Fixes[/] (" + ("Megatron-LM arguments, one per line, to put in the script" if
+                                            result.kind == "megatron-lm" else
+                                            "Megatron Bridge overrides, one per line, to copy") + ")")
         for i, f in enumerate(numbered, start=1):
             where = f", line {f.line}" if f.line else ""
             console.print(f"# fix {i}: {f.rule}{where}", highlight=False, markup=False, soft_wrap=True)
-            for o in f.fix:
+            for o in result.fix_lines(f):
                 console.print(o, highlight=False, markup=False, soft_wrap=True)
         console.print(result.summary(), highlight=False)
     if tl is not None:

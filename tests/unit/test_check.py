@@ -328,3 +328,31 @@ def test_a_model_that_contradicts_the_files_architecture_is_a_finding(tmp_path, 
     assert same == [] and len(other) == 1 and other[0].severity == "warning"
     assert other[0].numbers == {"num_layers": {"file": 48, "model": 61}, "hidden_size": {"file": 2048, "model": 7168}}
     assert "num_layers 48 in the file, 61 in deepseek-v3" in other[0].message
+
+
+def test_a_megatron_lm_files_fixes_are_megatron_lm_arguments_that_work(tmp_path, capsys):
+    """check offered only Megatron Bridge overrides for a Megatron-LM argument list; its fixes are now the file's
+    own flags (export.overrides_to_megatron_lm), and appending a fix's flags clears its finding."""
+    import shlex
+
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=16384, gbs=256, ep=16)
+    run = tmp_path / "m.txt"
+    run.write_text(export.provenance_comment(cfg) + "\n" + shlex.join(export.to_megatron_lm_args(cfg)) + "\n")
+    result = checker.check(str(run))
+    fixed = next(f for f in result.findings if f.rule == "memory")
+    lines = result.fix_lines(fixed)
+    assert lines and all(line.startswith("--") for line in lines) and "--optimizer-cpu-offload" in lines
+    assert result.as_dict()["findings"][0]["fix_megatron_lm"] == result.fix_lines(result.findings[0])
+    run.write_text(run.read_text().rstrip("\n") + " " + " ".join(lines) + "\n")
+    assert [f for f in checker.check(str(run)).findings if f.severity == "error"] == []
+    assert main(["check", str(tmp_path / "m.txt")]) == 0
+    assert "Fixes (Megatron-LM arguments" not in capsys.readouterr().out  # the fixed file has none left
+
+
+def test_overrides_become_megatron_lm_flags_by_the_field_table():
+    got = export.overrides_to_megatron_lm(["optimizer.optimizer_cpu_offload=true", "model.recompute_modules=[layernorm,moe]",
+                                           "ddp.fsdp_double_buffer=false", "mixed_precision.grad_reduce_in_fp32=false",
+                                           "model.num_layers=48"], "0.16")
+    assert got == ["--optimizer-cpu-offload", "--recompute-modules layernorm moe", "# remove --fsdp-double-buffer",
+                   "--grad-reduce-in-bf16",
+                   "# model.num_layers=48  (no Megatron-LM flag in moeplan's field table: set it by hand)"]

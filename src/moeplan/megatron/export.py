@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 
 import yaml
 
@@ -318,4 +319,26 @@ def to_megatron_lm_args(cfg: RunConfig, version: str | None = None) -> list[str]
     return args + ["--bf16"]
 
 
-__all__ = ["env_settings", "format_override_value", "to_megatron_lm_args", "to_overrides", "to_settings", "to_yaml"]
+def overrides_to_megatron_lm(overrides: Sequence[str], version: str) -> list[str]:
+    """Megatron Bridge overrides (``path=value``, as :func:`to_overrides` writes them) as Megatron-LM arguments, one
+    shell fragment per override through the field table's flags: ``--optimizer-cpu-offload`` for
+    ``optimizer.optimizer_cpu_offload=true``; a flag to drop where the value is off or unset and the field has no
+    flag that says so; the override itself, marked, where Megatron-LM has no flag for the path."""
+    from moeplan.megatron.read.overrides import parse_override_value
+
+    f = fields_for(version)
+    by_path = {path: knob for knob in f.knobs.values() for path in (*f.bridge_paths(knob), *knob.bridge_read)}
+    out = []
+    for override in overrides:
+        path, _, text = override.partition("=")
+        knob = by_path.get(path)
+        if knob is None or knob.mlm is None:
+            out.append(f"# {override}  (no Megatron-LM flag in moeplan's field table: set it by hand)")
+            continue
+        tokens = _mlm_tokens(knob, parse_override_value(text))
+        out.append(shlex.join(tokens) if tokens else f"# remove {knob.mlm}")
+    return out
+
+
+__all__ = ["env_settings", "format_override_value", "overrides_to_megatron_lm", "to_megatron_lm_args", "to_overrides",
+           "to_settings", "to_yaml"]
