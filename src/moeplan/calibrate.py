@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from moeplan.checker import infer_model, with_split_layout
+from moeplan.checker import architecture_mismatch, infer_model, with_split_layout
 from moeplan.errors import MoeplanError, yaml_problem
 from moeplan.estimate import Estimate, evaluate
 from moeplan.flops import flops_per_token
@@ -64,6 +64,14 @@ MIN_ELASTICITY = 0.01  # d log(step) / d log(constant) below this on every run: 
 RCOND = 0.05  # singular values below this share of the largest carry no information (noise-level directions)
 MOVED = 0.005  # a constant that moved by less than 0.5% is reported as not moved
 MAX_FACTOR = 4.0  # no constant moves further than this factor from its default
+# A run's logged FLOPs over moeplan's count outside this band gets a note: moeplan counts as Megatron-Core's
+# num_floating_point_operations does (moeplan.flops; 1.000 on examples/qwen3_30b_a3b_16xh100_megatron_lm.log),
+# so rounding and version differences (MTP, norms, vocabulary padding) stay within a few %, while a misread
+# setting or model (GPU count, sequence length, batch, another model) is off by tens of % or a factor.
+FLOPS_RATIO_BAND = (0.9, 1.1)
+# RMS log step-time error left after the fit above which the result warns: the defaults are within ~15%
+# (rms 0.14 on the example log) and a fit should close most of that; more means the runs disagree.
+SUSPECT_RMS = 0.15
 
 
 @dataclass(frozen=True)
@@ -138,11 +146,18 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
     """The run a log measured, with its steady state (MoeplanError naming any setting it lacks)."""
     sets = dict(sets or {})
     settings, arch = _settings(log)
+    stated = {**arch, **settings}  # what the log itself says, before --set
+    if stated.get("global_batch_size") is None and log.iterations[-1].global_batch_size:
+        stated["global_batch_size"] = log.iterations[-1].global_batch_size
+    notes: list[str] = []
     for key, value in sets.items():
         if key in KNOB_BY_FIELD:
+            notes += _overridden(f"{key}={format_override_value(value)}", {key: value}, stated)
             settings[key] = value
         elif "." in key:  # a Bridge path: read it the way `moeplan check` reads overrides
             parsed = parse_run_text(f"{key}={format_override_value(value)}", "--set")
+            notes += _overridden(f"{key}={format_override_value(value)}", {**parsed.architecture, **parsed.settings},
+                              stated)
             settings.update(parsed.settings)
             arch.update(parsed.architecture)
     if settings.get("global_batch_size") is None and log.iterations[-1].global_batch_size:
@@ -152,18 +167,22 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
             raise _missing(log, "the sequence length" if key == "seq_length" else "the global batch size", key, example)
     model_ref = str(sets.get("model") or model or "")
     spec = load_model(model_ref) if model_ref else infer_model(arch, log.path)
+    if model_ref:
+        notes += _other_model(spec.name, "--set model" if sets.get("model") else "--model", spec, arch)
     gpu_name = str(sets.get("gpu") or gpu or "")
     if not gpu_name:
         raise MoeplanError(f"{log.path}: the log does not name the GPU type; pass --gpu NAME (see moeplan hardware)")
     gpu_spec = load_gpu(gpu_name, hardware_file)
-    world = sets.get("gpus", log.settings.get("world_size") if log.format == "megatron-lm" else None)
+    logged_world = log.settings.get("world_size") if log.format == "megatron-lm" else None
+    world = sets.get("gpus", logged_world)
+    if "gpus" in sets:
+        notes += _overridden(f"gpus={sets['gpus']}", {"world_size": sets["gpus"]}, {"world_size": logged_world})
     if world is None:
         raise _missing(log, "the GPU count", "gpus", "16")
     if not isinstance(world, int) or isinstance(world, bool) or world < 1:
         raise MoeplanError(f"{log.path}: the GPU count must be a positive integer, got {world!r}")
     version = normalize_version(str(sets.get("mcore_version") or DEFAULT_MCORE_VERSION))
     cfg = with_split_layout(run_config_from_settings(settings, spec, world, gpu_spec, mcore_version=version), arch)
-    notes: list[str] = []
     if "moe_imbalance" in sets:
         cfg = cfg.with_(moe_imbalance=float(sets["moe_imbalance"]))  # type: ignore[arg-type]
     elif spec.first_moe is not None and _router_balanced(log) is False:
@@ -184,6 +203,29 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
                      peak.max_allocated_bytes / GIB if peak and peak.max_allocated_bytes else None,
                      max((r.max_reserved_bytes or 0.0) for r in log.memory) / GIB if log.memory else None,
                      tuple(notes))
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal as settings: a list and a tuple of the same items are; so are a value and its printed form."""
+    def norm(v: object) -> object:
+        return tuple(v) if isinstance(v, list) else v
+    return norm(a) == norm(b) or str(a) == str(b)
+
+
+def _overridden(given: str, values: dict[str, object], stated: dict[str, object]) -> list[str]:
+    """A note for each field ``--set given`` changes from a value the log itself states (None: not stated)."""
+    return [f"--set {given} overrides the log's {name} {format_override_value(stated[name])}: "
+            "the estimate is not of the run the log measured"
+            for name, new in values.items() if stated.get(name) is not None and not _same(new, stated[name])]
+
+
+def _other_model(name: str, flag: str, spec: Any, arch: dict[str, object]) -> list[str]:
+    """A note when the model given does not have the architecture the log states (its first two differences)."""
+    diffs = [f"{k} {model} vs {logged} logged" for k, (logged, model) in architecture_mismatch(arch, spec).items()]
+    if not diffs:
+        return []
+    return [f"{flag} {name} differs from the log's architecture ({', '.join(diffs[:2])}): the estimate is not of "
+            "the run the log measured"]
 
 
 def _setting(log: TrainingLog, mlm: str, bridge: str) -> object:
@@ -331,7 +373,7 @@ class Fit:
     reserve_gib: float | None
     reserve_gib_default: float
     message: str
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # warnings that the fit is suspect (calibrate's "warnings")
 
 
 def _log_times(runs: list[LoggedRun], cal: Calibration) -> list[float]:
@@ -398,7 +440,24 @@ def fit(runs: list[LoggedRun], base: Calibration = DEFAULT_CALIBRATION, iteratio
                    "constant(s) their step times depend on")
     reserve, reserve_default = _fit_reserve(runs, cal)
     return Fit(cal, moved, dict(sorted(not_moved.items())), dof, distinct, before, after, reserve, reserve_default,
-               message)
+               message, _suspect(theta, moved, defaults, after))
+
+
+def _suspect(theta: dict[str, float], moved: dict[str, tuple[float, float]], defaults: dict[str, float],
+             after: float) -> list[str]:
+    """One-line warnings that the fitted profile is suspect: constants clamped at their bounds (the logs ask
+    for more than MAX_FACTOR from a default, or a share above 1), or a large RMS error left after the fit."""
+    out = []
+    at_bound = [n for n in moved if any(math.isclose(theta[n], b, abs_tol=1e-9) for b in _bounds(n, defaults[n]))]
+    if at_bound:
+        shown = ", ".join(f"{n} {math.exp(theta[n]):.3g}" for n in at_bound[:4])
+        more = f" and {len(at_bound) - 4} more" if len(at_bound) > 4 else ""
+        out.append(f"{len(at_bound)} constant(s) stopped at the fit's bounds (a factor {MAX_FACTOR:g} from the "
+                   f"default, or a share of 1): {shown}{more}; the profile is suspect: check the runs' settings and notes")
+    if after > SUSPECT_RMS:
+        out.append(f"RMS log step-time error after the fit {after:.3f} > {SUSPECT_RMS}: the constants cannot match "
+                   "these runs together; the profile is suspect: check the runs' settings and notes")
+    return out
 
 
 def _fit_reserve(runs: list[LoggedRun], cal: Calibration) -> tuple[float | None, float]:
@@ -423,6 +482,13 @@ def run_rows(runs: list[LoggedRun], result: Fit) -> list[dict[str, Any]]:
         d, c = _estimate(r, DEFAULT_CALIBRATION), _estimate(r, result.calibration, result.reserve_gib)
         cfg = r.config
         logged_flops = r.measured_tflops_per_gpu * 1e12 * r.step_time_s * cfg.parallel.gpus
+        flops_ratio = logged_flops / (d.time.tflops_per_gpu * 1e12 * d.time.step_time_s * cfg.parallel.gpus) \
+            if r.tflops_source == "log" else None
+        notes = list(r.notes)
+        if flops_ratio is not None and not FLOPS_RATIO_BAND[0] <= flops_ratio <= FLOPS_RATIO_BAND[1]:
+            notes.append(f"the log's FLOPs are {flops_ratio:.2f}x moeplan's count for this run (outside "
+                         f"{FLOPS_RATIO_BAND[0]}-{FLOPS_RATIO_BAND[1]}): its model or settings were read or --set "
+                         "wrong, or its Megatron counts FLOPs another way")
         alloc = d.memory.peak.allocated_bytes / GIB
         rows.append({
             "log": r.log.path,
@@ -453,10 +519,11 @@ def run_rows(runs: list[LoggedRun], result: Fit) -> list[dict[str, Any]]:
             "default_error": d.time.step_time_s and r.step_time_s / d.time.step_time_s - 1,
             "calibrated_error": c.time.step_time_s and r.step_time_s / c.time.step_time_s - 1,
             "estimated_peak_allocated_gib": alloc,
-            "allocated_error": (alloc / r.peak_allocated_gib - 1) if r.peak_allocated_gib else None,
-            "flops_ratio_log_vs_moeplan": logged_flops / (d.time.tflops_per_gpu * 1e12 * d.time.step_time_s
-                                                          * cfg.parallel.gpus) if r.tflops_source == "log" else None,
-            "notes": list(r.notes),
+            # measured / estimate - 1, as the step-time errors and the table's "err": + = the estimate is low
+            "allocated_error": (r.peak_allocated_gib / alloc - 1) if r.peak_allocated_gib and alloc else None,
+            # the log's FLOPs per step / moeplan's; outside FLOPS_RATIO_BAND a note says the run was misread
+            "flops_ratio_log_vs_moeplan": flops_ratio,
+            "notes": notes,
         })
     return rows
 
@@ -485,6 +552,8 @@ def calibrate(paths: list[str], *, model: str | None = None, gpu: str | None = N
         "not_moved": list(result.not_moved),
         "not_moved_reasons": result.not_moved,
         "memory": {"reserve_gib": result.reserve_gib, "reserve_gib_default": result.reserve_gib_default},
+        # one line each: the fit is suspect (constants at their bounds, a large error left); also in the profile
+        "warnings": list(result.notes),
         "fit": {"distinct_runs": result.distinct_runs, "degrees_of_freedom": result.degrees_of_freedom,
                 "rms_log_error_before": result.rms_log_error_before,
                 "rms_log_error_after": result.rms_log_error_after, "message": result.message,
@@ -529,7 +598,8 @@ _PROFILE_BUILDERS: dict[str, Callable[[dict[str, Any]], Any]] = {
                               if k == "reserve_gib" and v is not None},
     "not_moved": lambda result: result["not_moved"],
     "covered_features": lambda result: result["covered_features"],
-    "fit": lambda result: {k: (round(v, 5) if isinstance(v, float) else v) for k, v in result["fit"].items()},
+    "fit": lambda result: {**{k: (round(v, 5) if isinstance(v, float) else v) for k, v in result["fit"].items()},
+                           **({"warnings": result["warnings"]} if result.get("warnings") else {})},
     "runs": _profile_runs,
 }
 PROFILE_KEYS = tuple(_PROFILE_BUILDERS)
@@ -578,8 +648,10 @@ class Profile:
                 f"(fit one from {run} logs with moeplan calibrate)")
 
 
-def load_profile(path: str | Path) -> Profile:
-    """A profile written by `moeplan calibrate` (MoeplanError, one line, for a bad file)."""
+def load_profile(path: str | Path, hardware_file: str | Path | None = None) -> Profile:
+    """A profile written by `moeplan calibrate` (MoeplanError, one line, for a bad file). A reserve not below
+    the memory of the profile's GPU (resolved through the catalog and ``hardware_file``) is refused; for a GPU
+    that does not resolve, the planner's memory check is left to judge it."""
     p = Path(path)
     try:
         doc = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -604,6 +676,14 @@ def load_profile(path: str | Path) -> Profile:
     if reserve is not None and (isinstance(reserve, bool) or not isinstance(reserve, (int, float))
                                 or not math.isfinite(reserve) or reserve < 0):
         raise MoeplanError(f"{p}: memory.reserve_gib must be a number of GiB >= 0, got {reserve!r}")
+    if reserve is not None and doc.get("gpu"):
+        try:
+            gpu = load_gpu(str(doc["gpu"]), hardware_file)
+        except MoeplanError:
+            gpu = None
+        if gpu is not None and reserve >= gpu.hbm_bytes / GIB:
+            raise MoeplanError(f"{p}: memory.reserve_gib {reserve:g} is not below the {gpu.hbm_bytes / GIB:.2f} GiB of "
+                               f"its GPU ({gpu.name}): no run would fit; lower it or refit with moeplan calibrate")
     runs = doc.get("runs") or []
     return Profile(str(p), cal, None if reserve is None else float(reserve), doc.get("gpu"),
                    len(runs) if isinstance(runs, list) else 0)

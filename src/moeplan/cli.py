@@ -1188,6 +1188,8 @@ def print_calibration(result: dict[str, Any], console: Console) -> None:
     console.print(ct)
     console.print(f"{escape(fit['message'])}; RMS log step-time error {fit['rms_log_error_before']:.3f} -> "
                   f"{fit['rms_log_error_after']:.3f}", highlight=False)
+    for warning in result.get("warnings", []):  # the fit is suspect: constants at their bounds, a large residual
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     console.print(f"not moved ({len(result['not_moved'])}): {', '.join(result['not_moved'])}", highlight=False)
 
 
@@ -1526,7 +1528,7 @@ def _apply_profile(args: argparse.Namespace) -> None:
     if getattr(args, "calibration", None):
         from moeplan.calibrate import load_profile
 
-        args.profile = load_profile(args.calibration)
+        args.profile = load_profile(args.calibration, getattr(args, "hardware", None))
         args.cal = args.profile.calibration
         other = args.profile.other_gpu(getattr(args, "gpu", None), getattr(args, "hardware", None))
         if other:  # a warning, not an error: the run goes on with the profile's constants

@@ -11,9 +11,10 @@ import json
 import math
 
 import pytest
+import yaml
 
 from moeplan import cli
-from moeplan.calibrate import calibrate, fit, load_profile, run_from_log
+from moeplan.calibrate import calibrate, fit, load_profile, profile_yaml, run_from_log
 from moeplan.errors import MoeplanError
 from moeplan.estimate import evaluate
 from moeplan.logs import parse_log, read_log, steady_state
@@ -363,3 +364,98 @@ def test_every_efficiency_is_capped_at_one():
         assert calibrate._bounds(name, 0.5)[1] <= 0.0  # log(1.0): capped
         assert calibrate._bounds(f"{name}.h100", 0.5)[1] <= 0.0
     assert calibrate._bounds("launch_overhead_per_layer_s", 0.5)[1] > 0.0  # a time is not a share
+
+
+# ------------------------------------------------------------------------------------------ exploratory-test defects
+
+
+def test_allocated_error_is_measured_over_estimate_minus_one(tmp_path, capsys):
+    """The JSON's allocated_error is the table's memory "err": measured / estimate - 1 (+ = estimate low)."""
+    result = calibrate([str(_qwen_log(tmp_path))], gpu="h100")
+    run = result["runs"][0]
+    measured, estimate = run["measured_peak_allocated_gib"], run["estimated_peak_allocated_gib"]
+    assert measured > estimate  # 62.17 measured vs ~59.7 estimated: the estimate is low
+    assert run["allocated_error"] == pytest.approx(measured / estimate - 1) and run["allocated_error"] > 0
+
+
+def _short_log(tmp_path, n, settings=None, nan=0, skipped=0, name="short.log"):
+    text = mlm_log(dict(QWEN3_30B_EP16, train_iters=n, **(settings or {})), step_times(STEP_S, n), tflops_steady=TFLOPS,
+                   peak_alloc_gib=PEAK_GIB, peak_reserved_gib=66.0)
+    text = text.replace("number of skipped iterations:   0", f"number of skipped iterations:   {skipped}")
+    text = text.replace("number of nan iterations:   0", f"number of nan iterations:   {nan}")
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+NO_GRAPHS = {"cuda_graph_impl": "none", "cuda_graph_scope": None}
+
+
+def test_no_steady_iteration_names_graph_warm_up_and_does_not_suggest_warmup_0(tmp_path, capsys):
+    path = _short_log(tmp_path, 2)  # CUDA graphs on: cuda_graph_warmup_steps 3 > the 2 logged iterations
+    with pytest.raises(MoeplanError) as exc:
+        calibrate([str(path)], gpu="h100", warmup_iters=0)
+    msg = str(exc.value)
+    assert "2 in CUDA-graph warm-up (iterations 1-3: cuda_graph_warmup_steps 3)" in msg
+    assert "--warmup 0" not in msg and "run past iteration 3" in msg and "\n" not in msg
+    with pytest.raises(MoeplanError) as exc:  # default warm-up 2: --warmup 0 would still leave graph warm-up
+        calibrate([str(path)], gpu="h100")
+    assert "2 in warm-up (iterations 1-2)" in str(exc.value) and "--warmup 0" not in str(exc.value)
+    assert "run past iteration 5" in str(exc.value)
+    assert cli.main(["calibrate", str(path), "--gpu", "h100", "--warmup", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "CUDA-graph warm-up" in err and "--warmup 0" not in err
+
+
+def test_no_steady_iteration_suggests_warmup_0_only_when_it_helps(tmp_path):
+    path = _short_log(tmp_path, 2, NO_GRAPHS)
+    with pytest.raises(MoeplanError) as exc:
+        calibrate([str(path)], gpu="h100")
+    assert "2 in warm-up (iterations 1-2)" in str(exc.value) and "pass --warmup 0" in str(exc.value)
+    assert calibrate([str(path)], gpu="h100", warmup_iters=0)["runs"][0]["steady_state"]["iterations_used"]
+
+
+@pytest.mark.parametrize("nan, skipped, words", [(1, 0, "15 with NaN iterations"), (0, 1, "15 with skipped iterations")])
+def test_no_steady_iteration_names_nan_and_skipped(tmp_path, nan, skipped, words):
+    path = _short_log(tmp_path, 20, nan=nan, skipped=skipped)  # every line: 5 warm-up, 15 NaN / skipped
+    with pytest.raises(MoeplanError) as exc:
+        calibrate([str(path)], gpu="h100")
+    msg = str(exc.value)
+    assert words in msg and "2 in warm-up" in msg and "3 in CUDA-graph warm-up" in msg
+    assert "--warmup 0" not in msg and "run past" not in msg and "\n" not in msg
+    dropped = dict(run_from_log(read_log(_short_log(tmp_path, 20, name="ok.log")), gpu="h100").steady.dropped)
+    assert "warm-up (first 2 iterations)" in dropped[2] and "CUDA-graph warm-up" in dropped[3]
+
+
+def test_set_overriding_what_the_log_states_is_noted(tmp_path, capsys):
+    path = _qwen_log(tmp_path)
+    run = calibrate([str(path)], gpu="h100", sets=["gpus=32"])["runs"][0]
+    assert run["flops_ratio_log_vs_moeplan"] == pytest.approx(2.0, rel=0.01)
+    assert any("--set gpus=32" in n and "world_size 16" in n for n in run["notes"]), run["notes"]
+    assert any("2.00x moeplan's count" in n and "0.9-1.1" in n for n in run["notes"]), run["notes"]
+    run = calibrate([str(path)], gpu="h100", sets=["seq_length=8192", "gpus=16", "model.num_layers=48"])["runs"][0]
+    assert [n for n in run["notes"] if n.startswith("--set")] == [
+        "--set seq_length=8192 overrides the log's seq_length 4096: the estimate is not of the run the log measured"]
+    run = calibrate([str(path)], gpu="h100", model="qwen3-235b-a22b")["runs"][0]
+    assert any(n.startswith("--model qwen3-235b-a22b differs from the log's architecture (num_layers 94 vs 48 logged")
+               for n in run["notes"]), run["notes"]
+    clean = calibrate([str(path)], gpu="h100")
+    assert clean["runs"][0]["notes"] == [] and clean["warnings"] == []
+    assert clean["runs"][0]["flops_ratio_log_vs_moeplan"] == pytest.approx(1.0, abs=0.01)
+    assert cli.main(["calibrate", str(path), "--gpu", "h100", "--set", "gpus=32"]) == 0  # the table prints run notes
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--set gpus=32 overrides the log's world_size 16" in out and "2.00x moeplan's count" in out
+
+
+def test_suspect_fit_warns_and_the_profile_records_it(tmp_path):
+    path = _qwen_log(tmp_path, step_s=STEP_S * 20, tflops=TFLOPS / 20)  # 20x slower than any constant allows
+    result = calibrate([str(path)], gpu="h100")
+    warnings = result["warnings"]
+    assert len(warnings) == 2 and all("\n" not in w for w in warnings)
+    assert "stopped at the fit's bounds" in warnings[0] and "grouped_gemm_eff" in warnings[0]
+    assert warnings[1].startswith("RMS log step-time error after the fit") and "> 0.15" in warnings[1]
+    assert result["fit"]["rms_log_error_after"] > 0.15
+    out = tmp_path / "profile.yaml"
+    out.write_text(profile_yaml(result))
+    assert yaml.safe_load(out.read_text())["fit"]["warnings"] == warnings
+    load_profile(out)  # still a valid profile: the warning is provenance, not a refusal

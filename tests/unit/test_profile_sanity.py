@@ -113,3 +113,25 @@ def test_profile_yaml_writes_exactly_profile_keys_in_order(tmp_path):
     prof.write_text(text)
     profile = load_profile(prof)
     assert profile.calibration.a2a_eff["alltoall"] == 0.6 and profile.reserve_gib == 2.5 and profile.runs == 1
+
+
+def test_reserve_not_below_the_gpus_memory_is_refused(tmp_path, capsys):
+    """A reserve of the GPU's whole memory or more makes every plan 'not fit' for a reason no layout causes."""
+    prof = tmp_path / "profile.yaml"
+    prof.write_text("gpu: h100\nconstants: {}\nmemory: {reserve_gib: 500}\n")
+    with pytest.raises(MoeplanError) as exc:
+        load_profile(prof)
+    msg = str(exc.value)
+    assert msg.startswith(f"{prof}: memory.reserve_gib 500 is not below the 79.65 GiB") and "h100" in msg
+    assert "\n" not in msg
+    assert main(["plan", *EST[1:], "--top", "1", "--calibration", str(prof)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "reserve_gib 500" in err
+    prof.write_text("gpu: h100\nconstants: {}\nmemory: {reserve_gib: 79.6474609375}\n")  # exactly the capacity
+    with pytest.raises(MoeplanError, match="not below"):
+        load_profile(prof)
+    for text in ("gpu: h100\nconstants: {}\nmemory: {reserve_gib: 6.5}\n",  # below: kept
+                 "constants: {}\nmemory: {reserve_gib: 500}\n",  # no GPU named: the planner judges it
+                 "gpu: my-own-gpu\nconstants: {}\nmemory: {reserve_gib: 500}\n"):  # not resolvable: the planner judges
+        prof.write_text(text)
+        assert load_profile(prof).reserve_gib in (6.5, 500.0)

@@ -109,37 +109,86 @@ class SteadyState:
                 "max_step_time_s": max(i.elapsed_s for i in self.used)}
 
 
+def _drop_reason(it: Iteration, first: int, warmup: int, graph_warmup: int,
+                 profile_window: tuple[int, int] | None) -> tuple[str, str] | None:
+    """(kind, reason) why the line ending at ``it`` (averaging iterations ``first``..) is not steady, or None."""
+    if it.iteration <= warmup:
+        return "warm-up", f"warm-up (first {warmup} iterations)"
+    if it.iteration <= warmup + graph_warmup:
+        return "graph", f"CUDA-graph warm-up (cuda_graph_warmup_steps {graph_warmup})"
+    if profile_window and first <= profile_window[1] and it.iteration >= profile_window[0]:
+        return "profiler", f"profiler window {profile_window[0]}-{profile_window[1]}"
+    if it.nan and it.skipped:
+        return "nan", "NaN and skipped iterations in the interval"
+    if it.nan:
+        return "nan", "NaN iterations in the interval"
+    if it.skipped:
+        return "skipped", "skipped iterations in the interval"
+    return None
+
+
+def _classify(its: list[Iteration], warmup: int, graph_warmup: int,
+              profile_window: tuple[int, int] | None) -> list[tuple[Iteration, tuple[str, str] | None]]:
+    out = []
+    prev = 0
+    for it in its:
+        out.append((it, _drop_reason(it, prev + 1, warmup, graph_warmup, profile_window)))
+        prev = it.iteration
+    return out
+
+
+def _no_steady_message(log: TrainingLog, its: list[Iteration], kinds: dict[str, int], warmup: int,
+                       graph_warmup: int, profile_window: tuple[int, int] | None) -> str:
+    """One line: how many lines each rule dropped, and the remedy that can help (--warmup 0 only where
+    the warm-up rule dropped lines that would be kept without it)."""
+    labels = {"warm-up": f"in warm-up (iterations 1-{warmup})",
+              "graph": f"in CUDA-graph warm-up (iterations {warmup + 1}-{warmup + graph_warmup}: "
+                       f"cuda_graph_warmup_steps {graph_warmup})",
+              "profiler": "in the profiler window ({}-{})".format(*(profile_window or (0, 0))),
+              "nan": "with NaN iterations", "skipped": "with skipped iterations"}
+    parts = [f"{n} {labels[k]}" for k, n in kinds.items() if n]
+    classified = _classify(its, warmup, graph_warmup, profile_window)
+    advice = []
+    if warmup and any(reason is None for _, reason in _classify(its, 0, graph_warmup, profile_window)):
+        advice.append("pass --warmup 0 (fewer warm-up iterations) or run longer")
+    elif classified[-1][1] is not None and classified[-1][1][0] in ("warm-up", "graph", "profiler"):
+        # the log stops inside a window: later lines would be kept
+        past = max(warmup + graph_warmup, profile_window[1] if kinds["profiler"] and profile_window else 0)
+        why = (f" (warm-up {warmup} + cuda_graph_warmup_steps {graph_warmup})" if warmup and graph_warmup
+               and past == warmup + graph_warmup else "")
+        advice.append(f"run past iteration {past}{why}")
+    if kinds["nan"] or kinds["skipped"]:
+        advice.append("intervals with NaN or skipped iterations do not time normal steps: log a run without them")
+    return (f"{log.path}: no steady iteration left: of {len(its)} logged line(s) (last iteration {its[-1].iteration}), "
+            f"{', '.join(parts)}; {'; '.join(advice)}")
+
+
 def steady_state(log: TrainingLog, *, warmup_iters: int | None = None, graph_warmup_iters: int = 0,
                  profile_window: tuple[int, int] | None = None) -> SteadyState:
-    """Drop warm-up (the first ``warmup_iters`` iterations, plus ``graph_warmup_iters`` when CUDA graphs
+    """Drop warm-up (the first ``warmup_iters`` iterations, then ``graph_warmup_iters`` more when CUDA graphs
     are captured), intervals that overlap a profiler window, intervals with skipped or NaN iterations,
     and leading intervals still slower than the rest by more than SETTLE_TOLERANCE; the median and
-    spread of what is left."""
-    warm = (DEFAULT_WARMUP_ITERS if warmup_iters is None else warmup_iters) + graph_warmup_iters
+    spread of what is left. When nothing is left: MoeplanError (one line) counting the lines each rule
+    dropped, suggesting ``--warmup 0`` only where the warm-up rule is what removed them."""
+    warmup = DEFAULT_WARMUP_ITERS if warmup_iters is None else warmup_iters
     its = list(log.iterations)
     dropped: list[tuple[int, str]] = []
     kept: list[Iteration] = []
-    prev = 0
-    for it in its:
-        first = prev + 1  # first iteration this line averages over
-        prev = it.iteration
-        if it.iteration <= warm:
-            dropped.append((it.iteration, f"warm-up (first {warm} iterations)"))
-        elif profile_window and first <= profile_window[1] and it.iteration >= profile_window[0]:
-            dropped.append((it.iteration, f"profiler window {profile_window[0]}-{profile_window[1]}"))
-        elif it.skipped or it.nan:
-            dropped.append((it.iteration, "skipped or NaN iterations in the interval"))
-        else:
+    kinds = dict.fromkeys(("warm-up", "graph", "profiler", "nan", "skipped"), 0)
+    for it, why in _classify(its, warmup, graph_warmup_iters, profile_window):
+        if why is None:
             kept.append(it)
+        else:
+            kinds[why[0]] += 1
+            dropped.append((it.iteration, why[1]))
     while len(kept) > 2:
         rest = statistics.median(i.elapsed_s for i in kept[1:])
         if kept[0].elapsed_s <= rest * (1 + SETTLE_TOLERANCE):
             break
         dropped.append((kept[0].iteration, f"still settling ({kept[0].elapsed_s / rest - 1:+.0%} vs the rest)"))
         kept.pop(0)
-    if not kept:
-        raise MoeplanError(f"{log.path}: every logged iteration is warm-up, profiled or skipped "
-                           f"({len(its)} line(s), last iteration {its[-1].iteration}); run longer or pass --warmup 0")
+    if not kept:  # settling keeps at least two lines: only the rules above can drop every line
+        raise MoeplanError(_no_steady_message(log, its, kinds, warmup, graph_warmup_iters, profile_window))
     times = [i.elapsed_s for i in kept]
     med = statistics.median(times)
     tflops = [i.tflops_per_gpu for i in kept if i.tflops_per_gpu is not None]
