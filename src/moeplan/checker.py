@@ -241,14 +241,14 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
                                 "the estimate and findings are of the model's architecture; pass --model with the "
                                 "model the file trains (a catalog name or its config.json)",
                                 numbers={k: {"file": f, "model": m} for k, (f, m) in differ.items()}))
-    for text in parsed.conflicts:
-        findings.append(Finding("error", "conflict", text))
+    for conflict in parsed.conflicts:
+        findings.append(Finding("error", "conflict", conflict.message, line=conflict.line))
     for problem in check_settings(parsed.settings, cfg.mcore_version):
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
     for problem in dp_assertions(parsed.settings, cfg.mcore_version):  # Megatron-FSDP / Muon combinations
         findings.append(Finding("error", "mcore-assert", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))
-    view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version)
+    view = FileView(parsed.settings, parsed.architecture, cfg.model, cfg.parallel.gpus, cfg.mcore_version, parsed.kind)
     hits = tripped(view)
     # Megatron's assertions that moeplan.knobs also makes (McoreAssert.shares_knob), one cause each: the file gets
     # the assertion's finding (its source, its own rule name) with the knob's fix, and none from knob-layout for
@@ -265,7 +265,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
             fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
         elif rule.shares_knob and rule.field in knob_hits:
             fix = knob_fix(cfg, rule.field)
-        lead = "Megatron-Core rejects this: " if rule.severity == "error" else "Megatron-Core: "
+        lead = f"{rule.by} rejects this: " if rule.severity == "error" else f"{rule.by}: "
         findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},
                                 line=parsed.lines.get(rule.field)))
     if run_mcore:

@@ -26,6 +26,7 @@ CASES = {
     "deepep-flag": ("qwen3-30b-a3b", {"moe_enable_deepep": True, "moe_token_dispatcher_type": "alltoall"}),
     "recompute-method": ("qwen3-30b-a3b", {"recompute_granularity": "full"}),
     "recompute-num-layers": ("qwen3-30b-a3b", {"recompute_granularity": "full", "recompute_method": "uniform"}),
+    "recompute-method-selective": ("qwen3-30b-a3b", {"recompute_granularity": "selective", "recompute_method": "uniform"}),
     "recompute-mla-up-proj": ("qwen3-30b-a3b", {"recompute_granularity": "selective", "recompute_modules": ["mla_up_proj"]}),
     "offload-modules": ("qwen3-30b-a3b", {"fine_grained_activation_offloading": True, "offload_modules": ["attn_proj"]}),
     "pipeline-layout-conflict": ("qwen3-30b-a3b", {"pipeline_model_parallel_layout": "Et*24|t*24L",
@@ -58,7 +59,8 @@ CASES = {
 
 
 def _view(model: str, settings: dict, version: str = "0.16") -> FileView:
-    return FileView({**BASE, **settings}, {}, load_model(model), 64, version)
+    # as a Megatron-LM argument list: every row applies to one (recompute-method-selective only to one)
+    return FileView({**BASE, **settings}, {}, load_model(model), 64, version, "megatron-lm")
 
 
 def test_every_row_has_a_case():

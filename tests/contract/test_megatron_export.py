@@ -364,8 +364,8 @@ def test_conflicting_paths() -> None:
                            "model.fp8=e4m3\nmixed_precision.fp8=null\n")
     assert run.settings == {"seq_length": 4096, "use_distributed_optimizer": True, "fp8": None}
     assert len(run.conflicts) == 2
-    assert "dataset.sequence_length" in run.conflicts[0] and ":2:" in run.conflicts[0]
-    assert "model.fp8" in run.conflicts[1]
+    assert "dataset.sequence_length" in run.conflicts[0].message and ":2:" in str(run.conflicts[0])
+    assert run.conflicts[0].line == 2 and "model.fp8" in run.conflicts[1].message
 
 
 def test_run_config_defaults_and_missing_fields() -> None:

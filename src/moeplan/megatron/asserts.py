@@ -43,6 +43,7 @@ class FileView:
     model: ModelSpec
     gpus: int
     version: str
+    kind: str = ""  # the file's kind (moeplan.megatron.read RunKind): "megatron-lm" runs Megatron-LM's validate_args
 
     def get(self, key: str, default: object = None) -> object:
         if key in self.settings:
@@ -91,6 +92,7 @@ class McoreAssert:
     severity: str = "error"  # "warning" for a UserWarning
     since: str = "0.13"
     until: str | None = None  # last release that has the check (inclusive)
+    by: str = "Megatron-Core"  # who rejects it: Megatron-Core's config classes, or Megatron-LM's argument checks
     shares_knob: bool = False
     """moeplan.knobs makes the same check on the run (knob-layout), so moeplan.checker reports one finding per
     cause: this rule's, with the knob's fix, and none from knob-layout for ``field``."""
@@ -175,6 +177,14 @@ def _recompute_layers(v: FileView) -> str | None:
                 "layers per pipeline rank)")
     if gran == "selective" and n is not None:
         return "recompute_granularity selective needs recompute_num_layers null"
+    return None
+
+
+def _selective_method_mlm(v: FileView) -> str | None:
+    """Megatron-LM stops before TransformerConfig sees it (Megatron-Core itself accepts a method with selective)."""
+    if v.kind == "megatron-lm" and v.get("recompute_granularity") == "selective" and v.get("recompute_method") is not None:
+        return ("recompute method is not yet supported for selective recomputing granularity (Megatron-LM sets "
+                "selective for --recompute-activations): drop --recompute-method")
     return None
 
 
@@ -344,6 +354,8 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("deepep-flag", TC, "moe_enable_deepep", _deepep_flag),
     McoreAssert("recompute-method", TC, "recompute_method", _recompute_method),
     McoreAssert("recompute-num-layers", TC, "recompute_num_layers", _recompute_layers),
+    McoreAssert("recompute-method-selective", "megatron/training/arguments.py validate_args (Megatron-LM)",
+                "recompute_method", _selective_method_mlm, by="Megatron-LM"),
     McoreAssert("recompute-mla-up-proj", TC, "recompute_modules", _mla_up_proj),
     McoreAssert("offload-modules", TC, "offload_modules", _offload_modules, since="0.16"),
     McoreAssert("pipeline-layout-conflict", TC, "pipeline_model_parallel_layout", _layout_conflict),
@@ -358,7 +370,7 @@ ASSERTS: tuple[McoreAssert, ...] = (
                 shares_knob=True),
     McoreAssert("delay-wgrad-graph-attn-bias", "training/arguments.py validate_args (Megatron-LM, with "
                 "overlap_grad_reduce) and Bridge training/comm_overlap.py (v0.4.0+)", "delay_wgrad_compute",
-                _delay_wgrad_graph_bias, since="0.17", shares_knob=True),
+                _delay_wgrad_graph_bias, since="0.17", shares_knob=True, by="Megatron-LM and Megatron Bridge"),
     McoreAssert("cuda-graph-flags", TC, "cuda_graph_impl", _graph_flags, since="0.15"),
     McoreAssert("cuda-graph-scopes", TC, "cuda_graph_scope", _graph_scopes, since="0.16"),
     McoreAssert("cp-comm-type-list", TC, "cp_comm_type", _cp_comm_list),

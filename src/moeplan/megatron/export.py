@@ -27,6 +27,7 @@ from moeplan.megatron.fields import (
     sync_free_moe,
     version_tuple,
 )
+from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.parallel import build_pipeline, hierarchical_cp_inner
 from moeplan.run import Recompute, RunConfig
 
@@ -324,8 +325,6 @@ def overrides_to_megatron_lm(overrides: Sequence[str], version: str) -> list[str
     shell fragment per override through the field table's flags: ``--optimizer-cpu-offload`` for
     ``optimizer.optimizer_cpu_offload=true``; a flag to drop where the value is off or unset and the field has no
     flag that says so; the override itself, marked, where Megatron-LM has no flag for the path."""
-    from moeplan.megatron.read.overrides import parse_override_value
-
     f = fields_for(version)
     by_path = {path: knob for knob in f.knobs.values() for path in (*f.bridge_paths(knob), *knob.bridge_read)}
     out = []

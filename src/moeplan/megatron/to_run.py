@@ -1,8 +1,11 @@
 """Megatron settings (what :mod:`moeplan.megatron.read` returns) -> a :class:`~moeplan.run.RunConfig`; fields a
-file leaves out take Megatron-Core's defaults."""
+file leaves out take Megatron-Core's defaults. An error about a value names the field(s) it comes from
+(:class:`_SettingError`); where the settings are a file's (:class:`~moeplan.megatron.read.collect.FileSettings`),
+:func:`run_config_from_settings` turns it into ``FILE:LINE: ...`` as the reader's type errors read."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from moeplan.errors import MoeplanError
@@ -16,21 +19,38 @@ from moeplan.megatron.fields import (
     normalize_version,
 )
 from moeplan.hardware import GPUSpec
+from moeplan.megatron.read.collect import FileSettings
 from moeplan.models.spec import ModelSpec, with_mtp_layers
 from moeplan.parallel import Batch, Parallel, unroll_layout
 from moeplan.run import Recompute, RunConfig
 from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FLEX_DISPATCHERS, FSDP_STRATEGIES, RECOMPUTE_MODULES
 
 
+class _SettingError(MoeplanError):
+    """A bad value of these settings fields (the first: the one to point at)."""
+
+    def __init__(self, reason: str, *fields: str) -> None:
+        super().__init__(reason)
+        self.reason, self.fields = reason, fields
+
+
+def _located(settings: Mapping[str, object], fields: tuple[str, ...], reason: str) -> MoeplanError:
+    """The error at the line of the first of ``fields`` a file's settings set (``FILE: reason`` where it sets
+    none of them); unlocated for settings with no file behind them."""
+    if isinstance(settings, FileSettings):
+        return settings.error(fields, reason)
+    return MoeplanError(reason)
+
+
 def _value(settings: Mapping[str, object], key: str) -> object:
-    """A setting coerced to its knob's type (MoeplanError naming the field when it has the wrong type)."""
+    """A setting coerced to its knob's type (an error naming the field when it has the wrong type)."""
     raw = settings.get(key)
     if raw is None:
         return None
     try:
         return coerce(KNOB_BY_FIELD[key].kind, raw)
     except ValueError:
-        raise MoeplanError(f"{key}: expected {KIND_WORDS[KNOB_BY_FIELD[key].kind]}, got {raw!r}") from None
+        raise _SettingError(f"{key}: expected {KIND_WORDS[KNOB_BY_FIELD[key].kind]}, got {raw!r}", key) from None
 
 
 def _int(settings: Mapping[str, object], key: str) -> int | None:
@@ -63,7 +83,7 @@ def _strings(settings: Mapping[str, object], key: str) -> list[str] | None:
 def _require(settings: Mapping[str, object], key: str, where: str) -> int:
     value = _int(settings, key)
     if value is None:
-        raise MoeplanError(f"run settings lack {key} ({where}); moeplan needs it to plan the run")
+        raise _SettingError(f"run settings lack {key} ({where}); moeplan needs it to plan the run", key)
     return value
 
 
@@ -81,7 +101,7 @@ def _check_sizes(settings: Mapping[str, object]) -> None:
     for key in _SIZE_FIELDS:
         value = _int(settings, key)
         if value is not None and value < 1:
-            raise MoeplanError(f"{key} must be a positive integer, got {value}")
+            raise _SettingError(f"{key} must be a positive integer, got {value}", key)
 
 
 def _parallel_from(settings: Mapping[str, object], model: ModelSpec, gpus: int) -> Parallel:
@@ -91,7 +111,10 @@ def _parallel_from(settings: Mapping[str, object], model: ModelSpec, gpus: int) 
     vpp = _int(settings, "virtual_pipeline_model_parallel_size")
     per_stage = _int(settings, "num_layers_per_virtual_pipeline_stage")
     if vpp is None and isinstance(layout, str) and layout:
-        vpp = max(1, _layout_stages(layout) // pp)  # Megatron-Core derives VPP from the layout
+        try:
+            vpp = max(1, _layout_stages(layout) // pp)  # Megatron-Core derives VPP from the layout
+        except MoeplanError as exc:
+            raise _SettingError(str(exc), "pipeline_model_parallel_layout") from None
     elif vpp is None and per_stage:
         vpp = max(1, model.num_layers // (pp * per_stage))
     etp = _int(settings, "expert_tensor_parallel_size")
@@ -108,16 +131,19 @@ def _recompute_from(settings: Mapping[str, object]) -> Recompute:
     if granularity == "full":
         method = _str(settings, "recompute_method", "")
         if method not in ("uniform", "block"):
-            raise MoeplanError(f"full recompute needs recompute_method uniform or block, got {method or None!r}")
+            raise _SettingError(f"full recompute needs recompute_method uniform or block, got {method or None!r}",
+                                "recompute_method", "recompute_granularity")
         return Recompute("full", frozenset(), "uniform" if method == "uniform" else "block",
                          _int(settings, "recompute_num_layers") or 1)
     if granularity != "selective":
-        raise MoeplanError(f"recompute_granularity {granularity!r} unknown; Megatron-Core accepts full or selective")
+        raise _SettingError(f"recompute_granularity {granularity!r} unknown; Megatron-Core accepts full or selective",
+                            "recompute_granularity")
     modules = _strings(settings, "recompute_modules")
     modules = ["core_attn"] if modules is None else modules  # Megatron-Core default
     bad = [m for m in modules if m not in RECOMPUTE_MODULES]
     if bad:
-        raise MoeplanError(f"recompute module(s) {', '.join(bad)} unknown; Megatron-Core labels: {', '.join(RECOMPUTE_MODULES)}")
+        raise _SettingError(f"recompute module(s) {', '.join(bad)} unknown; Megatron-Core labels: "
+                            f"{', '.join(RECOMPUTE_MODULES)}", "recompute_modules")
     return Recompute("selective", frozenset(modules)) if modules else Recompute()
 
 
@@ -126,7 +152,8 @@ def _precision_from(settings: Mapping[str, object]) -> str:
         return "bf16"
     recipe = _str(settings, "fp8_recipe", "delayed")  # Megatron-Core default recipe
     if recipe not in FP8_RECIPE_TO_PRECISION:
-        raise MoeplanError(f"fp8_recipe '{recipe}' is not modelled; moeplan knows {', '.join(FP8_RECIPE_TO_PRECISION)}")
+        raise _SettingError(f"fp8_recipe '{recipe}' is not modelled; moeplan knows "
+                            f"{', '.join(FP8_RECIPE_TO_PRECISION)}", "fp8_recipe", "fp8")
     return FP8_RECIPE_TO_PRECISION[recipe]
 
 
@@ -135,14 +162,20 @@ def _dispatcher_from(settings: Mapping[str, object]) -> str:
     deepep = _bool(settings, "moe_enable_deepep")
     if kind in ("alltoall", "allgather"):
         if deepep:
-            raise MoeplanError("moe_enable_deepep needs moe_token_dispatcher_type flex")
+            raise _SettingError("moe_enable_deepep needs moe_token_dispatcher_type flex", "moe_enable_deepep")
         return kind
     if kind != "flex":
-        raise MoeplanError(f"moe_token_dispatcher_type '{kind}' unknown; Megatron-Core accepts allgather, alltoall, flex")
+        raise _SettingError(f"moe_token_dispatcher_type '{kind}' unknown; Megatron-Core accepts allgather, alltoall, "
+                            "flex", "moe_token_dispatcher_type")
     backend = "deepep" if deepep else _str(settings, "moe_flex_dispatcher_backend", "deepep")
     if backend not in FLEX_DISPATCHERS:
-        raise MoeplanError(f"moe_flex_dispatcher_backend '{backend}' is not modelled; moeplan knows deepep, hybridep")
+        raise _SettingError(f"moe_flex_dispatcher_backend '{backend}' is not modelled; moeplan knows deepep, "
+                            "hybridep", "moe_flex_dispatcher_backend")
     return backend
+
+
+_GRAPH_SCOPE_FIELDS = ("cuda_graph_modules", "cuda_graph_scope")
+_GRAPH_IMPL_FIELDS = ("cuda_graph_impl", "enable_cuda_graph", "external_cuda_graph")
 
 
 def _scopes_from(settings: Mapping[str, object]) -> frozenset[str]:
@@ -155,47 +188,63 @@ def _scopes_from(settings: Mapping[str, object]) -> frozenset[str]:
         return frozenset({"full_iteration"})
     scopes = frozenset(_strings(settings, "cuda_graph_modules") or _strings(settings, "cuda_graph_scope") or [])
     if not scopes or "full" in scopes:
-        raise MoeplanError("whole-layer CUDA graphs (scope 'full' / empty) are not modelled; list the scopes "
-                           f"({', '.join(CUDA_GRAPH_SCOPES)})")
+        raise _SettingError("whole-layer CUDA graphs (scope 'full' / empty) are not modelled; list the scopes "
+                            f"({', '.join(CUDA_GRAPH_SCOPES)})", *_GRAPH_SCOPE_FIELDS, *_GRAPH_IMPL_FIELDS)
     bad = sorted(s for s in scopes if s not in CUDA_GRAPH_SCOPES)
     if bad:
-        raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
+        raise _SettingError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from "
+                            f"{', '.join(CUDA_GRAPH_SCOPES)}", *_GRAPH_SCOPE_FIELDS)
     return scopes
 
 
 def _cp_comm_from(settings: Mapping[str, object]) -> str:
     kinds = set(_strings(settings, "cp_comm_type") or ["p2p"])
     if len(kinds) != 1:
-        raise MoeplanError(f"per-layer cp_comm_type {sorted(kinds)} is not modelled; use one type for all layers")
+        raise _SettingError(f"per-layer cp_comm_type {sorted(kinds)} is not modelled; use one type for all layers",
+                            "cp_comm_type")
     kind = kinds.pop()
     if kind not in CP_FROM_MCORE:
-        raise MoeplanError(f"cp_comm_type '{kind}' unknown; Megatron-Core accepts {', '.join(MCORE_CP_COMM_TYPES)}")
+        raise _SettingError(f"cp_comm_type '{kind}' unknown; Megatron-Core accepts {', '.join(MCORE_CP_COMM_TYPES)}",
+                            "cp_comm_type")
     return CP_FROM_MCORE[kind]
 
 
 def _model_with_mtp(model: ModelSpec, settings: Mapping[str, object]) -> ModelSpec:
     if "mtp_num_layers" not in settings:
         return model
-    return with_mtp_layers(model, _int(settings, "mtp_num_layers") or 0)
+    try:
+        return with_mtp_layers(model, _int(settings, "mtp_num_layers") or 0)
+    except MoeplanError as exc:
+        raise _SettingError(str(exc), "mtp_num_layers") from None
 
 
 def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu: GPUSpec | str,
                              *, mcore_version: str = DEFAULT_MCORE_VERSION) -> RunConfig:
     """A :class:`RunConfig` from Megatron settings (missing fields take Megatron-Core's defaults); ``gpu`` is a
-    :class:`GPUSpec` or a catalog name."""
+    :class:`GPUSpec` or a catalog name. A bad value raises MoeplanError; for a file's settings
+    (:class:`FileSettings`, what :mod:`moeplan.megatron.read` returns) it reads ``FILE:LINE: ...``, the line of
+    the field it is about (RunConfig's own checks included, :func:`_run_config`)."""
+    try:
+        return _run_config(settings, model, gpus, gpu, mcore_version)
+    except _SettingError as exc:
+        raise _located(settings, exc.fields, exc.reason) from None
+
+
+def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu: GPUSpec | str,
+                mcore_version: str) -> RunConfig:
     _check_sizes(settings)
     seq = _require(settings, "seq_length", "model.seq_length / --seq-length")
     gbs = _require(settings, "global_batch_size", "train.global_batch_size / --global-batch-size")
     optimizer, layer_wise = _optimizer_from(settings)
     fsdp = _fsdp_from(settings)
     if optimizer == "adam" and fsdp is None and not _bool(settings, "use_distributed_optimizer", True):
-        raise MoeplanError("use_distributed_optimizer is false; moeplan models Adam with the distributed optimizer "
-                           "or Megatron-FSDP, and Muon")
+        raise _SettingError("use_distributed_optimizer is false; moeplan models Adam with the distributed optimizer "
+                            "or Megatron-FSDP, and Muon", "use_distributed_optimizer")
     model = _model_with_mtp(model, settings)
     offload = _bool(settings, "optimizer_cpu_offload")
     fraction = _float(settings, "optimizer_offload_fraction")
     modules = _strings(settings, "offload_modules") if _bool(settings, "fine_grained_activation_offloading") else None
-    return RunConfig(
+    return _checked_run_config(settings, dict(
         model=model,
         parallel=_parallel_from(settings, model, gpus),
         batch=Batch(seq, gbs, _int(settings, "micro_batch_size") or 1),
@@ -223,7 +272,61 @@ def run_config_from_settings(settings: Mapping[str, object], model: ModelSpec, g
         muon_ns_steps=_int(settings, "muon_num_ns_steps") or 5,  # OptimizerConfig default
         muon_tp_mode=_str(settings, "muon_tp_mode", "blockwise"),
         muon_layer_wise=layer_wise,
-    )
+    ))
+
+
+# The settings fields each RunConfig argument built from a file's settings comes from (first: the one to point
+# at), for the line of an error RunConfig.__post_init__ raises (_checked_run_config).
+_RUN_FIELDS: dict[str, tuple[str, ...]] = {
+    "recompute": ("recompute_modules", "recompute_granularity", "recompute_method", "recompute_num_layers"),
+    "precision": ("fp8_recipe", "fp8"),
+    "dispatcher": ("moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "moe_enable_deepep"),
+    "cuda_graph_scopes": (*_GRAPH_SCOPE_FIELDS, *_GRAPH_IMPL_FIELDS),
+    "optimizer_offload": ("optimizer_offload_fraction", "optimizer_cpu_offload"),
+    "offload_modules": ("offload_modules", "fine_grained_activation_offloading"),
+    "capacity_factor": ("moe_expert_capacity_factor",),
+    "rank_capacity_factor": ("moe_expert_rank_capacity_factor",),
+    "grad_fp32": ("grad_reduce_in_fp32",),
+    "bf16_moments": ("exp_avg_dtype", "exp_avg_sq_dtype"),
+    "ep_overlap": ("overlap_moe_expert_parallel_comm",),
+    "delay_wgrad": ("delay_wgrad_compute", "overlap_moe_expert_parallel_comm"),
+    "tp_comm_overlap": ("tp_comm_overlap",),
+    "dp_overlap": ("overlap_grad_reduce",),
+    "cp_comm_type": ("cp_comm_type",),
+    "fsdp": ("use_megatron_fsdp", "data_parallel_sharding_strategy"),
+    "fsdp_double_buffer": ("fsdp_double_buffer",),
+    "optimizer": ("optimizer",),
+    "muon_ns_steps": ("muon_num_ns_steps",),
+    "muon_tp_mode": ("muon_tp_mode",),
+    "muon_layer_wise": ("optimizer", "use_layer_wise_distributed_optimizer", "use_distributed_optimizer"),
+}
+_RUN_DEFAULTS = {f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+                 for f in dataclasses.fields(RunConfig) if f.name in _RUN_FIELDS}
+
+
+def _checked_run_config(settings: Mapping[str, object], kwargs: dict[str, object]) -> RunConfig:
+    """RunConfig(**kwargs); where its own checks reject a value read from the file, a :class:`_SettingError`
+    naming the fields of the arguments the rejection rests on: those whose RunConfig default (the run without that
+    setting) takes the rejection away or changes it. The checks live in run.py (one owner); this finds which of the
+    file's settings tripped them rather than repeating them. Errors no file setting causes (a GPU name) pass as
+    they are."""
+    try:
+        return RunConfig(**kwargs)  # type: ignore[arg-type]
+    except MoeplanError as exc:
+        reason = str(exc)
+        causes: list[str] = []
+        for name, fields in _RUN_FIELDS.items():
+            if name not in kwargs or not any(f in settings for f in fields):
+                continue
+            try:
+                RunConfig(**{**kwargs, name: _RUN_DEFAULTS[name]})  # type: ignore[arg-type]
+            except MoeplanError as other:
+                if str(other) == reason:
+                    continue
+            causes += [f for f in fields if f in settings]
+        if not causes:  # not about the file's settings (a GPU name, ...)
+            raise
+        raise _SettingError(reason, *causes) from None
 
 
 def _delay_wgrad_from(settings: Mapping[str, object]) -> bool | None:
@@ -249,7 +352,7 @@ def _optimizer_from(settings: Mapping[str, object]) -> tuple[str, bool]:
         layer_wise = (name == "dist_muon" or _bool(settings, "use_layer_wise_distributed_optimizer")
                       or _bool(settings, "use_distributed_optimizer"))
         return "muon", layer_wise
-    raise MoeplanError(f"optimizer '{name}' is not modelled; moeplan knows adam, muon and dist_muon")
+    raise _SettingError(f"optimizer '{name}' is not modelled; moeplan knows adam, muon and dist_muon", "optimizer")
 
 
 def _fsdp_from(settings: Mapping[str, object]) -> str | None:
@@ -257,8 +360,8 @@ def _fsdp_from(settings: Mapping[str, object]) -> str | None:
         return None
     strategy = _str(settings, "data_parallel_sharding_strategy", "no_shard")  # DDP config default
     if strategy not in FSDP_STRATEGIES:
-        raise MoeplanError(f"data_parallel_sharding_strategy '{strategy}' unknown; Megatron-Core accepts "
-                           f"{', '.join(FSDP_STRATEGIES)}")
+        raise _SettingError(f"data_parallel_sharding_strategy '{strategy}' unknown; Megatron-Core accepts "
+                            f"{', '.join(FSDP_STRATEGIES)}", "data_parallel_sharding_strategy", "use_megatron_fsdp")
     return strategy
 
 

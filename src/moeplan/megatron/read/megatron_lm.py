@@ -54,7 +54,17 @@ for _knob in KNOBS:
         _MLM_KNOBS[_knob.mlm] = (_knob, True)
     if _knob.mlm_false:
         _MLM_KNOBS[_knob.mlm_false] = (_knob, False)
-_MLM_RECOMPUTE_ACTIVATIONS = "--recompute-activations"  # = --recompute-granularity selective (arguments.py)
+# --recompute-activations: Megatron-LM's megatron/training/arguments.py validate_args does
+#   if args.recompute_activations: args.recompute_granularity = 'selective'
+# after parsing, so it wins over any --recompute-granularity, wherever either stands. A leftover
+# --recompute-method then trips validate_args' own "recompute method is not yet supported for selective recomputing
+# granularity" assertion (not modelled by moeplan.megatron.asserts), and a leftover --recompute-num-layers
+# TransformerConfig.__post_init__'s ValueError "When using recompute_granularity: selective recompute_num_layers must
+# be None" (megatron/core/transformer/transformer_config.py, core_v0.16; it accepts a method with selective), which
+# `moeplan check` reports as mcore-recompute-num-layers.
+_MLM_RECOMPUTE_ACTIVATIONS = "--recompute-activations"
+_RECOMPUTE_ACTIVATIONS_WHY = ("Megatron-LM's validate_args sets recompute_granularity='selective' whenever "
+                              "--recompute-activations is given")
 
 
 def known_flags() -> tuple[str, ...]:
@@ -130,7 +140,7 @@ def parse_megatron_lm(text: str, origin: str) -> ParsedRun:
             i += 1 + used
             continue
         if flag == _MLM_RECOMPUTE_ACTIVATIONS:
-            col.knob(flag, KNOB_BY_FIELD["recompute_granularity"], 1, "selective", line)
+            col.knob(flag, KNOB_BY_FIELD["recompute_granularity"], -1, "selective", line, _RECOMPUTE_ACTIVATIONS_WHY)
         elif flag in _MLM_RECOGNISED:
             arch = _MLM_RECOGNISED[flag]
             if arch is not None:
