@@ -17,14 +17,14 @@ from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.knobs import ep_overlap_beyond_assert
 from moeplan.vocab import DEFAULT_GPU
-from moeplan.megatron.fields import check_settings, dp_assertions
+from moeplan.megatron.fields import VERSIONS, check_settings, dp_assertions, normalize_version
 from moeplan.megatron.asserts import FileView, tripped
 from moeplan.megatron.mcore import McoreNotRun, build_mcore_config, require_mcore
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
 from moeplan.parallel import hierarchical_cp_inner, layout_from_split_options
-from moeplan.megatron.export import overrides_to_megatron_lm
+from moeplan.megatron.export import overrides_to_megatron_lm, to_settings
 from moeplan.rules import Finding, knob_fix, lint, sort_findings
 from moeplan.run import RunConfig
 from moeplan.te_release import GROUPED_TENSOR_ENV
@@ -155,6 +155,24 @@ def _from_provenance(parsed: Any, path: str) -> _Provenance:
                        hardware=p.get("hardware"))
 
 
+def _writable(cfg: RunConfig) -> tuple[RunConfig | None, str | None]:
+    """(the run as a release can write it, why its target cannot): ``(cfg, None)`` where the target writes it; else
+    the run at the first later release that can (None: none can) and the target's refusal (export.to_settings)."""
+    try:
+        to_settings(cfg, cfg.mcore_version)
+        return cfg, None
+    except MoeplanError as exc:
+        lacks = str(exc)
+    for version in VERSIONS[VERSIONS.index(normalize_version(cfg.mcore_version)) + 1:]:
+        later = cfg.with_(mcore_version=version)
+        try:
+            to_settings(later, version)
+        except MoeplanError:
+            continue
+        return later, lacks
+    return None, lacks
+
+
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
              hardware_file: str | None = None, mcore_version: str | None = None,
              seq_len: int | None = None, te_version: str | None = None,
@@ -256,15 +274,24 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     # (knobs.ep_overlap_beyond_assert: else both).
     knob_hits = frozenset(rule.field for rule, _ in hits if rule.shares_knob
                           and (rule.id != "ep-a2a-overlap" or not ep_overlap_beyond_assert(cfg)))
-    findings += lint(cfg, gpu_spec, headroom=headroom, variable_seq_lengths=variable, unknown=tuple(parsed.unknown),
-                     lines=parsed.lines, known=known_keys(parsed.kind), cal=cal, reported_knobs=knob_hits)
+    fixable, lacks = _writable(cfg)
+    if lacks is not None:  # the target release cannot express the run: a finding, not an unreadable file
+        later = (f"; the other findings and fixes assume Megatron-Core {fixable.mcore_version}, the first release "
+                 "that can" if fixable is not None else "; no release moeplan knows can, so no other check ran")
+        findings.append(Finding("error", "mcore-release", f"{lacks}{later}",
+                                numbers={"target": cfg.mcore_version,
+                                         "first_release": None if fixable is None else fixable.mcore_version}))
+    if fixable is not None:
+        findings += lint(fixable, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
+                         unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal,
+                         reported_knobs=knob_hits)
     for rule, message in hits:
         fix: tuple[str, ...] = ()
         if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
             inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
             fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
-        elif rule.shares_knob and rule.field in knob_hits:
-            fix = knob_fix(cfg, rule.field)
+        elif rule.shares_knob and rule.field in knob_hits and fixable is not None:
+            fix = knob_fix(fixable, rule.field)
         lead = f"{rule.by} rejects this: " if rule.severity == "error" else f"{rule.by}: "
         findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},
                                 line=parsed.lines.get(rule.field)))

@@ -356,3 +356,21 @@ def test_overrides_become_megatron_lm_flags_by_the_field_table():
     assert got == ["--optimizer-cpu-offload", "--recompute-modules layernorm moe", "# remove --fsdp-double-buffer",
                    "--grad-reduce-in-bf16",
                    "# model.num_layers=48  (no Megatron-LM flag in moeplan's field table: set it by hand)"]
+
+
+@pytest.mark.parametrize("model,kw,target,first", [
+    ("qwen3-30b-a3b", dict(gpus=16, ep=16, dispatcher="hybridep"), "0.15", "0.16"),
+    ("qwen3-next-80b-a3b", dict(gpus=128, ep=16, cp=8, recompute="selective:layernorm,moe,gdn_norm_out"), "0.18", "0.19")])
+def test_a_file_its_target_release_cannot_run_is_a_finding_not_unreadable(model, kw, target, first, tmp_path, capsys):
+    """A readable file with a value its target release lacks (HybridEP before 0.16, gdn_norm_out before 0.19) exited
+    2 (unreadable) from inside the linter's fix writer; now it is an error finding (exit 1) and the other checks
+    run at the first release that can run it."""
+    cfg, _ = api.build_config(model, seq_len=32768, gbs=256, mcore_version="0.19", **kw)
+    run = tmp_path / "r.yaml"
+    run.write_text(export.to_yaml(cfg))
+    assert main(["check", str(run), "--mcore-version", target, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    (release,) = [f for f in out["findings"] if f["rule"] == "mcore-release"]
+    assert release["numbers"] == {"target": target, "first_release": first}
+    assert f"assume Megatron-Core {first}, the first release that can" in release["message"]
+    assert out["estimate"] is not None
