@@ -155,9 +155,12 @@ def _from_provenance(parsed: Any, path: str) -> _Provenance:
                        hardware=p.get("hardware"))
 
 
-def _writable(cfg: RunConfig) -> tuple[RunConfig | None, str | None]:
-    """(the run as a release can write it, why its target cannot): ``(cfg, None)`` where the target writes it; else
-    the run at the first later release that can (None: none can) and the target's refusal (export.to_settings)."""
+def _writable(cfg: RunConfig) -> tuple[RunConfig, str | None]:
+    """(the run as a release can write it, why its target cannot): ``(cfg, None)`` where the target writes it, or
+    where no later release does either (not a release's limit: a layout the linter reports); else the run at the
+    first later release that writes it, and the target's refusal (export.to_settings)."""
+    if cfg.layout_checks():
+        return cfg, None
     try:
         to_settings(cfg, cfg.mcore_version)
         return cfg, None
@@ -170,7 +173,7 @@ def _writable(cfg: RunConfig) -> tuple[RunConfig | None, str | None]:
         except MoeplanError:
             continue
         return later, lacks
-    return None, lacks
+    return cfg, None
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
@@ -276,21 +279,17 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
                           and (rule.id != "ep-a2a-overlap" or not ep_overlap_beyond_assert(cfg)))
     fixable, lacks = _writable(cfg)
     if lacks is not None:  # the target release cannot express the run: a finding, not an unreadable file
-        later = (f"; the other findings and fixes assume Megatron-Core {fixable.mcore_version}, the first release "
-                 "that can" if fixable is not None else "; no release moeplan knows can, so no other check ran")
-        findings.append(Finding("error", "mcore-release", f"{lacks}{later}",
-                                numbers={"target": cfg.mcore_version,
-                                         "first_release": None if fixable is None else fixable.mcore_version}))
-    if fixable is not None:
-        findings += lint(fixable, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
-                         unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal,
-                         reported_knobs=knob_hits)
+        findings.append(Finding("error", "mcore-release", f"{lacks}; the other findings and fixes assume Megatron-Core "
+                                f"{fixable.mcore_version}, the first release that can",
+                                numbers={"target": cfg.mcore_version, "first_release": fixable.mcore_version}))
+    findings += lint(fixable, gpu_spec, headroom=headroom, variable_seq_lengths=variable, unknown=tuple(parsed.unknown),
+                     lines=parsed.lines, known=known_keys(parsed.kind), cal=cal, reported_knobs=knob_hits)
     for rule, message in hits:
         fix: tuple[str, ...] = ()
         if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
             inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
             fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
-        elif rule.shares_knob and rule.field in knob_hits and fixable is not None:
+        elif rule.shares_knob and rule.field in knob_hits:
             fix = knob_fix(fixable, rule.field)
         lead = f"{rule.by} rejects this: " if rule.severity == "error" else f"{rule.by}: "
         findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},
