@@ -266,6 +266,12 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         findings.append(Finding("error", "conflict", conflict.message, line=conflict.line))
     for problem in check_settings(parsed.settings, cfg.mcore_version):
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
+    if parsed.settings.get("recompute_modules") and parsed.settings.get("recompute_granularity") is None:
+        # TransformerConfig reads recompute_modules only under recompute_granularity 'selective'
+        findings.append(Finding("warning", "recompute-modules-unused", "recompute_modules is set but "
+                                "recompute_granularity is not: Megatron-Core recomputes nothing; set "
+                                "recompute_granularity selective to recompute them",
+                                line=parsed.lines.get("recompute_modules")))
     for problem in dp_assertions(parsed.settings, cfg.mcore_version):  # Megatron-FSDP / Muon combinations
         findings.append(Finding("error", "mcore-assert", problem.message, line=parsed.lines.get(problem.field)))
     variable = bool(parsed.architecture.get("variable_seq_lengths") or parsed.settings.get("variable_seq_lengths"))

@@ -374,3 +374,16 @@ def test_a_file_its_target_release_cannot_run_is_a_finding_not_unreadable(model,
     assert release["numbers"] == {"target": target, "first_release": first}
     assert f"assume Megatron-Core {first}, the first release that can" in release["message"]
     assert out["estimate"] is not None
+
+
+def test_recompute_modules_without_a_granularity_is_a_warning(tmp_path):
+    """Megatron-Core recomputes nothing then (the modules are read only with granularity 'selective')."""
+    run = tmp_path / "r.yaml"
+    run.write_text("model:\n  seq_length: 4096\n  expert_model_parallel_size: 16\n  recompute_modules: [core_attn]\n"
+                   "train:\n  global_batch_size: 1024\n")
+    result = checker.check(str(run), model="qwen3-30b-a3b", gpus=16)
+    (found,) = [f for f in result.findings if f.rule == "recompute-modules-unused"]
+    assert found.severity == "warning" and found.line == 4 and result.config.recompute.granularity == "none"
+    run.write_text(run.read_text().replace("  recompute_modules", "  recompute_granularity: selective\n  recompute_modules"))
+    assert not [f for f in checker.check(str(run), model="qwen3-30b-a3b", gpus=16).findings
+                if f.rule == "recompute-modules-unused"]
