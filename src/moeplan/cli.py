@@ -192,7 +192,25 @@ def _print_json(obj: Any) -> None:
     except ValueError:
         raise MoeplanError(f"the result is not finite at '{_non_finite_path(obj)}' (an input beyond what the "
                            "model covers, e.g. a huge --capacity-factor); no JSON written") from None
-    sys.stdout.write(text + "\n")
+    _write_stdout(text + "\n")
+
+
+def _write_stdout(text: str) -> None:
+    """``text`` on standard output, all of it or BrokenPipeError: a large write into a pipe whose reader has gone
+    can return after its first part with no error from the text layer (a 0.5 MB `plan --json | head -1` exited 0,
+    not 141), so where stdout is a real file descriptor the bytes go out through os.write until none are left."""
+    if sys.stdout is not sys.__stdout__:  # captured or replaced stdout (tests, notebooks): its own write
+        sys.stdout.write(text)
+        return
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    data = text.encode(sys.stdout.encoding or "utf-8")
+    while data:
+        data = data[os.write(fd, data):]
 
 
 def _fmt_count(n: float) -> str:

@@ -82,3 +82,16 @@ def test_reader_leaving_after_one_line_is_exit_141_not_1(monkeypatch):
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_a_large_json_answer_into_a_closed_pipe_is_141_not_0():
+    """`plan ... --json | head -1` with ~0.5 MB of JSON exited 0: the one large write returned after its first
+    part with no error from the text layer (cli._write_stdout writes the bytes until none are left)."""
+    proc = subprocess.Popen([sys.executable, "-m", "moeplan", "plan", "deepseek-v3", "--gpus", "1024", "--seq-len",
+                             "128k", "--gbs", "1024", "--top", "50", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(2) == b"[\n"
+    proc.stdout.close()  # the reader leaves after its first line
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert proc.returncode == 141 and "Traceback" not in err, (proc.returncode, err)
