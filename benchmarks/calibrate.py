@@ -459,7 +459,7 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
     gaps = KNOWN_GAPS.replace("{published_ok}", f"{ok} of {len(ratios)}")
     for name, (measured, estimated) in _overlap_pairs(cal).items():
         gaps = gaps.replace(f"{{{name}_measured}}", f"{measured:.3f}").replace(f"{{{name}_moeplan}}", f"{estimated:.3f}")
-    lines += re.sub(r"\{ratio:([^}]+)\}", lambda m: f"{ratios[m[1]]:.2f}", gaps).splitlines()
+    lines += re.sub(r"\{ratio:([^}]+)\}", lambda m: f"{ratios[m[1]]:.3f}", gaps).splitlines()
     return "\n".join(lines) + "\n"
 
 
@@ -859,7 +859,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     each merged layer holds the forward dispatch's host sync, so the backward's per-expert launches can no
     longer run ahead; on the fastest plans' shapes a layer pair's launches (<= 5.3 ms) stay below its GPU
     work (7-19 ms): no change.
-  - Qwen3-235B-A22B 16K on 256 H100 ({ratio:qwen3-235b-a22b-H100-256-16384}): the row is one point of a CP series at one fixed layout
+  - Qwen3-235B-A22B 16K and 64K on 256 H100 ({ratio:qwen3-235b-a22b-H100-256-16384}, {ratio:qwen3-235b-a22b-H100-256-65536}; the 64K
+    row fell below 0.9 when the search came to refine 48 layouts whatever --top asks, and found EP32 CP8 VPP8 with
+    `layernorm` recompute and EP overlap): each row is one point of a CP series at one fixed layout
     (Megatron-MoE-ModelZoo best_practice/qwen3: 16K-128K all at TP4 PP8 VPP4 EP8, `A2A_OVERLAP=0`,
     recompute `layernorm moe`, CP 1-8), not a tuned choice. Its `moe` recompute is needed for memory, in
     moeplan too (65 GiB with `layernorm,moe`, 114 GiB with `layernorm,moe_act`, on 80 GB H100s; the

@@ -393,6 +393,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         others = {}
         why_not: list[str] = []  # an alternative the estimates put ahead: why it is not the plan's
         notes: dict[str, str] = {}  # what an alternative runs differently beside its dispatcher
+        over: list[str] = []  # alternatives that do not fit the budget
         for d in dispatcher_candidates(cfg, gpu):
             if d != cfg.dispatcher:
                 alt_cfg, changed = with_dispatcher(cfg, d)
@@ -400,6 +401,8 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                 others[d] = round(alt.time.tokens_per_s_per_gpu)
                 if changed:
                     notes[d] = changed
+                if alt.memory.total_bytes > budget:
+                    over.append(d)
                 ahead = alt.time.tokens_per_s_per_gpu / tps - 1
                 if ahead <= 0:
                     continue
@@ -420,7 +423,8 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                           f"{tps:,.0f} tokens/s/GPU with {ep_s:,.2f} s of exposed dispatch/combine per step"
                           f"{' (EP A2A overlap on)' if cfg.ep_overlap else ''}; alternatives: {alt_text or 'none'}"
                           + "".join(f"; {w}" for w in why_not) + ".",
-                          {"tokens_per_s": round(tps), "alternatives": others, "ep_comm_s": round(ep_s, 3)}))
+                          {"tokens_per_s": round(tps), "alternatives": others, "over_budget": over,
+                           "ep_comm_s": round(ep_s, 3)}))
     # --- CUDA graphs
     if cfg.cuda_graph_scopes:
         no_g = evaluate(cfg.with_(cuda_graph_scopes=frozenset()), gpu)

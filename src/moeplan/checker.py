@@ -72,6 +72,8 @@ class CheckResult:
     findings: list[Finding]
     estimate: Estimate | None = None
     notes: list[str] = field(default_factory=list)
+    fix_version: str | None = None  # the release the fixes are written for (the target, else the first that runs it)
+    file_paths: dict[str, str] = field(default_factory=dict)  # field -> the key or flag that set it in the file
 
     @property
     def errors(self) -> int:
@@ -96,7 +98,7 @@ class CheckResult:
         """A finding's fix in the file's own language: Megatron-LM arguments for a Megatron-LM argument list,
         else the Megatron Bridge overrides."""
         if self.kind == "megatron-lm":
-            return overrides_to_megatron_lm(finding.fix, self.config.mcore_version)
+            return overrides_to_megatron_lm(finding.fix, self.fix_version or self.config.mcore_version, self.file_paths)
         return list(finding.fix)
 
     def as_dict(self) -> dict[str, Any]:
@@ -305,7 +307,8 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     estimate = None
     if not cfg.layout_checks():
         estimate = evaluate(cfg, gpu_spec, cal)
-    return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate)
+    return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate,
+                       fix_version=fixable.mcore_version, file_paths=dict(parsed.paths))
 
 
 # Files whose warnings are about a config (the rest: import-time notices about this machine, deprecations).

@@ -343,9 +343,9 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
         p.add_argument("--rank-capacity-factor", type=float, metavar="F",
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
                             "(Megatron-Core 0.18+, HybridEP; Bridge perf recipes use 1.5)")
-        p.add_argument("--fsdp", default="off", choices=["off", *FSDP_STRATEGIES],
+        p.add_argument("--fsdp", default=None, choices=["off", *FSDP_STRATEGIES],  # None: off, or a --strategy file's
                        help="Megatron-FSDP data_parallel_sharding_strategy (use_megatron_fsdp, Megatron-Core 0.14+); "
-                            "off = distributed optimizer (default)")
+                            "off = distributed optimizer (default, or the --strategy file's)")
         _fsdp_buffer_argument(p)
 
 

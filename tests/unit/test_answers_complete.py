@@ -102,15 +102,16 @@ def test_cp_rationale_names_the_rule_and_the_plan_that_uses_the_start():
 
 
 def test_cp_rationale_never_passes_a_cp_only_variant_off_as_the_start():
-    """DeepSeek-V3 at 32K on 128 H100: plans 1-2 run CP 4, plan 3 a CP 8 layout (the guidance's start) at
-    ~600 tokens/s/GPU, while plan 1 with only CP changed to 8 runs at ~250. The rationale says the slow run
-    is plan 1's layout with only CP changed (and names it), and names the table's CP 8 plan beside it; it
-    never reads "CP 8 fits ... but runs at 254" as if that were what CP 8 gives."""
+    """Qwen3-235B-A22B at 32K on 256 H100: plan 1 runs CP 2 (the measured recipe's layout, a tie) and a later plan a
+    CP 8 layout (the guidance's start), while plan 1 with only CP changed to 8 runs slower. The rationale says the
+    slow run is plan 1's layout with only CP changed (and names it), and names the table's CP 8 plan beside it; it
+    never reads "CP 8 fits ... but runs at N" as if that were what CP 8 gives. (DeepSeek-V3 at 32K on 128 H100 was
+    the case until ties after plan 1 followed by speed: its plan 1 now runs CP 8.)"""
     from dataclasses import replace
 
     from moeplan.advice import cp_start
 
-    found = api.search_plans("deepseek-v3", gpu="h100", gpus=128, seq_len=32768, gbs=1024)
+    found = api.search_plans("qwen3-235b-a22b", gpu="h100", gpus=256, seq_len=32768, gbs=256)
     cp0 = cp_start(32768)
     first_with = {}
     for rank, p in enumerate(found.plans, 1):

@@ -387,3 +387,65 @@ def test_recompute_modules_without_a_granularity_is_a_warning(tmp_path):
     run.write_text(run.read_text().replace("  recompute_modules", "  recompute_granularity: selective\n  recompute_modules"))
     assert not [f for f in checker.check(str(run), model="qwen3-30b-a3b", gpus=16).findings
                 if f.rule == "recompute-modules-unused"]
+
+
+def _apply_megatron_lm_fix(args: list[str], lines: list[str]) -> list[str]:
+    """A user applying check's Megatron-LM fix lines: '# remove --flag' drops the flag and its values, any other
+    line's flags replace the same flags in the script."""
+    import shlex
+
+    def drop(tokens: list[str], flag: str) -> list[str]:
+        out, skip = [], False
+        for tok in tokens:
+            if tok.startswith("--"):
+                skip = tok == flag
+            if not skip:
+                out.append(tok)
+        return out
+
+    for line in lines:
+        if line.startswith("# remove "):
+            args = drop(args, line.removeprefix("# remove "))
+        elif not line.startswith("#"):
+            tokens = shlex.split(line)
+            args = drop(args, tokens[0]) + tokens
+    return args
+
+
+def test_megatron_lm_fixes_work_on_a_file_that_sets_recompute_by_recompute_activations(tmp_path):
+    """A fix to full recompute said --recompute-granularity full, which --recompute-activations overrides in
+    Megatron-LM (validate_args); the fix now removes it first, and applied, clears the finding (review)."""
+    import shlex
+
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=32768, gbs=64, ep=16)
+    args = export.to_megatron_lm_args(cfg) + ["--recompute-activations"]
+    run = tmp_path / "ra.txt"
+    run.write_text(export.provenance_comment(cfg) + "\n" + shlex.join(args) + "\n")
+    result = checker.check(str(run))
+    memory = next(f for f in result.findings if f.rule == "memory")
+    lines = result.fix_lines(memory)
+    assert lines[0] == "# remove --recompute-activations" and "--recompute-granularity full" in lines
+    run.write_text(export.provenance_comment(cfg) + "\n" + shlex.join(_apply_megatron_lm_fix(args, lines)) + "\n")
+    after = checker.check(str(run))
+    assert not [f for f in after.findings if f.severity == "error"], [f.rule for f in after.findings]
+    assert after.config.recompute.granularity == "full"
+
+
+def test_megatron_lm_fixes_say_remove_only_for_flags_the_file_has():
+    lines = export.overrides_to_megatron_lm(["ddp.fsdp_double_buffer=false", "model.recompute_modules=null"], "0.16",
+                                            {"recompute_modules": "--recompute-modules"})
+    assert lines == ["# remove --recompute-modules"]
+
+
+def test_megatron_lm_fixes_are_written_for_the_release_the_other_checks_ran_at(tmp_path):
+    """With an mcore-release finding the fixes come from the first release that runs the file; they were
+    translated with the target's field table, so 0.14+ flags read 'no Megatron-LM flag' on a 0.13 target."""
+    import shlex
+
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=32768, gbs=64, ep=16, dispatcher="hybridep")
+    run = tmp_path / "q.txt"
+    run.write_text(shlex.join(export.to_megatron_lm_args(cfg)) + "\n")
+    result = checker.check(str(run), model="qwen3-30b-a3b", gpus=16, mcore_version="0.13")
+    assert result.fix_version == "0.16" and any(f.rule == "mcore-release" for f in result.findings)
+    lines = [line for f in result.findings if f.fix for line in result.fix_lines(f)]
+    assert "--use-megatron-fsdp" in lines and not [line for line in lines if "no Megatron-LM flag" in line]

@@ -167,6 +167,10 @@ def test_dispatcher_leaves_the_guidance_order_only_for_a_resolved_gain(model, gp
         seen += 1
         mine = why["tokens_per_s"]
         for name, tps in why["alternatives"].items():
+            if name in why["over_budget"]:  # does not fit: not a choice (where it is faster, the text says why)
+                text = next(r["text"] for r in p["rationale"] if r["topic"] == "dispatcher")
+                assert tps <= mine or f"{name} needs" in text
+                continue
             assert tps <= mine * (1 + RESOLVED_GAIN) + 1, (p["parallel"], p["dispatcher"], name, tps, mine)
             if order[name] < order[p["dispatcher"]]:  # an earlier dispatcher was passed over: for a real gain
                 assert mine >= tps * (1 + RESOLVED_GAIN) - 1, (p["parallel"], p["dispatcher"], name, tps, mine)

@@ -17,6 +17,8 @@ RUNS = published_runs(shared_dir() / "reference") + [r for r in bridge_runs() if
 BELOW = {
     "qwen3-235b-a22b-H100-256-16384": "one point of a CP series at a fixed TP4 EP8 layout (estimated within 2% of "
                                       "its measurement); EP32 with TP x CP 8 needs no moe recompute, unmeasured",
+    "qwen3-235b-a22b-H100-256-65536": "the same fixed TP4 EP8 CP series at CP 4 (estimated within 6% of its "
+                                      "measurement); EP32 CP8 needs no moe recompute and overlaps EP, unmeasured",
     "deepseek-v3-b300-256-4096": "PP8 VPP1 EP8: no EP overlap and the VPP1 bubble; the next recipe moved to VPP2 "
                                  "with overlap; no B300 run with EP > 8 published, the one with VPP > 1 is an "
                                  "outlier (Qwen3-235B, below)",

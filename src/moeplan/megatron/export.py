@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import yaml
 
@@ -320,11 +320,15 @@ def to_megatron_lm_args(cfg: RunConfig, version: str | None = None) -> list[str]
     return args + ["--bf16"]
 
 
-def overrides_to_megatron_lm(overrides: Sequence[str], version: str) -> list[str]:
+def overrides_to_megatron_lm(overrides: Sequence[str], version: str,
+                             file_paths: Mapping[str, str] | None = None) -> list[str]:
     """Megatron Bridge overrides (``path=value``, as :func:`to_overrides` writes them) as Megatron-LM arguments, one
     shell fragment per override through the field table's flags: ``--optimizer-cpu-offload`` for
-    ``optimizer.optimizer_cpu_offload=true``; a flag to drop where the value is off or unset and the field has no
-    flag that says so; the override itself, marked, where Megatron-LM has no flag for the path."""
+    ``optimizer.optimizer_cpu_offload=true``. ``file_paths`` (field -> the flag that set it in the file,
+    moeplan.megatron.read ParsedRun.paths): a field the file set with another flag gets that flag removed first
+    (``--recompute-activations`` would make a granularity selective again: Megatron-LM's validate_args); a value
+    that is off or unset removes the field's flag only where the file has it. Without ``file_paths`` every removal
+    is said."""
     f = fields_for(version)
     by_path = {path: knob for knob in f.knobs.values() for path in (*f.bridge_paths(knob), *knob.bridge_read)}
     out = []
@@ -335,7 +339,13 @@ def overrides_to_megatron_lm(overrides: Sequence[str], version: str) -> list[str
             out.append(f"# {override}  (no Megatron-LM flag in moeplan's field table: set it by hand)")
             continue
         tokens = _mlm_tokens(knob, parse_override_value(text))
-        out.append(shlex.join(tokens) if tokens else f"# remove {knob.mlm}")
+        had = None if file_paths is None else file_paths.get(knob.field)
+        if had is not None and had.startswith("--") and had not in (knob.mlm, knob.mlm_false) and tokens:
+            out.append(f"# remove {had}")
+        if tokens:
+            out.append(shlex.join(tokens))
+        elif file_paths is None or had is not None:
+            out.append(f"# remove {had if had and had.startswith('--') else knob.mlm}")
     return out
 
 

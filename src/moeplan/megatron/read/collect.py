@@ -63,6 +63,7 @@ class ParsedRun:
     architecture: dict[str, object] = field(default_factory=dict)  # model architecture fields found
     conflicts: list[Conflict] = field(default_factory=list)  # two paths of a field disagree
     provenance: dict[str, str] = field(default_factory=dict)  # '# moeplan: model=... gpus=...' of an export
+    paths: dict[str, str] = field(default_factory=dict)  # the path (Bridge key or Megatron-LM flag) each setting came from
 
     def __post_init__(self) -> None:
         if not isinstance(self.settings, FileSettings):
@@ -101,6 +102,7 @@ class Collector:
             by_field.setdefault(knob.field, []).append((prio, path, value, line))
         settings: dict[str, object] = {}
         lines: dict[str, int] = {}
+        paths: dict[str, str] = {}
         conflicts: list[Conflict] = []
         for name, hits in by_field.items():
             hits.sort(key=lambda h: h[0])
@@ -112,6 +114,6 @@ class Collector:
                     why = f" ({self.why[path]})" if path in self.why else ""
                     conflicts.append(Conflict(self.origin, other_line, one_line(
                         f"{other}={other_value!r} disagrees with {path}={value!r} (line {line}); {path} wins{why}")))
-            settings[name], lines[name] = value, line
+            settings[name], lines[name], paths[name] = value, line, path
         return ParsedRun(FileSettings(settings, self.origin, lines), self.unknown, self.kind, lines, self.origin,
-                         self.ignored, self.architecture, conflicts)
+                         self.ignored, self.architecture, conflicts, paths=paths)

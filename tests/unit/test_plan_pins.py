@@ -1,0 +1,47 @@
+"""What a plan search is asked to hold stays held, and how many plans it shows does not change which is first."""
+
+from __future__ import annotations
+
+import pytest
+
+from moeplan import api
+
+
+@pytest.mark.parametrize("dispatcher", ["alltoall", "hybridep"])
+def test_a_pinned_dispatcher_is_every_plans(dispatcher):
+    """--dispatcher pinned only the refined layouts; the rest kept pass 1's first choice (DeepEP on H100)."""
+    plans = api.plan("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=256, top=20, fixed={"dispatcher": dispatcher})["plans"]
+    assert len(plans) == 20 and {p["dispatcher"] for p in plans} == {dispatcher}
+
+
+def test_how_many_plans_are_shown_does_not_change_plan_1():
+    """--top 10 refined more layouts than --top 5 and found another plan 1 (and a faster plan the default's
+    rationale had called 'the fastest estimate' missed): the search refines planner.REFINE_MIN layouts whatever
+    the count asked for, up to REFINE_MIN / 2 plans."""
+    from moeplan.planner import REFINE_MIN
+
+    kw = dict(gpu="h100", gpus=1024, seq_len=131072, gbs=1024)
+    firsts = [api.plan("deepseek-v3", top=top, **kw)["plans"] for top in (1, 5, 10, REFINE_MIN // 2)]
+    assert len({(str(p[0]["parallel"]), p[0]["dispatcher"], p[0]["recompute"]) for p in firsts}) == 1
+    assert len({p[0]["rationale"][0]["text"] for p in firsts}) == 1  # its tie text names the same fastest estimate
+
+
+def test_a_saved_strategy_keeps_its_megatron_fsdp(tmp_path, capsys):
+    """estimate --strategy took its own --fsdp default ('off') as given and dropped the file's optim_grads_params
+    (DeepSeek-V3 on 256 GB200 at 32K: 162.5 GiB planned, 180.3 estimated)."""
+    import json
+
+    from moeplan.cli import main
+
+    strategy = tmp_path / "s.yaml"
+    run = ["deepseek-v3", "--gpu", "gb200", "--gpus", "256", "--seq-len", "32k"]
+    assert main(["plan", *run, "--gbs", "256", "--fsdp", "optim_grads_params", "--top", "1", "--save-strategy",
+                 str(strategy), "--json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)
+    assert plan["fsdp"] == "optim_grads_params"
+    assert main(["estimate", *run, "--strategy", str(strategy), "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["fsdp"] == "optim_grads_params" and est["memory_gib"]["total"] == plan["memory_gib"]["total"]
+    assert est["tokens_per_s_per_gpu"] == plan["tokens_per_s_per_gpu"]
+    assert main(["estimate", *run, "--strategy", str(strategy), "--fsdp", "off", "--json"]) == 0  # a flag given wins
+    assert json.loads(capsys.readouterr().out)["fsdp"] is None
