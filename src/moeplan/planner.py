@@ -44,7 +44,7 @@ from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.fsdp import label as fsdp_label
 from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes, shared_fields_key
-from moeplan.models.spec import ModelSpec
+from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline,
                               check_layout, expert_rules, interleaving_problem, mixer_rules, pipeline_rules,
                               sequence_rules, with_balanced_layout)
@@ -185,6 +185,16 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
+def _largest_gdn_cp(spec: ModelSpec) -> float:
+    """The largest power-of-two CP whose group divides every Gated DeltaNet layer's key and value heads (at TP 1;
+    inf without such layers)."""
+    heads = [h for m in spec.distinct_mixers if isinstance(m, GatedDeltaNet) for h in (m.num_key_heads, m.num_value_heads)]
+    if not heads:
+        return math.inf
+    g = math.gcd(*heads)
+    return float(g & -g)  # its largest power-of-two divisor
+
+
 def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch,
                     space: SearchSpace) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]]:
     """The sizes the search tries, each pinned by ``space`` or from its range: (TP, CP, PP, EP, MBS, ETP)."""
@@ -196,9 +206,12 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch,
     # CP the GPU count allows: with fewer GPUs than seq/4096 the guidance's "adjust" is toward that CP,
     # not to no CP at all (16 GPUs at 1M tokens: CP 4-16, where CP 64-1024 would leave no layout to try)
     pow2s = _pow2_upto(gpus)
-    low = min(cp0, pow2s[-1]) / 4
+    # and at the largest CP the model's Gated DeltaNet heads allow (head-parallel CP: parallel.check_layout
+    # gdn-heads-cp; Qwen3-Next's 16 key heads stop at CP 16, where 512K tokens would start the range at CP 128)
+    cap = _largest_gdn_cp(spec)
+    low = min(cp0, pow2s[-1], cap) / 4
     always = {1} if (cp0 <= 4 or any(layer.is_linear_attention for layer in spec.layers)) else set()
-    cps = [space.cp] if space.cp else sorted(always | {c for c in pow2s if low <= c <= cp0 * 4})
+    cps = [space.cp] if space.cp else sorted(always | {c for c in pow2s if low <= c <= min(cp0 * 4, cap)})
     pps = [space.pp] if space.pp else [p for p in _pow2_upto(min(32, spec.num_layers)) if p <= gpus]
     eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])

@@ -45,3 +45,19 @@ def test_a_saved_strategy_keeps_its_megatron_fsdp(tmp_path, capsys):
     assert est["tokens_per_s_per_gpu"] == plan["tokens_per_s_per_gpu"]
     assert main(["estimate", *run, "--strategy", str(strategy), "--fsdp", "off", "--json"]) == 0  # a flag given wins
     assert json.loads(capsys.readouterr().out)["fsdp"] is None
+
+
+def test_gated_deltanet_models_search_the_cp_their_heads_allow_at_long_length():
+    """Qwen3-Next's 16 key heads allow CP up to 16 (head-parallel CP); at 512K the range started at seq/4096 = 128
+    and tried only CP 1 besides, so 512 H100 had 'no layout fits' where CP 16 fits in 63 GiB."""
+    from moeplan.models import load_model
+    from moeplan.parallel import Batch
+    from moeplan.planner import SearchSpace, candidate_sizes
+    from moeplan.hardware import load_gpu
+
+    spec = load_model("qwen3-next-80b-a3b")
+    _, cps, *_ = candidate_sizes(spec, load_gpu("h100"), 512, Batch(524288, 64, 1), SearchSpace())
+    assert cps == [1, 4, 8, 16]
+    plans = api.plan("qwen3-next-80b-a3b", gpu="h100", gpus=512, seq_len=524288, gbs=64, top=1,
+                     mcore_version="0.18")["plans"]
+    assert plans and plans[0]["parallel"]["cp"] == 16
