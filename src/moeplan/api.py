@@ -508,22 +508,22 @@ def gbs_for(seq_len: int, gbs_tokens: int) -> int:
     return gbs_tokens // seq_len
 
 
-def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int) -> None:
-    """A token budget must hold a whole number of sequences at every length: else one MoeplanError that suggests
-    the nearest budgets that do (multiples of the lengths' least common multiple)."""
-    longest = max(seq_lens)
+def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int, name: str = "--gbs-tokens") -> None:
+    """A token budget (``name``, as the user gave it) must hold a whole number of sequences at every length: else
+    one MoeplanError that suggests the nearest budgets that do (multiples of the lengths' least common multiple)."""
+    longest, step = max(seq_lens), math.lcm(*seq_lens)
     if gbs_tokens < longest:
-        raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is less than one sequence of {longest:,} tokens")
+        raise MoeplanError(f"{name} {gbs_tokens:,} is less than one sequence of {longest:,} tokens; use {step:,} or a "
+                           "multiple" + ("" if len(seq_lens) == 1 else " (whole sequences at every length)"))
     bad = [s for s in seq_lens if gbs_tokens % s]
     if not bad:
         return
-    step = math.lcm(*seq_lens)
     lo, hi = max(step, gbs_tokens // step * step), (gbs_tokens // step + 1) * step
     use = " or ".join(dict.fromkeys(f"{n:,}" + (f" (GBS {n // seq_lens[0]})" if len(seq_lens) == 1 else "")
                                     for n in (lo, hi)))
     every = "" if len(seq_lens) == 1 else (f" at every length (multiples of {step:,}, the least common multiple of "
                                            f"{', '.join(f'{s:,}' for s in seq_lens)})")
-    raise MoeplanError(f"--gbs-tokens {gbs_tokens:,} is not a whole number of {bad[0]:,}-token sequences "
+    raise MoeplanError(f"{name} {gbs_tokens:,} is not a whole number of {bad[0]:,}-token sequences "
                        f"({gbs_tokens / bad[0]:,.2f}); use {use}{every}")
 
 

@@ -1077,6 +1077,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
         if args.sweep:
             # the same run settings as the report's plans (numerics, imbalance, reserve, versions); a length with
             # no plan is a row saying why, even where no length has a valid layout (the plans answer the question)
+            api.check_gbs_tokens(args.sweep, args.gbs * args.seq_len, "the token budget (--gbs x --seq-len)")
             rows = api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len, progress=progress,
                              all_invalid_raises=False, **_sweep_kwargs(args))
     finally:

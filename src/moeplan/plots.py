@@ -701,7 +701,7 @@ def sweep_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
                                 ha="center", fontsize=7)
         if name:
             handles.append(Line2D([], [], color=c, marker="o", label=_plain(name)))
-    for cap in sorted({round(float(r["capacity_gib"]), 2) for r in rows}):
+    for cap in sorted({round(float(r["capacity_gib"]), 6) for r in rows}):  # labelled as every other plot: 79.6
         ax_mem.axhline(cap, color=BAD_COLOR, ls="--", lw=1.2)
         ax_mem.annotate(f"capacity {cap:.1f} GiB", (0.0, cap), xycoords=("axes fraction", "data"),
                         xytext=(4, 3), textcoords="offset points", fontsize=8, color=BAD_COLOR)

@@ -443,3 +443,15 @@ def test_explain_json_answers_on_exit_1_and_estimates_share_the_plans_run_keys(c
                 "rank_capacity_factor", "optimizer_offload", "offload_modules", "grad_fp32", "bf16_moments", "optimizer",
                 "fsdp", "fsdp_double_buffer"}
     assert run_keys <= set(plan) and run_keys <= set(est)
+
+
+def test_token_budget_errors_suggest_a_budget_and_name_the_flag_the_user_has(capsys, tmp_path):
+    """A budget below the longest sequence now suggests one (the README's own example gave none), and report, which
+    has no --gbs-tokens, names its own budget (--gbs x --seq-len) and writes nothing."""
+    assert main(["sweep", "deepseek-v3", "--gpus", "64", "--seq-len", "32k,1m", "--gbs-tokens", "512k"]) == 2
+    assert "use 1,048,576 or a multiple" in capsys.readouterr().err
+    html = tmp_path / "r.html"
+    assert main(["report", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64", "--sweep", "4k,100001",
+                 "--html", str(html)]) == 2
+    err = capsys.readouterr().err
+    assert "the token budget (--gbs x --seq-len) 262,144" in err and "--gbs-tokens" not in err and not html.exists()
