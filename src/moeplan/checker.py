@@ -157,10 +157,11 @@ def _from_provenance(parsed: Any, path: str) -> _Provenance:
                        hardware=p.get("hardware"))
 
 
-def _writable(cfg: RunConfig) -> tuple[RunConfig, str | None]:
-    """(the run as a release can write it, why its target cannot): ``(cfg, None)`` where the target writes it, or
-    where no later release does either (not a release's limit: a layout the linter reports); else the run at the
-    first later release that writes it, and the target's refusal (export.to_settings)."""
+def _writable(cfg: RunConfig) -> tuple[RunConfig | None, str | None]:
+    """(the run as a release can write it, why its target cannot): ``(cfg, None)`` where the target writes it or
+    its layout is invalid (the linter reports that); the run at the first later release that writes it and the
+    target's refusal; ``(None, refusal)`` where no release writes it (a combination Megatron refuses in every
+    release, e.g. a token budget per rank without HybridEP: the fixes, which are written runs, cannot be made)."""
     if cfg.layout_checks():
         return cfg, None
     try:
@@ -175,7 +176,7 @@ def _writable(cfg: RunConfig) -> tuple[RunConfig, str | None]:
         except MoeplanError:
             continue
         return later, lacks
-    return cfg, None
+    return None, lacks
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
@@ -286,18 +287,23 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     knob_hits = frozenset(rule.field for rule, _ in hits if rule.shares_knob
                           and (rule.id != "ep-a2a-overlap" or not ep_overlap_beyond_assert(cfg)))
     fixable, lacks = _writable(cfg)
-    if lacks is not None:  # the target release cannot express the run: a finding, not an unreadable file
+    if fixable is None:  # no release runs it: a finding (not an unreadable file); no fix can be written after it
+        findings.append(Finding("error", "mcore-settings", f"{lacks}; no Megatron-Core release runs this, so the other "
+                                "checks wait until it is mended"))
+    elif lacks is not None:  # the target release cannot express the run: a finding, not an unreadable file
         findings.append(Finding("error", "mcore-release", f"{lacks}; the other findings and fixes assume Megatron-Core "
                                 f"{fixable.mcore_version}, the first release that can",
                                 numbers={"target": cfg.mcore_version, "first_release": fixable.mcore_version}))
-    findings += lint(fixable, gpu_spec, headroom=headroom, variable_seq_lengths=variable, unknown=tuple(parsed.unknown),
-                     lines=parsed.lines, known=known_keys(parsed.kind), cal=cal, reported_knobs=knob_hits)
+    if fixable is not None:
+        findings += lint(fixable, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
+                         unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal,
+                         reported_knobs=knob_hits)
     for rule, message in hits:
         fix: tuple[str, ...] = ()
         if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
             inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
             fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
-        elif rule.shares_knob and rule.field in knob_hits:
+        elif rule.shares_knob and rule.field in knob_hits and fixable is not None:
             fix = knob_fix(fixable, rule.field)
         lead = f"{rule.by} rejects this: " if rule.severity == "error" else f"{rule.by}: "
         findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},
@@ -308,7 +314,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     if not cfg.layout_checks():
         estimate = evaluate(cfg, gpu_spec, cal)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate,
-                       fix_version=fixable.mcore_version, file_paths=dict(parsed.paths))
+                       fix_version=None if fixable is None else fixable.mcore_version, file_paths=dict(parsed.paths))
 
 
 # Files whose warnings are about a config (the rest: import-time notices about this machine, deprecations).

@@ -449,3 +449,15 @@ def test_megatron_lm_fixes_are_written_for_the_release_the_other_checks_ran_at(t
     assert result.fix_version == "0.16" and any(f.rule == "mcore-release" for f in result.findings)
     lines = [line for f in result.findings if f.fix for line in result.fix_lines(f)]
     assert "--use-megatron-fsdp" in lines and not [line for line in lines if "no Megatron-LM flag" in line]
+
+
+def test_a_combination_no_release_runs_is_a_finding_not_unreadable(tmp_path, capsys):
+    """A token budget per rank with alltoall (Megatron needs HybridEP for it in every release) exited 2 from inside
+    the linter's fix writer (review)."""
+    run = tmp_path / "rc.yaml"
+    run.write_text("model:\n  seq_length: 4096\n  expert_model_parallel_size: 16\n  moe_token_dispatcher_type: alltoall\n"
+                   "  moe_expert_rank_capacity_factor: 1.5\ntrain:\n  global_batch_size: 1024\n")
+    assert main(["check", str(run), "--model", "qwen3-30b-a3b", "--gpus", "16", "--mcore-version", "0.18", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [f["rule"] for f in out["findings"] if f["severity"] == "error"] == ["mcore-settings"]
+    assert "needs the HybridEP dispatcher" in out["findings"][0]["message"]

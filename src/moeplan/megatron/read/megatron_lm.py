@@ -58,7 +58,7 @@ for _knob in KNOBS:
 #   if args.recompute_activations: args.recompute_granularity = 'selective'
 # after parsing, so it wins over any --recompute-granularity, wherever either stands. A leftover
 # --recompute-method then trips validate_args' own "recompute method is not yet supported for selective recomputing
-# granularity" assertion (not modelled by moeplan.megatron.asserts), and a leftover --recompute-num-layers
+# granularity" assertion (moeplan.megatron.asserts recompute-method-selective), and a leftover --recompute-num-layers
 # TransformerConfig.__post_init__'s ValueError "When using recompute_granularity: selective recompute_num_layers must
 # be None" (megatron/core/transformer/transformer_config.py, core_v0.16; it accepts a method with selective), which
 # `moeplan check` reports as mcore-recompute-num-layers.
