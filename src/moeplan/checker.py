@@ -271,9 +271,10 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
     if parsed.settings.get("recompute_modules") and parsed.settings.get("recompute_granularity") is None:
         # TransformerConfig reads recompute_modules only under recompute_granularity 'selective'
-        findings.append(Finding("warning", "recompute-modules-unused", "recompute_modules is set but "
-                                "recompute_granularity is not: Megatron-Core recomputes nothing; set "
-                                "recompute_granularity selective to recompute them",
+        mods, gran = (("--recompute-modules", "--recompute-granularity") if parsed.kind == "megatron-lm"
+                      else ("recompute_modules", "recompute_granularity"))  # in the file's own words
+        findings.append(Finding("warning", "recompute-modules-unused", f"{mods} is set but {gran} is not: "
+                                f"Megatron-Core recomputes nothing; set {gran} selective to recompute them",
                                 line=parsed.lines.get("recompute_modules")))
     for problem in dp_assertions(parsed.settings, cfg.mcore_version):  # Megatron-FSDP / Muon combinations
         findings.append(Finding("error", "mcore-assert", problem.message, line=parsed.lines.get(problem.field)))

@@ -461,3 +461,12 @@ def test_a_combination_no_release_runs_is_a_finding_not_unreadable(tmp_path, cap
     out = json.loads(capsys.readouterr().out)
     assert [f["rule"] for f in out["findings"] if f["severity"] == "error"] == ["mcore-settings"]
     assert "needs the HybridEP dispatcher" in out["findings"][0]["message"]
+
+
+def test_recompute_modules_unused_speaks_the_files_language(tmp_path):
+    run = tmp_path / "r.txt"
+    run.write_text("--seq-length 4096 --global-batch-size 1024 --expert-model-parallel-size 16 "
+                   "--recompute-modules core_attn\n")
+    (found,) = [f for f in checker.check(str(run), model="qwen3-30b-a3b", gpus=16).findings
+                if f.rule == "recompute-modules-unused"]
+    assert found.message.startswith("--recompute-modules is set but --recompute-granularity is not")
