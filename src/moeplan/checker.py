@@ -169,14 +169,16 @@ def _writable(cfg: RunConfig) -> tuple[RunConfig | None, str | None]:
         return cfg, None
     except MoeplanError as exc:
         lacks = str(exc)
+    newest = lacks
     for version in VERSIONS[VERSIONS.index(normalize_version(cfg.mcore_version)) + 1:]:
         later = cfg.with_(mcore_version=version)
         try:
             to_settings(later, version)
-        except MoeplanError:
+        except MoeplanError as exc:
+            newest = str(exc)
             continue
         return later, lacks
-    return None, lacks
+    return None, newest  # the newest release's refusal: what no upgrade mends
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,

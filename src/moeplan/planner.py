@@ -210,6 +210,8 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch,
     # gdn-heads-cp; Qwen3-Next's 16 key heads stop at CP 16, where 512K tokens would start the range at CP 128)
     cap = _largest_gdn_cp(spec)
     low = min(cp0, pow2s[-1], cap) / 4
+    if cap < math.inf:  # a CP that TP x CP must divide the heads by: every CP from 2, so TP 4 / 8 keep CP 2 / 4
+        low = min(low, 2)
     always = {1} if (cp0 <= 4 or any(layer.is_linear_attention for layer in spec.layers)) else set()
     cps = [space.cp] if space.cp else sorted(always | {c for c in pow2s if low <= c <= min(cp0 * 4, cap)})
     pps = [space.pp] if space.pp else [p for p in _pow2_upto(min(32, spec.num_layers)) if p <= gpus]
@@ -719,8 +721,8 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                 ok, cfg, smallest, fit_sh = True, trial, total, sh
                 break
             peaks[sh] = total
-        if not ok:  # its peaks are the closest-miss runs' unless the user pinned another dispatcher
-            misses.append((min(statics.values()), index, par, mbs, peaks if space.dispatcher in (None, disp) else {}))
+        if not ok:  # its peaks are the closest-miss runs' (run with the pinned dispatcher, where one is pinned)
+            misses.append((min(statics.values()), index, par, mbs, peaks))
             continue
         feasible += 1
         # the bound costs layers only, which the sharding choice does not change (it adds DP communication)

@@ -435,6 +435,10 @@ def test_megatron_lm_fixes_say_remove_only_for_flags_the_file_has():
     lines = export.overrides_to_megatron_lm(["ddp.fsdp_double_buffer=false", "model.recompute_modules=null"], "0.16",
                                             {"recompute_modules": "--recompute-modules"})
     assert lines == ["# remove --recompute-modules"]
+    # the opposite flag of a boolean goes too, else the file would hold both (review)
+    lines = export.overrides_to_megatron_lm(["mixed_precision.grad_reduce_in_fp32=false"], "0.16",
+                                            {"grad_reduce_in_fp32": "--accumulate-allreduce-grads-in-fp32"})
+    assert lines == ["# remove --accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16"]
 
 
 def test_megatron_lm_fixes_are_written_for_the_release_the_other_checks_ran_at(tmp_path):
@@ -461,6 +465,10 @@ def test_a_combination_no_release_runs_is_a_finding_not_unreadable(tmp_path, cap
     out = json.loads(capsys.readouterr().out)
     assert [f["rule"] for f in out["findings"] if f["severity"] == "error"] == ["mcore-settings"]
     assert "needs the HybridEP dispatcher" in out["findings"][0]["message"]
+    # at a target before 0.18 the reason is still the one no upgrade mends, not 'needs Megatron-Core >= 0.18'
+    assert main(["check", str(run), "--model", "qwen3-30b-a3b", "--gpus", "16", "--json"]) == 1
+    (message,) = [f["message"] for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "mcore-settings"]
+    assert "needs the HybridEP dispatcher" in message and ">= 0.18" not in message
 
 
 def test_recompute_modules_unused_speaks_the_files_language(tmp_path):

@@ -340,7 +340,7 @@ def overrides_to_megatron_lm(overrides: Sequence[str], version: str,
             continue
         tokens = _mlm_tokens(knob, parse_override_value(text))
         had = None if file_paths is None else file_paths.get(knob.field)
-        if had is not None and had.startswith("--") and had not in (knob.mlm, knob.mlm_false) and tokens:
+        if had is not None and had.startswith("--") and tokens and had != tokens[0]:  # another flag, or the opposite one
             out.append(f"# remove {had}")
         if tokens:
             out.append(shlex.join(tokens))
