@@ -35,6 +35,7 @@ from moeplan.vocab import (
     OPTIMIZERS,
     PRECISIONS,
     RESOLVED_GAIN,
+    REFINE_MIN,
     TRACE_DETAIL_MICROBATCHES,
 )
 
@@ -1353,7 +1354,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_arguments(p, layout=False)
-    p.add_argument("--top", type=positive_int, default=5, help="plans to show (default 5)")
+    p.add_argument("--top", type=positive_int, default=5,
+                   help=f"plans to show (default 5); the search refines {REFINE_MIN} layouts whatever --top asks up to "
+                        f"{REFINE_MIN // 2}, so plan 1 is the same for any of them (beyond, 2 layouts per plan)")
     p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
                    help=f"share of HBM left free (default {DEFAULT_HEADROOM:.2f})")
     p.add_argument("--format", default="table", choices=["table", "overrides", "yaml", "megatron-lm"],

@@ -51,7 +51,7 @@ from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_
 from moeplan.run import Recompute, RunConfig
 from moeplan.timeline import gc_paused
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
-from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
+from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, REFINE_MIN, RESOLVED_GAIN
 
 OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 # From Megatron-Core 0.18, dropless MoE can run sync-free with fixed per-rank HybridEP buffers
@@ -60,7 +60,6 @@ OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 # (perf_recipes/deepseek/common.py, _enable_deepseek_full_iteration_mxfp8, v0.6.0).
 FULL_ITERATION = frozenset({"full_iteration"})
 RANK_CAPACITY_FACTOR = 1.5
-REFINE_MIN = 48  # layouts refined in phase 2 (at least; else 2 per requested plan)
 # A layout is skipped only when its throughput bound is below the slowest kept layout by more than
 # this relative margin: the bound and the estimate add the same terms in different orders.
 BOUND_SLACK = 1e-9

@@ -87,8 +87,13 @@ RESOLVED_GAIN = 0.01
 # 32,768 operations and 31,744 PP flows are most of that).
 TRACE_DETAIL_MICROBATCHES = 64  # moeplan.timeline.trace_detail applies it; --trace's help names it
 
+# Layouts a plan search refines (dispatcher, EP overlap, CUDA graphs, sharding) at least, whatever --top asks: plan 1
+# is the same for any --top up to half of it (beyond, 2 layouts per plan asked). moeplan.planner applies it; `plan
+# --help` names it. With 12, `--top 10` found another plan 1 than the default 5 (2026-12-04).
+REFINE_MIN = 48
+
 __all__ = [
     "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS", "FLEX_DISPATCHERS",
     "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
-    "RECOMPUTE_MODULES", "RESOLVED_GAIN", "RecomputeGranularity", "TRACE_DETAIL_MICROBATCHES",
+    "RECOMPUTE_MODULES", "REFINE_MIN", "RESOLVED_GAIN", "RecomputeGranularity", "TRACE_DETAIL_MICROBATCHES",
 ]

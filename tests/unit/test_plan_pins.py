@@ -16,9 +16,9 @@ def test_a_pinned_dispatcher_is_every_plans(dispatcher):
 
 def test_how_many_plans_are_shown_does_not_change_plan_1():
     """--top 10 refined more layouts than --top 5 and found another plan 1 (and a faster plan the default's
-    rationale had called 'the fastest estimate' missed): the search refines planner.REFINE_MIN layouts whatever
+    rationale had called 'the fastest estimate' missed): the search refines vocab.REFINE_MIN layouts whatever
     the count asked for, up to REFINE_MIN / 2 plans."""
-    from moeplan.planner import REFINE_MIN
+    from moeplan.vocab import REFINE_MIN
 
     kw = dict(gpu="h100", gpus=1024, seq_len=131072, gbs=1024)
     firsts = [api.plan("deepseek-v3", top=top, **kw)["plans"] for top in (1, 5, 10, REFINE_MIN // 2)]
