@@ -366,6 +366,19 @@ def test_token_budget_shorter_than_a_length_is_an_argument_error_as_documented(c
     assert "not a whole number of sequences at some length" in sweep_help
 
 
+def _record_estimated_lengths(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sequence lengths api.estimate_run is called at, from now on (the call still runs)."""
+    lengths: list[int] = []
+    real = api.estimate_run
+
+    def estimate_run(model, **kw):
+        lengths.append(kw["seq_len"])
+        return real(model, **kw)
+
+    monkeypatch.setattr(api, "estimate_run", estimate_run)
+    return lengths
+
+
 def test_explain_stops_at_the_first_invalid_length(monkeypatch):
     """explain's lengths (sweep_points with first_invalid_raises): the first length without a valid layout raises
     its InvalidLayout, by type, and the next length is not planned; a sweep still plans every length."""
@@ -384,14 +397,7 @@ def test_explain_stops_at_the_first_invalid_length(monkeypatch):
         api.sweep_points("qwen3-30b-a3b", first_invalid_raises=True, **kw)
     assert planned == [65536]
     # a held layout (DP 32 > GBS 16 at 64K, valid at 32K): its estimate at the second length is not made either
-    held: list[int] = []
-    real_estimate = api.estimate_run
-
-    def estimate_run(model, **kw):
-        held.append(kw["seq_len"])
-        return real_estimate(model, **kw)
-
-    monkeypatch.setattr(api, "estimate_run", estimate_run)
+    held = _record_estimated_lengths(monkeypatch)
     with pytest.raises(InvalidLayout, match="GBS 16 is not divisible"):
         api.sweep_points("qwen3-30b-a3b", hold={"ep": 8}, first_invalid_raises=True, **kw)
     assert held == [65536]
@@ -402,14 +408,7 @@ def test_explain_stops_at_the_first_invalid_length(monkeypatch):
 
 
 def test_explain_model_with_an_invalid_first_length_is_one_line_exit_2(capsys, monkeypatch):
-    held: list[int] = []
-    real = api.estimate_run
-
-    def estimate_run(model, **kw):
-        held.append(kw["seq_len"])
-        return real(model, **kw)
-
-    monkeypatch.setattr(api, "estimate_run", estimate_run)
+    held = _record_estimated_lengths(monkeypatch)
     code, out, err = _run(capsys, "explain", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "32", "--seq-len", "64k,32k",
                           "--gbs-tokens", "1m", "--ep", "8")
     assert code == 2 and not out and held == [65536]
