@@ -266,12 +266,13 @@ def main() -> int:
         print(f"CV without {g}: RMS {math.sqrt(float(np.mean(cv[g] ** 2))):.3f}", file=sys.stderr)
     all_cv = np.concatenate(list(cv.values()))
     band = math.sqrt(float(np.mean(all_cv**2)))
-    evidence = out_of_fit_evidence(replace(cal, error_band_log=band), fit_features(obs))
+    fitted = fit_features(obs)
+    evidence = out_of_fit_evidence(replace(cal, error_band_log=band), fitted)
     bands = out_of_fit_bands(evidence)
-    for f in unmeasured_features(evidence, fit_features(obs)):
+    for f in unmeasured_features(evidence, fitted):
         print(f"warning: no fitted or measured run has {MODEL_FEATURES[f]} ({f}): estimates of such models are not "
               "flagged as outside the fit; add a measured run to tests/data/out_of_fit_runs.csv", file=sys.stderr)
-    report = render(obs, r_before, r_fit, cv, band, cal, z, prior, sd_post, evidence, bands)
+    report = render(obs, r_before, r_fit, cv, band, cal, z, prior, sd_post, evidence, bands, fitted)
     print(report)
     if not args.check:
         write_data_file(cal, band, bands)
@@ -394,7 +395,7 @@ def _outside_fit(evidence: list[Evidence], bands: dict[str, float], fitted: froz
 
 def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndarray], band: float,
            cal: Calibration, z: np.ndarray, prior: np.ndarray, sd_post: np.ndarray, evidence: list[Evidence],
-           bands: dict[str, float]) -> str:
+           bands: dict[str, float], fitted: frozenset[str]) -> str:
     pct = lambda x: f"{math.expm1(x):+.0%}"  # noqa: E731
     lines = [
         "# Timing-model calibration",
@@ -452,7 +453,7 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
               "MB01), or seconds offload adds (G08).", ""]
     lines += _ranking(cal)
     lines += _out_of_sample(cal)
-    lines += _outside_fit(evidence, bands, fit_features(obs), band)
+    lines += _outside_fit(evidence, bands, fitted, band)
     published, ratios = _published(cal)
     lines += published
     ok = sum(1 for v in ratios.values() if v >= 0.9)

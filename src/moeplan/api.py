@@ -502,12 +502,6 @@ def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------- sweep / explain
 
 
-def gbs_for(seq_len: int, gbs_tokens: int) -> int:
-    """Sequences per global batch that hold ``gbs_tokens`` tokens at ``seq_len`` (at least 1)."""
-    check_gbs_tokens([seq_len], gbs_tokens)
-    return gbs_tokens // seq_len
-
-
 def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int, name: str = "--gbs-tokens") -> None:
     """A token budget (``name``, as the user gave it) must hold a whole number of sequences at every length: else
     one MoeplanError that suggests the nearest budgets that do (multiples of the lengths' least common multiple)."""
@@ -574,7 +568,7 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     if progress is not None and hasattr(progress, "start") and hold is not None:
         progress.start(len(seq_lens))
     for s in seq_lens:
-        gbs = gbs_for(s, gbs_tokens)
+        gbs = gbs_tokens // s  # whole sequences: check_gbs_tokens above
         try:
             point = _sweep_point(spec, s, gbs, hold, progress, kwargs)
         except InvalidLayout as exc:

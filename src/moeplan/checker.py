@@ -164,21 +164,16 @@ def _writable(cfg: RunConfig) -> tuple[RunConfig | None, str | None]:
     release, e.g. a token budget per rank without HybridEP: the fixes, which are written runs, cannot be made)."""
     if cfg.layout_checks():
         return cfg, None
-    try:
-        to_settings(cfg, cfg.mcore_version)
-        return cfg, None
-    except MoeplanError as exc:
-        lacks = str(exc)
-    newest = lacks
-    for version in VERSIONS[VERSIONS.index(normalize_version(cfg.mcore_version)) + 1:]:
-        later = cfg.with_(mcore_version=version)
+    refusals: list[str] = []  # the target's first, the newest release's last
+    for version in VERSIONS[VERSIONS.index(normalize_version(cfg.mcore_version)):]:
+        run = cfg if version == normalize_version(cfg.mcore_version) else cfg.with_(mcore_version=version)
         try:
-            to_settings(later, version)
+            to_settings(run, version)
         except MoeplanError as exc:
-            newest = str(exc)
+            refusals.append(str(exc))
             continue
-        return later, lacks
-    return None, newest  # the newest release's refusal: what no upgrade mends
+        return run, refusals[0] if refusals else None
+    return None, refusals[-1]  # the newest release's refusal: what no upgrade mends
 
 
 def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,

@@ -1353,9 +1353,14 @@ class TimeEstimate:
     # features (Calibration.out_of_fit_shortfall_log)
     outside_fit_shortfall_log: float = 0.0
 
+    @property
+    def band_below_log(self) -> float:
+        """The band below the estimate (log units): the fit's, or wider outside it."""
+        return max(self.band_low_log, self.band_log)
+
     def band(self, value: float) -> tuple[float, float]:
         """(low, high) of a throughput figure: value x exp(-band_low_log), value x exp(band_log)."""
-        return value * math.exp(-max(self.band_low_log, self.band_log)), value * math.exp(self.band_log)
+        return value * math.exp(-self.band_below_log), value * math.exp(self.band_log)
 
     @property
     def tflops_range(self) -> tuple[float, float]:
@@ -1370,7 +1375,7 @@ class TimeEstimate:
         lo, hi = self.tflops_range
         return (f"outside the fit: no fitted run has {what}; measured runs of such models took up to "
                 f"{math.exp(self.outside_fit_shortfall_log):.2f}x the estimated step time (docs/calibration.md, "
-                f"'Outside the fit'), so the band reaches {-math.expm1(-max(self.band_low_log, self.band_log)):.0%} "
+                f"'Outside the fit'), so the band reaches {-math.expm1(-self.band_below_log):.0%} "
                 f"below the estimate: {lo:,.0f}-{hi:,.0f} TFLOP/s per GPU")
 
     @property
@@ -1386,7 +1391,7 @@ class TimeEstimate:
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "tokens_per_s_range": list(self.tokens_per_s_range),
             "error_band": math.expm1(self.band_log),  # above the estimate (the fit's; ties use it)
-            "error_band_below": -math.expm1(-max(self.band_low_log, self.band_log)),
+            "error_band_below": -math.expm1(-self.band_below_log),
             "outside_fit": list(self.outside_fit),
             "outside_fit_note": self.outside_fit_note,
             "flops_per_token": self.flops_per_token,

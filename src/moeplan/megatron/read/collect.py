@@ -54,7 +54,7 @@ class Conflict:
 class ParsedRun:
     """Settings read from a run file, keyed by Megatron-Core field name."""
 
-    settings: dict[str, object]  # a FileSettings (a plain dict given here is made one)
+    settings: dict[str, object]  # a FileSettings (Collector.parsed builds every ParsedRun)
     unknown: list[tuple[str, int]]  # keys moeplan does not know, with their line
     kind: RunKind
     lines: dict[str, int]  # line of each settings key
@@ -64,10 +64,6 @@ class ParsedRun:
     conflicts: list[Conflict] = field(default_factory=list)  # two paths of a field disagree
     provenance: dict[str, str] = field(default_factory=dict)  # '# moeplan: model=... gpus=...' of an export
     paths: dict[str, str] = field(default_factory=dict)  # the path (Bridge key or Megatron-LM flag) each setting came from
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.settings, FileSettings):
-            self.settings = FileSettings(self.settings, self.origin, self.lines)
 
 
 class Collector:
