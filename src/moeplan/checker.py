@@ -15,7 +15,6 @@ from moeplan import argcheck
 from moeplan.errors import MoeplanError
 from moeplan.estimate import Estimate, evaluate
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.knobs import ep_overlap_beyond_assert
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.megatron.fields import VERSIONS, check_settings, dp_assertions, normalize_version
 from moeplan.megatron.asserts import FileView, tripped
@@ -280,10 +279,8 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     hits = tripped(view)
     # Megatron's assertions that moeplan.knobs also makes (McoreAssert.shares_knob), one cause each: the file gets
     # the assertion's finding (its source, its own rule name) with the knob's fix, and none from knob-layout for
-    # that field. EP A2A overlap's assertion only where the knob fails for none but the causes it tests
-    # (knobs.ep_overlap_beyond_assert: else both).
-    knob_hits = frozenset(rule.field for rule, _ in hits if rule.shares_knob
-                          and (rule.id != "ep-a2a-overlap" or not ep_overlap_beyond_assert(cfg)))
+    # that field, where the knob fails for no cause but those the assertion tests (else both)
+    knob_hits = frozenset(rule.field for rule, _ in hits if rule.shares_knob is not None and rule.shares_knob(cfg))
     fixable, lacks = _writable(cfg)
     if fixable is None:  # no release runs it: a finding (not an unreadable file); no fix can be written after it
         findings.append(Finding("error", "mcore-settings", f"{lacks}; no Megatron-Core release runs this, so the other "
@@ -301,7 +298,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         if rule.id == "hierarchical-cp-missing":  # the split moeplan's exports write: a2a inside the NVLink domain
             inner = hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, gpu_spec.nvlink_domain)
             fix = (f"model.hierarchical_context_parallel_sizes=[{inner},{cfg.parallel.cp // inner}]",)
-        elif rule.shares_knob and rule.field in knob_hits and fixable is not None:
+        elif rule.field in knob_hits and fixable is not None:
             fix = knob_fix(fixable, rule.field)
         lead = f"{rule.by} rejects this: " if rule.severity == "error" else f"{rule.by}: "
         findings.append(Finding(rule.severity, f"mcore-{rule.id}", lead + message, fix, numbers={"source": rule.source},

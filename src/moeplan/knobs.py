@@ -12,7 +12,7 @@ from moeplan.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import KnobProblem, sync_free_moe
 from moeplan.models.spec import Attention
-from moeplan.run import EP_OVERLAP_ASSERTED, RunConfig
+from moeplan.run import RunConfig
 from moeplan.timing import cp_comm_allowed
 
 
@@ -52,15 +52,4 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
     return None
 
 
-def ep_overlap_beyond_assert(cfg: RunConfig) -> bool:
-    """Whether EP A2A overlap is off-limits here for a cause (RunConfig.ep_overlap_blockers) that Megatron-Core's
-    overlap_moe_expert_parallel_comm assertion, as moeplan.megatron.asserts reads a file (rule ep-a2a-overlap), does
-    not test (run.EP_OVERLAP_ASSERTED says which it does): several micro-batches, no moe in recompute_modules (rule
-    ep-a2a-overlap-moe-recompute), GatedDeltaNet.backward_dw, the release. Where the assertion trips and this is
-    False, the checker reports Megatron's assertion alone (with the knob's fix); else both findings. (The assertion
-    also tests what the knob does not: the dispatcher, recompute_method / recompute_num_layers,
-    moe_shared_expert_overlap; a file that sets VPP 1 with PP > 1 passes it where the knob fails.)"""
-    return any(b not in EP_OVERLAP_ASSERTED for b in cfg.ep_overlap_blockers)
-
-
-__all__ = ["KnobProblem", "ep_overlap_beyond_assert", "knob_problem"]
+__all__ = ["KnobProblem", "knob_problem"]

@@ -415,6 +415,15 @@ def _cheapest_fitting(cfg: RunConfig, gpu: GPUSpec, pipe: Pipeline, space: Searc
     return best
 
 
+def _pipeline(pipes: dict[tuple[int, int, str | None], Pipeline], spec: ModelSpec, par: Parallel) -> Pipeline:
+    """The split's one object (build_pipeline's) in the search's cache, built once per (PP, VPP, layout)."""
+    key = (par.pp, par.vpp, par.pipeline_layout)
+    pipe = pipes.get(key)
+    if pipe is None:
+        pipe = pipes[key] = build_pipeline(spec, par)
+    return pipe
+
+
 def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, int, dict[str | None, float]]],
                   shardings: tuple[str | None, ...], space: SearchSpace, ladder: list[Recompute], budget: float,
                   gpu: GPUSpec, mem_cache: dict[Any, Any],
@@ -435,9 +444,7 @@ def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, 
             if peak is None:
                 if cfg is None:
                     cfg = _closest_run(template, par, mbs, space, gpu)
-                    pipe = pipes.get((par.pp, par.vpp, par.pipeline_layout))
-                    if pipe is None:
-                        pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)] = build_pipeline(cfg.model, par)
+                    pipe = _pipeline(pipes, cfg.model, par)
                 run = _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder))
                 peak = LayoutMemory(run, gpu.nvlink_domain, pipe, mem_cache).peak_bytes(  # type: ignore[arg-type]
                     run.recompute, run.optimizer_offload)
@@ -665,7 +672,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     # (the same values: the ladder's parts are in mem_cache), not kept for every layout
     fitting: list[tuple[float, int, Parallel, Batch, str, str | None, float, bool]] = []
     strongest = _strongest_option(space, ladder)
-    template: RunConfig | None = None
+    # every layout's run: the same knobs (checked once), its layout and MBS
+    template = RunConfig(spec, layouts[0][0], Batch(batch.seq_len, batch.gbs, layouts[0][1]), gpu=gpu,
+                         precision=precision, dispatcher="alltoall", moe_imbalance=moe_imbalance,
+                         reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
     batches: dict[int, Batch] = {}
     # per-layout invariants, computed once per value of what they read: the static floors per sharding
     # (TP, PP, EP, ETP, DP x CP and EDP: _static_lower_bound; on one GPU count the first four fix the last two) and the first dispatcher (EP)
@@ -689,13 +699,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         if not usable:
             misses.append((min(statics.values()), index, par, mbs, {}))
             continue
-        pipe = pipes.get((par.pp, par.vpp, par.pipeline_layout))
-        if pipe is None:  # the split's one object (build_pipeline's), found once per split
-            pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)] = build_pipeline(spec, par)
-        if template is None:  # every layout's run: the same knobs (checked once), its layout and MBS
-            template = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
-                                 dispatcher="alltoall", moe_imbalance=moe_imbalance,
-                                 reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
+        pipe = _pipeline(pipes, spec, par)
         b = batches.get(mbs)
         if b is None:
             b = batches[mbs] = Batch(batch.seq_len, batch.gbs, mbs)
@@ -737,11 +741,6 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         fitting.append((upper, index, par, b, disp, fit_sh, smallest, is_recipe_layout(cfg, gpu)))
     closest = None
     if not feasible and misses:  # nothing fits: the layout that misses by least, at its strongest memory option
-        if template is None:
-            par, mbs = misses[0][2], misses[0][3]
-            template = RunConfig(spec, par, Batch(batch.seq_len, batch.gbs, mbs), gpu=gpu, precision=precision,
-                                 dispatcher="alltoall", moe_imbalance=moe_imbalance,
-                                 reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
         # found by search() for the answer it keeps only (not at every GBS it halves through)
         closest = functools.partial(_closest_miss, template, misses, shardings, space, ladder, budget, gpu, mem_cache,
                                     pipes)
@@ -766,10 +765,10 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                    ) -> tuple[RunConfig, Pipeline, LayoutMemory]:
         """A fitting layout's run, split and memory ladder, as pass 1 made them."""
         _, _, par, b, disp, sh, _, _ = entry
-        cfg = _layout_run(template, par, b, disp)  # type: ignore[arg-type]
+        cfg = _layout_run(template, par, b, disp)
         overlap = cfg.ep_overlap
         cfg = _base_cfg(cfg, sh, space)
-        pipe = pipes[(par.pp, par.vpp, par.pipeline_layout)]
+        pipe = _pipeline(pipes, spec, par)
         return cfg, pipe, LayoutMemory(cfg, nvl, pipe, mem_cache, mem_fields[(disp, overlap, sh)])
 
     def out_of_reach(upper: float) -> bool:
@@ -810,7 +809,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     candidates = [c for _, c in found]
     evaluated = len(found)
     n_refine = max(REFINE_MIN, 2 * top)
-    pool = candidates[:n_refine] + [c for c in candidates[n_refine:] if _recipe_layout(c.cfg, gpu)]
+    pool = candidates[:n_refine] + [c for c in candidates[n_refine:] if is_recipe_layout(c.cfg, gpu)]
     for c in candidates[:n_refine]:  # the other sharding choices on the best layouts (freed memory can drop recompute)
         for sh in shardings:
             if sh == c.cfg.fsdp:
@@ -828,11 +827,6 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     return PlanResult(ordered[:top], gbs, gbs, considered, feasible,  # type: ignore[arg-type]
                       layouts_evaluated=evaluated, ties=ties, raising_dropped=len(pool) - len(refined),
                       find_closest=closest)
-
-
-
-def _recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
-    return is_recipe_layout(cfg, gpu)
 
 
 def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,

@@ -63,7 +63,7 @@ EP_OVERLAP_BLOCKERS = {
 }
 # The blockers Megatron-Core's overlap_moe_expert_parallel_comm assertion tests as moeplan.megatron.asserts (rule
 # ep-a2a-overlap) reads a file; the others (micro-batches, moe recompute: its own rule, Gated DeltaNet, the
-# release) it does not: knobs.ep_overlap_beyond_assert.
+# release) it does not (asserts.McoreAssert.shares_knob of ep-a2a-overlap reads which).
 EP_OVERLAP_ASSERTED = frozenset(EP_OVERLAP_BLOCKERS[k]
                                 for k in ("ep", "pp", "full_recompute", "mtp_layers", "mtp_pp"))
 
@@ -304,7 +304,7 @@ class RunConfig:
     def ep_overlap_blockers(self) -> tuple[str, ...]:
         """Why Megatron-Core's EP A2A overlap (``overlap_moe_expert_parallel_comm``) cannot run here, each cause
         with its Megatron source (:data:`EP_OVERLAP_BLOCKERS`); empty where it can. The one owner of the rule:
-        :attr:`ep_overlap_allowed`, knobs.knob_problem and knobs.ep_overlap_beyond_assert read it.
+        :attr:`ep_overlap_allowed`, knobs.knob_problem and the ep-a2a-overlap check (moeplan.megatron.asserts) read it.
 
         The merged schedule overlaps one micro-batch's forward with another's backward: it needs EP > 1, several
         micro-batches, and PP = 1 or an interleaved schedule (transformer_config.py checks for

@@ -262,10 +262,10 @@ def test_provenance_names_the_hardware_file_with_the_other_keys():
 
 def test_megatron_rules_say_which_checks_moeplans_knobs_share():
     """McoreAssert.shares_knob marks the assertions moeplan.knobs also makes (one finding per cause in check);
-    checker derives them from the flag."""
+    checker asks each one's predicate whether the run's knob fails for its causes alone."""
     from moeplan.megatron.asserts import ASSERTS
 
-    assert {a.id for a in ASSERTS if a.shares_knob} == {"delay-wgrad-a2a-overlap", "delay-wgrad-graph-attn-bias",
+    assert {a.id for a in ASSERTS if a.shares_knob is not None} == {"delay-wgrad-a2a-overlap", "delay-wgrad-graph-attn-bias",
                                                         "ep-a2a-overlap"}
 
 
@@ -286,7 +286,7 @@ def test_check_reports_a_shared_cause_once_by_the_rules_flag(tmp_path, monkeypat
         return [(f.rule, bool(f.fix)) for f in found if f.rule == "knob-layout" or "delay" in f.rule]
 
     assert rules() == [("mcore-delay-wgrad-a2a-overlap", True)]
-    monkeypatch.setattr(asserts, "ASSERTS", tuple(replace(a, shares_knob=False) for a in asserts.ASSERTS))
+    monkeypatch.setattr(asserts, "ASSERTS", tuple(replace(a, shares_knob=None) for a in asserts.ASSERTS))
     assert sorted(rules()) == [("knob-layout", True), ("mcore-delay-wgrad-a2a-overlap", False)]
 
 

@@ -263,7 +263,7 @@ _FULL_RECOMPUTE = {  # EP A2A overlap with full recompute, at GBS B (Qwen3-30B-A
 def test_ep_overlap_with_full_recompute_is_one_finding_with_its_fix(tmp_path, fmt):
     """EP A2A overlap with full recompute: Megatron's assertion (mcore-ep-a2a-overlap) and knob-layout test the same
     cause, so one error on the line, Megatron's, with the override that turns the overlap off. With a single
-    micro-batch as well (a cause the assertion does not test: knobs.ep_overlap_beyond_assert) both are kept, the
+    micro-batch as well (a cause the assertion does not test: the ep-a2a-overlap rule's shares_knob predicate) both are kept, the
     fix on knob-layout's."""
     path = tmp_path / "run.txt"
     path.write_text(_FULL_RECOMPUTE[fmt](1024))

@@ -1,6 +1,6 @@
 """EP A2A overlap's rule has one owner, RunConfig.ep_overlap_blockers: the planner (ep_overlap_allowed), the knob
 check (knobs.knob_problem, naming the actual causes) and the checker's split between Megatron's assertion and the
-knob (knobs.ep_overlap_beyond_assert) read it. Megatron-Core asserts mtp_num_layers <= 1 with
+knob (the ep-a2a-overlap rule's McoreAssert.shares_knob predicate) read it. Megatron-Core asserts mtp_num_layers <= 1 with
 overlap_moe_expert_parallel_comm in every release (core_v0.16/0.17 also PP > 1 with the MTP layer, lifted in 0.18):
 the planner exported overlap with 2 MTP layers on 0.18, which check (and Megatron) reject."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from moeplan import checker
 from moeplan.cli import main
-from moeplan.knobs import ep_overlap_beyond_assert, knob_problem
+from moeplan.knobs import knob_problem
 from moeplan.megatron.asserts import ASSERTS, FileView, tripped
 from moeplan.megatron.export import to_settings
 from moeplan.models import load_model
@@ -49,12 +49,13 @@ def test_every_blocker_has_a_case():
 @pytest.mark.parametrize("key", sorted(ONLY))
 def test_each_blocker_alone_and_where_megatrons_assertion_tests_it(key):
     """A run with one blocker: that blocker alone; Megatron's assertion (as the file linter reads the export)
-    trips exactly for the blockers in EP_OVERLAP_ASSERTED, and ep_overlap_beyond_assert is the rest."""
+    trips exactly for the blockers in EP_OVERLAP_ASSERTED, and its shares_knob predicate holds exactly for those."""
     cfg = ONLY[key]()
     assert cfg.ep_overlap_blockers == (EP_OVERLAP_BLOCKERS[key],)
     assert not cfg.ep_overlap_allowed
     asserted = EP_OVERLAP_BLOCKERS[key] in EP_OVERLAP_ASSERTED
-    assert ep_overlap_beyond_assert(cfg) is not asserted
+    rule = next(a for a in ASSERTS if a.id == "ep-a2a-overlap")
+    assert rule.shares_knob is not None and rule.shares_knob(cfg) is asserted
     if key == "release":  # no such field before 0.14: no export, no assertion
         assert not any(a.id == "ep-a2a-overlap" and a.applies("0.13") for a in ASSERTS)
     else:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from moeplan.megatron.fields import check_settings, ep_overlap_mtp_needs_pp, version_tuple
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import unroll_layout
-from moeplan.run import DELAY_WGRAD_GRAPH_BIAS
+from moeplan.run import DELAY_WGRAD_GRAPH_BIAS, EP_OVERLAP_ASSERTED, RunConfig
 
 _UNSET = object()
 
@@ -93,13 +93,29 @@ class McoreAssert:
     since: str = "0.13"
     until: str | None = None  # last release that has the check (inclusive)
     by: str = "Megatron-Core"  # who rejects it: Megatron-Core's config classes, or Megatron-LM's argument checks
-    shares_knob: bool = False
-    """moeplan.knobs makes the same check on the run (knob-layout), so moeplan.checker reports one finding per
-    cause: this rule's, with the knob's fix, and none from knob-layout for ``field``."""
+    shares_knob: Callable[[RunConfig], bool] | None = None
+    """Set where moeplan.knobs makes the same check on the run (knob-layout): whether, for this run, the knob fails
+    for no cause but those this assertion tests. Where it says so, moeplan.checker reports one finding per cause:
+    this rule's, with the knob's fix, and none from knob-layout for ``field``; else both."""
 
     def applies(self, version: str) -> bool:
         v = version_tuple(version)
         return v >= version_tuple(self.since) and (self.until is None or v <= version_tuple(self.until))
+
+
+def _same_cause(cfg: RunConfig) -> bool:
+    """The knob checks exactly what the assertion does."""
+    return True
+
+
+def _ep_overlap_asserted_only(cfg: RunConfig) -> bool:
+    """Whether EP A2A overlap is off-limits here only for causes (RunConfig.ep_overlap_blockers) that Megatron-Core's
+    overlap_moe_expert_parallel_comm assertion, as this module reads a file (rule ep-a2a-overlap), tests
+    (run.EP_OVERLAP_ASSERTED says which). Those it does not: several micro-batches, no moe in recompute_modules (rule
+    ep-a2a-overlap-moe-recompute), GatedDeltaNet.backward_dw, the release. (The assertion also tests what the knob
+    does not: the dispatcher, recompute_method / recompute_num_layers, moe_shared_expert_overlap; a file that sets
+    VPP 1 with PP > 1 passes it where the knob fails.)"""
+    return all(b in EP_OVERLAP_ASSERTED for b in cfg.ep_overlap_blockers)
 
 
 PS = "parallel_state.py initialize_model_parallel"
@@ -361,16 +377,16 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("pipeline-layout-conflict", TC, "pipeline_model_parallel_layout", _layout_conflict),
     McoreAssert("pipeline-layout-vpp", TC, "virtual_pipeline_model_parallel_size", _layout_vpp),
     McoreAssert("ep-a2a-overlap", TC, "overlap_moe_expert_parallel_comm", _a2a_overlap, since="0.14",
-                shares_knob=True),
+                shares_knob=_ep_overlap_asserted_only),
     McoreAssert("ep-a2a-overlap-moe-recompute", TC, "recompute_modules", _a2a_overlap_moe_recompute, since="0.17"),
     McoreAssert("ep-a2a-overlap-moe-recompute-unsupported", "Megatron-LM #3917 (the assertion core_r0.17.0 adds)",
                 "recompute_modules", _a2a_overlap_moe_recompute_unsupported, severity="warning", since="0.14",
                 until="0.16"),
     McoreAssert("delay-wgrad-a2a-overlap", TC, "delay_wgrad_compute", _delay_wgrad_overlap, since="0.14",
-                shares_knob=True),
+                shares_knob=_same_cause),
     McoreAssert("delay-wgrad-graph-attn-bias", "training/arguments.py validate_args (Megatron-LM, with "
                 "overlap_grad_reduce) and Bridge training/comm_overlap.py (v0.4.0+)", "delay_wgrad_compute",
-                _delay_wgrad_graph_bias, since="0.17", shares_knob=True, by="Megatron-LM and Megatron Bridge"),
+                _delay_wgrad_graph_bias, since="0.17", shares_knob=_same_cause, by="Megatron-LM and Megatron Bridge"),
     McoreAssert("cuda-graph-flags", TC, "cuda_graph_impl", _graph_flags, since="0.15"),
     McoreAssert("cuda-graph-scopes", TC, "cuda_graph_scope", _graph_scopes, since="0.16"),
     McoreAssert("cp-comm-type-list", TC, "cp_comm_type", _cp_comm_list),
