@@ -41,7 +41,7 @@ from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
-from moeplan.models.spec import MODEL_FEATURES
+from moeplan.models.spec import MODEL_FEATURES, ModelSpec
 from moeplan.run import RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
 from moeplan.vocab import DEFAULT_MCORE_VERSION
@@ -146,9 +146,9 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
     """The run a log measured, with its steady state (MoeplanError naming any setting it lacks)."""
     sets = dict(sets or {})
     settings, arch = _settings(log)
+    if settings.get("global_batch_size") is None and log.iterations[-1].global_batch_size:
+        settings["global_batch_size"] = log.iterations[-1].global_batch_size  # the iteration line prints it
     stated = {**arch, **settings}  # what the log itself says, before --set
-    if stated.get("global_batch_size") is None and log.iterations[-1].global_batch_size:
-        stated["global_batch_size"] = log.iterations[-1].global_batch_size
     notes: list[str] = []
     for key, value in sets.items():
         if key in KNOB_BY_FIELD:
@@ -160,15 +160,13 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
                               stated)
             settings.update(parsed.settings)
             arch.update(parsed.architecture)
-    if settings.get("global_batch_size") is None and log.iterations[-1].global_batch_size:
-        settings["global_batch_size"] = log.iterations[-1].global_batch_size  # the iteration line prints it
     for key, example in (("seq_length", "4096"), ("global_batch_size", "1024")):
         if settings.get(key) is None:
             raise _missing(log, "the sequence length" if key == "seq_length" else "the global batch size", key, example)
     model_ref = str(sets.get("model") or model or "")
     spec = load_model(model_ref) if model_ref else infer_model(arch, log.path)
     if model_ref:
-        notes += _other_model(spec.name, "--set model" if sets.get("model") else "--model", spec, arch)
+        notes += _other_model("--set model" if sets.get("model") else "--model", spec, arch)
     gpu_name = str(sets.get("gpu") or gpu or "")
     if not gpu_name:
         raise MoeplanError(f"{log.path}: the log does not name the GPU type; pass --gpu NAME (see moeplan hardware)")
@@ -219,12 +217,12 @@ def _overridden(given: str, values: dict[str, object], stated: dict[str, object]
             for name, new in values.items() if stated.get(name) is not None and not _same(new, stated[name])]
 
 
-def _other_model(name: str, flag: str, spec: Any, arch: dict[str, object]) -> list[str]:
+def _other_model(flag: str, spec: ModelSpec, arch: dict[str, object]) -> list[str]:
     """A note when the model given does not have the architecture the log states (its first two differences)."""
     diffs = [f"{k} {model} vs {logged} logged" for k, (logged, model) in architecture_mismatch(arch, spec).items()]
     if not diffs:
         return []
-    return [f"{flag} {name} differs from the log's architecture ({', '.join(diffs[:2])}): the estimate is not of "
+    return [f"{flag} {spec.name} differs from the log's architecture ({', '.join(diffs[:2])}): the estimate is not of "
             "the run the log measured"]
 
 
