@@ -260,10 +260,12 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         findings.append(Finding("warning", "model-mismatch", f"the file's architecture is not {cfg.model.name}'s ({said}): "
                                 "the estimate and findings are of the model's architecture; pass --model with the "
                                 "model the file trains (a catalog name or its config.json)",
-                                numbers={k: {"file": f, "model": m} for k, (f, m) in differ.items()}))
+                                numbers={k: {"file": f, "model": m} for k, (f, m) in differ.items()},
+                                line=parsed.architecture_lines.get(next(iter(differ)))))
     for conflict in parsed.conflicts:
         findings.append(Finding("error", "conflict", conflict.message, line=conflict.line))
-    for problem in check_settings(parsed.settings, cfg.mcore_version):
+    version_problems = check_settings(parsed.settings, cfg.mcore_version)
+    for problem in version_problems:
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))
     if parsed.settings.get("recompute_modules") and parsed.settings.get("recompute_granularity") is None:
         # TransformerConfig reads recompute_modules only under recompute_granularity 'selective'
@@ -286,9 +288,17 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
         findings.append(Finding("error", "mcore-settings", f"{lacks}; no Megatron-Core release runs this, so the other "
                                 "checks wait until it is mended"))
     elif lacks is not None:  # the target release cannot express the run: a finding, not an unreadable file
-        findings.append(Finding("error", "mcore-release", f"{lacks}; the other findings and fixes assume Megatron-Core "
-                                f"{fixable.mcore_version}, the first release that can",
-                                numbers={"target": cfg.mcore_version, "first_release": fixable.mcore_version}))
+        releases = {"target": cfg.mcore_version, "first_release": fixable.mcore_version}
+        if version_problems:  # the file's values the target lacks are mcore-version errors already: say what follows
+            first = version_problems[0]
+            findings.append(Finding("info", "mcore-release", f"the other findings and fixes assume Megatron-Core "
+                                    f"{fixable.mcore_version}, the first release that accepts the file's values "
+                                    f"(mcore-version: {first.field})", numbers=releases,
+                                    line=parsed.lines.get(first.field)))
+        else:
+            findings.append(Finding("error", "mcore-release", f"{lacks}; the other findings and fixes assume "
+                                    f"Megatron-Core {fixable.mcore_version}, the first release that can",
+                                    numbers=releases))
     if fixable is not None:
         findings += lint(fixable, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
                          unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal,

@@ -328,6 +328,16 @@ def test_a_model_that_contradicts_the_files_architecture_is_a_finding(tmp_path, 
     assert same == [] and len(other) == 1 and other[0].severity == "warning"
     assert other[0].numbers == {"num_layers": {"file": 48, "model": 61}, "hidden_size": {"file": 2048, "model": 7168}}
     assert "num_layers 48 in the file, 61 in deepseek-v3" in other[0].message
+    text = run.read_text().splitlines()
+    assert text[other[0].line - 1].strip() == "num_layers: 48"  # the first differing field's line (it had none)
+
+
+def test_a_megatron_lm_files_model_mismatch_has_its_flags_line(tmp_path):
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=1024, ep=16)
+    run = tmp_path / "q.sh"
+    run.write_text(" \\\n".join(export.to_megatron_lm_args(cfg)) + " \\\n--hidden-size 2048\n")
+    (found,) = [f for f in checker.check(str(run), model="deepseek-v3", gpus=16).findings if f.rule == "model-mismatch"]
+    assert run.read_text().splitlines()[found.line - 1].startswith("--hidden-size 2048")
 
 
 def test_a_megatron_lm_files_fixes_are_megatron_lm_arguments_that_work(tmp_path, capsys):
@@ -372,8 +382,26 @@ def test_a_file_its_target_release_cannot_run_is_a_finding_not_unreadable(model,
     out = json.loads(capsys.readouterr().out)
     (release,) = [f for f in out["findings"] if f["rule"] == "mcore-release"]
     assert release["numbers"] == {"target": target, "first_release": first}
-    assert f"assume Megatron-Core {first}, the first release that can" in release["message"]
+    versions = [f for f in out["findings"] if f["rule"] == "mcore-version"]
+    if versions:  # the values the target lacks are errors already: the release finding says what follows, on their line
+        assert release["severity"] == "info" and release["line"] == versions[0]["line"] is not None
+        assert f"assume Megatron-Core {first}, the first release that accepts the file's values" in release["message"]
+    else:
+        assert release["severity"] == "error"
+        assert f"assume Megatron-Core {first}, the first release that can" in release["message"]
     assert out["estimate"] is not None
+
+
+def test_the_release_finding_does_not_repeat_the_version_error(tmp_path):
+    """A value the target lacks (gdn_norm_out before 0.19) was two errors, mcore-version on its line and
+    mcore-release without one saying the same; now one error and an information finding on that line."""
+    run = tmp_path / "r.yaml"
+    run.write_text("model:\n  expert_model_parallel_size: 32\n  recompute_granularity: selective\n"
+                   "  recompute_modules: [gdn_norm_out]\ntrain:\n  global_batch_size: 1024\n  micro_batch_size: 1\n"
+                   "dataset:\n  sequence_length: 4096\n")
+    result = checker.check(str(run), model="qwen3-next-80b-a3b", gpu="gb200", gpus=64, mcore_version="0.18")
+    got = [(f.severity, f.rule, f.line) for f in result.findings if f.rule.startswith("mcore-")]
+    assert got == [("error", "mcore-version", 4), ("info", "mcore-release", 4)]
 
 
 def test_recompute_modules_without_a_granularity_is_a_warning(tmp_path):

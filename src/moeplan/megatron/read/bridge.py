@@ -131,7 +131,7 @@ def classify_bridge(col: Collector, path: str, value: object, line: int) -> None
         col.ignored.append((path, line))
     elif section == "model" and name in ARCHITECTURE_FIELDS:
         if name == rest:
-            col.architecture[name] = value
+            col.arch(name, value, line)
         col.ignored.append((path, line))
     elif section in RECOGNISED and name in RECOGNISED[section]:
         col.ignored.append((path, line))

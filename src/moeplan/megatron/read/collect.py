@@ -64,6 +64,7 @@ class ParsedRun:
     conflicts: list[Conflict] = field(default_factory=list)  # two paths of a field disagree
     provenance: dict[str, str] = field(default_factory=dict)  # '# moeplan: model=... gpus=...' of an export
     paths: dict[str, str] = field(default_factory=dict)  # the path (Bridge key or Megatron-LM flag) each setting came from
+    architecture_lines: dict[str, int] = field(default_factory=dict)  # line of each architecture field
 
 
 class Collector:
@@ -76,6 +77,12 @@ class Collector:
         self.unknown: list[tuple[str, int]] = []
         self.ignored: list[tuple[str, int]] = []
         self.architecture: dict[str, object] = {}
+        self.architecture_lines: dict[str, int] = {}
+
+    def arch(self, name: str, value: object, line: int) -> None:
+        """A model architecture field the file states (checked against --model: checker.architecture_mismatch)."""
+        self.architecture[name] = value
+        self.architecture_lines[name] = line
 
     def knob(self, path: str, knob: Knob, priority: int, raw: object, line: int, why: str | None = None) -> None:
         """A hit of ``path`` (lower ``priority`` wins over the field's other paths; ``why``: the rule that makes
@@ -112,4 +119,5 @@ class Collector:
                         f"{other}={other_value!r} disagrees with {path}={value!r} (line {line}); {path} wins{why}")))
             settings[name], lines[name], paths[name] = value, line, path
         return ParsedRun(FileSettings(settings, self.origin, lines), self.unknown, self.kind, lines, self.origin,
-                         self.ignored, self.architecture, conflicts, paths=paths)
+                         self.ignored, self.architecture, conflicts, paths=paths,
+                         architecture_lines=dict(self.architecture_lines))

@@ -145,7 +145,7 @@ def parse_megatron_lm(text: str, origin: str) -> ParsedRun:
             arch = _MLM_RECOGNISED[flag]
             if arch is not None:
                 value = inline if eq else following[0] if following else None
-                col.architecture[arch] = True if value is None else parse_override_value(value)
+                col.arch(arch, True if value is None else parse_override_value(value), line)
             col.ignored.append((flag, line))
         else:
             col.unknown.append((flag, line))
