@@ -137,17 +137,18 @@ def _classify(its: list[Iteration], warmup: int, graph_warmup: int,
     return out
 
 
-def _no_steady_message(log: TrainingLog, its: list[Iteration], kinds: dict[str, int], warmup: int,
-                       graph_warmup: int, profile_window: tuple[int, int] | None) -> str:
-    """One line: how many lines each rule dropped, and the remedy that can help (--warmup 0 only where
-    the warm-up rule dropped lines that would be kept without it)."""
+def _no_steady_message(log: TrainingLog, classified: list[tuple[Iteration, tuple[str, str] | None]],
+                       kinds: dict[str, int], warmup: int, graph_warmup: int, profile_window: tuple[int, int] | None) -> str:
+    """One line: how many lines each rule dropped (``classified``: :func:`_classify`'s answer, ``kinds`` its
+    counts), and the remedy that can help (--warmup 0 only where the warm-up rule dropped lines that would be
+    kept without it)."""
+    its = [it for it, _ in classified]
     labels = {"warm-up": f"in warm-up (iterations 1-{warmup})",
               "graph": f"in CUDA-graph warm-up (iterations {warmup + 1}-{warmup + graph_warmup}: "
                        f"cuda_graph_warmup_steps {graph_warmup})",
               "profiler": "in the profiler window ({}-{})".format(*(profile_window or (0, 0))),
               "nan": "with NaN iterations", "skipped": "with skipped iterations"}
     parts = [f"{n} {labels[k]}" for k, n in kinds.items() if n]
-    classified = _classify(its, warmup, graph_warmup, profile_window)
     advice = []
     if warmup and any(reason is None for _, reason in _classify(its, 0, graph_warmup, profile_window)):
         advice.append("pass --warmup 0 (fewer warm-up iterations) or run longer")
@@ -175,7 +176,8 @@ def steady_state(log: TrainingLog, *, warmup_iters: int | None = None, graph_war
     dropped: list[tuple[int, str]] = []
     kept: list[Iteration] = []
     kinds = dict.fromkeys(("warm-up", "graph", "profiler", "nan", "skipped"), 0)
-    for it, why in _classify(its, warmup, graph_warmup_iters, profile_window):
+    classified = _classify(its, warmup, graph_warmup_iters, profile_window)
+    for it, why in classified:
         if why is None:
             kept.append(it)
         else:
@@ -188,7 +190,7 @@ def steady_state(log: TrainingLog, *, warmup_iters: int | None = None, graph_war
         dropped.append((kept[0].iteration, f"still settling ({kept[0].elapsed_s / rest - 1:+.0%} vs the rest)"))
         kept.pop(0)
     if not kept:  # settling keeps at least two lines: only the rules above can drop every line
-        raise MoeplanError(_no_steady_message(log, its, kinds, warmup, graph_warmup_iters, profile_window))
+        raise MoeplanError(_no_steady_message(log, classified, kinds, warmup, graph_warmup_iters, profile_window))
     times = [i.elapsed_s for i in kept]
     med = statistics.median(times)
     tflops = [i.tflops_per_gpu for i in kept if i.tflops_per_gpu is not None]
