@@ -22,14 +22,13 @@ class Estimate:
     memory: MemoryEstimate
     time: TimeEstimate
 
-    def as_dict(self) -> dict[str, Any]:
+    def run_dict(self) -> dict[str, Any]:
+        """The run this estimate is of (layout, batch, knobs, numerics, releases), as JSON shows it: the one owner
+        of those keys, which a plan's JSON carries too (moeplan.api.plan_dict), so plans and estimates describe a
+        run alike."""
         cfg, mem = self.config, self.memory
         par = cfg.parallel
-        peak = mem.peak
         return {
-            "model": cfg.model.name,
-            "gpu": self.gpu.name,
-            "gpus": par.gpus,
             "parallel": par.as_dict(),
             "pipeline_layout": mem.assumptions.get("pipeline_layout"),
             "seq_len": cfg.batch.seq_len,
@@ -56,6 +55,17 @@ class Estimate:
             "te_version": cfg.te_version,
             "te_grouped_tensor": cfg.te_grouped_tensor,
             "experts_grouped_tensor": cfg.experts_grouped_tensor,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        cfg, mem = self.config, self.memory
+        par = cfg.parallel
+        peak = mem.peak
+        return {
+            "model": cfg.model.name,
+            "gpu": self.gpu.name,
+            "gpus": par.gpus,
+            **self.run_dict(),
             "memory_gib": mem.as_gib(),
             "memory_rank": peak.rank,
             "memory_by_rank_gib": [r.total_bytes / GIB for r in mem.ranks],
