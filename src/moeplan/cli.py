@@ -154,24 +154,23 @@ def parse_tokens(text: str) -> int:
     return value
 
 
-def positive_int(text: str) -> int:
+def _int_from(text: str, least: int, words: str) -> int:
+    """An argparse integer of at least ``least``; ``words`` says the bound in the error."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: '{text}'")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {words}: '{text}'")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _int_from(text, 1, "positive")
 
 
 def nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: '{text}'")
-    return value
+    return _int_from(text, 0, ">= 0")
 
 
 def _non_finite_path(obj: Any, path: str = "") -> str | None:
