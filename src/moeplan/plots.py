@@ -435,15 +435,17 @@ def _draw_gantt_binned(ax: Axes, tl: Timeline, edges: Any) -> set[str]:
         y = tl.pp - 1 - r
         x, q = _merge_steps(edges, [shares.get((r, k), zero) for k in (*BINNED_STACK, "overlapped")], 1 / 200)
         low = np.zeros(len(x))
-        for key, v in zip(BINNED_STACK, q[:-1], strict=True):
+        for key, v in zip(BINNED_STACK, q[:-1], strict=True):  # stacked in the compute band (_STYLE's forward row)
             high = np.minimum(low + v, 1.0)
             if (high > low).any():
-                ax.fill_between(x, y + 0.25 + 0.6 * low, y + 0.25 + 0.6 * high, step="post", color=_STYLE[key][2],
+                y0, h, color = _STYLE["forward"][0], _STYLE["forward"][1], _STYLE[key][2]
+                ax.fill_between(x, y + y0 + h * low, y + y0 + h * high, step="post", color=color,
                                 lw=0).set_in_layout(False)
                 used.add(key)
             low = high
         if q[-1].any():
-            ax.fill_between(x, y + 0.87, y + 0.87 + 0.1 * np.minimum(q[-1], 1.0), step="post", color=COMM_COLOR,
+            y0, h, color = _STYLE["overlapped"]
+            ax.fill_between(x, y + y0, y + y0 + h * np.minimum(q[-1], 1.0), step="post", color=color,
                             lw=0).set_in_layout(False)
             used.add("overlapped")
     return used | _draw_bars(ax, tl, whole)
@@ -593,23 +595,35 @@ def _ends_height(tl: Timeline) -> float:
     return 1.0 + 0.18 * tl.pp
 
 
-def timeline_figure(tl: Timeline) -> Figure:
-    """The Gantt chart of one iteration over the most loaded rank's memory, on one time axis; an aggregated
-    chart (:func:`timeline_bins`) also gets its warm-up and cool-down (:func:`end_windows`) below."""
+def _timeline_rows(tl: Timeline) -> tuple[list[list[str]], list[float], float, Any]:
+    """The timeline's panels as mosaic rows: the Gantt chart, the most loaded rank's memory under it and, for an
+    aggregated chart, its warm-up and cool-down (:func:`end_windows`); their height ratios, the inches they
+    take, and the end windows (None where the chart shows every operation)."""
     ends = end_windows(tl)
-    if ends is None:
-        fig = _new_figure(13.0, 3.0 + 0.22 * tl.pp + 2.6)
-        ax_g, ax_m = fig.subplots(2, 1, height_ratios=[1.2 + 0.22 * tl.pp, 2.2], sharex=True)
-        draw_gantt(ax_g, tl)
-        draw_schedule_memory(ax_m, tl)
-        return fig
-    fig = _new_figure(13.0, 3.0 + 0.22 * tl.pp + 2.6 + _ends_height(tl) + 0.6)
-    axes = fig.subplot_mosaic([["gantt", "gantt"], ["tmem", "tmem"], ["warm", "cool"]],
-                              height_ratios=[1.2 + 0.22 * tl.pp, 2.2, _ends_height(tl)])
+    gantt_h = 1.2 + 0.22 * tl.pp
+    rows, heights, inches = [["gantt", "gantt"], ["tmem", "tmem"]], [gantt_h, 2.4], gantt_h + 2.8
+    if ends is not None:
+        rows.append(["warm", "cool"])
+        heights.append(_ends_height(tl))
+        inches += _ends_height(tl) + 0.6
+    return rows, heights, inches, ends
+
+
+def _draw_timeline(axes: Mapping[str, Axes], tl: Timeline, ends: Any) -> None:
+    """The panels :func:`_timeline_rows` laid out, on one time axis."""
     draw_gantt(axes["gantt"], tl)
     draw_schedule_memory(axes["tmem"], tl)
     axes["tmem"].sharex(axes["gantt"])
-    _draw_ends(axes["warm"], axes["cool"], tl, ends)
+    if ends is not None:
+        _draw_ends(axes["warm"], axes["cool"], tl, ends)
+
+
+def timeline_figure(tl: Timeline) -> Figure:
+    """The Gantt chart of one iteration over the most loaded rank's memory, on one time axis; an aggregated
+    chart (:func:`timeline_bins`) also gets its warm-up and cool-down (:func:`end_windows`) below."""
+    rows, heights, inches, ends = _timeline_rows(tl)
+    fig = _new_figure(13.0, 1.8 + inches)
+    _draw_timeline(fig.subplot_mosaic(rows, height_ratios=heights), tl, ends)
     return fig
 
 
@@ -622,21 +636,11 @@ def estimate_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]]
         fig = _new_figure(13.0, 5.4)
         ax_mem, ax_time = fig.subplots(1, 2, width_ratios=[1, 1.1])
     else:
-        gantt_h = 1.2 + 0.22 * timeline.pp
-        ends = end_windows(timeline)
-        mosaic = [["mem", "time"], ["gantt", "gantt"], ["tmem", "tmem"]]
-        heights = [5.0, gantt_h, 2.4]
-        if ends is not None:
-            mosaic.append(["warm", "cool"])
-            heights.append(_ends_height(timeline))
-        fig = _new_figure(13.0, 5.4 + gantt_h + 2.8 + (0 if ends is None else _ends_height(timeline) + 0.6))
-        axes = fig.subplot_mosaic(mosaic, height_ratios=heights, width_ratios=[1, 1.1])
+        rows, heights, inches, ends = _timeline_rows(timeline)
+        fig = _new_figure(13.0, 5.4 + inches)
+        axes = fig.subplot_mosaic([["mem", "time"], *rows], height_ratios=[5.0, *heights], width_ratios=[1, 1.1])
         ax_mem, ax_time = axes["mem"], axes["time"]
-        draw_gantt(axes["gantt"], timeline)
-        draw_schedule_memory(axes["tmem"], timeline)
-        axes["tmem"].sharex(axes["gantt"])
-        if ends is not None:
-            _draw_ends(axes["warm"], axes["cool"], timeline, ends)
+        _draw_timeline(axes, timeline, ends)
     draw_memory(ax_mem, est, ranks)
     draw_time(ax_time, est)
     head = " · ".join(_plain(est[k]) for k in ("model", "gpu") if k in est)
