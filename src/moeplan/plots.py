@@ -504,7 +504,7 @@ def draw_gantt(ax: Axes, tl: Timeline, window: tuple[float, float] | None = None
         ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=len(handles),
                   frameon=False)
     if title is None:
-        title = (f"One iteration ({_plain(tl.title)}): interleaved 1F1B as Megatron-Core orders it — "
+        title = (f"One iteration ({_plain(tl.title)}): {tl.schedule} as Megatron-Core orders it — "
                  f"step {fmt_seconds(tl.step_time_s)}")
         if edges is not None:
             title += f"\n{binned_sentence(tl, edges)}, stacked (--trace has every operation)"

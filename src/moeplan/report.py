@@ -252,8 +252,8 @@ def _timeline_section(tl: Timeline) -> str:
                      _td(fmt_seconds(last - first - busy)), _td(f"{busy / tl.step_time_s:.1%}")])
     table = _table("timeline-table", ["pipeline rank", "forward + backward", "waiting in the pipeline", "busy share"],
                    rows)
-    note = (f'<p class="note">One iteration in Megatron-Core\'s interleaved 1F1B order ({tl.microbatches} micro-batches,'
-            f" VPP {tl.vpp}); step {fmt_seconds(tl.step_time_s)}; memory of rank {tl.memory_rank} peaks at "
+    note = (f'<p class="note">One iteration in Megatron-Core\'s {tl.schedule} order ({tl.microbatches} micro-batches,'
+            f" PP {tl.pp}, VPP {tl.vpp}); step {fmt_seconds(tl.step_time_s)}; memory of rank {tl.memory_rank} peaks at "
             f"{tl.memory_peak_bytes / 1024**3:.1f} GiB.{_binned_note(tl)} `--trace FILE.json` on estimate, plan and "
             "check writes it for Perfetto.</p>")
     return f'<div id="timeline">{note}\n{table}</div>\n{_plot("timeline-plot", lambda: timeline_figure(tl))}'

@@ -171,6 +171,14 @@ class Timeline:
     title: str
 
     @property
+    def schedule(self) -> str:
+        """The schedule Megatron-Core runs for this split (pipeline_parallel/schedules.py get_forward_backward_func:
+        forward_backward_no_pipelining at PP 1, pipelining without interleaving at VPP 1, else interleaved)."""
+        if self.pp == 1:
+            return "no pipelining"
+        return "1F1B" if self.vpp == 1 else "interleaved 1F1B"
+
+    @property
     def span_s(self) -> float:
         """From the first span's start to the last span's end."""
         return max(s.start_s + s.dur_s for s in self.spans) - min(s.start_s for s in self.spans)

@@ -404,3 +404,16 @@ def test_pp_send_recv_flows_link_neighbouring_stages():
     for i, s in starts.items():
         f = ends[i]
         assert f["ts"] > s["ts"] and f["pid"] != s["pid"]  # neighbouring stages sit on different ranks
+
+
+@pytest.mark.parametrize("pp,vpp,name", [(1, 1, "no pipelining"), (4, 1, "1F1B"), (4, 2, "interleaved 1F1B")])
+def test_the_chart_names_the_schedule_megatron_runs(pp, vpp, name):
+    """The Gantt title said 'interleaved 1F1B' for every split, PP 1 included (schedules.py
+    get_forward_backward_func picks forward_backward_no_pipelining there)."""
+    from moeplan import plots
+
+    tl = api.timeline("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=4 if pp > 1 else 16, pp=pp,
+                      vpp=vpp)
+    assert tl.schedule == name
+    fig = plots.timeline_figure(tl)
+    assert f": {name} as Megatron-Core orders it" in fig.axes[0].get_title()
