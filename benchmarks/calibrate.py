@@ -882,17 +882,28 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
     Gen6 switch at Gen6 x16, NVIDIA Hot Chips 2025), HybridEP across nodes being unavailable (both
     releases' containers build its RDMA path: HYBRID_EP_MULTINODE=1 in Bridge v0.4.2
     docker/Dockerfile.fw_base and v0.5.0 docker/Dockerfile.ci), and the recipes' bf16 main grads
-    (grad_reduce_in_fp32 False, now read from the recipe; both layouts gain). History: DeepSeek-V3's B300 recipe started as
-    B200's PP16 EP8 (Bridge 5ccbfdf) and its next one is PP8 VPP2 EP8 MBS1 with EP overlap and
-    full-iteration graphs (ecfcd84, v0.6.0), toward the planner's choice. Qwen3-235B's initial B300 recipe
-    did run the planner's direction: Bridge's docs/performance-summary-archive.md lists it at PP8 VP4 EP8
-    MBS1 (DeepEP with moe_a2a_overlap, the recipe at c0b9a00031) at 399 / 391 TFLOP/s (26.02 / 26.02.01),
-    before 592711a ("to match Qwen3 B200 Configs") set VPP1 without overlap (26.04: MBS2, alltoall, 720;
-    26.04.01: HybridEP, 878). It is the only B300 run with VPP > 1, and it does not rank the alternatives:
-    in the same release Qwen3-235B on B200 at PP8 VPP1 EP8 MBS1 measured 563, and DeepSeek-V3 at one
-    layout measured 776 on B300 against 699 on B200; moeplan puts the VPP4 run at 936 (784 without its
-    overlap), 2.3x its measurement, which no modelled cost approaches, so it stays out of the fit and the
-    ranking tests as an unexplained outlier of its release's software. No B300 run with EP > 8 is published.
+    (grad_reduce_in_fp32 False, now read from the recipe; both layouts gain). Why the recipes stay at EP8 and
+    VPP1, in Bridge's own words: "HybridEP for NVL8 with EP>8 is currently [not] performant, so we are
+    limiting the EP size to 8" (issue #2883, 2026-03-18, "Revisit 26.06"); PP8 VP2 "shows performance
+    fluctuations across iterations" (PR #2627, which set VPP1). History: DeepSeek-V3's B300 recipe started
+    as B200's PP16 EP8 (Bridge 5ccbfdf); its next one, PP8 VPP2 EP8 MBS1 with EP overlap and full-iteration
+    graphs (PR #4458, 2026-06-25; ecfcd84 in v0.6.0), measured 894.1 -> 1161.4 TFLOP/s on its author's runs
+    (+30%, with FP8 attention, which moeplan does not model), toward the planner's choice; moeplan estimates
+    it at 1191 and orders the pair as measured (`tests/validation/test_bridge_pr_runs.py`, out of the fit);
+    pinned, that layout is 0.895 of the fastest plan (EP16 across two nodes, the HybridEP leg Bridge's issue
+    calls slow: below, HybridEP across two nodes). Qwen3-235B's initial B300 recipe
+    did run the planner's direction in part: Bridge's docs/performance-summary.md at c0b9a0003 (26.02)
+    lists it at PP8 VP4 EP8 MBS1, 399 TFLOP/s, with moe_a2a_overlap and no flex backend in its preset, so the
+    Qwen provider's alltoall (qwen_provider.py moe_token_dispatcher_type), without CUDA graphs; 592711a
+    ("to match Qwen3 B200 Configs", whose PR #1760 had disabled moe_a2a_overlap "due to CPU overhead")
+    then set VPP1 without overlap (26.04: MBS2, alltoall, 720; 26.04.01: HybridEP, 878; Bridge issue #3399:
+    "moe_a2a_overlap and VP degraded perf" on B300). It is the only B300 run with VPP > 1, and it does not
+    rank the alternatives: in the same release Qwen3-235B on B200 at PP8 VPP1 EP8 MBS1 measured 563, and
+    DeepSeek-V3 at one layout measured 776 on B300 against 699 on B200; moeplan puts the VPP4 run at 898
+    with alltoall (777 without its overlap), 2.25x its measurement. The host cost Bridge names for EP overlap
+    ("CPU overhead" on x86 hosts) is not in moeplan's schedule model, and no shared row measures it, so the
+    run stays out of the fit and the ranking tests as an outlier of its release's software. No B300 run with
+    EP > 8 is published.
   - DeepSeek-V3 on B200 ({ratio:deepseek-v3-b200-256-4096}): EP32 over 4 nodes against EP16 over 2, whose RDMA leg is 2.4x smaller
     (group-limited routing: 2.36 against 0.99 remote nodes per token); with 400G NICs the EP32 leg
     outlasts its overlap windows (6.0 s exposed against 1.3 s, both with HybridEP). The DeepEP internode

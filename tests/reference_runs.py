@@ -93,3 +93,8 @@ def estimate_kwargs(run: dict[str, str]) -> dict[str, Any]:
         dp_overlap=run.get("dp_overlap", "1") != "0",
     ) | ({"mtp_layers": int(run["mtp_layers"])} if run.get("mtp_layers") else {}) | (
         {"pipeline_layout": run["pipeline_layout"]} if run.get("pipeline_layout") else {})
+
+
+def bridge_pr_runs() -> list[dict[str, str]]:
+    """tests/data/bridge_pr_runs.csv: runs Megatron Bridge's engineers measured in a pull request, with its recipe."""
+    return _read(DATA / "bridge_pr_runs.csv")

@@ -19,12 +19,14 @@ BELOW = {
                                       "its measurement); EP32 with TP x CP 8 needs no moe recompute, unmeasured",
     "qwen3-235b-a22b-H100-256-65536": "the same fixed TP4 EP8 CP series at CP 4 (estimated within 6% of its "
                                       "measurement); EP32 CP8 needs no moe recompute and overlaps EP, unmeasured",
-    "deepseek-v3-b300-256-4096": "PP8 VPP1 EP8: no EP overlap and the VPP1 bubble; the next recipe moved to VPP2 "
-                                 "with overlap; no B300 run with EP > 8 published, the one with VPP > 1 is an "
-                                 "outlier (Qwen3-235B, below)",
+    "deepseek-v3-b300-256-4096": "PP8 VPP1 EP8: no EP overlap and the VPP1 bubble; the next recipe, PP8 VPP2 EP8 "
+                                 "with overlap, measured +30% (Bridge PR #4458, test_bridge_pr_runs.py); Bridge "
+                                 "keeps EP8 on NVL8 because HybridEP with EP > 8 was slow there (issue #2883); no "
+                                 "B300 run with EP > 8 published",
     "qwen3-235b-a22b-b300-256-4096": "PP8 VPP1 EP8 without EP overlap (19% of the step exposed); its PP8 VPP4 EP8 "
-                                     "predecessor with overlap measured 391-399 TFLOP/s (Bridge 26.02), 2.3x below "
-                                     "moeplan's estimate of it: no modelled cost explains it",
+                                     "alltoall predecessor with overlap measured 399 TFLOP/s (Bridge 26.02), 2.25x "
+                                     "below moeplan's estimate of it: Bridge names EP overlap's CPU overhead, which "
+                                     "moeplan does not model",
     "deepseek-v3-b200-256-4096": "EP32 over 4 nodes against EP16 over 2 (2.4x less RDMA, DeepEP internode model "
                                  "reproduces DeepEP's benchmark); EP16 with overlap never published",
 }
