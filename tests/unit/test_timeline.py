@@ -412,8 +412,9 @@ def test_the_chart_names_the_schedule_megatron_runs(pp, vpp, name):
     get_forward_backward_func picks forward_backward_no_pipelining there)."""
     from moeplan import plots
 
-    tl = api.timeline("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=4 if pp > 1 else 16, pp=pp,
-                      vpp=vpp)
+    cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=4 if pp > 1 else 16,
+                                pp=pp, vpp=vpp)
+    tl = build_timeline(cfg, gpu)
     assert tl.schedule == name
     fig = plots.timeline_figure(tl)
     assert f": {name} as Megatron-Core orders it" in fig.axes[0].get_title()
