@@ -772,6 +772,22 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   share of HBM bandwidth (unmeasured). Effect: G15 best plans ~545 / 410 / 340 -> ~510 / 395 / 330 TFLOP/s,
   PR #3168's GB200 step 3.81 -> 4.04 s (of 6.68), GB300 3.32 -> 3.55 s (of 5.80), the ModelZoo H100 row of (p)
   1.56 -> 1.63 s (of 2.2). The level gap narrows to ~1.65x on the 4K recipe; CV unchanged (no GDN row in the fit).
+  (v) Checked, not adopted (2026-12-04): a slower host on Grace. TE issue #2053 ("High CPU overhead on Grace
+  systems") times a torch Linear's host side at 37.1 us on GB200 against 13.5 us on an H100 DGX's Xeon (2.75x);
+  fla's own benchmarks give the Gated DeltaNet call's launch time as 0.61 / 1.11 ms (forward / backward) on
+  Grace against 0.46 / 1.61 ms on x86 (`gdn_launch_s`), no slower overall. Charging Grace hosts 2.75x the
+  fitted per-layer launch and per-expert launch times improves the refit (CV 0.138 -> 0.134, 26 of 26 pairs;
+  G05's held-out RMS 0.146 -> 0.121) but takes PR #3168's GB200 step from 4.04 to 8.09 s (measured 6.68) and GB300's to
+  4.58 s (5.80): the GB200 / GB300 pair (MBS 2 against 4, same layout) measured 1.15x apart, and a host cost
+  per micro-batch that large makes it 1.77x. 1.5x moves the CV only to 0.137. The two measurements of Grace's
+  host cost disagree, so neither is adopted. New rows at PR #3168's layout, from NVIDIA but unpublished or
+  rounded (not in the data): Bridge PR #3818's draft 26.04 summary (867af0079, removed in 84ff628e5 before its
+  merge) lists Qwen3-Next at 241 TFLOP/s on GB200 MXFP8 (PR #3168's 6.68 s), 277 on GB300 and 119 on B200
+  (x86, PP1 EP64 MBS1, 13.5 s per step; moeplan 10.0 s, 1.35x, against 1.65x on Grace), and NVIDIA/skills'
+  hardware card (7d99fda) gives ~330 for a BF16 run of the same layout with "cutlass grouped gemm", a kernel
+  public TE has on Hopper only (cublaslt_gemm.cu at 71bbefb; TE PR #3069 adds Blackwell's for 2,048 x 512
+  experts): moeplan is 1.31x over that row. The x86 row's smaller gap and the BF16 row's kernel both point
+  at the expert GEMMs and host work of the 16 local experts, which no shared row separates.
 - **gpt-oss-120b** (Bridge perf rows, out of sample, in tokens/s: GB300 +33%, GB200 +49%, B300 +40%, H100
   +20%, still marked: unmarked it would join the published-layout ranking, where the planner's fastest plan
   (TP2 EP32 DeepEP) beats its PP4 EP8 alltoall layout by 1.33x; before (b) and (e) +39% / +57% / +78% / +38%). What runs, read from the recipes (Bridge v0.4.2 / v0.5.0 scripts/performance/configs/gpt_oss, v0.6.0
