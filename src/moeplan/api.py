@@ -304,6 +304,8 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         **p.estimate.run_dict(),
         "memory_gib": est["memory_gib"],
         "host_memory_gib": est["host_memory_gib"],
+        "host_peak_gib": est["host_peak_gib"],
+        "host_capacity_gib": est["host_capacity_gib"],
         "capacity_gib": est["capacity_gib"],
         "fits": est["fits"],
         "step_time_s": est["step_time_s"],

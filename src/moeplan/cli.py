@@ -399,11 +399,15 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
         if key == "total":
             continue
         mem.add_row(key, f"{value:,.2f}")
-    verdict = "[green]fits" if est["fits"] else f"[red]does not fit: {-est['headroom_gib']:,.1f} GiB over"
+    gpu_fits = est["headroom_gib"] >= 0
+    verdict = "[green]fits" if gpu_fits else f"[red]does not fit: {-est['headroom_gib']:,.1f} GiB over"
     mem.add_row("[b]total", f"[b]{est['memory_gib']['total']:,.2f}")
     mem.add_row(f"capacity ({verdict}[/])", f"{est['capacity_gib']:,.2f}")
-    if est["host_memory_gib"]:
-        mem.add_row("host memory (offload)", f"{est['host_memory_gib']:,.2f}")
+    if est["host_peak_gib"]:
+        host_over = est["host_peak_gib"] - est["host_capacity_gib"]
+        mem.add_row("host memory (offload)", f"{est['host_peak_gib']:,.2f}")
+        mem.add_row("host capacity (" + ("[green]fits" if host_over <= 0 else f"[red]does not fit: {host_over:,.1f} GiB "
+                    "over") + "[/])", f"{est['host_capacity_gib']:,.2f}")
     console.print(mem)
     tt = Table(title="Time per step")
     tt.add_column("item")

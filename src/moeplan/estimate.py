@@ -71,6 +71,8 @@ class Estimate:
             "memory_by_rank_gib": [r.total_bytes / GIB for r in mem.ranks],
             "memory_ranks_gib": [{k: v / GIB for k, v in r.items.items()} for r in mem.ranks],
             "host_memory_gib": peak.host_bytes / GIB,
+            "host_peak_gib": mem.host_peak_bytes / GIB,  # the rank that offloads most (may not be the GPU peak's)
+            "host_capacity_gib": mem.host_capacity_bytes / GIB,
             "capacity_gib": mem.capacity_bytes / GIB,
             "fits": mem.fits,
             "headroom_gib": mem.headroom_bytes() / GIB,
@@ -112,7 +114,7 @@ class Evaluator:
         return self._cache[cfg]
 
     def fits(self, est: Estimate | None) -> bool:
-        return est is not None and est.memory.total_bytes <= self.fit_budget_bytes
+        return est is not None and est.memory.total_bytes <= self.fit_budget_bytes and est.memory.host_fits
 
 
 __all__ = ["Estimate", "Evaluator", "evaluate"]

@@ -98,6 +98,8 @@ class MemoryEstimate:
     capacity_bytes: float
     _assumptions: dict[str, object] = field(default_factory=dict)
     pipeline: Pipeline | None = None
+    host_capacity_bytes: float = math.inf
+    """Host memory per GPU for what the run offloads (hardware ``host_mem_bytes``)."""
 
     @property
     def assumptions(self) -> dict[str, object]:
@@ -115,8 +117,18 @@ class MemoryEstimate:
         return self.peak.total_bytes
 
     @property
+    def host_peak_bytes(self) -> float:
+        """Host bytes of the rank that offloads most (optimizer state and activations it moves to the CPU)."""
+        return max(r.host_bytes for r in self.ranks)
+
+    @property
+    def host_fits(self) -> bool:
+        return self.host_peak_bytes <= self.host_capacity_bytes
+
+    @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.capacity_bytes
+        """The most loaded rank fits its GPU and what every rank offloads fits its share of the host's memory."""
+        return self.total_bytes <= self.capacity_bytes and self.host_fits
 
     def headroom_bytes(self) -> float:
         return self.capacity_bytes - self.total_bytes
@@ -595,7 +607,7 @@ class LayoutMemory:
     (tests/unit/test_memory_ladder_cache.py)."""
 
     __slots__ = ("base", "nvlink_domain", "pipe", "_tokens", "_m", "_fixed", "_state", "_acts", "_layers", "_peaks",
-                 "_offloaded")
+                 "_offloaded", "_host")
 
     def __init__(self, base: RunConfig, nvlink_domain: int, pipe: Pipeline,
                  shared: dict[Any, Any] | None = None, fields: object = None) -> None:
@@ -612,13 +624,16 @@ class LayoutMemory:
         self._acts: dict[Recompute, tuple[bool, list[tuple[int, float, float, float]]]]
         # recompute -> (bytes per micro-batch of each layer kind, MoE dispatch transient)
         self._layers: dict[Recompute, tuple[dict[Layer, tuple[float, float, float]], float]]
+        # offload -> host bytes of the rank that offloads most (what the parameter state reads: shared with it)
+        self._host: dict[float, float]
         if shared is None:
-            self._state, self._acts, self._layers = {}, {}, {}
+            self._state, self._acts, self._layers, self._host = {}, {}, {}, {}
         else:
             act_key, state_key, layer_key = self.shared_keys(shared, fields)
             self._acts = shared.setdefault(act_key, {})
             self._state = shared.setdefault(state_key, {})
             self._layers = shared.setdefault(layer_key, {})
+            self._host = shared.setdefault(("host", *state_key[1:]), {})
         self._peaks: dict[tuple[Recompute, float], float] = {}
         self._offloaded: dict[float, RunConfig] = {}  # offload fraction -> the run with it (every rank's state)
 
@@ -690,6 +705,20 @@ class LayoutMemory:
         weights, fp8_copies, grads, opt_gpu, fsdp_buffers, _ = _rank_model_state(cfg, prof)
         return weights + fp8_copies + grads + opt_gpu + fsdp_buffers
 
+    def host_bytes(self, optimizer_offload: float) -> float:
+        """:func:`offloaded_state_bytes` of the run with this offload fraction, kept with the parameter state."""
+        hit = self._host.get(optimizer_offload)
+        if hit is None:
+            cfg = self._offloaded.get(optimizer_offload)
+            if cfg is None:
+                cfg = self._offloaded[optimizer_offload] = self.base.evolve(optimizer_offload=optimizer_offload)
+            hit = self._host[optimizer_offload] = offloaded_state_bytes(cfg, self.pipe)
+        return hit
+
+    def host_fits(self, optimizer_offload: float) -> bool:
+        """Whether that offload fits the host memory per GPU (hardware ``host_mem_bytes``)."""
+        return self.host_bytes(optimizer_offload) <= self.base.gpu.host_mem_bytes
+
     def peak_bytes(self, recompute: Recompute, optimizer_offload: float) -> float:
         """Total bytes on the most loaded rank of the run with this recompute and offload fraction."""
         key = (recompute, optimizer_offload)
@@ -710,6 +739,17 @@ class LayoutMemory:
             peak = max(peak, _rank_total(s, act, trans, dispatcher, graphs, reserve))
         self._peaks[key] = peak
         return peak
+
+
+def offloaded_state_bytes(cfg: RunConfig, pipeline: Pipeline) -> float:
+    """Host bytes of the optimizer state that CPU offload moves, on the pipeline rank that moves most (every rank
+    counted: the host memory per GPU is each rank's share). Activation offload (``offload_modules``) adds to it
+    in :func:`estimate_memory`; the planner's runs offload none."""
+    if cfg.optimizer_offload == 0.0:
+        return 0.0
+    par = cfg.parallel
+    return max(_rank_model_state(cfg, _parameter_profile(cfg.model, stages, par.tp, par.ep, par.etp, rank))[5]
+               for rank, stages in enumerate(pipeline.rank_stages))
 
 
 @lru_cache(maxsize=4096)
@@ -829,7 +869,8 @@ def estimate_memory(cfg: RunConfig, capacity_bytes: float, nvlink_domain: int = 
             (b for b in (_unfused_scores(cfg, layer)[0] for layer in spec.distinct_layers) if b), 0.0),
         "memory_efficient_permutation": True,
     }
-    return MemoryEstimate(tuple(ranks), capacity_bytes, assumptions, pipe if par.pp * par.vpp > 1 else None)
+    return MemoryEstimate(tuple(ranks), capacity_bytes, assumptions, pipe if par.pp * par.vpp > 1 else None,
+                          float(cfg.gpu.host_mem_bytes))
 
 
 MEMORY_ITEMS = ("weights", "fp8_weight_copies", "gradients", "optimizer_states", "fsdp_buffers", "activations",

@@ -43,7 +43,8 @@ from moeplan.activations import BF16_BYTES
 from moeplan.megatron.fields import fields_for, sync_free_moe, version_key
 from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.fsdp import label as fsdp_label
-from moeplan.memory import GIB, LayoutMemory, average_params_per_gpu, peak_memory_bytes, shared_fields_key
+from moeplan.memory import (GIB, LayoutMemory, average_params_per_gpu, offloaded_state_bytes, peak_memory_bytes,
+                            shared_fields_key)
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline,
                               check_layout, expert_rules, interleaving_problem, mixer_rules, pipeline_rules,
@@ -360,9 +361,21 @@ def _strongest_option(space: SearchSpace, ladder: list[Recompute]) -> tuple[Reco
     return rcs[-1], OFFLOAD_FRACTIONS[-1] if space.optimizer_offload else 0.0
 
 
-def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute]) -> RunConfig:
-    """``cfg`` with :func:`_strongest_option`."""
-    rc, f = _strongest_option(space, ladder)
+def _host_capped(host_fits: Callable[[float], bool], option: tuple[Recompute, float]) -> tuple[Recompute, float]:
+    """``option`` with its offload fraction lowered to the largest whose offloaded state fits the host memory per
+    GPU (``host_fits``: LayoutMemory.host_fits, against hardware ``host_mem_bytes``), 0 where none does."""
+    rc, f = option
+    while f > 0.0 and not host_fits(f):
+        f = max((x for x in OFFLOAD_FRACTIONS if x < f), default=0.0)
+    return rc, f
+
+
+def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute], pipe: Pipeline) -> RunConfig:
+    """``cfg`` with :func:`_strongest_option`, its offload within the host's memory."""
+    def host_fits(f: float) -> bool:
+        return offloaded_state_bytes(cfg.evolve(optimizer_offload=f), pipe) <= cfg.gpu.host_mem_bytes
+
+    rc, f = _host_capped(host_fits, _strongest_option(space, ladder))
     return cfg.evolve(recompute=rc, optimizer_offload=f)
 
 
@@ -374,9 +387,9 @@ def _memory_options(cfg: RunConfig, pipe: Pipeline, space: SearchSpace, ladder: 
     first recompute set that fits (binary search); offload only when no recompute set fits without it.
     ``mem``: ``cfg``'s :class:`LayoutMemory`, if made (else one on ``nvlink_domain``)."""
     rcs = [space.recompute] if space.recompute is not None else ladder
-    offloads = (0.0,) + (OFFLOAD_FRACTIONS if space.optimizer_offload else ())
     if mem is None:
         mem = LayoutMemory(cfg, nvlink_domain, pipe)
+    offloads = (0.0,) + (tuple(f for f in OFFLOAD_FRACTIONS if mem.host_fits(f)) if space.optimizer_offload else ())
     out = []
     for f in offloads:
         i, total = _first_fit(mem, rcs, f, budget, smallest if f == offloads[-1] else None)
@@ -445,7 +458,7 @@ def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, 
                 if cfg is None:
                     cfg = _closest_run(template, par, mbs, space, gpu)
                     pipe = _pipeline(pipes, cfg.model, par)
-                run = _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder))
+                run = _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder, pipe))  # type: ignore[arg-type]
                 peak = LayoutMemory(run, gpu.nvlink_domain, pipe, mem_cache).peak_bytes(  # type: ignore[arg-type]
                     run.recompute, run.optimizer_offload)
             if best is None or peak - budget < best[0]:
@@ -453,7 +466,7 @@ def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, 
     assert best is not None
     miss, par, mbs, sh = best
     cfg = _closest_run(template, par, mbs, space, gpu)
-    return _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder)), miss
+    return _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder, _pipeline(pipes, cfg.model, par))), miss
 
 
 def _closest_run(template: RunConfig, par: Parallel, mbs: int, space: SearchSpace, gpu: GPUSpec) -> RunConfig:
@@ -719,7 +732,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             if fid is None:
                 fid = mem_fields[(disp, overlap, sh)] = shared_fields_key(trial, mem_cache)
             mem = LayoutMemory(trial, gpu.nvlink_domain, pipe, mem_cache, fid)  # the layout's memory ladder, costed part by part
-            total = mem.peak_bytes(*strongest)
+            total = mem.peak_bytes(*_host_capped(mem.host_fits, strongest))
             if total <= budget:
                 ok, cfg, smallest, fit_sh = True, trial, total, sh
                 break
@@ -816,7 +829,7 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                 continue
             alt = _base_cfg(c.cfg, sh, space)
             mem = LayoutMemory(alt, gpu.nvlink_domain, c.pipeline, mem_cache)
-            smallest = mem.peak_bytes(*strongest)
+            smallest = mem.peak_bytes(*_host_capped(mem.host_fits, strongest))
             if smallest <= budget:
                 pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal,
                                               layer_cache, mem))

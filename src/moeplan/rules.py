@@ -149,6 +149,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     est = ev(cfg)
     assert est is not None
     findings += _memory(cfg, est, ev, lines)
+    findings += _host_memory(cfg, est, ev, lines)
     findings += _dp_budget(cfg, est, ev, lines)
     findings += _cp_size(cfg, est, ev, lines)
     findings += _recompute(cfg, est, ev, lines)
@@ -161,7 +162,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     return sort_findings(combined + findings)
 
 
-ESTIMATE_RULES = ("memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
+ESTIMATE_RULES = ("memory", "host-memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
                   "full-recompute", "dispatcher", "delay-wgrad", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor")
 
 
@@ -337,6 +338,33 @@ def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> l
     return [Finding("error", "memory", msg + f"; the cheapest fix that fits (with the planner's headroom, "
                     f"{round_gib(ev.fit_budget_bytes)} GiB) needs {round_gib(e.memory.total_bytes)} GiB "
                     f"at {e.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU", fix_overrides(cfg, opt), nums, line)]
+
+
+def _host_memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    """What the run offloads (optimizer state, activations) against the host memory per GPU (hardware
+    ``host_mem_bytes``): Megatron's HybridDeviceOptimizer keeps the offloaded state in the host's RAM, so a run
+    past it fails or swaps. The fix: the largest offload fraction whose host share fits, where the GPU still fits."""
+    mem = est.memory
+    if mem.host_fits:
+        return []
+    host, cap = mem.host_peak_bytes, mem.host_capacity_bytes
+    nums = {"host_gib": round_gib(host), "host_capacity_gib": round_gib(cap), "over_gib": round_gib(host - cap)}
+    msg = (f"the run offloads {round_gib(host)} GiB per GPU to the host, which has {round_gib(cap)} GiB per GPU "
+           f"(hardware host_mem_bytes): {round_gib(host - cap)} GiB over")
+    line = lines.get("optimizer_offload_fraction") or lines.get("optimizer_cpu_offload")
+    for f in sorted({0.75, 0.5, 0.25, 0.0} - {cfg.optimizer_offload}, reverse=True):
+        if f >= cfg.optimizer_offload:
+            continue
+        opt = cfg.with_(optimizer_offload=f)
+        e = ev(opt)
+        if ev.fits(e):
+            nums.update({"fixed_offload": f, "fixed_memory_gib": round_gib(e.memory.total_bytes),
+                         "fixed_host_gib": round_gib(e.memory.host_peak_bytes)})
+            return [Finding("error", "host-memory", msg + f"; optimizer offload {f:.0%} fits both "
+                            f"({round_gib(e.memory.total_bytes)} GiB on the GPU, {round_gib(e.memory.host_peak_bytes)} "
+                            "GiB on the host)", fix_overrides(cfg, opt), nums, line)]
+    return [Finding("error", "host-memory", msg + "; no smaller offload fraction fits the GPU: run `moeplan plan`",
+                    numbers=nums, line=line)]
 
 
 def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:

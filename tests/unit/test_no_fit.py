@@ -75,8 +75,9 @@ def test_closest_miss_is_the_least_over_every_layout():
         cfg = RunConfig(spec, par, Batch(seq, gbs, mbs), gpu=gpu)
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])
         for sh in _sharding_options(space, "0.16", "adam"):
-            run = _strongest(cfg.evolve(fsdp=sh), space, ladder)
-            best = min(best, peak_memory_bytes(run, gpu.nvlink_domain, build_pipeline(spec, par)) - budget)
+            pipe = build_pipeline(spec, par)
+            run = _strongest(cfg.evolve(fsdp=sh), space, ladder, pipe)
+            best = min(best, peak_memory_bytes(run, gpu.nvlink_domain, pipe) - budget)
     assert result.closest[1] == pytest.approx(best, rel=1e-9)
 
 

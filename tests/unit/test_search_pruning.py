@@ -85,7 +85,7 @@ def test_bound_is_above_every_layouts_estimate(case):
         cfg = cfg.evolve(dispatcher=dispatcher_candidates(cfg, gpu)[0])
         cfg = cfg.evolve(ep_overlap=cfg.ep_overlap_allowed)
         pipe = build_pipeline(spec, par)
-        ok, smallest = _fits(_strongest(cfg, space, ladder), gpu, pipe, budget)
+        ok, smallest = _fits(_strongest(cfg, space, ladder, pipe), gpu, pipe, budget)
         if not ok:
             continue
         cand = _cheapest_fitting(cfg, gpu, pipe, space, ladder, budget, smallest)

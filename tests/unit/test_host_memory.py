@@ -1,0 +1,71 @@
+"""Optimizer CPU offload keeps the moved state in the host's RAM (Megatron-Core's HybridDeviceOptimizer): what a run
+offloads must fit the hardware's host memory per GPU (``host_mem_bytes``). The field was read and listed, never
+compared: a plan offloaded 129 GiB per GPU to a host with 1.9 GiB per GPU and said it fits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from moeplan import api, checker
+from moeplan.cli import main
+from moeplan.megatron import export
+
+TINY = "gpus:\n  tinyhost:\n    base: h100\n    host_mem_bytes: 2.0e+9\n"
+SMALL = "gpus:\n  smallhost:\n    base: h100\n    host_mem_bytes: 7.0e+10\n"  # 65.2 GiB per GPU
+PLAN = dict(gpus=32, seq_len=4096, gbs=256)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "hw.yaml"
+    path.write_text(TINY)
+    return str(path)
+
+
+def test_the_catalog_h100_plans_offload_more_than_the_small_host_holds():
+    """The case the fix is for: on the catalog H100 (256 GiB host per GPU) one of the first plans offloads 82 GiB."""
+    plans = api.plan("qwen3-235b-a22b", gpu="h100", top=3, **PLAN)["plans"]
+    assert any(p["host_peak_gib"] > 7.0e10 / 2**30 for p in plans[:2])
+
+
+def test_plans_keep_what_they_offload_within_the_host(tmp_path):
+    path = tmp_path / "small.yaml"
+    path.write_text(SMALL)
+    plans = api.plan("qwen3-235b-a22b", gpu="smallhost", hardware_file=str(path), top=5, **PLAN)["plans"]
+    assert plans
+    for p in plans:
+        assert p["fits"] and p["host_peak_gib"] <= p["host_capacity_gib"] == pytest.approx(7.0e10 / 2**30)
+
+
+def test_a_host_too_small_for_any_offload_that_is_needed_fits_nothing(tiny):
+    """DeepSeek-V3 on 64 H100 needs ~100+ GiB of offloaded state per GPU: with 1.9 GiB of host nothing fits (the plan
+    offloaded 129 GiB there and said it fits)."""
+    result = api.plan("deepseek-v3", gpu="tinyhost", hardware_file=tiny, top=3, gpus=64, seq_len=4096, gbs=512)
+    assert result["plans"] == []
+
+
+def test_an_estimate_past_the_host_does_not_fit_and_says_by_how_much(tiny, capsys):
+    args = ["estimate", "qwen3-30b-a3b", "--gpu", "tinyhost", "--hardware", tiny, "--gpus", "16", "--seq-len", "4k",
+            "--gbs", "1024", "--ep", "16", "--optimizer-offload", "1.0"]
+    assert main([*args, "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["host_peak_gib"] > est["host_capacity_gib"] and est["fits"] is False
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "host capacity (does not fit:" in out
+
+
+def test_check_reports_the_host_and_its_fix_clears_it(tiny, tmp_path):
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpu="tinyhost", hardware_file=tiny, gpus=16, seq_len=4096, gbs=1024,
+                              ep=16, optimizer_offload=1.0)
+    run = tmp_path / "r.yaml"
+    run.write_text(export.to_yaml(cfg))
+    found = [f for f in checker.check(str(run), hardware_file=tiny, gpu="tinyhost").findings if f.rule == "host-memory"]
+    assert len(found) == 1 and found[0].severity == "error" and found[0].numbers["over_gib"] > 0
+    assert found[0].fix
+    fixed = cfg.with_(optimizer_offload=float(found[0].numbers["fixed_offload"]))
+    run.write_text(export.to_yaml(fixed))
+    assert not [f for f in checker.check(str(run), hardware_file=tiny, gpu="tinyhost").findings
+                if f.rule == "host-memory"]
