@@ -52,17 +52,30 @@ CONDITIONS = ("model", "GPU", "GPUs", "precision", "grad_fp32", "bf16_moments", 
 _HANDLED = {"model", "gpu", "parallel", "batch", "precision", "delay_wgrad", "precision_aware_optimizer"}
 
 
-def _value(v: object) -> str:
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    if isinstance(v, frozenset):
-        return ", ".join(sorted(v)) or "none"
-    if v is None:
-        return "none"
-    if isinstance(v, float):
-        return f"{v:g}"
+def _json(v: object) -> object:
+    """A setting as JSON holds it: numbers, booleans, strings and null as they are, a set as its sorted list, a
+    recompute as its label."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (frozenset, set)):
+        return sorted(v)
     label = getattr(v, "label", None)
     return label() if callable(label) else str(v)
+
+
+def _value(v: object) -> str:
+    """A setting as the text says it (of :func:`_json`'s value)."""
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, list):
+        return ", ".join(map(str, v)) or "none"
+    if v is None:
+        return "none"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
 
 
 def _layout(cfg: RunConfig) -> str:
@@ -78,17 +91,18 @@ def _sizes(cfg: RunConfig) -> tuple[object, ...]:
     return par.tp, par.pp, par.vpp, par.cp, par.ep, par.etp, par.pipeline_layout
 
 
-def differences(a: RunConfig, b: RunConfig) -> dict[str, tuple[str, str]]:
+def differences(a: RunConfig, b: RunConfig) -> dict[str, tuple[object, object]]:
     """Every way run ``b`` differs from run ``a``: {name: (a's value, b's value)}, in the order model, GPU, GPU
     count, numerics, sequence length, batch, layout, then every other knob (each RunConfig field, so a field
     added later is compared too); empty when the two runs are the same run. Each difference is named once: the
     layout where its sizes or pipeline layout differ (not where only DP follows the GPU count; FSDP is ``fsdp``),
     and the effective delay_wgrad / precision-aware optimizer only where their own setting differs (else they
-    follow from EP overlap, CUDA graphs, optimizer offload or bf16 moments, named themselves)."""
+    follow from EP overlap, CUDA graphs, optimizer offload or bf16 moments, named themselves). Values are JSON
+    values (:func:`_json`): numbers stay numbers."""
     pairs: list[tuple[str, object, object]] = [
         ("model", a.model.name, b.model.name), ("GPU", a.gpu.name, b.gpu.name),
         ("GPUs", a.parallel.gpus, b.parallel.gpus), ("precision", a.precision, b.precision),
-        ("sequence length", f"{a.batch.seq_len:,}", f"{b.batch.seq_len:,}"), ("GBS", a.batch.gbs, b.batch.gbs),
+        ("sequence length", a.batch.seq_len, b.batch.seq_len), ("GBS", a.batch.gbs, b.batch.gbs),
         ("MBS", a.batch.mbs, b.batch.mbs),
     ]
     if _sizes(a) != _sizes(b):
@@ -103,7 +117,8 @@ def differences(a: RunConfig, b: RunConfig) -> dict[str, tuple[str, str]]:
     if a.gpu.name == b.gpu.name and a.gpu != b.gpu:
         pairs[1] = ("GPU", f"{a.gpu.name} (spec A)", f"{b.gpu.name} (spec B)")
     pairs += [(f.name, getattr(a, f.name), getattr(b, f.name)) for f in fields(RunConfig) if f.name not in _HANDLED]
-    return {name: (_value(x), _value(y)) for name, x, y in pairs if _value(x) != _value(y)}
+    out = {name: (_json(x), _json(y)) for name, x, y in pairs}
+    return {name: xy for name, xy in out.items() if xy[0] != xy[1]}
 
 
 def _run_label(e: Estimate, other: Estimate | None = None) -> str:
@@ -121,11 +136,11 @@ def _run_label(e: Estimate, other: Estimate | None = None) -> str:
     return ", ".join([*head, f"seq {cfg.batch.seq_len:,} {plan_layout(cfg)}"])
 
 
-def _differences_reason(diff: dict[str, tuple[str, str]]) -> Reason:
+def _differences_reason(diff: dict[str, tuple[object, object]]) -> Reason:
     if not diff:
         return Reason("differences", "Runs A and B are the same run: model, GPU, GPU count, precision, sequence "
                       "length, batch, layout and every knob are equal.", {"differences": {}})
-    said = "; ".join(f"{name} {x} -> {y}" for name, (x, y) in diff.items())
+    said = "; ".join(f"{name} {_value(x)} -> {_value(y)}" for name, (x, y) in diff.items())
     return Reason("differences", f"Run B differs from run A in {len(diff)} setting(s): {said}.",
                   {"differences": {k: list(v) for k, v in diff.items()}})
 

@@ -452,3 +452,15 @@ def test_token_budget_errors_suggest_a_budget_and_name_the_flag_the_user_has(cap
                  "--html", str(html)]) == 2
     err = capsys.readouterr().err
     assert "the token budget (--gbs x --seq-len) 262,144" in err and "--gbs-tokens" not in err and not html.exists()
+
+
+def test_explain_json_differences_are_json_values():
+    """The differences block held display strings ("4,096", "1024"); numbers are numbers, sets lists."""
+    from moeplan.explain import differences
+
+    a = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16).config
+    b = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=32768, gbs=128, ep=16,
+                         recompute="selective:layernorm,moe").config
+    diff = differences(a, b)
+    assert diff["sequence length"] == (4096, 32768) and diff["GBS"] == (1024, 128)
+    assert diff["recompute"] == ("none", "selective:layernorm,moe") or isinstance(diff["recompute"][1], str)

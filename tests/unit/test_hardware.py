@@ -312,3 +312,20 @@ def test_compute_capability_is_read_checked_and_inherited(tmp_path):
         path.write_text(f"gpus:\n  c:\n    base: gb200\n    compute_capability: {bad}\n")
         with pytest.raises(MoeplanError, match="compute_capability"):
             load_gpu("c", path)
+
+
+def test_a_user_alias_that_names_a_catalog_gpu_is_refused(tmp_path, capsys):
+    """aliases: [b200] on an H100-based entry hid the catalog B200 (`--gpu b200` costed the user's entry and the
+    table listed it twice); an entry replaces a catalog GPU only under that GPU's own name."""
+    from moeplan.cli import main
+
+    bad = tmp_path / "hw.yaml"
+    bad.write_text("gpus:\n  x:\n    base: h100\n    aliases: [b200]\n")
+    assert main(["hardware", "--hardware", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "'b200' names the catalog GPU b200" in err and err.count("\n") == 1
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("gpus:\n  h100:\n    base: h100\n    aliases: [h100-sxm, mine]\n")  # its own name's aliases: fine
+    assert main(["hardware", "--hardware", str(ok), "--json"]) == 0
+    names = [row["name"] for row in json.loads(capsys.readouterr().out)]
+    assert len(names) == len(set(names))

@@ -37,7 +37,22 @@ def read_user_file(path: str | Path) -> tuple[Entry, ...]:
         raise MoeplanError(f"{p}: not a UTF-8 text file") from None
     except OSError as exc:
         raise MoeplanError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    return _parse_cached(text, str(p))
+    entries = _parse_cached(text, str(p))
+    _no_catalog_aliases(entries)
+    return entries
+
+
+def _no_catalog_aliases(user: tuple[Entry, ...]) -> None:
+    """A user entry replaces a catalog GPU only under that GPU's own name (``gpus.h100: {base: h100, ...}``): an
+    alias naming another catalog GPU would hide it (``--gpu b200`` silently costing the user's entry, and the
+    catalog's row gone from ``moeplan hardware``), so it is refused, as two entries of one file naming one GPU are."""
+    for entry in user:
+        for alias in entry.aliases:
+            hit = find_entry(catalog_entries(), alias)
+            if hit is not None and hit.name != entry.name:
+                raise field_error(entry.origin, entry.name, "aliases",
+                                  f"'{alias}' names the catalog GPU {hit.name}; an entry replaces a catalog GPU only "
+                                  f"under its name (gpus.{hit.name})")
 
 
 # ---------------------------------------------------------------------------------------- resolving
