@@ -145,7 +145,8 @@ def _from_provenance(parsed: Any, path: str) -> _Provenance:
     if gpus is not None and not (gpus.isdigit() and int(gpus) > 0):
         raise MoeplanError(f"{path}: the '# moeplan:' comment says gpus={gpus}; expected a positive integer")
     # TE reads the variable as an integer (int(os.getenv(..., "0")) in grouped_linear.py): non-zero selects the path
-    flag = p.get(GROUPED_TENSOR_ENV, "0").strip() or "0"
+    # the script's own setting (export, VAR=1 torchrun ...: ParsedRun.env) is what the job runs with; then the comment
+    flag = getattr(parsed, "env", {}).get(GROUPED_TENSOR_ENV, p.get(GROUPED_TENSOR_ENV, "0")).strip() or "0"
     try:
         grouped = int(flag) != 0
     except ValueError:
@@ -183,7 +184,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
     and TE versions come from the arguments, else from the file's '# moeplan:' comment (moeplan's exports carry
     one; a model from a config.json and a user hardware file by absolute path: ``gpu`` is looked up in that file
     first, then the catalog; only ``hardware_file`` replaces it); TE's grouped-tensor path from
-    ``te_grouped_tensor`` or the comment's NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1."""
+    ``te_grouped_tensor``, the script's NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM (export or inline), or the comment's."""
     argcheck.path_like("path", path)
     if model is not None:
         argcheck.path_like("model", model)

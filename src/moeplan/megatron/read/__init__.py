@@ -20,17 +20,18 @@ from moeplan.megatron.read.megatron_lm import known_flags, parse_megatron_lm
 from moeplan.megatron.read.overrides import parse_override_value, parse_overrides
 from moeplan.te_release import GROUPED_TENSOR_ENV
 
+_MLM_FLAG = re.compile(r"(^|[\s\"'(])--[A-Za-z]")  # also opening an array or string: ARGS=(--a, ARGS="--a
 _OVERRIDE_START = re.compile(r"['\"]?((\+\+|\+)?[A-Za-z_][\w\-.]*=|~[A-Za-z_])")
 
 
 def _detect(text: str) -> RunKind:
     """YAML when the first meaningful line is a YAML key or document marker; Megatron-LM when the text has
-    --flags; overrides when the first line starts with key=value (or ~key); otherwise YAML."""
+    --flags (a launch script's too); overrides when the first line starts with key=value (or ~key); otherwise YAML."""
     lines = [raw.strip() for raw in text.splitlines()]
     first = next((line for line in lines if line and not line.startswith("#")), "")
     if first.startswith(("---", "%")) or re.match(r"[\w.\-]+\s*:(\s|$)", first):
         return "bridge-yaml"
-    if any(re.search(r"(^|\s)--[A-Za-z]", line) for line in lines if not line.startswith("#")):
+    if any(_MLM_FLAG.search(line) for line in lines if not line.startswith("#")):
         return "megatron-lm"
     if not first or _OVERRIDE_START.match(first):
         return "overrides"

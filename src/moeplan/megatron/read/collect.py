@@ -65,6 +65,8 @@ class ParsedRun:
     provenance: dict[str, str] = field(default_factory=dict)  # '# moeplan: model=... gpus=...' of an export
     paths: dict[str, str] = field(default_factory=dict)  # the path (Bridge key or Megatron-LM flag) each setting came from
     architecture_lines: dict[str, int] = field(default_factory=dict)  # line of each architecture field
+    env: dict[str, str] = field(default_factory=dict)  # a launch script's environment moeplan models (NAME -> value)
+    env_lines: dict[str, int] = field(default_factory=dict)  # line of each env assignment (the last one)
 
 
 class Collector:
@@ -78,6 +80,13 @@ class Collector:
         self.ignored: list[tuple[str, int]] = []
         self.architecture: dict[str, object] = {}
         self.architecture_lines: dict[str, int] = {}
+        self.env: dict[str, str] = {}
+        self.env_lines: dict[str, int] = {}
+
+    def environment(self, name: str, value: str, line: int) -> None:
+        """A variable of the job's environment the file sets (``export NAME=V``); a later setting wins."""
+        self.env[name] = value
+        self.env_lines[name] = line
 
     def arch(self, name: str, value: object, line: int) -> None:
         """A model architecture field the file states (checked against --model: checker.architecture_mismatch)."""
@@ -120,4 +129,5 @@ class Collector:
             settings[name], lines[name], paths[name] = value, line, path
         return ParsedRun(FileSettings(settings, self.origin, lines), self.unknown, self.kind, lines, self.origin,
                          self.ignored, self.architecture, conflicts, paths=paths,
-                         architecture_lines=dict(self.architecture_lines))
+                         architecture_lines=dict(self.architecture_lines), env=dict(self.env),
+                         env_lines=dict(self.env_lines))

@@ -1,13 +1,20 @@
-"""Reader of a Megatron-LM argument list (``pretrain_gpt.py`` / torchrun flags, one or several per line)."""
+"""Reader of a Megatron-LM argument list (``pretrain_gpt.py`` / torchrun flags, one or several per line) or launch
+script (its arrays and string variables of flags, :mod:`.shell`; its environment of :data:`KNOWN_ENV`)."""
 
 from __future__ import annotations
 
-import shlex
+import re
 
 from moeplan.megatron.fields import DTYPE_FROM_MLM, KNOB_BY_FIELD, KNOBS, Knob
 from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS, RECOGNISED
 from moeplan.megatron.read.collect import Collector, ParsedRun, fail
 from moeplan.megatron.read.overrides import parse_override_value
+from moeplan.megatron.read.shell import Assignment, Token, shell_words
+from moeplan.te_release import GROUPED_TENSOR_ENV
+
+# The job environment moeplan models (export.env_settings), read from a launch script's `export NAME=V`,
+# `NAME=V torchrun ...` or `NAME=V`: Transformer Engine reads each as int(os.getenv(NAME, "0")).
+KNOWN_ENV = frozenset({GROUPED_TENSOR_ENV})
 
 # Megatron-LM flags whose name is not --<field> of a recognised field, and launcher options (torchrun).
 _MLM_ARCH_FLAGS = {"--num-experts": "num_moe_experts", "--group-query-attention": None, "--swiglu": None,
@@ -72,25 +79,21 @@ def known_flags() -> tuple[str, ...]:
     return tuple(sorted({*_MLM_KNOBS, *_MLM_RECOGNISED, _MLM_RECOMPUTE_ACTIVATIONS}))
 
 
-def _mlm_tokens_with_lines(text: str, origin: str) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip().removesuffix("\\")
-        lexer = shlex.shlex(line, posix=True)
-        lexer.whitespace_split = True
-        lexer.commenters = "#"
-        try:
-            out += [(tok, number) for tok in lexer]
-        except ValueError as exc:
-            raise fail(origin, number, f"bad argument line: {exc}") from None
-    return out
+def _env_value(assignment: Assignment, origin: str) -> str:
+    """The value of a known environment variable, refused where Transformer Engine's int() would raise."""
+    try:
+        int(assignment.value)
+    except ValueError:
+        raise fail(origin, assignment.line, f"{assignment.name}={assignment.value!r}: Transformer Engine reads an "
+                   "integer (0 off, non-zero on)") from None
+    return assignment.value.strip()
 
 
 def _is_flag(token: str) -> bool:
     return token.startswith("--") and len(token) > 2
 
 
-def _take_values(tokens: list[tuple[str, int]], i: int) -> list[str]:
+def _take_values(tokens: list[Token], i: int) -> list[str]:
     """Tokens after position i up to the next --flag."""
     out: list[str] = []
     while i + 1 + len(out) < len(tokens) and not _is_flag(tokens[i + 1 + len(out)][0]):
@@ -118,9 +121,45 @@ def _mlm_value(knob: Knob, flag: str, sets: bool, inline: str | None, following:
     return following[0], 1
 
 
+# A word that is one scalar reference: $NAME, ${NAME}, ${NAME:-default} / ${NAME-default} (bash parameter expansion)
+_REFERENCE = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)(?::?-([^}]*))?\})")
+
+
+def _substituted(tokens: list[Token], assignments: list[Assignment]) -> list[Token]:
+    """``tokens`` with each word that is a single scalar reference replaced by the value the script assigned the
+    name on an earlier line (``TP=2`` ... ``--tensor-model-parallel-size ${TP}``), else by its ``:-`` default; a
+    name the script does not set stays as written (its value then reads as a bad value, with its line). Values are
+    taken as bash would after ``TP=${TP:-2}``: references in an assigned value are resolved the same way."""
+    def value(name: str, line: int, default: str | None, depth: int = 0) -> str | None:
+        hit = next((a for a in reversed(assignments) if a.name == name and a.line < line), None)
+        if hit is None:
+            return default
+        m = _REFERENCE.fullmatch(hit.value)
+        if m and depth < 8:  # TP=${TP:-2}: the default, unless set before
+            return value(m[1] or m[2], hit.line, m[3], depth + 1)
+        return hit.value
+
+    out = []
+    for word, line in tokens:
+        m = _REFERENCE.fullmatch(word)
+        got = value(m[1] or m[2], line, m[3]) if m else None
+        out.append((got, line) if got is not None else (word, line))
+    return out
+
+
 def parse_megatron_lm(text: str, origin: str) -> ParsedRun:
     col = Collector(origin, "megatron-lm")
-    tokens = _mlm_tokens_with_lines(text, origin)
+    words = shell_words(text, origin)
+    for tokens in words.lists:  # a command, an array, a variable's value: a flag's values stay in its list
+        _read_flags(col, _substituted(tokens, words.assignments), origin)
+    for assignment in words.assignments:
+        if assignment.name in KNOWN_ENV:
+            col.environment(assignment.name, _env_value(assignment, origin), assignment.line)
+    return col.result()
+
+
+def _read_flags(col: Collector, tokens: list[Token], origin: str) -> None:
+    """The flags of one argument list, each with the values that follow it in that list."""
     i = 0
     while i < len(tokens):
         token, line = tokens[i]
@@ -150,4 +189,3 @@ def parse_megatron_lm(text: str, origin: str) -> ParsedRun:
         else:
             col.unknown.append((flag, line))
         i += 1 + len(following)
-    return col.result()
