@@ -87,17 +87,19 @@ def step_times(steady_s: float, n: int, warm: Sequence[float] = (3.0, 1.4), jitt
 
 def mlm_log(settings: Mapping[str, object], times_s: Sequence[float], *, tflops_steady: float | None,
             peak_alloc_gib: float, peak_reserved_gib: float, ranks: Sequence[int] = (0,), memory_at: int = 1,
-            steady_s: float | None = None) -> str:
+            steady_s: float | None = None, first_iteration: int = 1) -> str:
     """A Megatron-LM log: banner dump, iteration lines (TFLOP/s = tflops_steady x steady_s / time), one
-    memory report (``steady_s`` defaults to the median of the times after two warm-up iterations)."""
+    memory report (``steady_s`` defaults to the median of the times after two warm-up iterations).
+    ``first_iteration`` > 1: a job resumed from the checkpoint of iteration ``first_iteration - 1`` (it prints
+    its arguments again and logs on from there; ``memory_at`` counts the lines it logged)."""
     gbs = int(settings["global_batch_size"])  # type: ignore[arg-type]
     n = int(settings.get("train_iters", len(times_s)))  # type: ignore[arg-type]
     steady = steady_s or (statistics.median(times_s[2:] or times_s) if times_s else 1.0)
     out = ["using world size: {}".format(settings.get("world_size")), arguments_dump(settings)]
-    for i, t in enumerate(times_s, start=1):
+    for i, t in enumerate(times_s, start=first_iteration):
         tf = None if tflops_steady is None else tflops_steady * steady / t
         out.append(iteration_line(i, n, t, gbs, tf))
-        if i == memory_at:
+        if i - first_iteration + 1 == memory_at:
             for k, r in enumerate(ranks):
                 scale = 1.0 - 0.03 * k  # the first rank listed is the most loaded
                 out.append(mlm_memory_line(r, i, 0.6 * peak_alloc_gib * scale, peak_alloc_gib * scale,

@@ -19,8 +19,9 @@ the runs they came from and moeplan's version; ``--calibration profile.yaml`` ap
 from __future__ import annotations
 
 import math
+import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -33,7 +34,18 @@ from moeplan.errors import MoeplanError, yaml_problem
 from moeplan.estimate import Estimate, evaluate
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.logs import GIB, SteadyState, TrainingLog, read_log, steady_state
+from moeplan.logs import (
+    GIB,
+    STDIN,
+    SteadyState,
+    TrainingLog,
+    group_runs,
+    join_runs,
+    no_iteration_error,
+    read_text,
+    split_log,
+    steady_state,
+)
 from moeplan.megatron.export import format_override_value
 from moeplan.megatron.fields import KNOB_BY_FIELD, normalize_version
 from moeplan.megatron.read import parse_run_text
@@ -102,6 +114,17 @@ class LoggedRun:
 # ---------------------------------------------------------------------------------------- log -> run
 
 
+def _set_entry(key: str, value: object, given: str) -> tuple[str, object]:
+    """One setting (``given``: how the caller gave it, for the error): its key through the aliases, checked."""
+    key = _SET_ALIASES.get(key, key)
+    if key not in RUN_KEYS and key not in KNOB_BY_FIELD and "." not in key:
+        raise MoeplanError(f"{given}: not a Megatron-Core field moeplan reads nor one of {', '.join(RUN_KEYS)}")
+    if key == "moe_imbalance" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise MoeplanError(f"{given}: expected a number >= 1.0 (the expert load imbalance factor, e.g. 1.2), "
+                           f"got {value!r}")
+    return key, value
+
+
 def parse_sets(items: list[str] | None) -> dict[str, object]:
     """``--set key=value`` pairs: Megatron field names, Bridge paths (section.field) or run keys."""
     out: dict[str, object] = {}
@@ -110,11 +133,34 @@ def parse_sets(items: list[str] | None) -> dict[str, object]:
         key = key.strip()
         if not sep or not key:
             raise MoeplanError(f"--set {item!r}: expected key=value, e.g. --set seq_length=4096")
-        key = _SET_ALIASES.get(key, key)
-        if key not in RUN_KEYS and key not in KNOB_BY_FIELD and "." not in key:
-            raise MoeplanError(f"--set {key}: not a Megatron-Core field moeplan reads nor one of {', '.join(RUN_KEYS)}")
-        out[key] = parse_override_value(raw)
+        key, value = _set_entry(key, parse_override_value(raw), f"--set {key}")
+        out[key] = value
     return out
+
+
+def normalize_sets(sets: object) -> dict[str, object]:
+    """The settings of :func:`calibrate`'s ``sets``: None, a mapping ``{key: value}`` (a str value is read as
+    ``--set key=value`` reads it) or a sequence of ``"key=value"`` strings (``--set``); anything else (one
+    string, a number) is a one-line MoeplanError naming ``sets``, in the house style of moeplan.argcheck."""
+    if sets is None:
+        return {}
+    if isinstance(sets, Mapping):
+        out: dict[str, object] = {}
+        for key, value in sets.items():
+            if not isinstance(key, str) or not key.strip():
+                raise MoeplanError(f"sets: each key must be a setting name (a str), got {key!r} ({type(key).__name__})")
+            key, value = _set_entry(key.strip(), parse_override_value(value) if isinstance(value, str) else value,
+                                    f"sets[{key!r}]")
+            out[key] = value
+        return out
+    if isinstance(sets, (str, bytes)) or not isinstance(sets, Iterable):
+        raise MoeplanError(f"sets must be a mapping {{key: value}} or a list of 'key=value' strings, got {sets!r} "
+                           f"({type(sets).__name__})")
+    items = list(sets)
+    for item in items:
+        if not isinstance(item, str):
+            raise MoeplanError(f"each of sets must be a 'key=value' string, got {item!r} ({type(item).__name__})")
+    return parse_sets(items)
 
 
 def _settings(log: TrainingLog) -> tuple[dict[str, object], dict[str, object]]:
@@ -149,7 +195,7 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
     if settings.get("global_batch_size") is None and log.iterations[-1].global_batch_size:
         settings["global_batch_size"] = log.iterations[-1].global_batch_size  # the iteration line prints it
     stated = {**arch, **settings}  # what the log itself says, before --set
-    notes: list[str] = []
+    notes: list[str] = list(log.notes)
     for key, value in sets.items():
         if key in KNOB_BY_FIELD:
             notes += _overridden(f"{key}={format_override_value(value)}", {key: value}, stated)
@@ -182,12 +228,15 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
     version = normalize_version(str(sets.get("mcore_version") or DEFAULT_MCORE_VERSION))
     cfg = with_split_layout(run_config_from_settings(settings, spec, world, gpu_spec, mcore_version=version), arch)
     if "moe_imbalance" in sets:
-        cfg = cfg.with_(moe_imbalance=float(sets["moe_imbalance"]))  # type: ignore[arg-type]
+        _, imbalance = _set_entry("moe_imbalance", sets["moe_imbalance"], "--set moe_imbalance")  # a number
+        cfg = cfg.with_(moe_imbalance=float(imbalance))  # type: ignore[arg-type]
     elif spec.first_moe is not None and _router_balanced(log) is False:
         notes.append("routing is not force-balanced (moe_router_force_load_balancing false): the measured time "
                      "includes expert load imbalance the estimate assumes away; --set moe_imbalance=F models it")
+    logged_gbs = stated.get("global_batch_size")  # the run's (final) batch size: a --set does not change the log
     steady = steady_state(log, warmup_iters=warmup_iters, graph_warmup_iters=_graph_warmup(log, cfg),
-                          profile_window=_profile_window(log))
+                          profile_window=_profile_window(log),
+                          global_batch_size=logged_gbs if isinstance(logged_gbs, int) else None)
     if steady.tflops_per_gpu is not None:
         tflops, source = steady.tflops_per_gpu, "log"
     else:
@@ -263,6 +312,73 @@ def _profile_window(log: TrainingLog) -> tuple[int, int] | None:
     if on and isinstance(start, int) and isinstance(end, int):
         return start, end
     return None
+
+
+def _run_identity(log: TrainingLog) -> dict[str, object]:
+    """What this module reads from one start-up's settings (the run's configuration, world size, CUDA-graph
+    warm-up, profiler window, routing): two start-ups that agree on it are one run resumed; the rest of the
+    settings (train_iters, paths, seeds) may change on a resume without changing what was measured."""
+    settings, arch = _settings(log)
+    return {**arch, **settings,
+            "world_size": log.settings.get("world_size") if log.format == "megatron-lm" else None,
+            "cuda_graph_warmup_steps": _setting(log, "cuda_graph_warmup_steps", "model.cuda_graph_warmup_steps"),
+            "profile_window": _profile_window(log), "moe_router_force_load_balancing": _router_balanced(log)}
+
+
+def log_runs(path: str | Path) -> list[TrainingLog]:
+    """The runs of one log file (``-``: standard input; gzip-compressed or not): its start-ups split at each
+    settings print or iteration numbers going back, those with the same settings joined as one resumed run,
+    the others named ``PATH#k`` (moeplan.logs.group_runs). MoeplanError (one line) when it cannot be read or
+    holds no complete iteration line."""
+    text, origin = read_text(path)
+    parts = split_log(text, origin)
+    runs = group_runs(parts, _run_identity)
+    if not runs:
+        raise no_iteration_error(join_runs(parts))  # counting the lines cut short in every start-up
+    return runs
+
+
+def _log_identity(path: str) -> object:
+    """What makes two log arguments the same log: standard input, or the same file (``os.stat`` device and
+    inode, so a hard link or another spelling of the path is the same file), or the same real path."""
+    if path == STDIN:
+        return STDIN
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
+
+
+def distinct_logs(paths: list[str]) -> None:
+    """MoeplanError (one line) when one log is given twice: its run would be fitted twice (double weight)."""
+    seen: dict[object, str] = {}
+    for p in paths:
+        key = _log_identity(p)
+        if key in seen:
+            raise MoeplanError(f"{p} is the same log as {seen[key]}: give each log once (a log given twice would "
+                               "weigh its run twice in the fit)")
+        seen[key] = p
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Two paths name one file (os.path.samefile: links and spellings included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): compare where they point
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_out_path(out: str, logs: list[str], hardware_file: str | None = None) -> None:
+    """``--out`` must not be an input (a log or the --hardware file): writing the profile there would replace it.
+    MoeplanError (one line) before anything is read or written."""
+    for log in logs:
+        if log != STDIN and _same_file(out, log):
+            raise MoeplanError(f"--out {out} is the log {log}: writing the profile there would replace the training "
+                               "log; give the profile its own path")
+    if hardware_file and _same_file(out, hardware_file):
+        raise MoeplanError(f"--out {out} is the --hardware file {hardware_file}: writing the profile there would "
+                           "replace it; give the profile its own path")
 
 
 # ---------------------------------------------------------------------------------------- constants
@@ -526,14 +642,18 @@ def run_rows(runs: list[LoggedRun], result: Fit) -> list[dict[str, Any]]:
     return rows
 
 
-def calibrate(paths: list[str], *, model: str | None = None, gpu: str | None = None, sets: list[str] | None = None,
-              hardware_file: str | None = None, warmup_iters: int | None = None) -> dict[str, Any]:
-    """Read the logs, fit, and return the JSON-ready result (``runs``, ``constants``, ``not_moved``, ...)."""
+def calibrate(paths: list[str], *, model: str | None = None, gpu: str | None = None,
+              sets: Mapping[str, object] | Iterable[str] | None = None, hardware_file: str | None = None,
+              warmup_iters: int | None = None) -> dict[str, Any]:
+    """Read the logs (``-``: standard input; a log holding several runs gives each, :func:`log_runs`), fit, and
+    return the JSON-ready result (``runs``, ``constants``, ``not_moved``, ...). ``sets``: a mapping
+    ``{key: value}`` or ``"key=value"`` strings (:func:`normalize_sets`)."""
     if not paths:
         raise MoeplanError("give at least one log")
-    set_values = parse_sets(sets)
-    runs = [run_from_log(read_log(p), model=model, gpu=gpu, sets=set_values, hardware_file=hardware_file,
-                         warmup_iters=warmup_iters) for p in paths]
+    set_values = normalize_sets(sets)
+    distinct_logs([str(p) for p in paths])
+    runs = [run_from_log(log, model=model, gpu=gpu, sets=set_values, hardware_file=hardware_file,
+                         warmup_iters=warmup_iters) for p in paths for log in log_runs(p)]
     gpus = sorted({r.gpu.name for r in runs})
     if len(gpus) > 1:
         raise MoeplanError(f"the logs ran on different GPU types ({', '.join(gpus)}); calibrate one cluster at a time")
@@ -687,5 +807,5 @@ def load_profile(path: str | Path, hardware_file: str | Path | None = None) -> P
                    len(runs) if isinstance(runs, list) else 0)
 
 
-__all__ = ["Fit", "LoggedRun", "Profile", "calibrate", "fit", "load_profile", "parse_sets", "profile_yaml",
-           "run_from_log", "run_rows"]
+__all__ = ["Fit", "LoggedRun", "Profile", "calibrate", "check_out_path", "distinct_logs", "fit", "load_profile",
+           "log_runs", "normalize_sets", "parse_sets", "profile_yaml", "run_from_log", "run_rows"]

@@ -1223,6 +1223,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
         from moeplan.outfile import check_target
 
         check_target(args.out)
+        calibrate.check_out_path(args.out, args.logs, args.hardware)  # never over a training log or --hardware
     result = api.calibrate(args.logs, model=args.model, gpu=args.gpu, sets=args.set, hardware_file=args.hardware,
                            warmup_iters=args.warmup)
     if args.out:
@@ -1437,7 +1438,7 @@ def build_parser() -> argparse.ArgumentParser:
         "calibrate", help="fit the timing model to your cluster from Megatron-LM / Megatron Bridge training logs",
         description="Read training logs (Megatron-LM: argument dump, iteration and memory lines; Megatron Bridge: "
         "configuration summary or Task Configuration YAML, iteration and memory lines), take each run's steady state "
-        "(warm-up, CUDA graph capture and profiler iterations dropped; median and spread), rebuild each run from its "
+        "(warm-up, CUDA graph capture, batch-size ramp-up and profiler iterations dropped; median and spread), rebuild each run from its "
         "settings, and fit by least squares on log step time the global timing constants the runs pin down (one "
         "run configuration moves one overall scale), plus the memory reserve from peak reserved memory. Prints "
         "measured vs default vs calibrated estimates per run; --out writes a profile for --calibration.",
@@ -1445,7 +1446,9 @@ def build_parser() -> argparse.ArgumentParser:
         "  moeplan calibrate logs/*.log --gpu h100 --set gpus=16 --json\n"
         "  moeplan plan qwen3-30b-a3b --gpus 16 --seq-len 4k --gbs 1024 --calibration profile.yaml",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("logs", nargs="+", metavar="LOG", help="training log(s) of one cluster (stdout of any rank mix)")
+    p.add_argument("logs", nargs="+", metavar="LOG",
+                   help="training log(s) of one cluster (stdout of any rank mix; gzip-compressed or not; - reads "
+                        "standard input); a log holding several runs (a job restarted with other settings) gives each")
     p.add_argument("--model", help="model (catalog name or config.json); inferred from the log's architecture")
     p.add_argument("--gpu", help="GPU type the logs ran on (logs do not name it), e.g. h100")
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
@@ -1454,7 +1457,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "path (dataset.seq_length=4096), gpus=N, model=NAME, mcore_version=0.16, moe_imbalance=F; "
                         "repeatable, applies to every log")
     p.add_argument("--warmup", type=nonnegative_int, metavar="N",
-                   help="iterations dropped as warm-up (default 2, plus cuda_graph_warmup_steps with CUDA graphs)")
+                   help="iterations dropped as warm-up after the start and after each restart (default 2, plus "
+                        "cuda_graph_warmup_steps with CUDA graphs)")
     p.add_argument("--out", metavar="PROFILE.yaml", help="write the fitted profile (use with --calibration)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_calibrate)

@@ -1,30 +1,53 @@
 """Readers of Megatron-LM and Megatron Bridge training logs (engine-free: text in, numbers and settings out).
 
-:func:`read_log` finds, in one log file (any mix of ranks' output):
+:func:`read_log` finds, in one log file (any mix of ranks' output; gzip-compressed or not; ``-``: standard input):
 - the iteration lines and the memory report lines (:mod:`moeplan.logs.lines`);
 - the run's settings: Megatron-LM's argument dump (:mod:`moeplan.logs.megatron_lm`) or Megatron Bridge's
   printed configuration (:mod:`moeplan.logs.bridge`), as raw values keyed by name;
 and :func:`steady_state` picks the iterations that measure the steady state.
+
+A log may hold several start-ups (a job restarted or resumed and appended to the same file): each prints its
+settings again (rank 0's argument dump, Bridge's configuration), and a job resumed from an earlier checkpoint
+logs iteration numbers that go back. :func:`split_log` cuts the log there; :func:`group_runs` joins consecutive
+start-ups with the same settings into one resumed run and names the others ``PATH#1``, ``PATH#2``, ...
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+import sys
+import zlib
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from moeplan.errors import MoeplanError
 from moeplan.logs import bridge, megatron_lm
-from moeplan.logs.lines import GIB, Iteration, MemoryReport, parse_iterations, parse_memory
+from moeplan.logs.lines import GIB, Iteration, MemoryReport, iterations_in_order, parse_iterations, parse_memory
 
 LogFormat = Literal["megatron-lm", "bridge-summary", "bridge-yaml", "unknown"]
+STDIN = "-"  # the log name that reads standard input (`kubectl logs POD | moeplan calibrate -`), as `check -` does
+GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952: every gzip member starts with these two bytes, whatever the file's name
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A start-up after the first in one run: the job resumed (same settings) and logged on in the same file."""
+
+    line: int  # line of the log where the new start-up begins (its argument dump, or its first iteration line)
+    offset: int  # character offset of its first iteration line: the lines from here on are the resumed job's
+    after: int  # the iteration it resumed after (its first logged iteration minus the logging interval)
 
 
 @dataclass(frozen=True)
 class TrainingLog:
-    """What one log says. ``settings`` are raw values keyed by Megatron name: Megatron-LM argument names
-    for ``megatron-lm``, ``section.field`` for the Bridge formats (``bridge-yaml`` also keeps the YAML text)."""
+    """What one log (or one run of a log holding several) says. ``settings`` are raw values keyed by Megatron
+    name: Megatron-LM argument names for ``megatron-lm``, ``section.field`` for the Bridge formats
+    (``bridge-yaml`` also keeps the YAML text). ``iterations`` are in log order (by iteration within a start-up);
+    ``start`` is the iteration the run started after (0 from scratch; a resumed job's checkpoint), ``restarts``
+    the later start-ups of the same run, ``lines`` the first and last line of the log the run spans."""
 
     path: str
     format: LogFormat
@@ -34,6 +57,10 @@ class TrainingLog:
     settings_line: int | None
     config_yaml: str | None = None
     incomplete_lines: int = 0
+    start: int = 0
+    restarts: tuple[Restart, ...] = ()
+    lines: tuple[int, int] | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def peak(self) -> MemoryReport | None:
@@ -46,40 +73,212 @@ class TrainingLog:
         return max(reports, key=lambda r: r.max_allocated_bytes or 0.0) if reports else None
 
 
-def parse_log(text: str, origin: str = "<log>") -> TrainingLog:
-    iterations, incomplete = parse_iterations(text)
-    memory = tuple(parse_memory(text))
+# ---------------------------------------------------------------------------------------- start-ups
+
+
+def _line_start(text: str, offset: int) -> int:
+    return text.rfind("\n", 0, offset) + 1
+
+
+def _line_no(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _cuts(text: str) -> list[int]:
+    """Offsets (line starts) where a new start-up begins: a settings print (Megatron-LM's argument dump, Bridge's
+    configuration) once the current start-up has logged an iteration or printed the same kind already, and an
+    iteration number lower than the one logged before it (a job resumed from an earlier checkpoint)."""
+    events: list[tuple[int, str, int | str]] = [(o, "settings", "megatron-lm") for o in megatron_lm.starts(text)]
+    events += [(o, "settings", kind) for o, kind in bridge.starts(text)]
+    events += [(it.offset, "iteration", it.iteration) for it in iterations_in_order(text)[0]]
+    cuts: list[int] = []
+    printed: set[object] = set()
+    previous: int | None = None
+    for offset, what, value in sorted(events, key=lambda e: e[0]):
+        if what == "settings":
+            if previous is not None or value in printed:
+                cuts.append(_line_start(text, offset))
+                printed, previous = set(), None
+            printed.add(value)
+        else:
+            assert isinstance(value, int)
+            if previous is not None and value < previous:
+                cuts.append(_line_start(text, offset))
+                printed = set()
+            previous = value
+    return cuts
+
+
+def _settings_of(text: str) -> tuple[LogFormat, dict[str, object], int | None, str | None]:
+    """(format, settings, line of the settings print within ``text``, Task Configuration YAML) of one start-up."""
     kind = bridge.find(text)
-    yaml_text = None
     if megatron_lm.find(text):
-        fmt: LogFormat = "megatron-lm"
         settings, line = megatron_lm.parse_arguments(text)
-    elif kind == "summary":
-        fmt = "bridge-summary"
+        return "megatron-lm", settings, line, None
+    if kind == "summary":
         settings, line = bridge.parse_summary(text)
-    elif kind == "yaml":
-        fmt = "bridge-yaml"
+        return "bridge-summary", settings, line, None
+    if kind == "yaml":
         found = bridge.task_yaml(text)
         assert found is not None
         yaml_text, line = found
-        settings = bridge.flatten_yaml(yaml_text)
+        return "bridge-yaml", bridge.flatten_yaml(yaml_text), line, yaml_text
+    return "unknown", {}, None, None
+
+
+def _interval(iteration_lists: Sequence[Sequence[Iteration]]) -> int:
+    """The logging interval: the most common step between consecutive iteration lines (the smaller on a tie);
+    1 when no start-up logged two lines."""
+    steps = Counter(b.iteration - a.iteration for its in iteration_lists for a, b in zip(its, its[1:])
+                    if b.iteration > a.iteration)
+    return min(steps, key=lambda k: (-steps[k], k)) if steps else 1
+
+
+def split_log(text: str, origin: str = "<log>") -> list[TrainingLog]:
+    """One TrainingLog per start-up (see :func:`_cuts`), each with its own iterations, memory lines and line
+    range; a start-up that prints no settings (iteration numbers went back) has the settings printed before it."""
+    bounds = [0, *sorted(set(_cuts(text)) - {0}), len(text)]  # two records glued on one line cut once
+    pieces = []
+    for a, b in zip(bounds, bounds[1:]):
+        its, incomplete = parse_iterations(text[a:b])
+        pieces.append((a, b, [replace(i, offset=i.offset + a) for i in its], incomplete))
+    interval = _interval([its for _, _, its, _ in pieces])
+    out: list[TrainingLog] = []
+    for a, b, its, incomplete in pieces:
+        fmt, settings, line, yaml_text = _settings_of(text[a:b])
+        first_line = _line_no(text, a)
+        if fmt != "unknown" and line is not None:
+            line += first_line - 1
+        elif out:  # no settings of its own: the start-up before it printed them
+            prev = out[-1]
+            fmt, settings, line, yaml_text = prev.format, prev.settings, prev.settings_line, prev.config_yaml
+        start = max(0, its[0].iteration - interval) if its else 0
+        out.append(TrainingLog(origin, fmt, tuple(its), tuple(parse_memory(text[a:b])), settings, line, yaml_text,
+                               incomplete, start, (), (first_line, _line_no(text, max(a, b - 1)))))
+    return out
+
+
+def join_runs(parts: Sequence[TrainingLog]) -> TrainingLog:
+    """Start-ups of one run (the job resumed with the same settings) as one TrainingLog: the first start-up's
+    settings, every start-up's iteration and memory lines, a :class:`Restart` for each later start-up."""
+    first, last = parts[0], parts[-1]
+    restarts = tuple(Restart(p.lines[0] if p.lines else 0, min(i.offset for i in p.iterations), p.start)
+                     for p in parts[1:] if p.iterations)
+    return replace(first, iterations=tuple(i for p in parts for i in p.iterations),
+                   memory=tuple(m for p in parts for m in p.memory),
+                   incomplete_lines=sum(p.incomplete_lines for p in parts), restarts=first.restarts + restarts,
+                   lines=(first.lines[0], last.lines[1]) if first.lines and last.lines else None,
+                   notes=tuple(n for p in parts for n in p.notes))
+
+
+def _differences(a: Mapping[str, object], b: Mapping[str, object], shown: int = 3) -> str:
+    """``name old -> new`` for the first ``shown`` settings that differ between two start-ups."""
+    keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    text = ", ".join(f"{k} {a.get(k)} -> {b.get(k)}" for k in keys[:shown])
+    return text + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
+
+
+def group_runs(parts: Sequence[TrainingLog],
+               identity: Callable[[TrainingLog], Mapping[str, object]]) -> list[TrainingLog]:
+    """The runs of a log's start-ups: consecutive start-ups whose ``identity`` (the settings that make the run)
+    is the same are one resumed run (:func:`join_runs`); a change starts another run, and then each run is named
+    ``PATH#k`` with a note giving its lines and what changed. Start-ups without a complete iteration line
+    (a crashed start) are left out with a note on the run after them (or before, at the end of the log)."""
+    groups: list[tuple[dict[str, object], list[TrainingLog]]] = []
+    pending: list[str] = []
+    for p in parts:
+        if not p.iterations:
+            lines = f"lines {p.lines[0]}-{p.lines[1]}" if p.lines else "a start-up"
+            pending.append(f"{p.path} {lines}: a start-up with no complete iteration line (it crashed or was "
+                           "stopped before its first logged step) is not used")
+            continue
+        ident = dict(identity(p))
+        if pending:
+            p = replace(p, notes=(*pending, *p.notes))
+            pending = []
+        if groups and groups[-1][0] == ident:
+            groups[-1][1].append(p)
+        else:
+            groups.append((ident, [p]))
+    if not groups:
+        return []
+    runs = [join_runs(g) for _, g in groups]
+    if pending:
+        runs[-1] = replace(runs[-1], notes=(*runs[-1].notes, *pending))
+    if len(runs) == 1:
+        return runs
+    out = []
+    for k, (run, (ident, _)) in enumerate(zip(runs, groups), start=1):
+        lines = f"lines {run.lines[0]}-{run.lines[1]}" if run.lines else "its lines"
+        what = (f"its settings differ from run {k - 1}'s ({_differences(groups[k - 2][0], ident)})" if k > 1 else
+                "the log holds runs with different settings, each fitted as a run of its own")
+        out.append(replace(run, path=f"{run.path}#{k}",
+                           notes=(f"run {k} of {len(runs)} in {run.path} ({lines}): {what}", *run.notes)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+
+def _gunzip(data: bytes, origin: str) -> bytes:
+    """Every gzip member (``cat a.gz b.gz`` is one valid archive); a cut-short archive keeps what it holds (its
+    last line then is cut short, as a truncated log's is)."""
+    out = []
+    while data[:2] == GZIP_MAGIC:
+        unzip = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out.append(unzip.decompress(data))
+        except zlib.error as exc:
+            raise MoeplanError(f"{origin}: gzip-compressed log is corrupt ({exc}); decompress it (gunzip) to see "
+                               "what it holds") from None
+        if not unzip.eof:
+            break
+        data = unzip.unused_data
+    return b"".join(out)
+
+
+def read_text(path: str | Path) -> tuple[str, str]:
+    """(text, name) of a log: a file, gzip-compressed or not (told by its first bytes, not its name), or
+    standard input for ``-`` (named ``<stdin>``); MoeplanError (one line) when it cannot be read."""
+    if str(path) == STDIN:
+        origin = "<stdin>"
+        try:
+            stream = getattr(sys.stdin, "buffer", None)
+            data = stream.read() if stream is not None else sys.stdin.read().encode("utf-8", errors="replace")
+        except (OSError, ValueError) as exc:
+            raise MoeplanError(f"{origin}: cannot read the log from standard input: {exc}") from None
     else:
-        fmt, settings, line = "unknown", {}, None
-    return TrainingLog(origin, fmt, tuple(iterations), memory, settings, line, yaml_text, incomplete)
+        p = Path(path)
+        origin = str(p)
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise MoeplanError(f"{p}: cannot read log: {exc.strerror or exc}") from None
+    if data[:2] == GZIP_MAGIC:
+        data = _gunzip(data, origin)
+    return data.decode("utf-8", errors="replace"), origin
+
+
+def no_iteration_error(log: TrainingLog) -> MoeplanError:
+    """The one-line error of a log without a complete iteration line (a crashed run)."""
+    cut = f" ({log.incomplete_lines} cut short)" if log.incomplete_lines else ""
+    return MoeplanError(f"{log.path}: no complete iteration line{cut} (' iteration N/M | ... | elapsed time per "
+                        "iteration (ms): ... |'); the run crashed or stopped before its first logged step")
+
+
+def parse_log(text: str, origin: str = "<log>") -> TrainingLog:
+    """Every start-up of ``text`` that logged an iteration as one run (the settings printed first among them;
+    :func:`split_log` and :func:`group_runs` tell the runs apart)."""
+    parts = split_log(text, origin)
+    return join_runs([p for p in parts if p.iterations] or parts[:1])
 
 
 def read_log(path: str | Path) -> TrainingLog:
-    """A log file; MoeplanError (one line) when it cannot be read or holds no complete iteration line."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise MoeplanError(f"{p}: cannot read log: {exc.strerror or exc}") from None
-    log = parse_log(text, str(p))
+    """A log file as one run (:func:`parse_log`); MoeplanError (one line) when it cannot be read or holds no
+    complete iteration line."""
+    log = parse_log(*read_text(path))
     if not log.iterations:
-        cut = f" ({log.incomplete_lines} cut short)" if log.incomplete_lines else ""
-        raise MoeplanError(f"{p}: no complete iteration line{cut} (' iteration N/M | ... | elapsed time per "
-                           "iteration (ms): ... |'); the run crashed or stopped before its first logged step")
+        raise no_iteration_error(log)
     return log
 
 
@@ -109,15 +308,55 @@ class SteadyState:
                 "max_step_time_s": max(i.elapsed_s for i in self.used)}
 
 
-def _drop_reason(it: Iteration, first: int, warmup: int, graph_warmup: int,
-                 profile_window: tuple[int, int] | None) -> tuple[str, str] | None:
-    """(kind, reason) why the line ending at ``it`` (averaging iterations ``first``..) is not steady, or None."""
-    if it.iteration <= warmup:
-        return "warm-up", f"warm-up (first {warmup} iterations)"
-    if it.iteration <= warmup + graph_warmup:
-        return "graph", f"CUDA-graph warm-up (cuda_graph_warmup_steps {graph_warmup})"
-    if profile_window and first <= profile_window[1] and it.iteration >= profile_window[0]:
-        return "profiler", f"profiler window {profile_window[0]}-{profile_window[1]}"
+@dataclass(frozen=True)
+class _Rules:
+    """What makes a logged line unsteady: the warm-up after each start (``warmup`` iterations, then
+    ``graph_warmup`` more while CUDA graphs are captured), a profiler window, and a batch size other than the
+    run's final ``global_batch_size`` (Megatron-LM ``--rampup-batch-size``, arguments.py: the iteration line
+    prints ``get_current_global_batch_size()``, training.py ``training_log``, so a ramp-up line times a smaller
+    step)."""
+
+    warmup: int
+    graph_warmup: int
+    profile_window: tuple[int, int] | None
+    global_batch_size: int | None
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One start-up of a run: the iteration it started after, its Restart (None for the first), its lines."""
+
+    start: int
+    restart: Restart | None
+    lines: tuple[Iteration, ...]
+
+
+def _parts(log: TrainingLog) -> list[_Part]:
+    """The run's start-ups, each with the lines logged from its first iteration line on."""
+    heads: list[tuple[int, Restart | None]] = [(log.start, None), *((r.after, r) for r in log.restarts)]
+    lines: list[list[Iteration]] = [[] for _ in heads]
+    for it in log.iterations:
+        k = sum(1 for r in log.restarts if it.offset >= r.offset)
+        lines[k].append(it)
+    return [_Part(start, restart, tuple(its)) for (start, restart), its in zip(heads, lines)]
+
+
+def _drop_reason(it: Iteration, first: int, part: _Part, redone: Restart | None,
+                 rules: _Rules) -> tuple[str, str] | None:
+    """(kind, reason) why the line ending at ``it`` (averaging iterations ``first``..) of ``part`` is not steady,
+    or None; ``redone``: a later restart that logged this iteration again."""
+    if redone is not None:
+        return "redone", f"logged again after the restart at line {redone.line}"
+    after = "" if part.restart is None else f" after the restart at line {part.restart.line}"
+    if it.iteration <= part.start + rules.warmup:
+        return "warm-up", f"warm-up{after} (first {rules.warmup} iterations)"
+    if it.iteration <= part.start + rules.warmup + rules.graph_warmup:
+        return "graph", f"CUDA-graph warm-up{after} (cuda_graph_warmup_steps {rules.graph_warmup})"
+    if rules.global_batch_size and it.global_batch_size and it.global_batch_size != rules.global_batch_size:
+        return "ramp-up", f"batch-size ramp-up (GBS {it.global_batch_size})"
+    window = rules.profile_window
+    if window and first <= window[1] and it.iteration >= window[0]:
+        return "profiler", f"profiler window {window[0]}-{window[1]}"
     if it.nan and it.skipped:
         return "nan", "NaN and skipped iterations in the interval"
     if it.nan:
@@ -127,75 +366,106 @@ def _drop_reason(it: Iteration, first: int, warmup: int, graph_warmup: int,
     return None
 
 
-def _classify(its: list[Iteration], warmup: int, graph_warmup: int,
-              profile_window: tuple[int, int] | None) -> list[tuple[Iteration, tuple[str, str] | None]]:
+_Classified = tuple[Iteration, int, tuple[str, str] | None]  # a line, its start-up, why it is not steady (None)
+
+
+def _classify(parts: list[_Part], rules: _Rules) -> list[_Classified]:
+    """Every line with the index of its start-up and why it is not steady (None: steady)."""
     out = []
-    prev = 0
-    for it in its:
-        out.append((it, _drop_reason(it, prev + 1, warmup, graph_warmup, profile_window)))
-        prev = it.iteration
+    for k, part in enumerate(parts):
+        prev = part.start
+        for it in part.lines:
+            redone = next((later.restart for later in parts[k + 1:]
+                           if later.restart is not None and later.start < it.iteration), None)
+            out.append((it, k, _drop_reason(it, prev + 1, part, redone, rules)))
+            prev = it.iteration
     return out
 
 
-def _no_steady_message(log: TrainingLog, classified: list[tuple[Iteration, tuple[str, str] | None]],
-                       kinds: dict[str, int], warmup: int, graph_warmup: int, profile_window: tuple[int, int] | None) -> str:
+def _settle(kept: list[list[Iteration]]) -> list[tuple[int, str]]:
+    """Drop (in place) the leading lines of each start-up still slower than the median of every other kept
+    line by more than SETTLE_TOLERANCE, keeping at least two lines; what was dropped, with why."""
+    dropped: list[tuple[int, str]] = []
+    for lines in kept:
+        while lines and sum(len(p) for p in kept) > 2:
+            head = lines[0]
+            rest = statistics.median(i.elapsed_s for p in kept for i in p if i is not head)
+            if head.elapsed_s <= rest * (1 + SETTLE_TOLERANCE):
+                break
+            dropped.append((head.iteration, f"still settling ({head.elapsed_s / rest - 1:+.0%} vs the rest)"))
+            lines.pop(0)
+    return dropped
+
+
+def _no_steady_message(log: TrainingLog, parts: list[_Part], classified: list[_Classified], kinds: dict[str, int],
+                       rules: _Rules) -> str:
     """One line: how many lines each rule dropped (``classified``: :func:`_classify`'s answer, ``kinds`` its
     counts), and the remedy that can help (--warmup 0 only where the warm-up rule dropped lines that would be
     kept without it)."""
-    its = [it for it, _ in classified]
-    labels = {"warm-up": f"in warm-up (iterations 1-{warmup})",
-              "graph": f"in CUDA-graph warm-up (iterations {warmup + 1}-{warmup + graph_warmup}: "
-                       f"cuda_graph_warmup_steps {graph_warmup})",
-              "profiler": "in the profiler window ({}-{})".format(*(profile_window or (0, 0))),
+    warmup, graph, window, gbs = rules.warmup, rules.graph_warmup, rules.profile_window, rules.global_batch_size
+    s0 = parts[0].start
+    again = " and after each restart" if log.restarts else ""
+    other_gbs = sorted({it.global_batch_size for it, _, why in classified if why and why[0] == "ramp-up"
+                        and it.global_batch_size})
+    labels = {"redone": "logged again after a restart",
+              "warm-up": f"in warm-up (iterations {s0 + 1}-{s0 + warmup}){again}",
+              "graph": f"in CUDA-graph warm-up (iterations {s0 + warmup + 1}-{s0 + warmup + graph}: "
+                       f"cuda_graph_warmup_steps {graph}){again}",
+              "ramp-up": f"at a ramp-up batch size (GBS {', '.join(map(str, other_gbs))}; the run's is {gbs})",
+              "profiler": "in the profiler window ({}-{})".format(*(window or (0, 0))),
               "nan": "with NaN iterations", "skipped": "with skipped iterations"}
-    parts = [f"{n} {labels[k]}" for k, n in kinds.items() if n]
+    parts_text = [f"{n} {labels[k]}" for k, n in kinds.items() if n]
     advice = []
-    if warmup and any(reason is None for _, reason in _classify(its, 0, graph_warmup, profile_window)):
+    last_it, last_part, last_why = classified[-1]
+    if warmup and any(why is None for _, _, why in _classify(parts, replace(rules, warmup=0))):
         advice.append("pass --warmup 0 (fewer warm-up iterations) or run longer")
-    elif classified[-1][1] is not None and classified[-1][1][0] in ("warm-up", "graph", "profiler"):
+    elif last_why is not None and last_why[0] == "ramp-up":
+        advice.append(f"run past the batch-size ramp-up (the log stops at GBS {last_it.global_batch_size} of {gbs})")
+    elif last_why is not None and last_why[0] in ("warm-up", "graph", "profiler"):
         # the log stops inside a window: later lines would be kept
-        past = max(warmup + graph_warmup, profile_window[1] if kinds["profiler"] and profile_window else 0)
-        why = (f" (warm-up {warmup} + cuda_graph_warmup_steps {graph_warmup})" if warmup and graph_warmup
-               and past == warmup + graph_warmup else "")
+        start = parts[last_part].start
+        past = max(start + warmup + graph, window[1] if kinds["profiler"] and window else 0)
+        why = (f" (warm-up {warmup} + cuda_graph_warmup_steps {graph})" if warmup and graph
+               and past == start + warmup + graph else "")
         advice.append(f"run past iteration {past}{why}")
     if kinds["nan"] or kinds["skipped"]:
         advice.append("intervals with NaN or skipped iterations do not time normal steps: log a run without them")
-    return (f"{log.path}: no steady iteration left: of {len(its)} logged line(s) (last iteration {its[-1].iteration}), "
-            f"{', '.join(parts)}; {'; '.join(advice)}")
+    return (f"{log.path}: no steady iteration left: of {len(classified)} logged line(s) (last iteration "
+            f"{last_it.iteration}), {', '.join(parts_text)}; {'; '.join(advice)}")
 
 
 def steady_state(log: TrainingLog, *, warmup_iters: int | None = None, graph_warmup_iters: int = 0,
-                 profile_window: tuple[int, int] | None = None) -> SteadyState:
-    """Drop warm-up (the first ``warmup_iters`` iterations, then ``graph_warmup_iters`` more when CUDA graphs
-    are captured), intervals that overlap a profiler window, intervals with skipped or NaN iterations,
-    and leading intervals still slower than the rest by more than SETTLE_TOLERANCE; the median and
-    spread of what is left. When nothing is left: MoeplanError (one line) counting the lines each rule
-    dropped, suggesting ``--warmup 0`` only where the warm-up rule is what removed them."""
-    warmup = DEFAULT_WARMUP_ITERS if warmup_iters is None else warmup_iters
-    its = list(log.iterations)
+                 profile_window: tuple[int, int] | None = None, global_batch_size: int | None = None) -> SteadyState:
+    """Drop warm-up (the first ``warmup_iters`` iterations after the run's start and after each restart, then
+    ``graph_warmup_iters`` more when CUDA graphs are captured), lines a restart logged again, lines at another
+    batch size than ``global_batch_size`` (a ramp-up), intervals that overlap a profiler window, intervals with
+    skipped or NaN iterations, and leading intervals (of the run and of each restart) still slower than the
+    rest by more than SETTLE_TOLERANCE; the median and spread of what is left. When nothing is left:
+    MoeplanError (one line) counting the lines each rule dropped, suggesting ``--warmup 0`` only where the
+    warm-up rule is what removed them."""
+    rules = _Rules(DEFAULT_WARMUP_ITERS if warmup_iters is None else warmup_iters, graph_warmup_iters,
+                   profile_window, global_batch_size)
+    parts = _parts(log)
     dropped: list[tuple[int, str]] = []
-    kept: list[Iteration] = []
-    kinds = dict.fromkeys(("warm-up", "graph", "profiler", "nan", "skipped"), 0)
-    classified = _classify(its, warmup, graph_warmup_iters, profile_window)
-    for it, why in classified:
+    kept: list[list[Iteration]] = [[] for _ in parts]
+    kinds = dict.fromkeys(("redone", "warm-up", "graph", "ramp-up", "profiler", "nan", "skipped"), 0)
+    classified = _classify(parts, rules)
+    for it, k, why in classified:
         if why is None:
-            kept.append(it)
+            kept[k].append(it)
         else:
             kinds[why[0]] += 1
             dropped.append((it.iteration, why[1]))
-    while len(kept) > 2:
-        rest = statistics.median(i.elapsed_s for i in kept[1:])
-        if kept[0].elapsed_s <= rest * (1 + SETTLE_TOLERANCE):
-            break
-        dropped.append((kept[0].iteration, f"still settling ({kept[0].elapsed_s / rest - 1:+.0%} vs the rest)"))
-        kept.pop(0)
-    if not kept:  # settling keeps at least two lines: only the rules above can drop every line
-        raise MoeplanError(_no_steady_message(log, classified, kinds, warmup, graph_warmup_iters, profile_window))
-    times = [i.elapsed_s for i in kept]
+    dropped += _settle(kept)
+    used = [it for lines in kept for it in lines]
+    if not used:  # settling keeps at least two lines: only the rules above can drop every line
+        raise MoeplanError(_no_steady_message(log, parts, classified, kinds, rules))
+    times = [i.elapsed_s for i in used]
     med = statistics.median(times)
-    tflops = [i.tflops_per_gpu for i in kept if i.tflops_per_gpu is not None]
-    return SteadyState(tuple(kept), tuple(sorted(dropped)), med, (max(times) - min(times)) / med,
+    tflops = [i.tflops_per_gpu for i in used if i.tflops_per_gpu is not None]
+    return SteadyState(tuple(used), tuple(sorted(dropped)), med, (max(times) - min(times)) / med,
                        statistics.median(tflops) if tflops else None)
 
 
-__all__ = ["GIB", "Iteration", "MemoryReport", "SteadyState", "TrainingLog", "parse_log", "read_log", "steady_state"]
+__all__ = ["GIB", "STDIN", "Iteration", "MemoryReport", "Restart", "SteadyState", "TrainingLog", "group_runs",
+           "join_runs", "no_iteration_error", "parse_log", "read_log", "read_text", "split_log", "steady_state"]

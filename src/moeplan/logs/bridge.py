@@ -55,6 +55,14 @@ def find(text: str) -> str | None:
     return None
 
 
+def starts(text: str) -> list[tuple[int, str]]:
+    """(offset, "summary" or "yaml") of every configuration print (one per start-up: a restarted job appended to
+    the same log prints another)."""
+    found = [(m.start(), "summary") for m in re.finditer(re.escape(SUMMARY), text)]
+    found += [(m.start(), "yaml") for m in re.finditer(re.escape(TASK), text)]
+    return sorted(found)
+
+
 def parse_summary(text: str) -> tuple[dict[str, object], int | None]:
     """(``section.field`` -> value, line of the summary) of the non-default summary."""
     start = text.find(SUMMARY)
@@ -106,4 +114,4 @@ def flatten_yaml(text: str) -> dict[str, object]:
     return {f"{sec}.{k}": v for sec, body in doc.items() if isinstance(body, dict) for k, v in body.items()}
 
 
-__all__ = ["SUMMARY", "flatten_yaml", "SUMMARY_DEFAULTS", "TASK", "find", "parse_summary", "task_yaml"]
+__all__ = ["SUMMARY", "flatten_yaml", "SUMMARY_DEFAULTS", "TASK", "find", "parse_summary", "starts", "task_yaml"]

@@ -80,10 +80,10 @@ def _number(value: str) -> float | None:
     return float(m.group(0)) if m else None
 
 
-def parse_iterations(text: str) -> tuple[list[Iteration], int]:
-    """Complete iteration lines (each field closed by ``|``), first occurrence of each iteration;
-    and how many lines were incomplete (a truncated or interleaved line)."""
-    out: dict[int, Iteration] = {}
+def iterations_in_order(text: str) -> tuple[list[Iteration], int]:
+    """Complete iteration lines (each field closed by ``|``) in log order, repeats included (a restarted run
+    logs its iterations again); and how many lines were incomplete (a truncated or interleaved line)."""
+    out: list[Iteration] = []
     incomplete = 0
     for m in _ITERATION.finditer(text):
         fields = {k.strip(): v for k, v in _FIELD.findall(_segment(text, m.end()))}
@@ -91,15 +91,22 @@ def parse_iterations(text: str) -> tuple[list[Iteration], int]:
         if elapsed is None or elapsed <= 0:
             incomplete += 1
             continue
-        it = int(m.group(1))
-        if it in out:
-            continue
         tflops = _number(fields.get("throughput per GPU (TFLOP/s/GPU)", ""))
         gbs = _number(fields.get("global batch size", ""))
         skipped = _number(fields.get("number of skipped iterations", "0")) or 0
         nan = _number(fields.get("number of nan iterations", "0")) or 0
-        out[it] = Iteration(it, int(m.group(2)), elapsed / 1000.0, tflops, int(gbs) if gbs else None,
-                            int(skipped), int(nan), m.start())
+        out.append(Iteration(int(m.group(1)), int(m.group(2)), elapsed / 1000.0, tflops, int(gbs) if gbs else None,
+                             int(skipped), int(nan), m.start()))
+    return out, incomplete
+
+
+def parse_iterations(text: str) -> tuple[list[Iteration], int]:
+    """Complete iteration lines, first occurrence of each iteration, by iteration; and how many lines were
+    incomplete (:func:`iterations_in_order`)."""
+    lines, incomplete = iterations_in_order(text)
+    out: dict[int, Iteration] = {}
+    for it in lines:
+        out.setdefault(it.iteration, it)
     return [out[k] for k in sorted(out)], incomplete
 
 
@@ -124,4 +131,4 @@ def parse_memory(text: str) -> list[MemoryReport]:
     return out
 
 
-__all__ = ["GIB", "Iteration", "MemoryReport", "parse_iterations", "parse_memory"]
+__all__ = ["GIB", "Iteration", "MemoryReport", "iterations_in_order", "parse_iterations", "parse_memory"]

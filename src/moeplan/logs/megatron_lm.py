@@ -42,6 +42,12 @@ def find(text: str) -> bool:
     return BANNER in text
 
 
+def starts(text: str) -> list[int]:
+    """Offsets of every argument dump (rank 0 prints one per start-up: a restarted job appended to the same log
+    prints another)."""
+    return [m.start() for m in re.finditer(re.escape(BANNER), text)]
+
+
 def parse_arguments(text: str) -> tuple[dict[str, object], int | None]:
     """(settings by name, line of the banner) of the first argument dump; ({}, None) when there is none.
     A dump cut short (a truncated log) keeps the lines it has."""
@@ -61,4 +67,4 @@ def parse_arguments(text: str) -> tuple[dict[str, object], int | None]:
     return out, line_no
 
 
-__all__ = ["BANNER", "find", "parse_arguments", "value"]
+__all__ = ["BANNER", "find", "parse_arguments", "starts", "value"]
