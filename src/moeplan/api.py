@@ -36,7 +36,7 @@ from moeplan.timeline import Timeline, build_timeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
 from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DISPATCHERS, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
-                           OPTIMIZERS)
+                           OPTIMIZERS, PRECISIONS)
 
 
 def resolve_model(model: str | ModelSpec, mtp_layers: int | None = None) -> ModelSpec:
@@ -48,6 +48,33 @@ def resolve_model(model: str | ModelSpec, mtp_layers: int | None = None) -> Mode
         argcheck.count("mtp_layers", mtp_layers, minimum=0)
     spec = model if isinstance(model, ModelSpec) else load_model(model)
     return spec if mtp_layers is None else with_mtp_layers(spec, mtp_layers)
+
+
+def _resolve_gpu(gpu: str | GPUSpec, hardware_file: str | os.PathLike[str] | None = None) -> GPUSpec:
+    """A GPU by name (the catalog, then ``hardware_file``) or as a :class:`GPUSpec`."""
+    argcheck.optional_path("hardware_file", hardware_file)
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    argcheck.text("gpu", gpu, hint=" (a name from `moeplan hardware`, e.g. 'h100') or a GPUSpec")
+    return load_gpu(gpu, hardware_file)
+
+
+def _check_cal(cal: Any) -> Calibration:
+    """``cal`` must be timing constants. A profile file is not read here: the CLI's --calibration loads it with
+    :func:`moeplan.calibrate.load_profile` (its constants, reserve and GPU check together)."""
+    if isinstance(cal, Calibration):
+        return cal
+    if isinstance(cal, (str, os.PathLike)):
+        raise MoeplanError(f"cal must be a Calibration, not a path ({os.fspath(cal)!r}): load a profile with "
+                           "moeplan.calibrate.load_profile(path).calibration")
+    raise MoeplanError(f"cal must be a Calibration (e.g. moeplan.calibrate.load_profile(path).calibration), got "
+                       f"{cal!r} ({type(cal).__name__})")
+
+
+def _check_flags(optional: bool = False, **flags: Any) -> None:
+    """Each keyword a bool (or None, where ``optional``): a string such as 'false' would otherwise read as True."""
+    for name, value in flags.items():
+        argcheck.flag(name, value, optional=optional)
 
 
 def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> dict[str, Any]:
@@ -107,6 +134,8 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFA
     """The guidance's dispatcher choice, decided by the estimates: the fastest of the candidates the
     hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP. Only
     those the run's other knobs work with (moe_expert_rank_capacity_factor needs HybridEP: knobs.knob_problem)."""
+    _check_built(cfg, gpu)
+    _check_cal(cal)
     candidates = dispatcher_candidates(cfg, gpu)
     candidates = [d for d in candidates if knob_problem(cfg.with_(dispatcher=d), gpu) is None] or candidates
     if len(candidates) == 1:
@@ -170,13 +199,23 @@ def build_config(
     constants) only decides ``dispatcher="auto"``; ``mtp_layers`` overrides the model's MTP modules."""
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp,
                     muon_ns_steps=muon_ns_steps)
-    if not isinstance(recompute, (str, Recompute)):
-        raise MoeplanError(f"recompute must be a str (e.g. 'full', 'selective') or a Recompute, got {recompute!r}")
+    _check_run_knobs(cuda_graphs, offload_modules, optimizer_offload, moe_imbalance, reserve_gib)
+    argcheck.optional_number("capacity_factor", capacity_factor)
+    argcheck.optional_number("rank_capacity_factor", rank_capacity_factor)
+    _check_flags(ep_overlap=ep_overlap, grad_fp32=grad_fp32, bf16_moments=bf16_moments, dp_overlap=dp_overlap,
+                 tp_comm_overlap=tp_comm_overlap, offload_overlap=offload_overlap,
+                 te_grouped_tensor=te_grouped_tensor, fsdp_double_buffer=fsdp_double_buffer,
+                 muon_layer_wise=muon_layer_wise)
+    _check_flags(optional=True, delay_wgrad=delay_wgrad, precision_aware_optimizer=precision_aware_optimizer)
+    _check_cal(cal)
+    _check_recompute_arg("recompute", recompute)
+    argcheck.choice("precision", precision, PRECISIONS)
+    argcheck.optional_text("pipeline_layout", pipeline_layout, hint=" (Megatron-Core's pipeline_model_parallel_layout)")
     # 'auto' is the API's word (resolved below); RunConfig checks the rest of each vocabulary
     argcheck.choice("dispatcher", dispatcher, ("auto", *DISPATCHERS))
     argcheck.choice("cp_comm_type", cp_comm_type, ("auto", *CP_COMM_TYPES))
     spec = resolve_model(model, mtp_layers)
-    gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
+    gpu_spec = _resolve_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
     mcore_version = normalize_version(mcore_version)
     rc = recompute if isinstance(recompute, Recompute) else Recompute.parse(recompute)
@@ -236,6 +275,29 @@ def build_config(
     return cfg, gpu_spec
 
 
+def _check_run_knobs(cuda_graphs: Any, offload_modules: Any, optimizer_offload: Any, moe_imbalance: Any,
+                     reserve_gib: Any) -> None:
+    """The types of :func:`build_config`'s knobs that share a name with :func:`search_plans`' switches (there a
+    bool) or that RunConfig compares as numbers; RunConfig checks their ranges and vocabularies."""
+    argcheck.words("cuda_graphs", cuda_graphs, hint=" (CUDA graph scopes such as 'attn,moe_router'; plan's "
+                   "cuda_graphs is the bool that lets the search try them)")
+    argcheck.words("offload_modules", offload_modules, hint=" (activation offload modules such as 'core_attn')")
+    argcheck.number("optimizer_offload", optimizer_offload, hint=" (the fraction of optimizer state offloaded, in "
+                    "[0, 1]; plan's optimizer_offload is the bool that lets the search try it)")
+    _check_shared_numbers(moe_imbalance, reserve_gib)
+
+
+def _check_shared_numbers(moe_imbalance: Any, reserve_gib: Any) -> None:
+    """The numbers :func:`build_config` and :func:`search_plans` both take (RunConfig checks their ranges)."""
+    argcheck.number("moe_imbalance", moe_imbalance, hint=" (the busiest expert's load over the mean, >= 1)")
+    argcheck.number("reserve_gib", reserve_gib, hint=" (GiB per GPU, >= 0)")
+
+
+def _check_recompute_arg(name: str, recompute: Any) -> None:
+    if not isinstance(recompute, (str, Recompute)):
+        raise MoeplanError(f"{name} must be a str (e.g. 'full', 'selective') or a Recompute, got {recompute!r}")
+
+
 def check_recompute(spec: ModelSpec, rc: Recompute, mcore_version: str) -> None:
     """Refuse selective recompute modules that Megatron-Core ``mcore_version`` lacks or that the model does not
     have, for the reason ``moeplan check`` gives (moeplan.megatron.asserts.selective_recompute_problem)."""
@@ -271,7 +333,23 @@ def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
 def timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> Timeline:
     """One iteration of a configuration laid out in time (see :mod:`moeplan.timeline`); write it with
     :func:`moeplan.timeline.chrome_trace_bytes` or draw it with :func:`moeplan.plots.timeline_figure`."""
-    return build_timeline(cfg, gpu, cal)
+    _check_built(cfg, gpu)
+    return build_timeline(cfg, gpu, _check_cal(cal))
+
+
+def _check_cfg(cfg: Any) -> None:
+    """A configuration as :func:`build_config` returns it (not the keywords it takes)."""
+    if not isinstance(cfg, RunConfig):
+        raise MoeplanError(f"cfg must be a RunConfig (build one with moeplan.api.build_config), got {cfg!r} "
+                           f"({type(cfg).__name__})")
+
+
+def _check_built(cfg: Any, gpu: Any) -> None:
+    """A configuration and its GPU as :func:`build_config` returns them."""
+    _check_cfg(cfg)
+    if not isinstance(gpu, GPUSpec):
+        raise MoeplanError(f"gpu must be a GPUSpec (build_config returns it beside the RunConfig), got {gpu!r} "
+                           f"({type(gpu).__name__})")
 
 
 def estimate_with_timeline(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION,
@@ -422,13 +500,16 @@ def search_plans(
     'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
     a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
-    argcheck.counts(**{k: v for k, v in (fixed or {}).items() if k in FIXED_COUNTS})
+    fx = _check_fixed(fixed)
+    _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib, cal)
+    argcheck.choice("precision", precision, PRECISIONS)
+    _check_flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
+                 bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
     mcore_version = normalize_version(mcore_version)
     spec = resolve_model(model, mtp_layers)
-    gpu_spec = gpu if isinstance(gpu, GPUSpec) else load_gpu(gpu, hardware_file)
+    gpu_spec = _resolve_gpu(gpu, hardware_file)
     if not 0 <= headroom < 1:
         raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
-    fx = dict(fixed or {})
     if "recompute" in fx and isinstance(fx["recompute"], str):
         fx["recompute"] = Recompute.parse(fx["recompute"])
     if "recompute" in fx:
@@ -450,6 +531,33 @@ def search_plans(
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
 
 
+def _check_fixed(fixed: Any) -> dict[str, Any]:
+    """``fixed`` as a dict: a mapping whose layout sizes are counts, dispatcher one of DISPATCHERS ('auto': not
+    pinned, as the CLI's --dispatcher auto) and recompute a str or a Recompute; other keys are refused later."""
+    fx = dict(argcheck.mapping("fixed", fixed, hint=" (e.g. {'tp': 2, 'recompute': 'full'})"))
+    argcheck.counts(**{k: v for k, v in fx.items() if k in FIXED_COUNTS})
+    if fx.get("dispatcher") == "auto":
+        del fx["dispatcher"]
+    if "dispatcher" in fx:
+        argcheck.choice("fixed dispatcher", fx["dispatcher"], DISPATCHERS)
+    if "recompute" in fx:
+        _check_recompute_arg("fixed recompute", fx["recompute"])
+    return fx
+
+
+def _check_search_args(cuda_graphs: Any, optimizer_offload: Any, headroom: Any, moe_imbalance: Any,
+                       reserve_gib: Any, cal: Any) -> None:
+    """:func:`search_plans`' switches and numbers: cuda_graphs and optimizer_offload are whether the search tries
+    them (bools), where :func:`build_config` takes the scopes and the fraction."""
+    argcheck.flag("cuda_graphs", cuda_graphs, hint=" (whether the search tries CUDA graphs; estimate's cuda_graphs "
+                  "takes scopes such as 'attn,moe_router')")
+    argcheck.flag("optimizer_offload", optimizer_offload, hint=" (whether the search tries optimizer CPU offload; "
+                  "estimate's optimizer_offload takes the fraction)")
+    argcheck.number("headroom", headroom, hint=" (the share of GPU memory left free, in [0, 1))")
+    _check_shared_numbers(moe_imbalance, reserve_gib)
+    _check_cal(cal)
+
+
 def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALIBRATION, progress: Any = None,
                 headroom: float = DEFAULT_HEADROOM) -> PlanReport:
     """:func:`search_plans` for the run ``cfg`` describes, with everything the run says that is not a layout
@@ -460,6 +568,8 @@ def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALI
     it, as ``plan --te-grouped-tensor`` searches: where TE raises, the search keeps only runs whose experts are
     op-fused (moeplan.planner.search); where it refuses the flag (no such run is left), the run is searched
     without it (the remedy is to drop it, as the refusal says)."""
+    _check_cfg(cfg)
+
     def run(grouped: bool) -> PlanReport:
         return search_plans(cfg.model, gpu=cfg.gpu, gpus=cfg.parallel.gpus, seq_len=cfg.batch.seq_len,
                             gbs=cfg.batch.gbs, precision=cfg.precision, top=top, headroom=headroom,
@@ -539,8 +649,10 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question). With
     ``first_invalid_raises`` (explain's two lengths: a comparison needs every run) the first invalid length's
     :class:`InvalidLayout` is raised at once and no later length is planned."""
-    seq_lens = argcheck.count_list("seq_lens", seq_lens)
+    seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True)
     argcheck.count("gbs_tokens", gbs_tokens)
+    if hold is not None:
+        argcheck.mapping("hold", hold, hint=" (the layout keywords to hold, e.g. {'tp': 2, 'ep': 8})")
     spec = resolve_model(model)
     check_gbs_tokens(seq_lens, gbs_tokens)  # every length checked before any work
     points = []
@@ -589,12 +701,24 @@ def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------------- calibrate
 
 
+def _check_calibrate_args(kwargs: dict[str, Any]) -> None:
+    """:func:`calibrate`'s model, gpu, hardware_file and warmup_iters, as the CLI's parsers refuse them (--warmup
+    takes an int >= 0); each may be left out (None): the log says it, or the default applies."""
+    argcheck.optional_path("model", kwargs.get("model"))  # a catalog name or a config.json path (str()-ed there)
+    if kwargs.get("gpu") is not None:
+        argcheck.text("gpu", kwargs["gpu"], hint=" (a name from `moeplan hardware`, e.g. 'h100')")
+    argcheck.optional_path("hardware_file", kwargs.get("hardware_file"))
+    if kwargs.get("warmup_iters") is not None:
+        argcheck.count("warmup_iters", kwargs["warmup_iters"], minimum=0)
+
+
 def calibrate(logs: list[str] | str | os.PathLike[str], **kwargs: Any) -> dict[str, Any]:
     """Fit the timing constants to training logs (see :func:`moeplan.calibrate.calibrate`): JSON-ready
     ``runs`` (measured, default and calibrated estimates), ``constants``, ``not_moved``, ``memory``, ``fit``.
     One log may be given alone (a str or path) instead of a list."""
     from moeplan import calibrate as _calibrate
 
+    _check_calibrate_args(kwargs)
     if isinstance(logs, (str, os.PathLike)):
         logs = [logs]
     return _calibrate.calibrate([os.fspath(p) if isinstance(p, os.PathLike) else p for p in logs], **kwargs)

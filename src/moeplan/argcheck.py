@@ -4,8 +4,9 @@ refuse the same values (exit 2)."""
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from moeplan.errors import MoeplanError
@@ -38,11 +39,90 @@ def path_like(name: str, value: Any) -> None:
         raise MoeplanError(f"{name} must be a str or a path, got {value!r} ({type(value).__name__})")
 
 
-def count_list(name: str, values: Any) -> list[int]:
-    """An iterable of positive ints (not a string, not a single int) as a list."""
+def optional_path(name: str, value: Any) -> None:
+    """:func:`path_like`, or None (not given)."""
+    if value is not None:
+        path_like(name, value)
+
+
+def text(name: str, value: Any, *, hint: str = "") -> str:
+    """``value`` must be a non-empty str (a name: a GPU, a strategy); ``hint`` says what else is taken."""
+    if not isinstance(value, str) or not value.strip():
+        raise MoeplanError(f"{name} must be a non-empty str{hint}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def optional_text(name: str, value: Any, *, hint: str = "") -> str | None:
+    """``value`` must be None (not given) or a str."""
+    if value is not None and not isinstance(value, str):
+        raise MoeplanError(f"{name} must be a str or None{hint}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _span(minimum: float | None, maximum: float | None, below: float | None) -> str:
+    """The range a number must lie in, as a message says it: ' in [0, 1]', ' in [0, 1)', ' >= 1', or nothing."""
+    top = f"{maximum:g}]" if maximum is not None else f"{below:g})" if below is not None else None
+    if minimum is not None and top is not None:
+        return f" in [{minimum:g}, {top}"
+    if top is not None:
+        return f" <= {maximum:g}" if maximum is not None else f" < {below:g}"
+    return f" >= {minimum:g}" if minimum is not None else ""
+
+
+def number(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
+           below: float | None = None, hint: str = "") -> float:
+    """``value`` as a finite real number (an int or a float, not a bool or a string) in [minimum, maximum], and
+    under ``below``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MoeplanError(f"{name} must be a number{hint}, got {value!r} ({type(value).__name__})")
+    inside = ((minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+              and (below is None or value < below))
+    if not (math.isfinite(value) and inside):  # NaN fails every comparison: refused here too
+        raise MoeplanError(f"{name} must be a finite number{_span(minimum, maximum, below)}, got {value!r}")
+    return float(value)
+
+
+def optional_number(name: str, value: Any, **limits: Any) -> float | None:
+    """:func:`number`, or None (not given)."""
+    return None if value is None else number(name, value, **limits)
+
+
+def flag(name: str, value: Any, *, optional: bool = False, hint: str = "") -> bool | None:
+    """``value`` must be a bool (True or False; None too where ``optional``: the default decides)."""
+    if optional and value is None:
+        return None
+    if not isinstance(value, bool):
+        what = "True, False or None" if optional else "True or False"
+        raise MoeplanError(f"{name} must be {what}{hint}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def words(name: str, value: Any, *, hint: str = "") -> None:
+    """``value`` must be None, a str ('a,b') or a list (tuple, set) of strs: a set of labels, e.g. CUDA graph
+    scopes."""
+    if value is None or isinstance(value, str):
+        return
+    if not isinstance(value, (list, tuple, set, frozenset)) or not all(isinstance(v, str) for v in value):
+        raise MoeplanError(f"{name} must be a str or a list of str{hint}, got {value!r} ({type(value).__name__})")
+
+
+def mapping(name: str, value: Any, *, hint: str = "") -> Mapping[str, Any]:
+    """``value`` must be a mapping with str keys (None: empty), e.g. ``{'tp': 2}``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise MoeplanError(f"{name} must be a mapping of names to values{hint}, got {value!r} "
+                           f"({type(value).__name__})")
+    return value
+
+
+def count_list(name: str, values: Any, *, nonempty: bool = False) -> list[int]:
+    """An iterable of positive ints (not a string, not a single int) as a list; with ``nonempty``, at least one."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise MoeplanError(f"{name} must be a list of ints, got {values!r} ({type(values).__name__})")
     out = list(values)
+    if nonempty and not out:
+        raise MoeplanError(f"{name} must hold at least one int, got {values!r}")
     for v in out:
         count(f"each of {name}", v)
     return out
@@ -56,4 +136,5 @@ def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     return value
 
 
-__all__ = ["choice", "count", "count_list", "counts", "path_like"]
+__all__ = ["choice", "count", "count_list", "counts", "flag", "mapping", "number", "optional_number", "optional_path",
+           "optional_text", "path_like", "text", "words"]

@@ -7,6 +7,11 @@ Key names and their meaning follow the transformers configuration classes of eac
 - Qwen3-MoE ``intermediate_size`` is unused when every layer is MoE;
 - DeepSeek/Kimi/GLM have ``num_hidden_layers - first_k_dense_replace`` MoE layers;
 - MLA models: ``head_dim`` (if present, added by transformers 5) is *not* the attention width.
+
+A key the file leaves out takes the default of that configuration class, as transformers loads the file
+(:data:`TRANSFORMERS_DEFAULTS`); a null takes the class's own rule for None where it has one (MHA for
+``num_key_value_heads``, no query LoRA for ``q_lora_rank``). ``kimi_k2`` has no transformers class (its
+checkpoint ships its own configuration code), so its optional keys must be given.
 """
 
 from __future__ import annotations
@@ -25,23 +30,96 @@ from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, 
 # megatron/core/datasets/indexed_dataset.py DType.optimal_dtype); a value past it is no model.
 INT32_MAX = 2**31 - 1
 
+# The transformers 5.25.0 field defaults of the keys the readers take as optional, per model type: a key that
+# config.json leaves out gets its class's default (PreTrainedConfig.from_dict builds the dataclass from the
+# file's keys). Each from transformers/models/<type>/configuration_<type>.py unless said otherwise.
+_DEEPSEEK_V3: dict[str, Any] = {  # DeepseekV3Config
+    "q_lora_rank": 1536, "n_group": 8, "topk_group": 4, "n_shared_experts": 1, "first_k_dense_replace": 3,
+    # num_mtp_layers = 1, read from num_nextn_predict_layers (the class's attribute_map)
+    "num_nextn_predict_layers": 1,
+    # not a field: DeepseekV3DecoderLayer (modeling_deepseek_v3.py) puts MoE on every layer from
+    # first_k_dense_replace on, i.e. a frequency of 1
+    "moe_layer_freq": 1,
+    "tie_word_embeddings": False,
+}
+TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "deepseek_v3": _DEEPSEEK_V3,
+    "deepseek_v2": {  # DeepseekV2Config; n_group / topk_group None = no group-limited routing (greedy topk_method)
+        "q_lora_rank": 1536, "n_group": 1, "topk_group": 1, "n_shared_experts": 2, "first_k_dense_replace": 0,
+        "num_nextn_predict_layers": 0,  # no MTP field
+        "moe_layer_freq": 1,  # not a field: DeepseekV2DecoderLayer makes MoE of every layer >= first_k_dense_replace
+        "tie_word_embeddings": False,
+    },
+    "glm4_moe": {  # Glm4MoeConfig (no head_dim field: the modeling's hidden_size // num_attention_heads)
+        "num_key_value_heads": 8, "use_qk_norm": False, "attention_bias": False, "n_shared_experts": 1,
+        "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+        "num_nextn_predict_layers": 1,  # num_mtp_layers = 1 through the attribute_map, as DeepseekV3Config
+        "moe_layer_freq": 1,  # not a field: Glm4MoeDecoderLayer makes MoE of every layer >= first_k_dense_replace
+        "tie_word_embeddings": False,
+    },
+    "qwen3_moe": {  # Qwen3MoeConfig (no head_dim field: the modeling's hidden_size // num_attention_heads)
+        "num_key_value_heads": 4, "attention_bias": False, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "shared_expert_intermediate_size": 0,  # not a field: Qwen3MoeSparseMoeBlock has no shared expert
+        "tie_word_embeddings": False,
+    },
+    "qwen3_next": {  # Qwen3NextConfig; full_attention_interval is its __post_init__'s kwargs.pop(..., 4)
+        "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4, "shared_expert_intermediate_size": 512,
+        "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "num_nextn_predict_layers": 0, "mtp_num_hidden_layers": 0,  # no MTP field (the modeling drops mtp.*)
+        "tie_word_embeddings": False,
+    },
+    "mixtral": {  # MixtralConfig (head_dim None: the modeling's hidden_size // num_attention_heads)
+        "num_key_value_heads": 8, "sliding_window": None, "tie_word_embeddings": False,
+    },
+    "gpt_oss": {  # GptOssConfig; layer_types None -> alternating sliding / full in __post_init__ (_layer_types)
+        "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "num_experts_per_tok": 4,
+        "swiglu_limit": 7.0, "attention_bias": True, "tie_word_embeddings": False,
+    },
+}
+# Model types read like another that transformers has no class for (Kimi-K2's Hub checkpoint ships its own
+# configuration_deepseek.py): the other type's optional keys have no default to take and must be given.
+CLASSLESS: dict[str, str] = {"kimi_k2": "deepseek_v3"}
+
+_UNSET: Any = object()
+
 
 class _Cfg:
-    """Typed access to a config dict; every failure names the file and the key."""
+    """Typed access to a config dict; every failure names the file and the key. A key the file leaves out takes
+    ``defaults`` (its transformers class's default: :data:`TRANSFORMERS_DEFAULTS`); a key of ``optional`` that
+    ``defaults`` lacks (a model type with no transformers class) is refused."""
 
-    def __init__(self, data: Mapping[str, Any], origin: str) -> None:
+    def __init__(self, data: Mapping[str, Any], origin: str, defaults: Mapping[str, Any] | None = None,
+                 optional: frozenset[str] = frozenset()) -> None:
         self.data = data
         self.origin = origin
+        self.defaults: Mapping[str, Any] = defaults or {}
+        self.optional = optional
 
     def _fail(self, key: str, why: str) -> MoeplanError:
         return MoeplanError(f"{self.origin}: key '{key}' {why}")
 
-    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False) -> int:
-        if key not in self.data or self.data[key] is None:
+    def _missing(self, key: str) -> MoeplanError:
+        if key in self.optional and key not in self.defaults:
+            return self._fail(key, f"is missing, and model_type '{self.model_type}' has no transformers "
+                              "configuration class whose default moeplan could take; give it")
+        return self._fail(key, f"is missing (needed for model_type '{self.model_type}')")
+
+    def get(self, key: str, null: Any = _UNSET) -> Any:
+        """The file's value of ``key``; where it is absent, its transformers default (``_UNSET`` without one); where
+        it is null, ``null`` (the class's own rule for None) when given, else the same default."""
+        if self.data.get(key) is not None:
+            return self.data[key]
+        if key in self.data and null is not _UNSET:
+            return null
+        return self.defaults.get(key, _UNSET)
+
+    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False, null: Any = _UNSET) -> int:
+        """A count; ``default`` only where neither the file nor the class gives one (a derived width)."""
+        value = self.get(key, null)
+        if value is _UNSET or value is None:
             if default is None:
-                raise self._fail(key, f"is missing (needed for model_type '{self.model_type}')")
+                raise self._missing(key)
             return default
-        value = self.data[key]
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._fail(key, f"must be an integer, got {value!r}")
         if value < 0 or (value == 0 and not allow_zero):
@@ -57,29 +135,37 @@ class _Cfg:
             raise self._fail(key, f"({value}) is not divisible by {by_key} ({by}): {why}")
 
     def opt_int(self, key: str) -> int | None:
-        if self.data.get(key) in (None, 0):
+        """A count, or None where the file or the class default says null (or 0: the feature is off)."""
+        value = self.get(key, null=None)
+        if value is _UNSET:
+            raise self._missing(key)
+        if value in (None, 0):
             return None
         return self.int(key)
 
     def opt_float(self, key: str) -> float | None:
-        """A positive number, or None when the key is absent or null."""
-        value = self.data.get(key)
+        """A positive number, or None where the file or the class default says null."""
+        value = self.get(key, null=None)
+        if value is _UNSET:
+            raise self._missing(key)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise self._fail(key, f"must be a positive number, got {value!r}")
         return float(value)
 
-    def bool(self, key: str, default: bool) -> bool:
-        value = self.data.get(key, default)
-        if value is None:
-            return default
+    def bool(self, key: str) -> bool:
+        value = self.get(key)
+        if value is _UNSET:
+            raise self._missing(key)
         if not isinstance(value, bool):
             raise self._fail(key, f"must be true or false, got {value!r}")
         return value
 
     def int_list(self, key: str) -> list[int]:
-        value = self.data.get(key) or []
+        value = self.get(key, null=[])  # the Qwen classes' __post_init__: None -> []
+        if value is _UNSET:
+            raise self._missing(key)
         if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
             raise self._fail(key, f"must be a list of integers, got {value!r}")
         return value
@@ -107,7 +193,7 @@ def _mla_layers(c: _Cfg) -> tuple[Attention, DenseMLP, MoE]:
         num_kv_heads=heads,
         head_dim=nope + rope,
         v_head_dim=c.int("v_head_dim"),
-        q_lora_rank=c.opt_int("q_lora_rank"),
+        q_lora_rank=c.opt_int("q_lora_rank"),  # null: no query LoRA (the classes' q_lora_rank None)
         kv_lora_rank=c.int("kv_lora_rank"),
         qk_nope_head_dim=nope,
         qk_rope_head_dim=rope,
@@ -130,7 +216,7 @@ def _deepseek_moe(c: _Cfg) -> MoE:
     """DeepSeek/Kimi/GLM routed experts with n_shared_experts shared experts of the same width."""
     moe_ffn = c.int("moe_intermediate_size")
     experts, top_k = _top_k(c, "n_routed_experts")
-    n_group, topk_group = c.int("n_group", 1), c.int("topk_group", 1)
+    n_group, topk_group = c.int("n_group", null=1), c.int("topk_group", null=1)  # None: no groups
     # group-limited routing (Megatron-Core moe/moe_utils.py group_limited_topk): the experts split into
     # n_group equal groups, topk_group of them are kept, and top-k experts are picked inside those
     c.divides("n_routed_experts", experts, "n_group", n_group, "group-limited routing splits the experts into "
@@ -144,7 +230,7 @@ def _deepseek_moe(c: _Cfg) -> MoE:
         num_experts=experts,
         top_k=top_k,
         expert_ffn_hidden=moe_ffn,
-        shared_ffn_hidden=c.int("n_shared_experts", 0, allow_zero=True) * moe_ffn,
+        shared_ffn_hidden=c.int("n_shared_experts", allow_zero=True) * moe_ffn,
         n_group=n_group,
         topk_group=topk_group,
     )
@@ -154,8 +240,8 @@ def _first_k_dense(c: _Cfg, attn: Attention, dense: DenseMLP, moe: MoE) -> tuple
     """DeepSeek/GLM rule (modeling_deepseek.py): layer i is MoE when i >= first_k_dense_replace and
     i % moe_layer_freq == 0."""
     n = c.int("num_hidden_layers")
-    k = c.int("first_k_dense_replace", 0, allow_zero=True)
-    freq = c.int("moe_layer_freq", 1)
+    k = c.int("first_k_dense_replace", allow_zero=True)
+    freq = c.int("moe_layer_freq")
     if k > n:
         raise c._fail("first_k_dense_replace", f"({k}) exceeds num_hidden_layers ({n})")
     dense_layer, moe_layer = Layer(attn, dense), Layer(attn, moe)
@@ -165,7 +251,7 @@ def _first_k_dense(c: _Cfg, attn: Attention, dense: DenseMLP, moe: MoE) -> tuple
 def _read_deepseek(c: _Cfg) -> dict[str, Any]:
     attn, dense, moe = _mla_layers(c)
     layers = _first_k_dense(c, attn, dense, moe)
-    mtp = c.int("num_nextn_predict_layers", 0, allow_zero=True)
+    mtp = c.int("num_nextn_predict_layers", allow_zero=True)
     return {"layers": layers, "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
 
 
@@ -191,11 +277,14 @@ def _yarn_mscale(c: _Cfg) -> float:
 def _gqa(c: _Cfg, **extra: Any) -> Attention:
     heads = c.int("num_attention_heads")
     hidden = c.int("hidden_size")
-    if c.data.get("head_dim") is None:  # the width is hidden / heads: it must divide
+    # absent: the class's head_dim, or (no such field) the modeling's getattr(config, "head_dim", hidden_size //
+    # num_attention_heads); null: hidden_size // num_attention_heads (GptOssConfig.__post_init__, Mixtral's modeling)
+    if c.get("head_dim", null=None) in (_UNSET, None):  # the width is hidden / heads: it must divide
         c.divides("hidden_size", hidden, "num_attention_heads", heads, "without head_dim each head is "
                   "hidden_size / num_attention_heads wide")
-    head_dim = c.int("head_dim", hidden // heads)
-    kv = c.int("num_key_value_heads", heads)
+    head_dim = c.int("head_dim", hidden // heads, null=hidden // heads)
+    # absent: the class default (GQA); null: num_attention_heads (the classes' __post_init__ for None)
+    kv = c.int("num_key_value_heads", null=heads)
     # grouped-query attention: every KV head serves the same number of query heads (Megatron-Core
     # TransformerConfig: num_attention_heads % num_query_groups == 0; transformers repeat_kv)
     c.divides("num_attention_heads", heads, "num_key_value_heads", kv, "grouped-query attention gives every KV "
@@ -212,10 +301,10 @@ def _gqa(c: _Cfg, **extra: Any) -> Attention:
 
 
 def _read_glm4_moe(c: _Cfg) -> dict[str, Any]:
-    attn = _gqa(c, qk_norm=c.bool("use_qk_norm", False), qkv_bias=c.bool("attention_bias", False))
+    attn = _gqa(c, qk_norm=c.bool("use_qk_norm"), qkv_bias=c.bool("attention_bias"))
     moe = _deepseek_moe(c)
     layers = _first_k_dense(c, attn, DenseMLP(c.int("intermediate_size")), moe)
-    mtp = c.int("num_nextn_predict_layers", 0, allow_zero=True)
+    mtp = c.int("num_nextn_predict_layers", allow_zero=True)
     return {"layers": layers, "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
 
 
@@ -225,15 +314,15 @@ def _qwen_moe(c: _Cfg, shared_gate: bool) -> MoE:
         num_experts=experts,
         top_k=top_k,
         expert_ffn_hidden=c.int("moe_intermediate_size"),
-        shared_ffn_hidden=c.int("shared_expert_intermediate_size", 0, allow_zero=True),
-        shared_gate=shared_gate and c.int("shared_expert_intermediate_size", 0, allow_zero=True) > 0,
+        shared_ffn_hidden=c.int("shared_expert_intermediate_size", allow_zero=True),
+        shared_gate=shared_gate and c.int("shared_expert_intermediate_size", allow_zero=True) > 0,
     )
 
 
 def _qwen_is_moe(c: _Cfg, i: int) -> bool:
     """transformers Qwen3MoeDecoderLayer: sparse when not in mlp_only_layers and
     (i + 1) % decoder_sparse_step == 0."""
-    step = c.int("decoder_sparse_step", 1)
+    step = c.int("decoder_sparse_step")
     return i not in set(c.int_list("mlp_only_layers")) and (i + 1) % step == 0
 
 
@@ -244,7 +333,7 @@ def _mlp_only_in_range(c: _Cfg, n: int) -> None:
 
 
 def _read_qwen3_moe(c: _Cfg) -> dict[str, Any]:
-    attn = _gqa(c, qk_norm=True, qkv_bias=c.bool("attention_bias", False))
+    attn = _gqa(c, qk_norm=True, qkv_bias=c.bool("attention_bias"))
     moe = _qwen_moe(c, shared_gate=False)
     n = c.int("num_hidden_layers")
     _mlp_only_in_range(c, n)
@@ -254,13 +343,11 @@ def _read_qwen3_moe(c: _Cfg) -> dict[str, Any]:
     return {"layers": layers}
 
 
-def _layer_types(c: _Cfg, n: int, default_interval_key: str | None) -> list[str]:
+def _layer_types(c: _Cfg, n: int, pattern: Callable[[int], str]) -> list[str]:
+    """``layer_types``, or where it is absent or null the class's own list (``pattern``: layer index -> kind)."""
     types = c.str_list("layer_types")
     if types is None:
-        if default_interval_key is None:
-            return ["full_attention"] * n
-        interval = c.int(default_interval_key)
-        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+        types = [pattern(i) for i in range(n)]
     if len(types) != n:
         raise c._fail("layer_types", f"has {len(types)} entries but num_hidden_layers is {n}")
     return types
@@ -285,16 +372,17 @@ def _read_qwen3_next(c: _Cfg) -> dict[str, Any]:
     moe = _qwen_moe(c, shared_gate=True)
     dense = DenseMLP(c.int("intermediate_size"))
     layers = []
-    for i, kind in enumerate(_layer_types(c, n, "full_attention_interval")):
+    interval = c.int("full_attention_interval")
+    # Qwen3NextConfig.__post_init__: "linear_attention" if (i + 1) % full_attention_interval else "full_attention"
+    kinds = _layer_types(c, n, lambda i: "full_attention" if (i + 1) % interval == 0 else "linear_attention")
+    for i, kind in enumerate(kinds):
         if kind not in ("full_attention", "linear_attention"):
             raise c._fail("layer_types", f"has unknown entry '{kind}'")
         mixer = attn if kind == "full_attention" else gdn
         layers.append(Layer(mixer, moe if _qwen_is_moe(c, i) else dense))
     # The released checkpoints hold one MTP module (mtp.*) that no config key describes; count it
     # only when the config says so (num_nextn_predict_layers / mtp_num_hidden_layers).
-    mtp = c.int("num_nextn_predict_layers", 0, allow_zero=True) or c.int(
-        "mtp_num_hidden_layers", 0, allow_zero=True
-    )
+    mtp = c.int("num_nextn_predict_layers", allow_zero=True) or c.int("mtp_num_hidden_layers", allow_zero=True)
     return {"layers": tuple(layers), "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
 
 
@@ -311,11 +399,14 @@ def _read_mixtral(c: _Cfg) -> dict[str, Any]:
 
 def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
     n = c.int("num_hidden_layers")
-    bias = c.bool("attention_bias", True)
+    bias = c.bool("attention_bias")
     heads = c.int("num_attention_heads")
     full = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads)
-    sliding = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads, sliding_window=c.int("sliding_window"))
-    top_k = c.int("num_experts_per_tok", c.int("experts_per_token", 0, allow_zero=True) or None)
+    window = c.int("sliding_window", null=None)  # null refused: the sliding layers would have no window
+    sliding = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads, sliding_window=window)
+    # OpenAI's own key experts_per_token where transformers' num_experts_per_tok is absent, else the class default
+    own = c.data.get("num_experts_per_tok") is None and c.data.get("experts_per_token") is not None
+    top_k = c.int("experts_per_token" if own else "num_experts_per_tok")
     experts, top_k = _top_k(c, "num_local_experts", top_k)
     moe = MoE(
         num_experts=experts,
@@ -326,7 +417,8 @@ def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
         act_clamp=c.opt_float("swiglu_limit"),
     )
     layers = []
-    for kind in _layer_types(c, n, None):
+    # GptOssConfig.__post_init__: "sliding_attention" if (i + 1) % 2 else "full_attention"
+    for kind in _layer_types(c, n, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention"):
         if kind not in ("full_attention", "sliding_attention"):
             raise c._fail("layer_types", f"has unknown entry '{kind}'")
         layers.append(Layer(sliding if kind == "sliding_attention" else full, moe))
@@ -350,11 +442,13 @@ def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = 
     file's absolute path, is kept on the spec for exports to record)."""
     if not isinstance(data, Mapping):
         raise MoeplanError(f"{origin}: expected a JSON object at the top level")
-    c = _Cfg(data, origin)
     model_type = data.get("model_type")
-    if model_type not in READERS:
+    if not isinstance(model_type, str) or model_type not in READERS:
         supported = ", ".join(sorted(READERS))
         raise MoeplanError(f"{origin}: key 'model_type' is {model_type!r}; supported types: {supported}")
+    like = CLASSLESS.get(model_type)
+    c = _Cfg(data, origin, None if like else TRANSFORMERS_DEFAULTS[model_type],
+             frozenset(TRANSFORMERS_DEFAULTS[like]) if like else frozenset())
     hidden, vocab = c.int("hidden_size"), c.int("vocab_size")
     c.int("num_hidden_layers")
     parts = READERS[str(model_type)](c)
@@ -364,7 +458,7 @@ def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = 
         model_type=str(model_type),
         hidden=hidden,
         vocab=vocab,
-        tie_embeddings=c.bool("tie_word_embeddings", False),
+        tie_embeddings=c.bool("tie_word_embeddings"),
         source=str(data.get("_source", origin)),
         notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
         path=path,
