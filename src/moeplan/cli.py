@@ -300,6 +300,9 @@ def cmd_hardware(args: argparse.Namespace, console: Console) -> int:
         return table
 
     console.print(_unbroken(console, build))
+    for r in rows:  # what the table has no room for: each GPU's description and host memory (the offload limit)
+        console.print(f"{escape(r['name'])}: {escape(r.get('description') or '(no description)')}; host memory "
+                      f"{_cell(r.get('host_mem_gib'))} GiB per GPU", highlight=False, soft_wrap=True)
     return 0
 
 
@@ -467,9 +470,18 @@ def _check_trace(path: str | None) -> None:
                            "gzip-compressed one)")
 
 
-def _distinct_outputs(**paths: str | None) -> None:
-    """Two outputs of one command never share a path (the second would silently replace the first)."""
+_INPUT_FILES = {"model": "MODEL", "config": "CONFIG", "hardware": "--hardware", "calibration": "--calibration",
+                "strategy": "--strategy"}  # the arguments that name files a command reads
+
+
+def _distinct_outputs(args: argparse.Namespace, **paths: str | None) -> None:
+    """Two outputs of one command never share a path (the second would silently replace the first), and no output
+    is a file the command reads (``--save-strategy`` over the ``--hardware`` file destroyed it)."""
     seen: dict[str, str] = {}
+    for attr, name in _INPUT_FILES.items():
+        path = getattr(args, attr, None)
+        if isinstance(path, str) and path != "-" and os.path.isfile(path):
+            seen.setdefault(os.path.realpath(path), f"{name} (an input)")
     for flag, path in paths.items():
         if path is None:
             continue
@@ -517,7 +529,7 @@ def _trace_note(tl: Any) -> str:
 
 
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
-    _distinct_outputs(plot=args.plot, trace=args.trace)
+    _distinct_outputs(args, plot=args.plot, trace=args.trace)
     _check_output(args.plot)
     _check_trace(args.trace)
     estimate = api.estimate_run(args.model, **strategy_kwargs(args))
@@ -797,7 +809,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if args.json and args.format != "table":
         raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
                            "'overrides', 'yaml' and 'megatron_lm_args'")
-    _distinct_outputs(trace=args.trace, save_strategy=args.save_strategy)
+    _distinct_outputs(args, trace=args.trace, save_strategy=args.save_strategy)
     _check_trace(args.trace)
     _check_output(args.save_strategy, plot=False)
     progress = _Progress(_LazyConsole(stderr=True), not args.json, "searching layouts")
@@ -922,6 +934,7 @@ def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    _distinct_outputs(args, plot=args.plot)
     _check_output(args.plot)
     progress = _Progress(_LazyConsole(stderr=True), not args.json, "sweeping")
     try:
@@ -933,13 +946,14 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.plot and fitting:  # written first: an error leaves nothing printed
         from moeplan import plots
 
-        plots.write_sweep_plot(fitting, args.plot)
+        plots.write_sweep_plot(fitting, args.plot, [r for r in rows if "parallel" not in r])
     if args.json:
         _print_json(_named(rows, args))
     else:
         print_sweep(rows, console)
     if args.plot and fitting:
-        _wrote(args.plot, args.json, f"throughput and memory at {len(fitting)} lengths")
+        _wrote(args.plot, args.json, f"throughput and memory at {len(fitting)} of {len(rows)} lengths"
+               + (", the others marked" if len(fitting) < len(rows) else ""))
     elif args.plot:
         Console(stderr=True, width=10_000).print(f"moeplan: no length fits; {args.plot} not written",
                                                  highlight=False, markup=False)
@@ -1064,6 +1078,7 @@ def cmd_explain(args: argparse.Namespace, console: Console) -> int:
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from moeplan import report
 
+    _distinct_outputs(args, html=args.html)
     _check_output(args.html, plot=False)
     progress = _Progress(_LazyConsole(stderr=True), not args.json, "planning")
     try:
@@ -1107,6 +1122,7 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     from moeplan import checker
 
+    _distinct_outputs(args, trace=args.trace)
     _check_trace(args.trace)
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,

@@ -235,3 +235,20 @@ def test_every_option_says_what_it_does():
     bare = [(name, a.option_strings[-1]) for name, sp in sub.choices.items() for a in sp._actions
             if a.option_strings and not a.help]
     assert not bare, bare
+
+
+def test_an_output_never_overwrites_an_input(tmp_path, capsys):
+    """--save-strategy over the --hardware or --calibration file replaced it (exit 0); every output is checked
+    against the files the command reads, as two outputs are against each other. Nothing is written."""
+    hw = tmp_path / "hw.yaml"
+    text = "gpus:\n  hbw:\n    base: h100\n"
+    hw.write_text(text)
+    args = ["plan", "qwen3-30b-a3b", "--gpu", "hbw", "--hardware", str(hw), "--gpus", "16", "--seq-len", "4k",
+            "--gbs", "1024"]
+    assert main([*args, "--save-strategy", str(hw)]) == 2
+    assert "--hardware (an input) and --save-strategy name the same file" in capsys.readouterr().err
+    assert hw.read_text() == text
+    run = tmp_path / "run.json"
+    run.write_text("{}")
+    assert main(["check", str(run), "--trace", str(run)]) == 2
+    assert "CONFIG (an input) and --trace" in capsys.readouterr().err and run.read_text() == "{}"

@@ -330,3 +330,21 @@ def test_moderate_pipelines_are_still_drawn_operation_by_operation() -> None:
         svg = plots.figure_svg(plots.timeline_figure(tl))
         assert "too many to draw" not in svg and "Warm-up" not in svg
         assert len(svg) < 2_000_000 and svg.count("<path") < 1_000
+
+
+def test_sweep_plot_keeps_the_lengths_with_no_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The planning sweep's plot left a length with no plan off the axis (its title promised × for what does not
+    fit); it stays on the axis with a × at the closest run's memory."""
+    from moeplan import plots
+    from moeplan.cli import main
+
+    out = tmp_path / "s.svg"
+    assert main(["sweep", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4k,1m", "--gbs-tokens",
+                 "4m", "--plot", str(out)]) == 1
+    assert "at 1 of 2 lengths, the others marked" in capsys.readouterr().out
+    svg = out.read_text()
+    assert "1M" in svg and "closest run" in svg
+    rows = [{"seq_len": 4096, "tflops_per_gpu": 1.0, "tokens_per_s_per_gpu": 1.0, "memory_gib": {"total": 1.0},
+             "capacity_gib": 2.0}]
+    fig = plots.sweep_figure(rows, [{"seq_len": 8192, "closest": None, "invalid": "no layout"}])
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["4K", "8K"]
