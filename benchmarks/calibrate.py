@@ -699,10 +699,17 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   fragmentation (retries that free the cache and synchronize, empty_cache) costs time that depends on the
   allocation history, not on the layout: moeplan cannot cost it. If the 64K run sat there, its -57% is not a
   layout cost. Software era: CP > 1 for Gated DeltaNet needs Megatron-LM 20ba03f (2026-04-13; not in
-  core_v0.17.0, released in core_v0.18.0 on 2026-06-22) and the card entered NVIDIA/skills on 2026-05-29, so
-  it ran a main build in between, around paged stashing's arrival (f007db7, 2026-05-22); the planner's best
+  core_v0.17.0, released in core_v0.18.0 on 2026-06-22), and the card (entered NVIDIA/skills on 2026-05-29)
+  says `validated_on: "2026-04-01"` (skills/nemo-mbridge-perf-moe-long-context/card.yaml at 7d99fda), before
+  that commit reached main: its CP 4 / 16 points ran Megatron-LM's dev branch, where Gated DeltaNet context
+  parallel arrived in a935008a5f (PR #2614, 2025-12-19, "follows Mamba context parallelization scheme"), not a
+  main build (Bridge issue #4327: the nemo:26.04 container still refused GDN with CP in June); the planner's best
   plans at mcore 0.19 (what the G15 tests ask for) use full-iteration graphs at 8K / 32K, so part of their
-  566 / 433 against the card's-CP ~400 / 340 is software the card may not have had.
+  566 / 433 against the card's-CP ~400 / 340 is software the card did not have. Bridge PR #3767 (2026-05-10)
+  set expandable_segments for the GB300 MBS 4 Qwen3-Next recipe, which went out of memory at its first forward
+  ("the allocator suffers fragmentation when the captured-graph and HybridEP buffer scratch interleave") where
+  moeplan puts it at 197 of 278 GiB: fragmentation of that size, or memory moeplan does not count, at 4K
+  already.
   (p) Out of sample, on Hopper: Megatron-MoE-ModelZoo best_practice/Qwen3/readme.md (dev bbc762d5, "not well
   tuned") ran Qwen3-Next-80B-A3B on 128 H100: TP1 PP4 VPP3 EP32, DeepEP, MBS 1, GBS 256, recompute norm /
   act / shared_expert, 2.2 s per step (89 TFLOP/s). moeplan (no MTP, force-balanced) gives 1.48 s: 1.5x,
