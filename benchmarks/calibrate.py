@@ -540,6 +540,19 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   settle it: the host time per layer as launches x per-launch cost from each layer's kernel count (MXFP8
   quantize / swizzle and multi-stream cuBLAS grouped GEMMs per local expert in the early ladder) and the
   host CPU, which no shared row separates.
+- **EP A2A overlap's host cost on x86 Blackwell** (out of the fit; `tests/validation/test_bridge_pr_runs.py`,
+  strict xfails): Bridge PR #1760 (a6e92de5f, 2026-01-09) turned moe_a2a_overlap off on Qwen3-235B-A22B's 64-B200
+  recipe (PP8 VPP4 EP8, alltoall, no recompute, no CUDA graphs) "due to CPU overhead": BF16 17.2 -> 16.0 s per
+  step, MXFP8 (VPP off too) 20.1 -> 16.9 s; Bridge issue #3399 says the same of B300 ("moe_a2a_overlap and VP
+  degraded perf"). moeplan orders both pairs the other way (overlap ~12% / ~22% faster: it hides the EP
+  all-to-all) and puts the runs without overlap 13% / 21% under their step times. Its overlap cost per layer and
+  micro-batch (`ep_overlap_layer_s`) is fitted on rows where the overlap gains (G11: H100 HybridEP; MB01: B200
+  DeepEP at EP32), so a fixed cost cannot be both; the 1.1-1.7 ms per layer and micro-batch the B200 pair needs
+  would erase G11's measured gain. A plausible mechanism, not costed: the merged 1F1B schedule issues each layer's
+  backward between the forward's kernels, after the forward's host sync for the received-token counts
+  (alltoall's cuda_sync_point), so the backward's launches can no longer run ahead of the GPU as they do without
+  overlap; whether that binds depends on host time per launch against GPU time per layer, which no shared row
+  measures.
 - **Narrow in-node EP vs EP across NVL8 nodes** (MB01, B200): the flex dispatchers send BF16 (Megatron-Core
   dispatches bf16 with every backend) once per rank and once per remote node; with 50 GB/s NICs the
   EP32 RDMA leg (~2.4 remote nodes per DeepSeek-V3 token) fills the overlap windows. moeplan orders MB01
