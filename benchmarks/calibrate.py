@@ -544,7 +544,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   strict xfails): Bridge PR #1760 (a6e92de5f, 2026-01-09) turned moe_a2a_overlap off on Qwen3-235B-A22B's 64-B200
   recipe (PP8 VPP4 EP8, alltoall, no recompute, no CUDA graphs) "due to CPU overhead": BF16 17.2 -> 16.0 s per
   step, MXFP8 (VPP off too) 20.1 -> 16.9 s; Bridge issue #3399 says the same of B300 ("moe_a2a_overlap and VP
-  degraded perf"). moeplan orders both pairs the other way (overlap ~12% / ~22% faster: it hides the EP
+  degraded perf"). moeplan orders both pairs the other way (overlap and VPP ~14% / ~22% faster: it hides the EP
   all-to-all) and puts the runs without overlap 13% / 21% under their step times. Its overlap cost per layer and
   micro-batch (`ep_overlap_layer_s`) is fitted on rows where the overlap gains (G11: H100 HybridEP; MB01: B200
   DeepEP at EP32), so a fixed cost cannot be both; the 1.1-1.7 ms per layer and micro-batch the B200 pair needs
