@@ -71,6 +71,14 @@ def sink_cp_comm_ok(mixer: Attention, cp: int, comm_type: str) -> bool:
     return cp <= 1 or softmax_type(mixer) == "vanilla" or comm_type == SINK_CP_COMM_TYPE
 
 
+def heads_split(mixer: Attention, tp: int, parts: int) -> bool:
+    """Whether a2a (Ulysses) context parallelism over ``parts`` ranks can split this layer's heads after TP: the
+    attention heads / TP and the KV heads / TP (MLA: its heads) must divide by ``parts`` (Megatron-Core cp_comm_type
+    a2a, TransformerEngine attention/dot_product_attention/context_parallel.py AttnFuncWithCPAndQKVOA2A)."""
+    kv = mixer.num_heads if mixer.is_mla else mixer.num_kv_heads
+    return (mixer.num_heads // tp) % parts == 0 and max(1, kv // tp) % parts == 0
+
+
 def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: str | None = None) -> str:
     """Which attention kernel family trains the layer on ``gpu``. Equal q/k and v head dims: FlashAttention-3
     on Hopper (``flash``; TE prefers cuDNN's equivalent where both run, same family of rates), and on
@@ -116,5 +124,5 @@ def unfused_attention(mixer: Attention, gpu: GPUSpec | None, te_version: str | N
 
 
 __all__ = ["CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM", "CUDNN_WIDE_HEAD_ARCH_END", "CUDNN_WIDE_HEAD_DIM",
-           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "FA2_WIDE_HEAD_DIM", "WIDE_HEAD_KERNEL_ABOVE", "SINK_CP_COMM_TYPE", "SINK_SOFTMAX_TYPE", "TE_WIDE_HEAD_CUDNN",
+           "FA2_MAX_HEAD_DIM", "FA2_WIDE_HEAD_ARCHS", "heads_split", "FA2_WIDE_HEAD_DIM", "WIDE_HEAD_KERNEL_ABOVE", "SINK_CP_COMM_TYPE", "SINK_SOFTMAX_TYPE", "TE_WIDE_HEAD_CUDNN",
            "TE_WIDE_HEAD_FIX", "TE_WIDE_HEAD_FIX_VERSION", "attention_kernel", "attention_kernel_mixer", "sink_cp_comm_ok", "softmax_type", "unfused_attention"]

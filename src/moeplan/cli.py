@@ -302,7 +302,7 @@ def cmd_hardware(args: argparse.Namespace, console: Console) -> int:
     console.print(_unbroken(console, build))
     for r in rows:  # what the table has no room for: each GPU's description and host memory (the offload limit)
         console.print(f"{escape(r['name'])}: {escape(r.get('description') or '(no description)')}; host memory "
-                      f"{_cell(r.get('host_mem_gib'))} GiB per GPU", highlight=False, soft_wrap=True)
+                      f"{_cell(r.get('host_mem_gib'))} GiB per GPU", highlight=False, overflow="fold")
     return 0
 
 
@@ -474,18 +474,23 @@ _INPUT_FILES = {"model": "MODEL", "config": "CONFIG", "hardware": "--hardware", 
                 "strategy": "--strategy"}  # the arguments that name files a command reads
 
 
-def _distinct_outputs(args: argparse.Namespace, **paths: str | None) -> None:
-    """Two outputs of one command never share a path (the second would silently replace the first), and no output
-    is a file the command reads (``--save-strategy`` over the ``--hardware`` file destroyed it)."""
-    seen: dict[str, str] = {}
-    for attr, name in _INPUT_FILES.items():
-        path = getattr(args, attr, None)
+def _distinct_outputs(args: argparse.Namespace, *, inputs: Sequence[tuple[str, str]] = (),
+                      **paths: str | None) -> None:
+    """Two outputs of one command never share a file (the second would silently replace the first), and no output
+    is a file the command reads (``--save-strategy`` over the ``--hardware`` file destroyed it): the files of
+    _INPUT_FILES and ``inputs`` ((name, path) pairs, e.g. calibrate's logs). One file: moeplan.outfile.file_identity
+    (a hard link, a symbolic link or another spelling of the path included)."""
+    from moeplan.outfile import FileIdentity, file_identity
+
+    read = [(name, getattr(args, attr, None)) for attr, name in _INPUT_FILES.items()]
+    seen: dict[FileIdentity, str] = {}
+    for name, path in [*read, *inputs]:
         if isinstance(path, str) and path != "-" and os.path.isfile(path):
-            seen.setdefault(os.path.realpath(path), f"{name} (an input)")
+            seen.setdefault(file_identity(path), f"{name} (an input)")
     for flag, path in paths.items():
         if path is None:
             continue
-        name, key = "--" + flag.replace("_", "-"), os.path.realpath(path)
+        name, key = "--" + flag.replace("_", "-"), file_identity(path)
         if key in seen:
             raise MoeplanError(f"{seen[key]} and {name} name the same file {path}; give each output its own path")
         seen[key] = name
@@ -952,8 +957,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     else:
         print_sweep(rows, console)
     if args.plot and fitting:
-        _wrote(args.plot, args.json, f"throughput and memory at {len(fitting)} of {len(rows)} lengths"
-               + (", the others marked" if len(fitting) < len(rows) else ""))
+        _wrote(args.plot, args.json, f"throughput and memory at {len(fitting)} lengths" if len(fitting) == len(rows)
+               else f"throughput and memory at {len(fitting)} of {len(rows)} lengths, the others marked")
     elif args.plot:
         Console(stderr=True, width=10_000).print(f"moeplan: no length fits; {args.plot} not written",
                                                  highlight=False, markup=False)
@@ -1235,11 +1240,8 @@ def print_calibration(result: dict[str, Any], console: Console) -> None:
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from moeplan import calibrate
 
-    if args.out:
-        from moeplan.outfile import check_target
-
-        check_target(args.out)
-        calibrate.check_out_path(args.out, args.logs, args.hardware)  # never over a training log or --hardware
+    _distinct_outputs(args, inputs=[(f"LOG {log}", log) for log in args.logs], out=args.out)  # never over a log
+    _check_output(args.out, plot=False)
     result = api.calibrate(args.logs, model=args.model, gpu=args.gpu, sets=args.set, hardware_file=args.hardware,
                            warmup_iters=args.warmup)
     if args.out:

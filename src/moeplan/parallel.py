@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from moeplan.errors import InvalidLayout, MoeplanError
 from moeplan.megatron.fields import version_key
-from moeplan.attention_backend import TE_WIDE_HEAD_FIX, unfused_attention
+from moeplan.attention_backend import SINK_CP_COMM_TYPE, TE_WIDE_HEAD_FIX, heads_split, unfused_attention
 from moeplan.te_release import te_label
 from moeplan.models.spec import Attention, GatedDeltaNet, Layer, ModelSpec
 
@@ -291,6 +291,12 @@ def mixer_rules(spec: ModelSpec, tp: int, cp: int, mcore_version: str | None = N
                      f"attention{' with sinks' if layer.sink_logits else ''} on {gpu.name} (sm{gpu.sm_arch}) only with "
                      f"UnfusedDotProductAttention, which does not support context parallelism (CP {cp}): no "
                      f"attention backend runs; use CP 1 ({why})")
+            if cp > 1 and layer.sink_logits and not heads_split(layer, tp, cp):
+                # sinks run under CP only as a2a (attention_backend.sink_cp_comm_ok), whose heads must split over CP
+                kv = layer.num_heads if layer.is_mla else layer.num_kv_heads
+                fail("sink-attention-cp", f"attention sinks run under context parallelism only with cp_comm_type "
+                     f"{SINK_CP_COMM_TYPE} (Transformer Engine FusedAttention), which splits the heads: {layer.num_heads} "
+                     f"heads / {kv} KV heads over TP {tp} cannot be divided among CP {cp}; use a CP that divides them")
         elif isinstance(layer, GatedDeltaNet):
             if layer.num_key_heads % tp or layer.num_value_heads % tp:
                 fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "

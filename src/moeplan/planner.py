@@ -195,9 +195,12 @@ def _largest_gdn_cp(spec: ModelSpec) -> float:
     return float(g & -g)  # its largest power-of-two divisor
 
 
-def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch,
-                    space: SearchSpace) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]]:
-    """The sizes the search tries, each pinned by ``space`` or from its range: (TP, CP, PP, EP, MBS, ETP)."""
+def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace,
+                    wide: bool = False) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]]:
+    """The sizes the search tries, each pinned by ``space`` or from its range: (TP, CP, PP, EP, MBS, ETP). PP: the
+    powers of two and every other divisor of the GPU count up to 32 (PP 3 / 6 / 12 on 6- or 12-node clusters).
+    ``wide``: also CP 1 and 2 (the search's second try where the CP range around seq/4096 leaves no valid layout,
+    e.g. a length that 2 x CP x TP does not divide)."""
     moe = spec.first_moe
     tps = [space.tp] if space.tp else [t for t in _pow2_upto(min(8, gpu.nvlink_domain)) if t <= gpus]
     cp0 = cp_start(batch.seq_len)
@@ -212,9 +215,11 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch,
     low = min(cp0, pow2s[-1], cap) / 4
     if cap < math.inf:  # a CP that TP x CP must divide the heads by: every CP from 2, so TP 4 / 8 keep CP 2 / 4
         low = min(low, 2)
-    always = {1} if (cp0 <= 4 or any(layer.is_linear_attention for layer in spec.layers)) else set()
+    always = {1} if (wide or cp0 <= 4 or any(layer.is_linear_attention for layer in spec.layers)) else set()
+    always |= {2} if wide and gpus % 2 == 0 else set()
     cps = [space.cp] if space.cp else sorted(always | {c for c in pow2s if low <= c <= min(cp0 * 4, cap)})
-    pps = [space.pp] if space.pp else [p for p in _pow2_upto(min(32, spec.num_layers)) if p <= gpus]
+    most = min(32, spec.num_layers, gpus)
+    pps = [space.pp] if space.pp else sorted({*_pow2_upto(most), *(d for d in range(3, most + 1) if gpus % d == 0)})
     eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
     etps = [space.etp] if space.etp else [1]
@@ -222,11 +227,12 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch,
 
 
 def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace,
-             mcore_version: str, te_version: str | None = None) -> list[tuple[Parallel, int]]:
+             mcore_version: str, te_version: str | None = None, wide: bool = False) -> list[tuple[Parallel, int]]:
     """Every (layout, MBS) that passes the validity rules. Bounds: TP up to 8 and inside the NVLink
     domain (TP collectives every layer need NVLink; Megatron Bridge recipes never exceed 8), powers of
-    two for TP/CP/PP/EP, PP up to 32, VPP 1/2/4/8, MBS 1 at long context (activation memory) else 1/2/4."""
-    tps, cps, pps, eps, mbss, etps = candidate_sizes(spec, gpu, gpus, batch, space)
+    two for TP/CP/EP, PP up to 32 (powers of two and the GPU count's other divisors), VPP 1/2/4/8, MBS 1 at
+    long context (activation memory) else 1/2/4; ``wide``: :func:`candidate_sizes`' second try."""
+    tps, cps, pps, eps, mbss, etps = candidate_sizes(spec, gpu, gpus, batch, space, wide)
     out: list[tuple[Parallel, int]] = []
     # check_layout's rule groups, each checked once per value of the sizes it reads (the same verdict as
     # check_layout on every candidate: tests/unit/test_layout_enumeration.py)
@@ -656,6 +662,8 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     batch = Batch(seq_len, gbs, space.mbs or 1)
     te = str(numerics["te_version"])
     layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version, te)
+    if not layouts and not space.cp:  # the CP range around seq/4096 has none (a length 2 x CP x TP does not divide)
+        layouts = _layouts(spec, gpu, gpus, batch, space, mcore_version, te, wide=True)
     if not layouts:
         # the example: the largest CP the search tries that divides the GPU count (the fewest data-parallel
         # ranks), so its reason is one the search met, not CP 1's where CP 1 is not tried

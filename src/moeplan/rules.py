@@ -131,7 +131,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
                 "attention-folding": "tensor_model_parallel_size", "expert-folding": "expert_model_parallel_size",
                 "pipeline-layout": "pipeline_model_parallel_layout", "seq-tp": "tensor_model_parallel_size",
                 "gdn-cp-version": "context_parallel_size", "gdn-heads-cp": "context_parallel_size",
-                "unfused-attention-cp": "context_parallel_size",
+                "unfused-attention-cp": "context_parallel_size", "sink-attention-cp": "context_parallel_size",
                 "gdn-heads-tp": "tensor_model_parallel_size", "experts-etp": "expert_tensor_parallel_size",
                 "vpp-needs-pp": "virtual_pipeline_model_parallel_size"}
     for bad in layout_errors:

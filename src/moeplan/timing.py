@@ -34,7 +34,8 @@ from typing import Any
 from moeplan import fsdp, muon
 from moeplan.activations import (BF16_BYTES, FP32_BYTES, expert_probs_bytes, gdn_saved_bytes, layer_activation, unfused_score_square,
                                 unfused_square_softmax_is_fused)
-from moeplan.attention_backend import WIDE_HEAD_KERNEL_ABOVE, attention_kernel, attention_kernel_mixer, sink_cp_comm_ok
+from moeplan.attention_backend import (WIDE_HEAD_KERNEL_ABOVE, attention_kernel, attention_kernel_mixer, heads_split,
+                                       sink_cp_comm_ok)
 from moeplan.flops import (
     TRAIN_MULTIPLIER,
     Gemm,
@@ -435,11 +436,10 @@ def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_d
         return False
     if comm_type in ("p2p", "allgather"):
         return True
-    kv = mixer.num_heads if mixer.is_mla else mixer.num_kv_heads
     inner = cp if comm_type == "a2a" else hierarchical_cp_inner(tp, cp, nvlink_domain)
     if comm_type == "a2a+p2p" and (inner == cp or inner == 1):
         return False
-    return (mixer.num_heads // tp) % inner == 0 and max(1, kv // tp) % inner == 0
+    return heads_split(mixer, tp, inner)
 
 
 def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int) -> float:

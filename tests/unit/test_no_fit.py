@@ -86,9 +86,24 @@ SWEEP = ["sweep", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,128k,1m", "-
 SWEEP_48 = ["sweep", "qwen3-30b-a3b", "--gpus", "48", "--seq-len", "4k,96k,1m", "--gbs-tokens", "3m"]
 
 
+def _power_of_two_pipelines(monkeypatch) -> None:
+    """The search with power-of-two PP only (as before PP 3 / 6 / 12 were searched): on 48 GPUs every data-parallel
+    size is then a multiple of 3, which gives a length with no valid layout to sweep past."""
+    from moeplan import planner
+
+    sizes = planner.candidate_sizes
+
+    def pow2(*args, **kwargs):
+        tps, cps, pps, *rest = sizes(*args, **kwargs)
+        return (tps, cps, [p for p in pps if p & (p - 1) == 0], *rest)
+
+    monkeypatch.setattr(planner, "candidate_sizes", pow2)
+
+
 def test_sweep_goes_on_past_a_length_with_no_valid_layout(capsys, monkeypatch):
-    """At 96K tokens GBS is 32 and every data-parallel size on 48 GPUs a multiple of 3: that length gets its row
-    with the reason (exit 1, as for a length where nothing fits) instead of aborting the sweep."""
+    """At 96K tokens GBS is 32 and (power-of-two pipelines) every data-parallel size on 48 GPUs a multiple of 3:
+    that length gets its row with the reason (exit 1, as for a length where nothing fits) instead of aborting."""
+    _power_of_two_pipelines(monkeypatch)
     assert main([*SWEEP_48, "--json"]) == 1
     out, err = capsys.readouterr()
     rows = json.loads(out)
@@ -107,8 +122,9 @@ def test_sweep_goes_on_past_a_length_with_no_valid_layout(capsys, monkeypatch):
     assert "parallel" in rows[0] and rows[2]["invalid"].startswith("invalid layout TP1 PP1 CP1 EP1 DP16: GBS 1")
 
 
-def test_sweep_with_no_valid_length_is_bad_input(capsys):
+def test_sweep_with_no_valid_length_is_bad_input(capsys, monkeypatch):
     """No length valid: the question is bad input, as `plan` says it (exit 2, one line, nothing printed)."""
+    _power_of_two_pipelines(monkeypatch)
     for argv in (["sweep", "qwen3-30b-a3b", "--gpus", "48", "--seq-len", "96k", "--gbs-tokens", "3m"],
                  [*SWEEP, "--tp", "3"]):
         assert main(argv) == 2
@@ -118,7 +134,8 @@ def test_sweep_with_no_valid_length_is_bad_input(capsys):
         api.sweep("qwen3-30b-a3b", gpus=48, seq_lens=[98304], gbs_tokens=3 * 2**20)
 
 
-def test_exit_codes_are_documented(capsys):
+def test_exit_codes_are_documented(capsys, monkeypatch):
+    _power_of_two_pipelines(monkeypatch)  # 24 GPUs at 1M with GBS 1 has no valid layout then
     with pytest.raises(SystemExit):
         main(["plan", "--help"])
     text = " ".join(capsys.readouterr().out.split())
@@ -143,9 +160,11 @@ def test_cp_range_reaches_the_gpu_count_when_the_start_is_beyond_it(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["fits"] and rows[1]["fits"]
     assert rows[2]["invalid"] is None and (rows[2]["fits"] or rows[2]["closest"] is not None)
+    # a length 2 x CP x TP does not divide gets CP 1 and 2 in a second try (a valid question: nothing fits there);
     # where no layout is valid the example is one with a CP the search tries, broken by the rule that breaks it
+    assert search(spec, gpu, 16, 1048577, 1, allow_gbs_reduction=False).closest is not None
     with pytest.raises(InvalidLayout, match=r"CP16 EP1 DP1: seq_len 1048577 is not divisible by 2 x CP x TP"):
-        search(spec, gpu, 16, 1048577, 1)
+        search(spec, gpu, 16, 1048577, 1, space=SearchSpace(cp=16))
 
 
 def test_closest_miss_is_found_once_and_reuses_pass_one(monkeypatch):
@@ -208,12 +227,13 @@ def test_no_fit_line_names_ep_overlap_and_the_halved_gbs(capsys):
     assert "(with 10% headroom), even at GBS 1 (halved from 256); closest:" in err, err
 
 
-def test_exit_one_prints_what_the_docs_say(capsys, tmp_path):
+def test_exit_one_prints_what_the_docs_say(capsys, tmp_path, monkeypatch):
     """Exit 1 per command, as README and the main --help say it: sweep ends with one stderr line counting the lengths
     without a plan (it printed nothing there); check prints its findings and nothing on stderr; explain MODEL exits 1
     with one line where a length has no plan, explain of a run file that does not fit compares it and exits 0."""
     from moeplan.cli import EPILOG
 
+    _power_of_two_pipelines(monkeypatch)
     for argv in (SWEEP_48, [*SWEEP_48, "--json"]):
         assert main(argv) == 1
         assert capsys.readouterr().err == "moeplan: 2 of 3 lengths have no plan\n"  # 96K invalid, 1M no fit
@@ -237,10 +257,11 @@ def test_exit_one_prints_what_the_docs_say(capsys, tmp_path):
     assert "`explain` when a run does not fit" not in readme and "compares a run that does not fit too" in readme
 
 
-def test_report_sweep_keeps_lengths_without_a_plan(capsys, tmp_path):
+def test_report_sweep_keeps_lengths_without_a_plan(capsys, tmp_path, monkeypatch):
     """report --sweep: a length with no valid layout, or where nothing fits, is a row of the sweep table saying why,
     as `moeplan sweep` says it (the report dropped it and said "sweep of 1 lengths"); a sweep whose every length is
     invalid no longer aborts a report whose plans exist (it exited 2)."""
+    _power_of_two_pipelines(monkeypatch)
     report = ["report", "qwen3-30b-a3b", "--gpus", "48", "--seq-len", "4k", "--gbs", "768"]
     html = tmp_path / "r.html"
     assert main([*report, "--sweep", "4k,96k", "--html", str(html)]) == 0
@@ -260,8 +281,9 @@ def test_report_sweep_keeps_lengths_without_a_plan(capsys, tmp_path):
     assert row["closest"] and f"no layout fits (closest {row['closest']['short']}" in table
 
 
-def test_sweep_rows_always_carry_closest_and_invalid(capsys):
+def test_sweep_rows_always_carry_closest_and_invalid(capsys, monkeypatch):
     """Every --json row carries `closest` and `invalid` (README), null where unused: rows that fit lacked both."""
+    _power_of_two_pipelines(monkeypatch)
     for argv in (SWEEP_48, [*SWEEP, "--tp", "1", "--cp", "1"]):  # planned rows; held-layout rows
         assert main([*argv, "--json"]) == 1
         rows = json.loads(capsys.readouterr().out)

@@ -50,7 +50,7 @@ def test_search_that_raises_still_restores_gc():
     gc.enable()
     try:
         with pytest.raises(MoeplanError):
-            search(spec, gpu, 7, 32768, 128)  # 7 GPUs: no layout folds
+            search(spec, gpu, 37, 32768, 128)  # 37 GPUs (a prime above PP 32): DP 37 does not divide GBS 128
         assert gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
