@@ -87,19 +87,21 @@ def step_times(steady_s: float, n: int, warm: Sequence[float] = (3.0, 1.4), jitt
 
 def mlm_log(settings: Mapping[str, object], times_s: Sequence[float], *, tflops_steady: float | None,
             peak_alloc_gib: float, peak_reserved_gib: float, ranks: Sequence[int] = (0,), memory_at: int = 1,
-            steady_s: float | None = None, first_iteration: int = 1) -> str:
+            steady_s: float | None = None, first_iteration: int = 1, every: int = 1) -> str:
     """A Megatron-LM log: banner dump, iteration lines (TFLOP/s = tflops_steady x steady_s / time), one
     memory report (``steady_s`` defaults to the median of the times after two warm-up iterations).
     ``first_iteration`` > 1: a job resumed from the checkpoint of iteration ``first_iteration - 1`` (it prints
-    its arguments again and logs on from there; ``memory_at`` counts the lines it logged)."""
+    its arguments again and logs on from there; ``memory_at`` counts the lines it logged). ``every``: the
+    iterations between lines (``log_interval``: lines at ``first_iteration``, ``first_iteration + every``, ...)."""
     gbs = int(settings["global_batch_size"])  # type: ignore[arg-type]
     n = int(settings.get("train_iters", len(times_s)))  # type: ignore[arg-type]
     steady = steady_s or (statistics.median(times_s[2:] or times_s) if times_s else 1.0)
     out = ["using world size: {}".format(settings.get("world_size")), arguments_dump(settings)]
-    for i, t in enumerate(times_s, start=first_iteration):
+    for k, t in enumerate(times_s, start=1):
+        i = first_iteration + (k - 1) * every
         tf = None if tflops_steady is None else tflops_steady * steady / t
         out.append(iteration_line(i, n, t, gbs, tf))
-        if i - first_iteration + 1 == memory_at:
+        if k == memory_at:
             for k, r in enumerate(ranks):
                 scale = 1.0 - 0.03 * k  # the first rank listed is the most loaded
                 out.append(mlm_memory_line(r, i, 0.6 * peak_alloc_gib * scale, peak_alloc_gib * scale,
@@ -108,8 +110,10 @@ def mlm_log(settings: Mapping[str, object], times_s: Sequence[float], *, tflops_
 
 
 def bridge_summary(model: Mapping[str, object], train: Mapping[str, object], dataset: Mapping[str, object],
-                   ddp: Mapping[str, object] = (), optimizer: Mapping[str, object] = ()) -> str:
-    """Megatron Bridge's ``log_non_default_values``: Mcore sections list non-defaults only."""
+                   ddp: Mapping[str, object] = (), optimizer: Mapping[str, object] = (),
+                   other: Mapping[str, Mapping[str, object]] = {}) -> str:
+    """Megatron Bridge's ``log_non_default_values``: Mcore sections list non-defaults only; ``other``: more of
+    the other sections (``{"checkpoint": {"load": ...}, "logger": {"log_interval": 10}}``)."""
     lines = ["", "=" * 70, "Configuration Summary (Non-Default Values vs Megatron Core)", "=" * 70]
     for name, section, cls in (("optimizer", optimizer, "OptimizerConfig"), ("ddp", ddp, "DistributedDataParallelConfig"),
                                ("model", model, "TransformerConfig")):
@@ -118,7 +122,7 @@ def bridge_summary(model: Mapping[str, object], train: Mapping[str, object], dat
             for k, v in sorted(dict(section).items()):
                 lines.append(f"  {k}: {v!r}  (Mcore default: None)")
     lines += ["\n" + "-" * 70, "Other Configuration Values:", "-" * 70]
-    for name, section in (("train", train), ("dataset", dataset)):
+    for name, section in (("train", train), ("dataset", dataset), *other.items()):
         lines.append(f"\n[{name}]:")
         for k, v in sorted(dict(section).items()):
             lines.append(f"  {k}: {v!r}")

@@ -19,7 +19,6 @@ the runs they came from and moeplan's version; ``--calibration profile.yaml`` ap
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -34,18 +33,7 @@ from moeplan.errors import MoeplanError, yaml_problem
 from moeplan.estimate import Estimate, evaluate
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.logs import (
-    GIB,
-    STDIN,
-    SteadyState,
-    TrainingLog,
-    group_runs,
-    join_runs,
-    no_iteration_error,
-    read_text,
-    split_log,
-    steady_state,
-)
+from moeplan.logs import GIB, STDIN, SteadyState, TrainingLog, read_runs, steady_state
 from moeplan.megatron.export import format_override_value
 from moeplan.megatron.fields import KNOB_BY_FIELD, normalize_version
 from moeplan.megatron.read import parse_run_text
@@ -54,6 +42,7 @@ from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES, ModelSpec
+from moeplan.outfile import file_identity
 from moeplan.run import RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
 from moeplan.vocab import DEFAULT_MCORE_VERSION
@@ -327,58 +316,22 @@ def _run_identity(log: TrainingLog) -> dict[str, object]:
 
 def log_runs(path: str | Path) -> list[TrainingLog]:
     """The runs of one log file (``-``: standard input; gzip-compressed or not): its start-ups split at each
-    settings print or iteration numbers going back, those with the same settings joined as one resumed run,
-    the others named ``PATH#k`` (moeplan.logs.group_runs). MoeplanError (one line) when it cannot be read or
-    holds no complete iteration line."""
-    text, origin = read_text(path)
-    parts = split_log(text, origin)
-    runs = group_runs(parts, _run_identity)
-    if not runs:
-        raise no_iteration_error(join_runs(parts))  # counting the lines cut short in every start-up
-    return runs
-
-
-def _log_identity(path: str) -> object:
-    """What makes two log arguments the same log: standard input, or the same file (``os.stat`` device and
-    inode, so a hard link or another spelling of the path is the same file), or the same real path."""
-    if path == STDIN:
-        return STDIN
-    try:
-        st = os.stat(path)
-    except OSError:
-        return os.path.realpath(path)
-    return (st.st_dev, st.st_ino)
+    settings print or iteration numbers going back, those that agree on what this module reads
+    (:func:`_run_identity`) joined as one resumed run, the others named ``PATH#k`` (moeplan.logs.read_runs).
+    MoeplanError (one line) when it cannot be read or holds no complete iteration line."""
+    return read_runs(path, _run_identity)
 
 
 def distinct_logs(paths: list[str]) -> None:
-    """MoeplanError (one line) when one log is given twice: its run would be fitted twice (double weight)."""
+    """MoeplanError (one line) when one log is given twice (standard input, or the same file: moeplan.outfile
+    file_identity, so a hard link or another spelling of the path too): its run would be fitted twice."""
     seen: dict[object, str] = {}
     for p in paths:
-        key = _log_identity(p)
+        key = STDIN if p == STDIN else file_identity(p)
         if key in seen:
             raise MoeplanError(f"{p} is the same log as {seen[key]}: give each log once (a log given twice would "
                                "weigh its run twice in the fit)")
         seen[key] = p
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Two paths name one file (os.path.samefile: links and spellings included)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet): compare where they point
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
-def check_out_path(out: str, logs: list[str], hardware_file: str | None = None) -> None:
-    """``--out`` must not be an input (a log or the --hardware file): writing the profile there would replace it.
-    MoeplanError (one line) before anything is read or written."""
-    for log in logs:
-        if log != STDIN and _same_file(out, log):
-            raise MoeplanError(f"--out {out} is the log {log}: writing the profile there would replace the training "
-                               "log; give the profile its own path")
-    if hardware_file and _same_file(out, hardware_file):
-        raise MoeplanError(f"--out {out} is the --hardware file {hardware_file}: writing the profile there would "
-                           "replace it; give the profile its own path")
 
 
 # ---------------------------------------------------------------------------------------- constants
@@ -807,5 +760,5 @@ def load_profile(path: str | Path, hardware_file: str | Path | None = None) -> P
                    len(runs) if isinstance(runs, list) else 0)
 
 
-__all__ = ["Fit", "LoggedRun", "Profile", "calibrate", "check_out_path", "distinct_logs", "fit", "load_profile",
+__all__ = ["Fit", "LoggedRun", "Profile", "calibrate", "distinct_logs", "fit", "load_profile",
            "log_runs", "normalize_sets", "parse_sets", "profile_yaml", "run_from_log", "run_rows"]

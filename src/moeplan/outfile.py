@@ -4,7 +4,9 @@
 (a FIFO, a device, a symlink, a directory, a missing or read-only directory) with one line; the CLI
 calls it before any work so nothing runs for an answer that cannot be written. ``write_bytes``
 writes a temporary file beside the target and renames it over the target; on any failure the
-temporary file is removed and the error is one line.
+temporary file is removed and the error is one line. ``file_identity`` / ``same_file`` are the one rule for
+"these two paths name one file" (outputs against each other and against the files a command reads, logs
+given twice).
 """
 
 from __future__ import annotations
@@ -15,6 +17,27 @@ import stat
 from pathlib import Path
 
 from moeplan.errors import MoeplanError
+
+
+FileIdentity = tuple[int, int] | str
+
+
+def file_identity(path: str | os.PathLike[str]) -> FileIdentity:
+    """What makes two paths one file: an existing file's (device, inode) (``os.stat`` follows symbolic links, so
+    a hard link, a symbolic link or another spelling of the path is the same file); for a path that does not
+    exist yet, its real path (symbolic links and ``..`` resolved), which only another new path can share."""
+    try:
+        st = os.stat(path)
+    except ValueError:  # a name no file can have (a NUL byte): the same as itself only
+        return os.path.abspath(path)
+    except OSError:  # missing, or a dangling link
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Two paths name one file (:func:`file_identity`)."""
+    return file_identity(a) == file_identity(b)
 
 
 def check_target(path: str | os.PathLike[str]) -> Path:
@@ -65,4 +88,4 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         raise
 
 
-__all__ = ["check_target", "write_bytes"]
+__all__ = ["FileIdentity", "check_target", "file_identity", "same_file", "write_bytes"]

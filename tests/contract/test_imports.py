@@ -15,7 +15,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("moeplan.errors", "moeplan.argcheck", "moeplan.vocab", "moeplan.megatron", "moeplan.megatron.fields", "moeplan.te_release")),
+    ("foundation", ("moeplan.errors", "moeplan.argcheck", "moeplan.vocab", "moeplan.megatron", "moeplan.megatron.fields", "moeplan.te_release",
+                    "moeplan.outfile")),  # file identity and atomic writes: imports only moeplan.errors
     ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*",
               "moeplan.logs", "moeplan.logs.*")),  # training-log readers: text in, numbers out (engine-free)
     ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",
@@ -25,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
                 "moeplan.calibrate")),
     ("api", ("moeplan.api", "moeplan.listing")),
-    ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots", "moeplan.outfile")),
+    ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots")),
 )
 LAZY_IMPORTS_ALLOWED_FROM = "api"  # this layer and above may import inside functions (start-up time)
 

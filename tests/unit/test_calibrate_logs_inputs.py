@@ -141,25 +141,48 @@ def test_the_same_log_twice_is_one_line(tmp_path, capsys, second):
 
 
 def test_out_naming_the_log_is_refused_and_the_log_kept(tmp_path, capsys):
+    """--out goes through the check every command's outputs go through (cli._distinct_outputs): a log, another
+    spelling of it, a hard link or a symbolic link to it is refused before anything is read or written."""
     path = _log(tmp_path)
     before = path.read_bytes()
-    for out in (str(path), str(tmp_path / "." / "run.log")):
+    (tmp_path / "hard.log").hardlink_to(path)
+    (tmp_path / "soft.log").symlink_to(path)
+    for out in (str(path), str(tmp_path / "." / "run.log"), str(tmp_path / "hard.log"), str(tmp_path / "soft.log")):
         err = _one_line_exit_2(capsys, ["calibrate", str(path), "--gpu", "h100", "--out", out])
-        assert f"--out {out} is the log {path}" in err
+        assert f"LOG {path} (an input) and --out name the same file {out}" in err
         assert path.read_bytes() == before
-    link = tmp_path / "same.log"
-    os.link(path, link)  # another name of the same file
-    err = _one_line_exit_2(capsys, ["calibrate", str(path), "--gpu", "h100", "--out", str(link)])
-    assert "is the log" in err and path.read_bytes() == before
+
+
+def test_out_naming_the_second_log_names_it(tmp_path, capsys):
+    first, second = _log(tmp_path), _log(tmp_path, "second.log")
+    err = _one_line_exit_2(capsys, ["calibrate", str(first), str(second), "--gpu", "h100", "--out", str(second)])
+    assert f"LOG {second} (an input) and --out name the same file" in err
 
 
 def test_out_naming_the_hardware_file_is_refused(tmp_path, capsys):
     hw = tmp_path / "hw.yaml"
     hw.write_text("gpus:\n  myh100:\n    base: h100\n")
     before = hw.read_bytes()
-    err = _one_line_exit_2(capsys, ["calibrate", str(_log(tmp_path)), "--gpu", "myh100", "--hardware", str(hw),
-                                    "--out", str(hw)])
-    assert f"--out {hw} is the --hardware file {hw}" in err and hw.read_bytes() == before
+    (tmp_path / "hw2.yaml").hardlink_to(hw)
+    for out in (hw, tmp_path / "hw2.yaml"):
+        err = _one_line_exit_2(capsys, ["calibrate", str(_log(tmp_path)), "--gpu", "myh100", "--hardware", str(hw),
+                                        "--out", str(out)])
+        assert f"--hardware (an input) and --out name the same file {out}" in err and hw.read_bytes() == before
+
+
+def test_out_naming_the_model_config_is_refused(tmp_path, capsys):
+    """calibrate --model config.json is an input too, as MODEL is for the other commands."""
+    config = tmp_path / "config.json"
+    config.write_text("{}")
+    err = _one_line_exit_2(capsys, ["calibrate", str(_log(tmp_path)), "--gpu", "h100", "--model", str(config),
+                                    "--out", str(config)])
+    assert "MODEL (an input) and --out name the same file" in err and config.read_text() == "{}"
+
+
+def test_out_not_writable_is_refused_before_the_logs_are_read(tmp_path, capsys):
+    err = _one_line_exit_2(capsys, ["calibrate", str(tmp_path / "missing.log"), "--gpu", "h100", "--out",
+                                    str(tmp_path / "no-such-dir" / "p.yaml")])
+    assert "directory" in err and "does not exist" in err
 
 
 def test_out_elsewhere_is_written(tmp_path, capsys):

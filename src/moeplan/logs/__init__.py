@@ -9,7 +9,10 @@ and :func:`steady_state` picks the iterations that measure the steady state.
 A log may hold several start-ups (a job restarted or resumed and appended to the same file): each prints its
 settings again (rank 0's argument dump, Bridge's configuration), and a job resumed from an earlier checkpoint
 logs iteration numbers that go back. :func:`split_log` cuts the log there; :func:`group_runs` joins consecutive
-start-ups with the same settings into one resumed run and names the others ``PATH#1``, ``PATH#2``, ...
+start-ups with the same identity (the settings that make the run; by default every printed setting,
+:func:`printed_settings`) into one resumed run and names the others ``PATH#1``, ``PATH#2``, ...
+:func:`read_runs` / :func:`parse_runs` give every run of a log; :func:`read_log` / :func:`parse_log` give its one
+run and refuse a log that holds several (never a run with one start-up's settings and another's numbers).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import statistics
 import sys
 import zlib
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -25,7 +29,7 @@ from typing import Literal
 
 from moeplan.errors import MoeplanError
 from moeplan.logs import bridge, megatron_lm
-from moeplan.logs.lines import GIB, Iteration, MemoryReport, iterations_in_order, parse_iterations, parse_memory
+from moeplan.logs.lines import GIB, Iteration, MemoryReport, first_of_each, parse_memory, scan_iterations
 
 LogFormat = Literal["megatron-lm", "bridge-summary", "bridge-yaml", "unknown"]
 STDIN = "-"  # the log name that reads standard input (`kubectl logs POD | moeplan calibrate -`), as `check -` does
@@ -46,8 +50,9 @@ class TrainingLog:
     """What one log (or one run of a log holding several) says. ``settings`` are raw values keyed by Megatron
     name: Megatron-LM argument names for ``megatron-lm``, ``section.field`` for the Bridge formats
     (``bridge-yaml`` also keeps the YAML text). ``iterations`` are in log order (by iteration within a start-up);
-    ``start`` is the iteration the run started after (0 from scratch; a resumed job's checkpoint), ``restarts``
-    the later start-ups of the same run, ``lines`` the first and last line of the log the run spans."""
+    ``start`` is the iteration the run started after (0 from scratch; a resumed job's checkpoint: read as
+    :func:`split_log` says), ``restarts`` the later start-ups of the same run, ``lines`` the first and last line
+    of the log the run spans."""
 
     path: str
     format: LogFormat
@@ -84,13 +89,14 @@ def _line_no(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def _cuts(text: str) -> list[int]:
+def _cuts(text: str, lines: Sequence[Iteration]) -> list[int]:
     """Offsets (line starts) where a new start-up begins: a settings print (Megatron-LM's argument dump, Bridge's
     configuration) once the current start-up has logged an iteration or printed the same kind already, and an
-    iteration number lower than the one logged before it (a job resumed from an earlier checkpoint)."""
+    iteration number lower than the one logged before it (a job resumed from an earlier checkpoint). ``lines``:
+    the log's complete iteration lines in log order (:func:`~moeplan.logs.lines.scan_iterations`)."""
     events: list[tuple[int, str, int | str]] = [(o, "settings", "megatron-lm") for o in megatron_lm.starts(text)]
     events += [(o, "settings", kind) for o, kind in bridge.starts(text)]
-    events += [(it.offset, "iteration", it.iteration) for it in iterations_in_order(text)[0]]
+    events += [(it.offset, "iteration", it.iteration) for it in lines]
     cuts: list[int] = []
     printed: set[object] = set()
     previous: int | None = None
@@ -126,35 +132,103 @@ def _settings_of(text: str) -> tuple[LogFormat, dict[str, object], int | None, s
     return "unknown", {}, None, None
 
 
-def _interval(iteration_lists: Sequence[Sequence[Iteration]]) -> int:
-    """The logging interval: the most common step between consecutive iteration lines (the smaller on a tie);
-    1 when no start-up logged two lines."""
-    steps = Counter(b.iteration - a.iteration for its in iteration_lists for a, b in zip(its, its[1:])
-                    if b.iteration > a.iteration)
-    return min(steps, key=lambda k: (-steps[k], k)) if steps else 1
+# Megatron-LM argument -> Megatron Bridge config path, of the settings that say how a start-up logs and starts:
+# Megatron-LM --log-interval / --load (arguments.py), Bridge LoggerConfig.log_interval / CheckpointConfig.load.
+_BRIDGE_PATHS = {"log_interval": "logger.log_interval", "load": "checkpoint.load"}
+
+
+def _printed(fmt: LogFormat, settings: Mapping[str, object], name: str) -> object:
+    """A start-up's printed value of the Megatron-LM argument ``name`` (its Bridge path for the Bridge formats)."""
+    return settings.get(name if fmt == "megatron-lm" else _BRIDGE_PATHS[name])
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One start-up as cut from the log: its text span, settings and iteration lines (first of each, by iteration)."""
+
+    a: int
+    b: int
+    fmt: LogFormat
+    settings: dict[str, object]
+    line: int | None  # the settings print's line in the log
+    yaml_text: str | None
+    iterations: list[Iteration]
+    incomplete: int
+
+
+def _steps(its: Sequence[Iteration]) -> Counter[int]:
+    return Counter(b.iteration - a.iteration for a, b in zip(its, its[1:]) if b.iteration > a.iteration)
+
+
+def _intervals(pieces: Sequence[_Piece]) -> list[int]:
+    """The logging interval of each start-up: its printed ``log_interval`` (training_log prints an iteration line
+    when ``iteration % log_interval == 0``: Megatron-LM training.py, Bridge train_utils.py); else the most common
+    step between the lines of the start-ups that printed the same settings (the smaller on a tie: a run logs at
+    one interval, another run of the log may log at another); 1 when none of them logged two lines."""
+    groups: list[tuple[LogFormat, dict[str, object], Counter[int]]] = []
+    of_piece: list[Counter[int]] = []
+    for p in pieces:
+        group = next((g for g in groups if g[0] == p.fmt and g[1] == p.settings), None)
+        if group is None:
+            group = (p.fmt, p.settings, Counter())
+            groups.append(group)
+        group[2].update(_steps(p.iterations))
+        of_piece.append(group[2])
+    out = []
+    for p, steps in zip(pieces, of_piece):
+        printed = _printed(p.fmt, p.settings, "log_interval")
+        if isinstance(printed, int) and not isinstance(printed, bool) and printed > 0:
+            out.append(printed)
+        else:
+            out.append(min(steps, key=lambda k: (-steps[k], k)) if steps else 1)
+    return out
+
+
+def _start(k: int, piece: _Piece, interval: int) -> int:
+    """The iteration start-up ``k`` of the log started after. Megatron-LM's setup_model_and_optimizer
+    (training.py) starts at iteration 0 unless it loads a checkpoint (--load; Bridge checkpoint.load), whose
+    iteration the numbering continues from; so from scratch the first line is at ``interval``, and a start-up
+    whose first line is past it resumed after at least ``first - interval``. A later start-up (one ran before
+    it in this log) that logs past the first interval resumed. The first start-up of the log is taken as
+    resumed only when its settings also name a checkpoint to load: otherwise its earlier lines are just not in
+    the log (a first line cut short, a log's tail) and it is taken as started from 0, long past its warm-up."""
+    if not piece.iterations or piece.iterations[0].iteration <= interval:
+        return 0
+    if k == 0 and _printed(piece.fmt, piece.settings, "load") in (None, "", False):
+        return 0
+    return piece.iterations[0].iteration - interval
+
+
+def _pieces(text: str) -> list[_Piece]:
+    """The log's start-ups (:func:`_cuts`), its iteration lines scanned once and sliced by offset; a start-up that
+    prints no settings (iteration numbers went back) has the settings printed before it."""
+    lines, incomplete = scan_iterations(text)
+    bounds = [0, *sorted(set(_cuts(text, lines)) - {0}), len(text)]  # two records glued on one line cut once
+    offsets = [it.offset for it in lines]
+    out: list[_Piece] = []
+    for a, b in zip(bounds, bounds[1:]):
+        its = first_of_each(lines[bisect_left(offsets, a):bisect_left(offsets, b)])
+        cut = bisect_left(incomplete, b) - bisect_left(incomplete, a)
+        fmt, settings, line, yaml_text = _settings_of(text[a:b])
+        if fmt != "unknown" and line is not None:
+            line += _line_no(text, a) - 1
+        elif out:  # no settings of its own: the start-up before it printed them
+            prev = out[-1]
+            fmt, settings, line, yaml_text = prev.fmt, prev.settings, prev.line, prev.yaml_text
+        out.append(_Piece(a, b, fmt, settings, line, yaml_text, its, cut))
+    return out
 
 
 def split_log(text: str, origin: str = "<log>") -> list[TrainingLog]:
     """One TrainingLog per start-up (see :func:`_cuts`), each with its own iterations, memory lines and line
-    range; a start-up that prints no settings (iteration numbers went back) has the settings printed before it."""
-    bounds = [0, *sorted(set(_cuts(text)) - {0}), len(text)]  # two records glued on one line cut once
-    pieces = []
-    for a, b in zip(bounds, bounds[1:]):
-        its, incomplete = parse_iterations(text[a:b])
-        pieces.append((a, b, [replace(i, offset=i.offset + a) for i in its], incomplete))
-    interval = _interval([its for _, _, its, _ in pieces])
+    range, and the iteration it started after (:func:`_start`, at its logging interval :func:`_intervals`)."""
+    pieces = _pieces(text)
     out: list[TrainingLog] = []
-    for a, b, its, incomplete in pieces:
-        fmt, settings, line, yaml_text = _settings_of(text[a:b])
-        first_line = _line_no(text, a)
-        if fmt != "unknown" and line is not None:
-            line += first_line - 1
-        elif out:  # no settings of its own: the start-up before it printed them
-            prev = out[-1]
-            fmt, settings, line, yaml_text = prev.format, prev.settings, prev.settings_line, prev.config_yaml
-        start = max(0, its[0].iteration - interval) if its else 0
-        out.append(TrainingLog(origin, fmt, tuple(its), tuple(parse_memory(text[a:b])), settings, line, yaml_text,
-                               incomplete, start, (), (first_line, _line_no(text, max(a, b - 1)))))
+    for k, (p, interval) in enumerate(zip(pieces, _intervals(pieces))):
+        start = _start(k, p, interval)
+        lines = (_line_no(text, p.a), _line_no(text, max(p.a, p.b - 1)))
+        out.append(TrainingLog(origin, p.fmt, tuple(p.iterations), tuple(parse_memory(text[p.a:p.b])), p.settings,
+                               p.line, p.yaml_text, p.incomplete, start, (), lines))
     return out
 
 
@@ -178,8 +252,18 @@ def _differences(a: Mapping[str, object], b: Mapping[str, object], shown: int = 
     return text + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
 
 
-def group_runs(parts: Sequence[TrainingLog],
-               identity: Callable[[TrainingLog], Mapping[str, object]]) -> list[TrainingLog]:
+Identity = Callable[[TrainingLog], Mapping[str, object]]  # a start-up -> the settings that make its run
+
+
+def printed_settings(log: TrainingLog) -> dict[str, object]:
+    """The default identity of a start-up (:func:`group_runs`): its format and every setting it printed. A job
+    restarted with the same command prints the same settings: one run resumed. Any difference (train_iters or a
+    path too) keeps start-ups apart, since nothing here knows which settings change what a run measures;
+    :func:`moeplan.calibrate.log_runs` passes the settings it reads."""
+    return {"format": log.format, **log.settings}
+
+
+def group_runs(parts: Sequence[TrainingLog], identity: Identity = printed_settings) -> list[TrainingLog]:
     """The runs of a log's start-ups: consecutive start-ups whose ``identity`` (the settings that make the run)
     is the same are one resumed run (:func:`join_runs`); a change starts another run, and then each run is named
     ``PATH#k`` with a note giving its lines and what changed. Start-ups without a complete iteration line
@@ -266,17 +350,45 @@ def no_iteration_error(log: TrainingLog) -> MoeplanError:
                         "iteration (ms): ... |'); the run crashed or stopped before its first logged step")
 
 
-def parse_log(text: str, origin: str = "<log>") -> TrainingLog:
-    """Every start-up of ``text`` that logged an iteration as one run (the settings printed first among them;
-    :func:`split_log` and :func:`group_runs` tell the runs apart)."""
+def _several_runs_error(origin: str, runs: Sequence[TrainingLog], identity: Identity) -> MoeplanError:
+    """The one-line error of :func:`parse_log` on a log that holds several runs."""
+    where = f" from line {runs[1].lines[0]}" if runs[1].lines else ""
+    return MoeplanError(f"{origin} holds {len(runs)} runs with different settings (run 2{where}: "
+                        f"{_differences(identity(runs[0]), identity(runs[1]))}): read them apart with "
+                        f"moeplan.logs.read_runs (moeplan calibrate fits each as {origin}#k)")
+
+
+def parse_runs(text: str, origin: str = "<log>", identity: Identity = printed_settings) -> list[TrainingLog]:
+    """Every run of ``text``: its start-ups (:func:`split_log`) grouped by ``identity`` (:func:`group_runs`);
+    MoeplanError (one line) when no start-up logged a complete iteration line."""
     parts = split_log(text, origin)
-    return join_runs([p for p in parts if p.iterations] or parts[:1])
+    runs = group_runs(parts, identity)
+    if not runs:
+        raise no_iteration_error(join_runs(parts))  # counting the lines cut short in every start-up
+    return runs
 
 
-def read_log(path: str | Path) -> TrainingLog:
-    """A log file as one run (:func:`parse_log`); MoeplanError (one line) when it cannot be read or holds no
-    complete iteration line."""
-    log = parse_log(*read_text(path))
+def read_runs(path: str | Path, identity: Identity = printed_settings) -> list[TrainingLog]:
+    """Every run of a log file (:func:`read_text`, :func:`parse_runs`); MoeplanError (one line) when it cannot
+    be read or holds no complete iteration line."""
+    return parse_runs(*read_text(path), identity=identity)
+
+
+def parse_log(text: str, origin: str = "<log>", identity: Identity = printed_settings) -> TrainingLog:
+    """The one run of ``text``: its start-ups that logged an iteration, joined (:func:`group_runs`); MoeplanError
+    (one line) when their ``identity`` differs (several runs: :func:`parse_runs`). A log without a complete
+    iteration line gives a run without iterations."""
+    parts = split_log(text, origin)
+    runs = group_runs(parts, identity)
+    if len(runs) > 1:
+        raise _several_runs_error(origin, runs, identity)
+    return runs[0] if runs else join_runs(parts)
+
+
+def read_log(path: str | Path, identity: Identity = printed_settings) -> TrainingLog:
+    """A log file's one run (:func:`parse_log`); MoeplanError (one line) when it cannot be read, holds several
+    runs or no complete iteration line."""
+    log = parse_log(*read_text(path), identity=identity)
     if not log.iterations:
         raise no_iteration_error(log)
     return log
@@ -467,5 +579,6 @@ def steady_state(log: TrainingLog, *, warmup_iters: int | None = None, graph_war
                        statistics.median(tflops) if tflops else None)
 
 
-__all__ = ["GIB", "STDIN", "Iteration", "MemoryReport", "Restart", "SteadyState", "TrainingLog", "group_runs",
-           "join_runs", "no_iteration_error", "parse_log", "read_log", "read_text", "split_log", "steady_state"]
+__all__ = ["GIB", "STDIN", "Identity", "Iteration", "MemoryReport", "Restart", "SteadyState", "TrainingLog",
+           "group_runs", "join_runs", "no_iteration_error", "parse_log", "parse_runs", "printed_settings", "read_log",
+           "read_runs", "read_text", "split_log", "steady_state"]

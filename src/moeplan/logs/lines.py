@@ -27,6 +27,7 @@ pipeline/tensor/expert position; logs of several ranks interleave (one line glue
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -80,16 +81,16 @@ def _number(value: str) -> float | None:
     return float(m.group(0)) if m else None
 
 
-def iterations_in_order(text: str) -> tuple[list[Iteration], int]:
+def scan_iterations(text: str) -> tuple[list[Iteration], list[int]]:
     """Complete iteration lines (each field closed by ``|``) in log order, repeats included (a restarted run
-    logs its iterations again); and how many lines were incomplete (a truncated or interleaved line)."""
+    logs its iterations again); and the offsets of the incomplete ones (a truncated or interleaved line)."""
     out: list[Iteration] = []
-    incomplete = 0
+    incomplete: list[int] = []
     for m in _ITERATION.finditer(text):
         fields = {k.strip(): v for k, v in _FIELD.findall(_segment(text, m.end()))}
         elapsed = _number(fields.get("elapsed time per iteration (ms)", ""))
         if elapsed is None or elapsed <= 0:
-            incomplete += 1
+            incomplete.append(m.start())
             continue
         tflops = _number(fields.get("throughput per GPU (TFLOP/s/GPU)", ""))
         gbs = _number(fields.get("global batch size", ""))
@@ -100,14 +101,26 @@ def iterations_in_order(text: str) -> tuple[list[Iteration], int]:
     return out, incomplete
 
 
+def iterations_in_order(text: str) -> tuple[list[Iteration], int]:
+    """Complete iteration lines in log order, repeats included, and how many lines were incomplete
+    (:func:`scan_iterations`)."""
+    lines, incomplete = scan_iterations(text)
+    return lines, len(incomplete)
+
+
+def first_of_each(lines: Iterable[Iteration]) -> list[Iteration]:
+    """The first occurrence of each iteration, by iteration (a line printed twice counts once)."""
+    out: dict[int, Iteration] = {}
+    for it in lines:
+        out.setdefault(it.iteration, it)
+    return [out[k] for k in sorted(out)]
+
+
 def parse_iterations(text: str) -> tuple[list[Iteration], int]:
     """Complete iteration lines, first occurrence of each iteration, by iteration; and how many lines were
     incomplete (:func:`iterations_in_order`)."""
     lines, incomplete = iterations_in_order(text)
-    out: dict[int, Iteration] = {}
-    for it in lines:
-        out.setdefault(it.iteration, it)
-    return [out[k] for k in sorted(out)], incomplete
+    return first_of_each(lines), incomplete
 
 
 # Field names of the two memory formats -> (allocated, max allocated, reserved, max reserved).
@@ -131,4 +144,5 @@ def parse_memory(text: str) -> list[MemoryReport]:
     return out
 
 
-__all__ = ["GIB", "Iteration", "MemoryReport", "iterations_in_order", "parse_iterations", "parse_memory"]
+__all__ = ["GIB", "Iteration", "MemoryReport", "first_of_each", "iterations_in_order", "parse_iterations", "parse_memory",
+           "scan_iterations"]
