@@ -26,16 +26,17 @@ from moeplan.listing import list_models  # noqa: F401  (part of the API; its own
 from moeplan.megatron.asserts import selective_recompute_problem
 from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
 from moeplan.megatron.fields import fields_for, normalize_version
-from moeplan.memory import GIB
+from moeplan.memory import GIB, offloaded_state_bytes
 from moeplan.models import ModelSpec, load_model
 from moeplan.models.spec import with_mtp_layers
 from moeplan.params import count_params
-from moeplan.parallel import Batch, Parallel, validate, with_balanced_layout
+from moeplan.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 from moeplan.planner import Plan, PlanResult, SearchSpace, search
 from moeplan.timeline import Timeline, build_timeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
-from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DISPATCHERS, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_MODULES,
+from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DISPATCHERS, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_FRACTIONS,
+                           OFFLOAD_MODULES,
                            OPTIMIZERS, PRECISIONS)
 
 
@@ -55,26 +56,8 @@ def _resolve_gpu(gpu: str | GPUSpec, hardware_file: str | os.PathLike[str] | Non
     argcheck.optional_path("hardware_file", hardware_file)
     if isinstance(gpu, GPUSpec):
         return gpu
-    argcheck.text("gpu", gpu, hint=" (a name from `moeplan hardware`, e.g. 'h100') or a GPUSpec")
+    argcheck.gpu_name(gpu, hint=" or a GPUSpec")
     return load_gpu(gpu, hardware_file)
-
-
-def _check_cal(cal: Any) -> Calibration:
-    """``cal`` must be timing constants. A profile file is not read here: the CLI's --calibration loads it with
-    :func:`moeplan.calibrate.load_profile` (its constants, reserve and GPU check together)."""
-    if isinstance(cal, Calibration):
-        return cal
-    if isinstance(cal, (str, os.PathLike)):
-        raise MoeplanError(f"cal must be a Calibration, not a path ({os.fspath(cal)!r}): load a profile with "
-                           "moeplan.calibrate.load_profile(path).calibration")
-    raise MoeplanError(f"cal must be a Calibration (e.g. moeplan.calibrate.load_profile(path).calibration), got "
-                       f"{cal!r} ({type(cal).__name__})")
-
-
-def _check_flags(optional: bool = False, **flags: Any) -> None:
-    """Each keyword a bool (or None, where ``optional``): a string such as 'false' would otherwise read as True."""
-    for name, value in flags.items():
-        argcheck.flag(name, value, optional=optional)
 
 
 def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> dict[str, Any]:
@@ -135,7 +118,7 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFA
     hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP. Only
     those the run's other knobs work with (moe_expert_rank_capacity_factor needs HybridEP: knobs.knob_problem)."""
     _check_built(cfg, gpu)
-    _check_cal(cal)
+    argcheck.calibration(cal, Calibration)
     candidates = dispatcher_candidates(cfg, gpu)
     candidates = [d for d in candidates if knob_problem(cfg.with_(dispatcher=d), gpu) is None] or candidates
     if len(candidates) == 1:
@@ -202,12 +185,12 @@ def build_config(
     _check_run_knobs(cuda_graphs, offload_modules, optimizer_offload, moe_imbalance, reserve_gib)
     argcheck.optional_number("capacity_factor", capacity_factor)
     argcheck.optional_number("rank_capacity_factor", rank_capacity_factor)
-    _check_flags(ep_overlap=ep_overlap, grad_fp32=grad_fp32, bf16_moments=bf16_moments, dp_overlap=dp_overlap,
-                 tp_comm_overlap=tp_comm_overlap, offload_overlap=offload_overlap,
-                 te_grouped_tensor=te_grouped_tensor, fsdp_double_buffer=fsdp_double_buffer,
-                 muon_layer_wise=muon_layer_wise)
-    _check_flags(optional=True, delay_wgrad=delay_wgrad, precision_aware_optimizer=precision_aware_optimizer)
-    _check_cal(cal)
+    argcheck.flags(ep_overlap=ep_overlap, grad_fp32=grad_fp32, bf16_moments=bf16_moments, dp_overlap=dp_overlap,
+                   tp_comm_overlap=tp_comm_overlap, offload_overlap=offload_overlap,
+                   te_grouped_tensor=te_grouped_tensor, fsdp_double_buffer=fsdp_double_buffer,
+                   muon_layer_wise=muon_layer_wise)
+    argcheck.flags(optional=True, delay_wgrad=delay_wgrad, precision_aware_optimizer=precision_aware_optimizer)
+    argcheck.calibration(cal, Calibration)
     _check_recompute_arg("recompute", recompute)
     argcheck.choice("precision", precision, PRECISIONS)
     argcheck.optional_text("pipeline_layout", pipeline_layout, hint=" (Megatron-Core's pipeline_model_parallel_layout)")
@@ -284,13 +267,7 @@ def _check_run_knobs(cuda_graphs: Any, offload_modules: Any, optimizer_offload: 
     argcheck.words("offload_modules", offload_modules, hint=" (activation offload modules such as 'core_attn')")
     argcheck.number("optimizer_offload", optimizer_offload, hint=" (the fraction of optimizer state offloaded, in "
                     "[0, 1]; plan's optimizer_offload is the bool that lets the search try it)")
-    _check_shared_numbers(moe_imbalance, reserve_gib)
-
-
-def _check_shared_numbers(moe_imbalance: Any, reserve_gib: Any) -> None:
-    """The numbers :func:`build_config` and :func:`search_plans` both take (RunConfig checks their ranges)."""
-    argcheck.number("moe_imbalance", moe_imbalance, hint=" (the busiest expert's load over the mean, >= 1)")
-    argcheck.number("reserve_gib", reserve_gib, hint=" (GiB per GPU, >= 0)")
+    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
 
 
 def _check_recompute_arg(name: str, recompute: Any) -> None:
@@ -334,7 +311,7 @@ def timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATIO
     """One iteration of a configuration laid out in time (see :mod:`moeplan.timeline`); write it with
     :func:`moeplan.timeline.chrome_trace_bytes` or draw it with :func:`moeplan.plots.timeline_figure`."""
     _check_built(cfg, gpu)
-    return build_timeline(cfg, gpu, _check_cal(cal))
+    return build_timeline(cfg, gpu, argcheck.calibration(cal, Calibration))
 
 
 def _check_cfg(cfg: Any) -> None:
@@ -437,6 +414,13 @@ class PlanReport:
                                "gbs": cfg.batch.gbs, "mbs": cfg.batch.mbs, "recompute": cfg.recompute.label(),
                                "optimizer_offload": cfg.optimizer_offload, "fsdp": cfg.fsdp, "dispatcher": cfg.dispatcher,
                                "ep_overlap": cfg.ep_overlap}
+        top = OFFLOAD_FRACTIONS[-1]
+        if cfg.optimizer == "adam" and cfg.optimizer_offload < top:  # the host's memory capped the offload (planner)
+            host_at_top = offloaded_state_bytes(cfg.evolve(optimizer_offload=top), build_pipeline(cfg.model, cfg.parallel))
+            if host_at_top > cfg.gpu.host_mem_bytes:
+                out["offload_limited_by_host"] = {"optimizer_offload": cfg.optimizer_offload,
+                                                  "host_capacity_gib": cfg.gpu.host_mem_bytes / GIB,
+                                                  "host_gib_at_full_offload": host_at_top / GIB}
         unfused = first_unfused_attention(cfg.model, cfg.gpu, cfg.te_version)
         if unfused is not None:  # the likely cause: TE's unfused attention's s x s scores, and no CP to split them
             par, batch = cfg.parallel, cfg.batch
@@ -503,13 +487,11 @@ def search_plans(
     fx = _check_fixed(fixed)
     _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib, cal)
     argcheck.choice("precision", precision, PRECISIONS)
-    _check_flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
-                 bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
+    argcheck.flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
+                   bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
     mcore_version = normalize_version(mcore_version)
     spec = resolve_model(model, mtp_layers)
     gpu_spec = _resolve_gpu(gpu, hardware_file)
-    if not 0 <= headroom < 1:
-        raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
     if "recompute" in fx and isinstance(fx["recompute"], str):
         fx["recompute"] = Recompute.parse(fx["recompute"])
     if "recompute" in fx:
@@ -553,9 +535,9 @@ def _check_search_args(cuda_graphs: Any, optimizer_offload: Any, headroom: Any, 
                   "takes scopes such as 'attn,moe_router')")
     argcheck.flag("optimizer_offload", optimizer_offload, hint=" (whether the search tries optimizer CPU offload; "
                   "estimate's optimizer_offload takes the fraction)")
-    argcheck.number("headroom", headroom, hint=" (the share of GPU memory left free, in [0, 1))")
-    _check_shared_numbers(moe_imbalance, reserve_gib)
-    _check_cal(cal)
+    argcheck.headroom(headroom)
+    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
+    argcheck.calibration(cal, Calibration)
 
 
 def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALIBRATION, progress: Any = None,
@@ -705,8 +687,7 @@ def _check_calibrate_args(kwargs: dict[str, Any]) -> None:
     """:func:`calibrate`'s model, gpu, hardware_file and warmup_iters, as the CLI's parsers refuse them (--warmup
     takes an int >= 0); each may be left out (None): the log says it, or the default applies."""
     argcheck.optional_path("model", kwargs.get("model"))  # a catalog name or a config.json path (str()-ed there)
-    if kwargs.get("gpu") is not None:
-        argcheck.text("gpu", kwargs["gpu"], hint=" (a name from `moeplan hardware`, e.g. 'h100')")
+    argcheck.gpu_name(kwargs.get("gpu"), optional=True)
     argcheck.optional_path("hardware_file", kwargs.get("hardware_file"))
     if kwargs.get("warmup_iters") is not None:
         argcheck.count("warmup_iters", kwargs["warmup_iters"], minimum=0)

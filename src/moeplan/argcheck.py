@@ -7,9 +7,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from moeplan.errors import MoeplanError
+
+T = TypeVar("T")
 
 
 def _int_problem(value: Any) -> bool:
@@ -97,6 +99,46 @@ def flag(name: str, value: Any, *, optional: bool = False, hint: str = "") -> bo
     return value
 
 
+def flags(optional: bool = False, **values: Any) -> None:
+    """:func:`flag` of each keyword: a string such as 'false' would otherwise read as True."""
+    for name, value in values.items():
+        flag(name, value, optional=optional)
+
+
+def headroom(value: Any) -> float:
+    """The share of GPU memory a plan or a check leaves free: a number in [0, 1) (1 would leave nothing to use)."""
+    return number("headroom", value, minimum=0, below=1, hint=" (the share of GPU memory left free, in [0, 1))")
+
+
+def imbalance_and_reserve(moe_imbalance: Any, reserve_gib: Any, *, optional: bool = False) -> None:
+    """The routing imbalance and memory reserve that estimate, plan and check all take, as numbers (None too where
+    ``optional``: RunConfig's defaults); RunConfig checks their ranges."""
+    for name, value, hint in (("moe_imbalance", moe_imbalance, " (the busiest expert's load over the mean, >= 1)"),
+                              ("reserve_gib", reserve_gib, " (GiB per GPU, >= 0)")):
+        if not (optional and value is None):
+            number(name, value, hint=hint)
+
+
+def calibration(value: Any, kind: type[T]) -> T:
+    """``value`` must be timing constants, an instance of ``kind`` (moeplan.timing.Calibration, passed in: this module
+    sits below the engine, tests/contract/test_imports.py). A profile file is not read here: the CLI's --calibration
+    loads it with moeplan.calibrate.load_profile (its constants, reserve and GPU check together)."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        raise MoeplanError(f"cal must be a {kind.__name__}, not a path ({os.fspath(value)!r}): load a profile with "
+                           "moeplan.calibrate.load_profile(path).calibration")
+    raise MoeplanError(f"cal must be a {kind.__name__} (e.g. moeplan.calibrate.load_profile(path).calibration), got "
+                       f"{value!r} ({type(value).__name__})")
+
+
+def gpu_name(value: Any, *, optional: bool = False, hint: str = "") -> str | None:
+    """``value`` must name a GPU (a non-empty str; None too where ``optional``: a file or the default says which)."""
+    if optional and value is None:
+        return None
+    return text("gpu", value, hint=f" (a name from `moeplan hardware`, e.g. 'h100'){hint}")
+
+
 def words(name: str, value: Any, *, hint: str = "") -> None:
     """``value`` must be None, a str ('a,b') or a list (tuple, set) of strs: a set of labels, e.g. CUDA graph
     scopes."""
@@ -136,5 +178,6 @@ def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     return value
 
 
-__all__ = ["choice", "count", "count_list", "counts", "flag", "mapping", "number", "optional_number", "optional_path",
-           "optional_text", "path_like", "text", "words"]
+__all__ = ["calibration", "choice", "count", "count_list", "counts", "flag", "flags", "gpu_name", "headroom",
+           "imbalance_and_reserve", "mapping", "number", "optional_number", "optional_path", "optional_text",
+           "path_like", "text", "words"]

@@ -246,8 +246,13 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     """Findings for a run file, errors first, with the estimate when the layout is valid. ``run_mcore`` where
     megatron-core cannot be imported: MoeplanError (one line, its install hint) before the file is read. Routing
     imbalance and memory reserve, which no run file says: the arguments (None: RunConfig's defaults)."""
-    if not 0.0 <= headroom < 1.0:
-        raise MoeplanError(f"headroom must be in [0, 1), got {headroom}")
+    # the API's boundary checks (moeplan.argcheck, as moeplan.api's functions); path, model and gpus: load_run's
+    argcheck.headroom(headroom)
+    argcheck.flags(run_mcore=run_mcore, te_grouped_tensor=te_grouped_tensor)
+    argcheck.calibration(cal, Calibration)
+    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib, optional=True)
+    argcheck.gpu_name(gpu, optional=True)
+    argcheck.optional_path("hardware_file", hardware_file)
     if run_mcore:  # refused up front without megatron-core (bad input, exit 2), as --plot without matplotlib
         require_mcore()
     cfg, gpu_spec, parsed = load_run(path, model=model, gpu=gpu, gpus=gpus, hardware_file=hardware_file,

@@ -1,6 +1,7 @@
 """F6: the Python API checks gpu, cal, the numbers, cuda_graphs / optimizer_offload (scopes and a fraction for
 estimate, bools for plan), fixed, hold, seq_lens and calibrate's warmup_iters where they enter: a one-line
-MoeplanError naming the argument, not an AttributeError / TypeError / ValueError from deep inside."""
+MoeplanError naming the argument, not an AttributeError / TypeError / ValueError from deep inside. The README lists
+moeplan.checker.check beside them: it takes the same checks (review finding 12)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, Callable
 
 import pytest
 
-from moeplan import api
+from moeplan import api, checker
 from moeplan.errors import MoeplanError
 from moeplan.hardware import load_gpu
 from moeplan.timing import DEFAULT_CALIBRATION
@@ -21,6 +22,7 @@ EST = dict(gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16)
 PLAN = dict(gpu="h100", gpus=16, seq_len=4096, gbs=1024, top=1)
 SWEEP = dict(gpu="h100", gpus=16, seq_lens=[4096], gbs_tokens=4 << 20)
 LOG = ROOT / "examples" / "qwen3_30b_a3b_16xh100_megatron_lm.log"
+RUN = ROOT / "examples" / "deepseek_v3_128k_h100.yaml"  # a Megatron Bridge file check reads (model and GPUs given)
 
 
 def _refused(fn: Callable[..., Any], *args: Any, names: str, **kwargs: Any) -> str:
@@ -48,16 +50,24 @@ SEARCH_FUNCTIONS: dict[str, Callable[..., Any]] = {
 ALL_FUNCTIONS = RUN_FUNCTIONS | SEARCH_FUNCTIONS
 
 
+def _check(**kw: Any) -> Any:
+    """moeplan.checker.check of a real file (so a refusal is the argument's, not a missing file's)."""
+    return checker.check(str(RUN), **{"model": "deepseek-v3", "gpus": 1024, **kw})
+
+
 @pytest.mark.parametrize("fn", list(ALL_FUNCTIONS))
 @pytest.mark.parametrize("gpu", [None, 100, "", ["h100"]])
 def test_gpu_must_be_a_name_or_a_spec(fn: str, gpu: Any) -> None:
     assert "GPUSpec" in _refused(ALL_FUNCTIONS[fn], gpu=gpu, names="gpu")
 
 
-@pytest.mark.parametrize("fn", list(ALL_FUNCTIONS))
+CAL_FUNCTIONS = ALL_FUNCTIONS | {"checker.check": _check}
+
+
+@pytest.mark.parametrize("fn", list(CAL_FUNCTIONS))
 @pytest.mark.parametrize("cal", ["p1.yaml", Path("p1.yaml"), None, {"hbm_eff": 0.8}])
 def test_cal_must_be_a_calibration_and_a_path_names_the_loader(fn: str, cal: Any) -> None:
-    assert "load_profile" in _refused(ALL_FUNCTIONS[fn], cal=cal, names="cal")  # what the CLI's --calibration uses
+    assert "load_profile" in _refused(CAL_FUNCTIONS[fn], cal=cal, names="cal")  # what the CLI's --calibration uses
 
 
 @pytest.mark.parametrize("fn", list(RUN_FUNCTIONS))
@@ -137,3 +147,33 @@ def test_timeline_and_its_kin_take_a_built_config() -> None:
 def test_calibrate_checks_its_arguments_as_the_cli_does(kw: dict[str, Any], name: str) -> None:
     """The CLI refuses --warmup -1 (nonnegative_int); api.calibrate took it and dropped the wrong iterations."""
     _refused(api.calibrate, str(LOG), **{"gpu": "h100", **kw}, names=name)
+
+
+@pytest.mark.parametrize("kw,name", [
+    ({"te_grouped_tensor": "false"}, "te_grouped_tensor"), ({"te_grouped_tensor": None}, "te_grouped_tensor"),
+    ({"run_mcore": "no"}, "run_mcore"), ({"headroom": "0.1"}, "headroom"), ({"headroom": None}, "headroom"),
+    ({"moe_imbalance": "1.2"}, "moe_imbalance"), ({"reserve_gib": "2"}, "reserve_gib"),
+    ({"gpus": "1024"}, "gpus"), ({"gpus": 0}, "gpus"), ({"gpus": 8.0}, "gpus"), ({"gpu": 100}, "gpu"),
+    ({"gpu": ""}, "gpu"), ({"hardware_file": 5}, "hardware_file"), ({"model": 5}, "model"),
+])
+def test_check_takes_the_api_boundary_checks(kw: dict[str, Any], name: str) -> None:
+    """checker.check read te_grouped_tensor='false' as True and run_mcore='no' as True, and raised a raw TypeError /
+    AttributeError for the rest."""
+    _refused(_check, **kw, names=name)
+
+
+HEADROOM_ENTRIES: dict[str, Callable[..., Any]] = {"checker.check": _check, **SEARCH_FUNCTIONS}
+
+
+@pytest.mark.parametrize("fn", list(HEADROOM_ENTRIES))
+@pytest.mark.parametrize("headroom", [1.0, -0.1, float("nan"), float("inf")])
+def test_headroom_is_one_rule_everywhere(fn: str, headroom: float) -> None:
+    """One rule (argcheck.headroom), one message, for plan and check alike: a number in [0, 1)."""
+    assert "in [0, 1)" in _refused(HEADROOM_ENTRIES[fn], headroom=headroom, names="headroom")
+
+
+def test_check_takes_none_for_what_the_file_decides() -> None:
+    """None: the file's GPU (its '# moeplan:' comment, else the default), RunConfig's imbalance and reserve."""
+    res = _check(gpu=None, hardware_file=None, moe_imbalance=None, reserve_gib=None, headroom=0,
+                 te_grouped_tensor=False)
+    assert res.estimate is not None and res.gpu.name == "h100"

@@ -54,7 +54,7 @@ DEFAULTS: list[tuple[str, str, Any]] = [
     # MixtralConfig
     ("mixtral-8x7b", "num_key_value_heads", 8),
     ("mixtral-8x7b", "sliding_window", None),
-    # DeepseekV3Config (num_mtp_layers = 1 is read from num_nextn_predict_layers: its attribute_map)
+    # DeepseekV3Config (num_mtp_layers: int = 1, stored as num_nextn_predict_layers through its attribute_map)
     ("deepseek-v3", "q_lora_rank", 1536),
     ("deepseek-v3", "n_group", 8),
     ("deepseek-v3", "topk_group", 4),
@@ -75,7 +75,7 @@ DEFAULTS: list[tuple[str, str, Any]] = [
     ("glm-4.5", "attention_bias", False),
     ("glm-4.5", "n_shared_experts", 1),
     ("glm-4.5", "first_k_dense_replace", 1),
-    ("glm-4.5", "num_nextn_predict_layers", 1),
+    ("glm-4.5", "num_nextn_predict_layers", 1),  # 5.25.0: num_mtp_layers: int = 1 (attribute_map, as DeepSeek-V3)
     ("glm-4.5", "n_group", 1),
     ("glm-4.5", "topk_group", 1),
 ]
@@ -141,4 +141,71 @@ def test_required_keys_are_still_refused() -> None:
     """DeepseekV2Config num_experts_per_tok defaults to None (no routing): no default to take."""
     cfg = {k: v for k, v in _config("deepseek-v2-lite").items() if k != "num_experts_per_tok"}
     with pytest.raises(MoeplanError, match="key 'num_experts_per_tok' is missing"):
+        spec_from_dict(cfg, "x", "t")
+
+
+# (config, the key moeplan reads, the other name its transformers 5.25.0 class takes for it: attribute_map, whose
+# alias __setattr__ stores under the attribute, so to_dict writes the attribute's name)
+ALIASES: list[tuple[str, str, str]] = [
+    ("qwen3-30b-a3b", "num_experts", "num_local_experts"),  # Qwen3MoeConfig: a re-saved Qwen3 file says the latter
+    ("mixtral-8x7b", "num_local_experts", "num_experts"),  # MixtralConfig
+    ("gpt-oss-120b", "num_local_experts", "num_experts"),  # GptOssConfig
+    ("deepseek-v2-lite", "n_routed_experts", "num_experts"),  # DeepseekV2Config
+    ("deepseek-v3", "n_routed_experts", "num_local_experts"),  # DeepseekV3Config
+    ("deepseek-v3", "num_nextn_predict_layers", "num_mtp_layers"),
+    ("glm-4.5", "n_routed_experts", "num_local_experts"),  # Glm4MoeConfig
+    ("glm-4.5", "num_nextn_predict_layers", "num_mtp_layers"),
+]
+
+
+@pytest.mark.parametrize(("name", "key", "alias"), ALIASES, ids=[f"{n}-{a}" for n, _, a in ALIASES])
+def test_a_key_is_read_under_its_attribute_map_name(name: str, key: str, alias: str) -> None:
+    """Review finding 16: a file that gives the key under the class's other name is the same model (Qwen3-MoE's
+    num_local_experts was refused as a missing num_experts)."""
+    given = _config(name)
+    renamed = {(alias if k == key else k): v for k, v in given.items()}
+    assert key not in renamed and alias in renamed
+    assert _facts(spec_from_dict(renamed, name, "t")) == _facts(spec_from_dict(given, name, "t"))
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "glm-4.5"])
+def test_num_mtp_layers_zero_is_not_the_default(name: str) -> None:
+    """num_mtp_layers 0 is read (transformers: num_nextn_predict_layers 0), not replaced by the class default 1."""
+    cfg = {k: v for k, v in _config(name).items() if k != "num_nextn_predict_layers"}
+    assert spec_from_dict(cfg, name, "t").mtp_layers == 1
+    assert spec_from_dict(cfg | {"num_mtp_layers": 0}, name, "t").mtp_layers == 0
+
+
+def test_a_key_and_its_alias_that_disagree_are_refused() -> None:
+    cfg = _config("glm-4.5") | {"num_nextn_predict_layers": 1, "num_mtp_layers": 0}
+    with pytest.raises(MoeplanError, match="'num_nextn_predict_layers' .1. and 'num_mtp_layers' .0. name the same"
+                       ) as exc:
+        spec_from_dict(cfg, "x", "t")
+    assert "\n" not in str(exc.value)
+    same = _config("qwen3-30b-a3b")
+    assert spec_from_dict(same | {"num_local_experts": same["num_experts"]}, "x", "t").num_experts == 128
+
+
+def test_transformers_5_rope_parameters_are_read() -> None:
+    """transformers 5 writes rope_scaling as rope_parameters (RotaryEmbeddingConfigMixin.convert_rope_params_to_dict:
+    rope_scaling or rope_parameters): gpt-oss's YaRN factor is the same under either name."""
+    oss = _config("gpt-oss-120b")
+    saved = {k: v for k, v in oss.items() if k != "rope_scaling"} | {"rope_parameters": oss["rope_scaling"]}
+    mscale = spec_from_dict(oss, "x", "t").layers[0].mixer.rope_mscale
+    assert mscale > 1.3 and spec_from_dict(saved, "x", "t").layers[0].mixer.rope_mscale == mscale
+
+
+def test_a_null_sliding_window_says_null() -> None:
+    """Review finding 17: gpt-oss's sliding_window present but null was reported 'is missing'. Without sliding
+    layers no window is needed."""
+    oss = _config("gpt-oss-120b") | {"sliding_window": None}
+    with pytest.raises(MoeplanError, match="key 'sliding_window' is null: the sliding layers need a window"):
+        spec_from_dict(oss, "x", "t")
+    full = spec_from_dict(oss | {"layer_types": ["full_attention"] * oss["num_hidden_layers"]}, "x", "t")
+    assert all(layer.mixer.sliding_window is None for layer in full.layers)
+
+
+def test_a_null_required_key_says_null() -> None:
+    cfg = _config("qwen3-30b-a3b") | {"moe_intermediate_size": None}
+    with pytest.raises(MoeplanError, match="key 'moe_intermediate_size' is null .needed for model_type 'qwen3_moe'."):
         spec_from_dict(cfg, "x", "t")

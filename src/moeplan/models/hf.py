@@ -8,10 +8,14 @@ Key names and their meaning follow the transformers configuration classes of eac
 - DeepSeek/Kimi/GLM have ``num_hidden_layers - first_k_dense_replace`` MoE layers;
 - MLA models: ``head_dim`` (if present, added by transformers 5) is *not* the attention width.
 
-A key the file leaves out takes the default of that configuration class, as transformers loads the file
-(:data:`TRANSFORMERS_DEFAULTS`); a null takes the class's own rule for None where it has one (MHA for
-``num_key_value_heads``, no query LoRA for ``q_lora_rank``). ``kimi_k2`` has no transformers class (its
-checkpoint ships its own configuration code), so its optional keys must be given.
+Defaults: only the keys :data:`TRANSFORMERS_DEFAULTS` lists for the model type (routing options, layer patterns,
+GQA head counts, biases, MTP modules, tied embeddings) take their configuration class's default when the file leaves
+them out, as transformers loads the file; a null takes the class's own rule for None where it has one (MHA for
+``num_key_value_heads``, no query LoRA for ``q_lora_rank``). Every other key is required even where the class has a
+default (the sizes: hidden_size, vocab_size, layers, heads, expert counts and widths, MLA ranks and head dims, the
+Gated DeltaNet sizes), as a class default there is some other model's size; a missing or null one is refused, naming
+it. A key may be given under either name of its class's ``attribute_map`` (:data:`ALIASES`). ``kimi_k2`` has no
+transformers class (its checkpoint ships its own configuration code), so its optional keys must be given.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ INT32_MAX = 2**31 - 1
 # file's keys). Each from transformers/models/<type>/configuration_<type>.py unless said otherwise.
 _DEEPSEEK_V3: dict[str, Any] = {  # DeepseekV3Config
     "q_lora_rank": 1536, "n_group": 8, "topk_group": 4, "n_shared_experts": 1, "first_k_dense_replace": 3,
-    # num_mtp_layers = 1, read from num_nextn_predict_layers (the class's attribute_map)
+    # the field num_mtp_layers: int = 1, stored as num_nextn_predict_layers (attribute_map; configuration_deepseek_v3.py
+    # lines 80 and 118 in 5.25.0)
     "num_nextn_predict_layers": 1,
     # not a field: DeepseekV3DecoderLayer (modeling_deepseek_v3.py) puts MoE on every layer from
     # first_k_dense_replace on, i.e. a frequency of 1
@@ -53,7 +58,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     "glm4_moe": {  # Glm4MoeConfig (no head_dim field: the modeling's hidden_size // num_attention_heads)
         "num_key_value_heads": 8, "use_qk_norm": False, "attention_bias": False, "n_shared_experts": 1,
         "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
-        "num_nextn_predict_layers": 1,  # num_mtp_layers = 1 through the attribute_map, as DeepseekV3Config
+        # num_mtp_layers: int = 1 stored as num_nextn_predict_layers, as DeepseekV3Config (configuration_glm4_moe.py
+        # lines 84 and 116 in 5.25.0; other releases' Glm4MoeConfig differ, hence the pin)
+        "num_nextn_predict_layers": 1,
         "moe_layer_freq": 1,  # not a field: Glm4MoeDecoderLayer makes MoE of every layer >= first_k_dense_replace
         "tie_word_embeddings": False,
     },
@@ -73,8 +80,24 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "gpt_oss": {  # GptOssConfig; layer_types None -> alternating sliding / full in __post_init__ (_layer_types)
         "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "num_experts_per_tok": 4,
-        "swiglu_limit": 7.0, "attention_bias": True, "tie_word_embeddings": False,
+        "swiglu_limit": 7.0,
+        # a field in 5.25.0 (attention_bias: bool = True), so a file's false is honoured, as here; the 4.x
+        # GptOssConfig.__init__ set self.attention_bias = True whatever the file said
+        "attention_bias": True,
+        "tie_word_embeddings": False,
     },
+}
+# The other name each class reads a key under: its attribute_map (alias -> attribute; transformers 5.25.0
+# configuration_<type>.py). PreTrainedConfig.__setattr__ stores an alias's value under the attribute and to_dict
+# writes __dict__, so a Hub file may use one name and a file re-saved by transformers the other (Qwen3-MoE: the Hub's
+# num_experts, re-saved num_local_experts). Keyed by the name the readers ask for; Qwen3NextConfig has none.
+ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "deepseek_v3": {"n_routed_experts": ("num_local_experts",), "num_nextn_predict_layers": ("num_mtp_layers",)},
+    "deepseek_v2": {"n_routed_experts": ("num_experts",)},
+    "glm4_moe": {"n_routed_experts": ("num_local_experts",), "num_nextn_predict_layers": ("num_mtp_layers",)},
+    "qwen3_moe": {"num_experts": ("num_local_experts",)},
+    "mixtral": {"num_local_experts": ("num_experts",)},
+    "gpt_oss": {"num_local_experts": ("num_experts",)},
 }
 # Model types read like another that transformers has no class for (Kimi-K2's Hub checkpoint ships its own
 # configuration_deepseek.py): the other type's optional keys have no default to take and must be given.
@@ -84,41 +107,72 @@ _UNSET: Any = object()
 
 
 class _Cfg:
-    """Typed access to a config dict; every failure names the file and the key. A key the file leaves out takes
-    ``defaults`` (its transformers class's default: :data:`TRANSFORMERS_DEFAULTS`); a key of ``optional`` that
-    ``defaults`` lacks (a model type with no transformers class) is refused."""
+    """Typed access to a config dict; every failure names the file and the key. A key is read under its name or
+    ``aliases`` (the class's attribute_map); one the file leaves out takes ``defaults`` (its transformers class's
+    default: :data:`TRANSFORMERS_DEFAULTS`); a key of ``optional`` that ``defaults`` lacks (a model type with no
+    transformers class) is refused."""
 
     def __init__(self, data: Mapping[str, Any], origin: str, defaults: Mapping[str, Any] | None = None,
-                 optional: frozenset[str] = frozenset()) -> None:
+                 optional: frozenset[str] = frozenset(),
+                 aliases: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.data = data
         self.origin = origin
         self.defaults: Mapping[str, Any] = defaults or {}
         self.optional = optional
+        self.aliases: Mapping[str, tuple[str, ...]] = aliases or {}
+
+    def _given(self, key: str) -> list[str]:
+        """The names the file gives ``key`` under: the key and its class's attribute_map aliases."""
+        return [n for n in (key, *self.aliases.get(key, ())) if n in self.data]
+
+    def name(self, key: str) -> str:
+        """``key`` as the file names it (an alias where the file uses one), for messages."""
+        given = self._given(key)
+        return given[0] if given else key
 
     def _fail(self, key: str, why: str) -> MoeplanError:
-        return MoeplanError(f"{self.origin}: key '{key}' {why}")
+        return MoeplanError(f"{self.origin}: key '{self.name(key)}' {why}")
 
-    def _missing(self, key: str) -> MoeplanError:
+    def _missing(self, key: str, need: str = "") -> MoeplanError:
+        """A key the file leaves out or gives as null where a value is needed; ``need`` says why (else the type)."""
+        state = "is null" if self._given(key) else "is missing"
         if key in self.optional and key not in self.defaults:
-            return self._fail(key, f"is missing, and model_type '{self.model_type}' has no transformers "
+            return self._fail(key, f"{state}, and model_type '{self.model_type}' has no transformers "
                               "configuration class whose default moeplan could take; give it")
-        return self._fail(key, f"is missing (needed for model_type '{self.model_type}')")
+        return self._fail(key, f"{state}: {need}" if need else f"{state} (needed for model_type '{self.model_type}')")
+
+    def raw(self, key: str) -> Any:
+        """The file's value of ``key`` under either of its names (None: null), ``_UNSET`` where it gives neither;
+        both names with different values are refused (transformers would keep one silently)."""
+        given = self._given(key)
+        if not given:
+            return _UNSET
+        first = self.data[given[0]]
+        for other in given[1:]:
+            if self.data[other] != first:
+                raise MoeplanError(f"{self.origin}: keys '{given[0]}' ({first!r}) and '{other}' ({self.data[other]!r}) "
+                                   f"name the same setting (the {self.model_type} class's attribute_map) and "
+                                   "disagree; keep one")
+        return first
 
     def get(self, key: str, null: Any = _UNSET) -> Any:
         """The file's value of ``key``; where it is absent, its transformers default (``_UNSET`` without one); where
         it is null, ``null`` (the class's own rule for None) when given, else the same default."""
-        if self.data.get(key) is not None:
-            return self.data[key]
-        if key in self.data and null is not _UNSET:
+        value = self.raw(key)
+        if value is not None and value is not _UNSET:
+            return value
+        if value is None and null is not _UNSET:
             return null
         return self.defaults.get(key, _UNSET)
 
-    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False, null: Any = _UNSET) -> int:
-        """A count; ``default`` only where neither the file nor the class gives one (a derived width)."""
+    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False, null: Any = _UNSET,
+            need: str = "") -> int:
+        """A count; ``default`` only where neither the file nor the class gives one (a derived width); ``need``: why
+        a missing or null one is refused."""
         value = self.get(key, null)
         if value is _UNSET or value is None:
             if default is None:
-                raise self._missing(key)
+                raise self._missing(key, need)
             return default
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._fail(key, f"must be an integer, got {value!r}")
@@ -171,8 +225,8 @@ class _Cfg:
         return value
 
     def str_list(self, key: str) -> list[str] | None:
-        value = self.data.get(key)
-        if value is None:
+        value = self.raw(key)
+        if value is None or value is _UNSET:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self._fail(key, f"must be a list of strings, got {value!r}")
@@ -259,7 +313,9 @@ def _yarn_mscale(c: _Cfg) -> float:
     """The YaRN concentration factor of ``rope_scaling`` (1.0 without YaRN), as transformers'
     _compute_yarn_parameters and Megatron-Core's _yarn_get_concentration_factor compute it: attention_factor if
     given, else mscale / mscale_all_dim when both are set, else 0.1 x ln(factor) + 1 (factor > 1)."""
-    rs = c.data.get("rope_scaling")
+    # transformers 5 saves rope_scaling as rope_parameters (modeling_rope_utils.py convert_rope_params_to_dict:
+    # ``rope_scaling or self.rope_parameters``)
+    rs = c.data.get("rope_scaling") or c.data.get("rope_parameters")
     if not isinstance(rs, Mapping) or (rs.get("rope_type") or rs.get("type")) != "yarn":
         return 1.0
     factor = float(rs.get("factor") or 1.0)
@@ -402,8 +458,12 @@ def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
     bias = c.bool("attention_bias")
     heads = c.int("num_attention_heads")
     full = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads)
-    window = c.int("sliding_window", null=None)  # null refused: the sliding layers would have no window
-    sliding = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads, sliding_window=window)
+    # GptOssConfig.__post_init__: "sliding_attention" if (i + 1) % 2 else "full_attention"
+    kinds = _layer_types(c, n, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
+    mixers = {"full_attention": full}
+    if "sliding_attention" in kinds:  # a null window refused: GptOssAttention would give those layers none
+        window = c.int("sliding_window", null=None, need="the sliding layers need a window")
+        mixers["sliding_attention"] = _gqa(c, qkv_bias=bias, o_bias=bias, sink_logits=heads, sliding_window=window)
     # OpenAI's own key experts_per_token where transformers' num_experts_per_tok is absent, else the class default
     own = c.data.get("num_experts_per_tok") is None and c.data.get("experts_per_token") is not None
     top_k = c.int("experts_per_token" if own else "num_experts_per_tok")
@@ -417,11 +477,10 @@ def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
         act_clamp=c.opt_float("swiglu_limit"),
     )
     layers = []
-    # GptOssConfig.__post_init__: "sliding_attention" if (i + 1) % 2 else "full_attention"
-    for kind in _layer_types(c, n, lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention"):
+    for kind in kinds:
         if kind not in ("full_attention", "sliding_attention"):
             raise c._fail("layer_types", f"has unknown entry '{kind}'")
-        layers.append(Layer(sliding if kind == "sliding_attention" else full, moe))
+        layers.append(Layer(mixers[kind], moe))
     return {"layers": tuple(layers)}
 
 
@@ -448,7 +507,7 @@ def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = 
         raise MoeplanError(f"{origin}: key 'model_type' is {model_type!r}; supported types: {supported}")
     like = CLASSLESS.get(model_type)
     c = _Cfg(data, origin, None if like else TRANSFORMERS_DEFAULTS[model_type],
-             frozenset(TRANSFORMERS_DEFAULTS[like]) if like else frozenset())
+             frozenset(TRANSFORMERS_DEFAULTS[like]) if like else frozenset(), ALIASES.get(model_type))
     hidden, vocab = c.int("hidden_size"), c.int("vocab_size")
     c.int("num_hidden_layers")
     parts = READERS[str(model_type)](c)
