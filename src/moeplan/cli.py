@@ -791,6 +791,10 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
         knobs += ["EP overlap"] if c.get("ep_overlap") else []
         where = (f"; closest: {c['short']} ({', '.join(knobs)}) needs {c['memory_gib']:.1f} GiB per GPU, "
                  f"{c['misses_by_gib']:.1f} GiB over the {c['memory_gib_budget']:.1f} GiB budget")
+    if c and c.get("offload_limited_by_host"):
+        h = c["offload_limited_by_host"]
+        where += (f" (optimizer offload held to {h['optimizer_offload']:.0%} by the host's {h['host_capacity_gib']:.1f} GiB "
+                  f"per GPU, hardware host_mem_bytes: full offload would keep {h['host_gib_at_full_offload']:.1f} GiB there)")
     if c and c.get("unfused_attention"):
         from moeplan.attention_backend import TE_WIDE_HEAD_FIX
 

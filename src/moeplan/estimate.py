@@ -113,8 +113,13 @@ class Evaluator:
             self._cache[cfg] = evaluate(cfg, self.gpu, self.cal)
         return self._cache[cfg]
 
+    def gpu_fits(self, est: Estimate | None) -> bool:
+        """The run fits the GPU's budget (its host share aside)."""
+        return est is not None and est.memory.total_bytes <= self.fit_budget_bytes
+
     def fits(self, est: Estimate | None) -> bool:
-        return est is not None and est.memory.total_bytes <= self.fit_budget_bytes and est.memory.host_fits
+        """The run fits the GPU's budget and what it offloads fits the host."""
+        return self.gpu_fits(est) and est is not None and est.memory.host_fits
 
 
 __all__ = ["Estimate", "Evaluator", "evaluate"]

@@ -148,13 +148,15 @@ def _differences_reason(diff: dict[str, tuple[object, object]]) -> Reason:
 def _fit_note(name: str, e: Estimate) -> Reason | None:
     """A run that does not fit in its GPU's memory: its numbers are estimates of a run that cannot start."""
     mem = e.memory
-    if mem.fits:
+    short = mem.shortfall(e.gpu.name)
+    if short is None:
         return None
-    return Reason("fits", f"Run {name} does not fit: {mem.total_bytes / GIB:,.1f} GiB per GPU on a "
-                  f"{mem.capacity_bytes / GIB:,.1f} GiB {e.gpu.name} ({_run_label(e)}); its throughput is what it would "
+    return Reason("fits", f"Run {name} does not fit: {short} ({_run_label(e)}); its throughput is what it would "
                   "run at with the memory, not a run that can start.",
                   {"run": name, "memory_gib": round(mem.total_bytes / GIB, 2),
-                   "capacity_gib": round(mem.capacity_bytes / GIB, 2)})
+                   "capacity_gib": round(mem.capacity_bytes / GIB, 2),
+                   "host_gib": round(mem.host_peak_bytes / GIB, 2),
+                   "host_capacity_gib": round(mem.host_capacity_bytes / GIB, 2)})
 
 
 def _tokens_per_gpu(e: Estimate) -> float:
@@ -257,7 +259,7 @@ def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None, a:
     seq = b.config.batch.seq_len
     best_gib = est.memory.total_bytes / GIB
     if not b.memory.fits:
-        return Reason("fix", f"Run B does not fit in memory ({b.memory.total_bytes / GIB:,.1f} GiB); the planner's best at "
+        return Reason("fix", f"Run B does not fit in memory ({b.memory.shortfall(b.gpu.name)}); the planner's best at "
                       f"seq {seq:,} is {plan_layout(cfg)}, "
                       f"recompute {cfg.recompute.label()}: {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU in "
                       f"{best_gib:,.1f} GiB.{tail}", {"overrides": overrides, **more})

@@ -53,6 +53,14 @@ def offloaded_state_bytes_per_param(cfg: RunConfig) -> float:
     parameters per GPU, 15.3 GB saved at 100% = 8 bytes per parameter; measured_variants.csv G08)."""
     state = ADAM_STATE_BF16_MOMENTS_BYTES if cfg.bf16_moments else ADAM_STATE_BYTES
     return float(state if cfg.precision_aware else state - FP32_MASTER_BYTES)
+
+
+# Host bytes per offloaded parameter (what the host's RAM holds, not what the GPU saves): HybridDeviceOptimizer
+# keeps a pinned fp32 CPU copy of each offloaded parameter (_get_sub_optimizer_param_groups: the distributed
+# optimizer's fp32 shard cloned to the CPU, or the bf16 one cloned and made fp32 by param_update_in_fp32 with the
+# precision-aware optimizer), a pinned CPU gradient buffer of the copy's dtype (_set_sub_optimizer_grads) and the
+# CPU Adam's two moments in that dtype: 4 + 4 + 8.
+HOST_BYTES_PER_OFFLOADED_PARAM = 16.0
 FP8_WEIGHT_CACHE_BYTES = 2  # TE keeps row-wise and column-wise (transposed) FP8 copies of GEMM weights
 MXFP8_SCALE_BYTES = 2 / 32  # one e8m0 scale per 32 values, both directions (OCP MX v1.0)
 LOGITS_BYTES_PER_VOCAB = 4  # theoretical_memory_usage.py: 4 x s x b x V (bf16 logits + fp32 CE grad)
@@ -129,6 +137,16 @@ class MemoryEstimate:
     def fits(self) -> bool:
         """The most loaded rank fits its GPU and what every rank offloads fits its share of the host's memory."""
         return self.total_bytes <= self.capacity_bytes and self.host_fits
+
+    def shortfall(self, gpu_name: str) -> str | None:
+        """What does not fit, in words (None where everything fits): the GPU's memory, the host's, or both."""
+        parts = []
+        if self.total_bytes > self.capacity_bytes:
+            parts.append(f"{self.total_bytes / GIB:,.1f} GiB per GPU on a {self.capacity_bytes / GIB:,.1f} GiB {gpu_name}")
+        if not self.host_fits:
+            parts.append(f"{self.host_peak_bytes / GIB:,.1f} GiB per GPU offloaded to a host with "
+                         f"{self.host_capacity_bytes / GIB:,.1f} GiB per GPU")
+        return "; ".join(parts) or None
 
     def headroom_bytes(self) -> float:
         return self.capacity_bytes - self.total_bytes
@@ -565,6 +583,7 @@ def _rank_items(cfg: RunConfig, nvlink_domain: int, pipe: Pipeline) -> list[tupl
     for prof in rank_profiles(spec, par, m, pipe, _extra_warmup(cfg)):
         act, off_host, transient, graphs = _rank_activations(cfg, prof, tokens, per_layer, dispatch_transient)
         weights, fp8_copies, grads, opt_gpu, fsdp_buffers, opt_host = _rank_model_state(cfg, prof)
+        opt_host = _host_bytes_of_moved_state(cfg, opt_host)
         items = {
             "weights": weights,
             "fp8_weight_copies": fp8_copies,
@@ -706,18 +725,17 @@ class LayoutMemory:
         return weights + fp8_copies + grads + opt_gpu + fsdp_buffers
 
     def host_bytes(self, optimizer_offload: float) -> float:
-        """:func:`offloaded_state_bytes` of the run with this offload fraction, kept with the parameter state."""
-        hit = self._host.get(optimizer_offload)
-        if hit is None:
-            cfg = self._offloaded.get(optimizer_offload)
-            if cfg is None:
-                cfg = self._offloaded[optimizer_offload] = self.base.evolve(optimizer_offload=optimizer_offload)
-            hit = self._host[optimizer_offload] = offloaded_state_bytes(cfg, self.pipe)
-        return hit
+        """:func:`offloaded_state_bytes` of the run with this offload fraction: the full offload's, kept with the
+        parameter state, times the fraction (the offloaded parameters, and so their host bytes, are that fraction of
+        each rank's: hybrid_optimizer.py offload_threshold)."""
+        full = self._host.get(1.0)
+        if full is None:
+            full = self._host[1.0] = offloaded_state_bytes(self.base.evolve(optimizer_offload=1.0), self.pipe)
+        return full * optimizer_offload
 
     def host_fits(self, optimizer_offload: float) -> bool:
-        """Whether that offload fits the host memory per GPU (hardware ``host_mem_bytes``)."""
-        return self.host_bytes(optimizer_offload) <= self.base.gpu.host_mem_bytes
+        """Whether that offload fits the host memory per GPU (:func:`host_fits`)."""
+        return host_fits(self.base, self.host_bytes(optimizer_offload))
 
     def peak_bytes(self, recompute: Recompute, optimizer_offload: float) -> float:
         """Total bytes on the most loaded rank of the run with this recompute and offload fraction."""
@@ -741,15 +759,31 @@ class LayoutMemory:
         return peak
 
 
+def _host_bytes_of_moved_state(cfg: RunConfig, moved_gpu_bytes: float) -> float:
+    """Host bytes of the offloaded parameters whose state frees ``moved_gpu_bytes`` on the GPU
+    (:func:`offloaded_state_bytes_per_param` each): :data:`HOST_BYTES_PER_OFFLOADED_PARAM` per parameter."""
+    if moved_gpu_bytes == 0.0:
+        return 0.0
+    return moved_gpu_bytes / offloaded_state_bytes_per_param(cfg) * HOST_BYTES_PER_OFFLOADED_PARAM
+
+
+def host_fits(cfg: RunConfig, host_bytes: float) -> bool:
+    """Whether ``host_bytes`` offloaded per GPU fit the host memory per GPU (hardware ``host_mem_bytes``), as the
+    planner asks it (LayoutMemory.host_fits, its strongest option); an estimate compares with the capacity it was
+    made with (MemoryEstimate.host_capacity_bytes, the same field)."""
+    return host_bytes <= cfg.gpu.host_mem_bytes
+
+
 def offloaded_state_bytes(cfg: RunConfig, pipeline: Pipeline) -> float:
-    """Host bytes of the optimizer state that CPU offload moves, on the pipeline rank that moves most (every rank
-    counted: the host memory per GPU is each rank's share). Activation offload (``offload_modules``) adds to it
-    in :func:`estimate_memory`; the planner's runs offload none."""
+    """Host bytes of the optimizer state CPU offload keeps in the host's RAM, on the pipeline rank that offloads
+    most (every rank counted: the host memory per GPU is each rank's share). Activation offload
+    (``offload_modules``) adds to it in :func:`estimate_memory`; the planner's runs offload none."""
     if cfg.optimizer_offload == 0.0:
         return 0.0
     par = cfg.parallel
-    return max(_rank_model_state(cfg, _parameter_profile(cfg.model, stages, par.tp, par.ep, par.etp, rank))[5]
-               for rank, stages in enumerate(pipeline.rank_stages))
+    moved = max(_rank_model_state(cfg, _parameter_profile(cfg.model, stages, par.tp, par.ep, par.etp, rank))[5]
+                for rank, stages in enumerate(pipeline.rank_stages))
+    return _host_bytes_of_moved_state(cfg, moved)
 
 
 @lru_cache(maxsize=4096)

@@ -45,6 +45,7 @@ from moeplan.fsdp import FULL_SHARD, SHARDS
 from moeplan.fsdp import label as fsdp_label
 from moeplan.memory import (GIB, LayoutMemory, average_params_per_gpu, offloaded_state_bytes, peak_memory_bytes,
                             shared_fields_key)
+from moeplan.memory import host_fits as memory_host_fits
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline,
                               check_layout, expert_rules, interleaving_problem, mixer_rules, pipeline_rules,
@@ -52,9 +53,9 @@ from moeplan.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_
 from moeplan.run import Recompute, RunConfig
 from moeplan.timeline import gc_paused
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
-from moeplan.vocab import DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, REFINE_MIN, RESOLVED_GAIN
+from moeplan.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS, REFINE_MIN,
+                           RESOLVED_GAIN)
 
-OFFLOAD_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 # From Megatron-Core 0.18, dropless MoE can run sync-free with fixed per-rank HybridEP buffers
 # (moe_expert_rank_capacity_factor) and paged activation stashing, so a full-iteration CUDA graph
 # captures it; 1.5 is what the Megatron Bridge full-iteration perf recipes use
@@ -379,7 +380,7 @@ def _host_capped(host_fits: Callable[[float], bool], option: tuple[Recompute, fl
 def _strongest(cfg: RunConfig, space: SearchSpace, ladder: list[Recompute], pipe: Pipeline) -> RunConfig:
     """``cfg`` with :func:`_strongest_option`, its offload within the host's memory."""
     def host_fits(f: float) -> bool:
-        return offloaded_state_bytes(cfg.evolve(optimizer_offload=f), pipe) <= cfg.gpu.host_mem_bytes
+        return memory_host_fits(cfg, offloaded_state_bytes(cfg.evolve(optimizer_offload=f), pipe))
 
     rc, f = _host_capped(host_fits, _strongest_option(space, ladder))
     return cfg.evolve(recompute=rc, optimizer_offload=f)

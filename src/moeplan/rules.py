@@ -35,7 +35,7 @@ from moeplan.parallel import balanced_layout, replace_parallel
 from moeplan.run import Recompute, RunConfig
 from moeplan.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
-from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES
+from moeplan.vocab import DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS
 
 Severity = Literal["error", "warning", "info"]
 CP_SHARD_TOO_LARGE = 4 * CP_SHARD_TOKENS  # a shard 4x the guidance's ~4K tokens is "far above"
@@ -343,7 +343,8 @@ def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> l
 def _host_memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     """What the run offloads (optimizer state, activations) against the host memory per GPU (hardware
     ``host_mem_bytes``): Megatron's HybridDeviceOptimizer keeps the offloaded state in the host's RAM, so a run
-    past it fails or swaps. The fix: the largest offload fraction whose host share fits, where the GPU still fits."""
+    past it fails or swaps. The fix: the largest smaller optimizer offload fraction, else the run without its
+    offloaded activations (``offload_modules``), whichever first fits both the GPU and the host."""
     mem = est.memory
     if mem.host_fits:
         return []
@@ -351,20 +352,22 @@ def _host_memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int])
     nums = {"host_gib": round_gib(host), "host_capacity_gib": round_gib(cap), "over_gib": round_gib(host - cap)}
     msg = (f"the run offloads {round_gib(host)} GiB per GPU to the host, which has {round_gib(cap)} GiB per GPU "
            f"(hardware host_mem_bytes): {round_gib(host - cap)} GiB over")
-    line = lines.get("optimizer_offload_fraction") or lines.get("optimizer_cpu_offload")
-    for f in sorted({0.75, 0.5, 0.25, 0.0} - {cfg.optimizer_offload}, reverse=True):
-        if f >= cfg.optimizer_offload:
-            continue
-        opt = cfg.with_(optimizer_offload=f)
+    line = lines.get("optimizer_offload_fraction") or lines.get("optimizer_cpu_offload") or lines.get("offload_modules")
+    fixes = [(cfg.with_(optimizer_offload=f), f"optimizer offload {f:.0%}")
+             for f in sorted((0.0, *OFFLOAD_FRACTIONS), reverse=True) if f < cfg.optimizer_offload]
+    if cfg.offload_modules:
+        fixes.append((cfg.with_(offload_modules=frozenset()), "no activation offload (offload_modules)"))
+    for opt, said in fixes:
         e = ev(opt)
         if ev.fits(e):
-            nums.update({"fixed_offload": f, "fixed_memory_gib": round_gib(e.memory.total_bytes),
+            nums.update({"fixed_offload": opt.optimizer_offload, "fixed_memory_gib": round_gib(e.memory.total_bytes),
                          "fixed_host_gib": round_gib(e.memory.host_peak_bytes)})
-            return [Finding("error", "host-memory", msg + f"; optimizer offload {f:.0%} fits both "
-                            f"({round_gib(e.memory.total_bytes)} GiB on the GPU, {round_gib(e.memory.host_peak_bytes)} "
-                            "GiB on the host)", fix_overrides(cfg, opt), nums, line)]
-    return [Finding("error", "host-memory", msg + "; no smaller offload fraction fits the GPU: run `moeplan plan`",
-                    numbers=nums, line=line)]
+            return [Finding("error", "host-memory", msg + f"; {said} fits both ({round_gib(e.memory.total_bytes)} GiB "
+                            f"on the GPU, {round_gib(e.memory.host_peak_bytes)} GiB on the host)", fix_overrides(cfg, opt),
+                            nums, line)]
+    tried = " or ".join(said for _, said in fixes) or "no smaller offload"
+    return [Finding("error", "host-memory", msg + f"; {tried} does not fit both the GPU and the host: run "
+                    "`moeplan plan`", numbers=nums, line=line)]
 
 
 def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
@@ -666,7 +669,7 @@ def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, 
     if not ev.fits(est) and not ev.fits(alt) and alt_cfg.fsdp:
         # the sharding alone is not enough: the first recompute step that fits with it
         ladder = _ladder(cfg)
-        options = [(rc, cfg.optimizer_offload) for rc in ladder] + [(ladder[-1], f) for f in (0.25, 0.5, 0.75, 1.0)
+        options = [(rc, cfg.optimizer_offload) for rc in ladder] + [(ladder[-1], f) for f in OFFLOAD_FRACTIONS
                                                                     if f > cfg.optimizer_offload]
         for rc, offload in options:
             trial = alt_cfg.with_(recompute=rc, optimizer_offload=offload)
@@ -680,7 +683,7 @@ def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, 
                                                              if offload != cfg.optimizer_offload else "")
                 break
     fix = fix_overrides(cfg, alt_cfg)
-    if not ev.fits(est) and ev.fits(alt):
+    if not ev.gpu_fits(est) and ev.fits(alt):  # the run's own GPU memory (a host overflow is host-memory's)
         return [Finding("error", "dp-sharding", f"with {mine} the run needs {round_gib(mem)} GiB; {name} shards weights and "
                         f"gradients differently and needs {round_gib(alt.memory.total_bytes)} GiB, which fits "
                         f"({alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU)", fix, nums, line)]

@@ -26,6 +26,9 @@ RECOMPUTE_METHODS: tuple[str, ...] = ("uniform", "block")
 OFFLOAD_MODULES: tuple[str, ...] = ("core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm",
                                     "qkv_linear")
 
+# The optimizer CPU offload fractions (optimizer_offload_fraction) the planner and the linter try, besides 0.
+OFFLOAD_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+
 # GEMM precisions: fp8 = blockwise scaling (DeepSeek-V3 recipe), fp8-cs = current scaling, fp8-ds = delayed
 # scaling, mxfp8 = Blackwell block scaling.
 Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"]

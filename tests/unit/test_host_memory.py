@@ -13,7 +13,7 @@ from moeplan.cli import main
 from moeplan.megatron import export
 
 TINY = "gpus:\n  tinyhost:\n    base: h100\n    host_mem_bytes: 2.0e+9\n"
-SMALL = "gpus:\n  smallhost:\n    base: h100\n    host_mem_bytes: 7.0e+10\n"  # 65.2 GiB per GPU
+SMALL = "gpus:\n  smallhost:\n    base: h100\n    host_mem_bytes: 1.0e+11\n"  # 93.1 GiB per GPU
 PLAN = dict(gpus=32, seq_len=4096, gbs=256)
 
 
@@ -25,9 +25,9 @@ def tiny(tmp_path):
 
 
 def test_the_catalog_h100_plans_offload_more_than_the_small_host_holds():
-    """The case the fix is for: on the catalog H100 (256 GiB host per GPU) one of the first plans offloads 82 GiB."""
+    """The case the fix is for: on the catalog H100 (256 GiB host per GPU) one of the first plans offloads 110 GiB."""
     plans = api.plan("qwen3-235b-a22b", gpu="h100", top=3, **PLAN)["plans"]
-    assert any(p["host_peak_gib"] > 7.0e10 / 2**30 for p in plans[:2])
+    assert any(p["host_peak_gib"] > 1.0e11 / 2**30 for p in plans[:2])
 
 
 def test_plans_keep_what_they_offload_within_the_host(tmp_path):
@@ -36,7 +36,7 @@ def test_plans_keep_what_they_offload_within_the_host(tmp_path):
     plans = api.plan("qwen3-235b-a22b", gpu="smallhost", hardware_file=str(path), top=5, **PLAN)["plans"]
     assert plans
     for p in plans:
-        assert p["fits"] and p["host_peak_gib"] <= p["host_capacity_gib"] == pytest.approx(7.0e10 / 2**30)
+        assert p["fits"] and p["host_peak_gib"] <= p["host_capacity_gib"] == pytest.approx(1.0e11 / 2**30)
 
 
 def test_a_host_too_small_for_any_offload_that_is_needed_fits_nothing(tiny):
@@ -69,3 +69,30 @@ def test_check_reports_the_host_and_its_fix_clears_it(tiny, tmp_path):
     run.write_text(export.to_yaml(fixed))
     assert not [f for f in checker.check(str(run), hardware_file=tiny, gpu="tinyhost").findings
                 if f.rule == "host-memory"]
+
+
+def test_the_host_holds_16_bytes_per_offloaded_parameter():
+    """HybridDeviceOptimizer keeps a pinned fp32 copy of each offloaded parameter, its fp32 gradient buffer and the
+    CPU Adam's two fp32 moments (hybrid_optimizer.py): 16 bytes per parameter, whatever the GPU saves (8 without the
+    precision-aware optimizer, 12 with it)."""
+    from moeplan.memory import HOST_BYTES_PER_OFFLOADED_PARAM, offloaded_state_bytes_per_param
+
+    for precision_aware in (False, True):
+        est = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16,
+                               optimizer_offload=1.0, precision_aware_optimizer=precision_aware)
+        off = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16,
+                               precision_aware_optimizer=precision_aware)
+        saved = off.memory.peak.items["optimizer_states"] - est.memory.peak.items["optimizer_states"]
+        params = saved / offloaded_state_bytes_per_param(est.config)
+        assert est.memory.peak.host_bytes == pytest.approx(params * HOST_BYTES_PER_OFFLOADED_PARAM, rel=1e-9)
+    assert HOST_BYTES_PER_OFFLOADED_PARAM == 4 + 4 + 8
+
+
+def test_the_no_fit_line_says_when_the_host_held_the_offload_down(tiny, capsys):
+    from moeplan.cli import main
+
+    args = ["plan", "deepseek-v3", "--gpu", "tinyhost", "--hardware", tiny, "--gpus", "64", "--seq-len", "4k",
+            "--gbs", "512"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "optimizer offload held to 0% by the host's 1.9 GiB per GPU" in err and err.count("\n") == 1

@@ -15,7 +15,8 @@ from moeplan.hardware import load_gpu
 from moeplan.memory import LayoutMemory, MEMORY_ITEMS, estimate_memory, peak_rank_profiles, rank_profiles
 from moeplan.models import load_model
 from moeplan.parallel import Batch, build_pipeline
-from moeplan.planner import OFFLOAD_FRACTIONS, SearchSpace, _layouts
+from moeplan.planner import SearchSpace, _layouts
+from moeplan.vocab import OFFLOAD_FRACTIONS
 from moeplan.run import RunConfig
 
 
