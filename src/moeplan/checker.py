@@ -146,7 +146,7 @@ def _from_provenance(parsed: Any, path: str) -> _Provenance:
         raise MoeplanError(f"{path}: the '# moeplan:' comment says gpus={gpus}; expected a positive integer")
     # TE reads the variable as an integer (int(os.getenv(..., "0")) in grouped_linear.py): non-zero selects the path
     # the script's own setting (export, VAR=1 torchrun ...: ParsedRun.env) is what the job runs with; then the comment
-    flag = getattr(parsed, "env", {}).get(GROUPED_TENSOR_ENV, p.get(GROUPED_TENSOR_ENV, "0")).strip() or "0"
+    flag = parsed.env.get(GROUPED_TENSOR_ENV, p.get(GROUPED_TENSOR_ENV, "0")).strip() or "0"
     try:
         grouped = int(flag) != 0
     except ValueError:
@@ -307,7 +307,7 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
                                     numbers=releases))
     if fixable is not None:
         findings += lint(fixable, gpu_spec, headroom=headroom, variable_seq_lengths=variable,
-                         unknown=tuple(parsed.unknown), lines=parsed.lines, known=known_keys(parsed.kind), cal=cal,
+                         unknown=tuple(parsed.unknown), lines={**parsed.lines, **parsed.env_lines}, known=known_keys(parsed.kind), cal=cal,
                          reported_knobs=knob_hits)
     for rule, message in hits:
         fix: tuple[str, ...] = ()

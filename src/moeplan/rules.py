@@ -157,7 +157,7 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _delay_wgrad(cfg, est, ev, lines)
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
     findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
-    findings += _grouped_tensor(cfg, est, ev)
+    findings += _grouped_tensor(cfg, est, ev, lines)
     combined = _combined_fix(cfg, findings, ev, lines)
     return sort_findings(combined + findings)
 
@@ -574,17 +574,19 @@ def _cuda_graphs(cfg: RunConfig, variable_seq_lengths: bool, lines: dict[str, in
 _GROUPED_NEEDS = "a CUDA 13 container (cuBLASLt 13.3+; on Hopper 13.4+, 13.5+ for FP8 current scaling)"
 
 
-def _grouped_tensor(cfg: RunConfig, est: Any, ev: Evaluator) -> list[Finding]:
-    """The env var set where TE ignores it, falls back or raises; or, unset, the path where the estimates say
-    it gains MIN_GAIN (in the run's TE: a warning; in a newer release: info)."""
+def _grouped_tensor(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    """The env var set where TE ignores it, falls back or raises (on the line that sets it, where a launch script
+    does); or, unset, the path where the estimates say it gains MIN_GAIN (in the run's TE: a warning; in a newer
+    release: info)."""
     if cfg.model.first_moe is None:
         return []
+    line = lines.get(GROUPED_TENSOR_ENV)
     arch, prec = cfg.gpu.sm_arch, cfg.precision
     if cfg.experts_op_fused:  # the op fuser's GroupedLinear, not the module the variable selects for
         return ([Finding("warning", "te-grouped-tensor", f"{GROUPED_TENSOR_ENV}=1 changes nothing for the routed experts "
                          "here: they run on TE's op fuser (use_transformer_engine_op_fuser), whose GroupedLinear takes "
                          "its grouped-tensor flow by default where the release has one (TE 2.16+)", (),
-                         {"te_version": cfg.te_version})] if cfg.te_grouped_tensor else [])
+                         {"te_version": cfg.te_version}, line)] if cfg.te_grouped_tensor else [])
     if cfg.te_grouped_tensor:
         problem = grouped_tensor_problem(cfg.te_version, arch, prec)
         if problem is None:
@@ -592,9 +594,9 @@ def _grouped_tensor(cfg: RunConfig, est: Any, ev: Evaluator) -> list[Finding]:
         raises = raising_reason(problem)
         if raises:
             return [Finding("error", "te-grouped-tensor", f"{GROUPED_TENSOR_ENV}=1: {raises}; unset "
-                            "it (moeplan costs the per-expert path)", (), {"te_version": cfg.te_version})]
+                            "it (moeplan costs the per-expert path)", (), {"te_version": cfg.te_version}, line)]
         return [Finding("warning", "te-grouped-tensor", f"{GROUPED_TENSOR_ENV}=1 changes nothing here: {problem}",
-                        (), {"te_version": cfg.te_version})]
+                        (), {"te_version": cfg.te_version}, line)]
     releases = list(TE_RELEASES)  # oldest first
     newer = [v for v in releases[releases.index(cfg.te_version):] if grouped_tensor_problem(v, arch, prec) is None]
     if not newer:

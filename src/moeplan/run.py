@@ -47,6 +47,8 @@ DELAY_WGRAD_GRAPH_BIAS = "CUDA graph scope attn with delay_wgrad_compute does no
 EP_OVERLAP_BLOCKERS = {
     "release": "Megatron-Core 0.14+ (overlap_moe_expert_parallel_comm first in core_v0.14.0 transformer_config.py)",
     "ep": "EP > 1 (transformer_config.py asserts expert_model_parallel_size > 1 with it)",
+    "dispatcher": ("the alltoall or flex token dispatcher (transformer_config.py asserts moe_token_dispatcher_type "
+                   "alltoall or flex with it; the allgather dispatcher has no split dispatch / combine to overlap)"),
     "microbatches": ("several micro-batches per DP rank (the merged 1F1B schedule, pipeline_parallel/combined_1f1b.py, "
                      "overlaps one micro-batch's forward with another's backward)"),
     "pp": ("PP 1 or VPP > 1 (transformer_config.py asserts virtual_pipeline_model_parallel_size with PP > 1: the "
@@ -65,7 +67,7 @@ EP_OVERLAP_BLOCKERS = {
 # ep-a2a-overlap) reads a file; the others (micro-batches, moe recompute: its own rule, Gated DeltaNet, the
 # release) it does not (asserts.McoreAssert.shares_knob of ep-a2a-overlap reads which).
 EP_OVERLAP_ASSERTED = frozenset(EP_OVERLAP_BLOCKERS[k]
-                                for k in ("ep", "pp", "full_recompute", "mtp_layers", "mtp_pp"))
+                                for k in ("ep", "dispatcher", "pp", "full_recompute", "mtp_layers", "mtp_pp"))
 
 
 @dataclass(frozen=True)
@@ -329,6 +331,8 @@ class RunConfig:
             yield EP_OVERLAP_BLOCKERS["release"]
         if par.ep <= 1:
             yield EP_OVERLAP_BLOCKERS["ep"]
+        if self.dispatcher == "allgather":
+            yield EP_OVERLAP_BLOCKERS["dispatcher"]
         if self.batch.microbatches(par.dp) <= 1:
             yield EP_OVERLAP_BLOCKERS["microbatches"]
         if par.pp > 1 and par.vpp <= 1:

@@ -247,14 +247,14 @@ def test_provenance_names_the_hardware_file_with_the_other_keys():
     from dataclasses import FrozenInstanceError
     from types import SimpleNamespace
 
-    parsed = SimpleNamespace(provenance={"model": "qwen3-30b-a3b", "gpu": "mygpu", "gpus": "16",
+    parsed = SimpleNamespace(env={}, provenance={"model": "qwen3-30b-a3b", "gpu": "mygpu", "gpus": "16",
                                          "mcore-version": "0.16", "te-version": "2.10",
                                          "NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM": "1",
                                          "hardware": "/abs/gpus.yaml"})
     prov = checker._from_provenance(parsed, "run.yaml")
     assert (prov.model, prov.gpu, prov.gpus, prov.mcore_version, prov.te_version, prov.grouped_tensor,
             prov.hardware) == ("qwen3-30b-a3b", "mygpu", 16, "0.16", "2.10", True, "/abs/gpus.yaml")
-    empty = checker._from_provenance(SimpleNamespace(provenance={}), "run.yaml")
+    empty = checker._from_provenance(SimpleNamespace(env={}, provenance={}), "run.yaml")
     assert (empty.hardware, empty.gpus, empty.grouped_tensor) == (None, None, False)
     with pytest.raises(FrozenInstanceError):
         prov.hardware = "/other.yaml"  # type: ignore[misc]

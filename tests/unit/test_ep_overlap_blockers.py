@@ -32,6 +32,7 @@ def _run(model: str = "qwen3-30b-a3b", *, mtp: int = 0, version: str = "0.16", g
 ONLY = {
     "release": lambda: _run(version="0.13"),
     "ep": lambda: _run(ep=1),
+    "dispatcher": lambda: _run().with_(dispatcher="allgather"),  # plan --dispatcher allgather exported it on
     "microbatches": lambda: _run(gbs=8),  # DP 8, MBS 1: one micro-batch
     "pp": lambda: _run(vpp=1),
     "full_recompute": lambda: _run().with_(recompute=Recompute("full", frozenset(), "uniform", 1)),

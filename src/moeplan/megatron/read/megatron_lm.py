@@ -1,9 +1,8 @@
-"""Reader of a Megatron-LM argument list (``pretrain_gpt.py`` / torchrun flags, one or several per line) or launch
-script (its arrays and string variables of flags, :mod:`.shell`; its environment of :data:`KNOWN_ENV`)."""
+"""Reader of a Megatron-LM argument list (``pretrain_gpt.py`` flags, one or several per line) or launch script (the
+arguments of its Python launches, its arrays and string variables of flags, references expanded: :mod:`.shell`; its
+environment of :data:`KNOWN_ENV`)."""
 
 from __future__ import annotations
-
-import re
 
 from moeplan.megatron.fields import DTYPE_FROM_MLM, KNOB_BY_FIELD, KNOBS, Knob
 from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS, RECOGNISED
@@ -121,37 +120,11 @@ def _mlm_value(knob: Knob, flag: str, sets: bool, inline: str | None, following:
     return following[0], 1
 
 
-# A word that is one scalar reference: $NAME, ${NAME}, ${NAME:-default} / ${NAME-default} (bash parameter expansion)
-_REFERENCE = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)(?::?-([^}]*))?\})")
-
-
-def _substituted(tokens: list[Token], assignments: list[Assignment]) -> list[Token]:
-    """``tokens`` with each word that is a single scalar reference replaced by the value the script assigned the
-    name on an earlier line (``TP=2`` ... ``--tensor-model-parallel-size ${TP}``), else by its ``:-`` default; a
-    name the script does not set stays as written (its value then reads as a bad value, with its line). Values are
-    taken as bash would after ``TP=${TP:-2}``: references in an assigned value are resolved the same way."""
-    def value(name: str, line: int, default: str | None, depth: int = 0) -> str | None:
-        hit = next((a for a in reversed(assignments) if a.name == name and a.line < line), None)
-        if hit is None:
-            return default
-        m = _REFERENCE.fullmatch(hit.value)
-        if m and depth < 8:  # TP=${TP:-2}: the default, unless set before
-            return value(m[1] or m[2], hit.line, m[3], depth + 1)
-        return hit.value
-
-    out = []
-    for word, line in tokens:
-        m = _REFERENCE.fullmatch(word)
-        got = value(m[1] or m[2], line, m[3]) if m else None
-        out.append((got, line) if got is not None else (word, line))
-    return out
-
-
 def parse_megatron_lm(text: str, origin: str) -> ParsedRun:
     col = Collector(origin, "megatron-lm")
     words = shell_words(text, origin)
-    for tokens in words.lists:  # a command, an array, a variable's value: a flag's values stay in its list
-        _read_flags(col, _substituted(tokens, words.assignments), origin)
+    for tokens in words.lists:  # a launch, an array, a variable's value: a flag's values stay in its list
+        _read_flags(col, tokens, origin)
     for assignment in words.assignments:
         if assignment.name in KNOWN_ENV:
             col.environment(assignment.name, _env_value(assignment, origin), assignment.line)
