@@ -338,9 +338,17 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                           "so data parallelism keeps a non-zero budget for gradient overlap and throughput.",
                           {"dp": par.dp, "edp": par.edp}))
     else:
-        out.append(Reason("dp", f"DP 1: TP x CP x PP = {per_replica} uses every GPU; no faster layout with DP >= 2 "
-                          "fit in memory in this search (the search prefers none: DP is not forced).",
-                          {"dp": 1, "edp": par.edp}))
+        tps = est.time.tokens_per_s_per_gpu
+        faster = max(((r, c, t) for r, c, t in peers if c.parallel.dp >= 2 and t > tps), key=lambda p: p[2],
+                     default=None)
+        if faster is None:
+            said = "no faster plan with DP >= 2 is in this answer (the search prefers none: DP is not forced)."
+        else:  # a tie ordered first (planner.rank_candidates): the sentence must not deny the faster plan
+            said = (f"plan {faster[0]} keeps DP {faster[1].parallel.dp} ({faster[1].parallel.short()}) and is estimated "
+                    f"{faster[2] / tps - 1:.0%} faster, within the model's error of this plan (the rank reason says "
+                    "why this one comes first).")
+        out.append(Reason("dp", f"DP 1: TP x CP x PP = {per_replica} uses every GPU; {said}",
+                          {"dp": 1, "edp": par.edp} | ({"faster_dp_plan": faster[0]} if faster else {})))
     # --- recompute
     rc = cfg.recompute
     none_cfg = cfg.with_(recompute=Recompute())

@@ -102,3 +102,18 @@ def test_a_run_carries_its_gpu():
     assert cfg.gpu is gpu and cfg.gpu.nvlink_domain == 72
     assert api.evaluate(cfg).as_dict() == api.evaluate(cfg, gpu).as_dict()
     assert RunConfig(cfg.model, cfg.parallel, cfg.batch, gpu="h100").gpu.name == "h100"
+
+
+def test_the_dp_reason_does_not_deny_a_faster_dp_plan_in_the_same_answer():
+    """Plan 1 at DP 1 said "no faster layout with DP >= 2 fit" while plans 2-6 (DP 4-8) were faster and fit
+    (tie order); it now names the faster one."""
+    from moeplan import api
+
+    plans = api.plan("qwen3-235b-a22b", gpu="gb200", gpus=256, seq_len=131072, gbs=256, top=6)["plans"]
+    first = plans[0]
+    dp = next(r for r in first["rationale"] if r["topic"] == "dp")
+    faster = [i + 1 for i, p in enumerate(plans) if p["parallel"]["dp"] >= 2
+              and p["tokens_per_s_per_gpu"] > first["tokens_per_s_per_gpu"]]
+    assert first["parallel"]["dp"] == 1 and faster
+    assert "no faster" not in dp["text"] and f"plan {dp['numbers']['faster_dp_plan']} keeps DP" in dp["text"]
+    assert dp["numbers"]["faster_dp_plan"] in faster
