@@ -23,6 +23,7 @@ FORMAT = "moeplan-strategy/1"
 GROUPS: dict[str, tuple[str, ...]] = {
     "layout": ("tp", "pp", "vpp", "cp", "ep", "etp", "pipeline_layout"),
     "batch": ("seq_len", "gbs", "mbs"),
+    "training": ("mtp_layers",),  # multi-token prediction depth trained (Megatron-Core mtp_num_layers)
     "numerics": ("precision", "grad_fp32", "bf16_moments", "precision_aware_optimizer"),
     "moe": ("dispatcher", "ep_overlap", "delay_wgrad", "moe_imbalance", "capacity_factor", "rank_capacity_factor"),
     "communication": ("cp_comm_type", "tp_comm_overlap", "dp_overlap"),
@@ -30,7 +31,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "optimizer": ("optimizer", "fsdp", "fsdp_double_buffer", "muon_ns_steps", "muon_tp_mode", "muon_layer_wise"),
     "megatron": ("mcore_version", "te_version", "te_grouped_tensor"),
 }
-_INT = {"tp", "pp", "vpp", "cp", "ep", "etp", "seq_len", "gbs", "mbs", "muon_ns_steps"}
+_INT = {"tp", "pp", "vpp", "cp", "ep", "etp", "seq_len", "gbs", "mbs", "muon_ns_steps", "mtp_layers"}
 _FLOAT = {"moe_imbalance", "optimizer_offload", "reserve_gib"}
 _OPT_FLOAT = {"capacity_factor", "rank_capacity_factor"}
 _BOOL = {"grad_fp32", "bf16_moments", "ep_overlap", "tp_comm_overlap", "dp_overlap", "offload_overlap",
@@ -46,7 +47,7 @@ def strategy_of(cfg: RunConfig) -> dict[str, dict[str, Any]]:
     flat: dict[str, Any] = {
         "tp": par.tp, "pp": par.pp, "vpp": par.vpp, "cp": par.cp, "ep": par.ep, "etp": par.etp,
         "pipeline_layout": par.pipeline_layout,
-        "seq_len": batch.seq_len, "gbs": batch.gbs, "mbs": batch.mbs,
+        "seq_len": batch.seq_len, "gbs": batch.gbs, "mbs": batch.mbs, "mtp_layers": cfg.model.mtp_layers,
         "precision": cfg.precision, "grad_fp32": cfg.grad_fp32, "bf16_moments": cfg.bf16_moments,
         "precision_aware_optimizer": cfg.precision_aware_optimizer,
         "dispatcher": cfg.dispatcher, "ep_overlap": cfg.ep_overlap, "delay_wgrad": cfg.delay_wgrad,

@@ -117,3 +117,23 @@ def test_the_dp_reason_does_not_deny_a_faster_dp_plan_in_the_same_answer():
     assert first["parallel"]["dp"] == 1 and faster
     assert "no faster" not in dp["text"] and f"plan {dp['numbers']['faster_dp_plan']} keeps DP" in dp["text"]
     assert dp["numbers"]["faster_dp_plan"] in faster
+
+
+@pytest.mark.parametrize("model,mtp", [("qwen3-30b-a3b", 2), ("deepseek-v3", 0)])
+def test_a_strategy_file_keeps_the_mtp_depth_planned(tmp_path, capsys, model, mtp):
+    """--save-strategy dropped --mtp-layers: estimate --strategy then costed the config's depth (62.65 vs 69.87 GiB
+    for Qwen3-30B-A3B with 2 MTP layers; DeepSeek-V3 planned without MTP came back with its 1)."""
+    import json
+
+    from moeplan.cli import main
+
+    path = tmp_path / "s.yaml"
+    gpus = "16" if model == "qwen3-30b-a3b" else "256"
+    args = [model, "--gpu", "h100", "--gpus", gpus]
+    assert main(["plan", *args, "--seq-len", "32k", "--gbs", "64", "--mtp-layers", str(mtp), "--top", "1",
+                 "--save-strategy", str(path), "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)[0]
+    assert main(["estimate", *args, "--strategy", str(path), "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["memory_gib"]["total"] == pytest.approx(planned["memory_gib"]["total"], rel=1e-9)
+    assert est["tokens_per_s_per_gpu"] == pytest.approx(planned["tokens_per_s_per_gpu"], rel=1e-9)
