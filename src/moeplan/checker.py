@@ -135,6 +135,10 @@ class _Provenance:
     """Its ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1`` (export.env_settings): TE's grouped-tensor path."""
     hardware: str | None
     """The user hardware file the GPU came from (an absolute path)."""
+    moe_imbalance: float | None = None
+    """The routing imbalance the plan assumed (export.provenance_comment), which no Megatron field says."""
+    reserve_gib: float | None = None
+    """The memory reserve the plan assumed."""
 
 
 def _from_provenance(parsed: Any, path: str) -> _Provenance:
@@ -152,9 +156,19 @@ def _from_provenance(parsed: Any, path: str) -> _Provenance:
     except ValueError:
         raise MoeplanError(f"{path}: the '# moeplan:' comment says {GROUPED_TENSOR_ENV}={flag}; Transformer Engine reads "
                            "an integer (0 off, 1 on)") from None
+    assumed: dict[str, float] = {}
+    for key in ("moe-imbalance", "reserve-gib"):
+        text = p.get(key)
+        if text is None:
+            continue
+        try:
+            assumed[key] = float(text)
+        except ValueError:
+            raise MoeplanError(f"{path}: the '# moeplan:' comment says {key}={text}; expected a number") from None
     return _Provenance(model=p.get("model"), gpu=p.get("gpu"), gpus=int(gpus) if gpus else None,
                        mcore_version=p.get("mcore-version"), te_version=p.get("te-version"), grouped_tensor=grouped,
-                       hardware=p.get("hardware"))
+                       hardware=p.get("hardware"), moe_imbalance=assumed.get("moe-imbalance"),
+                       reserve_gib=assumed.get("reserve-gib"))
 
 
 def _writable(cfg: RunConfig) -> tuple[RunConfig | None, str | None]:
@@ -233,6 +247,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
         cfg = cfg.with_(te_version=te_version or prov.te_version)
     if te_grouped_tensor or prov.grouped_tensor:
         cfg = cfg.with_(te_grouped_tensor=True)
+    cfg = _with_unsaid(cfg, prov.moe_imbalance, prov.reserve_gib)  # the export's assumptions; check's flags win later
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed

@@ -1497,7 +1497,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="GPU name (default: the file's '# moeplan:' comment, else h100)")
     p.add_argument("--gpus", type=positive_int, help="total GPU count (default: the file's '# moeplan:' comment)")
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
-    _unsaid_arguments(p)
+    _unsaid_arguments(p, from_file=True)
     _calibration_argument(p)
     p.add_argument("--mcore-version", help=f"Megatron-Core version the config targets (default {DEFAULT_MCORE_VERSION})")
     p.add_argument("--te-version", help=TE_VERSION_HELP + "; default: the file's '# moeplan:' comment, else "
@@ -1550,14 +1550,16 @@ def _fsdp_search_argument(p: argparse.ArgumentParser) -> None:
     _fsdp_buffer_argument(p)
 
 
-def _unsaid_arguments(p: argparse.ArgumentParser) -> None:
-    """What no run file says: routing imbalance and the memory reserve."""
-    p.add_argument("--moe-imbalance", type=float, default=1.0,
-                   help="tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default); capped per layout "
-                        "at EP x min(top-k, local experts) / top-k, every token on one rank")
+def _unsaid_arguments(p: argparse.ArgumentParser, from_file: bool = False) -> None:
+    """What no Megatron field says: routing imbalance and the memory reserve (``from_file``: check, where a
+    moeplan export's '# moeplan:' comment says what its plan assumed, and an unset flag takes that)."""
+    said = ", else the file's '# moeplan:' comment" if from_file else ""
+    p.add_argument("--moe-imbalance", type=float, default=None if from_file else 1.0,
+                   help=f"tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default{said}); capped "
+                        "per layout at EP x min(top-k, local experts) / top-k, every token on one rank")
     p.add_argument("--reserve-gib", type=float, default=None,
                    help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
-                        "the --calibration profile's)")
+                        f"the --calibration profile's{said})")
 
 
 def _calibration_argument(p: argparse.ArgumentParser) -> None:
@@ -1586,7 +1588,8 @@ def _apply_profile(args: argparse.Namespace) -> None:
             sys.stderr.write(f"moeplan: warning: {other}\n")
     if hasattr(args, "reserve_gib") and args.reserve_gib is None:
         reserve = args.profile.reserve_gib if args.profile is not None else None
-        args.reserve_gib = DEFAULT_RESERVE_GIB if reserve is None else reserve
+        # check leaves an unset reserve to the file's '# moeplan:' comment, then RunConfig's default
+        args.reserve_gib = reserve if reserve is not None or args.handler is cmd_check else DEFAULT_RESERVE_GIB
 
 
 def _warn_profile_gpu(args: argparse.Namespace, *gpus: GPUSpec) -> None:

@@ -30,6 +30,7 @@ from moeplan.megatron.fields import (
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.parallel import build_pipeline, hierarchical_cp_inner
 from moeplan.run import Recompute, RunConfig
+from moeplan.vocab import DEFAULT_RESERVE_GIB
 
 
 def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
@@ -281,9 +282,12 @@ def provenance_comment(cfg: RunConfig, version: str | None = None) -> str:
     model = shlex.quote(cfg.model.path) if cfg.model.path else cfg.model.name
     hw = f" hardware={shlex.quote(cfg.gpu.hardware_file)}" if cfg.gpu.hardware_file else ""
     te = "" if cfg.te_version == DEFAULT_TE_VERSION else f" te-version={cfg.te_version}"
+    # what no Megatron field says but the plan assumed (the routing skew, the memory kept free): check reads it back
+    imbalance = "" if cfg.moe_imbalance == 1.0 else f" moe-imbalance={cfg.moe_imbalance:g}"
+    reserve = "" if cfg.reserve_gib == DEFAULT_RESERVE_GIB else f" reserve-gib={cfg.reserve_gib:g}"
     env = "".join(f" {k}={val}" for k, val in env_settings(cfg).items())
     return (f"{PROVENANCE_PREFIX} model={model} gpu={cfg.gpu.name}{hw} gpus={cfg.parallel.gpus} "
-            f"mcore-version={v}{te}{env}")
+            f"mcore-version={v}{te}{imbalance}{reserve}{env}")
 
 
 def to_yaml(cfg: RunConfig, version: str | None = None) -> str:

@@ -39,7 +39,7 @@ def _detect(text: str) -> RunKind:
 
 
 _PROVENANCE = re.compile(r"^[ \t]*#[ \t]*moeplan:(.*)$", re.MULTILINE)
-PROVENANCE_KEYS = ("model", "gpu", "hardware", "gpus", "mcore-version", "te-version",
+PROVENANCE_KEYS = ("model", "gpu", "hardware", "gpus", "mcore-version", "te-version", "moe-imbalance", "reserve-gib",
                    GROUPED_TENSOR_ENV)  # + export.env_settings
 
 
