@@ -525,6 +525,10 @@ def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
     if moe is None:
         return 0.0
     rows = tokens * moe.top_k * cfg.rows_factor * cfg.parallel.etp
+    if cfg.dispatcher == "allgather":
+        # MoEAllGatherTokenDispatcher gathers every token of the EP x ETP group (token_dispatcher.py
+        # gather_from_sequence_parallel_region) before it selects its own rows: that gathered copy is live too
+        rows += tokens * cfg.parallel.ep * cfg.parallel.etp / 2
     return 2 * rows * cfg.model.hidden * BF16_BYTES
 
 

@@ -263,3 +263,16 @@ def test_hybridep_gathers_the_routing_map_before_each_dispatch():
                                 gbs=512, mbs=2, ep=8)
     small = routing_map_allgather_s(make_ctx(cfg, gpu, DEFAULT_CALIBRATION), _moe("qwen3-30b-a3b"))
     assert small == pytest.approx(7 * 8192 * 128 / gpu.nvlink_busbw_bytes_per_s)
+
+
+def test_the_allgather_dispatcher_moves_ep_copies_of_the_tokens():
+    """MoEAllGatherTokenDispatcher all-gathers every token of the EP group and reduce-scatters back: EP copies of a
+    rank's tokens where alltoall moves top-k (it was costed as alltoall: same time, same memory)."""
+    from moeplan import api
+
+    kw = dict(gpu="h100", gpus=16, seq_len=32768, gbs=64, cp=8, ep=16)
+    a2a = api.estimate("qwen3-30b-a3b", dispatcher="alltoall", **kw)
+    ag = api.estimate("qwen3-30b-a3b", dispatcher="allgather", **kw)
+    ratio = ag["time_breakdown_s"]["ep_comm"] / a2a["time_breakdown_s"]["ep_comm"]
+    assert ratio == pytest.approx(16 / 8, rel=0.05)  # EP 16 copies against top-8 (the permutes aside)
+    assert ag["memory_gib"]["total"] > a2a["memory_gib"]["total"]
