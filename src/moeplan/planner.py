@@ -668,8 +668,9 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
     if not layouts:
         # the example: the largest CP the search tries that divides the GPU count (the fewest data-parallel
         # ranks), so its reason is one the search met, not CP 1's where CP 1 is not tried
-        cp = space.cp or max((c for c in candidate_sizes(spec, gpu, gpus, batch, space)[1] if gpus % c == 0),
-                             default=1)
+        fold = (space.tp or 1) * (space.pp or 1)  # a pinned TP / PP folds with it: name the rule that breaks them
+        cp = space.cp or max((c for c in candidate_sizes(spec, gpu, gpus, batch, space, wide=True)[1]
+                              if gpus % (c * fold) == 0), default=1)
         probe = Parallel(gpus, space.tp or 1, space.pp or 1, space.vpp or 1, cp, space.ep or 1, space.etp or 1)
         reasons = check_layout(spec, with_balanced_layout(spec, probe), batch, mcore_version, gpu, te)
         why = f"; e.g. {probe.short() if probe.dp else 'the smallest layout'}: {reasons[0].reason}" if reasons else ""

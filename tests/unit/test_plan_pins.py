@@ -61,3 +61,14 @@ def test_gated_deltanet_models_search_the_cp_their_heads_allow_at_long_length():
     plans = api.plan("qwen3-next-80b-a3b", gpu="h100", gpus=512, seq_len=524288, gbs=64, top=1,
                      mcore_version="0.18")["plans"]
     assert plans and plans[0]["parallel"]["cp"] == 16
+
+
+def test_a_pinned_tp_the_heads_refuse_is_named(capsys):
+    """plan --tp 8 on 4 KV heads blamed "TP x CP x PP = 8x16x1 = 128 does not divide 16 GPUs" (a CP the pinned TP
+    cannot fold with); the example now folds, and names the KV-head rule."""
+    from moeplan.cli import main
+
+    assert main(["plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "32k", "--gbs", "64",
+                 "--tp", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "query groups (KV heads) are not divisible by TP 8" in err and "does not divide 16 GPUs" not in err
