@@ -328,7 +328,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
             nums["cp_start_plan"] = peer[0]
     if par.cp > 1:
         cp_s = est.time.breakdown_s.get("cp_comm", 0.0)
-        text += f" CP communication ({cfg.cp_comm_type}) exposes {cp_s:,.2f} s per step ({cp_s / step:.1%})."
+        text += f" CP communication ({cfg.cp_comm_type}) exposes {cp_s:,.3g} s per step ({cp_s / step:.1%})."
         nums["cp_comm_s"] = round(cp_s, 3)
     out.append(Reason("cp", text, nums))
     # --- DP budget
@@ -342,7 +342,8 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         faster = max(((r, c, t) for r, c, t in peers if c.parallel.dp >= 2 and t > tps), key=lambda p: p[2],
                      default=None)
         if faster is None:
-            said = "no faster plan with DP >= 2 is in this answer (the search prefers none: DP is not forced)."
+            said = ("DP is not forced, and no plan listed with it keeps DP >= 2 and runs faster (--top lists more; a "
+                    "tie's rank reason names the fastest estimate).")
         else:  # a tie ordered first (planner.rank_candidates): the sentence must not deny the faster plan
             said = (f"plan {faster[0]} keeps DP {faster[1].parallel.dp} ({faster[1].parallel.short()}) and is estimated "
                     f"{faster[2] / tps - 1:.0%} faster, within the model's error of this plan (the rank reason says "

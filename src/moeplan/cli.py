@@ -803,7 +803,7 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
                   f"unfused path: {u['peak_gib_per_layer']:.0f} GiB of s x s scores per layer at its peak, and no CP; "
                   f"{TE_WIDE_HEAD_FIX})")
     gbs, asked = result["gbs"], result["requested_gbs"]  # the search halves GBS while nothing fits (not --keep-gbs)
-    halved = f", even at GBS {gbs:,} (halved from {asked:,})" if gbs != asked else ""
+    halved = f", even at GBS {gbs:,} (halving the GBS from {asked:,} down to it)" if gbs != asked else ""
     msg = (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} "
            f"(with {result['headroom']:.0%} headroom){halved}{where}")
     if result.get("newer") and result["newer"]["parallel"]:

@@ -224,7 +224,7 @@ def test_no_fit_line_names_ep_overlap_and_the_halved_gbs(capsys):
     err = capsys.readouterr().err
     m = MISS.search(err)
     assert m and "GBS 1," in m["knobs"] and "EP overlap" not in m["knobs"]
-    assert "(with 10% headroom), even at GBS 1 (halved from 256); closest:" in err, err
+    assert "(with 10% headroom), even at GBS 1 (halving the GBS from 256 down to it); closest:" in err, err
 
 
 def test_exit_one_prints_what_the_docs_say(capsys, tmp_path, monkeypatch):
