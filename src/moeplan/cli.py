@@ -1116,8 +1116,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,
                              overrides=best["overrides"], rationale=[f"{r['topic']}: {r['text']}" for r in best["rationale"]],
                              ranks=est["memory_ranks_gib"], timeline=tl, notes=result["notes"])
-    if args.json:
-        _print_json(_named({"html": str(args.html), "plans": len(plans)}, args))
+    if args.json:  # what the page shows, as plan and sweep print it
+        _print_json(_named({"html": str(args.html), "plans": plans, "sweep": rows, "notes": result["notes"]}, args))
     missing = sum("parallel" not in r for r in rows or ())
     sweep = (f", sweep of {len(rows)} length{'s' * (len(rows) != 1)}" + (f", {missing} without a plan" if missing else "")
              if rows else "")
@@ -1453,7 +1453,8 @@ def build_parser() -> argparse.ArgumentParser:
     _fsdp_search_argument(p)
     p.add_argument("--sweep", type=parse_lengths, help="also sweep these lengths, e.g. 32k,64k,128k")
     p.add_argument("--html", required=True, metavar="FILE", help="output HTML file")
-    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.add_argument("--json", action="store_true", help="print what the page shows as JSON: the plans (as plan --json "
+                   "prints them), the sweep rows (as sweep --json) and the search's notes, with the file written")
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser(

@@ -348,3 +348,17 @@ def test_sweep_plot_keeps_the_lengths_with_no_plan(tmp_path: Path, capsys: pytes
              "capacity_gib": 2.0}]
     fig = plots.sweep_figure(rows, [{"seq_len": 8192, "closest": None, "invalid": "no layout"}])
     assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["4K", "8K"]
+
+
+def test_report_json_carries_what_the_page_shows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """report --json printed {"html": ..., "plans": 5}; it now prints the plans and sweep rows the page holds."""
+    import json
+
+    from moeplan.cli import main
+
+    out = tmp_path / "r.html"
+    assert main(["report", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4k", "--gbs", "256",
+                 "--sweep", "4k,8k", "--top", "2", "--html", str(out), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["html"] == str(out) and len(got["plans"]) == 2 and got["plans"][0]["rank"] == 1
+    assert [r["seq_len"] for r in got["sweep"]] == [4096, 8192] and isinstance(got["notes"], list)
