@@ -263,16 +263,18 @@ def _sweep_section(sweep: Sequence[Row]) -> str:
     from moeplan.plots import sweep_figure
 
     labels = any("label" in r for r in sweep)
-    head = ["sequence length", *(["label"] if labels else []), "layout", "peak GiB", "capacity GiB", "fits",
+    head = ["sequence length", "GBS", *(["label"] if labels else []), "layout", "peak GiB", "capacity GiB", "fits",
             "TFLOP/s/GPU", "tokens/s/GPU"]
-    # a length with no plan (no layout fits, or none is valid) is a row that says why, as the CLI's table does
-    rows = [[_td(seq_label(int(r["seq_len"]))), *([_td(r.get("label", ""), "text")] if labels else []),
+    # a length with no plan (no layout fits, or none is valid) is a row that says why, as the CLI's table does;
+    # each length runs the same token budget, so its own GBS (tokens / length)
+    rows = [[_td(seq_label(int(r["seq_len"]))), _td(_num(r.get("gbs"), ",.0f")),
+             *([_td(r.get("label", ""), "text")] if labels else []),
              _td(plan_layout_label(r), "text") if "parallel" in r else _td(no_plan_reason(r), "text wrap"),
              _td(_num(peak_gib(r), ".1f")),
              _td(_num(r.get("capacity_gib"), ".1f")), _fits_cell(r), _td(_num(r.get("tflops_per_gpu"), ".1f")),
              _td(_num(r.get("tokens_per_s_per_gpu"), ",.0f"))]
             for r in sorted(sweep, key=lambda r: int(r["seq_len"]))]
-    table = _table("sweep-table", head, rows, text_cols=(0, 1, 2) if labels else (0, 1))
+    table = _table("sweep-table", head, rows, text_cols=(0, 2, 3) if labels else (0, 2))
     drawn = [r for r in sweep if "parallel" in r]  # the plot draws the lengths that have a run
     plot = f'\n{_plot("sweep-plot", lambda: sweep_figure(drawn))}' if drawn else ""
     return f'<div class="wide">{table}</div>{plot}'

@@ -362,3 +362,14 @@ def test_report_json_carries_what_the_page_shows(tmp_path: Path, capsys: pytest.
     got = json.loads(capsys.readouterr().out)
     assert got["html"] == str(out) and len(got["plans"]) == 2 and got["plans"][0]["rank"] == 1
     assert [r["seq_len"] for r in got["sweep"]] == [4096, 8192] and isinstance(got["notes"], list)
+
+
+def test_report_sweep_table_shows_each_lengths_gbs(tmp_path: Path) -> None:
+    """Each sweep length runs the token budget at its own GBS; the HTML table had no GBS column."""
+    from moeplan.cli import main
+
+    out = tmp_path / "r.html"
+    assert main(["report", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "256", "--sweep", "4k,8k",
+                 "--html", str(out)]) == 0
+    table = out.read_text().split('id="sweep-table"')[1].split("</table>")[0]
+    assert ">GBS<" in table and ">256<" in table and ">128<" in table
