@@ -35,7 +35,7 @@ from moeplan.planner import Plan, PlanResult, SearchSpace, search
 from moeplan.timeline import Timeline, build_timeline
 from moeplan.run import Recompute, RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
-from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DISPATCHERS, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OFFLOAD_FRACTIONS,
+from moeplan.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DISPATCHERS, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES,
                            OFFLOAD_MODULES,
                            OPTIMIZERS, PRECISIONS)
 
@@ -414,13 +414,12 @@ class PlanReport:
                                "gbs": cfg.batch.gbs, "mbs": cfg.batch.mbs, "recompute": cfg.recompute.label(),
                                "optimizer_offload": cfg.optimizer_offload, "fsdp": cfg.fsdp, "dispatcher": cfg.dispatcher,
                                "ep_overlap": cfg.ep_overlap}
-        top = OFFLOAD_FRACTIONS[-1]
-        if cfg.optimizer == "adam" and cfg.optimizer_offload < top:  # the host's memory capped the offload (planner)
-            host_at_top = offloaded_state_bytes(cfg.evolve(optimizer_offload=top), build_pipeline(cfg.model, cfg.parallel))
-            if host_at_top > cfg.gpu.host_mem_bytes:
-                out["offload_limited_by_host"] = {"optimizer_offload": cfg.optimizer_offload,
-                                                  "host_capacity_gib": cfg.gpu.host_mem_bytes / GIB,
-                                                  "host_gib_at_full_offload": host_at_top / GIB}
+        asked = self.result.closest_offload_asked  # the planner's: the host held the offload below it
+        if asked is not None:
+            host = offloaded_state_bytes(cfg.evolve(optimizer_offload=asked), build_pipeline(cfg.model, cfg.parallel))
+            out["offload_limited_by_host"] = {"optimizer_offload": cfg.optimizer_offload, "asked": asked,
+                                              "host_capacity_gib": cfg.gpu.host_mem_bytes / GIB,
+                                              "host_gib_at_asked": host / GIB}
         unfused = first_unfused_attention(cfg.model, cfg.gpu, cfg.te_version)
         if unfused is not None:  # the likely cause: TE's unfused attention's s x s scores, and no CP to split them
             par, batch = cfg.parallel, cfg.batch

@@ -247,7 +247,10 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
         cfg = cfg.with_(te_version=te_version or prov.te_version)
     if te_grouped_tensor or prov.grouped_tensor:
         cfg = cfg.with_(te_grouped_tensor=True)
-    cfg = _with_unsaid(cfg, prov.moe_imbalance, prov.reserve_gib)  # the export's assumptions; check's flags win later
+    try:  # the export's assumptions; check's flags win later
+        cfg = _with_unsaid(cfg, prov.moe_imbalance, prov.reserve_gib)
+    except MoeplanError as exc:
+        raise MoeplanError(f"{path}: the '# moeplan:' comment: {exc}") from None
     if seq_len is not None:
         cfg = cfg.with_(batch=replace(cfg.batch, seq_len=seq_len))
     return cfg, gpu_spec, parsed

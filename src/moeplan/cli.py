@@ -794,7 +794,7 @@ def _no_fit(result: dict[str, Any], as_json: bool) -> int:
     if c and c.get("offload_limited_by_host"):
         h = c["offload_limited_by_host"]
         where += (f" (optimizer offload held to {h['optimizer_offload']:.0%} by the host's {h['host_capacity_gib']:.1f} GiB "
-                  f"per GPU, hardware host_mem_bytes: full offload would keep {h['host_gib_at_full_offload']:.1f} GiB there)")
+                  f"per GPU, hardware host_mem_bytes: {h['asked']:.0%} would keep {h['host_gib_at_asked']:.1f} GiB there)")
     if c and c.get("unfused_attention"):
         from moeplan.attention_backend import TE_WIDE_HEAD_FIX
 

@@ -155,7 +155,10 @@ class PlanResult:
     newer: NewerRelease | None = None  # a newer Megatron-Core release unlocks part of the search
     raising_dropped: int = 0  # refined layouts with no run left where TE raises with te_grouped_tensor (search)
     # _search_once's: finds ``closest`` where nothing fits; search() calls it on the answer it keeps, then drops it
-    find_closest: Callable[[], tuple[RunConfig, float]] | None = field(default=None, repr=False, compare=False)
+    find_closest: Callable[[], tuple[RunConfig, float, float | None]] | None = field(default=None, repr=False,
+                                                                                     compare=False)
+    # the optimizer offload fraction the closest run asked for where the host's memory held it lower (else None)
+    closest_offload_asked: float | None = None
 
 
 @dataclass(frozen=True)
@@ -447,7 +450,7 @@ def _pipeline(pipes: dict[tuple[int, int, str | None], Pipeline], spec: ModelSpe
 def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, int, dict[str | None, float]]],
                   shardings: tuple[str | None, ...], space: SearchSpace, ladder: list[Recompute], budget: float,
                   gpu: GPUSpec, mem_cache: dict[Any, Any],
-                  pipes: dict[tuple[int, int, str | None], Pipeline]) -> tuple[RunConfig, float]:
+                  pipes: dict[tuple[int, int, str | None], Pipeline]) -> tuple[RunConfig, float, float | None]:
     """When nothing fits: the run that misses the budget by least, and by how many bytes. Each missing layout
     is taken at its strongest memory option (:func:`_strongest_option`: the last recompute step, the largest
     offload fraction) under every sharding choice searched, with its first (or pinned) dispatcher, as `estimate` would
@@ -473,7 +476,9 @@ def _closest_miss(template: RunConfig, misses: list[tuple[float, int, Parallel, 
     assert best is not None
     miss, par, mbs, sh = best
     cfg = _closest_run(template, par, mbs, space, gpu)
-    return _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder, _pipeline(pipes, cfg.model, par))), miss
+    run = _consistent(_strongest(_base_cfg(cfg, sh, space), space, ladder, _pipeline(pipes, cfg.model, par)))
+    asked = _strongest_option(space, ladder)[1]
+    return run, miss, (asked if run.optimizer_offload < asked else None)
 
 
 def _closest_run(template: RunConfig, par: Parallel, mbs: int, space: SearchSpace, gpu: GPUSpec) -> RunConfig:
@@ -595,7 +600,8 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
                      f"and a smaller DP group become possible)")
         gbs, result = smaller, retry
     if result.find_closest is not None:  # the closest miss of the answer kept, once
-        result.closest, result.find_closest = result.find_closest(), None
+        run, miss, asked = result.find_closest()
+        result.closest, result.closest_offload_asked, result.find_closest = (run, miss), asked, None
     if refusal is not None and not result.plans and result.raising_dropped:
         raise GroupedTensorRefused(refusal)  # layouts fit, but TE raises on every run of them
     if raises is not None and result.plans:

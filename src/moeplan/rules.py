@@ -259,7 +259,7 @@ def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
     options: list[RunConfig] = []
     for rc in _ladder(cfg):
         options.append(cfg.with_(recompute=rc))
-        for f in (0.5, 1.0) if cfg.optimizer == "adam" else ():  # Muon has no CPU offload (moeplan.run)
+        for f in OFFLOAD_FRACTIONS if cfg.optimizer == "adam" else ():  # Muon has no CPU offload (moeplan.run)
             options.append(cfg.with_(recompute=rc, optimizer_offload=max(f, cfg.optimizer_offload)))
     doubled = replace_parallel(cfg.parallel, cp=cfg.parallel.cp * 2)
     if doubled:

@@ -911,9 +911,10 @@ def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
     if cfg.dispatcher in ("alltoall", "allgather"):
         # NCCL all-to-all sends every (token, expert) row to its rank (top-k copies, no de-duplication);
         # the routes run one after the other. The allgather dispatcher (token_dispatcher.py
-        # MoEAllGatherTokenDispatcher) all-gathers every token of the EP group to every rank and reduce-scatters
-        # the outputs back: each rank receives EP copies of its token count, whatever the routing
-        rows_b = tokens * (par.ep if cfg.dispatcher == "allgather" else moe.top_k) * row_bytes
+        # MoEAllGatherTokenDispatcher) all-gathers every token of the EP x ETP group (its tp_ep group) to every rank
+        # and reduce-scatters the outputs back: each rank receives EP x ETP copies of its token count, whatever the
+        # routing (memory._moe_dispatch_transient holds the gathered copy)
+        rows_b = tokens * (par.ep * par.etp if cfg.dispatcher == "allgather" else moe.top_k) * row_bytes
         nv_bw = gpu.nvlink_bw_bytes_per_s * cal.a2a_eff[cfg.dispatcher]
         remote = (par.ep - peers_in_domain) / par.ep
         local = (peers_in_domain - 1) / par.ep

@@ -526,3 +526,12 @@ def test_an_export_carries_the_imbalance_and_reserve_its_plan_assumed(tmp_path, 
     assert est["memory_gib"]["total"] == pytest.approx(planned["memory_gib"]["total"], rel=1e-9)
     main(["check", str(run), "--moe-imbalance", "1.0", "--json"])  # the flag still wins
     assert json.loads(capsys.readouterr().out)["estimate"]["tokens_per_s_per_gpu"] > planned["tokens_per_s_per_gpu"]
+
+
+def test_a_bad_header_value_names_the_file_and_the_comment(tmp_path, capsys):
+    run = tmp_path / "bad.yaml"
+    run.write_text("# moeplan: model=qwen3-30b-a3b gpu=h100 gpus=16 mcore-version=0.16 reserve-gib=nan\nmodel:\n"
+                   "  expert_model_parallel_size: 16\ntrain:\n  global_batch_size: 1024\ndataset:\n  sequence_length: 4096\n")
+    assert main(["check", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{run}: the '# moeplan:' comment: reserve" in err and err.count("\n") == 1

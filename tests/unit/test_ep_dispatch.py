@@ -276,3 +276,13 @@ def test_the_allgather_dispatcher_moves_ep_copies_of_the_tokens():
     ratio = ag["time_breakdown_s"]["ep_comm"] / a2a["time_breakdown_s"]["ep_comm"]
     assert ratio == pytest.approx(16 / 8, rel=0.05)  # EP 16 copies against top-8 (the permutes aside)
     assert ag["memory_gib"]["total"] > a2a["memory_gib"]["total"]
+
+
+def test_allgather_time_and_memory_gather_the_same_group():
+    """The gather runs over EP x ETP (the tp_ep group) in both the time and the memory model (review)."""
+    from moeplan import api
+
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=8, dispatcher="allgather")
+    one = api.estimate("qwen3-30b-a3b", etp=1, **kw)
+    two = api.estimate("qwen3-30b-a3b", etp=2, **kw)
+    assert two["time_breakdown_s"]["ep_comm"] > one["time_breakdown_s"]["ep_comm"]

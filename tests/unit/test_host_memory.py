@@ -96,3 +96,13 @@ def test_the_no_fit_line_says_when_the_host_held_the_offload_down(tiny, capsys):
     assert main(args) == 1
     err = capsys.readouterr().err
     assert "optimizer offload held to 0% by the host's 1.9 GiB per GPU" in err and err.count("\n") == 1
+
+
+def test_no_offload_is_not_blamed_on_the_host(tiny, capsys):
+    """With --no-offload the no-fit line said the host held the offload to 0% (review)."""
+    from moeplan.cli import main
+
+    args = ["plan", "deepseek-v3", "--gpu", "tinyhost", "--hardware", tiny, "--gpus", "64", "--seq-len", "4k",
+            "--gbs", "512", "--no-offload"]
+    assert main(args) == 1
+    assert "held to" not in capsys.readouterr().err
