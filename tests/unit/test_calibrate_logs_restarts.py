@@ -56,8 +56,8 @@ def test_a_second_run_with_other_settings_is_fitted_as_its_own_run(tmp_path):
     assert runs[0]["measured_peak_allocated_gib"] == pytest.approx(PEAK_GIB, abs=1e-3)
     assert runs[1]["measured_peak_allocated_gib"] == pytest.approx(70.0, abs=1e-3)
     second = _line_of(text, "---- arguments ----", 2)
-    assert runs[0]["notes"][0] == (f"run 1 of 2 in {path} (lines 1-{second - 1}): the log holds runs with different "
-                                   "settings, each fitted as a run of its own")
+    assert runs[0]["notes"][0] == (f"run 1 of 2 in {path} (lines 1-{second - 1}): the log holds several runs, each "
+                                   "fitted as a run of its own")
     assert runs[1]["notes"][0].startswith(f"run 2 of 2 in {path} (lines {second}-{text.count(chr(10))}): ")
     assert "expert_model_parallel_size 16 -> 8" in runs[1]["notes"][0]
 

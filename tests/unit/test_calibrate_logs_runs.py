@@ -180,3 +180,13 @@ def test_bridge_reads_the_interval_and_the_checkpoint_from_its_configuration():
     resumed = start_up({"checkpoint": {"load": "/ckpt"}, "logger": {"log_interval": 5}}, 205, 5)
     assert split_log(resumed)[0].start == 200
     assert split_log(start_up({"logger": {"log_interval": 5}}, 205, 5))[0].start == 0  # no checkpoint loaded
+
+
+def test_two_fresh_launches_with_the_same_settings_are_two_runs():
+    """Iterations starting again at 1 without a checkpoint is a new launch, not a resume: joined, it made one run of
+    40 iterations with duplicate numbers (review)."""
+    one = dict(tflops_steady=300.0, peak_alloc_gib=60.0, peak_reserved_gib=62.0)
+    text = mlm_log(QWEN3_30B_EP16, [20.0] * 20, **one) + mlm_log(QWEN3_30B_EP16, [20.5] * 20, **one)
+    runs = parse_runs(text, "two.log")
+    assert [r.path for r in runs] == ["two.log#1", "two.log#2"] and all(len(r.iterations) == 20 for r in runs)
+    assert "launched again from iteration 1" in runs[1].notes[0]

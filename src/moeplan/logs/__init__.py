@@ -265,9 +265,10 @@ def printed_settings(log: TrainingLog) -> dict[str, object]:
 
 def group_runs(parts: Sequence[TrainingLog], identity: Identity = printed_settings) -> list[TrainingLog]:
     """The runs of a log's start-ups: consecutive start-ups whose ``identity`` (the settings that make the run)
-    is the same are one resumed run (:func:`join_runs`); a change starts another run, and then each run is named
-    ``PATH#k`` with a note giving its lines and what changed. Start-ups without a complete iteration line
-    (a crashed start) are left out with a note on the run after them (or before, at the end of the log)."""
+    is the same are one resumed run (:func:`join_runs`), unless the later one starts again from iteration 0 (a
+    fresh launch: ``start`` 0, no checkpoint resumed); a change, or a fresh launch, starts another run, and then each
+    run is named ``PATH#k`` with a note giving its lines and what changed. Start-ups without a complete iteration
+    line (a crashed start) are left out with a note on the run after them (or before, at the end of the log)."""
     groups: list[tuple[dict[str, object], list[TrainingLog]]] = []
     pending: list[str] = []
     for p in parts:
@@ -280,7 +281,7 @@ def group_runs(parts: Sequence[TrainingLog], identity: Identity = printed_settin
         if pending:
             p = replace(p, notes=(*pending, *p.notes))
             pending = []
-        if groups and groups[-1][0] == ident:
+        if groups and groups[-1][0] == ident and p.start > 0:  # the same run resumed (start 0: launched afresh)
             groups[-1][1].append(p)
         else:
             groups.append((ident, [p]))
@@ -294,8 +295,12 @@ def group_runs(parts: Sequence[TrainingLog], identity: Identity = printed_settin
     out = []
     for k, (run, (ident, _)) in enumerate(zip(runs, groups), start=1):
         lines = f"lines {run.lines[0]}-{run.lines[1]}" if run.lines else "its lines"
-        what = (f"its settings differ from run {k - 1}'s ({_differences(groups[k - 2][0], ident)})" if k > 1 else
-                "the log holds runs with different settings, each fitted as a run of its own")
+        if k == 1:
+            what = "the log holds several runs, each fitted as a run of its own"
+        elif groups[k - 2][0] == ident:
+            what = f"the same settings as run {k - 1}, launched again from iteration 1 (no checkpoint resumed)"
+        else:
+            what = f"its settings differ from run {k - 1}'s ({_differences(groups[k - 2][0], ident)})"
         out.append(replace(run, path=f"{run.path}#{k}",
                            notes=(f"run {k} of {len(runs)} in {run.path} ({lines}): {what}", *run.notes)))
     return out
