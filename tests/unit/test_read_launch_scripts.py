@@ -143,9 +143,11 @@ def test_check_of_a_one_line_array_estimates_the_files_layout(tmp_path):
 
 
 def test_shell_words_splits_commands_arrays_and_values():
-    words = shell_words("export A=1 B='x y'\nARGS=(--a 1\n  --b)\ncmd --c; python x.py --d; --e\n", "w.sh")
-    assert words.lists == [[("1", 1)], [("x", 1), ("y", 1)], [("--a", 2), ("1", 2), ("--b", 3)], [("--d", 4)],
-                           [("--e", 4)]]
+    words = shell_words("export A=1 B='x y'\nARGS=(--a 1\n  --b)\ncmd --c; python x.py --d; --e\n"
+                        'python y.py "${ARGS[@]}" $B\n', "w.sh")
+    # A's value is no launch's argument: not a list (review 2 F4)
+    assert words.lists == [[("x", 1), ("y", 1)], [("--a", 2), ("1", 2), ("--b", 3)], [("--d", 4)], [("--e", 4)],
+                           [("${ARGS[@]}", 5), ("x", 1), ("y", 1)]]
     assert [(a.name, a.value, a.line) for a in words.assignments] == [("A", "1", 1), ("B", "x y", 1)]
 
 
@@ -462,3 +464,98 @@ def test_the_grouped_tensor_finding_has_the_line_that_sets_the_variable(tmp_path
     found = [f for f in checker.check(str(script), model="deepseek-v3", gpu="b200", gpus=256, te_version="2.14").findings
              if f.rule == "te-grouped-tensor"]  # TE 2.14 has no grouped-tensor path: the variable changes nothing
     assert found and all(f.line == 3 for f in found), [(f.severity, f.line, f.message) for f in found]
+
+
+# ---- review 2: parameter expansions, arithmetic, comments in $( ), values no launch uses
+
+
+@pytest.mark.parametrize(("text", "tp"), [
+    (": ${TP:=2}\n", 2),  # ':' expands its arguments: ${TP:=2} sets TP
+    ("TP=\nX=${TP:=3}\n", 3),  # ':=' also replaces an empty value
+    ("TP=\nX=${TP=3}\nTP=${TP:-6}\n", 6),  # '=' keeps an empty value
+    ("X=${TP=4}\n", 4),
+    ("TP=2\nX=${TP:=4}\n", 2),  # set: kept
+    ("TP=${TP:-5}\n", 5),
+])
+def test_an_assigning_default_sets_the_variable(text, tp):
+    run = parse_run_text(text + "torchrun pretrain_gpt.py --seq-length 4096 --tensor-model-parallel-size $TP "
+                         "--micro-batch-size 1\n", "a.sh")
+    assert run.settings.get("tensor_model_parallel_size") == tp
+    assert run.settings["micro_batch_size"] == 1
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("EP=2\nP=${EP:+--expert-model-parallel-size 8}\n", 8),  # set: the word
+    ("EP=\nP=${EP+--expert-model-parallel-size 4}\n", 4),  # '+' without ':': set, even empty
+    ("EP=\nP=${EP:+--expert-model-parallel-size 8}\n", None),  # ':+' of an empty value: nothing
+    ("P=${EP+--expert-model-parallel-size 8}\n", None),  # unset: nothing
+])
+def test_an_alternative_value_expands_only_where_the_variable_is_set(text, expected):
+    run = parse_run_text(text + "torchrun pretrain_gpt.py $P --seq-length 4096\n", "a.sh")
+    assert run.settings.get("expert_model_parallel_size") == expected
+    assert run.unknown == []
+
+
+def test_an_error_if_unset_reference_reads_the_value_or_stays_as_written(tmp_path):
+    run = parse_run_text("TP=2\ntorchrun pretrain_gpt.py --tensor-model-parallel-size ${TP:?set TP}\n")
+    assert run.settings["tensor_model_parallel_size"] == 2
+    path = _write(tmp_path, "u.sh", "torchrun pretrain_gpt.py \\\n  --tensor-model-parallel-size ${TP:?set TP}\n")
+    with pytest.raises(MoeplanError, match=r"u.sh:2: .*\$\{TP:\?set TP\}"):
+        read_run_file(path)
+
+
+@pytest.mark.parametrize(("text", "gbs"), [
+    ("GBS=$((16 * 16))\n", 256),
+    ("N=4\nGBS=$(( (N + 4) * 32 / 2 - 2 % 3 ))\n", 126),
+    ("N=7\nGBS=\"$(( -N / 2 * -64 + -7 % 2 ))\"\n", 191),  # toward zero, as bash: -7 / 2 = -3, -7 % 2 = -1
+    ("TP=2\nPP=4\nGBS=$(( 2048 / (${TP} * $PP) ))\n", 256),
+])
+def test_integer_arithmetic_is_evaluated(text, gbs):
+    run = parse_run_text(text + "torchrun pretrain_gpt.py --global-batch-size $GBS --micro-batch-size $((1))\n")
+    assert run.lines["global_batch_size"] == text.count("\n") + 1
+    assert run.settings["global_batch_size"] == gbs
+    assert run.settings["micro_batch_size"] == 1
+
+
+@pytest.mark.parametrize("expression", ["$((16 << 2))", "$((UNSET * 2))", "$((8 / 0))", "$((X ? 1 : 2))"])
+def test_other_arithmetic_stays_as_written_with_its_line(tmp_path, expression):
+    path = _write(tmp_path, "g.sh", f"X=a\nGBS={expression}\ntorchrun pretrain_gpt.py --seq-length 4096 \\\n"
+                  "  --global-batch-size $GBS\n")
+    with pytest.raises(MoeplanError) as info:
+        read_run_file(path)
+    assert "g.sh:4: --global-batch-size: expected an integer" in str(info.value) and expression in str(info.value)
+
+
+def test_a_comment_inside_a_command_substitution_is_skipped():
+    run = parse_run_text("NODES=$(\n  # don't use scontrol here (see :)\n  echo 2  # it's \"two\"\n)\n"
+                         "HOST=$(hostname)#not-a-comment\n"
+                         "torchrun pretrain_gpt.py --seq-length 4096\n", "c.sh")
+    assert run.settings == {"seq_length": 4096} and run.lines["seq_length"] == 6
+
+
+LAUNCHER_VARIABLES = (
+    'SRUN_ARGS="--nodes 2 --ntasks-per-node 8 --container-image nvcr.io/x:1 --container-mounts /d:/d"\n'
+    'DISTRIBUTED_ARGS="--nproc_per_node 8 --nnodes 2 --rdzv_backend c10d --rdzv_endpoint $HOST:29500 '
+    '--rdzv_id 42 --max_restarts 0"\n'
+    "LAUNCH=(--monitor_interval 5 --redirects 3)\n")
+
+
+@pytest.mark.parametrize("launch", [
+    "srun $SRUN_ARGS torchrun $DISTRIBUTED_ARGS ${LAUNCH[@]} pretrain_gpt.py $GPT_ARGS\n",
+    'srun $SRUN_ARGS bash -c "torchrun $DISTRIBUTED_ARGS pretrain_gpt.py $GPT_ARGS"\n',
+    "srun $SRUN_ARGS bash -c 'torchrun $DISTRIBUTED_ARGS pretrain_gpt.py $ALL'\n",
+    "run() { torchrun $DISTRIBUTED_ARGS pretrain_gpt.py $ALL; }\nrun\n",
+])
+def test_variables_no_launch_passes_to_megatron_give_no_unknown_key(launch):
+    """The values of variables (and arrays) that only srun or torchrun read are not Megatron-LM's arguments; the
+    flags of one a launch uses (directly, or through another variable) are read, with their lines."""
+    text = (LAUNCHER_VARIABLES + 'GPT_ARGS="--seq-length 4096 --tensor-model-paralel-size 2"\n'
+            'ALL="$GPT_ARGS --micro-batch-size 1"\n' + launch)
+    run = parse_run_text(text, "s7.sh")
+    assert run.settings["seq_length"] == 4096 and run.lines["seq_length"] == 4
+    assert {flag for flag, _ in run.unknown} == {"--tensor-model-paralel-size"}
+
+
+def test_a_script_without_a_launch_reads_every_value():
+    run = parse_run_text('SRUN_ARGS="--nodes 2"\nGPT_ARGS="--seq-length 4096"\n', "v.sh")
+    assert run.settings == {"seq_length": 4096} and run.unknown == [("--nodes", 1)]

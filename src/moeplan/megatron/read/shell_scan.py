@@ -207,7 +207,7 @@ class _Scanner:
         """``$(...)`` (nested, ``$((...))`` too), a backquoted command, ``<(...)`` / ``>(...)`` or an arithmetic
         ``(( ... ))``, kept whole inside the word."""
         start, closing = self.line, ("`" if self.text[self.pos] == "`" else ")")
-        end = _substitution_end(self.text, self.pos + (1 if closing == "`" else 2), closing)
+        end = substitution_end(self.text, self.pos + (1 if closing == "`" else 2), closing)
         if end < 0:
             raise self._unclosed(start, f"'{closing}'")
         self._add(self.pos, end + 1, SUBSTITUTED)
@@ -215,7 +215,7 @@ class _Scanner:
 
     def _parameter(self, how: str) -> None:
         """``${...}`` kept whole in the word, blanks and all (``${X:-a b}``), for :mod:`.shell` to expand."""
-        end = _substitution_end(self.text, self.pos + 2, "}")
+        end = substitution_end(self.text, self.pos + 2, "}")
         if end < 0:
             raise self._unclosed(self.line, "'}'")
         self._add(self.pos, end + 1, how)
@@ -261,14 +261,20 @@ class _Scanner:
         self.heredocs = []
 
 
-def _substitution_end(text: str, i: int, closing: str) -> int:
+def substitution_end(text: str, i: int, closing: str) -> int:
     """Index of the ``closing`` (``)``, ``}`` or a backquote) that ends a substitution whose text starts at ``i``
-    (-1: none); nested brackets, and the quotes and the bodies of heredocs inside a ``$(...)``, are skipped."""
-    depth, heredocs = 0, list[re.Match[str]]()
+    (-1: none); nested brackets, and the quotes, ``#`` comments and the bodies of heredocs inside a ``$(...)``, are
+    skipped."""
+    depth, heredocs, start = 0, list[re.Match[str]](), i
     while i < len(text):
         ch = text[i]
         if ch == "\\":
             i += 1
+        elif ch == "#" and closing == ")" and (i == start or text[i - 1] in " \t\n(;|&"):  # a comment: to its line's end
+            end = text.find("\n", i)
+            if end < 0:
+                return -1
+            i = end - 1
         elif ch in "'\"" and closing == ")":
             i = text.find(ch, i + 1)
             if i < 0:
