@@ -369,7 +369,7 @@ def _numerics(args: argparse.Namespace) -> dict[str, Any]:
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
         gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
-        hardware_file=args.hardware, moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib,
+        hardware_file=args.hardware, moe_imbalance=_imbalance(args), reserve_gib=_reserve(args),
         mcore_version=args.mcore_version, cal=args.cal, **_numerics(args),
     )
     if hasattr(args, "tp"):
@@ -895,7 +895,7 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The cluster and run settings (_cluster_arguments, and Megatron-FSDP) as API keywords: plan, a report's
     plans and its sweep rows, a sweep, explain's MODEL lengths."""
     return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
-                moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib, mcore_version=args.mcore_version,
+                moe_imbalance=_imbalance(args), reserve_gib=_reserve(args), mcore_version=args.mcore_version,
                 cal=args.cal, fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer, **_numerics(args))
 
 
@@ -1551,11 +1551,22 @@ def _fsdp_search_argument(p: argparse.ArgumentParser) -> None:
     _fsdp_buffer_argument(p)
 
 
+def _imbalance(args: argparse.Namespace) -> float:
+    """--moe-imbalance as the planning commands take it (unset: force-balanced routing, 1.0)."""
+    return 1.0 if args.moe_imbalance is None else float(args.moe_imbalance)
+
+
+def _reserve(args: argparse.Namespace) -> float:
+    """--reserve-gib as the planning commands take it (unset, where a run file could say it: the default)."""
+    return DEFAULT_RESERVE_GIB if args.reserve_gib is None else float(args.reserve_gib)
+
+
 def _unsaid_arguments(p: argparse.ArgumentParser, from_file: bool = False) -> None:
     """What no Megatron field says: routing imbalance and the memory reserve (``from_file``: check, where a
-    moeplan export's '# moeplan:' comment says what its plan assumed, and an unset flag takes that)."""
-    said = ", else the file's '# moeplan:' comment" if from_file else ""
-    p.add_argument("--moe-imbalance", type=float, default=None if from_file else 1.0,
+    moeplan export's '# moeplan:' comment says what its plan assumed, and an unset flag takes that; explain of run
+    files reads it the same way, whose unset flag is None too: :func:`_imbalance` for the planning commands)."""
+    said = ", else a run file's '# moeplan:' comment" if from_file else ""
+    p.add_argument("--moe-imbalance", type=float, default=None,
                    help=f"tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default{said}); capped "
                         "per layout at EP x min(top-k, local experts) / top-k, every token on one rank")
     p.add_argument("--reserve-gib", type=float, default=None,
@@ -1589,8 +1600,8 @@ def _apply_profile(args: argparse.Namespace) -> None:
             sys.stderr.write(f"moeplan: warning: {other}\n")
     if hasattr(args, "reserve_gib") and args.reserve_gib is None:
         reserve = args.profile.reserve_gib if args.profile is not None else None
-        # check leaves an unset reserve to the file's '# moeplan:' comment, then RunConfig's default
-        args.reserve_gib = reserve if reserve is not None or args.handler is cmd_check else DEFAULT_RESERVE_GIB
+        # check and explain leave an unset reserve to a run file's '# moeplan:' comment, then RunConfig's default
+        args.reserve_gib = reserve if reserve is not None or args.handler in (cmd_check, cmd_explain) else DEFAULT_RESERVE_GIB
 
 
 def _warn_profile_gpu(args: argparse.Namespace, *gpus: GPUSpec) -> None:

@@ -464,3 +464,16 @@ def test_explain_json_differences_are_json_values():
     diff = differences(a, b)
     assert diff["sequence length"] == (4096, 32768) and diff["GBS"] == (1024, 128)
     assert diff["recompute"] == ("none", "selective:layernorm,moe") or isinstance(diff["recompute"][1], str)
+
+
+def test_explain_of_exports_takes_their_assumed_imbalance(tmp_path, capsys):
+    """explain of run files took --moe-imbalance 1.0 by default where the export's '# moeplan:' comment said the
+    plan assumed 1.5 (check takes the comment); now both read it."""
+    args = ["qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "32k", "--gbs", "64", "--moe-imbalance", "1.5"]
+    code, out, _ = _run(capsys, "plan", *args, "--top", "1", "--json")
+    planned = json.loads(out)[0]["tokens_per_s_per_gpu"]
+    code, out, _ = _run(capsys, "plan", *args, "--format", "yaml")
+    run = tmp_path / "a.yaml"
+    run.write_text(out)
+    code, out, _ = _run(capsys, "explain", str(run), str(run), "--json")
+    assert code == 0 and json.loads(out)["a"]["tokens_per_s_per_gpu"] == pytest.approx(planned, rel=1e-9)
