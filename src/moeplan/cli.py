@@ -1598,10 +1598,10 @@ def _apply_profile(args: argparse.Namespace) -> None:
         other = args.profile.other_gpu(getattr(args, "gpu", None), getattr(args, "hardware", None))
         if other:  # a warning, not an error: the run goes on with the profile's constants
             sys.stderr.write(f"moeplan: warning: {other}\n")
-    if hasattr(args, "reserve_gib") and args.reserve_gib is None:
-        reserve = args.profile.reserve_gib if args.profile is not None else None
-        # check and explain leave an unset reserve to a run file's '# moeplan:' comment, then RunConfig's default
-        args.reserve_gib = reserve if reserve is not None or args.handler in (cmd_check, cmd_explain) else DEFAULT_RESERVE_GIB
+    if hasattr(args, "reserve_gib") and args.reserve_gib is None and args.profile is not None:
+        # the profile's fitted reserve where the flag is unset; still unset, check and explain take a run file's
+        # '# moeplan:' comment and the planning commands the default (_reserve)
+        args.reserve_gib = args.profile.reserve_gib
 
 
 def _warn_profile_gpu(args: argparse.Namespace, *gpus: GPUSpec) -> None:
