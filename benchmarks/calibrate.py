@@ -9,6 +9,12 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   published), G09 (graphs on / off), MB01 (the layout change between adjacent releases); G11 and G14 are
   absolute. G15 (Qwen3-Next, layouts not published) and MB13 (other recipe changes with the MBS change)
   are ranking tests only. tests/data/bridge_perf_runs.csv stays out of the fit (out-of-sample check).
+- groups N01-N41 (tests/measured_variants.n_variants): absolute where the group is a tuned recipe on one software
+  stack (N01-N03 the Megatron-LM MoE recipe index, repeats as their geometric mean; N30; N37; N40 the dense CP
+  sweep, as tokens/s with NeMo's own FLOP count), ratios to the sub-group's first row where software or the level
+  is confounded (N25 the 14-layer DeepSeek-V3 proxy; N27 MXFP8 over BF16 before / after Bridge PR #1869). N31-N33
+  (AWS EFA) and N41 (2024 H100 software) are estimated and reported, not fitted (N_OUT_OF_FIT says why); rows no
+  estimate expresses are listed with the missing feature (UNEXPRESSED).
 Constants are fitted in logit space (efficiencies stay in (0, 1)) with a weak prior at their source
 value (docs/calibration.md says which ones the data pin: posterior / prior spread). Leave-one-group-out
 cross-validation refits without each group and predicts it; the RMS of those held-out residuals is the
@@ -39,7 +45,8 @@ from moeplan import api  # noqa: E402
 from moeplan.models import load_model  # noqa: E402
 from moeplan.models.spec import MODEL_FEATURES  # noqa: E402
 from moeplan.timing import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, Calibration, estimate_time  # noqa: E402
-from tests.measured_variants import G15_GBS_TOKENS, G15_PLAN_KWARGS, Variant, g15_points, variants  # noqa: E402
+from tests.measured_variants import (G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSED, Variant, g15_points,  # noqa: E402
+                                     n_variants, variants)
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
 
@@ -154,6 +161,50 @@ def observations() -> list[Obs]:
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
                    lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model))
+    out += n_observations()
+    return out
+
+
+# N groups kept out of the fit, with why (docs/calibration.md "Outside the fit: shared groups"): each is still
+# estimated and its misses printed.
+N_OUT_OF_FIT: dict[str, str] = {
+    "N31": "AWS EFA campaign (p6-b300): MBS 1 runs at ~0.3-0.5x of MBS 4 for every dispatcher, NCCL included",
+    "N32": "AWS EFA campaign (p6-b300), as N31",
+    "N33": "AWS EFA campaign (p5.48xlarge), as N31; DeepEP over UCCL-EP 0.4-0.6x of NCCL at EP32",
+    "N41": "Llama2-7B on H100 with NeMo 24.03 (TE 1.x, before FlashAttention-3 and cuDNN 9's Hopper kernels): "
+           "moeplan's Hopper attention rates are the FA3 / cuDNN 9 class",
+}
+
+
+def _model_name(model: Any) -> str:
+    return model if isinstance(model, str) else model.name
+
+
+def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
+    """Groups N01-N41 (tests/measured_variants.n_variants): absolute levels ("abs") or ratios to the sub-group's
+    first row ("ratio"); "tokens" rows compare tokens/s, the source's TFLOP/s turned into tokens/s with its own
+    FLOP count (N40 / N41: NeMo's full-square attention count)."""
+    out: list[Obs] = []
+    refs: dict[str, tuple[Variant, Callable[[Calibration], Any]]] = {}
+    for v in n_variants():
+        if v.group in N_OUT_OF_FIT and not include_out_of_fit:
+            continue
+        t = _built(v.model, v.kwargs)
+        base = v.model if isinstance(v.model, str) else v.model.name.rsplit("-", 1)[0]
+        if v.extra["obs"] == "ratio":
+            sub = v.extra["sub"]
+            if sub not in refs:
+                refs[sub] = (v, t)
+                continue
+            rv, rt = refs[sub]
+            out.append(Obs(v.group, f"{v.label} / {rv.label}", float(v.tflops) / float(rv.tflops),
+                           lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base))
+        elif v.extra["unit"] == "tokens":
+            fpt = float(v.extra["fpt"])
+            out.append(Obs(v.group, v.label, float(v.tflops) * 1e12 / fpt, lambda c, t=t: t(c).tokens_per_s_per_gpu,
+                           base))
+        else:
+            out.append(Obs(v.group, v.label, float(v.tflops), lambda c, t=t: t(c).tflops_per_gpu, base))
     return out
 
 
@@ -449,8 +500,11 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         idx = [i for i, o in enumerate(obs) if o.group == g]
         fr = math.sqrt(float(np.mean(r1[idx] ** 2)))
         lines.append(f"| {g} | {len(idx)} | {fr:.3f} | {math.sqrt(float(np.mean(cv[g] ** 2))):.3f} |")
-    lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14), a ratio inside the group (G05, G09,",
-              "MB01), or seconds offload adds (G08).", ""]
+    lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14, N01-N03, N30, N37), tokens/s per GPU",
+              "(N40: the source's TFLOP/s over NeMo's own FLOP count, full-square attention), a ratio inside the",
+              "group (G05, G09, MB01, N25, N27: the row over its sub-group's first row), or seconds offload adds (G08).",
+              f"{len(obs)} observations.", ""]
+    lines += _n_outside(cal)
     lines += _ranking(cal)
     lines += _out_of_sample(cal)
     lines += _outside_fit(evidence, bands, fitted, band)
@@ -462,6 +516,24 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         gaps = gaps.replace(f"{{{name}_measured}}", f"{measured:.3f}").replace(f"{{{name}_moeplan}}", f"{estimated:.3f}")
     lines += re.sub(r"\{ratio:([^}]+)\}", lambda m: f"{ratios[m[1]]:.3f}", gaps).splitlines()
     return "\n".join(lines) + "\n"
+
+
+def _n_outside(cal: Calibration) -> list[str]:
+    """The N groups kept out of the fit (N_OUT_OF_FIT) with each row's miss, and the rows no estimate expresses."""
+    out = ["## Shared groups outside the fit", "",
+           "Estimated with their recipes' settings but not fitted (why, per group), each row against the fitted",
+           "constants (ratios: the row over its sub-group's first row):", ""]
+    for g, why in N_OUT_OF_FIT.items():
+        out.append(f"- **{g}**: {why}.")
+    out += ["", "| group | observation | measured | moeplan |", "|---|---|---|---|"]
+    for o in n_observations(include_out_of_fit=True):
+        if o.group in N_OUT_OF_FIT:
+            p = o.predict(cal)
+            out.append(f"| {o.group} | {o.label} | {o.measured:.4g} | {p / o.measured - 1:+.0%} |")
+    out += ["", "Rows no estimate expresses, and the feature moeplan lacks:", "",
+            "| group | rows | missing |", "|---|---|---|"]
+    out += [f"| {u.group} | {u.rows} | {u.missing} |" for u in UNEXPRESSED]
+    return out + [""]
 
 
 def _published(cal: Calibration) -> tuple[list[str], dict[str, float]]:

@@ -182,3 +182,196 @@ def ranked_pairs(vs: list[Variant], min_gap: float = 0.10) -> list[tuple[Variant
             if hi.measured() / lo.measured() - 1 >= min_gap:
                 out.append((lo, hi))
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Groups N01-N41 (added to the shared data later; its README says what each varies). Each expressible row becomes a
+# Variant whose ``extra`` says how it enters the fit (benchmarks/calibrate.py):
+#   obs "abs"   - the row's absolute level (a tuned recipe, one software stack);
+#   obs "ratio" - the row over its sub-group's reference row (``ref``: the first row of ``sub``), where software or
+#                 the campaign's level is confounded (EFA campaigns, proxies, before / after a release);
+#   unit "tflops" (the source's TFLOP/s is moeplan's FLOP count) or "tokens" (``flops_per_token``: the source counted
+#   FLOPs its own way, so its TFLOP/s is turned into tokens/s with that count and compared with moeplan's tokens/s).
+# Repeats of one configuration (the recipe index's median and its re-measure) enter as their geometric mean.
+# Rows that cannot be expressed are listed in UNEXPRESSED with the feature moeplan lacks (docs/calibration.md).
+
+# Megatron-Core's default recompute_modules when --recompute-granularity selective names none (arguments.py:
+# ["core_attn"]); the AWS rows say "selective (modules not stated)".
+DEFAULT_SELECTIVE = "selective:core_attn"
+
+
+def nemo_llama_flops_per_token(model: str, seq_len: int) -> float:
+    """FLOPs per token that NeMo's flops callback counted for a Llama model before NeMo 6251117f4c (2025-08-09,
+    "Discount FLOPs in dot-product att"): nemo/utils/flops_formulas.py llama2 / llama3 = layers x h^2 x (12 + 12
+    groups / heads + 18 ffn / h + 12 s / h + 6 vocab / (layers h)) per token, the score and context products over
+    the FULL s x s square (no causal discount; moeplan counts half, as Megatron-Core does). NeMo 24.03 (N41) and
+    25.04.rc2 (N40) both predate it. The vocabulary is the tokenizer's (LLM_VOCAB_SIZE_MAP: 32,000 / 128,256)."""
+    from moeplan.models import load_model
+    from moeplan.models.spec import DenseMLP
+
+    spec = load_model(model)
+    a, h, n = spec.first_attention, spec.hidden, spec.num_layers
+    assert a is not None and isinstance(spec.layers[0].mlp, DenseMLP)
+    ffn = spec.layers[0].mlp.ffn_hidden
+    return float(n * h * h * (12 + 12 * a.num_kv_heads / a.num_heads + 18 * ffn / h + 12 * seq_len / h
+                              + 6 * spec.vocab / (n * h)))
+
+
+def _proxy(model: str, layers: int):
+    """``model`` cut to (or repeated to) ``layers`` decoder layers, keeping its first-layer pattern (N25/N26: the
+    DeepSeek-V3 shape cut to 14 layers, 3 dense + 11 MoE; N31: Qwen3-235B-A22B rounded from 94 to 96 layers)."""
+    from dataclasses import replace
+
+    from moeplan.models import load_model
+
+    spec = load_model(model)
+    body = spec.layers[:layers] if layers <= spec.num_layers else spec.layers + spec.layers[-1:] * (layers - spec.num_layers)
+    return replace(spec, name=f"{spec.name}-{layers}l", layers=tuple(body))
+
+
+_PROXIES: dict[tuple[str, int], Any] = {}
+
+
+def proxy(model: str, layers: int):
+    """One object per proxy (ModelSpec compares by identity; caches key on it)."""
+    key = (model, layers)
+    if key not in _PROXIES:
+        _PROXIES[key] = _proxy(model, layers)
+    return _PROXIES[key]
+
+
+@dataclass(frozen=True)
+class Unexpressed:
+    group: str
+    rows: str
+    missing: str
+
+
+UNEXPRESSED: tuple[Unexpressed, ...] = (
+    Unexpressed("N06, N12", "DeepSeek-V4-Flash / V4-Pro", "model not in the catalog (DeepSeek-V4: hashed / compressed "
+                "sparse attention, hyper-connections; issue #34 adds the new MoE models)"),
+    Unexpressed("N13, N14, N15, N20", "Nemotron-3 Super / Nano / 3.5-Lightning", "model not in the catalog (hybrid "
+                "Mamba MoE; issue #34)"),
+    Unexpressed("N16", "Qwen3.6-35B-A3B VLM", "model not in the catalog (vision tower, image-text data)"),
+    Unexpressed("N18", "GLM-5.2", "model not in the catalog (DeepSeek sparse attention)"),
+    Unexpressed("N11, N17 (Moonlight), G06", "Moonlight-16B-A3B", "model not in the catalog (config.json not found in "
+                "a stored public source in time; N11 / N17 are also functional runs on real data)"),
+    Unexpressed("N17", "SFT runs (Qwen3-30B-A3B CP2, GPT-OSS-120B / 20B)", "functional SFT runs on packed real data "
+                "(padding, packing efficiency, non-fused losses): no tuned recipe, not a throughput measurement"),
+    Unexpressed("N40, N41", "the 'without CP' rows", "layout not published (the best TP / PP / DP that fits)"),
+    Unexpressed("N25, N26", "EP overlap rows (with full recompute: the PR branch's per-layer recompute of the overlap "
+                "activations; CUDA_DEVICE_MAX_CONNECTIONS 1 vs 32)", "released Megatron-Core refuses EP overlap with "
+                "full recompute (transformer_config.py), and the launch-queue count is not modelled; N26's no-recompute "
+                "overlap row (32.8 TFLOP/s at 79.7 of 80 GB) is allocator thrashing, not a layout cost"),
+    Unexpressed("N37", "natural routing (dropless, aux loss)", "routing imbalance is a knob (--routing natural), not "
+                "a fitted constant: the pair checks it instead (tests/validation/test_routing.py)"),
+    Unexpressed("N38, N39", "one MoE layer forward + backward", "the engine's per-layer time includes the attention "
+                "block and the step's bookkeeping; a bare MoELayer time is not exposed"),
+)
+
+
+def _n_common(r: dict[str, str]) -> dict[str, Any]:
+    vpp = int(r["vpp"]) if r["vpp"].strip().isdigit() else 1
+    return dict(seq_len=int(r["seq_len"]), gbs=int(r["gbs"]), mbs=int(r["mbs"]), tp=int(r["tp"]), pp=int(r["pp"]),
+                vpp=vpp, ep=int(r["ep"]), cp=int(r["cp"] or 1))
+
+
+def n_variants() -> list[Variant]:
+    """The expressible rows of groups N01-N41, with their recipes' settings (see the comment above)."""
+    out: list[Variant] = []
+    seen: dict[tuple[str, str], int] = {}
+
+    def add(g: str, label: str, model: Any, kw: dict[str, Any], r: dict[str, str], obs: str, sub: str = "",
+            unit: str = "tflops", fpt: float | None = None) -> None:
+        key = (g, label)
+        tflops = _f(r["tflops_per_gpu"])
+        if key in seen:  # a repeat of the same configuration: geometric mean
+            v = out[seen[key]]
+            n = v.extra["repeats"] + 1
+            mean = (float(v.tflops) ** (n - 1) * float(tflops)) ** (1 / n)  # type: ignore[arg-type]
+            out[seen[key]] = Variant(v.group, v.label, v.model, v.kwargs, mean, None, notes=v.notes,
+                                     extra=v.extra | {"repeats": n})
+            return
+        seen[key] = len(out)
+        out.append(Variant(g, label, model, kw, tflops, None, notes=r["notes"],
+                           extra={"obs": obs, "sub": sub, "unit": unit, "fpt": fpt, "repeats": 1}))
+
+    for r in _rows():
+        g = r["group_id"]
+        if g == "N01":  # Megatron-LM moe_recipes: Qwen3-30B-A3B, 16 GB200, EP16 MBS4, HybridEP
+            mx = r["precision"] == "MXFP8"
+            full = "full_iteration" in r["cuda_graphs"]
+            kw = dict(gpu="gb200", gpus=16, **_n_common(r), precision="mxfp8" if mx else "bf16",
+                      dispatcher="hybridep", cuda_graphs="full_iteration" if full else
+                      ("attn,moe_router,moe_preprocess" if mx else None))
+            lab = "BF16" if not mx else ("MXFP8 full-iteration graphs, paged stash" if full else "MXFP8 TE graphs")
+            add(g, lab, "qwen3-30b-a3b", kw, r, "abs")
+        elif g == "N02":  # Qwen3-30B-A3B, 32 H100, EP8 MBS1, HybridEP: BF16 vs FP8 blockwise
+            fp8 = r["precision"].startswith("FP8")
+            kw = dict(gpu="h100", gpus=32, **_n_common(r), precision="fp8" if fp8 else "bf16", dispatcher="hybridep",
+                      cuda_graphs="attn,moe_router,moe_preprocess" if fp8 else None,
+                      bf16_moments=fp8, precision_aware_optimizer=True if fp8 else None)
+            add(g, "FP8 blockwise, TE graphs" if fp8 else "BF16", "qwen3-30b-a3b", kw, r, "abs")
+        elif g == "N03":  # Qwen3-235B-A22B, 128 GB200, EP64, HybridEP 32 SMs, EP overlap + delayed wgrad
+            full = "full_iteration" in r["cuda_graphs"]
+            kw = dict(gpu="gb200", gpus=128, **_n_common(r), precision="mxfp8", dispatcher="hybridep",
+                      ep_overlap=True, delay_wgrad=True, bf16_moments=True,
+                      cuda_graphs="full_iteration" if full else "attn,moe_router,moe_preprocess")
+            add(g, "full-iteration graphs, paged stash" if full else "TE graphs", "qwen3-235b-a22b", kw, r, "abs")
+        elif g == "N27":  # DeepSeek-V3 on 256 B200, PP16: EP8 (recipe default dispatcher) -> EP16 DeepEP (PR #1869)
+            after = "after" in r["other_knobs"]
+            mx = r["precision"] == "MXFP8"
+            kw = dict(gpu="b200", gpus=256, **_n_common(r), precision="mxfp8" if mx else "bf16",
+                      dispatcher="deepep" if after else "alltoall", recompute="selective:mla_up_proj",
+                      grad_fp32=False, bf16_moments=True)
+            lab = f"{'EP16 DeepEP' if after else 'EP8 alltoall'} {'MXFP8' if mx else 'BF16'}"
+            add(g, lab, "deepseek-v3", kw, r, "ratio", sub="before" if not after else "after")
+        elif g == "N30":  # community run of Bridge's Qwen3-30B-A3B B200 recipe on 8 B200
+            mx = r["precision"] == "MXFP8"
+            kw = dict(gpu="b200", gpus=8, **_n_common(r), precision="mxfp8" if mx else "bf16", dispatcher="hybridep",
+                      cuda_graphs="attn,moe_router,moe_preprocess")
+            add(g, "MXFP8" if mx else "BF16", "qwen3-30b-a3b", kw, r, "abs")
+        elif g in ("N25", "N26"):  # DeepSeek-V3 cut to 14 layers on 64 H100, PP4 (layout Ett|(tt|)*6mL: VPP 2), EP16
+            if r["ep_overlap"].startswith("yes"):
+                continue  # UNEXPRESSED: EP overlap with full recompute is the PR's own (released Megatron-Core refuses it)
+            full = r["recompute"].startswith("full")
+            ov = r["ep_overlap"].startswith("yes")
+            kw = dict(gpu="h100", gpus=64, seq_len=2048, gbs=256, mbs=1, tp=1, pp=4, vpp=2, ep=16,
+                      pipeline_layout="Ett|(tt|)*6mL", dispatcher="alltoall", mtp_layers=1,
+                      recompute="full" if full else "none", ep_overlap=ov)
+            lab = f"{'full recompute' if full else 'no recompute'}{', EP overlap' if ov else ''}"
+            add(g, lab, proxy("deepseek-v3", 14), kw, r, "ratio", sub=g)
+        elif g in ("N31", "N32", "N33"):  # AWS EFA campaigns: dispatcher x MBS x overlap, one run per cell
+            layers = 96 if "96 layers" in r["model"] else None
+            model = proxy("qwen3-235b-a22b", 96) if layers else ("qwen3-30b-a3b" if "30B" in r["model"] else
+                                                                "qwen3-235b-a22b")
+            ov = r["ep_overlap"].startswith("yes")
+            rc = r["recompute"]
+            recompute = "full" if rc.startswith("full") else DEFAULT_SELECTIVE if rc.startswith("selective") else "none"
+            d = _dispatcher(r["dispatcher"])
+            proxy_kind = "UCCL" if "UCCL" in r["dispatcher"] else "NVSHMEM" if "NVSHMEM" in r["dispatcher"] else "NCCL"
+            kw = dict(gpu="b300-efa" if "B300" in r["system"] else "h100-efa", gpus=int(r["gpus"]), **_n_common(r),
+                      dispatcher=d, recompute=recompute, ep_overlap=ov, delay_wgrad=False if ov else None)
+            lab = f"EP{r['ep']} PP{r['pp']} MBS{r['mbs']}{' overlap VPP2' if ov else ''} {proxy_kind}"
+            add(g, lab, model, kw, r, "ratio", sub=f"{g} EP{r['ep']} PP{r['pp']}{' overlap' if ov else ''}")
+        elif g == "N37":  # Mixtral-8x22B on 128 H100 (Megatron-LM benchmarking runtime.conf layout), rounded
+            if "natural" in r["other_knobs"]:
+                continue  # UNEXPRESSED: routing knob, tested as a pair
+            fp8 = r["precision"].startswith("FP8")
+            drop = "token drop" in r["other_knobs"]
+            kw = dict(gpu="h100", gpus=128, **_n_common(r), precision="fp8" if fp8 else "bf16", dispatcher="alltoall",
+                      capacity_factor=1.0 if drop else None)
+            lab = "token drop CF 1.0" if drop else ("FP8 blockwise, forced" if fp8 else "BF16, forced")
+            add(g, lab, "mixtral-8x22b", kw, r, "abs")
+        elif g in ("N40", "N41") and r["tp"].strip():  # dense CP sweeps (the 'without CP' rows: UNEXPRESSED)
+            model = "llama3-8b" if g == "N40" else "llama2-7b"
+            dp = int(r["other_knobs"].split("=")[1])
+            tp, pp, cp = int(r["tp"]), int(r["pp"]), int(r["cp"])
+            seq = int(r["seq_len"])
+            # the table's DP column; its B200 '# of GPUs' is 4x TP x PP x DP x CP in every row (an earlier revision
+            # of the same table, NeMo 14d427f575, lists 2 .. 256 GPUs = TP x CP x DP), so GPUs = TP x PP x DP x CP
+            kw = dict(gpu="b200" if g == "N40" else "h100", gpus=tp * pp * cp * dp, seq_len=seq, gbs=int(r["gbs"]),
+                      mbs=1, tp=tp, pp=pp, cp=cp, precision="fp8")
+            add(g, f"{seq // 1024}K TP{tp} PP{pp} CP{cp}", model, kw, r, "abs", unit="tokens",
+                fpt=nemo_llama_flops_per_token(model, seq))
+    return out

@@ -219,6 +219,7 @@ class LayoutCheck:
 # Megatron-Core 0.16 and 0.17 assert "Gated delta net does not support context parallel"; 0.18 lifts it
 # (megatron/core/ssm/gated_delta_net.py).
 GDN_CP_SINCE = (0, 18)
+TP_OVER_KV_HEADS_SINCE = (0, 16)  # Megatron-LM f7dfb99795 (QKV activation sub-sharding), in core_v0.16.0
 
 
 def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
@@ -278,8 +279,15 @@ def mixer_rules(spec: ModelSpec, tp: int, cp: int, mcore_version: str | None = N
         if isinstance(layer, Attention):
             if layer.num_heads % tp:
                 fail("heads-tp", f"{layer.num_heads} attention heads are not divisible by TP {tp}")
-            if not layer.is_mla and layer.num_kv_heads % tp:
-                fail("query-groups-tp", f"{layer.num_kv_heads} query groups (KV heads) are not divisible by TP {tp}")
+            # TP above the KV heads: Megatron-Core replicates each query group over tp / groups ranks (attention.py
+            # "When num_kv_heads < tp_size, each TP rank ... produces activations for 1 kv_head", Megatron-LM
+            # f7dfb99795, 2025-12-06, first released in core_v0.16.0); before, the groups had to divide by TP
+            replicated = tp > layer.num_kv_heads and tp % layer.num_kv_heads == 0 and (
+                mcore_version is None or _version(mcore_version) >= TP_OVER_KV_HEADS_SINCE)
+            if not layer.is_mla and layer.num_kv_heads % tp and not replicated:
+                fail("query-groups-tp", f"{layer.num_kv_heads} query groups (KV heads) are not divisible by TP {tp}"
+                     + (f" (TP a multiple of them needs Megatron-Core {'.'.join(map(str, TP_OVER_KV_HEADS_SINCE))}+)"
+                        if tp % layer.num_kv_heads == 0 else ""))
             if cp > 1 and gpu is not None and unfused_attention(layer, gpu, te_version):
                 # TE get_attention_backend (pytorch/attention/dot_product_attention/utils.py): "Disabling
                 # UnfusedDotProductAttention as it does not support context parallelism"; with FlashAttention and

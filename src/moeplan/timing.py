@@ -121,6 +121,7 @@ class Calibration:
     a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
     ep_overlap_eff: float = _from_file("ep_overlap_eff")
     ep_overlap_layer_s: float = _from_file("ep_overlap_layer_s")
+    ep_proxy_call_s: float = _from_file("ep_proxy_call_s")
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
     expert_launch_host_s: float = _from_file("expert_launch_host_s")
@@ -937,6 +938,12 @@ def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
         across = nodes > 1
         one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "dispatch", peers_in_domain, across), rdma)
         one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "combine", peers_in_domain, across), rdma)
+        if across and gpu.scaleout_gpu_rdma is False:
+            # no GPU-initiated RDMA (AWS EFA): the internode kernels hand every RDMA to host proxy threads (UCCL-EP,
+            # NVSHMEM's libfabric transport) and wait on their completions, a host round trip per call that does
+            # not shrink with the call's bytes, so small micro-batches pay it more often per token
+            one_d += cal.ep_proxy_call_s
+            one_c += cal.ep_proxy_call_s
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
     # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per

@@ -24,7 +24,8 @@ _MEASURED_BW = (
     "host_link_achieved_bytes_per_s",
 )
 _MEASURED_FLOPS = ("gemm_bf16_achieved_flops", "gemm_fp8_achieved_flops")
-_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + ("host_mem_bw_bytes_per_s", "sm_count", "compute_capability")
+_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + ("host_mem_bw_bytes_per_s", "sm_count", "compute_capability",
+                                               "scaleout_gpu_rdma")
 _MIN_BYTES = 1e9  # 1 GB or 1 GB/s: anything smaller is a unit mistake for these GPUs
 _MIN_FLOPS = 1e12
 # Compute capabilities a catalog GPU may carry: from 5.0 (Maxwell, the oldest architecture CUDA 12's toolkit
@@ -118,6 +119,10 @@ def _check_value(origin: str, entry: str, key: str, value: Any) -> Any:
         return _number(origin, entry, key, value, _MIN_BYTES)
     if key == "sm_count":
         return None if value is None else _number(origin, entry, key, value, 1, integer=True)
+    if key == "scaleout_gpu_rdma":
+        if not isinstance(value, bool):
+            raise field_error(origin, entry, key, f"must be true or false, got {value!r}")
+        return value
     if key == "compute_capability":
         if value is None:
             return None

@@ -93,6 +93,11 @@ class GPUSpec:
     # 10.3): which fused-attention kernels Transformer Engine can run for a head shape (attention_backend.attention_kernel).
     # None: not given; attention is then costed with the kernels that serve every head shape on Hopper.
     compute_capability: float | None = None
+    # Whether GPU kernels can drive the scale-out NIC themselves (InfiniBand / RoCE with GPUDirect RDMA and
+    # IBGDA, what DeepEP's internode kernels use through NVSHMEM). False for AWS EFA (SRD over libfabric, no
+    # GPU-initiated RDMA): DeepEP's internode dispatch / combine then run through host proxy threads (UCCL-EP,
+    # NVSHMEM's libfabric transport), each call paying a host round trip (calibration ``ep_proxy_call_s``).
+    scaleout_gpu_rdma: bool = True
     # Not a hardware-file key: the absolute path of the user hardware file that defined this GPU (None: the
     # catalog's). Exports' '# moeplan:' comment records it so `moeplan check` finds the GPU again.
     hardware_file: str | None = None

@@ -78,6 +78,9 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     "mixtral": {  # MixtralConfig (head_dim None: the modeling's hidden_size // num_attention_heads)
         "num_key_value_heads": 8, "sliding_window": None, "tie_word_embeddings": False,
     },
+    "llama": {  # LlamaConfig: num_key_value_heads None -> num_attention_heads, head_dim None -> hidden // heads
+        "num_key_value_heads": None, "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False,
+    },
     "gpt_oss": {  # GptOssConfig; layer_types None -> alternating sliding / full in __post_init__ (_layer_types)
         "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "num_experts_per_tok": 4,
         "swiglu_limit": 7.0,
@@ -340,7 +343,7 @@ def _gqa(c: _Cfg, **extra: Any) -> Attention:
                   "hidden_size / num_attention_heads wide")
     head_dim = c.int("head_dim", hidden // heads, null=hidden // heads)
     # absent: the class default (GQA); null: num_attention_heads (the classes' __post_init__ for None)
-    kv = c.int("num_key_value_heads", null=heads)
+    kv = c.int("num_key_value_heads", heads, null=heads)
     # grouped-query attention: every KV head serves the same number of query heads (Megatron-Core
     # TransformerConfig: num_attention_heads % num_query_groups == 0; transformers repeat_kv)
     c.divides("num_attention_heads", heads, "num_key_value_heads", kv, "grouped-query attention gives every KV "
@@ -453,6 +456,18 @@ def _read_mixtral(c: _Cfg) -> dict[str, Any]:
     return {"layers": tuple(Layer(attn, moe) for _ in range(c.int("num_hidden_layers")))}
 
 
+def _read_llama(c: _Cfg) -> dict[str, Any]:
+    """A dense decoder (transformers LlamaDecoderLayer: GQA self-attention, SwiGLU MLP of intermediate_size, no
+    experts; attention_bias puts a bias on q / k / v and o_proj, LlamaAttention)."""
+    bias = c.bool("attention_bias")
+    if c.bool("mlp_bias"):
+        raise c._fail("mlp_bias", "is true: MLP biases are not modelled (Megatron-Core's add_bias_linear also "
+                      "puts them on the attention projections)")
+    attn = _gqa(c, qkv_bias=bias, o_bias=bias)
+    dense = DenseMLP(c.int("intermediate_size"))
+    return {"layers": tuple(Layer(attn, dense) for _ in range(c.int("num_hidden_layers")))}
+
+
 def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
     n = c.int("num_hidden_layers")
     bias = c.bool("attention_bias")
@@ -493,6 +508,7 @@ READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "mixtral": _read_mixtral,
     "gpt_oss": _read_gpt_oss,
     "glm4_moe": _read_glm4_moe,
+    "llama": _read_llama,
 }
 
 
