@@ -1,0 +1,72 @@
+"""Inputs the fit on groups N01-N41 needed: EFA catalog entries and DeepEP's host-proxy cost there, TP above the KV
+heads (Megatron-Core 0.16+), the llama reader, and every shared N row either expressed or listed as not."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from moeplan import api
+from moeplan.errors import MoeplanError
+from moeplan.hardware import load_gpu
+from moeplan.models.hf import spec_from_dict
+from moeplan.timing import DEFAULT_CALIBRATION
+from tests.measured_variants import UNEXPRESSED, n_variants
+from tests.reference_runs import shared_dir
+
+AWS = dict(gpus=64, seq_len=4096, gbs=256, mbs=4, tp=8, pp=2, ep=32, precision="bf16")
+
+
+def test_efa_entries():
+    p5, p6 = load_gpu("p5.48xlarge"), load_gpu("p6-b300")
+    assert p5.name == "h100-efa" and p6.name == "b300-efa"
+    assert p5.scaleout_gpu_rdma is False and p6.scaleout_gpu_rdma is False
+    assert load_gpu("h100").scaleout_gpu_rdma is not False  # InfiniBand: GPU-initiated RDMA
+    assert p5.peak_flops == load_gpu("h100").peak_flops and p6.scaleout_bw_bytes_per_s == 100e9
+
+
+def test_deepep_over_efa_pays_a_proxy_round_trip_per_call():
+    """Across nodes without GPU-initiated RDMA every dispatch / combine adds ep_proxy_call_s: more micro-batches
+    (MBS 1) pay it more often; NCCL all-to-all and EP inside one node do not pay it."""
+    cal0 = DEFAULT_CALIBRATION.with_overrides({"ep_proxy_call_s": 1e-9})
+    cal1 = DEFAULT_CALIBRATION.with_overrides({"ep_proxy_call_s": 1e-3})
+
+    def step(gpu: str, cal, **kw) -> float:
+        return api.estimate("qwen3-30b-a3b", gpu=gpu, cal=cal, **(AWS | kw))["step_time_s"]
+
+    d4 = step("h100-efa", cal1, dispatcher="deepep") - step("h100-efa", cal0, dispatcher="deepep")
+    d1 = step("h100-efa", cal1, dispatcher="deepep", mbs=1) - step("h100-efa", cal0, dispatcher="deepep", mbs=1)
+    assert d4 > 0 and d1 == pytest.approx(4 * d4, rel=0.05)
+    assert step("h100", cal1, dispatcher="deepep") == step("h100", cal0, dispatcher="deepep")
+    assert step("h100-efa", cal1, dispatcher="alltoall") == step("h100-efa", cal0, dispatcher="alltoall")
+    inside = dict(gpus=8, gbs=64, tp=1, pp=1, ep=8, dispatcher="deepep")
+    assert step("h100-efa", cal1, **inside) == step("h100-efa", cal0, **inside)
+
+
+def test_tp_above_kv_heads_from_mcore_016():
+    """Megatron-LM f7dfb99795 (core_v0.16.0): TP may exceed the query groups when it is a multiple of them."""
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=64, tp=8, ep=8)
+    assert api.estimate("qwen3-30b-a3b", mcore_version="0.16", **kw)["step_time_s"] > 0
+    with pytest.raises(MoeplanError, match="query groups"):
+        api.estimate("qwen3-30b-a3b", mcore_version="0.15", **kw)
+
+
+def test_llama_reader_defaults_and_refusals():
+    base = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "vocab_size": 1000}
+    spec = spec_from_dict(base, "tiny", "tiny")
+    assert spec.first_attention.num_kv_heads == 4 and spec.first_attention.head_dim == 64  # LlamaConfig defaults
+    assert spec.moe_layers == 0 and not spec.tie_embeddings
+    with pytest.raises(MoeplanError, match="mlp_bias"):
+        spec_from_dict(base | {"mlp_bias": True}, "tiny", "tiny")
+
+
+def test_every_new_shared_row_is_expressed_or_listed():
+    """Each N-group row is a Variant, or its group is named in UNEXPRESSED with what moeplan lacks."""
+    with open(shared_dir() / "reference" / "measured_variants.csv", newline="", encoding="utf-8") as fh:
+        groups = {r["group_id"] for r in csv.DictReader(fh) if r["group_id"].startswith("N")}
+    expressed = {v.group for v in n_variants()}
+    listed = {g.strip().split(" ")[0] for u in UNEXPRESSED for g in u.group.split(",")}
+    assert groups <= expressed | listed, sorted(groups - expressed - listed)
+    assert len([v for v in n_variants()]) >= 70
