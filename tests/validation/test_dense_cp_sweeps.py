@@ -59,10 +59,6 @@ def _check(group: str, shape_only: bool = False) -> None:
     assert not misses, "\n".join(misses)
 
 
-@pytest.mark.xfail(strict=True, reason="N40's shape holds (max/min within 10%: the CP cost and attention growth "
-                   "from 8K to 1M are right) but its level is +16% to +22% at every length: Blackwell's attention (and "
-                   "FP8 GEMM) rate for hidden 4,096 is below the Hopper share of the B200 peak moeplan uses; fitted as "
-                   "a global constant it pulls attn_bwd_eff.flash below the kernels' measured order, so it stays out")
 def test_n40_llama3_8b_b200_cp_sweep():
     _check("N40")
 
