@@ -265,8 +265,6 @@ UNEXPRESSED: tuple[Unexpressed, ...] = (
                 "overlap row (32.8 TFLOP/s at 79.7 of 80 GB) is allocator thrashing, not a layout cost"),
     Unexpressed("N37", "natural routing (dropless, aux loss)", "routing imbalance is a knob (--routing natural), not "
                 "a fitted constant: the pair checks it instead (tests/validation/test_routing.py)"),
-    Unexpressed("N38, N39", "one MoE layer forward + backward", "the engine's per-layer time includes the attention "
-                "block and the step's bookkeeping; a bare MoELayer time is not exposed"),
 )
 
 
@@ -375,3 +373,74 @@ def n_variants() -> list[Variant]:
             add(g, f"{seq // 1024}K TP{tp} PP{pp} CP{cp}", model, kw, r, "abs", unit="tokens",
                 fpt=nemo_llama_flops_per_token(model, seq))
     return out
+
+
+# N38 / N39: one MoELayer forward + backward on 8 H100 (EP8, TP1, 4,096 tokens per rank, MBS 1, forced balance,
+# permute and router fusion). The proxies as the rows' notes give them.
+LAYER_PROXY_EXPERTS = {"N38": ("mixtral-8x7b", None), "N39": ("deepseek-v3", 32)}
+
+
+def moe_layer_proxy(group: str):
+    """(model, MoE layer) of the N38 / N39 proxy: Mixtral-8x7B's MoE (hidden 4,096, ffn 14,336, 8 experts top-2);
+    DeepSeek-V3's with 32 experts (hidden 7,168, ffn 2,048, top-8, 8 groups / top-4 groups, shared expert 2,048)."""
+    from dataclasses import replace
+
+    from moeplan.models import load_model
+    from moeplan.models.spec import Layer
+
+    name, experts = LAYER_PROXY_EXPERTS[group]
+    spec = load_model(name)
+    moe = spec.first_moe if experts is None else replace(spec.first_moe, num_experts=experts)
+    return spec, Layer(spec.first_attention, moe)
+
+
+def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
+    """moeplan's seconds for the proxy's MoE block alone, forward + backward, one micro-batch: the layer's time
+    (timing.layer_time) less that of the same attention block with an (almost) empty dense MLP, so the attention,
+    its norms and the per-layer constant cancel and the router, dispatch, experts, shared expert, combine and the
+    per-expert launches remain."""
+    from dataclasses import replace
+
+    from moeplan import api
+    from moeplan.models.spec import DenseMLP, Layer
+    from moeplan.timing import DEFAULT_CALIBRATION, layer_time, make_ctx
+
+    spec, layer = _LAYER_SPECS.get(group) or _LAYER_SPECS.setdefault(group, moe_layer_proxy(group))
+    one = _ONE_LAYER.get(group)
+    if one is None:
+        one = _ONE_LAYER[group] = replace(spec, name=f"{spec.name}-moe-layer", layers=(layer,), mtp_layers=0,
+                                          mtp_layer=None)
+    cfg, gpu = api.build_config(one, gpu="h100", gpus=8, seq_len=4096, gbs=8, mbs=1, ep=8, dispatcher=dispatcher,
+                                precision=precision)
+    ctx = make_ctx(cfg, gpu, cal or DEFAULT_CALIBRATION)
+    empty = Layer(layer.mixer, DenseMLP(1, gated=False))
+    return layer_time(ctx, layer).total() - layer_time(ctx, empty).total()
+
+
+_LAYER_SPECS: dict[str, Any] = {}
+_ONE_LAYER: dict[str, Any] = {}
+
+
+def layer_variants() -> list[Variant]:
+    """N38 / N39 rows: ``step_s`` is the MoE layer's forward + backward seconds."""
+    out = []
+    for r in _rows():
+        if r["group_id"] in LAYER_PROXY_EXPERTS:
+            d = _dispatcher(r["dispatcher"])
+            p = "fp8" if r["precision"].startswith("FP8") else "bf16"
+            out.append(Variant(r["group_id"], f"{d} {p.upper()}", LAYER_PROXY_EXPERTS[r["group_id"]][0],
+                               dict(dispatcher=d, precision=p), None, float(r["step_time_s"]),
+                               extra={"obs": "layer"}))
+    return out
+
+
+def routing_pair() -> tuple[Variant, Variant]:
+    """(forced, natural): N37's BF16 dropless rows, force-balanced and natural (aux-loss) routing, same layout
+    (Mixtral-8x22B, 128 H100, TP2 PP8 VPP7 EP8); the natural row's kwargs carry no imbalance (the caller sets it)."""
+    rows = [r for r in _rows() if r["group_id"] == "N37" and r["precision"] == "BF16" and "token drop" not in r["other_knobs"]]
+    out = {}
+    for r in rows:
+        kw = dict(gpu="h100", gpus=128, **_n_common(r), precision="bf16", dispatcher="alltoall")
+        key = "natural" if "natural" in r["other_knobs"] else "forced"
+        out[key] = Variant("N37", f"BF16 {key}", "mixtral-8x22b", kw, _f(r["tflops_per_gpu"]), None)
+    return out["forced"], out["natural"]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from moeplan.errors import MoeplanError
+from moeplan.routing import DEFAULT_ROUTING, ROUTINGS, routing_imbalance
 from moeplan.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 from moeplan.te_release import (
     DEFAULT_TE_VERSION,
@@ -1552,8 +1553,14 @@ def _fsdp_search_argument(p: argparse.ArgumentParser) -> None:
 
 
 def _imbalance(args: argparse.Namespace) -> float:
-    """--moe-imbalance as the planning commands take it (unset: force-balanced routing, 1.0)."""
-    return 1.0 if args.moe_imbalance is None else float(args.moe_imbalance)
+    """--moe-imbalance as the planning commands take it (unset: the --routing's, force-balanced 1.0 by default;
+    natural: the calibration's natural_routing_imbalance, moeplan.routing)."""
+    routing = getattr(args, "routing", None)
+    if args.moe_imbalance is not None and routing is not None:
+        raise MoeplanError("give --routing or --moe-imbalance, not both (--routing natural stands for an imbalance)")
+    if args.moe_imbalance is not None:
+        return float(args.moe_imbalance)
+    return routing_imbalance(routing or DEFAULT_ROUTING, args.cal.natural_routing_imbalance)
 
 
 def _reserve(args: argparse.Namespace) -> float:
@@ -1569,6 +1576,10 @@ def _unsaid_arguments(p: argparse.ArgumentParser, from_file: bool = False) -> No
     p.add_argument("--moe-imbalance", type=float, default=None,
                    help=f"tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default{said}); capped "
                         "per layout at EP x min(top-k, local experts) / top-k, every token on one rank")
+    if not from_file:
+        p.add_argument("--routing", choices=ROUTINGS, default=None,
+                       help="routing the estimate assumes: forced (force-balanced, the perf recipes'; default) or "
+                            "natural (the router's own choices: the calibration's natural_routing_imbalance)")
     p.add_argument("--reserve-gib", type=float, default=None,
                    help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
                         f"the --calibration profile's{said})")
