@@ -632,10 +632,31 @@ def _ranking(cal: Calibration) -> list[str]:
                 est[id(v)] = api.estimate(v.model, cal=cal, **v.kwargs)["tokens_per_s_per_gpu"]
         if not est[id(hi)] > est[id(lo)]:
             wrong.append(f"- {lo.group}: {lo.label} < {hi.label} (measured {lo.measured():.4g} < {hi.measured():.4g})")
+    from tests.measured_variants import n_ranked_pairs
+
+    def thr(v: Variant) -> float:
+        if v.extra.get("obs") == "layer":
+            return 1.0 / moe_layer_s(v.group, v.kwargs["dispatcher"], v.kwargs["precision"], cal)
+        return float(api.estimate(v.model, cal=cal, **v.kwargs)["tokens_per_s_per_gpu"])
+
+    n_pairs = n_ranked_pairs()
+    n_est: dict[int, float] = {}
+    n_wrong = []
+    for lo, hi in n_pairs:
+        for v in (lo, hi):
+            if id(v) not in n_est:
+                n_est[id(v)] = thr(v)
+        if not n_est[id(hi)] > n_est[id(lo)]:
+            n_wrong.append(f"- {lo.group}: {lo.label} < {hi.label} (measured {lo.measured():.4g} < {hi.measured():.4g})")
+    total, right = len(pairs) + len(n_pairs), len(pairs) - len(wrong) + len(n_pairs) - len(n_wrong)
     return ["## Ranking", "",
             "Pairs inside a measured group that differ in a knob or layout moeplan models and differ by >= 10%",
             f"in measured throughput: **{len(pairs) - len(wrong)} of {len(pairs)}** in the measured order "
-            "(`tests/validation/test_ranking.py`). Wrong:", ""] + (wrong or ["- none"]) + [""]
+            "(`tests/validation/test_ranking.py`). Wrong:", ""] + (wrong or ["- none"]) + [
+            "", "Groups N01-N41 (same group, sub-group, model, system, GPU count and length; "
+            f"`tests/validation/test_ranking_shared_groups.py`): **{len(n_pairs) - len(n_wrong)} of {len(n_pairs)}**; "
+            f"all shared pairs together **{right} of {total}** ({right / max(1, total):.0%}). Wrong:", ""] + (
+            n_wrong or ["- none"]) + [""]
 
 
 KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)

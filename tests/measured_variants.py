@@ -444,3 +444,23 @@ def routing_pair() -> tuple[Variant, Variant]:
         key = "natural" if "natural" in r["other_knobs"] else "forced"
         out[key] = Variant("N37", f"BF16 {key}", "mixtral-8x22b", kw, _f(r["tflops_per_gpu"]), None)
     return out["forced"], out["natural"]
+
+
+def n_ranked_pairs(min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
+    """Pairs (slower, faster) of N-group rows that answer the same question (same group, sub-group, model, system,
+    GPU count and length) with different knobs or layouts and measured throughputs at least ``min_gap`` apart; the
+    MoE-layer microbenchmarks (N38 / N39) pair inside their group."""
+    out: list[tuple[Variant, Variant]] = []
+    vs = n_variants() + layer_variants()
+
+    def key(v: Variant) -> tuple[Any, ...]:
+        kw = v.kwargs
+        return (v.group, v.extra.get("sub", ""), str(v.model), kw.get("gpu"), kw.get("gpus"), kw.get("seq_len"))
+
+    for a, b in itertools.combinations(vs, 2):
+        if key(a) != key(b) or a.kwargs == b.kwargs:
+            continue
+        lo, hi = sorted((a, b), key=lambda v: v.measured())
+        if hi.measured() / lo.measured() - 1 >= min_gap:
+            out.append((lo, hi))
+    return out
