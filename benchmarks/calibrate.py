@@ -661,6 +661,52 @@ def _ranking(cal: Calibration) -> list[str]:
 
 KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 
+- **Dense long-context CP sweeps** (N40, N41; `tests/validation/test_dense_cp_sweeps.py`). FLOP convention first:
+  both tables predate NeMo 6251117f4c (2025-08-09, "Discount FLOPs in dot-product att"), so their TFLOP/s count the
+  full s x s score square (nemo/utils/flops_formulas.py llama2 / llama3: 12 s / h), twice Megatron-Core's causal
+  count; compared as tokens/s with that count. The B200 table's '# of GPUs' is 4x TP x PP x DP x CP in every row
+  (an earlier revision, NeMo 14d427f575, lists 2 .. 256 GPUs = TP x CP x DP): moeplan takes the product. N40
+  (Llama3-8B, FP8, B200, held out of the fit) is predicted within 12% at every length from 8K to 1M and its
+  max / min within 10%: the attention growth with length and the CP ring's exposure (p2p, hidden behind the
+  attention block) are right there. Fitted, it pulled the flash backward share below cuDNN MLA's, against the
+  kernels' measured order, so it stays a held-out check. N41 (Llama2-7B, FP8, H100, NeMo 24.03.01) runs -4% at 4K to
+  +35% at 1M: at 1M its attention (~96% of the step) measures ~268 TFLOP/s of causal work, what FlashAttention-2
+  reaches on H100 (~335 forward, ~300 backward, 0.27 of peak over forward + backward), where moeplan's Hopper rate is
+  the FA3 / cuDNN 9 class (0.37 of peak; ~370 TFLOP/s). TE 1.x (NeMo 24.03) predates FlashAttention-3 (TE 1.11) and
+  TE's cuDNN-first choice on Hopper; moeplan's TE table (moeplan.te_release) starts at 2.14 and has no Hopper
+  attention rate per release. Not CP exposure: the error grows with length at fixed CP ratio and is absent on B200.
+  FP8: both sweeps' GEMMs are FP8 and their short points (GEMM-bound) are within 10%.
+- **Partial vs full-iteration CUDA graphs** (N01, N03: the same recipe with TE-scoped graphs of attn / moe_router /
+  moe_preprocess, or full-iteration graphs with the paged stash): +25% measured on both (Qwen3-30B-A3B, 16 GB200,
+  MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~1-4% in moeplan. At the measured step times that is ~3 ms (N01) and
+  ~1.4 ms (N03) per layer and micro-batch outside the captured scopes (dispatch, per-expert MXFP8 quantize and
+  GEMM launches, combine, after the dropless host sync), the same order as the fixed cost per layer and micro-batch
+  Qwen3-Next's GB200 / GB300 pair and MB13 leave (items (h), (p) below): a Grace-host launch cost moeplan does not
+  reproduce. N01's BF16 row (no graphs, 516) above its MXFP8 TE-graphs row (497) says the MXFP8 run carries that
+  host cost; the fitted per-expert launch (`expert_launch_host_s`, 42 us) hides it behind MBS 4's GPU work.
+- **FP8 against BF16 on H100 by expert size**: N37 (Mixtral-8x22B, expert ffn 16,384) measures FP8 blockwise 1.20x
+  BF16, moeplan 1.42x; N02 (Qwen3-30B-A3B, hidden 2,048, ffn 768) 1.00x, moeplan 0.88x (its quantize passes and
+  per-expert quantize launches already outweigh the GEMM saving: the small-expert FP8 cost the issue names is in
+  the model, `timing._gemm_time_uncached` cast and `timing.expert_host_s`, and slightly over-charged); the one-layer
+  benchmarks N38 / N39 1.00-1.15x against 1.3-1.45x. The sign of the error flips with the expert size, so no global
+  FP8 constant fixes both; a blockwise-scaled GEMM rate on Hopper (scales applied per 128-deep K block) would lower
+  N37 and N38 / N39 and widen N02's error.
+- **AWS EFA campaigns** (N31-N33, outside the fit): MBS 1 runs at 0.3-0.5x of MBS 4 for every dispatcher, NCCL
+  included (moeplan 0.75-0.9x): ~0.2 s per extra micro-batch and pipeline stage on p5 (~17 ms per layer), which
+  neither DeepEP's proxy latency nor any modelled per-micro-batch cost reaches. DeepEP over EFA (UCCL-EP,
+  NVSHMEM-libfabric) against NCCL at equal MBS: 0.36-1.07x measured where moeplan has it 0.98-1.5x; the per-call host
+  proxy cost it implies (catalog `scaleout_gpu_rdma: false`, `ep_proxy_call_s`) is ~0.3-1 ms per dispatch or combine
+  at EP16 / EP32 on p6-b300 and ~4-11 ms on p5.48xlarge: no one constant (per remote peer: ~35-45 us on p6-b300,
+  ~500 us on p5), so the constant stays at its 100 us source value. The campaigns' TP8 layouts (4 KV heads) run
+  through Megatron-Core 0.16's KV-head replication (now a valid layout).
+- **Routing** (`--routing natural`): one imbalance (1.065) from N37's EP8 pair; G11's natural row (real data,
+  functional run, EP overlap not stated) is 0.82x its forced layout against ~0.97x (strict xfail,
+  `tests/validation/test_routing.py`); N13's pair (0.95x) is Nemotron-3, not in the catalog.
+- **Not located by an expressible shared group**: EP overlap under interleaved PP (warm-up / cool-down chunks with no
+  pair; tested on MB01 below, not adopted), a cost per pipeline hand-off, Megatron-FSDP's parameter all-gather
+  prefetch (N14: Nemotron-3.5, not in the catalog) and fine-grained activation offload time (N06, N14: DeepSeek-V4,
+  Nemotron, not in the catalog): no change without a row that separates them.
+
 - **DeepEP vs NCCL all-to-all on NVL72** (G05 step 4, +5% measured, moeplan -23%): the source
   (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2 and 2.2.1) calls the early ladder
   host-bound ("the CPU kernel launch speed cannot keep up with the kernel execution speed on GPU") and

@@ -1200,6 +1200,12 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         bw = _busbw(gpu, par.tp, 1, cal)
         blocks = 1 + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
         out["tp_comm"] = 4 * blocks * _ring_time(msg, par.tp, bw) * (1 - (cal.tp_hidden if cfg.tp_comm_overlap else 0.0))
+        if isinstance(mixer, Attention) and not mixer.is_mla and par.tp > mixer.num_kv_heads:
+            # TP above the KV heads (Megatron-Core 0.16+, attention.py get_query_key_value_tensors): each rank
+            # all-gathers the whole QKV projection output (gate included) over TP and keeps its group's slice, on the
+            # critical path between the QKV GEMM and attention; the backward reduce-scatters its gradient
+            qkv = (mixer.num_heads * (2 if mixer.output_gate else 1) + 2 * mixer.num_kv_heads) * mixer.head_dim
+            out["tp_comm"] += 2 * _ring_time(ctx.seq_tokens * qkv / par.tp * BF16_BYTES, par.tp, bw)
     # --- CP (context parallel): exposed communication of the attention layer
     cp_fwd = 0.0
     if par.cp > 1 and isinstance(mixer, Attention):

@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("moeplan.errors", "moeplan.argcheck", "moeplan.vocab", "moeplan.megatron", "moeplan.megatron.fields", "moeplan.te_release",
-                    "moeplan.outfile")),  # file identity and atomic writes: imports only moeplan.errors
+                    "moeplan.outfile", "moeplan.routing")),  # file identity and atomic writes: imports only moeplan.errors
     ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*",
               "moeplan.logs", "moeplan.logs.*")),  # training-log readers: text in, numbers out (engine-free)
     ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",

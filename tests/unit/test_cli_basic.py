@@ -52,7 +52,7 @@ def test_params_table(capsys):
     [
         ('{"model_type": "qwen3_moe", "hidden_size": 20', "malformed JSON"),
         ('{"model_type": "qwen3_moe", "hidden_size": -4}', "'hidden_size' must be positive"),
-        ('{"model_type": "llama", "hidden_size": 4}', "supported types"),
+        ('{"model_type": "gpt2", "hidden_size": 4}', "supported types"),
         ('[1, 2]', "JSON object"),
     ],
 )

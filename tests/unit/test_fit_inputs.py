@@ -70,3 +70,19 @@ def test_every_new_shared_row_is_expressed_or_listed():
     listed = {g.strip().split(" ")[0] for u in UNEXPRESSED for g in u.group.split(",")}
     assert groups <= expressed | listed, sorted(groups - expressed - listed)
     assert len([v for v in n_variants()]) >= 70
+
+
+def test_tp_above_kv_heads_pays_the_qkv_all_gather():
+    """Replicated KV heads: each rank all-gathers the QKV projection output over TP (and reduce-scatters its
+    gradient), which the same layer with as many KV heads as TP ranks does not."""
+    from dataclasses import replace
+
+    from moeplan.models import load_model
+
+    spec = load_model("qwen3-30b-a3b")
+    attn8 = replace(spec.first_attention, num_kv_heads=8)
+    spec8 = replace(spec, name="qwen3-30b-a3b-kv8", layers=tuple(replace(layer, mixer=attn8) for layer in spec.layers))
+    kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=64, tp=8, ep=8)
+    tp4 = api.estimate(spec, **kw)["time_breakdown_s"]["tp_comm"]
+    tp8 = api.estimate(spec8, **kw)["time_breakdown_s"]["tp_comm"]
+    assert tp4 > tp8 > 0

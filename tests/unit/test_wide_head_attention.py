@@ -87,7 +87,9 @@ def test_wide_heads_on_blackwell_cost_several_times_the_fa3_rate():
     flash = attention_efficiency(QN_ATTN, DEFAULT_CALIBRATION, h100)
     fa2 = attention_efficiency(QN_ATTN, DEFAULT_CALIBRATION, gb200)
     unfused = attention_efficiency(QN_ATTN, DEFAULT_CALIBRATION, gb300)
-    assert 2.5 < flash[2] / fa2[2] < 3.5  # ~445 / 310 TFLOP/s on GB200 against FA3-class ~1,100 (fwd + bwd)
+    # FA2 on GB200 (~445 / 310 TFLOP/s fwd / bwd) against the FA3 / cuDNN class (fwd + bwd): ~2.4x at the fitted
+    # flash backward share (0.41 since the refit on groups N01-N41; ~2.8x at 0.49 before)
+    assert 2.0 < flash[2] / fa2[2] < 3.5
     # unfused: full-square bf16 bmm at the matmul rate plus 22 bytes per score element through HBM
     assert unfused[2] < fa2[2]
     peak = gb300.peak("bf16")
