@@ -441,6 +441,9 @@ class PlanReport:
             "layouts_considered": r.layouts_considered,
             "layouts_feasible": r.layouts_feasible,
             "layouts_evaluated": r.layouts_evaluated,
+            # routing the plans assume (moeplan.routing): rows on the busiest expert rank / mean, 1.0 force-balanced;
+            # None for a model without experts
+            "moe_imbalance": (r.plans[0].config.moe_imbalance if r.plans else None) if self.model.num_experts else None,
             "notes": r.notes,
             "newer": None if r.newer is None else r.newer.as_dict(),
             "closest": self.closest_dict(),

@@ -759,11 +759,19 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
     return table
 
 
+def _routing_said(imbalance: float | None) -> str:
+    """The routing a plan list assumes, for its header (nothing for a model without experts)."""
+    if imbalance is None:
+        return ""
+    return ("; force-balanced routing (--routing natural for the router's own)" if imbalance == 1.0
+            else f"; routing imbalance {imbalance:.4g} (busiest expert rank / mean)")
+
+
 def print_plans(result: dict[str, Any], console: Console) -> None:
     console.print(f"{result['model']} on {result['gpus']} x {result['gpu']}, seq {result['seq_len']:,}, "
                   f"GBS {result['gbs']}, {result['precision']}: {result['layouts_feasible']} of "
-                  f"{result['layouts_considered']} layouts fit (headroom {result['headroom']:.0%} of HBM)",
-                  highlight=False)
+                  f"{result['layouts_considered']} layouts fit (headroom {result['headroom']:.0%} of HBM)"
+                  + _routing_said(result.get("moe_imbalance")), highlight=False)
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     table = _unbroken(console, lambda narrow: _plans_table(result, narrow))

@@ -51,3 +51,13 @@ def test_g11_natural_row():
     f = api.estimate("qwen3-30b-a3b", **kw)["tflops_per_gpu"]
     n = api.estimate("qwen3-30b-a3b", moe_imbalance=CAL.natural_routing_imbalance, **kw)["tflops_per_gpu"]
     assert n / f == pytest.approx(199.12 / 244.039, abs=0.05)
+
+
+def test_plan_says_which_routing_it_assumes(capsys):
+    args = ["plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4096", "--gbs", "64", "--top", "1"]
+    assert main(args) == 0
+    assert "force-balanced routing" in capsys.readouterr().out.splitlines()[0]
+    assert main(args + ["--routing", "natural"]) == 0
+    assert f"routing imbalance {CAL.natural_routing_imbalance:.4g}" in capsys.readouterr().out.splitlines()[0]
+    assert api.plan("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=64, top=1)["moe_imbalance"] == 1.0
+    assert api.plan("llama3-8b", gpu="h100", gpus=16, seq_len=4096, gbs=64, top=1)["moe_imbalance"] is None
