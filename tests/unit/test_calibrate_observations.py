@@ -50,3 +50,39 @@ def test_ratio_observations_do_not_share_a_prediction(calibrate_script):
         p = round(o.predict(DEFAULT_CALIBRATION), 9)
         assert p not in seen, f"{o.group} {o.label} predicts what {seen[p]} does ({p})"
         seen[p] = f"{o.group} {o.label}"
+
+
+def test_shared_group_observations_predict_their_own_rows(calibrate_script):
+    """The N-group observations (n_observations): each predicts its own row (no late-bound closure), ratios over
+    their sub-group's first row, tokens/s rows with the source's FLOP count."""
+    from moeplan import api
+    from tests.measured_variants import n_variants
+
+    obs = [o for o in calibrate_script.n_observations(include_out_of_fit=True)]
+    by = {(o.group, o.label): o for o in obs}
+    assert len(by) == len(obs)  # one observation per row
+    v = next(v for v in n_variants() if v.group == "N37" and v.label == "FP8 blockwise, forced")
+    assert by[("N37", v.label)].predict(DEFAULT_CALIBRATION) == pytest.approx(
+        api.estimate(v.model, **v.kwargs)["tflops_per_gpu"])
+    n27 = [v for v in n_variants() if v.group == "N27" and v.extra["sub"] == "after"]
+    ratio = by[("N27", f"{n27[1].label} / {n27[0].label}")]
+    est = [api.estimate(x.model, **x.kwargs)["tflops_per_gpu"] for x in n27]
+    assert ratio.predict(DEFAULT_CALIBRATION) == pytest.approx(est[1] / est[0])
+    assert ratio.measured == pytest.approx(n27[1].tflops / n27[0].tflops)
+    n40 = next(v for v in n_variants() if v.group == "N40")
+    o = by[("N40", n40.label)]
+    assert o.measured == pytest.approx(n40.tflops * 1e12 / n40.extra["fpt"])
+    fitted = {o.group for o in calibrate_script.n_observations()}
+    assert not fitted & set(calibrate_script.N_OUT_OF_FIT)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 31's target: CV RMS <= 0.10 over >= 120 observations; the fit has 42 "
+                   "observations at CV 0.151; with every expressible N row it would be 107 (the older groups' 27 and 80 from "
+                   "101 N rows, ratios counted once per row beyond their reference), still short, and the EFA campaigns "
+                   "(N31-N33), the one-layer benchmarks (N38 / N39) and the 2024 H100 sweep (N41) would each move "
+                   "global constants to absorb a cost the model lacks (docs/calibration.md, 'Shared groups outside the "
+                   "fit'), and the models of N06 / N12-N20 are not in the catalog")
+def test_fit_targets(calibrate_script):
+    n = len(calibrate_script.observations())
+    print(f"\n{n} observations, CV {DEFAULT_CALIBRATION.error_band_log:.3f}")
+    assert n >= 120 and DEFAULT_CALIBRATION.error_band_log <= 0.10
