@@ -400,6 +400,11 @@ class PlanReport:
     def best(self) -> Plan | None:
         return self.result.plans[0] if self.result.plans else None
 
+    @property
+    def memory_budget_bytes(self) -> float:
+        """What the search let a plan use per GPU: HBM less the headroom."""
+        return self.gpu.hbm_bytes * (1 - self.headroom)
+
     def closest_dict(self) -> dict[str, Any] | None:
         """The run that misses by least (only when nothing fits): its layout at its strongest memory option
         (the last recompute step, the largest optimizer offload, the sharding choice that needs least), the
@@ -408,7 +413,7 @@ class PlanReport:
         if self.result.closest is None or self.result.plans:
             return None
         cfg, miss = self.result.closest
-        budget = self.gpu.hbm_bytes * (1 - self.headroom)
+        budget = self.memory_budget_bytes
         out: dict[str, Any] = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
                                "memory_gib": (budget + miss) / GIB, "memory_gib_budget": budget / GIB,
                                "gbs": cfg.batch.gbs, "mbs": cfg.batch.mbs, "recompute": cfg.recompute.label(),
