@@ -229,10 +229,7 @@ def draw_plans_memory(ax: Axes, plans: Sequence[Mapping[str, Any]], budget_gib: 
                 textcoords="offset points", ha="right", va="bottom", fontsize=8, color=BAD_COLOR)
     top = max([cap, *bottoms])
     if budget_gib is not None and budget_gib < cap:
-        ax.axhline(budget_gib, color=COMM_COLOR, ls=":", lw=1.5)
-        ax.annotate(f"budget {budget_gib:.1f} GiB (HBM less headroom)", (0.0, budget_gib),
-                    xycoords=("axes fraction", "data"), xytext=(4, -10), textcoords="offset points", ha="left",
-                    va="top", fontsize=8, color=COMM_COLOR)
+        ax.axhline(budget_gib, color=COMM_COLOR, ls=":", lw=1.5, label=f"budget {budget_gib:.1f} GiB (HBM less headroom)")
     labels = [f"{p.get('rank', i + 1)}{'=' if p.get('tie') else ''}" for i, p in enumerate(plans)]
     ax.set_xticks(xs, labels)
     pad = max(0.0, (3 - len(plans)) / 2)

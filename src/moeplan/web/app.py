@@ -260,7 +260,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         n = selected_plan(form, len(plans))
         p = plans[n - 1]
         out.update(n=n, plan=p, layout=report.plan_layout_label(p), plan_table=report._plan_table(plans),
-                   summary=report._summary(p, plans), exports=exports_of(p),
+                   summary=report._summary(found.plans[n - 1].estimate.as_dict(), plans), exports=exports_of(p),
                    query=query_of(form, PLAN_FIELDS, plan=n),
                    picks=[(q["rank"], q["tie"], query_of(form, PLAN_FIELDS, plan=q["rank"])) for q in plans])
         return out
@@ -383,6 +383,8 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         data = await read_file_field(request, "file")
         if isinstance(data, Response):
             return data
+        if data is None:
+            return error_line(ERROR_STATUS, "no file: send it as the form's 'file' field", field=kind)
         try:
             ref = await run_in_threadpool(engine.call, uploads.save, kind, data)
         except MoeplanError as exc:

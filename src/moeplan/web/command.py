@@ -65,6 +65,7 @@ def run(args: argparse.Namespace, console: Any = None) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))
+        sock.listen(2048)  # listening before the address is printed: a client may connect at once
     except OSError as exc:
         sock.close()
         raise MoeplanError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
