@@ -178,6 +178,12 @@ def test_check_view(client: Any, want: dict[str, Any], upload_dir: Path) -> None
     Path(fh.name).unlink()
     for f in result.findings:
         assert f.rule in r.text
+    # a memory error: its fix, as moeplan check prints it
+    clean = "\n".join([want["plans"][0]["provenance"], *want["plans"][0]["overrides"]])
+    mbs4 = re.sub(r"train.micro_batch_size=\d+", "train.micro_batch_size=4", clean)
+    r4 = client.post("/check", data={"text": mbs4}, headers=HX)
+    fixes = unescape(re.search(r'<pre id="fixes"[^>]*>(.*?)</pre>', r4.text, re.S).group(1))
+    assert r4.status_code == 200 and fixes.startswith("# fix 1: memory") and "model.recompute_granularity=" in fixes
     # uploaded as a file: the same answer
     up = client.post("/check", files={"file": ("run.txt", text.encode(), "text/plain")}, headers=HX)
     assert up.status_code == 200 and all(f.rule in up.text for f in result.findings)
