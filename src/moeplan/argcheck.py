@@ -18,6 +18,24 @@ def _int_problem(value: Any) -> bool:
     return isinstance(value, bool) or not isinstance(value, int)
 
 
+def token_count(text: str) -> int:
+    """A token count as the CLI and the web page take it: '128k' -> 131072, '4096' -> 4096, '1m' -> 1048576 (powers
+    of two, as sequence lengths are); a MoeplanError for anything else."""
+    t = str(text).strip().lower()
+    scale = 1
+    if t.endswith("k"):
+        scale, t = 1024, t[:-1]
+    elif t.endswith("m"):
+        scale, t = 1024 * 1024, t[:-1]
+    try:
+        value = int(float(t) * scale)
+    except (ValueError, OverflowError):
+        raise MoeplanError(f"not a token count: '{text}' (use e.g. 4096, 32k, 128k)") from None
+    if value <= 0:
+        raise MoeplanError(f"must be positive: '{text}'")
+    return value
+
+
 def count(name: str, value: Any, *, minimum: int = 1) -> int:
     """``value`` as a count: an int (not a bool, not a float or a string) >= ``minimum``."""
     if _int_problem(value):

@@ -138,20 +138,13 @@ Handler = Callable[[argparse.Namespace, Console], int]
 
 
 def parse_tokens(text: str) -> int:
-    """'128k' -> 131072, '4096' -> 4096, '1m' -> 1048576 (powers of two, as sequence lengths are)."""
-    t = str(text).strip().lower()
-    scale = 1
-    if t.endswith("k"):
-        scale, t = 1024, t[:-1]
-    elif t.endswith("m"):
-        scale, t = 1024 * 1024, t[:-1]
+    """'128k' -> 131072, '4096' -> 4096, '1m' -> 1048576 (moeplan.argcheck.token_count, which the web page reads too)."""
+    from moeplan.argcheck import token_count
+
     try:
-        value = int(float(t) * scale)
-    except (ValueError, OverflowError):
-        raise argparse.ArgumentTypeError(f"not a token count: '{text}' (use e.g. 4096, 32k, 128k)") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: '{text}'")
-    return value
+        return token_count(text)
+    except MoeplanError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _int_from(text: str, least: int, words: str) -> int:

@@ -4,6 +4,7 @@ The page's numbers are the API's (moeplan.api.plan / sweep, moeplan.checker.chec
 from __future__ import annotations
 
 import gzip
+import logging
 import json
 import re
 import shlex
@@ -256,3 +257,25 @@ def test_static_and_unknown_paths(client: Any) -> None:
     assert client.get("/static/htmx-LICENSE.txt").status_code == 200
     for path in ("/nope", "/static/../app.py", "/static/%2e%2e/app.py", "/plan/figure/"):
         assert client.get(path).status_code == 404
+
+
+def test_an_unexpected_error_is_logged_and_answered_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture,
+                                                                tmp_path: Path) -> None:
+    """The catch-all: a bug inside the app is logged with its traceback and answered 400 in one line, never
+    500, and the server answers the next request."""
+    from starlette.testclient import TestClient
+
+    from moeplan.web import app as web_app
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    with TestClient(web_app.create_app(tmp_path), raise_server_exceptions=False) as c:
+        monkeypatch.setattr(web_app, "no_fit_line", broken)  # only the no-fit answer calls it
+        with caplog.at_level(logging.ERROR, logger="moeplan.web"):
+            r = c.get("/plan?model=deepseek-v3&gpu=h100&gpus=8&seq_len=128k&gbs=8")
+        assert r.status_code == 400 and r.text.count("\n") == 1 and "RuntimeError" in r.text
+        assert "a bug" not in r.text  # the detail is in the log, not on the page
+        assert any(rec.exc_info and "a bug" in str(rec.exc_info[1]) for rec in caplog.records)
+        assert c.get("/plan?" + Q).status_code == 200

@@ -71,7 +71,9 @@ def run(args: argparse.Namespace, console: Any = None) -> int:
         raise MoeplanError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    sys.stdout.write(f"moeplan serve: http://{shown}:{port}/plan (Ctrl-C stops it)\n")
+    exposed = "" if host in ("127.0.0.1", "::1") or host.startswith("127.") else (
+        "; reachable from the network, with no login")
+    sys.stdout.write(f"moeplan serve: http://{shown}:{port}/plan (Ctrl-C stops it{exposed})\n")
     sys.stdout.flush()
     config = uvicorn.Config(create_app(), log_level="warning", access_log=False)
     server = uvicorn.Server(config)

@@ -8,7 +8,6 @@ at most :data:`MAX_FIELD_CHARS` long, so no question makes the server work for l
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import re
 from collections.abc import Mapping
@@ -135,13 +134,10 @@ class Form:
 
 
 def parse_tokens(text: str) -> int:
-    """'128k' -> 131072 as the CLI reads a token count (moeplan.cli.parse_tokens), its error as a MoeplanError."""
-    from moeplan.cli import parse_tokens as cli_parse_tokens
+    """'128k' -> 131072, as the CLI reads a token count (moeplan.argcheck.token_count)."""
+    from moeplan.argcheck import token_count
 
-    try:
-        return cli_parse_tokens(text)
-    except argparse.ArgumentTypeError as exc:
-        raise MoeplanError(str(exc)) from None
+    return token_count(text)
 
 
 class Uploads:
