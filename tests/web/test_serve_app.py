@@ -60,6 +60,10 @@ def test_plan_page_shows_the_apis_plans(client: Any, want: dict[str, Any]) -> No
         "\n".join([p1["provenance"], *p1["overrides"]]) + "\n"
     for r_ in p1["rationale"]:
         assert unescape(r_["text"]).split(":")[0] in _text(html)
+    # the table is the report's (one template, the same rows)
+    from moeplan.report import _plan_table
+
+    assert str(_plan_table(want["plans"])) in html
     # the form keeps the question; the lazy figures and downloads name it
     assert 'value="qwen3-30b-a3b"' in html and "/plan/figure/timeline?" in html and "/plan/download/trace?" in html
 
@@ -226,7 +230,8 @@ def test_explain_views(client: Any) -> None:
 
 def test_uploads(client: Any, upload_dir: Path) -> None:
     cfg = (MODELS_DIR / "mixtral-8x7b.json").read_bytes()
-    r = client.post("/upload/model", files={"file": ("../../evil name.json", cfg, "application/json")})
+    r = client.post("/upload/model", files={"model_file": ("../../evil name.json", cfg, "application/json"),
+                                            "hardware_file": ("", b"", "application/octet-stream")})
     assert r.status_code == 200 and r.headers.get("HX-Trigger-After-Settle") == "moeplan-replan"
     ref = re.search(r'value="(upload:[0-9a-f]{16})"', r.text).group(1)
     assert [p.name for p in upload_dir.iterdir() if p.suffix == ".json"] == [ref[7:] + ".json"]

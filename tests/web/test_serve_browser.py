@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ..conftest import MODELS_DIR
 from .conftest import ARTIFACTS, STRICT, need
 
 QUESTION = dict(model="qwen3-30b-a3b", gpu="h100", gpus=64, seq_len=32768, gbs=64)
@@ -113,6 +114,17 @@ def test_plan_form_in_the_browser(page: Any, live_server: str) -> None:
     page.locator("#f-gpus").dispatch_event("change")
     page.wait_for_function("document.querySelector('#err-gpus').textContent.length == 0 && "
                            "document.querySelector('#plan-table') !== null")
+
+    # upload a config.json: the model field names the upload and the plan follows it
+    page.set_input_files("#upload-model", str(MODELS_DIR / "mixtral-8x7b.json"))
+    page.wait_for_function("document.querySelector('#f-model').value.startsWith('upload:')")
+    page.wait_for_function("document.querySelector('#headline') && "
+                           "document.querySelector('#headline').textContent.includes('upload:')")
+    assert "(mixtral)" in page.locator("#headline").inner_text()
+    assert "model=upload%3A" in page.url or "model=upload:" in page.url
+    page.fill("#f-model", QUESTION["model"])
+    page.locator("#f-model").dispatch_event("change")
+    page.wait_for_function("!document.querySelector('#headline').textContent.includes('upload:')")
 
     # phone width: the same page, one column
     page.set_viewport_size({"width": 390, "height": 844})

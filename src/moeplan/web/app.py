@@ -253,7 +253,9 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
             return {}
         result = found.as_dict()
         plans = result["plans"]
-        out: dict[str, Any] = {"result": result, "plans": plans, "budget_gib": found.memory_budget_bytes / 1024**3}
+        shown = form.raw("model") if form.raw("model").startswith("upload:") else result["model"]
+        out: dict[str, Any] = {"result": result, "plans": plans, "budget_gib": found.memory_budget_bytes / 1024**3,
+                               "model": f"{shown} ({found.model.model_type})" if shown != result["model"] else shown}
         if not plans:
             out["no_fit"] = no_fit_line(result)
             return out
@@ -380,7 +382,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         kind = request.path_params["kind"]
         if kind not in Uploads.KINDS:
             return error_line(404, f"no upload '{kind}'; uploads: model (config.json), hardware (YAML)")
-        data = await read_file_field(request, "file")
+        data = await read_file_field(request, f"{kind}_file", "file")
         if isinstance(data, Response):
             return data
         if data is None:
@@ -401,11 +403,14 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         response.headers["HX-Trigger-After-Settle"] = "moeplan-replan"
         return response
 
-    async def read_file_field(request: Request, name: str) -> bytes | Response | None:
-        """The bytes of a multipart form's file (or text) field ``name``; None where it is absent."""
+    async def read_file_field(request: Request, *names: str) -> bytes | Response | None:
+        """The bytes of a multipart form's file (or text) field, the first of ``names`` the form has with a
+        value (the page's upload fields are named ``model_file`` / ``hardware_file``; ``file`` for a script);
+        None where none is there."""
         try:
             async with request.form(max_files=4, max_fields=32) as form:
-                item = form.get(name)
+                item = next((form[n] for n in names if n in form and (not isinstance(form[n], UploadFile)
+                                                                      or form[n].filename or form[n].size)), None)
                 if item is None:
                     return None
                 if isinstance(item, UploadFile):

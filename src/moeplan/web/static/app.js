@@ -42,7 +42,7 @@
     }
     names.forEach(function (name) {
       var v = typeof params.get === "function" ? params.get(name) : params[name];
-      if (name === "file" || v === "" || v === null || v === undefined || (typeof v === "object" && !(typeof v === "string"))) {
+      if (name === "file" || /_file$/.test(name) || v === "" || v === null || v === undefined || (typeof v === "object" && !(typeof v === "string"))) {
         if (typeof params.delete === "function") params.delete(name); else delete params[name];
       }
     });
