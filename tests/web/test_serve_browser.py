@@ -131,6 +131,8 @@ def test_plan_form_in_the_browser(page: Any, live_server: str) -> None:
     page.reload()
     page.wait_for_selector("#plan-table")
     page.screenshot(path=str(ARTIFACTS / "plan-phone.png"), full_page=False)
+    for fid in ("plans-memory-plot", "memory-plot", "time-plot", "timeline-plot"):
+        page.wait_for_selector(f"#{fid} svg", timeout=90_000)
     page.screenshot(path=str(ARTIFACTS / "plan-phone-full.png"), full_page=True)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390 + 1, f"the phone page scrolls sideways ({width} px)"
