@@ -192,12 +192,14 @@ def plan_knobs(p: Row) -> str:
     return " · ".join(parts) or "–"
 
 
-def _plan_table(plans: Sequence[Row]) -> str:
+def _plan_table(plans: Sequence[Row], bands: bool = False) -> str:
     """One row per plan: rank ('=' for a tie), an optional caller's label, layout, recompute, dispatcher,
-    the other knobs, memory and throughput. No column is left empty."""
+    the other knobs, memory and throughput (with ``bands``, each estimate's TFLOP/s band as `moeplan plan`'s
+    table shows it: moeplan serve's table). No column is left empty."""
     labels = any(p.get("label") or p.get("name") for p in plans)
     head = ["#", *(["label"] if labels else []), "layout", "recompute", "dispatcher", "knobs", "peak GiB",
-            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", "MFU", "tokens/s/GPU"]
+            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", *(["TFLOP/s range"] if bands else []), "MFU",
+            "tokens/s/GPU"]
     rows = []
     for i, p in enumerate(plans, 1):
         rank = f"{p.get('rank', i)}{'=' if p.get('tie') else ''}"
@@ -208,7 +210,7 @@ def _plan_table(plans: Sequence[Row]) -> str:
             _td(plan_knobs(p), "text wrap"),
             _td(_num(peak_gib(p), ".1f")), _td(_num(p.get("capacity_gib"), ".1f")), _fits_cell(p),
             _td(fmt_seconds(float(p["step_time_s"])) if "step_time_s" in p else "–"),
-            _td(_num(p.get("tflops_per_gpu"), ".1f")), _td(_num(p.get("mfu"), ".1%")),
+            _td(_num(p.get("tflops_per_gpu"), ".1f")), *([_td(_band(p))] if bands else []), _td(_num(p.get("mfu"), ".1%")),
             _td(_num(p.get("tokens_per_s_per_gpu"), ",.0f")),
         ])
     n_text = 5 if labels else 4

@@ -63,7 +63,9 @@ def test_plan_page_shows_the_apis_plans(client: Any, want: dict[str, Any]) -> No
     # the table is the report's (one template, the same rows)
     from moeplan.report import _plan_table
 
-    assert str(_plan_table(want["plans"])) in html
+    assert str(_plan_table(want["plans"], bands=True)) in html
+    lo, hi = p1["tflops_range"]
+    assert f"{lo:,.0f}-{hi:,.0f}" in row  # the band, as `moeplan plan` prints it
     # the form keeps the question; the lazy figures and downloads name it
     assert 'value="qwen3-30b-a3b"' in html and "/plan/figure/timeline?" in html and "/plan/download/trace?" in html
 

@@ -83,6 +83,7 @@ def test_plan_form_in_the_browser(page: Any, live_server: str) -> None:
     assert row["peak GiB"] == f"{want['memory_gib']['total']:.1f}"
     assert row["TFLOP/s/GPU"] == f"{want['tflops_per_gpu']:.1f}"
     assert row["tokens/s/GPU"] == f"{want['tokens_per_s_per_gpu']:,.0f}"
+    assert row["TFLOP/s range"] == f"{want['tflops_range'][0]:,.0f}-{want['tflops_range'][1]:,.0f}"
     assert page.locator("#export-overrides").inner_text().strip() == "\n".join([want["provenance"], *want["overrides"]])
 
     # the figures arrive after the table (lazy), drawn by moeplan.plots

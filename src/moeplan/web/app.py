@@ -261,7 +261,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
             return out
         n = selected_plan(form, len(plans))
         p = plans[n - 1]
-        out.update(n=n, plan=p, layout=report.plan_layout_label(p), plan_table=report._plan_table(plans),
+        out.update(n=n, plan=p, layout=report.plan_layout_label(p), plan_table=report._plan_table(plans, bands=True),
                    summary=report._summary(found.plans[n - 1].estimate.as_dict(), plans), exports=exports_of(p),
                    query=query_of(form, PLAN_FIELDS, plan=n),
                    picks=[(q["rank"], q["tie"], query_of(form, PLAN_FIELDS, plan=q["rank"])) for q in plans])
