@@ -106,8 +106,9 @@ class Guard:
 
 
 class Engine:
-    """The API calls behind the views: one at a time (a lock: the planner's caches are not shared between
-    threads), plan answers cached by question."""
+    """The API calls behind the views, one at a time (a lock: a local page for one user, and the engine keeps
+    process-wide state, its caches and the garbage-collector pause around a timeline, timeline.gc_paused);
+    the last :data:`CACHE_SIZE` plan searches kept by question (a figure or download of a plan reuses it)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
