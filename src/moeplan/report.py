@@ -307,6 +307,15 @@ def _sweep_section(sweep: Sequence[Row]) -> str:
     return Markup('<div class="wide">') + table + Markup("</div>") + plot
 
 
+# The pieces ``moeplan serve`` shows as the report does (moeplan.web.app): one markup, the same rows.
+summary_section = _summary
+plan_table = _plan_table
+memory_section = _memory_section
+time_section = _time_section
+timeline_section = _timeline_section
+sweep_section = _sweep_section
+
+
 def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None = None,
                        sweep: Sequence[Row] | None = None, overrides: Sequence[str] | None = None,
                        rationale: Sequence[str] | None = None,

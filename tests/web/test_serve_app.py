@@ -61,9 +61,9 @@ def test_plan_page_shows_the_apis_plans(client: Any, want: dict[str, Any]) -> No
     for r_ in p1["rationale"]:
         assert unescape(r_["text"]).split(":")[0] in _text(html)
     # the table is the report's (one template, the same rows)
-    from moeplan.report import _plan_table
+    from moeplan.report import plan_table
 
-    assert str(_plan_table(want["plans"], bands=True)) in html
+    assert str(plan_table(want["plans"], bands=True)) in html
     lo, hi = p1["tflops_range"]
     assert f"{lo:,.0f}-{hi:,.0f}" in row  # the band, as `moeplan plan` prints it
     # the form keeps the question; the lazy figures and downloads name it

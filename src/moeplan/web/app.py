@@ -262,8 +262,8 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
             return out
         n = selected_plan(form, len(plans))
         p = plans[n - 1]
-        out.update(n=n, plan=p, layout=report.plan_layout_label(p), plan_table=report._plan_table(plans, bands=True),
-                   summary=report._summary(found.plans[n - 1].estimate.as_dict(), plans), exports=exports_of(p),
+        out.update(n=n, plan=p, layout=report.plan_layout_label(p), plan_table=report.plan_table(plans, bands=True),
+                   summary=report.summary_section(found.plans[n - 1].estimate.as_dict(), plans), exports=exports_of(p),
                    query=query_of(form, PLAN_FIELDS, plan=n),
                    picks=[(q["rank"], q["tie"], query_of(form, PLAN_FIELDS, plan=q["rank"])) for q in plans])
         return out
@@ -323,14 +323,14 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
             return str(macro("figure", pid="plans-memory-plot",
                              svg=engine.call(report.plot_svg, lambda: plots.plans_memory_figure(plans, budget))))
         if name == "memory":
-            return str(engine.call(report._memory_section, est, est["memory_ranks_gib"]))
+            return str(engine.call(report.memory_section, est, est["memory_ranks_gib"]))
         if name == "time":
-            return str(engine.call(report._time_section, est))
+            return str(engine.call(report.time_section, est))
         refused = timeline_refusal(p.config)
         if refused:
             return f'<p class="note" id="timeline">No timeline: {escape_html(refused)}.</p>'
         tl = engine.call(api.timeline, p.config, p.gpu)
-        return str(engine.call(report._timeline_section, tl))
+        return str(engine.call(report.timeline_section, tl))
 
     async def plan_figure(request: Request) -> Response:
         name = request.path_params["name"]
@@ -439,7 +439,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         except MoeplanError as exc:
             failed(form, SWEEP_FIELDS, exc)
             return {}
-        return {"rows": rows, "section": engine.call(report._sweep_section, rows),
+        return {"rows": rows, "section": engine.call(report.sweep_section, rows),
                 "missing": sum("parallel" not in r for r in rows)}
 
     async def sweep_view(request: Request) -> Response:
@@ -516,7 +516,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
                  for i, f in enumerate(numbered, start=1)]
         return {"result": result.as_dict(), "kind": result.kind, "findings": findings, "fixes": fixes,
                 "summary_line": result.summary(),
-                "summary": report._summary(est, []) if est else None}
+                "summary": report.summary_section(est, []) if est else None}
 
     async def check_view(request: Request) -> Response:
         form = Form.of(request.query_params)
