@@ -1512,6 +1512,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write the run's iteration"))
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_check)
+
+    from moeplan.assistant.cli_commands import add_parsers  # moeplan mcp, moeplan skill install
+
+    add_parsers(sub)
     return parser
 
 
