@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
                 "moeplan.calibrate")),
     ("api", ("moeplan.api", "moeplan.listing")),
-    ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots")),
+    ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots",
+              "moeplan.assistant", "moeplan.assistant.*")),  # the MCP server, the skill and their CLI commands
 )
 LAZY_IMPORTS_ALLOWED_FROM = "api"  # this layer and above may import inside functions (start-up time)
 

@@ -12,11 +12,12 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
 import yaml
 
 from moeplan.assistant.cli_commands import install_skill, skill_source
 from moeplan.cli import build_parser, main
+
+from ..mcp_support import require_mcp
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGED = ROOT / "src" / "moeplan" / "assistant" / "skills" / "moeplan"
@@ -128,7 +129,7 @@ def test_skill_install_refuses_a_folder_it_did_not_write(tmp_path, capsys):
 
 def test_mcp_server_start_imports_no_engine():
     """The server starts without the planner and estimator (imported at the first tool call): start-up time."""
-    pytest.importorskip("mcp")
+    require_mcp()
     code = ("import json, sys\nfrom moeplan.assistant.mcp_server import build_server\nbuild_server()\n"
             "print(json.dumps(sorted(sys.modules)))\n")
     loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -168,11 +169,21 @@ def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
+# One tool call at a time runs the engine (its caches are shared module state; the GIL would serialise the work
+# anyway): a client's concurrent calls queue here while the event loop keeps serving.
+_ENGINE = threading.Lock()
+
+
+def _locked(fn: Callable[..., dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, Any]:
+    with _ENGINE:
+        return fn(**kwargs)
+
+
 async def _run(fn: Callable[..., dict[str, Any]], /, **kwargs: Any) -> CallToolResult:
     """``fn(**kwargs)`` on a worker thread (the event loop stays free for progress and cancellation): its dict,
     or its MoeplanError's one line as a tool error."""
     try:
-        out = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+        out = await anyio.to_thread.run_sync(functools.partial(_locked, fn, kwargs))
     except MoeplanError as exc:
         return _error(one_line(exc))
     try:
