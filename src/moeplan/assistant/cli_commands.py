@@ -115,12 +115,15 @@ def add_parsers(sub: Any) -> None:
         epilog="example (Claude Code): claude mcp add moeplan -- moeplan mcp")
     p.set_defaults(handler=cmd_mcp)
 
+    examples = "examples:\n  moeplan skill install\n  moeplan skill install ./my-agent/skills --json"
     p = sub.add_parser("skill", help="install the moeplan agent skill where an assistant looks for skills",
-                       description="The agent skill shipped with moeplan (SKILL.md, references, evals).")
+                       description="The agent skill shipped with moeplan (SKILL.md, references, evals).",
+                       epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter)
     skill_sub = p.add_subparsers(dest="skill_command", metavar="ACTION", required=True, parser_class=type(p))
     q = skill_sub.add_parser("install", help="copy the skill into DIR/moeplan and print where",
                              description="Copy the moeplan skill into DIR/moeplan (default ~/.claude/skills/moeplan, "
-                             "where Claude Code reads personal skills); an earlier install is replaced.")
+                             "where Claude Code reads personal skills); an earlier install is replaced.",
+                             epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("dir", nargs="?", metavar="DIR", help="skills folder (default ~/.claude/skills)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(handler=cmd_skill_install)
