@@ -6,24 +6,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
-from importlib import resources
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from moeplan.errors import MoeplanError
 
 SKILL_NAME = "moeplan"
 # Where Claude Code looks for personal skills (one folder per skill holding SKILL.md); other assistants that read
 # the open agent-skills format take the folder anywhere: give DIR.
-DEFAULT_SKILLS_DIR = Path("~/.claude/skills")
+DEFAULT_SKILLS_DIR = "~/.claude/skills"
 
 
 def skill_source() -> Any:
     """The skill folder shipped inside the package (moeplan/assistant/skills/moeplan; the repository's
     skills/moeplan is a link to it)."""
+    from importlib import resources  # here, not at import: `moeplan --help` builds this module's parsers
+
     return resources.files("moeplan.assistant") / "skills" / SKILL_NAME
 
 
@@ -53,6 +54,10 @@ def install_skill(directory: str | os.PathLike[str] | None = None) -> dict[str, 
     """Copy the skill into ``directory``/moeplan (default ~/.claude/skills/moeplan): written beside the target,
     then moved into place, so a failure leaves nothing half-written. An earlier install of it is replaced; any other
     folder of that name is refused."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
     base = Path(os.path.expanduser(str(directory if directory is not None else DEFAULT_SKILLS_DIR)))
     if base.exists() and not base.is_dir():
         raise MoeplanError(f"cannot install the skill into {base}: not a directory")
