@@ -181,6 +181,19 @@ def test_explain_equals_the_cli(capsys):
     assert got["reasons"][-1]["topic"] == "fix" and got["no_answer"] is None
 
 
+def test_explain_of_two_config_texts_equals_explain_of_the_files(capsys, tmp_path):
+    a = ok("export", dict(Q, seq_len=16384, gbs=128, format="yaml"))["text"]
+    b = ok("export", dict(Q, format="yaml"))["text"]
+    (tmp_path / "a.yaml").write_text(a)
+    (tmp_path / "b.yaml").write_text(b)
+    got = ok("explain", {"config_a": a, "config_b": b, "no_fix": True})
+    assert got == cli_json(capsys, "explain", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), "--no-fix")
+    assert (got["a"]["seq_len"], got["b"]["seq_len"]) == (16384, 32768)
+    # one config and run B's length
+    got = ok("explain", {"config_a": a, "seq_lens": [32768], "no_fix": True})
+    assert got == cli_json(capsys, "explain", str(tmp_path / "a.yaml"), "--seq-len", "32k", "--no-fix")
+
+
 def test_calibrate_of_a_log_text_equals_the_cli_and_gives_the_profile(capsys, tmp_path, monkeypatch):
     text = mlm_log(QWEN3_30B_EP16, step_times(20.147, 12), tflops_steady=299.352, peak_alloc_gib=62.166,
                    peak_reserved_gib=66.0)
