@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from moeplan import api
-from moeplan.flops import Gemm
+from moeplan.engine.flops import Gemm
 from moeplan.hardware import load_gpu
-from moeplan.timing import DEFAULT_CALIBRATION, _gemm_time, gemm_k_half, make_ctx
+from moeplan.engine.timing import DEFAULT_CALIBRATION, _gemm_time, gemm_k_half, make_ctx
 
 
 def test_k_half_grows_with_the_sm_matmul_rate():

@@ -14,9 +14,9 @@ import statistics
 import pytest
 
 from moeplan import api, timing
-from moeplan.parallel import Parallel
-from moeplan.timeline import rank_schedule
-from moeplan.timing import (DEFAULT_CALIBRATION, EP_CHUNK_EDGE, TRAIN, _ep_chunk_edges_s, bubble_microbatches,
+from moeplan.run.parallel import Parallel
+from moeplan.engine.timeline import rank_schedule
+from moeplan.engine.timing import (DEFAULT_CALIBRATION, EP_CHUNK_EDGE, TRAIN, _ep_chunk_edges_s, bubble_microbatches,
                             ep_overlap_exposed_s, layer_time, make_ctx, merged_layer_s)
 
 from ..measured_variants import variants

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from moeplan.errors import MoeplanError, one_line
-from moeplan.megatron.fields import KIND_WORDS, KNOB_BY_FIELD, Knob, coerce
+from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.fields import KIND_WORDS, KNOB_BY_FIELD, Knob, coerce
 
 RunKind = Literal["bridge-yaml", "overrides", "megatron-lm"]
 
