@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from moeplan import api  # noqa: E402
 from moeplan.models import load_model  # noqa: E402
 from moeplan.models.spec import MODEL_FEATURES  # noqa: E402
-from moeplan.engine.timing import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, Calibration, estimate_time  # noqa: E402
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, Calibration
+from moeplan.engine.timing.step import estimate_time  # noqa: E402
 from tests.measured_variants import G15_GBS_TOKENS, G15_PLAN_KWARGS, Variant, g15_points, variants  # noqa: E402
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)

@@ -27,8 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from moeplan.hardware import load_gpu  # noqa: E402
-from moeplan.engine.timing import (BF16_BYTES, DEFAULT_CALIBRATION, FP32_BYTES, GROUPED_TILE_ROWS, Calibration,  # noqa: E402
-                            gemm_call_s, gemm_k_half, gemm_moved_bytes, grouped_gemm_rate)
+from moeplan.engine.activations import BF16_BYTES, FP32_BYTES
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.context import GROUPED_TILE_ROWS
+from moeplan.engine.timing.gemm import gemm_call_s, gemm_k_half, gemm_moved_bytes, grouped_gemm_rate
 
 DATA = ROOT / "tests" / "data" / "expert_gemms_h200.csv"
 # bytes per operand element and per output element (fp32 main_grad read and written under bf16-accum)

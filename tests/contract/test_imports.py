@@ -212,6 +212,15 @@ def test_the_field_table_is_a_leaf() -> None:
     assert not GRAPH["moeplan.base"]
 
 
+def test_timing_does_not_import_memory() -> None:
+    """The time model stands below the memory model: what both need (parameters per GPU) lives in
+    moeplan.engine.param_shards."""
+    timing = [m for m in MODULES if m == "moeplan.engine.timing" or m.startswith("moeplan.engine.timing.")]
+    assert len(timing) > 5
+    bad = [f"{m}:{line}" for m in timing for t, line, _ in GRAPH[m] if t == "moeplan.engine.memory"]
+    assert not bad, "timing imports memory: " + ", ".join(bad)
+
+
 def _private_imports() -> list[str]:
     """``from moeplan.x import _name`` from another module (a private name used outside its owner);
     ``import a as _a`` aliases are fine: the imported name itself is public."""
@@ -226,6 +235,6 @@ def _private_imports() -> list[str]:
 
 def test_no_private_names_across_modules() -> None:
     """Each module owns its private helpers: one that another module needs is made public by its owner."""
-    assert GRAPH["moeplan.engine.timing"], "the module reader sees imports"
+    assert GRAPH["moeplan.engine.timing.step"], "the module reader sees imports"
     bad = _private_imports()
     assert not bad, "private names imported across modules:\n" + "\n".join(bad)

@@ -14,7 +14,7 @@ from moeplan import api
 from moeplan.lint import checker
 from moeplan.base.errors import MoeplanError
 from moeplan.hardware import load_gpu
-from moeplan.engine.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..conftest import ROOT
 

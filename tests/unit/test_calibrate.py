@@ -19,7 +19,7 @@ from moeplan.base.errors import MoeplanError
 from moeplan.engine.estimate import evaluate
 from moeplan.logs import parse_log, read_log, steady_state
 from moeplan.logs.lines import parse_iterations, parse_memory
-from moeplan.engine.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..log_fixtures import (
     QWEN3_30B_EP16,
@@ -356,7 +356,7 @@ def test_every_efficiency_is_capped_at_one():
     from dataclasses import fields
 
     from moeplan.calibrate import fit as calibrate
-    from moeplan.engine.timing import Calibration
+    from moeplan.engine.timing.calibration import Calibration
 
     shares = [f.name for f in fields(Calibration) if f.name.endswith(("_eff", "_share"))]
     assert {"attn_fwd_eff", "attn_bwd_eff", "a2a_scaleout_eff", "cpu_adam_mem_eff", "ep_link_share"} <= set(shares)

@@ -103,7 +103,8 @@ def test_linter_warns_when_overlap_runs_without_delayed_wgrad(tmp_path):
 def test_merged_layer_nodes_never_run_backwards_when_wgrad_outweighs_the_backward():
     """A wgrad estimate above the backward (few rows per expert, its own roofline) is capped at the backward:
     the layer is then no faster than with the whole backward delayed, and never faster than its comm chain."""
-    from moeplan.engine.timing import TRAIN, merged_layer_s
+    from moeplan.engine.timing.context import TRAIN
+    from moeplan.engine.timing.moe import merged_layer_s
 
     d = c = 1e-3
     experts_s, attn_s = 3e-3, 3e-3

@@ -18,7 +18,8 @@ from moeplan.megatron import to_run as _to_run
 from moeplan.base.errors import MoeplanError
 from moeplan.engine.estimate import evaluate
 from moeplan.engine.flops import Gemm
-from moeplan.engine.memory import GIB, layer_params
+from moeplan.engine.memory import GIB
+from moeplan.engine.param_shards import layer_params
 from moeplan.models import load_model
 from moeplan.engine.params import count_params
 from moeplan.run.parallel import Batch, Parallel

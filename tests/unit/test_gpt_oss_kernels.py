@@ -25,14 +25,9 @@ from moeplan.models.hf import spec_from_dict
 from moeplan.engine.activations import expert_probs_bytes
 from moeplan.run.attention_backend import attention_kernel_mixer
 from moeplan.models.spec import Attention, Layer, ModelSpec, MoE
-from moeplan.engine.timing import (
-    UNFUSED_SINK_SCORE_BYTES,
-    attention_efficiency,
-    attention_kernel,
-    cp_comm_allowed,
-    expert_glue_bytes,
-    expert_glue_clamp_fwd_bytes,
-)
+from moeplan.engine.timing.attention import UNFUSED_SINK_SCORE_BYTES, attention_efficiency, cp_comm_allowed
+from moeplan.engine.timing.moe import expert_glue_bytes, expert_glue_clamp_fwd_bytes
+from moeplan.run.attention_backend import attention_kernel
 
 OSS = load_model("gpt-oss-120b")
 OSS_MOE = OSS.layers[0].mlp
@@ -185,7 +180,7 @@ def test_yarn_concentration_factor_from_the_config() -> None:
 
 def test_eager_rope_under_yarn_mscale() -> None:
     """rope_utils.py falls back to _apply_rotary_pos_emb_bshd when mscale != 1: its ops counted one by one."""
-    from moeplan.engine.timing import rope_glue_bytes
+    from moeplan.engine.timing.attention import rope_glue_bytes
 
     e = (64 + 8) * 64  # q and k elements per token
     fwd_ops = {"neg": (e / 2, e / 2), "rotate cat": (e, e), "x cos": (e, e), "x sin": (e, e), "add": (2 * e, e),

@@ -12,7 +12,8 @@ from moeplan.models import load_model
 from moeplan.run.parallel import Batch, build_pipeline
 from moeplan.plan.planner import SearchSpace, _layouts
 from moeplan.run.config import RunConfig
-from moeplan.engine.timing import best_cp_comm_type, estimate_time
+from moeplan.engine.timing.attention import best_cp_comm_type
+from moeplan.engine.timing.step import estimate_time
 
 
 def _runs(model: str, gpu_name: str, gpus: int, seq: int, gbs: int):
@@ -55,7 +56,9 @@ def test_gemm_times_shared_across_shapes_equal_fresh():
     recompute, CUDA graphs, precision and gradient dtype (each their own dict), TP and CP at the same
     tokens per GPU. Each varied field changes some GEMM's inputs or none, so a key that dropped one of
     them would hand a run another run's GEMM time and fail here."""
-    from moeplan.engine.timing import DEFAULT_CALIBRATION, layer_time, make_ctx
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.context import make_ctx
+    from moeplan.engine.timing.layer import layer_time
     from moeplan.run.parallel import Parallel
     from moeplan.run.config import Recompute
 

@@ -28,7 +28,8 @@ from moeplan.plan.planner import (
     search,
 )
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.engine.timing import best_cp_comm_type, estimate_time
+from moeplan.engine.timing.attention import best_cp_comm_type
+from moeplan.engine.timing.step import estimate_time
 
 # (model, gpu, gpus, seq_len, gbs, keyword arguments of search)
 CASES = [

@@ -26,7 +26,9 @@ from moeplan.base.te_release import (
     grouped_tensor_problem,
     op_fuser_grouped,
 )
-from moeplan.engine.timing import DEFAULT_CALIBRATION, EXPERT_LAUNCHES, expert_host_s
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import EXPERT_LAUNCHES
+from moeplan.engine.timing.moe import expert_host_s
 
 CAL = DEFAULT_CALIBRATION
 C = CAL.expert_launch_host_s

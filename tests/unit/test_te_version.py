@@ -24,7 +24,8 @@ from moeplan.models.spec import Attention
 from moeplan.run.parallel import Batch, Parallel, check_layout
 from moeplan.run.config import RunConfig
 from moeplan.base.te_release import DEFAULT_TE_VERSION, te_version_key
-from moeplan.engine.timing import DEFAULT_CALIBRATION, attention_efficiency
+from moeplan.engine.timing.attention import attention_efficiency
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 QN = load_model("qwen3-next-80b-a3b")
 QN_ATTN = next(l.mixer for l in QN.layers if isinstance(l.mixer, Attention))

@@ -369,7 +369,7 @@ def test_check_flags_micro_batches_the_interleaved_schedule_refuses(tmp_path, ca
 
 
 def test_trace_follows_the_calibration_it_is_given():
-    from moeplan.engine.timing import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     cal = DEFAULT_CALIBRATION.with_overrides({"grouped_gemm_eff": 0.5, "hbm_eff": 0.5})
     cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=16384, gbs=64, ep=8, pp=4, vpp=2)

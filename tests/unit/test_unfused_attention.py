@@ -167,7 +167,8 @@ def test_timing_moves_the_torch_softmax_bytes_from_16k_keys():
     """The timing model keys the softmax path on the same predicate as the memory model: from 16,384 keys the
     fp32 torch softmax moves 32 / 40 bytes per score element forward / backward (8 / 14 with TE's fused kernel),
     plus the masks' bytes per s x s element over the batch x heads they mask."""
-    from moeplan.engine.timing import DEFAULT_CALIBRATION, attention_efficiency
+    from moeplan.engine.timing.attention import attention_efficiency
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     cal = DEFAULT_CALIBRATION
     peak = GB300.peak("bf16")

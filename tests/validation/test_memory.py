@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from moeplan import api
 from moeplan.base.errors import MoeplanError
 from moeplan.engine.memory import (GIB, HOST_BYTES_PER_OFFLOADED_PARAM, estimate_memory, inflight_per_chunk,
-                            offloaded_state_bytes_per_param)
+    offloaded_state_bytes_per_param)
 from moeplan.models import load_model
 from moeplan.run.parallel import Batch, Parallel, check_layout, with_balanced_layout
 from moeplan.run.config import Recompute, RunConfig

@@ -15,7 +15,7 @@ from moeplan import api
 from moeplan.cli import main
 from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES
-from moeplan.engine.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..reference_runs import bridge_runs, estimate_kwargs, label, out_of_fit_runs
 

@@ -34,7 +34,8 @@ from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with
 from moeplan.plan.planner import Plan, PlanResult, SearchSpace, search
 from moeplan.engine.timeline import Timeline, build_timeline
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.engine.timing import DEFAULT_CALIBRATION, Calibration, estimate_time
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.step import estimate_time
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DISPATCHERS, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES,
                            OFFLOAD_MODULES,
                            OPTIMIZERS, PRECISIONS)
@@ -242,7 +243,7 @@ def build_config(
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
     if cp_comm_type == "auto":  # the planner's choice: least attention + exposed CP communication
-        from moeplan.engine.timing import best_cp_comm_type
+        from moeplan.engine.timing.attention import best_cp_comm_type
 
         cfg = cfg.with_(cp_comm_type=best_cp_comm_type(cfg, gpu_spec, cal))
     problem = knob_problem(cfg, gpu_spec)

@@ -44,7 +44,7 @@ from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES, ModelSpec
 from moeplan.base.outfile import file_identity
 from moeplan.run.config import RunConfig
-from moeplan.engine.timing import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
 from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 
 def moeplan_version() -> str:

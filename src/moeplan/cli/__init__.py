@@ -1587,7 +1587,7 @@ def _apply_profile(args: argparse.Namespace) -> None:
     args.cal = None
     if not hasattr(args, "calibration"):
         return
-    from moeplan.engine.timing import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     args.cal = DEFAULT_CALIBRATION
     if getattr(args, "calibration", None):

@@ -10,7 +10,8 @@ from moeplan.hardware import GPUSpec
 from moeplan.engine.memory import GIB, MemoryEstimate, estimate_memory
 from moeplan.run.parallel import build_pipeline, validate
 from moeplan.run.config import RunConfig
-from moeplan.engine.timing import DEFAULT_CALIBRATION, Calibration, TimeEstimate, estimate_time
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.step import TimeEstimate, estimate_time
 
 
 @dataclass(frozen=True)

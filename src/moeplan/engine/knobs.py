@@ -13,7 +13,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.base.fields import KnobProblem, sync_free_moe
 from moeplan.models.spec import Attention
 from moeplan.run.config import RunConfig
-from moeplan.engine.timing import cp_comm_allowed
+from moeplan.engine.timing.attention import cp_comm_allowed
 
 
 def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | None:

@@ -14,27 +14,26 @@ Sources per item:
 - the score matrices of Transformer Engine's UnfusedDotProductAttention where TE trains the head shape only
   with it (moeplan.run.attention_backend.unfused_attention; bytes: moeplan.engine.activations.unfused_attention_bytes):
   kept unless core_attn is recomputed, their working peak in the layer's transient.
-- DeepEP buffers: DeepEP ``Config.get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
-  (csrc/config.hpp) with Megatron's per-EP configs (megatron/core/transformer/moe/fused_a2a.py);
-  HybridEP: tokens x EP x (2h + 4 x experts-per-rank x ranks-per-node + 4h/128) bytes (DeepEP
-  hybrid-ep branch, csrc/hybrid_ep/buffer).
+- DeepEP / HybridEP buffers: moeplan.engine.dispatcher_buffers; parameters per GPU: moeplan.engine.param_shards.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 from functools import cached_property, lru_cache
+from typing import Any
 
 from moeplan.engine import fsdp, muon
-from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
-                                layer_activation, layer_input_bytes, unfused_attention_bytes)
+from moeplan.engine.activations import (
+    BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores, layer_activation, layer_input_bytes,
+    unfused_attention_bytes)
+from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
+from moeplan.engine.param_shards import rank_muon_params, rank_units, rank_params
+from moeplan.models.spec import Attention, Layer, MoE, ModelSpec
 from moeplan.run.attention_backend import unfused_attention
-from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
-from moeplan.run.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
-from moeplan.engine.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
 from moeplan.run.config import Recompute, RunConfig, other_fields
+from moeplan.run.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
 
 GIB = 1024**3
 
@@ -69,17 +68,6 @@ LOGITS_BYTES_PER_VOCAB = 4  # theoretical_memory_usage.py: 4 x s x b x V (bf16 l
 # warn of extra memory, without a figure).
 CUDA_GRAPH_FULL_ITERATION_POOL_FRACTION = 0.05
 CUDA_GRAPH_STATIC_IO = 2  # each graphed module keeps a static input and a static output buffer
-DEEPEP_NUM_SMS = 20  # Megatron moe_deepep_num_sms default (core_r0.14-r0.18)
-# DeepEP per-EP configs used by Megatron (dispatch and combine):
-# ep -> (nvl_send_chunk, nvl_recv_chunk, rdma_send_chunk, rdma_recv_chunk); fused_a2a.py / DeepEP buffer.py
-DEEPEP_CONFIGS: dict[int, tuple[tuple[int, int, int, int], tuple[int, int, int, int]]] = {
-    8: ((6, 256, 6, 128), (4, 256, 6, 128)),
-    16: ((36, 288, 20, 128), (4, 288, 12, 128)),
-    32: ((32, 288, 32, 128), (1, 288, 8, 128)),
-    64: ((20, 288, 28, 128), (1, 288, 20, 128)),
-    128: ((20, 560, 32, 128), (1, 560, 12, 128)),
-}
-DEEPEP_META_BYTES = 8 + 128 * 8 + 128 * 4 + 128 * 4  # source meta + top-k idx/weights + scales slots
 
 
 @dataclass(frozen=True)
@@ -157,80 +145,6 @@ class MemoryEstimate:
         return out
 
 
-# ------------------------------------------------------------------------------------ parameters
-
-
-@dataclass(frozen=True)
-class LayerParams:
-    """Parameters of one layer by how they are split: over TP, replicated, or over EP x ETP."""
-
-    tp_split: int
-    replicated: int
-    expert: int
-    gemm: int  # parameters in GEMM weights (get an FP8 copy when training in FP8)
-
-
-@lru_cache(maxsize=1024)
-def layer_params(layer: Layer, hidden: int) -> LayerParams:
-    norms = 2 * hidden
-    mixer = layer.mixer
-    total_mixer = mixer_params(mixer, hidden)
-    replicated = norms
-    if isinstance(mixer, Attention) and mixer.is_mla:
-        # MLA down projections are duplicated across TP ranks (megatron/core/transformer/
-        # multi_latent_attention.py: linear_q_down_proj / linear_kv_down_proj, parallel_mode duplicated).
-        down = hidden * (mixer.q_lora_rank or 0) + hidden * (mixer.kv_lora_rank + mixer.qk_rope_head_dim)
-        replicated += down
-        tp_split = total_mixer - down
-    else:
-        tp_split = total_mixer
-    expert = 0
-    if isinstance(layer.mlp, DenseMLP):
-        tp_split += ffn_params(hidden, layer.mlp.ffn_hidden, layer.mlp.gated)
-    elif isinstance(layer.mlp, MoE):
-        mp = moe_params(layer.mlp, hidden)
-        tp_split += mp.shared_experts
-        replicated += mp.router
-        expert = mp.routed_experts
-    return LayerParams(tp_split, replicated, expert, tp_split + expert)
-
-
-def average_params_per_gpu(spec: ModelSpec, par: Parallel) -> tuple[float, float]:
-    """(dense, expert) parameters per GPU averaged over pipeline ranks: dense over TP x PP, routed
-    experts over EP x ETP x PP."""
-    p = count_params(spec)
-    return (p.total - p.routed_experts) / (par.tp * par.pp), p.routed_experts / (par.ep * par.etp * par.pp)
-
-
-@lru_cache(maxsize=8192)
-def rank_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, float, float]:
-    """(dense params per GPU, expert params per GPU, GEMM params per GPU) on one pipeline rank."""
-    dense = expert = gemm = 0.0
-    h = spec.hidden
-    vocab_params = spec.vocab * h
-    has_embedding = any(s.embedding for s in stages)
-    for st in stages:
-        for layer, n in stage_groups(spec, st):
-            p = layer_params(layer, h)
-            dense += n * (p.tp_split / tp + p.replicated)
-            expert += n * p.expert / ep_etp
-            gemm += n * (p.tp_split / tp + p.expert / ep_etp)
-        if st.embedding:
-            dense += vocab_params / tp
-        if st.loss and (not spec.tie_embeddings or not has_embedding):
-            dense += vocab_params / tp
-            gemm += vocab_params / tp
-        if st.mtp and spec.mtp_layer is not None:
-            p = layer_params(spec.mtp_layer, h)
-            extra = mtp_module_params(spec) - (p.tp_split + p.replicated + p.expert)  # eh_proj + norms
-            dense += st.mtp * (p.tp_split / tp + p.replicated + extra / tp)
-            expert += st.mtp * p.expert / ep_etp
-            gemm += st.mtp * (p.tp_split / tp + p.expert / ep_etp + extra / tp)
-            if not has_embedding:  # MTP embeds its input with a copy of the word embeddings
-                dense += vocab_params / tp
-    return dense, expert, gemm
-
-
 # ------------------------------------------------------------------------------------ pipeline
 
 
@@ -249,40 +163,6 @@ def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int, ep_overl
     for k in range(inflight):
         counts[(k // pp) % vpp] += 1
     return counts
-
-
-# ------------------------------------------------------------------------------------ dispatcher
-
-
-@lru_cache(maxsize=256)
-def deepep_buffer_bytes(hidden: int, ep: int) -> float:
-    """DeepEP normal-kernel NVL + RDMA buffer per GPU (DeepEP csrc/config.hpp size hints)."""
-    if ep <= 1:
-        return 0.0
-    key = min((k for k in DEEPEP_CONFIGS if k >= ep), default=128)
-    channels = DEEPEP_NUM_SMS // 2
-    hidden_bytes = hidden * BF16_BYTES
-    r_nvl, r_rdma = min(ep, 8), max(ep // 8, 1)
-    best = 0.0
-    for _nvl_send, nvl_recv, rdma_send, rdma_recv in DEEPEP_CONFIGS[key]:
-        nvl = channels * r_nvl * (2 * r_rdma + 3) * 4 + channels * r_nvl * nvl_recv * (hidden_bytes + DEEPEP_META_BYTES)
-        rdma = 0.0
-        if ep > 8:
-            cr = math.ceil(rdma_recv / rdma_send) * rdma_send
-            rdma = channels * r_rdma * 18 * 2 * 4 + 2 * channels * r_rdma * cr * (hidden_bytes + DEEPEP_META_BYTES + 16)
-        best = max(best, nvl + rdma)
-    return best
-
-
-@lru_cache(maxsize=4096)
-def hybridep_buffer_bytes(hidden: int, ep: int, tokens_per_rank: float, experts: int, nvlink_domain: int) -> float:
-    """HybridEP shared dispatch/combine buffers, sized for the worst case (all tokens to one rank)."""
-    if ep <= 1:
-        return 0.0
-    ranks_per_node = min(ep, nvlink_domain)
-    experts_per_rank = experts / ep
-    per_token = hidden * BF16_BYTES + 4 * experts_per_rank * ranks_per_node + 4 * hidden / 128
-    return tokens_per_rank * ep * per_token
 
 
 # ------------------------------------------------------------------------------------ estimate
@@ -790,33 +670,6 @@ def offloaded_state_bytes(cfg: RunConfig, pipeline: Pipeline) -> float:
     return _host_bytes_of_moved_state(cfg, moved)
 
 
-@lru_cache(maxsize=4096)
-def _rank_units(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep_etp: int) -> tuple[float, ...]:
-    """Per-GPU parameter elements of each Megatron-FSDP unit on a rank (layers, MTP, embedding, output)."""
-    h = spec.hidden
-    vocab = spec.vocab * h / tp
-    has_embedding = any(st.embedding for st in stages)
-    layers: list[float] = []
-    embedding = output = 0.0
-    for st in stages:
-        for i in st.layers:
-            p = layer_params(spec.layers[i], h)
-            layers.append(p.tp_split / tp + p.replicated + p.expert / ep_etp)
-        if st.mtp and spec.mtp_layer is not None:
-            p = layer_params(spec.mtp_layer, h)
-            layers += [p.tp_split / tp + p.replicated + p.expert / ep_etp] * st.mtp
-        embedding += vocab if st.embedding else 0.0
-        output += vocab if st.loss and (not spec.tie_embeddings or not has_embedding) else 0.0
-    return fsdp.unit_elements(layers, embedding, output)
-
-
-@lru_cache(maxsize=4096)
-def _rank_muon_params(spec: ModelSpec, stages: tuple[Stage, ...], tp: int, ep: int, etp: int) -> tuple[float, float]:
-    """(dense, expert) Muon-managed parameters per GPU of a rank (moeplan.engine.muon)."""
-    groups = tuple(g for st in stages for g in stage_groups(spec, st))
-    return muon.matrix_params(muon.rank_matrices(spec, groups, sum(st.mtp for st in stages), tp, ep, etp))
-
-
 def _model_state(cfg: RunConfig, prof: RankProfile, adam_bytes: float, grad_bytes: float) -> Any:
     """Weights, gradients, optimizer state and FSDP buffers of one rank (moeplan.engine.fsdp.model_state):
     Muon holds MUON_STATE_BYTES per 2-D weight, Adam ``adam_bytes`` per other parameter; optimizer CPU
@@ -826,7 +679,7 @@ def _model_state(cfg: RunConfig, prof: RankProfile, adam_bytes: float, grad_byte
     stages = tuple(st for _, st in prof.chunks)
     dense, expert = prof.dense_params, prof.expert_params
     if cfg.optimizer == "muon":
-        m_dense, m_expert = _rank_muon_params(spec, stages, par.tp, par.ep, par.etp)
+        m_dense, m_expert = rank_muon_params(spec, stages, par.tp, par.ep, par.etp)
         m_dense, m_expert = min(m_dense, dense), min(m_expert, expert)
     else:
         m_dense = m_expert = 0.0
@@ -834,7 +687,7 @@ def _model_state(cfg: RunConfig, prof: RankProfile, adam_bytes: float, grad_byte
     moved = cfg.optimizer_offload * offloaded_state_bytes_per_param(cfg)
     state_dense = adam_bytes * a_dense + muon.MUON_STATE_BYTES * m_dense
     state_expert = adam_bytes * a_expert + muon.MUON_STATE_BYTES * m_expert
-    units = _rank_units(spec, stages, par.tp, par.ep * par.etp) if cfg.fsdp is not None else ()
+    units = rank_units(spec, stages, par.tp, par.ep * par.etp) if cfg.fsdp is not None else ()
     return fsdp.model_state(cfg, dense, expert, units, state_dense, state_expert, moved * a_dense,
                             moved * a_expert, grad_bytes)
 

@@ -40,7 +40,9 @@ from moeplan.engine.memory import ScheduleMemory, estimate_memory, schedule_memo
 from moeplan.run.parallel import Pipeline, build_pipeline, interleaving_problem, warmup_count
 from moeplan.run.config import RunConfig
 from moeplan.hardware import GPUSpec
-from moeplan.engine.timing import DEFAULT_CALIBRATION, TRAIN, Calibration, StepParts, hidden_comm_s, step_parts
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.context import TRAIN
+from moeplan.engine.timing.step import StepParts, hidden_comm_s, step_parts
 from moeplan.base.vocab import TRACE_DETAIL_MICROBATCHES
 
 # Share of each per-micro-batch time item spent in the forward pass (the rest is backward).

@@ -27,7 +27,7 @@ from moeplan.megatron.export import overrides_to_megatron_lm, to_settings
 from moeplan.lint.rules import Finding, knob_fix, lint, sort_findings
 from moeplan.run.config import RunConfig
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
-from moeplan.engine.timing import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 
 # Megatron-Core architecture fields and how to read them off a ModelSpec (for matching a model).

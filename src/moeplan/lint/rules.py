@@ -34,7 +34,7 @@ from moeplan.engine.memory import MEMORY_ITEMS
 from moeplan.run.parallel import balanced_layout, replace_parallel
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.base.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
-from moeplan.engine.timing import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS
 
 Severity = Literal["error", "warning", "info"]

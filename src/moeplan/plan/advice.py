@@ -27,7 +27,7 @@ from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSp
 from moeplan.run.parallel import replace_parallel
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
-from moeplan.engine.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from moeplan.base.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
 from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 

@@ -43,8 +43,8 @@ from moeplan.engine.activations import BF16_BYTES
 from moeplan.base.fields import fields_for, sync_free_moe, version_key
 from moeplan.engine.fsdp import FULL_SHARD, SHARDS
 from moeplan.engine.fsdp import label as fsdp_label
-from moeplan.engine.memory import (GIB, LayoutMemory, average_params_per_gpu, offloaded_state_bytes, peak_memory_bytes,
-                            shared_fields_key)
+from moeplan.engine.memory import GIB, LayoutMemory, offloaded_state_bytes, peak_memory_bytes, shared_fields_key
+from moeplan.engine.param_shards import average_params_per_gpu
 from moeplan.engine.memory import host_fits as memory_host_fits
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.run.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline,
@@ -52,7 +52,9 @@ from moeplan.run.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balan
                               sequence_rules, with_balanced_layout)
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.engine.timeline import gc_paused
-from moeplan.engine.timing import DEFAULT_CALIBRATION, Calibration, best_cp_comm_type, estimate_time
+from moeplan.engine.timing.attention import best_cp_comm_type
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.step import estimate_time
 from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS, REFINE_MIN,
                            RESOLVED_GAIN)
 
