@@ -492,7 +492,7 @@ def test_sweep_tables_mark_fsdp_as_the_plan_table_does():
 
 def test_newer_release_sentence_marks_fsdp():
     """The 'a newer Megatron-Core adds it' sentence prints its plan's layout with the FSDP mark too."""
-    from moeplan.plan.planner import NewerRelease
+    from moeplan.plan.space import NewerRelease
 
     cfg, _ = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16,
                               fsdp="optim_grads_params")

@@ -10,7 +10,8 @@ from moeplan.plan.advice import recompute_ladder
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
 from moeplan.run.parallel import Batch, build_pipeline
-from moeplan.plan.planner import SearchSpace, _layouts
+from moeplan.plan.planner import _layouts
+from moeplan.plan.space import SearchSpace
 from moeplan.run.config import RunConfig
 from moeplan.engine.timing.attention import best_cp_comm_type
 from moeplan.engine.timing.step import estimate_time

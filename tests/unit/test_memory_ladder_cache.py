@@ -15,7 +15,8 @@ from moeplan.hardware import load_gpu
 from moeplan.engine.memory import LayoutMemory, MEMORY_ITEMS, estimate_memory, peak_rank_profiles, rank_profiles
 from moeplan.models import load_model
 from moeplan.run.parallel import Batch, build_pipeline
-from moeplan.plan.planner import SearchSpace, _layouts
+from moeplan.plan.planner import _layouts
+from moeplan.plan.space import SearchSpace
 from moeplan.base.vocab import OFFLOAD_FRACTIONS
 from moeplan.run.config import RunConfig
 

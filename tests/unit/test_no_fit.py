@@ -16,7 +16,8 @@ from moeplan.hardware import load_gpu
 from moeplan.engine.memory import GIB, peak_memory_bytes
 from moeplan.models import load_model
 from moeplan.run.parallel import Batch, build_pipeline
-from moeplan.plan.planner import SearchSpace, _layouts, _sharding_options, _strongest, search
+from moeplan.plan.planner import _layouts, _sharding_options, _strongest, search
+from moeplan.plan.space import SearchSpace
 from moeplan.run.config import RunConfig
 
 MISS = re.compile(r"closest: (?P<short>[^(]+) \((?P<knobs>[^)]*)\) needs (?P<need>[\d.]+) GiB per GPU, "

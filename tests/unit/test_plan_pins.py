@@ -52,7 +52,8 @@ def test_gated_deltanet_models_search_the_cp_their_heads_allow_at_long_length():
     and tried only CP 1 besides, so 512 H100 had 'no layout fits' where CP 16 fits in 63 GiB."""
     from moeplan.models import load_model
     from moeplan.run.parallel import Batch
-    from moeplan.plan.planner import SearchSpace, candidate_sizes
+    from moeplan.plan.planner import candidate_sizes
+    from moeplan.plan.space import SearchSpace
     from moeplan.hardware import load_gpu
 
     spec = load_model("qwen3-next-80b-a3b")

@@ -17,16 +17,8 @@ from moeplan.plan.bounds import ThroughputBound
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
 from moeplan.run.parallel import Batch, build_pipeline
-from moeplan.plan.planner import (
-    BOUND_SLACK,
-    SearchSpace,
-    _cheapest_fitting,
-    _fits,
-    _layouts,
-    _memory_options,
-    _strongest,
-    search,
-)
+from moeplan.plan.planner import BOUND_SLACK, _cheapest_fitting, _fits, _layouts, _memory_options, _strongest, search
+from moeplan.plan.space import SearchSpace
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.engine.timing.attention import best_cp_comm_type
 from moeplan.engine.timing.step import estimate_time

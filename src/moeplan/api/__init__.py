@@ -1,5 +1,5 @@
 """Python API: the functions the CLI calls. Typed results (:class:`Estimate`, :class:`PlanReport` of
-:class:`~moeplan.plan.planner.Plan`, :class:`SweepPoint`); ``estimate``, ``plan`` and ``sweep`` give the same as
+:class:`~moeplan.plan.space.Plan`, :class:`SweepPoint`); ``estimate``, ``plan`` and ``sweep`` give the same as
 JSON-ready dicts (their ``as_dict()``), the edge the CLI prints with ``--json``.
 
 Each function takes a MODEL as a catalog name, a config.json path or a :class:`ModelSpec`.
@@ -31,7 +31,8 @@ from moeplan.models import ModelSpec, load_model
 from moeplan.models.spec import with_mtp_layers
 from moeplan.engine.params import count_params
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
-from moeplan.plan.planner import Plan, PlanResult, SearchSpace, search
+from moeplan.plan.planner import search
+from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.engine.timeline import Timeline, build_timeline
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration

@@ -15,7 +15,7 @@ from moeplan.plan.advice import Reason
 from moeplan.engine.estimate import Estimate
 from moeplan.megatron.export import to_overrides
 from moeplan.engine.memory import GIB, MEMORY_ITEMS
-from moeplan.plan.planner import NewerRelease, Plan, plan_layout
+from moeplan.plan.space import NewerRelease, Plan, plan_layout
 from moeplan.run.config import RunConfig
 from moeplan.base.vocab import RESOLVED_GAIN
 
@@ -245,7 +245,7 @@ def _at_best(a: Estimate | None, b: Estimate) -> str:
 
 def remedy(b: Estimate, best: Plan | None, newer: NewerRelease | None = None, a: Estimate | None = None) -> Reason:
     """What fixes run ``b``: the planner's best plan for the same model, GPUs and length; ``newer``: what
-    a newer Megatron-Core release would plan instead (moeplan.plan.planner.NewerRelease), said when it gains;
+    a newer Megatron-Core release would plan instead (moeplan.plan.space.NewerRelease), said when it gains;
     ``a``: the run ``b`` is compared with (what a run already at the planner's best says about the change)."""
     unlock = newer is not None and newer.config is not None and (newer.gain is None or newer.gain > RESOLVED_GAIN)
     said = newer is not None and newer.config is not None  # the release gate is said, gain or not

@@ -18,45 +18,37 @@ import functools
 import heapq
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
-from dataclasses import dataclass, field, replace
 
-from moeplan.plan.advice import (
-    DEFAULT_HEADROOM,
-    guidance_distance,
-    is_recipe_layout,
-    recipe_distance,
-    LONG_CONTEXT_TOKENS,
-    Reason,
-    cp_start,
-    dispatcher_candidates,
-    explain_plan,
-    recompute_ladder,
-)
-from moeplan.plan.bounds import ThroughputBound
-from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises, grouped_tensor_refusal,
-                                te_version_key)
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
-from moeplan.engine.estimate import Estimate, evaluate
-from moeplan.hardware import GPUSpec
+from moeplan.base.fields import fields_for, sync_free_moe
+from moeplan.base.te_release import (
+    DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises, grouped_tensor_refusal, te_version_key)
+from moeplan.base.vocab import (
+    DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS, REFINE_MIN,
+    RESOLVED_GAIN)
 from moeplan.engine.activations import BF16_BYTES
-from moeplan.base.fields import fields_for, sync_free_moe, version_key
+from moeplan.engine.estimate import evaluate
 from moeplan.engine.fsdp import FULL_SHARD, SHARDS
-from moeplan.engine.fsdp import label as fsdp_label
-from moeplan.engine.memory import GIB, LayoutMemory, offloaded_state_bytes, peak_memory_bytes, shared_fields_key
+from moeplan.engine.memory import (
+    GIB, LayoutMemory, host_fits as memory_host_fits, offloaded_state_bytes, peak_memory_bytes, shared_fields_key)
 from moeplan.engine.param_shards import average_params_per_gpu
-from moeplan.engine.memory import host_fits as memory_host_fits
-from moeplan.models.spec import GatedDeltaNet, ModelSpec
-from moeplan.run.parallel import (GDN_CP_SINCE, Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline,
-                              check_layout, expert_rules, interleaving_problem, mixer_rules, pipeline_rules,
-                              sequence_rules, with_balanced_layout)
-from moeplan.run.config import Recompute, RunConfig
 from moeplan.engine.timeline import gc_paused
 from moeplan.engine.timing.attention import best_cp_comm_type
-from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.calibration import Calibration, DEFAULT_CALIBRATION
 from moeplan.engine.timing.step import estimate_time
-from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS, REFINE_MIN,
-                           RESOLVED_GAIN)
+from moeplan.hardware import GPUSpec
+from moeplan.models.spec import GatedDeltaNet, ModelSpec
+from moeplan.plan.advice import (
+    LONG_CONTEXT_TOKENS, Reason, cp_start, dispatcher_candidates, explain_plan, is_recipe_layout, recompute_ladder)
+from moeplan.plan.bounds import ThroughputBound
+from moeplan.plan.ranking import rank_candidates
+from moeplan.plan.space import Candidate, NewerRelease, Plan, PlanResult, SearchSpace, release_gate
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.parallel import (
+    Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline, check_layout, expert_rules,
+    interleaving_problem, mixer_rules, pipeline_rules, sequence_rules, with_balanced_layout)
 
 # From Megatron-Core 0.18, dropless MoE can run sync-free with fixed per-rank HybridEP buffers
 # (moe_expert_rank_capacity_factor) and paged activation stashing, so a full-iteration CUDA graph
@@ -71,116 +63,6 @@ BOUND_SLACK = 1e-9
 _NO_RUN_LEFT = (" (none of the best fitting layouts the search refines has a run that fits without it: theirs run the "
                 "routed experts on TE GroupedLinear's module path, which reads it; only op-fused experts do not, "
                 "Megatron-Core 0.18+'s sync-free full-iteration bundle with HybridEP, CUDA graphs and ETP 1)")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    cfg: RunConfig
-    pipeline: Pipeline
-    memory_bytes: float
-    tokens_per_s_per_gpu: float
-
-
-@dataclass(frozen=True)
-class Plan:
-    config: RunConfig
-    gpu: GPUSpec
-    rationale: tuple[Reason, ...]
-    estimate: Estimate
-    tie: bool = False  # its error band overlaps the fastest plan's (see rank_candidates)
-
-
-def plan_layout(cfg: RunConfig) -> str:
-    """'TP1 PP8 VPP4 CP32 EP32 DP4' and, where the run needs it, its Megatron-FSDP mark (moeplan.engine.fsdp.label):
-    a layout quoted without it would read as fitting with the distributed optimizer alone."""
-    return " ".join(x for x in (cfg.parallel.short(), fsdp_label(cfg.fsdp)) if x)
-
-
-@dataclass(frozen=True)
-class NewerRelease:
-    """What a newer Megatron-Core release would plan: the release, the feature it adds that this target
-    lacks, and its best plan (None when nothing fits there either); ``gain`` is its tokens/s/GPU over
-    this answer's fastest plan (None when nothing fits at the target); never below 0, since the newer
-    release also runs this answer's plans."""
-
-    target: str  # the release the answer targets
-    version: str
-    feature: str
-    config: RunConfig | None = None
-    tokens_per_s_per_gpu: float = 0.0
-    memory_bytes: float = 0.0
-    gain: float | None = None
-
-    def sentence(self) -> str:
-        head = f"Megatron-Core {self.target} has no {self.feature}; {self.version} adds it"
-        if self.config is None:
-            return head + ", but no layout fits there either."
-        rc = self.config.recompute
-        plan = f"{plan_layout(self.config)} with {'no' if rc.granularity == 'none' else rc.label()} recompute"
-        runs = f"{self.tokens_per_s_per_gpu:,.0f} tokens/s/GPU"
-        mem = f"in {self.memory_bytes / GIB:,.1f} GiB"
-        if self.gain is None:
-            return f"{head} and a plan fits there: {plan}, {runs} {mem} (--mcore-version {self.version})."
-        if self.gain > RESOLVED_GAIN:
-            return (f"{head}: its best plan, {plan}, runs {runs} ({self.gain:+.0%} over the best plan at {self.target}) {mem} "
-                    f"(--mcore-version {self.version}).")
-        return f"{head}, but its best plan, {plan}, runs {runs} ({self.gain:+.0%}): no gain at this length."
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "mcore_version": self.version, "feature": self.feature,
-                "parallel": self.config.parallel.as_dict() if self.config else None,
-                "tokens_per_s_per_gpu": round(self.tokens_per_s_per_gpu, 1) if self.config else None,
-                "memory_gib": round(self.memory_bytes / GIB, 2) if self.config else None,
-                "gain": None if self.gain is None else round(self.gain, 4), "sentence": self.sentence()}
-
-
-def release_gate(spec: ModelSpec, space: "SearchSpace", mcore_version: str) -> tuple[str, str] | None:
-    """(release, feature) when the target Megatron-Core release rules out part of the search that a
-    newer release allows: context parallel for Gated DeltaNet before 0.18 (moeplan.run.parallel.GDN_CP_SINCE)."""
-    if (any(layer.is_linear_attention for layer in spec.layers) and version_key(mcore_version) < GDN_CP_SINCE
-            and space.cp != 1):
-        return ".".join(map(str, GDN_CP_SINCE)), "context parallel for Gated DeltaNet"
-    return None
-
-
-@dataclass
-class PlanResult:
-    plans: list[Plan]
-    requested_gbs: int
-    gbs: int
-    layouts_considered: int
-    layouts_feasible: int
-    closest: tuple[RunConfig, float] | None = None  # best miss and by how many bytes
-    notes: list[str] = field(default_factory=list)
-    layouts_evaluated: int = 0  # layouts costed in full (memory ladder + timing) after the cheap bounds
-    ties: dict[int, str] = field(default_factory=dict)  # id(candidate) -> why it is a tie (search only)
-    newer: NewerRelease | None = None  # a newer Megatron-Core release unlocks part of the search
-    raising_dropped: int = 0  # refined layouts with no run left where TE raises with te_grouped_tensor (search)
-    # _search_once's: finds ``closest`` where nothing fits; search() calls it on the answer it keeps, then drops it
-    find_closest: Callable[[], tuple[RunConfig, float, float | None]] | None = field(default=None, repr=False,
-                                                                                     compare=False)
-    # the optimizer offload fraction the closest run asked for where the host's memory held it lower (else None)
-    closest_offload_asked: float | None = None
-
-
-@dataclass(frozen=True)
-class SearchSpace:
-    """Fixed values (None = search). ``headroom`` is the share of HBM left free."""
-
-    tp: int | None = None
-    pp: int | None = None
-    vpp: int | None = None
-    cp: int | None = None
-    ep: int | None = None
-    etp: int | None = None
-    mbs: int | None = None
-    dispatcher: str | None = None
-    recompute: Recompute | None = None
-    cuda_graphs: bool = True
-    optimizer_offload: bool = True
-    headroom: float = DEFAULT_HEADROOM
-    fsdp: str = "auto"  # auto: Megatron-FSDP (optim_grads_params) beside the distributed optimizer; off; a strategy
-    fsdp_double_buffer: bool = False
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -860,63 +742,4 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                       find_closest=closest)
 
 
-def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,
-                    outside_fit: bool = False) -> tuple[list[Candidate], dict[int, str]]:
-    """Order plans: fastest first, except that plans whose error bands overlap the fastest plan's
-    (tokens/s x exp(+band) >= fastest x exp(-band)) are ties, ordered by closeness to a layout
-    measured for this model and system (moeplan/hardware/measured_layouts.yaml), then by the
-    guidance's defaults (CP = seq / 4096, the dispatcher order), then by speed: that order picks the first; the
-    other ties follow it by speed. Returns the order and,
-    per tied candidate (by id), the reason it sits where it does. ``outside_fit``: the model is outside the
-    fit (its displayed range reaches lower, timing.TimeEstimate.band_low_log); ties still use the fit's band,
-    and the reason says so."""
-    from_fast = sorted(cands, key=lambda c: -c.tokens_per_s_per_gpu)
-    if not from_fast:
-        return [], {}
-    lead = from_fast[0].tokens_per_s_per_gpu
-    floor = lead * math.exp(-2 * band_log)
-    tied = [c for c in from_fast if c.tokens_per_s_per_gpu >= floor]
-    rest = [c for c in from_fast if c.tokens_per_s_per_gpu < floor]
-    if len(tied) == 1:
-        return from_fast, {}
-    near = {id(c): recipe_distance(c.cfg, gpu) for c in tied}
-
-    def key(c: Candidate) -> tuple[float, float, float]:
-        r = near[id(c)]
-        return (round(r[0], 6) if r else math.inf, guidance_distance(c.cfg, gpu), -c.tokens_per_s_per_gpu)
-
-    tied.sort(key=key)
-    # the preference picks plan 1; the other ties follow by speed, so the fastest estimate is never buried behind
-    # slower plans that only share plan 1's reason to be first (DeepSeek-V3 32K on 128 H100: 21 CP 8 ties ahead of it)
-    tied[1:] = sorted(tied[1:], key=lambda c: -c.tokens_per_s_per_gpu)
-    down, up = math.exp(-band_log), math.exp(band_log)
-    rule = (f"so the estimates do not order these plans (each band is the estimate {down - 1:+.0%}/{up - 1:+.0%}, "
-            f"x exp(+-{band_log:.3f}), the cross-validated error"
-            + (" of the fit, not the wider range below that this model, outside the fit, shows: a shortfall of the "
-               "model's own shifts every plan alike" if outside_fit else "")
-            + f": bands overlap the fastest's down to {floor:,.0f} tokens/s/GPU, {1 - floor / lead:.0%} below it)")
-    why: dict[int, str] = {}
-    for c in tied:
-        tps = c.tokens_per_s_per_gpu
-        if c is from_fast[0]:
-            text = (f"Tie: {tps:,.0f} tokens/s/GPU is the fastest estimate, but slower plans are within the model's "
-                    f"error of it: their bands overlap its band ({tps * down:,.0f}-{tps * up:,.0f}), {rule}")
-        else:
-            text = (f"Tie: {tps:,.0f} tokens/s/GPU is within the model's error of the fastest estimate "
-                    f"({lead:,.0f}, {tps / lead - 1:+.0%}): its band ({tps * down:,.0f}-{tps * up:,.0f}) overlaps the "
-                    f"fastest estimate's band ({lead * down:,.0f}-{lead * up:,.0f}), {rule}")
-        r = near[id(c)]
-        if c is not tied[0]:
-            text += "; after plan 1, the tie the preference puts first, ties follow by speed"
-        elif r is not None and r[0] <= 1e-9:
-            text += f"; preferred because it matches the measured recipe ({r[1]['source']})"
-        elif r is not None:
-            text += (f"; ordered by closeness to the measured recipe TP{r[1]['tp']} PP{r[1]['pp']} VPP{r[1]['vpp']} "
-                     f"CP{r[1]['cp']} EP{r[1]['ep']} at {r[1]['seq_len']:,} tokens on {r[1]['gpus']} GPUs ({r[1]['source']})")
-        else:
-            text += "; no measured recipe for this model and system: ordered by the guidance's defaults (CP = seq/4096, dispatcher order)"
-        why[id(c)] = text + "."
-    return tied + rest, why
-
-
-__all__ = ["NewerRelease", "Plan", "PlanResult", "SearchSpace", "release_gate", "search"]
+__all__ = ["search"]
