@@ -476,7 +476,7 @@ def test_sweep_tables_mark_fsdp_as_the_plan_table_does():
     report.plan_layout_label), as the plan table does: 'FSDP' for the full shard, 'FSDP <strategy>' else."""
     from rich.console import Console
 
-    from moeplan.cli import _sweep_table
+    from moeplan.cli.sweep import _sweep_table
     from moeplan.report import _sweep_section, layout_label, plan_layout_label
 
     row = api.sweep("qwen3-30b-a3b", gpu="h100", gpus=16, seq_lens=[4096], gbs_tokens=1 << 20)[0]

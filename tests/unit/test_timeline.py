@@ -200,7 +200,7 @@ def test_headline_trace_keeps_every_operation_and_says_which_items_it_leaves_out
     labels = [e for e in events if e["ph"] == "M" and e["name"] == "process_labels"]
     assert sorted(e["pid"] for e in labels) == list(range(tl.pp))
     # the CLI's help says it too
-    from moeplan.cli import TRACE_HELP
+    from moeplan.cli.args import TRACE_HELP
 
     assert (f"Beyond {TRACE_DETAIL_MICROBATCHES} micro-batches only the first and the last "
             f"{TRACE_DETAIL_MICROBATCHES // 2}") in TRACE_HELP
