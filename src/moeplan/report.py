@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from moeplan.run.parallel import Parallel
 from moeplan.plots import atomic_write, fmt_seconds, seq_label
+from moeplan.run.parallel import Parallel
 
 if TYPE_CHECKING:
     from moeplan.engine.timeline import Timeline

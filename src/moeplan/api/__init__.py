@@ -12,34 +12,33 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.base import argcheck
-from moeplan.plan.advice import DEFAULT_HEADROOM, dispatcher_candidates
-from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
+from moeplan.base.fields import fields_for, normalize_version
+from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
+from moeplan.base.vocab import DEFAULT_GPU
+from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
+                                DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
+from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.engine.flops import flops_per_token
-from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.engine.knobs import knob_problem
 from moeplan.engine.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
-from moeplan.megatron.asserts import selective_recompute_problem
-from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
-from moeplan.base.fields import fields_for, normalize_version
 from moeplan.engine.memory import GIB, offloaded_state_bytes
-from moeplan.models import ModelSpec, load_model
-from moeplan.models.spec import with_mtp_layers
 from moeplan.engine.params import count_params
-from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
-from moeplan.plan.planner import search
-from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.engine.timeline import Timeline, build_timeline
-from moeplan.run.config import Recompute, RunConfig
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.step import estimate_time
-from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DISPATCHERS, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES,
-                           OFFLOAD_MODULES,
-                           OPTIMIZERS, PRECISIONS)
+from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.megatron.asserts import selective_recompute_problem
+from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
+from moeplan.models import ModelSpec, load_model
+from moeplan.models.spec import with_mtp_layers
+from moeplan.plan.advice import DEFAULT_HEADROOM, dispatcher_candidates
+from moeplan.plan.planner import search
+from moeplan.plan.space import Plan, PlanResult, SearchSpace
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
 def resolve_model(model: str | ModelSpec, mtp_layers: int | None = None) -> ModelSpec:

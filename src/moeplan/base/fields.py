@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, OFFLOAD_MODULES,
-                          RECOMPUTE_MODULES)
+from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES,
+                                OFFLOAD_MODULES, RECOMPUTE_MODULES)
 
 DEFAULT_VERSION = DEFAULT_MCORE_VERSION
 

@@ -28,24 +28,24 @@ from typing import Any
 
 import yaml
 
-from moeplan.lint.checker import architecture_mismatch, infer_model, with_split_layout
 from moeplan.base.errors import MoeplanError, yaml_problem
+from moeplan.base.fields import KNOB_BY_FIELD, normalize_version
+from moeplan.base.outfile import file_identity
+from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 from moeplan.engine.estimate import Estimate, evaluate
 from moeplan.engine.flops import flops_per_token
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
 from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.lint.checker import architecture_mismatch, infer_model, with_split_layout
 from moeplan.logs import GIB, STDIN, SteadyState, TrainingLog, read_runs, steady_state
 from moeplan.megatron.export import format_override_value
-from moeplan.base.fields import KNOB_BY_FIELD, normalize_version
 from moeplan.megatron.read import parse_run_text
 from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES, ModelSpec
-from moeplan.base.outfile import file_identity
 from moeplan.run.config import RunConfig
-from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
-from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 
 def moeplan_version() -> str:
     try:

@@ -7,11 +7,10 @@ import argparse
 from typing import Any
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.te_release import (
-    DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT, TE_RELEASES)
-from moeplan.base.vocab import (
-    CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES, OPTIMIZERS,
-    PRECISIONS, TRACE_DETAIL_MICROBATCHES)
+from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT,
+                                     TE_RELEASES)
+from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS,
+                                FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, TRACE_DETAIL_MICROBATCHES)
 from moeplan.cli.output import api, read_strategy
 from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from moeplan.cli.args import HARDWARE_HELP, nonnegative_int
-from moeplan.cli.output import (
-    Console, Table, check_output, distinct_outputs, print_json, wrote, api, escape, write_bytes)
+from moeplan.cli.output import (Console, Table, api, check_output, distinct_outputs, escape, print_json, write_bytes,
+                                wrote)
 
 
 def _pct(x: float | None) -> str:

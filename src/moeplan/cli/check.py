@@ -8,12 +8,11 @@ from typing import Any
 from moeplan.base.errors import MoeplanError
 from moeplan.base.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION
-from moeplan.cli.args import (
-    HARDWARE_HELP, TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, TRACE_HELP, calibration_argument, unsaid_arguments,
-    positive_int)
+from moeplan.cli.args import (HARDWARE_HELP, TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, TRACE_HELP, calibration_argument,
+                              positive_int, unsaid_arguments)
 from moeplan.cli.estimate import print_estimate
-from moeplan.cli.output import (
-    Console, check_trace, distinct_outputs, print_json, trace_note, write_trace, wrote, api, escape)
+from moeplan.cli.output import (Console, api, check_trace, distinct_outputs, escape, print_json, trace_note,
+                                write_trace, wrote)
 from moeplan.cli.profile import named, warn_profile_gpu
 from moeplan.cli.tables import NARROW_COLUMNS, make_table
 

@@ -6,9 +6,8 @@ import argparse
 from typing import Any
 
 from moeplan.cli.args import TRACE_HELP, add_run_arguments, strategy_kwargs
-from moeplan.cli.output import (
-    Console, Table, check_output, check_trace, distinct_outputs, print_json, schedule_refused, trace_note,
-    write_trace, wrote, api, escape)
+from moeplan.cli.output import (Console, Table, api, check_output, check_trace, distinct_outputs, escape, print_json,
+                                schedule_refused, trace_note, write_trace, wrote)
 from moeplan.cli.profile import named
 
 

@@ -9,7 +9,7 @@ from typing import Any, TYPE_CHECKING
 from moeplan.base.errors import MoeplanError
 from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_MCORE_VERSION
 from moeplan.cli.args import held_layout, sweep_arguments, sweep_kwargs
-from moeplan.cli.output import Console, print_json, api, escape
+from moeplan.cli.output import Console, api, escape, print_json
 from moeplan.cli.profile import named, warn_profile_gpu
 
 if TYPE_CHECKING:

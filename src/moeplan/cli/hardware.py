@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from moeplan.cli.args import HARDWARE_DOC, HARDWARE_HELP
-from moeplan.cli.output import Console, Table, print_json, escape
+from moeplan.cli.output import Console, Table, escape, print_json
 from moeplan.cli.profile import named
 from moeplan.cli.tables import cell, compact_table, unbroken
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from moeplan.cli.args import parse_tokens, positive_int
-from moeplan.cli.output import Console, Table, print_json, api
+from moeplan.cli.output import Console, Table, api, print_json
 
 
 def cmd_params(args: argparse.Namespace, console: Console) -> int:

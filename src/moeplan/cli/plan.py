@@ -9,12 +9,11 @@ from typing import Any
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, REFINE_MIN
-from moeplan.cli.args import TRACE_HELP, fixed, fsdp_search_argument, sweep_kwargs, add_run_arguments, positive_int
-from moeplan.cli.output import (
-    Console, Table, LazyConsole, check_output, check_trace, distinct_outputs, print_json, trace_note,
-    write_trace, wrote, api, escape, strategy_text, write_bytes)
+from moeplan.cli.args import TRACE_HELP, add_run_arguments, fixed, fsdp_search_argument, positive_int, sweep_kwargs
+from moeplan.cli.output import (Console, LazyConsole, Table, api, check_output, check_trace, distinct_outputs, escape,
+                                print_json, strategy_text, trace_note, write_bytes, write_trace, wrote)
 from moeplan.cli.profile import named
-from moeplan.cli.tables import knobs_text, num_column, make_table, text_column, unbroken, wrapping, print_overrides
+from moeplan.cli.tables import knobs_text, make_table, num_column, print_overrides, text_column, unbroken, wrapping
 
 
 class SearchProgress:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from moeplan.cli.args import fsdp_search_argument, sweep_kwargs, add_run_arguments, parse_lengths, positive_int
-from moeplan.cli.output import (
-    Console, LazyConsole, check_output, distinct_outputs, print_json, schedule_refused, wrote, api)
+from moeplan.cli.args import add_run_arguments, fsdp_search_argument, parse_lengths, positive_int, sweep_kwargs
+from moeplan.cli.output import (Console, LazyConsole, api, check_output, distinct_outputs, print_json, schedule_refused,
+                                wrote)
 from moeplan.cli.plan import SearchProgress, no_fit
 from moeplan.cli.profile import named
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from moeplan.base.vocab import RESOLVED_GAIN
 from moeplan.cli.args import held_layout, sweep_arguments, sweep_kwargs
-from moeplan.cli.output import (
-    Console, Table, LazyConsole, check_output, distinct_outputs, print_json, wrote, api, escape)
+from moeplan.cli.output import (Console, LazyConsole, Table, api, check_output, distinct_outputs, escape, print_json,
+                                wrote)
 from moeplan.cli.plan import SearchProgress
 from moeplan.cli.profile import named
-from moeplan.cli.tables import num_column, make_table, text_column, unbroken, wrapping
+from moeplan.cli.tables import make_table, num_column, text_column, unbroken, wrapping
 
 
 def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:

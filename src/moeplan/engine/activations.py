@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
-from moeplan.run.attention_backend import unfused_attention
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
 from moeplan.base.vocab import DISPATCHERS, FLEX_DISPATCHERS
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
+from moeplan.run.attention_backend import unfused_attention
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from moeplan.hardware import GPUSpec
 from moeplan.engine.memory import GIB, MemoryEstimate, estimate_memory
-from moeplan.run.parallel import build_pipeline, validate
-from moeplan.run.config import RunConfig
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.step import TimeEstimate, estimate_time
+from moeplan.hardware import GPUSpec
+from moeplan.run.config import RunConfig
+from moeplan.run.parallel import build_pipeline, validate
 
 
 @dataclass(frozen=True)

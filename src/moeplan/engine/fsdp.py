@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from moeplan.base.vocab import FSDP_STRATEGIES
 from moeplan.engine.activations import BF16_BYTES
 from moeplan.run.config import RunConfig
-from moeplan.base.vocab import FSDP_STRATEGIES
 
 # megatron_fsdp.py: suggested_communication_unit_size = max(1_000_000_000, default) (elements)
 COMM_UNIT_FLOOR_ELEMENTS = 1_000_000_000

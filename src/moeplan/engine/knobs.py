@@ -8,12 +8,12 @@ delay_wgrad_compute needs EP A2A overlap.
 
 from __future__ import annotations
 
-from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
-from moeplan.hardware import GPUSpec
 from moeplan.base.fields import KnobProblem, sync_free_moe
-from moeplan.models.spec import Attention
-from moeplan.run.config import RunConfig
 from moeplan.engine.timing.attention import cp_comm_allowed
+from moeplan.hardware import GPUSpec
+from moeplan.models.spec import Attention
+from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
+from moeplan.run.config import RunConfig
 
 
 def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from moeplan.models import catalog_names, load_model
 from moeplan.engine.params import count_params
+from moeplan.models import catalog_names, load_model
 
 
 def list_models() -> list[dict[str, Any]]:

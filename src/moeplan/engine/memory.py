@@ -25,12 +25,11 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from moeplan.engine import fsdp, muon
-from moeplan.engine.activations import (
-    BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores, layer_activation, layer_input_bytes,
-    unfused_attention_bytes)
+from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
+                                        layer_activation, layer_input_bytes, unfused_attention_bytes)
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
-from moeplan.engine.param_shards import rank_muon_params, rank_units, rank_params
-from moeplan.models.spec import Attention, Layer, MoE, ModelSpec
+from moeplan.engine.param_shards import rank_muon_params, rank_params, rank_units
+from moeplan.models.spec import Attention, Layer, ModelSpec, MoE
 from moeplan.run.attention_backend import unfused_attention
 from moeplan.run.config import Recompute, RunConfig, other_fields
 from moeplan.run.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count

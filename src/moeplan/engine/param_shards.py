@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from moeplan.engine import fsdp, muon
 from moeplan.engine.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
-from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
+from moeplan.models.spec import Attention, DenseMLP, Layer, ModelSpec, MoE
 from moeplan.run.parallel import Parallel, Stage, stage_groups
 
 

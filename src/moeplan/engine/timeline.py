@@ -36,14 +36,14 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from moeplan.base.errors import MoeplanError
+from moeplan.base.vocab import TRACE_DETAIL_MICROBATCHES
 from moeplan.engine.memory import ScheduleMemory, estimate_memory, schedule_memory
-from moeplan.run.parallel import Pipeline, build_pipeline, interleaving_problem, warmup_count
-from moeplan.run.config import RunConfig
-from moeplan.hardware import GPUSpec
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.context import TRAIN
 from moeplan.engine.timing.step import StepParts, hidden_comm_s, step_parts
-from moeplan.base.vocab import TRACE_DETAIL_MICROBATCHES
+from moeplan.hardware import GPUSpec
+from moeplan.run.config import RunConfig
+from moeplan.run.parallel import Pipeline, build_pipeline, interleaving_problem, warmup_count
 
 # Share of each per-micro-batch time item spent in the forward pass (the rest is backward).
 # GEMMs and attention: forward = 1 of the 3 x forward FLOPs of training (Megatron convention, TRAIN).

@@ -13,22 +13,22 @@ from typing import Any
 
 from moeplan.base import argcheck
 from moeplan.base.errors import MoeplanError
-from moeplan.engine.estimate import Estimate, evaluate
-from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.fields import VERSIONS, check_settings, dp_assertions, normalize_version
+from moeplan.base.te_release import GROUPED_TENSOR_ENV
+from moeplan.base.vocab import DEFAULT_GPU
+from moeplan.base.vocab import DEFAULT_MCORE_VERSION
+from moeplan.engine.estimate import Estimate, evaluate
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.lint.rules import Finding, knob_fix, lint, sort_findings
 from moeplan.megatron.asserts import FileView, tripped
+from moeplan.megatron.export import overrides_to_megatron_lm, to_settings
 from moeplan.megatron.mcore import McoreNotRun, build_mcore_config, require_mcore
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import ModelSpec, catalog_names, load_model
-from moeplan.run.parallel import hierarchical_cp_inner, layout_from_split_options
-from moeplan.megatron.export import overrides_to_megatron_lm, to_settings
-from moeplan.lint.rules import Finding, knob_fix, lint, sort_findings
 from moeplan.run.config import RunConfig
-from moeplan.base.te_release import GROUPED_TENSOR_ENV
-from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
-from moeplan.base.vocab import DEFAULT_MCORE_VERSION
+from moeplan.run.parallel import hierarchical_cp_inner, layout_from_split_options
 
 # Megatron-Core architecture fields and how to read them off a ModelSpec (for matching a model).
 _ARCH_KEYS = {

@@ -12,30 +12,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from moeplan.plan.advice import (
-    CP_SHARD_TOKENS,
-    DEFAULT_HEADROOM,
-    LONG_CONTEXT_TOKENS,
-    MIN_CP_SHARD_TOKENS,
-    cp_start,
-    dispatcher_candidates,
-    recompute_ladder,
-    round_gib,
-    with_dispatcher,
-)
+from moeplan.base.fields import fields_for
+from moeplan.base.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
+from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS
 from moeplan.engine.activations import keeps_unfused_scores
 from moeplan.engine.estimate import Evaluator
 from moeplan.engine.fsdp import FULL_SHARD
-from moeplan.hardware import GPUSpec
 from moeplan.engine.knobs import knob_problem
-from moeplan.megatron.export import format_override_value, to_overrides
-from moeplan.base.fields import fields_for
 from moeplan.engine.memory import MEMORY_ITEMS
-from moeplan.run.parallel import balanced_layout, replace_parallel
-from moeplan.run.config import Recompute, RunConfig
-from moeplan.base.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
-from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS
+from moeplan.hardware import GPUSpec
+from moeplan.megatron.export import format_override_value, to_overrides
+from moeplan.plan.advice import (CP_SHARD_TOKENS, DEFAULT_HEADROOM, LONG_CONTEXT_TOKENS, MIN_CP_SHARD_TOKENS, cp_start,
+                                 dispatcher_candidates, recompute_ladder, round_gib, with_dispatcher)
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.parallel import balanced_layout, replace_parallel
 
 Severity = Literal["error", "warning", "info"]
 CP_SHARD_TOO_LARGE = 4 * CP_SHARD_TOKENS  # a shard 4x the guidance's ~4K tokens is "far above"

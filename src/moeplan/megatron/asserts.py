@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from moeplan.base.fields import check_settings, ep_overlap_mtp_needs_pp, version_tuple
 from moeplan.models.spec import ModelSpec
-from moeplan.run.parallel import unroll_layout
 from moeplan.run.config import DELAY_WGRAD_GRAPH_BIAS, EP_OVERLAP_ASSERTED, RunConfig
+from moeplan.run.parallel import unroll_layout
 
 _UNSET = object()
 

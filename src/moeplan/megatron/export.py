@@ -15,22 +15,14 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
-from moeplan.base.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
 from moeplan.base.errors import MoeplanError
-from moeplan.base.fields import (
-    CP_TO_MCORE,
-    DTYPE_TO_MLM,
-    PRECISION_TO_FP8_RECIPE,
-    Knob,
-    MegatronFields,
-    fields_for,
-    sync_free_moe,
-    version_tuple,
-)
-from moeplan.megatron.read.overrides import parse_override_value
-from moeplan.run.parallel import build_pipeline, hierarchical_cp_inner
-from moeplan.run.config import Recompute, RunConfig
+from moeplan.base.fields import (CP_TO_MCORE, DTYPE_TO_MLM, PRECISION_TO_FP8_RECIPE, Knob, MegatronFields, fields_for,
+                                 sync_free_moe, version_tuple)
+from moeplan.base.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_RESERVE_GIB
+from moeplan.megatron.read.overrides import parse_override_value
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.parallel import build_pipeline, hierarchical_cp_inner
 
 
 def _parallel_settings(cfg: RunConfig) -> dict[str, object]:

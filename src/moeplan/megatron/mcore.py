@@ -9,11 +9,11 @@ import traceback
 import warnings
 
 from moeplan.base.errors import MoeplanError, one_line
-from moeplan.megatron.export import bridge_value, to_settings
 from moeplan.base.fields import MegatronFields, fields_for, normalize_version, version_tuple
+from moeplan.base.vocab import DEFAULT_MCORE_VERSION
+from moeplan.megatron.export import bridge_value, to_settings
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, ModelSpec, MoE
 from moeplan.run.config import RunConfig
-from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 _MCORE_OWNERS = ("TransformerConfig", "ModelParallelConfig")
 
 

@@ -9,21 +9,15 @@ import dataclasses
 from collections.abc import Mapping
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.fields import (
-    CP_FROM_MCORE,
-    FP8_RECIPE_TO_PRECISION,
-    KIND_WORDS,
-    KNOB_BY_FIELD,
-    MCORE_CP_COMM_TYPES,
-    coerce,
-    normalize_version,
-)
+from moeplan.base.fields import (CP_FROM_MCORE, FP8_RECIPE_TO_PRECISION, KIND_WORDS, KNOB_BY_FIELD, MCORE_CP_COMM_TYPES,
+                                 coerce, normalize_version)
+from moeplan.base.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FLEX_DISPATCHERS, FSDP_STRATEGIES,
+                                RECOMPUTE_MODULES)
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.read.collect import FileSettings
 from moeplan.models.spec import ModelSpec, with_mtp_layers
-from moeplan.run.parallel import Batch, Parallel, unroll_layout
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.base.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FLEX_DISPATCHERS, FSDP_STRATEGIES, RECOMPUTE_MODULES
+from moeplan.run.parallel import Batch, Parallel, unroll_layout
 
 
 class _SettingError(MoeplanError):

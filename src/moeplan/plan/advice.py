@@ -14,22 +14,22 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from moeplan.base.fields import fields_for, version_key
+from moeplan.base.te_release import GROUPED_TENSOR_ENV
+from moeplan.base.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
+from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
 from moeplan.engine.activations import keeps_unfused_scores, layer_tensors, unfused_attention_bytes
-from moeplan.run.attention_backend import unfused_attention
 from moeplan.engine.estimate import Evaluator
 from moeplan.engine.estimate import evaluate as _evaluate
 from moeplan.engine.flops import attention_core_fwd_flops, layer_gemms
 from moeplan.engine.fsdp import SHARDS
-from moeplan.hardware import GPUSpec
 from moeplan.engine.knobs import knob_problem
-from moeplan.base.fields import fields_for, version_key
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, MoE, ModelSpec
-from moeplan.run.parallel import replace_parallel
-from moeplan.run.config import Recompute, RunConfig
-from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
-from moeplan.base.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
-from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, RESOLVED_GAIN
+from moeplan.hardware import GPUSpec
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, ModelSpec, MoE
+from moeplan.run.attention_backend import unfused_attention
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.parallel import replace_parallel
 
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)

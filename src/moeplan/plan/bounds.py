@@ -33,16 +33,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from moeplan.hardware import GPUSpec
-from moeplan.models.spec import Layer, ModelSpec
-from moeplan.run.parallel import Pipeline
-from moeplan.run.config import Recompute, RunConfig, other_fields
 from moeplan.engine.timing.attention import best_cp_comm_type
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.context import make_ctx
 from moeplan.engine.timing.layer import layer_time
-from moeplan.engine.timing.pipeline import pipeline_rank_work, bubble_microbatches
+from moeplan.engine.timing.pipeline import bubble_microbatches, pipeline_rank_work
 from moeplan.engine.timing.step import head_time
+from moeplan.hardware import GPUSpec
+from moeplan.models.spec import Layer, ModelSpec
+from moeplan.run.config import Recompute, RunConfig, other_fields
+from moeplan.run.parallel import Pipeline
 
 
 _NO_RECOMPUTE = Recompute()

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from moeplan.plan.advice import Reason
+from moeplan.base.vocab import RESOLVED_GAIN
 from moeplan.engine.estimate import Estimate
-from moeplan.megatron.export import to_overrides
 from moeplan.engine.memory import GIB, MEMORY_ITEMS
+from moeplan.megatron.export import to_overrides
+from moeplan.plan.advice import Reason
 from moeplan.plan.space import NewerRelease, Plan, plan_layout
 from moeplan.run.config import RunConfig
-from moeplan.base.vocab import RESOLVED_GAIN
 
 LABELS = {
     "gemm": "dense GEMMs", "grouped_gemm": "expert grouped GEMMs", "attention": "attention kernels",

@@ -23,32 +23,31 @@ from typing import Any
 
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, sync_free_moe
-from moeplan.base.te_release import (
-    DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises, grouped_tensor_refusal, te_version_key)
-from moeplan.base.vocab import (
-    DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS, REFINE_MIN,
-    RESOLVED_GAIN)
+from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises,
+                                     grouped_tensor_refusal, te_version_key)
+from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES,
+                                OFFLOAD_FRACTIONS, REFINE_MIN, RESOLVED_GAIN)
 from moeplan.engine.activations import BF16_BYTES
 from moeplan.engine.estimate import evaluate
 from moeplan.engine.fsdp import FULL_SHARD, SHARDS
-from moeplan.engine.memory import (
-    GIB, LayoutMemory, host_fits as memory_host_fits, offloaded_state_bytes, peak_memory_bytes, shared_fields_key)
+from moeplan.engine.memory import (GIB, LayoutMemory, host_fits as memory_host_fits, offloaded_state_bytes,
+                                   peak_memory_bytes, shared_fields_key)
 from moeplan.engine.param_shards import average_params_per_gpu
 from moeplan.engine.timeline import gc_paused
 from moeplan.engine.timing.attention import best_cp_comm_type
-from moeplan.engine.timing.calibration import Calibration, DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.step import estimate_time
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
-from moeplan.plan.advice import (
-    LONG_CONTEXT_TOKENS, Reason, cp_start, dispatcher_candidates, explain_plan, is_recipe_layout, recompute_ladder)
+from moeplan.plan.advice import (LONG_CONTEXT_TOKENS, Reason, cp_start, dispatcher_candidates, explain_plan,
+                                 is_recipe_layout, recompute_ladder)
 from moeplan.plan.bounds import ThroughputBound
 from moeplan.plan.ranking import rank_candidates
 from moeplan.plan.space import Candidate, NewerRelease, Plan, PlanResult, SearchSpace, release_gate
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.run.parallel import (
-    Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline, check_layout, expert_rules,
-    interleaving_problem, mixer_rules, pipeline_rules, sequence_rules, with_balanced_layout)
+from moeplan.run.parallel import (Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline,
+                                  check_layout, expert_rules, interleaving_problem, mixer_rules, pipeline_rules,
+                                  sequence_rules, with_balanced_layout)
 
 # From Megatron-Core 0.18, dropless MoE can run sync-free with fixed per-rank HybridEP buffers
 # (moe_expert_rank_capacity_factor) and paged activation stashing, so a full-iteration CUDA graph

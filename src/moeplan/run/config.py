@@ -12,31 +12,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-from moeplan.base.te_release import (DEFAULT_TE_VERSION, grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped,
-                                te_version_key)
 from moeplan.base.errors import MoeplanError
-from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.fields import ep_overlap_mtp_needs_pp, gdn_backward_dw, version_key
+from moeplan.base.te_release import (DEFAULT_TE_VERSION, grouped_tensor_problem, grouped_tensor_raises,
+                                     op_fuser_grouped, te_version_key)
+from moeplan.base.vocab import DEFAULT_GPU
+from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
+                                DISPATCHERS, FSDP_STRATEGIES, MUON_TP_MODES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS,
+                                RECOMPUTE_ALIASES, RECOMPUTE_MODULES, CpCommType, Dispatcher, Precision)
+from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.run.parallel import Batch, LayoutCheck, Parallel, check_layout
-from moeplan.base.vocab import (
-    CP_COMM_TYPES,
-    CUDA_GRAPH_SCOPES,
-    CpCommType,
-    DEFAULT_MCORE_VERSION,
-    DEFAULT_RESERVE_GIB,
-    DISPATCHERS,
-    Dispatcher,
-    FSDP_STRATEGIES,
-    MUON_TP_MODES,
-    OFFLOAD_MODULES,
-    OPTIMIZERS,
-    PRECISIONS,
-    Precision,
-    RECOMPUTE_ALIASES,
-    RECOMPUTE_MODULES,
-)
 
 
 # Megatron-LM arguments.py and Bridge comm_overlap.py (Megatron-Core 0.17+): the one wording, also the file

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 from moeplan.base.errors import InvalidLayout, MoeplanError
 from moeplan.base.fields import version_key
-from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, TE_WIDE_HEAD_FIX, heads_split, unfused_attention
 from moeplan.base.te_release import te_label
 from moeplan.models.spec import Attention, GatedDeltaNet, Layer, ModelSpec
+from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, TE_WIDE_HEAD_FIX, heads_split, unfused_attention
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec

@@ -9,12 +9,12 @@ from typing import Any
 
 from moeplan.engine.activations import BF16_BYTES, unfused_score_square, unfused_square_softmax_is_fused
 from moeplan.engine.flops import attention_core_fwd_flops as _attention_core_flops_per_token
-from moeplan.engine.timing.calibration import Calibration, DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.context import TRAIN, Ctx, gemm_rate, make_ctx
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Attention
-from moeplan.run.attention_backend import (
-    WIDE_HEAD_KERNEL_ABOVE, attention_kernel, attention_kernel_mixer, heads_split, sink_cp_comm_ok)
+from moeplan.run.attention_backend import (WIDE_HEAD_KERNEL_ABOVE, attention_kernel, attention_kernel_mixer,
+                                           heads_split, sink_cp_comm_ok)
 from moeplan.run.config import RunConfig
 from moeplan.run.parallel import cp_ranks_per_domain, hierarchical_cp_inner
 

@@ -9,13 +9,13 @@ from moeplan.base.vocab import FLEX_DISPATCHERS
 from moeplan.engine.activations import BF16_BYTES, expert_probs_bytes, gdn_saved_bytes, layer_activation
 from moeplan.engine.flops import layer_flops, layer_gemms
 from moeplan.engine.timing.attention import attention_s, cp_comm, rope_glue_bytes
-from moeplan.engine.timing.context import (
-    FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_SHARE, LayerTime, TRAIN, Ctx, busbw, ring_time)
+from moeplan.engine.timing.context import (FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_SHARE, TRAIN, Ctx, LayerTime, busbw,
+                                           ring_time)
 from moeplan.engine.timing.gdn import gdn_glue_s, gdn_graph_captured, gdn_kernel_parts_s, gdn_launch_s
 from moeplan.engine.timing.gemm import gemm_time
-from moeplan.engine.timing.moe import (
-    EP_CHUNK_EDGE, ep_kernels, ep_totals, ep_comm_sms, ep_overlap_exposed_s, expert_glue_bytes,
-    expert_glue_clamp_fwd_bytes, expert_host_s, expert_launch_exposed_s, experts_recomputed, routing_map_allgather_s)
+from moeplan.engine.timing.moe import (EP_CHUNK_EDGE, ep_comm_sms, ep_kernels, ep_overlap_exposed_s, ep_totals,
+                                       expert_glue_bytes, expert_glue_clamp_fwd_bytes, expert_host_s,
+                                       expert_launch_exposed_s, experts_recomputed, routing_map_allgather_s)
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE
 from moeplan.run.parallel import cp_ranks_per_domain
 

@@ -11,16 +11,16 @@ from moeplan.engine.activations import BF16_BYTES, FP32_BYTES
 from moeplan.engine.flops import flops_per_token, logits_gemm, mtp_eh_proj_gemm
 from moeplan.engine.param_shards import average_params_per_gpu
 from moeplan.engine.timing.attention import cp_comm
-from moeplan.engine.timing.calibration import Calibration, DEFAULT_CALIBRATION
-from moeplan.engine.timing.context import TIME_ITEMS, Ctx, busbw, ring_time, make_ctx
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.context import TIME_ITEMS, Ctx, busbw, make_ctx, ring_time
 from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.layer import layer_time
 from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_comm
 from moeplan.engine.timing.optimizer import offload_s
-from moeplan.engine.timing.pipeline import (
-    pp_comm_s, pp_exposed_s, sharded_dp_and_optimizer_s, bubble_microbatches, pipeline_rank_work)
+from moeplan.engine.timing.pipeline import (bubble_microbatches, pipeline_rank_work, pp_comm_s, pp_exposed_s,
+                                            sharded_dp_and_optimizer_s)
 from moeplan.hardware import GPUSpec
-from moeplan.models.spec import Attention, Layer, MODEL_FEATURES, MoE
+from moeplan.models.spec import MODEL_FEATURES, Attention, Layer, MoE
 from moeplan.run.config import RunConfig
 from moeplan.run.parallel import Pipeline, Stage, build_pipeline, validate
 
