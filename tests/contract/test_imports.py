@@ -22,8 +22,7 @@ TIERS: tuple[tuple[str, ...], ...] = (
     ("moeplan.run",),                                        # the run record, the layout, the strategy file
     ("moeplan.engine", "moeplan.megatron"),                  # the cost model | Megatron readers and exports
     ("moeplan.plan",),                                       # search, advice, bounds, explain
-    ("moeplan.lint",),                                       # the linter of run configs
-    ("moeplan.calibrate",),                                  # the calibration to a cluster (reads run files)
+    ("moeplan.lint", "moeplan.calibrate"),                   # the linter | the calibration to a cluster
     ("moeplan.api",),                                        # the Python API
     ("moeplan.plots",),                                      # the edge: figures,
     ("moeplan.report",),                                     # the HTML report,

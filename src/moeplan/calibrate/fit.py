@@ -36,8 +36,8 @@ from moeplan.engine.estimate import Estimate, evaluate
 from moeplan.engine.flops import flops_per_token
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.lint.checker import architecture_mismatch, infer_model, with_split_layout
 from moeplan.logs import GIB, STDIN, SteadyState, TrainingLog, read_runs, steady_state
+from moeplan.megatron.architecture import architecture_mismatch, infer_model, with_split_layout
 from moeplan.megatron.export import format_override_value
 from moeplan.megatron.read import parse_run_text
 from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS

@@ -89,7 +89,7 @@ class Collector:
         self.env_lines[name] = line
 
     def arch(self, name: str, value: object, line: int) -> None:
-        """A model architecture field the file states (checked against --model: checker.architecture_mismatch)."""
+        """A model architecture field the file states (checked against --model: moeplan.megatron.architecture.architecture_mismatch)."""
         self.architecture[name] = value
         self.architecture_lines[name] = line
 
