@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from moeplan.assistant.cli_commands import install_skill, skill_source
+from moeplan.cli.assistant import install_skill, skill_source
 from moeplan.cli import build_parser, main
 
 from ..mcp_support import require_mcp
@@ -134,4 +134,4 @@ def test_mcp_server_start_imports_no_engine():
             "print(json.dumps(sorted(sys.modules)))\n")
     loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                            check=True).stdout.splitlines()[-1]))
-    assert not loaded & {"moeplan.api", "moeplan.planner", "moeplan.timing", "moeplan.memory", "yaml"}
+    assert not loaded & {"moeplan.api", "moeplan.plan.planner", "moeplan.engine.timing.step", "moeplan.engine.memory", "yaml"}

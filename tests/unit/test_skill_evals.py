@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from moeplan.cli import main
-from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 SKILL = Path(__file__).resolve().parents[2] / "src" / "moeplan" / "assistant" / "skills" / "moeplan"
 EVALS = json.loads((SKILL / "evals" / "evals.json").read_text(encoding="utf-8"))["evals"]

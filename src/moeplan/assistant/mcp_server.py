@@ -27,9 +27,9 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from moeplan.assistant import tools
-from moeplan.errors import MoeplanError, one_line
-from moeplan.te_release import DEFAULT_TE_VERSION
-from moeplan.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION
+from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.te_release import DEFAULT_TE_VERSION
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION
 
 SERVER_NAME = "moeplan"
 INSTRUCTIONS = (

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from moeplan.errors import MoeplanError, one_line
-from moeplan.te_release import DEFAULT_TE_VERSION
-from moeplan.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
+from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.te_release import DEFAULT_TE_VERSION
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
 
 # The formats `moeplan plan --format` prints (besides its table): export's choices.
 EXPORT_FORMATS = ("overrides", "yaml", "megatron-lm")
@@ -89,7 +89,7 @@ def _calibration(s: _Scratch, calibration_yaml: str | None, hardware_file: str |
     or None (the fitted defaults)."""
     if calibration_yaml is None:
         return None
-    from moeplan.calibrate import load_profile
+    from moeplan.calibrate.fit import load_profile
 
     return load_profile(s.write("calibration.yaml", calibration_yaml, "calibration_yaml"), hardware_file)
 
@@ -100,7 +100,7 @@ def _run_settings(s: _Scratch, *, gpu: str, hardware_yaml: str | None, calibrati
                   optimizer: str, mtp_layers: int | None) -> dict[str, Any]:
     """The cluster and numerics keywords every estimating command passes (the CLI's run / sweep keywords), with a
     profile's constants and reserve where given, as ``--calibration`` applies them."""
-    from moeplan.timing import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     hardware_file = _hardware(s, hardware_yaml)
     profile = _calibration(s, calibration_yaml, hardware_file)
@@ -128,7 +128,7 @@ def _named(out: Any, calibration_yaml: str | None) -> Any:
 
 def list_models() -> dict[str, Any]:
     """``moeplan models --json`` as ``{"models": [...]}``."""
-    from moeplan.listing import list_models as rows
+    from moeplan.engine.listing import list_models as rows
 
     return {"models": rows()}
 
@@ -348,9 +348,10 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
     Either ``model`` at two lengths (``seq_lens`` [A, B], ``gpus``, ``gbs_tokens``: each length planned), or two
     run configs' texts (``config_a``, ``config_b``; ``model`` then names their model where the files' '# moeplan:'
     comment does not), or one config's text and ``seq_lens`` [B] (run B: the same file at length B)."""
-    from moeplan import api, checker
-    from moeplan.explain import compare, remedy
-    from moeplan.timing import DEFAULT_CALIBRATION
+    from moeplan import api
+    from moeplan.lint import checker
+    from moeplan.plan.explain import compare, remedy
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     cal = DEFAULT_CALIBRATION
     with scratch() as s:
@@ -410,7 +411,7 @@ def check_config(config: str, *, model: str | None = None, gpu: str | None = Non
     Megatron-LM argument list or launch script); ``name`` is the file name its findings are read under (its
     suffix tells a YAML from a script: run.yaml, run.sh, overrides.txt). A config with errors is an answer, not a
     tool error: ``errors`` counts them."""
-    from moeplan import checker
+    from moeplan.lint import checker
 
     with scratch() as s:
         path = s.write(name, config, "config")
@@ -430,7 +431,7 @@ def calibrate(log: str, *, name: str = "training.log", model: str | None = None,
     """``moeplan calibrate LOG ... --json`` of a training log's text, with ``profile_yaml``: the profile
     ``--out`` would write (give it back as ``calibration_yaml`` to estimate, plan or sweep)."""
     from moeplan import api
-    from moeplan.calibrate import profile_yaml
+    from moeplan.calibrate.fit import profile_yaml
 
     with scratch() as s:
         path = s.write(name, log, "log")
