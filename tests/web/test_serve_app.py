@@ -136,7 +136,7 @@ def test_figure_and_download_errors(client: Any) -> None:
 
 
 def test_downloads_are_the_clis_exports(client: Any, want: dict[str, Any], tmp_path: Path) -> None:
-    from moeplan.strategy import strategy_text
+    from moeplan.run.strategy import strategy_text
 
     p1 = want["plans"][0]
     r = client.get(f"/plan/download/overrides?{Q}")
@@ -168,7 +168,7 @@ def test_sweep_view(client: Any) -> None:
 
 
 def test_check_view(client: Any, want: dict[str, Any], upload_dir: Path) -> None:
-    from moeplan import checker
+    from moeplan.lint import checker
 
     assert client.get("/check").status_code == 200
     text = "\n".join([want["plans"][0]["provenance"], *want["plans"][0]["overrides"]]).replace(
@@ -215,7 +215,7 @@ def test_explain_views(client: Any) -> None:
     r = client.get("/explain?model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len=16k,64k&gbs_tokens=4m")
     assert r.status_code == 200 and 'id="explain-table"' in r.text and 'id="reasons"' in r.text
     pts = api.sweep_points("qwen3-30b-a3b", gpu="h100", gpus=64, seq_lens=[16384, 65536], gbs_tokens=4 << 20)
-    from moeplan.explain import compare
+    from moeplan.plan.explain import compare
 
     comp = compare(pts[0].estimate, pts[1].estimate)
     for reason in comp.reasons:

@@ -66,5 +66,5 @@ def test_help_does_not_import_the_web_stack() -> None:
             "sys.__stdout__.write(json.dumps(sorted(sys.modules)))\n")
     loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                            check=True).stdout))
-    assert "moeplan.web.command" in loaded
+    assert "moeplan.cli.serve" in loaded
     assert not loaded & {"starlette", "uvicorn", "jinja2", "moeplan.web.app", "multipart", "python_multipart"}

@@ -32,7 +32,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.web.forms import (MAX_UPLOAD_BYTES, PLAN_PINS, Form, Uploads, field_of, gpu_arg, hardware_arg,
                                model_arg)
 
@@ -138,9 +138,9 @@ class Engine:
 
 def catalogs(hardware: str | None = None) -> dict[str, Any]:
     from moeplan.hardware import hardware_names
-    from moeplan.megatron.fields import VERSIONS
+    from moeplan.base.fields import VERSIONS
     from moeplan.models import catalog_names
-    from moeplan.vocab import DEFAULT_MCORE_VERSION, DISPATCHERS, PRECISIONS
+    from moeplan.base.vocab import DEFAULT_MCORE_VERSION, DISPATCHERS, PRECISIONS
 
     try:
         gpus = hardware_names(hardware)
@@ -156,8 +156,8 @@ PLAN_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs", "precision"
 
 def plan_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, Any]]:
     """The plan form as :func:`moeplan.api.search_plans` arguments (the CLI's `moeplan plan` flags)."""
-    from moeplan.megatron.fields import VERSIONS
-    from moeplan.vocab import DEFAULT_MCORE_VERSION, DISPATCHERS, PRECISIONS
+    from moeplan.base.fields import VERSIONS
+    from moeplan.base.vocab import DEFAULT_MCORE_VERSION, DISPATCHERS, PRECISIONS
 
     model = model_arg(form, uploads)
     hardware = hardware_arg(form, uploads)
@@ -196,8 +196,8 @@ SWEEP_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs_tokens", "pr
 
 
 def sweep_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, Any]]:
-    from moeplan.megatron.fields import VERSIONS
-    from moeplan.vocab import DEFAULT_MCORE_VERSION, PRECISIONS
+    from moeplan.base.fields import VERSIONS
+    from moeplan.base.vocab import DEFAULT_MCORE_VERSION, PRECISIONS
 
     model = model_arg(form, uploads)
     hardware = hardware_arg(form, uploads)
@@ -298,7 +298,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         return found, found.plans[n - 1]
 
     def timeline_refusal(cfg: Any) -> str | None:
-        from moeplan.timeline import schedule_problem
+        from moeplan.engine.timeline import schedule_problem
 
         par = cfg.parallel
         mb = cfg.batch.microbatches(par.dp)
@@ -345,8 +345,8 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
 
     def download(form: Form, kind: str) -> tuple[bytes, str, str]:
         from moeplan import api
-        from moeplan.strategy import strategy_text
-        from moeplan.timeline import chrome_trace_bytes
+        from moeplan.run.strategy import strategy_text
+        from moeplan.engine.timeline import chrome_trace_bytes
 
         found, p = plan_of(form)
         cfg = p.config
@@ -484,8 +484,9 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         return Path(handle.name)
 
     def check_answer(form: Form, text: str | None) -> dict[str, Any]:
-        from moeplan import checker, report
-        from moeplan.megatron.fields import VERSIONS
+        from moeplan import report
+        from moeplan.lint import checker
+        from moeplan.base.fields import VERSIONS
 
         if not text or not text.strip():
             form.fail("text", "paste a Bridge YAML, overrides or Megatron-LM arguments, or upload the file")
@@ -587,7 +588,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
 
     def explained(a: Any, b: Any) -> dict[str, Any]:
         from moeplan import api
-        from moeplan.explain import compare, remedy
+        from moeplan.plan.explain import compare, remedy
 
         comp = compare(a, b)
         found = engine.call(api.search_like, b.config, top=1)
@@ -598,7 +599,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
                 "reasons": [r.as_dict() for r in reasons]}
 
     def explain_files(form: Form) -> dict[str, Any]:
-        from moeplan import checker
+        from moeplan.lint import checker
 
         texts = {k: form.raw(k) for k in ("a_text", "b_text")}
         for k, t in texts.items():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 MAX_FIELD_CHARS = 200  # a field longer than this is refused (no name, number or list is this long)
 MAX_COUNT = 1 << 40  # GPUs, batch sizes, parallel sizes: at most 2**40 (the planner answers these in about a second)
@@ -135,7 +135,7 @@ class Form:
 
 def parse_tokens(text: str) -> int:
     """'128k' -> 131072, as the CLI reads a token count (moeplan.argcheck.token_count)."""
-    from moeplan.argcheck import token_count
+    from moeplan.base.argcheck import token_count
 
     return token_count(text)
 
