@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from moeplan.attention_backend import unfused_attention
+from moeplan.dsa import indexer_saved_elems
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
 from moeplan.vocab import DISPATCHERS, FLEX_DISPATCHERS
 
@@ -86,6 +87,8 @@ def _attention(a: Attention, h: int) -> list[SavedTensor]:
         out.append(SavedTensor("mla_v", n * a.v_head_dim, offload="core_attn"))
         out.append(attn_softmax_stats(a))
         out.append(SavedTensor("attn_out", n * a.v_head_dim, gemm_input=True, offload="attn_proj"))
+        if a.sparse is not None:  # DSA lightning indexer's tensors (moeplan.dsa)
+            out += [SavedTensor(name, elems, elem_bytes=nb) for name, elems, nb in indexer_saved_elems(a.sparse)]
         return out
     q = a.num_heads * a.head_dim
     kv = a.num_kv_heads * a.head_dim

@@ -13,7 +13,8 @@ Convention (megatron/training/training.py ``num_floating_point_operations``, aft
 Gated DeltaNet layers are counted as in Megatron-Core's hybrid (GDN) accounting: projections are
 GEMMs; the chunked delta rule costs O(d_k x d_v) per head per token, independent of sequence length.
 Sliding-window layers (gpt-oss) count the keys each query sees inside its window (w - w^2/2s on
-average once s > w) instead of s/2.
+average once s > w) instead of s/2. DeepSeek sparse attention layers (GLM-5) count their top-k keys and the
+lightning indexer as Megatron Bridge does (moeplan.dsa).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from moeplan.dsa import core_fwd_equiv_flops as dsa_core_fwd_equiv_flops, indexer_gemm_shapes, indexer_proj_fwd_correction
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
 
 MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128  # Megatron-LM --make-vocab-size-divisible-by default
@@ -66,6 +68,8 @@ def _attention_gemms(a: Attention, hidden: int) -> list[Gemm]:
         g.append(Gemm("kv_down", "attn", hidden, a.kv_lora_rank + a.qk_rope_head_dim, split=""))
         g.append(Gemm("kv_up", "attn", a.kv_lora_rank, n * (a.qk_nope_head_dim + a.v_head_dim)))
         g.append(Gemm("o_proj", "attn", n * a.v_head_dim, hidden, split="k"))
+        # DSA lightning indexer (moeplan.dsa), replicated across TP
+        g += [Gemm(name, "attn", k, n_out, split="") for name, k, n_out in indexer_gemm_shapes(a, hidden)]
         return g
     q = a.num_heads * a.head_dim
     kv = a.num_kv_heads * a.head_dim
@@ -130,6 +134,8 @@ class LayerFlops:
 
 def attention_core_fwd_flops(a: Attention, seq_len: int) -> float:
     """Score + context forward FLOPs per token; causal counts half of the keys."""
+    if a.sparse is not None:  # DSA: top-k attention plus the indexer's scoring (moeplan.dsa)
+        return dsa_core_fwd_equiv_flops(a, seq_len)
     keys = seq_len / 2  # causal: query i sees i keys, s/2 on average
     if a.sliding_window and seq_len > a.sliding_window:
         w = a.sliding_window  # the first w queries see i keys, the rest w: average w - w^2 / (2s)
@@ -173,7 +179,7 @@ def layer_flops(layer: Layer, hidden: int, seq_len: int) -> LayerFlops:
     if isinstance(layer.mixer, GatedDeltaNet):
         parts["gdn_core_flops"] = _gdn_core_fwd(layer.mixer)
     else:
-        parts["attn_proj_flops"] += _mla_norm_fwd(layer.mixer)
+        parts["attn_proj_flops"] += _mla_norm_fwd(layer.mixer) + indexer_proj_fwd_correction(layer.mixer, hidden)
         parts["attn_core_flops"] = attention_core_fwd_flops(layer.mixer, seq_len)
     return LayerFlops(**parts)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from functools import cached_property, lru_cache
 
+from moeplan.dsa import indexer_params
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
 
 
@@ -22,7 +23,7 @@ def attention_params(a: Attention, hidden: int) -> int:
         q = hidden * q_out if a.q_lora_rank is None else a.q_lora_rank * (hidden + 1 + q_out)
         kv = hidden * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
         kv += a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
-        return q + kv + a.num_heads * a.v_head_dim * hidden
+        return q + kv + a.num_heads * a.v_head_dim * hidden + indexer_params(a, hidden)  # DSA indexer (moeplan.dsa)
     q_out = a.num_heads * a.head_dim * (2 if a.output_gate else 1)  # gate shares q_proj
     kv_out = 2 * a.num_kv_heads * a.head_dim
     total = hidden * (q_out + kv_out) + a.num_heads * a.head_dim * hidden

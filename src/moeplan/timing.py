@@ -45,6 +45,7 @@ from moeplan.flops import (
     logits_gemm,
     mtp_eh_proj_gemm,
 )
+from moeplan.dsa import cp_gathered_elems as dsa_cp_gathered_elems
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
@@ -744,6 +745,10 @@ def _cp_comm(ctx: _Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
     nic = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff
     domain_cp = cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain)
     kind = cfg.cp_comm_type
+    if mixer.sparse is not None:  # DSA: all-gather CP of the KV latent (+ indexer key) whatever the type (moeplan.dsa)
+        gathered = t * dsa_cp_gathered_elems(mixer) * BF16_BYTES * (par.cp - 1)
+        link = nvl if par.cp <= domain_cp else nic
+        return 3 * gathered / link, gathered / link
 
     def ring(steps: int, block_bytes: float, link: float, attn_total: float) -> tuple[float, float]:
         step_comm = 3 * block_bytes / link  # K/V forward; K/V + dK/dV backward

@@ -30,6 +30,20 @@ AttentionKind = Literal["gqa", "mla"]
 
 
 @dataclass(frozen=True)
+class SparseAttention(CachedHash):
+    """DeepSeek Sparse Attention (DSA; DeepSeek-V3.2, arXiv 2512.02556; GLM-5): a lightning indexer scores every
+    causal key of each query (``index_heads`` ReLU'd dot products of width ``index_head_dim``, weighted per head)
+    and the attention then reads only the ``topk`` best keys. ``runs_indexer`` False: the layer reuses the top-k
+    of the previous layer that ran one (GLM-5.2 IndexShare: transformers GlmMoeDsaConfig indexer_types "shared";
+    Megatron-Core dsa_indexer_topk_freq / dsa_indexer_skip_topk_offset) and has no indexer weights."""
+
+    topk: int
+    index_heads: int
+    index_head_dim: int
+    runs_indexer: bool = True
+
+
+@dataclass(frozen=True)
 class Attention(CachedHash):
     """Softmax attention: MHA/GQA (``num_kv_heads`` <= ``num_heads``) or DeepSeek MLA.
 
@@ -57,6 +71,7 @@ class Attention(CachedHash):
     kv_lora_rank: int = 0
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
+    sparse: SparseAttention | None = None  # DSA (moeplan.dsa); None = dense causal attention
 
     @property
     def is_mla(self) -> bool:
@@ -166,6 +181,7 @@ MODEL_FEATURES: dict[str, str] = {
     "sliding_window": "sliding-window attention layers",
     "attention_sinks": "learned attention sinks",
     "clamped_glu": "a clamped gated activation",
+    "sparse_attention": "DeepSeek sparse attention (indexer + top-k)",
 }
 
 
@@ -248,7 +264,8 @@ class ModelSpec:
                 out.add("gated_deltanet")
             elif isinstance(m, Attention):
                 out.update(name for name, has in (("gated_attention", m.output_gate), ("attention_sinks", m.sink_logits > 0),
-                                                  ("sliding_window", m.sliding_window is not None)) if has)
+                                                  ("sliding_window", m.sliding_window is not None),
+                                                  ("sparse_attention", m.sparse is not None)) if has)
             if isinstance(mlp, MoE) and mlp.clamped_glu:
                 out.add("clamped_glu")
         return frozenset(out)
@@ -266,7 +283,7 @@ class ModelSpec:
 
 
 # dataclass(frozen=True) writes a field-by-field __hash__ into each class; use the cached one.
-for _cls in (Attention, GatedDeltaNet, DenseMLP, MoE, Layer):
+for _cls in (SparseAttention, Attention, GatedDeltaNet, DenseMLP, MoE, Layer):
     _cls.__hash__ = CachedHash.__hash__  # type: ignore[method-assign]
 
 
