@@ -393,6 +393,26 @@ def _outside_fit(evidence: list[Evidence], bands: dict[str, float], fitted: froz
     return out
 
 
+def _new_models() -> list[str]:
+    """The measured rows of the models issue 34 adds (tests/data/new_model_rows.csv): moeplan against each, and the
+    effect it names where it is not within 25% (tests/validation/test_new_model_rows.py)."""
+    from tests.new_model_rows import TOLERANCE, ratio, rows
+
+    out = ["## New models", "",
+           "The shared measured rows of DeepSeek-V4, Qwen3.6 and GLM-5.2 (measured_variants.csv N06, N12, N16, N18;",
+           "`tests/data/new_model_rows.csv`). Each is within "
+           f"{TOLERANCE:.0%} of its measured tokens/s per GPU or names what moeplan misses",
+           "(`tests/validation/test_new_model_rows.py`); none is in the fit.", "",
+           "| group | run | measured tokens/s/GPU | moeplan / measured | missing effect |", "|---|---|---|---|---|"]
+    for r in rows():
+        x = ratio(r)
+        meas = f"{float(r['measured_tokens_per_s_per_gpu']):,.0f}" if r["measured_tokens_per_s_per_gpu"] else \
+            f"({r['measured_tflops_per_gpu']} TFLOP/s)"
+        out.append(f"| {r['group']} | {r['label']} | {meas} | {f'{x:.2f}x' if x is not None else '-'} | "
+                   f"{r['missing_effect'] or 'none'} |")
+    return out + [""]
+
+
 def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndarray], band: float,
            cal: Calibration, z: np.ndarray, prior: np.ndarray, sd_post: np.ndarray, evidence: list[Evidence],
            bands: dict[str, float], fitted: frozenset[str]) -> str:
@@ -454,6 +474,7 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
     lines += _ranking(cal)
     lines += _out_of_sample(cal)
     lines += _outside_fit(evidence, bands, fitted, band)
+    lines += _new_models()
     published, ratios = _published(cal)
     lines += published
     ok = sum(1 for v in ratios.values() if v >= 0.9)

@@ -21,6 +21,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from moeplan.errors import InvalidLayout, MoeplanError
+from moeplan.dsa import version_problem as dsa_version_problem
 from moeplan.megatron.fields import version_key
 from moeplan.attention_backend import SINK_CP_COMM_TYPE, TE_WIDE_HEAD_FIX, heads_split, unfused_attention
 from moeplan.te_release import te_label
@@ -291,6 +292,9 @@ def mixer_rules(spec: ModelSpec, tp: int, cp: int, mcore_version: str | None = N
                      f"attention{' with sinks' if layer.sink_logits else ''} on {gpu.name} (sm{gpu.sm_arch}) only with "
                      f"UnfusedDotProductAttention, which does not support context parallelism (CP {cp}): no "
                      f"attention backend runs; use CP 1 ({why})")
+            dsa = dsa_version_problem(layer, _version(mcore_version), mcore_version) if mcore_version else None
+            if dsa:  # DeepSeek sparse attention's releases (moeplan.dsa)
+                fail("dsa-version", dsa)
             if cp > 1 and layer.sink_logits and not heads_split(layer, tp, cp):
                 # sinks run under CP only as a2a (attention_backend.sink_cp_comm_ok), whose heads must split over CP
                 kv = layer.num_heads if layer.is_mla else layer.num_kv_heads

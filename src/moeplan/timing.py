@@ -45,7 +45,7 @@ from moeplan.flops import (
     logits_gemm,
     mtp_eh_proj_gemm,
 )
-from moeplan.dsa import cp_gathered_elems as dsa_cp_gathered_elems
+from moeplan.dsa import CP_COMM_TYPE as DSA_CP_COMM_TYPE, cp_gathered_elems as dsa_cp_gathered_elems
 from moeplan.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
@@ -786,6 +786,8 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
     if par.cp <= 1 or not mixers:
         return cfg.cp_comm_type
+    if any(m.sparse is not None for m in mixers):  # DSA runs all-gather CP only (moeplan.dsa)
+        return DSA_CP_COMM_TYPE
     ctx = make_ctx(cfg, gpu, cal, layer_cache)
     hit = ctx.cache.get("best_cp_comm_type")
     if hit is not None:

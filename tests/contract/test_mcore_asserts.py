@@ -55,6 +55,7 @@ CASES = {
     "cuda-graph-scopes": ("qwen3-30b-a3b", {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_preprocess"]}),
     "cp-comm-type-list": ("qwen3-30b-a3b", {"cp_comm_type": ["p2p", "a2a"]}),
     "precision-aware-optimizer": ("qwen3-30b-a3b", {"exp_avg_dtype": "bfloat16"}),
+    "dsa-cp-allgather": ("glm-5", {"cp_comm_type": "p2p"}),
 }
 
 

@@ -31,9 +31,11 @@ EVIDENCE = [r for r in out_of_fit_runs() + bridge_runs() if _outside(r["model"])
 
 
 def test_the_evidence_is_the_runs_it_names():
-    """Three Qwen3-Next runs (PR #3168 on GB200 / GB300, ModelZoo on H100) and the four gpt-oss perf rows."""
+    """Three Qwen3-Next runs (PR #3168 on GB200 / GB300, ModelZoo on H100), the four GLM-5.2 card runs and the four
+    gpt-oss perf rows."""
     assert sorted(label(r) for r in EVIDENCE) == sorted(
         ["qwen3-next-80b-a3b-gb200-64-4096", "qwen3-next-80b-a3b-gb300-64-4096", "qwen3-next-80b-a3b-H100-128-4096",
+         "glm-5.2-h100-608-200000", "glm-5.2-gb200-192-131072", "glm-5.2-h100-352-2048", "glm-5.2-gb200-192-4096",
          "gpt-oss-120b-gb300-64-4096", "gpt-oss-120b-gb200-64-4096", "gpt-oss-120b-b300-64-4096",
          "gpt-oss-120b-h100-64-4096"])
 

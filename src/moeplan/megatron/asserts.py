@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from moeplan.dsa import CP_COMM_TYPE as DSA_CP_COMM_TYPE
 from moeplan.megatron.fields import check_settings, ep_overlap_mtp_needs_pp, version_tuple
 from moeplan.models.spec import ModelSpec
 from moeplan.parallel import unroll_layout
@@ -351,6 +352,15 @@ def _cp_comm_list(v: FileView) -> str | None:
     return None
 
 
+def _dsa_cp_allgather(v: FileView) -> str | None:
+    kinds = set(v.modules("cp_comm_type"))  # unset: the recipe's (not in the file), not judged here
+    dsa = any(getattr(m, "sparse", None) is not None for m in v.model.distinct_mixers)
+    if dsa and v.cp > 1 and kinds and kinds != {DSA_CP_COMM_TYPE}:
+        return (f"DeepSeek sparse attention runs context parallelism with cp_comm_type {DSA_CP_COMM_TYPE} only "
+                f"(got {', '.join(sorted(kinds))})")
+    return None
+
+
 def _precision_aware(v: FileView) -> str | None:
     if v.flag("use_precision_aware_optimizer") and v.get("use_distributed_optimizer") is False:
         return "use_precision_aware_optimizer needs use_distributed_optimizer"
@@ -390,6 +400,8 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("cuda-graph-flags", TC, "cuda_graph_impl", _graph_flags, since="0.15"),
     McoreAssert("cuda-graph-scopes", TC, "cuda_graph_scope", _graph_scopes, since="0.16"),
     McoreAssert("cp-comm-type-list", TC, "cp_comm_type", _cp_comm_list),
+    McoreAssert("dsa-cp-allgather", "transformer/experimental_attention_variant/dsa.py DSAttention.forward", "cp_comm_type",
+                _dsa_cp_allgather, since="0.16"),
     McoreAssert("precision-aware-optimizer", OPT, "use_precision_aware_optimizer", _precision_aware),
 )
 
