@@ -253,3 +253,16 @@ def test_planner_layouts_follow_the_head_and_expert_rules():
             par = p.config.parallel
             assert spec.first_attention.num_heads % par.tp == 0 and spec.num_experts % par.ep == 0
             assert not check_layout(spec, par, p.config.batch, p.config.mcore_version)
+
+
+def test_dsa_does_not_take_te_attention_backend_rules():
+    """Megatron-Core's DSAttention runs its own kernels, not TE's DotProductAttention: GLM's 256-wide MLA heads do not
+    fall to TE's unfused path on sm103 (which has no CP), and are timed at cuDNN's fused MLA rates."""
+    from moeplan.attention_backend import attention_kernel
+    from moeplan.hardware import load_gpu
+
+    attn = load_model("glm-5.2").first_attention
+    assert attention_kernel(attn, load_gpu("gb300")) == "cudnn_mla"
+    est = api.estimate("glm-5.2", gpu="gb300", gpus=192, seq_len=131072, gbs=56, pp=6, cp=32, ep=32,
+                       cp_comm_type="allgather", mcore_version="0.19", recompute="full")
+    assert est["assumptions"]["unfused_attention_saved_bytes_per_layer_microbatch"] == 0.0
