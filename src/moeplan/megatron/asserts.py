@@ -353,7 +353,9 @@ def _cp_comm_list(v: FileView) -> str | None:
 
 
 def _dsa_cp_allgather(v: FileView) -> str | None:
-    kinds = set(v.modules("cp_comm_type"))  # unset: the recipe's (not in the file), not judged here
+    # unset: the recipe's (not in the file), not judged here; DSAttention normalises the name (dsa_layout.py
+    # normalize_cp_comm_type: no underscores, lower case), so TE's all_gather is its allgather
+    kinds = {k.replace("_", "").lower() for k in v.modules("cp_comm_type")}
     dsa = any(getattr(m, "sparse", None) is not None for m in v.model.distinct_mixers)
     if dsa and v.cp > 1 and kinds and kinds != {DSA_CP_COMM_TYPE}:
         return (f"DeepSeek sparse attention runs context parallelism with cp_comm_type {DSA_CP_COMM_TYPE} only "
