@@ -266,3 +266,13 @@ def test_dsa_does_not_take_te_attention_backend_rules():
     est = api.estimate("glm-5.2", gpu="gb300", gpus=192, seq_len=131072, gbs=56, pp=6, cp=32, ep=32,
                        cp_comm_type="allgather", mcore_version="0.19", recompute="full")
     assert est["assumptions"]["unfused_attention_saved_bytes_per_layer_microbatch"] == 0.0
+
+
+def test_deepseek_v4_is_refused_with_its_reason(tmp_path, capsys):
+    from moeplan.cli import main
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "deepseek_v4", "hidden_size": 4096}), encoding="utf-8")
+    assert main(["params", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'deepseek_v4' is not supported" in err and "mHC" in err

@@ -575,6 +575,12 @@ READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
 TEXT_CONFIGS: dict[str, tuple[str, str]] = {"qwen3_5_moe": ("text_config", "qwen3_5_moe_text")}
 
 
+# Public architectures moeplan does not read, and why (README, "Not supported").
+NOT_SUPPORTED: dict[str, str] = {
+    "deepseek_v4": "DeepSeek-V4's hybrid compressed sparse attention and mHC hyper-connections are not costed",
+}
+
+
 def _text_config(data: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
     """The language model's keys of a multimodal file (:data:`TEXT_CONFIGS`), read under the outer model_type; a
     bare text config (model_type qwen3_5_moe_text) is read as the same type. The outer tie_word_embeddings is the
@@ -600,6 +606,8 @@ def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = 
         raise MoeplanError(f"{origin}: expected a JSON object at the top level")
     data = _text_config(data, origin)
     model_type = data.get("model_type")
+    if model_type in NOT_SUPPORTED:
+        raise MoeplanError(f"{origin}: model_type '{model_type}' is not supported: {NOT_SUPPORTED[model_type]}")
     if not isinstance(model_type, str) or model_type not in READERS:
         supported = ", ".join(sorted(READERS))
         raise MoeplanError(f"{origin}: key 'model_type' is {model_type!r}; supported types: {supported}")
