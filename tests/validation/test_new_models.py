@@ -1,6 +1,6 @@
 """The models of issue 34 this branch reads: Qwen3.5 / Qwen3.6 MoE (qwen3_5_moe, the Qwen3-Next Gated DeltaNet
 hybrid) and GLM-5 / GLM-5.2 (glm_moe_dsa, DeepSeek sparse attention). Parameter counts against the checkpoint
-totals published for them, the reader's rules, and the DSA cost (moeplan.dsa) against Megatron Bridge's own count
+totals published for them, the reader's rules, and the DSA cost (moeplan.engine.dsa) against Megatron Bridge's own count
 of the measured runs."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from moeplan import api
-from moeplan.activations import layer_activation
-from moeplan.dsa import indexer_params, sparse_causal_keys
-from moeplan.errors import MoeplanError
-from moeplan.flops import flops_per_token, layer_flops
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.activations import layer_activation
+from moeplan.engine.dsa import indexer_params, sparse_causal_keys
+from moeplan.engine.flops import flops_per_token, layer_flops
+from moeplan.engine.params import count_params
 from moeplan.models import load_model, spec_from_dict
 from moeplan.models.spec import MODEL_FEATURES
-from moeplan.params import count_params
-from moeplan.parallel import check_layout
+from moeplan.run.parallel import check_layout
 
 from ..measured_variants import _rows
 
@@ -227,7 +227,7 @@ def test_dsa_context_parallel_is_all_gather_and_cheaper_than_a_dense_mla_ring():
 
 def test_dsa_release_rules():
     """DSA arrives in Megatron-Core 0.16, IndexShare (dsa_indexer_topk_freq) in 0.19."""
-    from moeplan.parallel import Parallel
+    from moeplan.run.parallel import Parallel
 
     par = Parallel(gpus=64, tp=1, pp=1, cp=1, ep=64)
     assert [c.rule for c in check_layout(load_model("glm-5.2"), par, mcore_version="0.18")] == ["dsa-version"]
@@ -258,7 +258,7 @@ def test_planner_layouts_follow_the_head_and_expert_rules():
 def test_dsa_does_not_take_te_attention_backend_rules():
     """Megatron-Core's DSAttention runs its own kernels, not TE's DotProductAttention: GLM's 256-wide MLA heads do not
     fall to TE's unfused path on sm103 (which has no CP), and are timed at cuDNN's fused MLA rates."""
-    from moeplan.attention_backend import attention_kernel
+    from moeplan.run.attention_backend import attention_kernel
     from moeplan.hardware import load_gpu
 
     attn = load_model("glm-5.2").first_attention

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from moeplan.errors import MoeplanError
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec, SparseAttention
+from moeplan.base.errors import MoeplanError
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE, SparseAttention
 
 # Every size and count indexes tensors with int32 in the kernels (Transformer Engine, the fused MoE
 # permute, Megatron's indexed datasets store token ids as int32 from a 65,500-entry vocabulary on:
@@ -412,7 +412,7 @@ def _indexer_types(c: _Cfg, n: int) -> list[bool]:
 def _read_glm_moe_dsa(c: _Cfg) -> dict[str, Any]:
     """GLM-5 / GLM-5.2 (transformers GlmMoeDsaForCausalLM): DeepSeek-V3 MLA and MoE, every layer's attention
     sparse (DSA: each query reads the index_topk keys its lightning indexer picks), IndexShare layers reusing
-    the previous indexer's top-k (moeplan.dsa)."""
+    the previous indexer's top-k (moeplan.engine.dsa)."""
     attn, dense, moe = _mla_layers(c)
     n = c.int("num_hidden_layers")
     sparse = SparseAttention(topk=c.int("index_topk"), index_heads=c.int("index_n_heads"),

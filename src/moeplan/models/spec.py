@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Literal
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 
 class CachedHash:
@@ -71,7 +71,7 @@ class Attention(CachedHash):
     kv_lora_rank: int = 0
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
-    sparse: SparseAttention | None = None  # DSA (moeplan.dsa); None = dense causal attention
+    sparse: SparseAttention | None = None  # DSA (moeplan.engine.dsa); None = dense causal attention
 
     @property
     def is_mla(self) -> bool:
