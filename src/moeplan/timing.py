@@ -50,7 +50,9 @@ from moeplan.errors import MoeplanError
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.fields import gdn_backward_dw, muon_dp_overlap
 from moeplan.memory import rank_params, average_params_per_gpu
-from moeplan.models.spec import MODEL_FEATURES, Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
+from moeplan.latent_moe import expert_width
+from moeplan.mamba import cp_alltoall_elems, mamba_layer_parts_s
+from moeplan.models.spec import MODEL_FEATURES, Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE
 from moeplan.parallel import (
     Batch,
     Parallel,
@@ -902,7 +904,8 @@ def _ep_kernels(ctx: _Ctx, moe: MoE) -> tuple[float, float, float]:
     if par.ep <= 1:
         return 0.0, 0.0, 0.0
     tokens = ctx.tokens * cfg.rows_factor
-    row_bytes = cfg.model.hidden * BF16_BYTES
+    # LatentMoE dispatches latent-wide tokens (token_dispatcher.py hidden_dim = moe_latent_size: moeplan.latent_moe)
+    row_bytes = expert_width(moe, cfg.model.hidden) * BF16_BYTES
     # EP peers sit ETP ranks apart (expert rank order: ETP, EP, EDP, PP); count peers, not GPUs
     span = par.ep * par.etp
     peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
@@ -1169,13 +1172,20 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if isinstance(mixer, GatedDeltaNet):
         gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, gpu, cal)
         out["linear_attention"] = gdn_fwd + gdn_bwd
-    else:
+    elif isinstance(mixer, Mamba2):  # the SSD kernels (moeplan.mamba), per TP x CP head shard
+        peak = gpu.peak("bf16")
+        gdn_fwd, gdn_bwd = mamba_layer_parts_s(mixer, t, peak * gdn_eff(gpu, cal, "fwd"), peak * gdn_eff(gpu, cal, "bwd"),
+                                               gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+        out["linear_attention"] = gdn_fwd + gdn_bwd
+    elif mixer is not None:
         out["attention"] = _attention_s(ctx, mixer)
     # --- element-wise work: proportional to what the layer saves for backward
     la = layer_activation(layer, h, frozenset(), frozenset(), None)
     saved = la.token_bytes * t + la.row_bytes * rows / par.etp
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     glue = glue_s = 0.0
+    if isinstance(mixer, Mamba2):  # the SSD kernels' input and output are their own traffic (mamba_layer_parts_s)
+        saved -= (mixer.in_proj_dim + mixer.d_inner) * BF16_BYTES * t
     if isinstance(mixer, GatedDeltaNet):  # the GDN mixer's traffic op by op (gdn_glue_s), not per saved byte
         saved -= gdn_saved_bytes(layer, h) * t
         glue_s = sum(gdn_glue_s(mixer, cfg.batch.mbs, t, gpu, cal))
@@ -1190,7 +1200,8 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
     if par.tp > 1:
         msg = t * h * BF16_BYTES
         bw = _busbw(gpu, par.tp, 1, cal)
-        blocks = 1 + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
+        # the mixer block (absent from a hybrid stack's MLP-only layer) and a dense or shared-expert MLP block
+        blocks = (mixer is not None) + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
         out["tp_comm"] = 4 * blocks * _ring_time(msg, par.tp, bw) * (1 - (cal.tp_hidden if cfg.tp_comm_overlap else 0.0))
     # --- CP (context parallel): exposed communication of the attention layer
     cp_fwd = 0.0
@@ -1202,6 +1213,14 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
         # "HP-to-CP all-to-all" of recompute label gdn_norm_out), forward and backward.
         vol = (mixer.in_proj_dim + mixer.value_dim) * t * BF16_BYTES
         vol *= (par.cp - 1) / par.cp
+        remote = max(0.0, 1.0 - cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain) / par.cp)
+        one = max(vol * (1 - remote) / (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff),
+                  vol * remote / (gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff))
+        out["cp_comm"], cp_fwd = 2 * one, one
+    elif par.cp > 1 and isinstance(mixer, Mamba2):
+        # Megatron-Core's Mamba CP is the same head-parallel all-to-all (mamba_context_parallel.py pre_conv_ssm /
+        # post_conv_ssm: zxBCdt in, the d_inner output back; moeplan.mamba.cp_alltoall_elems), forward and backward
+        vol = cp_alltoall_elems(mixer) * t * BF16_BYTES * (par.cp - 1) / par.cp
         remote = max(0.0, 1.0 - cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain) / par.cp)
         one = max(vol * (1 - remote) / (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff),
                   vol * remote / (gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff))
@@ -1245,8 +1264,9 @@ def _layer_time_uncached(ctx: _Ctx, layer: Layer) -> LayerTime:
             r += out.get("attention", 0.0) * fwd
         if "mla_up_proj" in mods and isinstance(mixer, Attention) and mixer.is_mla:
             r += sum(_gemm_time(ctx, g, 0.0, 1)[0] for g in layer_gemms(layer, h) if g.name in ("q_up", "kv_up")) * fwd
-        if "layernorm" in mods:
-            r += 2 * 2 * h * BF16_BYTES * t / hbm
+        if "layernorm" in mods:  # the norms the label rebuilds: not a Mamba layer's (fused into its in_proj)
+            norms = (mixer is not None and not isinstance(mixer, Mamba2)) + (mlp is not None)
+            r += norms * 2 * h * BF16_BYTES * t / hbm
         if isinstance(mlp, MoE):
             if "moe" in mods:
                 r += out.get("grouped_gemm", 0.0) * fwd + ep_fwd_s + glue_fwd_bytes / hbm

@@ -28,6 +28,7 @@ from moeplan.megatron.fields import (
     version_tuple,
 )
 from moeplan.megatron.read.overrides import parse_override_value
+from moeplan.hybrid import hybrid_fields, hybrid_pattern_value
 from moeplan.parallel import build_pipeline, hierarchical_cp_inner
 from moeplan.run import Recompute, RunConfig
 from moeplan.vocab import DEFAULT_RESERVE_GIB
@@ -49,6 +50,20 @@ def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
     if cfg.cp_comm_type == "a2a+p2p":
         inner = _a2a_group(cfg)
         out["hierarchical_context_parallel_sizes"] = [inner, par.cp // inner]
+    return out
+
+
+def _hybrid_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
+    """A hybrid model's architecture fields and its pattern: hybrid_override_pattern before Megatron-Core 0.17,
+    else hybrid_layer_pattern with the pipeline stages as '|' segments and the MTP depths as '/' patterns; a
+    hybrid model takes no pipeline_model_parallel_layout (moeplan.hybrid)."""
+    pipe = build_pipeline(cfg.model, cfg.parallel)
+    version = version_tuple(f.version)
+    stages = [len(s.layers) for s in pipe.stages] if pipe.explicit else None
+    out: dict[str, object] = {k: v for k, v in hybrid_fields(cfg.model).items() if k in f.knobs}
+    field = "hybrid_layer_pattern" if "hybrid_layer_pattern" in f.knobs else "hybrid_override_pattern"
+    out[field] = hybrid_pattern_value(cfg.model, stages, version)
+    out["pipeline_model_parallel_layout"] = None
     return out
 
 
@@ -198,6 +213,8 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
     """Megatron-Core field name -> value for a plan (``version`` defaults to ``cfg.mcore_version``)."""
     f = fields_for(version or cfg.mcore_version)
     out = _parallel_settings(cfg)
+    if cfg.model.hybrid_pattern:  # a hybrid (Mamba) stack: its pattern carries the pipeline split (moeplan.hybrid)
+        out.update(_hybrid_settings(cfg, f))
     out["global_batch_size"] = cfg.batch.gbs
     out["micro_batch_size"] = cfg.batch.mbs
     out["seq_length"] = cfg.batch.seq_len
