@@ -86,15 +86,15 @@ def ssd_bytes(m: Mamba2) -> tuple[float, float]:
     return fwd, bwd
 
 
-def ssm_state_bytes(m: Mamba2, sequences: int) -> float:
-    """fp32 SSM state (heads x head_dim x state_dim per sequence): what a chunk carries to the next and what
-    inference caches; constant in sequence length (training keeps none for backward: the kernels recompute it)."""
-    return FP32 * m.num_heads * m.head_dim * m.state_dim * sequences
-
-
-def conv_state_bytes(m: Mamba2, sequences: int) -> float:
-    """bf16 conv state (conv_dim x (kernel - 1) per sequence), the conv's look-back; constant in sequence length."""
-    return BF16 * m.conv_dim * (m.conv_kernel - 1) * sequences
+def ssd_transient_bytes_per_token(m: Mamba2) -> float:
+    """fp32 working buffers of the SSD kernels while one Mamba layer runs (mamba_ssm _mamba_chunk_scan_combined_fwd /
+    _bwd), per token of the attention layout (TP splits heads and groups, CP's all-to-all hands each rank
+    heads / CP of the whole sequence): the chunk states (heads x P x N per chunk: / Q per token), dt and its
+    cumulative sum dA_cumsum (one each per head and token), and the chunk-local C B^T blocks (groups x Q per
+    token). Freed when the layer's kernels return; training keeps no SSM or conv state across steps (the states
+    an inference cache holds are not allocated)."""
+    return FP32 * (m.num_heads * m.head_dim * m.state_dim / m.chunk_size + 2 * m.num_heads
+                   + m.num_groups * m.chunk_size)
 
 
 def cp_alltoall_elems(m: Mamba2) -> float:

@@ -31,7 +31,8 @@ from moeplan import fsdp, muon
 from moeplan.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
                                 layer_activation, layer_input_bytes, unfused_attention_bytes)
 from moeplan.attention_backend import unfused_attention
-from moeplan.models.spec import Attention, DenseMLP, Layer, MoE, ModelSpec
+from moeplan.mamba import ssd_transient_bytes_per_token
+from moeplan.models.spec import Attention, DenseMLP, Layer, Mamba2, MoE, ModelSpec
 from moeplan.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
 from moeplan.params import count_params, ffn_params, mixer_params, moe_params, mtp_module_params
 from moeplan.run import Recompute, RunConfig, other_fields
@@ -514,6 +515,8 @@ def _per_layer_bytes(cfg: RunConfig, tokens: float) -> dict[Layer, tuple[float, 
         # where the layer's kept bytes already hold them (no core_attn recompute, not full recompute)
         kept_scores = rc.granularity != "full" and "core_attn" not in modules
         full += peak - saved - (saved if kept_scores else 0.0)
+        if isinstance(layer.mixer, Mamba2):  # the SSD kernels' fp32 working buffers (moeplan.mamba)
+            full += ssd_transient_bytes_per_token(layer.mixer) * tokens
         out[layer] = (k, o, full)
     return out
 

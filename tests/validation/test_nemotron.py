@@ -229,3 +229,40 @@ def test_every_measured_row_is_within_25_percent_or_named(run):
 
 def test_every_nemotron_group_is_in_the_check():
     assert {r["model"] for r in NEMOTRON_RUNS} == {NANO, SUPER, LIGHTNING} and len(NEMOTRON_RUNS) == 8
+
+
+def test_ssd_working_buffers_are_in_the_transient_peak():
+    """The SSD kernels' fp32 chunk states, dt / dA_cumsum and C B^T blocks are a layer's working memory, not kept."""
+    from moeplan.mamba import ssd_transient_bytes_per_token
+    m = next(l.mixer for l in load_model(SUPER).layers if l.is_mamba)
+    assert ssd_transient_bytes_per_token(m) == 4 * (128 * 64 * 128 / 128 + 2 * 128 + 8 * 128)
+    kw = dict(gpu="gb200", gpus=64, seq_len=8192, gbs=512, ep=64, mcore_version="0.19")
+    short, long = (api.estimate(SUPER, **(kw | {"seq_len": s, "gbs": 512 * 8192 // s}))["memory_gib"]["transient"]
+                   for s in (8192, 65536))
+    assert long > short
+
+
+def _peak_alloc_gib(group: str, system: str) -> float:
+    """The card's 'peak alloc X GiB' of a group's measured (performance) row on ``system``."""
+    import re
+    with open(shared_dir() / "reference" / "measured_variants.csv", newline="", encoding="utf-8") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["group_id"] == group and r["system"] == system
+                   and r["status"] == "measured")
+    return float(re.search(r"peak alloc ([0-9.]+) GiB", row["other_knobs"]).group(1))
+
+
+@pytest.mark.parametrize("group, model, system", [
+    ("N13", SUPER, "h100"),
+    pytest.param("N14", LIGHTNING, "gb200", marks=pytest.mark.xfail(strict=True, reason=(
+        "named gap: the estimate is 27% above the card's 156.85 GiB; 25.6 GiB of it are the CUDA graphs' static "
+        "buffers of the attn / mamba / moe_router / moe_preprocess scopes (without graphs: +9%), and the recipe's "
+        "gradient / optimizer dtypes are not stated (fp32 assumed)"))),
+])
+def test_peak_memory_matches_the_cards(group, model, system):
+    """Weights, gradients, optimizer states (Super's H100 recipe: precision-aware optimizer, bf16 grads and moments),
+    activations with the Mamba layers' saved tensors, transient: the estimate less its reserve within 5% of the
+    card's peak allocated memory (torch.cuda.max_memory_allocated)."""
+    run = next(r for r in NEMOTRON_RUNS if r["model"] == model and r["system"] == system)
+    est = api.estimate(run["model"], **estimate_kwargs(run))["memory_gib"]
+    measured = _peak_alloc_gib(group, "H100" if system == "h100" else "GB200 NVL72")
+    assert est["total"] - est["reserve"] == pytest.approx(measured, rel=0.05)
