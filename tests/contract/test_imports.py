@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "moeplan.logs", "moeplan.logs.*")),  # training-log readers: text in, numbers out (engine-free)
     ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",
                 "moeplan.attention_backend", "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs", "moeplan.timeline", "moeplan.fsdp",
-                "moeplan.muon")),
+                "moeplan.muon", "moeplan.mamba", "moeplan.latent_moe", "moeplan.hybrid")),
     ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner")),
     ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
                 "moeplan.calibrate")),
