@@ -346,6 +346,9 @@ def with_mtp_layers(spec: ModelSpec, n: int) -> ModelSpec:
         return spec
     hit = _WITH_MTP.get((id(spec), n))
     if hit is None or hit[0] is not spec:
-        layer = (spec.mtp_layer or spec.layers[-1]) if n else None
+        last = spec.layers[-1]
+        if spec.hybrid_pattern:  # a hybrid stack's MTP block: attention + MoE ('*E', NemotronHConfig's default
+            last = Layer(spec.first_attention, spec.first_moe)  # mtp_layers_block_type), not its last single block
+        layer = (spec.mtp_layer or last) if n else None
         hit = _WITH_MTP[(id(spec), n)] = (spec, replace(spec, mtp_layers=n, mtp_layer=layer))
     return hit[1]
