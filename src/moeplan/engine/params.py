@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass
 from functools import cached_property, lru_cache
 
 from moeplan.engine.dsa import indexer_params
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
+from moeplan.engine.latent_moe import expert_width, latent_proj_params
+from moeplan.engine.mamba import mamba_params
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE
 
 
 def attention_params(a: Attention, hidden: int) -> int:
@@ -43,9 +45,13 @@ def gdn_params(g: GatedDeltaNet, hidden: int) -> int:
     return hidden * g.in_proj_dim + conv + 2 * g.num_value_heads + g.value_head_dim + g.value_dim * hidden
 
 
-def mixer_params(mixer: Attention | GatedDeltaNet, hidden: int) -> int:
+def mixer_params(mixer: Attention | GatedDeltaNet | Mamba2 | None, hidden: int) -> int:
+    if mixer is None:  # an MLP-only layer of a hybrid stack
+        return 0
     if isinstance(mixer, GatedDeltaNet):
         return gdn_params(mixer, hidden)
+    if isinstance(mixer, Mamba2):
+        return mamba_params(mixer, hidden)
     return attention_params(mixer, hidden)
 
 
@@ -64,15 +70,17 @@ class MoEParams:
     one_expert: int
     shared_experts: int  # shared expert(s) plus their gate
     router: int
+    latent_proj: int = 0  # LatentMoE fc1_latent_proj + fc2_latent_proj (moeplan.engine.latent_moe)
 
 
 def moe_params(m: MoE, hidden: int) -> MoEParams:
-    one = ffn_params(hidden, m.expert_ffn_hidden, m.gated, m.expert_bias)
+    # routed experts take the latent width under LatentMoE (moeplan.engine.latent_moe.expert_width)
+    one = ffn_params(expert_width(m, hidden), m.expert_ffn_hidden, m.gated, m.expert_bias)
     shared = ffn_params(hidden, m.shared_ffn_hidden, m.gated) if m.has_shared else 0
     if m.shared_gate:
         shared += hidden
     router = m.num_experts * hidden + (m.num_experts if m.router_bias else 0)
-    return MoEParams(m.num_experts * one, one, shared, router)
+    return MoEParams(m.num_experts * one, one, shared, router, latent_proj_params(m, hidden))
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,7 @@ class ParamBreakdown:
     routed_experts: int = 0
     shared_experts: int = 0
     router: int = 0
+    moe_latent_proj: int = 0
     norms: int = 0
     mtp: int = 0
 
@@ -104,16 +113,21 @@ class ParamBreakdown:
 
 
 def _layer_breakdown(layer: Layer, hidden: int, active: bool) -> dict[str, int]:
-    out = {"norms": 2 * hidden}  # input_layernorm + post_attention_layernorm
-    key = "linear_attention" if layer.is_linear_attention else "attention"
+    # input_layernorm + post_attention_layernorm; one pre-norm per block of a hybrid stack's single-block layer
+    out = {"norms": layer.blocks * hidden}
+    # Mamba-2 counts with the linear-time mixers (Gated DeltaNet): both keep a constant-size state
+    key = "linear_attention" if layer.is_linear_attention or layer.is_mamba else "attention"
     out[key] = mixer_params(layer.mixer, hidden)
-    if isinstance(layer.mlp, DenseMLP):
+    if layer.mlp is None:
+        pass
+    elif isinstance(layer.mlp, DenseMLP):
         out["dense_mlp"] = ffn_params(hidden, layer.mlp.ffn_hidden, layer.mlp.gated)
     else:
         mp = moe_params(layer.mlp, hidden)
         out["routed_experts"] = mp.one_expert * layer.mlp.top_k if active else mp.routed_experts
         out["shared_experts"] = mp.shared_experts
         out["router"] = mp.router
+        out["moe_latent_proj"] = mp.latent_proj
     return out
 
 

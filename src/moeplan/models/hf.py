@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from moeplan.base.errors import MoeplanError
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE, SparseAttention
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE, SparseAttention
 
 # Every size and count indexes tensors with int32 in the kernels (Transformer Engine, the fused MoE
 # permute, Megatron's indexed datasets store token ids as int32 from a 65,500-entry vocabulary on:
@@ -99,6 +99,13 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
     "mixtral": {  # MixtralConfig (head_dim None: the modeling's hidden_size // num_attention_heads)
         "num_key_value_heads": 8, "sliding_window": None, "tie_word_embeddings": False,
     },
+    "nemotron_h": {  # NemotronHConfig (Nemotron-H, Nemotron-3 Nano / Super / 3.5 Lightning)
+        "n_group": 1, "topk_group": 1, "n_shared_experts": 1, "moe_latent_size": None, "chunk_size": 128,
+        "mlp_hidden_act": "relu2", "num_nextn_predict_layers": 0,
+        # mtp_layers_block_type None -> ["full_attention", "moe"] in __post_init__, i.e. the pattern "*E"
+        "mtp_hybrid_override_pattern": "*E",
+        "tie_word_embeddings": False,
+    },
     "gpt_oss": {  # GptOssConfig; layer_types None -> alternating sliding / full in __post_init__ (_layer_types)
         "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "num_experts_per_tok": 4,
         "swiglu_limit": 7.0,
@@ -120,6 +127,7 @@ ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
     "qwen3_moe": {"num_experts": ("num_local_experts",)},
     "mixtral": {"num_local_experts": ("num_experts",)},
     "gpt_oss": {"num_local_experts": ("num_experts",)},
+    "nemotron_h": {"n_routed_experts": ("num_local_experts",)},
 }
 # Model types read like another that transformers has no class for (Kimi-K2's Hub checkpoint ships its own
 # configuration_deepseek.py): the other type's optional keys have no default to take and must be given.
@@ -553,7 +561,76 @@ def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
     return {"layers": tuple(layers)}
 
 
+# Megatron-Core's hybrid layer symbols (megatron/core/models/hybrid/hybrid_layer_allocation.py Symbols) and the
+# layers_block_type names transformers' NemotronHConfig maps them to (_pattern_to_list; older checkpoints' "mamba",
+# "attention" remapped by remap_legacy_layer_types).
+HYBRID_SYMBOLS: dict[str, str] = {"linear_attention": "M", "mamba": "M", "full_attention": "*", "attention": "*",
+                                  "moe": "E", "mlp": "-"}
+
+
+def _hybrid_pattern(c: _Cfg) -> str:
+    """The main stack's hybrid pattern: hybrid_override_pattern, else layers_block_type (its alias layer_types)."""
+    pattern = c.data.get("hybrid_override_pattern")
+    if pattern is None:
+        types = c.data.get("layers_block_type", c.data.get("layer_types"))
+        if not isinstance(types, list) or not types or not all(t in HYBRID_SYMBOLS for t in types):
+            raise c._fail("hybrid_override_pattern", "is missing (and layers_block_type gives no list of "
+                          f"{', '.join(sorted(HYBRID_SYMBOLS))})")
+        pattern = "".join(HYBRID_SYMBOLS[t] for t in types)
+    if not isinstance(pattern, str) or not pattern:
+        raise c._fail("hybrid_override_pattern", f"must be a non-empty string, got {pattern!r}")
+    bad = sorted(set(pattern) - set("M*E-"))
+    if bad:
+        raise c._fail("hybrid_override_pattern", f"has symbol(s) {' '.join(bad)}: a layer is one of M (Mamba), "
+                      "* (attention), E (MoE), - (MLP)")
+    n = c.data.get("num_hidden_layers")
+    if n is not None and n != len(pattern):
+        raise c._fail("num_hidden_layers", f"({n}) differs from the {len(pattern)} layers of hybrid_override_pattern")
+    return pattern
+
+
+def _read_nemotron_h(c: _Cfg) -> dict[str, Any]:
+    """Nemotron-H / Nemotron-3 (transformers NemotronHConfig; Megatron Bridge nemotron_h_bridge.py): one block per
+    pattern symbol, each a pre-norm and one of a Mamba-2 mixer, GQA attention, a (latent) MoE or a squared-ReLU
+    MLP; MTP modules of the mtp_hybrid_override_pattern (Nemotron-3 Super / 3.5 Lightning: "*E")."""
+    pattern = _hybrid_pattern(c)
+    act = c.get("mlp_hidden_act")
+    if act != "relu2":
+        raise c._fail("mlp_hidden_act", f"is {act!r}; moeplan reads the squared-ReLU (relu2) MLPs of Nemotron-H only")
+    blocks: dict[str, Any] = {}
+    if "M" in pattern:
+        heads, groups = c.int("mamba_num_heads"), c.int("n_groups")
+        c.divides("mamba_num_heads", heads, "n_groups", groups, "every Mamba group serves the same number of heads "
+                  "(mamba_mixer.py: nheads % ngroups == 0)")
+        blocks["M"] = Mamba2(num_heads=heads, head_dim=c.int("mamba_head_dim"), state_dim=c.int("ssm_state_size"),
+                             num_groups=groups, conv_kernel=c.int("conv_kernel"), chunk_size=c.int("chunk_size"))
+    attn = _gqa(c) if "*" in pattern or c.int("num_nextn_predict_layers", allow_zero=True) else None
+    blocks["*"] = attn
+    moe = None
+    if "E" in pattern or c.int("num_nextn_predict_layers", allow_zero=True):
+        experts, top_k = _top_k(c, "n_routed_experts")
+        shared = c.int("moe_shared_expert_intermediate_size", allow_zero=True) if c.int(
+            "n_shared_experts", allow_zero=True) else 0
+        moe = MoE(num_experts=experts, top_k=top_k, expert_ffn_hidden=c.int("moe_intermediate_size"),
+                  shared_ffn_hidden=shared, gated=False, n_group=c.int("n_group", null=1),
+                  topk_group=c.int("topk_group", null=1), latent_size=c.opt_int("moe_latent_size"))
+    blocks["E"] = moe
+    if "-" in pattern:
+        blocks["-"] = DenseMLP(c.int("intermediate_size"), gated=False)
+    layers = tuple(Layer(blocks[s], None) if s in "M*" else Layer(None, blocks[s]) for s in pattern)
+    mtp = c.int("num_nextn_predict_layers", allow_zero=True)
+    mtp_layer = None
+    if mtp:
+        mtp_pattern = c.get("mtp_hybrid_override_pattern")
+        if mtp_pattern != "*E":
+            raise c._fail("mtp_hybrid_override_pattern", f"is {mtp_pattern!r}; moeplan models MTP modules of one "
+                          "attention and one MoE layer ('*E') only")
+        mtp_layer = Layer(attn, moe)
+    return {"layers": layers, "mtp_layers": mtp, "mtp_layer": mtp_layer, "hybrid_pattern": pattern}
+
+
 READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
+    "nemotron_h": _read_nemotron_h,
     "deepseek_v3": _read_deepseek,
     "kimi_k2": _read_deepseek,
     "deepseek_v2": _read_deepseek,
@@ -615,7 +692,8 @@ def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = 
     c = _Cfg(data, origin, None if like else TRANSFORMERS_DEFAULTS[model_type],
              frozenset(TRANSFORMERS_DEFAULTS[like]) if like else frozenset(), ALIASES.get(model_type))
     hidden, vocab = c.int("hidden_size"), c.int("vocab_size")
-    c.int("num_hidden_layers")
+    if model_type != "nemotron_h":  # NemotronHConfig derives the layer count from its pattern (num_hidden_layers
+        c.int("num_hidden_layers")  # is deprecated there and may be null)
     parts = READERS[str(model_type)](c)
     notes = data.get("_notes") or ()
     return ModelSpec(
