@@ -40,6 +40,7 @@ ONLY = {
     "mtp_layers": lambda: _run(mtp=2, version="0.18"),
     "mtp_pp": lambda: _run(mtp=1, pp=1, vpp=1),
     "gdn": lambda: _run("qwen3-next-80b-a3b"),
+    "hybrid": lambda: _run("nemotron-3-nano-30b-a3b", version="0.19"),  # HybridModel has no build_schedule_plan
 }
 
 

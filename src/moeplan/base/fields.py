@@ -88,6 +88,19 @@ KNOBS: tuple[Knob, ...] = (
     _k("num_layers_per_virtual_pipeline_stage", TRAIN, "opt_int", ()),
     # Multi-token prediction: transformer_config.py mtp_num_layers (all versions).
     _k("mtp_num_layers", TC, "opt_int"),
+    # Hybrid (Mamba) stacks, architecture under Megatron-Core's names (moeplan.run.hybrid): megatron/training/
+    # arguments.py --hybrid-override-pattern (core_v0.13.1 .. v0.16; deprecated from core_v0.17.0 for the unified
+    # --hybrid-layer-pattern with '|' pipeline segments and '/' MTP depths); TransformerConfig is_hybrid_model and
+    # mamba_state_dim / mamba_head_dim / mamba_num_groups / mamba_num_heads (core_v0.13.1+), moe_latent_size
+    # (core_v0.16.0+). Bridge: MambaModelProvider hybrid_override_pattern, HybridModelProvider hybrid_layer_pattern.
+    _k("hybrid_override_pattern", TRAIN, "opt_str", until="0.16"),
+    _k("hybrid_layer_pattern", TRAIN, "opt_str", since="0.17"),
+    _k("is_hybrid_model", TC, "bool"),
+    _k("mamba_num_heads", TC, "opt_int"),
+    _k("mamba_head_dim", TC, "int"),
+    _k("mamba_state_dim", TC, "int"),
+    _k("mamba_num_groups", TC, "int"),
+    _k("moe_latent_size", TC, "opt_int", since="0.16"),
     # Activation recompute: transformer_config.py recompute_* (all versions).
     _k("recompute_granularity", TC, "opt_str"),
     _k("recompute_method", TC, "opt_str"),

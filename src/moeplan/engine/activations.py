@@ -20,7 +20,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from moeplan.base.vocab import DISPATCHERS, FLEX_DISPATCHERS
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
+from moeplan.engine.dsa import indexer_saved_elems
+from moeplan.engine.latent_moe import expert_width
+from moeplan.engine.mamba import mamba_saved_elems
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE
 from moeplan.run.attention_backend import unfused_attention
 
 if TYPE_CHECKING:
@@ -86,6 +89,8 @@ def _attention(a: Attention, h: int) -> list[SavedTensor]:
         out.append(SavedTensor("mla_v", n * a.v_head_dim, offload="core_attn"))
         out.append(attn_softmax_stats(a))
         out.append(SavedTensor("attn_out", n * a.v_head_dim, gemm_input=True, offload="attn_proj"))
+        if a.sparse is not None:  # DSA lightning indexer's tensors (moeplan.engine.dsa)
+            out += [SavedTensor(name, elems, elem_bytes=nb) for name, elems, nb in indexer_saved_elems(a.sparse)]
         return out
     q = a.num_heads * a.head_dim
     kv = a.num_kv_heads * a.head_dim
@@ -134,12 +139,25 @@ def expert_probs_bytes(dispatcher: str) -> int:
 EXPERT_PROBS_SAVED_BYTES = max(expert_probs_bytes(d) for d in DISPATCHERS)
 
 
+def _mamba(m: Mamba2, h: int) -> list[SavedTensor]:
+    """The layer's pre-norm, fused into in_proj (TELayerNormColumnParallelLinear keeps its input and the normed
+    GEMM input; the 'layernorm' label does not apply: moeplan.engine.mamba.MAMBA_SELECTIVE_LABELS), then the mixer's
+    own tensors (moeplan.engine.mamba.mamba_saved_elems)."""
+    out = [SavedTensor("mamba_norm_in", h), SavedTensor("mamba_ln_out", h, gemm_input=True)]
+    out += [SavedTensor(name, elems, elem_bytes=b, gemm_input=g) for name, elems, b, g in mamba_saved_elems(m)]
+    return out
+
+
 def _moe(m: MoE, h: int) -> list[SavedTensor]:
     out = _norm("mlp", h, "mlp_norm")
     moe = _f("moe")
     # Router: fp32 logits and scores (sigmoid/softmax) over all experts.
     out.append(SavedTensor("router_scores", 2 * m.num_experts, elem_bytes=FP32_BYTES, dropped_by=moe))
     fc1 = m.expert_ffn_hidden * (2 if m.gated else 1)
+    if m.latent_size is not None:  # LatentMoE: fc2_latent_proj keeps its (combined, latent-wide) input per token;
+        # fc1_latent_proj's input is the norm output above
+        out.append(SavedTensor("latent_fc2_in", m.latent_size, gemm_input=True, dropped_by=moe))
+    h = expert_width(m, h)  # what the experts take: the latent width under LatentMoE
     out.append(SavedTensor("expert_fc1_in", h, scope="row", gemm_input=True, dropped_by=moe, offload="expert_fc1"))
     out.append(SavedTensor("expert_probs", 1, scope="row", elem_bytes=EXPERT_PROBS_SAVED_BYTES, dropped_by=moe))
     out.append(SavedTensor("expert_fc1_out", fc1, scope="row", dropped_by=moe, offload="moe_act", ffn_split=True))
@@ -156,8 +174,11 @@ def _moe(m: MoE, h: int) -> list[SavedTensor]:
 @lru_cache(maxsize=256)
 def layer_tensors(layer: Layer, hidden: int) -> tuple[SavedTensor, ...]:
     """Every tensor one layer keeps for backward when nothing is recomputed or offloaded."""
-    mixer = _gdn(layer.mixer, hidden) if isinstance(layer.mixer, GatedDeltaNet) else _attention(layer.mixer, hidden)
-    mlp = _dense_mlp(layer.mlp, hidden) if isinstance(layer.mlp, DenseMLP) else _moe(layer.mlp, hidden)
+    m = layer.mixer
+    mixer = ([] if m is None else _gdn(m, hidden) if isinstance(m, GatedDeltaNet)
+             else _mamba(m, hidden) if isinstance(m, Mamba2) else _attention(m, hidden))
+    mlp = ([] if layer.mlp is None else _dense_mlp(layer.mlp, hidden) if isinstance(layer.mlp, DenseMLP)
+           else _moe(layer.mlp, hidden))
     return tuple(mixer + mlp)
 
 

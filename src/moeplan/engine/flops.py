@@ -12,8 +12,13 @@ Convention (megatron/training/training.py ``num_floating_point_operations``, aft
 - the logit GEMM uses the padded vocabulary (``make_vocab_size_divisible_by`` 128 x TP).
 Gated DeltaNet layers are counted as in Megatron-Core's hybrid (GDN) accounting: projections are
 GEMMs; the chunked delta rule costs O(d_k x d_v) per head per token, independent of sequence length.
+Mamba-2 layers (hybrid stacks) are counted as Megatron's hybrid branch counts them (moeplan.engine.mamba
+megatron_mamba_fwd_flops), LatentMoE experts at their latent width plus the two latent projections
+(moeplan.engine.latent_moe), and a hybrid model's MTP modules without the eh projection and norms (the hybrid branch,
+``hybrid_flops``, counts their layers and logits only).
 Sliding-window layers (gpt-oss) count the keys each query sees inside its window (w - w^2/2s on
-average once s > w) instead of s/2.
+average once s > w) instead of s/2. DeepSeek sparse attention layers (GLM-5) count their top-k keys and the
+lightning indexer as Megatron Bridge does (moeplan.engine.dsa).
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
+from moeplan.engine.dsa import core_fwd_equiv_flops as dsa_core_fwd_equiv_flops, indexer_gemm_shapes, indexer_proj_fwd_correction
+from moeplan.engine.latent_moe import expert_width, latent_proj_fwd_flops
+from moeplan.engine.mamba import megatron_mamba_fwd_flops
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE
 
 MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128  # Megatron-LM --make-vocab-size-divisible-by default
 TRAIN_MULTIPLIER = 3  # forward + backward (dgrad + wgrad), each the forward GEMM cost
@@ -42,7 +50,7 @@ class Gemm:
     'k' row-parallel, '' replicated); expert GEMMs are divided by ETP, the others by TP."""
 
     name: str
-    kind: Literal["attn", "gdn", "mlp", "expert", "shared"]
+    kind: Literal["attn", "gdn", "mamba", "mlp", "expert", "shared", "latent"]
     k: int
     n: int
     split: Literal["n", "k", ""] = "n"
@@ -66,6 +74,8 @@ def _attention_gemms(a: Attention, hidden: int) -> list[Gemm]:
         g.append(Gemm("kv_down", "attn", hidden, a.kv_lora_rank + a.qk_rope_head_dim, split=""))
         g.append(Gemm("kv_up", "attn", a.kv_lora_rank, n * (a.qk_nope_head_dim + a.v_head_dim)))
         g.append(Gemm("o_proj", "attn", n * a.v_head_dim, hidden, split="k"))
+        # DSA lightning indexer (moeplan.engine.dsa), replicated across TP
+        g += [Gemm(name, "attn", k, n_out, split="") for name, k, n_out in indexer_gemm_shapes(a, hidden)]
         return g
     q = a.num_heads * a.head_dim
     kv = a.num_kv_heads * a.head_dim
@@ -77,6 +87,14 @@ def _gdn_gemms(g: GatedDeltaNet, hidden: int) -> list[Gemm]:
     return [
         Gemm("in_proj", "gdn", hidden, g.in_proj_dim),
         Gemm("out_proj", "gdn", g.value_dim, hidden, split="k"),
+    ]
+
+
+def _mamba_gemms(m: Mamba2, hidden: int) -> list[Gemm]:
+    """in_proj (z, x, B, C, dt; column-parallel) and out_proj (row-parallel): megatron/core/ssm/mamba_mixer.py."""
+    return [
+        Gemm("mamba_in_proj", "mamba", hidden, m.in_proj_dim),
+        Gemm("mamba_out_proj", "mamba", m.d_inner, hidden, split="k"),
     ]
 
 
@@ -93,12 +111,23 @@ def _ffn_gemms(name: str, kind: str, hidden: int, ffn: int, gated: bool, per_row
 def layer_gemms(layer: Layer, hidden: int) -> tuple[Gemm, ...]:
     """The weight GEMMs of one layer (shapes before any parallel split)."""
     mixer = layer.mixer
-    gemms = _gdn_gemms(mixer, hidden) if isinstance(mixer, GatedDeltaNet) else _attention_gemms(mixer, hidden)
+    if mixer is None:  # an MLP-only layer of a hybrid stack
+        gemms = []
+    elif isinstance(mixer, GatedDeltaNet):
+        gemms = _gdn_gemms(mixer, hidden)
+    elif isinstance(mixer, Mamba2):
+        gemms = _mamba_gemms(mixer, hidden)
+    else:
+        gemms = _attention_gemms(mixer, hidden)
     mlp = layer.mlp
     if isinstance(mlp, DenseMLP):
         gemms += _ffn_gemms("mlp", "mlp", hidden, mlp.ffn_hidden, mlp.gated)
     elif isinstance(mlp, MoE):
-        gemms += _ffn_gemms("expert", "expert", hidden, mlp.expert_ffn_hidden, mlp.gated, True, mlp.num_experts)
+        if mlp.latent_size is not None:  # LatentMoE: replicated ("duplicated") projections around the experts
+            gemms += [Gemm("latent_fc1", "latent", hidden, mlp.latent_size, split=""),
+                      Gemm("latent_fc2", "latent", mlp.latent_size, hidden, split="")]
+        gemms += _ffn_gemms("expert", "expert", expert_width(mlp, hidden), mlp.expert_ffn_hidden, mlp.gated, True,
+                            mlp.num_experts)
         if mlp.has_shared:
             gemms += _ffn_gemms("shared", "shared", hidden, mlp.shared_ffn_hidden, mlp.gated)
     return tuple(gemms)
@@ -112,6 +141,9 @@ class LayerFlops:
     attn_core_flops: float = 0.0  # score + context products, causal (flash attention)
     gdn_proj_flops: float = 0.0  # Gated DeltaNet in/out projections (GEMM)
     gdn_core_flops: float = 0.0  # conv + chunked delta rule (constant per token)
+    mamba_proj_flops: float = 0.0  # Mamba-2 in/out projections as Megatron counts them (moeplan.engine.mamba)
+    mamba_core_flops: float = 0.0  # Mamba-2 SSD scan as Megatron counts it (7 d_in N)
+    latent_proj_flops: float = 0.0  # LatentMoE fc1/fc2 latent projections (GEMM)
     dense_mlp_flops: float = 0.0
     expert_flops: float = 0.0  # routed experts, top-k of them (grouped GEMM)
     shared_expert_flops: float = 0.0
@@ -119,17 +151,19 @@ class LayerFlops:
     @property
     def gemm_flops(self) -> float:
         return (
-            self.attn_proj_flops + self.gdn_proj_flops + self.dense_mlp_flops + self.expert_flops
-            + self.shared_expert_flops
+            self.attn_proj_flops + self.gdn_proj_flops + self.mamba_proj_flops + self.latent_proj_flops
+            + self.dense_mlp_flops + self.expert_flops + self.shared_expert_flops
         )
 
     @property
     def total_flops(self) -> float:
-        return self.gemm_flops + self.attn_core_flops + self.gdn_core_flops
+        return self.gemm_flops + self.attn_core_flops + self.gdn_core_flops + self.mamba_core_flops
 
 
 def attention_core_fwd_flops(a: Attention, seq_len: int) -> float:
     """Score + context forward FLOPs per token; causal counts half of the keys."""
+    if a.sparse is not None:  # DSA: top-k attention plus the indexer's scoring (moeplan.engine.dsa)
+        return dsa_core_fwd_equiv_flops(a, seq_len)
     keys = seq_len / 2  # causal: query i sees i keys, s/2 on average
     if a.sliding_window and seq_len > a.sliding_window:
         w = a.sliding_window  # the first w queries see i keys, the rest w: average w - w^2 / (2s)
@@ -170,10 +204,16 @@ def layer_flops(layer: Layer, hidden: int, seq_len: int) -> LayerFlops:
         "expert_flops": by_kind.get("expert", 0.0),
         "shared_expert_flops": by_kind.get("shared", 0.0),
     }
-    if isinstance(layer.mixer, GatedDeltaNet):
+    if isinstance(layer.mlp, MoE) and layer.mlp.latent_size is not None:
+        parts["latent_proj_flops"] = latent_proj_fwd_flops(layer.mlp, hidden)
+    if layer.mixer is None:
+        pass
+    elif isinstance(layer.mixer, GatedDeltaNet):
         parts["gdn_core_flops"] = _gdn_core_fwd(layer.mixer)
+    elif isinstance(layer.mixer, Mamba2):
+        parts["mamba_proj_flops"], parts["mamba_core_flops"] = megatron_mamba_fwd_flops(layer.mixer, hidden)
     else:
-        parts["attn_proj_flops"] += _mla_norm_fwd(layer.mixer)
+        parts["attn_proj_flops"] += _mla_norm_fwd(layer.mixer) + indexer_proj_fwd_correction(layer.mixer, hidden)
         parts["attn_core_flops"] = attention_core_fwd_flops(layer.mixer, seq_len)
     return LayerFlops(**parts)
 
@@ -203,7 +243,7 @@ def mtp_extra_fwd_flops(spec: ModelSpec) -> float:
 class FlopsPerToken:
     """Training (fwd + bwd) FLOPs per token. ``gemm_flops`` holds every GEMM (projections, MLPs,
     experts, logits, MTP projections); ``attention_flops`` the causal score/context products;
-    ``linear_attention_flops`` the Gated DeltaNet conv and recurrence."""
+    ``linear_attention_flops`` the Gated DeltaNet conv and recurrence and the Mamba-2 scan."""
 
     seq_len: int
     gemm_flops: float
@@ -236,8 +276,9 @@ def flops_per_token(spec: ModelSpec, seq_len: int, tp: int = 1) -> FlopsPerToken
         f = layer_flops(layer, spec.hidden, seq_len)
         gemm += f.gemm_flops * count
         attn += f.attn_core_flops * count
-        lin += f.gdn_core_flops * count
+        lin += (f.gdn_core_flops + f.mamba_core_flops) * count
     logits = logits_fwd_flops(spec, tp) * (1 + spec.mtp_layers)
-    gemm += logits + mtp_extra_fwd_flops(spec) * spec.mtp_layers
+    # Megatron's hybrid branch (hybrid_flops) counts an MTP depth's layers and logits, not its eh_proj and norms
+    gemm += logits + (0.0 if spec.hybrid_pattern else mtp_extra_fwd_flops(spec) * spec.mtp_layers)
     m = TRAIN_MULTIPLIER
     return FlopsPerToken(seq_len, gemm * m, attn * m, lin * m, logits * m)

@@ -1,7 +1,8 @@
 """Knobs that do not work with a run's layout, as typed problems (the Megatron field and one line why).
 
 Megatron-Core rejects these at start-up (transformer_config.py ``__post_init__``); moeplan says so before a
-job is queued: cp_comm_type a2a splits the heads over CP, attention sinks take a2a only; sync-free dropless MoE needs HybridEP and 0.18+; EP
+job is queued: cp_comm_type a2a splits the heads over CP, attention sinks take a2a only, DeepSeek sparse attention
+allgather only; sync-free dropless MoE needs HybridEP and 0.18+; EP
 A2A overlap needs what RunConfig.ep_overlap_blockers lists (EP, several micro-batches, PP 1 or VPP, no full recompute);
 delay_wgrad_compute needs EP A2A overlap.
 """
@@ -14,6 +15,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Attention
 from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
 from moeplan.run.config import RunConfig
+from moeplan.run.dsa_rules import CP_COMM_TYPE as DSA_CP_COMM_TYPE
 
 
 def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | None:
@@ -27,6 +29,10 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
                                    f"attention sinks (softmax_type learnable): Transformer Engine runs them under context "
                                    f"parallelism only in FusedAttention with cp_comm_type {SINK_CP_COMM_TYPE}, not "
                                    f"{cfg.cp_comm_type} (UnfusedDotProductAttention has no CP): no attention backend")
+            if isinstance(m, Attention) and m.sparse is not None and cfg.cp_comm_type != DSA_CP_COMM_TYPE:
+                return KnobProblem("cp_comm_type",  # Megatron-Core DSAttention's assertion (moeplan.run.dsa_rules)
+                                   f"DeepSeek sparse attention runs context parallelism with cp_comm_type "
+                                   f"{DSA_CP_COMM_TYPE} only, not {cfg.cp_comm_type}")
             if isinstance(m, Attention) and not cp_comm_allowed(m, par.tp, par.cp, cfg.cp_comm_type, gpu.nvlink_domain):
                 kv = m.num_heads if m.is_mla else m.num_kv_heads
                 return KnobProblem("cp_comm_type",

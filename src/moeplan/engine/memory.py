@@ -28,8 +28,9 @@ from moeplan.engine import fsdp, muon
 from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
                                         layer_activation, layer_input_bytes, unfused_attention_bytes)
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
+from moeplan.engine.mamba import ssd_transient_bytes_per_token
 from moeplan.engine.param_shards import rank_muon_params, rank_params, rank_units
-from moeplan.models.spec import Attention, Layer, ModelSpec, MoE
+from moeplan.models.spec import Attention, Layer, Mamba2, ModelSpec, MoE
 from moeplan.run.attention_backend import unfused_attention
 from moeplan.run.config import Recompute, RunConfig, other_fields
 from moeplan.run.parallel import Parallel, Pipeline, Stage, build_pipeline, stage_groups, validate, warmup_count
@@ -393,6 +394,8 @@ def _per_layer_bytes(cfg: RunConfig, tokens: float) -> dict[Layer, tuple[float, 
         # where the layer's kept bytes already hold them (no core_attn recompute, not full recompute)
         kept_scores = rc.granularity != "full" and "core_attn" not in modules
         full += peak - saved - (saved if kept_scores else 0.0)
+        if isinstance(layer.mixer, Mamba2):  # the SSD kernels' fp32 working buffers (moeplan.engine.mamba)
+            full += ssd_transient_bytes_per_token(layer.mixer) * tokens
         out[layer] = (k, o, full)
     return out
 

@@ -27,7 +27,7 @@ class LayerParams:
 
 @lru_cache(maxsize=1024)
 def layer_params(layer: Layer, hidden: int) -> LayerParams:
-    norms = 2 * hidden
+    norms = layer.blocks * hidden  # one pre-norm per block (a hybrid stack's layers have one block)
     mixer = layer.mixer
     total_mixer = mixer_params(mixer, hidden)
     replicated = norms
@@ -45,7 +45,7 @@ def layer_params(layer: Layer, hidden: int) -> LayerParams:
     elif isinstance(layer.mlp, MoE):
         mp = moe_params(layer.mlp, hidden)
         tp_split += mp.shared_experts
-        replicated += mp.router
+        replicated += mp.router + mp.latent_proj  # LatentMoE projections are "duplicated" over TP (moe_layer.py)
         expert = mp.routed_experts
     return LayerParams(tp_split, replicated, expert, tp_split + expert)
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from functools import cached_property, lru_cache
 
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
+from moeplan.engine.dsa import indexer_params
+from moeplan.engine.latent_moe import expert_width, latent_proj_params
+from moeplan.engine.mamba import mamba_params
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE
 
 
 def attention_params(a: Attention, hidden: int) -> int:
@@ -22,7 +25,7 @@ def attention_params(a: Attention, hidden: int) -> int:
         q = hidden * q_out if a.q_lora_rank is None else a.q_lora_rank * (hidden + 1 + q_out)
         kv = hidden * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
         kv += a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
-        return q + kv + a.num_heads * a.v_head_dim * hidden
+        return q + kv + a.num_heads * a.v_head_dim * hidden + indexer_params(a, hidden)  # DSA indexer (moeplan.engine.dsa)
     q_out = a.num_heads * a.head_dim * (2 if a.output_gate else 1)  # gate shares q_proj
     kv_out = 2 * a.num_kv_heads * a.head_dim
     total = hidden * (q_out + kv_out) + a.num_heads * a.head_dim * hidden
@@ -42,9 +45,13 @@ def gdn_params(g: GatedDeltaNet, hidden: int) -> int:
     return hidden * g.in_proj_dim + conv + 2 * g.num_value_heads + g.value_head_dim + g.value_dim * hidden
 
 
-def mixer_params(mixer: Attention | GatedDeltaNet, hidden: int) -> int:
+def mixer_params(mixer: Attention | GatedDeltaNet | Mamba2 | None, hidden: int) -> int:
+    if mixer is None:  # an MLP-only layer of a hybrid stack
+        return 0
     if isinstance(mixer, GatedDeltaNet):
         return gdn_params(mixer, hidden)
+    if isinstance(mixer, Mamba2):
+        return mamba_params(mixer, hidden)
     return attention_params(mixer, hidden)
 
 
@@ -63,15 +70,17 @@ class MoEParams:
     one_expert: int
     shared_experts: int  # shared expert(s) plus their gate
     router: int
+    latent_proj: int = 0  # LatentMoE fc1_latent_proj + fc2_latent_proj (moeplan.engine.latent_moe)
 
 
 def moe_params(m: MoE, hidden: int) -> MoEParams:
-    one = ffn_params(hidden, m.expert_ffn_hidden, m.gated, m.expert_bias)
+    # routed experts take the latent width under LatentMoE (moeplan.engine.latent_moe.expert_width)
+    one = ffn_params(expert_width(m, hidden), m.expert_ffn_hidden, m.gated, m.expert_bias)
     shared = ffn_params(hidden, m.shared_ffn_hidden, m.gated) if m.has_shared else 0
     if m.shared_gate:
         shared += hidden
     router = m.num_experts * hidden + (m.num_experts if m.router_bias else 0)
-    return MoEParams(m.num_experts * one, one, shared, router)
+    return MoEParams(m.num_experts * one, one, shared, router, latent_proj_params(m, hidden))
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class ParamBreakdown:
     routed_experts: int = 0
     shared_experts: int = 0
     router: int = 0
+    moe_latent_proj: int = 0
     norms: int = 0
     mtp: int = 0
 
@@ -103,16 +113,21 @@ class ParamBreakdown:
 
 
 def _layer_breakdown(layer: Layer, hidden: int, active: bool) -> dict[str, int]:
-    out = {"norms": 2 * hidden}  # input_layernorm + post_attention_layernorm
-    key = "linear_attention" if layer.is_linear_attention else "attention"
+    # input_layernorm + post_attention_layernorm; one pre-norm per block of a hybrid stack's single-block layer
+    out = {"norms": layer.blocks * hidden}
+    # Mamba-2 counts with the linear-time mixers (Gated DeltaNet): both keep a constant-size state
+    key = "linear_attention" if layer.is_linear_attention or layer.is_mamba else "attention"
     out[key] = mixer_params(layer.mixer, hidden)
-    if isinstance(layer.mlp, DenseMLP):
+    if layer.mlp is None:
+        pass
+    elif isinstance(layer.mlp, DenseMLP):
         out["dense_mlp"] = ffn_params(hidden, layer.mlp.ffn_hidden, layer.mlp.gated)
     else:
         mp = moe_params(layer.mlp, hidden)
         out["routed_experts"] = mp.one_expert * layer.mlp.top_k if active else mp.routed_experts
         out["shared_experts"] = mp.shared_experts
         out["router"] = mp.router
+        out["moe_latent_proj"] = mp.latent_proj
     return out
 
 

@@ -22,6 +22,7 @@ from moeplan.base.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_RESERVE_GIB
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.hybrid import hybrid_fields, hybrid_pattern_value
 from moeplan.run.parallel import build_pipeline, hierarchical_cp_inner
 
 
@@ -41,6 +42,20 @@ def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
     if cfg.cp_comm_type == "a2a+p2p":
         inner = _a2a_group(cfg)
         out["hierarchical_context_parallel_sizes"] = [inner, par.cp // inner]
+    return out
+
+
+def _hybrid_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
+    """A hybrid model's architecture fields and its pattern: hybrid_override_pattern before Megatron-Core 0.17,
+    else hybrid_layer_pattern with the pipeline stages as '|' segments and the MTP depths as '/' patterns; a
+    hybrid model takes no pipeline_model_parallel_layout (moeplan.run.hybrid)."""
+    pipe = build_pipeline(cfg.model, cfg.parallel)
+    version = version_tuple(f.version)
+    stages = [len(s.layers) for s in pipe.stages] if pipe.explicit else None
+    out: dict[str, object] = {k: v for k, v in hybrid_fields(cfg.model).items() if k in f.knobs}
+    field = "hybrid_layer_pattern" if "hybrid_layer_pattern" in f.knobs else "hybrid_override_pattern"
+    out[field] = hybrid_pattern_value(cfg.model, stages, version)
+    out["pipeline_model_parallel_layout"] = None
     return out
 
 
@@ -190,6 +205,8 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
     """Megatron-Core field name -> value for a plan (``version`` defaults to ``cfg.mcore_version``)."""
     f = fields_for(version or cfg.mcore_version)
     out = _parallel_settings(cfg)
+    if cfg.model.hybrid_pattern:  # a hybrid (Mamba) stack: its pattern carries the pipeline split (moeplan.run.hybrid)
+        out.update(_hybrid_settings(cfg, f))
     out["global_batch_size"] = cfg.batch.gbs
     out["micro_batch_size"] = cfg.batch.mbs
     out["seq_length"] = cfg.batch.seq_len

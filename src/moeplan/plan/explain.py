@@ -21,7 +21,7 @@ from moeplan.run.config import RunConfig
 
 LABELS = {
     "gemm": "dense GEMMs", "grouped_gemm": "expert grouped GEMMs", "attention": "attention kernels",
-    "linear_attention": "Gated DeltaNet kernels", "elementwise": "element-wise / memory-bound work",
+    "linear_attention": "Gated DeltaNet / Mamba-2 SSD kernels", "elementwise": "element-wise / memory-bound work",
     "recompute": "recompute", "tp_comm": "exposed TP communication", "cp_comm": "exposed CP communication",
     "ep_comm": "exposed EP dispatch/combine", "pp_comm": "PP send/recv", "pp_bubble": "pipeline bubble",
     "dp_comm": "exposed DP communication", "optimizer": "optimizer step", "offload": "optimizer CPU offload",

@@ -135,7 +135,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
         vpps = [space.vpp] if space.vpp else ([1] if pp == 1 else [v for v in (1, 2, 4, 8) if pp * v <= n_layers])
         splits[pp] = [(vpp, split) for vpp in vpps if pp >= 1 and vpp >= 1
                       for split in (balanced_layout(spec, pp, vpp),)  # as with_balanced_layout fills it in
-                      if not pipeline_rules(spec, pp, vpp, split)]
+                      if not pipeline_rules(spec, pp, vpp, split, mcore_version)]
     for tp in tps:
         for cp in cps:
             if tp < 1 or cp < 1 or mixer_rules(spec, tp, cp, mcore_version, gpu, te_version) \

@@ -48,6 +48,8 @@ EP_OVERLAP_BLOCKERS = {
                "it; lifted in 0.18)"),
     "gdn": ("Megatron-Core 0.17+ with Gated DeltaNet layers (GatedDeltaNet.backward_dw, Megatron-LM #2997, which "
             "the overlap's callables read for every layer)"),
+    "hybrid": ("a GPT model: the merged schedule is GPTModel.build_schedule_plan, which a hybrid (Mamba) model's "
+               "HybridModel / MambaModel does not have through core_v0.19"),
 }
 # The blockers Megatron-Core's overlap_moe_expert_parallel_comm assertion tests as moeplan.megatron.asserts (rule
 # ep-a2a-overlap) reads a file; the others (micro-batches, moe recompute: its own rule, Gated DeltaNet, the
@@ -335,6 +337,8 @@ class RunConfig:
         if not gdn_backward_dw(self.mcore_version) and any(
                 isinstance(m, GatedDeltaNet) for m in self.model.distinct_mixers):
             yield EP_OVERLAP_BLOCKERS["gdn"]
+        if self.model.hybrid_pattern:
+            yield EP_OVERLAP_BLOCKERS["hybrid"]
 
     @property
     def delay_wgrad_blocked(self) -> str | None:

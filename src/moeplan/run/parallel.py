@@ -23,8 +23,12 @@ from typing import TYPE_CHECKING
 from moeplan.base.errors import InvalidLayout, MoeplanError
 from moeplan.base.fields import version_key
 from moeplan.base.te_release import te_label
-from moeplan.models.spec import Attention, GatedDeltaNet, Layer, ModelSpec
+from moeplan.models.spec import Attention, GatedDeltaNet, Layer, Mamba2, ModelSpec
 from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, TE_WIDE_HEAD_FIX, heads_split, unfused_attention
+from moeplan.run.dsa_rules import version_problem as dsa_version_problem
+from moeplan.run.hybrid import MAMBA_CP_SINCE
+from moeplan.run.hybrid import pipeline_problems as hybrid_pipeline_problems
+from moeplan.run.hybrid import tp_cp_problems as mamba_tp_cp_problems
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec
@@ -250,7 +254,7 @@ def check_layout(spec: ModelSpec, par: Parallel, batch: Batch | None = None,
              "(expert folding needs ETP x EP x EDP x PP = GPUs)")
     bad += mixer_rules(spec, par.tp, par.cp, mcore_version, gpu, te_version)
     bad += expert_rules(spec, par.ep, par.etp)
-    bad += pipeline_rules(spec, par.pp, par.vpp, par.pipeline_layout)
+    bad += pipeline_rules(spec, par.pp, par.vpp, par.pipeline_layout, mcore_version)
     if batch is not None:
         if not batch_positive(batch):
             fail("batch", "sequence length, GBS and MBS must be positive")
@@ -291,12 +295,21 @@ def mixer_rules(spec: ModelSpec, tp: int, cp: int, mcore_version: str | None = N
                      f"attention{' with sinks' if layer.sink_logits else ''} on {gpu.name} (sm{gpu.sm_arch}) only with "
                      f"UnfusedDotProductAttention, which does not support context parallelism (CP {cp}): no "
                      f"attention backend runs; use CP 1 ({why})")
+            dsa = dsa_version_problem(layer, _version(mcore_version), mcore_version) if mcore_version else None
+            if dsa:  # DeepSeek sparse attention's releases (moeplan.run.dsa_rules)
+                fail("dsa-version", dsa)
             if cp > 1 and layer.sink_logits and not heads_split(layer, tp, cp):
                 # sinks run under CP only as a2a (attention_backend.sink_cp_comm_ok), whose heads must split over CP
                 kv = layer.num_heads if layer.is_mla else layer.num_kv_heads
                 fail("sink-attention-cp", f"attention sinks run under context parallelism only with cp_comm_type "
                      f"{SINK_CP_COMM_TYPE} (Transformer Engine FusedAttention), which splits the heads: {layer.num_heads} "
                      f"heads / {kv} KV heads over TP {tp} cannot be divided among CP {cp}; use a CP that divides them")
+        elif isinstance(layer, Mamba2):
+            if cp > 1 and mcore_version and _version(mcore_version) < MAMBA_CP_SINCE:
+                fail("mamba-cp-version", f"Megatron-Core {mcore_version} has no context parallel for Mamba layers "
+                     f"(CP {cp}); it needs 0.13 or newer (ssm/mamba_context_parallel.py)")
+            for rule, why in mamba_tp_cp_problems(layer, tp, cp):
+                fail(rule, why)
         elif isinstance(layer, GatedDeltaNet):
             if layer.num_key_heads % tp or layer.num_value_heads % tp:
                 fail("gdn-heads-tp", f"Gated DeltaNet heads ({layer.num_key_heads} key, {layer.num_value_heads} value) "
@@ -323,8 +336,10 @@ def expert_rules(spec: ModelSpec, ep: int, etp: int) -> list[LayoutCheck]:
     return bad
 
 
-def pipeline_rules(spec: ModelSpec, pp: int, vpp: int, pipeline_layout: str | None) -> list[LayoutCheck]:
-    """check_layout's rules on the pipeline split (VPP needs PP; the layout string or an even split)."""
+def pipeline_rules(spec: ModelSpec, pp: int, vpp: int, pipeline_layout: str | None,
+                   mcore_version: str | None = None) -> list[LayoutCheck]:
+    """check_layout's rules on the pipeline split (VPP needs PP; the layout string or an even split; a hybrid
+    model's pattern split as ``mcore_version`` allows: moeplan.run.hybrid.pipeline_problems)."""
     bad: list[LayoutCheck] = []
 
     def fail(rule: str, reason: str) -> None:
@@ -344,6 +359,12 @@ def pipeline_rules(spec: ModelSpec, pp: int, vpp: int, pipeline_layout: str | No
     elif n_layers % n_stages:
         fail("layers-pp", f"{spec.num_layers} decoder layers do not split evenly over PP x VPP = "
              f"{pp}x{vpp} = {n_stages} stages and no pipeline_model_parallel_layout is set")
+    if spec.hybrid_pattern and not bad and pp >= 1 and vpp >= 1:
+        stages = _pipeline(spec, pp, vpp, pipeline_layout).stages
+        for rule, why in hybrid_pipeline_problems(spec, pp, vpp, [len(s.layers) for s in stages],
+                                                  [i for i, s in enumerate(stages) if s.mtp],
+                                                  _version(mcore_version) if mcore_version else None):
+            fail(rule, why)
     return bad
 
 

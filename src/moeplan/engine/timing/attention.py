@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from moeplan.engine.activations import BF16_BYTES, unfused_score_square, unfused_square_softmax_is_fused
+from moeplan.engine.dsa import cp_gathered_elems as dsa_cp_gathered_elems
 from moeplan.engine.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.context import TRAIN, Ctx, gemm_rate, make_ctx
@@ -16,6 +17,7 @@ from moeplan.models.spec import Attention
 from moeplan.run.attention_backend import (WIDE_HEAD_KERNEL_ABOVE, attention_kernel, attention_kernel_mixer,
                                            heads_split, sink_cp_comm_ok)
 from moeplan.run.config import RunConfig
+from moeplan.run.dsa_rules import CP_COMM_TYPE as DSA_CP_COMM_TYPE
 from moeplan.run.parallel import cp_ranks_per_domain, hierarchical_cp_inner
 
 
@@ -181,6 +183,10 @@ def cp_comm(ctx: Ctx, mixer: Attention, attn_s: float) -> tuple[float, float]:
     nic = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff
     domain_cp = cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain)
     kind = cfg.cp_comm_type
+    if mixer.sparse is not None:  # DSA: all-gather CP of the KV latent (+ indexer key) whatever the type (moeplan.engine.dsa)
+        gathered = t * dsa_cp_gathered_elems(mixer) * BF16_BYTES * (par.cp - 1)
+        link = nvl if par.cp <= domain_cp else nic
+        return 3 * gathered / link, gathered / link
 
     def ring(steps: int, block_bytes: float, link: float, attn_total: float) -> tuple[float, float]:
         step_comm = 3 * block_bytes / link  # K/V forward; K/V + dK/dV backward
@@ -218,6 +224,8 @@ def best_cp_comm_type(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_C
     mixers = [m for m in cfg.model.distinct_mixers if isinstance(m, Attention)]
     if par.cp <= 1 or not mixers:
         return cfg.cp_comm_type
+    if any(m.sparse is not None for m in mixers):  # DSA runs all-gather CP only (moeplan.run.dsa_rules)
+        return DSA_CP_COMM_TYPE
     ctx = make_ctx(cfg, gpu, cal, layer_cache)
     hit = ctx.cache.get("best_cp_comm_type")
     if hit is not None:

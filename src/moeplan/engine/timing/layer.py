@@ -8,15 +8,16 @@ from moeplan.base.fields import gdn_backward_dw
 from moeplan.base.vocab import FLEX_DISPATCHERS
 from moeplan.engine.activations import BF16_BYTES, expert_probs_bytes, gdn_saved_bytes, layer_activation
 from moeplan.engine.flops import layer_flops, layer_gemms
+from moeplan.engine.mamba import cp_alltoall_elems, mamba_layer_parts_s
 from moeplan.engine.timing.attention import attention_s, cp_comm, rope_glue_bytes
 from moeplan.engine.timing.context import (FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_SHARE, TRAIN, Ctx, LayerTime, busbw,
                                            ring_time)
-from moeplan.engine.timing.gdn import gdn_glue_s, gdn_graph_captured, gdn_kernel_parts_s, gdn_launch_s
+from moeplan.engine.timing.gdn import gdn_eff, gdn_glue_s, gdn_graph_captured, gdn_kernel_parts_s, gdn_launch_s
 from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.moe import (EP_CHUNK_EDGE, ep_comm_sms, ep_kernels, ep_overlap_exposed_s, ep_totals,
                                        expert_glue_bytes, expert_glue_clamp_fwd_bytes, expert_host_s,
                                        expert_launch_exposed_s, experts_recomputed, routing_map_allgather_s)
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, MoE
 from moeplan.run.parallel import cp_ranks_per_domain
 
 
@@ -64,13 +65,20 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
     if isinstance(mixer, GatedDeltaNet):
         gdn_fwd, gdn_bwd = gdn_kernel_parts_s(cfg, mixer, TRAIN * f.gdn_core_flops * t, gpu, cal)
         out["linear_attention"] = gdn_fwd + gdn_bwd
-    else:
+    elif isinstance(mixer, Mamba2):  # the SSD kernels (moeplan.engine.mamba), per TP x CP head shard
+        peak = gpu.peak("bf16")
+        gdn_fwd, gdn_bwd = mamba_layer_parts_s(mixer, t, peak * gdn_eff(gpu, cal, "fwd"), peak * gdn_eff(gpu, cal, "bwd"),
+                                               gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+        out["linear_attention"] = gdn_fwd + gdn_bwd
+    elif mixer is not None:
         out["attention"] = attention_s(ctx, mixer)
     # --- element-wise work: proportional to what the layer saves for backward
     la = layer_activation(layer, h, frozenset(), frozenset(), None)
     saved = la.token_bytes * t + la.row_bytes * rows / par.etp
     hbm = gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     glue = glue_s = 0.0
+    if isinstance(mixer, Mamba2):  # the SSD kernels' input and output are their own traffic (mamba_layer_parts_s)
+        saved -= (mixer.in_proj_dim + mixer.d_inner) * BF16_BYTES * t
     if isinstance(mixer, GatedDeltaNet):  # the GDN mixer's traffic op by op (gdn_glue_s), not per saved byte
         saved -= gdn_saved_bytes(layer, h) * t
         glue_s = sum(gdn_glue_s(mixer, cfg.batch.mbs, t, gpu, cal))
@@ -85,7 +93,8 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
     if par.tp > 1:
         msg = t * h * BF16_BYTES
         bw = busbw(gpu, par.tp, 1, cal)
-        blocks = 1 + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
+        # the mixer block (absent from a hybrid stack's MLP-only layer) and a dense or shared-expert MLP block
+        blocks = (mixer is not None) + (1 if isinstance(mlp, DenseMLP) or (isinstance(mlp, MoE) and mlp.has_shared) else 0)
         out["tp_comm"] = 4 * blocks * ring_time(msg, par.tp, bw) * (1 - (cal.tp_hidden if cfg.tp_comm_overlap else 0.0))
     # --- CP (context parallel): exposed communication of the attention layer
     cp_fwd = 0.0
@@ -97,6 +106,14 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         # "HP-to-CP all-to-all" of recompute label gdn_norm_out), forward and backward.
         vol = (mixer.in_proj_dim + mixer.value_dim) * t * BF16_BYTES
         vol *= (par.cp - 1) / par.cp
+        remote = max(0.0, 1.0 - cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain) / par.cp)
+        one = max(vol * (1 - remote) / (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff),
+                  vol * remote / (gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff))
+        out["cp_comm"], cp_fwd = 2 * one, one
+    elif par.cp > 1 and isinstance(mixer, Mamba2):
+        # Megatron-Core's Mamba CP is the same head-parallel all-to-all (mamba_context_parallel.py pre_conv_ssm /
+        # post_conv_ssm: zxBCdt in, the d_inner output back; moeplan.engine.mamba.cp_alltoall_elems), forward and backward
+        vol = cp_alltoall_elems(mixer) * t * BF16_BYTES * (par.cp - 1) / par.cp
         remote = max(0.0, 1.0 - cp_ranks_per_domain(par.tp, par.cp, gpu.nvlink_domain) / par.cp)
         one = max(vol * (1 - remote) / (gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff),
                   vol * remote / (gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff))
@@ -140,8 +157,9 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
             r += out.get("attention", 0.0) * fwd
         if "mla_up_proj" in mods and isinstance(mixer, Attention) and mixer.is_mla:
             r += sum(gemm_time(ctx, g, 0.0, 1)[0] for g in layer_gemms(layer, h) if g.name in ("q_up", "kv_up")) * fwd
-        if "layernorm" in mods:
-            r += 2 * 2 * h * BF16_BYTES * t / hbm
+        if "layernorm" in mods:  # the norms the label rebuilds: not a Mamba layer's (fused into its in_proj)
+            norms = (mixer is not None and not isinstance(mixer, Mamba2)) + (mlp is not None)
+            r += norms * 2 * h * BF16_BYTES * t / hbm
         if isinstance(mlp, MoE):
             if "moe" in mods:
                 r += out.get("grouped_gemm", 0.0) * fwd + ep_fwd_s + glue_fwd_bytes / hbm

@@ -8,6 +8,7 @@ import math
 from moeplan.base.vocab import FLEX_DISPATCHERS
 from moeplan.engine import fsdp
 from moeplan.engine.activations import BF16_BYTES
+from moeplan.engine.latent_moe import expert_width
 from moeplan.engine.timing.calibration import Calibration
 from moeplan.engine.timing.context import EXPERT_LAUNCHES, TRAIN, Ctx, busbw, ring_time
 from moeplan.hardware import GPUSpec
@@ -117,7 +118,8 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     if par.ep <= 1:
         return 0.0, 0.0, 0.0
     tokens = ctx.tokens * cfg.rows_factor
-    row_bytes = cfg.model.hidden * BF16_BYTES
+    # LatentMoE dispatches latent-wide tokens (token_dispatcher.py hidden_dim = moe_latent_size: moeplan.engine.latent_moe)
+    row_bytes = expert_width(moe, cfg.model.hidden) * BF16_BYTES
     # EP peers sit ETP ranks apart (expert rank order: ETP, EP, EDP, PP); count peers, not GPUs
     span = par.ep * par.etp
     peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
