@@ -71,10 +71,19 @@ def test_piped_with_no_columns_and_no_terminal_is_80_columns(name):
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
 
 
-def test_calibrate_piped_is_within_80_columns():
-    proc = _run(["calibrate", str(EXAMPLES / "qwen3_30b_a3b_16xh100_megatron_lm.log"), "--gpu", "h100"])
+def test_calibrate_at_80_columns_breaks_no_word():
+    """calibrate's run table at 80 columns folded every cell ('stea/dy', 'exam/ples/qwe...'): now the log, run and
+    steady state are a numbered line above a table of numbers, no word broken; wide terminals keep one table."""
+    log = EXAMPLES / "qwen3_30b_a3b_16xh100_megatron_lm.log"
+    proc = _run(["calibrate", str(log), "--gpu", "h100"])
+    out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()
-    assert max(len(line) for line in proc.stdout.decode().splitlines()) <= 80
+    assert max(len(line) for line in out.splitlines()) <= 80
+    words = out.split()
+    assert str(log) + ":" in words and "hybridep" in words and "s/step" in words
+    assert {"TFLOP/s/GPU", "calibrated", "estimate"} <= set(words)
+    wide = _run(["calibrate", str(log), "--gpu", "h100"], columns=220).stdout.decode()
+    assert "steady s/step (spread)" in wide
 
 
 def test_piped_output_takes_the_width_of_the_terminal_on_stderr():
