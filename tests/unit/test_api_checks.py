@@ -1,6 +1,6 @@
 """F6: the Python API checks gpu, cal, the numbers, cuda_graphs / optimizer_offload (scopes and a fraction for
 estimate, bools for plan), fixed, hold, seq_lens and calibrate's warmup_iters where they enter: a one-line
-MoeplanError naming the argument, not an AttributeError / TypeError / ValueError from deep inside. The README lists
+MoeplanError naming the argument, not an AttributeError / TypeError / ValueError from deep inside. docs/commands/plan.md (Python API) lists
 moeplan.lint.checker.check beside them: it takes the same checks (review finding 12)."""
 
 from __future__ import annotations

@@ -352,7 +352,7 @@ def test_explain_names_each_real_difference_once():
 
 def test_token_budget_shorter_than_a_length_is_an_argument_error_as_documented(capsys):
     """A length --gbs-tokens cannot split into whole sequences fails the whole sweep (exit 2, one line, no
-    rows), unlike a length with no valid layout (its own row): README and --help say so."""
+    rows), unlike a length with no valid layout (its own row): docs/commands/sweep.md and --help say so."""
     from pathlib import Path
 
     from moeplan.cli import build_parser, main
@@ -360,8 +360,8 @@ def test_token_budget_shorter_than_a_length_is_an_argument_error_as_documented(c
     code = main(["sweep", "deepseek-v3", "--gpus", "64", "--seq-len", "4k,128k,1m", "--gbs-tokens", "512k"])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "less than one sequence" in err
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
-    assert "does not split into whole sequences at some length" in readme
+    page = " ".join((Path(__file__).parents[2] / "docs" / "commands" / "sweep.md").read_text().split())
+    assert "does not split into whole sequences at some length" in page  # moved from the README (issue 32)
     sweep_help = " ".join(build_parser()._subparsers._group_actions[0].choices["sweep"].format_help().split())
     assert "not a whole number of sequences at some length" in sweep_help
 

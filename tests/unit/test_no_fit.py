@@ -254,8 +254,8 @@ def test_exit_one_prints_what_the_docs_say(capsys, tmp_path, monkeypatch):
                  "check: the file has errors (the findings say which, on stdout; nothing on stderr)",
                  "explain of run files compares a run that does not fit and notes it, exit 0"):
         assert said in epilog
-    readme = " ".join(open("README.md", encoding="utf-8").read().split())
-    assert "`explain` when a run does not fit" not in readme and "compares a run that does not fit too" in readme
+    page = " ".join(open("docs/commands/explain.md", encoding="utf-8").read().split())  # from the README (issue 32)
+    assert "`explain` when a run does not fit" not in page and "compares a run that does not fit too" in page
 
 
 def test_report_sweep_keeps_lengths_without_a_plan(capsys, tmp_path, monkeypatch):

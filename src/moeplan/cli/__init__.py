@@ -23,8 +23,9 @@ from moeplan.cli.check import add_check_parser
 from moeplan.cli.estimate import add_estimate_parser
 from moeplan.cli.explain import add_explain_parser
 from moeplan.cli.hardware import add_hardware_parser
+from moeplan.cli.helpformat import WrappingHelpFormatter
 from moeplan.cli.models import add_models_parser
-from moeplan.cli.output import LazyConsole
+from moeplan.cli.output import LazyConsole, StdoutUnwritable, flush_stdout, output_width, write_stdout
 from moeplan.cli.params import add_params_parser
 from moeplan.cli.plan import add_plan_parser
 from moeplan.cli.profile import announce_profile, apply_profile
@@ -54,10 +55,41 @@ no message.
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit code 2, no usage dump): `moeplan plan: error: ...`."""
+    """argparse with one-line errors (exit code 2, no usage dump): `moeplan plan: error: ...`, and help that
+    wraps at the terminal width (every parser, subcommands included: WrappingHelpFormatter)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["formatter_class"] = WrappingHelpFormatter  # the subcommands ask for RawDescriptionHelpFormatter
+        super().__init__(*args, **kwargs)
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """argparse drops write errors (--help into a full disk exited 0 with nothing written): on stdout they
+        raise StdoutUnwritable, as every other write there does."""
+        if message and file is sys.stdout:
+            write_stdout(message)
+        else:
+            super()._print_message(message, file)
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _Version(argparse.Action):
+    """`moeplan --version`: `moeplan X.Y.Z`, the installed distribution's version (importlib.metadata, read only
+    when asked, so start-up stays as it is)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("moeplan")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            found = "unknown (not installed)"
+        parser._print_message(f"moeplan {found}\n", sys.stdout)  # stdout, as argparse's own version action
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="moeplan",
         description="Plan, check and explain long-context MoE training runs on Megatron Bridge / Megatron-Core.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_Version, help="print moeplan's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     for add in PARSERS:
         add(sub)
@@ -75,15 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    console: Any = LazyConsole() if sys.stdout.isatty() or os.environ.get("COLUMNS") else LazyConsole(width=160)
     err: Any = LazyConsole(stderr=True)
     try:
+        args = parser.parse_args(argv)  # --help / --version into a full disk: StdoutUnwritable (_Parser)
+        console: Any = LazyConsole(width=output_width())
         apply_profile(args)
         announce_profile(args, console)
         code = int(args.handler(args, console))
-        sys.stdout.flush()  # a closed pipe raises here, not in the interpreter's flush at exit
+        flush_stdout()  # a closed pipe or a full disk raises here, not in the interpreter's flush at exit
         return code
+    except StdoutUnwritable as exc:
+        _stdout_to_devnull()  # what is still buffered would fail again at exit, with a traceback-like message
+        err.print(f"moeplan: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return 2
     except MoeplanError as exc:
         err.print(f"moeplan: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
@@ -93,10 +129,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader went away (`moeplan plan ... | head`): stop quietly with 141 (128 + SIGPIPE, what a shell
         # reports for a filter the pipe ended; not 1, "no answer"), stdout pointed at /dev/null so that the
         # interpreter's final flush does not raise again (Python docs, "Note on SIGPIPE")
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _stdout_to_devnull()
         return 141
+
+
+def _stdout_to_devnull() -> None:
+    """Point the process's stdout at /dev/null (a real stdout only; a test's capture has no descriptor)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 # the subcommands in `moeplan --help` order

@@ -94,8 +94,9 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
                        help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
                             "(Megatron-Core 0.18+, HybridEP; Bridge perf recipes use 1.5)")
         p.add_argument("--fsdp", default=None, choices=["off", *FSDP_STRATEGIES],  # None: off, or a --strategy file's
-                       help="Megatron-FSDP data_parallel_sharding_strategy (use_megatron_fsdp, Megatron-Core 0.14+); "
-                            "off = distributed optimizer (default, or the --strategy file's)")
+                       metavar="MODE", help="Megatron-FSDP data_parallel_sharding_strategy (use_megatron_fsdp, "
+                       "Megatron-Core 0.14+): %(choices)s; off = distributed optimizer (default, or the --strategy "
+                       "file's)")
         _fsdp_buffer_argument(p)
 
 
@@ -230,9 +231,9 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
 
 def fsdp_search_argument(p: argparse.ArgumentParser) -> None:
     """--fsdp and --fsdp-double-buffer of the searching commands (plan, report)."""
-    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
-                   help="Megatron-FSDP: auto = search optim_grads_params beside the distributed optimizer (default), "
-                        "off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
+    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES], metavar="MODE",
+                   help="Megatron-FSDP (%(choices)s): auto = search optim_grads_params beside the distributed optimizer "
+                        "(default), off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
     _fsdp_buffer_argument(p)
 
 
@@ -290,8 +291,8 @@ def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
                    "default 0)")
     p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
                    help="context-parallel communication of the held layout (Megatron-Core cp_comm_type; default p2p)")
-    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES],
-                   help="Megatron-FSDP: planned lengths search optim_grads_params beside the distributed optimizer "
+    p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES], metavar="MODE",
+                   help="Megatron-FSDP (%(choices)s): planned lengths search optim_grads_params beside the distributed optimizer "
                         "(auto, default), never (off), or pin a data_parallel_sharding_strategy; a held layout runs the "
                         "strategy given, else the distributed optimizer")
     _fsdp_buffer_argument(p)

@@ -8,28 +8,51 @@ from typing import Any
 from moeplan.cli.args import HARDWARE_HELP, nonnegative_int
 from moeplan.cli.output import (Console, Table, api, check_output, distinct_outputs, escape, print_json, write_bytes,
                                 wrote)
+from moeplan.cli.tables import compact_table, unbroken
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1%}"
 
 
-def print_calibration(result: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"Runs: measured vs estimated ({result['gpu']}); error = measured / estimate - 1")
-    for col in ("log", "run", "steady s/step (spread)", "TFLOP/s/GPU", "default", "err", "calibrated", "err",
-                "peak alloc GiB", "estimate", "err"):
-        table.add_column(col, justify="left" if col in ("log", "run") else "right", overflow="fold")
-    for r in result["runs"]:
-        st = r["steady_state"]
-        run = f"{r['model']} {r['gpus']}x {r['layout']} {r['dispatcher']}{' +ovl' if r['ep_overlap'] else ''}"
+def _run_text(r: dict[str, Any]) -> str:
+    return f"{r['model']} {r['gpus']}x {r['layout']} {r['dispatcher']}{' +ovl' if r['ep_overlap'] else ''}"
+
+
+def _steady_text(r: dict[str, Any], unit: str = "") -> str:
+    st = r["steady_state"]
+    return f"{r['measured_step_time_s']:.3f}{unit} (±{st['spread'] / 2:.1%}, {len(st['iterations_used'])} it)"
+
+
+def _runs_table(result: dict[str, Any], narrow: bool) -> Any:
+    """Measured against estimated, one row per run; narrow (under NARROW_COLUMNS): the log, the run and its steady
+    state move to a numbered line each above the table (print_calibration), the row keeps the numbers."""
+    title = f"Runs: measured vs estimated ({result['gpu']}); error = measured / estimate - 1"
+    table = compact_table(title) if narrow else Table(title=title)
+    cols = (("#", "TFLOP/s/GPU", "default", "err", "calibrated", "err", "peak alloc GiB", "estimate", "err") if narrow
+            else ("log", "run", "steady s/step (spread)", "TFLOP/s/GPU", "default", "err", "calibrated", "err",
+                  "peak alloc GiB", "estimate", "err"))
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("log", "run", "#") else "right", overflow="fold")
+    for i, r in enumerate(result["runs"], 1):
         src = "" if r["measured_tflops_source"] == "log" else "*"
         meas_mem = r["measured_peak_allocated_gib"]
-        table.add_row(escape(r["log"]), escape(run),
-                      f"{r['measured_step_time_s']:.3f} (±{st['spread'] / 2:.1%}, {len(st['iterations_used'])} it)",
+        head = [str(i)] if narrow else [escape(r["log"]), escape(_run_text(r)), _steady_text(r)]
+        table.add_row(*head,
                       f"{r['measured_tflops_per_gpu']:.1f}{src}", f"{r['default_tflops_per_gpu']:.1f}",
                       _pct(r["default_error"]), f"{r['calibrated_tflops_per_gpu']:.1f}", _pct(r["calibrated_error"]),
                       "-" if meas_mem is None else f"{meas_mem:.2f}", f"{r['estimated_peak_allocated_gib']:.2f}",
                       _pct(None if meas_mem is None else meas_mem / r["estimated_peak_allocated_gib"] - 1))
+    return table
+
+
+def print_calibration(result: dict[str, Any], console: Console) -> None:
+    narrow: list[bool] = []
+    table = unbroken(console, lambda n: narrow.append(n) or _runs_table(result, n))
+    if narrow[-1]:  # at 80 columns the log names and runs broke every cell: one line each, above the table
+        for i, r in enumerate(result["runs"], 1):
+            console.print(f"{i}: {escape(r['log'])}: {escape(_run_text(r))}; steady {_steady_text(r, ' s/step')}",
+                          highlight=False)
     console.print(table)
     for r in result["runs"]:
         dropped = r["steady_state"]["dropped"]

@@ -18,6 +18,44 @@ def _broken_pipe() -> NoReturn:
     raise BrokenPipeError(32, "Broken pipe")
 
 
+class StdoutUnwritable(MoeplanError):
+    """Standard output refused a write (`> /dev/full`: no space left, an I/O error): one line and exit code 2, as a
+    file-output flag that cannot be written (moeplan.base.outfile.write_bytes: 'cannot write FILE: REASON'). A closed
+    pipe is not this: it stays BrokenPipeError (exit 141, quiet)."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(f"cannot write standard output: {exc.strerror or exc}")
+
+
+class _Stdout:
+    """The current sys.stdout (a test's capture included) as rich's file: its write and flush errors become
+    StdoutUnwritable, a closed pipe stays BrokenPipeError (rich's on_broken_pipe)."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stdout.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutUnwritable(exc) from None
+
+    def flush(self) -> None:
+        flush_stdout()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
+        return getattr(sys.stdout, name)
+
+
+def flush_stdout() -> None:
+    """sys.stdout.flush(), a full disk StdoutUnwritable (a closed pipe stays BrokenPipeError)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise StdoutUnwritable(exc) from None
+
+
 # Start-up time: `moeplan --help` and `moeplan models` must start in well under 0.15 s, so rich, the
 # API (and with it the engine, YAML and the planner) and the strategy reader are imported on first use.
 if TYPE_CHECKING:
@@ -31,6 +69,8 @@ else:
     def Console(*args: Any, **kwargs: Any) -> Any:  # noqa: N802  (rich's class, imported when printing)
         from rich.console import Console as _Console
 
+        if not kwargs.get("stderr") and kwargs.get("file") is None:
+            kwargs["file"] = _Stdout()  # write errors on stdout: one line (StdoutUnwritable)
         console = _Console(*args, **kwargs)
         console.on_broken_pipe = _broken_pipe  # rich would exit 1 ("no answer"); main() exits 141
         return console
@@ -49,6 +89,46 @@ else:
             return getattr(module, name)
 
     api = _Api()
+
+
+PIPED_COLUMNS = 80  # the width of output that reaches no terminal (a file, a pipe with no terminal behind it)
+
+
+def output_width() -> int | None:
+    """Columns of the tables on stdout: COLUMNS when set; stdout's own terminal (None: rich measures it); piped
+    (`moeplan plan ... | head`) the terminal the user reads it in, stderr's or the controlling terminal's (/dev/tty);
+    else PIPED_COLUMNS. Tables fold their knob columns below NARROW_COLUMNS (cli/tables.py), so 80 reads well."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if _isatty(sys.stdout):
+        return None
+    return terminal_columns() or PIPED_COLUMNS
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def terminal_columns() -> int | None:
+    """The width of the terminal behind stderr, or of the controlling terminal; None when there is neither."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns or None
+    except (AttributeError, OSError, ValueError):
+        pass
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        return os.get_terminal_size(fd).columns or None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class LazyConsole:
@@ -113,7 +193,18 @@ def print_json(obj: Any) -> None:
     except ValueError:
         raise MoeplanError(f"the result is not finite at '{_non_finite_path(obj)}' (an input beyond what the "
                            "model covers, e.g. a huge --capacity-factor); no JSON written") from None
-    _write_stdout(text + "\n")
+    write_stdout(text + "\n")
+
+
+def write_stdout(text: str) -> None:
+    """``text`` on standard output, all of it, or BrokenPipeError (the reader has gone) or StdoutUnwritable (a full
+    disk, an I/O error)."""
+    try:
+        _write_stdout(text)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise StdoutUnwritable(exc) from None
 
 
 def _write_stdout(text: str) -> None:

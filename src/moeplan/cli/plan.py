@@ -11,7 +11,7 @@ from moeplan.base.errors import MoeplanError
 from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, REFINE_MIN
 from moeplan.cli.args import TRACE_HELP, add_run_arguments, fixed, fsdp_search_argument, positive_int, sweep_kwargs
 from moeplan.cli.output import (Console, LazyConsole, Table, api, check_output, check_trace, distinct_outputs, escape,
-                                print_json, strategy_text, trace_note, write_bytes, write_trace, wrote)
+                                print_json, strategy_text, trace_note, write_bytes, write_stdout, write_trace, wrote)
 from moeplan.cli.profile import named
 from moeplan.cli.tables import knobs_text, make_table, num_column, print_overrides, text_column, unbroken, wrapping
 
@@ -179,13 +179,13 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print_json(named(plans, args))
     elif fmt == "overrides":
-        sys.stdout.write("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
+        write_stdout("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
     elif fmt == "yaml":
-        sys.stdout.write(plans[0]["yaml"])
+        write_stdout(plans[0]["yaml"])
     elif fmt == "megatron-lm":
         import shlex
 
-        sys.stdout.write(plans[0]["provenance"] + "\n" + " ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
+        write_stdout(plans[0]["provenance"] + "\n" + " ".join(shlex.quote(a) for a in plans[0]["megatron_lm_args"]) + "\n")
     else:
         print_plans(result, console)
     if tl is not None:  # on stderr when stdout carries JSON, overrides, YAML or flags
