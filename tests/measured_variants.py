@@ -403,7 +403,9 @@ def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
 
     from moeplan import api
     from moeplan.models.spec import DenseMLP, Layer
-    from moeplan.timing import DEFAULT_CALIBRATION, layer_time, make_ctx
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.context import make_ctx
+    from moeplan.engine.timing.layer import layer_time
 
     spec, layer = _LAYER_SPECS.get(group) or _LAYER_SPECS.setdefault(group, moe_layer_proxy(group))
     one = _ONE_LAYER.get(group)

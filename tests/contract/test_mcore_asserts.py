@@ -8,7 +8,8 @@ import warnings
 
 import pytest
 
-from moeplan import api, checker
+from moeplan import api
+from moeplan.lint import checker
 from moeplan.megatron import export
 from moeplan.megatron.asserts import ASSERTS, FileView, tripped
 from moeplan.models import load_model
@@ -55,6 +56,7 @@ CASES = {
     "cuda-graph-scopes": ("qwen3-30b-a3b", {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_preprocess"]}),
     "cp-comm-type-list": ("qwen3-30b-a3b", {"cp_comm_type": ["p2p", "a2a"]}),
     "precision-aware-optimizer": ("qwen3-30b-a3b", {"exp_avg_dtype": "bfloat16"}),
+    "dsa-cp-allgather": ("glm-5", {"cp_comm_type": "p2p"}),
 }
 
 
@@ -161,9 +163,9 @@ def test_installed_megatron_core_agrees(row):
 def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
     """RunConfig.ep_overlap_allowed refuses the pair in every release (unsupported before 0.17, asserted
     from it), so no plan pairs them and the estimate refuses the pair as a knob problem."""
-    from moeplan.knobs import knob_problem
-    from moeplan.parallel import Batch, Parallel
-    from moeplan.run import Recompute, RunConfig
+    from moeplan.engine.knobs import knob_problem
+    from moeplan.run.parallel import Batch, Parallel
+    from moeplan.run.config import Recompute, RunConfig
     from moeplan.hardware import load_gpu
 
     spec = load_model("qwen3-30b-a3b")
@@ -180,3 +182,10 @@ def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
         for p in api.search_plans("qwen3-235b-a22b", gpu="h100", gpus=256, seq_len=65536, gbs=256, top=5,
                                   mcore_version=version).plans:
             assert not (p.config.ep_overlap and "moe" in p.config.recompute.modules), p.config.parallel.short()
+
+
+def test_dsa_cp_takes_either_spelling_of_all_gather():
+    """Megatron-Core's DSAttention normalises cp_comm_type (no underscores): Bridge's all_gather is its allgather."""
+    for spelling in ("all_gather", "allgather"):
+        assert not tripped(_view("glm-5", {"cp_comm_type": spelling}))
+    assert "dsa-cp-allgather" in {a.id for a, _ in tripped(_view("glm-5", {"cp_comm_type": "a2a"}))}

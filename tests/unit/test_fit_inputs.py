@@ -8,10 +8,10 @@ import csv
 import pytest
 
 from moeplan import api
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.hardware import load_gpu
 from moeplan.models.hf import spec_from_dict
-from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from tests.measured_variants import UNEXPRESSED, layer_variants, n_variants
 from tests.reference_runs import shared_dir
 

@@ -9,7 +9,7 @@ import pytest
 
 from moeplan import api
 from moeplan.models import load_model
-from moeplan.params import count_params
+from moeplan.engine.params import count_params
 from tests.measured_variants import n_variants
 
 POINT_TOL = 0.12  # each point within 12%

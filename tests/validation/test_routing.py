@@ -1,4 +1,4 @@
-"""Routing the estimate assumes (moeplan.routing; CLI --routing forced|natural) against the shared forced-vs-natural
+"""Routing the estimate assumes (moeplan.base.routing; CLI --routing forced|natural) against the shared forced-vs-natural
 pairs: N37 (Mixtral-8x22B, 128 H100, the pair calibration.yaml's natural_routing_imbalance is set from), G11 (Qwen3-
 30B-A3B, 16 H100: its natural row is a functional run on real data, EP overlap not stated) and N13 (Nemotron-3
 Super, not in the catalog)."""
@@ -11,8 +11,8 @@ import pytest
 
 from moeplan import api
 from moeplan.cli import main
-from moeplan.routing import routing_imbalance
-from moeplan.timing import DEFAULT_CALIBRATION as CAL
+from moeplan.base.routing import routing_imbalance
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as CAL
 from tests.measured_variants import routing_pair
 
 
@@ -53,11 +53,16 @@ def test_g11_natural_row():
     assert n / f == pytest.approx(199.12 / 244.039, abs=0.05)
 
 
+def _header(out: str) -> str:
+    """plan's first line, unwrapped (it wraps at the terminal width, 80 columns when piped)."""
+    return " ".join(out.split("Plans, fastest first")[0].split())
+
+
 def test_plan_says_which_routing_it_assumes(capsys):
     args = ["plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4096", "--gbs", "64", "--top", "1"]
     assert main(args) == 0
-    assert "force-balanced routing" in capsys.readouterr().out.splitlines()[0]
+    assert "force-balanced routing (--routing natural for the router's own)" in _header(capsys.readouterr().out)
     assert main(args + ["--routing", "natural"]) == 0
-    assert f"routing imbalance {CAL.natural_routing_imbalance:.4g}" in capsys.readouterr().out.splitlines()[0]
+    assert f"routing imbalance {CAL.natural_routing_imbalance:.4g}" in _header(capsys.readouterr().out)
     assert api.plan("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=64, top=1)["moe_imbalance"] == 1.0
     assert api.plan("llama3-8b", gpu="h100", gpus=16, seq_len=4096, gbs=64, top=1)["moe_imbalance"] is None
