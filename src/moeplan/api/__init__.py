@@ -157,9 +157,9 @@ def knob_keywords(function: str, given: dict[str, Any], record: type | None = No
 
 
 def _check_knobs(kw: dict[str, Any], record: type | None = None) -> None:
-    """The types of the knob keywords by their kind (moeplan.run.knobs.Knob.kind); the few with their own check
-    (vocabularies, recompute, the numbers RunConfig compares) are checked by :func:`build_config`."""
-    table = [k for k in knob_table(record or RunConfig) if k.api not in _CHECKED_APART]
+    """The types of the knob keywords in ``kw`` by their kind (moeplan.run.knobs.Knob.kind); the few with their own
+    check (vocabularies, recompute, the numbers RunConfig compares) are checked by :func:`build_config`."""
+    table = [k for k in knob_table(record or RunConfig) if k.api in kw and k.api not in _CHECKED_APART]
     argcheck.counts(**{k.api: kw[k.api] for k in table if k.kind == "int"})
     for k in table:
         if k.kind == "float?":
@@ -483,12 +483,16 @@ def search_plans(
     fsdp: str = "auto",
     fsdp_double_buffer: bool = False,
     mtp_layers: int | None = None,
+    **knobs: Any,
 ) -> PlanReport:
     """Search layouts and knobs; the top plans with memory, throughput and rationale.
 
     ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string). ``fsdp``:
     'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
-    a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
+    a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched. ``knobs``: the
+    other knobs every estimating command takes (moeplan.run.knobs: a flag in the ``gpu`` or ``cluster`` slot), by
+    their API keyword: the user's choice, never searched, carried by every run."""
+    given = _given_knobs(knobs)
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
     fx = _check_fixed(fixed)
     _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib, cal)
@@ -515,8 +519,22 @@ def search_plans(
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
-                    te_version=te_version, te_grouped_tensor=te_grouped_tensor)
+                    te_version=te_version, te_grouped_tensor=te_grouped_tensor, knobs=given)
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
+
+
+def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+    """:func:`search_plans`' ``**knobs`` as RunConfig fields: only the knobs every estimating command takes (a flag
+    in the knob table's ``gpu`` or ``cluster`` slot) that are not its own parameters (TypeError otherwise, as Python
+    refuses a keyword), each checked by its kind."""
+    own = set(inspect.signature(search_plans).parameters)
+    table = {k.api: k for k in knob_table(RunConfig)
+             if k.flag is not None and k.flag["slot"] in ("gpu", "cluster") and k.api not in own}
+    for name in knobs:
+        if name not in table:
+            raise TypeError(f"search_plans() got an unexpected keyword argument '{name}'")
+    _check_knobs(knobs)
+    return {table[name].name: value for name, value in knobs.items()}
 
 
 def _check_fixed(fixed: Any) -> dict[str, Any]:
@@ -625,6 +643,11 @@ _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "res
               "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers", "fsdp", "fsdp_double_buffer")
 
 
+def _every_command_knobs() -> set[str]:
+    """The API keywords of the knobs every estimating command takes (a flag in the ``gpu`` or ``cluster`` slot)."""
+    return {k.api for k in knob_table(RunConfig) if k.flag is not None and k.flag["slot"] in ("gpu", "cluster")}
+
+
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
                  progress: Any = None, all_invalid_raises: bool = True, first_invalid_raises: bool = False,
                  **kwargs: Any) -> list[SweepPoint]:
@@ -673,7 +696,7 @@ def _sweep_point(spec: ModelSpec, s: int, gbs: int, hold: dict[str, Any] | None,
             if progress is not None and hasattr(progress, "advance"):
                 progress.advance()
         return SweepPoint(s, gbs, "held layout", est)
-    plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS}
+    plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS or k in _every_command_knobs()}
     report = search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
     best = report.best
     if best is None:

@@ -263,7 +263,7 @@ class RunConfig(RunKnobs):
 
     def evolve(self, **changes: object) -> RunConfig:
         """:meth:`with_` without re-validation, for the planner's inner loop (values it already checked)."""
-        new = object.__new__(RunConfig)
+        new = object.__new__(type(self))
         fields_ = self.__dict__.copy()  # one sized copy: ~half the instructions of filling an empty dict
         fields_.update(changes)
         object.__setattr__(new, "__dict__", fields_)
