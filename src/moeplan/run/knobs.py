@@ -182,11 +182,13 @@ def flag_kwargs(k: Knob) -> dict[str, Any]:
 
 def flag_value(k: Knob, value: Any) -> Any:
     """The API keyword's value from the parsed flag: inverted where the flag says the opposite; an unset flag
-    (None) of a knob that is never None takes the API's default."""
+    (None, or an empty word where unset is the flag's default) of a knob that is never None takes the API's
+    default."""
     assert k.flag is not None
     if k.flag.get("invert"):
         return not value
-    if value is None and not k.optional:
+    unset = value is None or (value == "" and k.flag.get("default", k.api_default) is None)
+    if unset and not k.optional:
         return k.api_default
     return value
 
