@@ -8,8 +8,8 @@ estimates (moeplan.engine.memory, moeplan.engine.timing); a fix is only proposed
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from moeplan.base.fields import fields_for
@@ -208,8 +208,6 @@ def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, 
 def _exportable(cfg: RunConfig) -> RunConfig:
     """``cfg`` with one pipeline stage, so overrides of its other knobs can be written while its own
     pipeline split is invalid (the fixes of estimate-free rules touch no layout field)."""
-    from dataclasses import replace
-
     return cfg.with_(parallel=replace(cfg.parallel, pp=1, vpp=1, pipeline_layout=None))
 
 
@@ -255,6 +253,13 @@ def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
     doubled = replace_parallel(cfg.parallel, cp=cfg.parallel.cp * 2)
     if doubled:
         options.append(cfg.with_(parallel=doubled))
+    return fastest_fit(ev, options)
+
+
+def fastest_fit(ev: Evaluator, options: Iterable[RunConfig]) -> tuple[RunConfig, Any] | None:
+    """The alternative that fits (``ev.fits``: the GPU and the host) and runs the most tokens/s/GPU, with its
+    estimate; on a tie the first given; None when none fits. Every check that proposes "the fastest alternative
+    that fits" (memory, DP, full recompute, dispatcher) asks it."""
     best = None
     for opt in options:
         e = ev(opt)
@@ -369,17 +374,9 @@ def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
     if par.edp == 1:
         squeeze += f", and EP x PP = {par.ep}x{par.pp} does too (EP in the same squeeze)"
     nums: dict[str, Any] = {"dp": par.dp, "edp": par.edp}
-    alt = None
-    for change in ({"cp": par.cp // 2}, {"pp": par.pp // 2}, {"tp": par.tp // 2}):
-        if min(change.values()) < 1:
-            continue
-        new = replace_parallel(par, **change)
-        if new is None:
-            continue
-        c = cfg.with_(parallel=new)
-        e = ev(c)
-        if ev.fits(e) and (alt is None or e.time.tokens_per_s_per_gpu > alt[1].time.tokens_per_s_per_gpu):
-            alt = (c, e)
+    halved = (replace_parallel(par, **change) for change in ({"cp": par.cp // 2}, {"pp": par.pp // 2},
+                                                             {"tp": par.tp // 2}) if min(change.values()) >= 1)
+    alt = fastest_fit(ev, (cfg.with_(parallel=new) for new in halved if new is not None))
     if alt is None:
         return [Finding("info", "dp-collapsed", f"DP collapsed to 1: {squeeze}; no layout with DP 2 fits "
                         "(halving CP, PP or TP runs out of memory), so keep it but expect no gradient overlap headroom",
@@ -458,14 +455,8 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
                                f"{gain:,.2f} s per step ({gain / est.time.step_time_s:.0%})",
                                fix_overrides(cfg, without), {"saves_mib": round(saved_mib), "cost_s": round(gain, 3)}, line))
     if rc.granularity == "full":
-        best = None
-        for step in _ladder(cfg):
-            if step.granularity != "selective" and step.granularity != "none":
-                continue
-            c = cfg.with_(recompute=step)
-            e = ev(c)
-            if ev.fits(e) and (best is None or e.time.tokens_per_s_per_gpu > best[1].time.tokens_per_s_per_gpu):
-                best = (c, e)
+        best = fastest_fit(ev, (cfg.with_(recompute=step) for step in _ladder(cfg)
+                                if step.granularity in ("selective", "none")))
         if best is not None:
             c, e = best
             gain = e.time.tokens_per_s_per_gpu / est.time.tokens_per_s_per_gpu - 1
@@ -484,12 +475,8 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
     line = lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend")
     candidates = dispatcher_candidates(cfg, gpu)
     domains = -(-par.ep * par.etp // gpu.nvlink_domain)
-    best = None
-    for d in candidates:
-        c = cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0]  # as it can run (sync-free: HybridEP only)
-        e = ev(c)
-        if ev.fits(e) and (best is None or e.time.tokens_per_s_per_gpu > best[1].time.tokens_per_s_per_gpu):
-            best = (c, e)
+    # each as it can run (sync-free: HybridEP only)
+    best = fastest_fit(ev, (cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0] for d in candidates))
     nums = {"ep": par.ep, "nvlink_domains": domains, "tokens_per_s": round(est.time.tokens_per_s_per_gpu)}
     out = []
     if cfg.dispatcher == "deepep" and gpu.is_nvl72:

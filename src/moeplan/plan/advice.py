@@ -14,6 +14,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+import yaml
+
 from moeplan.base.fields import fields_for, version_key
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
@@ -59,8 +61,6 @@ LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
 @lru_cache(maxsize=1)
 def measured_layouts() -> tuple[dict[str, Any], ...]:
     """Layouts of measured Megatron runs (moeplan/hardware/measured_layouts.yaml), read once."""
-    import yaml
-
     text = resources.files("moeplan.hardware").joinpath(MEASURED_LAYOUTS_FILE).read_text(encoding="utf-8")
     # libyaml's parser where PyYAML has it (same resolver and constructors as safe_load; the pure-Python
     # parser costs the plan search a tenth of a second)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -436,7 +436,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
            bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION,
            exhaustive: bool = False, optimizer: str = "adam", te_version: str = DEFAULT_TE_VERSION,
-           te_grouped_tensor: bool = False) -> PlanResult:
+           te_grouped_tensor: bool = False, knobs: Mapping[str, object] | None = None) -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. ``te_version`` (like
     ``mcore_version``, a fixed input, never searched) picks the attention kernel per head shape; ``te_grouped_tensor``
     (RunConfig's, the user's choice, never searched) its GroupedLinear path for the experts. The numerics
@@ -451,7 +451,9 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     never reads it, so they train as they would without it, while the module raises at run time (keeping such a run
     without the variable would plan a job other than the one the user runs). Only when no run is left is the flag
     refused, with estimate's one-line input error (which runs are op-fused has one owner, RunConfig.experts_op_fused:
-    the search does not restate it to refuse early)."""
+    the search does not restate it to refuse early).
+
+    ``knobs``: other RunConfig knobs the user fixes (field name -> value), never searched: every run carries them."""
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)
@@ -470,6 +472,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
         space = replace(space, optimizer_offload=False)  # nor optimizer CPU offload (same reason)
     numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer,
                                    "te_version": te_version_key(te_version), "te_grouped_tensor": te_grouped_tensor}
+    numerics.update(knobs or {})
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
                           mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
     while not result.plans and not result.raising_dropped and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
