@@ -20,6 +20,7 @@ from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
                                 DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
+from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.engine.flops import flops_per_token
 from moeplan.engine.knobs import knob_problem
@@ -409,7 +410,7 @@ class PlanReport:
         if self.result.closest is None or self.result.plans:
             return None
         cfg, miss = self.result.closest
-        budget = self.gpu.hbm_bytes * (1 - self.headroom)
+        budget = budget_bytes(self.gpu.hbm_bytes, self.headroom)
         out: dict[str, Any] = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
                                "memory_gib": (budget + miss) / GIB, "memory_gib_budget": budget / GIB,
                                "gbs": cfg.batch.gbs, "mbs": cfg.batch.mbs, "recompute": cfg.recompute.label(),
