@@ -8,6 +8,7 @@ estimates (moeplan.engine.memory, moeplan.engine.timing); a fix is only proposed
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -25,7 +26,7 @@ from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.export import format_override_value, to_overrides
 from moeplan.plan.advice import (CP_SHARD_TOKENS, DEFAULT_HEADROOM, LONG_CONTEXT_TOKENS, MIN_CP_SHARD_TOKENS, cp_start,
-                                 dispatcher_candidates, recompute_ladder, round_gib, with_dispatcher)
+                                 dispatcher_candidates, recipe_distance, recompute_ladder, round_gib, with_dispatcher)
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.run.parallel import balanced_layout, replace_parallel
 
@@ -402,6 +403,20 @@ def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
     c, e = alt
     nums.update({"alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu), "tokens_per_s": round(est.time.tokens_per_s_per_gpu),
                  "alt_memory_gib": round_gib(e.memory.total_bytes)})
+    # as the planner ranks (plan.ranking): a DP >= 2 layout the estimates put below the run's band is no reason to
+    # move, and among ties a measured recipe of this model and system comes before the guidance's DP >= 2
+    band = 2 * ev.cal.error_band_log
+    tps, alt_tps = est.time.tokens_per_s_per_gpu, e.time.tokens_per_s_per_gpu
+    below = alt_tps < tps * math.exp(-band)
+    recipe = recipe_distance(cfg, ev.gpu)
+    if below or (alt_tps < tps * math.exp(band) and recipe is not None and recipe[0] <= 1e-9):
+        why = ("its estimate is below this run's error band" if below else
+               f"the run is a measured recipe ({recipe[1]['source']}), which the planner puts first among ties"
+               if recipe is not None else "")
+        return [Finding("info", "dp-collapsed", f"DP collapsed to 1: {squeeze}. {c.parallel.short()} keeps DP "
+                        f"{c.parallel.dp} and fits ({round_gib(e.memory.total_bytes)} GiB) at {alt_tps:,.0f} vs "
+                        f"{tps:,.0f} tokens/s/GPU, but {why}: keep the layout", numbers=nums,
+                        line=lines.get("context_parallel_size"))]
     return [Finding("warning", "dp-collapsed", f"DP collapsed to 1: {squeeze}. {c.parallel.short()} keeps DP "
                     f"{c.parallel.dp}, fits ({round_gib(e.memory.total_bytes)} GiB) and runs at "
                     f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU",
