@@ -21,6 +21,7 @@ from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
                                 DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
+from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.engine.flops import flops_per_token
 from moeplan.engine.knobs import knob_problem
@@ -409,8 +410,8 @@ class PlanReport:
 
     @property
     def memory_budget_bytes(self) -> float:
-        """What the search let a plan use per GPU: HBM less the headroom."""
-        return self.gpu.hbm_bytes * (1 - self.headroom)
+        """What the search let a plan use per GPU: HBM less the headroom (moeplan.engine.budget, the one rule)."""
+        return budget_bytes(self.gpu.hbm_bytes, self.headroom)
 
     def closest_dict(self) -> dict[str, Any] | None:
         """The run that misses by least (only when nothing fits): its layout at its strongest memory option

@@ -16,7 +16,7 @@ from moeplan.base import argcheck
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import VERSIONS, check_settings, dp_assertions, normalize_version
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
-from moeplan.base.vocab import DEFAULT_GPU
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM
 from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 from moeplan.engine.estimate import Estimate, evaluate
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
@@ -214,7 +214,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
 
 
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
-          hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
+          hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = DEFAULT_HEADROOM,
           run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
           te_grouped_tensor: bool = False, moe_imbalance: float | None = None,
           reserve_gib: float | None = None) -> CheckResult:
