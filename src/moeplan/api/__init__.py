@@ -7,6 +7,7 @@ Each function takes a MODEL as a catalog name, a config.json path or a :class:`M
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
                                 DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
+from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.engine.flops import flops_per_token
 from moeplan.engine.knobs import knob_problem
@@ -27,6 +29,7 @@ from moeplan.engine.listing import list_models  # noqa: F401  (part of the API; 
 from moeplan.engine.memory import GIB, offloaded_state_bytes
 from moeplan.engine.params import count_params
 from moeplan.engine.timeline import Timeline, build_timeline
+from moeplan.engine.timing.attention import best_cp_comm_type
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.step import estimate_time
 from moeplan.hardware import GPUSpec, load_gpu
@@ -38,6 +41,7 @@ from moeplan.plan.advice import DEFAULT_HEADROOM, dispatcher_candidates
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.knobs import knob_table
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
@@ -132,6 +136,46 @@ def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFA
 FIXED_COUNTS = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
 
 
+# build_config's conversions of a knob's API value to its RunConfig value, where they differ (the rest pass as given)
+_TO_FIELD = {
+    "dispatcher": lambda v: "alltoall" if v == "auto" else v,  # 'auto' is resolved below, with the run built
+    "cp_comm_type": lambda v: "p2p" if v == "auto" else v,
+    "cuda_graphs": lambda v: _csv_set(v, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
+    "offload_modules": lambda v: _csv_set(v, OFFLOAD_MODULES, "offload module(s)"),
+    "fsdp": lambda v: None if v in (None, "", "off", "none") else v,
+}
+
+
+def knob_keywords(function: str, given: dict[str, Any], record: type | None = None) -> dict[str, Any]:
+    """Every knob's API keyword (moeplan.run.knobs: RunConfig's knob fields) with its value: ``given``, else the
+    API's default. A keyword that is no knob is refused as Python refuses it (TypeError)."""
+    table = knob_table(record or RunConfig)
+    known = {k.api for k in table}
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{function}() got an unexpected keyword argument '{name}'")
+    return {k.api: given.get(k.api, k.api_default) for k in table}
+
+
+def _check_knobs(kw: dict[str, Any], record: type | None = None) -> None:
+    """The types of the knob keywords in ``kw`` by their kind (moeplan.run.knobs.Knob.kind); the few with their own
+    check (vocabularies, recompute, the numbers RunConfig compares) are checked by :func:`build_config`."""
+    table = [k for k in knob_table(record or RunConfig) if k.api in kw and k.api not in _CHECKED_APART]
+    argcheck.counts(**{k.api: kw[k.api] for k in table if k.kind == "int"})
+    for k in table:
+        if k.kind == "float?":
+            argcheck.optional_number(k.api, kw[k.api])
+        elif k.kind == "float":
+            argcheck.number(k.api, kw[k.api])
+    argcheck.flags(**{k.api: kw[k.api] for k in table if k.kind == "bool"})
+    argcheck.flags(optional=True, **{k.api: kw[k.api] for k in table if k.kind == "bool?"})
+
+
+# knobs build_config checks by name (their vocabularies and ranges, or RunConfig's own checks)
+_CHECKED_APART = frozenset({"cuda_graphs", "offload_modules", "optimizer_offload", "moe_imbalance", "reserve_gib",
+                            "recompute", "precision", "dispatcher", "cp_comm_type", "mcore_version"})
+
+
 def build_config(
     model: str | ModelSpec,
     *,
@@ -147,50 +191,24 @@ def build_config(
     ep: int = 1,
     etp: int = 1,
     pipeline_layout: str | None = None,
-    recompute: str | Recompute = "none",
-    precision: str = "bf16",
-    dispatcher: str = "auto",
-    cuda_graphs: str | list[str] | None = None,
-    optimizer_offload: float = 0.0,
-    offload_modules: str | list[str] | None = None,
-    moe_imbalance: float = 1.0,
-    capacity_factor: float | None = None,
-    rank_capacity_factor: float | None = None,
-    ep_overlap: bool = False,
-    delay_wgrad: bool | None = None,
-    cp_comm_type: str = "p2p",
-    grad_fp32: bool = True,
-    bf16_moments: bool = False,
-    dp_overlap: bool = True,
-    tp_comm_overlap: bool = True,
-    offload_overlap: bool = True,
-    precision_aware_optimizer: bool | None = None,
-    reserve_gib: float = DEFAULT_RESERVE_GIB,
     hardware_file: str | None = None,
-    mcore_version: str = DEFAULT_MCORE_VERSION,
-    te_version: str = DEFAULT_TE_VERSION,
-    te_grouped_tensor: bool = False,
     cal: Calibration = DEFAULT_CALIBRATION,
-    fsdp: str | None = None,
-    fsdp_double_buffer: bool = False,
-    optimizer: str = "adam",
-    muon_ns_steps: int = 5,
-    muon_tp_mode: str = "blockwise",
-    muon_layer_wise: bool = True,
     mtp_layers: int | None = None,
+    **knobs: Any,
 ) -> tuple[RunConfig, GPUSpec]:
     """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
-    constants) only decides ``dispatcher="auto"``; ``mtp_layers`` overrides the model's MTP modules."""
-    argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp,
-                    muon_ns_steps=muon_ns_steps)
-    _check_run_knobs(cuda_graphs, offload_modules, optimizer_offload, moe_imbalance, reserve_gib)
-    argcheck.optional_number("capacity_factor", capacity_factor)
-    argcheck.optional_number("rank_capacity_factor", rank_capacity_factor)
-    argcheck.flags(ep_overlap=ep_overlap, grad_fp32=grad_fp32, bf16_moments=bf16_moments, dp_overlap=dp_overlap,
-                   tp_comm_overlap=tp_comm_overlap, offload_overlap=offload_overlap,
-                   te_grouped_tensor=te_grouped_tensor, fsdp_double_buffer=fsdp_double_buffer,
-                   muon_layer_wise=muon_layer_wise)
-    argcheck.flags(optional=True, delay_wgrad=delay_wgrad, precision_aware_optimizer=precision_aware_optimizer)
+    constants) only decides ``dispatcher="auto"``; ``mtp_layers`` overrides the model's MTP modules.
+
+    ``knobs``: every knob of the run by its API keyword (moeplan.run.knobs, the knob table: ``recompute``,
+    ``precision``, ``dispatcher``, ``cuda_graphs``, ``optimizer_offload``, ``ep_overlap``, ``fsdp``, ...; the
+    signature lists them with their defaults); a word the API resolves: ``dispatcher="auto"`` (the fastest the
+    hardware allows), ``cp_comm_type="auto"`` (the planner's choice), ``fsdp="off"``."""
+    kw = knob_keywords("build_config", knobs)
+    recompute, precision, dispatcher, cp_comm_type = kw["recompute"], kw["precision"], kw["dispatcher"], kw["cp_comm_type"]
+    argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp)
+    _check_run_knobs(kw["cuda_graphs"], kw["offload_modules"], kw["optimizer_offload"], kw["moe_imbalance"],
+                     kw["reserve_gib"])
+    _check_knobs(kw)
     argcheck.calibration(cal, Calibration)
     _check_recompute_arg("recompute", recompute)
     argcheck.choice("precision", precision, PRECISIONS)
@@ -201,50 +219,22 @@ def build_config(
     spec = resolve_model(model, mtp_layers)
     gpu_spec = _resolve_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
-    mcore_version = normalize_version(mcore_version)
+    kw["mcore_version"] = normalize_version(kw["mcore_version"])
     rc = recompute if isinstance(recompute, Recompute) else Recompute.parse(recompute)
-    check_recompute(spec, rc, mcore_version)
+    check_recompute(spec, rc, kw["mcore_version"])
+    kw["recompute"] = rc
     cfg = RunConfig(
         model=spec,
         parallel=with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp, pipeline_layout)),
         batch=Batch(seq_len, gbs, mbs),
         gpu=gpu_spec,
-        recompute=rc,
-        precision=precision,
-        dispatcher="alltoall" if dispatcher == "auto" else dispatcher,
-        cuda_graph_scopes=_csv_set(cuda_graphs, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
-        optimizer_offload=optimizer_offload,
-        offload_modules=_csv_set(offload_modules, OFFLOAD_MODULES, "offload module(s)"),
-        moe_imbalance=moe_imbalance,
-        capacity_factor=capacity_factor,
-        rank_capacity_factor=rank_capacity_factor,
-        ep_overlap=ep_overlap,
-        delay_wgrad=delay_wgrad,
-        cp_comm_type="p2p" if cp_comm_type == "auto" else cp_comm_type,
-        grad_fp32=grad_fp32,
-        bf16_moments=bf16_moments,
-        dp_overlap=dp_overlap,
-        tp_comm_overlap=tp_comm_overlap,
-        offload_overlap=offload_overlap,
-        precision_aware_optimizer=precision_aware_optimizer,
-        reserve_gib=reserve_gib,
-        mcore_version=mcore_version,
-        te_version=te_version,
-        te_grouped_tensor=te_grouped_tensor,
-        fsdp=None if fsdp in (None, "", "off", "none") else fsdp,
-        fsdp_double_buffer=fsdp_double_buffer,
-        optimizer=optimizer,
-        muon_ns_steps=muon_ns_steps,
-        muon_tp_mode=muon_tp_mode,
-        muon_layer_wise=muon_layer_wise,
+        **{k.name: _TO_FIELD.get(k.api, _same)(kw[k.api]) for k in knob_table(RunConfig)},
     )
     validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
     _check_dp_choice(cfg)
     if dispatcher == "auto":
         cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
     if cp_comm_type == "auto":  # the planner's choice: least attention + exposed CP communication
-        from moeplan.engine.timing.attention import best_cp_comm_type
-
         cfg = cfg.with_(cp_comm_type=best_cp_comm_type(cfg, gpu_spec, cal))
     problem = knob_problem(cfg, gpu_spec)
     if problem:
@@ -257,6 +247,23 @@ def build_config(
     if raises:
         raise MoeplanError(grouped_tensor_refusal(raises))
     return cfg, gpu_spec
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _with_knob_signature(function: Any) -> None:
+    """``function``'s signature with its ``**knobs`` spelled out: each knob's API keyword and default (what
+    ``help()`` and ``inspect.signature`` show, and the CLI's strategy merge reads)."""
+    sig = inspect.signature(function)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params += [inspect.Parameter(k.api, inspect.Parameter.KEYWORD_ONLY, default=k.api_default, annotation=Any)
+               for k in knob_table(RunConfig)]
+    function.__signature__ = sig.replace(parameters=params)
+
+
+_with_knob_signature(build_config)
 
 
 def _check_run_knobs(cuda_graphs: Any, offload_modules: Any, optimizer_offload: Any, moe_imbalance: Any,
@@ -403,8 +410,8 @@ class PlanReport:
 
     @property
     def memory_budget_bytes(self) -> float:
-        """What the search let a plan use per GPU: HBM less the headroom."""
-        return self.gpu.hbm_bytes * (1 - self.headroom)
+        """What the search let a plan use per GPU: HBM less the headroom (moeplan.engine.budget, the one rule)."""
+        return budget_bytes(self.gpu.hbm_bytes, self.headroom)
 
     def closest_dict(self) -> dict[str, Any] | None:
         """The run that misses by least (only when nothing fits): its layout at its strongest memory option
@@ -485,12 +492,16 @@ def search_plans(
     fsdp: str = "auto",
     fsdp_double_buffer: bool = False,
     mtp_layers: int | None = None,
+    **knobs: Any,
 ) -> PlanReport:
     """Search layouts and knobs; the top plans with memory, throughput and rationale.
 
     ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string). ``fsdp``:
     'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
-    a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched."""
+    a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched. ``knobs``: the
+    other knobs every estimating command takes (moeplan.run.knobs: a flag in the ``gpu`` or ``cluster`` slot), by
+    their API keyword: the user's choice, never searched, carried by every run."""
+    given = _given_knobs(knobs)
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
     fx = _check_fixed(fixed)
     _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib, cal)
@@ -517,8 +528,22 @@ def search_plans(
                     moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
-                    te_version=te_version, te_grouped_tensor=te_grouped_tensor)
+                    te_version=te_version, te_grouped_tensor=te_grouped_tensor, knobs=given)
     return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
+
+
+def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+    """:func:`search_plans`' ``**knobs`` as RunConfig fields: only the knobs every estimating command takes (a flag
+    in the knob table's ``gpu`` or ``cluster`` slot) that are not its own parameters (TypeError otherwise, as Python
+    refuses a keyword), each checked by its kind."""
+    own = set(inspect.signature(search_plans).parameters)
+    table = {k.api: k for k in knob_table(RunConfig)
+             if k.flag is not None and k.flag["slot"] in ("gpu", "cluster") and k.api not in own}
+    for name in knobs:
+        if name not in table:
+            raise TypeError(f"search_plans() got an unexpected keyword argument '{name}'")
+    _check_knobs(knobs)
+    return {table[name].name: value for name, value in knobs.items()}
 
 
 def _check_fixed(fixed: Any) -> dict[str, Any]:
@@ -627,6 +652,11 @@ _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "res
               "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers", "fsdp", "fsdp_double_buffer")
 
 
+def _every_command_knobs() -> set[str]:
+    """The API keywords of the knobs every estimating command takes (a flag in the ``gpu`` or ``cluster`` slot)."""
+    return {k.api for k in knob_table(RunConfig) if k.flag is not None and k.flag["slot"] in ("gpu", "cluster")}
+
+
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
                  progress: Any = None, all_invalid_raises: bool = True, first_invalid_raises: bool = False,
                  **kwargs: Any) -> list[SweepPoint]:
@@ -675,7 +705,7 @@ def _sweep_point(spec: ModelSpec, s: int, gbs: int, hold: dict[str, Any] | None,
             if progress is not None and hasattr(progress, "advance"):
                 progress.advance()
         return SweepPoint(s, gbs, "held layout", est)
-    plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS}
+    plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS or k in _every_command_knobs()}
     report = search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
     best = report.best
     if best is None:

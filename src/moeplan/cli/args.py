@@ -9,29 +9,14 @@ from typing import Any
 from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
 from moeplan.base.routing import DEFAULT_ROUTING, ROUTINGS, routing_imbalance
-from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT,
-                                     TE_RELEASES)
-from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS,
-                                FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, TRACE_DETAIL_MICROBATCHES)
+from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
+                                TRACE_DETAIL_MICROBATCHES)
 from moeplan.cli.output import api, read_strategy
-from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX_VERSION
+from moeplan.run.knobs import (TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, Knob, flag_dest, flag_kwargs, flag_names,
+                               flag_value, knob_table)
 
 
 HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
-TE_VERSION_HELP = (f"Transformer Engine release the run trains with, one of {', '.join(TE_RELEASES)} (default "
-                   f"{DEFAULT_TE_VERSION}, the recipes' TE {TE_COMMIT}: every calibrated number was measured on it). It "
-                   f"decides the attention kernel per head shape: from {TE_WIDE_HEAD_FIX_VERSION} (TE PR #3056, cuDNN 9.23) "
-                   "cuDNN trains head dim 256 on B200/GB200/B300/GB300, so Qwen3-Next gets the cuDNN rate instead of "
-                   "FlashAttention-2 (sm100) or the unfused path (sm103), whose s x s scores and no-CP rule disappear")
-TE_GROUPED_TENSOR_HELP = (
-    f"run the routed experts on TE GroupedLinear's grouped-tensor path ({GROUPED_TENSOR_ENV}=1, TE "
-    f"{GROUPED_TENSOR_FIRST_VERSION}+, opt-in in every release; no released Megatron-Core has an option for it): one "
-    "grouped quantize and one cuBLASLt grouped GEMM per linear instead of one per local expert, which removes the "
-    "per-expert host launches of quantized experts. With Megatron-Core <= 0.19 it runs BF16 (TE 2.17, 2.18) and FP8 "
-    "current scaling (TE 2.18) on H100/H200/B200/GB200/B300/GB300 in a CUDA 13 container (cuBLASLt 13.3+); MXFP8 "
-    "and FP8 block scaling quantize 128-row blocks Megatron-Core does not pad to, and TE 2.19 needs the token "
-    "counts on the GPU, so those raise: estimate refuses the flag there, plan keeps only runs whose experts TE's op "
-    "fuser runs (it does not read the variable) and refuses it where none is left, check reports it as an error)")
 HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
 
 
@@ -74,62 +59,56 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
                            ("cp", "context"), ("ep", "expert"), ("etp", "expert tensor")):
             p.add_argument(f"--{name}", type=positive_int, default=1, help=f"{what} parallel size (default 1)")
         p.add_argument("--pipeline-layout", help="Megatron pipeline_model_parallel_layout, e.g. 'Et|(tt|)*30mL'")
-        p.add_argument("--recompute", default="none",
-                       help="none | full[:uniform|block[:N]] | selective:MOD[,MOD] with Megatron-Core labels "
-                            "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts, gdn_norm_out")
-        p.add_argument("--dispatcher", default="auto", choices=["auto", *DISPATCHERS],
-                       help="MoE token dispatcher; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8")
-        p.add_argument("--ep-overlap", action="store_true", help="overlap EP all-to-all with compute (moe_a2a_overlap)")
-        p.add_argument("--delay-wgrad", action=argparse.BooleanOptionalAction, default=None,
-                       help="delay_wgrad_compute: with --ep-overlap, run the weight-gradient GEMMs as separate nodes "
-                            "beside dispatch_bwd / the next combine_bwd (default: on with --ep-overlap, as Bridge's "
-                            "moe_a2a_overlap sets it)")
-        p.add_argument("--cuda-graphs", help="CUDA graph scopes, e.g. attn,moe_router,moe_preprocess or full_iteration")
-        p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
-                       help="fraction of optimizer state on the CPU (optimizer_offload_fraction; default 0)")
-        p.add_argument("--offload-modules", help="fine-grained activation offload, e.g. core_attn,attn_proj")
-        p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
-                       help="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring; default p2p)")
-        p.add_argument("--capacity-factor", type=float, help="moe_expert_capacity_factor (token dropping)")
-        p.add_argument("--rank-capacity-factor", type=float, metavar="F",
-                       help="moe_expert_rank_capacity_factor: sync-free dropless MoE for full-iteration CUDA graphs "
-                            "(Megatron-Core 0.18+, HybridEP; Bridge perf recipes use 1.5)")
-        p.add_argument("--fsdp", default=None, choices=["off", *FSDP_STRATEGIES],  # None: off, or a --strategy file's
-                       metavar="MODE", help="Megatron-FSDP data_parallel_sharding_strategy (use_megatron_fsdp, "
-                       "Megatron-Core 0.14+): %(choices)s; off = distributed optimizer (default, or the --strategy "
-                       "file's)")
+        add_knob_flags(p, "layout")
         _fsdp_buffer_argument(p)
 
 
+# Where the knob table's flags stand in --help, per slot (moeplan.run.knobs: a flag's ``slot``): the order they have
+# always been listed in; a knob not named here follows them in field order.
+FLAG_ORDER: dict[str, tuple[str, ...]] = {
+    "layout": ("recompute", "dispatcher", "ep_overlap", "delay_wgrad", "cuda_graph_scopes", "optimizer_offload",
+               "offload_modules", "cp_comm_type", "capacity_factor", "rank_capacity_factor", "fsdp"),
+    "cluster": ("mcore_version", "te_version", "te_grouped_tensor", "grad_fp32", "bf16_moments", "optimizer"),
+}
+
+
+def slot_knobs(slot: str) -> list[Knob]:
+    """The knobs whose flag stands in ``slot``, in --help order (:data:`FLAG_ORDER`)."""
+    order = FLAG_ORDER.get(slot, ())
+    knobs = [k for k in knob_table() if k.flag is not None and k.flag["slot"] == slot]
+    return sorted(knobs, key=lambda k: order.index(k.name) if k.name in order else len(order))
+
+
+def add_knob_flags(p: argparse.ArgumentParser, slot: str) -> None:
+    """The flags of the knob table (moeplan.run.knobs) that stand in ``slot``."""
+    for k in slot_knobs(slot):
+        p.add_argument(*flag_names(k), **flag_kwargs(k))
+
+
+def knob_kwargs(args: argparse.Namespace, slot: str) -> dict[str, Any]:
+    """The API keywords of the knob flags of ``slot``, from the parsed flags."""
+    return {k.api: flag_value(k, getattr(args, flag_dest(k))) for k in slot_knobs(slot)}
+
+
 def _fsdp_buffer_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fsdp-double-buffer", action="store_true",
-                   help="Megatron-FSDP fsdp_double_buffer: two persistent buffers per unit size (needed for NCCL "
-                        "user buffers); caps the gather prefetch and the reduce-scatter queue at two layers")
+    add_knob_flags(p, "fsdp")
 
 
 def _numerics(args: argparse.Namespace) -> dict[str, Any]:
-    """Gradient and Adam-moment dtypes and the optimizer: the user's numerics, passed to every
-    estimating command."""
-    return {"grad_fp32": not args.bf16_grads, "bf16_moments": args.bf16_moments, "optimizer": args.optimizer,
-            "mtp_layers": args.mtp_layers, "te_version": args.te_version or DEFAULT_TE_VERSION,
-            "te_grouped_tensor": args.te_grouped_tensor}
+    """Gradient and Adam-moment dtypes, the optimizer, the releases and the other knobs every estimating command
+    takes (the knob table's ``cluster`` flags), and the model's MTP depth: passed to every estimating command."""
+    return {**knob_kwargs(args, "cluster"), "mtp_layers": args.mtp_layers}
 
 
 def run_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
-        gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, precision=args.precision,
-        hardware_file=args.hardware, moe_imbalance=_imbalance(args), reserve_gib=_reserve(args),
-        mcore_version=args.mcore_version, cal=args.cal, **_numerics(args),
+        gpu=args.gpu, gpus=args.gpus, seq_len=args.seq_len, gbs=args.gbs, **knob_kwargs(args, "gpu"),
+        hardware_file=args.hardware, moe_imbalance=_imbalance(args), reserve_gib=_reserve(args), cal=args.cal,
+        **_numerics(args),
     )
     if hasattr(args, "tp"):
-        kw.update(
-            mbs=args.mbs, tp=args.tp, pp=args.pp, vpp=args.vpp, cp=args.cp, ep=args.ep, etp=args.etp,
-            pipeline_layout=args.pipeline_layout, recompute=args.recompute, dispatcher=args.dispatcher,
-            ep_overlap=args.ep_overlap, delay_wgrad=args.delay_wgrad, cuda_graphs=args.cuda_graphs, optimizer_offload=args.optimizer_offload,
-            offload_modules=args.offload_modules, cp_comm_type=args.cp_comm_type,
-            capacity_factor=args.capacity_factor, rank_capacity_factor=args.rank_capacity_factor,
-            fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer,
-        )
+        kw.update(mbs=args.mbs, tp=args.tp, pp=args.pp, vpp=args.vpp, cp=args.cp, ep=args.ep, etp=args.etp,
+                  pipeline_layout=args.pipeline_layout, **knob_kwargs(args, "layout"), **knob_kwargs(args, "fsdp"))
     return kw
 
 
@@ -187,9 +166,9 @@ def held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The cluster and run settings (_cluster_arguments, and Megatron-FSDP) as API keywords: plan, a report's
     plans and its sweep rows, a sweep, explain's MODEL lengths."""
-    return dict(gpu=args.gpu, gpus=args.gpus, precision=args.precision, hardware_file=args.hardware,
-                moe_imbalance=_imbalance(args), reserve_gib=_reserve(args), mcore_version=args.mcore_version,
-                cal=args.cal, fsdp=args.fsdp, fsdp_double_buffer=args.fsdp_double_buffer, **_numerics(args))
+    return dict(gpu=args.gpu, gpus=args.gpus, **knob_kwargs(args, "gpu"), hardware_file=args.hardware,
+                moe_imbalance=_imbalance(args), reserve_gib=_reserve(args), cal=args.cal, fsdp=args.fsdp,
+                **knob_kwargs(args, "fsdp"), **_numerics(args))
 
 
 TRACE_HELP = ("write one iteration as a Chrome trace-event JSON (open in https://ui.perfetto.dev or chrome://tracing): "
@@ -206,28 +185,14 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     """GPU, count, precision and the modelling knobs every estimating command takes."""
     p.add_argument("--gpu", default=DEFAULT_GPU, help=f"GPU name from `moeplan hardware` (default {DEFAULT_GPU})")
     p.add_argument("--gpus", type=positive_int, required=required, help="total GPU count")
-    p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
-                   help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
+    add_knob_flags(p, "gpu")
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
     p.add_argument("--mtp-layers", type=nonnegative_int, default=None, metavar="N",
                    help="multi-token prediction modules trained (Megatron-Core mtp_num_layers; default: the model's "
                         "config, none for Qwen3-Next, whose checkpoint holds one and whose Bridge recipes train 1)")
     unsaid_arguments(p)
     calibration_argument(p)
-    p.add_argument("--mcore-version", default=DEFAULT_MCORE_VERSION,
-                   help=f"Megatron-Core version targeted: field names, allowed values, rules (default {DEFAULT_MCORE_VERSION})")
-    p.add_argument("--te-version", help=TE_VERSION_HELP)
-    p.add_argument("--te-grouped-tensor", action="store_true", help=TE_GROUPED_TENSOR_HELP)
-    p.add_argument("--bf16-grads", action="store_true",
-                   help="main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge "
-                        "perf recipes do); default fp32")
-    p.add_argument("--bf16-moments", action="store_true",
-                   help="precision-aware optimizer with bf16 Adam moments (exp_avg/exp_avg_sq, as the DeepSeek-V3 "
-                        "recipes do); default fp32")
-    p.add_argument("--optimizer", default="adam", choices=list(OPTIMIZERS),
-                   help="adam (distributed optimizer or Megatron-FSDP) or muon (Megatron-Core 0.16+ dist_muon: one "
-                        "fp32 momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and norms "
-                        "stay on Adam; no CPU offload or bf16 moments); default adam")
+    add_knob_flags(p, "cluster")
 
 
 def fsdp_search_argument(p: argparse.ArgumentParser) -> None:

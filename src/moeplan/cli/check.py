@@ -99,9 +99,10 @@ def add_check_parser(sub: Any) -> None:
                    f"{DEFAULT_TE_VERSION}")
     p.add_argument("--te-grouped-tensor", action="store_true",
                    help=TE_GROUPED_TENSOR_HELP + f"; default: on where the file's '# moeplan:' comment sets {GROUPED_TENSOR_ENV}=1")
-    p.add_argument("--headroom", type=float, default=0.0,
-                   help="share of HBM the run must leave free (default 0); recommended fixes always keep at least "
-                        f"the planner's {DEFAULT_HEADROOM:.0%}".replace("%", "%%"))
+    p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
+                   help=f"share of HBM the run should leave free (default {DEFAULT_HEADROOM:.0%}, the planner's and "
+                        "estimate's: one budget); a run over it by no more than the memory model's error gets a "
+                        "warning (memory-edge), an error only past that".replace("%", "%%"))
     p.add_argument("--mcore", action="store_true", help="also run Megatron-Core's TransformerConfig checks (needs the mcore extra: pip install 'moeplan[mcore]'; refused, exit 2, where megatron-core cannot be imported; a warning, not an error, where the installed release is not the file's target or Transformer Engine is missing where Megatron checks its version)")
     p.add_argument("--trace", metavar="FILE.json", help=TRACE_HELP.replace("write one iteration", "write the run's iteration"))
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -29,8 +29,10 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
         if key == "total":
             continue
         mem.add_row(key, f"{value:,.2f}")
-    gpu_fits = est["headroom_gib"] >= 0
-    verdict = "[green]fits" if gpu_fits else f"[red]does not fit: {-est['headroom_gib']:,.1f} GiB over"
+    verdict = {"fits": "[green]fits",  # the budget's rule (moeplan.engine.budget), as plan and check apply it
+               "edge": f"[yellow]fits at the edge: over the {est['budget_gib']:,.1f} GiB budget, inside the memory "
+                       "model's error"}.get(est["memory_verdict"],
+                                           f"[red]does not fit: {-est['headroom_gib']:,.1f} GiB over")
     mem.add_row("[b]total", f"[b]{est['memory_gib']['total']:,.2f}")
     mem.add_row(f"capacity ({verdict}[/])", f"{est['capacity_gib']:,.2f}")
     if est["host_peak_gib"]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from moeplan.engine.budget import budget_bytes
 from moeplan.engine.memory import GIB, MemoryEstimate, estimate_memory
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.step import TimeEstimate, estimate_time
@@ -76,6 +77,8 @@ class Estimate:
             "host_capacity_gib": mem.host_capacity_bytes / GIB,
             "capacity_gib": mem.capacity_bytes / GIB,
             "fits": mem.fits,
+            "memory_verdict": mem.verdict,  # moeplan.engine.budget: fits, edge (inside the model's error) or over
+            "budget_gib": budget_bytes(mem.capacity_bytes) / GIB,
             "headroom_gib": mem.headroom_bytes() / GIB,
             **self.time.as_dict(),
             "assumptions": mem.assumptions,

@@ -27,6 +27,7 @@ from typing import Any
 from moeplan.engine import fsdp, muon
 from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
                                         layer_activation, layer_input_bytes, unfused_attention_bytes)
+from moeplan.engine.budget import Verdict, budget_bytes, edge_bytes, memory_verdict
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
 from moeplan.engine.mamba import ssd_transient_bytes_per_token
 from moeplan.engine.param_shards import rank_muon_params, rank_params, rank_units
@@ -122,15 +123,24 @@ class MemoryEstimate:
         return self.host_peak_bytes <= self.host_capacity_bytes
 
     @property
+    def verdict(self) -> Verdict:
+        """The budget's verdict on the most loaded rank (moeplan.engine.budget: fits, edge or over), with the
+        default headroom."""
+        return memory_verdict(self.total_bytes, self.capacity_bytes)
+
+    @property
     def fits(self) -> bool:
-        """The most loaded rank fits its GPU and what every rank offloads fits its share of the host's memory."""
-        return self.total_bytes <= self.capacity_bytes and self.host_fits
+        """The most loaded rank fits its GPU by the budget's rule (moeplan.engine.budget: within the budget or at its
+        edge, inside the memory model's error) and what every rank offloads fits its share of the host's memory."""
+        return self.verdict != "over" and self.host_fits
 
     def shortfall(self, gpu_name: str) -> str | None:
         """What does not fit, in words (None where everything fits): the GPU's memory, the host's, or both."""
         parts = []
-        if self.total_bytes > self.capacity_bytes:
-            parts.append(f"{self.total_bytes / GIB:,.1f} GiB per GPU on a {self.capacity_bytes / GIB:,.1f} GiB {gpu_name}")
+        if self.verdict == "over":
+            parts.append(f"{self.total_bytes / GIB:,.1f} GiB per GPU on a {self.capacity_bytes / GIB:,.1f} GiB {gpu_name} "
+                         f"(budget {budget_bytes(self.capacity_bytes) / GIB:,.1f} GiB, at most "
+                         f"{edge_bytes(self.capacity_bytes) / GIB:,.1f} GiB at its edge)")
         if not self.host_fits:
             parts.append(f"{self.host_peak_bytes / GIB:,.1f} GiB per GPU offloaded to a host with "
                          f"{self.host_capacity_bytes / GIB:,.1f} GiB per GPU")

@@ -7,6 +7,7 @@ Reads Megatron Bridge YAML (ConfigContainer), Hydra-style overrides or Megatron-
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from moeplan.base import argcheck
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import VERSIONS, check_settings, dp_assertions, normalize_version
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
-from moeplan.base.vocab import DEFAULT_GPU
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM
 from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 from moeplan.engine.estimate import Estimate, evaluate
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
@@ -24,7 +25,7 @@ from moeplan.lint.rules import Finding, knob_fix, lint, sort_findings
 from moeplan.megatron.architecture import architecture_mismatch, infer_model, with_split_layout
 from moeplan.megatron.asserts import FileView, tripped
 from moeplan.megatron.export import overrides_to_megatron_lm, to_settings
-from moeplan.megatron.mcore import McoreNotRun, build_mcore_config, require_mcore
+from moeplan.megatron.mcore import McoreNotRun, build_mcore_config, default_config_warnings, require_mcore
 from moeplan.megatron.read import known_keys, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
@@ -213,7 +214,7 @@ def load_run(path: str, *, model: str | None = None, gpu: str | None = None, gpu
 
 
 def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
-          hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = 0.0,
+          hardware_file: str | None = None, mcore_version: str | None = None, headroom: float = DEFAULT_HEADROOM,
           run_mcore: bool = False, cal: Calibration = DEFAULT_CALIBRATION, te_version: str | None = None,
           te_grouped_tensor: bool = False, moe_imbalance: float | None = None,
           reserve_gib: float | None = None) -> CheckResult:
@@ -307,28 +308,10 @@ _CONFIG_WARNING_FILES = ("transformer_config.py", "model_parallel_config.py", "o
                          "distributed_data_parallel_config.py")
 
 
-def _default_config_warnings() -> set[str]:
-    """Warnings Megatron-Core gives for its own defaults (e.g. 0.16's default cuda_graph_scope 'full'):
-    true of every config, so not findings about this one."""
-    import warnings
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            from megatron.core.transformer.transformer_config import TransformerConfig
-
-            TransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=1)
-        except Exception:  # noqa: BLE001 - only the warnings matter here
-            pass
-    return {" ".join(str(w.message).split()) for w in caught}
-
-
 def _run_mcore(cfg: RunConfig) -> list[Finding]:
     """Megatron-Core's TransformerConfig built from the run: its error (a warning when the checks cannot run
     faithfully here, :class:`McoreNotRun`), and the UserWarnings its config checks give for this run as
     information findings (captured, so nothing reaches stderr)."""
-    import warnings
-
     out: list[Finding] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -338,7 +321,7 @@ def _run_mcore(cfg: RunConfig) -> list[Finding]:
             out.append(Finding("warning", "mcore-not-run", str(exc)))
         except MoeplanError as exc:
             out.append(Finding("error", "mcore", str(exc)))
-        defaults = _default_config_warnings() if caught else set()
+        defaults = default_config_warnings() if caught else set()
     seen: set[str] = set()
     for w in caught:
         text = " ".join(str(w.message).split())

@@ -8,14 +8,16 @@ estimates (moeplan.engine.memory, moeplan.engine.timing); a fix is only proposed
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from moeplan.base.fields import fields_for
 from moeplan.base.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
 from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS
 from moeplan.engine.activations import keeps_unfused_scores
+from moeplan.engine.budget import MEMORY_MODEL_ERROR, budget_bytes, edge_bytes
 from moeplan.engine.estimate import Evaluator
 from moeplan.engine.fsdp import FULL_SHARD
 from moeplan.engine.knobs import knob_problem
@@ -24,7 +26,7 @@ from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.export import format_override_value, to_overrides
 from moeplan.plan.advice import (CP_SHARD_TOKENS, DEFAULT_HEADROOM, LONG_CONTEXT_TOKENS, MIN_CP_SHARD_TOKENS, cp_start,
-                                 dispatcher_candidates, recompute_ladder, round_gib, with_dispatcher)
+                                 dispatcher_candidates, recipe_distance, recompute_ladder, round_gib, with_dispatcher)
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.run.parallel import balanced_layout, replace_parallel
 
@@ -136,7 +138,9 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
             findings.append(Finding("error", "knob-layout", problem.message, knob_fix(cfg, problem.field),
                                     line=lines.get(problem.field)))
         cfg = cfg.with_(**_KNOB_FIX[problem.field])
-    ev = Evaluator(gpu, gpu.hbm_bytes * (1 - headroom), gpu.hbm_bytes * (1 - max(headroom, DEFAULT_HEADROOM)), cal)
+    # the budget's one rule (moeplan.engine.budget): the run itself errors only past the budget's edge (the memory
+    # model's error); the fixes moeplan recommends fit the budget itself, as the planner's plans do
+    ev = Evaluator(gpu, edge_bytes(gpu.hbm_bytes, headroom), budget_bytes(gpu.hbm_bytes, headroom), cal)
     est = ev(cfg)
     assert est is not None
     findings += _memory(cfg, est, ev, lines)
@@ -208,8 +212,6 @@ def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, 
 def _exportable(cfg: RunConfig) -> RunConfig:
     """``cfg`` with one pipeline stage, so overrides of its other knobs can be written while its own
     pipeline split is invalid (the fixes of estimate-free rules touch no layout field)."""
-    from dataclasses import replace
-
     return cfg.with_(parallel=replace(cfg.parallel, pp=1, vpp=1, pipeline_layout=None))
 
 
@@ -255,6 +257,13 @@ def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
     doubled = replace_parallel(cfg.parallel, cp=cfg.parallel.cp * 2)
     if doubled:
         options.append(cfg.with_(parallel=doubled))
+    return fastest_fit(ev, options)
+
+
+def fastest_fit(ev: Evaluator, options: Iterable[RunConfig]) -> tuple[RunConfig, Any] | None:
+    """The alternative that fits (``ev.fits``: the GPU and the host) and runs the most tokens/s/GPU, with its
+    estimate; on a tie the first given; None when none fits. Every check that proposes "the fastest alternative
+    that fits" (memory, DP, full recompute, dispatcher) asks it."""
     best = None
     for opt in options:
         e = ev(opt)
@@ -290,7 +299,7 @@ def _combined_fix(cfg: RunConfig, findings: list[Finding], ev: Evaluator, lines:
     base = _without_core_attn(cfg)
     alone = ev(base)
     best = _memory_fix(base, ev)
-    alone_txt = (f"the core_attn fix alone needs {round_gib(alone.memory.total_bytes)} GiB of {round_gib(ev.budget_bytes)}"
+    alone_txt = (f"the core_attn fix alone needs {round_gib(alone.memory.total_bytes)} GiB of {round_gib(ev.fit_budget_bytes)}"
                  + ("" if ev.fits(alone) else " and does not fit"))
     if best is None:
         return [Finding("info", "combined-fix", f"the memory and core-attn-recompute fixes both set {', '.join(clash)}; "
@@ -310,16 +319,28 @@ def _combined_fix(cfg: RunConfig, findings: list[Finding], ev: Evaluator, lines:
 
 def _memory(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     total = est.memory.total_bytes
-    if total <= ev.budget_bytes:
+    if total <= ev.fit_budget_bytes:
         return []
+    if total <= ev.budget_bytes:  # at the budget's edge: inside the memory model's error, so a warning, never an error
+        over = total - ev.fit_budget_bytes
+        return [Finding("warning", "memory-edge", f"estimated {round_gib(total)} GiB per GPU is {round_gib(over)} GiB "
+                        f"({over / ev.fit_budget_bytes:.1%}) over the {round_gib(ev.fit_budget_bytes)} GiB budget (HBM less the "
+                        f"headroom), inside the memory model's measured error ({MEMORY_MODEL_ERROR:.1%}): it may run; watch "
+                        "the allocator's reserved memory", numbers={"memory_gib": round_gib(total),
+                                                                   "budget_gib": round_gib(ev.fit_budget_bytes),
+                                                                   "edge_gib": round_gib(ev.budget_bytes),
+                                                                   "memory_model_error": MEMORY_MODEL_ERROR},
+                        line=lines.get("recompute_modules") or lines.get("recompute_granularity"))]
     items = {k: v for k, v in est.memory.peak.items.items() if k in MEMORY_ITEMS}
     top, top_b = max(items.items(), key=lambda kv: kv[1])
-    nums = {"memory_gib": round_gib(total), "capacity_gib": round_gib(ev.budget_bytes), "over_gib": round_gib(total - ev.budget_bytes),
-            "dominant_item": top, "dominant_gib": round_gib(top_b), "rank": est.memory.peak.rank}
+    budget = ev.fit_budget_bytes
+    nums = {"memory_gib": round_gib(total), "capacity_gib": round_gib(budget), "over_gib": round_gib(total - budget),
+            "edge_gib": round_gib(ev.budget_bytes), "dominant_item": top, "dominant_gib": round_gib(top_b),
+            "rank": est.memory.peak.rank}
     best = _memory_fix(cfg, ev)
     msg = (f"estimated {round_gib(total)} GiB per GPU on pipeline rank {est.memory.peak.rank} exceeds the "
-           f"{round_gib(ev.budget_bytes)} GiB available by {round_gib(total - ev.budget_bytes)} GiB; the largest item is {top} "
-           f"({round_gib(top_b)} GiB)")
+           f"{round_gib(budget)} GiB budget by {round_gib(total - budget)} GiB, past its edge ({round_gib(ev.budget_bytes)} "
+           f"GiB, the memory model's error); the largest item is {top} ({round_gib(top_b)} GiB)")
     line = lines.get("recompute_modules") or lines.get("recompute_granularity")
     if best is None:
         return [Finding("error", "memory", msg + "; no single recompute/offload/CP change fits: run `moeplan plan`",
@@ -369,17 +390,9 @@ def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
     if par.edp == 1:
         squeeze += f", and EP x PP = {par.ep}x{par.pp} does too (EP in the same squeeze)"
     nums: dict[str, Any] = {"dp": par.dp, "edp": par.edp}
-    alt = None
-    for change in ({"cp": par.cp // 2}, {"pp": par.pp // 2}, {"tp": par.tp // 2}):
-        if min(change.values()) < 1:
-            continue
-        new = replace_parallel(par, **change)
-        if new is None:
-            continue
-        c = cfg.with_(parallel=new)
-        e = ev(c)
-        if ev.fits(e) and (alt is None or e.time.tokens_per_s_per_gpu > alt[1].time.tokens_per_s_per_gpu):
-            alt = (c, e)
+    halved = (replace_parallel(par, **change) for change in ({"cp": par.cp // 2}, {"pp": par.pp // 2},
+                                                             {"tp": par.tp // 2}) if min(change.values()) >= 1)
+    alt = fastest_fit(ev, (cfg.with_(parallel=new) for new in halved if new is not None))
     if alt is None:
         return [Finding("info", "dp-collapsed", f"DP collapsed to 1: {squeeze}; no layout with DP 2 fits "
                         "(halving CP, PP or TP runs out of memory), so keep it but expect no gradient overlap headroom",
@@ -387,6 +400,20 @@ def _dp_budget(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
     c, e = alt
     nums.update({"alt_tokens_per_s": round(e.time.tokens_per_s_per_gpu), "tokens_per_s": round(est.time.tokens_per_s_per_gpu),
                  "alt_memory_gib": round_gib(e.memory.total_bytes)})
+    # as the planner ranks (plan.ranking): a DP >= 2 layout the estimates put below the run's band is no reason to
+    # move, and among ties a measured recipe of this model and system comes before the guidance's DP >= 2
+    band = 2 * ev.cal.error_band_log
+    tps, alt_tps = est.time.tokens_per_s_per_gpu, e.time.tokens_per_s_per_gpu
+    below = alt_tps < tps * math.exp(-band)
+    recipe = recipe_distance(cfg, ev.gpu)
+    if below or (alt_tps < tps * math.exp(band) and recipe is not None and recipe[0] <= 1e-9):
+        why = ("its estimate is below this run's error band" if below else
+               f"the run is a measured recipe ({recipe[1]['source']}), which the planner puts first among ties"
+               if recipe is not None else "")
+        return [Finding("info", "dp-collapsed", f"DP collapsed to 1: {squeeze}. {c.parallel.short()} keeps DP "
+                        f"{c.parallel.dp} and fits ({round_gib(e.memory.total_bytes)} GiB) at {alt_tps:,.0f} vs "
+                        f"{tps:,.0f} tokens/s/GPU, but {why}: keep the layout", numbers=nums,
+                        line=lines.get("context_parallel_size"))]
     return [Finding("warning", "dp-collapsed", f"DP collapsed to 1: {squeeze}. {c.parallel.short()} keeps DP "
                     f"{c.parallel.dp}, fits ({round_gib(e.memory.total_bytes)} GiB) and runs at "
                     f"{e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU",
@@ -458,14 +485,8 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
                                f"{gain:,.2f} s per step ({gain / est.time.step_time_s:.0%})",
                                fix_overrides(cfg, without), {"saves_mib": round(saved_mib), "cost_s": round(gain, 3)}, line))
     if rc.granularity == "full":
-        best = None
-        for step in _ladder(cfg):
-            if step.granularity != "selective" and step.granularity != "none":
-                continue
-            c = cfg.with_(recompute=step)
-            e = ev(c)
-            if ev.fits(e) and (best is None or e.time.tokens_per_s_per_gpu > best[1].time.tokens_per_s_per_gpu):
-                best = (c, e)
+        best = fastest_fit(ev, (cfg.with_(recompute=step) for step in _ladder(cfg)
+                                if step.granularity in ("selective", "none")))
         if best is not None:
             c, e = best
             gain = e.time.tokens_per_s_per_gpu / est.time.tokens_per_s_per_gpu - 1
@@ -484,12 +505,8 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
     line = lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend")
     candidates = dispatcher_candidates(cfg, gpu)
     domains = -(-par.ep * par.etp // gpu.nvlink_domain)
-    best = None
-    for d in candidates:
-        c = cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0]  # as it can run (sync-free: HybridEP only)
-        e = ev(c)
-        if ev.fits(e) and (best is None or e.time.tokens_per_s_per_gpu > best[1].time.tokens_per_s_per_gpu):
-            best = (c, e)
+    # each as it can run (sync-free: HybridEP only)
+    best = fastest_fit(ev, (cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0] for d in candidates))
     nums = {"ep": par.ep, "nvlink_domains": domains, "tokens_per_s": round(est.time.tokens_per_s_per_gpu)}
     out = []
     if cfg.dispatcher == "deepep" and gpu.is_nvl72:
@@ -676,10 +693,16 @@ def _compare_sharding(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, 
                                                              if offload != cfg.optimizer_offload else "")
                 break
     fix = fix_overrides(cfg, alt_cfg)
-    if not ev.gpu_fits(est) and ev.fits(alt):  # the run's own GPU memory (a host overflow is host-memory's)
+    # the run's own GPU memory (a host overflow is host-memory's): an error only past the budget's edge
+    # (moeplan.engine.budget); at the edge the other choice is a warning, as the memory-edge finding is
+    if est.memory.total_bytes > ev.budget_bytes and ev.fits(alt):
         return [Finding("error", "dp-sharding", f"with {mine} the run needs {round_gib(mem)} GiB; {name} shards weights and "
                         f"gradients differently and needs {round_gib(alt.memory.total_bytes)} GiB, which fits "
                         f"({alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU)", fix, nums, line)]
+    if not ev.gpu_fits(est) and ev.fits(alt):
+        return [Finding("warning", "dp-sharding", f"with {mine} the run needs {round_gib(mem)} GiB, at the edge of the "
+                        f"{round_gib(ev.fit_budget_bytes)} GiB budget; {name} needs {round_gib(alt.memory.total_bytes)} GiB, "
+                        f"which fits ({alt.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU)", fix, nums, line)]
     if ev.fits(alt) and alt.time.tokens_per_s_per_gpu > tps * (1 + MIN_GAIN):
         why = (f"exposed data-parallel communication {nums['dp_comm_s']} s vs {nums['alt_dp_comm_s']} s per step"
                if cfg.fsdp else f"it frees {round_gib(mem - alt.memory.total_bytes)} GiB for the memory knobs")

@@ -14,6 +14,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+import yaml
+
 from moeplan.base.fields import fields_for, version_key
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
@@ -59,24 +61,29 @@ LAYOUT_FIELDS = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
 @lru_cache(maxsize=1)
 def measured_layouts() -> tuple[dict[str, Any], ...]:
     """Layouts of measured Megatron runs (moeplan/hardware/measured_layouts.yaml), read once."""
-    import yaml
-
     text = resources.files("moeplan.hardware").joinpath(MEASURED_LAYOUTS_FILE).read_text(encoding="utf-8")
     # libyaml's parser where PyYAML has it (same resolver and constructors as safe_load; the pure-Python
     # parser costs the plan search a tenth of a second)
     return tuple(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["layouts"])  # noqa: S506
 
 
+# A measured recipe speaks for a plan only at a sequence length within this factor of its own (issue #31: a 4K
+# recipe decided a 128K plan; activation memory, CP and the recompute a run needs change with length).
+RECIPE_SEQ_RATIO = 2.0
+
+
 def recipe_distance(cfg: RunConfig, gpu: GPUSpec) -> tuple[float, dict[str, Any]] | None:
-    """How far a plan's layout is from the nearest layout measured for the same model and system:
-    the sum of |log2| ratios of TP, PP, VPP, EP, ETP, MBS and of the tokens per CP rank (so a recipe at
-    another sequence length still says which shard it ran), plus the GPU-count ratio at half weight and
-    1 for another dispatcher. None when nothing was measured for this model on this GPU."""
+    """How far a plan's layout is from the nearest layout measured for the same model and system at a sequence
+    length within RECIPE_SEQ_RATIO of the plan's: the sum of |log2| ratios of TP, PP, VPP, EP, ETP, MBS and of
+    the tokens per CP rank, plus the GPU-count ratio at half weight and 1 for another dispatcher. None when
+    nothing was measured for this model on this GPU at such a length."""
     par, seq = cfg.parallel, cfg.batch.seq_len
     mine = {"tp": par.tp, "pp": par.pp, "vpp": par.vpp, "ep": par.ep, "etp": par.etp, "mbs": cfg.batch.mbs}
     best: tuple[float, dict[str, Any]] | None = None
     for r in measured_layouts():
         if r["model"] != cfg.model.name or r["gpu"] != gpu.name:
+            continue
+        if not seq / RECIPE_SEQ_RATIO <= r["seq_len"] <= seq * RECIPE_SEQ_RATIO:
             continue
         d = sum(abs(math.log2(mine[k] / r[k])) for k in mine)
         d += abs(math.log2((seq / par.cp) / (r["seq_len"] / r["cp"])))
@@ -93,12 +100,36 @@ def _recipe_keys(model: str, gpu: str) -> frozenset[tuple[Any, ...]]:
                      for r in measured_layouts() if r["model"] == model and r["gpu"] == gpu)
 
 
+@lru_cache(maxsize=64)
+def recipe_vpps(model: str) -> tuple[int, ...]:
+    """The VPP sizes measured recipes of this model ran with (any system): the search tries them beside 1/2/4/8,
+    so a published layout such as Qwen3-235B-A22B's PP4 VPP12 at 128K is in the search, not only when pinned."""
+    return tuple(sorted({int(r["vpp"]) for r in measured_layouts() if r["model"] == model}))
+
+
+@lru_cache(maxsize=64)
+def recipe_cps(model: str, gpu: str, seq_len: int) -> tuple[int, ...]:
+    """The CP sizes of measured recipes of this model and system at a length within RECIPE_SEQ_RATIO of
+    ``seq_len``: the search tries them beside its range around seq / 4096 (Qwen3-235B-A22B's CP 4 at 128K)."""
+    return tuple(sorted({int(r["cp"]) for r in measured_layouts() if r["model"] == model and r["gpu"] == gpu
+                         and seq_len / RECIPE_SEQ_RATIO <= r["seq_len"] <= seq_len * RECIPE_SEQ_RATIO}))
+
+
 def is_recipe_layout(cfg: RunConfig, gpu: GPUSpec) -> bool:
     """Whether the layout is exactly one measured for this model and system (a fast set lookup; the
     dispatcher is a knob the planner refines, so it is not part of the layout)."""
     par = cfg.parallel
     return (par.tp, par.pp, par.vpp, par.ep, par.etp, cfg.batch.mbs, cfg.batch.seq_len / par.cp,
             par.gpus) in _recipe_keys(cfg.model.name, gpu.name)
+
+
+def guidance_key(cfg: RunConfig, gpu: GPUSpec) -> tuple[bool, float, int]:
+    """The guidance's order of preference between plans the estimates do not order (guidance.md): DP >= 2 before
+    DP 1 ("keep a non-zero DP budget"), then CP nearest seq / 4096 (|log2| of the ratio), then the dispatcher's
+    place in its order (HybridEP first on NVL72; DeepEP, HybridEP, alltoall on 8-GPU nodes)."""
+    order = dispatcher_candidates(cfg, gpu)
+    return (cfg.parallel.dp < 2, abs(math.log2(cfg.parallel.cp / cp_start(cfg.batch.seq_len))),
+            order.index(cfg.dispatcher) if cfg.dispatcher in order else len(order))
 
 
 def guidance_distance(cfg: RunConfig, gpu: GPUSpec) -> float:

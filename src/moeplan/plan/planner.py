@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,6 +28,7 @@ from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, gro
 from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DROPLESS_MOE_GRAPH_SCOPES,
                                 OFFLOAD_FRACTIONS, REFINE_MIN, RESOLVED_GAIN)
 from moeplan.engine.activations import BF16_BYTES
+from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import evaluate
 from moeplan.engine.fsdp import FULL_SHARD, SHARDS
 from moeplan.engine.memory import (GIB, LayoutMemory, host_fits as memory_host_fits, offloaded_state_bytes,
@@ -40,7 +41,7 @@ from moeplan.engine.timing.step import estimate_time
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.plan.advice import (LONG_CONTEXT_TOKENS, Reason, cp_start, dispatcher_candidates, explain_plan,
-                                 is_recipe_layout, recompute_ladder)
+                                 is_recipe_layout, recipe_cps, recipe_vpps, recompute_ladder)
 from moeplan.plan.bounds import ThroughputBound
 from moeplan.plan.ranking import rank_candidates
 from moeplan.plan.space import Candidate, NewerRelease, Plan, PlanResult, SearchSpace, release_gate
@@ -104,6 +105,8 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, spac
         low = min(low, 2)
     always = {1} if (wide or cp0 <= 4 or any(layer.is_linear_attention for layer in spec.layers)) else set()
     always |= {2} if wide and gpus % 2 == 0 else set()
+    # and the CP of a measured recipe of this model and system within 2x of the length (advice.recipe_cps)
+    always |= {c for c in recipe_cps(spec.name, gpu.name, batch.seq_len) if c <= gpus and c <= cap}
     cps = [space.cp] if space.cp else sorted(always | {c for c in pow2s if low <= c <= min(cp0 * 4, cap)})
     most = min(32, spec.num_layers, gpus)
     pps = [space.pp] if space.pp else sorted({*_pow2_upto(most), *(d for d in range(3, most + 1) if gpus % d == 0)})
@@ -111,6 +114,16 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, spac
     mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
     etps = [space.etp] if space.etp else [1]
     return tps, cps, pps, eps, mbss, etps
+
+
+def candidate_vpps(spec: ModelSpec, pp: int, space: SearchSpace) -> list[int]:
+    """The VPP sizes the search tries at ``pp``: pinned, else 1 at PP 1, else 1/2/4/8 and the VPP sizes of this model's
+    measured recipes (advice.recipe_vpps: Qwen3-235B-A22B's PP4 VPP12 at 128K), as far as the layers allow."""
+    if space.vpp:
+        return [space.vpp]
+    if pp == 1:
+        return [1]
+    return [v for v in sorted({1, 2, 4, 8, *recipe_vpps(spec.name)}) if pp * v <= spec.num_layers]
 
 
 def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: SearchSpace,
@@ -132,7 +145,7 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
     expert_ok = [(ep, etp) for ep in eps for etp in etps if not expert_rules(spec, ep, etp)]
     splits: dict[int, list[tuple[int, str | None]]] = {}  # PP -> its (VPP, layout string) passing pipeline_rules
     for pp in pps:
-        vpps = [space.vpp] if space.vpp else ([1] if pp == 1 else [v for v in (1, 2, 4, 8) if pp * v <= n_layers])
+        vpps = candidate_vpps(spec, pp, space)
         splits[pp] = [(vpp, split) for vpp in vpps if pp >= 1 and vpp >= 1
                       for split in (balanced_layout(spec, pp, vpp),)  # as with_balanced_layout fills it in
                       if not pipeline_rules(spec, pp, vpp, split, mcore_version)]
@@ -284,13 +297,18 @@ def _memory_options(cfg: RunConfig, pipe: Pipeline, space: SearchSpace, ladder: 
         mem = LayoutMemory(cfg, nvlink_domain, pipe)
     offloads = (0.0,) + (tuple(f for f in OFFLOAD_FRACTIONS if mem.host_fits(f)) if space.optimizer_offload else ())
     out = []
+    lightest = len(rcs)  # the lightest recompute step an option so far fits with
     for f in offloads:
         i, total = _first_fit(mem, rcs, f, budget, smallest if f == offloads[-1] else None)
-        if i == len(rcs):
-            continue
+        if i >= lightest:
+            continue  # more offload with no lighter recompute only adds time
         out.append((_consistent(mem.config(rcs[i], f)), total))
-        if f == 0.0 and i < len(rcs) - 1:
-            break  # a selective set fits without offload: offload would only add time
+        lightest = i
+        if i == 0:
+            break  # nothing left to recompute: more offload would only add time
+    # (a selective set that fits without offload does not end the ladder: offload that lets a lighter set fit can
+    # be faster where the host link is fast, e.g. Grace's C2C: Qwen3-235B-A22B on 128 GB200 at 128K, whose
+    # published layout pinned with its recompute and 75% offload beat the free search's plan 1, issue #31)
     assert out  # the strongest option fits
     return out
 
@@ -436,7 +454,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
            allow_gbs_reduction: bool = True, progress: object = None, grad_fp32: bool = True,
            bf16_moments: bool = False, cal: Calibration = DEFAULT_CALIBRATION,
            exhaustive: bool = False, optimizer: str = "adam", te_version: str = DEFAULT_TE_VERSION,
-           te_grouped_tensor: bool = False) -> PlanResult:
+           te_grouped_tensor: bool = False, knobs: Mapping[str, object] | None = None) -> PlanResult:
     """Search layouts and knobs; the top ``top`` plans that fit, fastest first. ``te_version`` (like
     ``mcore_version``, a fixed input, never searched) picks the attention kernel per head shape; ``te_grouped_tensor``
     (RunConfig's, the user's choice, never searched) its GroupedLinear path for the experts. The numerics
@@ -451,13 +469,15 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
     never reads it, so they train as they would without it, while the module raises at run time (keeping such a run
     without the variable would plan a job other than the one the user runs). Only when no run is left is the flag
     refused, with estimate's one-line input error (which runs are op-fused has one owner, RunConfig.experts_op_fused:
-    the search does not restate it to refuse early)."""
+    the search does not restate it to refuse early).
+
+    ``knobs``: other RunConfig knobs the user fixes (field name -> value), never searched: every run carries them."""
     if gpus < 1 or seq_len < 1 or gbs < 1:
         raise MoeplanError("GPU count, sequence length and GBS must be positive")
     gpu.peak(precision)
     raises = grouped_tensor_raises(te_version, gpu.sm_arch, precision) if te_grouped_tensor else None
     refusal = None if raises is None else grouped_tensor_refusal(raises, _NO_RUN_LEFT)
-    budget = gpu.hbm_bytes * (1 - space.headroom)
+    budget = budget_bytes(gpu.hbm_bytes, space.headroom)  # the one rule (moeplan.engine.budget); plans fit it
     requested = gbs
     notes: list[str] = []
     if optimizer == "muon":
@@ -470,6 +490,7 @@ def search(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: int, *, 
         space = replace(space, optimizer_offload=False)  # nor optimizer CPU offload (same reason)
     numerics: dict[str, object] = {"grad_fp32": grad_fp32, "bf16_moments": bf16_moments, "optimizer": optimizer,
                                    "te_version": te_version_key(te_version), "te_grouped_tensor": te_grouped_tensor}
+    numerics.update(knobs or {})
     result = _search_once(spec, gpu, gpus, seq_len, gbs, precision, top, space, moe_imbalance,
                           mcore_version, reserve_gib, budget, progress, numerics, cal, exhaustive)
     while not result.plans and not result.raising_dropped and allow_gbs_reduction and gbs % 2 == 0 and gbs > 1:
@@ -741,4 +762,4 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                       find_closest=closest)
 
 
-__all__ = ["search"]
+__all__ = ["candidate_sizes", "candidate_vpps", "search"]

@@ -1,4 +1,5 @@
-"""A training run as moeplan sees it: model, GPU, layout, batch and every memory/time knob.
+"""A training run as moeplan sees it: model, GPU, layout, batch and every memory/time knob (the knobs themselves,
+with their docstrings and what the CLI, the API and the strategy file derive from them: :mod:`moeplan.run.knobs`).
 
 Knob names mirror Megatron-Core's ``TransformerConfig`` / optimizer config; ``moeplan.megatron.export``
 maps them to Megatron Bridge overrides and Megatron-LM flags.
@@ -9,19 +10,17 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields, replace
-from typing import Literal
+from dataclasses import dataclass, fields, replace
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import ep_overlap_mtp_needs_pp, gdn_backward_dw, version_key
-from moeplan.base.te_release import (DEFAULT_TE_VERSION, grouped_tensor_problem, grouped_tensor_raises,
-                                     op_fuser_grouped, te_version_key)
+from moeplan.base.te_release import grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped, te_version_key
 from moeplan.base.vocab import DEFAULT_GPU
-from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
-                                DISPATCHERS, FSDP_STRATEGIES, MUON_TP_MODES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS,
-                                RECOMPUTE_ALIASES, RECOMPUTE_MODULES, CpCommType, Dispatcher, Precision)
+from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DISPATCHERS, FSDP_STRATEGIES, MUON_TP_MODES,
+                                OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
+from moeplan.run.knobs import Recompute, RunKnobs
 from moeplan.run.parallel import Batch, LayoutCheck, Parallel, check_layout
 
 
@@ -59,53 +58,11 @@ EP_OVERLAP_ASSERTED = frozenset(EP_OVERLAP_BLOCKERS[k]
 
 
 @dataclass(frozen=True)
-class Recompute:
-    """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
-
-    granularity: Literal["none", "selective", "full"] = "none"
-    modules: frozenset[str] = frozenset()
-    method: Literal["uniform", "block"] = "uniform"
-    num_layers: int = 1  # full: layers per checkpoint group (uniform) or recomputed layers per chunk (block)
-
-    @classmethod
-    def parse(cls, text: str) -> Recompute:
-        """'none' | 'full' | 'full:block:4' | 'full:uniform:1' | 'selective:mla_up_proj,layernorm'
-        (the guidance's shorthand up_proj/norm is accepted and mapped to Megatron's labels)."""
-        t = text.strip().lower()
-        if t in ("", "none", "off"):
-            return cls()
-        if t.startswith("full"):
-            parts = t.split(":")
-            method = parts[1] if len(parts) > 1 and parts[1] else "uniform"
-            if method not in ("uniform", "block"):
-                raise MoeplanError(f"recompute '{text}': method must be uniform or block")
-            try:
-                n = int(parts[2]) if len(parts) > 2 else 1
-            except ValueError:
-                raise MoeplanError(f"recompute '{text}': layer count must be an integer") from None
-            if n < 1:
-                raise MoeplanError(f"recompute '{text}': layer count must be >= 1")
-            return cls("full", frozenset(), method, n)  # type: ignore[arg-type]
-        body = t[len("selective:"):] if t.startswith("selective:") else t
-        mods = [RECOMPUTE_ALIASES.get(m.strip(), m.strip()) for m in body.replace("+", ",").split(",") if m.strip()]
-        bad = [m for m in mods if m not in RECOMPUTE_MODULES]
-        if bad:
-            raise MoeplanError(f"recompute module(s) {', '.join(bad)} unknown; Megatron-Core labels: {', '.join(RECOMPUTE_MODULES)}")
-        return cls("selective", frozenset(mods)) if mods else cls()
-
-    def label(self) -> str:
-        if self.granularity == "none":
-            return "none"
-        if self.granularity == "full":
-            return f"full:{self.method}:{self.num_layers}"
-        return "selective:" + ",".join(sorted(self.modules))
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """One training run: the model, the cluster's GPU, and the strategy (every knob), grouped by concern as
-    Megatron-Core groups its ``ModelParallelConfig`` / ``TransformerConfig`` fields. :mod:`moeplan.run.strategy`
-    saves the strategy groups to a file a user can edit and feed back; ``__post_init__`` checks each value."""
+class RunConfig(RunKnobs):
+    """One training run: the model, the cluster's GPU, and the strategy: the layout and batch here, every other knob
+    in :class:`~moeplan.run.knobs.RunKnobs` (the knob table, grouped by concern as Megatron-Core groups its
+    ``ModelParallelConfig`` / ``TransformerConfig`` fields; keyword-only). :mod:`moeplan.run.strategy` saves the
+    strategy groups to a file a user can edit and feed back; ``__post_init__`` checks each value."""
 
     # ---- the model; layout and batch (ModelParallelConfig sizes; Megatron-LM --global-batch-size,
     # --micro-batch-size, --seq-length)
@@ -118,85 +75,6 @@ class RunConfig:
     # ---- GPU
     gpu: GPUSpec = DEFAULT_GPU  # type: ignore[assignment]  # a catalog name is looked up in __post_init__
     """The GPU as deployed (HBM, peak rates, NVLink domain): a :class:`GPUSpec`, or a catalog name."""
-    # ---- numerics
-    precision: Precision = "bf16"
-    """GEMM precision (moeplan.base.vocab.PRECISIONS; FP8 recipes map to Megatron-Core ``fp8_recipe``)."""
-    grad_fp32: bool = True
-    """Main grads in fp32 (``grad_reduce_in_fp32``; Megatron-LM forces fp32 accumulation with --bf16)."""
-    bf16_moments: bool = False
-    """Precision-aware optimizer with bf16 ``exp_avg`` / ``exp_avg_sq``."""
-    # ---- MoE and its communication
-    dispatcher: Dispatcher = "alltoall"
-    """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
-    ep_overlap: bool = False
-    """``overlap_moe_expert_parallel_comm``: hide dispatch/combine behind another micro-batch."""
-    delay_wgrad: bool | None = None
-    """``delay_wgrad_compute`` (ModelParallelConfig; Bridge ``comm_overlap.delay_wgrad_compute``, Megatron-LM
-    ``--delay-wgrad-compute``): under EP A2A overlap the Transformer Engine linears keep their weight-gradient GEMMs
-    out of the backward node and the merged schedule runs them as ``backward_dw`` calls on the compute stream
-    (megatron/core/models/common/model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run): the routed
-    experts' after mlp's dgrad, beside dispatch_bwd; attention's and the shared experts' after attention's dgrad,
-    beside the next layer's combine_bwd. None = on exactly where EP overlap runs and Megatron accepts it, as Bridge
-    pairs them (scripts/performance/utils/overrides.py ``_set_moe_a2a_overlap_overrides``, the perf recipes);
-    True without EP overlap is rejected (transformer_config.py core_v0.14+: "overlap_moe_expert_parallel_comm must
-    be enabled when enabling delay_wgrad_compute"); False keeps the weight gradients inside each backward node."""
-    moe_imbalance: float = 1.0
-    """Tokens on the busiest expert rank / mean; 1.0 = force-balanced routing."""
-    capacity_factor: float | None = None
-    """``moe_expert_capacity_factor`` (token dropping) when set."""
-    rank_capacity_factor: float | None = None
-    """``moe_expert_rank_capacity_factor`` (Megatron-Core 0.18+, HybridEP): fixed per-rank token buffers that make
-    dropless MoE sync-free, so a full-iteration CUDA graph can capture it (with ``moe_paged_stash``)."""
-    precision_aware_optimizer: bool | None = None
-    """``use_precision_aware_optimizer``; None = moeplan's export: on with optimizer offload or bf16 moments
-    (Megatron-LM validate_args requires it with --optimizer-cpu-offload; Megatron Bridge does not)."""
-    # ---- communication overlap
-    cp_comm_type: CpCommType = "p2p"
-    """Context-parallel communication: p2p (ring), a2a, allgather, a2a+p2p (hierarchical)."""
-    tp_comm_overlap: bool = True
-    """``tp_comm_overlap`` (TE userbuffers): TP collectives overlap GEMMs; exported on."""
-    dp_overlap: bool = True
-    """DDP ``overlap_grad_reduce`` + ``overlap_param_gather``; exported on."""
-    # ---- memory knobs
-    recompute: Recompute = field(default_factory=Recompute)
-    """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
-    optimizer_offload: float = 0.0
-    """Share of the optimizer state on the CPU (``optimizer_offload_fraction`` with ``optimizer_cpu_offload``)."""
-    offload_overlap: bool = True
-    """``overlap_cpu_optimizer_d2h_h2d``: pipeline the offloaded grads' D2H and params' H2D with the CPU Adam steps
-    (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py); exported with offload."""
-    offload_modules: frozenset[str] = frozenset()
-    """Fine-grained activation offloading (``offload_modules``, Megatron-Core 0.16+)."""
-    cuda_graph_scopes: frozenset[str] = frozenset()
-    """CUDA graph scopes captured (``cuda_graph_scope`` / ``cuda_graph_modules``); empty = graphs off."""
-    reserve_gib: float = DEFAULT_RESERVE_GIB
-    """GiB per GPU outside the estimate: CUDA context, NCCL buffers and allocator fragmentation."""
-    # ---- target
-    mcore_version: str = DEFAULT_MCORE_VERSION
-    """Megatron-Core release the exports and checks target (field names and allowed values)."""
-    te_version: str = DEFAULT_TE_VERSION
-    """Transformer Engine release the run trains with (moeplan.base.te_release.TE_RELEASES): which attention kernel a
-    head shape gets on the GPU, hence its rate, its score memory and whether CP runs; which expert GEMM path exists."""
-    te_grouped_tensor: bool = False
-    """TE GroupedLinear's grouped-tensor path for the routed experts (``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1``,
-    TE 2.17+; no released Megatron-Core has an option for it): one grouped quantize and one cuBLASLt grouped GEMM
-    per linear instead of one per local expert, where the release, GPU and precision allow it
-    (:attr:`experts_grouped_tensor`, moeplan.base.te_release.grouped_tensor_problem)."""
-    # ---- data-parallel sharding and optimizer (moeplan.engine.fsdp, moeplan.engine.muon)
-    fsdp: str | None = None
-    """Megatron-FSDP (ddp ``use_megatron_fsdp``) with this ``data_parallel_sharding_strategy``; None = Megatron
-    DDP with the distributed optimizer (``use_distributed_optimizer``)."""
-    fsdp_double_buffer: bool = False
-    """ddp ``fsdp_double_buffer``: two persistent buffers per FSDP unit size."""
-    optimizer: str = "adam"
-    """adam | muon (Muon on 2-D weights; Adam on embeddings, output layer, norms)."""
-    muon_ns_steps: int = 5
-    """``muon_num_ns_steps`` (Megatron-Core default 5)."""
-    muon_tp_mode: str = "blockwise"
-    """``muon_tp_mode`` (Megatron-Core default blockwise)."""
-    muon_layer_wise: bool = True
-    """Muon with the layer-wise distributed optimizer (optimizer 'dist_muon'): state dealt over DP; False = plain
-    'muon', every DP rank keeps and updates the whole state."""
 
     def __post_init__(self) -> None:
         if isinstance(self.gpu, str):
@@ -389,7 +267,7 @@ class RunConfig:
 
     def evolve(self, **changes: object) -> RunConfig:
         """:meth:`with_` without re-validation, for the planner's inner loop (values it already checked)."""
-        new = object.__new__(RunConfig)
+        new = object.__new__(type(self))
         fields_ = self.__dict__.copy()  # one sized copy: ~half the instructions of filling an empty dict
         fields_.update(changes)
         object.__setattr__(new, "__dict__", fields_)

@@ -2,8 +2,9 @@
 (``moeplan plan --save-strategy FILE.yaml``, ``moeplan estimate MODEL --gpus N --strategy FILE.yaml``).
 
 The model and the cluster (GPU, GPU count, hardware file) stay on the command line, as calculon and SimuMax
-keep model, system and strategy apart. Keys are the API's (and the CLI flags' with ``_`` for ``-``); a key
-left out takes its default. Bad files raise :class:`~moeplan.base.errors.MoeplanError` naming the file and key.
+keep model, system and strategy apart. Keys are the API's (and the CLI flags' with ``_`` for ``-``), each knob's
+section its ``group`` in :mod:`moeplan.run.knobs`; a key left out takes its default. Bad files raise
+:class:`~moeplan.base.errors.MoeplanError` naming the file and key.
 """
 
 from __future__ import annotations
@@ -16,29 +17,42 @@ import yaml
 
 from moeplan.base.errors import MoeplanError, one_line, yaml_problem
 from moeplan.run.config import RunConfig
+from moeplan.run.knobs import Knob, knob_table
 
 FORMAT = "moeplan-strategy/1"
 
-# Section -> keys (build_config keyword arguments), in the order written.
-GROUPS: dict[str, tuple[str, ...]] = {
+# Sections in the order written. The layout, the batch and the model's training depth are the file's own keys; every
+# other key is a knob of moeplan.run.knobs (its ``group``), in field order.
+SECTIONS = ("layout", "batch", "training", "numerics", "moe", "communication", "memory", "optimizer", "megatron")
+_OWN: dict[str, tuple[str, ...]] = {
     "layout": ("tp", "pp", "vpp", "cp", "ep", "etp", "pipeline_layout"),
     "batch": ("seq_len", "gbs", "mbs"),
     "training": ("mtp_layers",),  # multi-token prediction depth trained (Megatron-Core mtp_num_layers)
-    "numerics": ("precision", "grad_fp32", "bf16_moments", "precision_aware_optimizer"),
-    "moe": ("dispatcher", "ep_overlap", "delay_wgrad", "moe_imbalance", "capacity_factor", "rank_capacity_factor"),
-    "communication": ("cp_comm_type", "tp_comm_overlap", "dp_overlap"),
-    "memory": ("recompute", "optimizer_offload", "offload_overlap", "offload_modules", "cuda_graphs", "reserve_gib"),
-    "optimizer": ("optimizer", "fsdp", "fsdp_double_buffer", "muon_ns_steps", "muon_tp_mode", "muon_layer_wise"),
-    "megatron": ("mcore_version", "te_version", "te_grouped_tensor"),
 }
-_INT = {"tp", "pp", "vpp", "cp", "ep", "etp", "seq_len", "gbs", "mbs", "muon_ns_steps", "mtp_layers"}
-_FLOAT = {"moe_imbalance", "optimizer_offload", "reserve_gib"}
-_OPT_FLOAT = {"capacity_factor", "rank_capacity_factor"}
-_BOOL = {"grad_fp32", "bf16_moments", "ep_overlap", "tp_comm_overlap", "dp_overlap", "offload_overlap",
-         "fsdp_double_buffer", "muon_layer_wise", "te_grouped_tensor"}
-_OPT_BOOL = {"precision_aware_optimizer", "delay_wgrad"}
-_LIST = {"offload_modules", "cuda_graphs"}
-_OPT_STR = {"pipeline_layout", "fsdp"}
+_OWN_KINDS = {**dict.fromkeys(("tp", "pp", "vpp", "cp", "ep", "etp", "seq_len", "gbs", "mbs", "mtp_layers"), "int"),
+              "pipeline_layout": "str?"}
+
+
+def _knobs(record: type | None = None) -> tuple[Knob, ...]:
+    """The knobs the file holds: those of ``record`` (default RunConfig) with a group."""
+    return tuple(k for k in knob_table(record or RunConfig) if k.group is not None)
+
+
+def groups(record: type | None = None) -> dict[str, tuple[str, ...]]:
+    """Section -> keys (build_config keyword arguments), in the order written, of ``record`` (default RunConfig)."""
+    knobs = _knobs(record)
+    unknown = sorted({k.group for k in knobs} - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"knob group(s) {', '.join(map(str, unknown))} are not strategy sections")
+    return {section: _OWN.get(section, ()) + tuple(k.api for k in knobs if k.group == section) for section in SECTIONS}
+
+
+GROUPS: dict[str, tuple[str, ...]] = groups()
+
+
+def _kinds() -> dict[str, str]:
+    """Key -> value kind (moeplan.run.knobs.Knob.kind)."""
+    return {**_OWN_KINDS, **{k.api: k.kind for k in _knobs()}}
 
 
 def strategy_of(cfg: RunConfig) -> dict[str, dict[str, Any]]:
@@ -48,21 +62,9 @@ def strategy_of(cfg: RunConfig) -> dict[str, dict[str, Any]]:
         "tp": par.tp, "pp": par.pp, "vpp": par.vpp, "cp": par.cp, "ep": par.ep, "etp": par.etp,
         "pipeline_layout": par.pipeline_layout,
         "seq_len": batch.seq_len, "gbs": batch.gbs, "mbs": batch.mbs, "mtp_layers": cfg.model.mtp_layers,
-        "precision": cfg.precision, "grad_fp32": cfg.grad_fp32, "bf16_moments": cfg.bf16_moments,
-        "precision_aware_optimizer": cfg.precision_aware_optimizer,
-        "dispatcher": cfg.dispatcher, "ep_overlap": cfg.ep_overlap, "delay_wgrad": cfg.delay_wgrad,
-        "moe_imbalance": cfg.moe_imbalance,
-        "capacity_factor": cfg.capacity_factor, "rank_capacity_factor": cfg.rank_capacity_factor,
-        "cp_comm_type": cfg.cp_comm_type, "tp_comm_overlap": cfg.tp_comm_overlap, "dp_overlap": cfg.dp_overlap,
-        "recompute": cfg.recompute.label(), "optimizer_offload": cfg.optimizer_offload,
-        "offload_overlap": cfg.offload_overlap,
-        "offload_modules": sorted(cfg.offload_modules), "cuda_graphs": sorted(cfg.cuda_graph_scopes),
-        "reserve_gib": cfg.reserve_gib, "mcore_version": cfg.mcore_version, "te_version": cfg.te_version,
-        "te_grouped_tensor": cfg.te_grouped_tensor,
-        "optimizer": cfg.optimizer, "fsdp": cfg.fsdp, "fsdp_double_buffer": cfg.fsdp_double_buffer,
-        "muon_ns_steps": cfg.muon_ns_steps, "muon_tp_mode": cfg.muon_tp_mode, "muon_layer_wise": cfg.muon_layer_wise,
     }
-    return {group: {k: flat[k] for k in keys} for group, keys in GROUPS.items()}
+    flat.update({k.api: k.plain(getattr(cfg, k.name)) for k in _knobs(type(cfg))})
+    return {group: {k: flat[k] for k in keys} for group, keys in groups(type(cfg)).items()}
 
 
 def strategy_text(cfg: RunConfig) -> str:
@@ -76,29 +78,31 @@ def _value(origin: str, group: str, key: str, value: Any) -> Any:
     def bad(what: str) -> MoeplanError:
         return MoeplanError(f"{origin}: {group}.{key}: expected {what}, got {one_line(repr(value))[:60]}")
 
-    if key in _INT:
+    kind = _kinds().get(key, "str")
+    optional, kind = kind.endswith("?"), kind.rstrip("?")
+    if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad("an integer")
         return value
-    if key in _FLOAT or key in _OPT_FLOAT:
-        if value is None and key in _OPT_FLOAT:
+    if kind == "float":
+        if value is None and optional:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise bad("a number")
         return float(value)
-    if key in _BOOL or key in _OPT_BOOL:
-        if value is None and key in _OPT_BOOL:
+    if kind == "bool":
+        if value is None and optional:
             return None
         if not isinstance(value, bool):
-            raise bad("true, false or null" if key in _OPT_BOOL else "true or false")
+            raise bad("true, false or null" if optional else "true or false")
         return value
-    if key in _LIST:
+    if kind == "list":
         if value is None:
             return []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad("a list of names")
         return value
-    if value is None and key in _OPT_STR:
+    if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise bad("a string")
@@ -111,19 +115,20 @@ def parse_strategy(text: str, origin: str = "<strategy>") -> dict[str, Any]:
         tree = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise MoeplanError(f"{origin}: malformed YAML{yaml_problem(exc)}") from None
+    sections = groups()
     if not isinstance(tree, dict):
-        raise MoeplanError(f"{origin}: not a strategy (expected sections {', '.join(GROUPS)})")
+        raise MoeplanError(f"{origin}: not a strategy (expected sections {', '.join(sections)})")
     out: dict[str, Any] = {}
     for group, body in tree.items():
-        if group not in GROUPS:
-            raise MoeplanError(f"{origin}: unknown section '{group}'; sections: {', '.join(GROUPS)}")
+        if group not in sections:
+            raise MoeplanError(f"{origin}: unknown section '{group}'; sections: {', '.join(sections)}")
         if body is None:
             continue
         if not isinstance(body, dict):
             raise MoeplanError(f"{origin}: section '{group}' must be a mapping of keys to values")
         for key, value in body.items():
-            if key not in GROUPS[group]:
-                raise MoeplanError(f"{origin}: unknown key '{group}.{key}'; {group} keys: {', '.join(GROUPS[group])}")
+            if key not in sections[group]:
+                raise MoeplanError(f"{origin}: unknown key '{group}.{key}'; {group} keys: {', '.join(sections[group])}")
             out[key] = _value(origin, group, key, value)
     for key in ("seq_len", "gbs"):
         if key not in out:
@@ -142,4 +147,4 @@ def read_strategy(path: str | Path) -> dict[str, Any]:
     return parse_strategy(text, str(p))
 
 
-__all__ = ["FORMAT", "GROUPS", "parse_strategy", "read_strategy", "strategy_of", "strategy_text"]
+__all__ = ["FORMAT", "GROUPS", "SECTIONS", "groups", "parse_strategy", "read_strategy", "strategy_of", "strategy_text"]

@@ -11,6 +11,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+import yaml
+
 from moeplan.base.errors import MoeplanError
 
 
@@ -20,8 +22,6 @@ CALIBRATION_FILE = "calibration.yaml"  # package data beside the hardware catalo
 @lru_cache(maxsize=1)
 def _file_constants() -> dict[str, Any]:
     """The default constants, read once from ``moeplan/hardware/calibration.yaml``."""
-    import yaml
-
     text = resources.files("moeplan.hardware").joinpath(CALIBRATION_FILE).read_text(encoding="utf-8")
     origin = f"moeplan/hardware/{CALIBRATION_FILE}"
     # YAML 1.1 reads "28.0e6" as a string: every leaf goes through the same positive-number check
