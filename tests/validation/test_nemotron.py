@@ -222,8 +222,10 @@ def test_every_measured_row_is_within_25_percent_or_named(run):
     est = api.estimate(run["model"], **estimate_kwargs(run))
     measured = int(run["gbs"]) * int(run["seq_len"]) / int(run["gpus"]) / float(run["measured_step_time_s"])
     off = est["tokens_per_s_per_gpu"] / measured - 1
-    named = bool(run["gap"]) and not run["gap"].startswith("above the band")
-    assert (abs(off) > 0.25) == named, (off, run["gap"])
+    # an "above the band" note is the band check's (tests/validation/test_outside_fit.py): it may stand on a row
+    # inside 25%, and names the effect on one beyond it
+    above = run["gap"].startswith("above the band")
+    assert (abs(off) > 0.25) == bool(run["gap"]) or (above and abs(off) <= 0.25), (off, run["gap"])
     assert est["outside_fit"] == [f for f in ("mamba2", "latent_moe") if f in load_model(run["model"]).features]
 
 
