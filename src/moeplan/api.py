@@ -630,7 +630,7 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question). With
     ``first_invalid_raises`` (explain's two lengths: a comparison needs every run) the first invalid length's
     :class:`InvalidLayout` is raised at once and no later length is planned."""
-    seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True)
+    seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True, bound="seq_len")
     argcheck.count("gbs_tokens", gbs_tokens)
     if hold is not None:
         argcheck.mapping("hold", hold, hint=" (the layout keywords to hold, e.g. {'tp': 2, 'ep': 8})")

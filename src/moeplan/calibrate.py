@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from moeplan.checker import architecture_mismatch, infer_model, with_split_layout
+from moeplan import safeyaml
 from moeplan.errors import MoeplanError, yaml_problem
 from moeplan.estimate import Estimate, evaluate
 from moeplan.flops import flops_per_token
@@ -725,7 +726,7 @@ def load_profile(path: str | Path, hardware_file: str | Path | None = None) -> P
     that does not resolve, the planner's memory check is left to judge it."""
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+        doc = safeyaml.load(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise MoeplanError(f"{p}: cannot read calibration profile: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from moeplan.errors import MoeplanError
+from moeplan.limits import run_problem
 from moeplan.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 from moeplan.te_release import (
     DEFAULT_TE_VERSION,
@@ -137,8 +138,9 @@ def strategy_text(*args: Any, **kwargs: Any) -> Any:
 Handler = Callable[[argparse.Namespace, Console], int]
 
 
-def parse_tokens(text: str) -> int:
-    """'128k' -> 131072, '4096' -> 4096, '1m' -> 1048576 (powers of two, as sequence lengths are)."""
+def parse_tokens(text: str, bound: str = "seq_len") -> int:
+    """'128k' -> 131072, '4096' -> 4096, '1m' -> 1048576 (powers of two, as sequence lengths are), within the bound
+    of the run size ``bound`` (moeplan.limits)."""
     t = str(text).strip().lower()
     scale = 1
     if t.endswith("k"):
@@ -151,7 +153,28 @@ def parse_tokens(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a token count: '{text}' (use e.g. 4096, 32k, 128k)") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: '{text}'")
+    return _within(bound, value)
+
+
+def parse_batch_tokens(text: str) -> int:
+    """--gbs-tokens: :func:`parse_tokens` within the bound of tokens per batch."""
+    return parse_tokens(text, "gbs_tokens")
+
+
+def _within(name: str, value: int) -> int:
+    """``value`` within moeplan.limits' bound of the run size ``name`` (argparse's one-line error past it)."""
+    problem = run_problem(name, value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return value
+
+
+def bounded_int(name: str, least: int = 1) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``least`` within the bound of the run size ``name`` (moeplan.limits)."""
+    def parse(text: str) -> int:
+        return _within(name, _int_from(text, least, "positive" if least == 1 else f">= {least}"))
+    parse.__name__ = name  # argparse's 'invalid <name> value'
+    return parse
 
 
 def _int_from(text: str, least: int, words: str) -> int:
@@ -166,7 +189,8 @@ def _int_from(text: str, least: int, words: str) -> int:
 
 
 def positive_int(text: str) -> int:
-    return _int_from(text, 1, "positive")
+    """A GPU count or a parallel size: positive, within the GPU-count bound (moeplan.limits)."""
+    return _within("gpus", _int_from(text, 1, "positive"))
 
 
 def nonnegative_int(text: str) -> int:
@@ -318,7 +342,7 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
     """Arguments shared by estimate / plan / report (estimate: --seq-len and --gbs may come from --strategy)."""
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
     p.add_argument("--seq-len", type=parse_tokens, required=not layout, help="sequence length, e.g. 32k, 128k")
-    p.add_argument("--gbs", type=positive_int, required=not layout, help="global batch size in sequences")
+    p.add_argument("--gbs", type=bounded_int("gbs"), required=not layout, help="global batch size in sequences")
     _cluster_arguments(p, required=True)
     if layout:
         p.add_argument("--mbs", type=positive_int, default=1, help="micro-batch size (default 1)")
@@ -1052,7 +1076,7 @@ def _looks_like_hf_config(path: str) -> bool:
         return False
     try:
         return "model_type" in json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the reader says why
         return False
 
 
@@ -1380,7 +1404,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_arguments(p, layout=False)
-    p.add_argument("--top", type=positive_int, default=5,
+    p.add_argument("--top", type=bounded_int("top"), default=5,
                    help=f"plans to show (default 5); the search refines {REFINE_MIN} layouts whatever --top asks up to "
                         f"{REFINE_MIN // 2}, so plan 1 is the same for any of them (beyond, 2 layouts per plan)")
     p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
@@ -1449,7 +1473,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(plots embedded), its Megatron Bridge overrides and rationale, and optionally a sequence-length sweep.",
         epilog="example: moeplan report deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024 --html plan.html")
     add_run_arguments(p, layout=False)
-    p.add_argument("--top", type=positive_int, default=5, help="plans in the table (default 5)")
+    p.add_argument("--top", type=bounded_int("top"), default=5, help="plans in the table (default 5)")
     _fsdp_search_argument(p)
     p.add_argument("--sweep", type=parse_lengths, help="also sweep these lengths, e.g. 32k,64k,128k")
     p.add_argument("--html", required=True, metavar="FILE", help="output HTML file")
@@ -1522,7 +1546,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--precision", default="bf16", choices=list(PRECISIONS),
                    help="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)")
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
-    p.add_argument("--mtp-layers", type=nonnegative_int, default=None, metavar="N",
+    p.add_argument("--mtp-layers", type=bounded_int("mtp_layers", 0), default=None, metavar="N",
                    help="multi-token prediction modules trained (Megatron-Core mtp_num_layers; default: the model's "
                         "config, none for Qwen3-Next, whose checkpoint holds one and whose Bridge recipes train 1)")
     _unsaid_arguments(p)
@@ -1649,7 +1673,7 @@ def _gbs_is_tokens_here(text: str) -> int:
 def _sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
                      seq_help: str = "comma-separated lengths, e.g. 16k,32k,64k") -> None:
     p.add_argument("--seq-len", type=parse_lengths, required=required, help=seq_help)
-    p.add_argument("--gbs-tokens", type=parse_tokens, required=required,
+    p.add_argument("--gbs-tokens", type=parse_batch_tokens, required=required,
                    help="tokens per global batch, constant across lengths (e.g. 4m); GBS = tokens / seq")
     # Not an option here: without it argparse would take `--gbs N` (sequences, as plan and estimate read it)
     # as an abbreviation of --gbs-tokens N and silently plan N tokens per batch.

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from moeplan import safeyaml
 from moeplan.errors import MoeplanError, one_line, yaml_problem
 from moeplan.run import RunConfig
 
@@ -108,7 +109,7 @@ def _value(origin: str, group: str, key: str, value: Any) -> Any:
 def parse_strategy(text: str, origin: str = "<strategy>") -> dict[str, Any]:
     """Keyword arguments for :func:`moeplan.api.build_config` from a strategy file's text."""
     try:
-        tree = yaml.safe_load(text)
+        tree = safeyaml.load(text)
     except yaml.YAMLError as exc:
         raise MoeplanError(f"{origin}: malformed YAML{yaml_problem(exc)}") from None
     if not isinstance(tree, dict):

@@ -15,7 +15,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("moeplan.errors", "moeplan.argcheck", "moeplan.vocab", "moeplan.megatron", "moeplan.megatron.fields", "moeplan.te_release",
+    ("foundation", ("moeplan.errors", "moeplan.limits", "moeplan.safeyaml", "moeplan.argcheck", "moeplan.vocab", "moeplan.megatron", "moeplan.megatron.fields", "moeplan.te_release",
                     "moeplan.outfile")),  # file identity and atomic writes: imports only moeplan.errors
     ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*",
               "moeplan.logs", "moeplan.logs.*")),  # training-log readers: text in, numbers out (engine-free)
