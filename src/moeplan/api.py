@@ -22,6 +22,7 @@ from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.knobs import knob_problem
+from moeplan.limits import run_bound
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
 from moeplan.megatron.asserts import selective_recompute_problem
 from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
@@ -577,6 +578,12 @@ def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int, name: str = "--gbs-to
     """A token budget (``name``, as the user gave it) must hold a whole number of sequences at every length: else
     one MoeplanError that suggests the nearest budgets that do (multiples of the lengths' least common multiple)."""
     longest, step = max(seq_lens), math.lcm(*seq_lens)
+    most = run_bound("gbs_tokens")
+    if step > most and (gbs_tokens < longest or any(gbs_tokens % s for s in seq_lens)):
+        # a common multiple past any real batch (40 odd lengths: 2e22 tokens) is no advice: say none is reasonable
+        raise MoeplanError(f"{name} {gbs_tokens:,} does not hold whole sequences at every length, and no budget up to "
+                           f"{most:,} tokens does (the lengths' least common multiple is {step:.3g}); sweep lengths "
+                           "that divide one another (e.g. 16k,32k,64k) or fewer of them")
     if gbs_tokens < longest:
         raise MoeplanError(f"{name} {gbs_tokens:,} is less than one sequence of {longest:,} tokens; use {step:,} or a "
                            "multiple" + ("" if len(seq_lens) == 1 else " (whole sequences at every length)"))
