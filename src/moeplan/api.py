@@ -367,6 +367,7 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "step_time_s": est["step_time_s"],
         "tflops_per_gpu": est["tflops_per_gpu"],
         "mfu": est["mfu"],
+        "mfu_peak": est["mfu_peak"],
         "tokens_per_s_per_gpu": est["tokens_per_s_per_gpu"],
         "tflops_range": est["tflops_range"],
         "tokens_per_s_range": est["tokens_per_s_range"],

@@ -447,7 +447,7 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
     tt.add_row("[b]step", f"[b]{step:,.3f}", "")
     console.print(tt)
     console.print(
-        f"TFLOP/s per GPU [b]{est['tflops_per_gpu']:,.0f}[/]   MFU [b]{est['mfu']:.1%}[/]   "
+        f"TFLOP/s per GPU [b]{est['tflops_per_gpu']:,.0f}[/]   MFU (vs {est['mfu_peak'].upper()} peak) [b]{est['mfu']:.1%}[/]   "
         f"tokens/s per GPU [b]{est['tokens_per_s_per_gpu']:,.0f}[/]   (FLOPs/token {est['flops_per_token'] / 1e9:,.1f} G, "
         "Megatron-Core convention)", highlight=False)
     if est.get("outside_fit_note"):
@@ -761,7 +761,7 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
         _text_column(table, "recompute")
         for col in ("dispatcher", "CP comm", "graphs"):
             _text_column(table, col)
-        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
+        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU vs BF16", "tokens/s/GPU"):
             _num_column(table, col)
     from moeplan.report import plan_layout_label
 

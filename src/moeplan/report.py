@@ -137,7 +137,7 @@ def _summary(est: Row | None, plans: Sequence[Row]) -> str:
          f"{est.get('precision', '–')} · {est.get('recompute', '–')} · {est.get('dispatcher', '–')}"),
         ("peak memory / capacity", f"{_num(peak, '.1f')} / {_num(cap, '.1f')} GiB"),
         ("step time", fmt_seconds(float(est["step_time_s"])) if "step_time_s" in est else "–"),
-        ("TFLOP/s/GPU (band) · MFU", f"{_num(est.get('tflops_per_gpu'), '.1f')} ({_band(est)}) · {_num(est.get('mfu'), '.1%')}"),
+        ("TFLOP/s/GPU (band) · MFU (vs BF16 peak)", f"{_num(est.get('tflops_per_gpu'), '.1f')} ({_band(est)}) · {_num(est.get('mfu'), '.1%')}"),
         ("tokens/s/GPU", _num(est.get("tokens_per_s_per_gpu"), ",.0f")),
     ]
     if est.get("host_memory_gib"):
@@ -176,7 +176,7 @@ def _plan_table(plans: Sequence[Row]) -> str:
     the other knobs, memory and throughput. No column is left empty."""
     labels = any(p.get("label") or p.get("name") for p in plans)
     head = ["#", *(["label"] if labels else []), "layout", "recompute", "dispatcher", "knobs", "peak GiB",
-            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", "MFU", "tokens/s/GPU"]
+            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", "MFU vs BF16", "tokens/s/GPU"]
     rows = []
     for i, p in enumerate(plans, 1):
         rank = f"{p.get('rank', i)}{'=' if p.get('tie') else ''}"
