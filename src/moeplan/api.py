@@ -21,6 +21,7 @@ from moeplan.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-expo
 from moeplan.flops import flops_per_token
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
+from moeplan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.knobs import knob_problem
 from moeplan.limits import run_bound
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
@@ -301,6 +302,15 @@ def estimate_run(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATI
     (default: the fitted ones)."""
     cfg, gpu = build_config(model, cal=cal, **kwargs)
     return evaluate(cfg, gpu, cal)
+
+
+def estimate_hints(est: Estimate, kwargs: dict[str, Any], cal: Calibration = DEFAULT_CALIBRATION) -> list[Hint]:
+    """:func:`moeplan.hints.knob_hints` of the knobs that ``kwargs`` (build_config's arguments the estimate was made
+    with) leave at build_config's defaults."""
+    import inspect
+
+    defaults = {k: v.default for k, v in inspect.signature(build_config).parameters.items()}
+    return knob_hints(est, [k for k in HINT_KNOBS if kwargs.get(k, defaults[k]) == defaults[k]], cal)
 
 
 def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:

@@ -452,6 +452,8 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
         "Megatron-Core convention)", highlight=False)
     if est.get("outside_fit_note"):
         console.print(f"[yellow]note:[/] {escape(est['outside_fit_note'])}", highlight=False)
+    for hint in est.get("hints", ()):
+        console.print(f"[yellow]hint:[/] {escape(hint['text'])}", highlight=False)
 
 
 def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -561,8 +563,10 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     _distinct_outputs(args, plot=args.plot, trace=args.trace)
     _check_output(args.plot)
     _check_trace(args.trace)
-    estimate = api.estimate_run(args.model, **strategy_kwargs(args))
+    kwargs = strategy_kwargs(args)
+    estimate = api.estimate_run(args.model, **kwargs)
     est = estimate.as_dict()
+    est["hints"] = [h.as_dict() for h in api.estimate_hints(estimate, kwargs, args.cal)]
     tl = None
     if args.trace or (args.plot and not _schedule_refused(estimate.config)):
         tl = api.timeline(estimate.config, estimate.gpu, args.cal)  # --trace: a schedule Megatron-Core refuses is an error

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "moeplan.attention_backend", "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs", "moeplan.timeline", "moeplan.fsdp",
                 "moeplan.muon")),
     ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner")),
-    ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
+    ("beside", ("moeplan.hints", "moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
                 "moeplan.calibrate")),
     ("api", ("moeplan.api", "moeplan.listing")),
     ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots")),
