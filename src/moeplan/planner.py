@@ -904,15 +904,20 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,
                     f"({lead:,.0f}, {tps / lead - 1:+.0%}): its band ({tps * down:,.0f}-{tps * up:,.0f}) overlaps the "
                     f"fastest estimate's band ({lead * down:,.0f}-{lead * up:,.0f}), {rule}")
         r = near[id(c)]
-        if c is not tied[0]:
-            text += "; after plan 1, the tie the preference puts first, ties follow by speed"
+        many = f"the {len(tied)} plans the estimates cannot order"
+        if c is not tied[0]:  # the decision first, then the band arithmetic behind it
+            lead_in = (f"Fastest estimate, ranked after plan 1: among {many}, the preference puts plan 1 first"
+                       if c is from_fast[0] else f"Ranked by speed after plan 1, among {many}")
         elif r is not None and r[0] <= 1e-9:
-            text += f"; preferred because it matches the measured recipe ({r[1]['source']})"
+            lead_in = f"First among {many}: it matches the measured recipe ({r[1]['source']})"
         elif r is not None:
-            text += (f"; ordered by closeness to the measured recipe TP{r[1]['tp']} PP{r[1]['pp']} VPP{r[1]['vpp']} "
-                     f"CP{r[1]['cp']} EP{r[1]['ep']} at {r[1]['seq_len']:,} tokens on {r[1]['gpus']} GPUs ({r[1]['source']})")
+            lead_in = (f"First among {many}: the closest to the measured recipe TP{r[1]['tp']} PP{r[1]['pp']} "
+                       f"VPP{r[1]['vpp']} CP{r[1]['cp']} EP{r[1]['ep']} at {r[1]['seq_len']:,} tokens on "
+                       f"{r[1]['gpus']} GPUs ({r[1]['source']})")
         else:
-            text += "; no measured recipe for this model and system: ordered by the guidance's defaults (CP = seq/4096, dispatcher order)"
+            lead_in = (f"First among {many}: no measured recipe for this model and system, so the guidance's "
+                       "defaults (CP = seq/4096, dispatcher order) pick it")
+        text = f"{lead_in}. {text}"
         why[id(c)] = text + "."
     return tied + rest, why
 

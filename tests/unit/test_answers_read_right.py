@@ -50,3 +50,27 @@ def test_report_timeline_relates_the_bubble_to_the_waiting():
     assert slowest[3] == "0 s"  # the slowest rank waits for no one
     assert any(r[3] != "0 s" for r in rows)  # the others wait for it: imbalance, not the bubble
     assert "imbalance across pipeline ranks" in html and "pp_bubble" in html
+
+
+def test_the_rank_reason_leads_with_the_decision():
+    import math
+
+    from moeplan.hardware import load_gpu
+    from moeplan.planner import Candidate, rank_candidates
+    from moeplan.timing import DEFAULT_CALIBRATION
+
+    gpu = load_gpu("h100")
+    kw = dict(gpus=256, seq_len=131072, gbs=480, precision="fp8", dispatcher="deepep")
+    b = DEFAULT_CALIBRATION.error_band_log
+    cands = []
+    for lay, tps in ((dict(tp=2, pp=8, vpp=4, cp=16, ep=32), 300.0), (dict(tp=1, pp=8, vpp=4, cp=32, ep=32),
+                                                                       300.0 * math.exp(-b))):
+        cfg, _ = api.build_config("deepseek-v3", gpu="h100", **kw, **lay)
+        cands.append(Candidate(cfg, None, 0.0, tps))  # type: ignore[arg-type]
+    order, why = rank_candidates(cands, gpu, b)
+    first, second = why[id(order[0])], why[id(order[1])]
+    lead = first.split(". ")[0]
+    assert lead.startswith("First among the 2 plans the estimates cannot order: it matches the measured recipe")
+    assert len(lead.split()) < 30 and "band" not in lead  # the decision, not the arithmetic
+    assert "Tie:" in first and first.index("Tie:") > len(lead)  # the band arithmetic follows it
+    assert second.startswith("Fastest estimate, ranked after plan 1")
