@@ -1225,7 +1225,8 @@ def _pct(x: float | None) -> str:
 
 
 def print_calibration(result: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"Runs: measured vs estimated ({result['gpu']}); error = measured / estimate - 1")
+    table = Table(title=f"Runs: measured vs estimated ({result['gpu']}); err = measured / estimate - 1 of the column "
+                  "before it (TFLOP/s: - = the estimate is too fast; GiB: + = the estimate is low)")
     for col in ("log", "run", "steady s/step (spread)", "TFLOP/s/GPU", "default", "err", "calibrated", "err",
                 "peak alloc GiB", "estimate", "err"):
         table.add_column(col, justify="left" if col in ("log", "run") else "right", overflow="fold")
@@ -1237,7 +1238,8 @@ def print_calibration(result: dict[str, Any], console: Console) -> None:
         table.add_row(escape(r["log"]), escape(run),
                       f"{r['measured_step_time_s']:.3f} (±{st['spread'] / 2:.1%}, {len(st['iterations_used'])} it)",
                       f"{r['measured_tflops_per_gpu']:.1f}{src}", f"{r['default_tflops_per_gpu']:.1f}",
-                      _pct(r["default_error"]), f"{r['calibrated_tflops_per_gpu']:.1f}", _pct(r["calibrated_error"]),
+                      _pct(r["default_tflops_error"]), f"{r['calibrated_tflops_per_gpu']:.1f}",
+                      _pct(r["calibrated_tflops_error"]),
                       "-" if meas_mem is None else f"{meas_mem:.2f}", f"{r['estimated_peak_allocated_gib']:.2f}",
                       _pct(None if meas_mem is None else meas_mem / r["estimated_peak_allocated_gib"] - 1))
     console.print(table)
@@ -1266,7 +1268,14 @@ def print_calibration(result: dict[str, Any], console: Console) -> None:
                   f"{fit['rms_log_error_after']:.3f}", highlight=False)
     for warning in result.get("warnings", []):  # the fit is suspect: constants at their bounds, a large residual
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-    console.print(f"not moved ({len(result['not_moved'])}): {', '.join(result['not_moved'])}", highlight=False)
+    console.print(_folded("not moved", result["not_moved"]), highlight=False)
+
+
+def _folded(label: str, names: Sequence[str], shown: int = 5) -> str:
+    """A long list of names as its count and the first few (``--json`` has them all, with their reasons)."""
+    more = len(names) - shown
+    head = ", ".join(names[:shown])
+    return f"{label} ({len(names)}): {head}" + (f", and {more} more (--json lists them with reasons)" if more > 0 else "")
 
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
