@@ -47,12 +47,10 @@ ARCH_LARGEST: dict[str, tuple[int, str]] = {
     "num_experts": _EXPERTS,
     "n_routed_experts": _EXPERTS,
     "num_local_experts": _EXPERTS,
-    "num_experts_per_tok": (10, "Qwen3-Next"),
-    "experts_per_token": (10, "Qwen3-Next"),
     "n_shared_experts": (2, "DeepSeek-V2"),
     "num_nextn_predict_layers": (1, "DeepSeek-V3 and GLM-4.5"),
     "mtp_num_hidden_layers": (1, "Qwen3-Next"),
-}
+}  # top-k has no bound of its own: the model readers refuse one above the experts (a more precise message)
 
 
 def arch_bound(key: str) -> int | None:

@@ -127,8 +127,7 @@ def test_a_billion_layers_is_refused_naming_the_bound(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("key", ["hidden_size", "intermediate_size", "moe_intermediate_size", "vocab_size",
-                                 "num_attention_heads", "num_key_value_heads", "head_dim", "num_experts",
-                                 "num_experts_per_tok"])
+                                 "num_attention_heads", "num_key_value_heads", "head_dim", "num_experts"])
 def test_every_architecture_count_is_bounded(tmp_path, capsys, key):
     model = "deepseek-v3" if key == "intermediate_size" else "qwen3-30b-a3b"  # its first dense layers read it
     line = refused(capsys, "params", str(_config_with(tmp_path, model, **{key: 2**30})))
