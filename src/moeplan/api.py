@@ -23,7 +23,7 @@ from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.vocab import DEFAULT_GPU
 from moeplan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.knobs import knob_problem
-from moeplan.limits import run_bound
+from moeplan.limits import run_bound, sweep_lengths_problem
 from moeplan.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
 from moeplan.megatron.asserts import selective_recompute_problem
 from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
@@ -649,6 +649,8 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     ``first_invalid_raises`` (explain's two lengths: a comparison needs every run) the first invalid length's
     :class:`InvalidLayout` is raised at once and no later length is planned."""
     seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True, bound="seq_len")
+    if sweep_lengths_problem(len(seq_lens)):
+        raise MoeplanError(f"seq_lens: {sweep_lengths_problem(len(seq_lens))}")
     argcheck.count("gbs_tokens", gbs_tokens)
     if hold is not None:
         argcheck.mapping("hold", hold, hint=" (the layout keywords to hold, e.g. {'tp': 2, 'ep': 8})")

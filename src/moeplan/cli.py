@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from moeplan.errors import MoeplanError
-from moeplan.limits import run_problem
+from moeplan.limits import run_problem, sweep_lengths_problem
 from moeplan.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 from moeplan.te_release import (
     DEFAULT_TE_VERSION,
@@ -903,6 +903,9 @@ def parse_lengths(text: str) -> list[int]:
     items = [t.strip() for t in text.split(",")]
     if any(not t for t in items):
         raise argparse.ArgumentTypeError(f"empty item in '{text}': give comma-separated lengths, e.g. 16k,32k,64k")
+    problem = sweep_lengths_problem(len(items))
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     out = [parse_tokens(t) for t in items]
     if len(set(out)) != len(out):
         raise argparse.ArgumentTypeError(f"a length appears twice in '{text}'")

@@ -84,6 +84,8 @@ RUN_LARGEST: dict[str, tuple[int, str]] = {
     **{k: GPUS_LARGEST for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp")},
     "mtp_layers": (1, "DeepSeek-V3's MTP depth"),
 }
+SWEEP_LENGTHS_MAX = 64  # lengths in one sweep: each is a plan search of its own (about a second)
+SWEEP_LENGTHS_WHY = "each length is a plan search of its own; sweep them in parts"
 TOP_MAX = 100  # plans in one answer: the search fully re-estimates 2 x top layouts, so time grows with it
 TOP_WHY = "the search fully re-estimates two layouts per plan listed, so its time grows with --top"
 
@@ -107,6 +109,13 @@ def run_problem(name: str, value: int) -> str | None:
     return f"{value} exceeds {bound}: over {HEADROOM_FACTOR}x {who}"
 
 
+def sweep_lengths_problem(count: int) -> str | None:
+    """Why ``count`` lengths are too many for one sweep ('N lengths exceed ...'), or None."""
+    if count <= SWEEP_LENGTHS_MAX:
+        return None
+    return f"{count} lengths exceed {SWEEP_LENGTHS_MAX}: {SWEEP_LENGTHS_WHY}"
+
+
 def check_run(name: str, value: int) -> int:
     """``value`` within its bound, else a one-line :class:`MoeplanError` naming ``name``."""
     problem = run_problem(name, value)
@@ -116,4 +125,4 @@ def check_run(name: str, value: int) -> int:
 
 
 __all__ = ["ARCH_LARGEST", "HEADROOM_FACTOR", "RUN_LARGEST", "TOP_MAX", "arch_bound", "arch_problem", "bound_of",
-           "check_run", "run_bound", "run_problem"]
+           "check_run", "run_bound", "run_problem", "sweep_lengths_problem"]
