@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from moeplan import api
-from moeplan.parallel import Parallel
+from moeplan.run.parallel import Parallel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN, END = "<!-- readme_plans:begin -->", "<!-- readme_plans:end -->"

@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from moeplan.timeline import Timeline
+    from moeplan.engine.timeline import Timeline
 
 FORMATS = {".png": "png", ".svg": "svg"}
 COMM_COLOR, BUBBLE_COLOR, COMPUTE_COLOR, OTHER_COLOR = "#e6862e", "#9e9e9e", "#3b75af", "#6aa56e"
@@ -49,8 +49,8 @@ def fmt_seconds(s: float) -> str:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` (a regular file or a new path) atomically: moeplan.outfile."""
-    from moeplan.outfile import write_bytes
+    """Write ``data`` to ``path`` (a regular file or a new path) atomically: moeplan.base.outfile."""
+    from moeplan.base.outfile import write_bytes
 
     write_bytes(path, data)
 
@@ -255,7 +255,7 @@ class _Columns:
     def __init__(self, tl: Timeline) -> None:
         import numpy as np
 
-        from moeplan.timeline import gc_paused
+        from moeplan.engine.timeline import gc_paused
 
         self.groups: dict[tuple[int, str], tuple[Any, Any]] = {}
         if tl.spans:

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from moeplan.parallel import Parallel
 from moeplan.plots import atomic_write, fmt_seconds, seq_label
+from moeplan.run.parallel import Parallel
 
 if TYPE_CHECKING:
-    from moeplan.timeline import Timeline
+    from moeplan.engine.timeline import Timeline
 
 Row = Mapping[str, Any]
 
@@ -39,7 +39,7 @@ font:13px/1.5 "DejaVu Sans Mono",monospace}
 
 def layout_label(row: Row) -> str:
     """'TP1 PP8 VPP4 CP32 EP32 DP4' from an estimate's ``parallel`` dict (or its ``layout``), in the one
-    format every table uses (:meth:`moeplan.parallel.Parallel.short`)."""
+    format every table uses (:meth:`moeplan.run.parallel.Parallel.short`)."""
     if "layout" in row:
         return str(row["layout"])
     par = row.get("parallel") or {}
@@ -51,8 +51,8 @@ def layout_label(row: Row) -> str:
 
 
 def fsdp_label(row: Row) -> str:
-    """A row's Megatron-FSDP mark (:func:`moeplan.fsdp.label`): '', 'FSDP' or 'FSDP <strategy>'."""
-    from moeplan.fsdp import label
+    """A row's Megatron-FSDP mark (:func:`moeplan.engine.fsdp.label`): '', 'FSDP' or 'FSDP <strategy>'."""
+    from moeplan.engine.fsdp import label
 
     return label(row.get("fsdp"))
 

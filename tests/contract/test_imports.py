@@ -1,10 +1,12 @@
 """The import contract of the house (read from the source with :mod:`ast`, nothing imported):
 
 * no import circle among moeplan's modules, counting imports inside functions (a circle cannot hide in one);
-* no upward import: the engine never imports the planner, the linter, the readers/exports, the API or the CLI;
+* no upward import: each package of ``src/moeplan`` is one layer, and a module imports only its own package or
+  the tiers below it; packages that share a tier (the engine and the Megatron readers/exports) never import
+  each other;
 * below the API, no moeplan import is placed inside a function (lazy imports are for the front: API, CLI, report).
 
-Layers, bottom to top. A module may import its own layer or lower ones.
+Tiers, bottom to top: the package layout of ``src/moeplan`` is this table, with no exceptions.
 """
 
 from __future__ import annotations
@@ -14,20 +16,21 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("moeplan.errors", "moeplan.limits", "moeplan.safeyaml", "moeplan.argcheck", "moeplan.vocab", "moeplan.megatron", "moeplan.megatron.fields", "moeplan.te_release",
-                    "moeplan.outfile")),  # file identity and atomic writes: imports only moeplan.errors
-    ("data", ("moeplan.models", "moeplan.models.*", "moeplan.hardware", "moeplan.hardware.*",
-              "moeplan.logs", "moeplan.logs.*")),  # training-log readers: text in, numbers out (engine-free)
-    ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",
-                "moeplan.attention_backend", "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs", "moeplan.timeline", "moeplan.fsdp",
-                "moeplan.muon")),
-    ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner")),
-    ("beside", ("moeplan.hints", "moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
-                "moeplan.calibrate")),
-    ("api", ("moeplan.api", "moeplan.listing")),
-    ("edge", ("moeplan", "moeplan.__main__", "moeplan.cli", "moeplan.report", "moeplan.plots")),
+TIERS: tuple[tuple[str, ...], ...] = (
+    ("moeplan.base",),                                       # errors, vocabulary, field table, argument checks
+    ("moeplan.models", "moeplan.hardware", "moeplan.logs"),  # data: catalogs, specs, training-log readers
+    ("moeplan.run",),                                        # the run record, the layout, the strategy file
+    ("moeplan.engine", "moeplan.megatron"),                  # the cost model | Megatron readers and exports
+    ("moeplan.plan",),                                       # search, advice, bounds, explain
+    ("moeplan.lint", "moeplan.calibrate"),                   # the linter | the calibration to a cluster
+    ("moeplan.api",),                                        # the Python API
+    ("moeplan.plots",),                                      # the edge: figures,
+    ("moeplan.report",),                                     # the HTML report,
+    ("moeplan.cli",),                                        # the command line
+    ("moeplan.__main__", "moeplan"),                         # and `python -m moeplan`
 )
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (" | ".join(p.removeprefix("moeplan.") for p in tier), tier) for tier in TIERS)
 LAZY_IMPORTS_ALLOWED_FROM = "api"  # this layer and above may import inside functions (start-up time)
 
 
@@ -44,15 +47,20 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def package_of(module: str) -> str | None:
+    """The layer package a module belongs to (the longest package name that is the module or holds it)."""
+    best = None
+    for tier in TIERS:
+        for pkg in tier:
+            if (module == pkg or module.startswith(pkg + ".")) and (best is None or len(pkg) > len(best)):
+                best = pkg
+    return best
+
+
 def layer_of(module: str) -> int | None:
-    """Index of the module's layer: an exact name wins over a ``pkg.*`` pattern."""
-    for exact in (True, False):
-        for i, (_, names) in enumerate(LAYERS):
-            for name in names:
-                if (exact and name == module) or (not exact and name.endswith(".*")
-                                                   and module.startswith(name[:-1])):
-                    return i
-    return None
+    """Index of the module's tier."""
+    pkg = package_of(module)
+    return None if pkg is None else next(i for i, tier in enumerate(TIERS) if pkg in tier)
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -151,8 +159,8 @@ def _cycles() -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     """The reader sees the known edges (so the checks below cannot pass on an empty graph)."""
-    assert {"moeplan.run", "moeplan.parallel", "moeplan.megatron.fields", "moeplan.megatron"} <= {
-        t for t, _, _ in GRAPH["moeplan.memory"]} | {t for t, _, _ in GRAPH["moeplan.run"]}
+    assert {"moeplan.run.config", "moeplan.run.parallel", "moeplan.base.fields", "moeplan.base"} <= {
+        t for t, _, _ in GRAPH["moeplan.engine.memory"]} | {t for t, _, _ in GRAPH["moeplan.run.config"]}
     assert "moeplan.megatron.export" in {t for t, _, _ in GRAPH["moeplan.megatron.mcore"]}
     assert "moeplan.megatron.read.collect" in {t for t, _, _ in GRAPH["moeplan.megatron.read.bridge_yaml"]}
 
@@ -173,9 +181,18 @@ def test_no_upward_imports() -> None:
         mine = layer_of(module)
         for target, line, _ in edges:
             theirs = layer_of(target)
-            if mine is not None and theirs is not None and theirs > mine:
-                bad.append(f"{module}:{line} ({LAYERS[mine][0]}) imports {target} ({LAYERS[theirs][0]})")
-    assert not bad, "upward imports:\n" + "\n".join(bad)
+            if mine is not None and theirs is not None and (
+                    theirs > mine or (theirs == mine and package_of(target) != package_of(module))):
+                bad.append(f"{module}:{line} ({package_of(module)}) imports {target} ({package_of(target)})")
+    assert not bad, "upward or sideways imports:\n" + "\n".join(bad)
+
+
+def test_every_package_is_a_layer() -> None:
+    """``ls src/moeplan`` is the architecture: every package directly under it is one layer of the table."""
+    root = SRC / "moeplan"
+    packages = {f"moeplan.{p.name}" for p in root.iterdir() if (p / "__init__.py").is_file()}
+    flat = {f"moeplan.{p.stem}" for p in root.glob("*.py") if p.stem != "__init__"}
+    assert packages | flat == {pkg for tier in TIERS for pkg in tier} - {"moeplan"}
 
 
 def test_no_function_local_imports_below_the_front() -> None:
@@ -187,10 +204,20 @@ def test_no_function_local_imports_below_the_front() -> None:
 
 
 def test_the_field_table_is_a_leaf() -> None:
-    """moeplan.megatron.fields imports only the foundation (errors, vocab): the engine asks it version questions."""
-    allowed = {"moeplan.errors", "moeplan.vocab"}
-    assert {t for t, _, _ in GRAPH["moeplan.megatron.fields"]} <= allowed
-    assert not GRAPH["moeplan.vocab"] and not GRAPH["moeplan.errors"] and not GRAPH["moeplan.megatron"]
+    """moeplan.base.fields imports only the foundation (errors, vocab): the engine asks it version questions."""
+    allowed = {"moeplan.base.errors", "moeplan.base.vocab"}
+    assert {t for t, _, _ in GRAPH["moeplan.base.fields"]} <= allowed
+    assert not GRAPH["moeplan.base.vocab"] and not GRAPH["moeplan.base.errors"] and not GRAPH["moeplan.megatron"]
+    assert not GRAPH["moeplan.base"]
+
+
+def test_timing_does_not_import_memory() -> None:
+    """The time model stands below the memory model: what both need (parameters per GPU) lives in
+    moeplan.engine.param_shards."""
+    timing = [m for m in MODULES if m == "moeplan.engine.timing" or m.startswith("moeplan.engine.timing.")]
+    assert len(timing) > 5
+    bad = [f"{m}:{line}" for m in timing for t, line, _ in GRAPH[m] if t == "moeplan.engine.memory"]
+    assert not bad, "timing imports memory: " + ", ".join(bad)
 
 
 def _private_imports() -> list[str]:
@@ -207,6 +234,6 @@ def _private_imports() -> list[str]:
 
 def test_no_private_names_across_modules() -> None:
     """Each module owns its private helpers: one that another module needs is made public by its owner."""
-    assert GRAPH["moeplan.timing"], "the module reader sees imports"
+    assert GRAPH["moeplan.engine.timing.step"], "the module reader sees imports"
     bad = _private_imports()
     assert not bad, "private names imported across modules:\n" + "\n".join(bad)

@@ -8,7 +8,8 @@ import warnings
 
 import pytest
 
-from moeplan import api, checker
+from moeplan import api
+from moeplan.lint import checker
 from moeplan.megatron import export
 from moeplan.megatron.asserts import ASSERTS, FileView, tripped
 from moeplan.models import load_model
@@ -161,9 +162,9 @@ def test_installed_megatron_core_agrees(row):
 def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
     """RunConfig.ep_overlap_allowed refuses the pair in every release (unsupported before 0.17, asserted
     from it), so no plan pairs them and the estimate refuses the pair as a knob problem."""
-    from moeplan.knobs import knob_problem
-    from moeplan.parallel import Batch, Parallel
-    from moeplan.run import Recompute, RunConfig
+    from moeplan.engine.knobs import knob_problem
+    from moeplan.run.parallel import Batch, Parallel
+    from moeplan.run.config import Recompute, RunConfig
     from moeplan.hardware import load_gpu
 
     spec = load_model("qwen3-30b-a3b")

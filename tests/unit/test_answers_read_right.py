@@ -7,8 +7,8 @@ import re
 import pytest
 
 from moeplan import api
-from moeplan.errors import MoeplanError
-from moeplan.limits import run_bound
+from moeplan.base.errors import MoeplanError
+from moeplan.base.limits import run_bound
 
 
 def test_sweep_of_many_odd_lengths_suggests_no_absurd_budget():
@@ -55,9 +55,10 @@ def test_report_timeline_relates_the_bubble_to_the_waiting():
 def test_the_rank_reason_leads_with_the_decision():
     import math
 
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
     from moeplan.hardware import load_gpu
-    from moeplan.planner import Candidate, rank_candidates
-    from moeplan.timing import DEFAULT_CALIBRATION
+    from moeplan.plan.ranking import rank_candidates
+    from moeplan.plan.space import Candidate
 
     gpu = load_gpu("h100")
     kw = dict(gpus=256, seq_len=131072, gbs=480, precision="fp8", dispatcher="deepep")

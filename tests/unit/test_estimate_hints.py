@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from moeplan.cli import main
-from moeplan.hints import HINT_GAIN
+from moeplan.plan.hints import HINT_GAIN
 
 RECIPE = ["estimate", "deepseek-v3", "--gpus", "1024", "--seq-len", "128k", "--gbs", "1024", "--pp", "8", "--vpp", "4",
           "--cp", "32", "--ep", "32", "--pipeline-layout", "Et|(tt|)*30mL", "--recompute",

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from moeplan import safeyaml
+from moeplan.base import safeyaml
+from moeplan.base.limits import ARCH_LARGEST, arch_bound, run_bound
 from moeplan.cli import main
-from moeplan.limits import ARCH_LARGEST, arch_bound, run_bound
 
 FAST_S = 1.0  # "well under a second" on a loaded machine: the old answers took minutes
 
@@ -158,7 +158,7 @@ def test_every_cli_size_is_bounded(capsys, argv, flag):
 
 def test_the_api_takes_the_same_bounds():
     from moeplan import api
-    from moeplan.errors import MoeplanError
+    from moeplan.base.errors import MoeplanError
 
     with pytest.raises(MoeplanError, match=f"top 1000000000 exceeds {run_bound('top')}"):
         api.plan("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=64, top=1_000_000_000)
@@ -185,7 +185,7 @@ def test_a_model_name_with_a_newline_is_one_line(capsys):
 
 
 def test_check_reports_a_yaml_key_given_twice(tmp_path):
-    from moeplan import checker
+    from moeplan.lint import checker
 
     path = tmp_path / "run.yaml"
     path.write_text("model:\n  seq_length: 4096\n  tensor_model_parallel_size: 2\n  seq_length: 8192\n"
@@ -196,7 +196,7 @@ def test_check_reports_a_yaml_key_given_twice(tmp_path):
 
 
 def test_check_reports_a_megatron_lm_flag_given_twice(tmp_path):
-    from moeplan import checker
+    from moeplan.lint import checker
 
     path = tmp_path / "run.sh"
     path.write_text("torchrun pretrain_gpt.py --seq-length 4096 --global-batch-size 64 \\\n"

@@ -10,8 +10,9 @@ import pytest
 
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
-from moeplan.parallel import Batch, Parallel, balanced_layout, check_layout
-from moeplan.planner import SearchSpace, _layouts, candidate_sizes
+from moeplan.run.parallel import Batch, Parallel, balanced_layout, check_layout
+from moeplan.plan.planner import _layouts, candidate_sizes
+from moeplan.plan.space import SearchSpace
 
 
 def _reference(spec, gpu, gpus, batch, space, mcore_version, te_version=None):

@@ -9,9 +9,9 @@ import pytest
 
 from moeplan import api
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
-from moeplan.run import RunConfig
-from moeplan.strategy import GROUPS, parse_strategy, strategy_text
+from moeplan.base.errors import MoeplanError
+from moeplan.run.config import RunConfig
+from moeplan.run.strategy import GROUPS, parse_strategy, strategy_text
 
 CASES = [
     dict(model="qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=32768, gbs=64),

@@ -15,7 +15,7 @@ from moeplan import api
 from moeplan.cli import main
 from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES
-from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..reference_runs import bridge_runs, estimate_kwargs, label, out_of_fit_runs
 
@@ -99,8 +99,8 @@ def test_the_shipped_bands_are_the_evidence_at_the_shipped_constants():
 def test_a_profile_fitted_on_such_a_model_takes_it_inside_its_fit(tmp_path):
     """A `moeplan calibrate` profile records its logged models' features; its estimates of models with them carry
     no outside-the-fit band (old profiles without the key: none covered). Unknown names are refused."""
-    from moeplan.calibrate import load_profile
-    from moeplan.errors import MoeplanError
+    from moeplan.calibrate.fit import load_profile
+    from moeplan.base.errors import MoeplanError
 
     kw = dict(gpu="gb200", gpus=32, seq_len=8192, gbs=256, ep=32)
     for covered, outside in (([], ["gated_deltanet", "gated_attention"]), (["gated_deltanet"], ["gated_attention"]),
@@ -116,7 +116,7 @@ def test_a_profile_fitted_on_such_a_model_takes_it_inside_its_fit(tmp_path):
 
 
 def test_a_users_calibration_fit_leaves_the_bands_alone():
-    from moeplan.calibrate import constant_names
+    from moeplan.calibrate.fit import constant_names
 
     names = constant_names()
     assert not [n for n in names if n.split(".")[0] in ("error_band_log", "out_of_fit_shortfall_log")]

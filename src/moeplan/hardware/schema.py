@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from moeplan import safeyaml
-from moeplan.errors import MoeplanError, yaml_problem
+from moeplan.base import safeyaml
+from moeplan.base.errors import MoeplanError, yaml_problem
 from moeplan.hardware.spec import HOST_LINKS, PEAK_KEYS, GPUSpec
 
 # Field kinds, used for type checks. Minimums catch unit slips (TB/s given where B/s is expected).

@@ -30,7 +30,7 @@ import re
 
 import yaml
 
-from moeplan import safeyaml
+from moeplan.base import safeyaml
 from moeplan.logs.megatron_lm import value
 
 SUMMARY = "Configuration Summary (Non-Default Values vs Megatron Core)"

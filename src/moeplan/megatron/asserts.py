@@ -11,7 +11,7 @@ read from Megatron-LM tags core_v0.16.1 .. core_v0.19.0 (facts only, no code). E
 the file sets (``ParsedRun.settings`` and ``ParsedRun.architecture``), not moeplan's normalised run, so a
 value that moeplan would read past (a hierarchical CP split whose product is not CP) is still reported.
 
-Checks that :func:`moeplan.parallel.check_layout` already makes from the layout are not repeated here:
+Checks that :func:`moeplan.run.parallel.check_layout` already makes from the layout are not repeated here:
 world size divisible by TP x PP x CP and by ETP x EP x PP (initialize_model_parallel), attention heads and
 query groups by TP, Gated DeltaNet heads by TP and no Gated DeltaNet CP before 0.18 (TransformerConfig),
 VPP > 1 with PP 1, num_moe_experts with EP > 1, experts divisible by EP, the pipeline layout grammar.
@@ -25,10 +25,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from moeplan.megatron.fields import check_settings, ep_overlap_mtp_needs_pp, version_tuple
+from moeplan.base.fields import check_settings, ep_overlap_mtp_needs_pp, version_tuple
 from moeplan.models.spec import ModelSpec
-from moeplan.parallel import unroll_layout
-from moeplan.run import DELAY_WGRAD_GRAPH_BIAS, EP_OVERLAP_ASSERTED, RunConfig
+from moeplan.run.config import DELAY_WGRAD_GRAPH_BIAS, EP_OVERLAP_ASSERTED, RunConfig
+from moeplan.run.parallel import unroll_layout
 
 _UNSET = object()
 
@@ -94,8 +94,8 @@ class McoreAssert:
     until: str | None = None  # last release that has the check (inclusive)
     by: str = "Megatron-Core"  # who rejects it: Megatron-Core's config classes, or Megatron-LM's argument checks
     shares_knob: Callable[[RunConfig], bool] | None = None
-    """Set where moeplan.knobs makes the same check on the run (knob-layout): whether, for this run, the knob fails
-    for no cause but those this assertion tests. Where it says so, moeplan.checker reports one finding per cause:
+    """Set where moeplan.engine.knobs makes the same check on the run (knob-layout): whether, for this run, the knob fails
+    for no cause but those this assertion tests. Where it says so, moeplan.lint.checker reports one finding per cause:
     this rule's, with the knob's fix, and none from knob-layout for ``field``; else both."""
 
     def applies(self, version: str) -> bool:

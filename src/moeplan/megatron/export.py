@@ -15,22 +15,14 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
-from moeplan.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
-from moeplan.errors import MoeplanError
-from moeplan.megatron.fields import (
-    CP_TO_MCORE,
-    DTYPE_TO_MLM,
-    PRECISION_TO_FP8_RECIPE,
-    Knob,
-    MegatronFields,
-    fields_for,
-    sync_free_moe,
-    version_tuple,
-)
+from moeplan.base.errors import MoeplanError
+from moeplan.base.fields import (CP_TO_MCORE, DTYPE_TO_MLM, PRECISION_TO_FP8_RECIPE, Knob, MegatronFields, fields_for,
+                                 sync_free_moe, version_tuple)
+from moeplan.base.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
+from moeplan.base.vocab import DEFAULT_RESERVE_GIB
 from moeplan.megatron.read.overrides import parse_override_value
-from moeplan.parallel import build_pipeline, hierarchical_cp_inner
-from moeplan.run import Recompute, RunConfig
-from moeplan.vocab import DEFAULT_RESERVE_GIB
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.parallel import build_pipeline, hierarchical_cp_inner
 
 
 def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
@@ -53,7 +45,7 @@ def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
 
 
 def _a2a_group(cfg: RunConfig) -> int:
-    """a2a group of hierarchical CP: the CP ranks inside one NVLink domain (as moeplan.timing assumes)."""
+    """a2a group of hierarchical CP: the CP ranks inside one NVLink domain (as moeplan.engine.timing assumes)."""
     return hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, cfg.gpu.nvlink_domain)
 
 
@@ -268,7 +260,7 @@ PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, g
 def env_settings(cfg: RunConfig) -> dict[str, str]:
     """Environment variables the training job must set for what the run models and no Megatron-Core field
     selects: ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1`` for ``te_grouped_tensor`` (TE GroupedLinear reads it,
-    v2.17 .. release_v2.19; no released Megatron-Core has an option for the path: moeplan.te_release)."""
+    v2.17 .. release_v2.19; no released Megatron-Core has an option for the path: moeplan.base.te_release)."""
     return {GROUPED_TENSOR_ENV: "1"} if cfg.te_grouped_tensor else {}
 
 

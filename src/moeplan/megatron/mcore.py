@@ -8,12 +8,12 @@ from __future__ import annotations
 import traceback
 import warnings
 
-from moeplan.errors import MoeplanError, one_line
+from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.fields import MegatronFields, fields_for, normalize_version, version_tuple
+from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 from moeplan.megatron.export import bridge_value, to_settings
-from moeplan.megatron.fields import MegatronFields, fields_for, normalize_version, version_tuple
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, ModelSpec, MoE
-from moeplan.run import RunConfig
-from moeplan.vocab import DEFAULT_MCORE_VERSION
+from moeplan.run.config import RunConfig
 _MCORE_OWNERS = ("TransformerConfig", "ModelParallelConfig")
 
 

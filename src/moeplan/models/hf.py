@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from moeplan.errors import MoeplanError
-from moeplan.limits import arch_problem
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
+from moeplan.base.errors import MoeplanError
+from moeplan.base.limits import arch_problem
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, ModelSpec, MoE
 
 # Every size and count indexes tensors with int32 in the kernels (Transformer Engine, the fused MoE
 # permute, Megatron's indexed datasets store token ids as int32 from a 65,500-entry vocabulary on:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Literal
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 
 class CachedHash:

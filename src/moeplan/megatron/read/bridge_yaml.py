@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from yaml.constructor import SafeConstructor
 
-from moeplan import safeyaml
+from moeplan.base import safeyaml
 from moeplan.megatron.read.bridge import BRIDGE_SECTIONS, classify_bridge
 from moeplan.megatron.read.collect import Collector, ParsedRun, fail
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from moeplan.errors import MoeplanError, one_line
-from moeplan.megatron.fields import KIND_WORDS, KNOB_BY_FIELD, Knob, coerce
+from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.fields import KIND_WORDS, KNOB_BY_FIELD, Knob, coerce
 
 RunKind = Literal["bridge-yaml", "overrides", "megatron-lm"]
 
@@ -98,7 +98,7 @@ class Collector:
         self.env_lines[name] = line
 
     def arch(self, name: str, value: object, line: int) -> None:
-        """A model architecture field the file states (checked against --model: checker.architecture_mismatch)."""
+        """A model architecture field the file states (checked against --model: moeplan.megatron.architecture.architecture_mismatch)."""
         self.architecture[name] = value
         self.architecture_lines[name] = line
 

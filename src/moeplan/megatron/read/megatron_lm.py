@@ -4,12 +4,12 @@ environment of :data:`KNOWN_ENV`)."""
 
 from __future__ import annotations
 
-from moeplan.megatron.fields import DTYPE_FROM_MLM, KNOB_BY_FIELD, KNOBS, Knob
+from moeplan.base.fields import DTYPE_FROM_MLM, KNOB_BY_FIELD, KNOBS, Knob
+from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS, RECOGNISED
 from moeplan.megatron.read.collect import Collector, ParsedRun, fail
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.megatron.read.shell import Assignment, Token, shell_words
-from moeplan.te_release import GROUPED_TENSOR_ENV
 
 # The job environment moeplan models (export.env_settings), read from a launch script's `export NAME=V`,
 # `NAME=V torchrun ...` or `NAME=V`: Transformer Engine reads each as int(os.getenv(NAME, "0")).
