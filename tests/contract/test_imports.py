@@ -26,6 +26,7 @@ TIERS: tuple[tuple[str, ...], ...] = (
     ("moeplan.api",),                                        # the Python API
     ("moeplan.plots",),                                      # the edge: figures,
     ("moeplan.report",),                                     # the HTML report,
+    ("moeplan.assistant",),                                  # the MCP server, the skill and their commands,
     ("moeplan.cli",),                                        # the command line
     ("moeplan.__main__", "moeplan"),                         # and `python -m moeplan`
 )

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from moeplan.base.errors import MoeplanError
+from moeplan.cli.assistant import add_parsers as add_assistant_parsers
 from moeplan.cli.calibrate import add_calibrate_parser
 from moeplan.cli.check import add_check_parser
 from moeplan.cli.estimate import add_estimate_parser
@@ -98,4 +99,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # the subcommands in `moeplan --help` order
-PARSERS = (add_models_parser, add_params_parser, add_hardware_parser, add_estimate_parser, add_plan_parser, add_sweep_parser, add_explain_parser, add_report_parser, add_calibrate_parser, add_check_parser)
+PARSERS = (add_models_parser, add_params_parser, add_hardware_parser, add_estimate_parser, add_plan_parser, add_sweep_parser, add_explain_parser, add_report_parser, add_calibrate_parser, add_check_parser,
+           add_assistant_parsers)  # moeplan mcp, moeplan skill install
