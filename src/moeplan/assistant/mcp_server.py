@@ -90,7 +90,9 @@ _RUN_REQUIRED = ["parallel", "seq_len", "gbs", "memory_gib", "fits", "step_time_
 ESTIMATE = {"type": "object", "properties": {"model": {"type": "string"}, "gpu": {"type": "string"},
                                              "gpus": {"type": "integer"}, **_RUN,
                                              "error_band": {**_NUM, "description": "relative band above the estimate"},
-                                             "headroom_gib": _NUM},
+                                             "headroom_gib": _NUM,
+                                             "hints": {"type": "array", "items": {"type": "object"}, "description":
+                                                       "knobs left at their defaults with a value >= 10% faster"}},
             "required": ["model", "gpu", "gpus", *_RUN_REQUIRED, "mfu", "error_band"]}
 _RATIONALE = {"type": "array", "items": {"type": "object", "properties": {"topic": {"type": "string"},
                                                                           "text": {"type": "string"}},
