@@ -159,7 +159,7 @@ def summary_facts(est: Row) -> tuple[tuple[str, str] | None, list[tuple[str, str
          f"{est.get('precision', '–')} · {est.get('recompute', '–')} · {est.get('dispatcher', '–')}"),
         ("peak memory / capacity", f"{_num(peak, '.1f')} / {_num(cap, '.1f')} GiB"),
         ("step time", fmt_seconds(float(est["step_time_s"])) if "step_time_s" in est else "–"),
-        ("TFLOP/s/GPU (band) · MFU", f"{_num(est.get('tflops_per_gpu'), '.1f')} ({_band(est)}) · {_num(est.get('mfu'), '.1%')}"),
+        ("TFLOP/s/GPU (band) · MFU (vs BF16 peak)", f"{_num(est.get('tflops_per_gpu'), '.1f')} ({_band(est)}) · {_num(est.get('mfu'), '.1%')}"),
         ("tokens/s/GPU", _num(est.get("tokens_per_s_per_gpu"), ",.0f")),
     ]
     if est.get("host_memory_gib"):
@@ -198,7 +198,7 @@ def _plan_table(plans: Sequence[Row], bands: bool = False) -> str:
     table shows it: moeplan serve's table). No column is left empty."""
     labels = any(p.get("label") or p.get("name") for p in plans)
     head = ["#", *(["label"] if labels else []), "layout", "recompute", "dispatcher", "knobs", "peak GiB",
-            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", *(["TFLOP/s range"] if bands else []), "MFU",
+            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", *(["TFLOP/s range"] if bands else []), "MFU vs BF16",
             "tokens/s/GPU"]
     rows = []
     for i, p in enumerate(plans, 1):
@@ -263,25 +263,33 @@ def _binned_note(tl: Timeline) -> str:
 
 
 def _timeline_section(tl: Timeline) -> str:
-    """Busy and waiting time per pipeline rank, and the Gantt chart over the most loaded rank's memory."""
+    """Busy and idle time per pipeline rank, and the Gantt chart over the most loaded rank's memory. A rank's idle
+    time over the pipeline is the pipeline bubble of the time breakdown (the schedule's warm-up and cool-down, the
+    whole of the slowest rank's idle time and the same on every rank) plus, on a rank whose share of the model takes
+    less time, the rest of each slot: every rank runs at the slowest rank's pace (moeplan.timeline)."""
     from moeplan.plots import timeline_figure
 
+    span = tl.pipeline_end_s - tl.pipeline_start_s
+    busy = [sum(o.busy_s for o in tl.rank_ops(r)) for r in range(tl.pp)]
+    bubble = span - busy[tl.slowest_rank]
     rows = []
     for r in range(tl.pp):
-        ops = tl.rank_ops(r)
-        busy = sum(o.busy_s for o in ops)
-        first = min(o.start_s for o in ops)
-        last = max(o.start_s + o.slot_s for o in ops)
         marks = ", ".join(m for m, hit in (("slowest", r == tl.slowest_rank), ("most memory", r == tl.memory_rank)) if hit)
-        rows.append([_td(f"{r}" + (f" ({marks})" if marks else ""), "text"), _td(fmt_seconds(busy)),
-                     _td(fmt_seconds(last - first - busy)), _td(f"{busy / tl.step_time_s:.1%}")])
+        rows.append([_td(f"{r}" + (f" ({marks})" if marks else ""), "text"), _td(fmt_seconds(busy[r])),
+                     _td(fmt_seconds(bubble)), _td(fmt_seconds(max(0.0, span - busy[r] - bubble))),
+                     _td(f"{busy[r] / tl.step_time_s:.1%}")])
     note = (f"One iteration in Megatron-Core's {tl.schedule} order ({tl.microbatches} micro-batches,"
             f" PP {tl.pp}, VPP {tl.vpp}); step {fmt_seconds(tl.step_time_s)}; memory of rank {tl.memory_rank} peaks at "
             f"{tl.memory_peak_bytes / 1024**3:.1f} GiB.{_binned_note(tl)} `--trace FILE.json` on estimate, plan and "
             "check writes it for Perfetto.")
+    idle = (f"A rank is idle in the pipeline for the pipeline bubble, {fmt_seconds(bubble)} "
+            f"({bubble / tl.step_time_s:.1%} of the step: the schedule's warm-up and cool-down, the same on every rank "
+            f"and the time breakdown's pp_bubble), plus, where its share of the model takes less time than rank "
+            f"{tl.slowest_rank}'s, the rest of each slot: every rank runs at the slowest rank's pace, so that wait is "
+            "imbalance across pipeline ranks, not schedule idle.")
     from moeplan.templating import macro
 
-    return macro("timeline", note=note, rows=_rows(rows), plot_svg=plot_svg(lambda: timeline_figure(tl)))
+    return macro("timeline", note=note, idle=idle, rows=_rows(rows), plot_svg=plot_svg(lambda: timeline_figure(tl)))
 
 
 def _sweep_section(sweep: Sequence[Row]) -> str:

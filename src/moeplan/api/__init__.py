@@ -16,6 +16,7 @@ from typing import Any
 from moeplan.base import argcheck
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, normalize_version
+from moeplan.base.limits import run_bound, sweep_lengths_problem
 from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
@@ -38,6 +39,7 @@ from moeplan.megatron.export import env_settings, provenance_comment, to_megatro
 from moeplan.models import ModelSpec, load_model
 from moeplan.models.spec import with_mtp_layers
 from moeplan.plan.advice import DEFAULT_HEADROOM, dispatcher_candidates
+from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
@@ -310,6 +312,15 @@ def estimate_run(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATI
     return evaluate(cfg, gpu, cal)
 
 
+def estimate_hints(est: Estimate, kwargs: dict[str, Any], cal: Calibration = DEFAULT_CALIBRATION) -> list[Hint]:
+    """:func:`moeplan.plan.hints.knob_hints` of the knobs that ``kwargs`` (build_config's arguments the estimate was
+    made with) leave at build_config's defaults."""
+    import inspect
+
+    defaults = {k: v.default for k, v in inspect.signature(build_config).parameters.items()}
+    return knob_hints(est, [k for k in HINT_KNOBS if kwargs.get(k, defaults[k]) == defaults[k]], cal)
+
+
 def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
     """:func:`estimate_run` as a JSON-ready dict (what ``moeplan estimate --json`` prints)."""
     return estimate_run(model, **kwargs).as_dict()
@@ -374,6 +385,7 @@ def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
         "step_time_s": est["step_time_s"],
         "tflops_per_gpu": est["tflops_per_gpu"],
         "mfu": est["mfu"],
+        "mfu_peak": est["mfu_peak"],
         "tokens_per_s_per_gpu": est["tokens_per_s_per_gpu"],
         "tflops_range": est["tflops_range"],
         "tokens_per_s_range": est["tokens_per_s_range"],
@@ -611,6 +623,12 @@ def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int, name: str = "--gbs-to
     """A token budget (``name``, as the user gave it) must hold a whole number of sequences at every length: else
     one MoeplanError that suggests the nearest budgets that do (multiples of the lengths' least common multiple)."""
     longest, step = max(seq_lens), math.lcm(*seq_lens)
+    most = run_bound("gbs_tokens")
+    if step > most and (gbs_tokens < longest or any(gbs_tokens % s for s in seq_lens)):
+        # a common multiple past any real batch (40 odd lengths: 2e22 tokens) is no advice: say none is reasonable
+        raise MoeplanError(f"{name} {gbs_tokens:,} does not hold whole sequences at every length, and no budget up to "
+                           f"{most:,} tokens does (the lengths' least common multiple is {step:.3g}); sweep lengths "
+                           "that divide one another (e.g. 16k,32k,64k) or fewer of them")
     if gbs_tokens < longest:
         raise MoeplanError(f"{name} {gbs_tokens:,} is less than one sequence of {longest:,} tokens; use {step:,} or a "
                            "multiple" + ("" if len(seq_lens) == 1 else " (whole sequences at every length)"))
@@ -669,7 +687,9 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question). With
     ``first_invalid_raises`` (explain's two lengths: a comparison needs every run) the first invalid length's
     :class:`InvalidLayout` is raised at once and no later length is planned."""
-    seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True)
+    seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True, bound="seq_len")
+    if sweep_lengths_problem(len(seq_lens)):
+        raise MoeplanError(f"seq_lens: {sweep_lengths_problem(len(seq_lens))}")
     argcheck.count("gbs_tokens", gbs_tokens)
     if hold is not None:
         argcheck.mapping("hold", hold, hint=" (the layout keywords to hold, e.g. {'tp': 2, 'ep': 8})")

@@ -80,7 +80,9 @@ _RUN = {
     "precision": {"type": "string"}, "recompute": {"type": "string"}, "dispatcher": {"type": "string"},
     "memory_gib": _MEMORY, "capacity_gib": _NUM, "fits": {"type": "boolean"}, "step_time_s": _NUM,
     "tflops_per_gpu": _NUM, "tflops_range": _RANGE, "tokens_per_s_per_gpu": _NUM, "tokens_per_s_range": _RANGE,
-    "mfu": _NUM, "time_breakdown_s": {"type": "object", "additionalProperties": _NUM},
+    "mfu": {**_NUM, "description": "model FLOPs utilization against the dense BF16 peak at every precision"},
+    "mfu_peak": {"type": "string", "description": "the peak mfu is taken against: bf16"},
+    "time_breakdown_s": {"type": "object", "additionalProperties": _NUM},
     "outside_fit_note": {"type": ["string", "null"]},
 }
 _RUN_REQUIRED = ["parallel", "seq_len", "gbs", "memory_gib", "fits", "step_time_s", "tflops_per_gpu", "tflops_range",
@@ -88,7 +90,9 @@ _RUN_REQUIRED = ["parallel", "seq_len", "gbs", "memory_gib", "fits", "step_time_
 ESTIMATE = {"type": "object", "properties": {"model": {"type": "string"}, "gpu": {"type": "string"},
                                              "gpus": {"type": "integer"}, **_RUN,
                                              "error_band": {**_NUM, "description": "relative band above the estimate"},
-                                             "headroom_gib": _NUM},
+                                             "headroom_gib": _NUM,
+                                             "hints": {"type": "array", "items": {"type": "object"}, "description":
+                                                       "knobs left at their defaults with a value >= 10% faster"}},
             "required": ["model", "gpu", "gpus", *_RUN_REQUIRED, "mfu", "error_band"]}
 _RATIONALE = {"type": "array", "items": {"type": "object", "properties": {"topic": {"type": "string"},
                                                                           "text": {"type": "string"}},

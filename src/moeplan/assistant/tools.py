@@ -171,14 +171,15 @@ def estimate(model: str, *, gpus: int, seq_len: int, gbs: int, gpu: str = DEFAUL
                            precision=precision, mcore_version=mcore_version, te_version=te_version,
                            te_grouped_tensor=te_grouped_tensor, moe_imbalance=moe_imbalance, reserve_gib=reserve_gib,
                            bf16_grads=bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers)
-        est = api.estimate_run(_model(s, model, model_name), gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp,
-                               pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, pipeline_layout=pipeline_layout,
-                               recompute=recompute, dispatcher=dispatcher, ep_overlap=ep_overlap,
-                               delay_wgrad=delay_wgrad, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload,
-                               offload_modules=offload_modules, cp_comm_type=cp_comm_type,
-                               capacity_factor=capacity_factor, rank_capacity_factor=rank_capacity_factor, fsdp=fsdp,
-                               fsdp_double_buffer=fsdp_double_buffer, **kw)
-        return s.clean(_named(est.as_dict(), calibration_yaml))
+        run = dict(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp,
+                   pipeline_layout=pipeline_layout, recompute=recompute, dispatcher=dispatcher, ep_overlap=ep_overlap,
+                   delay_wgrad=delay_wgrad, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload,
+                   offload_modules=offload_modules, cp_comm_type=cp_comm_type, capacity_factor=capacity_factor,
+                   rank_capacity_factor=rank_capacity_factor, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw)
+        est = api.estimate_run(_model(s, model, model_name), **run)
+        out = est.as_dict()  # and the knobs left at their defaults worth changing, as `estimate --json` gives them
+        out["hints"] = [h.as_dict() for h in api.estimate_hints(est, run, kw["cal"])]
+        return s.clean(_named(out, calibration_yaml))
 
 
 # ------------------------------------------------------------------------------------------------ plan

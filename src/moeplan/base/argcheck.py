@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from moeplan.base.errors import MoeplanError
+from moeplan.base.limits import run_problem
 
 T = TypeVar("T")
 
@@ -36,14 +37,18 @@ def token_count(text: str) -> int:
     return value
 
 
-def count(name: str, value: Any, *, minimum: int = 1) -> int:
-    """``value`` as a count: an int (not a bool, not a float or a string) >= ``minimum``."""
+def count(name: str, value: Any, *, minimum: int = 1, bound: str | None = None) -> int:
+    """``value`` as a count: an int (not a bool, not a float or a string) >= ``minimum`` and within the bound of the
+    run size ``bound`` (default ``name``; moeplan.base.limits: far past any real run)."""
     if _int_problem(value):
         hint = " (e.g. 131072, not '128k')" if isinstance(value, str) and "seq" in name else ""
         raise MoeplanError(f"{name} must be an int{hint}, got {value!r} ({type(value).__name__})")
     if value < minimum:
         what = "a positive int" if minimum == 1 else f"an int >= {minimum}"
         raise MoeplanError(f"{name} must be {what}, got {value}")
+    problem = run_problem(bound or name, value)
+    if problem:
+        raise MoeplanError(f"{name} {problem}")
     return value
 
 
@@ -176,7 +181,7 @@ def mapping(name: str, value: Any, *, hint: str = "") -> Mapping[str, Any]:
     return value
 
 
-def count_list(name: str, values: Any, *, nonempty: bool = False) -> list[int]:
+def count_list(name: str, values: Any, *, nonempty: bool = False, bound: str | None = None) -> list[int]:
     """An iterable of positive ints (not a string, not a single int) as a list; with ``nonempty``, at least one."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise MoeplanError(f"{name} must be a list of ints, got {values!r} ({type(values).__name__})")
@@ -184,7 +189,7 @@ def count_list(name: str, values: Any, *, nonempty: bool = False) -> list[int]:
     if nonempty and not out:
         raise MoeplanError(f"{name} must hold at least one int, got {values!r}")
     for v in out:
-        count(f"each of {name}", v)
+        count(f"each of {name}", v, bound=bound)
     return out
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from moeplan.base import safeyaml
 from moeplan.base.errors import MoeplanError, yaml_problem
 from moeplan.base.fields import KNOB_BY_FIELD, normalize_version
 from moeplan.base.outfile import file_identity
@@ -585,6 +586,10 @@ def run_rows(runs: list[LoggedRun], result: Fit) -> list[dict[str, Any]]:
             "calibrated_tflops_per_gpu": c.time.tflops_per_gpu,
             "default_error": d.time.step_time_s and r.step_time_s / d.time.step_time_s - 1,
             "calibrated_error": c.time.step_time_s and r.step_time_s / c.time.step_time_s - 1,
+            # the same on the TFLOP/s the table shows (measured / estimate - 1: - = the estimate is too fast); the
+            # step-time errors above have the opposite sign for the same miss
+            "default_tflops_error": _ratio_error(r.measured_tflops_per_gpu, d.time.tflops_per_gpu),
+            "calibrated_tflops_error": _ratio_error(r.measured_tflops_per_gpu, c.time.tflops_per_gpu),
             "estimated_peak_allocated_gib": alloc,
             # measured / estimate - 1, as the step-time errors and the table's "err": + = the estimate is low
             "allocated_error": (r.peak_allocated_gib / alloc - 1) if r.peak_allocated_gib and alloc else None,
@@ -593,6 +598,11 @@ def run_rows(runs: list[LoggedRun], result: Fit) -> list[dict[str, Any]]:
             "notes": notes,
         })
     return rows
+
+
+def _ratio_error(measured: float | None, estimate: float) -> float | None:
+    """measured / estimate - 1 (None without a measurement or an estimate)."""
+    return measured / estimate - 1 if measured and estimate else None
 
 
 def calibrate(paths: list[str], *, model: str | None = None, gpu: str | None = None,
@@ -725,7 +735,7 @@ def load_profile(path: str | Path, hardware_file: str | Path | None = None) -> P
     that does not resolve, the planner's memory check is left to judge it."""
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+        doc = safeyaml.load(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise MoeplanError(f"{p}: cannot read calibration profile: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:

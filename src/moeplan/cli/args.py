@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
+from moeplan.base.limits import run_problem, sweep_lengths_problem
 from moeplan.base.routing import DEFAULT_ROUTING, ROUTINGS, routing_imbalance
 from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
                                 TRACE_DETAIL_MICROBATCHES)
@@ -20,12 +22,35 @@ HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
 HARDWARE_HELP = f"extra GPU definitions; format, units and an example in {HARDWARE_DOC}"
 
 
-def parse_tokens(text: str) -> int:
-    """'128k' -> 131072, '4096' -> 4096, '1m' -> 1048576 (moeplan.base.argcheck.token_count, which the web page reads too)."""
+def parse_tokens(text: str, bound: str = "seq_len") -> int:
+    """'128k' -> 131072, '4096' -> 4096, '1m' -> 1048576 (moeplan.base.argcheck.token_count, which the web page reads
+    too), within the bound of the run size ``bound`` (moeplan.base.limits)."""
     try:
-        return token_count(text)
+        value = token_count(text)
     except MoeplanError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return _within(bound, value)
+
+
+def parse_batch_tokens(text: str) -> int:
+    """--gbs-tokens: :func:`parse_tokens` within the bound of tokens per batch."""
+    return parse_tokens(text, "gbs_tokens")
+
+
+def _within(name: str, value: int) -> int:
+    """``value`` within moeplan.base.limits' bound of the run size ``name`` (argparse's one-line error past it)."""
+    problem = run_problem(name, value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def bounded_int(name: str, least: int = 1) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``least`` within the bound of the run size ``name`` (moeplan.base.limits)."""
+    def parse(text: str) -> int:
+        return _within(name, _int_from(text, least, "positive" if least == 1 else f">= {least}"))
+    parse.__name__ = name  # argparse's 'invalid <name> value'
+    return parse
 
 
 def _int_from(text: str, least: int, words: str) -> int:
@@ -40,7 +65,8 @@ def _int_from(text: str, least: int, words: str) -> int:
 
 
 def positive_int(text: str) -> int:
-    return _int_from(text, 1, "positive")
+    """A GPU count or a parallel size: positive, within the GPU-count bound (moeplan.base.limits)."""
+    return _within("gpus", _int_from(text, 1, "positive"))
 
 
 def nonnegative_int(text: str) -> int:
@@ -51,7 +77,7 @@ def add_run_arguments(p: argparse.ArgumentParser, layout: bool = True) -> None:
     """Arguments shared by estimate / plan / report (estimate: --seq-len and --gbs may come from --strategy)."""
     p.add_argument("model", metavar="MODEL", help="catalog name or path to config.json")
     p.add_argument("--seq-len", type=parse_tokens, required=not layout, help="sequence length, e.g. 32k, 128k")
-    p.add_argument("--gbs", type=positive_int, required=not layout, help="global batch size in sequences")
+    p.add_argument("--gbs", type=bounded_int("gbs"), required=not layout, help="global batch size in sequences")
     _cluster_arguments(p, required=True)
     if layout:
         p.add_argument("--mbs", type=positive_int, default=1, help="micro-batch size (default 1)")
@@ -147,6 +173,9 @@ def parse_lengths(text: str) -> list[int]:
     items = [t.strip() for t in text.split(",")]
     if any(not t for t in items):
         raise argparse.ArgumentTypeError(f"empty item in '{text}': give comma-separated lengths, e.g. 16k,32k,64k")
+    problem = sweep_lengths_problem(len(items))
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     out = [parse_tokens(t) for t in items]
     if len(set(out)) != len(out):
         raise argparse.ArgumentTypeError(f"a length appears twice in '{text}'")
@@ -187,7 +216,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--gpus", type=positive_int, required=required, help="total GPU count")
     add_knob_flags(p, "gpu")
     p.add_argument("--hardware", metavar="FILE.yaml", help=HARDWARE_HELP)
-    p.add_argument("--mtp-layers", type=nonnegative_int, default=None, metavar="N",
+    p.add_argument("--mtp-layers", type=bounded_int("mtp_layers", 0), default=None, metavar="N",
                    help="multi-token prediction modules trained (Megatron-Core mtp_num_layers; default: the model's "
                         "config, none for Qwen3-Next, whose checkpoint holds one and whose Bridge recipes train 1)")
     unsaid_arguments(p)
@@ -250,7 +279,7 @@ def _gbs_is_tokens_here(text: str) -> int:
 def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
                      seq_help: str = "comma-separated lengths, e.g. 16k,32k,64k") -> None:
     p.add_argument("--seq-len", type=parse_lengths, required=required, help=seq_help)
-    p.add_argument("--gbs-tokens", type=parse_tokens, required=required,
+    p.add_argument("--gbs-tokens", type=parse_batch_tokens, required=required,
                    help="tokens per global batch, constant across lengths (e.g. 4m); GBS = tokens / seq")
     # Not an option here: without it argparse would take `--gbs N` (sequences, as plan and estimate read it)
     # as an abbreviation of --gbs-tokens N and silently plan N tokens per batch.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from moeplan.cli.args import HARDWARE_HELP, nonnegative_int
@@ -27,7 +28,8 @@ def _steady_text(r: dict[str, Any], unit: str = "") -> str:
 def _runs_table(result: dict[str, Any], narrow: bool) -> Any:
     """Measured against estimated, one row per run; narrow (under NARROW_COLUMNS): the log, the run and its steady
     state move to a numbered line each above the table (print_calibration), the row keeps the numbers."""
-    title = f"Runs: measured vs estimated ({result['gpu']}); error = measured / estimate - 1"
+    title = (f"Runs: measured vs estimated ({result['gpu']}); err = measured / estimate - 1 of the column before it "
+             "(TFLOP/s: - = the estimate is too fast; GiB: + = the estimate is low)")
     table = compact_table(title) if narrow else Table(title=title)
     cols = (("#", "TFLOP/s/GPU", "default", "err", "calibrated", "err", "peak alloc GiB", "estimate", "err") if narrow
             else ("log", "run", "steady s/step (spread)", "TFLOP/s/GPU", "default", "err", "calibrated", "err",
@@ -40,7 +42,8 @@ def _runs_table(result: dict[str, Any], narrow: bool) -> Any:
         head = [str(i)] if narrow else [escape(r["log"]), escape(_run_text(r)), _steady_text(r)]
         table.add_row(*head,
                       f"{r['measured_tflops_per_gpu']:.1f}{src}", f"{r['default_tflops_per_gpu']:.1f}",
-                      _pct(r["default_error"]), f"{r['calibrated_tflops_per_gpu']:.1f}", _pct(r["calibrated_error"]),
+                      _pct(r["default_tflops_error"]), f"{r['calibrated_tflops_per_gpu']:.1f}",
+                      _pct(r["calibrated_tflops_error"]),
                       "-" if meas_mem is None else f"{meas_mem:.2f}", f"{r['estimated_peak_allocated_gib']:.2f}",
                       _pct(None if meas_mem is None else meas_mem / r["estimated_peak_allocated_gib"] - 1))
     return table
@@ -79,7 +82,14 @@ def print_calibration(result: dict[str, Any], console: Console) -> None:
                   f"{fit['rms_log_error_after']:.3f}", highlight=False)
     for warning in result.get("warnings", []):  # the fit is suspect: constants at their bounds, a large residual
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-    console.print(f"not moved ({len(result['not_moved'])}): {', '.join(result['not_moved'])}", highlight=False)
+    console.print(_folded("not moved", result["not_moved"]), highlight=False)
+
+
+def _folded(label: str, names: Sequence[str], shown: int = 5) -> str:
+    """A long list of names as its count and the first few (``--json`` has them all, with their reasons)."""
+    more = len(names) - shown
+    head = ", ".join(names[:shown])
+    return f"{label} ({len(names)}): {head}" + (f", and {more} more (--json lists them with reasons)" if more > 0 else "")
 
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:

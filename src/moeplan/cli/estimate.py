@@ -52,19 +52,23 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
     tt.add_row("[b]step", f"[b]{step:,.3f}", "")
     console.print(tt)
     console.print(
-        f"TFLOP/s per GPU [b]{est['tflops_per_gpu']:,.0f}[/]   MFU [b]{est['mfu']:.1%}[/]   "
+        f"TFLOP/s per GPU [b]{est['tflops_per_gpu']:,.0f}[/]   MFU (vs {est['mfu_peak'].upper()} peak) [b]{est['mfu']:.1%}[/]   "
         f"tokens/s per GPU [b]{est['tokens_per_s_per_gpu']:,.0f}[/]   (FLOPs/token {est['flops_per_token'] / 1e9:,.1f} G, "
         "Megatron-Core convention)", highlight=False)
     if est.get("outside_fit_note"):
         console.print(f"[yellow]note:[/] {escape(est['outside_fit_note'])}", highlight=False)
+    for hint in est.get("hints", ()):
+        console.print(f"[yellow]hint:[/] {escape(hint['text'])}", highlight=False)
 
 
 def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     distinct_outputs(args, plot=args.plot, trace=args.trace)
     check_output(args.plot)
     check_trace(args.trace)
-    estimate = api.estimate_run(args.model, **strategy_kwargs(args))
+    kwargs = strategy_kwargs(args)
+    estimate = api.estimate_run(args.model, **kwargs)
     est = estimate.as_dict()
+    est["hints"] = [h.as_dict() for h in api.estimate_hints(estimate, kwargs, args.cal)]
     tl = None
     if args.trace or (args.plot and not schedule_refused(estimate.config)):
         tl = api.timeline(estimate.config, estimate.gpu, args.cal)  # --trace: a schedule Megatron-Core refuses is an error

@@ -95,7 +95,7 @@ def _looks_like_hf_config(path: str) -> bool:
         return False
     try:
         return "model_type" in json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the reader says why
         return False
 
 

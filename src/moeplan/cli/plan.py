@@ -9,7 +9,8 @@ from typing import Any
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, REFINE_MIN
-from moeplan.cli.args import TRACE_HELP, add_run_arguments, fixed, fsdp_search_argument, positive_int, sweep_kwargs
+from moeplan.cli.args import (TRACE_HELP, add_run_arguments, bounded_int, fixed, fsdp_search_argument, positive_int,
+                              sweep_kwargs)
 from moeplan.cli.output import (Console, LazyConsole, Table, api, check_output, check_trace, distinct_outputs, escape,
                                 print_json, strategy_text, trace_note, write_bytes, write_stdout, write_trace, wrote)
 from moeplan.cli.profile import named
@@ -62,7 +63,7 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
         text_column(table, "recompute")
         for col in ("dispatcher", "CP comm", "graphs"):
             text_column(table, col)
-        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU", "tokens/s/GPU"):
+        for col in ("offload", "GiB/GPU", "TFLOP/s/GPU", "TFLOP/s range", "MFU vs BF16", "tokens/s/GPU"):
             num_column(table, col)
     from moeplan.report import plan_layout_label
 
@@ -220,7 +221,7 @@ def add_plan_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_arguments(p, layout=False)
-    p.add_argument("--top", type=positive_int, default=5,
+    p.add_argument("--top", type=bounded_int("top"), default=5,
                    help=f"plans to show (default 5); the search refines {REFINE_MIN} layouts whatever --top asks up to "
                         f"{REFINE_MIN // 2}, so plan 1 is the same for any of them (beyond, 2 layouts per plan)")
     p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from moeplan.cli.args import add_run_arguments, fsdp_search_argument, parse_lengths, positive_int, sweep_kwargs
+from moeplan.cli.args import add_run_arguments, bounded_int, fsdp_search_argument, parse_lengths, sweep_kwargs
 from moeplan.cli.output import (Console, LazyConsole, api, check_output, distinct_outputs, print_json, schedule_refused,
                                 wrote)
 from moeplan.cli.plan import SearchProgress, no_fit
@@ -61,7 +61,7 @@ def add_report_parser(sub: Any) -> None:
         "(plots embedded), its Megatron Bridge overrides and rationale, and optionally a sequence-length sweep.",
         epilog="example: moeplan report deepseek-v3 --gpu h100 --gpus 1024 --seq-len 128k --gbs 1024 --html plan.html")
     add_run_arguments(p, layout=False)
-    p.add_argument("--top", type=positive_int, default=5, help="plans in the table (default 5)")
+    p.add_argument("--top", type=bounded_int("top"), default=5, help="plans in the table (default 5)")
     fsdp_search_argument(p)
     p.add_argument("--sweep", type=parse_lengths, help="also sweep these lengths, e.g. 32k,64k,128k")
     p.add_argument("--html", required=True, metavar="FILE", help="output HTML file")

@@ -16,6 +16,7 @@ from moeplan.models.spec import Attention
 from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
 from moeplan.run.config import RunConfig
 from moeplan.run.dsa_rules import CP_COMM_TYPE as DSA_CP_COMM_TYPE
+from moeplan.run.parallel import hierarchical_cp_inner
 
 
 def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | None:
@@ -34,11 +35,8 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
                                    f"DeepSeek sparse attention runs context parallelism with cp_comm_type "
                                    f"{DSA_CP_COMM_TYPE} only, not {cfg.cp_comm_type}")
             if isinstance(m, Attention) and not cp_comm_allowed(m, par.tp, par.cp, cfg.cp_comm_type, gpu.nvlink_domain):
-                kv = m.num_heads if m.is_mla else m.num_kv_heads
-                return KnobProblem("cp_comm_type",
-                                   f"cp_comm_type {cfg.cp_comm_type} splits heads over CP: {m.num_heads} heads / {kv} "
-                                   f"KV heads over TP {par.tp} cannot be divided among CP {par.cp} (its NVLink-domain "
-                                   "part for a2a+p2p)")
+                return KnobProblem("cp_comm_type", _cp_comm_reason(m, par.tp, par.cp, cfg.cp_comm_type,
+                                                                   gpu.nvlink_domain))
     if cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or not sync_free_moe(cfg.mcore_version)):
         return KnobProblem("moe_expert_rank_capacity_factor",
                            "moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
@@ -56,6 +54,25 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
     if cfg.delay_wgrad is True and cfg.delay_wgrad_blocked:
         return KnobProblem("delay_wgrad_compute", cfg.delay_wgrad_blocked)
     return None
+
+
+def _cp_comm_reason(m: Attention, tp: int, cp: int, comm_type: str, domain: int) -> str:
+    """Why ``comm_type`` does not run this layer at TP / CP, in the terms of the rule that fails
+    (moeplan.timing.cp_comm_allowed): a2a splits the heads over all of CP; a2a+p2p runs a2a inside the NVLink domain
+    and p2p across domains (Megatron-Core hierarchical_context_parallel_sizes [inner, CP / inner])."""
+    kv = m.num_heads if m.is_mla else m.num_kv_heads
+    heads = f"{m.num_heads} heads / {kv} KV heads over TP {tp}"
+    if comm_type == "a2a":
+        return f"cp_comm_type a2a splits the heads over CP: {heads} cannot be divided among CP {cp}"
+    inner = hierarchical_cp_inner(tp, cp, domain)
+    if inner == cp:
+        return (f"cp_comm_type a2a+p2p runs a2a inside an NVLink domain and p2p across domains, but CP {cp} at TP {tp} "
+                f"lies inside one {domain}-GPU NVLink domain: there is no p2p level (use a2a, or p2p)")
+    if inner == 1:
+        return (f"cp_comm_type a2a+p2p runs a2a inside an NVLink domain and p2p across domains, but no two of the CP "
+                f"{cp} ranks at TP {tp} share a {domain}-GPU NVLink domain: there is no a2a level (use p2p)")
+    return (f"cp_comm_type a2a+p2p splits the heads over its a2a group, the {inner} CP ranks inside one {domain}-GPU "
+            f"NVLink domain: {heads} cannot be divided among {inner}")
 
 
 __all__ = ["KnobProblem", "knob_problem"]

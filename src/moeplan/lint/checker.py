@@ -245,6 +245,8 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
                                 line=parsed.architecture_lines.get(next(iter(differ)))))
     for conflict in parsed.conflicts:
         findings.append(Finding("error", "conflict", conflict.message, line=conflict.line))
+    for repeat in parsed.repeats:
+        findings.append(Finding("warning", "duplicate", repeat.message, line=repeat.line))
     version_problems = check_settings(parsed.settings, cfg.mcore_version)
     for problem in version_problems:
         findings.append(Finding("error", "mcore-version", problem.message, line=parsed.lines.get(problem.field)))

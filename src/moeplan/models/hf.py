@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from moeplan.base.errors import MoeplanError
+from moeplan.base.limits import arch_problem
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE, SparseAttention
 
 # Every size and count indexes tensors with int32 in the kernels (Transformer Engine, the fused MoE
@@ -214,6 +215,9 @@ class _Cfg:
         if value > INT32_MAX:
             raise self._fail(key, f"is {value:.3g}, past the int32 range (2^31 - 1) that the kernels and "
                              "Megatron's datasets index with")
+        problem = arch_problem(key, value)  # far beyond any real model: refused before any work grows with it
+        if problem:
+            raise MoeplanError(f"{self.origin}: {self.name(key)} {problem}")
         return value
 
     def divides(self, key: str, value: int, by_key: str, by: int, why: str) -> None:
@@ -738,5 +742,7 @@ def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise MoeplanError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:  # json's decoder recurses once per nested array or object
+        raise MoeplanError(f"{p}: JSON nested too deeply to read (a config.json is a few levels deep)") from None
     stem = p.parent.name if p.name == "config.json" else p.stem
     return spec_from_dict(data, name or stem, str(p), str(p.resolve()))

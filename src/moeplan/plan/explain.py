@@ -41,7 +41,8 @@ class Comparison:
 
 def _summary(e: Estimate) -> dict[str, Any]:
     keys = ("model", "gpu", "gpus", "seq_len", "gbs", "parallel", "recompute", "dispatcher", "fsdp", "tflops_per_gpu",
-            "tokens_per_s_per_gpu", "step_time_s", "memory_gib", "time_breakdown_s", "fits")
+            "tokens_per_s_per_gpu", "step_time_s", "memory_gib", "time_breakdown_s", "fits", "outside_fit",
+            "outside_fit_note")
     full = e.as_dict()
     return {k: full[k] for k in keys if k in full}
 
@@ -159,6 +160,19 @@ def _fit_note(name: str, e: Estimate) -> Reason | None:
                    "host_capacity_gib": round(mem.host_capacity_bytes / GIB, 2)})
 
 
+def _outside_fit_reason(a: Estimate, b: Estimate) -> Reason | None:
+    """The model of a run (or both) has features no fitted run has: plan and sweep say so beside their numbers, and
+    every number below reads the same estimate (Timing.outside_fit_note)."""
+    notes = {name: e.time.outside_fit_note for name, e in (("A", a), ("B", b)) if e.time.outside_fit_note}
+    if not notes:
+        return None
+    runs = "both runs" if len(notes) == 2 else f"run {next(iter(notes))}"
+    note = (notes.get("B") or notes["A"]).removeprefix("outside the fit: ").rstrip(".")
+    return Reason("outside-fit", f"Outside the fit ({runs}): {note}. The comparison below reads these estimates, "
+                  "so a change it attributes may not be measured.",
+                  {"runs": sorted(notes), "outside_fit": sorted({f for e in (a, b) for f in e.time.outside_fit})})
+
+
 def _tokens_per_gpu(e: Estimate) -> float:
     b = e.config.batch
     return b.gbs * b.seq_len / e.config.parallel.gpus
@@ -168,6 +182,9 @@ def compare(a: Estimate, b: Estimate) -> Comparison:
     """Explain run ``b`` against run ``a``."""
     reasons: list[Reason] = [_differences_reason(differences(a.config, b.config))]
     reasons += [r for r in (_fit_note("A", a), _fit_note("B", b)) if r is not None]
+    outside = _outside_fit_reason(a, b)
+    if outside is not None:
+        reasons.append(outside)
     ta, tb = a.time.tokens_per_s_per_gpu, b.time.tokens_per_s_per_gpu
     change = tb / ta - 1
     said = "unchanged" if abs(change) < 5e-4 else f"{'fell' if change < 0 else 'rose'} {abs(change):.0%}"

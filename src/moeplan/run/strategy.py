@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from moeplan.base import safeyaml
 from moeplan.base.errors import MoeplanError, one_line, yaml_problem
 from moeplan.run.config import RunConfig
 from moeplan.run.knobs import Knob, knob_table
@@ -112,7 +113,7 @@ def _value(origin: str, group: str, key: str, value: Any) -> Any:
 def parse_strategy(text: str, origin: str = "<strategy>") -> dict[str, Any]:
     """Keyword arguments for :func:`moeplan.api.build_config` from a strategy file's text."""
     try:
-        tree = yaml.safe_load(text)
+        tree = safeyaml.load(text)
     except yaml.YAMLError as exc:
         raise MoeplanError(f"{origin}: malformed YAML{yaml_problem(exc)}") from None
     sections = groups()

@@ -24,6 +24,11 @@ from moeplan.models.spec import MODEL_FEATURES, Attention, Layer, MoE
 from moeplan.run.config import RunConfig
 from moeplan.run.parallel import Pipeline, Stage, build_pipeline, validate
 
+# MFU is taken against the dense BF16 peak at every precision, as Megatron-LM's reports and most papers give it
+# (DeepSeek-V3's, Llama 3's): against the FP8 peak an FP8 plan would read half as efficient as a BF16 plan at the same
+# speed. Said beside the number ("MFU (vs BF16 peak)", JSON mfu_peak).
+MFU_PEAK = "bf16"
+
 
 @dataclass(frozen=True)
 class TimeEstimate:
@@ -80,6 +85,7 @@ class TimeEstimate:
             "tflops_per_gpu": self.tflops_per_gpu,
             "tflops_range": list(self.tflops_range),
             "mfu": self.mfu,
+            "mfu_peak": MFU_PEAK,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "tokens_per_s_range": list(self.tokens_per_s_range),
             "error_band": math.expm1(self.band_log),  # above the estimate (the fit's; ties use it)
@@ -302,7 +308,7 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     fpt = flops_per_token(spec, batch.seq_len, par.tp).total_flops
     tokens = batch.gbs * batch.seq_len
     tflops = fpt * tokens / step / par.gpus / 1e12
-    peak = gpu.peak(cfg.precision)
+    peak = gpu.peak(MFU_PEAK)  # one convention at every precision: an FP8 run at the same speed has the same MFU
     outside = tuple(f for f in MODEL_FEATURES if f in spec.features and f in cal.out_of_fit_shortfall_log)
     shortfall = max([0.0, *(cal.out_of_fit_shortfall_log[f] for f in outside)])
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, parts.microbatches,

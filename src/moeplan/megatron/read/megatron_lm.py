@@ -134,8 +134,14 @@ def parse_megatron_lm(text: str, origin: str) -> ParsedRun:
 def _read_flags(col: Collector, tokens: list[Token], origin: str) -> None:
     """The flags of one argument list, each with the values that follow it in that list."""
     i = 0
+    seen: dict[str, int] = {}  # flag -> line, in this list: argparse keeps the last of a repeated flag
     while i < len(tokens):
         token, line = tokens[i]
+        if _is_flag(token):
+            name = token.partition("=")[0]
+            if name in seen and (name in _MLM_KNOBS or _MLM_RECOGNISED.get(name)):  # a setting moeplan reads
+                col.repeated(name, seen[name], line, "Megatron-LM's argparse")
+            seen.setdefault(name, line)
         if not _is_flag(token):
             (col.unknown if token.startswith("-") else col.ignored).append((token, line))
             i += 1
