@@ -293,7 +293,7 @@ def _timeline_section(tl: Timeline) -> str:
 
 
 def _sweep_section(sweep: Sequence[Row]) -> str:
-    from moeplan.plots import sweep_figure
+    from moeplan.plots.sweep import sweep_figure
 
     labels = any("label" in r for r in sweep)
     head = ["sequence length", "GBS", *(["label"] if labels else []), "layout", "peak GiB", "capacity GiB", "fits",

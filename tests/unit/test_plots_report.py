@@ -20,6 +20,7 @@ from moeplan.engine.memory import GIB
 pytest.importorskip("matplotlib")
 
 from moeplan import plots, report  # noqa: E402
+from moeplan.plots import sweep as sweep_plot  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # deepseek-v3 at 128K on 1024 H100s: 8 pipeline ranks, does not fit
@@ -106,9 +107,9 @@ def test_fitting_single_rank(tmp_path: Path, fit: dict[str, Any]) -> None:
 
 
 def test_sweep_plot(tmp_path: Path, sweep: list[dict[str, Any]]) -> None:
-    plots.write_sweep_plot(sweep, tmp_path / "sweep.png")
+    sweep_plot.write_sweep_plot(sweep, tmp_path / "sweep.png")
     png_size((tmp_path / "sweep.png").read_bytes())
-    plots.write_sweep_plot(sweep, tmp_path / "sweep.svg")
+    sweep_plot.write_sweep_plot(sweep, tmp_path / "sweep.svg")
     text = svg_text(tmp_path / "sweep.svg")
     for want in ("16K", "32K", "64K", "128K", "TFLOP/s/GPU", "tokens/s/GPU", "cp=8", "cp=16", "capacity"):
         assert want in text
@@ -120,7 +121,7 @@ def test_bad_suffix(tmp_path: Path, big: dict[str, Any], name: str) -> None:
         plots.write_estimate_plot(big, tmp_path / name)
     assert "\n" not in str(e.value) and ".png or .svg" in str(e.value)
     with pytest.raises(MoeplanError):
-        plots.write_sweep_plot([big], tmp_path / name)
+        sweep_plot.write_sweep_plot([big], tmp_path / name)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -130,7 +131,7 @@ def test_failed_write_keeps_old_file(tmp_path: Path) -> None:
     with pytest.raises(MoeplanError):
         plots.write_estimate_plot({"model": "x"}, out)  # not an estimate
     with pytest.raises(MoeplanError):
-        plots.write_sweep_plot([], out)
+        sweep_plot.write_sweep_plot([], out)
     assert out.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["est.png"]
     with pytest.raises(MoeplanError):
         plots.write_estimate_plot({}, tmp_path / "missing" / "est.png")
@@ -346,7 +347,7 @@ def test_sweep_plot_keeps_the_lengths_with_no_plan(tmp_path: Path, capsys: pytes
     assert "1M" in svg and "closest run" in svg
     rows = [{"seq_len": 4096, "tflops_per_gpu": 1.0, "tokens_per_s_per_gpu": 1.0, "memory_gib": {"total": 1.0},
              "capacity_gib": 2.0}]
-    fig = plots.sweep_figure(rows, [{"seq_len": 8192, "closest": None, "invalid": "no layout"}])
+    fig = sweep_plot.sweep_figure(rows, [{"seq_len": 8192, "closest": None, "invalid": "no layout"}])
     assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["4K", "8K"]
 
 

@@ -88,18 +88,20 @@ def _outside(fig) -> list[str]:
 
 @pytest.mark.parametrize("hold", [None, {"tp": 8, "pp": 8, "cp": 1, "ep": 32}])
 def test_sweep_plot_labels_inside_the_figure(hold):
-    from moeplan import api, plots
+    from moeplan import api
+    from moeplan.plots import sweep as sweep_plot
 
     rows = api.sweep("deepseek-v3", seq_lens=[4096, 32768, 131072], gbs_tokens=2**22, gpus=256, hold=hold)
     rows = [r for r in rows if "parallel" in r]
-    fig = plots.sweep_figure(rows)
+    fig = sweep_plot.sweep_figure(rows)
     assert _outside(fig) == []
     mem_ax = [ax for ax in fig.axes if "memory" in ax.get_ylabel()]
     assert mem_ax and mem_ax[0].get_ylabel() == "peak memory per GPU (GiB)"
 
 
 def test_estimate_plots_labels_inside_the_figure():
-    from moeplan import api, plots
+    from moeplan import api
+    from moeplan import plots
 
     est = api.estimate("qwen3-30b-a3b", gpus=64, seq_len=32768, gbs=64, tp=1, cp=8, ep=32)
     for make in (plots.memory_figure, plots.time_figure):

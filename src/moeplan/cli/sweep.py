@@ -68,9 +68,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         progress.stop()
     fitting = [r for r in rows if "parallel" in r]
     if args.plot and fitting:  # written first: an error leaves nothing printed
-        from moeplan import plots
+        from moeplan.plots.sweep import write_sweep_plot
 
-        plots.write_sweep_plot(fitting, args.plot, [r for r in rows if "parallel" not in r])
+        write_sweep_plot(fitting, args.plot, [r for r in rows if "parallel" not in r])
     if args.json:
         print_json(named(rows, args))
     else:

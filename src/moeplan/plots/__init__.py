@@ -62,7 +62,7 @@ def format_of(path: str | os.PathLike[str]) -> str:
     return FORMATS[suffix]
 
 
-def _new_figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -89,12 +89,12 @@ def figure_svg(fig: Figure) -> str:
     return text[text.index("<svg") :]
 
 
-def _plain(text: object) -> str:
+def plain(text: object) -> str:
     """User text for a matplotlib label: no mathtext."""
     return str(text).replace("$", r"\$")
 
 
-def _need(d: Mapping[str, Any], *keys: str) -> None:
+def need_keys(d: Mapping[str, Any], *keys: str) -> None:
     missing = [k for k in keys if k not in d]
     if missing:
         raise MoeplanError(f"estimate lacks {', '.join(missing)}; pass a dict from moeplan.api.estimate")
@@ -103,7 +103,7 @@ def _need(d: Mapping[str, Any], *keys: str) -> None:
 # -------------------------------------------------------------------------------- estimate
 
 
-def _item_colors(names: Sequence[str]) -> dict[str, Any]:
+def item_colors(names: Sequence[str]) -> dict[str, Any]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
@@ -116,7 +116,7 @@ def draw_memory(ax: Axes, est: Mapping[str, Any], ranks: Sequence[Mapping[str, f
     Without ``ranks`` (items per rank) only the most loaded rank is broken down; the other ranks'
     totals are drawn as a line.
     """
-    _need(est, "memory_gib", "memory_by_rank_gib", "capacity_gib")
+    need_keys(est, "memory_gib", "memory_by_rank_gib", "capacity_gib")
     peak_items = {k: float(v) for k, v in est["memory_gib"].items() if k != "total"}
     totals = [float(t) for t in est["memory_by_rank_gib"]]
     peak_rank = int(est.get("memory_rank", max(range(len(totals)), key=totals.__getitem__)))
@@ -129,12 +129,12 @@ def draw_memory(ax: Axes, est: Mapping[str, Any], ranks: Sequence[Mapping[str, f
     else:
         per_rank = [peak_items]
         xs = [peak_rank]
-    colors = _item_colors(names)
+    colors = item_colors(names)
     shown = [n for n in names if any(r.get(n, 0.0) > 0 for r in per_rank)]
     bottoms = [0.0] * len(xs)
     for name in shown:
         vals = [r.get(name, 0.0) for r in per_rank]
-        ax.bar(xs, vals, 0.7, bottom=bottoms, color=colors[name], label=_plain(name), edgecolor="white", lw=0.5)
+        ax.bar(xs, vals, 0.7, bottom=bottoms, color=colors[name], label=plain(name), edgecolor="white", lw=0.5)
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     if ranks is None and len(totals) > 1:
         ax.plot(range(len(totals)), totals, "o-", color="#333333", lw=1.5, ms=5, label="rank total", zorder=3)
@@ -175,7 +175,7 @@ def draw_time(ax: Axes, est: Mapping[str, Any]) -> None:
     """Step-time items as horizontal bars, largest on top, each with seconds and share."""
     from matplotlib.patches import Patch
 
-    _need(est, "time_breakdown_s")
+    need_keys(est, "time_breakdown_s")
     items = sorted(((k, float(v)) for k, v in est["time_breakdown_s"].items() if v > 0), key=lambda kv: kv[1])
     total = sum(v for _, v in items) or 1.0
     ys = range(len(items))
@@ -207,18 +207,18 @@ def draw_plans_memory(ax: Axes, plans: Sequence[Mapping[str, Any]], budget_gib: 
     if not plans:
         raise MoeplanError("the plans' memory plot needs at least one plan")
     for p in plans:
-        _need(p, "memory_gib", "capacity_gib")
+        need_keys(p, "memory_gib", "capacity_gib")
     names: list[str] = []
     for p in plans:
         names += [k for k in p["memory_gib"] if k != "total" and k not in names]
-    colors = _item_colors(names)
+    colors = item_colors(names)
     xs = list(range(len(plans)))
     bottoms = [0.0] * len(plans)
     for name in names:
         vals = [float(p["memory_gib"].get(name, 0.0)) for p in plans]
         if not any(v > 0 for v in vals):
             continue
-        ax.bar(xs, vals, 0.6, bottom=bottoms, color=colors[name], label=_plain(name), edgecolor="white", lw=0.5)
+        ax.bar(xs, vals, 0.6, bottom=bottoms, color=colors[name], label=plain(name), edgecolor="white", lw=0.5)
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     for x, p in zip(xs, plans, strict=True):
         ax.annotate(f"{float(p['memory_gib']['total']):.1f}", (x, bottoms[x]), xytext=(0, 4),
@@ -243,19 +243,19 @@ def draw_plans_memory(ax: Axes, plans: Sequence[Mapping[str, Any]], budget_gib: 
 
 
 def plans_memory_figure(plans: Sequence[Mapping[str, Any]], budget_gib: float | None = None) -> Figure:
-    fig = _new_figure(6.4, 5.0)
+    fig = new_figure(6.4, 5.0)
     draw_plans_memory(fig.add_subplot(), plans, budget_gib)
     return fig
 
 
 def memory_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]] | None = None) -> Figure:
-    fig = _new_figure(6.4, 5.0)
+    fig = new_figure(6.4, 5.0)
     draw_memory(fig.add_subplot(), est, ranks)
     return fig
 
 
 def time_figure(est: Mapping[str, Any]) -> Figure:
-    fig = _new_figure(6.4, 5.0)
+    fig = new_figure(6.4, 5.0)
     draw_time(fig.add_subplot(), est)
     return fig
 
@@ -551,7 +551,7 @@ def draw_gantt(ax: Axes, tl: Timeline, window: tuple[float, float] | None = None
         ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=len(handles),
                   frameon=False)
     if title is None:
-        title = (f"One iteration ({_plain(tl.title)}): {tl.schedule} as Megatron-Core orders it — "
+        title = (f"One iteration ({plain(tl.title)}): {tl.schedule} as Megatron-Core orders it — "
                  f"step {fmt_seconds(tl.step_time_s)}")
         if edges is not None:
             title += f"\n{binned_sentence(tl, edges)}, stacked (--trace has every operation)"
@@ -669,7 +669,7 @@ def timeline_figure(tl: Timeline) -> Figure:
     """The Gantt chart of one iteration over the most loaded rank's memory, on one time axis; an aggregated
     chart (:func:`timeline_bins`) also gets its warm-up and cool-down (:func:`end_windows`) below."""
     rows, heights, inches, ends = _timeline_rows(tl)
-    fig = _new_figure(13.0, 1.8 + inches)
+    fig = new_figure(13.0, 1.8 + inches)
     _draw_timeline(fig.subplot_mosaic(rows, height_ratios=heights), tl, ends)
     return fig
 
@@ -680,17 +680,17 @@ def estimate_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]]
     (c) the Gantt chart of one iteration and (d) the most loaded rank's memory over it (and, aggregated,
     (e) its warm-up and cool-down)."""
     if timeline is None:
-        fig = _new_figure(13.0, 5.4)
+        fig = new_figure(13.0, 5.4)
         ax_mem, ax_time = fig.subplots(1, 2, width_ratios=[1, 1.1])
     else:
         rows, heights, inches, ends = _timeline_rows(timeline)
-        fig = _new_figure(13.0, 5.4 + inches)
+        fig = new_figure(13.0, 5.4 + inches)
         axes = fig.subplot_mosaic([["mem", "time"], *rows], height_ratios=[5.0, *heights], width_ratios=[1, 1.1])
         ax_mem, ax_time = axes["mem"], axes["time"]
         _draw_timeline(axes, timeline, ends)
     draw_memory(ax_mem, est, ranks)
     draw_time(ax_time, est)
-    head = " · ".join(_plain(est[k]) for k in ("model", "gpu") if k in est)
+    head = " · ".join(plain(est[k]) for k in ("model", "gpu") if k in est)
     if "gpus" in est and "seq_len" in est:
         head += f" · {est['gpus']} GPUs · seq {seq_label(int(est['seq_len']))}"
     if head:
@@ -704,108 +704,3 @@ def write_estimate_plot(est: Mapping[str, Any], path: str | os.PathLike[str], *,
     timeline of one iteration when given."""
     fmt = format_of(path)
     atomic_write(path, render(estimate_figure(est, ranks, timeline), fmt))
-
-
-# ----------------------------------------------------------------------------------- sweep
-
-
-def _series(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
-    """Rows grouped by ``label`` (in first-seen order), each sorted by sequence length. When every
-    row has its own label, one unnamed series (the labels annotate the points)."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(str(r.get("label", "")), []).append(r)
-    if len(groups) == len(rows) > 1:
-        groups = {"": list(rows)}
-    return [(k, sorted(v, key=lambda r: int(r["seq_len"]))) for k, v in groups.items()]
-
-
-def sweep_figure(rows: Sequence[Mapping[str, Any]], no_plan: Sequence[Mapping[str, Any]] = ()) -> Figure:
-    """Throughput (TFLOP/s/GPU, tokens/s/GPU on a twin axis) and memory against sequence length. ``no_plan``: the
-    sweep's lengths with no plan (rows with ``seq_len`` and ``closest``, the run that misses by least, or
-    ``invalid``): kept on the axis, a × at the closest run's memory, or "no valid layout" on the axis."""
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FixedLocator, NullLocator
-
-    if not rows:
-        raise MoeplanError("sweep plot needs at least one row")
-    for r in rows:
-        _need(r, "seq_len", "tflops_per_gpu", "tokens_per_s_per_gpu", "memory_gib", "capacity_gib")
-    fig = _new_figure(8.0, 7.0)
-    ax_tp, ax_mem = fig.subplots(2, 1, sharex=True)
-    ax_tok = ax_tp.twinx()
-    series = _series(rows)
-    annotate = len(series) == 1 and series[0][0] == "" and any("label" in r for r in rows)
-    colors = _item_colors([k for k, _ in series])
-    handles = []
-    for name, rs in series:
-        xs = [int(r["seq_len"]) for r in rs]
-        c = colors[name]
-        ax_tp.plot(xs, [r["tflops_per_gpu"] for r in rs], "o-", color=c)
-        ax_tok.plot(xs, [r["tokens_per_s_per_gpu"] for r in rs], "s--", color=c, alpha=0.8)
-        mem = [_total(r) for r in rs]
-        ax_mem.plot(xs, mem, "o-", color=c)
-        bad = [(x, m) for x, m, r in zip(xs, mem, rs, strict=True) if m > float(r["capacity_gib"])]
-        if bad:
-            ax_mem.scatter(*zip(*bad, strict=True), marker="x", s=70, color=BAD_COLOR, zorder=4)
-        if annotate:
-            for x, m, r in zip(xs, mem, rs, strict=True):
-                ax_mem.annotate(_plain(r.get("label", "")), (x, m), xytext=(0, 6), textcoords="offset points",
-                                ha="center", fontsize=7)
-        if name:
-            handles.append(Line2D([], [], color=c, marker="o", label=_plain(name)))
-    for r in no_plan:  # nothing fits (×, the closest run's memory) or no valid layout (said on the axis)
-        closest = r.get("closest") or {}
-        x = int(r["seq_len"])
-        if closest.get("memory_gib") is not None:
-            ax_mem.scatter([x], [float(closest["memory_gib"])], marker="x", s=70, color=BAD_COLOR, zorder=4)
-            budget = closest.get("memory_gib_budget")  # the capacity less the planner's headroom
-            said = f"closest run\n(budget {float(budget):.1f} GiB)" if budget is not None else "closest run"
-            ax_mem.annotate(said, (x, float(closest["memory_gib"])), xytext=(0, -20), textcoords="offset points",
-                            ha="center", fontsize=7, color=BAD_COLOR)
-        else:
-            ax_mem.annotate("no valid layout", (x, 0.0), xytext=(0, 6), textcoords="offset points", ha="center",
-                            fontsize=7, color=BAD_COLOR)
-    for cap in sorted({round(float(r["capacity_gib"]), 6) for r in rows}):  # labelled as every other plot: 79.6
-        ax_mem.axhline(cap, color=BAD_COLOR, ls="--", lw=1.2)
-        ax_mem.annotate(f"capacity {cap:.1f} GiB", (0.0, cap), xycoords=("axes fraction", "data"),
-                        xytext=(4, 3), textcoords="offset points", fontsize=8, color=BAD_COLOR)
-    top = max([max(_total(r), float(r["capacity_gib"])) for r in rows]
-              + [float((r.get("closest") or {}).get("memory_gib") or 0.0) for r in no_plan])
-    ax_mem.set_ylim(0, top * 1.18)
-    seqs = sorted({int(r["seq_len"]) for r in (*rows, *no_plan)})
-    ax_mem.set_xscale("log", base=2)
-    lo, hi = seqs[0], seqs[-1]
-    ax_mem.set_xlim(lo / 1.3, hi * 1.3)
-    ax_mem.xaxis.set_major_locator(FixedLocator(seqs))
-    ax_mem.xaxis.set_minor_locator(NullLocator())
-    ax_mem.set_xticks(seqs, [seq_label(s) for s in seqs])
-    ax_mem.set_xlabel("sequence length (tokens)")
-    ax_mem.set_ylabel("peak memory per GPU (GiB)")
-    ax_mem.set_title("Memory (× = does not fit" + ("; at a length with no plan, the run that misses by least"
-                     if no_plan else "") + ")", fontsize=10)
-    ax_tp.set_ylabel("TFLOP/s/GPU")
-    ax_tok.set_ylabel("tokens/s/GPU")
-    ax_tp.set_ylim(0, max(float(r["tflops_per_gpu"]) for r in rows) * 1.12 or 1.0)
-    ax_tok.set_ylim(0, max(float(r["tokens_per_s_per_gpu"]) for r in rows) * 1.12 or 1.0)
-    ax_tp.set_title("Throughput", fontsize=10)
-    for ax in (ax_tp, ax_mem):
-        ax.grid(alpha=0.3)
-    styles = [Line2D([], [], color="#444444", marker="o", label="TFLOP/s/GPU (left)"),
-              Line2D([], [], color="#444444", marker="s", ls="--", label="tokens/s/GPU (right)")]
-    ax_tp.legend(handles=handles + styles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08),
-                 ncol=min(4, len(handles) + 2), frameon=False)
-    return fig
-
-
-def _total(row: Mapping[str, Any]) -> float:
-    mem = row["memory_gib"]
-    return float(mem["total"] if isinstance(mem, Mapping) else mem)
-
-
-def write_sweep_plot(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str],
-                     no_plan: Sequence[Mapping[str, Any]] = ()) -> None:
-    """Throughput and memory against sequence length (log2 axis) for estimate-like rows (and the lengths with no
-    plan: :func:`sweep_figure`)."""
-    fmt = format_of(path)
-    atomic_write(path, render(sweep_figure(rows, no_plan), fmt))
