@@ -99,7 +99,8 @@ def test_older_megatron_core_is_refused_in_one_line(capsys):
 
     with pytest.raises(MoeplanError, match="0.19 has no DeepSeek-V4 attention or mHC"):
         api.estimate(FLASH, **{**RUN, "mcore_version": "0.19"})
-    assert main(["estimate", FLASH, "--gpu", "gb200", "--gpus", "128", "--ep", "64", "--mcore-version", "0.18"]) == 2
+    assert main(["estimate", FLASH, "--gpu", "gb200", "--gpus", "128", "--ep", "64", "--seq-len", "4096", "--gbs", "2048",
+                 "--mcore-version", "0.18"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "dsv4_hybrid" in err
 
@@ -123,3 +124,17 @@ def test_the_reader_refuses_what_v4_does_not_have():
     typed["layer_types"] = ["sliding_attention"] * 2 + ["compressed_sparse_attention", "heavily_compressed_attention"] * 20 \
         + ["compressed_sparse_attention"]
     assert count_params(spec_from_dict(typed, "x", "x.json")).main_total == 284_332_230_231
+
+
+def test_exports_carry_megatron_cores_v4_fields():
+    """Megatron-Core 0.20's names (Bridge's DeepSeek-V4 provider): the compress ratios of the 43 layers and the MTP
+    layer, the window, the grouped output projection and mHC; a version without the fields gets none of them."""
+    from moeplan.megatron.export import to_settings
+
+    cfg, _ = api.build_config(FLASH, **{k: v for k, v in RUN.items() if k not in ("mbs", "tp", "pp", "cp", "dispatcher")})
+    s = to_settings(cfg)
+    assert s["experimental_attention_variant"] == "dsv4_hybrid"
+    assert s["csa_compress_ratios"] == [0, 0] + [4, 128] * 20 + [4, 0]
+    assert (s["csa_window_size"], s["output_projection_groups"], s["output_projection_lora_rank"]) == (128, 8, 1024)
+    assert s["enable_mhc_connections"] is True and s["mhc_num_residual_streams"] == 4
+    assert not {"csa_compress_ratios", "enable_mhc_connections"} & set(to_settings(cfg, "0.19"))
