@@ -41,6 +41,28 @@ def test_flash_params_match_the_published_total():
     assert count_params(spec, active=True).main_total / 1e9 == pytest.approx(13.8, abs=0.1)  # "13B activated"
 
 
+def test_pro_params_round_to_the_published_totals():
+    """DeepSeek-V4-Pro's cards give 1.6T total and 49B activated, to two figures: the transformers shapes of its
+    config (1,572,997,179,491, i.e. 1.573T; 49.8B active) round to them. The published figure is coarser than 1%,
+    so the test pins the count and its rounding."""
+    spec = load_model("deepseek-v4-pro")
+    p = count_params(spec)
+    assert p.main_total == 1_572_997_179_491 and round(p.main_total / 1e12, 1) == 1.6
+    assert int(count_params(spec, active=True).main_total / 1e9) == 49
+    ratios = [layer.mixer.compressed.compress_ratio for layer in spec.layers]
+    assert ratios == [128, 128] + [4, 128] * 29 + [4]
+
+
+def test_pro_recipe_row_within_25_percent():
+    """measured_variants.csv N06 (Megatron-LM's DeepSeek-V4-Pro GB300 recipe, 929 TFLOP/s/GPU): its layout TP1 PP4
+    VPP4 EP64 with the recipe's pipeline layout, mla_up_proj + mhc recompute and core_attn offload."""
+    est = api.estimate("deepseek-v4-pro", gpu="gb300", gpus=256, precision="mxfp8", seq_len=4096, gbs=4096, pp=4, vpp=4,
+                       ep=64, dispatcher="hybridep", mtp_layers=1, mcore_version="0.20",
+                       pipeline_layout="Et*4|(tttt|)*14tmL", recompute="selective:mla_up_proj,mhc",
+                       offload_modules="core_attn")
+    assert est["tflops_per_gpu"] / 929 == pytest.approx(1.0, abs=0.25)
+
+
 def test_flash_reads_its_layer_schedule():
     spec = load_model(FLASH)
     ratios = [layer.mixer.compressed.compress_ratio for layer in spec.layers]
