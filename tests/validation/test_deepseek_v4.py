@@ -160,3 +160,18 @@ def test_exports_carry_megatron_cores_v4_fields():
     assert (s["csa_window_size"], s["output_projection_groups"], s["output_projection_lora_rank"]) == (128, 8, 1024)
     assert s["enable_mhc_connections"] is True and s["mhc_num_residual_streams"] == 4
     assert not {"csa_compress_ratios", "enable_mhc_connections"} & set(to_settings(cfg, "0.19"))
+
+
+def test_compressed_layers_keep_their_compressor_and_indexer_tensors():
+    """Beyond a sliding-window layer, an HCA layer keeps its compressor's per-token kv and gate projections (head_dim
+    each) and its pooled entries (head_dim / 128 per token); a CSA layer twice-wide projections (overlapping windows),
+    entries per 4 tokens, and the indexer's query (64 x 128), its own compressor's, its weights and int32 top-k."""
+    spec = load_model(FLASH)
+    sliding, csa, hca = spec.layers[0], spec.layers[2], spec.layers[3]
+
+    def tok(layer):
+        return layer_activation(layer, spec.hidden, frozenset(), frozenset(), None).token_bytes
+
+    assert tok(hca) - tok(sliding) == pytest.approx((2 * 512 + 512 / 128) * 2)
+    indexer = 64 * 128 * 2 + (2 * 2 * 128 + 128 / 4) * 2 + 64 * 2 + 512 * 4
+    assert tok(csa) - tok(sliding) == pytest.approx((2 * 2 * 512 + 512 / 4) * 2 + indexer)

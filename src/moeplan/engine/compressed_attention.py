@@ -112,18 +112,22 @@ def core_fwd_flops(a: Attention, seq_len: int) -> float:
 def saved_elems(a: Attention, hidden: int) -> list[tuple[str, float, float, bool, str]]:
     """(name, elements per token, bytes per element, GEMM input, the recompute label that drops it) one V4
     attention layer keeps for backward: the query latent and its norm, the per-head queries (rebuilt by the
-    'mla_up_proj' recompute, as Megatron-Core's MLA), the shared K=V row, the compressed entries (one per ratio
-    tokens: head_dim / ratio per token, the gate and kv halves), the indexer's query, weights and int32 top-k,
+    'mla_up_proj' recompute, as Megatron-Core's MLA), the shared K=V row, the compressor's kv and gate projections
+    (overlap x head_dim each per token) and pooled entries (head_dim / ratio per token), the indexer's query, its own
+    compressor's, its weights and int32 top-k,
     the attention output and the grouped projection's intermediate (o_groups x o_lora_rank)."""
     c = _spec(a)
     hd, n, ql = a.head_dim, a.num_heads, a.q_lora_rank or hidden
     out = [("v4_q_latent", 2.0 * ql, 2.0, True, ""), ("v4_q", float(n * hd), 2.0, False, "mla_up_proj"),
            ("v4_kv", 2.0 * hd, 2.0, True, "")]
     r = c.compress_ratio
-    if r:
-        out.append(("v4_compressed_kv", 2.0 * _overlap(r) * hd / r + hd / r, 2.0, False, ""))
+    if r:  # the compressor's per-token kv and gate projections (the gated pooling's backward reads them) and the
+        # pooled entries, one per r tokens
+        out.append(("v4_compressor_kv_gate", 2.0 * _overlap(r) * hd + hd / r, 2.0, False, ""))
     if c.has_indexer:
         out += [("v4_index_q", float(c.index_heads * c.index_head_dim), 2.0, False, ""),
+                ("v4_index_compressor_kv_gate", 2.0 * _overlap(r) * c.index_head_dim + c.index_head_dim / r, 2.0,
+                 False, ""),
                 ("v4_index_weights", float(c.index_heads), 2.0, False, ""),
                 ("v4_topk_indices", float(c.index_topk), float(TOPK_INDEX_BYTES), False, "")]
     out += [("attn_out", float(n * hd), 2.0, True, ""),
