@@ -493,7 +493,8 @@ def _new_models() -> list[str]:
            "The shared measured rows of DeepSeek-V4, Qwen3.6 and GLM-5.2 (measured_variants.csv N06, N12, N16, N18;",
            "`tests/data/new_model_rows.csv`). Each is within "
            f"{TOLERANCE:.0%} of its measured tokens/s per GPU or names what moeplan misses",
-           "(`tests/validation/test_new_model_rows.py`); none is in the fit.", "",
+           "(`tests/validation/test_new_model_rows.py`); none is in the fit. A row with TFLOP/s alone (N06) compares",
+           "model TFLOP/s per GPU (moeplan counts DeepSeek-V4's FLOPs as Bridge does).", "",
            "| group | run | measured tokens/s/GPU | moeplan / measured | missing effect |", "|---|---|---|---|---|"]
     for r in rows():
         x = ratio(r)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from moeplan.models import catalog_names
-
 from ..measured_variants import _rows
 from ..new_model_rows import ratio, rows, within
 
@@ -28,5 +26,5 @@ def test_each_row_is_within_25_percent_or_named(row):
         assert not row["missing_effect"], f"within 25% ({x:.2f}x) but named: drop the name"
     else:
         assert row["missing_effect"].strip(), f"moeplan gives {x}x the measured tokens/s: name the missing effect"
-    if not row["model"]:
-        assert "deepseek-v4" not in " ".join(catalog_names())
+    if not row["model"]:  # a row moeplan does not estimate says why
+        assert row["missing_effect"].startswith("not estimated")

@@ -101,6 +101,20 @@ KNOBS: tuple[Knob, ...] = (
     _k("mamba_state_dim", TC, "int"),
     _k("mamba_num_groups", TC, "int"),
     _k("moe_latent_size", TC, "opt_int", since="0.16"),
+    # Experimental attention variants: transformer_config.py experimental_attention_variant (core_v0.16.0+: "dsa";
+    # "dsv4_hybrid", DeepSeek-V4's, on Megatron-LM main after core_v0.19.0, here "0.20"), with the V4 attention's
+    # csa_compress_ratios / csa_window_size and the grouped output projection (output_projection_groups /
+    # output_projection_lora_rank: Megatron Bridge's DeepSeekV4HybridModelProvider "MCore main uses the
+    # descriptive output_projection_* fields"); mHC hyper-connections (enable_mhc_connections,
+    # mhc_num_residual_streams, use_fused_mhc: TransformerConfig on Megatron-LM main after core_v0.19.0).
+    _k("experimental_attention_variant", TC, "opt_str", since="0.16"),
+    _k("csa_compress_ratios", TC, "int_list", since="0.20"),
+    _k("csa_window_size", TC, "opt_int", since="0.20"),
+    _k("output_projection_groups", TC, "opt_int", since="0.20"),
+    _k("output_projection_lora_rank", TC, "opt_int", since="0.20"),
+    _k("enable_mhc_connections", TC, "bool", since="0.20"),
+    _k("mhc_num_residual_streams", TC, "opt_int", since="0.20"),
+    _k("use_fused_mhc", TC, "bool", since="0.20"),
     # Activation recompute: transformer_config.py recompute_* (all versions).
     _k("recompute_granularity", TC, "opt_str"),
     _k("recompute_method", TC, "opt_str"),
@@ -188,7 +202,7 @@ KNOBS: tuple[Knob, ...] = (
 KNOB_BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 
 # Labels by the release that added them (moeplan.base.vocab owns the names; this says when each appeared).
-_RECOMPUTE_SINCE = {"shared_experts": "0.14", "gdn_norm_out": "0.19"}  # the others: all versions
+_RECOMPUTE_SINCE = {"shared_experts": "0.14", "gdn_norm_out": "0.19", "mhc": "0.20"}  # the others: all versions
 _CORE_RECOMPUTE = tuple(m for m in RECOMPUTE_MODULES if m not in _RECOMPUTE_SINCE)
 _CORE_OFFLOAD = OFFLOAD_MODULES  # all of them since 0.16
 _OFFLOAD_019 = ("fused_group_mlp",)  # a 0.19 label moeplan does not model
@@ -256,6 +270,12 @@ _VERSION_TABLE: dict[str, _Allowed] = {
                      ("none", "local", "transformer_engine", "full_iteration"), "cuda_graph_modules",
                      _SCOPES_016[1:], ("deepep", "hybridep", "ncclep"), _FP8_RECIPES + ("custom",),
                      "dataset.seq_length", "v0.6"),
+    # Megatron-LM main after core_v0.19.0 (its next release, 0.20; no tag yet): DeepSeek-V4's dsv4_hybrid attention
+    # and mHC (enable_mhc_connections, recompute_modules "mhc"); Megatron Bridge main pins it (no release yet)
+    "0.20": _Allowed(_CORE_RECOMPUTE + ("shared_experts", "gdn_norm_out", "mhc"), _CORE_OFFLOAD + _OFFLOAD_019,
+                     ("none", "local", "transformer_engine", "full_iteration"), "cuda_graph_modules",
+                     _SCOPES_016[1:], ("deepep", "hybridep", "ncclep"), _FP8_RECIPES + ("custom",),
+                     "dataset.seq_length", ""),
 }
 VERSIONS: tuple[str, ...] = tuple(_VERSION_TABLE)
 

@@ -15,7 +15,7 @@ from typing import Literal
 # Megatron-Core ``recompute_modules`` labels (transformer_config.py, core_r0.14-r0.18; r0.19 adds
 # gdn_norm_out).
 RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
-                                      "shared_experts", "gdn_norm_out")
+                                      "shared_experts", "gdn_norm_out", "mhc")
 # The guidance's shorthand and its Megatron-Core label.
 RECOMPUTE_ALIASES: dict[str, str] = {"up_proj": "mla_up_proj", "norm": "layernorm", "act": "moe_act",
                                      "attn": "core_attn"}

@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from moeplan.base.vocab import DISPATCHERS, FLEX_DISPATCHERS
+from moeplan.engine import compressed_attention as v4attn, hyper_connections as mhc
 from moeplan.engine.dsa import indexer_saved_elems
 from moeplan.engine.latent_moe import expert_width
 from moeplan.engine.mamba import mamba_saved_elems
@@ -77,6 +78,11 @@ def attn_softmax_stats(a: Attention) -> SavedTensor:
 
 def _attention(a: Attention, h: int) -> list[SavedTensor]:
     out = _norm("attn", h, "attn_norm")
+    if a.compressed is not None:  # DeepSeek-V4 hybrid attention (moeplan.engine.compressed_attention)
+        out += [SavedTensor(name, elems, elem_bytes=nb, gemm_input=gi, dropped_by=_f(drop) if drop else frozenset())
+                for name, elems, nb, gi, drop in v4attn.saved_elems(a, h)]
+        out.append(attn_softmax_stats(a))
+        return out
     if a.is_mla:
         n = a.num_heads
         q_lat = a.q_lora_rank or 0
@@ -179,7 +185,10 @@ def layer_tensors(layer: Layer, hidden: int) -> tuple[SavedTensor, ...]:
              else _mamba(m, hidden) if isinstance(m, Mamba2) else _attention(m, hidden))
     mlp = ([] if layer.mlp is None else _dense_mlp(layer.mlp, hidden) if isinstance(layer.mlp, DenseMLP)
            else _moe(layer.mlp, hidden))
-    return tuple(mixer + mlp)
+    # mHC: each block's extra residual streams and coefficients (moeplan.engine.hyper_connections)
+    hc = [SavedTensor(name, elems, elem_bytes=nb, dropped_by=_f(drop) if drop else frozenset())
+          for _ in range(layer.blocks) for name, elems, nb, drop in mhc.saved_elems(layer.hc_mult, hidden)]
+    return tuple(mixer + mlp + hc)
 
 
 @dataclass(frozen=True)

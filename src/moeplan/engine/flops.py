@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from moeplan.engine import compressed_attention as v4attn
 from moeplan.engine.dsa import core_fwd_equiv_flops as dsa_core_fwd_equiv_flops, indexer_gemm_shapes, indexer_proj_fwd_correction
 from moeplan.engine.latent_moe import expert_width, latent_proj_fwd_flops
 from moeplan.engine.mamba import megatron_mamba_fwd_flops
@@ -63,6 +64,8 @@ class Gemm:
 
 
 def _attention_gemms(a: Attention, hidden: int) -> list[Gemm]:
+    if a.compressed is not None:  # DeepSeek-V4 hybrid attention (moeplan.engine.compressed_attention)
+        return [Gemm(name, "attn", k, n, split=split) for name, k, n, split in v4attn.gemm_shapes(a, hidden)]  # type: ignore[arg-type]
     if a.is_mla:
         n = a.num_heads
         g = []
@@ -162,6 +165,8 @@ class LayerFlops:
 
 def attention_core_fwd_flops(a: Attention, seq_len: int) -> float:
     """Score + context forward FLOPs per token; causal counts half of the keys."""
+    if a.compressed is not None:  # DeepSeek-V4: window + compressed entries (moeplan.engine.compressed_attention)
+        return v4attn.core_fwd_flops(a, seq_len)
     if a.sparse is not None:  # DSA: top-k attention plus the indexer's scoring (moeplan.engine.dsa)
         return dsa_core_fwd_equiv_flops(a, seq_len)
     keys = seq_len / 2  # causal: query i sees i keys, s/2 on average
@@ -174,6 +179,8 @@ def attention_core_fwd_flops(a: Attention, seq_len: int) -> float:
 
 def _mla_norm_fwd(a: Attention) -> float:
     """Megatron's MLA branch counts the q/kv low-rank norms as one extra column each ("+1")."""
+    if a.compressed is not None:
+        return v4attn.norm_fwd_flops(a)
     return 2.0 * ((a.q_lora_rank or 0) + a.kv_lora_rank) if a.is_mla else 0.0
 
 

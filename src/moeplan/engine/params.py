@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from functools import cached_property, lru_cache
 
+from moeplan.engine.compressed_attention import compressed_params
 from moeplan.engine.dsa import indexer_params
+from moeplan.engine.hyper_connections import block_params as hc_block_params, head_params as hc_head_params
 from moeplan.engine.latent_moe import expert_width, latent_proj_params
 from moeplan.engine.mamba import mamba_params
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE
@@ -18,6 +20,8 @@ from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba
 
 def attention_params(a: Attention, hidden: int) -> int:
     """Softmax attention weights of one layer (without the layer's input norm)."""
+    if a.compressed is not None:  # DeepSeek-V4 hybrid attention (moeplan.engine.compressed_attention)
+        return compressed_params(a, hidden)
     if a.is_mla:
         # modeling_deepseek.py DeepseekV3Attention: q_a_proj/q_a_layernorm/q_b_proj (or q_proj),
         # kv_a_proj_with_mqa (kv_lora + rope), kv_a_layernorm, kv_b_proj, o_proj.
@@ -97,6 +101,7 @@ class ParamBreakdown:
     shared_experts: int = 0
     router: int = 0
     moe_latent_proj: int = 0
+    hyper_connections: int = 0  # mHC coefficient weights (moeplan.engine.hyper_connections)
     norms: int = 0
     mtp: int = 0
 
@@ -115,6 +120,8 @@ class ParamBreakdown:
 def _layer_breakdown(layer: Layer, hidden: int, active: bool) -> dict[str, int]:
     # input_layernorm + post_attention_layernorm; one pre-norm per block of a hybrid stack's single-block layer
     out = {"norms": layer.blocks * hidden}
+    if layer.hc_mult > 1:  # mHC around each block (moeplan.engine.hyper_connections)
+        out["hyper_connections"] = layer.blocks * hc_block_params(layer.hc_mult, hidden)
     # Mamba-2 counts with the linear-time mixers (Gated DeltaNet): both keep a constant-size state
     key = "linear_attention" if layer.is_linear_attention or layer.is_mamba else "attention"
     out[key] = mixer_params(layer.mixer, hidden)
@@ -149,5 +156,6 @@ def count_params(spec: ModelSpec, active: bool = False) -> ParamBreakdown:
     for layer, count in spec.layer_groups():
         for key, value in _layer_breakdown(layer, h, active).items():
             acc[key] = acc.get(key, 0) + value * count
+    acc["hyper_connections"] = acc.get("hyper_connections", 0) + hc_head_params(spec.hc_mult, h)
     acc["mtp"] = spec.mtp_layers * mtp_module_params(spec, active)
     return ParamBreakdown(**acc)

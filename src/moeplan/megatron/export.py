@@ -21,6 +21,7 @@ from moeplan.base.fields import (CP_TO_MCORE, DTYPE_TO_MLM, PRECISION_TO_FP8_REC
 from moeplan.base.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_RESERVE_GIB
 from moeplan.megatron.read.overrides import parse_override_value
+from moeplan.run.dsv4_rules import dsv4_fields
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.run.hybrid import hybrid_fields, hybrid_pattern_value
 from moeplan.run.parallel import build_pipeline, hierarchical_cp_inner
@@ -212,6 +213,8 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
     out["seq_length"] = cfg.batch.seq_len
     if cfg.model.mtp_layers:
         out["mtp_num_layers"] = cfg.model.mtp_layers
+    # DeepSeek-V4's attention and mHC fields (moeplan.run.dsv4_rules), where the version has them
+    out.update({k: v for k, v in dsv4_fields(cfg.model).items() if k in f.knobs})
     out.update(_recompute_settings(cfg.recompute, f))
     if cfg.model.first_moe is not None:
         out.update(_moe_settings(cfg, f))

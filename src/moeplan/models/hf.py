@@ -29,6 +29,7 @@ from typing import Any
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.limits import arch_problem
+from moeplan.models.deepseek_v4 import DEFAULTS as _DEEPSEEK_V4, read_deepseek_v4
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE, SparseAttention
 
 # Every size and count indexes tensors with int32 in the kernels (Transformer Engine, the fused MoE
@@ -50,6 +51,7 @@ _DEEPSEEK_V3: dict[str, Any] = {  # DeepseekV3Config
     "tie_word_embeddings": False,
 }
 TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "deepseek_v4": _DEEPSEEK_V4,  # DeepseekV4Config (moeplan.models.deepseek_v4)
     "deepseek_v3": _DEEPSEEK_V3,
     "deepseek_v2": {  # DeepseekV2Config; n_group / topk_group None = no group-limited routing (greedy topk_method)
         "q_lora_rank": 1536, "n_group": 1, "topk_group": 1, "n_shared_experts": 2, "first_k_dense_replace": 0,
@@ -128,6 +130,7 @@ ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
     "deepseek_v2": {"n_routed_experts": ("num_experts",)},
     "glm4_moe": {"n_routed_experts": ("num_local_experts",), "num_nextn_predict_layers": ("num_mtp_layers",)},
     "glm_moe_dsa": {"n_routed_experts": ("num_local_experts",)},
+    "deepseek_v4": {"n_routed_experts": ("num_local_experts",)},
     "qwen3_moe": {"num_experts": ("num_local_experts",)},
     "mixtral": {"num_local_experts": ("num_experts",)},
     "gpt_oss": {"num_local_experts": ("num_experts",)},
@@ -663,6 +666,8 @@ READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "glm4_moe": _read_glm4_moe,
     "llama": _read_llama,
     "glm_moe_dsa": _read_glm_moe_dsa,
+    # DeepSeek-V4 Flash / Pro: compressed sparse attention and mHC (moeplan.models.deepseek_v4)
+    "deepseek_v4": read_deepseek_v4,
 }
 
 
@@ -673,9 +678,7 @@ TEXT_CONFIGS: dict[str, tuple[str, str]] = {"qwen3_5_moe": ("text_config", "qwen
 
 
 # Public architectures moeplan does not read, and why (README, "Not supported").
-NOT_SUPPORTED: dict[str, str] = {
-    "deepseek_v4": "DeepSeek-V4's hybrid compressed sparse attention and mHC hyper-connections are not costed",
-}
+NOT_SUPPORTED: dict[str, str] = {}
 
 
 def _text_config(data: Mapping[str, Any], origin: str) -> Mapping[str, Any]:

@@ -44,6 +44,27 @@ class SparseAttention(CachedHash):
 
 
 @dataclass(frozen=True)
+class CompressedAttention(CachedHash):
+    """DeepSeek-V4's hybrid attention on one layer (transformers ``DeepseekV4Attention``; Megatron-Core
+    ``experimental_attention_variant`` "dsv4_hybrid"; costed in :mod:`moeplan.engine.compressed_attention`):
+    every query reads a sliding window of the layer's single shared K=V head, plus, where ``compress_ratio`` > 0,
+    compressed entries (one per ``compress_ratio`` tokens, a learned gated pooling of them): all causal ones at
+    ratio 128 (HCA), the ``index_topk`` a lightning indexer picks at ratio 4 (CSA, overlapping windows). The
+    output projection is grouped: ``o_groups`` blocks of heads each to ``o_lora_rank``, then one linear."""
+
+    compress_ratio: int  # 0 sliding window only, 4 CSA, 128 HCA (config.json compress_ratios)
+    o_groups: int
+    o_lora_rank: int
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
+
+    @property
+    def has_indexer(self) -> bool:
+        return self.compress_ratio == 4
+
+
+@dataclass(frozen=True)
 class Attention(CachedHash):
     """Softmax attention: MHA/GQA (``num_kv_heads`` <= ``num_heads``) or DeepSeek MLA.
 
@@ -72,6 +93,7 @@ class Attention(CachedHash):
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     sparse: SparseAttention | None = None  # DSA (moeplan.engine.dsa); None = dense causal attention
+    compressed: CompressedAttention | None = None  # DeepSeek-V4 hybrid attention (engine.compressed_attention)
 
     @property
     def is_mla(self) -> bool:
@@ -199,6 +221,7 @@ class Layer(CachedHash):
 
     mixer: Mixer | None
     mlp: MLP | None
+    hc_mult: int = 1  # mHC residual streams around this layer's blocks (engine.hyper_connections); 1 = plain
 
     @property
     def is_moe(self) -> bool:
@@ -231,6 +254,8 @@ MODEL_FEATURES: dict[str, str] = {
     "sparse_attention": "DeepSeek sparse attention (indexer + top-k)",
     "mamba2": "Mamba-2 (SSD) layers",
     "latent_moe": "latent MoE experts",
+    "compressed_attention": "DeepSeek-V4 compressed sparse attention (CSA / HCA)",
+    "hyper_connections": "mHC hyper-connections (several residual streams)",
 }
 
 
@@ -253,6 +278,9 @@ class ModelSpec:
     # Megatron-Core hybrid layer pattern of the main stack (one symbol per layer: M Mamba, * attention, E MoE,
     # - MLP; HF hybrid_override_pattern); "" for a model of (mixer + MLP) transformer layers
     hybrid_pattern: str = ""
+    # residual streams of mHC hyper-connections (DeepSeek-V4 hc_mult; Megatron-Core enable_mhc_connections,
+    # moeplan.engine.hyper_connections); 1 = the plain residual
+    hc_mult: int = 1
 
     @property
     def num_layers(self) -> int:
@@ -319,11 +347,14 @@ class ModelSpec:
             elif isinstance(m, Attention):
                 out.update(name for name, has in (("gated_attention", m.output_gate), ("attention_sinks", m.sink_logits > 0),
                                                   ("sliding_window", m.sliding_window is not None),
-                                                  ("sparse_attention", m.sparse is not None)) if has)
+                                                  ("sparse_attention", m.sparse is not None),
+                                                  ("compressed_attention", m.compressed is not None)) if has)
             if isinstance(mlp, MoE) and mlp.clamped_glu:
                 out.add("clamped_glu")
             if isinstance(mlp, MoE) and mlp.latent_size is not None:
                 out.add("latent_moe")
+        if self.hc_mult > 1 or any(layer.hc_mult > 1 for layer in self.distinct_layers):
+            out.add("hyper_connections")
         return frozenset(out)
 
     @property
@@ -341,7 +372,7 @@ class ModelSpec:
 
 
 # dataclass(frozen=True) writes a field-by-field __hash__ into each class; use the cached one.
-for _cls in (SparseAttention, Attention, GatedDeltaNet, Mamba2, DenseMLP, MoE, Layer):
+for _cls in (SparseAttention, CompressedAttention, Attention, GatedDeltaNet, Mamba2, DenseMLP, MoE, Layer):
     _cls.__hash__ = CachedHash.__hash__  # type: ignore[method-assign]
 
 

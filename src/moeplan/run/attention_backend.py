@@ -93,9 +93,11 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
     Blackwell d <= 128: gpt-oss's 64) stay on cuDNN, sinks and sliding window in the kernel. ``gpu`` None or
     without a compute capability: the Hopper choice; ``te_version`` None: DEFAULT_TE_VERSION."""
     d_qk, d_v = mixer.head_dims
-    if d_qk != d_v or mixer.sparse is not None:
+    if d_qk != d_v or mixer.sparse is not None or mixer.compressed is not None:
         # DeepSeek sparse attention is not TE's DotProductAttention: Megatron-Core's DSAttention runs its own
-        # absorbed-MLA kernels (dsa_kernel_backend cudnn / tilelang), costed at cuDNN's fused MLA rates (moeplan.engine.dsa)
+        # absorbed-MLA kernels (dsa_kernel_backend cudnn / tilelang), costed at cuDNN's fused MLA rates (moeplan.engine.dsa);
+        # DeepSeek-V4's dsv4_hybrid attention likewise runs its own sparse MLA kernels (cuDNN frontend / FlashMLA;
+        # transformer_config.py: "dsv4_hybrid does not support dsa_kernel_backend='tilelang'"), at the same rates
         return "cudnn_mla"
     arch = gpu.sm_arch if gpu is not None else None
     if arch is None or arch < 100 or d_qk <= CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM:

@@ -26,6 +26,7 @@ from moeplan.base.te_release import te_label
 from moeplan.models.spec import Attention, GatedDeltaNet, Layer, Mamba2, ModelSpec
 from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, TE_WIDE_HEAD_FIX, heads_split, unfused_attention
 from moeplan.run.dsa_rules import version_problem as dsa_version_problem
+from moeplan.run.dsv4_rules import version_problem as dsv4_version_problem
 from moeplan.run.hybrid import MAMBA_CP_SINCE
 from moeplan.run.hybrid import pipeline_problems as hybrid_pipeline_problems
 from moeplan.run.hybrid import tp_cp_problems as mamba_tp_cp_problems
@@ -306,6 +307,9 @@ def mixer_rules(spec: ModelSpec, tp: int, cp: int, mcore_version: str | None = N
             dsa = dsa_version_problem(layer, _version(mcore_version), mcore_version) if mcore_version else None
             if dsa:  # DeepSeek sparse attention's releases (moeplan.run.dsa_rules)
                 fail("dsa-version", dsa)
+            v4 = dsv4_version_problem(layer, _version(mcore_version), mcore_version) if mcore_version else None
+            if v4:  # DeepSeek-V4's attention and mHC (moeplan.run.dsv4_rules)
+                fail("dsv4-version", v4)
             if cp > 1 and layer.sink_logits and not heads_split(layer, tp, cp):
                 # sinks run under CP only as a2a (attention_backend.sink_cp_comm_ok), whose heads must split over CP
                 kv = layer.num_heads if layer.is_mla else layer.num_kv_heads

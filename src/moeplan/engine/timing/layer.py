@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from moeplan.base.fields import gdn_backward_dw
 from moeplan.base.vocab import FLEX_DISPATCHERS
+from moeplan.engine.hyper_connections import coeff_gemm_shape as hc_coeff_gemm_shape, fwd_traffic_elems as hc_fwd_traffic_elems, saved_elems as hc_saved_elems
 from moeplan.engine.activations import BF16_BYTES, expert_probs_bytes, gdn_saved_bytes, layer_activation
 from moeplan.engine.flops import layer_flops, layer_gemms
 from moeplan.engine.mamba import cp_alltoall_elems, mamba_layer_parts_s
@@ -85,6 +86,11 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
     glue_fwd_bytes = glue_bwd_bytes = 0.0
     if isinstance(mixer, Attention):  # eager RoPE under a YaRN concentration factor (gpt-oss)
         glue += sum(rope_glue_bytes(mixer)) * t
+    if layer.hc_mult > 1:  # mHC: the streams' traffic (fwd + 2x bwd) and the coefficient GEMM per block
+        glue += 3 * layer.blocks * hc_fwd_traffic_elems(layer.hc_mult, h) * BF16_BYTES * t
+        k_hc, n_hc = hc_coeff_gemm_shape(layer.hc_mult, h)
+        glue_s += TRAIN * layer.blocks * 2.0 * k_hc * n_hc * t / ctx.gemm_rate
+        saved -= layer.blocks * sum(e * nb for _, e, nb, _ in hc_saved_elems(layer.hc_mult, h)) * t  # counted above
     if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
         glue_fwd_bytes, glue_bwd_bytes = (b * rows for b in expert_glue_bytes(mlp, h, par.etp, expert_probs_bytes(cfg.dispatcher)))
         glue += glue_fwd_bytes + glue_bwd_bytes
