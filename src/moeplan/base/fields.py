@@ -141,6 +141,9 @@ KNOBS: tuple[Knob, ...] = (
     # Fine-grained activation offloading: transformer_config.py, core_v0.16.0+.
     _k("fine_grained_activation_offloading", TC, "bool", since="0.16"),
     _k("offload_modules", TC, "list", since="0.16"),
+    # core_v0.19.0 transformer_config.py activation_offload_fraction (asserted in [0, 1]; Megatron-LM flag from
+    # the field's argparse metadata): the share of eligible offload groups offloaded.
+    _k("activation_offload_fraction", TC, "float", since="0.19"),
     # FP8: TransformerConfig fp8 (flag --fp8-format) and fp8_recipe; Bridge sets them through
     # mixed_precision.* (src/megatron/bridge/training/mixed_precision.py), which also owns grad_reduce_in_fp32
     # and copies it into the DDP config.

@@ -9,7 +9,7 @@ delay_wgrad_compute needs EP A2A overlap.
 
 from __future__ import annotations
 
-from moeplan.base.fields import KnobProblem, sync_free_moe
+from moeplan.base.fields import KnobProblem, fields_for, sync_free_moe
 from moeplan.engine.timing.attention import cp_comm_allowed
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Attention
@@ -41,6 +41,9 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
         return KnobProblem("moe_expert_rank_capacity_factor",
                            "moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
                            "Megatron-Core 0.18+")
+    if cfg.activation_offload_fraction != 1.0 and "activation_offload_fraction" not in fields_for(cfg.mcore_version).knobs:
+        return KnobProblem("activation_offload_fraction",  # the field table: core_v0.19.0 transformer_config.py
+                           f"activation_offload_fraction needs Megatron-Core >= 0.19, target is {cfg.mcore_version}")
     blockers = cfg.ep_overlap_blockers if cfg.ep_overlap else ()
     if blockers:
         return KnobProblem("overlap_moe_expert_parallel_comm",

@@ -210,7 +210,10 @@ def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozen
         off += la.offloaded_row_bytes * rows
         if not cfg.experts_op_fused and not modules & {"moe", "moe_act"} and "moe_act" not in cfg.offload_modules:
             kept += clamp_saved_row_bytes(layer.mlp, etp) * rows  # the eager clamp's kept fc1 output (per ETP shard)
-    return kept, off
+    # activation_offload_fraction (core_v0.19.0): only that share of the offload groups leaves the GPU; Megatron-Core
+    # counts groups (fine_grained_activation_offload.py post-warmup), moeplan the bytes, so the rest stays kept.
+    frac = cfg.activation_offload_fraction
+    return kept + (1.0 - frac) * off, frac * off
 
 
 @dataclass(frozen=True)

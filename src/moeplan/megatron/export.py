@@ -149,8 +149,18 @@ def _offload_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     bad = sorted(m for m in cfg.offload_modules if m not in f.offload_modules)
     if bad:
         raise MoeplanError(f"offload module(s) {', '.join(bad)} not available in Megatron-Core {f.version}")
-    return {"fine_grained_activation_offloading": bool(cfg.offload_modules),
-            "offload_modules": sorted(cfg.offload_modules)}
+    out: dict[str, object] = {"fine_grained_activation_offloading": bool(cfg.offload_modules),
+                              "offload_modules": sorted(cfg.offload_modules)}
+    return out | _activation_offload_fraction(cfg, f)
+
+
+def _activation_offload_fraction(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
+    """``activation_offload_fraction`` where it is not the default 1.0 (the field table: Megatron-Core 0.19+)."""
+    if cfg.activation_offload_fraction == 1.0:
+        return {}
+    if "activation_offload_fraction" not in f.knobs:
+        raise MoeplanError(f"activation_offload_fraction needs Megatron-Core >= 0.19, target is {f.version}")
+    return {"activation_offload_fraction": cfg.activation_offload_fraction}
 
 
 def _precision_settings(cfg: RunConfig) -> dict[str, object]:

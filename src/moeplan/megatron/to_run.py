@@ -238,6 +238,7 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
     offload = _bool(settings, "optimizer_cpu_offload")
     fraction = _float(settings, "optimizer_offload_fraction")
     modules = _strings(settings, "offload_modules") if _bool(settings, "fine_grained_activation_offloading") else None
+    act_fraction = _float(settings, "activation_offload_fraction")  # Megatron-Core 0.19+, default 1.0
     return _checked_run_config(settings, dict(
         model=model,
         parallel=_parallel_from(settings, model, gpus),
@@ -249,6 +250,7 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
         cuda_graph_scopes=_scopes_from(settings),
         optimizer_offload=(1.0 if fraction is None else fraction) if offload else 0.0,  # Megatron-LM default 1.0
         offload_modules=frozenset(modules or ()),
+        activation_offload_fraction=1.0 if act_fraction is None or not modules else act_fraction,
         capacity_factor=_float(settings, "moe_expert_capacity_factor"),
         rank_capacity_factor=_float(settings, "moe_expert_rank_capacity_factor"),
         grad_fp32=_bool(settings, "grad_reduce_in_fp32", True),
@@ -278,6 +280,7 @@ _RUN_FIELDS: dict[str, tuple[str, ...]] = {
     "cuda_graph_scopes": (*_GRAPH_SCOPE_FIELDS, *_GRAPH_IMPL_FIELDS),
     "optimizer_offload": ("optimizer_offload_fraction", "optimizer_cpu_offload"),
     "offload_modules": ("offload_modules", "fine_grained_activation_offloading"),
+    "activation_offload_fraction": ("activation_offload_fraction",),
     "capacity_factor": ("moe_expert_capacity_factor",),
     "rank_capacity_factor": ("moe_expert_rank_capacity_factor",),
     "grad_fp32": ("grad_reduce_in_fp32",),

@@ -109,6 +109,8 @@ class RunConfig(RunKnobs):
             raise MoeplanError(f"cp_comm_type '{self.cp_comm_type}' unknown; choose one of {', '.join(CP_COMM_TYPES)}")
         if not 0.0 <= self.optimizer_offload <= 1.0:  # also rejects NaN
             raise MoeplanError(f"optimizer offload fraction must be in [0, 1], got {self.optimizer_offload}")
+        if not 0.0 <= self.activation_offload_fraction <= 1.0:  # also rejects NaN
+            raise MoeplanError(f"activation offload fraction must be in [0, 1], got {self.activation_offload_fraction}")
         if not (math.isfinite(self.moe_imbalance) and self.moe_imbalance >= 1.0):
             raise MoeplanError(f"MoE imbalance factor must be a finite number >= 1.0, got {self.moe_imbalance}")
         if self.capacity_factor is not None and not (math.isfinite(self.capacity_factor) and self.capacity_factor > 0):

@@ -276,6 +276,16 @@ class RunKnobs:
     offload_modules: frozenset[str] = knob(frozenset(), group="memory", api_default=None, flag={
         "slot": "layout", "help": "fine-grained activation offload, e.g. core_attn,attn_proj"})
     """Fine-grained activation offloading (``offload_modules``, Megatron-Core 0.16+)."""
+    activation_offload_fraction: float = knob(1.0, group="memory", flag={
+        "slot": "layout", "type": float, "metavar": "F",
+        "help": "activation_offload_fraction: share of the fine-grained offload groups (--offload-modules) that "
+                "are offloaded (Megatron-Core 0.19+; default 1)"})
+    """``activation_offload_fraction`` (TransformerConfig, Megatron-Core 0.19+; Megatron-LM
+    ``--activation-offload-fraction``): the share of the eligible ``offload_modules`` groups that are moved to the
+    host; the rest stay on the GPU. Megatron-Core counts groups, not bytes (megatron/core/pipeline_parallel/
+    fine_grained_activation_offload.py keeps the earliest groups offloaded and disables the last
+    ``int(groups x (1 - fraction))``); moeplan scales the offloaded bytes linearly. 1.0 (the default) is every
+    release's behaviour; another value needs 0.19."""
     cuda_graph_scopes: frozenset[str] = knob(frozenset(), group="memory", api="cuda_graphs", api_default=None, flag={
         "slot": "layout", "help": "CUDA graph scopes, e.g. attn,moe_router,moe_preprocess or full_iteration"})
     """CUDA graph scopes captured (``cuda_graph_scope`` / ``cuda_graph_modules``); empty = graphs off."""

@@ -1,0 +1,73 @@
+"""Knobs of Megatron-Core 0.17-0.19 that change memory or time (issue #36 item 2), each with its version rule in the
+field table (moeplan.base.fields), its export and its cost. Sources: the NVIDIA/Megatron-LM tags core_v0.17.1,
+core_v0.18.2, core_v0.19.0 (transformer_config.py, fine_grained_activation_offload.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from moeplan import api
+from moeplan.base.errors import MoeplanError
+from moeplan.base.fields import fields_for
+from moeplan.cli import main
+from moeplan.megatron import export, read
+from moeplan.megatron.to_run import run_config_from_settings
+
+OFFLOADED = dict(gpu="h100", gpus=64, seq_len=32768, gbs=64, pp=4, cp=2, ep=16, offload_modules="core_attn,expert_fc1")
+GIB = 2**30
+
+
+# ---- activation_offload_fraction (core_v0.19.0 TransformerConfig)
+
+def test_activation_offload_fraction_is_a_019_field():
+    assert "activation_offload_fraction" in fields_for("0.19").knobs
+    assert "activation_offload_fraction" not in fields_for("0.18").knobs  # absent from core_v0.18.2
+
+
+def test_activation_offload_fraction_scales_the_offloaded_bytes_linearly():
+    full, half, none = (api.estimate_run("qwen3-30b-a3b", mcore_version="0.19", activation_offload_fraction=f,
+                                         **OFFLOADED) for f in (1.0, 0.5, 0.0))
+    assert full.memory.host_peak_bytes > 0
+    assert half.memory.host_peak_bytes == pytest.approx(full.memory.host_peak_bytes / 2)
+    assert none.memory.host_peak_bytes == 0
+    moved = full.memory.host_peak_bytes
+    # what is not offloaded stays on the GPU (the peak rank offloads most here: PP rank 0)
+    assert half.memory.total_bytes - full.memory.total_bytes == pytest.approx(moved / 2, rel=1e-6)
+    assert none.memory.total_bytes - full.memory.total_bytes == pytest.approx(moved, rel=1e-6)
+
+
+def test_activation_offload_fraction_refused_before_019(capsys):
+    with pytest.raises(MoeplanError, match="activation_offload_fraction needs Megatron-Core >= 0.19"):
+        api.estimate_run("qwen3-30b-a3b", mcore_version="0.18", activation_offload_fraction=0.5, **OFFLOADED)
+    code = main(["estimate", "qwen3-30b-a3b", "--gpus", "64", "--seq-len", "32768", "--gbs", "64", "--pp", "4",
+                 "--cp", "2", "--ep", "16", "--offload-modules", "core_attn", "--activation-offload-fraction", "0.5",
+                 "--mcore-version", "0.17"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "0.19" in err
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
+def test_activation_offload_fraction_out_of_range_is_one_line(bad):
+    with pytest.raises(MoeplanError, match="activation.offload.fraction must be"):
+        api.estimate_run("qwen3-30b-a3b", mcore_version="0.19", activation_offload_fraction=bad, **OFFLOADED)
+
+
+def test_activation_offload_fraction_exported_and_read_back():
+    cfg, _ = api.build_config("qwen3-30b-a3b", mcore_version="0.19", activation_offload_fraction=0.25, **OFFLOADED)
+    settings = export.to_settings(cfg, "0.19")
+    assert settings["activation_offload_fraction"] == 0.25
+    assert "model.activation_offload_fraction=0.25" in export.to_overrides(cfg, "0.19")
+    back = read.parse_run_text("\n".join(export.to_overrides(cfg, "0.19")), "o.txt")
+    assert back.settings["activation_offload_fraction"] == 0.25
+    default, _ = api.build_config("qwen3-30b-a3b", mcore_version="0.19", **OFFLOADED)
+    assert "activation_offload_fraction" not in export.to_settings(default, "0.19")  # 1.0: Megatron's default
+    with pytest.raises(MoeplanError, match=">= 0.19"):
+        cfg18, _ = api.build_config("qwen3-30b-a3b", mcore_version="0.19", activation_offload_fraction=0.25,
+                                    **OFFLOADED)
+        export.to_settings(cfg18, "0.18")
+
+
+def test_activation_offload_fraction_read_from_a_run_file():
+    cfg, _ = api.build_config("qwen3-30b-a3b", mcore_version="0.19", activation_offload_fraction=0.25, **OFFLOADED)
+    back = run_config_from_settings(export.to_settings(cfg, "0.19"), cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version="0.19")
+    assert back.activation_offload_fraction == 0.25
