@@ -71,3 +71,54 @@ def test_activation_offload_fraction_read_from_a_run_file():
     cfg, _ = api.build_config("qwen3-30b-a3b", mcore_version="0.19", activation_offload_fraction=0.25, **OFFLOADED)
     back = run_config_from_settings(export.to_settings(cfg, "0.19"), cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version="0.19")
     assert back.activation_offload_fraction == 0.25
+
+
+# ---- fused_group_mlp offload label (core_v0.19.0 transformer_config.py / moe/experts.py)
+
+FUSED = dict(gpu="h100", gpus=64, seq_len=32768, gbs=64, pp=4, cp=2, ep=16, mcore_version="0.19",
+             dispatcher="hybridep", rank_capacity_factor=1.5)  # the sync-free bundle: the experts on TE's op fuser
+
+
+def test_fused_group_mlp_is_a_019_label():
+    assert "fused_group_mlp" in fields_for("0.19").offload_modules
+    assert "fused_group_mlp" not in fields_for("0.18").offload_modules
+
+
+def test_fused_group_mlp_moves_the_grouped_mlps_saved_tensors():
+    """The offload hooks are on around the whole fused grouped MLP: fc1's input, the activation's input and fc2's
+    input leave the GPU, more than expert_fc1 alone moves."""
+    none = api.estimate_run("qwen3-30b-a3b", **FUSED)
+    fc1 = api.estimate_run("qwen3-30b-a3b", offload_modules="expert_fc1", **FUSED)
+    fused = api.estimate_run("qwen3-30b-a3b", offload_modules="fused_group_mlp", **FUSED)
+    assert none.memory.host_peak_bytes == 0
+    assert fused.memory.host_peak_bytes > 2 * fc1.memory.host_peak_bytes > 0
+    assert fused.memory.total_bytes + fused.memory.host_peak_bytes == pytest.approx(none.memory.total_bytes, rel=1e-6)
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (dict(rank_capacity_factor=None, dispatcher="deepep"), "needs use_transformer_engine_op_fuser"),
+    (dict(offload_modules="fused_group_mlp,moe_act"), "not with moe_act"),
+    (dict(offload_modules="fused_group_mlp,expert_fc1"), "not with expert_fc1"),
+    (dict(mcore_version="0.18"), "not available in Megatron-Core 0.18")])
+def test_fused_group_mlp_exclusions_are_refused(extra, needle):
+    kw = {**FUSED, "offload_modules": "fused_group_mlp", **extra}
+    with pytest.raises(MoeplanError, match=needle):
+        api.estimate_run("qwen3-30b-a3b", **kw)
+
+
+@pytest.mark.parametrize("settings,needle", [
+    ({"offload_modules": ["fused_group_mlp"]}, "needs use_transformer_engine_op_fuser"),
+    ({"offload_modules": ["fused_group_mlp", "expert_fc1"], "use_transformer_engine_op_fuser": True},
+     "not with expert_fc1")])
+def test_fused_group_mlp_exclusions_are_lint_findings(settings, needle):
+    from moeplan.megatron.asserts import FileView, tripped
+    from moeplan.models import load_model
+    base = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 4, "expert_model_parallel_size": 16,
+            "context_parallel_size": 2, "global_batch_size": 64, "micro_batch_size": 1, "seq_length": 32768,
+            "fine_grained_activation_offloading": True}
+    view = FileView({**base, **settings}, {}, load_model("qwen3-30b-a3b"), 64, "0.19", "megatron-lm")
+    hits = [m for a, m in tripped(view) if a.id == "offload-modules"]
+    assert hits and needle in hits[0]
+    ok = FileView({**base, "offload_modules": ["fused_group_mlp"], "use_transformer_engine_op_fuser": True}, {},
+                  load_model("qwen3-30b-a3b"), 64, "0.19", "megatron-lm")
+    assert not [a for a, _ in tripped(ok) if a.id == "offload-modules"]

@@ -193,8 +193,8 @@ KNOB_BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 # Labels by the release that added them (moeplan.base.vocab owns the names; this says when each appeared).
 _RECOMPUTE_SINCE = {"shared_experts": "0.14", "gdn_norm_out": "0.19"}  # the others: all versions
 _CORE_RECOMPUTE = tuple(m for m in RECOMPUTE_MODULES if m not in _RECOMPUTE_SINCE)
-_CORE_OFFLOAD = OFFLOAD_MODULES  # all of them since 0.16
-_OFFLOAD_019 = ("fused_group_mlp",)  # a 0.19 label moeplan does not model
+_OFFLOAD_019 = ("fused_group_mlp",)  # core_v0.19.0 transformer_config.py offload_modules (absent from core_v0.18.2)
+_CORE_OFFLOAD = tuple(m for m in OFFLOAD_MODULES if m not in _OFFLOAD_019)  # the others: all since 0.16
 # 0.16+ cuda_graph_scope values: moeplan's scopes, full_iteration first as Megatron-Core's enum lists it.
 _SCOPES_016 = ("full_iteration", *(s for s in CUDA_GRAPH_SCOPES if s != "full_iteration"))
 _DISPATCHERS = ("allgather", "alltoall", "flex")

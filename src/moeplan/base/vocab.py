@@ -24,7 +24,7 @@ RECOMPUTE_METHODS: tuple[str, ...] = ("uniform", "block")
 
 # Megatron-Core ``offload_modules`` (fine-grained activation offloading, core_r0.16+) that moeplan models.
 OFFLOAD_MODULES: tuple[str, ...] = ("core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm",
-                                    "qkv_linear")
+                                    "qkv_linear", "fused_group_mlp")
 
 # The optimizer CPU offload fractions (optimizer_offload_fraction) the planner and the linter try, besides 0.
 OFFLOAD_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)

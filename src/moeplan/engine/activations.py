@@ -194,6 +194,20 @@ class LayerActivation:
     offloaded_row_bytes: float
 
 
+# What the ``fused_group_mlp`` offload label moves (core_v0.19.0 megatron/core/transformer/moe/experts.py: the
+# offload manager's saved-tensor hooks are on around the whole TE op-fuser grouped MLP, fc1 -> activation -> fc2,
+# so every tensor it saves for backward goes to the host): fc1's input, the activation's input and fc2's input.
+# The per-row probabilities (4 bytes a row) stay: below min_offloaded_tensor_size (1M elements) at the row
+# counts of a micro-batch.
+FUSED_GROUP_MLP_SAVED: frozenset[str] = frozenset({"expert_fc1_in", "expert_fc1_out", "expert_act_out"})
+
+
+def _offloaded(t: SavedTensor, offload: frozenset[str]) -> bool:
+    """Whether the offload labels ``offload`` move tensor ``t`` to the host."""
+    return (t.offload is not None and t.offload in offload) or (
+        "fused_group_mlp" in offload and t.name in FUSED_GROUP_MLP_SAVED)
+
+
 @lru_cache(maxsize=8192)
 def layer_activation(
     layer: Layer,
@@ -210,7 +224,7 @@ def layer_activation(
         if t.dropped_by & recompute:
             continue
         b = t.nbytes(fp8)
-        if t.offload and t.offload in offload:
+        if _offloaded(t, offload):
             if t.scope == "row":
                 off_row += b
             else:

@@ -16,6 +16,7 @@ from moeplan.models.spec import Attention
 from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
 from moeplan.run.config import RunConfig
 from moeplan.run.dsa_rules import CP_COMM_TYPE as DSA_CP_COMM_TYPE
+from moeplan.run.offload_rules import fused_group_mlp_problem
 from moeplan.run.parallel import hierarchical_cp_inner
 
 
@@ -44,6 +45,14 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
     if cfg.activation_offload_fraction != 1.0 and "activation_offload_fraction" not in fields_for(cfg.mcore_version).knobs:
         return KnobProblem("activation_offload_fraction",  # the field table: core_v0.19.0 transformer_config.py
                            f"activation_offload_fraction needs Megatron-Core >= 0.19, target is {cfg.mcore_version}")
+    missing = sorted(m for m in cfg.offload_modules if m not in fields_for(cfg.mcore_version).offload_modules)
+    if missing:  # the field table: fine-grained offload since 0.16, fused_group_mlp since 0.19
+        return KnobProblem("offload_modules", f"offload module(s) {', '.join(missing)} not available in Megatron-Core "
+                                              f"{cfg.mcore_version}")
+    if "fused_group_mlp" in cfg.offload_modules:
+        problem = fused_group_mlp_problem(cfg.offload_modules, cfg.experts_op_fused)
+        if problem:
+            return KnobProblem("offload_modules", problem)
     blockers = cfg.ep_overlap_blockers if cfg.ep_overlap else ()
     if blockers:
         return KnobProblem("overlap_moe_expert_parallel_comm",
