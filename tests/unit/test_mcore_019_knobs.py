@@ -122,3 +122,43 @@ def test_fused_group_mlp_exclusions_are_lint_findings(settings, needle):
     ok = FileView({**base, "offload_modules": ["fused_group_mlp"], "use_transformer_engine_op_fuser": True}, {},
                   load_model("qwen3-30b-a3b"), 64, "0.19", "megatron-lm")
     assert not [a for a, _ in tripped(ok) if a.id == "offload-modules"]
+
+
+# ---- moe_router_dtype (every release; Megatron Bridge v0.6.0 model providers)
+
+ROUTER = dict(gpu="h100", gpus=64, seq_len=8192, gbs=64, pp=4, ep=8)
+
+
+@pytest.mark.parametrize("model,expected", [
+    ("deepseek-v3", "fp32"), ("deepseek-v2-lite", "fp32"), ("kimi-k2", "fp32"), ("glm-4.5", "fp32"),
+    ("glm-5", "fp32"), ("qwen3-next-80b-a3b", "fp32"), ("qwen3.5-397b-a17b", "fp32"),
+    ("nemotron-3-nano-30b-a3b", "fp32"),
+    ("qwen3-30b-a3b", None), ("qwen3-235b-a22b", None), ("gpt-oss-120b", None), ("mixtral-8x7b", None)])
+def test_router_dtype_exported_as_the_models_bridge_provider_sets_it(model, expected):
+    """Bridge's model bridges set fp32 by architecture, not by expert count (Qwen3 MoE has 128 experts and none)."""
+    cfg, _ = api.build_config(model, **{**ROUTER, "pp": 1, "gpus": 8})
+    settings = export.to_settings(cfg, "0.19")
+    assert settings.get("moe_router_dtype") == expected
+    if expected:
+        assert "model.moe_router_dtype=fp32" in export.to_overrides(cfg, "0.19")
+        assert "--moe-router-dtype fp32" in " ".join(export.to_megatron_lm_args(cfg, "0.19"))
+
+
+def test_router_dtype_choices_and_round_trip():
+    cfg, _ = api.build_config("qwen3-30b-a3b", moe_router_dtype="fp32", **ROUTER)
+    assert export.to_settings(cfg, "0.16")["moe_router_dtype"] == "fp32"
+    back = run_config_from_settings(export.to_settings(cfg, "0.16"), cfg.model, cfg.parallel.gpus, cfg.gpu)
+    assert back.moe_router_dtype == "fp32" and back.router_dtype == "fp32"
+    none, _ = api.build_config("deepseek-v3", moe_router_dtype="none", **ROUTER)
+    assert "moe_router_dtype" not in export.to_settings(none, "0.16")
+    with pytest.raises(MoeplanError, match="moe_router_dtype"):
+        api.build_config("qwen3-30b-a3b", moe_router_dtype="bf17", **ROUTER)
+
+
+def test_fp32_router_logits_cost_little_memory():
+    """The cost of an fp32 router: the logits (one value per expert per token and MoE layer) at 4 bytes instead of
+    2, kept for backward: on DeepSeek-V3 at 8K tokens well under 1% of a GPU's memory, but not zero."""
+    fp32 = api.estimate_run("deepseek-v3", moe_router_dtype="fp32", **ROUTER)
+    bf16 = api.estimate_run("deepseek-v3", moe_router_dtype="none", **ROUTER)
+    extra = fp32.memory.total_bytes - bf16.memory.total_bytes
+    assert 0 < extra < 0.01 * fp32.memory.total_bytes

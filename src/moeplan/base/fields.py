@@ -113,6 +113,9 @@ KNOBS: tuple[Knob, ...] = (
     _k("moe_flex_dispatcher_backend", TC, "opt_str", since="0.16"),
     _k("moe_enable_deepep", TC, "bool"),
     _k("moe_expert_capacity_factor", TC, "opt_float"),
+    # Router logits' dtype: transformer_config.py moe_router_dtype Literal['fp32', 'fp64'] | None (core_v0.13.1 ..
+    # core_v0.19.0); Megatron-LM --moe-router-dtype.
+    _k("moe_router_dtype", TC, "opt_str"),
     # Sync-free dropless MoE (core_v0.18.0 transformer_config.py): fixed per-rank buffers, HybridEP only (0.19:
     # or NCCL EP), with the TE op fuser; moe_paged_stash keeps activations in pages sized by the actual tokens.
     _k("moe_expert_rank_capacity_factor", TC, "opt_float", since="0.18"),

@@ -148,11 +148,13 @@ def _mamba(m: Mamba2, h: int) -> list[SavedTensor]:
     return out
 
 
-def _moe(m: MoE, h: int) -> list[SavedTensor]:
+def _moe(m: MoE, h: int, logit_bytes: int) -> list[SavedTensor]:
     out = _norm("mlp", h, "mlp_norm")
     moe = _f("moe")
-    # Router: fp32 logits and scores (sigmoid/softmax) over all experts.
-    out.append(SavedTensor("router_scores", 2 * m.num_experts, elem_bytes=FP32_BYTES, dropped_by=moe))
+    # Router: the logits in moe_router_dtype (moeplan.base.router_dtype) and the fp32 scores (sigmoid/softmax)
+    # over all experts.
+    out.append(SavedTensor("router_logits", m.num_experts, elem_bytes=logit_bytes, dropped_by=moe))
+    out.append(SavedTensor("router_scores", m.num_experts, elem_bytes=FP32_BYTES, dropped_by=moe))
     fc1 = m.expert_ffn_hidden * (2 if m.gated else 1)
     if m.latent_size is not None:  # LatentMoE: fc2_latent_proj keeps its (combined, latent-wide) input per token;
         # fc1_latent_proj's input is the norm output above
@@ -172,13 +174,14 @@ def _moe(m: MoE, h: int) -> list[SavedTensor]:
 
 
 @lru_cache(maxsize=256)
-def layer_tensors(layer: Layer, hidden: int) -> tuple[SavedTensor, ...]:
-    """Every tensor one layer keeps for backward when nothing is recomputed or offloaded."""
+def layer_tensors(layer: Layer, hidden: int, router_logit_bytes: int = FP32_BYTES) -> tuple[SavedTensor, ...]:
+    """Every tensor one layer keeps for backward when nothing is recomputed or offloaded; ``router_logit_bytes``:
+    bytes per router logit (moeplan.base.router_dtype.ROUTER_LOGIT_BYTES; default fp32)."""
     m = layer.mixer
     mixer = ([] if m is None else _gdn(m, hidden) if isinstance(m, GatedDeltaNet)
              else _mamba(m, hidden) if isinstance(m, Mamba2) else _attention(m, hidden))
     mlp = ([] if layer.mlp is None else _dense_mlp(layer.mlp, hidden) if isinstance(layer.mlp, DenseMLP)
-           else _moe(layer.mlp, hidden))
+           else _moe(layer.mlp, hidden, router_logit_bytes))
     return tuple(mixer + mlp)
 
 
@@ -215,12 +218,13 @@ def layer_activation(
     recompute: frozenset[str],
     offload: frozenset[str],
     fp8: str | None,
+    router_logit_bytes: int = FP32_BYTES,
 ) -> LayerActivation:
     """Bytes one layer keeps per token / per routed row under selective recompute ``recompute`` and
     fine-grained offloading ``offload``. Megatron-Core constraint: offloading moe_act/expert_fc1 is
     not done when 'moe' is recomputed (nothing of it is kept)."""
     tok = row = row_ffn = off_tok = off_row = 0.0
-    for t in layer_tensors(layer, hidden):
+    for t in layer_tensors(layer, hidden, router_logit_bytes):
         if t.dropped_by & recompute:
             continue
         b = t.nbytes(fp8)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
+from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.engine import fsdp, muon
 from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
                                         layer_activation, layer_input_bytes, unfused_attention_bytes)
@@ -198,7 +199,8 @@ def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
 def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozenset[str]) -> tuple[float, float]:
     """(kept bytes, offloaded bytes) of one layer for one micro-batch on one GPU; the unfused attention path's
     scores are kept unless core_attn is recomputed (TE checkpoints the whole UnfusedDotProductAttention)."""
-    la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, _fp8_kind(cfg))
+    la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, _fp8_kind(cfg),
+                          ROUTER_LOGIT_BYTES[cfg.moe_router_dtype])
     kept = la.token_bytes * tokens
     if "core_attn" not in modules:
         kept += _unfused_scores(cfg, layer)[0]

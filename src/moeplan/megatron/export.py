@@ -114,6 +114,13 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     return out
 
 
+def _router_dtype_settings(cfg: RunConfig) -> dict[str, object]:
+    """``moe_router_dtype`` where the run sets it (by default where the model's Bridge provider does,
+    moeplan.base.router_dtype); unset it is Megatron-Core's default None and not written."""
+    dtype = cfg.moe_router_dtype
+    return {} if dtype is None else {"moe_router_dtype": dtype}
+
+
 def _cuda_graph_settings(scopes: frozenset[str], f: MegatronFields) -> dict[str, object]:
     """CUDA graph fields per version: 0.13/0.14 enable_cuda_graph (local) / external_cuda_graph (TE) with a
     single scope; 0.15 cuda_graph_impl with a single scope; 0.16/0.17 cuda_graph_scope list (full_iteration
@@ -225,6 +232,7 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
     out.update(_recompute_settings(cfg.recompute, f))
     if cfg.model.first_moe is not None:
         out.update(_moe_settings(cfg, f))
+        out.update(_router_dtype_settings(cfg))
     out.update(_cuda_graph_settings(cfg.cuda_graph_scopes, f))
     out["cp_comm_type"] = CP_TO_MCORE[cfg.cp_comm_type]
     if cfg.parallel.tp > 1:

@@ -24,6 +24,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from moeplan.base.errors import MoeplanError
+from moeplan.base.router_dtype import ROUTER_DTYPES
 from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT,
                                      TE_RELEASES)
 from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS,
@@ -219,6 +220,14 @@ class RunKnobs:
         "slot": "layout", "choices": ["auto", *DISPATCHERS],
         "help": "MoE token dispatcher; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8"})
     """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
+    router_dtype: str = knob("auto", group="moe", api="moe_router_dtype", flag={
+        "slot": "layout", "choices": list(ROUTER_DTYPES),
+        "help": "moe_router_dtype: the router logits' dtype; auto = what the model's Megatron Bridge provider sets "
+                "(fp32 for DeepSeek, Kimi, GLM, Nemotron-H, Qwen3-Next, Qwen3.5; unset for Qwen3 MoE, gpt-oss, "
+                "Mixtral), none = unset (bf16)"})
+    """``moe_router_dtype`` (TransformerConfig, every release): the router GEMM's output dtype; 'auto' follows the
+    model's Megatron Bridge provider (moeplan.base.router_dtype), 'none' leaves it unset (the bf16 input's dtype).
+    Its cost is small: the logits (one value per expert and token) in fp32 instead of bf16."""
     ep_overlap: bool = knob(False, group="moe", flag={
         "slot": "layout", "action": "store_true",
         "help": "overlap EP all-to-all with compute (moe_a2a_overlap)"})
