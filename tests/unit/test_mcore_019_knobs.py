@@ -162,3 +162,43 @@ def test_fp32_router_logits_cost_little_memory():
     bf16 = api.estimate_run("deepseek-v3", moe_router_dtype="none", **ROUTER)
     extra = fp32.memory.total_bytes - bf16.memory.total_bytes
     assert 0 < extra < 0.01 * fp32.memory.total_bytes
+
+
+# ---- the ncclep flex backend (core_v0.19.0 transformer_config.py / token_dispatcher.py _NCCLEPManager)
+
+NCCLEP = dict(gpu="h100", gpus=64, seq_len=8192, gbs=64, pp=4, ep=16, mcore_version="0.19", dispatcher="ncclep",
+              rank_capacity_factor=1.5)
+
+
+def test_ncclep_is_a_019_flex_backend():
+    assert "ncclep" in fields_for("0.19").flex_backends
+    assert "ncclep" not in fields_for("0.18").flex_backends
+
+
+def test_ncclep_costed_with_deepeps_kernels_and_buffers():
+    """No published NCCL EP rate or buffer size: DeepEP's normal-kernel constants and buffers stand in."""
+    nccl = api.estimate_run("qwen3-30b-a3b", **NCCLEP)
+    deep = api.estimate_run("qwen3-30b-a3b", **{**NCCLEP, "dispatcher": "deepep", "rank_capacity_factor": None})
+    assert nccl.time.breakdown_s["ep_comm"] > 0
+    assert nccl.time.breakdown_s["ep_comm"] == pytest.approx(deep.time.breakdown_s["ep_comm"])
+    assert nccl.memory.peak.items["dispatcher_buffers"] == deep.memory.peak.items["dispatcher_buffers"] > 0
+
+
+def test_ncclep_exported_with_its_receive_budget():
+    cfg, _ = api.build_config("qwen3-30b-a3b", **NCCLEP)
+    s = export.to_settings(cfg, "0.19")
+    assert (s["moe_token_dispatcher_type"], s["moe_flex_dispatcher_backend"]) == ("flex", "ncclep")
+    assert s["moe_expert_rank_capacity_factor"] == 1.5 and "moe_paged_stash" not in s  # paged stash is HybridEP's
+    back = run_config_from_settings(s, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version="0.19")
+    assert back.dispatcher == "ncclep"
+    with pytest.raises(MoeplanError, match="ncclep .*needs Megatron-Core >= 0.19"):
+        export.to_settings(cfg, "0.18")
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (dict(mcore_version="0.18"), "needs Megatron-Core >= 0.19"),
+    (dict(rank_capacity_factor=None), "needs moe_expert_rank_capacity_factor"),
+    (dict(rank_capacity_factor=1.2, moe_imbalance=1.3), "NCCL EP traps")])
+def test_ncclep_refused_in_one_line(extra, needle):
+    with pytest.raises(MoeplanError, match=needle):
+        api.estimate_run("qwen3-30b-a3b", **{**NCCLEP, **extra})

@@ -34,11 +34,12 @@ OFFLOAD_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8")
 
-# MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP backends).
-Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep"]
-DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
-# the flex dispatcher's backends (Megatron-Core moe_token_dispatcher_type flex + moe_flex_dispatcher_backend)
-FLEX_DISPATCHERS: tuple[str, ...] = ("deepep", "hybridep")
+# MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP / NCCL EP backends).
+Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep", "ncclep"]
+DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep", "ncclep")
+# the flex dispatcher's backends (Megatron-Core moe_token_dispatcher_type flex + moe_flex_dispatcher_backend;
+# ncclep: core_v0.19.0, NCCL Expert Parallelism through Transformer Engine's transformer_engine.pytorch.ep)
+FLEX_DISPATCHERS: tuple[str, ...] = ("deepep", "hybridep", "ncclep")
 
 # CUDA graph scopes (Megatron-Core ``cuda_graph_scope``; partial graphs that work with dropless MoE, and the
 # whole iteration).

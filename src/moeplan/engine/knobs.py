@@ -38,10 +38,14 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
             if isinstance(m, Attention) and not cp_comm_allowed(m, par.tp, par.cp, cfg.cp_comm_type, gpu.nvlink_domain):
                 return KnobProblem("cp_comm_type", _cp_comm_reason(m, par.tp, par.cp, cfg.cp_comm_type,
                                                                    gpu.nvlink_domain))
-    if cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or not sync_free_moe(cfg.mcore_version)):
+    if cfg.dispatcher == "ncclep":
+        problem = ncclep_problem(cfg)
+        if problem:
+            return problem
+    elif cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or not sync_free_moe(cfg.mcore_version)):
         return KnobProblem("moe_expert_rank_capacity_factor",
                            "moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
-                           "Megatron-Core 0.18+")
+                           "Megatron-Core 0.18+ (or NCCL EP, 0.19+)")
     if cfg.activation_offload_fraction != 1.0 and "activation_offload_fraction" not in fields_for(cfg.mcore_version).knobs:
         return KnobProblem("activation_offload_fraction",  # the field table: core_v0.19.0 transformer_config.py
                            f"activation_offload_fraction needs Megatron-Core >= 0.19, target is {cfg.mcore_version}")
@@ -65,6 +69,27 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
                            "weight-gradient GEMMs")
     if cfg.delay_wgrad is True and cfg.delay_wgrad_blocked:
         return KnobProblem("delay_wgrad_compute", cfg.delay_wgrad_blocked)
+    return None
+
+
+def ncclep_problem(cfg: RunConfig) -> KnobProblem | None:
+    """Why the NCCL EP flex backend does not run this layout (core_v0.19.0), or None: the backend is 0.19's
+    (transformer_config.py moe_flex_dispatcher_backend); it sizes its per-rank receive buffer from
+    moe_expert_rank_capacity_factor and raises without it (token_dispatcher.py _NCCLEPManager); and a rank that
+    receives more rows than that budget is a hard error, not a drop (TransformerEngine / NCCL trap; the field's
+    docstring): the busiest rank's rows (``moe_imbalance`` x the mean) must fit the factor."""
+    if "ncclep" not in fields_for(cfg.mcore_version).flex_backends:
+        return KnobProblem("moe_flex_dispatcher_backend",
+                           f"dispatcher ncclep (NCCL EP) needs Megatron-Core >= 0.19, target is {cfg.mcore_version}")
+    if cfg.rank_capacity_factor is None:
+        return KnobProblem("moe_expert_rank_capacity_factor",
+                           "dispatcher ncclep needs moe_expert_rank_capacity_factor (--rank-capacity-factor): it sizes "
+                           "NCCL EP's per-rank receive buffer")
+    if cfg.moe_imbalance > cfg.rank_capacity_factor:
+        return KnobProblem("moe_expert_rank_capacity_factor",
+                           f"NCCL EP traps when a rank receives more than its budget: the busiest rank gets "
+                           f"{cfg.moe_imbalance:g}x the mean rows, above moe_expert_rank_capacity_factor "
+                           f"{cfg.rank_capacity_factor:g} (raise it)")
     return None
 
 

@@ -433,7 +433,9 @@ def _dispatcher_bytes(cfg: RunConfig, nvlink_domain: int, tokens: float) -> floa
     """The MoE dispatcher's communication buffers per GPU (DeepEP / HybridEP; none for alltoall)."""
     spec, par = cfg.model, cfg.parallel
     moe = spec.first_moe
-    if cfg.dispatcher == "deepep" and moe is not None:
+    if cfg.dispatcher in ("deepep", "ncclep") and moe is not None:
+        # NCCL EP (core_v0.19.0): what NCCL's EP group and TE's symmetric-memory pool allocate has no public size;
+        # its high-throughput kernels are HybridEP/DeepEP-derived, so DeepEP's normal-kernel buffers stand in
         return deepep_buffer_bytes(spec.hidden, par.ep)
     if cfg.dispatcher == "hybridep" and moe is not None:
         return hybridep_buffer_bytes(spec.hidden, par.ep, tokens, moe.num_experts, nvlink_domain)

@@ -84,11 +84,13 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     out: dict[str, object] = {}
     if cfg.dispatcher in ("alltoall", "allgather"):
         out["moe_token_dispatcher_type"] = cfg.dispatcher
-    elif f.flex_backends:
+    elif cfg.dispatcher in f.flex_backends:
         out["moe_token_dispatcher_type"] = "flex"
         out["moe_flex_dispatcher_backend"] = cfg.dispatcher
     elif cfg.dispatcher == "deepep":
         out["moe_token_dispatcher_type"] = "flex"
+    elif cfg.dispatcher == "ncclep":  # the field table: a 0.19 flex backend
+        raise MoeplanError(f"dispatcher ncclep (NCCL EP) needs Megatron-Core >= 0.19, target is {f.version}")
     else:
         raise MoeplanError(f"dispatcher '{cfg.dispatcher}' needs Megatron-Core >= 0.16 "
                            f"(moe_flex_dispatcher_backend); {f.version} has DeepEP only")
@@ -99,11 +101,12 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
         if not sync_free_moe(f.version):
             raise MoeplanError(f"moe_expert_rank_capacity_factor (sync-free dropless MoE) needs Megatron-Core >= 0.18, "
                                f"target is {f.version}")
-        if cfg.dispatcher != "hybridep":
+        if cfg.dispatcher not in ("hybridep", "ncclep"):
             raise MoeplanError("moe_expert_rank_capacity_factor needs the HybridEP dispatcher "
                                f"(moe_flex_dispatcher_backend=hybridep), not {cfg.dispatcher}")
         out["moe_expert_rank_capacity_factor"] = cfg.rank_capacity_factor
-        out["moe_paged_stash"] = True
+        if cfg.dispatcher == "hybridep":  # paged stash: HybridEP's sync-free bundle (NCCL EP: its receive budget only)
+            out["moe_paged_stash"] = True
         out["use_transformer_engine_op_fuser"] = True
     if "overlap_moe_expert_parallel_comm" in f.knobs:
         out["overlap_moe_expert_parallel_comm"] = cfg.ep_overlap
