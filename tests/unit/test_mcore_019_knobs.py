@@ -202,3 +202,47 @@ def test_ncclep_exported_with_its_receive_budget():
 def test_ncclep_refused_in_one_line(extra, needle):
     with pytest.raises(MoeplanError, match=needle):
         api.estimate_run("qwen3-30b-a3b", **{**NCCLEP, **extra})
+
+
+# ---- NVFP4 training precision (TransformerConfig fp4 / fp4_recipe, core_v0.16.1 .. core_v0.19.0)
+
+FP4 = dict(gpus=64, seq_len=8192, gbs=64, pp=4, ep=8, mcore_version="0.19")
+
+
+def test_nvfp4_fields_in_the_table_from_016():
+    assert {"fp4", "fp4_recipe"} <= set(fields_for("0.16").knobs)
+    assert "fp4" not in fields_for("0.15").knobs
+
+
+def test_nvfp4_runs_its_gemms_at_the_fp4_peak_and_keeps_mfu_against_bf16():
+    from moeplan.engine.timing.context import gemm_rate
+    from moeplan.hardware import load_gpu
+    b200 = load_gpu("b200")
+    assert gemm_rate(b200, "nvfp4") == pytest.approx(gemm_rate(b200, "mxfp8") * b200.peak("fp4") / b200.peak("fp8"))
+    fp4 = api.estimate_run("deepseek-v3", gpu="gb200", precision="nvfp4", **{**FP4, "gpus": 256, "ep": 32, "pp": 8})
+    fp8 = api.estimate_run("deepseek-v3", gpu="gb200", precision="mxfp8", **{**FP4, "gpus": 256, "ep": 32, "pp": 8})
+    assert fp4.time.tokens_per_s_per_gpu > fp8.time.tokens_per_s_per_gpu
+    assert fp4.time.peak_flops == fp8.time.peak_flops == load_gpu("gb200").peak("bf16")  # MFU vs the BF16 peak
+    assert fp4.memory.total_bytes < fp8.memory.total_bytes  # GEMM inputs kept in 4.5 bits, not 8.25
+
+
+def test_nvfp4_exported_as_bridge_writes_it_and_read_back():
+    cfg, _ = api.build_config("qwen3-30b-a3b", gpu="b200", precision="nvfp4", **FP4)
+    s = export.to_settings(cfg, "0.19")
+    assert (s["fp8"], s["fp4"], s["fp4_recipe"]) == (None, "e2m1", "nvfp4")
+    assert {"mixed_precision.fp4=e2m1", "mixed_precision.fp4_recipe=nvfp4"} <= set(export.to_overrides(cfg, "0.19"))
+    assert "--fp4-format e2m1" in " ".join(export.to_megatron_lm_args(cfg, "0.19"))
+    back = run_config_from_settings(s, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version="0.19")
+    assert back.precision == "nvfp4"
+    alltoall, _ = api.build_config("qwen3-30b-a3b", gpu="b200", precision="nvfp4", dispatcher="alltoall", **FP4)
+    with pytest.raises(MoeplanError, match="NVFP4 .*needs Megatron-Core >= 0.16"):
+        export.to_settings(alltoall, "0.15")
+
+
+def test_nvfp4_refused_on_hopper_in_one_line(capsys):
+    with pytest.raises(MoeplanError, match="no fp4 tensor cores"):
+        api.estimate_run("qwen3-30b-a3b", gpu="h100", precision="nvfp4", **FP4)
+    code = main(["estimate", "qwen3-30b-a3b", "--gpu", "h200", "--gpus", "64", "--seq-len", "8192", "--gbs", "64",
+                 "--ep", "8", "--precision", "nvfp4"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "fp4" in err

@@ -152,6 +152,11 @@ KNOBS: tuple[Knob, ...] = (
     # and copies it into the DDP config.
     _k("fp8", TC, "opt_str", "mixed_precision.fp8", mlm="--fp8-format", bridge_read=("model.fp8",)),
     _k("fp8_recipe", TC, "str", "mixed_precision.fp8_recipe", bridge_read=("model.fp8_recipe",)),
+    # NVFP4: TransformerConfig fp4 Literal['e2m1'] and fp4_recipe Literal['nvfp4', 'custom'] (core_v0.16.1 ..
+    # core_v0.19.0; Megatron-LM --fp4-format / --fp4-recipe, validate_args: TE >= 2.7, not with --fp8-format);
+    # Bridge mixed_precision.fp4 / fp4_recipe (mixed_precision.py, recipe bf16_with_nvfp4_mixed).
+    _k("fp4", TC, "opt_str", "mixed_precision.fp4", mlm="--fp4-format", bridge_read=("model.fp4",), since="0.16"),
+    _k("fp4_recipe", TC, "str", "mixed_precision.fp4_recipe", bridge_read=("model.fp4_recipe",), since="0.16"),
     _k("grad_reduce_in_fp32", DDP, "bool", "mixed_precision.grad_reduce_in_fp32",
        mlm="--accumulate-allreduce-grads-in-fp32", mlm_false="--grad-reduce-in-bf16",
        bridge_read=("ddp.grad_reduce_in_fp32",)),
@@ -275,6 +280,7 @@ BRIDGE_PRECISION_RECIPE = {
     "fp8-cs": "bf16_with_fp8_current_scaling_mixed",
     "fp8-ds": "bf16_with_fp8_delayed_scaling_mixed",
     "mxfp8": "bf16_with_mxfp8_mixed",
+    "nvfp4": "bf16_with_nvfp4_mixed",  # Bridge mixed_precision.py v0.3.1+
 }
 # Bridge recipe name -> (fp8, fp8_recipe) it sets (mixed_precision.py, v0.3.0; hyphen spellings also registered).
 BRIDGE_RECIPES: dict[str, tuple[str | None, str | None]] = {

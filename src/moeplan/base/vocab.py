@@ -30,9 +30,10 @@ OFFLOAD_MODULES: tuple[str, ...] = ("core_attn", "attn_proj", "expert_fc1", "moe
 OFFLOAD_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 
 # GEMM precisions: fp8 = blockwise scaling (DeepSeek-V3 recipe), fp8-cs = current scaling, fp8-ds = delayed
-# scaling, mxfp8 = Blackwell block scaling.
-Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"]
-PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8")
+# scaling, mxfp8 = Blackwell block scaling, nvfp4 = Blackwell NVFP4 training (Megatron-Core fp4 e2m1 with
+# fp4_recipe nvfp4, TE >= 2.7; Bridge bf16_with_nvfp4_mixed).
+Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4"]
+PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4")
 
 # MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP / NCCL EP backends).
 Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep", "ncclep"]

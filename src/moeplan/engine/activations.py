@@ -33,6 +33,9 @@ BF16_BYTES = 2
 FP32_BYTES = 4
 FP8_BYTES = 1
 MXFP8_SCALE_BYTES_PER_ELEM = 1 / 32  # one e8m0 scale per 32 elements (OCP MX spec v1.0)
+# NVFP4 (TE NVFP4BlockScaling): e2m1 values, two per byte, and one e4m3 scale per 16-element block (NVIDIA
+# "Pretraining LLMs with NVFP4", arXiv 2509.25149, section 2; the per-tensor fp32 scale is negligible).
+NVFP4_BYTES_PER_ELEM = 0.5 + 1 / 16
 GDN_CHUNK_TOKENS = 64  # chunk size of the chunked gated delta rule kernels (fla-org, chunk_gated_delta_rule)
 
 
@@ -50,7 +53,8 @@ class SavedTensor:
     def nbytes(self, fp8: str | None) -> float:
         """Bytes per element-unit; ``fp8`` is None (bf16), 'fp8' or 'mxfp8'."""
         if self.gemm_input and fp8:
-            per = FP8_BYTES + (MXFP8_SCALE_BYTES_PER_ELEM if fp8 == "mxfp8" else 0.0)
+            per = (NVFP4_BYTES_PER_ELEM if fp8 == "nvfp4"
+                   else FP8_BYTES + (MXFP8_SCALE_BYTES_PER_ELEM if fp8 == "mxfp8" else 0.0))
             return self.elems * per
         return self.elems * self.elem_bytes
 

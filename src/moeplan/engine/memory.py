@@ -182,7 +182,7 @@ def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int, ep_overl
 def _fp8_kind(cfg: RunConfig) -> str | None:
     if not cfg.fp8:
         return None
-    return "mxfp8" if cfg.precision == "mxfp8" else "fp8"
+    return cfg.precision if cfg.precision in ("mxfp8", "nvfp4") else "fp8"
 
 
 def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:

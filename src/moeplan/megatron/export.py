@@ -173,10 +173,19 @@ def _activation_offload_fraction(cfg: RunConfig, f: MegatronFields) -> dict[str,
     return {"activation_offload_fraction": cfg.activation_offload_fraction}
 
 
-def _precision_settings(cfg: RunConfig) -> dict[str, object]:
+def _precision_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     if cfg.precision == "bf16":
         return {"fp8": None}
+    if cfg.precision == "nvfp4":
+        return _nvfp4_settings(f)
     return {"fp8": "e4m3", "fp8_recipe": PRECISION_TO_FP8_RECIPE[cfg.precision]}
+
+
+def _nvfp4_settings(f: MegatronFields) -> dict[str, object]:
+    """NVFP4 training: fp4 e2m1 with fp4_recipe nvfp4 and no fp8 (the field table: Megatron-Core 0.16+)."""
+    if "fp4" not in f.knobs:
+        raise MoeplanError(f"NVFP4 training (fp4, fp4_recipe) needs Megatron-Core >= 0.16, target is {f.version}")
+    return {"fp8": None, "fp4": "e2m1", "fp4_recipe": "nvfp4"}
 
 
 def _optimizer_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
@@ -241,7 +250,7 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
     if cfg.parallel.tp > 1:
         out["tp_comm_overlap"] = cfg.tp_comm_overlap
     out.update(_offload_settings(cfg, f))
-    out.update(_precision_settings(cfg))
+    out.update(_precision_settings(cfg, f))
     out.update(_optimizer_settings(cfg, f))
     return out
 

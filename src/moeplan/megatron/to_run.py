@@ -144,6 +144,11 @@ def _recompute_from(settings: Mapping[str, object]) -> Recompute:
 
 def _precision_from(settings: Mapping[str, object]) -> str:
     if settings.get("fp8") is None:
+        if settings.get("fp4") is not None:  # NVFP4 training (fp4 e2m1; fp4_recipe nvfp4 is its default)
+            recipe = _str(settings, "fp4_recipe", "nvfp4")
+            if recipe != "nvfp4":
+                raise _SettingError(f"fp4_recipe '{recipe}' is not modelled; moeplan knows nvfp4", "fp4_recipe", "fp4")
+            return "nvfp4"
         return "bf16"
     recipe = _str(settings, "fp8_recipe", "delayed")  # Megatron-Core default recipe
     if recipe not in FP8_RECIPE_TO_PRECISION:
