@@ -217,8 +217,9 @@ class RunKnobs:
     """Precision-aware optimizer with bf16 ``exp_avg`` / ``exp_avg_sq``."""
     # ---- MoE and its communication
     dispatcher: Dispatcher = knob("alltoall", group="moe", api_default="auto", flag={
-        "slot": "layout", "choices": ["auto", *DISPATCHERS],
-        "help": "MoE token dispatcher; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8"})
+        "slot": "layout", "choices": ["auto", *DISPATCHERS], "metavar": "NAME",
+        "help": "MoE token dispatcher: %(choices)s; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8 "
+                "(ncclep: NCCL EP, Megatron-Core 0.19+, with --rank-capacity-factor)"})
     """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
     router_dtype: str = knob("auto", group="moe", api="moe_router_dtype", flag={
         "slot": "layout", "choices": list(ROUTER_DTYPES),
