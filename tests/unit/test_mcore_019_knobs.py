@@ -148,7 +148,7 @@ def test_router_dtype_choices_and_round_trip():
     cfg, _ = api.build_config("qwen3-30b-a3b", moe_router_dtype="fp32", **ROUTER)
     assert export.to_settings(cfg, "0.16")["moe_router_dtype"] == "fp32"
     back = run_config_from_settings(export.to_settings(cfg, "0.16"), cfg.model, cfg.parallel.gpus, cfg.gpu)
-    assert back.moe_router_dtype == "fp32" and back.router_dtype == "fp32"
+    assert back.mcore_router_dtype == "fp32" and back.moe_router_dtype == "fp32"
     none, _ = api.build_config("deepseek-v3", moe_router_dtype="none", **ROUTER)
     assert "moe_router_dtype" not in export.to_settings(none, "0.16")
     with pytest.raises(MoeplanError, match="moe_router_dtype"):

@@ -200,7 +200,7 @@ def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozen
     """(kept bytes, offloaded bytes) of one layer for one micro-batch on one GPU; the unfused attention path's
     scores are kept unless core_attn is recomputed (TE checkpoints the whole UnfusedDotProductAttention)."""
     la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, _fp8_kind(cfg),
-                          ROUTER_LOGIT_BYTES[cfg.moe_router_dtype])
+                          ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype])
     kept = la.token_bytes * tokens
     if "core_attn" not in modules:
         kept += _unfused_scores(cfg, layer)[0]

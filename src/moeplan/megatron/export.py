@@ -120,7 +120,7 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
 def _router_dtype_settings(cfg: RunConfig) -> dict[str, object]:
     """``moe_router_dtype`` where the run sets it (by default where the model's Bridge provider does,
     moeplan.base.router_dtype); unset it is Megatron-Core's default None and not written."""
-    dtype = cfg.moe_router_dtype
+    dtype = cfg.mcore_router_dtype
     return {} if dtype is None else {"moe_router_dtype": dtype}
 
 

@@ -158,7 +158,7 @@ def _precision_from(settings: Mapping[str, object]) -> str:
 
 
 def _router_dtype_from(settings: Mapping[str, object], model: ModelSpec) -> str:
-    """The router_dtype knob of a file's ``moe_router_dtype`` (absent: Megatron-Core's None): 'auto' where it is what
+    """The moe_router_dtype knob of a file's ``moe_router_dtype`` (absent: Megatron-Core's None): 'auto' where it is what
     the model's Megatron Bridge provider sets (moeplan.base.router_dtype), so moeplan's exports read back as written."""
     value = _str(settings, "moe_router_dtype", "none")
     return "auto" if (None if value == "none" else value) == bridge_router_dtype(model.model_type) else value
@@ -260,7 +260,7 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
         recompute=_recompute_from(settings),
         precision=_precision_from(settings),
         dispatcher=_dispatcher_from(settings) if model.first_moe is not None else "alltoall",
-        router_dtype=_router_dtype_from(settings, model),
+        moe_router_dtype=_router_dtype_from(settings, model),
         cuda_graph_scopes=_scopes_from(settings),
         optimizer_offload=(1.0 if fraction is None else fraction) if offload else 0.0,  # Megatron-LM default 1.0
         offload_modules=frozenset(modules or ()),
@@ -294,7 +294,7 @@ _RUN_FIELDS: dict[str, tuple[str, ...]] = {
     "cuda_graph_scopes": (*_GRAPH_SCOPE_FIELDS, *_GRAPH_IMPL_FIELDS),
     "optimizer_offload": ("optimizer_offload_fraction", "optimizer_cpu_offload"),
     "offload_modules": ("offload_modules", "fine_grained_activation_offloading"),
-    "router_dtype": ("moe_router_dtype",),
+    "moe_router_dtype": ("moe_router_dtype",),
     "activation_offload_fraction": ("activation_offload_fraction",),
     "capacity_factor": ("moe_expert_capacity_factor",),
     "rank_capacity_factor": ("moe_expert_rank_capacity_factor",),

@@ -110,8 +110,8 @@ class RunConfig(RunKnobs):
             raise MoeplanError(f"cp_comm_type '{self.cp_comm_type}' unknown; choose one of {', '.join(CP_COMM_TYPES)}")
         if not 0.0 <= self.optimizer_offload <= 1.0:  # also rejects NaN
             raise MoeplanError(f"optimizer offload fraction must be in [0, 1], got {self.optimizer_offload}")
-        if self.router_dtype not in ROUTER_DTYPES:
-            raise MoeplanError(f"moe_router_dtype '{self.router_dtype}' unknown; choose from {', '.join(ROUTER_DTYPES)}")
+        if self.moe_router_dtype not in ROUTER_DTYPES:
+            raise MoeplanError(f"moe_router_dtype '{self.moe_router_dtype}' unknown; choose from {', '.join(ROUTER_DTYPES)}")
         if not 0.0 <= self.activation_offload_fraction <= 1.0:  # also rejects NaN
             raise MoeplanError(f"activation offload fraction must be in [0, 1], got {self.activation_offload_fraction}")
         if not (math.isfinite(self.moe_imbalance) and self.moe_imbalance >= 1.0):
@@ -135,10 +135,10 @@ class RunConfig(RunKnobs):
             raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
 
     @property
-    def moe_router_dtype(self) -> str | None:
-        """Megatron-Core ``moe_router_dtype`` of this run (``router_dtype`` with 'auto' resolved by the model's
+    def mcore_router_dtype(self) -> str | None:
+        """Megatron-Core ``moe_router_dtype`` of this run (the ``moe_router_dtype`` knob with 'auto' resolved by the model's
         Megatron Bridge provider, moeplan.base.router_dtype)."""
-        return router_dtype_value(self.router_dtype, self.model.model_type)
+        return router_dtype_value(self.moe_router_dtype, self.model.model_type)
 
     @property
     def precision_aware(self) -> bool:

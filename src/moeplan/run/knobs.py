@@ -221,7 +221,7 @@ class RunKnobs:
         "help": "MoE token dispatcher: %(choices)s; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8 "
                 "(ncclep: NCCL EP, Megatron-Core 0.19+, with --rank-capacity-factor)"})
     """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
-    router_dtype: str = knob("auto", group="moe", api="moe_router_dtype", flag={
+    moe_router_dtype: str = knob("auto", group="moe", flag={
         "slot": "layout", "choices": list(ROUTER_DTYPES),
         "help": "moe_router_dtype: the router logits' dtype; auto = what the model's Megatron Bridge provider sets "
                 "(fp32 for DeepSeek, Kimi, GLM, Nemotron-H, Qwen3-Next, Qwen3.5; unset for Qwen3 MoE, gpt-oss, "
