@@ -356,7 +356,7 @@ def test_bridge_precision_recipe_and_aliases() -> None:
     assert to_run.run_config_from_settings(run.settings, cfg.model, 16, "h100").precision == "fp8"
     assert read.parse_run_text("mixed_precision=bf16-mixed").settings == {"fp8": None}
     assert read.parse_run_text("mixed_precision=bf16_with_nvfp4_mixed").unknown == [("mixed_precision", 1)]
-    assert set(fields.BRIDGE_PRECISION_RECIPE) == {"bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"}
+    assert set(fields.BRIDGE_PRECISION_RECIPE) == {"bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4"}
 
 
 def test_conflicting_paths() -> None:

@@ -53,7 +53,7 @@ Gbs = Annotated[int, Field(description="global batch size in sequences")]
 Precision = Annotated[Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"],
                       Field(description="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 "
                                         "(Blackwell)")]
-Dispatcher = Literal["auto", "alltoall", "allgather", "deepep", "hybridep"]
+Dispatcher = Literal["auto", "alltoall", "allgather", "deepep", "hybridep", "ncclep"]
 CpComm = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
 FsdpSearch = Literal["auto", "off", "no_shard", "optim", "optim_grads", "optim_grads_params"]
 Optimizer = Literal["adam", "muon"]

@@ -127,6 +127,9 @@ KNOBS: tuple[Knob, ...] = (
     _k("moe_flex_dispatcher_backend", TC, "opt_str", since="0.16"),
     _k("moe_enable_deepep", TC, "bool"),
     _k("moe_expert_capacity_factor", TC, "opt_float"),
+    # Router logits' dtype: transformer_config.py moe_router_dtype Literal['fp32', 'fp64'] | None (core_v0.13.1 ..
+    # core_v0.19.0); Megatron-LM --moe-router-dtype.
+    _k("moe_router_dtype", TC, "opt_str"),
     # Sync-free dropless MoE (core_v0.18.0 transformer_config.py): fixed per-rank buffers, HybridEP only (0.19:
     # or NCCL EP), with the TE op fuser; moe_paged_stash keeps activations in pages sized by the actual tokens.
     _k("moe_expert_rank_capacity_factor", TC, "opt_float", since="0.18"),
@@ -155,11 +158,19 @@ KNOBS: tuple[Knob, ...] = (
     # Fine-grained activation offloading: transformer_config.py, core_v0.16.0+.
     _k("fine_grained_activation_offloading", TC, "bool", since="0.16"),
     _k("offload_modules", TC, "list", since="0.16"),
+    # core_v0.19.0 transformer_config.py activation_offload_fraction (asserted in [0, 1]; Megatron-LM flag from
+    # the field's argparse metadata): the share of eligible offload groups offloaded.
+    _k("activation_offload_fraction", TC, "float", since="0.19"),
     # FP8: TransformerConfig fp8 (flag --fp8-format) and fp8_recipe; Bridge sets them through
     # mixed_precision.* (src/megatron/bridge/training/mixed_precision.py), which also owns grad_reduce_in_fp32
     # and copies it into the DDP config.
     _k("fp8", TC, "opt_str", "mixed_precision.fp8", mlm="--fp8-format", bridge_read=("model.fp8",)),
     _k("fp8_recipe", TC, "str", "mixed_precision.fp8_recipe", bridge_read=("model.fp8_recipe",)),
+    # NVFP4: TransformerConfig fp4 Literal['e2m1'] and fp4_recipe Literal['nvfp4', 'custom'] (core_v0.16.1 ..
+    # core_v0.19.0; Megatron-LM --fp4-format / --fp4-recipe, validate_args: TE >= 2.7, not with --fp8-format);
+    # Bridge mixed_precision.fp4 / fp4_recipe (mixed_precision.py, recipe bf16_with_nvfp4_mixed).
+    _k("fp4", TC, "opt_str", "mixed_precision.fp4", mlm="--fp4-format", bridge_read=("model.fp4",), since="0.16"),
+    _k("fp4_recipe", TC, "str", "mixed_precision.fp4_recipe", bridge_read=("model.fp4_recipe",), since="0.16"),
     _k("grad_reduce_in_fp32", DDP, "bool", "mixed_precision.grad_reduce_in_fp32",
        mlm="--accumulate-allreduce-grads-in-fp32", mlm_false="--grad-reduce-in-bf16",
        bridge_read=("ddp.grad_reduce_in_fp32",)),
@@ -204,8 +215,8 @@ KNOB_BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 # Labels by the release that added them (moeplan.base.vocab owns the names; this says when each appeared).
 _RECOMPUTE_SINCE = {"shared_experts": "0.14", "gdn_norm_out": "0.19", "mhc": "0.20"}  # the others: all versions
 _CORE_RECOMPUTE = tuple(m for m in RECOMPUTE_MODULES if m not in _RECOMPUTE_SINCE)
-_CORE_OFFLOAD = OFFLOAD_MODULES  # all of them since 0.16
-_OFFLOAD_019 = ("fused_group_mlp",)  # a 0.19 label moeplan does not model
+_OFFLOAD_019 = ("fused_group_mlp",)  # core_v0.19.0 transformer_config.py offload_modules (absent from core_v0.18.2)
+_CORE_OFFLOAD = tuple(m for m in OFFLOAD_MODULES if m not in _OFFLOAD_019)  # the others: all since 0.16
 # 0.16+ cuda_graph_scope values: moeplan's scopes, full_iteration first as Megatron-Core's enum lists it.
 _SCOPES_016 = ("full_iteration", *(s for s in CUDA_GRAPH_SCOPES if s != "full_iteration"))
 _DISPATCHERS = ("allgather", "alltoall", "flex")
@@ -289,6 +300,7 @@ BRIDGE_PRECISION_RECIPE = {
     "fp8-cs": "bf16_with_fp8_current_scaling_mixed",
     "fp8-ds": "bf16_with_fp8_delayed_scaling_mixed",
     "mxfp8": "bf16_with_mxfp8_mixed",
+    "nvfp4": "bf16_with_nvfp4_mixed",  # Bridge mixed_precision.py v0.3.1+
 }
 # Bridge recipe name -> (fp8, fp8_recipe) it sets (mixed_precision.py, v0.3.0; hyphen spellings also registered).
 BRIDGE_RECIPES: dict[str, tuple[str | None, str | None]] = {

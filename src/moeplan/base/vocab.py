@@ -24,21 +24,23 @@ RECOMPUTE_METHODS: tuple[str, ...] = ("uniform", "block")
 
 # Megatron-Core ``offload_modules`` (fine-grained activation offloading, core_r0.16+) that moeplan models.
 OFFLOAD_MODULES: tuple[str, ...] = ("core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm",
-                                    "qkv_linear")
+                                    "qkv_linear", "fused_group_mlp")
 
 # The optimizer CPU offload fractions (optimizer_offload_fraction) the planner and the linter try, besides 0.
 OFFLOAD_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 
 # GEMM precisions: fp8 = blockwise scaling (DeepSeek-V3 recipe), fp8-cs = current scaling, fp8-ds = delayed
-# scaling, mxfp8 = Blackwell block scaling.
-Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"]
-PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8")
+# scaling, mxfp8 = Blackwell block scaling, nvfp4 = Blackwell NVFP4 training (Megatron-Core fp4 e2m1 with
+# fp4_recipe nvfp4, TE >= 2.7; Bridge bf16_with_nvfp4_mixed).
+Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4"]
+PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4")
 
-# MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP backends).
-Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep"]
-DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
-# the flex dispatcher's backends (Megatron-Core moe_token_dispatcher_type flex + moe_flex_dispatcher_backend)
-FLEX_DISPATCHERS: tuple[str, ...] = ("deepep", "hybridep")
+# MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP / NCCL EP backends).
+Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep", "ncclep"]
+DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep", "ncclep")
+# the flex dispatcher's backends (Megatron-Core moe_token_dispatcher_type flex + moe_flex_dispatcher_backend;
+# ncclep: core_v0.19.0, NCCL Expert Parallelism through Transformer Engine's transformer_engine.pytorch.ep)
+FLEX_DISPATCHERS: tuple[str, ...] = ("deepep", "hybridep", "ncclep")
 
 # CUDA graph scopes (Megatron-Core ``cuda_graph_scope``; partial graphs that work with dropless MoE, and the
 # whole iteration).

@@ -289,8 +289,8 @@ def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
-    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS],
-                   help="MoE token dispatcher of the held layout (auto: the estimates' choice for the GPU)")
+    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], metavar="NAME",
+                   help="MoE token dispatcher of the held layout: %(choices)s (auto: the estimates' choice for the GPU)")
     p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                    help="fraction 0-1 of the held layout's optimizer state on the CPU (optimizer_offload_fraction; "
                    "default 0)")

@@ -230,7 +230,7 @@ def add_plan_parser(sub: Any) -> None:
                    help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"fix {name.upper()} instead of searching it")
-    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], help="fix the dispatcher")
+    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], metavar="NAME", help="fix the dispatcher: %(choices)s")
     p.add_argument("--recompute", help="fix recompute (none, full, selective:...)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")

@@ -34,6 +34,9 @@ BF16_BYTES = 2
 FP32_BYTES = 4
 FP8_BYTES = 1
 MXFP8_SCALE_BYTES_PER_ELEM = 1 / 32  # one e8m0 scale per 32 elements (OCP MX spec v1.0)
+# NVFP4 (TE NVFP4BlockScaling): e2m1 values, two per byte, and one e4m3 scale per 16-element block (NVIDIA
+# "Pretraining LLMs with NVFP4", arXiv 2509.25149, section 2; the per-tensor fp32 scale is negligible).
+NVFP4_BYTES_PER_ELEM = 0.5 + 1 / 16
 GDN_CHUNK_TOKENS = 64  # chunk size of the chunked gated delta rule kernels (fla-org, chunk_gated_delta_rule)
 
 
@@ -51,7 +54,8 @@ class SavedTensor:
     def nbytes(self, fp8: str | None) -> float:
         """Bytes per element-unit; ``fp8`` is None (bf16), 'fp8' or 'mxfp8'."""
         if self.gemm_input and fp8:
-            per = FP8_BYTES + (MXFP8_SCALE_BYTES_PER_ELEM if fp8 == "mxfp8" else 0.0)
+            per = (NVFP4_BYTES_PER_ELEM if fp8 == "nvfp4"
+                   else FP8_BYTES + (MXFP8_SCALE_BYTES_PER_ELEM if fp8 == "mxfp8" else 0.0))
             return self.elems * per
         return self.elems * self.elem_bytes
 
@@ -154,11 +158,13 @@ def _mamba(m: Mamba2, h: int) -> list[SavedTensor]:
     return out
 
 
-def _moe(m: MoE, h: int) -> list[SavedTensor]:
+def _moe(m: MoE, h: int, logit_bytes: int) -> list[SavedTensor]:
     out = _norm("mlp", h, "mlp_norm")
     moe = _f("moe")
-    # Router: fp32 logits and scores (sigmoid/softmax) over all experts.
-    out.append(SavedTensor("router_scores", 2 * m.num_experts, elem_bytes=FP32_BYTES, dropped_by=moe))
+    # Router: the logits in moe_router_dtype (moeplan.base.router_dtype) and the fp32 scores (sigmoid/softmax)
+    # over all experts.
+    out.append(SavedTensor("router_logits", m.num_experts, elem_bytes=logit_bytes, dropped_by=moe))
+    out.append(SavedTensor("router_scores", m.num_experts, elem_bytes=FP32_BYTES, dropped_by=moe))
     fc1 = m.expert_ffn_hidden * (2 if m.gated else 1)
     if m.latent_size is not None:  # LatentMoE: fc2_latent_proj keeps its (combined, latent-wide) input per token;
         # fc1_latent_proj's input is the norm output above
@@ -178,13 +184,14 @@ def _moe(m: MoE, h: int) -> list[SavedTensor]:
 
 
 @lru_cache(maxsize=256)
-def layer_tensors(layer: Layer, hidden: int) -> tuple[SavedTensor, ...]:
-    """Every tensor one layer keeps for backward when nothing is recomputed or offloaded."""
+def layer_tensors(layer: Layer, hidden: int, router_logit_bytes: int = FP32_BYTES) -> tuple[SavedTensor, ...]:
+    """Every tensor one layer keeps for backward when nothing is recomputed or offloaded; ``router_logit_bytes``:
+    bytes per router logit (moeplan.base.router_dtype.ROUTER_LOGIT_BYTES; default fp32)."""
     m = layer.mixer
     mixer = ([] if m is None else _gdn(m, hidden) if isinstance(m, GatedDeltaNet)
              else _mamba(m, hidden) if isinstance(m, Mamba2) else _attention(m, hidden))
     mlp = ([] if layer.mlp is None else _dense_mlp(layer.mlp, hidden) if isinstance(layer.mlp, DenseMLP)
-           else _moe(layer.mlp, hidden))
+           else _moe(layer.mlp, hidden, router_logit_bytes))
     # mHC: each block's extra residual streams and coefficients (moeplan.engine.hyper_connections)
     hc = [SavedTensor(name, elems, elem_bytes=nb, dropped_by=_f(drop) if drop else frozenset())
           for _ in range(layer.blocks) for name, elems, nb, drop in mhc.saved_elems(layer.hc_mult, hidden)]
@@ -203,6 +210,20 @@ class LayerActivation:
     offloaded_row_bytes: float
 
 
+# What the ``fused_group_mlp`` offload label moves (core_v0.19.0 megatron/core/transformer/moe/experts.py: the
+# offload manager's saved-tensor hooks are on around the whole TE op-fuser grouped MLP, fc1 -> activation -> fc2,
+# so every tensor it saves for backward goes to the host): fc1's input, the activation's input and fc2's input.
+# The per-row probabilities (4 bytes a row) stay: below min_offloaded_tensor_size (1M elements) at the row
+# counts of a micro-batch.
+FUSED_GROUP_MLP_SAVED: frozenset[str] = frozenset({"expert_fc1_in", "expert_fc1_out", "expert_act_out"})
+
+
+def _offloaded(t: SavedTensor, offload: frozenset[str]) -> bool:
+    """Whether the offload labels ``offload`` move tensor ``t`` to the host."""
+    return (t.offload is not None and t.offload in offload) or (
+        "fused_group_mlp" in offload and t.name in FUSED_GROUP_MLP_SAVED)
+
+
 @lru_cache(maxsize=8192)
 def layer_activation(
     layer: Layer,
@@ -210,16 +231,17 @@ def layer_activation(
     recompute: frozenset[str],
     offload: frozenset[str],
     fp8: str | None,
+    router_logit_bytes: int = FP32_BYTES,
 ) -> LayerActivation:
     """Bytes one layer keeps per token / per routed row under selective recompute ``recompute`` and
     fine-grained offloading ``offload``. Megatron-Core constraint: offloading moe_act/expert_fc1 is
     not done when 'moe' is recomputed (nothing of it is kept)."""
     tok = row = row_ffn = off_tok = off_row = 0.0
-    for t in layer_tensors(layer, hidden):
+    for t in layer_tensors(layer, hidden, router_logit_bytes):
         if t.dropped_by & recompute:
             continue
         b = t.nbytes(fp8)
-        if t.offload and t.offload in offload:
+        if _offloaded(t, offload):
             if t.scope == "row":
                 off_row += b
             else:

@@ -9,13 +9,14 @@ delay_wgrad_compute needs EP A2A overlap.
 
 from __future__ import annotations
 
-from moeplan.base.fields import KnobProblem, sync_free_moe
+from moeplan.base.fields import KnobProblem, fields_for, sync_free_moe
 from moeplan.engine.timing.attention import cp_comm_allowed
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import Attention
 from moeplan.run.attention_backend import SINK_CP_COMM_TYPE, sink_cp_comm_ok
 from moeplan.run.config import RunConfig
 from moeplan.run.dsa_rules import CP_COMM_TYPE as DSA_CP_COMM_TYPE
+from moeplan.run.offload_rules import fused_group_mlp_problem
 from moeplan.run.parallel import hierarchical_cp_inner
 
 
@@ -37,10 +38,25 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
             if isinstance(m, Attention) and not cp_comm_allowed(m, par.tp, par.cp, cfg.cp_comm_type, gpu.nvlink_domain):
                 return KnobProblem("cp_comm_type", _cp_comm_reason(m, par.tp, par.cp, cfg.cp_comm_type,
                                                                    gpu.nvlink_domain))
-    if cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or not sync_free_moe(cfg.mcore_version)):
+    if cfg.dispatcher == "ncclep":
+        problem = ncclep_problem(cfg)
+        if problem:
+            return problem
+    elif cfg.rank_capacity_factor is not None and (cfg.dispatcher != "hybridep" or not sync_free_moe(cfg.mcore_version)):
         return KnobProblem("moe_expert_rank_capacity_factor",
                            "moe_expert_rank_capacity_factor (sync-free dropless MoE) needs the HybridEP dispatcher and "
-                           "Megatron-Core 0.18+")
+                           "Megatron-Core 0.18+ (or NCCL EP, 0.19+)")
+    if cfg.activation_offload_fraction != 1.0 and "activation_offload_fraction" not in fields_for(cfg.mcore_version).knobs:
+        return KnobProblem("activation_offload_fraction",  # the field table: core_v0.19.0 transformer_config.py
+                           f"activation_offload_fraction needs Megatron-Core >= 0.19, target is {cfg.mcore_version}")
+    missing = sorted(m for m in cfg.offload_modules if m not in fields_for(cfg.mcore_version).offload_modules)
+    if missing:  # the field table: fine-grained offload since 0.16, fused_group_mlp since 0.19
+        return KnobProblem("offload_modules", f"offload module(s) {', '.join(missing)} not available in Megatron-Core "
+                                              f"{cfg.mcore_version}")
+    if "fused_group_mlp" in cfg.offload_modules:
+        problem = fused_group_mlp_problem(cfg.offload_modules, cfg.experts_op_fused)
+        if problem:
+            return KnobProblem("offload_modules", problem)
     blockers = cfg.ep_overlap_blockers if cfg.ep_overlap else ()
     if blockers:
         return KnobProblem("overlap_moe_expert_parallel_comm",
@@ -53,6 +69,27 @@ def knob_problem(cfg: RunConfig, gpu: GPUSpec | None = None) -> KnobProblem | No
                            "weight-gradient GEMMs")
     if cfg.delay_wgrad is True and cfg.delay_wgrad_blocked:
         return KnobProblem("delay_wgrad_compute", cfg.delay_wgrad_blocked)
+    return None
+
+
+def ncclep_problem(cfg: RunConfig) -> KnobProblem | None:
+    """Why the NCCL EP flex backend does not run this layout (core_v0.19.0), or None: the backend is 0.19's
+    (transformer_config.py moe_flex_dispatcher_backend); it sizes its per-rank receive buffer from
+    moe_expert_rank_capacity_factor and raises without it (token_dispatcher.py _NCCLEPManager); and a rank that
+    receives more rows than that budget is a hard error, not a drop (TransformerEngine / NCCL trap; the field's
+    docstring): the busiest rank's rows (``moe_imbalance`` x the mean) must fit the factor."""
+    if "ncclep" not in fields_for(cfg.mcore_version).flex_backends:
+        return KnobProblem("moe_flex_dispatcher_backend",
+                           f"dispatcher ncclep (NCCL EP) needs Megatron-Core >= 0.19, target is {cfg.mcore_version}")
+    if cfg.rank_capacity_factor is None:
+        return KnobProblem("moe_expert_rank_capacity_factor",
+                           "dispatcher ncclep needs moe_expert_rank_capacity_factor (--rank-capacity-factor): it sizes "
+                           "NCCL EP's per-rank receive buffer")
+    if cfg.moe_imbalance > cfg.rank_capacity_factor:
+        return KnobProblem("moe_expert_rank_capacity_factor",
+                           f"NCCL EP traps when a rank receives more than its budget: the busiest rank gets "
+                           f"{cfg.moe_imbalance:g}x the mean rows, above moe_expert_rank_capacity_factor "
+                           f"{cfg.rank_capacity_factor:g} (raise it)")
     return None
 
 

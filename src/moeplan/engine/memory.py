@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
+from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.engine import fsdp, muon
 from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
                                         layer_activation, layer_input_bytes, unfused_attention_bytes)
@@ -181,7 +182,7 @@ def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int, ep_overl
 def _fp8_kind(cfg: RunConfig) -> str | None:
     if not cfg.fp8:
         return None
-    return "mxfp8" if cfg.precision == "mxfp8" else "fp8"
+    return cfg.precision if cfg.precision in ("mxfp8", "nvfp4") else "fp8"
 
 
 def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
@@ -198,7 +199,8 @@ def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
 def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozenset[str]) -> tuple[float, float]:
     """(kept bytes, offloaded bytes) of one layer for one micro-batch on one GPU; the unfused attention path's
     scores are kept unless core_attn is recomputed (TE checkpoints the whole UnfusedDotProductAttention)."""
-    la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, _fp8_kind(cfg))
+    la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, _fp8_kind(cfg),
+                          ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype])
     kept = la.token_bytes * tokens
     if "core_attn" not in modules:
         kept += _unfused_scores(cfg, layer)[0]
@@ -210,7 +212,10 @@ def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozen
         off += la.offloaded_row_bytes * rows
         if not cfg.experts_op_fused and not modules & {"moe", "moe_act"} and "moe_act" not in cfg.offload_modules:
             kept += clamp_saved_row_bytes(layer.mlp, etp) * rows  # the eager clamp's kept fc1 output (per ETP shard)
-    return kept, off
+    # activation_offload_fraction (core_v0.19.0): only that share of the offload groups leaves the GPU; Megatron-Core
+    # counts groups (fine_grained_activation_offload.py post-warmup), moeplan the bytes, so the rest stays kept.
+    frac = cfg.activation_offload_fraction
+    return kept + (1.0 - frac) * off, frac * off
 
 
 @dataclass(frozen=True)
@@ -428,7 +433,9 @@ def _dispatcher_bytes(cfg: RunConfig, nvlink_domain: int, tokens: float) -> floa
     """The MoE dispatcher's communication buffers per GPU (DeepEP / HybridEP; none for alltoall)."""
     spec, par = cfg.model, cfg.parallel
     moe = spec.first_moe
-    if cfg.dispatcher == "deepep" and moe is not None:
+    if cfg.dispatcher in ("deepep", "ncclep") and moe is not None:
+        # NCCL EP (core_v0.19.0): what NCCL's EP group and TE's symmetric-memory pool allocate has no public size;
+        # its high-throughput kernels are HybridEP/DeepEP-derived, so DeepEP's normal-kernel buffers stand in
         return deepep_buffer_bytes(spec.hidden, par.ep)
     if cfg.dispatcher == "hybridep" and moe is not None:
         return hybridep_buffer_bytes(spec.hidden, par.ep, tokens, moe.num_experts, nvlink_domain)

@@ -29,6 +29,7 @@ from moeplan.base.fields import check_settings, ep_overlap_mtp_needs_pp, version
 from moeplan.models.spec import ModelSpec
 from moeplan.run.config import DELAY_WGRAD_GRAPH_BIAS, EP_OVERLAP_ASSERTED, RunConfig
 from moeplan.run.dsa_rules import CP_COMM_TYPE as DSA_CP_COMM_TYPE
+from moeplan.run.offload_rules import fused_group_mlp_problem
 from moeplan.run.parallel import unroll_layout
 
 _UNSET = object()
@@ -237,6 +238,8 @@ def _offload_modules(v: FileView) -> str | None:
         return "fine_grained_activation_offloading needs a non-empty offload_modules list"
     if "attn_proj" in mods and "core_attn" not in mods:
         return "offload module attn_proj needs core_attn too (attn_proj's input is core_attn's output)"
+    if "fused_group_mlp" in mods:  # core_v0.19.0 (the label is 0.19's: check_settings refuses it before)
+        return fused_group_mlp_problem(mods, v.flag("use_transformer_engine_op_fuser"))
     return None
 
 

@@ -85,11 +85,13 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     out: dict[str, object] = {}
     if cfg.dispatcher in ("alltoall", "allgather"):
         out["moe_token_dispatcher_type"] = cfg.dispatcher
-    elif f.flex_backends:
+    elif cfg.dispatcher in f.flex_backends:
         out["moe_token_dispatcher_type"] = "flex"
         out["moe_flex_dispatcher_backend"] = cfg.dispatcher
     elif cfg.dispatcher == "deepep":
         out["moe_token_dispatcher_type"] = "flex"
+    elif cfg.dispatcher == "ncclep":  # the field table: a 0.19 flex backend
+        raise MoeplanError(f"dispatcher ncclep (NCCL EP) needs Megatron-Core >= 0.19, target is {f.version}")
     else:
         raise MoeplanError(f"dispatcher '{cfg.dispatcher}' needs Megatron-Core >= 0.16 "
                            f"(moe_flex_dispatcher_backend); {f.version} has DeepEP only")
@@ -100,11 +102,12 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
         if not sync_free_moe(f.version):
             raise MoeplanError(f"moe_expert_rank_capacity_factor (sync-free dropless MoE) needs Megatron-Core >= 0.18, "
                                f"target is {f.version}")
-        if cfg.dispatcher != "hybridep":
+        if cfg.dispatcher not in ("hybridep", "ncclep"):
             raise MoeplanError("moe_expert_rank_capacity_factor needs the HybridEP dispatcher "
                                f"(moe_flex_dispatcher_backend=hybridep), not {cfg.dispatcher}")
         out["moe_expert_rank_capacity_factor"] = cfg.rank_capacity_factor
-        out["moe_paged_stash"] = True
+        if cfg.dispatcher == "hybridep":  # paged stash: HybridEP's sync-free bundle (NCCL EP: its receive budget only)
+            out["moe_paged_stash"] = True
         out["use_transformer_engine_op_fuser"] = True
     if "overlap_moe_expert_parallel_comm" in f.knobs:
         out["overlap_moe_expert_parallel_comm"] = cfg.ep_overlap
@@ -113,6 +116,13 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
         raise MoeplanError(f"EP communication overlap (overlap_moe_expert_parallel_comm) needs Megatron-Core >= 0.14, "
                            f"target is {f.version}")
     return out
+
+
+def _router_dtype_settings(cfg: RunConfig) -> dict[str, object]:
+    """``moe_router_dtype`` where the run sets it (by default where the model's Bridge provider does,
+    moeplan.base.router_dtype); unset it is Megatron-Core's default None and not written."""
+    dtype = cfg.mcore_router_dtype
+    return {} if dtype is None else {"moe_router_dtype": dtype}
 
 
 def _cuda_graph_settings(scopes: frozenset[str], f: MegatronFields) -> dict[str, object]:
@@ -150,14 +160,33 @@ def _offload_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     bad = sorted(m for m in cfg.offload_modules if m not in f.offload_modules)
     if bad:
         raise MoeplanError(f"offload module(s) {', '.join(bad)} not available in Megatron-Core {f.version}")
-    return {"fine_grained_activation_offloading": bool(cfg.offload_modules),
-            "offload_modules": sorted(cfg.offload_modules)}
+    out: dict[str, object] = {"fine_grained_activation_offloading": bool(cfg.offload_modules),
+                              "offload_modules": sorted(cfg.offload_modules)}
+    return out | _activation_offload_fraction(cfg, f)
 
 
-def _precision_settings(cfg: RunConfig) -> dict[str, object]:
+def _activation_offload_fraction(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
+    """``activation_offload_fraction`` where it is not the default 1.0 (the field table: Megatron-Core 0.19+)."""
+    if cfg.activation_offload_fraction == 1.0:
+        return {}
+    if "activation_offload_fraction" not in f.knobs:
+        raise MoeplanError(f"activation_offload_fraction needs Megatron-Core >= 0.19, target is {f.version}")
+    return {"activation_offload_fraction": cfg.activation_offload_fraction}
+
+
+def _precision_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     if cfg.precision == "bf16":
         return {"fp8": None}
+    if cfg.precision == "nvfp4":
+        return _nvfp4_settings(f)
     return {"fp8": "e4m3", "fp8_recipe": PRECISION_TO_FP8_RECIPE[cfg.precision]}
+
+
+def _nvfp4_settings(f: MegatronFields) -> dict[str, object]:
+    """NVFP4 training: fp4 e2m1 with fp4_recipe nvfp4 and no fp8 (the field table: Megatron-Core 0.16+)."""
+    if "fp4" not in f.knobs:
+        raise MoeplanError(f"NVFP4 training (fp4, fp4_recipe) needs Megatron-Core >= 0.16, target is {f.version}")
+    return {"fp8": None, "fp4": "e2m1", "fp4_recipe": "nvfp4"}
 
 
 def _optimizer_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
@@ -218,12 +247,13 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
     out.update(_recompute_settings(cfg.recompute, f))
     if cfg.model.first_moe is not None:
         out.update(_moe_settings(cfg, f))
+        out.update(_router_dtype_settings(cfg))
     out.update(_cuda_graph_settings(cfg.cuda_graph_scopes, f))
     out["cp_comm_type"] = CP_TO_MCORE[cfg.cp_comm_type]
     if cfg.parallel.tp > 1:
         out["tp_comm_overlap"] = cfg.tp_comm_overlap
     out.update(_offload_settings(cfg, f))
-    out.update(_precision_settings(cfg))
+    out.update(_precision_settings(cfg, f))
     out.update(_optimizer_settings(cfg, f))
     return out
 

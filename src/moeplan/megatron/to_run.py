@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import (CP_FROM_MCORE, FP8_RECIPE_TO_PRECISION, KIND_WORDS, KNOB_BY_FIELD, MCORE_CP_COMM_TYPES,
                                  coerce, normalize_version)
+from moeplan.base.router_dtype import bridge_router_dtype
 from moeplan.base.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FLEX_DISPATCHERS, FSDP_STRATEGIES,
                                 RECOMPUTE_MODULES)
 from moeplan.hardware import GPUSpec
@@ -143,12 +144,24 @@ def _recompute_from(settings: Mapping[str, object]) -> Recompute:
 
 def _precision_from(settings: Mapping[str, object]) -> str:
     if settings.get("fp8") is None:
+        if settings.get("fp4") is not None:  # NVFP4 training (fp4 e2m1; fp4_recipe nvfp4 is its default)
+            recipe = _str(settings, "fp4_recipe", "nvfp4")
+            if recipe != "nvfp4":
+                raise _SettingError(f"fp4_recipe '{recipe}' is not modelled; moeplan knows nvfp4", "fp4_recipe", "fp4")
+            return "nvfp4"
         return "bf16"
     recipe = _str(settings, "fp8_recipe", "delayed")  # Megatron-Core default recipe
     if recipe not in FP8_RECIPE_TO_PRECISION:
         raise _SettingError(f"fp8_recipe '{recipe}' is not modelled; moeplan knows "
                             f"{', '.join(FP8_RECIPE_TO_PRECISION)}", "fp8_recipe", "fp8")
     return FP8_RECIPE_TO_PRECISION[recipe]
+
+
+def _router_dtype_from(settings: Mapping[str, object], model: ModelSpec) -> str:
+    """The moe_router_dtype knob of a file's ``moe_router_dtype`` (absent: Megatron-Core's None): 'auto' where it is what
+    the model's Megatron Bridge provider sets (moeplan.base.router_dtype), so moeplan's exports read back as written."""
+    value = _str(settings, "moe_router_dtype", "none")
+    return "auto" if (None if value == "none" else value) == bridge_router_dtype(model.model_type) else value
 
 
 def _dispatcher_from(settings: Mapping[str, object]) -> str:
@@ -238,6 +251,7 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
     offload = _bool(settings, "optimizer_cpu_offload")
     fraction = _float(settings, "optimizer_offload_fraction")
     modules = _strings(settings, "offload_modules") if _bool(settings, "fine_grained_activation_offloading") else None
+    act_fraction = _float(settings, "activation_offload_fraction")  # Megatron-Core 0.19+, default 1.0
     return _checked_run_config(settings, dict(
         model=model,
         parallel=_parallel_from(settings, model, gpus),
@@ -246,9 +260,11 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
         recompute=_recompute_from(settings),
         precision=_precision_from(settings),
         dispatcher=_dispatcher_from(settings) if model.first_moe is not None else "alltoall",
+        moe_router_dtype=_router_dtype_from(settings, model),
         cuda_graph_scopes=_scopes_from(settings),
         optimizer_offload=(1.0 if fraction is None else fraction) if offload else 0.0,  # Megatron-LM default 1.0
         offload_modules=frozenset(modules or ()),
+        activation_offload_fraction=1.0 if act_fraction is None or not modules else act_fraction,
         capacity_factor=_float(settings, "moe_expert_capacity_factor"),
         rank_capacity_factor=_float(settings, "moe_expert_rank_capacity_factor"),
         grad_fp32=_bool(settings, "grad_reduce_in_fp32", True),
@@ -278,6 +294,8 @@ _RUN_FIELDS: dict[str, tuple[str, ...]] = {
     "cuda_graph_scopes": (*_GRAPH_SCOPE_FIELDS, *_GRAPH_IMPL_FIELDS),
     "optimizer_offload": ("optimizer_offload_fraction", "optimizer_cpu_offload"),
     "offload_modules": ("offload_modules", "fine_grained_activation_offloading"),
+    "moe_router_dtype": ("moe_router_dtype",),
+    "activation_offload_fraction": ("activation_offload_fraction",),
     "capacity_factor": ("moe_expert_capacity_factor",),
     "rank_capacity_factor": ("moe_expert_rank_capacity_factor",),
     "grad_fp32": ("grad_reduce_in_fp32",),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import ep_overlap_mtp_needs_pp, gdn_backward_dw, version_key
+from moeplan.base.router_dtype import ROUTER_DTYPES, router_dtype_value
 from moeplan.base.te_release import grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped, te_version_key
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DISPATCHERS, FSDP_STRATEGIES, MUON_TP_MODES,
@@ -109,6 +110,10 @@ class RunConfig(RunKnobs):
             raise MoeplanError(f"cp_comm_type '{self.cp_comm_type}' unknown; choose one of {', '.join(CP_COMM_TYPES)}")
         if not 0.0 <= self.optimizer_offload <= 1.0:  # also rejects NaN
             raise MoeplanError(f"optimizer offload fraction must be in [0, 1], got {self.optimizer_offload}")
+        if self.moe_router_dtype not in ROUTER_DTYPES:
+            raise MoeplanError(f"moe_router_dtype '{self.moe_router_dtype}' unknown; choose from {', '.join(ROUTER_DTYPES)}")
+        if not 0.0 <= self.activation_offload_fraction <= 1.0:  # also rejects NaN
+            raise MoeplanError(f"activation offload fraction must be in [0, 1], got {self.activation_offload_fraction}")
         if not (math.isfinite(self.moe_imbalance) and self.moe_imbalance >= 1.0):
             raise MoeplanError(f"MoE imbalance factor must be a finite number >= 1.0, got {self.moe_imbalance}")
         if self.capacity_factor is not None and not (math.isfinite(self.capacity_factor) and self.capacity_factor > 0):
@@ -128,6 +133,12 @@ class RunConfig(RunKnobs):
         bad = [s for s in self.cuda_graph_scopes if s not in CUDA_GRAPH_SCOPES]
         if bad:
             raise MoeplanError(f"CUDA graph scope(s) {', '.join(bad)} unknown; choose from {', '.join(CUDA_GRAPH_SCOPES)}")
+
+    @property
+    def mcore_router_dtype(self) -> str | None:
+        """Megatron-Core ``moe_router_dtype`` of this run (the ``moe_router_dtype`` knob with 'auto' resolved by the model's
+        Megatron Bridge provider, moeplan.base.router_dtype)."""
+        return router_dtype_value(self.moe_router_dtype, self.model.model_type)
 
     @property
     def precision_aware(self) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from moeplan.base.errors import MoeplanError
+from moeplan.base.router_dtype import ROUTER_DTYPES
 from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT,
                                      TE_RELEASES)
 from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS,
@@ -216,9 +217,18 @@ class RunKnobs:
     """Precision-aware optimizer with bf16 ``exp_avg`` / ``exp_avg_sq``."""
     # ---- MoE and its communication
     dispatcher: Dispatcher = knob("alltoall", group="moe", api_default="auto", flag={
-        "slot": "layout", "choices": ["auto", *DISPATCHERS],
-        "help": "MoE token dispatcher; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8"})
+        "slot": "layout", "choices": ["auto", *DISPATCHERS], "metavar": "NAME",
+        "help": "MoE token dispatcher: %(choices)s; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8 "
+                "(ncclep: NCCL EP, Megatron-Core 0.19+, with --rank-capacity-factor)"})
     """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
+    moe_router_dtype: str = knob("auto", group="moe", flag={
+        "slot": "layout", "choices": list(ROUTER_DTYPES),
+        "help": "moe_router_dtype: the router logits' dtype; auto = what the model's Megatron Bridge provider sets "
+                "(fp32 for DeepSeek, Kimi, GLM, Nemotron-H, Qwen3-Next, Qwen3.5; unset for Qwen3 MoE, gpt-oss, "
+                "Mixtral), none = unset (bf16)"})
+    """``moe_router_dtype`` (TransformerConfig, every release): the router GEMM's output dtype; 'auto' follows the
+    model's Megatron Bridge provider (moeplan.base.router_dtype), 'none' leaves it unset (the bf16 input's dtype).
+    Its cost is small: the logits (one value per expert and token) in fp32 instead of bf16."""
     ep_overlap: bool = knob(False, group="moe", flag={
         "slot": "layout", "action": "store_true",
         "help": "overlap EP all-to-all with compute (moe_a2a_overlap)"})
@@ -276,6 +286,16 @@ class RunKnobs:
     offload_modules: frozenset[str] = knob(frozenset(), group="memory", api_default=None, flag={
         "slot": "layout", "help": "fine-grained activation offload, e.g. core_attn,attn_proj"})
     """Fine-grained activation offloading (``offload_modules``, Megatron-Core 0.16+)."""
+    activation_offload_fraction: float = knob(1.0, group="memory", flag={
+        "slot": "layout", "type": float, "metavar": "F",
+        "help": "activation_offload_fraction: share of the fine-grained offload groups (--offload-modules) that "
+                "are offloaded (Megatron-Core 0.19+; default 1)"})
+    """``activation_offload_fraction`` (TransformerConfig, Megatron-Core 0.19+; Megatron-LM
+    ``--activation-offload-fraction``): the share of the eligible ``offload_modules`` groups that are moved to the
+    host; the rest stay on the GPU. Megatron-Core counts groups, not bytes (megatron/core/pipeline_parallel/
+    fine_grained_activation_offload.py keeps the earliest groups offloaded and disables the last
+    ``int(groups x (1 - fraction))``); moeplan scales the offloaded bytes linearly. 1.0 (the default) is every
+    release's behaviour; another value needs 0.19."""
     cuda_graph_scopes: frozenset[str] = knob(frozenset(), group="memory", api="cuda_graphs", api_default=None, flag={
         "slot": "layout", "help": "CUDA graph scopes, e.g. attn,moe_router,moe_preprocess or full_iteration"})
     """CUDA graph scopes captured (``cuda_graph_scope`` / ``cuda_graph_modules``); empty = graphs off."""

@@ -50,6 +50,11 @@ def gemm_rate(gpu: GPUSpec, precision: str) -> float:
     """Achievable large-GEMM FLOP/s for the run's precision (measured MAMF, else peak x 0.75)."""
     if precision == "bf16":
         measured, peak = gpu.gemm_bf16_achieved_flops, gpu.peak("bf16")
+    elif precision == "nvfp4":
+        # the catalog's dense FP4 peak (datasheets); no NVFP4 GEMM benchmark in the catalog: the FP8 benchmark's
+        # share of the FP8 peak, else the unmeasured share (TE's NVFP4 recipe runs fprop, dgrad and wgrad in FP4)
+        peak = gpu.peak("nvfp4")
+        measured = gpu.gemm_fp8_achieved_flops and gpu.gemm_fp8_achieved_flops / gpu.peak("fp8") * peak
     else:
         measured, peak = gpu.gemm_fp8_achieved_flops, gpu.peak(precision)
     return measured if measured else UNMEASURED_GEMM_SHARE * peak

@@ -4,7 +4,7 @@ quantisation and launch tails), grouped expert GEMMs, and the HBM-bound floor.""
 from __future__ import annotations
 
 
-from moeplan.engine.activations import BF16_BYTES, FP32_BYTES
+from moeplan.engine.activations import BF16_BYTES, FP32_BYTES, NVFP4_BYTES_PER_ELEM
 from moeplan.engine.flops import Gemm
 from moeplan.engine.timing.calibration import Calibration
 from moeplan.engine.timing.context import GROUPED_TILE_ROWS, Ctx
@@ -63,7 +63,7 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     else:
         m = ctx.seq_tokens if g.split else ctx.tokens  # SP: TP-split GEMMs see the gathered sequence
     fp8 = cfg.fp8
-    b_in = 1.0 if fp8 else BF16_BYTES
+    b_in = NVFP4_BYTES_PER_ELEM if cfg.precision == "nvfp4" else 1.0 if fp8 else BF16_BYTES
     weights = local_experts if g.per_row else 1.0
     flops = 2.0 * m * k * n
     w = k * n * weights

@@ -63,12 +63,25 @@ def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kerne
     return min(gpu.nvlink_bw_bytes_per_s * cal.ep_link_share[key], cal.ep_sms[backend] * cal.ep_sm_bw_bytes_per_s[sm_key])
 
 
+# Flex backends without calibration data of their own, costed with another's kernel constants: NCCL EP (core_v0.19.0,
+# TE transformer_engine.pytorch.ep) runs NCCL's device-side EP kernels, whose high-throughput path is adapted from
+# HybridEP/DeepEP (nccl_ep device/hybridep_adapter.cu, as Megatron-Core's token_dispatcher.py cites it); with no
+# published rate, it gets DeepEP's normal-kernel rates, SM budget and one permute pass (its receive buffer is
+# expert-major, but the expert output is copied back into the static receive-capacity buffer for the combine).
+EP_KERNEL_STAND_IN: dict[str, str] = {"ncclep": "deepep"}
+
+
+def ep_kernels_of(dispatcher: str) -> str:
+    """The dispatcher whose calibrated kernel constants cost ``dispatcher`` (itself unless EP_KERNEL_STAND_IN)."""
+    return EP_KERNEL_STAND_IN.get(dispatcher, dispatcher)
+
+
 def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
     """SMs the EP dispatch/combine kernels occupy while they run: the flex backends' SM budget
     (Megatron-Core moe_flex_dispatcher_num_sms; unset: DeepEP 20, token_dispatcher.py, HybridEP its
     buffer's 32), NCCL all-to-all its channels (fsdp.COMM_SMS_*)."""
     if cfg.dispatcher in FLEX_DISPATCHERS:
-        return cal.ep_sms[cfg.dispatcher]
+        return cal.ep_sms[ep_kernels_of(cfg.dispatcher)]
     across = cfg.parallel.ep * cfg.parallel.etp > gpu.nvlink_domain
     return float(fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK)
 
@@ -124,7 +137,8 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     span = par.ep * par.etp
     peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
     nodes = math.ceil(span / gpu.nvlink_domain)
-    so_bw = gpu.scaleout_bw_bytes_per_s * cal.a2a_scaleout_eff[cfg.dispatcher]
+    kernels = ep_kernels_of(cfg.dispatcher)
+    so_bw = gpu.scaleout_bw_bytes_per_s * cal.a2a_scaleout_eff[kernels]
     if cfg.dispatcher in ("alltoall", "allgather"):
         # NCCL all-to-all sends every (token, expert) row to its rank (top-k copies, no de-duplication);
         # the routes run one after the other. The allgather dispatcher (token_dispatcher.py
@@ -152,8 +166,8 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         recv_b = tokens * expected_ranks_hit(moe, par.ep) * row_bytes
         rdma = tokens * remote_domains * row_bytes / so_bw
         across = nodes > 1
-        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "dispatch", peers_in_domain, across), rdma)
-        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "combine", peers_in_domain, across), rdma)
+        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", peers_in_domain, across), rdma)
+        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", peers_in_domain, across), rdma)
         if across and gpu.scaleout_gpu_rdma is False:
             # no GPU-initiated RDMA (AWS EFA): the internode kernels hand every RDMA to host proxy threads (UCCL-EP,
             # NVSHMEM's libfabric transport) and wait on their completions, a host round trip per call that does
@@ -167,7 +181,7 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     # still permuted to their local experts (once); HybridEP's dispatch_with_permute writes them out of
     # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
     # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
-    passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(cfg.dispatcher, 0)
+    passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(kernels, 0)
     perm = 2 * passes * tokens * moe.top_k * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     return one_d, one_c, perm
 
