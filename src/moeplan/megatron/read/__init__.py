@@ -18,7 +18,7 @@ from moeplan.megatron.read.bridge_yaml import parse_bridge_yaml
 from moeplan.megatron.read.collect import ParsedRun, RunKind, fail
 from moeplan.megatron.read.megatron_lm import known_flags, parse_megatron_lm
 from moeplan.megatron.read.overrides import parse_override_value, parse_overrides
-from moeplan.te_release import GROUPED_TENSOR_ENV
+from moeplan.te_release import CPU_OFFLOAD_V1_ENV, GROUPED_TENSOR_ENV
 
 _MLM_FLAG = re.compile(r"(^|[\s\"'(])--[A-Za-z]")  # also opening an array or string: ARGS=(--a, ARGS="--a
 _OVERRIDE_START = re.compile(r"['\"]?((\+\+|\+)?[A-Za-z_][\w\-.]*=|~[A-Za-z_])")
@@ -40,7 +40,7 @@ def _detect(text: str) -> RunKind:
 
 _PROVENANCE = re.compile(r"^[ \t]*#[ \t]*moeplan:(.*)$", re.MULTILINE)
 PROVENANCE_KEYS = ("model", "gpu", "hardware", "gpus", "mcore-version", "te-version", "moe-imbalance", "reserve-gib",
-                   GROUPED_TENSOR_ENV)  # + export.env_settings
+                   GROUPED_TENSOR_ENV, CPU_OFFLOAD_V1_ENV)  # + export.env_settings
 
 
 def read_provenance(text: str) -> dict[str, str]:

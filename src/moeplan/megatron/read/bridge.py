@@ -101,6 +101,8 @@ RECOGNISED: dict[str, frozenset[str]] = {
 # Bridge path -> (knob, priority): the first export path has priority 0.
 _BRIDGE_KNOBS: dict[str, tuple[Knob, int]] = {}
 for _knob in KNOBS:
+    if _knob.architecture:
+        continue  # read as an architecture field (ARCHITECTURE_FIELDS)
     for _i, _path in enumerate((*_knob.bridge, *_knob.bridge_read)):
         if _path != DATASET_SEQ:
             _BRIDGE_KNOBS.setdefault(_path, (_knob, _i))
