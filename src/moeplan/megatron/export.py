@@ -228,8 +228,9 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
         out.update(_moe_settings(cfg, f))
     out.update(_cuda_graph_settings(cfg.cuda_graph_scopes, f))
     out["cp_comm_type"] = CP_TO_MCORE[cfg.cp_comm_type]
-    if cfg.parallel.tp > 1:
-        out["tp_comm_overlap"] = cfg.tp_comm_overlap
+    # off at TP 1 (nothing to overlap; moeplan.megatron.to_run reads it only at TP > 1), stated so a recipe's
+    # CommOverlapConfig(tp_comm_overlap=True) is not left on
+    out["tp_comm_overlap"] = cfg.tp_comm_overlap and cfg.parallel.tp > 1
     out.update(_offload_settings(cfg, f))
     out.update(_precision_settings(cfg))
     out.update(_optimizer_settings(cfg, f))
