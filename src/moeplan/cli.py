@@ -857,6 +857,11 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         sys.stdout.write("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
     elif fmt == "yaml":
         sys.stdout.write(plans[0]["yaml"])
+    elif fmt in ("bridge-launch", "perf-launch"):
+        from moeplan.megatron import launch
+
+        assert found.best is not None
+        sys.stdout.write((launch.bridge_launch if fmt == "bridge-launch" else launch.perf_launch)(found.best.config))
     elif fmt == "megatron-lm":
         import shlex
 
@@ -1385,8 +1390,10 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{REFINE_MIN // 2}, so plan 1 is the same for any of them (beyond, 2 layouts per plan)")
     p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
                    help=f"share of HBM left free (default {DEFAULT_HEADROOM:.2f})")
-    p.add_argument("--format", default="table", choices=["table", "overrides", "yaml", "megatron-lm"],
-                   help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags")
+    p.add_argument("--format", default="table",
+                   choices=["table", "overrides", "yaml", "megatron-lm", "bridge-launch", "perf-launch"],
+                   help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags / a Megatron "
+                        "Bridge launch command (train.sh or the performance setup_experiment.py; Megatron-Core 0.19)")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"fix {name.upper()} instead of searching it")
     p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], help="fix the dispatcher")

@@ -83,7 +83,7 @@ def knob_fix(cfg: RunConfig, field: str) -> tuple[str, ...]:
     fixed = cfg.with_(**_KNOB_FIX[field])
     f = fields_for(cfg.mcore_version)
     paths = f.bridge_paths(f.knobs[field]) if field in f.knobs else ()
-    return fix_overrides(cfg, fixed) or tuple(o for o in _overrides(fixed) if o.partition("=")[0] in paths)
+    return fix_overrides(cfg, fixed) or tuple(o for o in _overrides(fixed) if o.partition("=")[0].lstrip("+") in paths)
 
 
 def did_you_mean(key: str, known: Sequence[str]) -> str | None:
@@ -273,7 +273,7 @@ def _memory_fix(cfg: RunConfig, ev: Evaluator) -> tuple[RunConfig, Any] | None:
 
 
 def _fix_keys(f: Finding) -> dict[str, str]:
-    return dict(o.split("=", 1) for o in f.fix if "=" in o)
+    return dict(o.lstrip("+").split("=", 1) for o in f.fix if "=" in o)
 
 
 def _without_core_attn(cfg: RunConfig) -> RunConfig:

@@ -393,7 +393,10 @@ def overrides_to_megatron_lm(overrides: Sequence[str], version: str,
     out = []
     for override in overrides:
         path, _, text = override.partition("=")
+        path = path.lstrip("+")
         knob = by_path.get(path)
+        if knob is None and _instance_path(path, f):
+            continue  # a section's class and BF16 base fields (_bridge_items): Bridge plumbing, --bf16 in Megatron-LM
         if knob is None or (knob.mlm is None and knob.mlm_false is None):
             out.append(f"# {override}  (no Megatron-LM flag in moeplan's field table: set it by hand)")
             continue
