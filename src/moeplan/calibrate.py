@@ -43,6 +43,7 @@ from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES, ModelSpec
 from moeplan.outfile import file_identity
+from moeplan.pitfalls import above_peak
 from moeplan.run import RunConfig
 from moeplan.timing import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, SHARE_CONSTANTS, Calibration
 from moeplan.vocab import DEFAULT_MCORE_VERSION
@@ -228,6 +229,9 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
                           global_batch_size=logged_gbs if isinstance(logged_gbs, int) else None)
     if steady.tflops_per_gpu is not None:
         tflops, source = steady.tflops_per_gpu, "log"
+        impossible = above_peak(tflops, gpu_spec, cfg.precision)  # Megatron Bridge #2667's symptom
+        if impossible:
+            raise MoeplanError(f"{log.path}: the logged {impossible}; no constant can be fitted to it")
     else:
         b = cfg.batch
         tflops = flops_per_token(spec, b.seq_len, cfg.parallel.tp).total_flops * b.gbs * b.seq_len / (

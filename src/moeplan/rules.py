@@ -32,6 +32,7 @@ from moeplan.megatron.export import format_override_value, to_overrides
 from moeplan.megatron.fields import fields_for
 from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import balanced_layout, replace_parallel
+from moeplan.pitfalls import pitfall_findings
 from moeplan.run import Recompute, RunConfig
 from moeplan.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
@@ -158,12 +159,14 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
     findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
     findings += _grouped_tensor(cfg, est, ev, lines)
+    findings += pitfall_findings(cfg, est, ev, lines)  # dispatch-kernel limits, graphs' memory, above peak
     combined = _combined_fix(cfg, findings, ev, lines)
     return sort_findings(combined + findings)
 
 
 ESTIMATE_RULES = ("memory", "host-memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
-                  "full-recompute", "dispatcher", "delay-wgrad", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor")
+                  "full-recompute", "dispatcher", "delay-wgrad", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor",
+                  "deepep-ep-ranks", "hybridep-ib-queue-depth", "cuda-graphs-memory", "above-peak")
 
 
 def _ladder(cfg: RunConfig) -> list[Recompute]:

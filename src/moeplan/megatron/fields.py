@@ -262,6 +262,12 @@ class _Allowed:
     # (models/gpt/fine_grained_callables.py build_transformer_layer_callables -> init_backward_dw_wrapper ->
     # _BackwardDWWrapper) read layer.self_attention.backward_dw for every layer: Gated DeltaNet layers raise
     gdn_backward_dw: bool = True
+    # HybridEP sizes its buffer by the local token count of the micro-batch (fused_a2a.py init_hybrid_ep_buffer
+    # max_num_of_tokens_per_rank = x.shape[-2], core_v0.16.1 .. core_v0.19.0); across InfiniBand DeepEP's hybrid-ep
+    # asserts the RDMA queue depth 3 x tokens + 1 below 65536 (Megatron-LM #3999). The guard PR #4094 added was
+    # reverted (#4718: clusters run deeper queues) before any release, so it is a warning: the largest token count
+    # per rank that stays inside the limit, None where the release has no HybridEP.
+    hybridep_ib_tokens_cap: int | None = (65536 - 1 - 1) // 3
     # Bridge sections written as instances (_INSTANCE_SECTIONS): every Bridge release pinned here types both
     # Optional (v0.1 .. v0.6 training/config.py)
     bridge_instance_sections: tuple[str, ...] = ("comm_overlap", "mixed_precision")
@@ -274,13 +280,16 @@ class _Allowed:
 # Bridge pins from pyproject.toml + 3rdparty/Megatron-LM of tags v0.1.0rc4 .. v0.6.0.
 _VERSION_TABLE: dict[str, _Allowed] = {
     "0.13": _Allowed(_CORE_RECOMPUTE, (), (), "cuda_graph_scope", ("full", "attn"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", "", fsdp_strategies=(), optimizers=("adam", "sgd"), gdn_backward_dw=False),
+                     "dataset.sequence_length", "", fsdp_strategies=(), optimizers=("adam", "sgd"), gdn_backward_dw=False,
+                     hybridep_ib_tokens_cap=None),
     "0.14": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), (), "cuda_graph_scope",
                      ("full", "attn", "full_iteration"), (), _FP8_RECIPES, "dataset.sequence_length", "v0.1.0rc4",
-                     optimizers=("adam", "sgd"), gdn_backward_dw=False),
+                     optimizers=("adam", "sgd"), gdn_backward_dw=False,
+                     hybridep_ib_tokens_cap=None),
     "0.15": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", ("full", "attn", "full_iteration"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", "v0.2", optimizers=("adam", "sgd"), gdn_backward_dw=False),
+                     "dataset.sequence_length", "v0.2", optimizers=("adam", "sgd"), gdn_backward_dw=False,
+                     hybridep_ib_tokens_cap=None),
     # core_v0.16 arguments.py: any 'muon' optimizer asserts not overlap_grad_reduce / overlap_param_gather;
     # core_v0.17 keeps that for plain 'muon' only
     "0.16": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
@@ -448,6 +457,12 @@ def gdn_backward_dw(version: str) -> bool:
     """Whether Megatron-Core ``version``'s Gated DeltaNet has ``backward_dw`` (the field table: 0.17+), which EP
     A2A overlap needs for every layer and delay_wgrad_compute uses to delay its projections' weight gradients."""
     return _VERSION_TABLE[normalize_version(version)].gdn_backward_dw
+
+
+def hybridep_ib_tokens_cap(version: str) -> int | None:
+    """The most tokens per rank HybridEP dispatches across InfiniBand inside the RDMA queue-depth limit in
+    Megatron-Core ``version`` (None: no HybridEP): the field table says."""
+    return _VERSION_TABLE[normalize_version(version)].hybridep_ib_tokens_cap
 
 
 def sync_free_moe(version: str) -> bool:

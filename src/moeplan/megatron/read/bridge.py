@@ -27,6 +27,8 @@ ARCHITECTURE_FIELDS = frozenset(
     # not architecture, but read with their values: the linter (CUDA graphs need fixed shapes) and
     # Megatron's uneven pipeline-split options (moeplan.parallel.layout_from_split_options)
     "variable_seq_lengths account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
+    # layer-wise CPU offloading excludes fine-grained offloading and the paged stash (moeplan.megatron.asserts)
+    "cpu_offloading "
     "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage".split())
 
 # Fields moeplan recognises but does not use, by Bridge section (model: TransformerConfig and provider fields;

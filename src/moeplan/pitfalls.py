@@ -1,0 +1,137 @@
+"""Lint rules for what users of Megatron-Core's MoE paths hit, each naming its source: limits of the expert
+dispatch kernels (DeepEP, HybridEP), CUDA graphs that cost a run its fit, and throughput above the GPU's peak.
+
+:func:`pitfall_findings` runs on an estimated run (moeplan.rules.lint calls it); :func:`above_peak` is shared with
+the log readers (a logged TFLOP/s/GPU above the peak).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moeplan.hardware.spec import GPUSpec
+from moeplan.megatron.fields import hybridep_ib_tokens_cap
+from moeplan.run import RunConfig
+
+# DeepEP's normal (training) kernels: deep_ep.cpp Buffer asserts num_ranks <= NUM_MAX_NVL_PEERS (8) x
+# NUM_MAX_RDMA_PEERS (20) unless low_latency_mode (deepseek-ai/DeepEP #464; #90: normal kernels support EP 2 .. 160).
+# Megatron-Core's flex dispatcher runs the normal kernels (fused_a2a.py, low_latency_mode off).
+DEEPEP_NVL_PEERS = 8
+DEEPEP_RDMA_PEERS = 20
+DEEPEP_NORMAL_MAX_RANKS = DEEPEP_NVL_PEERS * DEEPEP_RDMA_PEERS
+
+
+def _finding(*args: Any, **kw: Any) -> Any:
+    from moeplan.rules import Finding  # rules imports this module
+
+    return Finding(*args, **kw)
+
+
+def _fix(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
+    from moeplan.rules import fix_overrides
+
+    return fix_overrides(before, after)
+
+
+def deepep_ranks(cfg: RunConfig, lines: dict[str, int]) -> list[Any]:
+    """DeepEP's normal kernels reach at most 160 EP ranks (DeepEP #464)."""
+    if cfg.dispatcher != "deepep" or cfg.parallel.ep <= DEEPEP_NORMAL_MAX_RANKS:
+        return []
+    fix: tuple[str, ...] = ()
+    if hybridep_ib_tokens_cap(cfg.mcore_version) is not None:
+        fix = _fix(cfg, cfg.with_(dispatcher="hybridep"))
+    return [_finding("error", "deepep-ep-ranks",
+                     f"DeepEP's normal kernels reach at most {DEEPEP_NORMAL_MAX_RANKS} EP ranks "
+                     f"({DEEPEP_NVL_PEERS} NVLink x {DEEPEP_RDMA_PEERS} RDMA peers; Buffer asserts it): EP "
+                     f"{cfg.parallel.ep} will not start (deepseek-ai/DeepEP #464); use HybridEP or EP <= "
+                     f"{DEEPEP_NORMAL_MAX_RANKS}", fix,
+                     {"ep": cfg.parallel.ep, "max_ep": DEEPEP_NORMAL_MAX_RANKS},
+                     lines.get("moe_flex_dispatcher_backend") or lines.get("expert_model_parallel_size"))]
+
+
+def dispatch_tokens_per_rank(cfg: RunConfig) -> int:
+    """Tokens one rank hands the flex dispatcher per micro-batch: the micro-batch's sequence split by CP and, with
+    sequence parallelism, by TP (fused_a2a.py: x.shape[-2] of the flattened hidden states)."""
+    par = cfg.parallel
+    split = par.cp * (par.tp if par.sequence_parallel else 1)
+    return cfg.batch.seq_len * cfg.batch.mbs // split
+
+
+def hybridep_ib_queue(cfg: RunConfig, lines: dict[str, int]) -> list[Any]:
+    """HybridEP across InfiniBand: DeepEP's hybrid-ep RDMA queue holds 3 x tokens + 1 < 65536 entries, and the
+    released Megatron-Cores size it by the local micro-batch's tokens (Megatron-LM #3999)."""
+    cap = hybridep_ib_tokens_cap(cfg.mcore_version)
+    if cfg.dispatcher != "hybridep" or cap is None:
+        return []
+    par = cfg.parallel
+    span = par.ep * par.etp  # the expert-parallel group's consecutive ranks (expert rank order tp-ep-dp-pp)
+    if span <= cfg.gpu.nvlink_domain:
+        return []
+    tokens = dispatch_tokens_per_rank(cfg)
+    if tokens <= cap:
+        return []
+    return [_finding("warning", "hybridep-ib-queue-depth",
+                     f"HybridEP across InfiniBand (EP x ETP {span} > NVLink domain {cfg.gpu.nvlink_domain}) with "
+                     f"{tokens:,} tokens per rank per micro-batch: DeepEP's RDMA queue needs 3 x {tokens:,} + 1 entries, "
+                     f"above the 65,535 InfiniBand queue pairs commonly allow, and Megatron-Core "
+                     f"{cfg.mcore_version} sizes it by the micro-batch's tokens: the job may abort at the first "
+                     f"dispatch (NVIDIA/Megatron-LM #3999); keep tokens per rank <= {cap:,} (a smaller micro-batch, "
+                     "more CP or TP) or check the NICs' queue depth", (),
+                     {"tokens_per_rank": tokens, "max_tokens": cap}, lines.get("moe_flex_dispatcher_backend"))]
+
+
+def graph_memory(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[Any]:
+    """CUDA graphs whose static buffers (memory.CUDA_GRAPH_STATIC_IO, the full-iteration pool) make a run that fits
+    without them not fit: the scope(s) whose removal alone makes it fit."""
+    def fits(e: Any) -> bool:  # the run's own budget (Evaluator.budget_bytes), as the memory rule holds it to
+        return e is not None and e.memory.total_bytes <= ev.budget_bytes
+
+    scopes = cfg.cuda_graph_scopes
+    if not scopes or fits(est):
+        return []
+    bare = ev(cfg.with_(cuda_graph_scopes=frozenset()))
+    if not fits(bare):
+        return []
+    culprits = sorted(s for s in scopes if fits(ev(cfg.with_(cuda_graph_scopes=scopes - {s}))))
+    named = culprits or sorted(scopes)
+    keep = frozenset(scopes - set(culprits)) if culprits else frozenset()
+    gib = 2.0 ** 30
+    extra = (est.memory.total_bytes - bare.memory.total_bytes) / gib
+    return [_finding("error", "cuda-graphs-memory",
+                     f"CUDA graph scope(s) {', '.join(named)} make the run not fit: it needs "
+                     f"{est.memory.total_bytes / gib:.1f} GiB with them, {bare.memory.total_bytes / gib:.1f} GiB "
+                     f"without (graph buffers and pools {extra:.1f} GiB; budget {ev.budget_bytes / gib:.1f} GiB); "
+                     f"drop {'it' if len(named) == 1 else 'them'}",
+                     _fix(cfg, cfg.with_(cuda_graph_scopes=keep)),
+                     {"scopes": named, "with_gib": est.memory.total_bytes / gib,
+                      "without_gib": bare.memory.total_bytes / gib},
+                     lines.get("cuda_graph_modules") or lines.get("cuda_graph_scope") or lines.get("cuda_graph_impl"))]
+
+
+def above_peak(tflops_per_gpu: float, gpu: GPUSpec, precision: str) -> str | None:
+    """Why a throughput (TFLOP/s per GPU, Megatron-Core's FLOPs count) cannot be: above the GPU's dense peak for
+    the precision (the catalog's datasheet figure). None where it is below."""
+    peak = gpu.peak(precision) / 1e12 if gpu.supports(precision) else gpu.peak("bf16") / 1e12
+    if tflops_per_gpu <= peak:
+        return None
+    return (f"{tflops_per_gpu:,.0f} TFLOP/s/GPU is above {gpu.name}'s dense {precision} peak ({peak:,.0f}): no run "
+            "can do that, so the configuration (FLOPs count, GPU, precision or the hardware entry) is wrong")
+
+
+def estimate_above_peak(cfg: RunConfig, est: Any) -> list[Any]:
+    """An estimate above the GPU's peak is misconfigured (a calibration or hardware entry out of range); Megatron
+    Bridge #2667 reported the same symptom in a logged throughput."""
+    why = above_peak(est.time.tflops_per_gpu, cfg.gpu, cfg.precision)
+    if why is None:
+        return []
+    return [_finding("error", "above-peak", f"the estimate's {why}", (),
+                     {"tflops_per_gpu": est.time.tflops_per_gpu, "peak_tflops": est.time.peak_flops / 1e12})]
+
+
+def pitfall_findings(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[Any]:
+    """Every rule of this module for an estimated run."""
+    return (deepep_ranks(cfg, lines) + hybridep_ib_queue(cfg, lines) + graph_memory(cfg, est, ev, lines)
+            + estimate_above_peak(cfg, est))
+
+
+__all__ = ["DEEPEP_NORMAL_MAX_RANKS", "above_peak", "dispatch_tokens_per_rank", "pitfall_findings"]
