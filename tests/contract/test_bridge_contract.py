@@ -220,3 +220,48 @@ def test_driver_reports_a_rejection(tmp_path_factory: pytest.TempPathFactory) ->
 
 if __name__ == "__main__":  # pragma: no cover - a manual look at one environment's answers
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def _launch_case(model: str, variant: str) -> dict:
+    """A --format bridge-launch command as the driver's case: its recipe by name (run_recipe.py resolves it in
+    megatron.bridge.recipes), its flags turned into the overrides run_recipe.py makes of them (COMMON_OVERRIDE_FIELDS:
+    JSON for strings, str() else) before the trailing ones, its --env as the job's environment."""
+    from moeplan.megatron import launch
+    from moeplan.megatron import launch_tables as T
+
+    cfg, _ = build_config(model, gpu="h100", mcore_version=T.LAUNCHER_MCORE, **MODELS[model], **VARIANTS[variant])
+    cmd = launch.parse_launch(launch.bridge_launch(cfg))
+    long_of = {names[0]: max(names, key=len) for names, _ in T.TRAIN_RECIPE_FLAGS}
+    field_of = {long_of[short]: path for short, path in T.TRAIN_FLAG_FIELDS.items()}
+    flags = [f"{field_of[name]}={values[0]}" for name, values in cmd.flags.items() if name in field_of]
+    world = int(cmd.flags["--nodes"][0]) * int(cmd.flags["--gpus-per-node"][0])
+    return dict(name=f"{model}/{variant}/bridge-launch", recipe="megatron.bridge.recipes:" + cmd.flags["--recipe"][0],
+                hf_id=HF_IDS[model], hf_config=_model_file(model), world_size=world,
+                env=dict(e.split("=", 1) for e in cmd.flags.get("--env", [])), overrides=flags + cmd.overrides,
+                yaml=None, read=sorted(effective_paths(cfg, T.LAUNCHER_MCORE)))
+
+
+def test_bridge_launch_commands_are_accepted() -> None:
+    """--format bridge-launch, read with train.sh's flag tables, is accepted by the Bridge release whose launchers
+    it writes (v0.6): the recipe it names exists, and its flags and overrides validate with moeplan's values."""
+    from moeplan.megatron import launch_tables as T
+
+    envs = [e for e in ENVS if e.bridge.startswith(T.LAUNCHER_TAG.lstrip("v").rsplit(".", 1)[0])]
+    assert envs, f"no Bridge environment for the launchers' release {T.LAUNCHER_TAG}"
+    (env,) = envs
+    why = _unavailable(env)
+    if why:
+        if STRICT:
+            pytest.fail(f"MOEPLAN_STRICT=1: {why}")
+        pytest.skip(why)
+    cases = [_launch_case(m, v) for m in MODELS for v in ("plain", "full-iteration-graphs")]
+    proc = subprocess.run([str(env.python), str(DRIVER)], input=json.dumps({"te_version": env.te, "cases": cases}),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for r in json.loads(proc.stdout.strip().splitlines()[-1]):
+        assert r["ok"], f"{r['name']} rejected at {r['stage']}: {r['error']}"
+        model, variant = r["name"].split("/")[:2]
+        cfg, _ = build_config(model, gpu="h100", mcore_version=T.LAUNCHER_MCORE, **MODELS[model], **VARIANTS[variant])
+        expect = expected_values(cfg, T.LAUNCHER_MCORE)
+        wrong = {p: (w, r["effective"].get(p)) for p, w in expect.items() if not same_value(w, r["effective"].get(p))}
+        assert not wrong, f"{r['name']}: {wrong}"
