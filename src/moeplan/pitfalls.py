@@ -1,12 +1,13 @@
 """Lint rules for what users of Megatron-Core's MoE paths hit, each naming its source: limits of the expert
 dispatch kernels (DeepEP, HybridEP), CUDA graphs that cost a run its fit, and throughput above the GPU's peak.
 
-:func:`pitfall_findings` runs on an estimated run (moeplan.rules.lint calls it); :func:`above_peak` is shared with
+:func:`pitfalls` runs on an estimated run (moeplan.rules.lint turns its answers into findings); :func:`above_peak` is shared with
 the log readers (a logged TFLOP/s/GPU above the peak).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from moeplan.hardware.spec import GPUSpec
@@ -21,26 +22,25 @@ DEEPEP_RDMA_PEERS = 20
 DEEPEP_NORMAL_MAX_RANKS = DEEPEP_NVL_PEERS * DEEPEP_RDMA_PEERS
 
 
-def _finding(*args: Any, **kw: Any) -> Any:
-    from moeplan.rules import Finding  # rules imports this module
+@dataclass(frozen=True)
+class Pitfall:
+    """One finding of this module, as moeplan.rules.Finding words it; ``fixed`` is the run that removes it (rules
+    turns it into overrides), None where no setting does."""
 
-    return Finding(*args, **kw)
+    severity: str
+    rule: str
+    message: str
+    fixed: RunConfig | None
+    numbers: dict[str, Any] = field(default_factory=dict)
+    line: int | None = None
 
 
-def _fix(before: RunConfig, after: RunConfig) -> tuple[str, ...]:
-    from moeplan.rules import fix_overrides
-
-    return fix_overrides(before, after)
-
-
-def deepep_ranks(cfg: RunConfig, lines: dict[str, int]) -> list[Any]:
+def deepep_ranks(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     """DeepEP's normal kernels reach at most 160 EP ranks (DeepEP #464)."""
     if cfg.dispatcher != "deepep" or cfg.parallel.ep <= DEEPEP_NORMAL_MAX_RANKS:
         return []
-    fix: tuple[str, ...] = ()
-    if hybridep_ib_tokens_cap(cfg.mcore_version) is not None:
-        fix = _fix(cfg, cfg.with_(dispatcher="hybridep"))
-    return [_finding("error", "deepep-ep-ranks",
+    fix = cfg.with_(dispatcher="hybridep") if hybridep_ib_tokens_cap(cfg.mcore_version) is not None else None
+    return [Pitfall("error", "deepep-ep-ranks",
                      f"DeepEP's normal kernels reach at most {DEEPEP_NORMAL_MAX_RANKS} EP ranks "
                      f"({DEEPEP_NVL_PEERS} NVLink x {DEEPEP_RDMA_PEERS} RDMA peers; Buffer asserts it): EP "
                      f"{cfg.parallel.ep} will not start (deepseek-ai/DeepEP #464); use HybridEP or EP <= "
@@ -57,7 +57,7 @@ def dispatch_tokens_per_rank(cfg: RunConfig) -> int:
     return cfg.batch.seq_len * cfg.batch.mbs // split
 
 
-def hybridep_ib_queue(cfg: RunConfig, lines: dict[str, int]) -> list[Any]:
+def hybridep_ib_queue(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     """HybridEP across InfiniBand: DeepEP's hybrid-ep RDMA queue holds 3 x tokens + 1 < 65536 entries, and the
     released Megatron-Cores size it by the local micro-batch's tokens (Megatron-LM #3999)."""
     cap = hybridep_ib_tokens_cap(cfg.mcore_version)
@@ -70,17 +70,17 @@ def hybridep_ib_queue(cfg: RunConfig, lines: dict[str, int]) -> list[Any]:
     tokens = dispatch_tokens_per_rank(cfg)
     if tokens <= cap:
         return []
-    return [_finding("warning", "hybridep-ib-queue-depth",
+    return [Pitfall("warning", "hybridep-ib-queue-depth",
                      f"HybridEP across InfiniBand (EP x ETP {span} > NVLink domain {cfg.gpu.nvlink_domain}) with "
                      f"{tokens:,} tokens per rank per micro-batch: DeepEP's RDMA queue needs 3 x {tokens:,} + 1 entries, "
                      f"above the 65,535 InfiniBand queue pairs commonly allow, and Megatron-Core "
                      f"{cfg.mcore_version} sizes it by the micro-batch's tokens: the job may abort at the first "
                      f"dispatch (NVIDIA/Megatron-LM #3999); keep tokens per rank <= {cap:,} (a smaller micro-batch, "
-                     "more CP or TP) or check the NICs' queue depth", (),
+                     "more CP or TP) or check the NICs' queue depth", None,
                      {"tokens_per_rank": tokens, "max_tokens": cap}, lines.get("moe_flex_dispatcher_backend"))]
 
 
-def graph_memory(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[Any]:
+def graph_memory(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[Pitfall]:
     """CUDA graphs whose static buffers (memory.CUDA_GRAPH_STATIC_IO, the full-iteration pool) make a run that fits
     without them not fit: the scope(s) whose removal alone makes it fit."""
     def fits(e: Any) -> bool:  # the run's own budget (Evaluator.budget_bytes), as the memory rule holds it to
@@ -97,12 +97,12 @@ def graph_memory(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> li
     keep = frozenset(scopes - set(culprits)) if culprits else frozenset()
     gib = 2.0 ** 30
     extra = (est.memory.total_bytes - bare.memory.total_bytes) / gib
-    return [_finding("error", "cuda-graphs-memory",
+    return [Pitfall("error", "cuda-graphs-memory",
                      f"CUDA graph scope(s) {', '.join(named)} make the run not fit: it needs "
                      f"{est.memory.total_bytes / gib:.1f} GiB with them, {bare.memory.total_bytes / gib:.1f} GiB "
                      f"without (graph buffers and pools {extra:.1f} GiB; budget {ev.budget_bytes / gib:.1f} GiB); "
                      f"drop {'it' if len(named) == 1 else 'them'}",
-                     _fix(cfg, cfg.with_(cuda_graph_scopes=keep)),
+                     cfg.with_(cuda_graph_scopes=keep),
                      {"scopes": named, "with_gib": est.memory.total_bytes / gib,
                       "without_gib": bare.memory.total_bytes / gib},
                      lines.get("cuda_graph_modules") or lines.get("cuda_graph_scope") or lines.get("cuda_graph_impl"))]
@@ -118,20 +118,20 @@ def above_peak(tflops_per_gpu: float, gpu: GPUSpec, precision: str) -> str | Non
             "can do that, so the configuration (FLOPs count, GPU, precision or the hardware entry) is wrong")
 
 
-def estimate_above_peak(cfg: RunConfig, est: Any) -> list[Any]:
+def estimate_above_peak(cfg: RunConfig, est: Any) -> list[Pitfall]:
     """An estimate above the GPU's peak is misconfigured (a calibration or hardware entry out of range); Megatron
     Bridge #2667 reported the same symptom in a logged throughput."""
     why = above_peak(est.time.tflops_per_gpu, cfg.gpu, cfg.precision)
     if why is None:
         return []
-    return [_finding("error", "above-peak", f"the estimate's {why}", (),
+    return [Pitfall("error", "above-peak", f"the estimate's {why}", None,
                      {"tflops_per_gpu": est.time.tflops_per_gpu, "peak_tflops": est.time.peak_flops / 1e12})]
 
 
-def pitfall_findings(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[Any]:
+def pitfalls(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[Pitfall]:
     """Every rule of this module for an estimated run."""
     return (deepep_ranks(cfg, lines) + hybridep_ib_queue(cfg, lines) + graph_memory(cfg, est, ev, lines)
             + estimate_above_peak(cfg, est))
 
 
-__all__ = ["DEEPEP_NORMAL_MAX_RANKS", "above_peak", "dispatch_tokens_per_rank", "pitfall_findings"]
+__all__ = ["DEEPEP_NORMAL_MAX_RANKS", "Pitfall", "above_peak", "dispatch_tokens_per_rank", "pitfalls"]

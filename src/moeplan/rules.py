@@ -32,7 +32,7 @@ from moeplan.megatron.export import format_override_value, to_overrides
 from moeplan.megatron.fields import fields_for
 from moeplan.memory import MEMORY_ITEMS
 from moeplan.parallel import balanced_layout, replace_parallel
-from moeplan.pitfalls import pitfall_findings
+from moeplan.pitfalls import pitfalls
 from moeplan.run import Recompute, RunConfig
 from moeplan.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
 from moeplan.timing import DEFAULT_CALIBRATION, Calibration
@@ -159,9 +159,15 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
     findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
     findings += _grouped_tensor(cfg, est, ev, lines)
-    findings += pitfall_findings(cfg, est, ev, lines)  # dispatch-kernel limits, graphs' memory, above peak
+    findings += _pitfalls(cfg, est, ev, lines)  # dispatch-kernel limits, graphs' memory, above peak
     combined = _combined_fix(cfg, findings, ev, lines)
     return sort_findings(combined + findings)
+
+
+def _pitfalls(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    """moeplan.pitfalls' answers as findings, each fix the overrides to the run that removes it."""
+    return [Finding(p.severity, p.rule, p.message, fix_overrides(cfg, p.fixed) if p.fixed is not None else (),
+                    p.numbers, p.line) for p in pitfalls(cfg, est, ev, lines)]
 
 
 ESTIMATE_RULES = ("memory", "host-memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",

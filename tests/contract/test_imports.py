@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("moeplan.parallel", "moeplan.run", "moeplan.params", "moeplan.flops", "moeplan.activations",
                 "moeplan.attention_backend", "moeplan.memory", "moeplan.timing", "moeplan.estimate", "moeplan.knobs", "moeplan.timeline", "moeplan.fsdp",
                 "moeplan.muon")),
-    ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner")),
+    ("guidance", ("moeplan.advice", "moeplan.bounds", "moeplan.planner", "moeplan.pitfalls")),
     ("beside", ("moeplan.rules", "moeplan.checker", "moeplan.explain", "moeplan.strategy", "moeplan.megatron.*",
                 "moeplan.calibrate")),
     ("api", ("moeplan.api", "moeplan.listing")),

@@ -58,8 +58,9 @@ CASES = {
     "offload-moe-recompute": ("qwen3-30b-a3b", {"fine_grained_activation_offloading": True, "offload_modules": ["moe_act"],
                                                 "recompute_granularity": "selective", "recompute_modules": ["moe"]}),
     "paged-stash": ("qwen3-30b-a3b", {"moe_paged_stash": True}),
-    "rank-capacity-backend": ("qwen3-30b-a3b", {"moe_expert_rank_capacity_factor": 1.0,
-                                                "moe_token_dispatcher_type": "alltoall"}),
+    "rank-capacity-op-fuser": ("qwen3-30b-a3b", {"moe_expert_rank_capacity_factor": 1.0,
+                                                 "moe_token_dispatcher_type": "flex",
+                                                 "moe_flex_dispatcher_backend": "hybridep"}),
 }
 
 

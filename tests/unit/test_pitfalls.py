@@ -156,14 +156,26 @@ def test_check_reads_cpu_offloading_from_a_file(tmp_path):
 def test_paged_stash_needs_hybridep_and_the_op_fuser():
     stash = {"moe_paged_stash": True, "moe_expert_rank_capacity_factor": 1.25, "moe_token_dispatcher_type": "flex",
              "moe_flex_dispatcher_backend": "hybridep", "use_transformer_engine_op_fuser": True}
-    assert not _ids(stash, "0.18") & {"paged-stash", "rank-capacity-backend"}
-    assert "rank-capacity-backend" in _ids({**stash, "use_transformer_engine_op_fuser": False}, "0.18")
-    assert "rank-capacity-backend" in _ids({**stash, "moe_flex_dispatcher_backend": "deepep"}, "0.19")
-    ncclep = {**stash, "moe_flex_dispatcher_backend": "ncclep", "use_transformer_engine_op_fuser": False}
-    assert "rank-capacity-backend" not in _ids(ncclep, "0.19") and "rank-capacity-backend" in _ids(ncclep, "0.18")
+    assert not _ids(stash, "0.18") & {"paged-stash", "rank-capacity-op-fuser"}
+    assert "rank-capacity-op-fuser" in _ids({**stash, "use_transformer_engine_op_fuser": False}, "0.18")
     assert "paged-stash" in _ids({"moe_paged_stash": True}, "0.18")
+    assert "paged-stash" not in _ids({"moe_paged_stash": True}, "0.17")  # no paged stash before core_v0.18.0
     offload = {**stash, "fine_grained_activation_offloading": True, "offload_modules": ["moe_act"]}
     assert "paged-stash" in _ids(offload, "0.19")
+
+
+def test_rank_capacity_without_hybridep_is_one_finding(tmp_path):
+    """The HybridEP requirement of the per-rank capacity is moeplan's settings check; the paged stash's op fuser
+    requirement is Megatron-Core's assertion: a file with both faults gets each once."""
+    from moeplan import checker
+
+    path = tmp_path / "rc.yaml"
+    path.write_text("model:\n  seq_length: 4096\n  expert_model_parallel_size: 16\n  moe_token_dispatcher_type: flex\n"
+                    "  moe_flex_dispatcher_backend: hybridep\n  moe_expert_rank_capacity_factor: 1.5\n"
+                    "  moe_paged_stash: true\ntrain:\n  global_batch_size: 1024\n")
+    rules = [f.rule for f in checker.check(str(path), model="qwen3-30b-a3b", gpus=16, mcore_version="0.18").findings
+             if f.severity == "error"]
+    assert rules.count("mcore-rank-capacity-op-fuser") == 1, rules
 
 
 def test_moeplans_own_sync_free_export_trips_none_of_them():

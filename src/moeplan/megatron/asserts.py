@@ -275,16 +275,12 @@ def _paged_stash(v: FileView) -> str | None:
 
 
 def _rank_capacity(v: FileView) -> str | None:
-    """moe_expert_rank_capacity_factor (what the paged stash needs): the HybridEP backend with the TE op fuser in
-    core_v0.18.0; HybridEP (with the op fuser) or NCCL EP from core_v0.19.0."""
-    if v.get("moe_expert_rank_capacity_factor") is None:
+    """moe_expert_rank_capacity_factor (what the paged stash needs) with HybridEP needs the TE op fuser
+    (core_v0.18.0 / core_v0.19.0 TransformerConfig). Its dispatcher requirement (HybridEP) is moeplan's own settings
+    check (mcore-settings), so it is not repeated here."""
+    if v.get("moe_expert_rank_capacity_factor") is None or v.get("moe_flex_dispatcher_backend") != "hybridep":
         return None
-    backend = v.get("moe_flex_dispatcher_backend")
-    backends = ("hybridep",) if version_tuple(v.version) < (0, 19) else ("hybridep", "ncclep")
-    if v.get("moe_token_dispatcher_type") != "flex" or backend not in backends:
-        return (f"moe_expert_rank_capacity_factor needs moe_token_dispatcher_type flex with moe_flex_dispatcher_backend "
-                f"{' or '.join(backends)}, not {backend if v.get('moe_token_dispatcher_type') == 'flex' else v.get('moe_token_dispatcher_type')}")
-    if (backend == "hybridep" or version_tuple(v.version) < (0, 19)) and not v.flag("use_transformer_engine_op_fuser"):
+    if v.get("moe_token_dispatcher_type") == "flex" and not v.flag("use_transformer_engine_op_fuser"):
         return "moe_expert_rank_capacity_factor with HybridEP needs use_transformer_engine_op_fuser"
     return None
 
@@ -427,7 +423,7 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("offload-moe-recompute", TC + " (Megatron-LM #3697)", "offload_modules", _offload_moe_recompute,
                 since="0.19"),
     McoreAssert("paged-stash", TC, "moe_paged_stash", _paged_stash, since="0.18"),
-    McoreAssert("rank-capacity-backend", TC, "moe_expert_rank_capacity_factor", _rank_capacity, since="0.18"),
+    McoreAssert("rank-capacity-op-fuser", TC, "use_transformer_engine_op_fuser", _rank_capacity, since="0.18"),
     McoreAssert("pipeline-layout-conflict", TC, "pipeline_model_parallel_layout", _layout_conflict),
     McoreAssert("pipeline-layout-vpp", TC, "virtual_pipeline_model_parallel_size", _layout_vpp),
     McoreAssert("ep-a2a-overlap", TC, "overlap_moe_expert_parallel_comm", _a2a_overlap, since="0.14",

@@ -244,7 +244,7 @@ def bridge_value(knob: Knob, value: object, f: MegatronFields) -> object:
     return value
 
 
-def _bridge_items(cfg: RunConfig, version: str | None) -> list[tuple[str, object]]:
+def bridge_items(cfg: RunConfig, version: str | None) -> list[tuple[str, object]]:
     """(path, value) per Bridge field, a section a recipe may hold as None or a name
     (MegatronFields.bridge_instance_sections) led by its class and the fields the class needs."""
     f = fields_for(version or cfg.mcore_version)
@@ -306,7 +306,7 @@ def to_overrides(cfg: RunConfig, version: str | None = None) -> list[str]:
     takes Hydra's force-add prefix: ``++comm_overlap.overlap_moe_expert_parallel_comm=true``."""
     f = fields_for(version or cfg.mcore_version)
     return [f"{'++' if _instance_path(path, f) else ''}{path}={format_override_value(value)}"
-            for path, value in _bridge_items(cfg, f.version)]
+            for path, value in bridge_items(cfg, f.version)]
 
 
 PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, gpu, hardware, gpus, mcore-version, te-version)
@@ -346,7 +346,7 @@ def to_yaml(cfg: RunConfig, version: str | None = None) -> str:
     """The same fields nested as a Bridge ``ConfigContainer`` YAML fragment (model:, train:, ...), after
     the :func:`provenance_comment`."""
     tree: dict[str, dict[str, object]] = {}
-    for path, value in _bridge_items(cfg, version):
+    for path, value in bridge_items(cfg, version):
         section, name = path.split(".", 1)
         if isinstance(value, TorchDtype):
             value = {"_target_": f"torch.{value.name}", "_call_": False}
@@ -396,7 +396,7 @@ def overrides_to_megatron_lm(overrides: Sequence[str], version: str,
         path = path.lstrip("+")
         knob = by_path.get(path)
         if knob is None and _instance_path(path, f):
-            continue  # a section's class and BF16 base fields (_bridge_items): Bridge plumbing, --bf16 in Megatron-LM
+            continue  # a section's class and BF16 base fields (bridge_items): Bridge plumbing, --bf16 in Megatron-LM
         if knob is None or (knob.mlm is None and knob.mlm_false is None):
             out.append(f"# {override}  (no Megatron-LM flag in moeplan's field table: set it by hand)")
             continue
@@ -411,5 +411,5 @@ def overrides_to_megatron_lm(overrides: Sequence[str], version: str,
     return out
 
 
-__all__ = ["env_settings", "format_override_value", "overrides_to_megatron_lm", "to_megatron_lm_args", "to_overrides",
+__all__ = ["bridge_items", "env_settings", "format_override_value", "overrides_to_megatron_lm", "to_megatron_lm_args", "to_overrides",
            "to_settings", "to_yaml"]

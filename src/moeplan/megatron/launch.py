@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from moeplan.errors import MoeplanError
 from moeplan.megatron import launch_tables as T
-from moeplan.megatron.export import _bridge_items, env_settings, format_override_value, provenance_comment
+from moeplan.megatron.export import bridge_items, env_settings, format_override_value, provenance_comment
 from moeplan.megatron.fields import fields_for, normalize_version
 from moeplan.run import RunConfig
 
@@ -64,7 +64,7 @@ def _nodes(cfg: RunConfig) -> tuple[int, int]:
 
 
 def _items(cfg: RunConfig, version: str) -> list[tuple[str, object]]:
-    return _bridge_items(cfg, version)
+    return bridge_items(cfg, version)
 
 
 def _override(path: str, value: object, version: str) -> str:
