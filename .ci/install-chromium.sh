@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install Debian's chromium for the headless HTML-report test (tests/unit/test_plots_report.py).
+# Install Debian's chromium for the headless HTML-report test (tests/unit/test_plots_report.py) and the
+# `moeplan serve` browser test (tests/web/test_serve_browser.py, Playwright with executable_path).
 # fonts-dejavu-core: the font the inline SVG plots name (recommends are skipped to keep it small).
 # Idempotent: does nothing when a chromium binary is already on PATH. Never fails the build:
 # without root or without network it prints a warning and exits 0 (the test then skips).

@@ -25,10 +25,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from moeplan.flops import delta_rule_fwd_flops  # noqa: E402
+from moeplan.engine.flops import delta_rule_fwd_flops  # noqa: E402
 from moeplan.hardware import load_gpu  # noqa: E402
-from moeplan.timing import (DEFAULT_CALIBRATION, TRAIN, gdn_chunk_kernels_s, gdn_host, gdn_kernel_family,  # noqa: E402
-                            gdn_launch_s)
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import TRAIN
+from moeplan.engine.timing.gdn import gdn_chunk_kernels_s, gdn_host, gdn_kernel_family, gdn_launch_s
 
 GPUS = ("gb200", "h200")  # one table each: tests/data/fla_gdn_<gpu>.csv
 

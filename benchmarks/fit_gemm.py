@@ -5,7 +5,7 @@
 Data: tests/data/expert_gemms_h200.csv (benchmarks/gpu/expert_gemms.py: the six GEMMs of an MoE layer's routed
 experts for DeepSeek-V3, Qwen3-30B-A3B and Qwen3-Next-80B-A3B shapes at 256-5,120 rows per expert, one cuBLASLt
 matmul per local expert over 4 streams as TE GroupedLinear issues them; BF16, FP8, and BF16 weight gradients
-accumulating into an fp32 main_grad). Model: what moeplan.timing._gemm_time_uncached charges one pass over the
+accumulating into an fp32 main_grad). Model: what moeplan.engine.timing._gemm_time_uncached charges one pass over the
 local experts, timing.gemm_call_s (the FLOPs at timing.grouped_gemm_rate of the catalog's matmul rate, slowed by
 the reduction depth through timing.gemm_k_half, plus or, ``overlapped``, at most the bytes at the achievable HBM
 rate). Printed: the calibrated constants' error on the table, then least squares on log time (Gauss-Newton with
@@ -27,8 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from moeplan.hardware import load_gpu  # noqa: E402
-from moeplan.timing import (BF16_BYTES, DEFAULT_CALIBRATION, FP32_BYTES, GROUPED_TILE_ROWS, Calibration,  # noqa: E402
-                            gemm_call_s, gemm_k_half, gemm_moved_bytes, grouped_gemm_rate)
+from moeplan.engine.activations import BF16_BYTES, FP32_BYTES
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.context import GROUPED_TILE_ROWS
+from moeplan.engine.timing.gemm import gemm_call_s, gemm_k_half, gemm_moved_bytes, grouped_gemm_rate
 
 DATA = ROOT / "tests" / "data" / "expert_gemms_h200.csv"
 # bytes per operand element and per output element (fp32 main_grad read and written under bf16-accum)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from moeplan import api  # noqa: E402
-from moeplan.timing import DEFAULT_CALIBRATION, Calibration  # noqa: E402
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration  # noqa: E402
 from tests.reference_runs import (  # noqa: E402
     LAYOUT_KEYS, bridge_runs, label, layout, plan_kwargs, published_runs, shared_dir)
 

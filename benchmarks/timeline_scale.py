@@ -14,7 +14,7 @@ import gzip
 import time
 
 from moeplan import api
-from moeplan.timeline import build_timeline, chrome_trace_bytes
+from moeplan.engine.timeline import build_timeline, chrome_trace_bytes
 
 CASES = [  # (model, GPUs, GBS, PP, VPP): 64 micro-batches on every pipeline
     ("qwen3-235b-a22b", 1024, 4096, 16, 1),

@@ -1,4 +1,4 @@
-"""Regenerate the README's "Three plans" block from the planner (numbers come from the code, never by hand).
+"""Regenerate the README's "Three examples" block (plan 1 of three commands) from the planner (numbers come from the code, never by hand).
 
     python scripts/readme_plans.py          # rewrite the block between the markers in README.md
     python scripts/readme_plans.py --check  # exit 1 when README.md differs from what the planner says
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from moeplan import api
-from moeplan.parallel import Parallel
+from moeplan.run.parallel import Parallel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN, END = "<!-- readme_plans:begin -->", "<!-- readme_plans:end -->"

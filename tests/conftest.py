@@ -18,3 +18,12 @@ def shared() -> Path:
     if not MODELS_DIR.is_dir():
         pytest.fail(f"reference data missing: {MODELS_DIR} (set MOEPLAN_SHARED to the shared/ folder)")
     return SHARED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest's hook signature
+    """One line for the expected failures (the known gaps of the fit, each with its reason in the test), in place of
+    pytest's -ra list of every reason after a green run; failures and errors keep theirs (addopts -rfE)."""
+    xfailed = terminalreporter.stats.get("xfailed", [])
+    if xfailed:
+        terminalreporter.write_line(f"{len(xfailed)} xfailed: known gaps of the fit (docs/calibration.md, 'Known gaps'; "
+                                    "pytest -rx lists each reason)")

@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 
 from moeplan.hardware import load_gpu
-from moeplan.timing import DEFAULT_CALIBRATION as CAL
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as CAL
 
 DATA = Path(__file__).resolve().parent / "data"
 LONG = (8192, 16384)  # the long-block points the constants are read from

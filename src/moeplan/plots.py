@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from moeplan.timeline import Timeline
+    from moeplan.engine.timeline import Timeline
 
 FORMATS = {".png": "png", ".svg": "svg"}
 COMM_COLOR, BUBBLE_COLOR, COMPUTE_COLOR, OTHER_COLOR = "#e6862e", "#9e9e9e", "#3b75af", "#6aa56e"
@@ -49,8 +49,8 @@ def fmt_seconds(s: float) -> str:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` (a regular file or a new path) atomically: moeplan.outfile."""
-    from moeplan.outfile import write_bytes
+    """Write ``data`` to ``path`` (a regular file or a new path) atomically: moeplan.base.outfile."""
+    from moeplan.base.outfile import write_bytes
 
     write_bytes(path, data)
 
@@ -201,6 +201,53 @@ def draw_time(ax: Axes, est: Mapping[str, Any]) -> None:
     ax.legend(handles=[Patch(color=c, label=n) for n, c in kinds if c in used], fontsize=8, loc="lower right")
 
 
+def draw_plans_memory(ax: Axes, plans: Sequence[Mapping[str, Any]], budget_gib: float | None = None) -> None:
+    """One stacked bar per plan (the memory items of its most loaded rank), its total on top, against the
+    capacity (and the search's budget, HBM less the headroom, where given)."""
+    if not plans:
+        raise MoeplanError("the plans' memory plot needs at least one plan")
+    for p in plans:
+        _need(p, "memory_gib", "capacity_gib")
+    names: list[str] = []
+    for p in plans:
+        names += [k for k in p["memory_gib"] if k != "total" and k not in names]
+    colors = _item_colors(names)
+    xs = list(range(len(plans)))
+    bottoms = [0.0] * len(plans)
+    for name in names:
+        vals = [float(p["memory_gib"].get(name, 0.0)) for p in plans]
+        if not any(v > 0 for v in vals):
+            continue
+        ax.bar(xs, vals, 0.6, bottom=bottoms, color=colors[name], label=_plain(name), edgecolor="white", lw=0.5)
+        bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
+    for x, p in zip(xs, plans, strict=True):
+        ax.annotate(f"{float(p['memory_gib']['total']):.1f}", (x, bottoms[x]), xytext=(0, 4),
+                    textcoords="offset points", ha="center", fontsize=8)
+    cap = max(float(p["capacity_gib"]) for p in plans)
+    ax.axhline(cap, color=BAD_COLOR, ls="--", lw=1.5)
+    ax.annotate(f"capacity {cap:.1f} GiB", (1.0, cap), xycoords=("axes fraction", "data"), xytext=(-4, 4),
+                textcoords="offset points", ha="right", va="bottom", fontsize=8, color=BAD_COLOR)
+    top = max([cap, *bottoms])
+    if budget_gib is not None and budget_gib < cap:
+        ax.axhline(budget_gib, color=COMM_COLOR, ls=":", lw=1.5, label=f"budget {budget_gib:.1f} GiB (HBM less headroom)")
+    labels = [f"{p.get('rank', i + 1)}{'=' if p.get('tie') else ''}" for i, p in enumerate(plans)]
+    ax.set_xticks(xs, labels)
+    pad = max(0.0, (3 - len(plans)) / 2)
+    ax.set_xlim(-0.6 - pad, len(plans) - 0.4 + pad)
+    ax.set_xlabel("plan (= tie)")
+    ax.set_ylabel("GiB per GPU (most loaded rank)")
+    ax.set_ylim(0, top * 1.15)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title("Memory per GPU by plan", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, frameon=False)
+
+
+def plans_memory_figure(plans: Sequence[Mapping[str, Any]], budget_gib: float | None = None) -> Figure:
+    fig = _new_figure(6.4, 5.0)
+    draw_plans_memory(fig.add_subplot(), plans, budget_gib)
+    return fig
+
+
 def memory_figure(est: Mapping[str, Any], ranks: Sequence[Mapping[str, float]] | None = None) -> Figure:
     fig = _new_figure(6.4, 5.0)
     draw_memory(fig.add_subplot(), est, ranks)
@@ -255,7 +302,7 @@ class _Columns:
     def __init__(self, tl: Timeline) -> None:
         import numpy as np
 
-        from moeplan.timeline import gc_paused
+        from moeplan.engine.timeline import gc_paused
 
         self.groups: dict[tuple[int, str], tuple[Any, Any]] = {}
         if tl.spans:

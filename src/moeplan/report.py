@@ -2,7 +2,8 @@
 Megatron Bridge overrides, rationale and an optional sequence-length sweep.
 
 No external resources: plots are inline SVG (see :mod:`moeplan.plots`), CSS is inline, all text is
-escaped. Elements carry stable ids (``summary``, ``plan-table``, ``memory-table``, ``memory-plot``,
+escaped. The markup is in the templates this page shares with ``moeplan serve`` (:mod:`moeplan.templating`,
+``templates/parts.html.j2`` and ``templates/report.html.j2``); this module computes what each piece shows. Elements carry stable ids (``summary``, ``plan-table``, ``memory-table``, ``memory-plot``,
 ``time-table``, ``time-plot``, ``timeline``, ``timeline-plot``, ``overrides``, ``rationale``, ``sweep-table``, ``sweep-plot``).
 """
 
@@ -11,16 +12,16 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable, Mapping, Sequence
-from html import escape
 from typing import TYPE_CHECKING, Any
 
-from moeplan.parallel import Parallel
 from moeplan.plots import atomic_write, fmt_seconds, seq_label
+from moeplan.run.parallel import Parallel
 
 if TYPE_CHECKING:
-    from moeplan.timeline import Timeline
+    from moeplan.engine.timeline import Timeline
 
 Row = Mapping[str, Any]
+Cell = tuple[str, str]  # a table cell: its text and its class ('' for none)
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI","DejaVu Sans",sans-serif;margin:0 auto;max-width:1200px;
@@ -39,7 +40,7 @@ font:13px/1.5 "DejaVu Sans Mono",monospace}
 
 def layout_label(row: Row) -> str:
     """'TP1 PP8 VPP4 CP32 EP32 DP4' from an estimate's ``parallel`` dict (or its ``layout``), in the one
-    format every table uses (:meth:`moeplan.parallel.Parallel.short`)."""
+    format every table uses (:meth:`moeplan.run.parallel.Parallel.short`)."""
     if "layout" in row:
         return str(row["layout"])
     par = row.get("parallel") or {}
@@ -51,8 +52,8 @@ def layout_label(row: Row) -> str:
 
 
 def fsdp_label(row: Row) -> str:
-    """A row's Megatron-FSDP mark (:func:`moeplan.fsdp.label`): '', 'FSDP' or 'FSDP <strategy>'."""
-    from moeplan.fsdp import label
+    """A row's Megatron-FSDP mark (:func:`moeplan.engine.fsdp.label`): '', 'FSDP' or 'FSDP <strategy>'."""
+    from moeplan.engine.fsdp import label
 
     return label(row.get("fsdp"))
 
@@ -86,34 +87,44 @@ def _num(v: Any, spec: str) -> str:
     return "–" if v is None else format(v, spec)
 
 
-def _fits_cell(row: Row) -> str:
+def _fits_cell(row: Row) -> Cell:
     fits = row.get("fits")
     if fits is None:
-        return "<td>–</td>"
-    return '<td class="ok">yes</td>' if fits else '<td class="bad">no</td>'
+        return ("–", "")
+    return ("yes", "ok") if fits else ("no", "bad")
 
 
-def _table(tid: str, head: Sequence[str], rows: Sequence[Sequence[str]], text_cols: Sequence[int] = (0,)) -> str:
-    """``rows`` hold ready HTML cells (``<td>…</td>``); ``head`` is plain text; ``text_cols`` are left-aligned."""
-    th = "".join(f'<th class="text">{escape(h)}</th>' if i in text_cols else f"<th>{escape(h)}</th>"
-                 for i, h in enumerate(head))
-    body = "\n".join(f"<tr>{''.join(r)}</tr>" for r in rows)
-    return f'<table id="{tid}">\n<thead><tr>{th}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>'
+def _rows(rows: Sequence[Sequence[Cell]]) -> list[dict[str, Any]]:
+    return [{"cells": list(r), "cls": ""} for r in rows]
 
 
-def _td(v: Any, cls: str = "") -> str:
-    return f'<td class="{cls}">{escape(str(v))}</td>' if cls else f"<td>{escape(str(v))}</td>"
+def _table(tid: str, head: Sequence[str], rows: Sequence[Sequence[Cell]], text_cols: Sequence[int] = (0,)) -> str:
+    """A table (template macro ``table``): ``rows`` of cells (:func:`_td`), ``head`` plain text, ``text_cols``
+    left-aligned."""
+    from moeplan.templating import macro
+
+    return macro("table", tid=tid, head=list(head), rows=_rows(rows), text_cols=tuple(text_cols))
+
+
+def _td(v: Any, cls: str = "") -> Cell:
+    return (str(v), cls)
+
+
+def plot_svg(make: Callable[[], Any]) -> str | None:
+    """The inline SVG of the figure ``make()`` draws (:mod:`moeplan.plots`, the one place each plot is drawn);
+    None when matplotlib is missing (the page then says how to install it)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return None
+    from moeplan.plots import figure_svg
+
+    return figure_svg(make())
 
 
 def _plot(pid: str, make: Callable[[], Any]) -> str:
     """A ``<figure>`` with the inline SVG of ``make()``; a note instead when matplotlib is missing."""
-    if importlib.util.find_spec("matplotlib") is None:
-        inner = '<p class="note">plot unavailable: install matplotlib (pip install \'moeplan[plot]\')</p>'
-    else:
-        from moeplan.plots import figure_svg
+    from moeplan.templating import macro
 
-        inner = figure_svg(make())
-    return f'<figure id="{pid}" class="plot">\n{inner}\n</figure>'
+    return macro("figure", pid=pid, svg=plot_svg(make))
 
 
 def _band(est: Row) -> str:
@@ -123,8 +134,19 @@ def _band(est: Row) -> str:
 
 
 def _summary(est: Row | None, plans: Sequence[Row]) -> str:
+    from markupsafe import Markup
+
     if est is None:
-        return f'<p id="summary">{len(plans)} plan(s); no estimate to break down.</p>'
+        return Markup('<p id="summary">{} plan(s); no estimate to break down.</p>').format(len(plans))
+    from moeplan.templating import macro
+
+    verdict, facts = summary_facts(est)
+    return macro("summary", verdict=verdict, facts=facts)
+
+
+def summary_facts(est: Row) -> tuple[tuple[str, str] | None, list[tuple[str, str]]]:
+    """The summary of an estimate: its verdict (class and sentence; None where it cannot be told) and its
+    facts (label, value)."""
     peak, cap = peak_gib(est), est.get("capacity_gib")
     facts: list[tuple[str, str]] = [
         ("model", str(est.get("model", "–"))),
@@ -137,18 +159,17 @@ def _summary(est: Row | None, plans: Sequence[Row]) -> str:
          f"{est.get('precision', '–')} · {est.get('recompute', '–')} · {est.get('dispatcher', '–')}"),
         ("peak memory / capacity", f"{_num(peak, '.1f')} / {_num(cap, '.1f')} GiB"),
         ("step time", fmt_seconds(float(est["step_time_s"])) if "step_time_s" in est else "–"),
-        ("TFLOP/s/GPU (band) · MFU", f"{_num(est.get('tflops_per_gpu'), '.1f')} ({_band(est)}) · {_num(est.get('mfu'), '.1%')}"),
+        ("TFLOP/s/GPU (band) · MFU (vs BF16 peak)", f"{_num(est.get('tflops_per_gpu'), '.1f')} ({_band(est)}) · {_num(est.get('mfu'), '.1%')}"),
         ("tokens/s/GPU", _num(est.get("tokens_per_s_per_gpu"), ",.0f")),
     ]
     if est.get("host_memory_gib"):
         facts.append(("host memory per GPU", f"{est['host_memory_gib']:.1f} GiB"))
     fits = est.get("fits")
-    verdict = ""
+    verdict = None
     if fits is not None and peak is not None and cap is not None:
-        verdict = (f'<p class="ok">Fits: {cap - peak:.1f} GiB headroom.</p>' if fits
-                   else f'<p class="bad">Does not fit: {peak - cap:.1f} GiB over capacity.</p>')
-    rows = "\n".join(f"<tr><th>{escape(k)}</th><td class=\"text\">{escape(v)}</td></tr>" for k, v in facts)
-    return f'{verdict}\n<table id="summary">\n{rows}\n</table>'
+        verdict = (("ok", f"Fits: {cap - peak:.1f} GiB headroom.") if fits
+                   else ("bad", f"Does not fit: {peak - cap:.1f} GiB over capacity."))
+    return verdict, facts
 
 
 def plan_knobs(p: Row) -> str:
@@ -171,12 +192,14 @@ def plan_knobs(p: Row) -> str:
     return " · ".join(parts) or "–"
 
 
-def _plan_table(plans: Sequence[Row]) -> str:
+def _plan_table(plans: Sequence[Row], bands: bool = False) -> str:
     """One row per plan: rank ('=' for a tie), an optional caller's label, layout, recompute, dispatcher,
-    the other knobs, memory and throughput. No column is left empty."""
+    the other knobs, memory and throughput (with ``bands``, each estimate's TFLOP/s band as `moeplan plan`'s
+    table shows it: moeplan serve's table). No column is left empty."""
     labels = any(p.get("label") or p.get("name") for p in plans)
     head = ["#", *(["label"] if labels else []), "layout", "recompute", "dispatcher", "knobs", "peak GiB",
-            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", "MFU", "tokens/s/GPU"]
+            "capacity GiB", "fits", "step time", "TFLOP/s/GPU", *(["TFLOP/s range"] if bands else []), "MFU vs BF16",
+            "tokens/s/GPU"]
     rows = []
     for i, p in enumerate(plans, 1):
         rank = f"{p.get('rank', i)}{'=' if p.get('tie') else ''}"
@@ -187,7 +210,7 @@ def _plan_table(plans: Sequence[Row]) -> str:
             _td(plan_knobs(p), "text wrap"),
             _td(_num(peak_gib(p), ".1f")), _td(_num(p.get("capacity_gib"), ".1f")), _fits_cell(p),
             _td(fmt_seconds(float(p["step_time_s"])) if "step_time_s" in p else "–"),
-            _td(_num(p.get("tflops_per_gpu"), ".1f")), _td(_num(p.get("mfu"), ".1%")),
+            _td(_num(p.get("tflops_per_gpu"), ".1f")), *([_td(_band(p))] if bands else []), _td(_num(p.get("mfu"), ".1%")),
             _td(_num(p.get("tokens_per_s_per_gpu"), ",.0f")),
         ])
     n_text = 5 if labels else 4
@@ -202,15 +225,15 @@ def _memory_section(est: Row, ranks: Sequence[Mapping[str, float]] | None) -> st
     rows = [[_td(k, "text"), _td(f"{v:.2f}"), _td(f"{v / total:.1%}")] for k, v in mem.items() if k != "total"]
     rows.append([_td("total", "text"), _td(f"{total:.2f}"), _td("100.0%")])
     items = _table("memory-table", ["item (most loaded rank)", "GiB", "share"], rows)
+    from moeplan.templating import macro
+
     peak_rank = est.get("memory_rank")
     by_rank = est.get("memory_by_rank_gib") or []
-    peak_attr = ' class="peak"'
-    rank_rows = "\n".join(f"<tr{peak_attr if r == peak_rank else ''}><td>{r}</td><td>{t:.1f}</td></tr>"
-                          for r, t in enumerate(by_rank))
-    rank_table = (f'<table id="rank-table">\n<thead><tr><th>pipeline rank</th><th>GiB</th></tr></thead>\n'
-                  f"<tbody>\n{rank_rows}\n</tbody>\n</table>")
-    plot = _plot("memory-plot", lambda: memory_figure(est, ranks))
-    return f'<div class="pair"><div>{items}\n{rank_table}</div>\n{plot}</div>'
+    rank_rows = [{"cells": [_td(r), _td(f"{t:.1f}")], "cls": "peak" if r == peak_rank else ""}
+                 for r, t in enumerate(by_rank)]
+    rank_table = macro("table", tid="rank-table", head=["pipeline rank", "GiB"], rows=rank_rows, text_cols=())
+    return macro("pair", left=items + "\n" + rank_table, plot_id="memory-plot",
+                 svg=plot_svg(lambda: memory_figure(est, ranks)))
 
 
 def _time_section(est: Row) -> str:
@@ -220,8 +243,10 @@ def _time_section(est: Row) -> str:
     total = sum(v for _, v in parts) or 1.0
     rows = [[_td(k, "text"), _td(fmt_seconds(v)), _td(f"{v / total:.1%}")] for k, v in parts]
     rows.append([_td("step", "text"), _td(fmt_seconds(float(est.get("step_time_s", total)))), _td("100.0%")])
+    from moeplan.templating import macro
+
     table = _table("time-table", ["item", "time per step", "share"], rows)
-    return f'<div class="pair"><div>{table}</div>\n{_plot("time-plot", lambda: time_figure(est))}</div>'
+    return macro("pair", left=table, plot_id="time-plot", svg=plot_svg(lambda: time_figure(est)))
 
 
 def _binned_note(tl: Timeline) -> str:
@@ -238,25 +263,33 @@ def _binned_note(tl: Timeline) -> str:
 
 
 def _timeline_section(tl: Timeline) -> str:
-    """Busy and waiting time per pipeline rank, and the Gantt chart over the most loaded rank's memory."""
+    """Busy and idle time per pipeline rank, and the Gantt chart over the most loaded rank's memory. A rank's idle
+    time over the pipeline is the pipeline bubble of the time breakdown (the schedule's warm-up and cool-down, the
+    whole of the slowest rank's idle time and the same on every rank) plus, on a rank whose share of the model takes
+    less time, the rest of each slot: every rank runs at the slowest rank's pace (moeplan.timeline)."""
     from moeplan.plots import timeline_figure
 
+    span = tl.pipeline_end_s - tl.pipeline_start_s
+    busy = [sum(o.busy_s for o in tl.rank_ops(r)) for r in range(tl.pp)]
+    bubble = span - busy[tl.slowest_rank]
     rows = []
     for r in range(tl.pp):
-        ops = tl.rank_ops(r)
-        busy = sum(o.busy_s for o in ops)
-        first = min(o.start_s for o in ops)
-        last = max(o.start_s + o.slot_s for o in ops)
         marks = ", ".join(m for m, hit in (("slowest", r == tl.slowest_rank), ("most memory", r == tl.memory_rank)) if hit)
-        rows.append([_td(f"{r}" + (f" ({marks})" if marks else ""), "text"), _td(fmt_seconds(busy)),
-                     _td(fmt_seconds(last - first - busy)), _td(f"{busy / tl.step_time_s:.1%}")])
-    table = _table("timeline-table", ["pipeline rank", "forward + backward", "waiting in the pipeline", "busy share"],
-                   rows)
-    note = (f'<p class="note">One iteration in Megatron-Core\'s {tl.schedule} order ({tl.microbatches} micro-batches,'
+        rows.append([_td(f"{r}" + (f" ({marks})" if marks else ""), "text"), _td(fmt_seconds(busy[r])),
+                     _td(fmt_seconds(bubble)), _td(fmt_seconds(max(0.0, span - busy[r] - bubble))),
+                     _td(f"{busy[r] / tl.step_time_s:.1%}")])
+    note = (f"One iteration in Megatron-Core's {tl.schedule} order ({tl.microbatches} micro-batches,"
             f" PP {tl.pp}, VPP {tl.vpp}); step {fmt_seconds(tl.step_time_s)}; memory of rank {tl.memory_rank} peaks at "
             f"{tl.memory_peak_bytes / 1024**3:.1f} GiB.{_binned_note(tl)} `--trace FILE.json` on estimate, plan and "
-            "check writes it for Perfetto.</p>")
-    return f'<div id="timeline">{note}\n{table}</div>\n{_plot("timeline-plot", lambda: timeline_figure(tl))}'
+            "check writes it for Perfetto.")
+    idle = (f"A rank is idle in the pipeline for the pipeline bubble, {fmt_seconds(bubble)} "
+            f"({bubble / tl.step_time_s:.1%} of the step: the schedule's warm-up and cool-down, the same on every rank "
+            f"and the time breakdown's pp_bubble), plus, where its share of the model takes less time than rank "
+            f"{tl.slowest_rank}'s, the rest of each slot: every rank runs at the slowest rank's pace, so that wait is "
+            "imbalance across pipeline ranks, not schedule idle.")
+    from moeplan.templating import macro
+
+    return macro("timeline", note=note, idle=idle, rows=_rows(rows), plot_svg=plot_svg(lambda: timeline_figure(tl)))
 
 
 def _sweep_section(sweep: Sequence[Row]) -> str:
@@ -274,10 +307,21 @@ def _sweep_section(sweep: Sequence[Row]) -> str:
              _td(_num(r.get("capacity_gib"), ".1f")), _fits_cell(r), _td(_num(r.get("tflops_per_gpu"), ".1f")),
              _td(_num(r.get("tokens_per_s_per_gpu"), ",.0f"))]
             for r in sorted(sweep, key=lambda r: int(r["seq_len"]))]
+    from markupsafe import Markup
+
     table = _table("sweep-table", head, rows, text_cols=(0, 2, 3) if labels else (0, 2))
     drawn = [r for r in sweep if "parallel" in r]  # the plot draws the lengths that have a run
-    plot = f'\n{_plot("sweep-plot", lambda: sweep_figure(drawn))}' if drawn else ""
-    return f'<div class="wide">{table}</div>{plot}'
+    plot = Markup("\n") + _plot("sweep-plot", lambda: sweep_figure(drawn)) if drawn else ""
+    return Markup('<div class="wide">') + table + Markup("</div>") + plot
+
+
+# The pieces ``moeplan serve`` shows as the report does (moeplan.web.app): one markup, the same rows.
+summary_section = _summary
+plan_table = _plan_table
+memory_section = _memory_section
+time_section = _time_section
+timeline_section = _timeline_section
+sweep_section = _sweep_section
 
 
 def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None = None,
@@ -286,34 +330,18 @@ def render_html_report(*, title: str, plans: Sequence[Row], estimate: Row | None
                        ranks: Sequence[Mapping[str, float]] | None = None, timeline: Timeline | None = None,
                        notes: Sequence[str] | None = None) -> str:
     """The report page as a string (see :func:`write_html_report`)."""
+    from moeplan.templating import render
+
     est = estimate if estimate is not None else next((p for p in plans[:1] if "time_breakdown_s" in p), None)
-    out = [f'<h1 id="title">{escape(title)}</h1>', "<section><h2>Summary</h2>", _summary(est, plans)]
-    if notes:  # the search's notes (a halved GBS, a model outside the fit, ...), as the CLI prints them
-        out.append('<ul id="notes" class="note">\n' + "\n".join(f"<li>{escape(n)}</li>" for n in notes) + "\n</ul>")
-    out.append("</section>")
-    if plans:
-        out += ["<section><h2>Plans</h2>", f'<div class="wide">{_plan_table(plans)}</div>', "</section>"]
-    if est is not None and isinstance(est.get("memory_gib"), Mapping):
-        out += ["<section><h2>Memory per GPU</h2>", _memory_section(est, ranks), "</section>"]
-    if est is not None and "time_breakdown_s" in est:
-        out += ["<section><h2>Step time</h2>", _time_section(est), "</section>"]
-    if timeline is not None:
-        out += ["<section><h2>One iteration: pipeline schedule and memory</h2>", _timeline_section(timeline), "</section>"]
-    if overrides:
-        text = "\n".join(overrides)
-        out += ["<section><h2>Megatron Bridge overrides</h2>",
-                '<p class="note">One override per line; click the block to select it all.</p>',
-                f'<pre id="overrides" class="overrides">{escape(text)}</pre>', "</section>"]
-    if rationale:
-        items = "\n".join(f"<li>{escape(r)}</li>" for r in rationale)
-        out += ["<section><h2>Rationale</h2>", f'<ul id="rationale">\n{items}\n</ul>', "</section>"]
-    if sweep:
-        out += ["<section><h2>Sequence-length sweep</h2>", _sweep_section(sweep), "</section>"]
-    body = "\n".join(out)
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n"
-            f'<p class="note">Generated by moeplan.</p>\n</body>\n</html>\n')
+    has_memory = est is not None and isinstance(est.get("memory_gib"), Mapping)
+    has_time = est is not None and "time_breakdown_s" in est
+    return render("report.html.j2", title=title, css=CSS, summary=_summary(est, plans), notes=list(notes or ()),
+                  plan_table=_plan_table(plans) if plans else None,
+                  memory=_memory_section(est, ranks) if has_memory else None,
+                  time=_time_section(est) if has_time else None,
+                  timeline=_timeline_section(timeline) if timeline is not None else None,
+                  overrides=list(overrides or ()), rationale=list(rationale or ()),
+                  sweep=_sweep_section(sweep) if sweep else None)
 
 
 def write_html_report(path: str | os.PathLike[str], *, title: str, plans: list[dict[str, Any]],

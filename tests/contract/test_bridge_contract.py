@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from moeplan.api import build_config
-from moeplan.errors import MoeplanError
-from moeplan.megatron import export, fields
-from moeplan.run import RunConfig
+from moeplan.base import fields
+from moeplan.base.errors import MoeplanError
+from moeplan.megatron import export
 from moeplan.models import data as model_data
+from moeplan.run.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("bridge_driver.py")

@@ -8,7 +8,8 @@ import warnings
 
 import pytest
 
-from moeplan import api, checker
+from moeplan import api
+from moeplan.lint import checker
 from moeplan.megatron import export
 from moeplan.megatron.asserts import ASSERTS, FileView, tripped
 from moeplan.models import load_model
@@ -61,6 +62,7 @@ CASES = {
     "rank-capacity-op-fuser": ("qwen3-30b-a3b", {"moe_expert_rank_capacity_factor": 1.0,
                                                  "moe_token_dispatcher_type": "flex",
                                                  "moe_flex_dispatcher_backend": "hybridep"}),
+    "dsa-cp-allgather": ("glm-5", {"cp_comm_type": "p2p"}),
 }
 
 
@@ -167,9 +169,9 @@ def test_installed_megatron_core_agrees(row):
 def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
     """RunConfig.ep_overlap_allowed refuses the pair in every release (unsupported before 0.17, asserted
     from it), so no plan pairs them and the estimate refuses the pair as a knob problem."""
-    from moeplan.knobs import knob_problem
-    from moeplan.parallel import Batch, Parallel
-    from moeplan.run import Recompute, RunConfig
+    from moeplan.engine.knobs import knob_problem
+    from moeplan.run.parallel import Batch, Parallel
+    from moeplan.run.config import Recompute, RunConfig
     from moeplan.hardware import load_gpu
 
     spec = load_model("qwen3-30b-a3b")
@@ -186,3 +188,10 @@ def test_planner_never_pairs_ep_overlap_with_moe_recompute_from_017():
         for p in api.search_plans("qwen3-235b-a22b", gpu="h100", gpus=256, seq_len=65536, gbs=256, top=5,
                                   mcore_version=version).plans:
             assert not (p.config.ep_overlap and "moe" in p.config.recompute.modules), p.config.parallel.short()
+
+
+def test_dsa_cp_takes_either_spelling_of_all_gather():
+    """Megatron-Core's DSAttention normalises cp_comm_type (no underscores): Bridge's all_gather is its allgather."""
+    for spelling in ("all_gather", "allgather"):
+        assert not tripped(_view("glm-5", {"cp_comm_type": spelling}))
+    assert "dsa-cp-allgather" in {a.id for a, _ in tripped(_view("glm-5", {"cp_comm_type": "a2a"}))}

@@ -14,10 +14,10 @@ from dataclasses import replace
 import pytest
 
 from moeplan.api import build_config
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.megatron import export, mcore, read, to_run
-from moeplan.parallel import check_layout
-from moeplan.run import RunConfig
+from moeplan.run.parallel import check_layout
+from moeplan.run.config import RunConfig
 
 torch = pytest.importorskip("torch", reason="Megatron-Core validation needs torch (pip install torch)")
 with warnings.catch_warnings():
@@ -67,7 +67,7 @@ def oldest_known_te(monkeypatch: pytest.MonkeyPatch) -> None:
     except ImportError:
         from packaging.version import Version
 
-        from moeplan.attention_backend import TE_WIDE_HEAD_CUDNN
+        from moeplan.run.attention_backend import TE_WIDE_HEAD_CUDNN
 
         oldest = min(Version(v) for v in TE_WIDE_HEAD_CUDNN)
         monkeypatch.setattr(_tc, "is_te_min_version", lambda v, check_equality=True: oldest >= Version(v))

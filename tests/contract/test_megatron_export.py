@@ -9,10 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from moeplan.api import build_config
-from moeplan.errors import MoeplanError
-from moeplan.megatron import export, fields, read, to_run
-from moeplan.parallel import build_pipeline
-from moeplan.run import Recompute, RunConfig
+from moeplan.base.errors import MoeplanError
+from moeplan.base import fields
+from moeplan.megatron import export, read, to_run
+from moeplan.run.parallel import build_pipeline
+from moeplan.run.config import Recompute, RunConfig
 
 PLANS = {
     "dsv3": dict(model="deepseek-v3", gpus=256, seq_len=131072, gbs=64, tp=1, pp=8, vpp=4, cp=32, ep=32,

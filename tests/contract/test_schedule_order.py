@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from moeplan.timeline import rank_schedule
+from moeplan.engine.timeline import rank_schedule
 
 CASES = [
     # (pp, vpp, microbatches): PP 2-4, VPP 1-3, fewer and more micro-batches than PP

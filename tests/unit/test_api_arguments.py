@@ -1,5 +1,5 @@
 """The Python API's boundary: wrong argument types and values are one-line MoeplanErrors naming the argument
-(moeplan.argcheck), not TypeError/ZeroDivisionError from deep inside; cp_comm_type is checked and reported."""
+(moeplan.base.argcheck), not TypeError/ZeroDivisionError from deep inside; cp_comm_type is checked and reported."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from moeplan import api, checker
-from moeplan.errors import MoeplanError
+from moeplan import api
+from moeplan.lint import checker
+from moeplan.base.errors import MoeplanError
 from moeplan.megatron import export
-from moeplan.vocab import CP_COMM_TYPES
+from moeplan.base.vocab import CP_COMM_TYPES
 
 M = "qwen3-30b-a3b"
 EST = dict(gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16)
@@ -120,7 +121,7 @@ def test_calibrate_takes_one_log_alone(tmp_path):
 
 def test_api_imports_only_what_it_uses():
     """moeplan.api keeps its documented re-exports (list_models, Estimate) but no unused import (catalog_names)."""
-    from moeplan.listing import list_models
+    from moeplan.engine.listing import list_models
 
     assert api.list_models is list_models and api.Estimate is not None
     assert not hasattr(api, "catalog_names")

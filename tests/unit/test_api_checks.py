@@ -1,7 +1,7 @@
 """F6: the Python API checks gpu, cal, the numbers, cuda_graphs / optimizer_offload (scopes and a fraction for
 estimate, bools for plan), fixed, hold, seq_lens and calibrate's warmup_iters where they enter: a one-line
-MoeplanError naming the argument, not an AttributeError / TypeError / ValueError from deep inside. The README lists
-moeplan.checker.check beside them: it takes the same checks (review finding 12)."""
+MoeplanError naming the argument, not an AttributeError / TypeError / ValueError from deep inside. docs/commands/plan.md (Python API) lists
+moeplan.lint.checker.check beside them: it takes the same checks (review finding 12)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any, Callable
 
 import pytest
 
-from moeplan import api, checker
-from moeplan.errors import MoeplanError
+from moeplan import api
+from moeplan.lint import checker
+from moeplan.base.errors import MoeplanError
 from moeplan.hardware import load_gpu
-from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..conftest import ROOT
 
@@ -51,7 +52,7 @@ ALL_FUNCTIONS = RUN_FUNCTIONS | SEARCH_FUNCTIONS
 
 
 def _check(**kw: Any) -> Any:
-    """moeplan.checker.check of a real file (so a refusal is the argument's, not a missing file's)."""
+    """moeplan.lint.checker.check of a real file (so a refusal is the argument's, not a missing file's)."""
     return checker.check(str(RUN), **{"model": "deepseek-v3", "gpus": 1024, **kw})
 
 

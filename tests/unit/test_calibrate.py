@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from moeplan import cli
-from moeplan.calibrate import calibrate, fit, load_profile, profile_yaml, run_from_log
-from moeplan.errors import MoeplanError
-from moeplan.estimate import evaluate
+from moeplan.calibrate.fit import calibrate, fit, load_profile, profile_yaml, run_from_log
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.estimate import evaluate
 from moeplan.logs import parse_log, read_log, steady_state
 from moeplan.logs.lines import parse_iterations, parse_memory
-from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..log_fixtures import (
     QWEN3_30B_EP16,
@@ -355,8 +355,8 @@ def test_every_efficiency_is_capped_at_one():
     """Every Calibration share (``*_eff``, ``*_share``) stays <= 1 in a user fit, new ones included."""
     from dataclasses import fields
 
-    from moeplan import calibrate
-    from moeplan.timing import Calibration
+    from moeplan.calibrate import fit as calibrate
+    from moeplan.engine.timing.calibration import Calibration
 
     shares = [f.name for f in fields(Calibration) if f.name.endswith(("_eff", "_share"))]
     assert {"attn_fwd_eff", "attn_bwd_eff", "a2a_scaleout_eff", "cpu_adam_mem_eff", "ep_link_share"} <= set(shares)

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from moeplan import api, cli
-from moeplan.calibrate import calibrate
-from moeplan.errors import MoeplanError
+from moeplan.calibrate.fit import calibrate
+from moeplan.base.errors import MoeplanError
 
 from ..log_fixtures import QWEN3_30B_EP16, mlm_log, step_times
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from moeplan import cli
-from moeplan.calibrate import calibrate
-from moeplan.errors import MoeplanError
+from moeplan.calibrate.fit import calibrate
+from moeplan.base.errors import MoeplanError
 
 from ..log_fixtures import QWEN3_30B_EP16, arguments_dump, iteration_line
 

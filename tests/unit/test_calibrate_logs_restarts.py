@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from moeplan import cli
-from moeplan.calibrate import calibrate, log_runs, run_from_log
-from moeplan.errors import MoeplanError
+from moeplan.calibrate.fit import calibrate, log_runs, run_from_log
+from moeplan.base.errors import MoeplanError
 from moeplan.logs import split_log
 
 from ..log_fixtures import QWEN3_30B_EP16, bridge_memory_line, bridge_summary, iteration_line, mlm_log, step_times

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from moeplan.calibrate import log_runs
-from moeplan.errors import MoeplanError
+from moeplan.calibrate.fit import log_runs
+from moeplan.base.errors import MoeplanError
 from moeplan.logs import lines as log_lines
 from moeplan.logs import parse_log, parse_runs, read_log, read_runs, split_log, steady_state
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 ROOT = Path(__file__).resolve().parents[2]
 

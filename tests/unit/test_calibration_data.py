@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from moeplan import api
-from moeplan.errors import MoeplanError
-from moeplan.timing import CALIBRATION_FILE, DEFAULT_CALIBRATION, Calibration
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.timing.calibration import CALIBRATION_FILE, DEFAULT_CALIBRATION, Calibration
 
 from ..conftest import ROOT
 
@@ -47,7 +47,7 @@ def test_plan_uses_the_calibration_it_is_given():
 def test_renamed_constants_still_read_under_their_old_names():
     """A user profile written before a constant gained its unit suffix still applies (ep_sm_bw ->
     ep_sm_bw_bytes_per_s); giving both names is an error, not a silent pick."""
-    from moeplan.timing import RENAMED_CONSTANTS
+    from moeplan.engine.timing.calibration import RENAMED_CONSTANTS
 
     key = "deepep_nvl8_dispatch"
     value = DEFAULT_CALIBRATION.ep_sm_bw_bytes_per_s[key] / 2

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moeplan import api, checker
+from moeplan import api
+from moeplan.lint import checker
 from moeplan.megatron import export
 from moeplan.cli import main
 
@@ -222,7 +223,7 @@ def test_cp_guidance_findings_follow_the_estimates():
     """seq/4096 is where CP starts, not a verdict: a large shard is a warning (with the fix) only when
     the guidance's CP fits and is faster, or the run does not fit; otherwise it is information that cites
     the numbers, including why the guidance's CP is impossible (Gated DeltaNet CP needs 0.18)."""
-    from moeplan.rules import lint
+    from moeplan.lint.rules import lint
 
     def cp_finding(model, **kw):
         cfg, gpu = api.build_config(model, **kw)
@@ -261,7 +262,7 @@ def test_provenance_names_the_hardware_file_with_the_other_keys():
 
 
 def test_megatron_rules_say_which_checks_moeplans_knobs_share():
-    """McoreAssert.shares_knob marks the assertions moeplan.knobs also makes (one finding per cause in check);
+    """McoreAssert.shares_knob marks the assertions moeplan.engine.knobs also makes (one finding per cause in check);
     checker asks each one's predicate whether the run's knob fails for its causes alone."""
     from moeplan.megatron.asserts import ASSERTS
 
@@ -271,7 +272,7 @@ def test_megatron_rules_say_which_checks_moeplans_knobs_share():
 
 def test_check_reports_a_shared_cause_once_by_the_rules_flag(tmp_path, monkeypatch):
     """A file asking for delay_wgrad_compute without EP overlap: Megatron's assertion, with the knob's fix, and
-    no knob-layout finding, because the rule says moeplan.knobs shares it; unflagged, both would report."""
+    no knob-layout finding, because the rule says moeplan.engine.knobs shares it; unflagged, both would report."""
     from dataclasses import replace
 
     from moeplan.megatron import asserts

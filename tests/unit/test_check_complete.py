@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from moeplan import checker
+from moeplan.lint import checker
 from moeplan.cli import main
-from moeplan.rules import did_you_mean
+from moeplan.lint.rules import did_you_mean
 from moeplan.megatron.read import known_keys
 
 BAD_128K = """\

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from moeplan import checker
+from moeplan.lint import checker
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 
 @pytest.fixture

@@ -155,9 +155,9 @@ def test_unknown_cp_comm_type_is_one_line_exit_2(capsys):
 
 @pytest.mark.parametrize("command", ["estimate", "plan", "check"])
 def test_trace_help_states_the_timelines_detail_cap(capsys, command):
-    """--trace's help names the cap moeplan.timeline.trace_detail applies (vocab.TRACE_DETAIL_MICROBATCHES)."""
-    from moeplan import timeline
-    from moeplan.vocab import TRACE_DETAIL_MICROBATCHES
+    """--trace's help names the cap moeplan.engine.timeline.trace_detail applies (vocab.TRACE_DETAIL_MICROBATCHES)."""
+    from moeplan.engine import timeline
+    from moeplan.base.vocab import TRACE_DETAIL_MICROBATCHES
 
     assert timeline.TRACE_DETAIL_MICROBATCHES is TRACE_DETAIL_MICROBATCHES  # the one the trace applies
     with pytest.raises(SystemExit):

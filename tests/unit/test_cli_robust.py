@@ -118,8 +118,8 @@ def test_sweep_plot_says_wrote(tmp_path, capsys):
 
 
 def test_write_failure_leaves_no_temp_file(tmp_path, monkeypatch):
-    from moeplan import outfile
-    from moeplan.errors import MoeplanError
+    from moeplan.base import outfile
+    from moeplan.base.errors import MoeplanError
 
     def boom(src, dst):
         raise OSError(28, "No space left on device")

@@ -11,7 +11,8 @@ import pytest
 from rich.console import Console
 
 from moeplan import api
-from moeplan.cli import print_plans, print_sweep
+from moeplan.cli.plan import print_plans
+from moeplan.cli.sweep import print_sweep
 
 SPLIT = re.compile(r"[\s│┃┏┓┗┛━─┡┩┳╇┻┴┬┼└┘┌┐]+")
 
@@ -85,7 +86,7 @@ def test_frame_width_matches_rich_layout():
     from rich import box
     from rich.table import Table
 
-    from moeplan.cli import _frame_width
+    from moeplan.cli.tables import _frame_width
 
     for kw in ({}, {"box": None, "padding": (0, 1), "pad_edge": False}, {"box": box.SIMPLE, "show_edge": False},
                {"collapse_padding": True}, {"padding": (0, 2, 0, 1), "pad_edge": False}):

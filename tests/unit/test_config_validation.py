@@ -61,7 +61,7 @@ def test_planning_commands_refuse_it_too(tmp_path, capsys):
 def test_gated_deltanet_value_heads_divide_by_key_heads():
     from importlib import resources
 
-    from moeplan.errors import MoeplanError
+    from moeplan.base.errors import MoeplanError
     from moeplan.models.hf import spec_from_dict
 
     cfg = json.loads(resources.files("moeplan.models.data").joinpath("qwen3-next-80b-a3b.json").read_text())
@@ -98,8 +98,8 @@ def test_run_config_refuses_an_unknown_cp_comm_type(bad):
     from dataclasses import replace
 
     from moeplan import api
-    from moeplan.errors import MoeplanError
-    from moeplan.vocab import CP_COMM_TYPES
+    from moeplan.base.errors import MoeplanError
+    from moeplan.base.vocab import CP_COMM_TYPES
 
     cfg, _ = api.build_config("qwen3-30b-a3b", gpus=16, seq_len=4096, gbs=16, ep=16)
     with pytest.raises(MoeplanError) as exc:

@@ -8,12 +8,13 @@ import json
 
 import pytest
 
-from moeplan import api, checker
+from moeplan import api
+from moeplan.lint import checker
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
-from moeplan.knobs import knob_problem
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.knobs import knob_problem
 from moeplan.megatron import export
-from moeplan.strategy import parse_strategy, strategy_text
+from moeplan.run.strategy import parse_strategy, strategy_text
 
 G11 = dict(gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16, dispatcher="hybridep")
 GPT_OSS = dict(gpu="gb200", gpus=64, seq_len=4096, gbs=1280, mbs=4, ep=16, dispatcher="hybridep", ep_overlap=True,
@@ -102,7 +103,8 @@ def test_linter_warns_when_overlap_runs_without_delayed_wgrad(tmp_path):
 def test_merged_layer_nodes_never_run_backwards_when_wgrad_outweighs_the_backward():
     """A wgrad estimate above the backward (few rows per expert, its own roofline) is capped at the backward:
     the layer is then no faster than with the whole backward delayed, and never faster than its comm chain."""
-    from moeplan.timing import TRAIN, merged_layer_s
+    from moeplan.engine.timing.context import TRAIN
+    from moeplan.engine.timing.moe import merged_layer_s
 
     d = c = 1e-3
     experts_s, attn_s = 3e-3, 3e-3
@@ -122,8 +124,8 @@ def test_ep_overlap_with_gated_deltanet_needs_its_backward_dw():
     """core_v0.16.1's GatedDeltaNet has no backward_dw, which EP overlap's callables read for every layer
     (fine_grained_callables.py init_backward_dw_wrapper): refused there, accepted from 0.17 (Megatron-LM #2997),
     where delay_wgrad also delays its in_proj / out_proj weight gradients."""
-    from moeplan.errors import MoeplanError
-    from moeplan.megatron.fields import gdn_backward_dw
+    from moeplan.base.errors import MoeplanError
+    from moeplan.base.fields import gdn_backward_dw
 
     assert not gdn_backward_dw("0.16.1") and gdn_backward_dw("0.17") and gdn_backward_dw("0.19")
     kw = dict(gpu="h100", gpus=64, seq_len=4096, gbs=512, pp=2, vpp=4, ep=32, dispatcher="deepep", ep_overlap=True)
@@ -233,7 +235,7 @@ def test_delay_megatron_rejects_is_one_finding_with_its_fix(tmp_path, fmt, cause
 def test_knob_layout_for_delay_without_overlap_has_its_fix():
     """Where only knob-layout reports it (rules.lint on a run, no file): the override that removes it, although
     the run's own export already says false (delay_wgrad_compute is off without EP overlap)."""
-    from moeplan.rules import lint
+    from moeplan.lint.rules import lint
 
     cfg = _cfg().with_(delay_wgrad=True)
     hit = [f for f in lint(cfg, cfg.gpu) if f.rule == "knob-layout"]

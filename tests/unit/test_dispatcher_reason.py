@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 from moeplan import api
-from moeplan.advice import with_dispatcher, explain_plan
-from moeplan.estimate import evaluate
-from moeplan.knobs import knob_problem
+from moeplan.plan.advice import with_dispatcher, explain_plan
+from moeplan.engine.estimate import evaluate
+from moeplan.engine.knobs import knob_problem
 
 GIB = 2**30
 
@@ -69,8 +69,8 @@ def test_auto_dispatcher_keeps_what_the_runs_knobs_need():
 
 def test_linter_costs_dispatchers_as_they_can_run():
     """The linter's dispatcher rule compares runs Megatron-Core accepts (its fix must be a working config)."""
-    from moeplan import rules
-    from moeplan.estimate import Evaluator
+    from moeplan.lint import rules
+    from moeplan.engine.estimate import Evaluator
 
     cfg, gpu = api.build_config("qwen3-next-80b-a3b", dispatcher="hybridep", **_SYNC_FREE)
     seen = []

@@ -12,16 +12,10 @@ from moeplan import api
 from moeplan.hardware import load_gpu
 from moeplan.models.catalog import load_model
 from moeplan.models.spec import MoE
-from moeplan.timing import (
-    DEFAULT_CALIBRATION,
-    _ep_kernels,
-    make_ctx,
-    routing_map_allgather_s,
-    ep_comm_sms,
-    ep_kernel_bw_bytes_per_s,
-    ep_overlap_exposed_s,
-    expected_ranks_hit,
-)
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import make_ctx
+from moeplan.engine.timing.moe import (ep_kernels as _ep_kernels, routing_map_allgather_s, ep_comm_sms,
+    ep_kernel_bw_bytes_per_s, ep_overlap_exposed_s, expected_ranks_hit)
 
 
 def _moe(model: str) -> MoE:
@@ -148,7 +142,7 @@ def test_flex_dispatchers_fuse_the_preprocess_launches():
     """Router + EP preprocess launch 17 kernels with DeepEP's fused layout kernel instead of 31 (Megatron-LM
     deepseek-v3-gb200-optimization, 2.2.1): less host launch time per layer, none left once those scopes
     are graph-captured."""
-    from moeplan.timing import FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_SHARE
+    from moeplan.engine.timing.context import FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_SHARE
 
     kw = dict(gpu="h100", gpus=16, seq_len=4096, gbs=64, tp=2, pp=2, ep=4)
     lo = {d: api.estimate("qwen3-30b-a3b", dispatcher=d, **kw)["time_breakdown_s"]["launch_overhead"]

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from moeplan import checker
+from moeplan.lint import checker
 from moeplan.cli import main
-from moeplan.knobs import knob_problem
+from moeplan.engine.knobs import knob_problem
 from moeplan.megatron.asserts import ASSERTS, FileView, tripped
 from moeplan.megatron.export import to_settings
 from moeplan.models import load_model
 from moeplan.models.spec import with_mtp_layers
-from moeplan.parallel import Batch, Parallel
-from moeplan.run import EP_OVERLAP_ASSERTED, EP_OVERLAP_BLOCKERS, Recompute, RunConfig
+from moeplan.run.parallel import Batch, Parallel
+from moeplan.run.config import EP_OVERLAP_ASSERTED, EP_OVERLAP_BLOCKERS, Recompute, RunConfig
 
 
 def _run(model: str = "qwen3-30b-a3b", *, mtp: int = 0, version: str = "0.16", gbs: int = 64, **sizes) -> RunConfig:
@@ -40,6 +40,7 @@ ONLY = {
     "mtp_layers": lambda: _run(mtp=2, version="0.18"),
     "mtp_pp": lambda: _run(mtp=1, pp=1, vpp=1),
     "gdn": lambda: _run("qwen3-next-80b-a3b"),
+    "hybrid": lambda: _run("nemotron-3-nano-30b-a3b", version="0.19"),  # HybridModel has no build_schedule_plan
 }
 
 

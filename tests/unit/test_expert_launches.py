@@ -7,12 +7,9 @@ from __future__ import annotations
 import pytest
 
 from moeplan import api
-from moeplan.timing import (
-    DEFAULT_CALIBRATION,
-    EXPERT_LAUNCHES,
-    expert_host_s,
-    expert_launch_exposed_s,
-)
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import EXPERT_LAUNCHES
+from moeplan.engine.timing.moe import expert_host_s, expert_launch_exposed_s
 
 CAL = DEFAULT_CALIBRATION
 C = CAL.expert_launch_host_s
@@ -92,8 +89,8 @@ def test_recomputed_experts_launch_again():
     (megatron/core/transformer/moe/moe_layer.py checkpoints the whole block): the experts' forward
     launches show a second time, and the recompute is not GPU work the backward launches run ahead of.
     moe_act recomputes only the activation (no GEMM launches); layernorm nothing of the experts."""
-    from moeplan.run import Recompute
-    from moeplan.timing import experts_recomputed
+    from moeplan.run.config import Recompute
+    from moeplan.engine.timing.moe import experts_recomputed
 
     assert experts_recomputed(Recompute("full")) and experts_recomputed(Recompute("selective", frozenset({"moe"})))
     for mods in ({"moe_act"}, {"layernorm", "mla_up_proj"}):

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from moeplan import api
-from moeplan.errors import InvalidLayout
+from moeplan.base.errors import InvalidLayout
 from moeplan.cli import main
-from moeplan.explain import compare
+from moeplan.plan.explain import compare
 
 
 def _run(capsys, *argv):
@@ -176,7 +176,7 @@ def test_explain_of_run_files_reads_their_gpu_and_version(tmp_path, capsys):
     code, out, _ = _run(capsys, "explain", str(run), "--seq-len", "16k", "--json")
     d = json.loads(out)
     assert code == 0 and d["a"]["gpu"] == d["b"]["gpu"] == "gb200" and d["a"]["fits"]
-    from moeplan import checker
+    from moeplan.lint import checker
 
     assert checker.estimate_file(str(run)).config.mcore_version == "0.18"  # what explain now passes: None
     code, out, _ = _run(capsys, "explain", str(run), "--seq-len", "16k", "--gpu", "h100", "--json")
@@ -203,7 +203,7 @@ def test_explain_remedy_searches_as_run_b_runs(tmp_path, capsys, monkeypatch):
     assert code == 0
     assert seen["moe_imbalance"] == 1.3 and seen["reserve_gib"] == 4 and seen["grad_fp32"] is False
     assert seen["mcore_version"] == "0.18" and seen["gpus"] == 16 and seen["seq_len"] == 16384
-    from moeplan import checker
+    from moeplan.lint import checker
 
     plain = checker.estimate_file(str(run), seq_len=16384)
     skewed = checker.estimate_file(str(run), seq_len=16384, moe_imbalance=1.3, reserve_gib=4)
@@ -226,7 +226,7 @@ def test_explain_refuses_flags_a_run_file_decides(tmp_path, capsys):
 def test_explain_model_path_takes_the_usual_defaults(capsys):
     """explain MODEL without --gpu / --precision runs at the catalog default GPU and bf16 (explain's parser
     leaves them unset so that run files can be told apart)."""
-    from moeplan.vocab import DEFAULT_GPU
+    from moeplan.base.vocab import DEFAULT_GPU
 
     code, out, _ = _run(capsys, "explain", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k,8k",
                         "--gbs-tokens", "512k", "--no-fix", "--json")
@@ -251,7 +251,7 @@ def test_sweep_holds_a_megatron_fsdp_layout(capsys):
 
 def _why(a, b, fix=True) -> dict:
     """compare(a, b) and, with ``fix``, the remedy for b as `moeplan explain` gives it: {topic: text}."""
-    from moeplan.explain import remedy
+    from moeplan.plan.explain import remedy
 
     reasons = list(compare(a, b).reasons)
     if fix:
@@ -329,8 +329,8 @@ def test_explain_names_each_real_difference_once():
     the offload that turns it on, and the layout beside a GPU count whose DP it follows: one name per real change."""
     from dataclasses import replace
 
-    from moeplan.estimate import evaluate
-    from moeplan.explain import differences
+    from moeplan.engine.estimate import evaluate
+    from moeplan.plan.explain import differences
 
     a = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=64, ep=8, pp=2, vpp=2,
                          dispatcher="alltoall").config
@@ -352,7 +352,7 @@ def test_explain_names_each_real_difference_once():
 
 def test_token_budget_shorter_than_a_length_is_an_argument_error_as_documented(capsys):
     """A length --gbs-tokens cannot split into whole sequences fails the whole sweep (exit 2, one line, no
-    rows), unlike a length with no valid layout (its own row): README and --help say so."""
+    rows), unlike a length with no valid layout (its own row): docs/commands/sweep.md and --help say so."""
     from pathlib import Path
 
     from moeplan.cli import build_parser, main
@@ -360,8 +360,8 @@ def test_token_budget_shorter_than_a_length_is_an_argument_error_as_documented(c
     code = main(["sweep", "deepseek-v3", "--gpus", "64", "--seq-len", "4k,128k,1m", "--gbs-tokens", "512k"])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "less than one sequence" in err
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
-    assert "does not split into whole sequences at some length" in readme
+    page = " ".join((Path(__file__).parents[2] / "docs" / "commands" / "sweep.md").read_text().split())
+    assert "does not split into whole sequences at some length" in page  # moved from the README (issue 32)
     sweep_help = " ".join(build_parser()._subparsers._group_actions[0].choices["sweep"].format_help().split())
     assert "not a whole number of sequences at some length" in sweep_help
 
@@ -456,7 +456,7 @@ def test_token_budget_errors_suggest_a_budget_and_name_the_flag_the_user_has(cap
 
 def test_explain_json_differences_are_json_values():
     """The differences block held display strings ("4,096", "1024"); numbers are numbers, sets lists."""
-    from moeplan.explain import differences
+    from moeplan.plan.explain import differences
 
     a = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16).config
     b = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=32768, gbs=128, ep=16,

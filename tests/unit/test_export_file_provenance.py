@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from moeplan import checker
+from moeplan.lint import checker
 from moeplan.cli import main
 from moeplan.megatron.read import read_provenance
 

@@ -7,21 +7,23 @@ import math
 
 import pytest
 
-from moeplan import api, fsdp, muon
+from moeplan import api
+from moeplan.engine import fsdp, muon
 from types import SimpleNamespace
 
 from moeplan.megatron import export as _export
-from moeplan.megatron import fields as _fields
+from moeplan.base import fields as _fields
 from moeplan.megatron import read as _read
 from moeplan.megatron import to_run as _to_run
-from moeplan.errors import MoeplanError
-from moeplan.estimate import evaluate
-from moeplan.flops import Gemm
-from moeplan.memory import GIB, layer_params
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.estimate import evaluate
+from moeplan.engine.flops import Gemm
+from moeplan.engine.memory import GIB
+from moeplan.engine.param_shards import layer_params
 from moeplan.models import load_model
-from moeplan.params import count_params
-from moeplan.parallel import Batch, Parallel
-from moeplan.run import RunConfig
+from moeplan.engine.params import count_params
+from moeplan.run.parallel import Batch, Parallel
+from moeplan.run.config import RunConfig
 
 H100 = 80e9
 M = SimpleNamespace(to_settings=_export.to_settings, to_overrides=_export.to_overrides, to_yaml=_export.to_yaml,
@@ -406,7 +408,7 @@ def test_cli_optimizer_and_fsdp(capsys):
 
 
 def test_check_reads_fsdp_and_lints(tmp_path):
-    from moeplan import checker
+    from moeplan.lint import checker
 
     path = tmp_path / "run.yaml"
     path.write_text("model:\n  tensor_model_parallel_size: 1\n  pipeline_model_parallel_size: 1\n"
@@ -427,7 +429,7 @@ def test_check_reads_fsdp_and_lints(tmp_path):
 
 
 def test_muon_lint_findings():
-    from moeplan.rules import lint
+    from moeplan.lint.rules import lint
 
     findings = lint(_cfg(optimizer="muon", muon_layer_wise=False, dp_overlap=False), _gpu())
     lw = [f for f in findings if f.rule == "muon-layer-wise"]
@@ -457,8 +459,8 @@ def test_plan_table_marks_fsdp(capsys, monkeypatch):
 def test_fsdp_reason_when_the_distributed_optimizer_fits_and_is_faster():
     """An FSDP plan the distributed optimizer would run faster (a tie the planner lists) must not read as if
     FSDP were the faster choice: the reason says the plain plan fits and is faster, with both rates."""
-    from moeplan.advice import explain_plan
-    from moeplan.estimate import evaluate
+    from moeplan.plan.advice import explain_plan
+    from moeplan.engine.estimate import evaluate
 
     cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16,
                                 fsdp="optim_grads_params")
@@ -476,7 +478,7 @@ def test_sweep_tables_mark_fsdp_as_the_plan_table_does():
     report.plan_layout_label), as the plan table does: 'FSDP' for the full shard, 'FSDP <strategy>' else."""
     from rich.console import Console
 
-    from moeplan.cli import _sweep_table
+    from moeplan.cli.sweep import _sweep_table
     from moeplan.report import _sweep_section, layout_label, plan_layout_label
 
     row = api.sweep("qwen3-30b-a3b", gpu="h100", gpus=16, seq_lens=[4096], gbs_tokens=1 << 20)[0]
@@ -492,7 +494,7 @@ def test_sweep_tables_mark_fsdp_as_the_plan_table_does():
 
 def test_newer_release_sentence_marks_fsdp():
     """The 'a newer Megatron-Core adds it' sentence prints its plan's layout with the FSDP mark too."""
-    from moeplan.planner import NewerRelease
+    from moeplan.plan.space import NewerRelease
 
     cfg, _ = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=256, ep=16,
                               fsdp="optim_grads_params")

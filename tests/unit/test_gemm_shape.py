@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from moeplan import api
-from moeplan.flops import Gemm
+from moeplan.engine.flops import Gemm
 from moeplan.hardware import load_gpu
-from moeplan.timing import DEFAULT_CALIBRATION, _gemm_time, gemm_k_half, make_ctx
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import make_ctx
+from moeplan.engine.timing.gemm import gemm_time as _gemm_time, gemm_k_half
 
 
 def test_k_half_grows_with_the_sm_matmul_rate():

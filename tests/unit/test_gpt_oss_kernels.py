@@ -16,23 +16,18 @@ from importlib import resources
 import pytest
 
 from moeplan import api
-from moeplan.activations import BF16_BYTES, unfused_attention_bytes, unfused_softmax_is_fused, unfused_softmax_keys
-from moeplan.attention_backend import sink_cp_comm_ok, softmax_type
-from moeplan.errors import MoeplanError
+from moeplan.engine.activations import BF16_BYTES, unfused_attention_bytes, unfused_softmax_is_fused, unfused_softmax_keys
+from moeplan.run.attention_backend import sink_cp_comm_ok, softmax_type
+from moeplan.base.errors import MoeplanError
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
 from moeplan.models.hf import spec_from_dict
-from moeplan.activations import expert_probs_bytes
-from moeplan.attention_backend import attention_kernel_mixer
+from moeplan.engine.activations import expert_probs_bytes
+from moeplan.run.attention_backend import attention_kernel_mixer
 from moeplan.models.spec import Attention, Layer, ModelSpec, MoE
-from moeplan.timing import (
-    UNFUSED_SINK_SCORE_BYTES,
-    attention_efficiency,
-    attention_kernel,
-    cp_comm_allowed,
-    expert_glue_bytes,
-    expert_glue_clamp_fwd_bytes,
-)
+from moeplan.engine.timing.attention import UNFUSED_SINK_SCORE_BYTES, attention_efficiency, cp_comm_allowed
+from moeplan.engine.timing.moe import expert_glue_bytes, expert_glue_clamp_fwd_bytes
+from moeplan.run.attention_backend import attention_kernel
 
 OSS = load_model("gpt-oss-120b")
 OSS_MOE = OSS.layers[0].mlp
@@ -152,7 +147,7 @@ def test_unfused_sinks_and_window_cost_the_full_square() -> None:
 def test_unfused_clamp_keeps_a_second_fc1_output() -> None:
     """clamp's autograd keeps the fc1 output beside the fused activation's clamped copy: +2F bf16 per routed row
     and layer for the micro-batch in flight (PP 1), unless moe_act is recomputed or the op fuser runs."""
-    from moeplan.activations import clamp_saved_row_bytes
+    from moeplan.engine.activations import clamp_saved_row_bytes
 
     assert clamp_saved_row_bytes(OSS_MOE) == 2 * 2880 * BF16_BYTES
     assert clamp_saved_row_bytes(dataclasses.replace(OSS_MOE, act_clamp=None)) == 0.0
@@ -185,7 +180,7 @@ def test_yarn_concentration_factor_from_the_config() -> None:
 
 def test_eager_rope_under_yarn_mscale() -> None:
     """rope_utils.py falls back to _apply_rotary_pos_emb_bshd when mscale != 1: its ops counted one by one."""
-    from moeplan.timing import rope_glue_bytes
+    from moeplan.engine.timing.attention import rope_glue_bytes
 
     e = (64 + 8) * 64  # q and k elements per token
     fwd_ops = {"neg": (e / 2, e / 2), "rotate cat": (e, e), "x cos": (e, e), "x sin": (e, e), "add": (2 * e, e),

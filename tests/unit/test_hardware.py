@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.hardware import GPUSpec, hardware_names, hardware_table, load_gpu, load_user_hardware
 
 CATALOG = ["h100", "h200", "b200", "b300", "gb200", "gb300"]

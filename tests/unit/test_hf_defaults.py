@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from moeplan.errors import MoeplanError
-from moeplan.flops import flops_per_token
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.flops import flops_per_token
 from moeplan.models.hf import spec_from_dict
 from moeplan.models.spec import ModelSpec
-from moeplan.params import count_params
+from moeplan.engine.params import count_params
 
 from ..conftest import MODELS_DIR
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from moeplan import api, checker
+from moeplan import api
+from moeplan.lint import checker
 from moeplan.cli import main
 from moeplan.megatron import export
 
@@ -75,7 +76,7 @@ def test_the_host_holds_16_bytes_per_offloaded_parameter():
     """HybridDeviceOptimizer keeps a pinned fp32 copy of each offloaded parameter, its fp32 gradient buffer and the
     CPU Adam's two fp32 moments (hybrid_optimizer.py): 16 bytes per parameter, whatever the GPU saves (8 without the
     precision-aware optimizer, 12 with it)."""
-    from moeplan.memory import HOST_BYTES_PER_OFFLOADED_PARAM, offloaded_state_bytes_per_param
+    from moeplan.engine.memory import HOST_BYTES_PER_OFFLOADED_PARAM, offloaded_state_bytes_per_param
 
     for precision_aware in (False, True):
         est = api.estimate_run("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=1024, ep=16,

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from moeplan.api import build_config
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.megatron import export, launch
 from moeplan.megatron import launch_tables as T
 from moeplan.megatron.read.overrides import parse_override_value
@@ -159,3 +159,19 @@ def test_cli_plan_format_bridge_launch() -> None:
     bad = subprocess.run([*args[:-8], "--format", "bridge-launch", "--tp", "1", "--pp", "1", "--ep", "8"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "0.19" in bad.stderr
+
+
+def test_cli_launch_version_is_refused_before_the_search(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    """A launch format with another Megatron-Core is refused before the plan search runs (no search's wait)."""
+    import moeplan.api
+    from moeplan.cli import main
+
+    def search(*a: object, **k: object) -> None:
+        raise AssertionError("the plan search ran before the launch format's version check")
+
+    monkeypatch.setattr(moeplan.api, "search_plans", search)
+    for fmt in ("bridge-launch", "perf-launch"):
+        rc = main(["plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4096", "--gbs", "512",
+                   "--mcore-version", "0.16", "--format", fmt])
+        err = capsys.readouterr().err
+        assert rc == 2 and "--mcore-version 0.19" in err and "Traceback" not in err

@@ -1,4 +1,4 @@
-"""Layer times shared across estimates (moeplan.timing.layer_shape) change no estimate: every run of a
+"""Layer times shared across estimates (moeplan.engine.timing.layer_shape) change no estimate: every run of a
 spread of layouts and knobs, estimated with one shared cache in a shuffled order, equals its fresh
 estimate exactly, and so does the CP communication type chosen with the shared cache."""
 
@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import random
 
-from moeplan.advice import recompute_ladder
+from moeplan.plan.advice import recompute_ladder
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
-from moeplan.parallel import Batch, build_pipeline
-from moeplan.planner import SearchSpace, _layouts
-from moeplan.run import RunConfig
-from moeplan.timing import best_cp_comm_type, estimate_time
+from moeplan.run.parallel import Batch, build_pipeline
+from moeplan.plan.planner import _layouts
+from moeplan.plan.space import SearchSpace
+from moeplan.run.config import RunConfig
+from moeplan.engine.timing.attention import best_cp_comm_type
+from moeplan.engine.timing.step import estimate_time
 
 
 def _runs(model: str, gpu_name: str, gpus: int, seq: int, gbs: int):
@@ -48,16 +50,18 @@ def test_shared_layer_times_equal_fresh_estimates():
 
 
 def test_gemm_times_shared_across_shapes_equal_fresh():
-    """GEMM times memoised across layer shapes (moeplan.timing._gemm_time, keyed by the GEMM, its rows and
+    """GEMM times memoised across layer shapes (moeplan.engine.timing._gemm_time, keyed by the GEMM, its rows and
     local experts, tokens per GPU / CP rank, TP and ETP) equal fresh ones, exactly, for runs that share
     those keys and differ in everything else a layer reads: EP (local experts of the routed GEMMs, not
     the attention ones), the imbalance (rows), the dispatcher, EP overlap, CP communication type,
     recompute, CUDA graphs, precision and gradient dtype (each their own dict), TP and CP at the same
     tokens per GPU. Each varied field changes some GEMM's inputs or none, so a key that dropped one of
     them would hand a run another run's GEMM time and fail here."""
-    from moeplan.timing import DEFAULT_CALIBRATION, layer_time, make_ctx
-    from moeplan.parallel import Parallel
-    from moeplan.run import Recompute
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.context import make_ctx
+    from moeplan.engine.timing.layer import layer_time
+    from moeplan.run.parallel import Parallel
+    from moeplan.run.config import Recompute
 
     spec, gpu = load_model("deepseek-v3"), load_gpu("gb200")
     ladder = recompute_ladder(spec, 131072, "0.16")

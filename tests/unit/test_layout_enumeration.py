@@ -10,8 +10,9 @@ import pytest
 
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
-from moeplan.parallel import Batch, Parallel, balanced_layout, check_layout
-from moeplan.planner import SearchSpace, _layouts, candidate_sizes
+from moeplan.run.parallel import Batch, Parallel, balanced_layout, check_layout
+from moeplan.plan.planner import _layouts, candidate_sizes, candidate_vpps
+from moeplan.plan.space import SearchSpace
 
 
 def _reference(spec, gpu, gpus, batch, space, mcore_version, te_version=None):
@@ -24,7 +25,7 @@ def _reference(spec, gpu, gpus, batch, space, mcore_version, te_version=None):
                 if gpus % (tp * cp * pp):
                     continue
                 dp = gpus // (tp * cp * pp)
-                vpps = [space.vpp] if space.vpp else ([1] if pp == 1 else [v for v in (1, 2, 4, 8) if pp * v <= spec.num_layers])
+                vpps = candidate_vpps(spec, pp, space)  # 1/2/4/8 and the model's recipe VPPs (the same sizes tried)
                 for vpp in vpps:
                     split = balanced_layout(spec, pp, vpp)
                     for ep in eps:

@@ -1,10 +1,10 @@
 """check_layout's first rule: every size >= 1, each bad one named (the valid path checks them in one
-comparison, moeplan.parallel.check_layout), and nothing else is checked until they are."""
+comparison, moeplan.run.parallel.check_layout), and nothing else is checked until they are."""
 
 from __future__ import annotations
 
 from moeplan.models import load_model
-from moeplan.parallel import Batch, Parallel, check_layout
+from moeplan.run.parallel import Batch, Parallel, check_layout
 
 
 def test_non_positive_sizes_are_each_named_and_stop_the_check():

@@ -1,4 +1,4 @@
-"""The planner's memory ladder cache (moeplan.memory.LayoutMemory) changes no number: for whole
+"""The planner's memory ladder cache (moeplan.engine.memory.LayoutMemory) changes no number: for whole
 families of layouts (every CP, DP and EP of some TP x PP x VPP x MBS; FSDP, Muon, FP8, CUDA graphs,
 dispatchers), every recompute x offload option asked in a shuffled order of the layout's LayoutMemory,
 with one dict shared by all layouts as the search shares it, equals the most loaded rank of the full
@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import random
 
-from moeplan.advice import recompute_ladder
+from moeplan.plan.advice import recompute_ladder
 from moeplan.hardware import load_gpu
-from moeplan.memory import LayoutMemory, MEMORY_ITEMS, estimate_memory, peak_rank_profiles, rank_profiles
+from moeplan.engine.memory import LayoutMemory, MEMORY_ITEMS, estimate_memory, peak_rank_profiles, rank_profiles
 from moeplan.models import load_model
-from moeplan.parallel import Batch, build_pipeline
-from moeplan.planner import SearchSpace, _layouts
-from moeplan.vocab import OFFLOAD_FRACTIONS
-from moeplan.run import RunConfig
+from moeplan.run.parallel import Batch, build_pipeline
+from moeplan.plan.planner import _layouts
+from moeplan.plan.space import SearchSpace
+from moeplan.base.vocab import OFFLOAD_FRACTIONS
+from moeplan.run.config import RunConfig
 
 
 def _reference(cfg: RunConfig, gpu, pipe) -> float:
@@ -85,7 +86,7 @@ def test_layout_memory_equals_the_item_by_item_estimate():
 
 def test_layout_memory_with_moe_imbalance_across_ep():
     """Activations are shared across EP, but the routed rows per token read EP where the imbalance is
-    capped (moeplan.run.RunConfig.rows_factor: at EP 1 a token's top-k rows are all local, whatever the
+    capped (moeplan.run.config.RunConfig.rows_factor: at EP 1 a token's top-k rows are all local, whatever the
     imbalance): with --moe-imbalance 1.5, layouts of every EP share one dict and each equals the item-by-item
     estimate (EP 1 and EP > 1 with the same dispatcher once got EP 1's rows)."""
     spec, gpu = load_model("qwen3-235b-a22b"), load_gpu("h100")

@@ -9,15 +9,16 @@ import re
 import pytest
 
 from moeplan import api
-from moeplan.advice import dispatcher_candidates, recompute_ladder
+from moeplan.plan.advice import dispatcher_candidates, recompute_ladder
 from moeplan.cli import main
-from moeplan.errors import InvalidLayout
+from moeplan.base.errors import InvalidLayout
 from moeplan.hardware import load_gpu
-from moeplan.memory import GIB, peak_memory_bytes
+from moeplan.engine.memory import GIB, peak_memory_bytes
 from moeplan.models import load_model
-from moeplan.parallel import Batch, build_pipeline
-from moeplan.planner import SearchSpace, _layouts, _sharding_options, _strongest, search
-from moeplan.run import RunConfig
+from moeplan.run.parallel import Batch, build_pipeline
+from moeplan.plan.planner import _layouts, _sharding_options, _strongest, search
+from moeplan.plan.space import SearchSpace
+from moeplan.run.config import RunConfig
 
 MISS = re.compile(r"closest: (?P<short>[^(]+) \((?P<knobs>[^)]*)\) needs (?P<need>[\d.]+) GiB per GPU, "
                   r"(?P<miss>[\d.]+) GiB over the (?P<budget>[\d.]+) GiB budget")
@@ -89,7 +90,7 @@ SWEEP_48 = ["sweep", "qwen3-30b-a3b", "--gpus", "48", "--seq-len", "4k,96k,1m", 
 def _power_of_two_pipelines(monkeypatch) -> None:
     """The search with power-of-two PP only (as before PP 3 / 6 / 12 were searched): on 48 GPUs every data-parallel
     size is then a multiple of 3, which gives a length with no valid layout to sweep past."""
-    from moeplan import planner
+    from moeplan.plan import planner
 
     sizes = planner.candidate_sizes
 
@@ -147,7 +148,7 @@ def test_cp_range_reaches_the_gpu_count_when_the_start_is_beyond_it(capsys):
     """16 GPUs at 1M tokens: the guidance starts at CP 256, beyond the GPU count; the search still tries CP up
     to 16 (DP 1 makes GBS 1 valid), so the answer is a plan or "no layout fits" with the closest run, never a
     GBS-divisibility reason drawn from a CP the search does not try."""
-    from moeplan.planner import candidate_sizes
+    from moeplan.plan.planner import candidate_sizes
 
     spec, gpu = load_model("qwen3-30b-a3b"), load_gpu("h100")
     assert 16 in candidate_sizes(spec, gpu, 16, Batch(1048576, 1, 1), SearchSpace())[1]
@@ -171,7 +172,7 @@ def test_closest_miss_is_found_once_and_reuses_pass_one(monkeypatch):
     """The closest run is found once per search, for the answer kept (not at every GBS the search halves through:
     GBS 65,536 -> 1 found it 17 times), and prices again only runs whose static floor already missed the budget:
     pass 1 computed the exact peak of every other one (it recomputed 44 of them at 1M tokens on 16 GPUs)."""
-    from moeplan import planner
+    from moeplan.plan import planner
 
     calls: list[int] = []
     made: list[RunConfig] = []
@@ -253,8 +254,8 @@ def test_exit_one_prints_what_the_docs_say(capsys, tmp_path, monkeypatch):
                  "check: the file has errors (the findings say which, on stdout; nothing on stderr)",
                  "explain of run files compares a run that does not fit and notes it, exit 0"):
         assert said in epilog
-    readme = " ".join(open("README.md", encoding="utf-8").read().split())
-    assert "`explain` when a run does not fit" not in readme and "compares a run that does not fit too" in readme
+    page = " ".join(open("docs/commands/explain.md", encoding="utf-8").read().split())  # from the README (issue 32)
+    assert "`explain` when a run does not fit" not in page and "compares a run that does not fit too" in page
 
 
 def test_report_sweep_keeps_lengths_without_a_plan(capsys, tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""One rule for "these two paths name one file" (moeplan.outfile.file_identity / same_file), used by every
+"""One rule for "these two paths name one file" (moeplan.base.outfile.file_identity / same_file), used by every
 command's output check (cli._distinct_outputs: outputs against each other and against the files read) and by
 calibrate's log-given-twice check. A hard link, a symbolic link and another spelling are one file everywhere."""
 
@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from moeplan.calibrate import distinct_logs
+from moeplan.calibrate.fit import distinct_logs
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
-from moeplan.outfile import file_identity, same_file
+from moeplan.base.errors import MoeplanError
+from moeplan.base.outfile import file_identity, same_file
 
 ESTIMATE = ["estimate", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--ep", "16", "--seq-len", "4096",
             "--gbs", "64"]

@@ -1,4 +1,4 @@
-"""Lint rules for what users hit (moeplan.pitfalls, moeplan.megatron.asserts), each citing its source: DeepEP's EP
+"""Lint rules for what users hit (moeplan.plan.pitfalls, moeplan.megatron.asserts), each citing its source: DeepEP's EP
 cap, HybridEP's InfiniBand queue depth, CUDA graphs that cost the fit, throughput above peak, the paged stash's
 and fine-grained offloading's exclusions."""
 
@@ -8,17 +8,18 @@ from dataclasses import replace
 
 import pytest
 
-from moeplan import pitfalls
 from moeplan.api import build_config
-from moeplan.calibrate import run_from_log
-from moeplan.errors import MoeplanError
-from moeplan.estimate import Evaluator
+from moeplan.base.errors import MoeplanError
+from moeplan.calibrate.fit import run_from_log
+from moeplan.engine.budget import MEMORY_MODEL_ERROR
+from moeplan.engine.estimate import Evaluator
 from moeplan.hardware import load_gpu
+from moeplan.lint.rules import lint
 from moeplan.logs import read_log
 from moeplan.megatron import export
 from moeplan.megatron.asserts import FileView, tripped
 from moeplan.models import load_model
-from moeplan.rules import lint
+from moeplan.plan import pitfalls
 
 from ..log_fixtures import QWEN3_30B_EP16, mlm_log, step_times
 
@@ -71,7 +72,7 @@ def test_hybridep_across_infiniband_warns_when_tokens_per_rank_exceed_the_queue_
 
 
 def test_hybridep_queue_rule_is_keyed_by_version():
-    from moeplan.megatron.fields import hybridep_ib_tokens_cap
+    from moeplan.base.fields import hybridep_ib_tokens_cap
 
     assert hybridep_ib_tokens_cap("0.15") is None  # no HybridEP before 0.16
     assert {hybridep_ib_tokens_cap(v) for v in ("0.16", "0.17", "0.18", "0.19")} == {21844}
@@ -87,11 +88,18 @@ def test_cuda_graphs_that_make_a_fitting_run_not_fit_name_the_scope():
     with_graphs = probe(cfg).memory.total_bytes
     without = probe(cfg.with_(cuda_graph_scopes=frozenset())).memory.total_bytes
     assert gpu.hbm_bytes > with_graphs > without
-    # a headroom that puts the budget between the two
-    headroom = 1 - (with_graphs + without) / 2 / gpu.hbm_bytes
+    # a headroom that puts the budget's edge (the budget + the memory model's error, engine.budget) between the two
+    mid = (with_graphs + without) / 2
+    headroom = 1 - mid / (1 + MEMORY_MODEL_ERROR) / gpu.hbm_bytes
     found = rules_of(lint(cfg, gpu, headroom=headroom))
     hit = found.get("cuda-graphs-memory")
     assert hit is not None and hit.severity == "error", sorted(found)
+    assert "memory" in found  # the memory error it explains
+    # at the edge (over the budget, inside its edge) with the bare run under the budget: a warning
+    headroom = 1 - mid / gpu.hbm_bytes
+    assert with_graphs <= gpu.hbm_bytes * (1 - headroom) * (1 + MEMORY_MODEL_ERROR)  # inside the edge
+    found = rules_of(lint(cfg, gpu, headroom=headroom))
+    assert found["cuda-graphs-memory"].severity == "warning" and "memory-edge" in found, sorted(found)
     assert set(hit.numbers["scopes"]) <= {"attn", "moe_router", "moe_preprocess"} and hit.numbers["scopes"]
     assert any("cuda_graph" in o for o in hit.fix)
     # with room for the graphs: no finding
@@ -141,7 +149,7 @@ def test_fine_grained_offloading_exclusions():
 
 
 def test_check_reads_cpu_offloading_from_a_file(tmp_path):
-    from moeplan import checker
+    from moeplan.lint import checker
 
     path = tmp_path / "run.yaml"
     path.write_text("model:\n  expert_model_parallel_size: 8\n  moe_token_dispatcher_type: alltoall\n"
@@ -167,7 +175,7 @@ def test_paged_stash_needs_hybridep_and_the_op_fuser():
 def test_rank_capacity_without_hybridep_is_one_finding(tmp_path):
     """The HybridEP requirement of the per-rank capacity is moeplan's settings check; the paged stash's op fuser
     requirement is Megatron-Core's assertion: a file with both faults gets each once."""
-    from moeplan import checker
+    from moeplan.lint import checker
 
     path = tmp_path / "rc.yaml"
     path.write_text("model:\n  seq_length: 4096\n  expert_model_parallel_size: 16\n  moe_token_dispatcher_type: flex\n"

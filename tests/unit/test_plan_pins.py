@@ -18,7 +18,7 @@ def test_how_many_plans_are_shown_does_not_change_plan_1():
     """--top 10 refined more layouts than --top 5 and found another plan 1 (and a faster plan the default's
     rationale had called 'the fastest estimate' missed): the search refines vocab.REFINE_MIN layouts whatever
     the count asked for, up to REFINE_MIN / 2 plans."""
-    from moeplan.vocab import REFINE_MIN
+    from moeplan.base.vocab import REFINE_MIN
 
     kw = dict(gpu="h100", gpus=1024, seq_len=131072, gbs=1024)
     firsts = [api.plan("deepseek-v3", top=top, **kw)["plans"] for top in (1, 5, 10, REFINE_MIN // 2)]
@@ -51,8 +51,9 @@ def test_gated_deltanet_models_search_the_cp_their_heads_allow_at_long_length():
     """Qwen3-Next's 16 key heads allow CP up to 16 (head-parallel CP); at 512K the range started at seq/4096 = 128
     and tried only CP 1 besides, so 512 H100 had 'no layout fits' where CP 16 fits in 63 GiB."""
     from moeplan.models import load_model
-    from moeplan.parallel import Batch
-    from moeplan.planner import SearchSpace, candidate_sizes
+    from moeplan.run.parallel import Batch
+    from moeplan.plan.planner import candidate_sizes
+    from moeplan.plan.space import SearchSpace
     from moeplan.hardware import load_gpu
 
     spec = load_model("qwen3-next-80b-a3b")

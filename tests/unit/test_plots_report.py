@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from moeplan import api
-from moeplan.errors import MoeplanError
-from moeplan.memory import GIB
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.memory import GIB
 
 pytest.importorskip("matplotlib")
 
@@ -231,7 +231,7 @@ def test_report_in_headless_chromium(tmp_path: Path, report_file: Path, big: dic
 def test_layout_label_is_the_one_layout_format() -> None:
     """Tables and the report print a layout as Parallel.short does: VPP only when interleaved, ETP only
     when expert TP is used (a plan with ETP 2 must not read as ETP 1)."""
-    from moeplan.parallel import Parallel
+    from moeplan.run.parallel import Parallel
     from moeplan.report import layout_label
 
     for par in (Parallel(64, tp=2, pp=4, vpp=1, cp=2, ep=8, etp=2), Parallel(256, tp=1, pp=8, vpp=4, cp=4, ep=32)):

@@ -8,10 +8,10 @@ import json
 import pytest
 import yaml
 
-from moeplan.calibrate import PROFILE_KEYS, load_profile, profile_yaml
+from moeplan.calibrate.fit import PROFILE_KEYS, load_profile, profile_yaml
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
-from moeplan.timing import DEFAULT_CALIBRATION, SHARE_CONSTANTS
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, SHARE_CONSTANTS
 
 EST = ["estimate", "qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64", "--ep", "8", "--json"]
 

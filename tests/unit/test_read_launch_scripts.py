@@ -10,13 +10,14 @@ import shlex
 
 import pytest
 
-from moeplan import api, checker
+from moeplan import api
+from moeplan.lint import checker
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.megatron import export
 from moeplan.megatron.read import parse_run_text, read_run_file
 from moeplan.megatron.read.shell import shell_words
-from moeplan.te_release import GROUPED_TENSOR_ENV
+from moeplan.base.te_release import GROUPED_TENSOR_ENV
 
 MODEL = "qwen3-30b-a3b"
 QWEN_ARCH = ("--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --num-experts 128 --moe-router-topk 8 "

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from moeplan import checker
+from moeplan.lint import checker
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.megatron.read import parse_run_text, read_run_file
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
@@ -142,7 +142,7 @@ def test_conflict_carries_its_line():
 
 
 def test_a_conflict_finding_shows_its_line_beside_the_message(tmp_path):
-    from moeplan import checker
+    from moeplan.lint import checker
 
     path = _write(tmp_path, "c.yaml", "model:\n  seq_length: 4096\ntrain:\n  global_batch_size: 64\ndataset:\n"
                                       "  sequence_length: 8192\n")
@@ -154,7 +154,7 @@ def test_megatron_lm_stops_a_selective_run_with_a_recompute_method(tmp_path):
     """Megatron-LM's validate_args raises 'recompute method is not yet supported for selective recomputing
     granularity' (megatron/training/arguments.py); Megatron-Core's TransformerConfig accepts it, so a Bridge file
     with the same settings gets no such finding."""
-    from moeplan import checker
+    from moeplan.lint import checker
 
     mlm = _write(tmp_path, "a4.txt", A4)
     found = {f.rule: f for f in checker.check(mlm, model="qwen3-30b-a3b", gpus=32).findings}

@@ -9,7 +9,7 @@ import pytest
 
 from moeplan import api
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 QWEN = ["qwen3-30b-a3b", "--gpus", "16", "--seq-len", "4k", "--gbs", "64"]
 MLA_REASON = "recompute module mla_up_proj needs multi-latent attention; qwen3-30b-a3b does not use it"

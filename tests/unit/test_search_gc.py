@@ -1,4 +1,4 @@
-"""The plan search pauses Python's cyclic garbage collector while it runs (moeplan.timeline.gc_paused, the one
+"""The plan search pauses Python's cyclic garbage collector while it runs (moeplan.engine.timeline.gc_paused, the one
 helper that does) and leaves it as it found it: on after a search if it was on, off if the caller had turned it off."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import gc
 
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
-from moeplan.planner import search
+from moeplan.plan.planner import search
 
 
 class _Watch:
@@ -43,7 +43,7 @@ def test_search_that_raises_still_restores_gc():
     the collector off: API users catch MoeplanError and go on."""
     import pytest
 
-    from moeplan.errors import MoeplanError
+    from moeplan.base.errors import MoeplanError
 
     spec, gpu = load_model("qwen3-30b-a3b"), load_gpu("h100")
     was = gc.isenabled()
@@ -57,16 +57,17 @@ def test_search_that_raises_still_restores_gc():
 
 
 def test_one_helper_pauses_the_collector():
-    """moeplan.timeline.gc_paused is the only code that turns the collector off and back on: the planner had its own
+    """moeplan.engine.timeline.gc_paused is the only code that turns the collector off and back on: the planner had its own
     copy (_without_gc_pauses); the search, the timeline and the plots use the one helper."""
     import ast
     from pathlib import Path
 
-    from moeplan import planner, timeline
+    from moeplan.plan import planner
+    from moeplan.engine import timeline
 
-    src = Path(planner.__file__).resolve().parent
+    src = Path(planner.__file__).resolve().parents[1]
     owners = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
                     if any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "gc"
                            and n.attr == "disable" for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))))
-    assert owners == ["timeline.py"]
+    assert owners == ["engine/timeline.py"]
     assert planner.gc_paused is timeline.gc_paused

@@ -1,4 +1,4 @@
-"""Cache keys of the plan search built from "every other field" of a run (moeplan.run.other_fields): the same
+"""Cache keys of the plan search built from "every other field" of a run (moeplan.run.config.other_fields): the same
 values in the same order as a copy of the run's fields less the excluded ones, for every field, including
 those set by evolve; and a name that is no field is refused (a typo would silently key on too much)."""
 
@@ -8,8 +8,8 @@ import pytest
 
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
-from moeplan.parallel import Batch, Parallel
-from moeplan.run import Recompute, RunConfig, other_fields
+from moeplan.run.parallel import Batch, Parallel
+from moeplan.run.config import Recompute, RunConfig, other_fields
 
 
 def test_other_fields_is_the_field_copy_less_the_excluded():
@@ -41,11 +41,11 @@ def test_pass_one_runs_share_field_ids_per_dispatcher_overlap_and_sharding():
     overlap where allowed, sharding choice) and finds the memory and bound caches' "every other field" ids
     once per (dispatcher, EP overlap, sharding): every run's ids, computed afresh, are those of the first run
     with the same three. Each of the three changes the memory id, so a memo that dropped one would fail."""
-    from moeplan import planner as P
-    from moeplan.bounds import ThroughputBound
-    from moeplan.fsdp import FULL_SHARD
-    from moeplan.memory import shared_fields_key
-    from moeplan.vocab import DEFAULT_MCORE_VERSION
+    from moeplan.plan import planner as P
+    from moeplan.plan.bounds import ThroughputBound
+    from moeplan.engine.fsdp import FULL_SHARD
+    from moeplan.engine.memory import shared_fields_key
+    from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 
     spec, gpu = load_model("deepseek-v3"), load_gpu("gb200")
     space = P.SearchSpace()

@@ -1,4 +1,4 @@
-"""The plan search's pruning (moeplan.bounds) never changes its answer.
+"""The plan search's pruning (moeplan.plan.bounds) never changes its answer.
 
 Two checks: the pruned search returns exactly what the exhaustive search returns (top plans, their
 estimates, the counts and the closest miss) on a spread of models, GPUs, lengths and pinned knobs;
@@ -12,23 +12,16 @@ from dataclasses import replace
 
 import pytest
 
-from moeplan.advice import dispatcher_candidates, recompute_ladder
-from moeplan.bounds import ThroughputBound
+from moeplan.plan.advice import dispatcher_candidates, recompute_ladder
+from moeplan.plan.bounds import ThroughputBound
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
-from moeplan.parallel import Batch, build_pipeline
-from moeplan.planner import (
-    BOUND_SLACK,
-    SearchSpace,
-    _cheapest_fitting,
-    _fits,
-    _layouts,
-    _memory_options,
-    _strongest,
-    search,
-)
-from moeplan.run import Recompute, RunConfig
-from moeplan.timing import best_cp_comm_type, estimate_time
+from moeplan.run.parallel import Batch, build_pipeline
+from moeplan.plan.planner import BOUND_SLACK, _cheapest_fitting, _fits, _layouts, _memory_options, _strongest, search
+from moeplan.plan.space import SearchSpace
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.engine.timing.attention import best_cp_comm_type
+from moeplan.engine.timing.step import estimate_time
 
 # (model, gpu, gpus, seq_len, gbs, keyword arguments of search)
 CASES = [

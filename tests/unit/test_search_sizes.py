@@ -33,8 +33,9 @@ def test_a_pipeline_of_six_is_found_on_96_gpus():
 def test_power_of_two_clusters_search_the_same_pipelines():
     from moeplan.hardware import load_gpu
     from moeplan.models import load_model
-    from moeplan.parallel import Batch
-    from moeplan.planner import SearchSpace, candidate_sizes
+    from moeplan.run.parallel import Batch
+    from moeplan.plan.planner import candidate_sizes
+    from moeplan.plan.space import SearchSpace
 
     _, _, pps, *_ = candidate_sizes(load_model("deepseek-v3"), load_gpu("h100"), 1024, Batch(131072, 1024, 1),
                                     SearchSpace())

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from moeplan import api, checker
-from moeplan.errors import InvalidLayout, MoeplanError
+from moeplan import api
+from moeplan.lint import checker
+from moeplan.base.errors import InvalidLayout, MoeplanError
 from moeplan.megatron import export
 
 Q = dict(gpu="h100", gpus=64, seq_len=131072, gbs=64)

@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("yaml", "matplotlib", "moeplan.api", "moeplan.planner", "moeplan.timing", "moeplan.memory",
-         "moeplan.hardware", "moeplan.megatron.export", "moeplan.strategy")
+HEAVY = ("yaml", "matplotlib", "moeplan.api", "moeplan.plan.planner", "moeplan.engine.timing", "moeplan.engine.memory",
+         "moeplan.hardware", "moeplan.megatron.export", "moeplan.run.strategy")
 
 
 def _modules_after(argv: list[str]) -> set[str]:
@@ -32,11 +32,11 @@ def test_help_imports_neither_rich_nor_the_engine():
     assert not {m for m in loaded if m.split(".")[0] == "rich"}
     assert not loaded & set(HEAVY)
     # nor the model catalog (importlib.resources, the config readers: ~25 ms): --help needs only the
-    # version tables (moeplan.attention_backend once imported it for a type annotation)
+    # version tables (moeplan.run.attention_backend once imported it for a type annotation)
     assert not {m for m in loaded if m.startswith("moeplan.models")}
 
 
 def test_models_imports_the_catalog_but_not_the_engine():
     loaded = _modules_after(["models"])
-    assert {"moeplan.models.catalog", "moeplan.params", "rich.table"} <= loaded
+    assert {"moeplan.models.catalog", "moeplan.engine.params", "rich.table"} <= loaded
     assert not loaded & set(HEAVY)

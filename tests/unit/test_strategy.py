@@ -9,9 +9,9 @@ import pytest
 
 from moeplan import api
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
-from moeplan.run import RunConfig
-from moeplan.strategy import GROUPS, parse_strategy, strategy_text
+from moeplan.base.errors import MoeplanError
+from moeplan.run.config import RunConfig
+from moeplan.run.strategy import GROUPS, parse_strategy, strategy_text
 
 CASES = [
     dict(model="qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=32768, gbs=64),
@@ -106,10 +106,12 @@ def test_a_run_carries_its_gpu():
 
 def test_the_dp_reason_does_not_deny_a_faster_dp_plan_in_the_same_answer():
     """Plan 1 at DP 1 said "no faster layout with DP >= 2 fit" while plans 2-6 (DP 4-8) were faster and fit
-    (tie order); it now names the faster one."""
+    (tie order); it now names the faster one. (Qwen3-235B-A22B at 128K on 256 GB200 was the case until ties put DP >= 2
+    first, issue #31; a DP 1 plan 1 is now a measured recipe's, DeepSeek-V3's at 256K on 512 H100.)"""
     from moeplan import api
 
-    plans = api.plan("qwen3-235b-a22b", gpu="gb200", gpus=256, seq_len=131072, gbs=256, top=6)["plans"]
+    plans = api.plan("deepseek-v3", gpu="h100", gpus=512, seq_len=262144, gbs=480, precision="fp8", grad_fp32=False,
+                     bf16_moments=True, top=6)["plans"]
     first = plans[0]
     dp = next(r for r in first["rationale"] if r["topic"] == "dp")
     faster = [i + 1 for i, p in enumerate(plans) if p["parallel"]["dp"] >= 2

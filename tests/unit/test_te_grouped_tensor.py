@@ -1,4 +1,4 @@
-"""TE GroupedLinear's grouped-tensor path (moeplan.te_release.TE_RELEASES, RunConfig.te_grouped_tensor): from TE 2.17
+"""TE GroupedLinear's grouped-tensor path (moeplan.base.te_release.TE_RELEASES, RunConfig.te_grouped_tensor): from TE 2.17
 an opt-in path quantizes and multiplies all local experts in one call per linear, so the quantized experts' host
 launches (timing.expert_host_s) are counted once instead of once per local expert -- only where the release, the
 GPU and the precision take it, and never by default (every calibrated number is the per-expert 2.14 path)."""
@@ -10,13 +10,13 @@ import json
 import pytest
 
 from moeplan import api
-from moeplan.checker import load_run
+from moeplan.lint.checker import load_run
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.megatron.export import env_settings, to_yaml
-from moeplan.rules import lint
-from moeplan.strategy import parse_strategy, strategy_of, strategy_text
-from moeplan.te_release import (
+from moeplan.lint.rules import lint
+from moeplan.run.strategy import parse_strategy, strategy_of, strategy_text
+from moeplan.base.te_release import (
     DEFAULT_TE_VERSION,
     GROUPED_TENSOR_ENV,
     GROUPED_TENSOR_FIRST_VERSION,
@@ -26,7 +26,9 @@ from moeplan.te_release import (
     grouped_tensor_problem,
     op_fuser_grouped,
 )
-from moeplan.timing import DEFAULT_CALIBRATION, EXPERT_LAUNCHES, expert_host_s
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import EXPERT_LAUNCHES
+from moeplan.engine.timing.moe import expert_host_s
 
 CAL = DEFAULT_CALIBRATION
 C = CAL.expert_launch_host_s
@@ -313,7 +315,7 @@ def test_plan_refuses_the_variable_where_te_raises_on_every_run(capsys, monkeypa
         assert len(err.splitlines()) == 1 and "multiples of 128" in err and "drop it" in err and "Traceback" not in err
     with pytest.raises(MoeplanError, match="drop it"):
         api.plan("deepseek-v3", te_grouped_tensor=True, top=1, **(_MIXED | {"mcore_version": "0.17"}))
-    from moeplan.run import RunConfig
+    from moeplan.run.config import RunConfig
 
     monkeypatch.setattr(RunConfig, "experts_op_fused", property(lambda self: False))
     assert main([*_MIXED_CLI, "--mcore-version", "0.19", "--top", "1", "--json"]) == 2
@@ -325,8 +327,8 @@ def test_refusal_is_typed_and_the_remedy_search_catches_the_type(monkeypatch):
     """The planner refuses --te-grouped-tensor with errors.GroupedTensorRefused, and explain's remedy search
     (api.search_like) falls back on that type: it read the refusal's wording (str(exc).startswith(...)), so a
     reworded refusal made explain fail instead of searching without the variable."""
-    from moeplan import planner
-    from moeplan.errors import GroupedTensorRefused
+    from moeplan.plan import planner
+    from moeplan.base.errors import GroupedTensorRefused
 
     with pytest.raises(GroupedTensorRefused, match="drop it"):
         api.plan("deepseek-v3", te_grouped_tensor=True, top=1, **(_MIXED | {"mcore_version": "0.17"}))

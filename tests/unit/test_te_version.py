@@ -1,4 +1,4 @@
-"""The Transformer Engine release as a run setting (moeplan.attention_backend.TE_WIDE_HEAD_CUDNN, one table):
+"""The Transformer Engine release as a run setting (moeplan.run.attention_backend.TE_WIDE_HEAD_CUDNN, one table):
 the default is the recipes' TE (71bbefb, the 2.14 line), where head dim 256 has no cuDNN training kernel on
 Blackwell; from TE 2.19 (PR #3056, cuDNN 9.23) cuDNN trains it on sm10x, so FlashAttention-2 (sm100) and the
 unfused path (sm103: no CP, s x s scores) give way to cuDNN's rate."""
@@ -10,21 +10,22 @@ import json
 import pytest
 
 from moeplan import api
-from moeplan.attention_backend import (
+from moeplan.run.attention_backend import (
     TE_WIDE_HEAD_CUDNN,
     TE_WIDE_HEAD_FIX_VERSION,
     attention_kernel,
     unfused_attention,
 )
 from moeplan.cli import build_parser, main
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
 from moeplan.models.spec import Attention
-from moeplan.parallel import Batch, Parallel, check_layout
-from moeplan.run import RunConfig
-from moeplan.te_release import DEFAULT_TE_VERSION, te_version_key
-from moeplan.timing import DEFAULT_CALIBRATION, attention_efficiency
+from moeplan.run.parallel import Batch, Parallel, check_layout
+from moeplan.run.config import RunConfig
+from moeplan.base.te_release import DEFAULT_TE_VERSION, te_version_key
+from moeplan.engine.timing.attention import attention_efficiency
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 QN = load_model("qwen3-next-80b-a3b")
 QN_ATTN = next(l.mixer for l in QN.layers if isinstance(l.mixer, Attention))
@@ -144,7 +145,7 @@ def test_check_and_explain_read_the_flag(tmp_path, capsys):
                  "--seq-len", "32k", "--no-fix", "--json", "--te-version", NEW])
     assert code == 0 and json.loads(capsys.readouterr().out)["reasons"] is not None
     with pytest.raises(MoeplanError, match="--te-version 2.19"):  # the recipes' TE refuses the file's CP 2
-        from moeplan.checker import estimate_file
+        from moeplan.lint.checker import estimate_file
         estimate_file(str(path), model="qwen3-next-80b-a3b", gpu="gb300", gpus=64, te_version="2.14")
 
 

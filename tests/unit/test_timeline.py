@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from moeplan import api
-from moeplan.errors import MoeplanError
-from moeplan.estimate import evaluate
-from moeplan.timeline import (
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.estimate import evaluate
+from moeplan.engine.timeline import (
     TRACE_DETAIL_MICROBATCHES,
     TRACKS,
     build_timeline,
@@ -40,7 +40,7 @@ def test_megatron_refused_schedules_are_refused():
     # a layout rule too: estimate, plan and check refuse what Megatron-Core would raise on at the first step
     with pytest.raises(MoeplanError, match="multiple of PP"):
         api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=4096, gbs=40, pp=4, vpp=2, ep=8)
-    from moeplan.parallel import Batch, check_layout
+    from moeplan.run.parallel import Batch, check_layout
 
     cfg, _ = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=4096, gbs=32, pp=4, vpp=2, ep=8)
     rules = [c.rule for c in check_layout(cfg.model, cfg.parallel, Batch(4096, 40))]
@@ -200,7 +200,7 @@ def test_headline_trace_keeps_every_operation_and_says_which_items_it_leaves_out
     labels = [e for e in events if e["ph"] == "M" and e["name"] == "process_labels"]
     assert sorted(e["pid"] for e in labels) == list(range(tl.pp))
     # the CLI's help says it too
-    from moeplan.cli import TRACE_HELP
+    from moeplan.cli.args import TRACE_HELP
 
     assert (f"Beyond {TRACE_DETAIL_MICROBATCHES} micro-batches only the first and the last "
             f"{TRACE_DETAIL_MICROBATCHES // 2}") in TRACE_HELP
@@ -255,12 +255,12 @@ def test_estimate_trace_gzip_is_the_json_compressed_deterministically(tmp_path, 
     again = tmp_path / "again" / name
     again.parent.mkdir()
     assert _cli(capsys, *EST, "--trace", str(again))[0] == 0 and again.read_bytes() == data
-    import moeplan.outfile
+    import moeplan.base.outfile
 
     def fail(*_a):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(moeplan.outfile.os, "replace", fail)
+    monkeypatch.setattr(moeplan.base.outfile.os, "replace", fail)
     broken = tmp_path / "broken"
     broken.mkdir()
     code, out, err = _cli(capsys, *EST, "--trace", str(broken / name))
@@ -369,7 +369,7 @@ def test_check_flags_micro_batches_the_interleaved_schedule_refuses(tmp_path, ca
 
 
 def test_trace_follows_the_calibration_it_is_given():
-    from moeplan.timing import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     cal = DEFAULT_CALIBRATION.with_overrides({"grouped_gemm_eff": 0.5, "hbm_eff": 0.5})
     cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", gpus=32, seq_len=16384, gbs=64, ep=8, pp=4, vpp=2)

@@ -1,7 +1,7 @@
 """Transformer Engine's UnfusedDotProductAttention, where TE (71bbefb, the recipes' TE) trains Qwen3-Next's
-head-dim-256 attention on B300 / GB300 (sm103; moeplan.attention_backend.attention_kernel): its s x s score
-matrices in the memory model (moeplan.activations.unfused_attention_bytes) and its lack of context parallelism
-in the layout rules (moeplan.parallel.check_layout, rule ``unfused-attention-cp``), keyed on the timing model's
+head-dim-256 attention on B300 / GB300 (sm103; moeplan.run.attention_backend.attention_kernel): its s x s score
+matrices in the memory model (moeplan.engine.activations.unfused_attention_bytes) and its lack of context parallelism
+in the layout rules (moeplan.run.parallel.check_layout, rule ``unfused-attention-cp``), keyed on the timing model's
 predicate."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import json
 import pytest
 
 from moeplan import api
-from moeplan.activations import unfused_attention_bytes
-from moeplan.attention_backend import attention_kernel, unfused_attention
+from moeplan.engine.activations import unfused_attention_bytes
+from moeplan.run.attention_backend import attention_kernel, unfused_attention
 from moeplan.cli import main
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.hardware import load_gpu
-from moeplan.memory import GIB
+from moeplan.engine.memory import GIB
 from moeplan.models import load_model
 from moeplan.models.spec import Attention
-from moeplan.parallel import Batch, Parallel, check_layout
+from moeplan.run.parallel import Batch, Parallel, check_layout
 
 QN = load_model("qwen3-next-80b-a3b")
 QN_ATTN = next(l.mixer for l in QN.layers if isinstance(l.mixer, Attention))
@@ -148,8 +148,8 @@ def test_core_attn_recompute_is_a_candidate_where_it_frees_the_scores():
     """At 32K core_attn is no recompute candidate where attention keeps only softmax statistics (GB200's
     FlashAttention-2), and is one on GB300, where it frees ~6 bytes per score element per layer: the planner's
     best GB300 plan recomputes it, and the linter does not warn about it there."""
-    from moeplan.advice import recompute_ladder
-    from moeplan.rules import lint
+    from moeplan.plan.advice import recompute_ladder
+    from moeplan.lint.rules import lint
 
     def labels(gpu):
         return set().union(*(rc.modules for rc in recompute_ladder(QN, RUN["seq_len"], "0.18", gpu)))
@@ -167,7 +167,8 @@ def test_timing_moves_the_torch_softmax_bytes_from_16k_keys():
     """The timing model keys the softmax path on the same predicate as the memory model: from 16,384 keys the
     fp32 torch softmax moves 32 / 40 bytes per score element forward / backward (8 / 14 with TE's fused kernel),
     plus the masks' bytes per s x s element over the batch x heads they mask."""
-    from moeplan.timing import DEFAULT_CALIBRATION, attention_efficiency
+    from moeplan.engine.timing.attention import attention_efficiency
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     cal = DEFAULT_CALIBRATION
     peak = GB300.peak("bf16")

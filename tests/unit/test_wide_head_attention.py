@@ -20,14 +20,11 @@ from moeplan import api
 from moeplan.hardware import load_gpu
 from moeplan.models import load_model
 from moeplan.models.spec import Attention, GatedDeltaNet
-from moeplan.timing import (
-    DEFAULT_CALIBRATION,
-    attention_efficiency,
-    attention_kernel,
-    fused_attention_efficiency,
-    gdn_glue_bytes,
-    gdn_saved_bytes,
-)
+from moeplan.engine.activations import gdn_saved_bytes
+from moeplan.engine.timing.attention import attention_efficiency, fused_attention_efficiency
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.gdn import gdn_glue_bytes
+from moeplan.run.attention_backend import attention_kernel
 
 from ..kernel_tables import LONG, tensor_core_eff
 from ..kernel_tables import rows as kernel_rows
@@ -122,9 +119,9 @@ def test_gdn_in_proj_dim_is_the_checkpoints_in_proj_rows_and_every_reader_uses_i
     """in_proj_dim is the Qwen3-Next checkpoint's in_proj_qkvz [12288, 2048] + in_proj_ba [64, 2048] rows
     (../shared/models/qwen3-next-80b-a3b.json, the dump's tensor shapes); the GEMM, the saved projection
     output and the parameter count read it."""
-    from moeplan.activations import layer_tensors
-    from moeplan.flops import layer_gemms
-    from moeplan.params import gdn_params
+    from moeplan.engine.activations import layer_tensors
+    from moeplan.engine.flops import layer_gemms
+    from moeplan.engine.params import gdn_params
 
     g = QN_GDN_LAYER.mixer
     assert g.in_proj_dim == 12288 + 64
@@ -139,7 +136,8 @@ def test_gdn_in_proj_dim_is_the_checkpoints_in_proj_rows_and_every_reader_uses_i
 def test_gdn_glue_is_wired_into_the_element_wise_time_of_gdn_layers():
     """Per token, a GDN layer's element-wise time at MBS 2 exceeds MBS 1 by exactly the batched copies'
     bytes (the generic per-saved-byte part is the same per token); attention layers have no such step."""
-    from moeplan.timing import layer_time, make_ctx
+    from moeplan.engine.timing.context import make_ctx
+    from moeplan.engine.timing.layer import layer_time
 
     common = dict(gpu="gb200", gpus=64, seq_len=4096, gbs=1024, pp=2, vpp=4, ep=32, precision="mxfp8",
                   dispatcher="hybridep", grad_fp32=False, mcore_version="0.19")

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from moeplan.timing import DEFAULT_CALIBRATION as CAL
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as CAL
 
 from ..kernel_tables import LONG, tensor_core_eff
 

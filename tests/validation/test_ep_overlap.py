@@ -13,11 +13,16 @@ import statistics
 
 import pytest
 
-from moeplan import api, timing
-from moeplan.parallel import Parallel
-from moeplan.timeline import rank_schedule
-from moeplan.timing import (DEFAULT_CALIBRATION, EP_CHUNK_EDGE, TRAIN, _ep_chunk_edges_s, bubble_microbatches,
-                            ep_overlap_exposed_s, layer_time, make_ctx, merged_layer_s)
+from moeplan import api
+from moeplan.engine.timing import moe as timing
+from moeplan.run.parallel import Parallel
+from moeplan.engine.timeline import rank_schedule
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import TRAIN, make_ctx
+from moeplan.engine.timing.layer import layer_time
+from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_overlap_exposed_s, merged_layer_s
+from moeplan.engine.timing.pipeline import bubble_microbatches
+from moeplan.engine.timing.step import _ep_chunk_edges_s
 
 from ..measured_variants import variants
 

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from moeplan.flops import flops_per_token, padded_vocab
+from moeplan.engine.flops import flops_per_token, padded_vocab
 from moeplan.models import load_model, read_config
 
 from ..conftest import MODELS_DIR, REFERENCE_DIR

@@ -7,13 +7,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from moeplan import api
-from moeplan.errors import MoeplanError
-from moeplan.memory import (GIB, HOST_BYTES_PER_OFFLOADED_PARAM, estimate_memory, inflight_per_chunk,
-                            offloaded_state_bytes_per_param)
+from moeplan.base.errors import MoeplanError
+from moeplan.engine.memory import (GIB, HOST_BYTES_PER_OFFLOADED_PARAM, estimate_memory, inflight_per_chunk,
+    offloaded_state_bytes_per_param)
 from moeplan.models import load_model
-from moeplan.parallel import Batch, Parallel, check_layout, with_balanced_layout
-from moeplan.run import Recompute, RunConfig
-from moeplan.vocab import RECOMPUTE_MODULES
+from moeplan.run.parallel import Batch, Parallel, check_layout, with_balanced_layout
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.base.vocab import RECOMPUTE_MODULES
 
 H100_BYTES = 80e9
 

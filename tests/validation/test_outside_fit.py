@@ -15,7 +15,7 @@ from moeplan import api
 from moeplan.cli import main
 from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES
-from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..reference_runs import bridge_runs, estimate_kwargs, label, out_of_fit_runs
 
@@ -31,14 +31,28 @@ EVIDENCE = [r for r in out_of_fit_runs() + bridge_runs() if _outside(r["model"])
 
 
 def test_the_evidence_is_the_runs_it_names():
-    """Three Qwen3-Next runs (PR #3168 on GB200 / GB300, ModelZoo on H100) and the four gpt-oss perf rows."""
+    """Three Qwen3-Next runs (PR #3168 on GB200 / GB300, ModelZoo on H100), the four GLM-5.2 card runs, the four
+    gpt-oss perf rows and eight Nemotron-3 rows (measured_variants N13, N14, N15, N20: six of Super, one each of
+    3.5 Lightning and Nano)."""
     assert sorted(label(r) for r in EVIDENCE) == sorted(
         ["qwen3-next-80b-a3b-gb200-64-4096", "qwen3-next-80b-a3b-gb300-64-4096", "qwen3-next-80b-a3b-H100-128-4096",
+         "glm-5.2-h100-608-200000", "glm-5.2-gb200-192-131072", "glm-5.2-h100-352-2048", "glm-5.2-gb200-192-4096",
          "gpt-oss-120b-gb300-64-4096", "gpt-oss-120b-gb200-64-4096", "gpt-oss-120b-b300-64-4096",
-         "gpt-oss-120b-h100-64-4096"])
+         "gpt-oss-120b-h100-64-4096",
+         "nemotron-3-super-120b-h100-64-4096", "nemotron-3-super-120b-gb200-64-8192",
+         "nemotron-3-super-120b-gb300-64-8192", "nemotron-3-super-120b-gb200-64-8192",
+         "nemotron-3-super-120b-b300-64-8192", "nemotron-3-super-120b-b200-64-8192",
+         "nemotron-3.5-lightning-gb200-8-8192", "nemotron-3-nano-30b-a3b-gb300-8-8192"])
 
 
-@pytest.mark.parametrize("run", EVIDENCE, ids=label)
+def _band_param(run):
+    """A run whose named gap puts it above the fit's band (faster than the estimate's upper end) is a strict xfail."""
+    above = (run.get("gap") or "").startswith("above the band")
+    marks = [pytest.mark.xfail(strict=True, reason=f"named gap: {run['gap']}")] if above else []
+    return pytest.param(run, marks=marks, id=label(run))
+
+
+@pytest.mark.parametrize("run", [_band_param(r) for r in EVIDENCE])
 def test_every_measured_run_outside_the_fit_is_inside_its_band(run):
     est = api.estimate(run["model"], **estimate_kwargs(run))
     tokens = float(run.get("tokens_per_s_per_gpu") or  # published tokens/s, else from the published step time
@@ -99,8 +113,8 @@ def test_the_shipped_bands_are_the_evidence_at_the_shipped_constants():
 def test_a_profile_fitted_on_such_a_model_takes_it_inside_its_fit(tmp_path):
     """A `moeplan calibrate` profile records its logged models' features; its estimates of models with them carry
     no outside-the-fit band (old profiles without the key: none covered). Unknown names are refused."""
-    from moeplan.calibrate import load_profile
-    from moeplan.errors import MoeplanError
+    from moeplan.calibrate.fit import load_profile
+    from moeplan.base.errors import MoeplanError
 
     kw = dict(gpu="gb200", gpus=32, seq_len=8192, gbs=256, ep=32)
     for covered, outside in (([], ["gated_deltanet", "gated_attention"]), (["gated_deltanet"], ["gated_attention"]),
@@ -116,7 +130,7 @@ def test_a_profile_fitted_on_such_a_model_takes_it_inside_its_fit(tmp_path):
 
 
 def test_a_users_calibration_fit_leaves_the_bands_alone():
-    from moeplan.calibrate import constant_names
+    from moeplan.calibrate.fit import constant_names
 
     names = constant_names()
     assert not [n for n in names if n.split(".")[0] in ("error_band_log", "out_of_fit_shortfall_log")]

@@ -8,7 +8,7 @@ import pytest
 
 from moeplan.models import read_config
 from moeplan.models.spec import with_mtp_layers
-from moeplan.params import count_params
+from moeplan.engine.params import count_params
 
 from ..conftest import MODELS_DIR
 

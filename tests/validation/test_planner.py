@@ -7,10 +7,10 @@ import json
 import pytest
 
 from moeplan import api
-from moeplan.advice import cp_start, recompute_ladder
+from moeplan.plan.advice import cp_start, recompute_ladder
 from moeplan.cli import main
 from moeplan.models import load_model
-from moeplan.strategy import parse_strategy, strategy_text
+from moeplan.run.strategy import parse_strategy, strategy_text
 
 from ..reference_runs import label, layout, plan_kwargs
 from .test_timing import ROWS, _estimate
@@ -156,7 +156,7 @@ def test_every_plan_is_a_config_megatron_accepts(model, gpu, gpus, seq, gbs):
 def test_dispatcher_leaves_the_guidance_order_only_for_a_resolved_gain(model, gpu, gpus, seq, gbs):
     """The dispatcher is the guidance's (DeepEP / HybridEP before alltoall) unless another one gains more
     than RESOLVED_GAIN, and no alternative is ever more than RESOLVED_GAIN faster than the one chosen."""
-    from moeplan.vocab import RESOLVED_GAIN
+    from moeplan.base.vocab import RESOLVED_GAIN
 
     order = {"deepep": 0, "hybridep": 1, "alltoall": 2}
     seen = 0

@@ -8,10 +8,11 @@ import math
 import pytest
 
 from moeplan import api
-from moeplan.advice import recipe_distance
+from moeplan.plan.advice import recipe_distance
 from moeplan.hardware import load_gpu
-from moeplan.planner import Candidate, rank_candidates
-from moeplan.timing import DEFAULT_CALIBRATION
+from moeplan.plan.ranking import rank_candidates
+from moeplan.plan.space import Candidate
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..measured_variants import G14_RECOMPUTE, G15_GBS_TOKENS, G15_PLAN_KWARGS, g15_points, ranked_pairs, variants
 from ..reference_runs import estimate_kwargs, out_of_fit_runs

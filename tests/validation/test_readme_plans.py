@@ -1,4 +1,4 @@
-"""The README's "Three plans" block is what the planner prints today (scripts/readme_plans.py writes it)."""
+"""The README's "Three examples" block (plan 1 of three commands) is what the planner prints today (scripts/readme_plans.py writes it)."""
 
 from __future__ import annotations
 

@@ -162,7 +162,7 @@ def test_attention_rate_follows_the_flashattention3_length_curve():
     """The short-block loss of the attention rate reproduces FlashAttention-3's measured curve
     (relative to its 16K point) within 6% at every length from 512 to 16K tokens."""
     from moeplan.hardware import load_gpu
-    from moeplan.timing import attention_rate
+    from moeplan.engine.timing.attention import attention_rate
 
     gpu = load_gpu("h100")
     model = load_model("qwen3-30b-a3b")
@@ -180,7 +180,7 @@ def test_attention_rate_follows_the_flashattention3_length_curve():
 
 def test_ring_context_parallel_shortens_attention_blocks_and_ulysses_does_not():
     from moeplan.hardware import load_gpu
-    from moeplan.timing import attention_block_tokens, attention_rate
+    from moeplan.engine.timing.attention import attention_block_tokens, attention_rate
 
     gpu = load_gpu("h100")
     model = load_model("deepseek-v3")  # MLA: 128 heads, so Ulysses (a2a) can split them over CP 16
@@ -205,7 +205,7 @@ def test_wgrad_accumulates_into_the_main_gradient_every_micro_batch():
     H100 with EP8 holds 16 experts per GPU: fp32 instead of bf16 main grads adds 2 x 2 bytes per
     local expert weight per micro-batch of HBM traffic."""
     from moeplan.hardware import load_gpu
-    from moeplan.timing import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     common = dict(gpu="h100", gpus=8, seq_len=4096, gbs=16, ep=8)  # DP 8: 2 micro-batches per step
     fp32 = api.estimate("qwen3-30b-a3b", grad_fp32=True, **common)
@@ -282,7 +282,8 @@ def test_gated_deltanet_kernel_fit_is_tight_on_both_gpus():
     hold both GPUs; the calibration's keys are the GPU families and hosts times the two directions."""
     import math
     from moeplan.hardware import load_gpu
-    from moeplan.timing import DEFAULT_CALIBRATION as cal, GDN_DIRECTIONS, GDN_HOSTS, GDN_KERNEL_FAMILIES
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as cal
+    from moeplan.engine.timing.gdn import GDN_DIRECTIONS, GDN_HOSTS, GDN_KERNEL_FAMILIES
 
     for gpu_name, bound in (("gb200", 0.06), ("h200", 0.12)):
         errs = [math.log(m / t) for row in _fla_gdn_rows(gpu_name) for m, t in _gdn_model_and_measured(row, gpu_name)]
@@ -301,7 +302,8 @@ def test_gated_deltanet_on_a_gpu_of_unknown_family_errs_slow():
     than either family's (a B200-class peak must not get Hopper's backward share, 2.7x Blackwell's)."""
     from dataclasses import replace
     from moeplan.hardware import load_gpu
-    from moeplan.timing import DEFAULT_CALIBRATION as cal, gdn_chunk_kernels_s
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as cal
+    from moeplan.engine.timing.gdn import gdn_chunk_kernels_s
 
     for name in ("b200", "h200"):
         gpu = load_gpu(name)
@@ -313,8 +315,10 @@ def test_gated_deltanet_on_a_gpu_of_unknown_family_errs_slow():
 def _gdn_model_and_measured(row, gpu_name: str) -> list[tuple[float, float]]:
     """[(model, measured) forward, (model, measured) forward + backward] seconds for one table row."""
     from moeplan.hardware import load_gpu
-    from moeplan.flops import delta_rule_fwd_flops
-    from moeplan.timing import DEFAULT_CALIBRATION as cal, TRAIN, gdn_chunk_kernels_s, gdn_launch_s
+    from moeplan.engine.flops import delta_rule_fwd_flops
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as cal
+    from moeplan.engine.timing.context import TRAIN
+    from moeplan.engine.timing.gdn import gdn_chunk_kernels_s, gdn_launch_s
 
     gpu = load_gpu(gpu_name)
     b, t, h, d = (int(row[k]) for k in ("B", "T", "H", "D"))
@@ -338,7 +342,8 @@ def test_gated_deltanet_recurrence_binds_when_cp_leaves_few_heads():
     heads 8.00, 0.72), the model within 0.12 of that ratio, the recurrence most of the CP 16 time."""
     from moeplan.hardware import load_gpu
     from moeplan.models.spec import GatedDeltaNet
-    from moeplan.timing import DEFAULT_CALIBRATION as cal, GDN_CHUNK_TOKENS, GDN_SEQUENTIAL_PASSES, gdn_kernel_parts_s
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as cal
+    from moeplan.engine.timing.gdn import GDN_CHUNK_TOKENS, GDN_SEQUENTIAL_PASSES, gdn_kernel_parts_s
 
     gpu = load_gpu("h200")
     times = {}
@@ -373,7 +378,8 @@ def test_hybridep_fixed_call_cost_is_not_qwen3_next_gap(seq, cp, mbs):
     ~0.56 ms at 64K / CP 16 (4,096): < 0.6 ms of the ~8 / 22 ms gap per layer and micro-batch."""
     from moeplan.hardware import load_gpu
     from moeplan.models.spec import MoE
-    from moeplan.timing import DEFAULT_CALIBRATION as cal, ep_kernel_bw_bytes_per_s, expected_ranks_hit
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as cal
+    from moeplan.engine.timing.moe import ep_kernel_bw_bytes_per_s, expected_ranks_hit
 
     gpu = load_gpu("gb200")
     cfg, _ = api.build_config("qwen3-next-80b-a3b", gpu="gb200", gpus=32, seq_len=seq, gbs=64, mbs=mbs, cp=cp, ep=32,
@@ -409,7 +415,8 @@ def test_gated_deltanet_glue_matches_the_h200_mixer(row):
     from moeplan.hardware import load_gpu
     from moeplan.models import load_model
     from moeplan.models.spec import GatedDeltaNet
-    from moeplan.timing import DEFAULT_CALIBRATION as cal, gdn_glue_bytes, gdn_glue_s
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as cal
+    from moeplan.engine.timing.gdn import gdn_glue_bytes, gdn_glue_s
 
     gpu = load_gpu("h200")
     mixer = next(l.mixer for l in load_model("qwen3-next-80b-a3b").layers if isinstance(l.mixer, GatedDeltaNet))
@@ -432,7 +439,8 @@ def test_gated_deltanet_transposes_are_the_profiled_strided_copies():
     from moeplan.hardware import load_gpu
     from moeplan.models import load_model
     from moeplan.models.spec import GatedDeltaNet
-    from moeplan.timing import DEFAULT_CALIBRATION as cal, gdn_transpose_bytes
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as cal
+    from moeplan.engine.timing.gdn import gdn_transpose_bytes
 
     gpu = load_gpu("h200")
     mixer = next(l.mixer for l in load_model("qwen3-next-80b-a3b").layers if isinstance(l.mixer, GatedDeltaNet))

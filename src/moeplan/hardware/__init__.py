@@ -15,7 +15,7 @@ Without ``base`` every :class:`GPUSpec` field except ``sources`` and the measure
 With ``base``, ``peak_flops`` merges key by key, and overriding a peak figure rescales the inherited
 measured figure paired with it (e.g. ``scaleout_busbw`` follows ``scaleout_bw``), keeping the measured
 efficiency; set the measured field too to choose it directly. Every bad input raises
-:class:`~moeplan.errors.MoeplanError` with a one-line message naming the file, entry and key.
+:class:`~moeplan.base.errors.MoeplanError` with a one-line message naming the file, entry and key.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.hardware.loader import build_spec, catalog_entries, find_entry, read_user_file
 from moeplan.hardware.schema import norm_name
 from moeplan.hardware.spec import ASSUMED_SM_COUNT, PEAK_KEYS, PRECISIONS, GPUSpec, precision_class

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.hardware.schema import PAIRS, REQUIRED, SPEC_FIELDS, Entry, field_error, parse_entries
 from moeplan.hardware.spec import GPUSpec
 

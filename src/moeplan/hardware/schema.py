@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from moeplan.errors import MoeplanError, yaml_problem
+from moeplan.base import safeyaml
+from moeplan.base.errors import MoeplanError, yaml_problem
 from moeplan.hardware.spec import HOST_LINKS, PEAK_KEYS, GPUSpec
 
 # Field kinds, used for type checks. Minimums catch unit slips (TB/s given where B/s is expected).
@@ -145,9 +146,9 @@ def parse_entries(text: str, origin: str, builtin: bool = False) -> tuple[Entry,
     """Entries of a hardware YAML text. The built-in catalog is read with libyaml's parser where
     PyYAML has it (same resolver and constructors as safe_load, several times faster: start-up time);
     user files keep the pure-Python parser and its error marks."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader) if builtin else yaml.SafeLoader
-    try:
-        doc = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    try:  # user files: the bounded loader (alias bombs, depth, a key given twice refused)
+        doc = (yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+               if builtin else safeyaml.load(text))
     except yaml.YAMLError as exc:
         raise MoeplanError(f"{origin}: malformed YAML{yaml_problem(exc)}") from None
     if not isinstance(doc, dict) or "gpus" not in doc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 from dataclasses import dataclass
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 # Tensor-core rate classes a catalog entry may list in ``peak_flops``.
 PEAK_KEYS: tuple[str, ...] = ("bf16", "fp8", "mxfp8", "fp4")
@@ -86,7 +86,7 @@ class GPUSpec:
     # optimizer offload streams the offloaded state through it. None: the host-link class default.
     host_mem_bw_bytes_per_s: float | None = None
     # Streaming multiprocessors per GPU (datasheet / architecture brief): the share of the SMs NCCL and
-    # DeepEP kernels take from overlapped compute (moeplan.fsdp, moeplan.timing) and the waves of the Gated
+    # DeepEP kernels take from overlapped compute (moeplan.engine.fsdp, moeplan.engine.timing) and the waves of the Gated
     # DeltaNet recurrence. None: not given; every such term uses ``sms`` (ASSUMED_SM_COUNT).
     sm_count: int | None = None
     # CUDA compute capability as major.minor (NVIDIA CUDA GPUs list: H100/H200 9.0, B200/GB200 10.0, B300/GB300

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.logs import bridge, megatron_lm
 from moeplan.logs.lines import GIB, Iteration, MemoryReport, first_of_each, parse_memory, scan_iterations
 
@@ -259,7 +259,7 @@ def printed_settings(log: TrainingLog) -> dict[str, object]:
     """The default identity of a start-up (:func:`group_runs`): its format and every setting it printed. A job
     restarted with the same command prints the same settings: one run resumed. Any difference (train_iters or a
     path too) keeps start-ups apart, since nothing here knows which settings change what a run measures;
-    :func:`moeplan.calibrate.log_runs` passes the settings it reads."""
+    :func:`moeplan.calibrate.fit.log_runs` passes the settings it reads."""
     return {"format": log.format, **log.settings}
 
 

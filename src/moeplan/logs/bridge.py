@@ -30,6 +30,7 @@ import re
 
 import yaml
 
+from moeplan.base import safeyaml
 from moeplan.logs.megatron_lm import value
 
 SUMMARY = "Configuration Summary (Non-Default Values vs Megatron Core)"
@@ -106,7 +107,7 @@ def flatten_yaml(text: str) -> dict[str, object]:
     """``section.field`` -> value of the Task Configuration YAML (empty when it does not load: the run
     reader then reports the YAML error with its line)."""
     try:
-        doc = yaml.safe_load(text)
+        doc = safeyaml.load(text, refuse_duplicates=False)  # the run reader reports them
     except yaml.YAMLError:
         return {}
     if not isinstance(doc, dict):

@@ -11,7 +11,7 @@ read from Megatron-LM tags core_v0.16.1 .. core_v0.19.0 (facts only, no code). E
 the file sets (``ParsedRun.settings`` and ``ParsedRun.architecture``), not moeplan's normalised run, so a
 value that moeplan would read past (a hierarchical CP split whose product is not CP) is still reported.
 
-Checks that :func:`moeplan.parallel.check_layout` already makes from the layout are not repeated here:
+Checks that :func:`moeplan.run.parallel.check_layout` already makes from the layout are not repeated here:
 world size divisible by TP x PP x CP and by ETP x EP x PP (initialize_model_parallel), attention heads and
 query groups by TP, Gated DeltaNet heads by TP and no Gated DeltaNet CP before 0.18 (TransformerConfig),
 VPP > 1 with PP 1, num_moe_experts with EP > 1, experts divisible by EP, the pipeline layout grammar.
@@ -25,10 +25,11 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from moeplan.megatron.fields import check_settings, ep_overlap_mtp_needs_pp, version_tuple
+from moeplan.base.fields import check_settings, ep_overlap_mtp_needs_pp, version_tuple
 from moeplan.models.spec import ModelSpec
-from moeplan.parallel import unroll_layout
-from moeplan.run import DELAY_WGRAD_GRAPH_BIAS, EP_OVERLAP_ASSERTED, RunConfig
+from moeplan.run.config import DELAY_WGRAD_GRAPH_BIAS, EP_OVERLAP_ASSERTED, RunConfig
+from moeplan.run.dsa_rules import CP_COMM_TYPE as DSA_CP_COMM_TYPE
+from moeplan.run.parallel import unroll_layout
 
 _UNSET = object()
 
@@ -94,8 +95,8 @@ class McoreAssert:
     until: str | None = None  # last release that has the check (inclusive)
     by: str = "Megatron-Core"  # who rejects it: Megatron-Core's config classes, or Megatron-LM's argument checks
     shares_knob: Callable[[RunConfig], bool] | None = None
-    """Set where moeplan.knobs makes the same check on the run (knob-layout): whether, for this run, the knob fails
-    for no cause but those this assertion tests. Where it says so, moeplan.checker reports one finding per cause:
+    """Set where moeplan.engine.knobs makes the same check on the run (knob-layout): whether, for this run, the knob fails
+    for no cause but those this assertion tests. Where it says so, moeplan.lint.checker reports one finding per cause:
     this rule's, with the knob's fix, and none from knob-layout for ``field``; else both."""
 
     def applies(self, version: str) -> bool:
@@ -397,6 +398,17 @@ def _cp_comm_list(v: FileView) -> str | None:
     return None
 
 
+def _dsa_cp_allgather(v: FileView) -> str | None:
+    # unset: the recipe's (not in the file), not judged here; DSAttention normalises the name (dsa_layout.py
+    # normalize_cp_comm_type: no underscores, lower case), so TE's all_gather is its allgather
+    kinds = {k.replace("_", "").lower() for k in v.modules("cp_comm_type")}
+    dsa = any(getattr(m, "sparse", None) is not None for m in v.model.distinct_mixers)
+    if dsa and v.cp > 1 and kinds and kinds != {DSA_CP_COMM_TYPE}:
+        return (f"DeepSeek sparse attention runs context parallelism with cp_comm_type {DSA_CP_COMM_TYPE} only "
+                f"(got {', '.join(sorted(kinds))})")
+    return None
+
+
 def _precision_aware(v: FileView) -> str | None:
     if v.flag("use_precision_aware_optimizer") and v.get("use_distributed_optimizer") is False:
         return "use_precision_aware_optimizer needs use_distributed_optimizer"
@@ -440,6 +452,8 @@ ASSERTS: tuple[McoreAssert, ...] = (
     McoreAssert("cuda-graph-flags", TC, "cuda_graph_impl", _graph_flags, since="0.15"),
     McoreAssert("cuda-graph-scopes", TC, "cuda_graph_scope", _graph_scopes, since="0.16"),
     McoreAssert("cp-comm-type-list", TC, "cp_comm_type", _cp_comm_list),
+    McoreAssert("dsa-cp-allgather", "transformer/experimental_attention_variant/dsa.py DSAttention.forward", "cp_comm_type",
+                _dsa_cp_allgather, since="0.16"),
     McoreAssert("precision-aware-optimizer", OPT, "use_precision_aware_optimizer", _precision_aware),
 )
 

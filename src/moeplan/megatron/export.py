@@ -15,24 +15,16 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
-from moeplan.te_release import (CPU_OFFLOAD_V1_ENV, CPU_OFFLOAD_V1_SINCE, DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV,
-                                te_version_tuple)
-from moeplan.errors import MoeplanError
-from moeplan.megatron.fields import (
-    CP_TO_MCORE,
-    DTYPE_TO_MLM,
-    PRECISION_TO_FP8_RECIPE,
-    Knob,
-    MegatronFields,
-    TorchDtype,
-    fields_for,
-    sync_free_moe,
-    version_tuple,
-)
+from moeplan.base.errors import MoeplanError
+from moeplan.base.fields import (CP_TO_MCORE, DTYPE_TO_MLM, PRECISION_TO_FP8_RECIPE, Knob, MegatronFields, TorchDtype,
+                                 fields_for, sync_free_moe, version_tuple)
+from moeplan.base.te_release import (CPU_OFFLOAD_V1_ENV, CPU_OFFLOAD_V1_SINCE, DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV,
+                                     te_version_tuple)
+from moeplan.base.vocab import DEFAULT_RESERVE_GIB
 from moeplan.megatron.read.overrides import parse_override_value
-from moeplan.parallel import build_pipeline, hierarchical_cp_inner
-from moeplan.run import Recompute, RunConfig
-from moeplan.vocab import DEFAULT_RESERVE_GIB
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.hybrid import hybrid_fields, hybrid_pattern_value
+from moeplan.run.parallel import build_pipeline, hierarchical_cp_inner
 
 
 def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
@@ -59,8 +51,22 @@ def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
     return out
 
 
+def _hybrid_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
+    """A hybrid model's architecture fields and its pattern: hybrid_override_pattern before Megatron-Core 0.17,
+    else hybrid_layer_pattern with the pipeline stages as '|' segments and the MTP depths as '/' patterns; a
+    hybrid model takes no pipeline_model_parallel_layout (moeplan.run.hybrid)."""
+    pipe = build_pipeline(cfg.model, cfg.parallel)
+    version = version_tuple(f.version)
+    stages = [len(s.layers) for s in pipe.stages] if pipe.explicit else None
+    out: dict[str, object] = {k: v for k, v in hybrid_fields(cfg.model).items() if k in f.knobs}
+    field = "hybrid_layer_pattern" if "hybrid_layer_pattern" in f.knobs else "hybrid_override_pattern"
+    out[field] = hybrid_pattern_value(cfg.model, stages, version)
+    out["pipeline_model_parallel_layout"] = None
+    return out
+
+
 def _a2a_group(cfg: RunConfig) -> int:
-    """a2a group of hierarchical CP: the CP ranks inside one NVLink domain (as moeplan.timing assumes)."""
+    """a2a group of hierarchical CP: the CP ranks inside one NVLink domain (as moeplan.engine.timing assumes)."""
     return hierarchical_cp_inner(cfg.parallel.tp, cfg.parallel.cp, cfg.gpu.nvlink_domain)
 
 
@@ -218,6 +224,8 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
     """Megatron-Core field name -> value for a plan (``version`` defaults to ``cfg.mcore_version``)."""
     f = fields_for(version or cfg.mcore_version)
     out = _parallel_settings(cfg)
+    if cfg.model.hybrid_pattern:  # a hybrid (Mamba) stack: its pattern carries the pipeline split (moeplan.run.hybrid)
+        out.update(_hybrid_settings(cfg, f))
     out["global_batch_size"] = cfg.batch.gbs
     out["micro_batch_size"] = cfg.batch.mbs
     out["seq_length"] = cfg.batch.seq_len
@@ -315,7 +323,7 @@ PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, g
 def env_settings(cfg: RunConfig) -> dict[str, str]:
     """Environment variables the training job must set for what the run models and no Megatron-Core field
     selects: ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1`` for ``te_grouped_tensor`` (TE GroupedLinear reads it,
-    v2.17 .. release_v2.19; no released Megatron-Core has an option for the path: moeplan.te_release), and
+    v2.17 .. release_v2.19; no released Megatron-Core has an option for the path: moeplan.base.te_release), and
     ``NVTE_CPU_OFFLOAD_V1=1`` for fine-grained activation offloading on TE >= 2.10 (Bridge's validate refuses the
     run without it: TE's newer offload path would offload weights too)."""
     env = {GROUPED_TENSOR_ENV: "1"} if cfg.te_grouped_tensor else {}

@@ -12,24 +12,38 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
+from moeplan.base.fields import fields_for, normalize_version
 from moeplan.megatron import launch_tables as T
 from moeplan.megatron.export import bridge_items, env_settings, format_override_value, provenance_comment
-from moeplan.megatron.fields import fields_for, normalize_version
-from moeplan.run import RunConfig
+from moeplan.run.config import RunConfig
 
 PLACEHOLDERS = {"account": "$ACCOUNT", "partition": "$PARTITION", "container": "$CONTAINER_IMAGE"}
 TRAIN_SCRIPT = "scripts/training/train.sh"
 PERF_SCRIPT = "scripts/performance/setup_experiment.py"
 
 
-def _check_version(cfg: RunConfig) -> str:
-    version = normalize_version(cfg.mcore_version)
+LAUNCH_FORMATS = ("bridge-launch", "perf-launch")  # plan --format / the MCP export tool's formats
+
+
+def check_version(mcore_version: str) -> str:
+    """The Megatron-Core version the launch formats need; a one-line error for any other (the CLI calls it before
+    the plan search, so a wrong version costs no search)."""
+    version = normalize_version(mcore_version)
     if version != T.LAUNCHER_MCORE:
         raise MoeplanError(f"the launch formats write Megatron Bridge {T.LAUNCHER_TAG}'s launchers, which run "
                            f"Megatron-Core {T.LAUNCHER_MCORE}; this plan targets {version} "
                            f"(plan with --mcore-version {T.LAUNCHER_MCORE})")
     return version
+
+
+def _check_version(cfg: RunConfig) -> str:
+    return check_version(cfg.mcore_version)
+
+
+def launch_command(cfg: RunConfig, fmt: str) -> str:
+    """The ``fmt`` launch command (one of LAUNCH_FORMATS) of the run."""
+    return bridge_launch(cfg) if fmt == "bridge-launch" else perf_launch(cfg)
 
 
 def recipe_for(model: str, gpu: str, precision: str, gpus: int) -> tuple[str, str | None]:

@@ -1,19 +1,22 @@
 """Megatron-Core's own config objects from a plan: the architecture fields of a model
 (:func:`architecture_kwargs`), with the run's settings (:func:`mcore_kwargs`), and the installed
 Megatron-Core's ``TransformerConfig`` / ``MLATransformerConfig`` built from them (:func:`build_mcore_config`),
-so its ``__post_init__`` checks run. torch and megatron-core are optional: imported only when called."""
+so its ``__post_init__`` checks run. torch and megatron-core are optional extras: loaded only when called
+(moeplan.base.extras)."""
 
 from __future__ import annotations
 
 import traceback
 import warnings
 
-from moeplan.errors import MoeplanError, one_line
+from moeplan.base import extras
+from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.fields import MegatronFields, fields_for, normalize_version, version_tuple
+from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 from moeplan.megatron.export import bridge_value, to_settings
-from moeplan.megatron.fields import MegatronFields, fields_for, normalize_version, version_tuple
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, ModelSpec, MoE
-from moeplan.run import RunConfig
-from moeplan.vocab import DEFAULT_MCORE_VERSION
+from moeplan.run.config import RunConfig
+
 _MCORE_OWNERS = ("TransformerConfig", "ModelParallelConfig")
 
 
@@ -90,7 +93,7 @@ def mcore_kwargs(cfg: RunConfig, version: str | None = None) -> dict[str, object
     """Keyword arguments for Megatron-Core's (MLA)TransformerConfig: architecture + run settings.
     Needs torch (dtypes)."""
     try:
-        import torch
+        torch = extras.load("torch")
     except ImportError:
         raise MoeplanError("mcore_kwargs needs torch (pip install torch) for the dtype fields") from None
     f = fields_for(version or cfg.mcore_version)
@@ -117,7 +120,7 @@ def require_mcore() -> str:
     try:
         with warnings.catch_warnings():  # import-time notices about this machine (no TE / Apex), not about a config
             warnings.simplefilter("ignore")
-            from megatron.core import package_info
+            package_info = extras.load("megatron.core").package_info
     except ImportError as exc:
         hint = ("pip install torch (a CPU build will do), then pip install 'moeplan[mcore]'"
                 if (exc.name or "").split(".")[0] == "torch" else "pip install 'moeplan[mcore]'")
@@ -146,8 +149,7 @@ def build_mcore_config(cfg: RunConfig) -> object:
         raise McoreNotRun(f"Megatron-Core's TransformerConfig checks not run: the run targets Megatron-Core {target}, "
                           f"the installed one is {release} (fields and checks change between releases); install "
                           f"megatron-core {target} to run them")
-    from megatron.core.transformer import transformer_config as tc
-
+    tc = extras.load("megatron.core.transformer.transformer_config")
     cls = getattr(tc, mcore_config_class(cfg))
     kwargs = mcore_kwargs(cfg, version)
     try:
@@ -178,12 +180,21 @@ def _te_missing(exc: BaseException) -> bool:
     """Whether the exception comes from Transformer Engine being absent (a version probe or an import of it),
     not from the config: some checks (FP8 with MoE, moe_act/layernorm recompute, delay_wgrad_compute with
     TE-scoped CUDA graphs, fused permutation) probe TE."""
-    try:
-        import transformer_engine  # noqa: F401
-    except ImportError:
-        pass
-    else:
+    if extras.present("transformer_engine"):
         return False
     if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "transformer_engine":
         return True
     return any(frame.name in _TE_PROBES for frame in traceback.extract_tb(exc.__traceback__))
+
+
+def default_config_warnings() -> set[str]:
+    """Warnings the installed Megatron-Core gives for its own defaults (e.g. 0.16's default cuda_graph_scope
+    'full'): true of every config, so not findings about one (moeplan.lint.checker leaves them out)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            extras.load("megatron.core.transformer.transformer_config").TransformerConfig(
+                num_layers=1, hidden_size=64, num_attention_heads=1)
+        except Exception:  # noqa: BLE001 - only the warnings matter here
+            pass
+    return {" ".join(str(w.message).split()) for w in caught}

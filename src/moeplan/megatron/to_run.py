@@ -1,4 +1,4 @@
-"""Megatron settings (what :mod:`moeplan.megatron.read` returns) -> a :class:`~moeplan.run.RunConfig`; fields a
+"""Megatron settings (what :mod:`moeplan.megatron.read` returns) -> a :class:`~moeplan.run.config.RunConfig`; fields a
 file leaves out take Megatron-Core's defaults. An error about a value names the field(s) it comes from
 (:class:`_SettingError`); where the settings are a file's (:class:`~moeplan.megatron.read.collect.FileSettings`),
 :func:`run_config_from_settings` turns it into ``FILE:LINE: ...`` as the reader's type errors read."""
@@ -8,22 +8,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from moeplan.errors import MoeplanError
-from moeplan.megatron.fields import (
-    CP_FROM_MCORE,
-    FP8_RECIPE_TO_PRECISION,
-    KIND_WORDS,
-    KNOB_BY_FIELD,
-    MCORE_CP_COMM_TYPES,
-    coerce,
-    normalize_version,
-)
+from moeplan.base.errors import MoeplanError
+from moeplan.base.fields import (CP_FROM_MCORE, FP8_RECIPE_TO_PRECISION, KIND_WORDS, KNOB_BY_FIELD, MCORE_CP_COMM_TYPES,
+                                 coerce, normalize_version)
+from moeplan.base.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FLEX_DISPATCHERS, FSDP_STRATEGIES,
+                                RECOMPUTE_MODULES)
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.read.collect import FileSettings
 from moeplan.models.spec import ModelSpec, with_mtp_layers
-from moeplan.parallel import Batch, Parallel, unroll_layout
-from moeplan.run import Recompute, RunConfig
-from moeplan.vocab import CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FLEX_DISPATCHERS, FSDP_STRATEGIES, RECOMPUTE_MODULES
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.parallel import Batch, Parallel, unroll_layout
 
 
 class _SettingError(MoeplanError):
@@ -333,7 +327,7 @@ def _delay_wgrad_from(settings: Mapping[str, object]) -> bool | None:
     """delay_wgrad_compute as RunConfig.delay_wgrad. With EP overlap on, the file's value (Megatron's default, off,
     where it leaves it out): an explicit true stays True, so where Megatron rejects it
     (RunConfig.delay_wgrad_blocked) the run is reported rather than read as Bridge's pairing, which turns it off
-    there. Without EP overlap, True where the file sets it (Megatron rejects that, moeplan.knobs), else None: off
+    there. Without EP overlap, True where the file sets it (Megatron rejects that, moeplan.engine.knobs), else None: off
     either way, and what an export of a run without overlap (delay_wgrad_compute false) reads back as."""
     value = _bool(settings, "delay_wgrad_compute")
     if _bool(settings, "overlap_moe_expert_parallel_comm"):

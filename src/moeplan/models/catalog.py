@@ -11,7 +11,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.models.hf import read_config, spec_from_dict
 from moeplan.models.spec import ModelSpec
 
@@ -32,6 +32,10 @@ def _catalog_spec(name: str) -> ModelSpec:
 
 def load_model(model: str) -> ModelSpec:
     """A catalog name (case-insensitive) or a path to a config.json."""
+    if not model.strip():
+        raise MoeplanError("empty model name: give a catalog name (moeplan models) or a config.json path")
+    if any(not c.isprintable() for c in model):  # a newline would split the one-line answers that name the model
+        raise MoeplanError(f"model name {model!r} holds a newline or another control character")
     key = model.strip().lower()
     if key in catalog_names():
         return _catalog_spec(key)

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from moeplan.errors import MoeplanError
-from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, MoE, ModelSpec
+from moeplan.base.errors import MoeplanError
+from moeplan.base.limits import arch_problem
+from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, ModelSpec, MoE, SparseAttention
 
 # Every size and count indexes tensors with int32 in the kernels (Transformer Engine, the fused MoE
 # permute, Megatron's indexed datasets store token ids as int32 from a 65,500-entry vocabulary on:
@@ -64,6 +66,16 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "moe_layer_freq": 1,  # not a field: Glm4MoeDecoderLayer makes MoE of every layer >= first_k_dense_replace
         "tie_word_embeddings": False,
     },
+    "glm_moe_dsa": {  # GlmMoeDsaConfig (GLM-5, GLM-5.2): DeepSeek-V3 MLA + MoE with a DSA indexer per layer
+        "n_shared_experts": 1, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 3,
+        "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 32,
+        # __post_init__: indexer_types from index_topk_pattern, else index_topk_freq (1) / index_skip_topk_offset (2)
+        "index_topk_freq": 1, "index_skip_topk_offset": 2,
+        # no MTP field (GlmMoeDsaPreTrainedModel ignores model.layers.78.*): counted where the file says so
+        "num_nextn_predict_layers": 0,
+        "moe_layer_freq": 1,  # not a field: mlp_layer_types, else first_k_dense_replace dense layers then MoE
+        "tie_word_embeddings": False,
+    },
     "qwen3_moe": {  # Qwen3MoeConfig (no head_dim field: the modeling's hidden_size // num_attention_heads)
         "num_key_value_heads": 4, "attention_bias": False, "decoder_sparse_step": 1, "mlp_only_layers": [],
         "shared_expert_intermediate_size": 0,  # not a field: Qwen3MoeSparseMoeBlock has no shared expert
@@ -75,8 +87,25 @@ TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_nextn_predict_layers": 0, "mtp_num_hidden_layers": 0,  # no MTP field (the modeling drops mtp.*)
         "tie_word_embeddings": False,
     },
+    # Qwen3_5MoeTextConfig (transformers 5.x configuration_qwen3_5_moe.py, the text_config of a qwen3_5_moe file);
+    # full_attention_interval is its __post_init__'s kwargs.pop(..., 4). It has no decoder_sparse_step /
+    # mlp_only_layers / intermediate_size field: Qwen3_5MoeDecoderLayer puts MoE on every layer; and no MTP field
+    # (the modeling drops mtp.*), so mtp_num_hidden_layers absent counts none, as for Qwen3-Next
+    "qwen3_5_moe": {
+        "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4, "shared_expert_intermediate_size": 512,
+        "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "num_nextn_predict_layers": 0, "mtp_num_hidden_layers": 0,
+        "tie_word_embeddings": False,
+    },
     "mixtral": {  # MixtralConfig (head_dim None: the modeling's hidden_size // num_attention_heads)
         "num_key_value_heads": 8, "sliding_window": None, "tie_word_embeddings": False,
+    },
+    "nemotron_h": {  # NemotronHConfig (Nemotron-H, Nemotron-3 Nano / Super / 3.5 Lightning)
+        "n_group": 1, "topk_group": 1, "n_shared_experts": 1, "moe_latent_size": None, "chunk_size": 128,
+        "mlp_hidden_act": "relu2", "num_nextn_predict_layers": 0,
+        # mtp_layers_block_type None -> ["full_attention", "moe"] in __post_init__, i.e. the pattern "*E"
+        "mtp_hybrid_override_pattern": "*E",
+        "tie_word_embeddings": False,
     },
     "gpt_oss": {  # GptOssConfig; layer_types None -> alternating sliding / full in __post_init__ (_layer_types)
         "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "num_experts_per_tok": 4,
@@ -95,9 +124,11 @@ ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
     "deepseek_v3": {"n_routed_experts": ("num_local_experts",), "num_nextn_predict_layers": ("num_mtp_layers",)},
     "deepseek_v2": {"n_routed_experts": ("num_experts",)},
     "glm4_moe": {"n_routed_experts": ("num_local_experts",), "num_nextn_predict_layers": ("num_mtp_layers",)},
+    "glm_moe_dsa": {"n_routed_experts": ("num_local_experts",)},
     "qwen3_moe": {"num_experts": ("num_local_experts",)},
     "mixtral": {"num_local_experts": ("num_experts",)},
     "gpt_oss": {"num_local_experts": ("num_experts",)},
+    "nemotron_h": {"n_routed_experts": ("num_local_experts",)},
 }
 # Model types read like another that transformers has no class for (Kimi-K2's Hub checkpoint ships its own
 # configuration_deepseek.py): the other type's optional keys have no default to take and must be given.
@@ -181,6 +212,9 @@ class _Cfg:
         if value > INT32_MAX:
             raise self._fail(key, f"is {value:.3g}, past the int32 range (2^31 - 1) that the kernels and "
                              "Megatron's datasets index with")
+        problem = arch_problem(key, value)  # far beyond any real model: refused before any work grows with it
+        if problem:
+            raise MoeplanError(f"{self.origin}: {self.name(key)} {problem}")
         return value
 
     def divides(self, key: str, value: int, by_key: str, by: int, why: str) -> None:
@@ -364,6 +398,52 @@ def _read_glm4_moe(c: _Cfg) -> dict[str, Any]:
     return {"layers": layers, "mtp_layers": mtp, "mtp_layer": Layer(attn, moe) if mtp else None}
 
 
+def _indexer_types(c: _Cfg, n: int) -> list[bool]:
+    """Per layer, whether it runs its own DSA indexer (GlmMoeDsaConfig.__post_init__: indexer_types "full" /
+    "shared", else index_topk_pattern "F" / "S", else "full" where max(i - offset + 1, 0) % freq == 0)."""
+    types = c.str_list("indexer_types")
+    if types is None:
+        pattern = c.raw("index_topk_pattern")
+        if isinstance(pattern, str) and pattern:
+            if set(pattern) - {"F", "S"}:
+                raise c._fail("index_topk_pattern", f"must hold only F and S, got {pattern!r}")
+            types = ["full" if ch == "F" else "shared" for ch in pattern]
+        else:
+            freq = c.int("index_topk_freq")
+            offset = c.int("index_skip_topk_offset", allow_zero=True)
+            types = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
+    if len(types) != n:
+        raise c._fail("indexer_types", f"has {len(types)} entries but num_hidden_layers is {n}")
+    if bad := [t for t in types if t not in ("full", "shared")]:
+        raise c._fail("indexer_types", f"has unknown entry '{bad[0]}'")
+    if types and types[0] != "full":
+        raise c._fail("indexer_types", "starts with 'shared': the first layer has no earlier top-k to reuse")
+    return [t == "full" for t in types]
+
+
+def _read_glm_moe_dsa(c: _Cfg) -> dict[str, Any]:
+    """GLM-5 / GLM-5.2 (transformers GlmMoeDsaForCausalLM): DeepSeek-V3 MLA and MoE, every layer's attention
+    sparse (DSA: each query reads the index_topk keys its lightning indexer picks), IndexShare layers reusing
+    the previous indexer's top-k (moeplan.engine.dsa)."""
+    attn, dense, moe = _mla_layers(c)
+    n = c.int("num_hidden_layers")
+    sparse = SparseAttention(topk=c.int("index_topk"), index_heads=c.int("index_n_heads"),
+                             index_head_dim=c.int("index_head_dim"))
+    full, shared = replace(attn, sparse=sparse), replace(attn, sparse=replace(sparse, runs_indexer=False))
+    kinds = c.str_list("mlp_layer_types")
+    if kinds is None:
+        is_moe = [layer.is_moe for layer in _first_k_dense(c, attn, dense, moe)]
+    else:
+        if len(kinds) != n or set(kinds) - {"dense", "sparse"}:
+            raise c._fail("mlp_layer_types", f"must list {n} entries of 'dense' / 'sparse'")
+        is_moe = [k == "sparse" for k in kinds]
+    layers = tuple(Layer(full if runs else shared, moe if m else dense) for runs, m in zip(_indexer_types(c, n), is_moe))
+    # The MTP module numbers its layers afresh, so its layer computes its own top-k (Megatron Bridge flop_utils
+    # "MTP1 ... computes one fresh index"; the GLM-5.2 checkpoint's layer 78 holds indexer weights)
+    mtp = c.int("num_nextn_predict_layers", allow_zero=True)
+    return {"layers": layers, "mtp_layers": mtp, "mtp_layer": Layer(full, moe) if mtp else None}
+
+
 def _qwen_moe(c: _Cfg, shared_gate: bool) -> MoE:
     experts, top_k = _top_k(c, "num_experts")
     return MoE(
@@ -426,7 +506,8 @@ def _read_qwen3_next(c: _Cfg) -> dict[str, Any]:
         conv_kernel=c.int("linear_conv_kernel_dim"),
     )
     moe = _qwen_moe(c, shared_gate=True)
-    dense = DenseMLP(c.int("intermediate_size"))
+    # the dense width only where some layer is dense (Qwen3.5-MoE has no intermediate_size: every layer is MoE)
+    dense = DenseMLP(c.int("intermediate_size")) if any(not _qwen_is_moe(c, i) for i in range(n)) else None
     layers = []
     interval = c.int("full_attention_interval")
     # Qwen3NextConfig.__post_init__: "linear_attention" if (i + 1) % full_attention_interval else "full_attention"
@@ -435,7 +516,7 @@ def _read_qwen3_next(c: _Cfg) -> dict[str, Any]:
         if kind not in ("full_attention", "linear_attention"):
             raise c._fail("layer_types", f"has unknown entry '{kind}'")
         mixer = attn if kind == "full_attention" else gdn
-        layers.append(Layer(mixer, moe if _qwen_is_moe(c, i) else dense))
+        layers.append(Layer(mixer, moe if _qwen_is_moe(c, i) else dense))  # type: ignore[arg-type]
     # The released checkpoints hold one MTP module (mtp.*) that no config key describes; count it
     # only when the config says so (num_nextn_predict_layers / mtp_num_hidden_layers).
     mtp = c.int("num_nextn_predict_layers", allow_zero=True) or c.int("mtp_num_hidden_layers", allow_zero=True)
@@ -484,16 +565,119 @@ def _read_gpt_oss(c: _Cfg) -> dict[str, Any]:
     return {"layers": tuple(layers)}
 
 
+# Megatron-Core's hybrid layer symbols (megatron/core/models/hybrid/hybrid_layer_allocation.py Symbols) and the
+# layers_block_type names transformers' NemotronHConfig maps them to (_pattern_to_list; older checkpoints' "mamba",
+# "attention" remapped by remap_legacy_layer_types).
+HYBRID_SYMBOLS: dict[str, str] = {"linear_attention": "M", "mamba": "M", "full_attention": "*", "attention": "*",
+                                  "moe": "E", "mlp": "-"}
+
+
+def _hybrid_pattern(c: _Cfg) -> str:
+    """The main stack's hybrid pattern: hybrid_override_pattern, else layers_block_type (its alias layer_types)."""
+    pattern = c.data.get("hybrid_override_pattern")
+    if pattern is None:
+        types = c.data.get("layers_block_type", c.data.get("layer_types"))
+        if not isinstance(types, list) or not types or not all(t in HYBRID_SYMBOLS for t in types):
+            raise c._fail("hybrid_override_pattern", "is missing (and layers_block_type gives no list of "
+                          f"{', '.join(sorted(HYBRID_SYMBOLS))})")
+        pattern = "".join(HYBRID_SYMBOLS[t] for t in types)
+    if not isinstance(pattern, str) or not pattern:
+        raise c._fail("hybrid_override_pattern", f"must be a non-empty string, got {pattern!r}")
+    bad = sorted(set(pattern) - set("M*E-"))
+    if bad:
+        raise c._fail("hybrid_override_pattern", f"has symbol(s) {' '.join(bad)}: a layer is one of M (Mamba), "
+                      "* (attention), E (MoE), - (MLP)")
+    n = c.data.get("num_hidden_layers")
+    if n is not None and n != len(pattern):
+        raise c._fail("num_hidden_layers", f"({n}) differs from the {len(pattern)} layers of hybrid_override_pattern")
+    return pattern
+
+
+def _read_nemotron_h(c: _Cfg) -> dict[str, Any]:
+    """Nemotron-H / Nemotron-3 (transformers NemotronHConfig; Megatron Bridge nemotron_h_bridge.py): one block per
+    pattern symbol, each a pre-norm and one of a Mamba-2 mixer, GQA attention, a (latent) MoE or a squared-ReLU
+    MLP; MTP modules of the mtp_hybrid_override_pattern (Nemotron-3 Super / 3.5 Lightning: "*E")."""
+    pattern = _hybrid_pattern(c)
+    act = c.get("mlp_hidden_act")
+    if act != "relu2":
+        raise c._fail("mlp_hidden_act", f"is {act!r}; moeplan reads the squared-ReLU (relu2) MLPs of Nemotron-H only")
+    blocks: dict[str, Any] = {}
+    if "M" in pattern:
+        heads, groups = c.int("mamba_num_heads"), c.int("n_groups")
+        c.divides("mamba_num_heads", heads, "n_groups", groups, "every Mamba group serves the same number of heads "
+                  "(mamba_mixer.py: nheads % ngroups == 0)")
+        blocks["M"] = Mamba2(num_heads=heads, head_dim=c.int("mamba_head_dim"), state_dim=c.int("ssm_state_size"),
+                             num_groups=groups, conv_kernel=c.int("conv_kernel"), chunk_size=c.int("chunk_size"))
+    attn = _gqa(c) if "*" in pattern or c.int("num_nextn_predict_layers", allow_zero=True) else None
+    blocks["*"] = attn
+    moe = None
+    if "E" in pattern or c.int("num_nextn_predict_layers", allow_zero=True):
+        experts, top_k = _top_k(c, "n_routed_experts")
+        shared = c.int("moe_shared_expert_intermediate_size", allow_zero=True) if c.int(
+            "n_shared_experts", allow_zero=True) else 0
+        moe = MoE(num_experts=experts, top_k=top_k, expert_ffn_hidden=c.int("moe_intermediate_size"),
+                  shared_ffn_hidden=shared, gated=False, n_group=c.int("n_group", null=1),
+                  topk_group=c.int("topk_group", null=1), latent_size=c.opt_int("moe_latent_size"))
+    blocks["E"] = moe
+    if "-" in pattern:
+        blocks["-"] = DenseMLP(c.int("intermediate_size"), gated=False)
+    layers = tuple(Layer(blocks[s], None) if s in "M*" else Layer(None, blocks[s]) for s in pattern)
+    mtp = c.int("num_nextn_predict_layers", allow_zero=True)
+    mtp_layer = None
+    if mtp:
+        mtp_pattern = c.get("mtp_hybrid_override_pattern")
+        if mtp_pattern != "*E":
+            raise c._fail("mtp_hybrid_override_pattern", f"is {mtp_pattern!r}; moeplan models MTP modules of one "
+                          "attention and one MoE layer ('*E') only")
+        mtp_layer = Layer(attn, moe)
+    return {"layers": layers, "mtp_layers": mtp, "mtp_layer": mtp_layer, "hybrid_pattern": pattern}
+
+
 READERS: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
+    "nemotron_h": _read_nemotron_h,
     "deepseek_v3": _read_deepseek,
     "kimi_k2": _read_deepseek,
     "deepseek_v2": _read_deepseek,
     "qwen3_moe": _read_qwen3_moe,
     "qwen3_next": _read_qwen3_next,
+    # Qwen3.5 / Qwen3.6 MoE (transformers Qwen3_5MoeTextModel): the Qwen3-Next hybrid (3 Gated DeltaNet + 1 gated
+    # attention, in_proj split into in_proj_qkv / _z / _b / _a of the same total width) with MoE on every layer
+    "qwen3_5_moe": _read_qwen3_next,
     "mixtral": _read_mixtral,
     "gpt_oss": _read_gpt_oss,
     "glm4_moe": _read_glm4_moe,
+    "glm_moe_dsa": _read_glm_moe_dsa,
 }
+
+
+# Multimodal files whose language model is a sub-config: model_type -> (key, the text config's own model_type).
+# Qwen3_5MoeConfig (transformers configuration_qwen3_5_moe.py) holds Qwen3_5MoeTextConfig under text_config and
+# the vision tower's under vision_config; moeplan plans the language model (the vision tower is not costed).
+TEXT_CONFIGS: dict[str, tuple[str, str]] = {"qwen3_5_moe": ("text_config", "qwen3_5_moe_text")}
+
+
+# Public architectures moeplan does not read, and why (README, "Not supported").
+NOT_SUPPORTED: dict[str, str] = {
+    "deepseek_v4": "DeepSeek-V4's hybrid compressed sparse attention and mHC hyper-connections are not costed",
+}
+
+
+def _text_config(data: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
+    """The language model's keys of a multimodal file (:data:`TEXT_CONFIGS`), read under the outer model_type; a
+    bare text config (model_type qwen3_5_moe_text) is read as the same type. The outer tie_word_embeddings is the
+    one the model class ties by (Qwen3_5MoeConfig's field); provenance keys stay."""
+    model_type = data.get("model_type")
+    for outer, (key, inner) in TEXT_CONFIGS.items():
+        if model_type == inner:
+            return {**data, "model_type": outer}
+        if model_type == outer:
+            text = data.get(key)
+            if not isinstance(text, Mapping):
+                raise MoeplanError(f"{origin}: key '{key}' must be an object (the {outer} language model's config)")
+            out = {k: v for k, v in text.items() if k != "model_type"}
+            out.update({k: data[k] for k in ("_source", "_notes", "tie_word_embeddings") if k in data})
+            return {**out, "model_type": outer}
+    return data
 
 
 def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = "") -> ModelSpec:
@@ -501,7 +685,10 @@ def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = 
     file's absolute path, is kept on the spec for exports to record)."""
     if not isinstance(data, Mapping):
         raise MoeplanError(f"{origin}: expected a JSON object at the top level")
+    data = _text_config(data, origin)
     model_type = data.get("model_type")
+    if model_type in NOT_SUPPORTED:
+        raise MoeplanError(f"{origin}: model_type '{model_type}' is not supported: {NOT_SUPPORTED[model_type]}")
     if not isinstance(model_type, str) or model_type not in READERS:
         supported = ", ".join(sorted(READERS))
         raise MoeplanError(f"{origin}: key 'model_type' is {model_type!r}; supported types: {supported}")
@@ -509,7 +696,8 @@ def spec_from_dict(data: Mapping[str, Any], name: str, origin: str, path: str = 
     c = _Cfg(data, origin, None if like else TRANSFORMERS_DEFAULTS[model_type],
              frozenset(TRANSFORMERS_DEFAULTS[like]) if like else frozenset(), ALIASES.get(model_type))
     hidden, vocab = c.int("hidden_size"), c.int("vocab_size")
-    c.int("num_hidden_layers")
+    if model_type != "nemotron_h":  # NemotronHConfig derives the layer count from its pattern (num_hidden_layers
+        c.int("num_hidden_layers")  # is deprecated there and may be null)
     parts = READERS[str(model_type)](c)
     notes = data.get("_notes") or ()
     return ModelSpec(
@@ -538,5 +726,7 @@ def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise MoeplanError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:  # json's decoder recurses once per nested array or object
+        raise MoeplanError(f"{p}: JSON nested too deeply to read (a config.json is a few levels deep)") from None
     stem = p.parent.name if p.name == "config.json" else p.stem
     return spec_from_dict(data, name or stem, str(p), str(p.resolve()))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Literal
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 
 
 class CachedHash:
@@ -27,6 +27,20 @@ class CachedHash:
         return self._hash_value
 
 AttentionKind = Literal["gqa", "mla"]
+
+
+@dataclass(frozen=True)
+class SparseAttention(CachedHash):
+    """DeepSeek Sparse Attention (DSA; DeepSeek-V3.2, arXiv 2512.02556; GLM-5): a lightning indexer scores every
+    causal key of each query (``index_heads`` ReLU'd dot products of width ``index_head_dim``, weighted per head)
+    and the attention then reads only the ``topk`` best keys. ``runs_indexer`` False: the layer reuses the top-k
+    of the previous layer that ran one (GLM-5.2 IndexShare: transformers GlmMoeDsaConfig indexer_types "shared";
+    Megatron-Core dsa_indexer_topk_freq / dsa_indexer_skip_topk_offset) and has no indexer weights."""
+
+    topk: int
+    index_heads: int
+    index_head_dim: int
+    runs_indexer: bool = True
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Attention(CachedHash):
     kv_lora_rank: int = 0
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
+    sparse: SparseAttention | None = None  # DSA (moeplan.engine.dsa); None = dense causal attention
 
     @property
     def is_mla(self) -> bool:
@@ -101,7 +116,37 @@ class GatedDeltaNet(CachedHash):
         return 2 * self.key_dim + 2 * self.value_dim + 2 * self.num_value_heads
 
 
-Mixer = Attention | GatedDeltaNet
+@dataclass(frozen=True)
+class Mamba2(CachedHash):
+    """A Mamba-2 mixer (state-space duality, SSD: Dao & Gu, "Transformers are SSMs", arXiv 2405.21060), as
+    Nemotron-H / Nemotron-3 stack it (HF NemotronHMamba2Mixer; Megatron-Core megatron/core/ssm/mamba_mixer.py).
+    ``num_heads`` x ``head_dim`` is the inner width (d_inner); B and C come in ``num_groups`` groups of
+    ``state_dim``; the SSM state per head is head_dim x state_dim, constant in sequence length."""
+
+    num_heads: int
+    head_dim: int
+    state_dim: int
+    num_groups: int
+    conv_kernel: int
+    chunk_size: int = 128  # SSD chunk length (HF chunk_size; Megatron-Core mamba_chunk_size)
+
+    @property
+    def d_inner(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels through the causal depthwise conv: x, B and C (mamba_mixer.py conv_dim)."""
+        return self.d_inner + 2 * self.num_groups * self.state_dim
+
+    @property
+    def in_proj_dim(self) -> int:
+        """Output width of in_proj: z, x (d_inner each), B, C (num_groups x state_dim each) and dt (one per
+        head) (mamba_mixer.py in_proj "z x B C dt")."""
+        return 2 * self.d_inner + 2 * self.num_groups * self.state_dim + self.num_heads
+
+
+Mixer = Attention | GatedDeltaNet | Mamba2
 
 
 @dataclass(frozen=True)
@@ -128,6 +173,10 @@ class MoE(CachedHash):
     # / moe_router_group_topk). 1 / 1 = unrestricted.
     n_group: int = 1
     topk_group: int = 1
+    # LatentMoE (Nemotron-3 Super): the routed experts run in a smaller latent width; fc1_latent_proj (hidden ->
+    # latent) before dispatch and fc2_latent_proj (latent -> hidden) after combine (HF moe_latent_size; Megatron-Core
+    # moe_latent_size, moe_layer.py). None: the experts take the hidden width.
+    latent_size: int | None = None
 
     @property
     def has_shared(self) -> bool:
@@ -144,8 +193,12 @@ MLP = DenseMLP | MoE
 
 @dataclass(frozen=True)
 class Layer(CachedHash):
-    mixer: Mixer
-    mlp: MLP
+    """One decoder layer: a token mixer and an MLP. A hybrid stack (Nemotron-H: Megatron-Core's hybrid layer
+    pattern) has single-block layers, each one symbol of the pattern: a Mamba or attention layer has no MLP
+    (``mlp`` None), an MoE or MLP layer no mixer (``mixer`` None)."""
+
+    mixer: Mixer | None
+    mlp: MLP | None
 
     @property
     def is_moe(self) -> bool:
@@ -154,6 +207,15 @@ class Layer(CachedHash):
     @property
     def is_linear_attention(self) -> bool:
         return isinstance(self.mixer, GatedDeltaNet)
+
+    @property
+    def is_mamba(self) -> bool:
+        return isinstance(self.mixer, Mamba2)
+
+    @property
+    def blocks(self) -> int:
+        """Pre-norm blocks of the layer (each with its own norm): mixer and MLP, or one of them."""
+        return (self.mixer is not None) + (self.mlp is not None)
 
 
 # Architectural features that change how a layer runs beyond its sizes, by name. An estimate of a model with one
@@ -166,6 +228,9 @@ MODEL_FEATURES: dict[str, str] = {
     "sliding_window": "sliding-window attention layers",
     "attention_sinks": "learned attention sinks",
     "clamped_glu": "a clamped gated activation",
+    "sparse_attention": "DeepSeek sparse attention (indexer + top-k)",
+    "mamba2": "Mamba-2 (SSD) layers",
+    "latent_moe": "latent MoE experts",
 }
 
 
@@ -185,6 +250,9 @@ class ModelSpec:
     source: str = ""
     notes: tuple[str, ...] = field(default=())
     path: str = ""  # absolute path of the config.json it was read from; "" for a catalog model (exports record it)
+    # Megatron-Core hybrid layer pattern of the main stack (one symbol per layer: M Mamba, * attention, E MoE,
+    # - MLP; HF hybrid_override_pattern); "" for a model of (mixer + MLP) transformer layers
+    hybrid_pattern: str = ""
 
     @property
     def num_layers(self) -> int:
@@ -208,7 +276,7 @@ class ModelSpec:
 
     @cached_property
     def distinct_mixers(self) -> tuple[Mixer, ...]:
-        return tuple(dict.fromkeys(layer.mixer for layer in self.layers))
+        return tuple(dict.fromkeys(layer.mixer for layer in self.layers if layer.mixer is not None))
 
     @property
     def attention_bias(self) -> bool:
@@ -246,17 +314,24 @@ class ModelSpec:
             m, mlp = layer.mixer, layer.mlp
             if isinstance(m, GatedDeltaNet):
                 out.add("gated_deltanet")
+            elif isinstance(m, Mamba2):
+                out.add("mamba2")
             elif isinstance(m, Attention):
                 out.update(name for name, has in (("gated_attention", m.output_gate), ("attention_sinks", m.sink_logits > 0),
-                                                  ("sliding_window", m.sliding_window is not None)) if has)
+                                                  ("sliding_window", m.sliding_window is not None),
+                                                  ("sparse_attention", m.sparse is not None)) if has)
             if isinstance(mlp, MoE) and mlp.clamped_glu:
                 out.add("clamped_glu")
+            if isinstance(mlp, MoE) and mlp.latent_size is not None:
+                out.add("latent_moe")
         return frozenset(out)
 
     @property
     def architecture(self) -> str:
         """Family for layout and dispatcher advice: 'mla' (DeepSeek-V3 style), 'hybrid-gdn'
-        (Qwen3-Next), 'gqa-moe' (Qwen3, Mixtral, gpt-oss, GLM)."""
+        (Qwen3-Next), 'hybrid-mamba' (Nemotron-H / Nemotron-3), 'gqa-moe' (Qwen3, Mixtral, gpt-oss, GLM)."""
+        if any(layer.is_mamba for layer in self.layers):
+            return "hybrid-mamba"
         if any(layer.is_linear_attention for layer in self.layers):
             return "hybrid-gdn"
         attn = self.first_attention
@@ -266,7 +341,7 @@ class ModelSpec:
 
 
 # dataclass(frozen=True) writes a field-by-field __hash__ into each class; use the cached one.
-for _cls in (Attention, GatedDeltaNet, DenseMLP, MoE, Layer):
+for _cls in (SparseAttention, Attention, GatedDeltaNet, Mamba2, DenseMLP, MoE, Layer):
     _cls.__hash__ = CachedHash.__hash__  # type: ignore[method-assign]
 
 
@@ -288,6 +363,9 @@ def with_mtp_layers(spec: ModelSpec, n: int) -> ModelSpec:
         return spec
     hit = _WITH_MTP.get((id(spec), n))
     if hit is None or hit[0] is not spec:
-        layer = (spec.mtp_layer or spec.layers[-1]) if n else None
+        last = spec.layers[-1]
+        if spec.hybrid_pattern:  # a hybrid stack's MTP block: attention + MoE ('*E', NemotronHConfig's default
+            last = Layer(spec.first_attention, spec.first_moe)  # mtp_layers_block_type), not its last single block
+        layer = (spec.mtp_layer or last) if n else None
         hit = _WITH_MTP[(id(spec), n)] = (spec, replace(spec, mtp_layers=n, mtp_layer=layer))
     return hit[1]

@@ -13,12 +13,12 @@ import shlex
 import sys
 from pathlib import Path
 
+from moeplan.base.te_release import CPU_OFFLOAD_V1_ENV, GROUPED_TENSOR_ENV
 from moeplan.megatron.read.bridge import known_bridge_paths
 from moeplan.megatron.read.bridge_yaml import parse_bridge_yaml
 from moeplan.megatron.read.collect import ParsedRun, RunKind, fail
 from moeplan.megatron.read.megatron_lm import known_flags, parse_megatron_lm
 from moeplan.megatron.read.overrides import parse_override_value, parse_overrides
-from moeplan.te_release import CPU_OFFLOAD_V1_ENV, GROUPED_TENSOR_ENV
 
 _MLM_FLAG = re.compile(r"(^|[\s\"'(])--[A-Za-z]")  # also opening an array or string: ARGS=(--a, ARGS="--a
 _OVERRIDE_START = re.compile(r"['\"]?((\+\+|\+)?[A-Za-z_][\w\-.]*=|~[A-Za-z_])")

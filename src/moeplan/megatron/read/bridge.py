@@ -4,7 +4,7 @@ Bridge YAML and the Hydra-overrides readers."""
 
 from __future__ import annotations
 
-from moeplan.megatron.fields import BRIDGE_RECIPES, DATASET_SEQ, KNOB_BY_FIELD, KNOBS, Knob
+from moeplan.base.fields import BRIDGE_RECIPES, DATASET_SEQ, KNOB_BY_FIELD, KNOBS, Knob
 from moeplan.megatron.read.collect import Collector
 
 # ConfigContainer sections (src/megatron/bridge/training/config.py, v0.2.0 .. main).
@@ -25,7 +25,7 @@ ARCHITECTURE_FIELDS = frozenset(
     "linear_value_head_dim linear_num_key_heads linear_num_value_heads moe_shared_expert_gate "
     "share_embeddings_and_output_weights normalization position_embedding_type "
     # not architecture, but read with their values: the linter (CUDA graphs need fixed shapes) and
-    # Megatron's uneven pipeline-split options (moeplan.parallel.layout_from_split_options)
+    # Megatron's uneven pipeline-split options (moeplan.run.parallel.layout_from_split_options)
     "variable_seq_lengths account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
     # layer-wise CPU offloading excludes fine-grained offloading and the paged stash (moeplan.megatron.asserts)
     "cpu_offloading "

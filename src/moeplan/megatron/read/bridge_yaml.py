@@ -5,12 +5,13 @@ from __future__ import annotations
 import yaml
 from yaml.constructor import SafeConstructor
 
+from moeplan.base import safeyaml
 from moeplan.megatron.read.bridge import BRIDGE_SECTIONS, classify_bridge
 from moeplan.megatron.read.collect import Collector, ParsedRun, fail
 
 def _yaml_root(text: str, origin: str) -> yaml.MappingNode:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = safeyaml.compose(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise fail(origin, mark.line + 1 if mark else None, f"YAML error: {exc.problem or exc.context}") from None
@@ -41,6 +42,8 @@ def _yaml_key(node: yaml.Node, origin: str) -> str:
 def parse_bridge_yaml(text: str, origin: str) -> ParsedRun:
     root = _yaml_root(text, origin)
     col = Collector(origin, "bridge-yaml")
+    for path, first, again in safeyaml.duplicate_keys(root):
+        col.repeated(path, first, again, "YAML")
     for key_node, value_node in root.value:
         section, line = _yaml_key(key_node, origin), key_node.start_mark.line + 1
         if section == "_target_":

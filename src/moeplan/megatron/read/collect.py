@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from moeplan.errors import MoeplanError, one_line
-from moeplan.megatron.fields import KIND_WORDS, KNOB_BY_FIELD, Knob, coerce
+from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.fields import KIND_WORDS, KNOB_BY_FIELD, Knob, coerce
 
 RunKind = Literal["bridge-yaml", "overrides", "megatron-lm"]
 
@@ -67,6 +67,7 @@ class ParsedRun:
     architecture_lines: dict[str, int] = field(default_factory=dict)  # line of each architecture field
     env: dict[str, str] = field(default_factory=dict)  # a launch script's environment moeplan models (NAME -> value)
     env_lines: dict[str, int] = field(default_factory=dict)  # line of each env assignment (the last one)
+    repeats: list[Conflict] = field(default_factory=list)  # a key or flag given twice: the later line wins
 
 
 class Collector:
@@ -82,6 +83,14 @@ class Collector:
         self.architecture_lines: dict[str, int] = {}
         self.env: dict[str, str] = {}
         self.env_lines: dict[str, int] = {}
+        self.repeats: dict[tuple[str, int], Conflict] = {}
+
+    def repeated(self, path: str, first: int, again: int, keeper: str) -> None:
+        """``path`` is given twice in one mapping or argument list (lines ``first`` and ``again``); ``keeper``
+        (YAML, argparse) keeps the later one without a word, so the file says two things and runs one."""
+        self.repeats.setdefault((path, again), Conflict(self.origin, again, (
+            f"{path} is given twice, at lines {first} and {again}; {keeper} keeps the later one (line {again}) "
+            "silently: keep one")))
 
     def environment(self, name: str, value: str, line: int) -> None:
         """A variable of the job's environment the file sets (``export NAME=V``); a later setting wins."""
@@ -89,7 +98,7 @@ class Collector:
         self.env_lines[name] = line
 
     def arch(self, name: str, value: object, line: int) -> None:
-        """A model architecture field the file states (checked against --model: checker.architecture_mismatch)."""
+        """A model architecture field the file states (checked against --model: moeplan.megatron.architecture.architecture_mismatch)."""
         self.architecture[name] = value
         self.architecture_lines[name] = line
 
@@ -130,4 +139,4 @@ class Collector:
         return ParsedRun(FileSettings(settings, self.origin, lines), self.unknown, self.kind, lines, self.origin,
                          self.ignored, self.architecture, conflicts, paths=paths,
                          architecture_lines=dict(self.architecture_lines), env=dict(self.env),
-                         env_lines=dict(self.env_lines))
+                         env_lines=dict(self.env_lines), repeats=sorted(self.repeats.values(), key=lambda c: c.line))

@@ -4,12 +4,12 @@ environment of :data:`KNOWN_ENV`)."""
 
 from __future__ import annotations
 
-from moeplan.megatron.fields import DTYPE_FROM_MLM, KNOB_BY_FIELD, KNOBS, Knob
+from moeplan.base.fields import DTYPE_FROM_MLM, KNOB_BY_FIELD, KNOBS, Knob
+from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.megatron.read.bridge import ARCHITECTURE_FIELDS, RECOGNISED
 from moeplan.megatron.read.collect import Collector, ParsedRun, fail
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.megatron.read.shell import Assignment, Token, shell_words
-from moeplan.te_release import GROUPED_TENSOR_ENV
 
 # The job environment moeplan models (export.env_settings), read from a launch script's `export NAME=V`,
 # `NAME=V torchrun ...` or `NAME=V`: Transformer Engine reads each as int(os.getenv(NAME, "0")).
@@ -136,8 +136,14 @@ def parse_megatron_lm(text: str, origin: str) -> ParsedRun:
 def _read_flags(col: Collector, tokens: list[Token], origin: str) -> None:
     """The flags of one argument list, each with the values that follow it in that list."""
     i = 0
+    seen: dict[str, int] = {}  # flag -> line, in this list: argparse keeps the last of a repeated flag
     while i < len(tokens):
         token, line = tokens[i]
+        if _is_flag(token):
+            name = token.partition("=")[0]
+            if name in seen and (name in _MLM_KNOBS or _MLM_RECOGNISED.get(name)):  # a setting moeplan reads
+                col.repeated(name, seen[name], line, "Megatron-LM's argparse")
+            seen.setdefault(name, line)
         if not _is_flag(token):
             (col.unknown if token.startswith("-") else col.ignored).append((token, line))
             i += 1

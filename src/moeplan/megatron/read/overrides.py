@@ -7,8 +7,8 @@ import re
 import shlex
 from collections.abc import Iterable
 
-from moeplan.errors import one_line
-from moeplan.megatron.fields import INT_RE
+from moeplan.base.errors import one_line
+from moeplan.base.fields import INT_RE
 from moeplan.megatron.read.bridge import classify_bridge
 from moeplan.megatron.read.collect import Collector, ParsedRun, fail
 _OVERRIDE = re.compile(r"(\+\+|\+|~)?([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)(?:=(.*))?", re.DOTALL)

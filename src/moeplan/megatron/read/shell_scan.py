@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from moeplan.errors import MoeplanError
+from moeplan.base.errors import MoeplanError
 from moeplan.megatron.read.collect import fail
 
 # How a word's character was written: decides whether bash expands a $NAME in it and splits what it expands to.

@@ -1,0 +1,760 @@
+"""Python API: the functions the CLI calls. Typed results (:class:`Estimate`, :class:`PlanReport` of
+:class:`~moeplan.plan.space.Plan`, :class:`SweepPoint`); ``estimate``, ``plan`` and ``sweep`` give the same as
+JSON-ready dicts (their ``as_dict()``), the edge the CLI prints with ``--json``.
+
+Each function takes a MODEL as a catalog name, a config.json path or a :class:`ModelSpec`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from moeplan.base import argcheck
+from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
+from moeplan.base.fields import fields_for, normalize_version
+from moeplan.base.limits import run_bound, sweep_lengths_problem
+from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
+from moeplan.base.vocab import DEFAULT_GPU
+from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
+                                DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
+from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
+from moeplan.engine.budget import budget_bytes
+from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
+from moeplan.engine.flops import flops_per_token
+from moeplan.engine.knobs import knob_problem
+from moeplan.engine.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
+from moeplan.engine.memory import GIB, offloaded_state_bytes
+from moeplan.engine.params import count_params
+from moeplan.engine.timeline import Timeline, build_timeline
+from moeplan.engine.timing.attention import best_cp_comm_type
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
+from moeplan.engine.timing.step import estimate_time
+from moeplan.hardware import GPUSpec, load_gpu
+from moeplan.megatron.asserts import selective_recompute_problem
+from moeplan.megatron.export import env_settings, provenance_comment, to_megatron_lm_args, to_overrides, to_yaml
+from moeplan.models import ModelSpec, load_model
+from moeplan.models.spec import with_mtp_layers
+from moeplan.plan.advice import DEFAULT_HEADROOM, dispatcher_candidates
+from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
+from moeplan.plan.planner import search
+from moeplan.plan.space import Plan, PlanResult, SearchSpace
+from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.knobs import knob_table
+from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
+
+
+def resolve_model(model: str | ModelSpec, mtp_layers: int | None = None) -> ModelSpec:
+    """A model by catalog name, config.json path or spec; ``mtp_layers`` (Megatron-Core mtp_num_layers), when
+    given, sets how many multi-token prediction modules it trains with (:func:`with_mtp_layers`)."""
+    if not isinstance(model, ModelSpec):
+        argcheck.path_like("model", model)
+    if mtp_layers is not None:
+        argcheck.count("mtp_layers", mtp_layers, minimum=0)
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    return spec if mtp_layers is None else with_mtp_layers(spec, mtp_layers)
+
+
+def _resolve_gpu(gpu: str | GPUSpec, hardware_file: str | os.PathLike[str] | None = None) -> GPUSpec:
+    """A GPU by name (the catalog, then ``hardware_file``) or as a :class:`GPUSpec`."""
+    argcheck.optional_path("hardware_file", hardware_file)
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    argcheck.gpu_name(gpu, hint=" or a GPUSpec")
+    return load_gpu(gpu, hardware_file)
+
+
+def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> dict[str, Any]:
+    """Parameters (total, active, by component) and training FLOPs per token at ``seq_len``.
+
+    ``total_params`` and ``active_params`` are the main model's, without the multi-token prediction (MTP)
+    modules, as the model cards state them (DeepSeek-V3: 671B, 37B) and as ``moeplan models`` lists them; active
+    counts the embedding and output head. ``mtp_params`` is the MTP modules' own parameters (their embedding and
+    head are the main model's) and ``total_params_with_mtp`` the sum of the two.
+    """
+    argcheck.counts(seq_len=seq_len, tp=tp)
+    spec = resolve_model(model)
+    total = count_params(spec)
+    active = count_params(spec, active=True)
+    f = flops_per_token(spec, seq_len, tp)
+    return {
+        "model": spec.name,
+        "model_type": spec.model_type,
+        "architecture": spec.architecture,
+        "seq_len": seq_len,
+        "total_params": total.main_total,  # main model, as `moeplan models` lists it
+        "total_params_with_mtp": total.total,
+        "mtp_params": total.mtp,
+        "active_params": active.main_total,
+        "breakdown": total.as_dict(),
+        "active_breakdown": active.as_dict(),
+        "flops_per_token": f.total_flops,
+        "flops": {
+            "gemm_flops": f.gemm_flops,
+            "attention_flops": f.attention_flops,
+            "linear_attention_flops": f.linear_attention_flops,
+            "logits_flops": f.logits_flops,
+            "attention_share": f.attention_share,
+        },
+        "flops_convention": "Megatron-Core num_floating_point_operations: 3x forward GEMM FLOPs "
+        "(fwd+dgrad+wgrad), causal attention counted as half of s^2, router and element-wise ops excluded",
+        "source": spec.source,
+    }
+
+
+# ----------------------------------------------------------------------------------- estimate
+
+
+def _csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, ...], what: str) -> frozenset[str]:
+    if text is None:
+        return frozenset()
+    items = [t.strip() for t in (text.replace("+", ",").split(",") if isinstance(text, str) else text) if t.strip()]
+    if items in (["none"], ["off"]):
+        return frozenset()
+    bad = [i for i in items if i not in allowed]
+    if bad:
+        raise MoeplanError(f"{what} {', '.join(bad)} unknown; choose from {', '.join(allowed)}")
+    return frozenset(items)
+
+
+def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> str:
+    """The guidance's dispatcher choice, decided by the estimates: the fastest of the candidates the
+    hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP. Only
+    those the run's other knobs work with (moe_expert_rank_capacity_factor needs HybridEP: knobs.knob_problem)."""
+    _check_built(cfg, gpu)
+    argcheck.calibration(cal, Calibration)
+    candidates = dispatcher_candidates(cfg, gpu)
+    candidates = [d for d in candidates if knob_problem(cfg.with_(dispatcher=d), gpu) is None] or candidates
+    if len(candidates) == 1:
+        return candidates[0]
+    times = {d: estimate_time(cfg.with_(dispatcher=d), gpu, cal).step_time_s for d in candidates}
+    return min(candidates, key=lambda d: times[d])
+
+
+# The layout sizes ``fixed`` may pin in search_plans (beside dispatcher and recompute): each a positive int.
+FIXED_COUNTS = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
+
+
+# build_config's conversions of a knob's API value to its RunConfig value, where they differ (the rest pass as given)
+_TO_FIELD = {
+    "dispatcher": lambda v: "alltoall" if v == "auto" else v,  # 'auto' is resolved below, with the run built
+    "cp_comm_type": lambda v: "p2p" if v == "auto" else v,
+    "cuda_graphs": lambda v: _csv_set(v, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
+    "offload_modules": lambda v: _csv_set(v, OFFLOAD_MODULES, "offload module(s)"),
+    "fsdp": lambda v: None if v in (None, "", "off", "none") else v,
+}
+
+
+def knob_keywords(function: str, given: dict[str, Any], record: type | None = None) -> dict[str, Any]:
+    """Every knob's API keyword (moeplan.run.knobs: RunConfig's knob fields) with its value: ``given``, else the
+    API's default. A keyword that is no knob is refused as Python refuses it (TypeError)."""
+    table = knob_table(record or RunConfig)
+    known = {k.api for k in table}
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{function}() got an unexpected keyword argument '{name}'")
+    return {k.api: given.get(k.api, k.api_default) for k in table}
+
+
+def _check_knobs(kw: dict[str, Any], record: type | None = None) -> None:
+    """The types of the knob keywords in ``kw`` by their kind (moeplan.run.knobs.Knob.kind); the few with their own
+    check (vocabularies, recompute, the numbers RunConfig compares) are checked by :func:`build_config`."""
+    table = [k for k in knob_table(record or RunConfig) if k.api in kw and k.api not in _CHECKED_APART]
+    argcheck.counts(**{k.api: kw[k.api] for k in table if k.kind == "int"})
+    for k in table:
+        if k.kind == "float?":
+            argcheck.optional_number(k.api, kw[k.api])
+        elif k.kind == "float":
+            argcheck.number(k.api, kw[k.api])
+    argcheck.flags(**{k.api: kw[k.api] for k in table if k.kind == "bool"})
+    argcheck.flags(optional=True, **{k.api: kw[k.api] for k in table if k.kind == "bool?"})
+
+
+# knobs build_config checks by name (their vocabularies and ranges, or RunConfig's own checks)
+_CHECKED_APART = frozenset({"cuda_graphs", "offload_modules", "optimizer_offload", "moe_imbalance", "reserve_gib",
+                            "recompute", "precision", "dispatcher", "cp_comm_type", "mcore_version"})
+
+
+def build_config(
+    model: str | ModelSpec,
+    *,
+    gpu: str | GPUSpec = DEFAULT_GPU,
+    gpus: int,
+    seq_len: int,
+    gbs: int,
+    mbs: int = 1,
+    tp: int = 1,
+    pp: int = 1,
+    vpp: int = 1,
+    cp: int = 1,
+    ep: int = 1,
+    etp: int = 1,
+    pipeline_layout: str | None = None,
+    hardware_file: str | None = None,
+    cal: Calibration = DEFAULT_CALIBRATION,
+    mtp_layers: int | None = None,
+    **knobs: Any,
+) -> tuple[RunConfig, GPUSpec]:
+    """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
+    constants) only decides ``dispatcher="auto"``; ``mtp_layers`` overrides the model's MTP modules.
+
+    ``knobs``: every knob of the run by its API keyword (moeplan.run.knobs, the knob table: ``recompute``,
+    ``precision``, ``dispatcher``, ``cuda_graphs``, ``optimizer_offload``, ``ep_overlap``, ``fsdp``, ...; the
+    signature lists them with their defaults); a word the API resolves: ``dispatcher="auto"`` (the fastest the
+    hardware allows), ``cp_comm_type="auto"`` (the planner's choice), ``fsdp="off"``."""
+    kw = knob_keywords("build_config", knobs)
+    recompute, precision, dispatcher, cp_comm_type = kw["recompute"], kw["precision"], kw["dispatcher"], kw["cp_comm_type"]
+    argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp)
+    _check_run_knobs(kw["cuda_graphs"], kw["offload_modules"], kw["optimizer_offload"], kw["moe_imbalance"],
+                     kw["reserve_gib"])
+    _check_knobs(kw)
+    argcheck.calibration(cal, Calibration)
+    _check_recompute_arg("recompute", recompute)
+    argcheck.choice("precision", precision, PRECISIONS)
+    argcheck.optional_text("pipeline_layout", pipeline_layout, hint=" (Megatron-Core's pipeline_model_parallel_layout)")
+    # 'auto' is the API's word (resolved below); RunConfig checks the rest of each vocabulary
+    argcheck.choice("dispatcher", dispatcher, ("auto", *DISPATCHERS))
+    argcheck.choice("cp_comm_type", cp_comm_type, ("auto", *CP_COMM_TYPES))
+    spec = resolve_model(model, mtp_layers)
+    gpu_spec = _resolve_gpu(gpu, hardware_file)
+    gpu_spec.peak(precision)  # the GPU must support the precision
+    kw["mcore_version"] = normalize_version(kw["mcore_version"])
+    rc = recompute if isinstance(recompute, Recompute) else Recompute.parse(recompute)
+    check_recompute(spec, rc, kw["mcore_version"])
+    kw["recompute"] = rc
+    cfg = RunConfig(
+        model=spec,
+        parallel=with_balanced_layout(spec, Parallel(gpus, tp, pp, vpp, cp, ep, etp, pipeline_layout)),
+        batch=Batch(seq_len, gbs, mbs),
+        gpu=gpu_spec,
+        **{k.name: _TO_FIELD.get(k.api, _same)(kw[k.api]) for k in knob_table(RunConfig)},
+    )
+    validate(spec, cfg.parallel, cfg.batch, cfg.mcore_version, cfg.gpu, cfg.te_version)
+    _check_dp_choice(cfg)
+    if dispatcher == "auto":
+        cfg = cfg.with_(dispatcher=recommended_dispatcher(cfg, gpu_spec, cal))
+    if cp_comm_type == "auto":  # the planner's choice: least attention + exposed CP communication
+        cfg = cfg.with_(cp_comm_type=best_cp_comm_type(cfg, gpu_spec, cal))
+    problem = knob_problem(cfg, gpu_spec)
+    if problem:
+        raise MoeplanError(problem.message)
+    # the job would set GROUPED_TENSOR_ENV=1 where TE raises at run time (RunConfig.grouped_tensor_raises; op-fused
+    # experts never read it): an input error, which would otherwise cost the per-expert path the job never reaches
+    # (plan drops such runs from its search instead: moeplan.plan.planner.search; ``moeplan check`` lints a file that
+    # sets it: rule te-grouped-tensor)
+    raises = cfg.grouped_tensor_raises
+    if raises:
+        raise MoeplanError(grouped_tensor_refusal(raises))
+    return cfg, gpu_spec
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _with_knob_signature(function: Any) -> None:
+    """``function``'s signature with its ``**knobs`` spelled out: each knob's API keyword and default (what
+    ``help()`` and ``inspect.signature`` show, and the CLI's strategy merge reads)."""
+    sig = inspect.signature(function)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params += [inspect.Parameter(k.api, inspect.Parameter.KEYWORD_ONLY, default=k.api_default, annotation=Any)
+               for k in knob_table(RunConfig)]
+    function.__signature__ = sig.replace(parameters=params)
+
+
+_with_knob_signature(build_config)
+
+
+def _check_run_knobs(cuda_graphs: Any, offload_modules: Any, optimizer_offload: Any, moe_imbalance: Any,
+                     reserve_gib: Any) -> None:
+    """The types of :func:`build_config`'s knobs that share a name with :func:`search_plans`' switches (there a
+    bool) or that RunConfig compares as numbers; RunConfig checks their ranges and vocabularies."""
+    argcheck.words("cuda_graphs", cuda_graphs, hint=" (CUDA graph scopes such as 'attn,moe_router'; plan's "
+                   "cuda_graphs is the bool that lets the search try them)")
+    argcheck.words("offload_modules", offload_modules, hint=" (activation offload modules such as 'core_attn')")
+    argcheck.number("optimizer_offload", optimizer_offload, hint=" (the fraction of optimizer state offloaded, in "
+                    "[0, 1]; plan's optimizer_offload is the bool that lets the search try it)")
+    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
+
+
+def _check_recompute_arg(name: str, recompute: Any) -> None:
+    if not isinstance(recompute, (str, Recompute)):
+        raise MoeplanError(f"{name} must be a str (e.g. 'full', 'selective') or a Recompute, got {recompute!r}")
+
+
+def check_recompute(spec: ModelSpec, rc: Recompute, mcore_version: str) -> None:
+    """Refuse selective recompute modules that Megatron-Core ``mcore_version`` lacks or that the model does not
+    have, for the reason ``moeplan check`` gives (moeplan.megatron.asserts.selective_recompute_problem)."""
+    if rc.granularity == "selective":
+        problem = selective_recompute_problem(spec, rc.modules, mcore_version)
+        if problem:
+            raise MoeplanError(f"recompute {rc.label()}: {problem}")
+
+
+def _check_dp_choice(cfg: RunConfig) -> None:
+    """Megatron-FSDP and Muon exist only from the Megatron-Core release the field table names."""
+    f = fields_for(cfg.mcore_version)
+    if cfg.fsdp is not None and cfg.fsdp not in f.fsdp_strategies:
+        raise MoeplanError(f"Megatron-FSDP (use_megatron_fsdp) needs Megatron-Core >= 0.14; {f.version} has only the "
+                           "deprecated use_custom_fsdp")
+    if cfg.optimizer == "muon" and "muon" not in f.optimizers:
+        raise MoeplanError(f"the Muon optimizer needs Megatron-Core >= 0.16 (optimizer 'muon'/'dist_muon', muon_* "
+                           f"fields), target is {f.version}")
+
+
+def estimate_run(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION, **kwargs: Any) -> Estimate:
+    """Memory and throughput of one layout (see :func:`build_config`); ``cal``: the timing constants
+    (default: the fitted ones)."""
+    cfg, gpu = build_config(model, cal=cal, **kwargs)
+    return evaluate(cfg, gpu, cal)
+
+
+def estimate_hints(est: Estimate, kwargs: dict[str, Any], cal: Calibration = DEFAULT_CALIBRATION) -> list[Hint]:
+    """:func:`moeplan.plan.hints.knob_hints` of the knobs that ``kwargs`` (build_config's arguments the estimate was
+    made with) leave at build_config's defaults."""
+    import inspect
+
+    defaults = {k: v.default for k, v in inspect.signature(build_config).parameters.items()}
+    return knob_hints(est, [k for k in HINT_KNOBS if kwargs.get(k, defaults[k]) == defaults[k]], cal)
+
+
+def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
+    """:func:`estimate_run` as a JSON-ready dict (what ``moeplan estimate --json`` prints)."""
+    return estimate_run(model, **kwargs).as_dict()
+
+
+def timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> Timeline:
+    """One iteration of a configuration laid out in time (see :mod:`moeplan.engine.timeline`); write it with
+    :func:`moeplan.engine.timeline.chrome_trace_bytes` or draw it with :func:`moeplan.plots.timeline_figure`."""
+    _check_built(cfg, gpu)
+    return build_timeline(cfg, gpu, argcheck.calibration(cal, Calibration))
+
+
+def _check_cfg(cfg: Any) -> None:
+    """A configuration as :func:`build_config` returns it (not the keywords it takes)."""
+    if not isinstance(cfg, RunConfig):
+        raise MoeplanError(f"cfg must be a RunConfig (build one with moeplan.api.build_config), got {cfg!r} "
+                           f"({type(cfg).__name__})")
+
+
+def _check_built(cfg: Any, gpu: Any) -> None:
+    """A configuration and its GPU as :func:`build_config` returns them."""
+    _check_cfg(cfg)
+    if not isinstance(gpu, GPUSpec):
+        raise MoeplanError(f"gpu must be a GPUSpec (build_config returns it beside the RunConfig), got {gpu!r} "
+                           f"({type(gpu).__name__})")
+
+
+def estimate_with_timeline(model: str | ModelSpec, *, cal: Calibration = DEFAULT_CALIBRATION,
+                           **kwargs: Any) -> tuple[dict[str, Any], Timeline]:
+    """:func:`estimate` and the :func:`timeline` of the same configuration."""
+    cfg, gpu = build_config(model, cal=cal, **kwargs)
+    return evaluate(cfg, gpu, cal).as_dict(), build_timeline(cfg, gpu, cal)
+
+
+# ----------------------------------------------------------------------------------- plan
+
+
+def _exports(cfg: RunConfig) -> dict[str, Any]:
+    """Megatron Bridge overrides, YAML and Megatron-LM flags of a configuration."""
+    return {
+        "overrides": to_overrides(cfg, cfg.mcore_version),
+        "yaml": to_yaml(cfg, cfg.mcore_version),
+        "megatron_lm_args": to_megatron_lm_args(cfg, cfg.mcore_version),
+        "provenance": provenance_comment(cfg, cfg.mcore_version),  # first line of every exported file
+        "env": env_settings(cfg),  # the job's environment (no Megatron-Core field selects these)
+    }
+
+
+def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
+    """One plan as a JSON-ready dict (the keys `moeplan plan --json` promises)."""
+    est = p.estimate.as_dict()
+    cfg = p.config
+    out = {
+        "rank": rank,
+        **p.estimate.run_dict(),
+        "memory_gib": est["memory_gib"],
+        "host_memory_gib": est["host_memory_gib"],
+        "host_peak_gib": est["host_peak_gib"],
+        "host_capacity_gib": est["host_capacity_gib"],
+        "capacity_gib": est["capacity_gib"],
+        "fits": est["fits"],
+        "step_time_s": est["step_time_s"],
+        "tflops_per_gpu": est["tflops_per_gpu"],
+        "mfu": est["mfu"],
+        "mfu_peak": est["mfu_peak"],
+        "tokens_per_s_per_gpu": est["tokens_per_s_per_gpu"],
+        "tflops_range": est["tflops_range"],
+        "tokens_per_s_range": est["tokens_per_s_range"],
+        "outside_fit": est["outside_fit"],
+        "outside_fit_note": est["outside_fit_note"],
+        "tie": p.tie,
+        "time_breakdown_s": est["time_breakdown_s"],
+        "rationale": [r.as_dict() for r in p.rationale],
+    }
+    out.update(_exports(cfg))
+    return out
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """The answer of a plan search: the ranked plans (each carries its config and estimate), the question
+    asked, and what the search saw."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    gpus: int
+    seq_len: int
+    precision: str
+    headroom: float
+    result: PlanResult
+
+    @property
+    def plans(self) -> list[Plan]:
+        return self.result.plans
+
+    @property
+    def best(self) -> Plan | None:
+        return self.result.plans[0] if self.result.plans else None
+
+    @property
+    def memory_budget_bytes(self) -> float:
+        """What the search let a plan use per GPU: HBM less the headroom (moeplan.engine.budget, the one rule)."""
+        return budget_bytes(self.gpu.hbm_bytes, self.headroom)
+
+    def closest_dict(self) -> dict[str, Any] | None:
+        """The run that misses by least (only when nothing fits): its layout at its strongest memory option
+        (the last recompute step, the largest optimizer offload, the sharding choice that needs least), the
+        knobs that reproduce it with :func:`estimate_run` (``memory_gib`` is that estimate's total), and
+        ``misses_by_gib`` = ``memory_gib`` - ``memory_gib_budget`` (HBM less the headroom)."""
+        if self.result.closest is None or self.result.plans:
+            return None
+        cfg, miss = self.result.closest
+        budget = self.memory_budget_bytes
+        out: dict[str, Any] = {"parallel": cfg.parallel.as_dict(), "short": cfg.parallel.short(), "misses_by_gib": miss / GIB,
+                               "memory_gib": (budget + miss) / GIB, "memory_gib_budget": budget / GIB,
+                               "gbs": cfg.batch.gbs, "mbs": cfg.batch.mbs, "recompute": cfg.recompute.label(),
+                               "optimizer_offload": cfg.optimizer_offload, "fsdp": cfg.fsdp, "dispatcher": cfg.dispatcher,
+                               "ep_overlap": cfg.ep_overlap}
+        asked = self.result.closest_offload_asked  # the planner's: the host held the offload below it
+        if asked is not None:
+            host = offloaded_state_bytes(cfg.evolve(optimizer_offload=asked), build_pipeline(cfg.model, cfg.parallel))
+            out["offload_limited_by_host"] = {"optimizer_offload": cfg.optimizer_offload, "asked": asked,
+                                              "host_capacity_gib": cfg.gpu.host_mem_bytes / GIB,
+                                              "host_gib_at_asked": host / GIB}
+        unfused = first_unfused_attention(cfg.model, cfg.gpu, cfg.te_version)
+        if unfused is not None:  # the likely cause: TE's unfused attention's s x s scores, and no CP to split them
+            par, batch = cfg.parallel, cfg.batch
+            peak = unfused_attention_bytes(unfused, batch.mbs, batch.seq_len, par.tp, par.cp).peak_bytes
+            out["unfused_attention"] = {"te": te_label(cfg.te_version), "head_dim": unfused.head_dim, "peak_gib_per_layer": peak / GIB}
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "model": self.model.name,
+            "gpu": self.gpu.name,
+            "gpus": self.gpus,
+            "seq_len": self.seq_len,
+            "requested_gbs": r.requested_gbs,
+            "gbs": r.gbs,
+            "precision": self.precision,
+            "headroom": self.headroom,
+            "layouts_considered": r.layouts_considered,
+            "layouts_feasible": r.layouts_feasible,
+            "layouts_evaluated": r.layouts_evaluated,
+            "notes": r.notes,
+            "newer": None if r.newer is None else r.newer.as_dict(),
+            "closest": self.closest_dict(),
+            "plans": [plan_dict(p, i + 1) for i, p in enumerate(r.plans)],
+        }
+
+
+def search_plans(
+    model: str | ModelSpec,
+    *,
+    gpu: str | GPUSpec = DEFAULT_GPU,
+    gpus: int,
+    seq_len: int,
+    gbs: int,
+    precision: str = "bf16",
+    top: int = 5,
+    headroom: float = DEFAULT_HEADROOM,
+    moe_imbalance: float = 1.0,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+    mcore_version: str = DEFAULT_MCORE_VERSION,
+    te_version: str = DEFAULT_TE_VERSION,
+    te_grouped_tensor: bool = False,
+    hardware_file: str | None = None,
+    fixed: dict[str, Any] | None = None,
+    cuda_graphs: bool = True,
+    optimizer_offload: bool = True,
+    allow_gbs_reduction: bool = True,
+    progress: Any = None,
+    grad_fp32: bool = True,
+    bf16_moments: bool = False,
+    cal: Calibration = DEFAULT_CALIBRATION,
+    optimizer: str = "adam",
+    fsdp: str = "auto",
+    fsdp_double_buffer: bool = False,
+    mtp_layers: int | None = None,
+    **knobs: Any,
+) -> PlanReport:
+    """Search layouts and knobs; the top plans with memory, throughput and rationale.
+
+    ``fixed`` pins knobs: tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute (a string). ``fsdp``:
+    'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
+    a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched. ``knobs``: the
+    other knobs every estimating command takes (moeplan.run.knobs: a flag in the ``gpu`` or ``cluster`` slot), by
+    their API keyword: the user's choice, never searched, carried by every run."""
+    given = _given_knobs(knobs)
+    argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
+    fx = _check_fixed(fixed)
+    _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib, cal)
+    argcheck.choice("precision", precision, PRECISIONS)
+    argcheck.flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
+                   bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
+    mcore_version = normalize_version(mcore_version)
+    spec = resolve_model(model, mtp_layers)
+    gpu_spec = _resolve_gpu(gpu, hardware_file)
+    if "recompute" in fx and isinstance(fx["recompute"], str):
+        fx["recompute"] = Recompute.parse(fx["recompute"])
+    if "recompute" in fx:
+        check_recompute(spec, fx["recompute"], mcore_version)
+    unknown = set(fx) - {*FIXED_COUNTS, "dispatcher", "recompute"}
+    if unknown:
+        raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
+    if fsdp not in ("auto", "off", *FSDP_STRATEGIES):
+        raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
+    if optimizer not in OPTIMIZERS:
+        raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
+    space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
+                        fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
+    result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
+                    moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
+                    allow_gbs_reduction=allow_gbs_reduction, progress=progress,
+                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
+                    te_version=te_version, te_grouped_tensor=te_grouped_tensor, knobs=given)
+    return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
+
+
+def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+    """:func:`search_plans`' ``**knobs`` as RunConfig fields: only the knobs every estimating command takes (a flag
+    in the knob table's ``gpu`` or ``cluster`` slot) that are not its own parameters (TypeError otherwise, as Python
+    refuses a keyword), each checked by its kind."""
+    own = set(inspect.signature(search_plans).parameters)
+    table = {k.api: k for k in knob_table(RunConfig)
+             if k.flag is not None and k.flag["slot"] in ("gpu", "cluster") and k.api not in own}
+    for name in knobs:
+        if name not in table:
+            raise TypeError(f"search_plans() got an unexpected keyword argument '{name}'")
+    _check_knobs(knobs)
+    return {table[name].name: value for name, value in knobs.items()}
+
+
+def _check_fixed(fixed: Any) -> dict[str, Any]:
+    """``fixed`` as a dict: a mapping whose layout sizes are counts, dispatcher one of DISPATCHERS ('auto': not
+    pinned, as the CLI's --dispatcher auto) and recompute a str or a Recompute; other keys are refused later."""
+    fx = dict(argcheck.mapping("fixed", fixed, hint=" (e.g. {'tp': 2, 'recompute': 'full'})"))
+    argcheck.counts(**{k: v for k, v in fx.items() if k in FIXED_COUNTS})
+    if fx.get("dispatcher") == "auto":
+        del fx["dispatcher"]
+    if "dispatcher" in fx:
+        argcheck.choice("fixed dispatcher", fx["dispatcher"], DISPATCHERS)
+    if "recompute" in fx:
+        _check_recompute_arg("fixed recompute", fx["recompute"])
+    return fx
+
+
+def _check_search_args(cuda_graphs: Any, optimizer_offload: Any, headroom: Any, moe_imbalance: Any,
+                       reserve_gib: Any, cal: Any) -> None:
+    """:func:`search_plans`' switches and numbers: cuda_graphs and optimizer_offload are whether the search tries
+    them (bools), where :func:`build_config` takes the scopes and the fraction."""
+    argcheck.flag("cuda_graphs", cuda_graphs, hint=" (whether the search tries CUDA graphs; estimate's cuda_graphs "
+                  "takes scopes such as 'attn,moe_router')")
+    argcheck.flag("optimizer_offload", optimizer_offload, hint=" (whether the search tries optimizer CPU offload; "
+                  "estimate's optimizer_offload takes the fraction)")
+    argcheck.headroom(headroom)
+    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
+    argcheck.calibration(cal, Calibration)
+
+
+def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALIBRATION, progress: Any = None,
+                headroom: float = DEFAULT_HEADROOM) -> PlanReport:
+    """:func:`search_plans` for the run ``cfg`` describes, with everything the run says that is not a layout
+    or knob the planner chooses: its model as trained (MTP layers included), its GPU as deployed (a user
+    hardware file's entry too), GPU count, sequence length and GBS, precision, gradient and moment dtypes,
+    optimizer, routing imbalance, reserved memory, and the Megatron-Core and Transformer Engine releases.
+    ``moeplan explain`` asks it for the remedy of its second run. A run that sets GROUPED_TENSOR_ENV is searched with
+    it, as ``plan --te-grouped-tensor`` searches: where TE raises, the search keeps only runs whose experts are
+    op-fused (moeplan.plan.planner.search); where it refuses the flag (no such run is left), the run is searched
+    without it (the remedy is to drop it, as the refusal says)."""
+    _check_cfg(cfg)
+
+    def run(grouped: bool) -> PlanReport:
+        return search_plans(cfg.model, gpu=cfg.gpu, gpus=cfg.parallel.gpus, seq_len=cfg.batch.seq_len,
+                            gbs=cfg.batch.gbs, precision=cfg.precision, top=top, headroom=headroom,
+                            moe_imbalance=cfg.moe_imbalance, reserve_gib=cfg.reserve_gib,
+                            mcore_version=cfg.mcore_version, te_version=cfg.te_version,
+                            te_grouped_tensor=grouped, progress=progress,
+                            grad_fp32=cfg.grad_fp32, bf16_moments=cfg.bf16_moments, cal=cal, optimizer=cfg.optimizer)
+
+    try:
+        return run(cfg.te_grouped_tensor)
+    except GroupedTensorRefused:  # the planner's refusal of the flag (moeplan.plan.planner.search), by type
+        return run(False)
+
+
+def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
+    """:func:`search_plans` as a JSON-ready dict (``plans`` is what ``moeplan plan --json`` prints)."""
+    return search_plans(model, **kwargs).as_dict()
+
+
+# ----------------------------------------------------------------------------------- sweep / explain
+
+
+def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int, name: str = "--gbs-tokens") -> None:
+    """A token budget (``name``, as the user gave it) must hold a whole number of sequences at every length: else
+    one MoeplanError that suggests the nearest budgets that do (multiples of the lengths' least common multiple)."""
+    longest, step = max(seq_lens), math.lcm(*seq_lens)
+    most = run_bound("gbs_tokens")
+    if step > most and (gbs_tokens < longest or any(gbs_tokens % s for s in seq_lens)):
+        # a common multiple past any real batch (40 odd lengths: 2e22 tokens) is no advice: say none is reasonable
+        raise MoeplanError(f"{name} {gbs_tokens:,} does not hold whole sequences at every length, and no budget up to "
+                           f"{most:,} tokens does (the lengths' least common multiple is {step:.3g}); sweep lengths "
+                           "that divide one another (e.g. 16k,32k,64k) or fewer of them")
+    if gbs_tokens < longest:
+        raise MoeplanError(f"{name} {gbs_tokens:,} is less than one sequence of {longest:,} tokens; use {step:,} or a "
+                           "multiple" + ("" if len(seq_lens) == 1 else " (whole sequences at every length)"))
+    bad = [s for s in seq_lens if gbs_tokens % s]
+    if not bad:
+        return
+    lo, hi = max(step, gbs_tokens // step * step), (gbs_tokens // step + 1) * step
+    use = " or ".join(dict.fromkeys(f"{n:,}" + (f" (GBS {n // seq_lens[0]})" if len(seq_lens) == 1 else "")
+                                    for n in (lo, hi)))
+    every = "" if len(seq_lens) == 1 else (f" at every length (multiples of {step:,}, the least common multiple of "
+                                           f"{', '.join(f'{s:,}' for s in seq_lens)})")
+    raise MoeplanError(f"{name} {gbs_tokens:,} is not a whole number of {bad[0]:,}-token sequences "
+                       f"({gbs_tokens / bad[0]:,.2f}); use {use}{every}")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One sequence length of a sweep: the held layout's or the best plan's estimate, or nothing that fits
+    (``closest``: the run that misses by least), or no valid layout at this length (``invalid``: why)."""
+
+    seq_len: int
+    gbs: int
+    label: str  # "held layout" or "planned"
+    estimate: Estimate | None
+    plan: Plan | None = None
+    closest: dict[str, Any] | None = None
+    invalid: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.estimate is None:
+            return {"seq_len": self.seq_len, "gbs": self.gbs, "fits": False, "label": self.label, "plan": None,
+                    "closest": self.closest, "invalid": self.invalid}
+        return {**self.estimate.as_dict(), "label": self.label,
+                "plan": plan_dict(self.plan, 1) if self.plan is not None else None, "closest": None, "invalid": None}
+
+
+_PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "te_version",
+              "te_grouped_tensor", "headroom",
+              "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers", "fsdp", "fsdp_double_buffer")
+
+
+def _every_command_knobs() -> set[str]:
+    """The API keywords of the knobs every estimating command takes (a flag in the ``gpu`` or ``cluster`` slot)."""
+    return {k.api for k in knob_table(RunConfig) if k.flag is not None and k.flag["slot"] in ("gpu", "cluster")}
+
+
+def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
+                 progress: Any = None, all_invalid_raises: bool = True, first_invalid_raises: bool = False,
+                 **kwargs: Any) -> list[SweepPoint]:
+    """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length. ``fsdp`` is
+    :func:`search_plans`'s (auto: searched beside the distributed optimizer); a held layout runs the strategy
+    it names, and the distributed optimizer for auto or off. A length at which no layout is valid (the held
+    one, or every one the planner tries: GBS too small for the data-parallel size, CP not dividing the
+    length, ...) is a point with ``invalid`` set and the sweep goes on; when that is so at every length the
+    first length's :class:`InvalidLayout` is raised (the question is bad input, as it is to ``plan``), unless
+    ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question). With
+    ``first_invalid_raises`` (explain's two lengths: a comparison needs every run) the first invalid length's
+    :class:`InvalidLayout` is raised at once and no later length is planned."""
+    seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True, bound="seq_len")
+    if sweep_lengths_problem(len(seq_lens)):
+        raise MoeplanError(f"seq_lens: {sweep_lengths_problem(len(seq_lens))}")
+    argcheck.count("gbs_tokens", gbs_tokens)
+    if hold is not None:
+        argcheck.mapping("hold", hold, hint=" (the layout keywords to hold, e.g. {'tp': 2, 'ep': 8})")
+    spec = resolve_model(model)
+    check_gbs_tokens(seq_lens, gbs_tokens)  # every length checked before any work
+    points = []
+    errors: list[InvalidLayout] = []
+    if progress is not None and hasattr(progress, "start") and hold is not None:
+        progress.start(len(seq_lens))
+    for s in seq_lens:
+        gbs = gbs_tokens // s  # whole sequences: check_gbs_tokens above
+        try:
+            point = _sweep_point(spec, s, gbs, hold, progress, kwargs)
+        except InvalidLayout as exc:
+            if first_invalid_raises:
+                raise
+            errors.append(exc)
+            point = SweepPoint(s, gbs, "planned" if hold is None else "held layout", None, invalid=str(exc))
+        points.append(point)
+    if all_invalid_raises and errors and len(errors) == len(points):
+        raise errors[0]
+    return points
+
+
+def _sweep_point(spec: ModelSpec, s: int, gbs: int, hold: dict[str, Any] | None, progress: Any,
+                 kwargs: dict[str, Any]) -> SweepPoint:
+    """One length of :func:`sweep_points`."""
+    if hold is not None:
+        held_kw = kwargs | {"fsdp": None if kwargs.get("fsdp") == "auto" else kwargs.get("fsdp")}
+        try:
+            est = estimate_run(spec, seq_len=s, gbs=gbs, **held_kw, **hold)
+        finally:
+            if progress is not None and hasattr(progress, "advance"):
+                progress.advance()
+        return SweepPoint(s, gbs, "held layout", est)
+    plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS or k in _every_command_knobs()}
+    report = search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
+    best = report.best
+    if best is None:
+        return SweepPoint(s, gbs, "planned", None, closest=report.closest_dict())
+    return SweepPoint(s, gbs, "planned", best.estimate, best)
+
+
+def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`sweep_points` as JSON-ready rows (what ``moeplan sweep --json`` prints)."""
+    return [p.as_dict() for p in sweep_points(model, **kwargs)]
+
+
+# ----------------------------------------------------------------------------------- calibrate
+
+
+def _check_calibrate_args(kwargs: dict[str, Any]) -> None:
+    """:func:`calibrate`'s model, gpu, hardware_file and warmup_iters, as the CLI's parsers refuse them (--warmup
+    takes an int >= 0); each may be left out (None): the log says it, or the default applies."""
+    argcheck.optional_path("model", kwargs.get("model"))  # a catalog name or a config.json path (str()-ed there)
+    argcheck.gpu_name(kwargs.get("gpu"), optional=True)
+    argcheck.optional_path("hardware_file", kwargs.get("hardware_file"))
+    if kwargs.get("warmup_iters") is not None:
+        argcheck.count("warmup_iters", kwargs["warmup_iters"], minimum=0)
+
+
+def calibrate(logs: list[str] | str | os.PathLike[str], **kwargs: Any) -> dict[str, Any]:
+    """Fit the timing constants to training logs (see :func:`moeplan.calibrate.fit.calibrate`): JSON-ready
+    ``runs`` (measured, default and calibrated estimates), ``constants``, ``not_moved``, ``memory``, ``fit``.
+    One log may be given alone (a str or path) instead of a list."""
+    from moeplan.calibrate import fit as _calibrate
+
+    _check_calibrate_args(kwargs)
+    if isinstance(logs, (str, os.PathLike)):
+        logs = [logs]
+    return _calibrate.calibrate([os.fspath(p) if isinstance(p, os.PathLike) else p for p in logs], **kwargs)

@@ -1,0 +1,448 @@
+"""The MCP tools' work, without the SDK: each function takes plain arguments (texts where the CLI takes files)
+and returns the dict that the matching CLI command prints with ``--json`` (or, where the CLI prints a list, an
+object holding it: MCP structured content is a JSON object). :mod:`moeplan.assistant.mcp_server` wraps them.
+
+Texts (a config.json, a run config, a training log, a hardware file) are written to files in one temporary
+directory that is removed before the function returns; that directory's path is taken out of every string of the
+answer and of error messages, so an answer names a file by the name it was given (nothing is left on disk).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.te_release import DEFAULT_TE_VERSION
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
+from moeplan.megatron.launch import LAUNCH_FORMATS, check_version, launch_command
+
+# The formats `moeplan plan --format` prints (besides its table): export's choices.
+EXPORT_FORMATS = ("overrides", "yaml", "megatron-lm", *LAUNCH_FORMATS)
+
+# A name a text may be saved under: a plain file name (no directory part), so a caller cannot point it elsewhere.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+class _Scratch:
+    """A temporary directory for the texts one call gives (removed by :func:`scratch`)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def write(self, name: str, text: str, what: str) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise MoeplanError(f"{what} is empty: give the file's text")
+        if not name or set(name) - _NAME_CHARS or name.startswith("."):
+            raise MoeplanError(f"{what} name '{name}' must be a plain file name (letters, digits, '.', '_', '-')")
+        path = os.path.join(self.root, name)
+        if os.path.exists(path):
+            raise MoeplanError(f"{what} name '{name}' is used twice in one call; give each text its own name")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return path
+
+    def clean(self, obj: Any) -> Any:
+        """``obj`` with this directory's path taken out of every string (file names stay)."""
+        prefix = self.root + os.sep
+        real = os.path.realpath(self.root) + os.sep
+        if isinstance(obj, str):
+            return obj.replace(prefix, "").replace(real, "")
+        if isinstance(obj, dict):
+            return {k: self.clean(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.clean(v) for v in obj]
+        return obj
+
+
+@contextmanager
+def scratch() -> Iterator[_Scratch]:
+    """A :class:`_Scratch` whose directory is gone afterwards; a MoeplanError raised inside has the directory's path
+    taken out of its message (one line, as the CLI prints it)."""
+    with tempfile.TemporaryDirectory(prefix="moeplan-mcp-") as root:
+        s = _Scratch(root)
+        try:
+            yield s
+        except MoeplanError as exc:
+            raise MoeplanError(s.clean(one_line(exc))) from None
+
+
+def _model(s: _Scratch, model: str, model_name: str) -> str:
+    """A catalog name as given; a config.json's text (it starts with '{') saved as ``model_name``.json, whose
+    stem is the model's name in the answer."""
+    if not isinstance(model, str):
+        raise MoeplanError(f"model must be a catalog name or a config.json text, got {model!r}")
+    if model.lstrip().startswith("{"):
+        return s.write(f"{model_name}.json", model, "model config.json")
+    return model
+
+
+def _hardware(s: _Scratch, hardware_yaml: str | None) -> str | None:
+    return None if hardware_yaml is None else s.write("hardware.yaml", hardware_yaml, "hardware_yaml")
+
+
+def _calibration(s: _Scratch, calibration_yaml: str | None, hardware_file: str | None) -> Any:
+    """The timing constants and reserve of a calibration profile's text (``moeplan calibrate``'s ``profile_yaml``),
+    or None (the fitted defaults)."""
+    if calibration_yaml is None:
+        return None
+    from moeplan.calibrate.fit import load_profile
+
+    return load_profile(s.write("calibration.yaml", calibration_yaml, "calibration_yaml"), hardware_file)
+
+
+def _run_settings(s: _Scratch, *, gpu: str, hardware_yaml: str | None, calibration_yaml: str | None,
+                  precision: str, mcore_version: str, te_version: str | None, te_grouped_tensor: bool,
+                  moe_imbalance: float | None, reserve_gib: float | None, bf16_grads: bool, bf16_moments: bool,
+                  optimizer: str, mtp_layers: int | None) -> dict[str, Any]:
+    """The cluster and numerics keywords every estimating command passes (the CLI's run / sweep keywords), with a
+    profile's constants and reserve where given, as ``--calibration`` applies them."""
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+
+    hardware_file = _hardware(s, hardware_yaml)
+    profile = _calibration(s, calibration_yaml, hardware_file)
+    if reserve_gib is None and profile is not None:
+        reserve_gib = profile.reserve_gib
+    return dict(gpu=gpu, precision=precision, hardware_file=hardware_file,
+                moe_imbalance=1.0 if moe_imbalance is None else moe_imbalance,
+                reserve_gib=DEFAULT_RESERVE_GIB if reserve_gib is None else reserve_gib,
+                mcore_version=mcore_version, cal=DEFAULT_CALIBRATION if profile is None else profile.calibration,
+                grad_fp32=not bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers,
+                te_version=te_version or DEFAULT_TE_VERSION, te_grouped_tensor=te_grouped_tensor)
+
+
+def _named(out: Any, calibration_yaml: str | None) -> Any:
+    """As the CLI's ``--calibration`` output names its profile: every dict row gets ``calibration``."""
+    if calibration_yaml is None:
+        return out
+    if isinstance(out, dict):
+        return {**out, "calibration": "calibration.yaml"}
+    return [{**r, "calibration": "calibration.yaml"} if isinstance(r, dict) else r for r in out]
+
+
+# ------------------------------------------------------------------------------------------------ listings
+
+
+def list_models() -> dict[str, Any]:
+    """``moeplan models --json`` as ``{"models": [...]}``."""
+    from moeplan.engine.listing import list_models as rows
+
+    return {"models": rows()}
+
+
+def list_hardware(hardware_yaml: str | None = None) -> dict[str, Any]:
+    """``moeplan hardware [--hardware FILE] --json`` as ``{"gpus": [...]}``."""
+    from moeplan.hardware import hardware_table
+
+    with scratch() as s:
+        return s.clean({"gpus": hardware_table(_hardware(s, hardware_yaml))})
+
+
+def params(model: str, seq_len: int = 4096, tp: int = 1, model_name: str = "custom-model") -> dict[str, Any]:
+    """``moeplan params MODEL --seq-len S --tp T --json``."""
+    from moeplan import api
+
+    with scratch() as s:
+        return s.clean(api.params_report(_model(s, model, model_name), seq_len=seq_len, tp=tp))
+
+
+# ------------------------------------------------------------------------------------------------ estimate
+
+
+def estimate(model: str, *, gpus: int, seq_len: int, gbs: int, gpu: str = DEFAULT_GPU, mbs: int = 1, tp: int = 1,
+             pp: int = 1, vpp: int = 1, cp: int = 1, ep: int = 1, etp: int = 1, pipeline_layout: str | None = None,
+             recompute: str = "none", dispatcher: str = "auto", ep_overlap: bool = False,
+             delay_wgrad: bool | None = None, cuda_graphs: str | None = None, optimizer_offload: float = 0.0,
+             offload_modules: str | None = None, cp_comm_type: str = "p2p", capacity_factor: float | None = None,
+             rank_capacity_factor: float | None = None, fsdp: str | None = None, fsdp_double_buffer: bool = False,
+             precision: str = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION, te_version: str | None = None,
+             te_grouped_tensor: bool = False, moe_imbalance: float | None = None, reserve_gib: float | None = None,
+             bf16_grads: bool = False, bf16_moments: bool = False, optimizer: str = "adam",
+             mtp_layers: int | None = None, hardware_yaml: str | None = None, calibration_yaml: str | None = None,
+             model_name: str = "custom-model") -> dict[str, Any]:
+    """``moeplan estimate MODEL ... --json`` (the same keywords the CLI passes to moeplan.api.estimate_run)."""
+    from moeplan import api
+
+    with scratch() as s:
+        kw = _run_settings(s, gpu=gpu, hardware_yaml=hardware_yaml, calibration_yaml=calibration_yaml,
+                           precision=precision, mcore_version=mcore_version, te_version=te_version,
+                           te_grouped_tensor=te_grouped_tensor, moe_imbalance=moe_imbalance, reserve_gib=reserve_gib,
+                           bf16_grads=bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers)
+        run = dict(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp,
+                   pipeline_layout=pipeline_layout, recompute=recompute, dispatcher=dispatcher, ep_overlap=ep_overlap,
+                   delay_wgrad=delay_wgrad, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload,
+                   offload_modules=offload_modules, cp_comm_type=cp_comm_type, capacity_factor=capacity_factor,
+                   rank_capacity_factor=rank_capacity_factor, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw)
+        est = api.estimate_run(_model(s, model, model_name), **run)
+        out = est.as_dict()  # and the knobs left at their defaults worth changing, as `estimate --json` gives them
+        out["hints"] = [h.as_dict() for h in api.estimate_hints(est, run, kw["cal"])]
+        return s.clean(_named(out, calibration_yaml))
+
+
+# ------------------------------------------------------------------------------------------------ plan
+
+
+class Progress:
+    """The planner's progress protocol (``start(total)``, ``advance()``, as moeplan.planner.search calls it) turned
+    into calls of ``report(done, total)``: cumulative over every search a call runs (a halved GBS, a second CP
+    range, each sweep length), so ``done`` only grows, at most every ``step`` of the work (and at each start)."""
+
+    def __init__(self, report: Callable[[int, int], None], step: float = 0.05) -> None:
+        self.report = report
+        self.step = step
+        self.done = 0
+        self.total = 0
+        self._next = 0
+
+    def start(self, total: int) -> None:
+        self.total += int(total)
+        self._next = self.done + max(1, int(total * self.step))
+        self.report(self.done, self.total)
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.done >= self._next or self.done == self.total:
+            self._next = self.done + max(1, int(self.total * self.step))
+            self.report(self.done, self.total)
+
+
+def _fixed(tp: int | None, pp: int | None, vpp: int | None, cp: int | None, ep: int | None, etp: int | None,
+           mbs: int | None, dispatcher: str | None, recompute: str | None) -> dict[str, Any]:
+    """The pinned knobs, as the CLI's ``plan --tp ... --recompute`` pass them (``fixed``)."""
+    out: dict[str, Any] = {k: v for k, v in (("tp", tp), ("pp", pp), ("vpp", vpp), ("cp", cp), ("ep", ep),
+                                             ("etp", etp), ("mbs", mbs)) if v is not None}
+    if dispatcher not in (None, "auto"):
+        out["dispatcher"] = dispatcher
+    if recompute:
+        out["recompute"] = recompute
+    return out
+
+
+def _search(s: _Scratch, model: str, *, gpus: int, seq_len: int, gbs: int, gpu: str, top: int, headroom: float,
+            tp: int | None, pp: int | None, vpp: int | None, cp: int | None, ep: int | None, etp: int | None,
+            mbs: int | None, dispatcher: str | None, recompute: str | None, no_cuda_graphs: bool, no_offload: bool,
+            keep_gbs: bool, fsdp: str, fsdp_double_buffer: bool, precision: str, mcore_version: str,
+            te_version: str | None, te_grouped_tensor: bool, moe_imbalance: float | None, reserve_gib: float | None,
+            bf16_grads: bool, bf16_moments: bool, optimizer: str, mtp_layers: int | None, hardware_yaml: str | None,
+            calibration_yaml: str | None, model_name: str, progress: Progress | None) -> Any:
+    """moeplan.api.search_plans with the keywords ``moeplan plan`` passes."""
+    from moeplan import api
+
+    kw = _run_settings(s, gpu=gpu, hardware_yaml=hardware_yaml, calibration_yaml=calibration_yaml, precision=precision,
+                       mcore_version=mcore_version, te_version=te_version, te_grouped_tensor=te_grouped_tensor,
+                       moe_imbalance=moe_imbalance, reserve_gib=reserve_gib, bf16_grads=bf16_grads,
+                       bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers)
+    return api.search_plans(_model(s, model, model_name), gpus=gpus, seq_len=seq_len, gbs=gbs, top=top,
+                            headroom=headroom, fixed=_fixed(tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute),
+                            cuda_graphs=not no_cuda_graphs, optimizer_offload=not no_offload,
+                            allow_gbs_reduction=not keep_gbs, progress=progress, fsdp=fsdp,
+                            fsdp_double_buffer=fsdp_double_buffer, **kw)
+
+
+def _plan_defaults() -> dict[str, Any]:
+    return dict(gpu=DEFAULT_GPU, top=5, headroom=DEFAULT_HEADROOM, tp=None, pp=None, vpp=None, cp=None, ep=None,
+                etp=None, mbs=None, dispatcher=None, recompute=None, no_cuda_graphs=False, no_offload=False,
+                keep_gbs=False, fsdp="auto", fsdp_double_buffer=False, precision="bf16",
+                mcore_version=DEFAULT_MCORE_VERSION, te_version=None, te_grouped_tensor=False, moe_imbalance=None,
+                reserve_gib=None, bf16_grads=False, bf16_moments=False, optimizer="adam", mtp_layers=None,
+                hardware_yaml=None, calibration_yaml=None, model_name="custom-model")
+
+
+def plan(model: str, *, gpus: int, seq_len: int, gbs: int, progress: Progress | None = None,
+         **options: Any) -> dict[str, Any]:
+    """``moeplan plan ... --json``'s search as its whole answer (moeplan.api.PlanReport.as_dict): ``plans`` is the
+    list the CLI prints ([] when nothing fits), ``closest`` the run that misses by least (the CLI's stderr line),
+    ``notes`` and ``newer`` what the table adds."""
+    kw = _plan_defaults() | options
+    with scratch() as s:
+        found = _search(s, model, gpus=gpus, seq_len=seq_len, gbs=gbs, progress=progress, **kw)
+        out = found.as_dict()
+        out["plans"] = _named(out["plans"], kw["calibration_yaml"])
+        return s.clean(out)
+
+
+def export(model: str, *, gpus: int, seq_len: int, gbs: int, format: str = "overrides",
+           progress: Progress | None = None, **options: Any) -> dict[str, Any]:
+    """Plan 1 of :func:`plan`'s search in one format, with ``text`` exactly what ``moeplan plan --format FORMAT``
+    prints: Megatron Bridge overrides, a Bridge YAML or Megatron-LM flags, each headed by the provenance comment
+    that ``moeplan check`` reads back, or a Megatron Bridge v0.6 launch command (bridge-launch: train.sh;
+    perf-launch: the performance setup_experiment.py; Megatron-Core 0.19 only, refused before the search)."""
+    if format not in EXPORT_FORMATS:
+        raise MoeplanError(f"format '{format}' unknown; choose one of {', '.join(EXPORT_FORMATS)}")
+    kw = _plan_defaults() | options
+    if format in LAUNCH_FORMATS:
+        check_version(kw["mcore_version"])
+    with scratch() as s:
+        found = _search(s, model, gpus=gpus, seq_len=seq_len, gbs=gbs, progress=progress, **kw)
+        result = found.as_dict()
+        if not result["plans"]:
+            raise MoeplanError(_no_fit_line(result))
+        best = result["plans"][0]
+        if format == "overrides":
+            text = "\n".join([best["provenance"], *best["overrides"]]) + "\n"
+        elif format == "yaml":
+            text = best["yaml"]
+        elif format in LAUNCH_FORMATS:
+            assert found.best is not None
+            text = launch_command(found.best.config, format)
+        else:
+            text = best["provenance"] + "\n" + " ".join(shlex.quote(a) for a in best["megatron_lm_args"]) + "\n"
+        return s.clean({"format": format, "text": text, "provenance": best["provenance"],
+                        "overrides": best["overrides"], "yaml": best["yaml"],
+                        "megatron_lm_args": best["megatron_lm_args"], "env": best["env"],
+                        "plan": {k: best[k] for k in ("rank", "parallel", "mbs", "gbs", "seq_len", "recompute",
+                                                      "dispatcher", "tflops_per_gpu", "tflops_range",
+                                                      "tokens_per_s_per_gpu", "memory_gib", "capacity_gib")}})
+
+
+def _no_fit_line(result: dict[str, Any]) -> str:
+    """Nothing fits: the search's answer in one line (the CLI's stderr line names the same closest run)."""
+    c = result.get("closest")
+    where = (f"; closest: {c['short']} (GBS {c['gbs']}, MBS {c['mbs']}, recompute {c['recompute']}) needs "
+             f"{c['memory_gib']:.1f} GiB per GPU, {c['misses_by_gib']:.1f} GiB over the {c['memory_gib_budget']:.1f} "
+             "GiB budget") if c else ""
+    return (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} (with "
+            f"{result['headroom']:.0%} headroom){where}; nothing to export")
+
+
+# ------------------------------------------------------------------------------------------------ sweep
+
+
+def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: str = DEFAULT_GPU,
+          hold: bool = False, tp: int | None = None, pp: int | None = None, vpp: int | None = None,
+          cp: int | None = None, ep: int | None = None, etp: int | None = None, mbs: int | None = None,
+          recompute: str | None = None, dispatcher: str | None = None, optimizer_offload: float = 0.0,
+          cp_comm_type: str = "p2p", fsdp: str = "auto", fsdp_double_buffer: bool = False, precision: str = "bf16",
+          mcore_version: str = DEFAULT_MCORE_VERSION, te_version: str | None = None, te_grouped_tensor: bool = False,
+          moe_imbalance: float | None = None, reserve_gib: float | None = None, bf16_grads: bool = False,
+          bf16_moments: bool = False, optimizer: str = "adam", mtp_layers: int | None = None,
+          hardware_yaml: str | None = None, calibration_yaml: str | None = None, model_name: str = "custom-model",
+          progress: Progress | None = None) -> dict[str, Any]:
+    """``moeplan sweep ... --json`` as ``{"rows": [...]}``: each length planned, or the layout held (``hold``, or
+    any layout size given) with the CLI's defaults for the held knobs."""
+    from moeplan import api
+
+    held: dict[str, Any] | None = {k: v for k, v in (("tp", tp), ("pp", pp), ("vpp", vpp), ("cp", cp), ("ep", ep),
+                                                    ("etp", etp), ("mbs", mbs)) if v is not None}
+    if not held and not hold:
+        held = None
+    else:
+        held = dict(held or {}, recompute=recompute or "none", dispatcher=dispatcher or "auto",
+                    optimizer_offload=optimizer_offload, cp_comm_type=cp_comm_type)
+    with scratch() as s:
+        kw = _run_settings(s, gpu=gpu, hardware_yaml=hardware_yaml, calibration_yaml=calibration_yaml,
+                           precision=precision, mcore_version=mcore_version, te_version=te_version,
+                           te_grouped_tensor=te_grouped_tensor, moe_imbalance=moe_imbalance, reserve_gib=reserve_gib,
+                           bf16_grads=bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers)
+        rows = api.sweep(_model(s, model, model_name), gpus=gpus, seq_lens=seq_lens, gbs_tokens=gbs_tokens, hold=held,
+                         progress=progress, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw)
+        return s.clean({"rows": _named(rows, calibration_yaml)})
+
+
+# ------------------------------------------------------------------------------------------------ explain
+
+
+def explain(model: str | None = None, *, config_a: str | None = None, config_b: str | None = None,
+            seq_lens: list[int] | None = None, gpus: int | None = None, gbs_tokens: int | None = None,
+            gpu: str | None = None, precision: str = "bf16", mcore_version: str | None = None,
+            te_version: str | None = None, moe_imbalance: float | None = None, reserve_gib: float | None = None,
+            hardware_yaml: str | None = None, model_name: str = "custom-model", no_fix: bool = False) -> dict[str, Any]:
+    """``moeplan explain ... --json``: why run B differs from run A, and the planner's remedy for B.
+
+    Either ``model`` at two lengths (``seq_lens`` [A, B], ``gpus``, ``gbs_tokens``: each length planned), or two
+    run configs' texts (``config_a``, ``config_b``; ``model`` then names their model where the files' '# moeplan:'
+    comment does not), or one config's text and ``seq_lens`` [B] (run B: the same file at length B)."""
+    from moeplan import api
+    from moeplan.lint import checker
+    from moeplan.plan.explain import compare, remedy
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+
+    cal = DEFAULT_CALIBRATION
+    with scratch() as s:
+        hardware_file = _hardware(s, hardware_yaml)
+        if config_a is None:
+            if config_b is not None:
+                raise MoeplanError("config_b needs config_a (run A's text)")
+            if model is None:
+                raise MoeplanError("explain needs a model (with seq_lens [A, B], gpus and gbs_tokens) or config_a")
+            if not seq_lens or len(seq_lens) != 2:
+                raise MoeplanError("explain of a model needs seq_lens [A, B] (two lengths); for more lengths use sweep")
+            if not gpus or not gbs_tokens:
+                raise MoeplanError("explain of a model needs gpus and gbs_tokens")
+            points = api.sweep_points(_model(s, model, model_name), seq_lens=seq_lens, gbs_tokens=gbs_tokens,
+                                      first_invalid_raises=True, gpu=gpu or DEFAULT_GPU, gpus=gpus,
+                                      precision=precision, hardware_file=hardware_file,
+                                      moe_imbalance=1.0 if moe_imbalance is None else moe_imbalance,
+                                      reserve_gib=DEFAULT_RESERVE_GIB if reserve_gib is None else reserve_gib,
+                                      mcore_version=mcore_version or DEFAULT_MCORE_VERSION, cal=cal, fsdp="auto",
+                                      te_version=te_version or DEFAULT_TE_VERSION)
+            missing = next((p for p in points if p.estimate is None), None)
+            if missing is not None:
+                return {"a": None, "b": None, "reasons": [],
+                        "no_answer": f"no layout fits at seq {missing.seq_len:,}; nothing to compare"}
+            a, b = points[0].estimate, points[1].estimate
+        else:
+            files = dict(model=None if model is None else _model(s, model, model_name), gpu=gpu, gpus=gpus,
+                         hardware_file=hardware_file, cal=cal, te_version=te_version, mcore_version=mcore_version,
+                         moe_imbalance=moe_imbalance, reserve_gib=reserve_gib)
+            path_a = s.write("run_a.yaml" if config_b is not None else "run.yaml", config_a, "config_a")
+            a = checker.estimate_file(path_a, **files)
+            if config_b is not None:
+                if seq_lens:
+                    raise MoeplanError("seq_lens with two configs: the files say their lengths")
+                b = checker.estimate_file(s.write("run_b.yaml", config_b, "config_b"), **files)
+            elif seq_lens and len(seq_lens) == 1:
+                b = checker.estimate_file(path_a, seq_len=seq_lens[0], **files)
+            else:
+                raise MoeplanError("explain of one config needs config_b or seq_lens [B] (run B's length)")
+        assert a is not None and b is not None
+        out = compare(a, b).as_dict() | {"no_answer": None}
+        if not no_fix:
+            found = api.search_like(b.config, top=1, cal=cal)
+            out["reasons"].append(remedy(b, found.best, found.result.newer, a).as_dict())
+        return s.clean(out)
+
+
+# ------------------------------------------------------------------------------------------------ check
+
+
+def check_config(config: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
+                 mcore_version: str | None = None, te_version: str | None = None, te_grouped_tensor: bool = False,
+                 headroom: float = 0.0, moe_imbalance: float | None = None, reserve_gib: float | None = None,
+                 hardware_yaml: str | None = None, name: str = "run.yaml",
+                 model_name: str = "custom-model") -> dict[str, Any]:
+    """``moeplan check CONFIG ... --json`` of a run config's text (a Megatron Bridge YAML, overrides, or a
+    Megatron-LM argument list or launch script); ``name`` is the file name its findings are read under (its
+    suffix tells a YAML from a script: run.yaml, run.sh, overrides.txt). A config with errors is an answer, not a
+    tool error: ``errors`` counts them."""
+    from moeplan.lint import checker
+
+    with scratch() as s:
+        path = s.write(name, config, "config")
+        result = checker.check(path, model=None if model is None else _model(s, model, model_name), gpu=gpu,
+                               gpus=gpus, hardware_file=_hardware(s, hardware_yaml), mcore_version=mcore_version,
+                               headroom=headroom, te_version=te_version, te_grouped_tensor=te_grouped_tensor,
+                               moe_imbalance=moe_imbalance, reserve_gib=reserve_gib)
+        return s.clean(result.as_dict())
+
+
+# ------------------------------------------------------------------------------------------------ calibrate
+
+
+def calibrate(log: str, *, name: str = "training.log", model: str | None = None, gpu: str | None = None,
+              sets: list[str] | None = None, warmup: int | None = None, hardware_yaml: str | None = None,
+              model_name: str = "custom-model") -> dict[str, Any]:
+    """``moeplan calibrate LOG ... --json`` of a training log's text, with ``profile_yaml``: the profile
+    ``--out`` would write (give it back as ``calibration_yaml`` to estimate, plan or sweep)."""
+    from moeplan import api
+    from moeplan.calibrate.fit import profile_yaml
+
+    with scratch() as s:
+        path = s.write(name, log, "log")
+        result = api.calibrate([path], model=None if model is None else _model(s, model, model_name), gpu=gpu,
+                               sets=sets, hardware_file=_hardware(s, hardware_yaml), warmup_iters=warmup)
+        return s.clean(result | {"profile_yaml": profile_yaml(result)})

@@ -1,0 +1,1 @@
+"""Calibration to a cluster: training logs in, fitted timing constants and memory reserve out (:mod:`.fit`)."""

@@ -1,0 +1,139 @@
+"""The run context of the timing model (:class:`Ctx`: a run, its GPU and the constants, with the rates derived
+once), the per-layer time record, the achievable GEMM rate and the bus bandwidths of the collectives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from moeplan.engine.flops import TRAIN_MULTIPLIER
+from moeplan.engine.timing.calibration import Calibration
+from moeplan.hardware import GPUSpec
+from moeplan.run.config import RunConfig
+from moeplan.run.parallel import Batch, Parallel
+
+TRAIN = TRAIN_MULTIPLIER  # forward + backward = 3 x forward FLOPs (Megatron convention)
+# CUDA graph scopes and the share of per-layer launch overhead each removes: roughly each scope's share of
+# a layer's kernels (attention block ~40%, dense MLP / MoE experts ~30%, router and token preprocessing
+# ~15% each; full_iteration captures everything). An estimate, not a measurement.
+GRAPH_LAUNCH_SHARE = {"attn": 0.4, "mlp": 0.3, "moe": 0.3, "moe_router": 0.15, "moe_preprocess": 0.15,
+                      "mamba": 0.4, "full_iteration": 1.0}
+# Share of the router + EP preprocess launches the flex dispatchers' fused layout kernel removes
+# (31 -> 17 kernels, Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.2.1).
+FLEX_PREPROCESS_FUSED = 14 / 31
+# Host launches per LOCAL expert and MoE layer of Megatron-Core's TEGroupedMLP under a quantized recipe
+# (Transformer Engine GroupedLinear fc1 and fc2 on its legacy path: every release, the only one through TE 2.16,
+# what the 2025-2026 recipes' containers ship):
+# general_grouped_gemm -> nvte_multi_tensor_gemm -> multi_stream_cublas_gemm issues one cuBLASLt matmul per
+# expert (common/gemm/cublaslt_gemm.cu; the CUTLASS grouped kernel is Hopper + BF16 behind
+# NVTE_USE_CUTLASS_GROUPED_GEMM only): forward one GEMM per linear, backward dgrad + wgrad; tex.split_quantize of
+# the input (forward) and of the output gradient (backward) runs one quantize kernel per split (pytorch/csrc/
+# extensions/cast.cpp multi_tensor_quantize_impl: only FP8 delayed scaling has a fused multi-tensor cast). The
+# MXFP8 scale swizzle is one multi-tensor kernel per operand list, not per expert. TE's grouped-tensor flows issue
+# the same calls ONCE per linear, whatever the local expert count: one group_quantize, one grouped GEMM (setup
+# kernel + cuBLASLt grouped matmul) per fprop / dgrad / wgrad; GroupedLinear's from TE 2.17, opt-in
+# (moeplan.base.te_release.GroupedTensorPath), the op fuser's by default from TE 2.16 (OpFuserGrouped); which one a
+# run gets: RunConfig.experts_grouped_tensor.
+EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quantize": 2}}
+GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
+TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
+              "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
+              "launch_overhead")
+
+
+# Where the catalog has no measured matmul rate (GB300): the share of peak the measured Blackwell and
+# Hopper parts reach (catalog.yaml MAMF: 0.71-0.80 of dense peak).
+UNMEASURED_GEMM_SHARE = 0.75
+
+
+def gemm_rate(gpu: GPUSpec, precision: str) -> float:
+    """Achievable large-GEMM FLOP/s for the run's precision (measured MAMF, else peak x 0.75)."""
+    if precision == "bf16":
+        measured, peak = gpu.gemm_bf16_achieved_flops, gpu.peak("bf16")
+    else:
+        measured, peak = gpu.gemm_fp8_achieved_flops, gpu.peak(precision)
+    return measured if measured else UNMEASURED_GEMM_SHARE * peak
+
+
+def busbw(gpu: GPUSpec, group: int, stride: int, cal: Calibration) -> float:
+    """Ring bus bandwidth of a collective over ``group`` GPUs spaced ``stride`` ranks apart.
+
+    Inside one NVLink domain: the measured NCCL ring bus bandwidth. Across domains every member
+    GPU drives its own NIC, so NCCL's rings (one channel per NIC) reach the per-NIC rate times the
+    members per domain, capped by NVLink (nccl-tests multi-node H100: ~320 GB/s with 8 NICs)."""
+    nvl = gpu.nvlink_busbw_bytes_per_s or gpu.nvlink_bw_bytes_per_s * cal.nvlink_eff
+    if group * stride <= gpu.nvlink_domain:
+        return nvl
+    per_nic = gpu.scaleout_busbw_bytes_per_s or gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff
+    members_per_domain = max(1, min(group, gpu.nvlink_domain // stride))
+    return min(nvl, per_nic * members_per_domain)
+
+
+def ring_time(bytes_per_rank: float, n: int, bw: float) -> float:
+    """All-gather or reduce-scatter of a tensor of ``bytes_per_rank x n``: (n-1)/n x size / busbw."""
+    return 0.0 if n <= 1 else bytes_per_rank * (n - 1) / bw
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """Seconds for one micro-batch, forward + backward, on one GPU."""
+
+    gemm: float = 0.0
+    grouped_gemm: float = 0.0
+    attention: float = 0.0
+    linear_attention: float = 0.0
+    elementwise: float = 0.0
+    recompute: float = 0.0
+    tp_comm: float = 0.0
+    cp_comm: float = 0.0
+    ep_comm: float = 0.0
+    launch_overhead: float = 0.0
+
+    def total(self) -> float:
+        return (self.gemm + self.grouped_gemm + self.attention + self.linear_attention + self.elementwise
+                + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm + self.launch_overhead)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Per-run constants shared by every layer."""
+
+    cfg: RunConfig
+    gpu: GPUSpec
+    cal: Calibration
+    tokens: float  # attention-layout tokens per GPU per micro-batch (mbs x seq / (CP x TP))
+    seq_tokens: float  # tokens per CP rank (mbs x seq / CP): the GEMM M dimension
+    gemm_rate: float
+    # this run's layer and head times: its own, or its shape's dict in the search's shared cache
+    cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False)
+    # layer times shared by the runs of one search (same GPU and constants): layer_shape -> its cache
+    shared: dict[Any, dict[Any, Any]] | None = field(default=None, compare=False, hash=False)
+    shape: object = field(default=None, compare=False, hash=False)
+    # GEMM times shared by the shapes of one search (None: each GEMM costed afresh): gemm_time
+    gemms: dict[Any, tuple[float, float]] | None = field(default=None, compare=False, hash=False)
+
+
+def layer_shape(cfg: RunConfig) -> RunConfig:
+    """What a layer's time depends on: the run with PP, VPP, the GPU count (hence DP), GBS and the
+    optimizer offload blanked out, and EP A2A overlap as it runs (on only where asked for and allowed,
+    which depends on them: layer times read it only so). Every other field, present or added later, is
+    kept. Runs with the same shape share their layer times (:func:`estimate_time` ``layer_cache``); a
+    layer cost that starts to read PP, VPP, DP or GBS must be reflected here (tests compare shared and
+    fresh estimates)."""
+    par = cfg.parallel
+    return cfg.evolve(parallel=Parallel(0, par.tp, 1, 1, par.cp, par.ep, par.etp, None),
+                      batch=Batch(cfg.batch.seq_len, 0, cfg.batch.mbs), optimizer_offload=0.0,
+                      ep_overlap=cfg.ep_overlap and cfg.ep_overlap_allowed)
+
+
+def make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
+              shared: dict[Any, dict[Any, Any]] | None = None) -> Ctx:
+    """``shared``: the search's layer cache, one dict of layer (and head) times per :func:`layer_shape`;
+    the run's own cache is its shape's dict."""
+    par, batch = cfg.parallel, cfg.batch
+    shape = layer_shape(cfg) if shared is not None else None
+    cache: dict[Any, Any] = {} if shared is None else shared.setdefault(shape, {})
+    # GEMM times in the shared cache, one dict per GPU and what gemm_time reads of the run's numerics
+    gemms = None if shared is None else shared.setdefault(("gemm_times", gpu, cfg.precision, cfg.grad_fp32), {})
+    return Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
+                gemm_rate(gpu, cfg.precision), cache, shared=shared, shape=shape, gemms=gemms)

@@ -1,0 +1,118 @@
+"""GEMM time: the measured achievable matmul rate times a shape factor d / (d + d0) per small dimension (tile
+quantisation and launch tails), grouped expert GEMMs, and the HBM-bound floor."""
+
+from __future__ import annotations
+
+
+from moeplan.engine.activations import BF16_BYTES, FP32_BYTES
+from moeplan.engine.flops import Gemm
+from moeplan.engine.timing.calibration import Calibration
+from moeplan.engine.timing.context import GROUPED_TILE_ROWS, Ctx
+
+
+def gemm_k_half(rate: float, sms: int, cal: Calibration) -> float:
+    """Reduction depth at which a GEMM runs at half its best-shape rate on a GPU of ``sms`` SMs reaching
+    ``rate`` matmul FLOP/s: per output element, the main loop's 2K FLOPs at the per-SM rate take as long
+    as the fixed epilogue ``cal.gemm_epilogue_s`` when K = rate / sms x gemm_epilogue_s / 2. The tensor cores
+    speed up the main loop, not the epilogue: Blackwell's per-SM MMA rate is ~2x Hopper's (tcgen05 vs wgmma) and
+    FP8 doubles it again, so the same K is shallower there (k_half ~160 on H100 BF16, ~650 on GB200 MXFP8 at the
+    fitted constant)."""
+    return rate / max(1, sms) * cal.gemm_epilogue_s / 2
+
+
+def gemm_time(ctx: Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float, float]:
+    """:func:`_gemm_time_uncached`, memoised in ``ctx.gemms`` (a search's shared cache) by what it reads:
+    the GEMM, its rows and local experts (routed expert GEMMs only), the tokens per GPU and per CP rank, TP
+    and ETP; the dict itself is one per GPU, precision and gradient dtype (:func:`make_ctx`), and the
+    shared cache one per calibration. Layer shapes that differ only in what no GEMM reads (EP for the
+    attention and dense GEMMs, the dispatcher, EP overlap, CP communication type, recompute, CUDA graphs)
+    share their GEMM times (tests/unit/test_layer_cache.py: memoised = fresh, exactly)."""
+    memo = ctx.gemms
+    if memo is None:
+        return _gemm_time_uncached(ctx, g, rows, local_experts)
+    par = ctx.cfg.parallel
+    key = (g, rows, local_experts, ctx.tokens, ctx.seq_tokens, par.tp, par.etp) if g.per_row else (
+        g, ctx.tokens, ctx.seq_tokens, par.tp, par.etp)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _gemm_time_uncached(ctx, g, rows, local_experts)
+    return hit
+
+
+def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[float, float, float]:
+    """(fwd + dgrad + wgrad seconds, FP8 cast seconds, the wgrad's part of the first) of one weight GEMM on one
+    GPU.
+
+    Each of the three GEMMs costs its FLOPs at the achievable matmul rate plus its HBM traffic
+    (inputs, weights, outputs) at the achievable bandwidth (:func:`gemm_call_s`): an additive roofline, which
+    charges the small expert GEMMs (K or N of a few hundred) more than they take in isolation (docs/
+    calibration.md, known gaps: "GEMMs against kernel measurements").
+    The weight-gradient GEMM accumulates into the main gradient in place, every micro-batch
+    (Megatron-Core gradient_accumulation_fusion: wgrad_gemm_accum_fp32 into ``main_grad``, fp32
+    unless grads are reduced in bf16): it reads and writes the whole local gradient, which is what
+    makes many local experts (narrow EP) cost HBM time per micro-batch.
+    FP8 runs also quantize each GEMM input (forward) and output gradient (backward): read bf16,
+    write FP8 row- and column-wise."""
+    cfg, cal = ctx.cfg, ctx.cal
+    par = cfg.parallel
+    div = par.etp if g.kind == "expert" else par.tp
+    k = g.k / div if g.split == "k" else g.k
+    n = g.n / div if g.split == "n" else g.n
+    if g.per_row:
+        m = rows
+    else:
+        m = ctx.seq_tokens if g.split else ctx.tokens  # SP: TP-split GEMMs see the gathered sequence
+    fp8 = cfg.fp8
+    b_in = 1.0 if fp8 else BF16_BYTES
+    weights = local_experts if g.per_row else 1.0
+    flops = 2.0 * m * k * n
+    w = k * n * weights
+    grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
+    fwd_bytes = gemm_moved_bytes(m * k, w, m * n, b_in, BF16_BYTES)  # forward: x, W -> y
+    dgrad_bytes = gemm_moved_bytes(m * n, w, m * k, b_in, BF16_BYTES)  # dgrad: dy, W -> dx
+    wgrad_bytes = gemm_moved_bytes(m * k, m * n, w, b_in, 2 * grad_b)  # wgrad: x, dy -> main_grad += dW (read + write)
+    hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
+    rate = ctx.gemm_rate
+    if g.per_row:
+        per_expert = m / max(1.0, weights)
+        rate = grouped_gemm_rate(rate, per_expert, cal)
+    else:
+        per_expert = m
+    # Forward reduces over k, dgrad over n, wgrad over the rows (per expert): the weight gradient of narrow EP
+    # (many local experts, few rows) is the shallow one; small-hidden models (K or N of 512-2,048) lose the most
+    # (gemm_k_half).
+    kh = gemm_k_half(ctx.gemm_rate, ctx.gpu.sms, cal)
+    wgrad = gemm_call_s(flops, per_expert, wgrad_bytes, rate, hbm, kh)
+    t = gemm_call_s(flops, k, fwd_bytes, rate, hbm, kh) + gemm_call_s(flops, n, dgrad_bytes, rate, hbm, kh) + wgrad
+    cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
+    return t, cast, wgrad
+
+
+def gemm_moved_bytes(a_elems: float, b_elems: float, out_elems: float, operand_bytes: float, out_bytes: float) -> float:
+    """HBM bytes one GEMM (or one pass over the local experts) moves: both operands read at ``operand_bytes`` per
+    element (FP8: 1, BF16: 2) and the output at ``out_bytes`` per element (an fp32 main_grad read and written: 8)."""
+    return (a_elems + b_elems) * operand_bytes + out_elems * out_bytes
+
+
+def grouped_gemm_rate(rate: float, rows_per_expert: float, cal: Calibration, tile_aligned: bool = False) -> float:
+    """Matmul FLOP/s of routed-expert GEMMs with ``rows_per_expert`` rows each, from the best-shape ``rate``: each
+    local expert's rows are cut into GROUPED_TILE_ROWS-row tiles, the last one partly empty (TE / cuBLASLt grouped
+    GEMM; CUTLASS tile M = 128): with dropless routing's row counts on average half a tile per expert is padding,
+    which costs narrow EP (many local experts, few rows each) the most; ``tile_aligned`` row counts (a benchmark's
+    multiples of the tile) have none. The rest at ``grouped_gemm_eff`` of the rate."""
+    pad = 0.0 if tile_aligned else GROUPED_TILE_ROWS / 2
+    return rate * cal.grouped_gemm_eff * rows_per_expert / (rows_per_expert + pad)
+
+
+def gemm_call_s(flops: float, depth: float, moved_bytes: float, rate: float, hbm_bytes_per_s: float, k_half: float,
+                overlapped: bool = False) -> float:
+    """Seconds of one GEMM (or one pass over a layer's local experts): its FLOPs at ``rate`` slowed by its reduction
+    ``depth`` to depth / (depth + ``k_half``) (:func:`gemm_k_half`: each output element pays a fixed prologue /
+    epilogue on its SM beside its depth-deep main loop, and faster tensor cores speed up only the main loop), plus
+    its HBM bytes (operands, output, an fp32 main_grad read and written) at ``hbm_bytes_per_s``: an additive
+    roofline, as the run fit calibrates it. ``overlapped`` takes the longer of the two instead, which is how the
+    kernels measure in isolation (tests/data/expert_gemms_h200.csv, benchmarks/fit_gemm.py); the run fit does worse
+    with it (docs/calibration.md, known gaps: "GEMMs against kernel measurements")."""
+    compute_s = flops / (rate * depth / (depth + k_half))
+    traffic_s = moved_bytes / hbm_bytes_per_s
+    return max(compute_s, traffic_s) if overlapped else compute_s + traffic_s

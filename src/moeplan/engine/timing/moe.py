@@ -1,0 +1,320 @@
+"""MoE time: EP dispatch and combine (NVLink and scale-out parts, per dispatcher backend), the merged schedule
+of EP all-to-all overlap, expert launches on the host, and the experts' element-wise glue."""
+
+from __future__ import annotations
+
+import math
+
+from moeplan.base.vocab import FLEX_DISPATCHERS
+from moeplan.engine import fsdp
+from moeplan.engine.activations import BF16_BYTES
+from moeplan.engine.latent_moe import expert_width
+from moeplan.engine.timing.calibration import Calibration
+from moeplan.engine.timing.context import EXPERT_LAUNCHES, TRAIN, Ctx, busbw, ring_time
+from moeplan.hardware import GPUSpec
+from moeplan.models.spec import MoE
+from moeplan.run.config import Recompute, RunConfig
+
+
+def expected_ranks_hit(moe: MoE, ep: int) -> float:
+    """Expected number of distinct EP ranks that hold at least one of a token's top-k experts (its own
+    included), with the model's group-limited routing: the flex dispatchers send a token ONCE per such
+    rank (DeepEP ``get_dispatch_layout`` -> ``is_token_in_rank``; HybridEP "no redundant communication",
+    Megatron-LM docs/discussions/deepseek-v3-gb200-optimization), then permute it to its local experts.
+    The top-k experts are distinct and uniform among those the token may reach (force-balanced routing):
+    a rank with ``e`` of the ``n`` reachable experts is missed with probability C(n - e, k) / C(n, k)."""
+    k = moe.top_k
+    local = moe.num_experts // ep if moe.num_experts % ep == 0 else moe.num_experts / ep
+    ranks, reach = float(ep), float(moe.num_experts)
+    g, tg = moe.n_group, moe.topk_group
+    if g > 1 and ep % g == 0:  # each group spans ep / g ranks: only the topk_group chosen groups' ranks
+        ranks, reach = ep * tg / g, moe.num_experts * tg / g
+    elif g > 1 and g % ep == 0:  # each rank holds g / ep whole groups: hit if one of them is chosen
+        per = g // ep
+        return ep * (1.0 - math.comb(g - per, tg) / math.comb(g, tg)) if g - per >= tg else float(ep)
+    n, e = int(round(reach)), int(round(local))
+    if n - e < k:
+        return ranks
+    return ranks * (1.0 - math.comb(n - e, k) / math.comb(n, k))
+
+
+def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kernel: str, peers_in_domain: int,
+                             across_domains: bool = False) -> float:
+    """Algorithm bandwidth (bytes each rank receives per second, BF16 payload) of a flex-dispatcher kernel
+    (``kernel`` dispatch or combine) over NVLink: the smaller of a share of the link rate and the SMs it
+    runs on times their copy rate (calibration ``ep_link_share`` / ``ep_sm_bw_bytes_per_s`` / ``ep_sms``, from the
+    kernels' own benchmarks). DeepEP's normal kernels are written for at most 8 NVLink peers
+    (``NUM_MAX_NVL_PEERS``); beyond (MNNVL, NVL72) its measured rates are those of that regime
+    ("_mnnvl": Megatron-LM deepseek-v3-gb200-optimization, 2.2.1, EP32: ~400 GB/s dispatch, ~190 GB/s
+    combine with 24 SMs).
+
+    ``across_domains``: EP spans NVLink domains, so DeepEP runs its internode kernels, whose NVLink leg
+    (RDMA -> NVLink forwarding in dispatch, NVLink -> forwarder in combine) has its own per-SM rate
+    ("deepep_internode"): each channel (2 SMs) runs one NVLink-sender warp per NVL peer (deepseek-ai/DeepEP
+    csrc/kernels/internode.cu, combine ``kNVLSender``: 8 warps on a channel's even SM) where the intranode
+    combine runs 24 sender warps per SM (intranode.cu, kNumThreads 768), so it stays near 140-145 GB/s with
+    24 SMs whatever the link: H800 (200 GB/s per direction; DeepEP issue #285, the maintainers: at EP16 "the
+    NVLink bandwidth will exceed 140 GB/s, making NVLink the bottleneck"), H200 (450 GB/s; issue #493) and
+    H20 (issue #361) all measure 140-145. The link share stays the intranode one."""
+    regime = "mnnvl" if peers_in_domain > 8 else "nvl8"
+    key = f"{backend}_{regime}_{kernel}"
+    internode = f"{backend}_internode_{kernel}"  # a backend with its own internode rate (calibration data: DeepEP)
+    sm_key = internode if across_domains and regime == "nvl8" and internode in cal.ep_sm_bw_bytes_per_s else key
+    return min(gpu.nvlink_bw_bytes_per_s * cal.ep_link_share[key], cal.ep_sms[backend] * cal.ep_sm_bw_bytes_per_s[sm_key])
+
+
+def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
+    """SMs the EP dispatch/combine kernels occupy while they run: the flex backends' SM budget
+    (Megatron-Core moe_flex_dispatcher_num_sms; unset: DeepEP 20, token_dispatcher.py, HybridEP its
+    buffer's 32), NCCL all-to-all its channels (fsdp.COMM_SMS_*)."""
+    if cfg.dispatcher in FLEX_DISPATCHERS:
+        return cal.ep_sms[cfg.dispatcher]
+    across = cfg.parallel.ep * cfg.parallel.etp > gpu.nvlink_domain
+    return float(fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK)
+
+
+def ep_comm(ctx: Ctx, moe: MoE) -> tuple[float, float]:
+    """(seconds, forward-only seconds) of dispatch + combine for one MoE layer, fwd + bwd, none hidden."""
+    total, fwd, _ = ep_totals(*ep_kernels(ctx, moe), routing_map_allgather_s(ctx, moe))
+    return total, fwd
+
+
+def ep_totals(dispatch_s: float, combine_s: float, permute_s: float,
+               routing_map_s: float) -> tuple[float, float, float]:
+    """(fwd + bwd, forward-only, one direction's kernels) seconds of one MoE layer's EP traffic from its parts:
+    dispatch, combine and permutation run once in each direction, the routing-map all-gather only in the
+    forward."""
+    once = dispatch_s + combine_s + permute_s
+    return 2 * once + routing_map_s, once + routing_map_s, once
+
+
+def routing_map_allgather_s(ctx: Ctx, moe: MoE) -> float:
+    """Seconds of HybridEP's routing-map all-gather in one MoE layer's forward (its backward reuses the handle).
+
+    Before each dispatch HybridEP gathers every EP rank's boolean routing map, [tokens x num_experts] at one
+    byte per entry, into the global map its metadata scan reads (deepseek-ai/DeepEP hybrid-ep
+    ``HybridEPBuffer::metadata_preprocessing`` -> ``Executor::allgather_routing_map``); without a token budget
+    (moe_expert_rank_capacity_factor) the host then waits for the received-token count (Megatron-Core
+    fused_a2a.py: ``non_blocking = num_permuted_tokens is not None``), so the gather is on the critical path.
+    Its size grows with experts x EP: 512 experts at EP 32 gather 31 x 512 bytes per local token, more than
+    a third of the 2 x 2,048-byte row each token sends."""
+    cfg, gpu = ctx.cfg, ctx.gpu
+    par = cfg.parallel
+    if cfg.dispatcher != "hybridep" or par.ep <= 1:
+        return 0.0
+    tokens = ctx.tokens * cfg.rows_factor
+    return ring_time(tokens * moe.num_experts, par.ep, busbw(gpu, par.ep, par.etp, ctx.cal))
+
+
+def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
+    """(dispatch, combine, permute) seconds of one MoE layer's forward; the backward runs the same
+    kernels with the roles swapped (the gradient of a dispatch is a combine and vice versa).
+
+    Megatron-Core dispatches the BF16 hidden states with every backend (fused_a2a.py: HybridEP asserts
+    ``not fp8_dispatch``; DeepEP's ``fused_dispatch`` is handed the bf16 tensor), and the gradients
+    travel back in BF16 too."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    par = cfg.parallel
+    if par.ep <= 1:
+        return 0.0, 0.0, 0.0
+    tokens = ctx.tokens * cfg.rows_factor
+    # LatentMoE dispatches latent-wide tokens (token_dispatcher.py hidden_dim = moe_latent_size: moeplan.engine.latent_moe)
+    row_bytes = expert_width(moe, cfg.model.hidden) * BF16_BYTES
+    # EP peers sit ETP ranks apart (expert rank order: ETP, EP, EDP, PP); count peers, not GPUs
+    span = par.ep * par.etp
+    peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
+    nodes = math.ceil(span / gpu.nvlink_domain)
+    so_bw = gpu.scaleout_bw_bytes_per_s * cal.a2a_scaleout_eff[cfg.dispatcher]
+    if cfg.dispatcher in ("alltoall", "allgather"):
+        # NCCL all-to-all sends every (token, expert) row to its rank (top-k copies, no de-duplication);
+        # the routes run one after the other. The allgather dispatcher (token_dispatcher.py
+        # MoEAllGatherTokenDispatcher) all-gathers every token of the EP x ETP group (its tp_ep group) to every rank
+        # and reduce-scatters the outputs back: each rank receives EP x ETP copies of its token count, whatever the
+        # routing (memory._moe_dispatch_transient holds the gathered copy)
+        rows_b = tokens * (par.ep * par.etp if cfg.dispatcher == "allgather" else moe.top_k) * row_bytes
+        nv_bw = gpu.nvlink_bw_bytes_per_s * cal.a2a_eff[cfg.dispatcher]
+        remote = (par.ep - peers_in_domain) / par.ep
+        local = (peers_in_domain - 1) / par.ep
+        one_d = one_c = rows_b * local / nv_bw + rows_b * remote / so_bw
+    else:
+        # DeepEP / HybridEP send a token once to each rank holding one of its experts, and across NVLink
+        # domains once per remote domain, forwarded over NVLink inside it (DeepSeek-V3 report, 3.2.2;
+        # deepseek-ai/DeepEP README): every copy a rank receives crosses NVLink once, the remote-domain
+        # sends cross the NIC, pipelined. Expected remote domains hit by top-k uniform routing:
+        # (N - 1) x (1 - (1 - 1/N)^k).
+        remote_domains = (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** moe.top_k) if nodes > 1 else 0.0
+        if nodes > 1 and moe.n_group > 1 and moe.n_group % nodes == 0:
+            # group-limited routing with groups laid over the domains: a domain holding g groups is
+            # reached only if one of its groups is among the token's topk_group
+            g = moe.n_group // nodes
+            p_hit = 1.0 - math.comb(moe.n_group - g, moe.topk_group) / math.comb(moe.n_group, moe.topk_group)
+            remote_domains = min(remote_domains, (nodes - 1) * p_hit)
+        recv_b = tokens * expected_ranks_hit(moe, par.ep) * row_bytes
+        rdma = tokens * remote_domains * row_bytes / so_bw
+        across = nodes > 1
+        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "dispatch", peers_in_domain, across), rdma)
+        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, cfg.dispatcher, "combine", peers_in_domain, across), rdma)
+
+    # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
+    # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per
+    # direction); DeepEP fuses the global permute into its dispatch kernel but the received tokens are
+    # still permuted to their local experts (once); HybridEP's dispatch_with_permute writes them out of
+    # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
+    # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
+    passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(cfg.dispatcher, 0)
+    perm = 2 * passes * tokens * moe.top_k * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    return one_d, one_c, perm
+
+
+EP_CHUNK_EDGE = "ep_chunk_edge"  # layer-cache key: a model chunk's first-layer EP exposure beyond steady state
+# Steady state of the merged schedule: layers simulated, and the later half of them measured (the first
+# layers of a chain start with both streams idle; the per-layer increment settles within a few layers).
+MERGED_LAYERS = 8
+
+
+def merged_layer_s(d: float, c: float, attn_s: float, experts_s: float, attn_wgrad_s: float = 0.0,
+                   experts_wgrad_s: float = 0.0, carry: bool = True) -> float:
+    """Seconds per MoE layer of Megatron-Core's merged 1F1B under EP A2A overlap (one forward and one backward
+    micro-batch, layer by layer), node by node as it runs.
+
+    model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run issues, per layer: combine_bwd (comm stream),
+    attn_fwd (comp), mlp_bwd (comp), dispatch_fwd (comm), mlp backward_dw (comp), dispatch_bwd (comm), mlp_fwd
+    (comp), combine_fwd (comm), attn_bwd (comp), attn backward_dw (comp). Two CUDA streams (pipeline_parallel/
+    utils.py set_streams: comp = the current stream, comm a new one); each node waits on and then records its
+    model chunk's CUDA event (ScheduleNode.stream_acquire_context), so the forward and the backward micro-batch
+    are one chain each, and a node starts when its stream and its chain are free. ``backward_dw`` runs outside
+    that context on the compute stream: with ``delay_wgrad_compute`` the TE linears keep their weight-gradient
+    GEMMs out of the node's backward (extensions/transformer_engine.py, delay_wgrad_compute; TE
+    GroupedLinear / Linear backward_dw), so dispatch_bwd waits for the experts' dgrad only and runs beside
+    their wgrad (``experts_wgrad_s``), and the next layer's combine_bwd waits for attention's dgrad only and
+    runs beside attention's and the shared experts' wgrad (``attn_wgrad_s``, fine_grained_callables.py
+    _BackwardDWWrapper). Without it both wgrad arguments are 0 and the wgrad stays inside mlp_bwd / attn_bwd.
+    Forward is 1/TRAIN of each part; the backward of dispatch moves what combine moves and back. ``carry``:
+    the layers follow each other inside a model chunk (steady state); False: one layer from idle streams, as
+    a chunk's first layer starts (the chunk run ends by waiting on both events; its last attention
+    backward_dw goes beside the PP send / recv instead)."""
+    fwd = 1 / TRAIN
+    # the wgrad part comes from its own roofline (gemm_time), the backward from the 1/TRAIN split: where few rows
+    # per expert make the wgrad shallower than 2/3 of the whole, the backward node would go negative, so the
+    # delayed part is at most the backward (review 2026-12-03)
+    experts_wgrad_s = min(experts_wgrad_s, experts_s * (1 - fwd))
+    attn_wgrad_s = min(attn_wgrad_s, attn_s * (1 - fwd))
+    nodes = ((0, 1, d), (1, 2, attn_s * fwd), (1, 1, experts_s * (1 - fwd) - experts_wgrad_s), (0, 2, d),
+             (1, 0, experts_wgrad_s), (0, 1, c), (1, 2, experts_s * fwd), (0, 2, c),
+             (1, 1, attn_s * (1 - fwd) - attn_wgrad_s), (1, 0, attn_wgrad_s))
+    free = [0.0, 0.0]  # comm, comp stream
+    event = [0.0, 0.0, 0.0]  # chain 0: none (backward_dw), 1: backward micro-batch, 2: forward micro-batch
+    layers = MERGED_LAYERS if carry else 1
+    mark = 0.0
+    for i in range(layers):
+        if i == layers // 2:
+            mark = max(free)
+        for stream, chain, dur in nodes:
+            start = free[stream] if free[stream] > event[chain] else event[chain]
+            free[stream] = start + dur
+            if chain:
+                event[chain] = free[stream]
+    return (max(free) - mark) / (layers - layers // 2)
+
+
+def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts_s: float,
+                         stolen: float, eff: float, attn_wgrad_s: float = 0.0, experts_wgrad_s: float = 0.0,
+                         carry: bool = True) -> float:
+    """Exposed seconds of one MoE layer's dispatch / combine (fwd + bwd) under EP A2A overlap: the merged
+    schedule (:func:`merged_layer_s`, the attention block ``attn_s`` and the expert MLP ``experts_s`` fwd +
+    bwd, their delayed weight-gradient GEMMs where ``delay_wgrad_compute`` runs) less the compute. Compute
+    hides at most ``eff`` of its time; while a kernel runs behind compute it holds ``stolen`` of the GPU's
+    SMs, which that compute loses. Permutes run on the compute stream and stay exposed."""
+    layer = merged_layer_s(d, c, eff * attn_s, eff * experts_s, eff * attn_wgrad_s, eff * experts_wgrad_s, carry)
+    exposed = max(0.0, layer - eff * (attn_s + experts_s))
+    hidden = max(0.0, 2 * (d + c) - exposed)
+    return exposed + hidden * stolen + 2 * perm
+
+
+def expert_host_s(local_experts: float, rows: float, precision: str, scopes: frozenset[str] | set[str],
+                  cal: Calibration, grouped: bool = False) -> tuple[float, float]:
+    """(forward, backward) host seconds of one MoE layer's per-expert launches (EXPERT_LAUNCHES) for one
+    micro-batch: launches x ``cal.expert_launch_host_s``, per local expert with rows, or once with ``grouped``
+    (TE's grouped-tensor path, :attr:`RunConfig.experts_grouped_tensor`: one call per linear for all experts).
+
+    Under a quantized recipe each per-expert GEMM or quantize is a host round trip through TE's Python,
+    pybind and cuBLASLt set-up (the quantize allocates four tensors per split, {row, column}-wise x {data,
+    scales}; each block-scaled GEMM sets up its layouts, scale pointers and heuristic query): TE PR #3134
+    ran 8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel of the
+    same work, ~30 us each (the source value; the fit pins it near there). Megatron-LM's GB200 DeepSeek-V3
+    notes (docs/discussions/deepseek-v3-gb200-optimization, 2.3) find the routed experts the one part still
+    host-bound after CUDA graphs, and a larger EP (fewer local experts) cutting "quantization and other
+    overheads". BF16 experts pass plain tensor views to the GEMMs; their few-us launches stay in
+    ``launch_overhead_per_layer_s`` (G09: 32 local BF16 experts on H100 leave no room for ~30 us each).
+    Experts without rows launch nothing (te_general_grouped_gemm skips empty splits); a CUDA graph of the
+    experts (scopes ``moe`` or ``full_iteration``, which need static shapes) launches none."""
+    if precision == "bf16" or "moe" in scopes or "full_iteration" in scopes or local_experts <= 0:
+        return 0.0, 0.0
+    active = min(1.0, rows) if grouped else min(local_experts, rows)
+    fused_cast = precision == "fp8-ds"  # delayed scaling: one multi-tensor cast for all splits
+    per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
+    return active * per["fwd"] * cal.expert_launch_host_s, active * per["bwd"] * cal.expert_launch_host_s
+
+
+def experts_recomputed(rc: Recompute) -> bool:
+    """Whether the routed experts' forward runs again in backward: full recompute, or selective ``moe``
+    (the whole MoE block; ``moe_act`` recomputes only the activation, no GEMM)."""
+    return rc.granularity == "full" or (rc.granularity == "selective" and "moe" in rc.modules)
+
+
+# Bytes per element of the autograd ops of the clamp in weighted_bias_quick_geglu_impl (below), backward:
+# clamp_backward (torch derivatives.yaml) is where(self <= max, grad, 0) for the gate's one-sided clamp (compare:
+# read 2, write a 1-byte mask; where: read mask, grad, write 2) and where((self >= min).logical_and_(self <= max),
+# grad, 0) for the linear half's two-sided one (two compares, the in-place and, the where).
+CLAMP_BWD_BYTES = {"one_sided": 2 + 1 + 1 + 2 + 2, "two_sided": 2 * (2 + 1) + 3 + (1 + 2 + 2)}
+
+
+def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1, probs_bytes: int = BF16_BYTES) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per routed row of the eager ops Megatron-Core's unfused TEGroupedMLP runs
+    around its two grouped GEMMs for a clamped GLU and expert biases (gpt-oss), beside the fused activation
+    the generic element-wise term already charges. Source: megatron/core/transformer/moe/experts.py and
+    megatron/core/fusions/fused_bias_geglu.py (Megatron-Core 0.17 2edffad .. 0.19 cd4afff, the pins of the
+    recipes that ran gpt-oss); activations bf16, the probabilities ``probs_bytes`` (:func:`expert_probs_bytes`).
+    F = expert FFN width / ETP, H = hidden:
+    - clamp (``act_clamp``; bias_activation_fusion on: weighted_bias_quick_geglu_impl): outside the fused
+      jit kernel it chunks the fc1 output, clamps the gate half (max) and the linear half (+-limit) and
+      torch.cat's them back: forward 2 x (read F, write F) + (read 2F, write 2F) = 16F bytes; backward each
+      clamp's clamp_backward (CLAMP_BWD_BYTES per element) and the chunk's gradient concatenation (8F);
+    - expert biases (``expert_bias``): linear_fc1 adds its bias inside TE GroupedLinear (GEMM epilogue; dbias
+      fused with the wgrad GEMM in BF16, with the quantize in bgrad_quantize under FP8), no extra pass;
+      linear_fc2 is built with skip_bias_add=True and TEGroupedMLP._apply_bias adds p x b per expert in eager
+      torch: torch.cat([t + b * p ...]).to(dtype), in the probabilities' dtype s (type promotion): forward b x p
+      (write sH), the add (read 2H + sH, write sH), the cat (read sH, write sH) and, s = 4, the cast back to
+      bf16 (read 4H, write 2H): 12H bf16, 28H fp32; backward the bias's and the prob's gradients, each a product
+      over [rows, H] (read sH, write sH) and its reduction (read sH), and, s = 4, the cast's gradient (read 2H,
+      write 4H) and fc2 output's (read 4H, write 2H): 12H bf16, 36H fp32.
+    Under the op fuser (``RunConfig.experts_op_fused``) none of these run."""
+    fwd = bwd = 0.0
+    if moe.clamped_glu:
+        f = moe.expert_ffn_hidden / etp
+        fwd += expert_glue_clamp_fwd_bytes(moe, etp)
+        bwd += f * (CLAMP_BWD_BYTES["one_sided"] + CLAMP_BWD_BYTES["two_sided"]) + (2 * f + 2 * f) * BF16_BYTES
+    if moe.expert_bias:
+        sb = float(probs_bytes)
+        cast = probs_bytes != BF16_BYTES
+        fwd += hidden * (sb + (BF16_BYTES + 2 * sb) + 2 * sb + ((sb + BF16_BYTES) if cast else 0.0))
+        bwd += hidden * (2 * 3 * sb + (2 * (sb + BF16_BYTES) if cast else 0.0))
+    return fwd, bwd
+
+
+def expert_glue_clamp_fwd_bytes(moe: MoE, etp: int = 1) -> float:
+    """Forward bytes per routed row of :func:`expert_glue_bytes`'s clamp alone: what selective ``moe_act``
+    recompute runs again (its checkpoint wraps bias_act_func, clamp included; fc2's bias is outside it)."""
+    # the clamp's two outputs (read and write the 2f-wide fc1 output: 2 x (f + f)) and their cat (read and write 2f)
+    return (8 * moe.expert_ffn_hidden / etp) * BF16_BYTES if moe.clamped_glu else 0.0
+
+
+def expert_launch_exposed_s(host_fwd_s: float, host_bwd_s: float, gpu_fwd_s: float, gpu_bwd_s: float) -> float:
+    """Seconds the per-expert launches add to one MoE layer and micro-batch: the host time beyond the GPU
+    work it can run ahead of. Forward: the dropless dispatch waits on the host for the received-token counts
+    (tokens per expert, D2H: HybridEP metadata_preprocessing, DeepEP's dispatch, alltoall's splits), which
+    drains the launch queue, so the expert launches can only overlap the GPU work issued after that sync
+    and before the experts' results are needed (``gpu_fwd_s``: the dispatch kernel and the experts' forward
+    GEMMs). Backward: no host sync (m_splits and the dispatch handle are saved from the forward), so the host
+    runs ahead of the layer's whole backward (``gpu_bwd_s``)."""
+    return max(0.0, host_fwd_s - gpu_fwd_s) + max(0.0, host_bwd_s - gpu_bwd_s)
