@@ -159,7 +159,7 @@ def test_override_syntax() -> None:
     assert "++comm_overlap.overlap_moe_expert_parallel_comm=true" in over
     assert "++mixed_precision.fp8_recipe=blockwise" in over
     # sections a recipe may leave None or name by a string are written as instances (fields._INSTANCE_SECTIONS)
-    assert over.index("++comm_overlap._target_=megatron.bridge.training.comm_overlap.CommOverlapConfig") < \
+    assert over.index("++comm_overlap._target_=megatron.bridge.training.config.CommOverlapConfig") < \
         over.index("++comm_overlap.overlap_moe_expert_parallel_comm=true")
     assert "++mixed_precision.params_dtype={_target_:torch.bfloat16,_call_:false}" in over
 

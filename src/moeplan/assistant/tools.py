@@ -18,8 +18,7 @@ from typing import Any
 
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
-from moeplan.megatron.launch import LAUNCH_FORMATS, check_version, launch_command
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, LAUNCH_FORMATS
 
 # The formats `moeplan plan --format` prints (besides its table): export's choices.
 EXPORT_FORMATS = ("overrides", "yaml", "megatron-lm", *LAUNCH_FORMATS)
@@ -275,6 +274,8 @@ def export(model: str, *, gpus: int, seq_len: int, gbs: int, format: str = "over
         raise MoeplanError(f"format '{format}' unknown; choose one of {', '.join(EXPORT_FORMATS)}")
     kw = _plan_defaults() | options
     if format in LAUNCH_FORMATS:
+        from moeplan.megatron.launch import check_version  # imported at the call: the server starts without it
+
         check_version(kw["mcore_version"])
     with scratch() as s:
         found = _search(s, model, gpus=gpus, seq_len=seq_len, gbs=gbs, progress=progress, **kw)
@@ -287,6 +288,8 @@ def export(model: str, *, gpus: int, seq_len: int, gbs: int, format: str = "over
         elif format == "yaml":
             text = best["yaml"]
         elif format in LAUNCH_FORMATS:
+            from moeplan.megatron.launch import launch_command
+
             assert found.best is not None
             text = launch_command(found.best.config, format)
         else:

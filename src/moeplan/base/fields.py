@@ -239,11 +239,13 @@ class TorchDtype:
 # with one) and ``++`` paths (Hydra's force-add, which turns None / a string into that mapping and merges into an
 # existing instance), with the fields the class needs besides moeplan's: CommOverlapConfig's required
 # tp_comm_overlap, and what the "bf16_mixed" recipe sets (mixed_precision.py bf16_mixed; moeplan's precisions
-# are all BF16-based). Value: (class, base fields).
+# are all BF16-based). Value: (class, base fields). The class is named where ConfigContainer's module
+# (megatron/bridge/training/config.py, v0.3.1 and v0.6.2) imports it: the same class, and each override line
+# stays within 80 columns (the CLI prints them unbroken, ready to copy).
 BridgeSection = tuple[str, tuple[tuple[str, object], ...]]
 _INSTANCE_SECTIONS: dict[str, BridgeSection] = {
-    "comm_overlap": ("megatron.bridge.training.comm_overlap.CommOverlapConfig", (("tp_comm_overlap", False),)),
-    "mixed_precision": ("megatron.bridge.training.mixed_precision.MixedPrecisionConfig",
+    "comm_overlap": ("megatron.bridge.training.config.CommOverlapConfig", (("tp_comm_overlap", False),)),
+    "mixed_precision": ("megatron.bridge.training.config.MixedPrecisionConfig",
                         (("bf16", True), ("params_dtype", TorchDtype("bfloat16")),
                          ("pipeline_dtype", TorchDtype("bfloat16")), ("autocast_enabled", False))),
 }

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, REFINE_MIN
+from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, LAUNCH_FORMATS, REFINE_MIN
 from moeplan.cli.args import (TRACE_HELP, add_run_arguments, bounded_int, fixed, fsdp_search_argument, positive_int,
                               sweep_kwargs)
 from moeplan.cli.output import (Console, LazyConsole, Table, api, check_output, check_trace, distinct_outputs, escape,
@@ -146,7 +146,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
                            "'overrides', 'yaml' and 'megatron_lm_args'")
     distinct_outputs(args, trace=args.trace, save_strategy=args.save_strategy)
     run_settings = sweep_kwargs(args)
-    if args.format in ("bridge-launch", "perf-launch"):  # before the search: a wrong version costs no search
+    if args.format in LAUNCH_FORMATS:  # before the search: a wrong version costs no search
         from moeplan.megatron import launch
 
         launch.check_version(run_settings["mcore_version"])
@@ -188,7 +188,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         write_stdout("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
     elif fmt == "yaml":
         write_stdout(plans[0]["yaml"])
-    elif fmt in ("bridge-launch", "perf-launch"):
+    elif fmt in LAUNCH_FORMATS:
         from moeplan.megatron import launch
 
         assert found.best is not None
@@ -228,10 +228,11 @@ def add_plan_parser(sub: Any) -> None:
                         f"{REFINE_MIN // 2}, so plan 1 is the same for any of them (beyond, 2 layouts per plan)")
     p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
                    help=f"share of HBM left free (default {DEFAULT_HEADROOM:.2f})")
-    p.add_argument("--format", default="table",
-                   choices=["table", "overrides", "yaml", "megatron-lm", "bridge-launch", "perf-launch"],
-                   help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags / a Megatron "
-                        "Bridge launch command (train.sh or the performance setup_experiment.py; Megatron-Core 0.19)")
+    p.add_argument("--format", default="table", metavar="FORMAT",
+                   choices=["table", "overrides", "yaml", "megatron-lm", *LAUNCH_FORMATS],
+                   help="output: table (default), or the best plan as overrides / yaml (Bridge YAML) / megatron-lm "
+                        "(flags) / bridge-launch or perf-launch (a Megatron Bridge v0.6 launch command: train.sh or the "
+                        "performance setup_experiment.py; needs --mcore-version 0.19)")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"fix {name.upper()} instead of searching it")
     p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], help="fix the dispatcher")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import fields_for, normalize_version
+from moeplan.base.vocab import LAUNCH_FORMATS
 from moeplan.megatron import launch_tables as T
 from moeplan.megatron.export import bridge_items, env_settings, format_override_value, provenance_comment
 from moeplan.run.config import RunConfig
@@ -21,9 +22,6 @@ from moeplan.run.config import RunConfig
 PLACEHOLDERS = {"account": "$ACCOUNT", "partition": "$PARTITION", "container": "$CONTAINER_IMAGE"}
 TRAIN_SCRIPT = "scripts/training/train.sh"
 PERF_SCRIPT = "scripts/performance/setup_experiment.py"
-
-
-LAUNCH_FORMATS = ("bridge-launch", "perf-launch")  # plan --format / the MCP export tool's formats
 
 
 def check_version(mcore_version: str) -> str:
