@@ -15,6 +15,12 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 # Optional extra for the Megatron-Core validation tests; torch 2.13.0 is the CPU build on this disk.
 "${PIP[@]}" 'torch==2.13.0' && "${PIP[@]}" -e '.[mcore]' \
   || echo "warning: megatron-core could not be installed; its tests will be skipped" >&2
+# Megatron Bridge 0.3.1 / 0.6.2 environments for the Bridge contract tests, cached outside the clone
+# (${MOEPLAN_ENV_CACHE:-$HOME/.cache/moeplan}); built once per machine, reused after.
+if ! bash scripts/bridge_envs.sh; then
+  if [ "${MOEPLAN_STRICT:-0}" = "1" ]; then echo "error: the Bridge environments could not be built" >&2; exit 1; fi
+  echo "warning: the Bridge environments could not be built; their contract tests will be skipped" >&2
+fi
 # Debian's chromium for the headless HTML-report test.
 bash .ci/install-chromium.sh
 if [ "${MOEPLAN_STRICT:-0}" = "1" ]; then

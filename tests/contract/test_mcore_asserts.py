@@ -56,6 +56,12 @@ CASES = {
     "cuda-graph-scopes": ("qwen3-30b-a3b", {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_preprocess"]}),
     "cp-comm-type-list": ("qwen3-30b-a3b", {"cp_comm_type": ["p2p", "a2a"]}),
     "precision-aware-optimizer": ("qwen3-30b-a3b", {"exp_avg_dtype": "bfloat16"}),
+    "offload-moe-recompute": ("qwen3-30b-a3b", {"fine_grained_activation_offloading": True, "offload_modules": ["moe_act"],
+                                                "recompute_granularity": "selective", "recompute_modules": ["moe"]}),
+    "paged-stash": ("qwen3-30b-a3b", {"moe_paged_stash": True}),
+    "rank-capacity-op-fuser": ("qwen3-30b-a3b", {"moe_expert_rank_capacity_factor": 1.0,
+                                                 "moe_token_dispatcher_type": "flex",
+                                                 "moe_flex_dispatcher_backend": "hybridep"}),
     "dsa-cp-allgather": ("glm-5", {"cp_comm_type": "p2p"}),
 }
 

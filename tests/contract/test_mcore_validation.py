@@ -158,7 +158,7 @@ def test_delay_wgrad_is_exported_with_ep_overlap_and_accepted(delay: bool | None
     settings = export.to_settings(cfg)
     assert settings["overlap_moe_expert_parallel_comm"] is True
     assert settings["delay_wgrad_compute"] is (delay is not False)
-    assert "comm_overlap.delay_wgrad_compute=" + ("false" if delay is False else "true") in export.to_overrides(cfg)
+    assert "++comm_overlap.delay_wgrad_compute=" + ("false" if delay is False else "true") in export.to_overrides(cfg)
     assert ("--delay-wgrad-compute" in export.to_megatron_lm_args(cfg)) is (delay is not False)
     tc = config_class(cfg)(**mcore.mcore_kwargs(cfg))
     assert tc.delay_wgrad_compute is (delay is not False)

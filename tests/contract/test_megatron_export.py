@@ -55,6 +55,11 @@ def exportable() -> list[tuple[str, str]]:
 PAIRS = exportable()
 
 
+def read_back(settings: dict[str, object]) -> dict[str, object]:
+    """What a reader returns as settings: the pipeline split options come back as architecture fields."""
+    return {k: v for k, v in settings.items() if not fields.KNOB_BY_FIELD[k].architecture}
+
+
 def mlm_expressible(settings: dict[str, object]) -> dict[str, object]:
     """Megatron-LM flags cannot say None, False (plain store_true flags) or []."""
     return {k: v for k, v in settings.items()
@@ -94,7 +99,7 @@ def test_overrides_round_trip(name: str, version: str) -> None:
     cfg = plan(name)
     run = read.parse_run_text("\n".join(export.to_overrides(cfg, version)), "o.txt")
     assert run.kind == "overrides"
-    assert run.settings == export.to_settings(cfg, version)
+    assert run.settings == read_back(export.to_settings(cfg, version))
     assert run.unknown == [] and run.conflicts == []
 
 
@@ -102,7 +107,7 @@ def test_overrides_round_trip(name: str, version: str) -> None:
 def test_overrides_round_trip_space_separated_shell_line(name: str, version: str) -> None:
     cfg = plan(name)
     run = read.parse_run_text(shlex.join(export.to_overrides(cfg, version)))
-    assert run.settings == export.to_settings(cfg, version)
+    assert run.settings == read_back(export.to_settings(cfg, version))
 
 
 @pytest.mark.parametrize(("name", "version"), PAIRS)
@@ -110,7 +115,7 @@ def test_yaml_round_trip(name: str, version: str) -> None:
     cfg = plan(name)
     run = read.parse_run_text(export.to_yaml(cfg, version), "run.yaml")
     assert run.kind == "bridge-yaml"
-    assert run.settings == export.to_settings(cfg, version)
+    assert run.settings == read_back(export.to_settings(cfg, version))
     assert run.unknown == [] and run.conflicts == []
 
 
@@ -118,7 +123,7 @@ def test_yaml_round_trip(name: str, version: str) -> None:
 def test_megatron_lm_round_trip(name: str, version: str) -> None:
     cfg = plan(name)
     args = export.to_megatron_lm_args(cfg, version)
-    expected = mlm_expressible(export.to_settings(cfg, version))
+    expected = mlm_expressible(read_back(export.to_settings(cfg, version)))
     one_line = read.parse_run_text(shlex.join(args))
     continued = read.parse_run_text("torchrun --nproc-per-node 8 pretrain_gpt.py \\\n    "
                                  + " \\\n    ".join(shlex.quote(a) for a in args))
@@ -151,8 +156,12 @@ def test_override_syntax() -> None:
     assert "optimizer.optimizer_cpu_offload=true" in over
     assert "optimizer.optimizer_offload_fraction=0.5" in over
     assert "optimizer.use_precision_aware_optimizer=true" in over
-    assert "comm_overlap.overlap_moe_expert_parallel_comm=true" in over
-    assert "mixed_precision.fp8_recipe=blockwise" in over
+    assert "++comm_overlap.overlap_moe_expert_parallel_comm=true" in over
+    assert "++mixed_precision.fp8_recipe=blockwise" in over
+    # sections a recipe may leave None or name by a string are written as instances (fields._INSTANCE_SECTIONS)
+    assert over.index("++comm_overlap._target_=megatron.bridge.training.config.CommOverlapConfig") < \
+        over.index("++comm_overlap.overlap_moe_expert_parallel_comm=true")
+    assert "++mixed_precision.params_dtype={_target_:torch.bfloat16,_call_:false}" in over
 
 
 def test_megatron_lm_flags() -> None:
@@ -203,7 +212,8 @@ def test_cuda_graph_scope_renamed_to_modules_in_018() -> None:
     cfg = plan("dsv3-offload")
     old, new = export.to_settings(cfg, "0.17"), export.to_settings(cfg, "0.18")
     assert old["cuda_graph_scope"] == ["attn", "moe_preprocess", "moe_router"] and "cuda_graph_modules" not in old
-    assert new["cuda_graph_modules"] == ["attn", "moe_preprocess", "moe_router"] and "cuda_graph_scope" not in new
+    # 0.19 asserts "cuda_graph_scope and cuda_graph_modules cannot be set together": a recipe's scope is cleared
+    assert new["cuda_graph_modules"] == ["attn", "moe_preprocess", "moe_router"] and new["cuda_graph_scope"] is None
     assert old["cuda_graph_impl"] == new["cuda_graph_impl"] == "transformer_engine"
     assert "model.cuda_graph_modules=[attn,moe_preprocess,moe_router]" in export.to_overrides(cfg, "0.19")
     assert "--cuda-graph-modules" in export.to_megatron_lm_args(cfg, "0.18")
@@ -214,7 +224,10 @@ def test_full_iteration_graph_per_version() -> None:
     assert export.to_settings(cfg, "0.16")["cuda_graph_impl"] == "local"
     assert export.to_settings(cfg, "0.16")["cuda_graph_scope"] == ["full_iteration"]
     s18 = export.to_settings(cfg, "0.18")
-    assert s18["cuda_graph_impl"] == "full_iteration" and "cuda_graph_modules" not in s18
+    # 0.19: "cuda_graph_modules must be empty when cuda_graph_impl=full_iteration"; Bridge: the NaN check off
+    assert s18["cuda_graph_impl"] == "full_iteration" and s18["cuda_graph_modules"] == []
+    assert s18["cuda_graph_scope"] is None and s18["check_for_nan_in_loss"] is False
+    assert export.to_settings(cfg, "0.16")["check_for_nan_in_loss"] is False
     s14 = export.to_settings(cfg, "0.14")
     assert s14["enable_cuda_graph"] is True and s14["cuda_graph_scope"] == ["full_iteration"]
     with pytest.raises(MoeplanError, match="0.13"):
@@ -433,7 +446,7 @@ def test_read_run_file(tmp_path) -> None:
     path = tmp_path / "plan.overrides"
     path.write_text("\n".join(export.to_overrides(plan("mixtral"))))
     run = read.read_run_file(path)
-    assert run.origin == str(path) and run.settings == export.to_settings(plan("mixtral"))
+    assert run.origin == str(path) and run.settings == read_back(export.to_settings(plan("mixtral")))
     with pytest.raises(MoeplanError, match="missing.yaml"):
         read.read_run_file(tmp_path / "missing.yaml")
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00bad")

@@ -93,7 +93,7 @@ def test_linter_warns_when_overlap_runs_without_delayed_wgrad(tmp_path):
     result = checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=64)
     hit = [f for f in result.findings if f.rule == "delay-wgrad"]
     assert hit and hit[0].severity == "warning" and hit[0].line == 7
-    assert hit[0].fix == ("comm_overlap.delay_wgrad_compute=true",)
+    assert hit[0].fix == ("++comm_overlap.delay_wgrad_compute=true",)
     assert hit[0].numbers["gain"] >= 0.03 and hit[0].numbers["delayed_ep_comm_s"] < hit[0].numbers["ep_comm_s"]
     path.write_text(text.format("true"))
     assert not [f for f in checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=64).findings
@@ -204,7 +204,7 @@ def test_explicit_delay_where_megatron_rejects_it_is_reported(tmp_path, fmt):
     assert [f.rule for f in hit] == ["mcore-delay-wgrad-graph-attn-bias"]
     assert hit[0].severity == "error" and "attention bias" in hit[0].message
     assert "arguments.py" in hit[0].numbers["source"] and "Bridge training/comm_overlap.py" in hit[0].numbers["source"]
-    assert hit[0].fix == ("comm_overlap.delay_wgrad_compute=false",)
+    assert hit[0].fix == ("++comm_overlap.delay_wgrad_compute=false",)
     # what moeplan exports for the same run at 0.17 (Bridge's pairing: off there) reads back clean
     cfg17 = api.build_config("gpt-oss-120b", mcore_version="0.17", **GPT_OSS)[0]
     path.write_text(_EXPORTS[fmt](cfg17))
@@ -229,7 +229,7 @@ def test_delay_megatron_rejects_is_one_finding_with_its_fix(tmp_path, fmt, cause
     hit = [f for f in result.findings if f.rule == "knob-layout" or "delay" in f.rule]
     assert [(f.rule, f.severity) for f in hit] == [(f"mcore-delay-wgrad-{cause}", "error")]
     assert hit[0].line and hit[0].numbers["source"]
-    assert hit[0].fix == ("comm_overlap.delay_wgrad_compute=false",)
+    assert hit[0].fix == ("++comm_overlap.delay_wgrad_compute=false",)
 
 
 def test_knob_layout_for_delay_without_overlap_has_its_fix():
@@ -239,7 +239,7 @@ def test_knob_layout_for_delay_without_overlap_has_its_fix():
 
     cfg = _cfg().with_(delay_wgrad=True)
     hit = [f for f in lint(cfg, cfg.gpu) if f.rule == "knob-layout"]
-    assert [f.fix for f in hit] == [("comm_overlap.delay_wgrad_compute=false",)]
+    assert [f.fix for f in hit] == [("++comm_overlap.delay_wgrad_compute=false",)]
 
 
 _FULL_RECOMPUTE = {  # EP A2A overlap with full recompute, at GBS B (Qwen3-30B-A3B on 16 H100: DP 16, MBS 1)
@@ -273,10 +273,10 @@ def test_ep_overlap_with_full_recompute_is_one_finding_with_its_fix(tmp_path, fm
     hit = [f for f in result.findings if f.rule in ("knob-layout", "mcore-ep-a2a-overlap")]
     assert [(f.rule, f.severity) for f in hit] == [("mcore-ep-a2a-overlap", "error")]
     assert "full recompute" in hit[0].message and hit[0].line and hit[0].numbers["source"]
-    assert hit[0].fix == ("comm_overlap.overlap_moe_expert_parallel_comm=false",)
+    assert hit[0].fix == ("++comm_overlap.overlap_moe_expert_parallel_comm=false",)
     path.write_text(_FULL_RECOMPUTE[fmt](16))  # one micro-batch per DP rank
     result = checker.check(str(path), model="qwen3-30b-a3b", gpu="h100", gpus=16)
     hit = {f.rule: f for f in result.findings if f.rule in ("knob-layout", "mcore-ep-a2a-overlap")}
     assert set(hit) == {"knob-layout", "mcore-ep-a2a-overlap"}
-    assert hit["knob-layout"].fix == ("comm_overlap.overlap_moe_expert_parallel_comm=false",)
+    assert hit["knob-layout"].fix == ("++comm_overlap.overlap_moe_expert_parallel_comm=false",)
     assert "micro-batches" in hit["knob-layout"].message and not hit["mcore-ep-a2a-overlap"].fix

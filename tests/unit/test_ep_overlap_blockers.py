@@ -119,4 +119,4 @@ def test_check_of_mtp_layer_at_pp1_on_016_is_megatrons_assertion_with_its_fix(tm
             continue
         assert [(f.rule, f.severity) for f in found] == [("mcore-ep-a2a-overlap", "error")], version
         assert "MTP layer" in found[0].message and found[0].line
-        assert found[0].fix[0] == "comm_overlap.overlap_moe_expert_parallel_comm=false"
+        assert found[0].fix[0] == "++comm_overlap.overlap_moe_expert_parallel_comm=false"

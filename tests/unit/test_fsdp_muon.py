@@ -317,7 +317,7 @@ def test_dp_assertions():
 def test_exports_build_megatron_core_configs():
     """The DDP and optimizer fields moeplan emits are accepted by the installed Megatron-Core's own
     DistributedDataParallelConfig / OptimizerConfig (0.16.1 has every FSDP and Muon field used)."""
-    pytest.importorskip("torch", reason="Megatron-Core validation needs torch")
+    torch = pytest.importorskip("torch", reason="Megatron-Core validation needs torch")
     ddp_mod = pytest.importorskip("megatron.core.distributed.distributed_data_parallel_config",
                                   reason="needs megatron-core (pip install 'moeplan[mcore]')")
     opt_mod = pytest.importorskip("megatron.core.optimizer.optimizer_config", reason="needs megatron-core")
@@ -329,7 +329,9 @@ def test_exports_build_megatron_core_configs():
         st = M.to_settings(cfg, version)
         f = M.fields_for(version)
         ddp = {k: v for k, v in st.items() if f.knobs[k].owner == "DistributedDataParallelConfig"}
-        opt = {k: v for k, v in st.items() if f.knobs[k].owner == "OptimizerConfig"}
+        # dtype fields as Bridge applies them (a torch dtype from its name: training/utils/omegaconf_utils.py)
+        opt = {k: getattr(torch, v) if f.knobs[k].kind == "dtype" else v
+               for k, v in st.items() if f.knobs[k].owner == "OptimizerConfig"}
         d = ddp_mod.DistributedDataParallelConfig(**ddp)
         o = opt_mod.OptimizerConfig(**opt)
         for k, v in ddp.items():

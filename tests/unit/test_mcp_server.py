@@ -154,6 +154,18 @@ def test_export_text_is_what_plan_format_prints(capsys):
     assert got["text"].startswith("# moeplan: model=qwen3-30b-a3b")
 
 
+def test_export_launch_commands_are_what_plan_format_prints(capsys):
+    """The two Megatron Bridge v0.6 launch formats: the CLI's text, and the version refused as the CLI refuses it."""
+    for fmt, program in (("bridge-launch", "scripts/training/train.sh"),
+                         ("perf-launch", "scripts/performance/setup_experiment.py")):
+        got = ok("export", dict(Q, format=fmt, mcore_version="0.19"))
+        main(["plan", *Q_ARGS, "--mcore-version", "0.19", "--format", fmt])
+        assert got["text"] == capsys.readouterr().out and got["format"] == fmt
+        assert program in got["text"] and "--recipe" in got["text"] if fmt == "bridge-launch" else program in got["text"]
+    message = error("export", dict(Q, format="bridge-launch", mcore_version="0.16"))
+    assert "Megatron-Core 0.19" in message and "--mcore-version 0.19" in message
+
+
 def test_sweep_equals_the_cli(capsys):
     got = ok("sweep", dict(model="qwen3-30b-a3b", gpu="h100", gpus=16, seq_lens=[16384, 32768], gbs_tokens=2**21))
     assert got["rows"] == cli_json(capsys, "sweep", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len",

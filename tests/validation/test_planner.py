@@ -125,7 +125,7 @@ def test_full_iteration_graphs_only_with_sync_free_moe():
     old = api.plan("qwen3-30b-a3b", mcore_version="0.16", **common)["plans"]
     assert old and all("full_iteration" not in p["cuda_graphs"] and p["rank_capacity_factor"] is None for p in old)
     # the numerics are the user's: bf16 main grads are exported, never chosen by the search
-    assert all("mixed_precision.grad_reduce_in_fp32=false" in p["overrides"] for p in new)
+    assert all("++mixed_precision.grad_reduce_in_fp32=false" in p["overrides"] for p in new)
     default = api.plan("qwen3-30b-a3b", mcore_version="0.19", **(common | {"grad_fp32": True}))["plans"]
     assert all(p["grad_fp32"] for p in default)
 

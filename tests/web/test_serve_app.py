@@ -154,6 +154,24 @@ def test_downloads_are_the_clis_exports(client: Any, want: dict[str, Any], tmp_p
     assert r.status_code == 200 and 'id="findings"' in r.text
 
 
+def test_launch_downloads_are_the_clis_launch_commands(client: Any, capsys: Any) -> None:
+    """With Megatron-Core 0.19 the page offers `plan --format bridge-launch|perf-launch` as downloads; with another
+    version it offers neither and says why (the CLI's line)."""
+    from moeplan.cli import main
+
+    html = client.get(f"/plan?{Q}&mcore_version=0.19").text
+    assert 'id="download-bridge-launch"' in html and 'id="download-perf-launch"' in html
+    for kind in ("bridge-launch", "perf-launch"):
+        r = client.get(f"/plan/download/{kind}?{Q}&mcore_version=0.19")
+        assert r.status_code == 200 and f'filename="{kind}.sh"' in r.headers["content-disposition"]
+        main(["plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "64", "--seq-len", "32k", "--gbs", "64",
+              "--mcore-version", "0.19", "--format", kind])
+        assert r.text == capsys.readouterr().out
+    html = client.get(f"/plan?{Q}").text
+    assert 'id="download-bridge-launch"' not in html and 'id="launch-why-not"' in html and "0.19" in html
+    assert client.get(f"/plan/download/bridge-launch?{Q}").status_code == 422
+
+
 def test_sweep_view(client: Any) -> None:
     r = client.get("/sweep?model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len=16k,64k&gbs_tokens=4m")
     assert r.status_code == 200 and 'id="sweep-table"' in r.text and 'id="sweep-plot"' in r.text

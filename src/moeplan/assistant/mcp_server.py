@@ -323,8 +323,10 @@ async def plan(
 
 async def export(
     model: Model, gpus: Gpus, seq_len: SeqLen, gbs: Gbs, ctx: Context,
-    format: Annotated[Literal["overrides", "yaml", "megatron-lm"],
-                      Field(description="Megatron Bridge overrides, a Bridge YAML, or Megatron-LM flags")] = "overrides",
+    format: Annotated[Literal["overrides", "yaml", "megatron-lm", "bridge-launch", "perf-launch"],
+                      Field(description="Megatron Bridge overrides, a Bridge YAML, Megatron-LM flags, or a Megatron "
+                            "Bridge v0.6 launch command (train.sh / performance setup_experiment.py; needs "
+                            "mcore_version 0.19)")] = "overrides",
     gpu: Gpu = DEFAULT_GPU, headroom: float = DEFAULT_HEADROOM, tp: Size = None, pp: Size = None, vpp: Size = None,
     cp: Size = None, ep: Size = None, etp: Size = None, mbs: Size = None, dispatcher: Dispatcher | None = None,
     recompute: Recompute = None, no_cuda_graphs: bool = False, no_offload: bool = False, keep_gbs: bool = False,
@@ -334,8 +336,9 @@ async def export(
     mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None, model_name: ModelName = "custom-model",
 ) -> CallToolResult:
     """The best plan (pin sizes to export a layout of your own) as ready-to-use configuration: text is exactly what
-    `moeplan plan --format FORMAT` prints (overrides, yaml, megatron-lm), headed by the provenance comment that
-    check_config reads back; overrides, yaml and megatron_lm_args are all given. Nothing is written to disk."""
+    `moeplan plan --format FORMAT` prints (overrides, yaml, megatron-lm, headed by the provenance comment that
+    check_config reads back; or bridge-launch / perf-launch, a Megatron Bridge v0.6 launch command, which needs
+    mcore_version 0.19); overrides, yaml and megatron_lm_args are all given. Nothing is written to disk."""
     kwargs = {k: v for k, v in locals().items() if k != "ctx"}
     return await _plan_like(tools.export, ctx, "export", **kwargs)
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, LAUNCH_FORMATS
 
 # The formats `moeplan plan --format` prints (besides its table): export's choices.
-EXPORT_FORMATS = ("overrides", "yaml", "megatron-lm")
+EXPORT_FORMATS = ("overrides", "yaml", "megatron-lm", *LAUNCH_FORMATS)
 
 # A name a text may be saved under: a plain file name (no directory part), so a caller cannot point it elsewhere.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -268,10 +268,15 @@ def export(model: str, *, gpus: int, seq_len: int, gbs: int, format: str = "over
            progress: Progress | None = None, **options: Any) -> dict[str, Any]:
     """Plan 1 of :func:`plan`'s search in one format, with ``text`` exactly what ``moeplan plan --format FORMAT``
     prints: Megatron Bridge overrides, a Bridge YAML or Megatron-LM flags, each headed by the provenance comment
-    that ``moeplan check`` reads back."""
+    that ``moeplan check`` reads back, or a Megatron Bridge v0.6 launch command (bridge-launch: train.sh;
+    perf-launch: the performance setup_experiment.py; Megatron-Core 0.19 only, refused before the search)."""
     if format not in EXPORT_FORMATS:
         raise MoeplanError(f"format '{format}' unknown; choose one of {', '.join(EXPORT_FORMATS)}")
     kw = _plan_defaults() | options
+    if format in LAUNCH_FORMATS:
+        from moeplan.megatron.launch import check_version  # imported at the call: the server starts without it
+
+        check_version(kw["mcore_version"])
     with scratch() as s:
         found = _search(s, model, gpus=gpus, seq_len=seq_len, gbs=gbs, progress=progress, **kw)
         result = found.as_dict()
@@ -282,6 +287,11 @@ def export(model: str, *, gpus: int, seq_len: int, gbs: int, format: str = "over
             text = "\n".join([best["provenance"], *best["overrides"]]) + "\n"
         elif format == "yaml":
             text = best["yaml"]
+        elif format in LAUNCH_FORMATS:
+            from moeplan.megatron.launch import launch_command
+
+            assert found.best is not None
+            text = launch_command(found.best.config, format)
         else:
             text = best["provenance"] + "\n" + " ".join(shlex.quote(a) for a in best["megatron_lm_args"]) + "\n"
         return s.clean({"format": format, "text": text, "provenance": best["provenance"],

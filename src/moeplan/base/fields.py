@@ -15,7 +15,7 @@ import math
 import re
 from functools import lru_cache
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from moeplan.base.errors import MoeplanError
@@ -47,6 +47,9 @@ class Knob:
     since: str = "0.13"
     until: str | None = None  # last version that has the field (inclusive); None = still present
     merge_any: bool = False  # several Bridge paths: True if any is True (Bridge syncs them)
+    # written on export, read back as an architecture field (ParsedRun.architecture, where the pipeline split
+    # options build the layout: moeplan.parallel.layout_from_split_options), not as a setting
+    architecture: bool = False
 
 
 def _k(field_: str, owner: Owner, kind: Kind, bridge: str | tuple[str, ...] | None = None, mlm: str | None = "",
@@ -78,6 +81,15 @@ KNOBS: tuple[Knob, ...] = (
     # Pipeline layout: transformer_config.py pipeline_model_parallel_layout, grammar in
     # megatron/core/transformer/pipeline_parallel_layer_layout.py (all versions).
     _k("pipeline_model_parallel_layout", TC, "opt_str"),
+    # The even split's options (transformer_config.py, all versions): a layout excludes them ("cannot be set with
+    # other pipeline layout arguments") and a recipe may set them (Bridge's Qwen3-235B-A22B recipes:
+    # account_for_embedding / loss True), which would move layers off moeplan's split: the export states them.
+    _k("account_for_embedding_in_pipeline_split", TC, "bool", architecture=True),
+    _k("account_for_loss_in_pipeline_split", TC, "bool", architecture=True),
+    _k("num_layers_in_first_pipeline_stage", TC, "opt_int", mlm="--decoder-first-pipeline-num-layers",
+       architecture=True),
+    _k("num_layers_in_last_pipeline_stage", TC, "opt_int", mlm="--decoder-last-pipeline-num-layers",
+       architecture=True),
     # Batch and sequence: Megatron-LM --global-batch-size/--micro-batch-size/--seq-length; Bridge
     # train.* (TrainingConfig) and model.seq_length + dataset sequence length (validate() asserts equal).
     _k("global_batch_size", TRAIN, "int", "train.global_batch_size"),
@@ -153,6 +165,11 @@ KNOBS: tuple[Knob, ...] = (
     _k("cuda_graph_scope", TC, "scope"),
     _k("cuda_graph_modules", TC, "scope", since="0.18"),
     _k("use_te_rng_tracker", TC, "bool", mlm="--te-rng-tracker", bridge_read=("rng.te_rng_tracker",), merge_any=True),
+    # A full-iteration graph captures the loss: Bridge's ConfigContainer.validate() asserts the rerun state
+    # machine's NaN check off with it (training/config.py, v0.3.0 .. v0.6.0: "check_for_nan_in_loss must be
+    # disabled when using full_iteration CUDA graph"); Megatron-LM's flag is --no-check-for-nan-in-loss-and-grad.
+    _k("check_for_nan_in_loss", TRAIN, "bool", "rerun_state_machine.check_for_nan_in_loss",
+       mlm=None, mlm_false="--no-check-for-nan-in-loss-and-grad"),
     # Context parallel communication: transformer_config.py cp_comm_type (all versions; CLI nargs='+').
     _k("cp_comm_type", TC, "str_or_list"),
     # Fine-grained activation offloading: transformer_config.py, core_v0.16.0+.
@@ -185,12 +202,19 @@ KNOBS: tuple[Knob, ...] = (
     _k("use_precision_aware_optimizer", OPT, "bool", "optimizer.use_precision_aware_optimizer"),
     _k("exp_avg_dtype", OPT, "dtype", "optimizer.exp_avg_dtype"),
     _k("exp_avg_sq_dtype", OPT, "dtype", "optimizer.exp_avg_sq_dtype"),
+    # optimizer_config.py main_grads_dtype (all versions; --main-grads-dtype fp32/bf16): OptimizerConfig asserts it
+    # float32 (and the moments' dtypes too) unless use_precision_aware_optimizer, so an export that sets the latter
+    # states the dtypes as well (Bridge's DeepSeek-V3 recipes set bf16 ones with the precision-aware optimizer)
+    _k("main_grads_dtype", OPT, "dtype", "optimizer.main_grads_dtype"),
     # Communication overlap the timing model credits: ModelParallelConfig tp_comm_overlap (TE userbuffers;
     # Bridge comm_overlap.tp_comm_overlap), DDP overlap_grad_reduce / overlap_param_gather (Megatron-Core
     # distributed_data_parallel_config.py; Bridge ddp.*). Megatron's defaults are all False.
+    # Bridge's CommOverlapConfig.setup (runtime_config_update) writes its own overlap_grad_reduce /
+    # overlap_param_gather into the DDP config (True at DP > 1 unless the section sets them): the export writes
+    # them in both places.
     _k("tp_comm_overlap", MPC, "bool", "comm_overlap.tp_comm_overlap", bridge_read=("model.tp_comm_overlap",)),
-    _k("overlap_grad_reduce", DDP, "bool", "ddp.overlap_grad_reduce"),
-    _k("overlap_param_gather", DDP, "bool", "ddp.overlap_param_gather"),
+    _k("overlap_grad_reduce", DDP, "bool", ("ddp.overlap_grad_reduce", "comm_overlap.overlap_grad_reduce")),
+    _k("overlap_param_gather", DDP, "bool", ("ddp.overlap_param_gather", "comm_overlap.overlap_param_gather")),
     # Megatron-FSDP: distributed_data_parallel_config.py use_megatron_fsdp (core_v0.14.0+; core_v0.13 had only
     # use_custom_fsdp), data_parallel_sharding_strategy and fsdp_double_buffer (core_v0.13.1+); flags
     # --use-megatron-fsdp / --data-parallel-sharding-strategy / --fsdp-double-buffer (arguments.py); Bridge
@@ -224,6 +248,35 @@ _FP8_RECIPES = ("tensorwise", "delayed", "mxfp8", "blockwise")
 
 
 @dataclass(frozen=True)
+class TorchDtype:
+    """A torch dtype as a Bridge config value (``bfloat16``): Bridge's instantiate reads it as
+    ``{_target_: torch.bfloat16, _call_: false}`` (megatron/bridge/utils/instantiate_utils.py)."""
+
+    name: str
+
+
+# ConfigContainer sections a recipe may leave None (comm_overlap: Optional[CommOverlapConfig] = None) or hold as a
+# registered recipe name (mixed_precision: Optional[Union[MixedPrecisionConfig, str]], e.g. "bf16_mixed" from
+# recipes/common.py _pretrain_common): Bridge v0.3.1 and v0.6.2 training/config.py, and their recipes do both
+# (Qwen3-235B-A22B / Qwen3-Next: None and "bf16_mixed"; DeepSeek-V3: instances). Hydra cannot set a field under
+# None or a string ("Could not override 'comm_overlap.overlap_moe_expert_parallel_comm'"), so an export writes
+# such a section as an instance: its class as ``_target_`` (Bridge's _apply_overrides instantiates a mapping
+# with one) and ``++`` paths (Hydra's force-add, which turns None / a string into that mapping and merges into an
+# existing instance), with the fields the class needs besides moeplan's: CommOverlapConfig's required
+# tp_comm_overlap, and what the "bf16_mixed" recipe sets (mixed_precision.py bf16_mixed; moeplan's precisions
+# are all BF16-based). Value: (class, base fields). The class is named where ConfigContainer's module
+# (megatron/bridge/training/config.py, v0.3.1 and v0.6.2) imports it: the same class, and each override line
+# stays within 80 columns (the CLI prints them unbroken, ready to copy).
+BridgeSection = tuple[str, tuple[tuple[str, object], ...]]
+_INSTANCE_SECTIONS: dict[str, BridgeSection] = {
+    "comm_overlap": ("megatron.bridge.training.config.CommOverlapConfig", (("tp_comm_overlap", False),)),
+    "mixed_precision": ("megatron.bridge.training.config.MixedPrecisionConfig",
+                        (("bf16", True), ("params_dtype", TorchDtype("bfloat16")),
+                         ("pipeline_dtype", TorchDtype("bfloat16")), ("autocast_enabled", False))),
+}
+
+
+@dataclass(frozen=True)
 class _Allowed:
     """Allowed values of one Megatron-Core release (a row of the version table)."""
 
@@ -249,6 +302,15 @@ class _Allowed:
     # (models/gpt/fine_grained_callables.py build_transformer_layer_callables -> init_backward_dw_wrapper ->
     # _BackwardDWWrapper) read layer.self_attention.backward_dw for every layer: Gated DeltaNet layers raise
     gdn_backward_dw: bool = True
+    # HybridEP sizes its buffer by the local token count of the micro-batch (fused_a2a.py init_hybrid_ep_buffer
+    # max_num_of_tokens_per_rank = x.shape[-2], core_v0.16.1 .. core_v0.19.0); across InfiniBand DeepEP's hybrid-ep
+    # asserts the RDMA queue depth 3 x tokens + 1 below 65536 (Megatron-LM #3999). The guard PR #4094 added was
+    # reverted (#4718: clusters run deeper queues) before any release, so it is a warning: the largest token count
+    # per rank that stays inside the limit, None where the release has no HybridEP.
+    hybridep_ib_tokens_cap: int | None = (65536 - 1 - 1) // 3
+    # Bridge sections written as instances (_INSTANCE_SECTIONS): every Bridge release pinned here types both
+    # Optional (v0.1 .. v0.6 training/config.py)
+    bridge_instance_sections: tuple[str, ...] = ("comm_overlap", "mixed_precision")
 
 
 # The version table. Sources, Megatron-LM tag core_v<version>: transformer_config.py (recompute_modules and
@@ -258,13 +320,16 @@ class _Allowed:
 # Bridge pins from pyproject.toml + 3rdparty/Megatron-LM of tags v0.1.0rc4 .. v0.6.0.
 _VERSION_TABLE: dict[str, _Allowed] = {
     "0.13": _Allowed(_CORE_RECOMPUTE, (), (), "cuda_graph_scope", ("full", "attn"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", "", fsdp_strategies=(), optimizers=("adam", "sgd"), gdn_backward_dw=False),
+                     "dataset.sequence_length", "", fsdp_strategies=(), optimizers=("adam", "sgd"), gdn_backward_dw=False,
+                     hybridep_ib_tokens_cap=None),
     "0.14": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), (), "cuda_graph_scope",
                      ("full", "attn", "full_iteration"), (), _FP8_RECIPES, "dataset.sequence_length", "v0.1.0rc4",
-                     optimizers=("adam", "sgd"), gdn_backward_dw=False),
+                     optimizers=("adam", "sgd"), gdn_backward_dw=False,
+                     hybridep_ib_tokens_cap=None),
     "0.15": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), (), ("none", "local", "transformer_engine"),
                      "cuda_graph_scope", ("full", "attn", "full_iteration"), (), _FP8_RECIPES,
-                     "dataset.sequence_length", "v0.2", optimizers=("adam", "sgd"), gdn_backward_dw=False),
+                     "dataset.sequence_length", "v0.2", optimizers=("adam", "sgd"), gdn_backward_dw=False,
+                     hybridep_ib_tokens_cap=None),
     # core_v0.16 arguments.py: any 'muon' optimizer asserts not overlap_grad_reduce / overlap_param_gather;
     # core_v0.17 keeps that for plain 'muon' only
     "0.16": _Allowed(_CORE_RECOMPUTE + ("shared_experts",), _CORE_OFFLOAD, ("none", "local", "transformer_engine"),
@@ -387,6 +452,7 @@ class MegatronFields:
     optimizers: tuple[str, ...] = ()
     muon_dp_overlap: bool = False
     ep_overlap_mtp_needs_pp: bool = False
+    bridge_instance_sections: Mapping[str, BridgeSection] = field(default_factory=dict)
 
     def bridge_paths(self, knob: Knob) -> tuple[str, ...]:
         """Bridge paths written on export for this version."""
@@ -415,6 +481,7 @@ def fields_for(version: str) -> MegatronFields:
         optimizers=row.optimizers,
         muon_dp_overlap=row.muon_dp_overlap,
         ep_overlap_mtp_needs_pp=row.ep_overlap_mtp_needs_pp,
+        bridge_instance_sections={s: _INSTANCE_SECTIONS[s] for s in row.bridge_instance_sections},
     )
 
 
@@ -437,6 +504,12 @@ def gdn_backward_dw(version: str) -> bool:
     """Whether Megatron-Core ``version``'s Gated DeltaNet has ``backward_dw`` (the field table: 0.17+), which EP
     A2A overlap needs for every layer and delay_wgrad_compute uses to delay its projections' weight gradients."""
     return _VERSION_TABLE[normalize_version(version)].gdn_backward_dw
+
+
+def hybridep_ib_tokens_cap(version: str) -> int | None:
+    """The most tokens per rank HybridEP dispatches across InfiniBand inside the RDMA queue-depth limit in
+    Megatron-Core ``version`` (None: no HybridEP): the field table says."""
+    return _VERSION_TABLE[normalize_version(version)].hybridep_ib_tokens_cap
 
 
 def sync_free_moe(version: str) -> bool:

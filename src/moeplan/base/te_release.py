@@ -15,6 +15,12 @@ DEFAULT_TE_VERSION = "2.14"  # 71bbefb's line (build_tools/VERSION.txt 2.14.0, i
 # How a run selects TE GroupedLinear's grouped-tensor path with a released Megatron-Core (core_v0.13 .. core_v0.19
 # pass no option for it): the environment variable GroupedLinear reads (default "0").
 GROUPED_TENSOR_ENV = "NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM"
+# Fine-grained activation offloading on TE >= 2.10 needs TE's v1 CPU-offload path, which the job selects by this
+# variable; Megatron Bridge's ConfigContainer.validate() refuses the run without it ("NVTE_CPU_OFFLOAD_V1
+# environment variable should be set to 1 to avoid offloading weights": training/config.py
+# _validate_fine_grained_activation_offloading, v0.3.0 .. v0.6.0).
+CPU_OFFLOAD_V1_ENV = "NVTE_CPU_OFFLOAD_V1"
+CPU_OFFLOAD_V1_SINCE = (2, 10)
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,12 @@ def te_version_key(text: str) -> str:
         raise MoeplanError(f"Transformer Engine version '{text}' unknown; known: {', '.join(TE_RELEASES)} "
                            f"(default {DEFAULT_TE_VERSION}, the recipes' TE {TE_COMMIT})")
     return key
+
+
+def te_version_tuple(text: str) -> tuple[int, int]:
+    """(major, minor) of a TE version string ('2.14', '2.14.0', 'v2.14')."""
+    major, minor = te_version_key(text).split(".")
+    return int(major), int(minor)
 
 
 def te_release(te_version: str | None = None) -> TERelease:

@@ -66,6 +66,8 @@ MUON_TP_MODES: tuple[str, ...] = ("blockwise", "duplicated")
 
 # Megatron-Core release targeted when none is given: megatron-core 0.16.1 is the newest release installable here.
 DEFAULT_MCORE_VERSION = "0.16"
+# Megatron Bridge launch commands `plan --format` and the MCP export tool write (moeplan.megatron.launch)
+LAUNCH_FORMATS = ("bridge-launch", "perf-launch")
 
 # The GPU (hardware catalog name) assumed wherever none is named: the CLI, the API and run files whose
 # '# moeplan:' comment names none.

@@ -46,6 +46,7 @@ from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES, ModelSpec
+from moeplan.plan.pitfalls import above_peak
 from moeplan.run.config import RunConfig
 
 def moeplan_version() -> str:
@@ -229,6 +230,9 @@ def run_from_log(log: TrainingLog, *, model: str | None = None, gpu: str | None 
                           global_batch_size=logged_gbs if isinstance(logged_gbs, int) else None)
     if steady.tflops_per_gpu is not None:
         tflops, source = steady.tflops_per_gpu, "log"
+        impossible = above_peak(tflops, gpu_spec, cfg.precision)  # Megatron Bridge #2667's symptom
+        if impossible:
+            raise MoeplanError(f"{log.path}: the logged {impossible}; no constant can be fitted to it")
     else:
         b = cfg.batch
         tflops = flops_per_token(spec, b.seq_len, cfg.parallel.tp).total_flops * b.gbs * b.seq_len / (

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, REFINE_MIN
+from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, LAUNCH_FORMATS, REFINE_MIN
 from moeplan.cli.args import (TRACE_HELP, add_run_arguments, bounded_int, fixed, fsdp_search_argument, positive_int,
                               sweep_kwargs)
 from moeplan.cli.output import (Console, LazyConsole, Table, api, check_output, check_trace, distinct_outputs, escape,
@@ -153,6 +153,11 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         raise MoeplanError(f"--json and --format {args.format} exclude each other: --json already carries each plan's "
                            "'overrides', 'yaml' and 'megatron_lm_args'")
     distinct_outputs(args, trace=args.trace, save_strategy=args.save_strategy)
+    run_settings = sweep_kwargs(args)
+    if args.format in LAUNCH_FORMATS:  # before the search: a wrong version costs no search
+        from moeplan.megatron import launch
+
+        launch.check_version(run_settings["mcore_version"])
     check_trace(args.trace)
     check_output(args.save_strategy, plot=False)
     progress = SearchProgress(LazyConsole(stderr=True), not args.json, "searching layouts")
@@ -162,7 +167,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             args.model, seq_len=args.seq_len, gbs=args.gbs, top=args.top, headroom=args.headroom, fixed=fixed(args),
             cuda_graphs=not args.no_cuda_graphs, optimizer_offload=not args.no_offload,
             allow_gbs_reduction=not args.keep_gbs, progress=progress if progress.enabled else None,  # no call per layout
-            **sweep_kwargs(args),
+            **run_settings,
         )
     finally:
         progress.stop()
@@ -191,6 +196,11 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         write_stdout("\n".join([plans[0]["provenance"], *plans[0]["overrides"]]) + "\n")
     elif fmt == "yaml":
         write_stdout(plans[0]["yaml"])
+    elif fmt in LAUNCH_FORMATS:
+        from moeplan.megatron import launch
+
+        assert found.best is not None
+        write_stdout(launch.launch_command(found.best.config, fmt))
     elif fmt == "megatron-lm":
         import shlex
 
@@ -226,8 +236,11 @@ def add_plan_parser(sub: Any) -> None:
                         f"{REFINE_MIN // 2}, so plan 1 is the same for any of them (beyond, 2 layouts per plan)")
     p.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
                    help=f"share of HBM left free (default {DEFAULT_HEADROOM:.2f})")
-    p.add_argument("--format", default="table", choices=["table", "overrides", "yaml", "megatron-lm"],
-                   help="output: table (default), or the best plan as overrides / YAML / Megatron-LM flags")
+    p.add_argument("--format", default="table", metavar="FORMAT",
+                   choices=["table", "overrides", "yaml", "megatron-lm", *LAUNCH_FORMATS],
+                   help="output: table (default), or the best plan as overrides / yaml (Bridge YAML) / megatron-lm "
+                        "(flags) / bridge-launch or perf-launch (a Megatron Bridge v0.6 launch command: train.sh or the "
+                        "performance setup_experiment.py; needs --mcore-version 0.19)")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"fix {name.upper()} instead of searching it")
     p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], metavar="NAME", help="fix the dispatcher: %(choices)s")

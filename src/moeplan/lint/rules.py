@@ -27,6 +27,7 @@ from moeplan.hardware import GPUSpec
 from moeplan.megatron.export import format_override_value, to_overrides
 from moeplan.plan.advice import (CP_SHARD_TOKENS, DEFAULT_HEADROOM, LONG_CONTEXT_TOKENS, MIN_CP_SHARD_TOKENS, cp_start,
                                  dispatcher_candidates, recipe_distance, recompute_ladder, round_gib, with_dispatcher)
+from moeplan.plan.pitfalls import pitfalls
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.run.parallel import balanced_layout, replace_parallel
 
@@ -76,7 +77,7 @@ def knob_fix(cfg: RunConfig, field: str) -> tuple[str, ...]:
     fixed = cfg.with_(**_KNOB_FIX[field])
     f = fields_for(cfg.mcore_version)
     paths = f.bridge_paths(f.knobs[field]) if field in f.knobs else ()
-    return fix_overrides(cfg, fixed) or tuple(o for o in _overrides(fixed) if o.partition("=")[0] in paths)
+    return fix_overrides(cfg, fixed) or tuple(o for o in _overrides(fixed) if o.partition("=")[0].lstrip("+") in paths)
 
 
 def did_you_mean(key: str, known: Sequence[str]) -> str | None:
@@ -153,12 +154,20 @@ def lint(cfg: RunConfig, gpu: GPUSpec, *, headroom: float = 0.0, variable_seq_le
     findings += _cuda_graphs(cfg, variable_seq_lengths, lines)
     findings += lint_sharding(cfg, est, ev, lines)  # distributed optimizer vs Megatron-FSDP, Muon
     findings += _grouped_tensor(cfg, est, ev, lines)
+    findings += _pitfalls(cfg, est, ev, lines)  # dispatch-kernel limits, graphs' memory, above peak
     combined = _combined_fix(cfg, findings, ev, lines)
     return sort_findings(combined + findings)
 
 
+def _pitfalls(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
+    """moeplan.plan.pitfalls' answers as findings, each fix the overrides to the run that removes it."""
+    return [Finding(p.severity, p.rule, p.message, fix_overrides(cfg, p.fixed) if p.fixed is not None else (),
+                    p.numbers, p.line) for p in pitfalls(cfg, est, ev, lines)]
+
+
 ESTIMATE_RULES = ("memory", "host-memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
-                  "full-recompute", "dispatcher", "delay-wgrad", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor")
+                  "full-recompute", "dispatcher", "delay-wgrad", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor",
+                  "deepep-ep-ranks", "hybridep-ib-queue-depth", "cuda-graphs-memory", "above-peak")
 
 
 def _ladder(cfg: RunConfig) -> list[Recompute]:
@@ -273,7 +282,7 @@ def fastest_fit(ev: Evaluator, options: Iterable[RunConfig]) -> tuple[RunConfig,
 
 
 def _fix_keys(f: Finding) -> dict[str, str]:
-    return dict(o.split("=", 1) for o in f.fix if "=" in o)
+    return dict(o.lstrip("+").split("=", 1) for o in f.fix if "=" in o)
 
 
 def _without_core_attn(cfg: RunConfig) -> RunConfig:

@@ -236,10 +236,56 @@ def _offload_modules(v: FileView) -> str | None:
     mods = v.modules("offload_modules")
     if not mods:
         return "fine_grained_activation_offloading needs a non-empty offload_modules list"
+    if v.flag("cpu_offloading"):
+        return "fine_grained_activation_offloading cannot be enabled with cpu_offloading (layer-wise offloading)"
     if "attn_proj" in mods and "core_attn" not in mods:
         return "offload module attn_proj needs core_attn too (attn_proj's input is core_attn's output)"
     if "fused_group_mlp" in mods:  # core_v0.19.0 (the label is 0.19's: check_settings refuses it before)
         return fused_group_mlp_problem(mods, v.flag("use_transformer_engine_op_fuser"))
+    return None
+
+
+# Offloaded activations inside the MoE block (core_v0.19.0 TransformerConfig: "moe_act", "expert_fc1",
+# "fused_group_mlp"); the paged stash covers the same ones.
+_MOE_OFFLOADS = ("expert_fc1", "fused_group_mlp", "moe_act")
+
+
+def _offload_moe_recompute(v: FileView) -> str | None:
+    """core_v0.19.0 (Megatron-LM #3697): 'moe' in recompute_modules checkpoints the whole MoE forward, so nothing
+    inside it may be offloaded."""
+    if not v.flag("fine_grained_activation_offloading") or v.get("recompute_granularity") != "selective":
+        return None
+    inside = sorted(set(_MOE_OFFLOADS) & set(v.modules("offload_modules")))
+    if "moe" in v.modules("recompute_modules") and inside:
+        return (f"cannot offload {', '.join(inside)} while recomputing the whole MoE layer ('moe' in "
+                "recompute_modules): remove one or the other")
+    return None
+
+
+def _paged_stash(v: FileView) -> str | None:
+    """core_v0.18.0 / core_v0.19.0 TransformerConfig: the paged stash needs the per-rank expert capacity, and
+    excludes layer-wise CPU offloading and offloading the MoE activations it already keeps."""
+    if not v.flag("moe_paged_stash"):
+        return None
+    if v.flag("cpu_offloading"):
+        return "moe_paged_stash cannot be enabled with cpu_offloading"
+    if v.get("moe_expert_rank_capacity_factor") is None:
+        return "moe_paged_stash needs moe_expert_rank_capacity_factor (sync-free dropless MoE's per-rank buffers)"
+    inside = sorted(set(_MOE_OFFLOADS) & set(v.modules("offload_modules"))) \
+        if v.flag("fine_grained_activation_offloading") else []
+    if inside:
+        return f"moe_paged_stash keeps the MoE activations itself: remove {', '.join(inside)} from offload_modules"
+    return None
+
+
+def _rank_capacity(v: FileView) -> str | None:
+    """moe_expert_rank_capacity_factor (what the paged stash needs) with HybridEP needs the TE op fuser
+    (core_v0.18.0 / core_v0.19.0 TransformerConfig). Its dispatcher requirement (HybridEP) is moeplan's own settings
+    check (mcore-settings), so it is not repeated here."""
+    if v.get("moe_expert_rank_capacity_factor") is None or v.get("moe_flex_dispatcher_backend") != "hybridep":
+        return None
+    if v.get("moe_token_dispatcher_type") == "flex" and not v.flag("use_transformer_engine_op_fuser"):
+        return "moe_expert_rank_capacity_factor with HybridEP needs use_transformer_engine_op_fuser"
     return None
 
 
@@ -389,6 +435,10 @@ ASSERTS: tuple[McoreAssert, ...] = (
                 "recompute_method", _selective_method_mlm, by="Megatron-LM"),
     McoreAssert("recompute-mla-up-proj", TC, "recompute_modules", _mla_up_proj),
     McoreAssert("offload-modules", TC, "offload_modules", _offload_modules, since="0.16"),
+    McoreAssert("offload-moe-recompute", TC + " (Megatron-LM #3697)", "offload_modules", _offload_moe_recompute,
+                since="0.19"),
+    McoreAssert("paged-stash", TC, "moe_paged_stash", _paged_stash, since="0.18"),
+    McoreAssert("rank-capacity-op-fuser", TC, "use_transformer_engine_op_fuser", _rank_capacity, since="0.18"),
     McoreAssert("pipeline-layout-conflict", TC, "pipeline_model_parallel_layout", _layout_conflict),
     McoreAssert("pipeline-layout-vpp", TC, "virtual_pipeline_model_parallel_size", _layout_vpp),
     McoreAssert("ep-a2a-overlap", TC, "overlap_moe_expert_parallel_comm", _a2a_overlap, since="0.14",

@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 import yaml
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.fields import (CP_TO_MCORE, DTYPE_TO_MLM, PRECISION_TO_FP8_RECIPE, Knob, MegatronFields, fields_for,
-                                 sync_free_moe, version_tuple)
-from moeplan.base.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
+from moeplan.base.fields import (CP_TO_MCORE, DTYPE_TO_MLM, PRECISION_TO_FP8_RECIPE, Knob, MegatronFields, TorchDtype,
+                                 fields_for, sync_free_moe, version_tuple)
+from moeplan.base.te_release import (CPU_OFFLOAD_V1_ENV, CPU_OFFLOAD_V1_SINCE, DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV,
+                                     te_version_tuple)
 from moeplan.base.vocab import DEFAULT_RESERVE_GIB
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.run.dsv4_rules import dsv4_fields
@@ -39,6 +40,11 @@ def _parallel_settings(cfg: RunConfig) -> dict[str, object]:
         "expert_tensor_parallel_size": par.etp,
         "sequence_parallel": par.sequence_parallel,
         "pipeline_model_parallel_layout": pipe.layout_string() if pipe.explicit else None,
+        # moeplan's split is the layout or the even one: none of the split options (see fields.KNOBS)
+        "account_for_embedding_in_pipeline_split": False,
+        "account_for_loss_in_pipeline_split": False,
+        "num_layers_in_first_pipeline_stage": None,
+        "num_layers_in_last_pipeline_stage": None,
     }
     if cfg.cp_comm_type == "a2a+p2p":
         inner = _a2a_group(cfg)
@@ -143,13 +149,23 @@ def _cuda_graph_settings(scopes: frozenset[str], f: MegatronFields) -> dict[str,
         if not scopes:
             return {"enable_cuda_graph": False, "external_cuda_graph": False}
         return {"enable_cuda_graph": full_iter, "external_cuda_graph": not full_iter,
-                "cuda_graph_scope": sorted(scopes), "use_te_rng_tracker": True}
+                "cuda_graph_scope": sorted(scopes), "use_te_rng_tracker": True,
+                **({"check_for_nan_in_loss": False} if full_iter else {})}
     if not scopes:
         return {"cuda_graph_impl": "none"}
+    # A full-iteration graph captures the loss: Bridge asserts rerun_state_machine.check_for_nan_in_loss off with it
+    # (training/config.py v0.3.0 .. v0.6.0). From 0.18 the captured parts are cuda_graph_modules and the deprecated
+    # cuda_graph_scope (a recipe's "full") is moved into it by TransformerConfig.__post_init__: Megatron-Core 0.19
+    # asserts "cuda_graph_scope and cuda_graph_modules cannot be set together" and "cuda_graph_modules must be empty
+    # when cuda_graph_impl=full_iteration", so the export clears the one it does not use.
+    nan_check = {"check_for_nan_in_loss": False} if full_iter else {}
+    cleared = {"cuda_graph_scope": None} if f.cuda_graph_field != "cuda_graph_scope" else {}
     if full_iter and "full_iteration" in f.cuda_graph_impls:
-        return {"cuda_graph_impl": "full_iteration", "use_te_rng_tracker": True}
+        return {"cuda_graph_impl": "full_iteration", f.cuda_graph_field: [], **cleared, "use_te_rng_tracker": True,
+                **nan_check}
     impl = "local" if full_iter else "transformer_engine"
-    return {"cuda_graph_impl": impl, f.cuda_graph_field: sorted(scopes), "use_te_rng_tracker": True}
+    return {"cuda_graph_impl": impl, f.cuda_graph_field: sorted(scopes), **cleared, "use_te_rng_tracker": True,
+            **nan_check}
 
 
 def _offload_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
@@ -203,9 +219,12 @@ def _optimizer_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
         out["optimizer_offload_fraction"] = float(cfg.optimizer_offload)
         out["overlap_cpu_optimizer_d2h_h2d"] = cfg.offload_overlap
     out["use_precision_aware_optimizer"] = cfg.precision_aware
-    if cfg.bf16_moments:
-        out["exp_avg_dtype"] = "bfloat16"
-        out["exp_avg_sq_dtype"] = "bfloat16"
+    # the dtypes moeplan's optimizer memory assumes, always stated: OptimizerConfig asserts them float32 without the
+    # precision-aware optimizer, and a recipe may set bf16 ones (Bridge's DeepSeek-V3 recipes)
+    moments = "bfloat16" if cfg.bf16_moments else "float32"
+    out["exp_avg_dtype"] = moments
+    out["exp_avg_sq_dtype"] = moments
+    out["main_grads_dtype"] = "float32"
     overlap = cfg.dp_overlap
     if cfg.optimizer == "muon":
         if "muon" not in f.optimizers:
@@ -250,8 +269,9 @@ def to_settings(cfg: RunConfig, version: str | None = None) -> dict[str, object]
         out.update(_router_dtype_settings(cfg))
     out.update(_cuda_graph_settings(cfg.cuda_graph_scopes, f))
     out["cp_comm_type"] = CP_TO_MCORE[cfg.cp_comm_type]
-    if cfg.parallel.tp > 1:
-        out["tp_comm_overlap"] = cfg.tp_comm_overlap
+    # off at TP 1 (nothing to overlap; moeplan.megatron.to_run reads it only at TP > 1), stated so a recipe's
+    # CommOverlapConfig(tp_comm_overlap=True) is not left on
+    out["tp_comm_overlap"] = cfg.tp_comm_overlap and cfg.parallel.tp > 1
     out.update(_offload_settings(cfg, f))
     out.update(_precision_settings(cfg, f))
     out.update(_optimizer_settings(cfg, f))
@@ -265,14 +285,35 @@ def bridge_value(knob: Knob, value: object, f: MegatronFields) -> object:
     return value
 
 
-def _bridge_items(cfg: RunConfig, version: str | None) -> list[tuple[str, object]]:
+def bridge_items(cfg: RunConfig, version: str | None) -> list[tuple[str, object]]:
+    """(path, value) per Bridge field, a section a recipe may hold as None or a name
+    (MegatronFields.bridge_instance_sections) led by its class and the fields the class needs."""
     f = fields_for(version or cfg.mcore_version)
     items: list[tuple[str, object]] = []
     for key, value in to_settings(cfg, f.version).items():
         knob = f.knobs[key]
         for path in f.bridge_paths(knob):
             items.append((path, bridge_value(knob, value, f)))
-    return items
+    set_paths = {path for path, _ in items}
+    head: list[tuple[str, object]] = []
+    for section, (target, base) in f.bridge_instance_sections.items():
+        if any(p.startswith(section + ".") for p in set_paths):
+            head.append((f"{section}._target_", target))
+            head += [(f"{section}.{name}", v) for name, v in base if f"{section}.{name}" not in set_paths]
+    return _by_section(head, items)
+
+
+def _by_section(head: list[tuple[str, object]], items: list[tuple[str, object]]) -> list[tuple[str, object]]:
+    """``head`` and ``items`` grouped by section in the order each section first appears in ``items``, a section's
+    ``head`` (its _target_ and base fields) first."""
+    order: dict[str, int] = {}
+    for path, _ in items:
+        order.setdefault(path.split(".", 1)[0], len(order))
+    return sorted(head + items, key=lambda item: order[item[0].split(".", 1)[0]])  # stable: head stays first
+
+
+def _instance_path(path: str, f: MegatronFields) -> bool:
+    return path.split(".", 1)[0] in f.bridge_instance_sections
 
 
 _BARE_STRING = re.compile(r"[A-Za-z_][A-Za-z0-9_.+\-/]*")
@@ -280,6 +321,8 @@ _HYDRA_WORDS = {"null", "true", "false", "nan", "inf"}
 
 
 def _hydra_scalar(value: object) -> str:
+    if isinstance(value, TorchDtype):
+        return "{_target_:torch." + value.name + ",_call_:false}"
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -300,8 +343,11 @@ def format_override_value(value: object) -> str:
 
 
 def to_overrides(cfg: RunConfig, version: str | None = None) -> list[str]:
-    """Megatron Bridge Hydra overrides, e.g. ``model.context_parallel_size=8``."""
-    return [f"{path}={format_override_value(value)}" for path, value in _bridge_items(cfg, version)]
+    """Megatron Bridge Hydra overrides, e.g. ``model.context_parallel_size=8``; a section written as an instance
+    takes Hydra's force-add prefix: ``++comm_overlap.overlap_moe_expert_parallel_comm=true``."""
+    f = fields_for(version or cfg.mcore_version)
+    return [f"{'++' if _instance_path(path, f) else ''}{path}={format_override_value(value)}"
+            for path, value in bridge_items(cfg, f.version)]
 
 
 PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, gpu, hardware, gpus, mcore-version, te-version)
@@ -310,8 +356,13 @@ PROVENANCE_PREFIX = "# moeplan:"  # read back by moeplan.megatron.read (model, g
 def env_settings(cfg: RunConfig) -> dict[str, str]:
     """Environment variables the training job must set for what the run models and no Megatron-Core field
     selects: ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1`` for ``te_grouped_tensor`` (TE GroupedLinear reads it,
-    v2.17 .. release_v2.19; no released Megatron-Core has an option for the path: moeplan.base.te_release)."""
-    return {GROUPED_TENSOR_ENV: "1"} if cfg.te_grouped_tensor else {}
+    v2.17 .. release_v2.19; no released Megatron-Core has an option for the path: moeplan.base.te_release), and
+    ``NVTE_CPU_OFFLOAD_V1=1`` for fine-grained activation offloading on TE >= 2.10 (Bridge's validate refuses the
+    run without it: TE's newer offload path would offload weights too)."""
+    env = {GROUPED_TENSOR_ENV: "1"} if cfg.te_grouped_tensor else {}
+    if cfg.offload_modules and te_version_tuple(cfg.te_version) >= CPU_OFFLOAD_V1_SINCE:
+        env[CPU_OFFLOAD_V1_ENV] = "1"
+    return env
 
 
 def provenance_comment(cfg: RunConfig, version: str | None = None) -> str:
@@ -336,20 +387,23 @@ def to_yaml(cfg: RunConfig, version: str | None = None) -> str:
     """The same fields nested as a Bridge ``ConfigContainer`` YAML fragment (model:, train:, ...), after
     the :func:`provenance_comment`."""
     tree: dict[str, dict[str, object]] = {}
-    for path, value in _bridge_items(cfg, version):
+    for path, value in bridge_items(cfg, version):
         section, name = path.split(".", 1)
+        if isinstance(value, TorchDtype):
+            value = {"_target_": f"torch.{value.name}", "_call_": False}
         tree.setdefault(section, {})[name] = value
     return provenance_comment(cfg, version) + "\n" + str(yaml.safe_dump(tree, sort_keys=False, default_flow_style=False))
 
 
 def _mlm_tokens(knob: Knob, value: object) -> list[str]:
-    assert knob.mlm is not None
+    assert knob.mlm is not None or knob.mlm_false is not None
     if value is None:
         return []
     if isinstance(value, bool):
         if value:
-            return [knob.mlm]
+            return [knob.mlm] if knob.mlm else []  # a store_false flag's field is on without it
         return [knob.mlm_false] if knob.mlm_false else []
+    assert knob.mlm is not None
     if isinstance(value, list):
         return [knob.mlm, *map(str, value)] if value else []
     if knob.kind == "dtype":
@@ -380,8 +434,11 @@ def overrides_to_megatron_lm(overrides: Sequence[str], version: str,
     out = []
     for override in overrides:
         path, _, text = override.partition("=")
+        path = path.lstrip("+")
         knob = by_path.get(path)
-        if knob is None or knob.mlm is None:
+        if knob is None and _instance_path(path, f):
+            continue  # a section's class and BF16 base fields (bridge_items): Bridge plumbing, --bf16 in Megatron-LM
+        if knob is None or (knob.mlm is None and knob.mlm_false is None):
             out.append(f"# {override}  (no Megatron-LM flag in moeplan's field table: set it by hand)")
             continue
         tokens = _mlm_tokens(knob, parse_override_value(text))
@@ -395,5 +452,5 @@ def overrides_to_megatron_lm(overrides: Sequence[str], version: str,
     return out
 
 
-__all__ = ["env_settings", "format_override_value", "overrides_to_megatron_lm", "to_megatron_lm_args", "to_overrides",
+__all__ = ["bridge_items", "env_settings", "format_override_value", "overrides_to_megatron_lm", "to_megatron_lm_args", "to_overrides",
            "to_settings", "to_yaml"]

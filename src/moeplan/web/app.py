@@ -264,6 +264,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         p = plans[n - 1]
         out.update(n=n, plan=p, layout=report.plan_layout_label(p), plan_table=report.plan_table(plans, bands=True),
                    summary=report.summary_section(found.plans[n - 1].estimate.as_dict(), plans), exports=exports_of(p),
+                   launch=launch_downloads(found.plans[n - 1].config),
                    query=query_of(form, PLAN_FIELDS, plan=n),
                    picks=[(q["rank"], q["tie"], query_of(form, PLAN_FIELDS, plan=q["rank"])) for q in plans])
         return out
@@ -359,6 +360,10 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
             return ex["megatron_lm"].encode(), "megatron-lm-args.txt", "text/plain; charset=utf-8"
         if kind == "strategy":
             return strategy_text(cfg).encode(), "strategy.yaml", "application/yaml"
+        if kind in LAUNCH_DOWNLOADS:
+            from moeplan.megatron.launch import launch_command
+
+            return launch_command(cfg, kind).encode(), LAUNCH_DOWNLOADS[kind], "text/x-shellscript; charset=utf-8"
         refused = timeline_refusal(cfg)
         if refused:
             raise MoeplanError(f"no trace: {refused}")
@@ -368,8 +373,8 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
 
     async def plan_download(request: Request) -> Response:
         kind = request.path_params["kind"]
-        if kind not in ("overrides", "yaml", "megatron-lm", "strategy", "trace"):
-            return error_line(404, f"no download '{kind}'; downloads: overrides, yaml, megatron-lm, strategy, trace")
+        if kind not in DOWNLOADS:
+            return error_line(404, f"no download '{kind}'; downloads: {', '.join(DOWNLOADS)}")
         form = Form.of(request.query_params)
         try:
             data, filename, media = await run_in_threadpool(download, form, kind)
@@ -718,6 +723,27 @@ def error_line(status: int, message: str, field: str = "form") -> HTMLResponse:
     """moeplan's one line as an HTML fragment (what the page shows beside a field or above the form)."""
     return HTMLResponse(f'<p class="error" role="alert" data-field="{field}">moeplan: {escape_html(message)}</p>\n',
                         status_code=status)
+
+
+# `moeplan plan --format bridge-launch|perf-launch`: the file each launch command downloads as
+LAUNCH_DOWNLOADS = {"bridge-launch": "bridge-launch.sh", "perf-launch": "perf-launch.sh"}
+DOWNLOADS = ("overrides", "yaml", "megatron-lm", *LAUNCH_DOWNLOADS, "strategy", "trace")
+
+
+def launch_downloads(cfg: Any) -> dict[str, str]:
+    """Per launch format, the file it downloads as, or why there is none (the CLI's one line: another Megatron-Core
+    than the launchers', a model without a Bridge recipe, GPUs that fill no whole node)."""
+    from moeplan.megatron.launch import launch_command
+
+    out = {}
+    for kind, filename in LAUNCH_DOWNLOADS.items():
+        try:
+            launch_command(cfg, kind)
+            out[kind] = filename
+        except MoeplanError as exc:
+            out[kind] = ""
+            out.setdefault("why_not", str(exc))
+    return out
 
 
 def exports_of(p: dict[str, Any]) -> dict[str, str]:

@@ -27,6 +27,8 @@ ARCHITECTURE_FIELDS = frozenset(
     # not architecture, but read with their values: the linter (CUDA graphs need fixed shapes) and
     # Megatron's uneven pipeline-split options (moeplan.run.parallel.layout_from_split_options)
     "variable_seq_lengths account_for_embedding_in_pipeline_split account_for_loss_in_pipeline_split "
+    # layer-wise CPU offloading excludes fine-grained offloading and the paged stash (moeplan.megatron.asserts)
+    "cpu_offloading "
     "num_layers_in_first_pipeline_stage num_layers_in_last_pipeline_stage".split())
 
 # Fields moeplan recognises but does not use, by Bridge section (model: TransformerConfig and provider fields;
@@ -101,6 +103,8 @@ RECOGNISED: dict[str, frozenset[str]] = {
 # Bridge path -> (knob, priority): the first export path has priority 0.
 _BRIDGE_KNOBS: dict[str, tuple[Knob, int]] = {}
 for _knob in KNOBS:
+    if _knob.architecture:
+        continue  # read as an architecture field (ARCHITECTURE_FIELDS)
     for _i, _path in enumerate((*_knob.bridge, *_knob.bridge_read)):
         if _path != DATASET_SEQ:
             _BRIDGE_KNOBS.setdefault(_path, (_knob, _i))

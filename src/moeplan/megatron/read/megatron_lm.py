@@ -56,6 +56,8 @@ def _mlm_recognised() -> dict[str, str | None]:
 _MLM_RECOGNISED = _mlm_recognised()
 _MLM_KNOBS: dict[str, tuple[Knob, bool]] = {}  # flag -> (knob, value it sets for a bool flag)
 for _knob in KNOBS:
+    if _knob.architecture:
+        continue  # read as an architecture field (ARCHITECTURE_FIELDS, _MLM_ARCH_FLAGS)
     if _knob.mlm:
         _MLM_KNOBS[_knob.mlm] = (_knob, True)
     if _knob.mlm_false:
