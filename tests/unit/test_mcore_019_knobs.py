@@ -230,7 +230,7 @@ def test_nvfp4_exported_as_bridge_writes_it_and_read_back():
     cfg, _ = api.build_config("qwen3-30b-a3b", gpu="b200", precision="nvfp4", **FP4)
     s = export.to_settings(cfg, "0.19")
     assert (s["fp8"], s["fp4"], s["fp4_recipe"]) == (None, "e2m1", "nvfp4")
-    assert {"mixed_precision.fp4=e2m1", "mixed_precision.fp4_recipe=nvfp4"} <= set(export.to_overrides(cfg, "0.19"))
+    assert {"++mixed_precision.fp4=e2m1", "++mixed_precision.fp4_recipe=nvfp4"} <= set(export.to_overrides(cfg, "0.19"))
     assert "--fp4-format e2m1" in " ".join(export.to_megatron_lm_args(cfg, "0.19"))
     back = run_config_from_settings(s, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version="0.19")
     assert back.precision == "nvfp4"
