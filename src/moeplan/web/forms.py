@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
 
 MAX_FIELD_CHARS = 200  # a field longer than this is refused (no name, number or list is this long)
@@ -86,15 +87,7 @@ class Form:
         v = self.required(name) if required else self._get(name)
         if v is None:
             return None
-        try:
-            n = parse_tokens(v)
-        except MoeplanError as exc:
-            self.fail(name, f"{name}: {exc}")
-            return None
-        if n > MAX_COUNT:
-            self.fail(name, f"{name} must be at most {MAX_COUNT:,} tokens, got {n:,}")
-            return None
-        return n
+        return self._token_item(name, v)
 
     def lengths(self, name: str, *, required: bool = False) -> list[int] | None:
         v = self.required(name) if required else self._get(name)
@@ -109,19 +102,26 @@ class Form:
             return None
         out = []
         for t in items:
-            try:
-                n = parse_tokens(t)
-            except MoeplanError as exc:
-                self.fail(name, f"{name}: {exc}")
-                return None
-            if n > MAX_COUNT:
-                self.fail(name, f"{name} must be at most {MAX_COUNT:,} tokens, got {n:,}")
+            n = self._token_item(name, t)
+            if n is None:
                 return None
             out.append(n)
         if len(set(out)) != len(out):
             self.fail(name, f"{name}: a length appears twice in '{v}'")
             return None
         return out
+
+    def _token_item(self, name: str, text: str) -> int | None:
+        """One token count ('128k') as the CLI reads it (moeplan.base.argcheck.token_count), within the page's cap."""
+        try:
+            n = token_count(text)
+        except MoeplanError as exc:
+            self.fail(name, f"{name}: {exc}")
+            return None
+        if n > MAX_COUNT:
+            self.fail(name, f"{name} must be at most {MAX_COUNT:,} tokens, got {n:,}")
+            return None
+        return n
 
     def choice(self, name: str, choices: tuple[str, ...], default: str | None) -> str | None:
         v = self._get(name)
@@ -131,13 +131,6 @@ class Form:
             self.fail(name, f"{name} '{v}' unknown; choose one of {', '.join(choices)}")
             return None
         return v
-
-
-def parse_tokens(text: str) -> int:
-    """'128k' -> 131072, as the CLI reads a token count (moeplan.argcheck.token_count)."""
-    from moeplan.base.argcheck import token_count
-
-    return token_count(text)
 
 
 class Uploads:
