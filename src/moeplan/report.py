@@ -76,6 +76,42 @@ def no_plan_reason(row: Row) -> str:
     return f"no layout fits (closest {c.get('short')}{at} misses by {c.get('misses_by_gib', 0):.1f} GiB)"
 
 
+def no_fit_sentence(result: Row) -> str:
+    """A plan search's answer when no layout fits (moeplan.api.PlanReport.as_dict), in one sentence: the budget
+    missed, the GBS halved to, the closest run at its strongest memory option (the knobs `moeplan estimate` takes to
+    reproduce it), what it needs and by how much it misses, and why where the planner knows (the host held the
+    offload down; Transformer Engine's unfused attention); a newer Megatron-Core release that fits. What `moeplan
+    plan` prints on stderr and the page and the MCP export say: the one place of its wording."""
+    c = result.get("closest")
+    where = ""
+    if c:  # its strongest memory option: what `moeplan estimate` with these knobs reports
+        knobs = [f"GBS {c['gbs']}", f"MBS {c['mbs']}", f"recompute {c['recompute']}", c["dispatcher"]]
+        knobs += [f"optimizer offload {c['optimizer_offload']:.0%}"] if c["optimizer_offload"] else []
+        knobs += [f"Megatron-FSDP {c['fsdp']}"] if c["fsdp"] else []
+        knobs += ["EP overlap"] if c.get("ep_overlap") else []
+        where = (f"; closest: {c['short']} ({', '.join(knobs)}) needs {c['memory_gib']:.1f} GiB per GPU, "
+                 f"{c['misses_by_gib']:.1f} GiB over the {c['memory_gib_budget']:.1f} GiB budget")
+    if c and c.get("offload_limited_by_host"):
+        h = c["offload_limited_by_host"]
+        where += (f" (optimizer offload held to {h['optimizer_offload']:.0%} by the host's {h['host_capacity_gib']:.1f} GiB "
+                  f"per GPU, hardware host_mem_bytes: {h['asked']:.0%} would keep {h['host_gib_at_asked']:.1f} GiB there)")
+    if c and c.get("unfused_attention"):
+        from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX
+
+        u = c["unfused_attention"]
+        where += (f" (Transformer Engine {u['te']} trains head dim {u['head_dim']} attention on {result['gpu']} with its "
+                  f"unfused path: {u['peak_gib_per_layer']:.0f} GiB of s x s scores per layer at its peak, and no CP; "
+                  f"{TE_WIDE_HEAD_FIX})")
+    gbs, asked = result["gbs"], result["requested_gbs"]  # the search halves GBS while nothing fits (not --keep-gbs)
+    halved = f", even at GBS {gbs:,} (halving the GBS from {asked:,} down to it)" if gbs != asked else ""
+    msg = (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} "
+           f"(with {result['headroom']:.0%} headroom){halved}{where}")
+    newer = result.get("newer")
+    if newer and newer.get("parallel"):
+        msg += "; " + newer["sentence"]
+    return msg
+
+
 def peak_gib(row: Row) -> float | None:
     mem = row.get("memory_gib")
     if isinstance(mem, Mapping):

@@ -297,7 +297,9 @@ def test_an_unexpected_error_is_logged_and_answered_in_one_line(monkeypatch: pyt
         raise RuntimeError("a bug")
 
     with TestClient(web_app.create_app(tmp_path), raise_server_exceptions=False) as c:
-        monkeypatch.setattr(web_app, "no_fit_line", broken)  # only the no-fit answer calls it
+        from moeplan import report
+
+        monkeypatch.setattr(report, "no_fit_sentence", broken)  # only the no-fit answer calls it
         with caplog.at_level(logging.ERROR, logger="moeplan.web"):
             r = c.get("/plan?model=deepseek-v3&gpu=h100&gpus=8&seq_len=128k&gbs=8")
         assert r.status_code == 400 and r.text.count("\n") == 1 and "RuntimeError" in r.text

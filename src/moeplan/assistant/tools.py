@@ -281,7 +281,9 @@ def export(model: str, *, gpus: int, seq_len: int, gbs: int, format: str = "over
         found = _search(s, model, gpus=gpus, seq_len=seq_len, gbs=gbs, progress=progress, **kw)
         result = found.as_dict()
         if not result["plans"]:
-            raise MoeplanError(_no_fit_line(result))
+            from moeplan.report import no_fit_sentence  # the CLI's and the page's wording
+
+            raise MoeplanError(no_fit_sentence(result) + "; nothing to export")
         best = result["plans"][0]
         if format == "overrides":
             text = "\n".join([best["provenance"], *best["overrides"]]) + "\n"
@@ -299,17 +301,8 @@ def export(model: str, *, gpus: int, seq_len: int, gbs: int, format: str = "over
                         "megatron_lm_args": best["megatron_lm_args"], "env": best["env"],
                         "plan": {k: best[k] for k in ("rank", "parallel", "mbs", "gbs", "seq_len", "recompute",
                                                       "dispatcher", "tflops_per_gpu", "tflops_range",
-                                                      "tokens_per_s_per_gpu", "memory_gib", "capacity_gib")}})
-
-
-def _no_fit_line(result: dict[str, Any]) -> str:
-    """Nothing fits: the search's answer in one line (the CLI's stderr line names the same closest run)."""
-    c = result.get("closest")
-    where = (f"; closest: {c['short']} (GBS {c['gbs']}, MBS {c['mbs']}, recompute {c['recompute']}) needs "
-             f"{c['memory_gib']:.1f} GiB per GPU, {c['misses_by_gib']:.1f} GiB over the {c['memory_gib_budget']:.1f} "
-             "GiB budget") if c else ""
-    return (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} (with "
-            f"{result['headroom']:.0%} headroom){where}; nothing to export")
+                                                      "tokens_per_s_per_gpu", "memory_gib", "capacity_gib",
+                                                      "routing", "moe_imbalance")}})
 
 
 # ------------------------------------------------------------------------------------------------ sweep

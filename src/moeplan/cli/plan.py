@@ -115,35 +115,13 @@ def print_plans(result: dict[str, Any], console: Console) -> None:
 
 def no_fit(result: dict[str, Any], as_json: bool) -> int:
     """Nothing fits: one line on stderr naming the closest run (api.PlanReport.closest_dict), what it needs and
-    by how much it misses the budget; exit 1 (a valid question whose answer is "no"; bad input is exit 2)."""
-    c = result.get("closest")
-    where = ""
-    if c:  # its strongest memory option: what `moeplan estimate` with these knobs reports
-        knobs = [f"GBS {c['gbs']}", f"MBS {c['mbs']}", f"recompute {c['recompute']}", c["dispatcher"]]
-        knobs += [f"optimizer offload {c['optimizer_offload']:.0%}"] if c["optimizer_offload"] else []
-        knobs += [f"Megatron-FSDP {c['fsdp']}"] if c["fsdp"] else []
-        knobs += ["EP overlap"] if c.get("ep_overlap") else []
-        where = (f"; closest: {c['short']} ({', '.join(knobs)}) needs {c['memory_gib']:.1f} GiB per GPU, "
-                 f"{c['misses_by_gib']:.1f} GiB over the {c['memory_gib_budget']:.1f} GiB budget")
-    if c and c.get("offload_limited_by_host"):
-        h = c["offload_limited_by_host"]
-        where += (f" (optimizer offload held to {h['optimizer_offload']:.0%} by the host's {h['host_capacity_gib']:.1f} GiB "
-                  f"per GPU, hardware host_mem_bytes: {h['asked']:.0%} would keep {h['host_gib_at_asked']:.1f} GiB there)")
-    if c and c.get("unfused_attention"):
-        from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX
+    by how much it misses the budget (moeplan.report.no_fit_sentence, the page's line too); exit 1 (a valid
+    question whose answer is "no"; bad input is exit 2)."""
+    from moeplan.report import no_fit_sentence
 
-        u = c["unfused_attention"]
-        where += (f" (Transformer Engine {u['te']} trains head dim {u['head_dim']} attention on {result['gpu']} with its "
-                  f"unfused path: {u['peak_gib_per_layer']:.0f} GiB of s x s scores per layer at its peak, and no CP; "
-                  f"{TE_WIDE_HEAD_FIX})")
-    gbs, asked = result["gbs"], result["requested_gbs"]  # the search halves GBS while nothing fits (not --keep-gbs)
-    halved = f", even at GBS {gbs:,} (halving the GBS from {asked:,} down to it)" if gbs != asked else ""
-    msg = (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} "
-           f"(with {result['headroom']:.0%} headroom){halved}{where}")
-    if result.get("newer") and result["newer"]["parallel"]:
-        msg += "; " + result["newer"]["sentence"]
+    msg = no_fit_sentence(result)
     if as_json:
-        print_json({"plans": [], "closest": c, "message": msg})
+        print_json({"plans": [], "closest": result.get("closest"), "message": msg})
     Console(stderr=True, width=10_000).print(f"moeplan: {msg}", highlight=False, markup=False)
     return 1
 

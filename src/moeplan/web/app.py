@@ -258,7 +258,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         out: dict[str, Any] = {"result": result, "plans": plans, "budget_gib": found.memory_budget_bytes / 1024**3,
                                "model": f"{shown} ({found.model.model_type})" if shown != result["model"] else shown}
         if not plans:
-            out["no_fit"] = no_fit_line(result)
+            out["no_fit"] = report.no_fit_sentence(result)  # the CLI's line (one function words it)
             return out
         n = selected_plan(form, len(plans))
         p = plans[n - 1]
@@ -752,21 +752,3 @@ def exports_of(p: dict[str, Any]) -> dict[str, str]:
     return {"overrides": "\n".join([p["provenance"], *p["overrides"]]) + "\n",
             "yaml": p["yaml"],
             "megatron_lm": p["provenance"] + "\n" + " ".join(shlex.quote(a) for a in p["megatron_lm_args"]) + "\n"}
-
-
-def no_fit_line(result: dict[str, Any]) -> str:
-    """The plan command's answer when no layout fits (its stderr line), from the same closest run."""
-    c = result.get("closest")
-    gbs, asked = result["gbs"], result["requested_gbs"]
-    halved = f", even at GBS {gbs:,} (halving the GBS from {asked:,} down to it)" if gbs != asked else ""
-    msg = (f"no layout fits in {result['gpus']} x {result['gpu']} memory at seq {result['seq_len']:,} "
-           f"(with {result['headroom']:.0%} headroom){halved}")
-    if c:
-        knobs = [f"GBS {c['gbs']}", f"MBS {c['mbs']}", f"recompute {c['recompute']}", c["dispatcher"]]
-        knobs += [f"optimizer offload {c['optimizer_offload']:.0%}"] if c["optimizer_offload"] else []
-        knobs += [f"Megatron-FSDP {c['fsdp']}"] if c["fsdp"] else []
-        msg += (f"; closest: {c['short']} ({', '.join(knobs)}) needs {c['memory_gib']:.1f} GiB per GPU, "
-                f"{c['misses_by_gib']:.1f} GiB over the {c['memory_gib_budget']:.1f} GiB budget")
-    if result.get("newer") and result["newer"].get("parallel"):
-        msg += "; " + result["newer"]["sentence"]
-    return msg
