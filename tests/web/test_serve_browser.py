@@ -109,7 +109,7 @@ def test_plan_form_in_the_browser(page: Any, live_server: str) -> None:
     page.fill("#f-gpus", "0")
     page.locator("#f-gpus").dispatch_event("change")
     page.wait_for_function("document.querySelector('#err-gpus').textContent.length > 0")
-    assert "gpus must be between 1" in page.locator("#err-gpus").inner_text()
+    assert "gpus must be a positive int" in page.locator("#err-gpus").inner_text()
     page.screenshot(path=str(ARTIFACTS / "plan-error-desktop.png"))
     page.fill("#f-gpus", "64")
     page.locator("#f-gpus").dispatch_event("change")

@@ -7,6 +7,8 @@ import re
 from html import unescape
 from typing import Any
 
+import pytest
+
 from moeplan.cli import main
 
 NO_FIT = "model=deepseek-v3&gpu=h100&gpus=8&seq_len=128k&gbs=8"
@@ -25,3 +27,33 @@ def test_the_no_fit_line_is_the_clis(client: Any, capsys: Any) -> None:
     assert main(NO_FIT_ARGV) == 1
     cli_line = capsys.readouterr().err.strip()
     assert "held to" in cli_line and _no_fit_line(r.text) == cli_line
+
+
+def _field_error(html: str, field: str) -> str:
+    span = re.search(rf'<span class="err" id="err-{field}"[^>]*>(.*?)</span>', html, re.S)
+    return unescape(span.group(1)).strip() if span else ""
+
+
+def test_counts_are_bounded_as_the_cli_bounds_them(client: Any, capsys: Any) -> None:
+    """The page capped counts at 2^40 (a form's gpus 2,000,000 went to the planner, which the CLI refuses as a
+    typo) and sweeps at 12 lengths: it now takes moeplan.base.limits' bounds, with the CLI's words."""
+    from moeplan.base.limits import run_problem, sweep_lengths_problem
+
+    r = client.get("/plan?model=qwen3-30b-a3b&gpu=h100&gpus=2000000&seq_len=32k&gbs=64")
+    assert r.status_code == 422
+    said = run_problem("gpus", 2_000_000)
+    assert said and _field_error(r.text, "gpus") == f"gpus {said}"
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "qwen3-30b-a3b", "--gpus", "2000000", "--seq-len", "32k", "--gbs", "64"])
+    assert exc.value.code == 2
+    assert said in capsys.readouterr().err  # the CLI's words
+    r = client.get("/plan?model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len=256m&gbs=64")
+    assert r.status_code == 422 and _field_error(r.text, "seq_len") == f"seq_len {run_problem('seq_len', 2**28)}"
+    r = client.get("/plan?model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len=32k&gbs=300000")
+    assert r.status_code == 422 and _field_error(r.text, "gbs") == f"gbs {run_problem('gbs', 300000)}"
+    many = ",".join(str(k) for k in range(1, 66))  # 65 lengths within the 200 characters of a field
+    r = client.get(f"/sweep?model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len={many}&gbs_tokens=4m")
+    assert r.status_code == 422 and _field_error(r.text, "seq_len") == f"seq_len: {sweep_lengths_problem(65)}"
+    r = client.get("/sweep?model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len=32k&gbs_tokens=2000m")
+    assert r.status_code == 422
+    assert _field_error(r.text, "gbs_tokens") == f"gbs_tokens {run_problem('gbs_tokens', 2000 * 2**20)}"

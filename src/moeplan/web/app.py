@@ -185,7 +185,7 @@ def plan_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, A
 
 
 def selected_plan(form: Form, n_plans: int) -> int:
-    n = form.count("plan", default=1) or 1
+    n = form.count("plan", default=1, bound="top") or 1
     if n > max(n_plans, 1):
         form.fail("plan", f"plan {n}: the answer has {n_plans} plan(s)")
         return 1
@@ -611,7 +611,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
             if not t:
                 form.fail(k, "paste run " + k[0].upper() + ": a Bridge YAML, overrides or Megatron-LM arguments")
         model = model_arg(form, uploads, name="file_model", required=False)
-        gpus = form.count("file_gpus")
+        gpus = form.count("file_gpus", bound="gpus")
         if form.errors:
             return {}
         paths: dict[str, Path] = {}

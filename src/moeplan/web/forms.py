@@ -2,8 +2,9 @@
 keywords, each bad field with moeplan's one line beside it.
 
 A model is a catalog name or an uploaded config.json (``upload:<id>``), a hardware file only an uploaded
-YAML: the page never reads a path on the server. Counts are bounded (:data:`MAX_COUNT`) and every field is
-at most :data:`MAX_FIELD_CHARS` long, so no question makes the server work for long.
+YAML: the page never reads a path on the server. Counts, lengths and the lengths of a sweep are bounded as the CLI
+and the API bound them (moeplan.base.limits, with their messages) and every field is at most
+:data:`MAX_FIELD_CHARS` long, so no question makes the server work for long.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moeplan.base import argcheck
 from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
+from moeplan.base.limits import run_problem, sweep_lengths_problem
 
 MAX_FIELD_CHARS = 200  # a field longer than this is refused (no name, number or list is this long)
-MAX_COUNT = 1 << 40  # GPUs, batch sizes, parallel sizes: at most 2**40 (the planner answers these in about a second)
-MAX_LENGTHS = 12  # sequence lengths in one sweep
 MAX_UPLOAD_BYTES = 1 << 20  # an uploaded or pasted file, and any request body: 1 MiB
 UPLOAD_PREFIX = "upload:"
 _UPLOAD_ID = re.compile(r"[0-9a-f]{16}")
@@ -69,7 +70,10 @@ class Form:
             self.fail(name, f"{name} is required")
         return v
 
-    def count(self, name: str, *, required: bool = False, default: int | None = None, minimum: int = 1) -> int | None:
+    def count(self, name: str, *, required: bool = False, default: int | None = None, minimum: int = 1,
+              bound: str | None = None) -> int | None:
+        """A whole number >= ``minimum`` within the bound of the run size ``bound`` (default ``name``), as the API
+        checks it (moeplan.base.argcheck.count: moeplan.base.limits' bounds and messages)."""
         v = self.required(name) if required else self._get(name)
         if v is None:
             return default
@@ -78,16 +82,17 @@ class Form:
         except ValueError:
             self.fail(name, f"{name} must be a whole number, got '{v}'")
             return None
-        if not minimum <= n <= MAX_COUNT:
-            self.fail(name, f"{name} must be between {minimum} and {MAX_COUNT:,}, got {n:,}")
+        try:
+            return argcheck.count(name, n, minimum=minimum, bound=bound)
+        except MoeplanError as exc:
+            self.fail(name, str(exc))
             return None
-        return n
 
-    def tokens(self, name: str, *, required: bool = False) -> int | None:
+    def tokens(self, name: str, *, required: bool = False, bound: str | None = None) -> int | None:
         v = self.required(name) if required else self._get(name)
         if v is None:
             return None
-        return self._token_item(name, v)
+        return self._token_item(name, v, bound or name)
 
     def lengths(self, name: str, *, required: bool = False) -> list[int] | None:
         v = self.required(name) if required else self._get(name)
@@ -97,12 +102,13 @@ class Form:
         if any(not t for t in items):
             self.fail(name, f"{name}: an empty item in '{v}'; give comma-separated lengths, e.g. 16k,32k,64k")
             return None
-        if len(items) > MAX_LENGTHS:
-            self.fail(name, f"{name}: {len(items)} lengths; at most {MAX_LENGTHS}")
+        problem = sweep_lengths_problem(len(items))
+        if problem:
+            self.fail(name, f"{name}: {problem}")
             return None
         out = []
         for t in items:
-            n = self._token_item(name, t)
+            n = self._token_item(name, t, "seq_len")
             if n is None:
                 return None
             out.append(n)
@@ -111,15 +117,17 @@ class Form:
             return None
         return out
 
-    def _token_item(self, name: str, text: str) -> int | None:
-        """One token count ('128k') as the CLI reads it (moeplan.base.argcheck.token_count), within the page's cap."""
+    def _token_item(self, name: str, text: str, bound: str) -> int | None:
+        """One token count ('128k') as the CLI reads it (moeplan.base.argcheck.token_count), within the bound of the
+        run size ``bound`` (moeplan.base.limits: seq_len, gbs_tokens), with the CLI's message past it."""
         try:
             n = token_count(text)
         except MoeplanError as exc:
             self.fail(name, f"{name}: {exc}")
             return None
-        if n > MAX_COUNT:
-            self.fail(name, f"{name} must be at most {MAX_COUNT:,} tokens, got {n:,}")
+        problem = run_problem(bound, n)
+        if problem:
+            self.fail(name, f"{name} {problem}")
             return None
         return n
 
