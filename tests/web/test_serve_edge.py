@@ -57,3 +57,43 @@ def test_counts_are_bounded_as_the_cli_bounds_them(client: Any, capsys: Any) -> 
     r = client.get("/sweep?model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len=32k&gbs_tokens=2000m")
     assert r.status_code == 422
     assert _field_error(r.text, "gbs_tokens") == f"gbs_tokens {run_problem('gbs_tokens', 2000 * 2**20)}"
+
+
+Q = "model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len=32k&gbs=64"
+SWEEP_Q = "model=qwen3-30b-a3b&gpu=h100&gpus=16&seq_len=16k,32k&gbs_tokens=2m"
+
+
+def test_the_forms_have_a_routing_select(client: Any) -> None:
+    for view, q in (("plan", Q), ("sweep", SWEEP_Q)):
+        html = client.get(f"/{view}?{q}").text
+        select = re.search(r'<select id="f-routing" name="routing">(.*?)</select>', html, re.S)
+        assert select, view
+        assert re.findall(r'<option value="(\w+)"', select.group(1)) == ["forced", "natural"]
+        assert '<option value="forced" selected>' in select.group(1)  # the default, as the CLI's
+
+
+def test_the_plan_page_plans_and_says_the_routing_asked(client: Any) -> None:
+    from moeplan import api
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as CAL
+
+    r = client.get("/plan?" + Q + "&routing=natural")
+    assert r.status_code == 200
+    want = api.plan("qwen3-30b-a3b", gpu="h100", gpus=64, seq_len=32768, gbs=64, routing="natural")
+    headline = unescape(re.search(r'<p id="headline">(.*?)</p>', r.text, re.S).group(1))
+    assert f"natural routing, routing imbalance {CAL.natural_routing_imbalance:.4g}" in re.sub(r"<[^>]+>", "", headline)
+    assert f"{want['plans'][0]['tokens_per_s_per_gpu']:,.0f}" in r.text
+    assert '<option value="natural" selected>' in r.text
+    forced = client.get("/plan?" + Q)
+    assert "force-balanced routing" in forced.text and "natural routing, " not in forced.text
+
+
+def test_the_sweep_page_says_the_routing(client: Any) -> None:
+    r = client.get("/sweep?" + SWEEP_Q + "&routing=natural")
+    assert r.status_code == 200
+    assert re.search(r'<p class="note" id="routing">Assumes natural routing, routing imbalance [0-9.]+ ', r.text)
+
+
+def test_an_unknown_routing_is_refused_beside_its_field(client: Any) -> None:
+    r = client.get("/plan?" + Q + "&routing=balanced")
+    assert r.status_code == 422
+    assert _field_error(r.text, "routing") == "routing 'balanced' unknown; choose one of forced, natural"

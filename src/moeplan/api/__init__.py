@@ -7,6 +7,7 @@ Each function takes a MODEL as a catalog name, a config.json path or a :class:`M
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import os
@@ -17,6 +18,8 @@ from moeplan.base import argcheck
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, normalize_version
 from moeplan.base.limits import run_bound, sweep_lengths_problem
+from moeplan.base.routing import resolve_imbalance, routing_fields
+from moeplan.api.answers import estimate_dict, run_routing
 from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
@@ -196,6 +199,7 @@ def build_config(
     hardware_file: str | None = None,
     cal: Calibration = DEFAULT_CALIBRATION,
     mtp_layers: int | None = None,
+    routing: str | None = None,
     **knobs: Any,
 ) -> tuple[RunConfig, GPUSpec]:
     """A :class:`RunConfig` and its GPU from plain arguments (what the CLI passes); ``cal`` (timing
@@ -204,14 +208,16 @@ def build_config(
     ``knobs``: every knob of the run by its API keyword (moeplan.run.knobs, the knob table: ``recompute``,
     ``precision``, ``dispatcher``, ``cuda_graphs``, ``optimizer_offload``, ``ep_overlap``, ``fsdp``, ...; the
     signature lists them with their defaults); a word the API resolves: ``dispatcher="auto"`` (the fastest the
-    hardware allows), ``cp_comm_type="auto"`` (the planner's choice), ``fsdp="off"``."""
+    hardware allows), ``cp_comm_type="auto"`` (the planner's choice), ``fsdp="off"``. ``routing`` (forced |
+    natural, moeplan.base.routing) stands for ``moe_imbalance``: give one of the two (default: forced, 1.0)."""
+    argcheck.calibration(cal, Calibration)
     kw = knob_keywords("build_config", knobs)
+    kw["moe_imbalance"] = resolve_imbalance(routing, knobs.get("moe_imbalance"), cal.natural_routing_imbalance)
     recompute, precision, dispatcher, cp_comm_type = kw["recompute"], kw["precision"], kw["dispatcher"], kw["cp_comm_type"]
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp)
     _check_run_knobs(kw["cuda_graphs"], kw["offload_modules"], kw["optimizer_offload"], kw["moe_imbalance"],
                      kw["reserve_gib"])
     _check_knobs(kw)
-    argcheck.calibration(cal, Calibration)
     _check_recompute_arg("recompute", recompute)
     argcheck.choice("precision", precision, PRECISIONS)
     argcheck.optional_text("pipeline_layout", pipeline_layout, hint=" (Megatron-Core's pipeline_model_parallel_layout)")
@@ -323,7 +329,7 @@ def estimate_hints(est: Estimate, kwargs: dict[str, Any], cal: Calibration = DEF
 
 def estimate(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
     """:func:`estimate_run` as a JSON-ready dict (what ``moeplan estimate --json`` prints)."""
-    return estimate_run(model, **kwargs).as_dict()
+    return estimate_dict(estimate_run(model, **kwargs), kwargs.get("cal", DEFAULT_CALIBRATION))
 
 
 def timeline(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> Timeline:
@@ -369,13 +375,15 @@ def _exports(cfg: RunConfig) -> dict[str, Any]:
     }
 
 
-def plan_dict(p: Plan, rank: int) -> dict[str, Any]:
-    """One plan as a JSON-ready dict (the keys `moeplan plan --json` promises)."""
+def plan_dict(p: Plan, rank: int, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, Any]:
+    """One plan as a JSON-ready dict (the keys `moeplan plan --json` promises); ``cal``: the constants it was
+    planned with (they say which imbalance natural routing stands for)."""
     est = p.estimate.as_dict()
     cfg = p.config
     out = {
         "rank": rank,
         **p.estimate.run_dict(),
+        **run_routing(cfg, cal),
         "memory_gib": est["memory_gib"],
         "host_memory_gib": est["host_memory_gib"],
         "host_peak_gib": est["host_peak_gib"],
@@ -411,6 +419,13 @@ class PlanReport:
     precision: str
     headroom: float
     result: PlanResult
+    moe_imbalance: float = 1.0  # the routing imbalance the question asked for (moeplan.base.routing)
+    cal: Calibration = DEFAULT_CALIBRATION  # the timing constants it was searched with
+
+    @property
+    def routing(self) -> dict[str, Any]:
+        """The routing the plans assume (moeplan.base.routing.routing_fields; None for a model without experts)."""
+        return routing_fields(self.moe_imbalance if self.model.num_experts else None, self.cal.natural_routing_imbalance)
 
     @property
     def plans(self) -> list[Plan]:
@@ -466,13 +481,13 @@ class PlanReport:
             "layouts_considered": r.layouts_considered,
             "layouts_feasible": r.layouts_feasible,
             "layouts_evaluated": r.layouts_evaluated,
-            # routing the plans assume (moeplan.base.routing): rows on the busiest expert rank / mean, 1.0 force-balanced;
-            # None for a model without experts
-            "moe_imbalance": (r.plans[0].config.moe_imbalance if r.plans else None) if self.model.num_experts else None,
+            # routing the plans assume (moeplan.base.routing): forced | natural | custom and the rows on the busiest
+            # expert rank / mean (1.0 force-balanced); both None for a model without experts
+            **self.routing,
             "notes": r.notes,
             "newer": None if r.newer is None else r.newer.as_dict(),
             "closest": self.closest_dict(),
-            "plans": [plan_dict(p, i + 1) for i, p in enumerate(r.plans)],
+            "plans": [plan_dict(p, i + 1, self.cal) for i, p in enumerate(r.plans)],
         }
 
 
@@ -486,7 +501,8 @@ def search_plans(
     precision: str = "bf16",
     top: int = 5,
     headroom: float = DEFAULT_HEADROOM,
-    moe_imbalance: float = 1.0,
+    moe_imbalance: float | None = None,
+    routing: str | None = None,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: str = DEFAULT_TE_VERSION,
@@ -512,10 +528,13 @@ def search_plans(
     'auto' searches Megatron-FSDP (optim_grads_params) beside the distributed optimizer, 'off' never,
     a sharding strategy pins it. ``optimizer`` (adam | muon) is the user's choice, never searched. ``knobs``: the
     other knobs every estimating command takes (moeplan.run.knobs: a flag in the ``gpu`` or ``cluster`` slot), by
-    their API keyword: the user's choice, never searched, carried by every run."""
+    their API keyword: the user's choice, never searched, carried by every run. ``routing`` (forced | natural) or
+    ``moe_imbalance`` (a number), not both: the routing the plans assume (default forced, 1.0)."""
     given = _given_knobs(knobs)
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
     fx = _check_fixed(fixed)
+    argcheck.calibration(cal, Calibration)
+    moe_imbalance = resolve_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance)
     _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib, cal)
     argcheck.choice("precision", precision, PRECISIONS)
     argcheck.flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
@@ -541,7 +560,7 @@ def search_plans(
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
                     te_version=te_version, te_grouped_tensor=te_grouped_tensor, knobs=given)
-    return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result)
+    return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result, moe_imbalance, cal)
 
 
 def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
@@ -656,13 +675,17 @@ class SweepPoint:
     plan: Plan | None = None
     closest: dict[str, Any] | None = None
     invalid: str | None = None
+    cal: Calibration = DEFAULT_CALIBRATION  # the timing constants of the sweep (natural routing's imbalance)
+    routing: dict[str, Any] | None = None  # the sweep's routing (moeplan.base.routing.routing_fields)
 
     def as_dict(self) -> dict[str, Any]:
+        routing = self.routing or routing_fields(None, self.cal.natural_routing_imbalance)
         if self.estimate is None:
-            return {"seq_len": self.seq_len, "gbs": self.gbs, "fits": False, "label": self.label, "plan": None,
-                    "closest": self.closest, "invalid": self.invalid}
-        return {**self.estimate.as_dict(), "label": self.label,
-                "plan": plan_dict(self.plan, 1) if self.plan is not None else None, "closest": None, "invalid": None}
+            return {"seq_len": self.seq_len, "gbs": self.gbs, "fits": False, **routing, "label": self.label,
+                    "plan": None, "closest": self.closest, "invalid": self.invalid}
+        return {**estimate_dict(self.estimate, self.cal), "label": self.label,
+                "plan": plan_dict(self.plan, 1, self.cal) if self.plan is not None else None, "closest": None,
+                "invalid": None}
 
 
 _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "reserve_gib", "mcore_version", "te_version",
@@ -677,7 +700,7 @@ def _every_command_knobs() -> set[str]:
 
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
                  progress: Any = None, all_invalid_raises: bool = True, first_invalid_raises: bool = False,
-                 **kwargs: Any) -> list[SweepPoint]:
+                 planned: PlanReport | None = None, **kwargs: Any) -> list[SweepPoint]:
     """Plan (or, with ``hold`` layout arguments, estimate one layout) at each sequence length. ``fsdp`` is
     :func:`search_plans`'s (auto: searched beside the distributed optimizer); a held layout runs the strategy
     it names, and the distributed optimizer for auto or off. A length at which no layout is valid (the held
@@ -686,7 +709,10 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     first length's :class:`InvalidLayout` is raised (the question is bad input, as it is to ``plan``), unless
     ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question). With
     ``first_invalid_raises`` (explain's two lengths: a comparison needs every run) the first invalid length's
-    :class:`InvalidLayout` is raised at once and no later length is planned."""
+    :class:`InvalidLayout` is raised at once and no later length is planned. ``planned``: a search already made
+    with the same settings at one of the lengths and its GBS (a report's plans), whose plan 1 that length takes
+    instead of searching again. ``routing`` (forced | natural) or ``moe_imbalance``, not both, as
+    :func:`search_plans` takes them: every row says the routing it assumed."""
     seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True, bound="seq_len")
     if sweep_lengths_problem(len(seq_lens)):
         raise MoeplanError(f"seq_lens: {sweep_lengths_problem(len(seq_lens))}")
@@ -695,23 +721,37 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
         argcheck.mapping("hold", hold, hint=" (the layout keywords to hold, e.g. {'tp': 2, 'ep': 8})")
     spec = resolve_model(model)
     check_gbs_tokens(seq_lens, gbs_tokens)  # every length checked before any work
+    cal = argcheck.calibration(kwargs.get("cal", DEFAULT_CALIBRATION), Calibration)
+    imbalance = resolve_imbalance(kwargs.pop("routing", None), kwargs.get("moe_imbalance"), cal.natural_routing_imbalance)
+    argcheck.imbalance_and_reserve(imbalance, kwargs.get("reserve_gib", DEFAULT_RESERVE_GIB))
+    kwargs["moe_imbalance"] = imbalance
+    routing = routing_fields(imbalance if spec.num_experts else None, cal.natural_routing_imbalance)
     points = []
     errors: list[InvalidLayout] = []
     if progress is not None and hasattr(progress, "start") and hold is not None:
         progress.start(len(seq_lens))
     for s in seq_lens:
         gbs = gbs_tokens // s  # whole sequences: check_gbs_tokens above
+        reuse = hold is None and planned is not None and (planned.seq_len, planned.result.requested_gbs) == (s, gbs)
         try:
-            point = _sweep_point(spec, s, gbs, hold, progress, kwargs)
+            point = _planned_point(planned, s, gbs) if reuse else _sweep_point(spec, s, gbs, hold, progress, kwargs)
         except InvalidLayout as exc:
             if first_invalid_raises:
                 raise
             errors.append(exc)
             point = SweepPoint(s, gbs, "planned" if hold is None else "held layout", None, invalid=str(exc))
-        points.append(point)
+        points.append(dataclasses.replace(point, cal=cal, routing=routing))
     if all_invalid_raises and errors and len(errors) == len(points):
         raise errors[0]
     return points
+
+
+def _planned_point(found: PlanReport, s: int, gbs: int) -> SweepPoint:
+    """A planned length of :func:`sweep_points` from a search already made at it."""
+    best = found.best
+    if best is None:
+        return SweepPoint(s, gbs, "planned", None, closest=found.closest_dict())
+    return SweepPoint(s, gbs, "planned", best.estimate, best)
 
 
 def _sweep_point(spec: ModelSpec, s: int, gbs: int, hold: dict[str, Any] | None, progress: Any,
@@ -726,11 +766,7 @@ def _sweep_point(spec: ModelSpec, s: int, gbs: int, hold: dict[str, Any] | None,
                 progress.advance()
         return SweepPoint(s, gbs, "held layout", est)
     plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS or k in _every_command_knobs()}
-    report = search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw)
-    best = report.best
-    if best is None:
-        return SweepPoint(s, gbs, "planned", None, closest=report.closest_dict())
-    return SweepPoint(s, gbs, "planned", best.estimate, best)
+    return _planned_point(search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw), s, gbs)
 
 
 def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:

@@ -64,6 +64,12 @@ HardwareYaml = Annotated[str | None, Field(description="text of a hardware YAML 
 CalibrationYaml = Annotated[str | None, Field(description="text of a calibration profile (calibrate's "
                                                           "profile_yaml): the timing constants fitted to a cluster")]
 Size = Annotated[int | None, Field(description="pin this size instead of searching it")]
+Routing = Annotated[Literal["forced", "natural"] | None,
+                    Field(description="routing the estimate assumes: forced (force-balanced, the perf recipes'; the "
+                                      "default) or natural (the router's own choices: the calibration's "
+                                      "natural_routing_imbalance); give routing or moe_imbalance, not both")]
+MoeImbalance = Annotated[float | None, Field(description="tokens on the busiest expert rank / mean (1.0: force-balanced "
+                                                         "routing); give routing or moe_imbalance, not both")]
 
 # --------------------------------------------------------------------------------------------- output schemas
 
@@ -84,16 +90,22 @@ _RUN = {
     "mfu_peak": {"type": "string", "description": "the peak mfu is taken against: bf16"},
     "time_breakdown_s": {"type": "object", "additionalProperties": _NUM},
     "outside_fit_note": {"type": ["string", "null"]},
+    "routing": {"enum": ["forced", "natural", "custom", None],
+                "description": "the routing assumed: forced, natural, or custom (moe_imbalance given as a number); null "
+                               "for a model without experts"},
+    "moe_imbalance": {"type": ["number", "null"], "description": "tokens on the busiest expert rank / mean assumed "
+                                                                 "(null for a model without experts)"},
 }
 _RUN_REQUIRED = ["parallel", "seq_len", "gbs", "memory_gib", "fits", "step_time_s", "tflops_per_gpu", "tflops_range",
                  "tokens_per_s_per_gpu", "tokens_per_s_range"]
+_ROUTING_REQUIRED = ["routing", "moe_imbalance"]  # every answer of estimate, plan, sweep and export says its routing
 ESTIMATE = {"type": "object", "properties": {"model": {"type": "string"}, "gpu": {"type": "string"},
                                              "gpus": {"type": "integer"}, **_RUN,
                                              "error_band": {**_NUM, "description": "relative band above the estimate"},
                                              "headroom_gib": _NUM,
                                              "hints": {"type": "array", "items": {"type": "object"}, "description":
                                                        "knobs left at their defaults with a value >= 10% faster"}},
-            "required": ["model", "gpu", "gpus", *_RUN_REQUIRED, "mfu", "error_band"]}
+            "required": ["model", "gpu", "gpus", *_RUN_REQUIRED, *_ROUTING_REQUIRED, "mfu", "error_band"]}
 _RATIONALE = {"type": "array", "items": {"type": "object", "properties": {"topic": {"type": "string"},
                                                                           "text": {"type": "string"}},
                                          "required": ["topic", "text"]}}
@@ -103,7 +115,8 @@ PLAN_ITEM = {"type": "object",
                             "tie": {"type": "boolean", "description": "its band overlaps the fastest plan's"},
                             "rationale": _RATIONALE, "overrides": _STRINGS, "yaml": {"type": "string"},
                             "megatron_lm_args": _STRINGS, "provenance": {"type": "string"}},
-             "required": ["rank", *_RUN_REQUIRED, "tie", "rationale", "overrides", "yaml", "megatron_lm_args"]}
+             "required": ["rank", *_RUN_REQUIRED, *_ROUTING_REQUIRED, "tie", "rationale", "overrides", "yaml",
+                          "megatron_lm_args"]}
 _CLOSEST = {"type": ["object", "null"], "description": "when nothing fits: the run that misses by least",
             "properties": {"short": {"type": "string"}, "memory_gib": _NUM, "misses_by_gib": _NUM,
                            "memory_gib_budget": _NUM}}
@@ -112,10 +125,11 @@ PLAN = {"type": "object",
                        "seq_len": {"type": "integer"}, "requested_gbs": {"type": "integer"},
                        "gbs": {"type": "integer", "description": "the GBS planned (halved while nothing fits)"},
                        "headroom": _NUM, "layouts_considered": {"type": "integer"},
+                       "routing": _RUN["routing"], "moe_imbalance": _RUN["moe_imbalance"],
                        "notes": _STRINGS, "closest": _CLOSEST,
                        "plans": {"type": "array", "items": PLAN_ITEM,
                                  "description": "what `moeplan plan --json` prints, fastest first (ties first)"}},
-        "required": ["model", "gpu", "gpus", "seq_len", "gbs", "plans", "closest", "notes"]}
+        "required": ["model", "gpu", "gpus", "seq_len", "gbs", "routing", "moe_imbalance", "plans", "closest", "notes"]}
 MODELS = {"type": "object", "properties": {"models": {"type": "array", "items": {
     "type": "object", "properties": {"name": {"type": "string"}, "architecture": {"type": "string"},
                                      "layers": {"type": "integer"}, "experts": {"type": "integer"},
@@ -132,8 +146,9 @@ PARAMS = {"type": "object", "properties": {"model": {"type": "string"}, "total_p
 SWEEP = {"type": "object", "properties": {"rows": {"type": "array", "items": {
     "type": "object", "properties": {"seq_len": {"type": "integer"}, "gbs": {"type": "integer"},
                                      "fits": {"type": "boolean"}, "tflops_per_gpu": _NUM, "tflops_range": _RANGE,
-                                     "closest": {"type": ["object", "null"]}, "invalid": {"type": ["string", "null"]}},
-    "required": ["seq_len", "gbs", "fits", "closest", "invalid"]},
+                                     "closest": {"type": ["object", "null"]}, "invalid": {"type": ["string", "null"]},
+                                     "routing": _RUN["routing"], "moe_imbalance": _RUN["moe_imbalance"]},
+    "required": ["seq_len", "gbs", "fits", "closest", "invalid", "routing", "moe_imbalance"]},
     "description": "what `moeplan sweep --json` prints: one row per length"}}, "required": ["rows"]}
 _SUMMARY = {"type": ["object", "null"], "properties": {"tflops_per_gpu": _NUM, "tokens_per_s_per_gpu": _NUM}}
 EXPLAIN = {"type": "object", "properties": {"a": _SUMMARY, "b": _SUMMARY, "reasons": _RATIONALE,
@@ -145,7 +160,8 @@ CHECK = {"type": "object", "properties": {
     "findings": {"type": "array", "items": {"type": "object", "properties": {
         "severity": {"enum": ["error", "warning", "info"]}, "rule": {"type": "string"},
         "message": {"type": "string"}, "fix": _STRINGS}, "required": ["severity", "rule", "message"]}},
-    "estimate": {"anyOf": [ESTIMATE, {"type": "null"}]}},
+    "estimate": {"anyOf": [{**ESTIMATE, "required": [k for k in ESTIMATE["required"] if k not in _ROUTING_REQUIRED]},
+                           {"type": "null"}]}},  # check takes the imbalance from the file or its flag
     "required": ["kind", "model", "gpu", "gpus", "errors", "warnings", "findings", "estimate"]}
 EXPORT = {"type": "object", "properties": {
     "format": {"enum": list(tools.EXPORT_FORMATS)},
@@ -280,9 +296,7 @@ async def estimate(
     fsdp: Literal["off", "no_shard", "optim", "optim_grads", "optim_grads_params"] | None = None,
     fsdp_double_buffer: bool = False, precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: Annotated[str | None, Field(description=f"Transformer Engine release (default {DEFAULT_TE_VERSION})")] = None,
-    te_grouped_tensor: bool = False,
-    moe_imbalance: Annotated[float | None, Field(description="busiest expert rank's tokens / mean (1.0: "
-                                                             "force-balanced)")] = None,
+    te_grouped_tensor: bool = False, routing: Routing = None, moe_imbalance: MoeImbalance = None,
     reserve_gib: Annotated[float | None, Field(description="GiB per GPU kept for CUDA context and NCCL")] = None,
     bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam",
     mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None, calibration_yaml: CalibrationYaml = None,
@@ -308,8 +322,8 @@ async def plan(
     keep_gbs: Annotated[bool, Field(description="never lower GBS when nothing fits")] = False,
     fsdp: FsdpSearch = "auto", fsdp_double_buffer: bool = False, precision: Precision = "bf16",
     mcore_version: str = DEFAULT_MCORE_VERSION, te_version: str | None = None, te_grouped_tensor: bool = False,
-    moe_imbalance: float | None = None, reserve_gib: float | None = None, bf16_grads: bool = False,
-    bf16_moments: bool = False, optimizer: Optimizer = "adam", mtp_layers: int | None = None,
+    routing: Routing = None, moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None,
+    bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam", mtp_layers: int | None = None,
     hardware_yaml: HardwareYaml = None, calibration_yaml: CalibrationYaml = None, model_name: ModelName = "custom-model",
 ) -> CallToolResult:
     """Search TP, PP, VPP, CP, EP, MBS, recompute, dispatcher, CP communication, EP overlap, CUDA graphs and
@@ -331,9 +345,10 @@ async def export(
     cp: Size = None, ep: Size = None, etp: Size = None, mbs: Size = None, dispatcher: Dispatcher | None = None,
     recompute: Recompute = None, no_cuda_graphs: bool = False, no_offload: bool = False, keep_gbs: bool = False,
     fsdp: FsdpSearch = "auto", precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
-    te_version: str | None = None, moe_imbalance: float | None = None, reserve_gib: float | None = None,
-    bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam",
-    mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None, model_name: ModelName = "custom-model",
+    te_version: str | None = None, routing: Routing = None, moe_imbalance: MoeImbalance = None,
+    reserve_gib: float | None = None, bf16_grads: bool = False, bf16_moments: bool = False,
+    optimizer: Optimizer = "adam", mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
+    model_name: ModelName = "custom-model",
 ) -> CallToolResult:
     """The best plan (pin sizes to export a layout of your own) as ready-to-use configuration: text is exactly what
     `moeplan plan --format FORMAT` prints (overrides, yaml, megatron-lm, headed by the provenance comment that
@@ -352,10 +367,10 @@ async def sweep(
     ep: int | None = None, etp: int | None = None, mbs: int | None = None, recompute: Recompute = None,
     dispatcher: Dispatcher | None = None, optimizer_offload: float = 0.0, cp_comm_type: CpComm = "p2p",
     fsdp: FsdpSearch = "auto", precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
-    te_version: str | None = None, moe_imbalance: float | None = None, reserve_gib: float | None = None,
-    bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam",
-    mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None, calibration_yaml: CalibrationYaml = None,
-    model_name: ModelName = "custom-model",
+    te_version: str | None = None, routing: Routing = None, moe_imbalance: MoeImbalance = None,
+    reserve_gib: float | None = None, bf16_grads: bool = False, bf16_moments: bool = False,
+    optimizer: Optimizer = "adam", mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
+    calibration_yaml: CalibrationYaml = None, model_name: ModelName = "custom-model",
 ) -> CallToolResult:
     """Plan each sequence length (or hold one layout) with a constant number of tokens per global batch (rows:
     what `moeplan sweep --json` prints; a length with no plan says why in closest / invalid)."""

@@ -97,19 +97,22 @@ def _calibration(s: _Scratch, calibration_yaml: str | None, hardware_file: str |
 def _run_settings(s: _Scratch, *, gpu: str, hardware_yaml: str | None, calibration_yaml: str | None,
                   precision: str, mcore_version: str, te_version: str | None, te_grouped_tensor: bool,
                   moe_imbalance: float | None, reserve_gib: float | None, bf16_grads: bool, bf16_moments: bool,
-                  optimizer: str, mtp_layers: int | None) -> dict[str, Any]:
+                  optimizer: str, mtp_layers: int | None, routing: str | None = None) -> dict[str, Any]:
     """The cluster and numerics keywords every estimating command passes (the CLI's run / sweep keywords), with a
-    profile's constants and reserve where given, as ``--calibration`` applies them."""
+    profile's constants and reserve where given, as ``--calibration`` applies them; ``routing`` or
+    ``moe_imbalance`` (not both) resolved as the CLI resolves them (moeplan.base.routing.resolve_imbalance)."""
+    from moeplan.base.routing import resolve_imbalance
     from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     hardware_file = _hardware(s, hardware_yaml)
     profile = _calibration(s, calibration_yaml, hardware_file)
     if reserve_gib is None and profile is not None:
         reserve_gib = profile.reserve_gib
+    cal = DEFAULT_CALIBRATION if profile is None else profile.calibration
     return dict(gpu=gpu, precision=precision, hardware_file=hardware_file,
-                moe_imbalance=1.0 if moe_imbalance is None else moe_imbalance,
+                moe_imbalance=resolve_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance),
                 reserve_gib=DEFAULT_RESERVE_GIB if reserve_gib is None else reserve_gib,
-                mcore_version=mcore_version, cal=DEFAULT_CALIBRATION if profile is None else profile.calibration,
+                mcore_version=mcore_version, cal=cal,
                 grad_fp32=not bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers,
                 te_version=te_version or DEFAULT_TE_VERSION, te_grouped_tensor=te_grouped_tensor)
 
@@ -162,7 +165,7 @@ def estimate(model: str, *, gpus: int, seq_len: int, gbs: int, gpu: str = DEFAUL
              te_grouped_tensor: bool = False, moe_imbalance: float | None = None, reserve_gib: float | None = None,
              bf16_grads: bool = False, bf16_moments: bool = False, optimizer: str = "adam",
              mtp_layers: int | None = None, hardware_yaml: str | None = None, calibration_yaml: str | None = None,
-             model_name: str = "custom-model") -> dict[str, Any]:
+             model_name: str = "custom-model", routing: str | None = None) -> dict[str, Any]:
     """``moeplan estimate MODEL ... --json`` (the same keywords the CLI passes to moeplan.api.estimate_run)."""
     from moeplan import api
 
@@ -170,14 +173,16 @@ def estimate(model: str, *, gpus: int, seq_len: int, gbs: int, gpu: str = DEFAUL
         kw = _run_settings(s, gpu=gpu, hardware_yaml=hardware_yaml, calibration_yaml=calibration_yaml,
                            precision=precision, mcore_version=mcore_version, te_version=te_version,
                            te_grouped_tensor=te_grouped_tensor, moe_imbalance=moe_imbalance, reserve_gib=reserve_gib,
-                           bf16_grads=bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers)
+                           bf16_grads=bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers,
+                           routing=routing)
         run = dict(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp,
                    pipeline_layout=pipeline_layout, recompute=recompute, dispatcher=dispatcher, ep_overlap=ep_overlap,
                    delay_wgrad=delay_wgrad, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload,
                    offload_modules=offload_modules, cp_comm_type=cp_comm_type, capacity_factor=capacity_factor,
                    rank_capacity_factor=rank_capacity_factor, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw)
         est = api.estimate_run(_model(s, model, model_name), **run)
-        out = est.as_dict()  # and the knobs left at their defaults worth changing, as `estimate --json` gives them
+        out = api.estimate_dict(est, kw["cal"])  # with its routing, and the knobs left at their defaults worth
+        # changing, as `estimate --json` gives them
         out["hints"] = [h.as_dict() for h in api.estimate_hints(est, run, kw["cal"])]
         return s.clean(_named(out, calibration_yaml))
 
@@ -227,14 +232,14 @@ def _search(s: _Scratch, model: str, *, gpus: int, seq_len: int, gbs: int, gpu: 
             keep_gbs: bool, fsdp: str, fsdp_double_buffer: bool, precision: str, mcore_version: str,
             te_version: str | None, te_grouped_tensor: bool, moe_imbalance: float | None, reserve_gib: float | None,
             bf16_grads: bool, bf16_moments: bool, optimizer: str, mtp_layers: int | None, hardware_yaml: str | None,
-            calibration_yaml: str | None, model_name: str, progress: Progress | None) -> Any:
+            calibration_yaml: str | None, model_name: str, progress: Progress | None, routing: str | None) -> Any:
     """moeplan.api.search_plans with the keywords ``moeplan plan`` passes."""
     from moeplan import api
 
     kw = _run_settings(s, gpu=gpu, hardware_yaml=hardware_yaml, calibration_yaml=calibration_yaml, precision=precision,
                        mcore_version=mcore_version, te_version=te_version, te_grouped_tensor=te_grouped_tensor,
                        moe_imbalance=moe_imbalance, reserve_gib=reserve_gib, bf16_grads=bf16_grads,
-                       bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers)
+                       bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers, routing=routing)
     return api.search_plans(_model(s, model, model_name), gpus=gpus, seq_len=seq_len, gbs=gbs, top=top,
                             headroom=headroom, fixed=_fixed(tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute),
                             cuda_graphs=not no_cuda_graphs, optimizer_offload=not no_offload,
@@ -246,8 +251,8 @@ def _plan_defaults() -> dict[str, Any]:
     return dict(gpu=DEFAULT_GPU, top=5, headroom=DEFAULT_HEADROOM, tp=None, pp=None, vpp=None, cp=None, ep=None,
                 etp=None, mbs=None, dispatcher=None, recompute=None, no_cuda_graphs=False, no_offload=False,
                 keep_gbs=False, fsdp="auto", fsdp_double_buffer=False, precision="bf16",
-                mcore_version=DEFAULT_MCORE_VERSION, te_version=None, te_grouped_tensor=False, moe_imbalance=None,
-                reserve_gib=None, bf16_grads=False, bf16_moments=False, optimizer="adam", mtp_layers=None,
+                mcore_version=DEFAULT_MCORE_VERSION, te_version=None, te_grouped_tensor=False, routing=None,
+                moe_imbalance=None, reserve_gib=None, bf16_grads=False, bf16_moments=False, optimizer="adam", mtp_layers=None,
                 hardware_yaml=None, calibration_yaml=None, model_name="custom-model")
 
 
@@ -317,7 +322,7 @@ def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: s
           moe_imbalance: float | None = None, reserve_gib: float | None = None, bf16_grads: bool = False,
           bf16_moments: bool = False, optimizer: str = "adam", mtp_layers: int | None = None,
           hardware_yaml: str | None = None, calibration_yaml: str | None = None, model_name: str = "custom-model",
-          progress: Progress | None = None) -> dict[str, Any]:
+          progress: Progress | None = None, routing: str | None = None) -> dict[str, Any]:
     """``moeplan sweep ... --json`` as ``{"rows": [...]}``: each length planned, or the layout held (``hold``, or
     any layout size given) with the CLI's defaults for the held knobs."""
     from moeplan import api
@@ -333,7 +338,8 @@ def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: s
         kw = _run_settings(s, gpu=gpu, hardware_yaml=hardware_yaml, calibration_yaml=calibration_yaml,
                            precision=precision, mcore_version=mcore_version, te_version=te_version,
                            te_grouped_tensor=te_grouped_tensor, moe_imbalance=moe_imbalance, reserve_gib=reserve_gib,
-                           bf16_grads=bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers)
+                           bf16_grads=bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers,
+                           routing=routing)
         rows = api.sweep(_model(s, model, model_name), gpus=gpus, seq_lens=seq_lens, gbs_tokens=gbs_tokens, hold=held,
                          progress=progress, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw)
         return s.clean({"rows": _named(rows, calibration_yaml)})

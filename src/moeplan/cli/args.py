@@ -10,7 +10,7 @@ from typing import Any
 from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
 from moeplan.base.limits import run_problem, sweep_lengths_problem
-from moeplan.base.routing import DEFAULT_ROUTING, ROUTINGS, routing_imbalance
+from moeplan.base.routing import ROUTINGS, resolve_imbalance
 from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
                                 TRACE_DETAIL_MICROBATCHES)
 from moeplan.cli.output import api, read_strategy
@@ -234,13 +234,10 @@ def fsdp_search_argument(p: argparse.ArgumentParser) -> None:
 
 def _imbalance(args: argparse.Namespace) -> float:
     """--moe-imbalance as the planning commands take it (unset: the --routing's, force-balanced 1.0 by default;
-    natural: the calibration's natural_routing_imbalance, moeplan.base.routing)."""
-    routing = getattr(args, "routing", None)
-    if args.moe_imbalance is not None and routing is not None:
-        raise MoeplanError("give --routing or --moe-imbalance, not both (--routing natural stands for an imbalance)")
-    if args.moe_imbalance is not None:
-        return float(args.moe_imbalance)
-    return routing_imbalance(routing or DEFAULT_ROUTING, args.cal.natural_routing_imbalance)
+    natural: the calibration's natural_routing_imbalance): moeplan.base.routing.resolve_imbalance, as the API, the
+    MCP tools and the page resolve it, which refuses both flags together."""
+    return float(resolve_imbalance(getattr(args, "routing", None), args.moe_imbalance, args.cal.natural_routing_imbalance,
+                                   names=("--routing", "--moe-imbalance")))
 
 
 def _reserve(args: argparse.Namespace) -> float:

@@ -8,6 +8,7 @@ from typing import Any
 from moeplan.cli.args import TRACE_HELP, add_run_arguments, strategy_kwargs
 from moeplan.cli.output import (Console, Table, api, check_output, check_trace, distinct_outputs, escape, print_json,
                                 schedule_refused, trace_note, write_trace, wrote)
+from moeplan.cli.plan import routing_said
 from moeplan.cli.profile import named
 
 
@@ -20,7 +21,7 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
             + ((" + EP overlap" + ("" if est.get("delay_wgrad") else " (wgrad not delayed)")) if est.get("ep_overlap")
                else "")
             + (f", Megatron-FSDP {est['fsdp']}" if est.get("fsdp") else "")
-            + (", Muon" if est.get("optimizer") == "muon" else ""))
+            + (", Muon" if est.get("optimizer") == "muon" else "") + routing_said(est))
     console.print(head, highlight=False, markup=False)
     mem = Table(title=f"Memory per GPU (pipeline rank {est['memory_rank']}, the most loaded)")
     mem.add_column("item")
@@ -67,7 +68,7 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> int:
     check_trace(args.trace)
     kwargs = strategy_kwargs(args)
     estimate = api.estimate_run(args.model, **kwargs)
-    est = estimate.as_dict()
+    est = api.estimate_dict(estimate, args.cal)  # with the routing it assumed
     est["hints"] = [h.as_dict() for h in api.estimate_hints(estimate, kwargs, args.cal)]
     tl = None
     if args.trace or (args.plot and not schedule_refused(estimate.config)):

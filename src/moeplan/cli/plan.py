@@ -84,19 +84,23 @@ def _plans_table(result: dict[str, Any], narrow: bool) -> Table:
     return table
 
 
-def _routing_said(imbalance: float | None) -> str:
-    """The routing a plan list assumes, for its header (nothing for a model without experts)."""
-    if imbalance is None:
+def routing_said(answer: dict[str, Any], hint: bool = True) -> str:
+    """The routing an answer assumes (its ``routing`` and ``moe_imbalance``), for a header: '; ' and the words of
+    moeplan.base.routing.routing_words (nothing for a model without experts); ``hint``: force-balanced routing
+    names the flag for natural routing."""
+    from moeplan.base.routing import routing_words
+
+    words = routing_words(answer)
+    if not words:
         return ""
-    return ("; force-balanced routing (--routing natural for the router's own)" if imbalance == 1.0
-            else f"; routing imbalance {imbalance:.4g} (busiest expert rank / mean)")
+    return "; " + words + (" (--routing natural for the router's own)" if hint and answer["routing"] == "forced" else "")
 
 
 def print_plans(result: dict[str, Any], console: Console) -> None:
     console.print(f"{result['model']} on {result['gpus']} x {result['gpu']}, seq {result['seq_len']:,}, "
                   f"GBS {result['gbs']}, {result['precision']}: {result['layouts_feasible']} of "
                   f"{result['layouts_considered']} layouts fit (headroom {result['headroom']:.0%} of HBM)"
-                  + _routing_said(result.get("moe_imbalance")), highlight=False)
+                  + routing_said(result), highlight=False)
     for note in result["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     table = unbroken(console, lambda narrow: _plans_table(result, narrow))

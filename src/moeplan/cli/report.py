@@ -8,7 +8,7 @@ from typing import Any
 from moeplan.cli.args import add_run_arguments, bounded_int, fsdp_search_argument, parse_lengths, sweep_kwargs
 from moeplan.cli.output import (Console, LazyConsole, api, check_output, distinct_outputs, print_json, schedule_refused,
                                 wrote)
-from moeplan.cli.plan import SearchProgress, no_fit
+from moeplan.cli.plan import SearchProgress, no_fit, routing_said
 from moeplan.cli.profile import named
 
 
@@ -38,7 +38,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
                              all_invalid_raises=False, **sweep_kwargs(args))
     finally:
         progress.stop()
-    title = f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
+    title = (f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
+             + routing_said(result, hint=False))
     if args.profile is not None:
         title += f" ({args.profile.describe()})"
     report.write_html_report(args.html, title=title, plans=plans, estimate=est, sweep=rows,

@@ -9,7 +9,7 @@ from moeplan.base.vocab import RESOLVED_GAIN
 from moeplan.cli.args import held_layout, sweep_arguments, sweep_kwargs
 from moeplan.cli.output import (Console, LazyConsole, Table, api, check_output, distinct_outputs, escape, print_json,
                                 wrote)
-from moeplan.cli.plan import SearchProgress
+from moeplan.cli.plan import SearchProgress, routing_said
 from moeplan.cli.profile import named
 from moeplan.cli.tables import make_table, num_column, text_column, unbroken, wrapping
 
@@ -46,6 +46,9 @@ def _sweep_table(rows: list[dict[str, Any]], narrow: bool) -> Table:
 
 
 def print_sweep(rows: list[dict[str, Any]], console: Console) -> None:
+    said = routing_said(rows[0]) if rows else ""  # one question: every row assumes the same routing
+    if said:
+        console.print(f"Assumes {said.removeprefix('; ')}", highlight=False, markup=False)
     console.print(unbroken(console, lambda narrow: _sweep_table(rows, narrow)))
     for r in rows:  # a newer Megatron-Core release that plans faster at a length (plan 1's rationale says it)
         newer = next((x["numbers"] for x in ((r.get("plan") or {}).get("rationale") or ())

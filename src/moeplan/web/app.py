@@ -33,6 +33,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from moeplan.base.errors import MoeplanError
+from moeplan.base.routing import DEFAULT_ROUTING, ROUTINGS, routing_words
 from moeplan.web.forms import (MAX_UPLOAD_BYTES, PLAN_PINS, Form, Uploads, field_of, gpu_arg, hardware_arg,
                                model_arg)
 
@@ -147,11 +148,18 @@ def catalogs(hardware: str | None = None) -> dict[str, Any]:
     except MoeplanError:
         gpus = hardware_names()
     return {"models": catalog_names(), "gpus": gpus, "precisions": PRECISIONS, "versions": VERSIONS,
-            "default_version": DEFAULT_MCORE_VERSION, "dispatchers": ("auto", *DISPATCHERS), "pins": PLAN_PINS}
+            "default_version": DEFAULT_MCORE_VERSION, "dispatchers": ("auto", *DISPATCHERS), "pins": PLAN_PINS,
+            "routings": ROUTINGS, "default_routing": DEFAULT_ROUTING}
 
 
-PLAN_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs", "precision", "mcore_version", "top", *PLAN_PINS,
-               "recompute", "dispatcher", "plan")
+def routing_arg(form: Form) -> str | None:
+    """The routing select (forced | natural), which the API resolves to the imbalance as the CLI's --routing
+    (moeplan.base.routing.resolve_imbalance); None: the default, forced."""
+    return form.choice("routing", ROUTINGS, None)
+
+
+PLAN_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs", "precision", "routing", "mcore_version", "top",
+               *PLAN_PINS, "recompute", "dispatcher", "plan")
 
 
 def plan_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, Any]]:
@@ -164,7 +172,7 @@ def plan_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, A
     gpu = gpu_arg(form, hardware)
     kw: dict[str, Any] = dict(gpu=gpu, hardware_file=hardware, gpus=form.count("gpus", required=True),
                               seq_len=form.tokens("seq_len", required=True), gbs=form.count("gbs", required=True),
-                              precision=form.choice("precision", PRECISIONS, "bf16"),
+                              precision=form.choice("precision", PRECISIONS, "bf16"), routing=routing_arg(form),
                               mcore_version=form.choice("mcore_version", VERSIONS, DEFAULT_MCORE_VERSION),
                               top=form.count("top", default=5))
     if kw["top"] is not None and kw["top"] > 20:
@@ -192,7 +200,7 @@ def selected_plan(form: Form, n_plans: int) -> int:
     return n
 
 
-SWEEP_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs_tokens", "precision", "mcore_version")
+SWEEP_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs_tokens", "precision", "routing", "mcore_version")
 
 
 def sweep_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, Any]]:
@@ -203,7 +211,7 @@ def sweep_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, 
     hardware = hardware_arg(form, uploads)
     kw = dict(gpu=gpu_arg(form, hardware), hardware_file=hardware, gpus=form.count("gpus", required=True),
               seq_lens=form.lengths("seq_len", required=True), gbs_tokens=form.tokens("gbs_tokens", required=True),
-              precision=form.choice("precision", PRECISIONS, "bf16"),
+              precision=form.choice("precision", PRECISIONS, "bf16"), routing=routing_arg(form),
               mcore_version=form.choice("mcore_version", VERSIONS, DEFAULT_MCORE_VERSION))
     return model, kw
 
@@ -256,7 +264,8 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         plans = result["plans"]
         shown = form.raw("model") if form.raw("model").startswith("upload:") else result["model"]
         out: dict[str, Any] = {"result": result, "plans": plans, "budget_gib": found.memory_budget_bytes / 1024**3,
-                               "model": f"{shown} ({found.model.model_type})" if shown != result["model"] else shown}
+                               "model": f"{shown} ({found.model.model_type})" if shown != result["model"] else shown,
+                               "routing": routing_words(result)}
         if not plans:
             out["no_fit"] = report.no_fit_sentence(result)  # the CLI's line (one function words it)
             return out
@@ -445,7 +454,8 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
             failed(form, SWEEP_FIELDS, exc)
             return {}
         return {"rows": rows, "section": engine.call(report.sweep_section, rows),
-                "missing": sum("parallel" not in r for r in rows)}
+                "missing": sum("parallel" not in r for r in rows),
+                "routing": routing_words(rows[0]) if rows else ""}  # one question: every row's routing is the same
 
     async def sweep_view(request: Request) -> Response:
         if not request.query_params:
