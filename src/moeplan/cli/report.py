@@ -34,8 +34,9 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
             # the same run settings as the report's plans (numerics, imbalance, reserve, versions); a length with
             # no plan is a row saying why, even where no length has a valid layout (the plans answer the question)
             api.check_gbs_tokens(args.sweep, args.gbs * args.seq_len, "the token budget (--gbs x --seq-len)")
+            # the report's own length is not searched again: its plans are that length's search (planned)
             rows = api.sweep(args.model, seq_lens=args.sweep, gbs_tokens=args.gbs * args.seq_len, progress=progress,
-                             all_invalid_raises=False, **sweep_kwargs(args))
+                             all_invalid_raises=False, planned=found, **sweep_kwargs(args))
     finally:
         progress.stop()
     title = (f"{result['model']} on {args.gpus} x {result['gpu']}, seq {args.seq_len:,}, GBS {result['gbs']}"
