@@ -14,12 +14,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from moeplan.api.answers import estimate_dict, run_routing
 from moeplan.base import argcheck
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, normalize_version
 from moeplan.base.limits import run_bound, sweep_lengths_problem
 from moeplan.base.routing import resolve_imbalance, routing_fields
-from moeplan.api.answers import estimate_dict, run_routing
 from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from moeplan.base.errors import MoeplanError
+from moeplan.base.routing import routing_words
 from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, LAUNCH_FORMATS, REFINE_MIN
 from moeplan.cli.args import (TRACE_HELP, add_run_arguments, bounded_int, fixed, fsdp_search_argument, positive_int,
                               sweep_kwargs)
@@ -88,8 +89,6 @@ def routing_said(answer: dict[str, Any], hint: bool = True) -> str:
     """The routing an answer assumes (its ``routing`` and ``moe_imbalance``), for a header: '; ' and the words of
     moeplan.base.routing.routing_words (nothing for a model without experts); ``hint``: force-balanced routing
     names the flag for natural routing."""
-    from moeplan.base.routing import routing_words
-
     words = routing_words(answer)
     if not words:
         return ""
