@@ -69,3 +69,9 @@ def test_export_with_nothing_fitting_says_the_clis_line(capsys):
     text = error("export", args)
     assert main(["plan", "deepseek-v3", "--gpu", "h100", "--gpus", "8", "--seq-len", "128k", "--gbs", "8"]) == 1
     assert text == capsys.readouterr().err.strip().removeprefix("moeplan: ") + "; nothing to export"
+
+
+def test_check_config_says_the_routing_of_its_file(capsys):
+    text = ok("export", dict(Q, routing="natural", format="yaml"))["text"]
+    got = ok("check_config", {"config": text})
+    assert (got["estimate"]["routing"], got["estimate"]["moe_imbalance"]) == ("natural", NATURAL)

@@ -133,3 +133,17 @@ def test_cli_refuses_routing_with_an_imbalance(command, capsys, tmp_path, monkey
     assert err == ("moeplan: error: give --routing or --moe-imbalance, not both (--routing natural stands for an "
                    "imbalance)\n")
     assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+def test_check_says_the_routing_its_file_assumed(capsys, tmp_path):
+    """A plan exported under natural routing carries its imbalance in the '# moeplan:' comment; check reads it
+    back and says it (JSON estimate, the table's first line); --moe-imbalance overrides it."""
+    run = tmp_path / "run.yaml"
+    assert main(["plan", *ARGV, "--gbs", "64", "--routing", "natural", "--format", "yaml"]) == 0
+    run.write_text(capsys.readouterr().out)
+    got = _json(capsys, "check", str(run))
+    assert (got["estimate"]["routing"], got["estimate"]["moe_imbalance"]) == ("natural", NATURAL)
+    assert _json(capsys, "check", str(run), "--moe-imbalance", "1.3")["estimate"]["routing"] == "custom"
+    main(["check", str(run)])
+    head = " ".join(" ".join(capsys.readouterr().out.splitlines()[:4]).split())
+    assert f"natural routing, routing imbalance {NATURAL:.4g}" in head and "--routing" not in head

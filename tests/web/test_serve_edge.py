@@ -97,3 +97,11 @@ def test_an_unknown_routing_is_refused_beside_its_field(client: Any) -> None:
     r = client.get("/plan?" + Q + "&routing=balanced")
     assert r.status_code == 422
     assert _field_error(r.text, "routing") == "routing 'balanced' unknown; choose one of forced, natural"
+
+
+def test_the_check_page_says_the_routing_of_its_file(client: Any, capsys: Any) -> None:
+    assert main(["plan", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4k", "--gbs", "64",
+                 "--routing", "natural", "--format", "yaml"]) == 0
+    r = client.post("/check", data={"text": capsys.readouterr().out})
+    assert r.status_code == 200
+    assert re.search(r'<p class="note" id="routing">Assumes natural routing, routing imbalance [0-9.]+ ', r.text)

@@ -160,8 +160,7 @@ CHECK = {"type": "object", "properties": {
     "findings": {"type": "array", "items": {"type": "object", "properties": {
         "severity": {"enum": ["error", "warning", "info"]}, "rule": {"type": "string"},
         "message": {"type": "string"}, "fix": _STRINGS}, "required": ["severity", "rule", "message"]}},
-    "estimate": {"anyOf": [{**ESTIMATE, "required": [k for k in ESTIMATE["required"] if k not in _ROUTING_REQUIRED]},
-                           {"type": "null"}]}},  # check takes the imbalance from the file or its flag
+    "estimate": {"anyOf": [ESTIMATE, {"type": "null"}]}},
     "required": ["kind", "model", "gpu", "gpus", "errors", "warnings", "findings", "estimate"]}
 EXPORT = {"type": "object", "properties": {
     "format": {"enum": list(tools.EXPORT_FORMATS)},

@@ -42,7 +42,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         print_json(named(result.as_dict(), args))
     else:
         if result.estimate is not None:
-            print_estimate(result.estimate.as_dict(), console)
+            print_estimate(result.estimate_dict(), console, routing_hint=False)  # with the routing it assumed
         table = make_table(f"Findings for {args.config} ({result.kind})", console.width < NARROW_COLUMNS)
         narrow = console.width < NARROW_COLUMNS
         table.add_column("severity", no_wrap=True)

@@ -12,7 +12,9 @@ from moeplan.cli.plan import routing_said
 from moeplan.cli.profile import named
 
 
-def print_estimate(est: dict[str, Any], console: Console) -> None:
+def print_estimate(est: dict[str, Any], console: Console, routing_hint: bool = True) -> None:
+    """The estimate's tables; its first line says the run and the routing assumed (``routing_hint``: name --routing
+    natural after force-balanced routing, where the command takes the flag)."""
     par = est["parallel"]
     head = (f"{est['model']} on {est['gpus']} x {est['gpu']} | seq {est['seq_len']:,} GBS {est['gbs']} MBS {est['mbs']} "
             f"({est['microbatches']} micro-batches) | TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} "
@@ -21,7 +23,7 @@ def print_estimate(est: dict[str, Any], console: Console) -> None:
             + ((" + EP overlap" + ("" if est.get("delay_wgrad") else " (wgrad not delayed)")) if est.get("ep_overlap")
                else "")
             + (f", Megatron-FSDP {est['fsdp']}" if est.get("fsdp") else "")
-            + (", Muon" if est.get("optimizer") == "muon" else "") + routing_said(est))
+            + (", Muon" if est.get("optimizer") == "muon" else "") + routing_said(est, routing_hint))
     console.print(head, highlight=False, markup=False)
     mem = Table(title=f"Memory per GPU (pipeline rank {est['memory_rank']}, the most loaded)")
     mem.add_column("item")

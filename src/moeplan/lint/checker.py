@@ -15,6 +15,7 @@ from typing import Any
 from moeplan.base import argcheck
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import VERSIONS, check_settings, dp_assertions, normalize_version
+from moeplan.base.routing import routing_fields
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM
 from moeplan.base.vocab import DEFAULT_MCORE_VERSION
@@ -42,6 +43,16 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     fix_version: str | None = None  # the release the fixes are written for (the target, else the first that runs it)
     file_paths: dict[str, str] = field(default_factory=dict)  # field -> the key or flag that set it in the file
+    cal: Calibration = DEFAULT_CALIBRATION  # the timing constants of the estimate (natural routing's imbalance)
+
+    def estimate_dict(self) -> dict[str, Any] | None:
+        """The file's estimate as JSON, with the routing it assumed (moeplan.base.routing.routing_fields: the
+        file's '# moeplan:' imbalance or the --moe-imbalance flag; null without experts)."""
+        if self.estimate is None:
+            return None
+        cfg = self.estimate.config
+        return self.estimate.as_dict() | routing_fields(cfg.moe_imbalance if cfg.model.num_experts else None,
+                                                        self.cal.natural_routing_imbalance)
 
     @property
     def errors(self) -> int:
@@ -76,7 +87,7 @@ class CheckResult:
                 "warnings": self.warnings, "infos": self.infos,
                 "findings": [f.as_dict() | ({"fix_megatron_lm": self.fix_lines(f)} if mlm else {})
                              for f in self.findings],
-                "estimate": self.estimate.as_dict() if self.estimate is not None else None}
+                "estimate": self.estimate_dict()}
 
 
 @dataclass(frozen=True)
@@ -302,7 +313,8 @@ def check(path: str, *, model: str | None = None, gpu: str | None = None, gpus: 
     if not cfg.layout_checks():
         estimate = evaluate(cfg, gpu_spec, cal)
     return CheckResult(cfg, gpu_spec, parsed.kind, sort_findings(findings), estimate,
-                       fix_version=None if fixable is None else fixable.mcore_version, file_paths=dict(parsed.paths))
+                       fix_version=None if fixable is None else fixable.mcore_version, file_paths=dict(parsed.paths),
+                       cal=cal)
 
 
 # Files whose warnings are about a config (the rest: import-time notices about this machine, deprecations).

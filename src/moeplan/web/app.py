@@ -523,7 +523,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
             return {}
         finally:
             path.unlink(missing_ok=True)
-        est = result.estimate.as_dict() if result.estimate is not None else None
+        est = result.estimate_dict()  # with the routing it assumed
         numbered = [f for f in result.findings if f.fix]
         findings = [{"severity": f.severity, "rule": f.rule, "line": f.line or "",
                      "message": f.message.replace(str(path), "the pasted file"),
@@ -531,7 +531,7 @@ def create_app(upload_dir: str | Path | None = None) -> Starlette:
         fixes = [{"n": i, "rule": f.rule, "line": f.line, "lines": result.fix_lines(f)}
                  for i, f in enumerate(numbered, start=1)]
         return {"result": result.as_dict(), "kind": result.kind, "findings": findings, "fixes": fixes,
-                "summary_line": result.summary(),
+                "summary_line": result.summary(), "routing": routing_words(est) if est else "",
                 "summary": report.summary_section(est, []) if est else None}
 
     async def check_view(request: Request) -> Response:
