@@ -107,7 +107,7 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     d_qk, d_v = mixer.head_dims
     kind = attention_kernel(mixer, gpu, te_version)
     if kind != "unfused":
-        return fused_attention_efficiency(d_qk, d_v, kind, cal)
+        return fused_attention_efficiency(d_qk, d_v, kind, cal, gpu)
     assert gpu is not None  # attention_kernel returns "unfused" only for a known compute capability
     fwd_mm = 2.0 * (d_qk + d_v)
     counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
@@ -129,17 +129,31 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 
-def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION
-                               ) -> tuple[float, float, float]:
+# FlashAttention-2's mma.sync kernels reach about the same TFLOP/s on Hopper as on Blackwell (~320-360 forward at head
+# dim 128: tests/data/attention_headdim_h200.csv, tests/data/fa2_b200.csv), so their share of the BF16 peak is
+# ~2x higher on Hopper (989 TFLOP/s dense) than on B200 (2,250): the calibration keeps one pair of shares per
+# architecture, ``flash2`` (sm100, from the B200 benchmarks) and this key (sm90, from the H200 table).
+FLASH2_HOPPER_KEY = "flash2_sm90"
+
+
+def rate_key(kind: str, gpu: GPUSpec | None) -> str:
+    """The calibration key of kernel family ``kind``'s rates on ``gpu``: FLASH2_HOPPER_KEY for FlashAttention-2 on
+    sm90 (see there), else ``kind``."""
+    return FLASH2_HOPPER_KEY if kind == "flash2" and gpu is not None and gpu.sm_arch == 90 else kind
+
+
+def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION,
+                               gpu: GPUSpec | None = None) -> tuple[float, float, float]:
     """:func:`attention_efficiency` of a fused kernel family ``kind`` (flash, cudnn_mla, flash2) at these head
-    dims, whichever GPU would pick it. Equal heads wider than WIDE_HEAD_KERNEL_ABOVE run the family's wide-head
-    kernels at ``attn_wide_fwd_share`` / ``attn_wide_bwd_share`` of its efficiency (measured on H200:
-    tests/data/attention_headdim_h200.csv)."""
+    dims on ``gpu`` (its rates: :func:`rate_key`; None: the family's own key). Equal heads wider than
+    WIDE_HEAD_KERNEL_ABOVE run the family's wide-head kernels at ``attn_wide_fwd_share`` / ``attn_wide_bwd_share``
+    of its efficiency (measured on H200: tests/data/attention_headdim_h200.csv)."""
     fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
     counted = fwd_mm
     wide = d_qk == d_v > WIDE_HEAD_KERNEL_ABOVE
-    fwd_eff = cal.attn_fwd_eff[kind] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
-    bwd_eff = cal.attn_bwd_eff[kind] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
+    key = rate_key(kind, gpu)
+    fwd_eff = cal.attn_fwd_eff[key] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
+    bwd_eff = cal.attn_bwd_eff[key] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
     fwd_t = fwd_mm / fwd_eff + cal.attn_softmax_flops  # time per score, in 1 / peak
     bwd_t = bwd_mm / bwd_eff + cal.attn_softmax_flops
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
