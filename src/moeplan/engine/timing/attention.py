@@ -36,6 +36,27 @@ def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_d
     return heads_split(mixer, tp, inner)
 
 
+def ring_ranks(cfg: RunConfig, nvlink_domain: int) -> int:
+    """Ranks of the CP ring a sequence is split over (1: none; a2a / Ulysses keeps whole sequences; a2a+p2p rings
+    across NVLink domains)."""
+    par = cfg.parallel
+    if par.cp <= 1 or cfg.cp_comm_type == "a2a":
+        return 1
+    return par.cp // hierarchical_cp_inner(par.tp, par.cp, nvlink_domain) if cfg.cp_comm_type == "a2a+p2p" else par.cp
+
+
+def causal_part(cfg: RunConfig, mixer: Attention, nvlink_domain: int) -> tuple[float, float]:
+    """(share of the layer's attention work, block length) run by causal kernel calls. Without a ring the whole
+    sequence is one causal block. With ring CP (TE context_parallel.py AttnFuncWithCPAndKVP2P, load-balanced
+    causal split: each rank holds 2 chunks of seq / (2 x ring) tokens) step 0 is one causal call over the rank's own
+    seq / ring tokens, 1 / ring of its score elements; the ring - 1 other steps are non-causal calls (half the
+    queries against all keys received, or all queries against half) on the seq / (2 x ring) blocks of
+    :func:`attention_block_tokens`. A sliding window caps the block as there."""
+    ring = ring_ranks(cfg, nvlink_domain)
+    length = float(cfg.batch.seq_len) / ring
+    return 1.0 / ring, min(length, mixer.sliding_window) if mixer.sliding_window else length
+
+
 def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int) -> float:
     """Length of the blocks one attention kernel call works on.
 
@@ -160,11 +181,20 @@ def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration 
 
 
 def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> float:
-    """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks."""
+    """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks: the long-block rate times
+    L / (L + h) per block, h = ``attn_half_tokens`` for non-causal blocks and ``attn_causal_half_tokens`` for the
+    causal ones (:func:`causal_part`), time-weighted by their share of the work. The unfused path multiplies the
+    whole square (no causal skipping): its blocks take the non-causal ramp."""
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
     par, batch = cfg.parallel, cfg.batch
     square = unfused_score_square(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
-    return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2] * length / (length + cal.attn_half_tokens)
+    long_rate = gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2]
+    if attention_kernel(mixer, gpu, cfg.te_version) == "unfused":
+        return long_rate * length / (length + cal.attn_half_tokens)
+    share, causal_len = causal_part(cfg, mixer, gpu.nvlink_domain)
+    slow = (share * (causal_len + cal.attn_causal_half_tokens) / causal_len
+            + (1 - share) * (length + cal.attn_half_tokens) / length)  # time per unit of long-block time
+    return long_rate / slow
 
 
 def attention_s(ctx: Ctx, mixer: Attention) -> float:
