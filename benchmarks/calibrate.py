@@ -12,9 +12,9 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
 - groups N01-N41 (tests/measured_variants.n_variants): absolute where the group is a tuned recipe on one software
   stack (N01-N03 the Megatron-LM MoE recipe index, repeats as their geometric mean; N30; N37), ratios to the sub-group's first row where software or the level
   is confounded (N25 the 14-layer DeepSeek-V3 proxy; N27 MXFP8 over BF16 before / after Bridge PR #1869); N38 / N39
-  (one MoE layer on 8 H100) as that layer's seconds (tests/measured_variants.moe_layer_s), reported. N40 / N41 (the
-  dense CP sweeps) as tokens/s (NeMo's own FLOP count) over the sweep's shortest point: each is one older NeMo stack,
-  so its level is confounded and its shape is attention and CP cost against length. N31-N33
+  (one MoE layer on 8 H100) as that layer's seconds (tests/measured_variants.moe_layer_s), reported. The dense CP
+  sweeps as tokens/s (NeMo's own FLOP count): N41 absolute (its rows run their TE 1.3), N40 over its shortest point
+  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps). N31-N33
   (AWS EFA) are estimated and reported, not fitted (N_OUT_OF_FIT says why); rows no
   estimate expresses are listed with the missing feature (UNEXPRESSED).
 Constants are fitted in logit space (efficiencies stay in (0, 1)) with a weak prior at their source
@@ -617,8 +617,8 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         fr = math.sqrt(float(np.mean(r1[idx] ** 2)))
         lines.append(f"| {g} | {len(idx)} | {fr:.3f} | {math.sqrt(float(np.mean(cv[g] ** 2))):.3f} |")
     lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14, N01-N03, N30, N37), a ratio inside the",
-              "group (G05, G09, MB01, N25, N27: the row over its sub-group's first row; N40, N41: tokens/s over the",
-              "sweep's shortest point), or seconds offload adds (G08).",
+              "group (G05, G09, MB01, N25, N27: the row over its sub-group's first row; N40: tokens/s over its 8K",
+              "point), tokens/s per GPU (N41), or seconds offload adds (G08).",
               f"{len(obs)} observations.", ""]
     lines += _n_outside(cal)
     lines += _ranking(cal)
@@ -742,18 +742,21 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   full s x s score square (nemo/utils/flops_formulas.py llama2 / llama3: 12 s / h), twice Megatron-Core's causal
   count; compared as tokens/s with that count. The B200 table's '# of GPUs' is 4x TP x PP x DP x CP in every row
   (an earlier revision, NeMo 14d427f575, lists 2 .. 256 GPUs = TP x CP x DP): moeplan takes the product. N40
-  (Llama3-8B, FP8, B200) and N41 (Llama2-7B, FP8, H100, NeMo 24.03.01) are in the fit as ratios within each
-  sweep (tokens/s over its shortest point; each sweep is one older NeMo stack, so its level is confounded) and tested
-  absolute: every point within 12% and each sweep's max / min within 10%. N41 ran TE 1.3 (NeMo 24.03.01), whose
-  Hopper attention is cuDNN fused attention of an early-2024 cuDNN (TE prefers it on sm90 from 1.2), costed at
-  FlashAttention-2's measured Hopper rates (`attn_*_eff.flash2_sm90`, `tests/data/attention_headdim_h200.csv`;
-  `moeplan.base.te_release` says why): at the FA3 / cuDNN 9 class of today's TE it ran -4% at 4K to +35% at 1M,
-  with the class of its release within 10% at every point. That Hopper class is an assumption the sweep tests (no
-  public measurement of that cuDNN's kernel), not a cited rate. CP exposure: the p2p ring's sends take at most
-  ~0.4 of the attention they overlap (N41's cross-node rings from 128K; N40 <= 0.16), so nothing is exposed, and the
-  residuals do not grow with CP or as the blocks shrink. N40's level runs +3% to +11% (its NeMo 25.04.rc2 stack):
-  fitted as absolute values it pulled the flash backward share below cuDNN MLA's, against the kernels' measured
-  order; as ratios it does not (the fit keeps flash above MLA's).
+  (Llama3-8B, FP8, B200, NeMo 25.04.rc2) and N41 (Llama2-7B, FP8, H100, NeMo 24.03.01) are in the fit and tested
+  absolute: every point within 12%, each sweep's max / min within 10%. N41 enters absolute: one tuned table on one
+  stack whose modelled difference from today's, the Hopper attention class, its rows carry (`--te-version 1.3`:
+  TE 1.3 prefers cuDNN fused attention on sm90 from 1.2, an early-2024 cuDNN costed at FlashAttention-2's measured
+  Hopper rates, `attn_*_eff.flash2_sm90`; `moeplan.base.te_release` says why). At the FA3 / cuDNN 9 class of
+  today's TE it ran -4% at 4K to +35% at 1M; with its release's class every point is within 10%. That class is an
+  assumption the sweep tests (no public measurement of that cuDNN's kernel), not a cited rate. N40 enters as
+  tokens/s over its 8K point: its level runs +8% to +12% over, most at the GEMM-bound short points, which no global
+  constant but attention can absorb (fitted absolute it pulled the flash backward share below cuDNN MLA's, against
+  the kernels' measured order: the level is its stack's, not attention's). Block length: its 8K-block points
+  (32K CP2, 64K CP4) run ~3% above its 16K-block point and ~6% above its 32K-block points, and N41's 8K-block point
+  ~3% above its 16K-block ones, beyond the causal / non-causal ramps (`attn_causal_half_tokens`,
+  `attn_half_tokens`) that cuDNN's H200 rows pin; no Blackwell attention length sweep is at hand to say whether
+  B200's kernels ramp slower. CP exposure: the p2p ring's sends take at most ~0.4 of the attention they overlap
+  (N41's cross-node rings from 128K; N40 <= 0.16), so nothing is exposed, and the residuals do not grow with CP.
 - **Partial vs full-iteration CUDA graphs** (N01, N03: the same recipe with TE-scoped graphs of attn / moe_router /
   moe_preprocess, or full-iteration graphs with the paged stash): +25% measured on both (Qwen3-30B-A3B, 16 GB200,
   MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~1-4% in moeplan. At the measured step times that is ~3 ms (N01) and

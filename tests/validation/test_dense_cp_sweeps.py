@@ -1,8 +1,8 @@
 """Dense models end to end (Hugging Face ``llama`` configs) and the two dense long-context CP sweeps of the shared
 data (N40: Llama3-8B FP8 on B200, NeMo 25.04.rc2; N41: Llama2-7B FP8 on H100, NeMo 24.03.01), each point with the
 table's layout (TP / PP / DP / CP) and GBS, compared as tokens/s: the table's TFLOP/s over NeMo's own FLOP count of
-the time (full-square attention, tests/measured_variants.nemo_llama_flops_per_token). Both sweeps are in the fit as
-ratios within the sweep (benchmarks/calibrate.py); these tests check their absolute points and shape."""
+the time (full-square attention, tests/measured_variants.nemo_llama_flops_per_token). Both sweeps are
+in the fit (N41 absolute, N40 within its sweep: benchmarks/calibrate.py); these tests check their points and shape."""
 
 from __future__ import annotations
 
