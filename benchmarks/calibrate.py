@@ -753,7 +753,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   constant but attention can absorb (fitted absolute it pulled the flash backward share below cuDNN MLA's, against
   the kernels' measured order: the level is its stack's, not attention's). Block length: its 8K-block points
   (32K CP2, 64K CP4) run ~3% above its 16K-block point and ~6% above its 32K-block points, and N41's 8K-block point
-  ~3% above its 16K-block ones, beyond the causal / non-causal ramps (`attn_causal_half_tokens`,
+  ~1-2% above its 16K-block ones, beyond the causal / non-causal ramps (`attn_causal_half_tokens`,
   `attn_half_tokens`) that cuDNN's H200 rows pin; no Blackwell attention length sweep is at hand to say whether
   B200's kernels ramp slower. CP exposure: the p2p ring's sends take at most ~0.4 of the attention they overlap
   (N41's cross-node rings from 128K; N40 <= 0.16), so nothing is exposed, and the residuals do not grow with CP.
