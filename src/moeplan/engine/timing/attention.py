@@ -51,10 +51,14 @@ def causal_part(cfg: RunConfig, mixer: Attention, nvlink_domain: int) -> tuple[f
     causal split: each rank holds 2 chunks of seq / (2 x ring) tokens) step 0 is one causal call over the rank's own
     seq / ring tokens, 1 / ring of its score elements; the ring - 1 other steps are non-causal calls (half the
     queries against all keys received, or all queries against half) on the seq / (2 x ring) blocks of
-    :func:`attention_block_tokens`. A sliding window caps the block as there."""
+    :func:`attention_block_tokens`. A sliding window shorter than the block (a band mask, gpt-oss's and
+    DeepSeek-V4's 128 tokens) is outside the causal measurement (full causal blocks of 1K-16K): its layers keep
+    the non-causal ramp on window-long blocks, share 0."""
     ring = ring_ranks(cfg, nvlink_domain)
     length = float(cfg.batch.seq_len) / ring
-    return 1.0 / ring, min(length, mixer.sliding_window) if mixer.sliding_window else length
+    if mixer.sliding_window and mixer.sliding_window < length:
+        return 0.0, float(mixer.sliding_window)
+    return 1.0 / ring, length
 
 
 def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int) -> float:
