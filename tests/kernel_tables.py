@@ -1,7 +1,7 @@
 """Attention kernel tables measured on one H200 (tests/data/*_h200.csv), read as moeplan's attention model reads a
 kernel: the tensor-core efficiency of each point (timing.fused_attention_efficiency inverted: time per score element
 = matmul FLOPs / eff + attn_softmax_flops, in units of the GPU's BF16 peak), with the block-length factor
-L / (L + attn_half_tokens) taken out, so a point stands for the long-block rate the constants describe."""
+L / (L + attn_half_tokens) taken out (attn_causal_half_tokens for causal rows), so a point stands for the long-block rate the constants describe."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def tensor_core_eff(name: str) -> dict[tuple[str, str, int, int, str, int], floa
         d_v = int(r.get("d_v") or r["head_dim"])
         length = int(r["seq_len"])
         mm = 2 * (d_qk + d_v) if r["pass"] == "fwd" else 2 * (3 * d_qk + 2 * d_v)
-        rate = float(r["tflops"]) * 1e12 / peak * (length + CAL.attn_half_tokens) / length
+        half = CAL.attn_causal_half_tokens if r.get("causal") == "1" else CAL.attn_half_tokens
+        rate = float(r["tflops"]) * 1e12 / peak * (length + half) / length
         out[(FAMILY[r["backend"]], r["pass"], d_qk, d_v, r["causal"], length)] = mm / (mm / rate - CAL.attn_softmax_flops)
     return out

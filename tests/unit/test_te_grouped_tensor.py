@@ -38,7 +38,7 @@ HOPPER, B200, GB300, RTX = 90, 100, 103, 120
 
 def test_table_first_release_and_precisions():
     assert GROUPED_TENSOR_FIRST_VERSION == "2.17"
-    assert [v for v, r in TE_RELEASES.items() if r.grouped_tensor is None] == ["2.14", "2.15", "2.16"]
+    assert [v for v, r in TE_RELEASES.items() if r.grouped_tensor is None] == ["1.3", "1.11", "2.14", "2.15", "2.16"]
     assert TE_RELEASES[DEFAULT_TE_VERSION].grouped_tensor is None
     assert grouped_tensor_precisions("2.17", HOPPER) == {"bf16"}
     assert grouped_tensor_precisions("2.17", B200) == grouped_tensor_precisions("2.17", GB300) == {"bf16", "mxfp8"}

@@ -121,6 +121,11 @@ class TERelease:
     tex.split_quantize + general_grouped_gemm). Not modelled: v2.14's fused MXFP8 grouped MLP (ops/fused/
     forward_grouped_mlp.py, the cuDNN front-end CuTe DSL kernel on sm10x with SwiGLU), which also launches once
     but needs the cudnn front-end package; no shared row runs the op fuser without a full-iteration graph."""
+    hopper_attention: str = "flash"
+    """The kernel class that trains causal attention with equal head dims <= 128 on Hopper (sm90) in the container
+    this release line shipped in, as moeplan.run.attention_backend.attention_kernel names families: ``flash`` (the
+    FlashAttention-3 / cuDNN 9 Hopper-native class) or ``flash2`` (FlashAttention-2's mma.sync class, costed at its
+    measured Hopper rates: HOPPER_FA2_NOTE)."""
 
 
 # The ONE table of Transformer Engine releases (TransformerEngine git, tags v2.14 .. v2.18, branch release_v2.19;
@@ -129,7 +134,27 @@ class TERelease:
 # non-paged"; tags v2.15 .. v2.18 do not contain it, release_v2.19 does (no v2.19 tag in the snapshot, so "2.19" is
 # the first release line whose VERSION file postdates the merge). Grouped tensor: _GROUPED_217 .. _GROUPED_219.
 # Later releases are not listed because none could be cited.
+#
+# Two TE 1.x lines, for the shared rows that ran them (issue #31: the dense CP sweep N41), by the Hopper attention
+# kernel class (TERelease.hopper_attention):
+# - 1.3: what the NeMo 24.03 / 24.03.01 container ships (NVIDIA's NeMo Framework component table for 24.03, as a
+#   public guide to the 24.03.01 container quotes it: TE 1.3, Megatron Core 0.5.0, NeMo 1.23.0, PyTorch 2.2.0). Its
+#   DotProductAttention (transformer_engine/pytorch/attention.py, tag v1.3) already prefers cuDNN fused attention
+#   (F16_arbitrary_seqlen) over flash-attn 2 on sm90 ("Select FusedAttention on sm90 and FlashAttention on others
+#   for performance", since PR #497, 2023-12-07, first in v1.2); before v1.2 flash-attn 2 trained it. The cuDNN of
+#   that early-2024 container (TE 1.3's release notes: 2024-02-14) predates cuDNN's later Hopper SDPA speed-ups
+#   (cuDNN 9.4 release notes: "Improved performance for scaled dot product attention on Hopper", 5-30%; NVIDIA's
+#   cuDNN 9 post, 2024-04: "improving its performance release-over-release") and no public measurement of that
+#   kernel exists: moeplan costs it at the FlashAttention-2 class (HOPPER_FA2_NOTE), which N41's attention-bound
+#   1M point measures (~0.27 of H100's peak over fwd + bwd). An assumption the sweep tests, not a cited rate.
+# - 1.11: the first release with FlashAttention-3 (tag v1.11 attention.py: flash-attn v3, ``_use_flash_attn_3``),
+#   from which both Hopper paths are the FA3 / cuDNN 9 Hopper-native class moeplan's ``flash`` rates describe.
+# Releases 1.4 .. 1.10 and 2.0 .. 2.13 are not listed: no shared row ran them.
+HOPPER_FA2_NOTE = ("FlashAttention-2's rates on Hopper: attn_fwd_eff / attn_bwd_eff 'flash2_sm90', measured on one "
+                   "H200 (tests/data/attention_headdim_h200.csv)")
 TE_RELEASES: dict[str, TERelease] = {
+    "1.3": TERelease(False, None, hopper_attention="flash2"),
+    "1.11": TERelease(False, None),
     "2.14": TERelease(False, None),
     "2.15": TERelease(False, None),
     "2.16": TERelease(False, None, _OPS_216),
@@ -159,6 +184,11 @@ def te_version_tuple(text: str) -> tuple[int, int]:
 def te_release(te_version: str | None = None) -> TERelease:
     """The table row of ``te_version`` (None: DEFAULT_TE_VERSION)."""
     return TE_RELEASES[te_version_key(te_version or DEFAULT_TE_VERSION)]
+
+
+def hopper_attention(te_version: str | None = None) -> str:
+    """The kernel class (``flash`` / ``flash2``) TE ``te_version`` trains equal-head attention with on sm90."""
+    return te_release(te_version).hopper_attention
 
 
 def te_label(te_version: str | None = None) -> str:
@@ -241,6 +271,6 @@ def grouped_tensor_refusal(raises: str, where: str = "") -> str:
     return f"--te-grouped-tensor ({GROUPED_TENSOR_ENV}=1): {raises}; drop it{where}"
 
 
-__all__ = ["DEFAULT_TE_VERSION", "RAISES_PREFIX", "grouped_tensor_raises", "grouped_tensor_refusal", "raising_reason", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
+__all__ = ["DEFAULT_TE_VERSION", "HOPPER_FA2_NOTE", "hopper_attention", "RAISES_PREFIX", "grouped_tensor_raises", "grouped_tensor_refusal", "raising_reason", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
            "OpFuserGrouped", "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "op_fuser_grouped", "grouped_tensor_problem", "te_label", "te_release",
            "te_version_key"]

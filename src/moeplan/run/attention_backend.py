@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from moeplan.base.te_release import DEFAULT_TE_VERSION, TE_RELEASES
+from moeplan.base.te_release import DEFAULT_TE_VERSION, TE_RELEASES, hopper_attention
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec
@@ -35,6 +35,7 @@ TE_WIDE_HEAD_FIX = (f"TE PR #3056 (cuDNN 9.23) trains it with cuDNN fused attent
 #   utils.py get_attention_backend: "head_dim_qk <= 256 (>192 requires sm80/90/100+)");
 # - otherwise UnfusedDotProductAttention (full-square bmm and a fused causal softmax over materialised scores).
 CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM = 128
+HOPPER_ARCH = 90  # sm90: the GPUs whose attention kernel class depends on the TE release (TERelease.hopper_attention)
 FA2_MAX_HEAD_DIM = 256
 CUDNN_WIDE_HEAD_DIM = 256  # PR #3056: exactly d_qk = d_v = 256, on sm_arch >= 100 and < 110
 CUDNN_WIDE_HEAD_ARCH_END = 110
@@ -90,8 +91,10 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
     TE_WIDE_HEAD_CUDNN is True, cuDNN trains d = 256 on sm10x (``flash`` rates, as for d <= 128). With attention
     sinks (:func:`softmax_type` learnable) FlashAttention is out and PR #3056's kernel is vanilla only, so the
     wide heads that FlashAttention-2 or that kernel would train fall to ``unfused``; heads cuDNN trains (Hopper,
-    Blackwell d <= 128: gpt-oss's 64) stay on cuDNN, sinks and sliding window in the kernel. ``gpu`` None or
-    without a compute capability: the Hopper choice; ``te_version`` None: DEFAULT_TE_VERSION."""
+    Blackwell d <= 128: gpt-oss's 64) stay on cuDNN, sinks and sliding window in the kernel. On Hopper (sm90),
+    equal heads up to 128 take the release's Hopper class (``flash2`` for TE 1.3, whose container's cuDNN kernel is
+    costed at FlashAttention-2's Hopper rates: moeplan.base.te_release). ``gpu`` None or without a compute
+    capability: the Hopper choice of the current releases; ``te_version`` None: DEFAULT_TE_VERSION."""
     d_qk, d_v = mixer.head_dims
     if d_qk != d_v or mixer.sparse is not None or mixer.compressed is not None:
         # DeepSeek sparse attention is not TE's DotProductAttention: Megatron-Core's DSAttention runs its own
@@ -100,6 +103,9 @@ def attention_kernel(mixer: Attention, gpu: GPUSpec | None = None, te_version: s
         # transformer_config.py: "dsv4_hybrid does not support dsa_kernel_backend='tilelang'"), at the same rates
         return "cudnn_mla"
     arch = gpu.sm_arch if gpu is not None else None
+    if arch == HOPPER_ARCH and d_qk <= CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM:
+        # the release's Hopper kernel class (moeplan.base.te_release.TERelease.hopper_attention: TE 1.3's is flash2)
+        return hopper_attention(te_version)
     if arch is None or arch < 100 or d_qk <= CUDNN_BLACKWELL_TRAIN_MAX_HEAD_DIM:
         return "flash"
     vanilla = softmax_type(mixer) == "vanilla"

@@ -36,6 +36,31 @@ def cp_comm_allowed(mixer: Attention, tp: int, cp: int, comm_type: str, nvlink_d
     return heads_split(mixer, tp, inner)
 
 
+def ring_ranks(cfg: RunConfig, nvlink_domain: int) -> int:
+    """Ranks of the CP ring a sequence is split over (1: none; a2a / Ulysses keeps whole sequences; a2a+p2p rings
+    across NVLink domains)."""
+    par = cfg.parallel
+    if par.cp <= 1 or cfg.cp_comm_type == "a2a":
+        return 1
+    return par.cp // hierarchical_cp_inner(par.tp, par.cp, nvlink_domain) if cfg.cp_comm_type == "a2a+p2p" else par.cp
+
+
+def causal_part(cfg: RunConfig, mixer: Attention, nvlink_domain: int) -> tuple[float, float]:
+    """(share of the layer's attention work, block length) run by causal kernel calls. Without a ring the whole
+    sequence is one causal block. With ring CP (TE context_parallel.py AttnFuncWithCPAndKVP2P, load-balanced
+    causal split: each rank holds 2 chunks of seq / (2 x ring) tokens) step 0 is one causal call over the rank's own
+    seq / ring tokens, 1 / ring of its score elements; the ring - 1 other steps are non-causal calls (half the
+    queries against all keys received, or all queries against half) on the seq / (2 x ring) blocks of
+    :func:`attention_block_tokens`. A sliding window shorter than the block (a band mask, gpt-oss's and
+    DeepSeek-V4's 128 tokens) is outside the causal measurement (full causal blocks of 1K-16K): its layers keep
+    the non-causal ramp on window-long blocks, share 0."""
+    ring = ring_ranks(cfg, nvlink_domain)
+    length = float(cfg.batch.seq_len) / ring
+    if mixer.sliding_window and mixer.sliding_window < length:
+        return 0.0, float(mixer.sliding_window)
+    return 1.0 / ring, length
+
+
 def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int) -> float:
     """Length of the blocks one attention kernel call works on.
 
@@ -107,7 +132,7 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     d_qk, d_v = mixer.head_dims
     kind = attention_kernel(mixer, gpu, te_version)
     if kind != "unfused":
-        return fused_attention_efficiency(d_qk, d_v, kind, cal)
+        return fused_attention_efficiency(d_qk, d_v, kind, cal, gpu)
     assert gpu is not None  # attention_kernel returns "unfused" only for a known compute capability
     fwd_mm = 2.0 * (d_qk + d_v)
     counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
@@ -129,28 +154,51 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 
-def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION
-                               ) -> tuple[float, float, float]:
+# FlashAttention-2's mma.sync kernels reach about the same TFLOP/s on Hopper as on Blackwell (~320-360 forward at head
+# dim 128: tests/data/attention_headdim_h200.csv, tests/data/fa2_b200.csv), so their share of the BF16 peak is
+# ~2x higher on Hopper (989 TFLOP/s dense) than on B200 (2,250): the calibration keeps one pair of shares per
+# architecture, ``flash2`` (sm100, from the B200 benchmarks) and this key (sm90, from the H200 table).
+FLASH2_HOPPER_KEY = "flash2_sm90"
+
+
+def rate_key(kind: str, gpu: GPUSpec | None) -> str:
+    """The calibration key of kernel family ``kind``'s rates on ``gpu``: FLASH2_HOPPER_KEY for FlashAttention-2 on
+    sm90 (see there), else ``kind``."""
+    return FLASH2_HOPPER_KEY if kind == "flash2" and gpu is not None and gpu.sm_arch == 90 else kind
+
+
+def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION,
+                               gpu: GPUSpec | None = None) -> tuple[float, float, float]:
     """:func:`attention_efficiency` of a fused kernel family ``kind`` (flash, cudnn_mla, flash2) at these head
-    dims, whichever GPU would pick it. Equal heads wider than WIDE_HEAD_KERNEL_ABOVE run the family's wide-head
-    kernels at ``attn_wide_fwd_share`` / ``attn_wide_bwd_share`` of its efficiency (measured on H200:
-    tests/data/attention_headdim_h200.csv)."""
+    dims on ``gpu`` (its rates: :func:`rate_key`; None: the family's own key). Equal heads wider than
+    WIDE_HEAD_KERNEL_ABOVE run the family's wide-head kernels at ``attn_wide_fwd_share`` / ``attn_wide_bwd_share``
+    of its efficiency (measured on H200: tests/data/attention_headdim_h200.csv)."""
     fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
     counted = fwd_mm
     wide = d_qk == d_v > WIDE_HEAD_KERNEL_ABOVE
-    fwd_eff = cal.attn_fwd_eff[kind] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
-    bwd_eff = cal.attn_bwd_eff[kind] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
+    key = rate_key(kind, gpu)
+    fwd_eff = cal.attn_fwd_eff[key] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
+    bwd_eff = cal.attn_bwd_eff[key] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
     fwd_t = fwd_mm / fwd_eff + cal.attn_softmax_flops  # time per score, in 1 / peak
     bwd_t = bwd_mm / bwd_eff + cal.attn_softmax_flops
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 
 def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> float:
-    """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks."""
+    """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks: the long-block rate times
+    L / (L + h) per block, h = ``attn_half_tokens`` for non-causal blocks and ``attn_causal_half_tokens`` for the
+    causal ones (:func:`causal_part`), time-weighted by their share of the work. The unfused path multiplies the
+    whole square (no causal skipping): its blocks take the non-causal ramp."""
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
     par, batch = cfg.parallel, cfg.batch
     square = unfused_score_square(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
-    return gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2] * length / (length + cal.attn_half_tokens)
+    long_rate = gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2]
+    if attention_kernel(mixer, gpu, cfg.te_version) == "unfused":
+        return long_rate * length / (length + cal.attn_half_tokens)
+    share, causal_len = causal_part(cfg, mixer, gpu.nvlink_domain)
+    slow = (share * (causal_len + cal.attn_causal_half_tokens) / causal_len
+            + (1 - share) * (length + cal.attn_half_tokens) / length)  # time per unit of long-block time
+    return long_rate / slow
 
 
 def attention_s(ctx: Ctx, mixer: Attention) -> float:

@@ -50,6 +50,7 @@ class Calibration:
     attn_wide_bwd_share: dict[str, float] = _from_file("attn_wide_bwd_share")
     attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
+    attn_causal_half_tokens: float = _from_file("attn_causal_half_tokens")
     gdn_eff: dict[str, float] = _from_file("gdn_eff")
     gdn_chunk_step_s: float = _from_file("gdn_chunk_step_s")
     gdn_launch_s: dict[str, float] = _from_file("gdn_launch_s")
