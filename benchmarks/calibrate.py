@@ -623,7 +623,7 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         fr = math.sqrt(float(np.mean(r1[idx] ** 2)))
         lines.append(f"| {g} | {len(idx)} | {fr:.3f} | {math.sqrt(float(np.mean(cv[g] ** 2))):.3f} |")
     lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14, N01-N03, N30, N37), a ratio inside the",
-              "group (G05, G09, MB01, N25, N27: the row over its sub-group's first row), or seconds offload adds (G08).",
+              "group (G05, G09, MB01, N25, N27, N31, N32: the row over its sub-group's first row), or seconds offload adds (G08).",
               f"{len(obs)} observations.", ""]
     lines += _n_outside(cal)
     lines += _ranking(cal)
