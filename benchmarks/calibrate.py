@@ -14,8 +14,9 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   is confounded (N25 the 14-layer DeepSeek-V3 proxy; N27 MXFP8 over BF16 before / after Bridge PR #1869); N38 / N39
   (one MoE layer on 8 H100) as that layer's seconds (tests/measured_variants.moe_layer_s), reported. The dense CP
   sweeps as tokens/s (NeMo's own FLOP count): N41 absolute (its rows run their TE 1.3), N40 over its shortest point
-  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps). N31-N33
-  (AWS EFA) are estimated and reported, not fitted (N_OUT_OF_FIT says why); rows no
+  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps). N31 / N32 (AWS EFA on p6-b300) as ratios
+  inside each campaign sub-group (dispatcher x MBS, overlap rows among themselves); N33 (p5.48xlarge) is estimated
+  and reported, not fitted (N_OUT_OF_FIT says why); rows no
   estimate expresses are listed with the missing feature (UNEXPRESSED).
 Constants are fitted in logit space (efficiencies stay in (0, 1)) with a weak prior at their source
 value (docs/calibration.md says which ones the data pin: posterior / prior spread). Leave-one-group-out
@@ -66,6 +67,7 @@ FITTED: tuple[tuple[str, str | None], ...] = (
     ("a2a_scaleout_eff", "alltoall"), ("a2a_scaleout_eff", "deepep"),
     ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_epilogue_s", None), ("launch_overhead_per_layer_s", None),
     ("expert_launch_host_s", None), ("cpu_adam_mem_eff", None),
+    ("ep_proxy_call_s", None), ("a2a_host_call_s", None),  # EP calls over EFA (host-posted messages): N31 / N32
 )
 PRIOR_SD = 3.0  # prior spread in logit / log units around the source value (weak: the data decide where they can)
 
@@ -171,9 +173,9 @@ def observations() -> list[Obs]:
 # N groups kept out of the fit, with why (docs/calibration.md "Outside the fit: shared groups"): each is still
 # estimated and its misses printed.
 N_OUT_OF_FIT: dict[str, str] = {
-    "N31": "AWS EFA campaign (p6-b300): MBS 1 runs at ~0.3-0.5x of MBS 4 for every dispatcher, NCCL included",
-    "N32": "AWS EFA campaign (p6-b300), as N31",
-    "N33": "AWS EFA campaign (p5.48xlarge), as N31; DeepEP over UCCL-EP 0.4-0.6x of NCCL at EP32",
+    "N33": "AWS EFA campaign on p5.48xlarge: the fixed cost per EP call it implies is ~2.4x p6-b300's (N31 / N32, "
+           "fitted) and DeepEP through host proxies costs 3-7x NCCL per token there (~1x on p6-b300); p5 gives each "
+           "GPU four 100 Gb/s EFA NICs, p6-b300's NIC layout is in no stored source, so no catalog fact separates them",
     "N38": "one MoE layer (Mixtral-8x7B proxy) on 8 H100, fwd + bwd: fitted with the runs, it takes the CV error from "
            "0.151 to 0.191 and attn_bwd_eff.flash to 0.32 (BF16 layers run 1.3-1.5x faster than moeplan's, at ~90% of "
            "H100's best-shape matmul rate if the benchmark includes the weight gradients; FP8 within 20%)",
@@ -387,6 +389,11 @@ PRIOR = DEFAULT_CALIBRATION.with_overrides({
     # ~60 kernels after each dropless-MoE host sync x ~5 us launch (Megatron-Core CUDA graph docs)
     "launch_overhead_per_layer_s": 3.0e-4,
     "expert_launch_host_s": 3.0e-5,
+    # EP calls across EFA nodes (host-posted RDMA): UCCL-EP's low-latency kernels on p6-b200 with 400 Gb/s EFA take
+    # 228-406 us a dispatch and 318-617 us a combine of 128 tokens at EP16-EP32 (uccl-project/uccl ep/README.md),
+    # part of it the transfer: ~0.3 ms a call; NCCL's all-to-all through aws-ofi-nccl has no published per-call
+    # figure and takes the same source value
+    "ep_proxy_call_s": 3.0e-4, "a2a_host_call_s": 3.0e-4,
     # a quarter of STREAM bandwidth for a fused multi-tensor CPU AdamW (no source; G08 pins it)
     "cpu_adam_mem_eff": 0.25,
 })
@@ -603,8 +610,9 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
               + ", ".join(f"`{f}`" for f in ("attn_fwd_eff.cudnn_mla", *h200)) + ". "
               + f"`natural_routing_imbalance` ({cal.natural_routing_imbalance:.3f}, what `--routing natural` assumes) "
               "reproduces the one natural / forced pair moeplan expresses (N37, Mixtral-8x22B: ~445 / ~465 TFLOP/s, "
-              "rounded) at the fitted constants; `ep_proxy_call_s` stays at its source value: the EFA groups that "
-              "would pin it (N31-N33) are outside the fit (below).", "",
+              "rounded) at the fitted constants. `ep_proxy_call_s` (DeepEP) and `a2a_host_call_s` (NCCL all-to-all), "
+              "the fixed cost of one EP call across EFA nodes, are pinned by the AWS p6-b300 groups N31 / N32 alone "
+              "(no other fitted run crosses a fabric without GPU-initiated RDMA).", "",
               "## Residuals per group", "",
               "| group | observation | measured | before fit | fitted | held out (CV) |", "|---|---|---|---|---|---|"]
     cv_iter = {g: iter(v) for g, v in cv.items()}
@@ -617,8 +625,8 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         fr = math.sqrt(float(np.mean(r1[idx] ** 2)))
         lines.append(f"| {g} | {len(idx)} | {fr:.3f} | {math.sqrt(float(np.mean(cv[g] ** 2))):.3f} |")
     lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14, N01-N03, N30, N37), a ratio inside the",
-              "group (G05, G09, MB01, N25, N27: the row over its sub-group's first row; N40: tokens/s over its 8K",
-              "point), tokens/s per GPU (N41), or seconds offload adds (G08).",
+              "group (G05, G09, MB01, N25, N27, N31, N32: the row over its sub-group's first row; N40: tokens/s over",
+              "its 8K point), tokens/s per GPU (N41), or seconds offload adds (G08).",
               f"{len(obs)} observations.", ""]
     lines += _n_outside(cal)
     lines += _ranking(cal)
@@ -772,14 +780,26 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   benchmarks N38 / N39 1.00-1.15x against 1.3-1.45x. The sign of the error flips with the expert size, so no global
   FP8 constant fixes both; a blockwise-scaled GEMM rate on Hopper (scales applied per 128-deep K block) would lower
   N37 and N38 / N39 and widen N02's error.
-- **AWS EFA campaigns** (N31-N33, outside the fit): MBS 1 runs at 0.3-0.5x of MBS 4 for every dispatcher, NCCL
-  included (moeplan 0.75-0.9x): ~0.2 s per extra micro-batch and pipeline stage on p5 (~17 ms per layer), which
-  neither DeepEP's proxy latency nor any modelled per-micro-batch cost reaches. DeepEP over EFA (UCCL-EP,
-  NVSHMEM-libfabric) against NCCL at equal MBS: 0.36-1.07x measured where moeplan has it 0.98-1.5x; the per-call host
-  proxy cost it implies (catalog `scaleout_gpu_rdma: false`, `ep_proxy_call_s`) is ~0.3-1 ms per dispatch or combine
-  at EP16 / EP32 on p6-b300 and ~4-11 ms on p5.48xlarge: no one constant (per remote peer: ~35-45 us on p6-b300,
-  ~500 us on p5), so the constant stays at its 100 us source value. The campaigns' TP8 layouts (4 KV heads) run
-  through Megatron-Core 0.16's KV-head replication (now a valid layout).
+- **AWS EFA campaigns** (N31 / N32 fitted, N33 outside): MBS 1 runs at 0.3-0.5x of MBS 4 for every dispatcher, NCCL
+  included; the step times imply a fixed cost per micro-batch of ~8-10 ms per layer on p6-b300 (NCCL; ~12 ms with
+  DeepEP over UCCL-EP) and ~15-17 ms on p5, ~1.45x more with full recompute (N32: six EP calls per layer instead of
+  four). Modelled as a fixed cost per EP dispatch / combine call across EFA nodes (`engine.timing.moe.ep_proxy_call_s`:
+  every message is posted by a host thread, NCCL's proxy through aws-ofi-nccl or DeepEP's UCCL-EP / NVSHMEM proxies,
+  and DeepEP's dispatch busy-waits on the host for notify_dispatch's counts), one constant for NCCL
+  (`a2a_host_call_s`) and one for DeepEP (`ep_proxy_call_s`), fitted on N31 / N32; the fit also raises
+  `launch_overhead_per_layer_s` (a per-layer host cost every run pays). The fitted values (~1-2 ms a call) are
+  several times UCCL-EP's published low-latency call (0.2-0.6 ms, p6-b200): the constants also carry host work after
+  each call's sync that the data do not separate. What stays: NCCL's MBS 1 at EP16 is still ~1.4x too fast (its
+  fixed part per layer is larger at EP16 than at EP32, measured, where a per-peer cost would make it smaller), DeepEP
+  over EFA under EP overlap at EP32 measures 0.63-0.65x NCCL (moeplan ~0.9x), and NVSHMEM at EP16 ~1.0x (moeplan
+  ~0.8x). N33 (p5.48xlarge) stays outside: its fixed cost per call is ~2.4x p6-b300's and DeepEP through the proxies
+  costs 3-7x NCCL per token there (~1x on p6-b300); p5 gives each GPU four 100 Gb/s EFA NICs (AWS: 32 network
+  cards), p6-b300's NIC layout is in no stored source, so no catalog fact separates the two. EP overlap across the
+  regimes (overlap + VPP2 + 96 layers + no recompute over the selective-recompute rows, which the campaigns say to
+  compare only within a regime, so not fitted): EP32 PP2 with NCCL gains more than moeplan has (1.48x measured, ~1.25x
+  estimated; DeepEP 1.10-1.26x against ~1.21x), EP16 PP4 on p6-b300 less (1.01-1.18x against 1.26-1.31x), so the warm-up / cool-down chunks without a
+  pair (which would lower PP4's gain more than PP2's) find support in one direction only: not adopted. The
+  campaigns' TP8 layouts (4 KV heads) run through Megatron-Core 0.16's KV-head replication (a valid layout).
 - **Routing** (`--routing natural`): one imbalance (1.065) from N37's EP8 pair; G11's natural row (real data,
   functional run, EP overlap not stated) is 0.82x its forced layout against ~0.97x (strict xfail,
   `tests/validation/test_routing.py`); N13's pair (0.95x) is Nemotron-3, not in the catalog.

@@ -26,22 +26,60 @@ def test_efa_entries():
     assert p5.peak_flops == load_gpu("h100").peak_flops and p6.scaleout_bw_bytes_per_s == 100e9
 
 
+def _efa_step(gpu: str, cal, model: str = "qwen3-30b-a3b", **kw) -> float:
+    return api.estimate(model, gpu=gpu, cal=cal, **(AWS | kw))["step_time_s"]
+
+
 def test_deepep_over_efa_pays_a_proxy_round_trip_per_call():
-    """Across nodes without GPU-initiated RDMA every dispatch / combine adds ep_proxy_call_s: more micro-batches
-    (MBS 1) pay it more often; NCCL all-to-all and EP inside one node do not pay it."""
+    """Across nodes without GPU-initiated RDMA every DeepEP dispatch / combine adds ep_proxy_call_s: more
+    micro-batches (MBS 1) pay it more often; InfiniBand (GPU-initiated RDMA) and EP inside one node do not pay it,
+    and NCCL's all-to-all pays its own constant, not this one."""
     cal0 = DEFAULT_CALIBRATION.with_overrides({"ep_proxy_call_s": 1e-9})
     cal1 = DEFAULT_CALIBRATION.with_overrides({"ep_proxy_call_s": 1e-3})
-
-    def step(gpu: str, cal, **kw) -> float:
-        return api.estimate("qwen3-30b-a3b", gpu=gpu, cal=cal, **(AWS | kw))["step_time_s"]
-
-    d4 = step("h100-efa", cal1, dispatcher="deepep") - step("h100-efa", cal0, dispatcher="deepep")
-    d1 = step("h100-efa", cal1, dispatcher="deepep", mbs=1) - step("h100-efa", cal0, dispatcher="deepep", mbs=1)
+    d4 = _efa_step("h100-efa", cal1, dispatcher="deepep") - _efa_step("h100-efa", cal0, dispatcher="deepep")
+    d1 = (_efa_step("h100-efa", cal1, dispatcher="deepep", mbs=1)
+          - _efa_step("h100-efa", cal0, dispatcher="deepep", mbs=1))
     assert d4 > 0 and d1 == pytest.approx(4 * d4, rel=0.05)
-    assert step("h100", cal1, dispatcher="deepep") == step("h100", cal0, dispatcher="deepep")
-    assert step("h100-efa", cal1, dispatcher="alltoall") == step("h100-efa", cal0, dispatcher="alltoall")
+    assert _efa_step("h100", cal1, dispatcher="deepep") == _efa_step("h100", cal0, dispatcher="deepep")
+    assert _efa_step("h100-efa", cal1, dispatcher="alltoall") == _efa_step("h100-efa", cal0, dispatcher="alltoall")
     inside = dict(gpus=8, gbs=64, tp=1, pp=1, ep=8, dispatcher="deepep")
-    assert step("h100-efa", cal1, **inside) == step("h100-efa", cal0, **inside)
+    assert _efa_step("h100-efa", cal1, **inside) == _efa_step("h100-efa", cal0, **inside)
+
+
+def test_nccl_all_to_all_over_efa_pays_a_host_call_per_call():
+    """NCCL's all-to-all across EFA nodes is posted by NCCL's host proxy thread through aws-ofi-nccl, a fixed cost
+    per call (a2a_host_call_s): four calls per MoE layer and micro-batch (dispatch and combine, forward and
+    backward), none on InfiniBand or inside one node. The fixed cost is what makes MBS 1 cost every dispatcher
+    ~3x on the AWS groups (N31 / N32: 0.32-0.49 of MBS 4's throughput)."""
+    cal0 = DEFAULT_CALIBRATION.with_overrides({"a2a_host_call_s": 1e-9})
+    cal1 = DEFAULT_CALIBRATION.with_overrides({"a2a_host_call_s": 1e-3})
+    kw = dict(dispatcher="alltoall", pp=1, ep=32, gpus=32, gbs=128)  # 4 nodes, no pipeline bubble
+    d4 = _efa_step("h100-efa", cal1, **kw) - _efa_step("h100-efa", cal0, **kw)
+    d1 = _efa_step("h100-efa", cal1, **(kw | {"mbs": 1})) - _efa_step("h100-efa", cal0, **(kw | {"mbs": 1}))
+    layers = 48  # qwen3-30b-a3b: every layer MoE
+    microbatches = 128 // (32 // 8) // 4
+    assert d4 == pytest.approx(4 * layers * microbatches * 1e-3, rel=0.02)
+    assert d1 == pytest.approx(4 * d4, rel=0.02)
+    assert _efa_step("h100", cal1, **kw) == _efa_step("h100", cal0, **kw)
+    assert _efa_step("h100-efa", cal1, **(kw | {"dispatcher": "deepep"})) == _efa_step(
+        "h100-efa", cal0, **(kw | {"dispatcher": "deepep"}))
+    inside = dict(gpus=8, gbs=64, tp=1, pp=1, ep=8, dispatcher="alltoall")
+    assert _efa_step("h100-efa", cal1, **inside) == _efa_step("h100-efa", cal0, **inside)
+
+
+def test_full_recompute_pays_the_efa_calls_again():
+    """Full recompute runs each MoE layer's forward again in the backward, dispatch and combine included
+    (moe_layer.py checkpoints the whole block): six host-posted calls per layer and micro-batch instead of four
+    (N32, full recompute: its fixed cost per micro-batch ~1.45x N31's selective-recompute runs at EP16)."""
+    cal0 = DEFAULT_CALIBRATION.with_overrides({"a2a_host_call_s": 1e-9})
+    cal1 = DEFAULT_CALIBRATION.with_overrides({"a2a_host_call_s": 1e-3})
+    kw = dict(dispatcher="alltoall", pp=1, ep=32, gpus=32, gbs=128)
+
+    def extra(recompute: str) -> float:
+        return (_efa_step("b300-efa", cal1, "qwen3-235b-a22b", recompute=recompute, **kw)
+                - _efa_step("b300-efa", cal0, "qwen3-235b-a22b", recompute=recompute, **kw))
+
+    assert extra("full") == pytest.approx(1.5 * extra("none"), rel=0.02)
 
 
 def test_tp_above_kv_heads_from_mcore_016():

@@ -168,12 +168,9 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         across = nodes > 1
         one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", peers_in_domain, across), rdma)
         one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", peers_in_domain, across), rdma)
-        if across and gpu.scaleout_gpu_rdma is False:
-            # no GPU-initiated RDMA (AWS EFA): the internode kernels hand every RDMA to host proxy threads (UCCL-EP,
-            # NVSHMEM's libfabric transport) and wait on their completions, a host round trip per call that does
-            # not shrink with the call's bytes, so small micro-batches pay it more often per token
-            one_d += cal.ep_proxy_call_s
-            one_c += cal.ep_proxy_call_s
+
+    call_s = ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
+    one_d, one_c = one_d + call_s, one_c + call_s
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
     # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per
@@ -184,6 +181,26 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(kernels, 0)
     perm = 2 * passes * tokens * moe.top_k * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     return one_d, one_c, perm
+
+
+def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str) -> float:
+    """Seconds one EP dispatch or combine call adds, whatever its bytes, when EP spans ``nodes`` > 1 NVLink domains
+    over a fabric without GPU-initiated RDMA (catalog ``scaleout_gpu_rdma`` false: AWS EFA); 0 otherwise.
+
+    Every message then goes through a host thread, and the call waits on its completions: a host round trip per call
+    that does not shrink with the call's bytes, so small micro-batches pay it more often per token.
+    - NCCL all-to-all (alltoall / allgather dispatchers): NCCL's network transport is progressed by its host proxy
+      thread, which posts each per-peer send / receive through the aws-ofi-nccl libfabric plugin (calibration
+      ``a2a_host_call_s``).
+    - DeepEP (flex dispatchers): the internode kernels hand every RDMA to host proxy threads (UCCL-EP: GPU -> FIFO
+      -> CPU proxy -> NIC; NVSHMEM's libfabric transport; uccl-project/uccl ep/docs: EFA dispatch + combine 1.6x the
+      IBGDA latency), and a dispatch first exchanges the token counts (notify_dispatch) while the host busy-waits on
+      the host-mapped receive counters before it launches the data kernel (deepseek-ai/DeepEP csrc/deep_ep.cpp
+      internode_dispatch) (calibration ``ep_proxy_call_s``).
+    Both fitted on the AWS groups N31 / N32 (dispatcher x MBS)."""
+    if nodes <= 1 or gpu.scaleout_gpu_rdma is not False:
+        return 0.0
+    return cal.ep_proxy_call_s if dispatcher in FLEX_DISPATCHERS else cal.a2a_host_call_s
 
 
 EP_CHUNK_EDGE = "ep_chunk_edge"  # layer-cache key: a model chunk's first-layer EP exposure beyond steady state

@@ -1,0 +1,72 @@
+"""The AWS EFA campaigns (N31 / N32 on p6-b300, fitted; N33 on p5.48xlarge, outside the fit): each row as the fit
+sees it (a ratio to its campaign sub-group's first row) against the shipped calibration. Rows are printed."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def efa_obs():
+    spec = importlib.util.spec_from_file_location("moeplan_calibrate_efa", ROOT / "benchmarks" / "calibrate.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        obs = [o for o in module.n_observations(include_out_of_fit=True) if o.group in ("N31", "N32", "N33")]
+        yield module, obs
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def _residuals(obs, group: str) -> list[float]:
+    out = []
+    for o in obs:
+        if o.group == group:
+            r = math.log(o.predict(DEFAULT_CALIBRATION) / o.measured)
+            print(f"{o.group} {o.label}: measured {o.measured:.3f}, moeplan {r:+.0%}")
+            out.append(r)
+    return out
+
+
+@pytest.mark.parametrize("group", ["N31", "N32"])
+def test_p6_b300_campaigns_in_the_fit(efa_obs, group):
+    """Fitted with the per-call cost of EP across EFA nodes (a2a_host_call_s, ep_proxy_call_s): before it, MBS 1 ran
+    at 0.3-0.5x of MBS 4 measured against moeplan's 0.75-0.9x (RMS of the log residuals ~0.9)."""
+    module, obs = efa_obs
+    assert group not in module.N_OUT_OF_FIT
+    r = _residuals(obs, group)
+    rms = math.sqrt(sum(x * x for x in r) / len(r))
+    print(f"{group}: RMS {rms:.3f} over {len(r)} rows")
+    assert len(r) >= 10 and rms <= 0.20
+
+
+def test_mbs1_costs_every_dispatcher_on_efa(efa_obs):
+    """MBS 1 against MBS 4 (same layout, NCCL at MBS 4 the reference): measured 0.27-0.49x for every dispatcher on
+    p6-b300; moeplan within a factor 1.5 of each (it had 1.65-2.95x before the per-call cost)."""
+    _, obs = efa_obs
+    rows = [o for o in obs if o.group in ("N31", "N32") and "MBS1" in o.label]
+    assert len(rows) == 11
+    for o in rows:
+        assert 1 / 1.5 < o.predict(DEFAULT_CALIBRATION) / o.measured < 1.5, o.label
+
+
+@pytest.mark.xfail(strict=True, reason="issue 31's target for the EFA groups, N31-N33 residual RMS <= ~0.12: N31 / N32 "
+                   "fit at ~0.18 (NCCL's MBS 1 at EP16 ~1.4x too fast: its fixed part per layer is larger at EP16 "
+                   "than at EP32; DeepEP under EP overlap at EP32 0.63x NCCL measured, ~0.9x moeplan), and N33 "
+                   "(p5.48xlarge) is outside the fit at ~0.5: its per-call cost is ~2.4x p6-b300's and DeepEP "
+                   "costs 3-7x NCCL per token there, which no catalog fact separates (docs/calibration.md)")
+def test_efa_target(efa_obs):
+    _, obs = efa_obs
+    r = [x for g in ("N31", "N32", "N33") for x in _residuals(obs, g)]
+    assert math.sqrt(sum(x * x for x in r) / len(r)) <= 0.12
