@@ -1316,7 +1316,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   so that fixed cost is not host launches alone. Not settled: that fixed cost, the per-launch
   host time per host CPU (Grace vs x86 Xeon: no shared source), and the ~4-5 ms per layer and micro-batch
   the GB200 / GB300 pair leaves for Qwen3-Next (the forward windows expose ~1 ms of its 16 local experts'
-  launches).
+  launches). The forward window no longer holds HybridEP's dispatch (`timing.moe.dispatch_before_host_sync`:
+  HybridEP copies tokens_per_expert to the host after its dispatch kernel, DeepEP/executor.cu), which takes PR
+  #3168's GB200 / GB300 steps from 1.54x / 1.55x to 1.46x / 1.45x of their estimates (both now within the 35% of
+  `test_qwen3_next_bridge_4k_recipe`), N30's MXFP8 / BF16 ratio to 1.00 (measured 1.02) and N02's FP8 row lower
+  (the FP8 small-expert over-charge above); the fit's error is unchanged (0.1509 -> 0.1512).
 """
 
 
