@@ -767,14 +767,27 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (N41's cross-node rings from 128K; N40 <= 0.16), so nothing is exposed, and the residuals do not grow with CP.
 - **Partial vs full-iteration CUDA graphs** (N01, N03: the same recipe with TE-scoped graphs of attn / moe_router /
   moe_preprocess, or full-iteration graphs with the paged stash): +25% measured on both (Qwen3-30B-A3B, 16 GB200,
-  MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~1-4% in moeplan. At the measured step times that is ~3 ms (N01) and
-  ~1.4 ms (N03) per layer and micro-batch outside the captured scopes (dispatch, per-expert MXFP8 quantize and
-  GEMM launches, combine, after the dropless host sync), the same order as the fixed cost per layer and micro-batch
-  Qwen3-Next's GB200 / GB300 pair and MB13 leave (items (h), (p) below): a Grace-host launch cost moeplan does not
-  reproduce. N01's BF16 row (no graphs, 516) above its MXFP8 TE-graphs row (497) says the MXFP8 run carries that
-  host cost; the fitted per-expert launch (`expert_launch_host_s`, 42 us) hides it behind MBS 4's GPU work.
+  MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~4-5% in moeplan (strict xfail,
+  `tests/validation/test_cuda_graph_scopes.py`). The paged-stash recipes (Megatron-LM 9c5258f, Megatron-Core 0.19
+  dev) change three things at once: the graph scope; sync-free dropless MoE (moe_expert_rank_capacity_factor 1.5 /
+  1.2 with the TE op fuser: no host sync for the received-token count, which the rows now carry); and the experts'
+  kernels (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, moe_mlp_glu_interleave_size 32: TE's CuTe DSL grouped GEMM + GLU +
+  MXFP8 quantize of fc1 and grouped GEMM + quantize of fc2, one launch each for all local experts, against TE 2.14's
+  per-expert quantize and cuBLASLt calls). At the measured step times the gap is ~3.2 ms (N01) and ~1.4 ms (N03)
+  per MoE layer and micro-batch: the same per routed hidden element (11.8 / 10.3 ps) while the per-expert MXFP8
+  launches moeplan counts differ 4x (8 against 2 local experts; 3.4 / 0.85 ms of host time, of which the model
+  exposes ~0.4 ms beyond N01's expert GEMMs, HybridEP's host sync following its dispatch, and hides N03's behind
+  EP overlap), so the per-expert launch count alone is not the cause. Within N01 moeplan has the full-iteration row 1.17x its BF16 row (no graphs; measured 1.21x) but the
+  TE-scoped MXFP8 row 1.12x (measured 0.96x): what is missing belongs to the eager MXFP8 expert path on the Grace
+  host, not to graphs in general. N30 (the same TE-scoped recipe family on x86 B200 hosts, 16 local experts) shows
+  no such loss (MXFP8 1.02x BF16 measured, 1.00x in moeplan). Megatron-LM's DeepSeek-V3 GB200 notes
+  (docs/discussions/deepseek-v3-gb200-optimization, 2.3, 2.4 and the roadmap) say the same in words: after
+  TE-scoped graphs "only the routed experts part still has some CPU overhead", removing the MoE host sync for
+  full graphs was estimated at "at least 10%", and the A2A overlap's stage syncs aggravate the CPU overhead on GB200.
+  What would separate host launches from the fused kernels: the per-launch host time on Grace against x86 (no
+  shared source) or one row that changes the graph scope alone. No constant is bent for it.
 - **FP8 against BF16 on H100 by expert size**: N37 (Mixtral-8x22B, expert ffn 16,384) measures FP8 blockwise 1.20x
-  BF16, moeplan 1.42x; N02 (Qwen3-30B-A3B, hidden 2,048, ffn 768) 1.00x, moeplan 0.88x (its quantize passes and
+  BF16, moeplan 1.42x; N02 (Qwen3-30B-A3B, hidden 2,048, ffn 768) 1.00x, moeplan 0.86x (its quantize passes and
   per-expert quantize launches already outweigh the GEMM saving: the small-expert FP8 cost the issue names is in
   the model, `timing._gemm_time_uncached` cast and `timing.expert_host_s`, and slightly over-charged); the one-layer
   benchmarks N38 / N39 1.00-1.15x against 1.3-1.45x. The sign of the error flips with the expert size, so no global
@@ -804,9 +817,18 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   functional run, EP overlap not stated) is 0.82x its forced layout against ~0.97x (strict xfail,
   `tests/validation/test_routing.py`); N13's pair (0.95x) is Nemotron-3, not in the catalog.
 - **Not located by an expressible shared group**: EP overlap under interleaved PP (warm-up / cool-down chunks with no
-  pair; tested on MB01 below, not adopted), a cost per pipeline hand-off, Megatron-FSDP's parameter all-gather
-  prefetch (N14: Nemotron-3.5, not in the catalog) and fine-grained activation offload time (N06, N14: DeepSeek-V4,
-  Nemotron, not in the catalog): no change without a row that separates them.
+  pair; tested on MB01 below, not adopted). Modelled from the code at source values, not fitted (no shared row
+  separates them): a fixed cost per pipeline hand-off (`pp_handoff_s`, 20 us: NCCL send / receive latency and, at
+  VPP 1, batch_p2p_sync's device synchronize after every batched send / receive, Megatron-Core
+  p2p_communication.py; `tests/unit/test_pp_handoff.py`) and fine-grained activation offload time (time item
+  `act_offload`: the offloaded bytes D2H and H2D over the catalog's host link, exposed beyond the layer's compute
+  and beyond the one group's backward each reload is issued ahead of, fine_grained_activation_offload.py;
+  `tests/unit/test_activation_offload_time.py`; N06 / N14 rows that offload are not expressed). Megatron-FSDP's
+  parameter all-gather prefetch checked against megatron_fsdp.py and left as it is: the pre-forward / pre-backward
+  hooks prefetch the next units in pass order, which for uniform units is the per-pass window `engine.fsdp.dp_comm_s`
+  already charges; the hooks read prefetch within a pass (FORWARD_PASS_ORDER / BACKWARD_PASS_ORDER), so the first
+  unit of each pass gathers on demand, as charged; N14 (Nemotron-3.5) is the only FSDP row, and no row pins a
+  cross-micro-batch overlap.
 
 - **DeepEP vs NCCL all-to-all on NVL72** (G05 step 4, +5% measured, moeplan -23%): the source
   (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2 and 2.2.1) calls the early ladder
@@ -1322,7 +1344,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   so that fixed cost is not host launches alone. Not settled: that fixed cost, the per-launch
   host time per host CPU (Grace vs x86 Xeon: no shared source), and the ~4-5 ms per layer and micro-batch
   the GB200 / GB300 pair leaves for Qwen3-Next (the forward windows expose ~1 ms of its 16 local experts'
-  launches).
+  launches). The forward window no longer holds HybridEP's dispatch (`timing.moe.dispatch_before_host_sync`:
+  HybridEP copies tokens_per_expert to the host after its dispatch kernel, DeepEP/executor.cu), which takes PR
+  #3168's GB200 / GB300 steps from 1.54x / 1.55x to 1.46x / 1.45x of their estimates (both now within the 35% of
+  `test_qwen3_next_bridge_4k_recipe`), N30's MXFP8 / BF16 ratio to 1.00 (measured 1.02) and N02's FP8 row lower
+  (the FP8 small-expert over-charge above); the fit's error is unchanged (0.1509 -> 0.1512).
 """
 
 

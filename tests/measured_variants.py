@@ -304,9 +304,12 @@ def n_variants() -> list[Variant]:
         if g == "N01":  # Megatron-LM moe_recipes: Qwen3-30B-A3B, 16 GB200, EP16 MBS4, HybridEP
             mx = r["precision"] == "MXFP8"
             full = "full_iteration" in r["cuda_graphs"]
+            # the recipe index pins Megatron-Core 0.19 dev (9c5258f); its paged-stash recipe runs sync-free
+            # (moe_expert_rank_capacity_factor 1.5, TE op fuser) with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1
             kw = dict(gpu="gb200", gpus=16, **_n_common(r), precision="mxfp8" if mx else "bf16",
                       dispatcher="hybridep", cuda_graphs="full_iteration" if full else
-                      ("attn,moe_router,moe_preprocess" if mx else None))
+                      ("attn,moe_router,moe_preprocess" if mx else None), mcore_version="0.19",
+                      rank_capacity_factor=1.5 if full else None)
             lab = "BF16" if not mx else ("MXFP8 full-iteration graphs, paged stash" if full else "MXFP8 TE graphs")
             add(g, lab, "qwen3-30b-a3b", kw, r, "abs")
         elif g == "N02":  # Qwen3-30B-A3B, 32 H100, EP8 MBS1, HybridEP: BF16 vs FP8 blockwise
@@ -318,8 +321,9 @@ def n_variants() -> list[Variant]:
         elif g == "N03":  # Qwen3-235B-A22B, 128 GB200, EP64, HybridEP 32 SMs, EP overlap + delayed wgrad
             full = "full_iteration" in r["cuda_graphs"]
             kw = dict(gpu="gb200", gpus=128, **_n_common(r), precision="mxfp8", dispatcher="hybridep",
-                      ep_overlap=True, delay_wgrad=True, bf16_moments=True,
-                      cuda_graphs="full_iteration" if full else "attn,moe_router,moe_preprocess")
+                      ep_overlap=True, delay_wgrad=True, bf16_moments=True, mcore_version="0.19",
+                      cuda_graphs="full_iteration" if full else "attn,moe_router,moe_preprocess",
+                      rank_capacity_factor=1.2 if full else None)  # as N01 (capacity factor 1.2)
             add(g, "full-iteration graphs, paged stash" if full else "TE graphs", "qwen3-235b-a22b", kw, r, "abs")
         elif g == "N27":  # DeepSeek-V3 on 256 B200, PP16: EP8 (recipe default dispatcher) -> EP16 DeepEP (PR #1869)
             after = "after" in r["other_knobs"]

@@ -203,7 +203,7 @@ def test_delay_wgrad_changes_the_estimate_only_where_it_hides_more():
         kw = dict(gpu="h100", gpus=64, seq_len=4096, gbs=1024, ep=ep, dispatcher="deepep")
         off, plain, delayed = (api.estimate("qwen3-30b-a3b", ep_overlap=o, delay_wgrad=w, **kw)["tflops_per_gpu"]
                                for o, w in ((False, None), (True, False), (True, None)))
-        assert off < plain <= delayed
+        assert off < plain <= delayed * (1 + 1e-12)  # equal where it hides nothing more (to the last bit)
         assert (delayed > plain * 1.01) is differs
 
 

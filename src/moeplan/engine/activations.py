@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
+from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.base.vocab import DISPATCHERS, FLEX_DISPATCHERS
 from moeplan.engine import compressed_attention as v4attn, hyper_connections as mhc
 from moeplan.engine.dsa import indexer_saved_elems
@@ -29,6 +30,7 @@ from moeplan.run.attention_backend import unfused_attention
 
 if TYPE_CHECKING:
     from moeplan.hardware.spec import GPUSpec
+    from moeplan.run.config import RunConfig
 
 BF16_BYTES = 2
 FP32_BYTES = 4
@@ -254,6 +256,40 @@ def layer_activation(
         else:
             tok += b
     return LayerActivation(tok, row, row_ffn, off_tok, off_row)
+
+
+def fp8_kind(precision: str) -> str | None:
+    """How a run's precision stores quantized GEMM inputs (SavedTensor.nbytes): None for BF16, else "mxfp8",
+    "nvfp4" or "fp8" (per-tensor and blockwise scaling alike)."""
+    if precision == "bf16":
+        return None
+    return precision if precision in ("mxfp8", "nvfp4") else "fp8"
+
+
+def offloaded_layer_bytes(la: LayerActivation, layer: Layer, tokens: float, rows_factor: float, etp: int) -> float:
+    """Bytes fine-grained offloading moves to the host for one layer and micro-batch on one GPU, before
+    ``activation_offload_fraction``: the offloaded per-token bytes of ``la`` x ``tokens`` (attention-layout tokens
+    per GPU) and, for an MoE layer, its offloaded per-row bytes x the routed rows (tokens x top-k x
+    ``rows_factor`` x ETP, as the memory model counts them)."""
+    off = la.offloaded_token_bytes * tokens
+    if isinstance(layer.mlp, MoE):
+        off += la.offloaded_row_bytes * tokens * layer.mlp.top_k * rows_factor * etp
+    return off
+
+
+def run_offloaded_layer_bytes(cfg: RunConfig, layer: Layer, tokens: float) -> float:
+    """:func:`offloaded_layer_bytes` of ``layer`` in run ``cfg`` after ``activation_offload_fraction`` (Megatron-Core
+    counts offload groups, moeplan the bytes): what the memory model takes off the GPU and what the timing model's
+    copies move (moeplan.engine.timing.offload_act). Nothing under full recompute, which keeps only the layer's
+    input, or without ``offload_modules``."""
+    rc = cfg.recompute
+    if not cfg.offload_modules or rc.granularity == "full":
+        return 0.0
+    modules = rc.modules if rc.granularity == "selective" else frozenset()
+    la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, fp8_kind(cfg.precision),
+                          ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype])
+    return cfg.activation_offload_fraction * offloaded_layer_bytes(la, layer, tokens, cfg.rows_factor,
+                                                                   cfg.parallel.etp)
 
 
 def clamp_saved_row_bytes(m: MoE, etp: int = 1) -> float:

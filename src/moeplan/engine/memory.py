@@ -26,8 +26,9 @@ from typing import Any
 
 from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.engine import fsdp, muon
-from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, keeps_unfused_scores,
-                                        layer_activation, layer_input_bytes, unfused_attention_bytes)
+from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, fp8_kind, keeps_unfused_scores,
+                                        layer_activation, layer_input_bytes, offloaded_layer_bytes,
+                                        unfused_attention_bytes)
 from moeplan.engine.budget import Verdict, budget_bytes, edge_bytes, memory_verdict
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
 from moeplan.engine.mamba import ssd_transient_bytes_per_token
@@ -180,9 +181,7 @@ def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int, ep_overl
 
 
 def _fp8_kind(cfg: RunConfig) -> str | None:
-    if not cfg.fp8:
-        return None
-    return cfg.precision if cfg.precision in ("mxfp8", "nvfp4") else "fp8"
+    return fp8_kind(cfg.precision)
 
 
 def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
@@ -204,12 +203,11 @@ def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozen
     kept = la.token_bytes * tokens
     if "core_attn" not in modules:
         kept += _unfused_scores(cfg, layer)[0]
-    off = la.offloaded_token_bytes * tokens
+    off = offloaded_layer_bytes(la, layer, tokens, cfg.rows_factor, cfg.parallel.etp)
     if isinstance(layer.mlp, MoE):
         etp = cfg.parallel.etp
         rows = tokens * layer.mlp.top_k * cfg.rows_factor * etp
         kept += (la.row_bytes - la.row_ffn_bytes) * rows + la.row_ffn_bytes * rows / etp
-        off += la.offloaded_row_bytes * rows
         if not cfg.experts_op_fused and not modules & {"moe", "moe_act"} and "moe_act" not in cfg.offload_modules:
             kept += clamp_saved_row_bytes(layer.mlp, etp) * rows  # the eager clamp's kept fc1 output (per ETP shard)
     # activation_offload_fraction (core_v0.19.0): only that share of the offload groups leaves the GPU; Megatron-Core

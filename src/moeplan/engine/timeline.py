@@ -54,7 +54,7 @@ from moeplan.run.parallel import Pipeline, build_pipeline, interleaving_problem,
 FORWARD_SHARE = {
     "gemm": 1 / TRAIN, "grouped_gemm": 1 / TRAIN, "attention": 1 / TRAIN, "linear_attention": 1 / TRAIN,
     "elementwise": 0.5, "recompute": 0.0, "tp_comm": 0.5, "ep_comm": 0.5, "pp_comm": 0.5,
-    "launch_overhead": 0.5,
+    "launch_overhead": 0.5, "act_offload": 0.5,
 }
 CP_FORWARD_SHARE = {"p2p": 1 / 3, "allgather": 1 / 3, "a2a+p2p": 0.4, "a2a": 0.5}
 # The hidden part of EP dispatch/combine runs behind the other micro-batch's compute in EP A2A overlap
@@ -71,9 +71,9 @@ ITEM_TRACK = {"tp_comm": "TP comm", "cp_comm": "CP exchange", "ep_comm": "EP dis
 # communication item follows the compute it overlaps: its hidden part (moeplan.engine.timing.hidden_comm_s)
 # runs alongside that compute on the communication track, and the compute waits for the exposed rest.
 FORWARD_ORDER = ("attention", "linear_attention", "cp_comm", "gemm", "tp_comm", "grouped_gemm", "ep_comm",
-                 "elementwise", "launch_overhead", "pp_comm")
-BACKWARD_ORDER = ("recompute", "grouped_gemm", "ep_comm", "gemm", "tp_comm", "attention", "linear_attention",
-                  "cp_comm", "elementwise", "launch_overhead", "pp_comm")
+                 "elementwise", "launch_overhead", "act_offload", "pp_comm")
+BACKWARD_ORDER = ("recompute", "act_offload", "grouped_gemm", "ep_comm", "gemm", "tp_comm", "attention",
+                  "linear_attention", "cp_comm", "elementwise", "launch_overhead", "pp_comm")
 OVERLAPPED = "_overlapped"  # category suffix of the hidden part of a collective
 
 

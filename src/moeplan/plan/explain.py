@@ -25,7 +25,7 @@ LABELS = {
     "recompute": "recompute", "tp_comm": "exposed TP communication", "cp_comm": "exposed CP communication",
     "ep_comm": "exposed EP dispatch/combine", "pp_comm": "PP send/recv", "pp_bubble": "pipeline bubble",
     "dp_comm": "exposed DP communication", "optimizer": "optimizer step", "offload": "optimizer CPU offload",
-    "launch_overhead": "kernel launch overhead",
+    "launch_overhead": "kernel launch overhead", "act_offload": "exposed activation offload copies",
 }
 
 

@@ -74,6 +74,7 @@ class Calibration:
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
     expert_launch_host_s: float = _from_file("expert_launch_host_s")
+    pp_handoff_s: float = _from_file("pp_handoff_s")
     optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
     cpu_adam_mem_eff: float = _from_file("cpu_adam_mem_eff")
     # Not a timing constant: the fit's leave-one-group-out error (RMS of held-out log residuals),

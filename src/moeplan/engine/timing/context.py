@@ -38,7 +38,7 @@ EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quanti
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
-              "launch_overhead")
+              "launch_overhead", "act_offload")
 
 
 # Where the catalog has no measured matmul rate (GB300): the share of peak the measured Blackwell and
@@ -93,10 +93,12 @@ class LayerTime:
     cp_comm: float = 0.0
     ep_comm: float = 0.0
     launch_overhead: float = 0.0
+    act_offload: float = 0.0  # exposed activation offload copies (moeplan.engine.timing.offload_act)
 
     def total(self) -> float:
         return (self.gemm + self.grouped_gemm + self.attention + self.linear_attention + self.elementwise
-                + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm + self.launch_overhead)
+                + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm + self.launch_overhead
+                + self.act_offload)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ from moeplan.engine.timing.context import (FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_S
                                            ring_time)
 from moeplan.engine.timing.gdn import gdn_eff, gdn_glue_s, gdn_graph_captured, gdn_kernel_parts_s, gdn_launch_s
 from moeplan.engine.timing.gemm import gemm_time
-from moeplan.engine.timing.moe import (EP_CHUNK_EDGE, ep_comm_sms, ep_kernels, ep_overlap_exposed_s, ep_totals,
-                                       expert_glue_bytes, expert_glue_clamp_fwd_bytes, expert_host_s,
-                                       expert_launch_exposed_s, experts_recomputed, routing_map_allgather_s)
+from moeplan.engine.timing.offload_act import activation_offload_s
+from moeplan.engine.timing.moe import (EP_CHUNK_EDGE, dispatch_before_host_sync, ep_comm_sms, ep_kernels,
+                                       ep_overlap_exposed_s, ep_totals, expert_glue_bytes, expert_glue_clamp_fwd_bytes,
+                                       expert_host_s, expert_launch_exposed_s, experts_recomputed,
+                                       routing_map_allgather_s)
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, MoE
 from moeplan.run.parallel import cp_ranks_per_domain
 
@@ -203,11 +205,14 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
     out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
     if isinstance(mlp, MoE):
         # per-expert launches of the routed experts (expert_host_s), after the same host sync: forward they
-        # can run ahead of the dispatch and the experts' forward GEMMs, backward of the layer's whole backward
+        # can run ahead of the experts' forward GEMMs and of the dispatch where it follows the sync
+        # (dispatch_before_host_sync), backward of the layer's whole backward
         host_fwd_s, host_bwd_s = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal,
                                        cfg.experts_grouped_tensor)
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "elementwise"))
-        gpu_fwd_s = ep_dispatch_fwd_s + out["grouped_gemm"] / TRAIN
+        # the forward window after the host sync: the dispatch where it follows the sync, and the experts' GEMMs
+        window_dispatch_s = 0.0 if dispatch_before_host_sync(cfg.dispatcher) else ep_dispatch_fwd_s
+        gpu_fwd_s = window_dispatch_s + out["grouped_gemm"] / TRAIN
         gpu_bwd_s = compute * (TRAIN - 1) / TRAIN + out.get("linear_attention", 0.0) - gdn_fwd + ep_once_s
         if experts_recomputed(rc):
             # the recomputed forward (moe or full recompute: megatron/core/transformer/moe/moe_layer.py
@@ -222,4 +227,10 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the
         # same host sync: gdn_launch_s, the fixed part of fla's benchmarks (Grace or x86 host)
         out["launch_overhead"] += sum(gdn_launch_s(gpu, cal))
+    if cfg.offload_modules:
+        # fine-grained activation offload: D2H / H2D copies beyond the compute they overlap (offload_act); the
+        # backward window: two thirds of the layer's work besides its recompute, plus the recompute
+        layer_s = sum(out.values())
+        rec = out.get("recompute", 0.0)
+        out["act_offload"] = activation_offload_s(ctx, layer, layer_s, (layer_s - rec) * (TRAIN - 1) / TRAIN + rec)
     return LayerTime(**out)

@@ -346,12 +346,24 @@ def expert_glue_clamp_fwd_bytes(moe: MoE, etp: int = 1) -> float:
     return (8 * moe.expert_ffn_hidden / etp) * BF16_BYTES if moe.clamped_glu else 0.0
 
 
+def dispatch_before_host_sync(dispatcher: str) -> bool:
+    """Whether the dropless forward's last host sync before the experts comes after the dispatch kernel, so that the
+    expert launches cannot run ahead of the dispatch. HybridEP without a token budget: HybridEPBuffer's dispatch
+    launches the dispatch kernel (Executor::dispatch_core), then Executor::dispatch_postprocess runs the permute
+    preprocessing and copies tokens_per_expert to pinned host memory with a blocking copy and sums it on the host
+    (deepseek-ai/DeepEP csrc/hybrid_ep/executor/executor.cu; Megatron-Core fused_a2a.py passes non_blocking only
+    with num_permuted_tokens), so the host waits for the dispatch itself. DeepEP's normal dispatch and the
+    all-to-all dispatcher read the counts before their dispatch (DeepEP waits on its notify kernel's counter,
+    alltoall syncs at cuda_sync_point before the token all-to-all), so their dispatch runs in that window."""
+    return dispatcher == "hybridep"
+
+
 def expert_launch_exposed_s(host_fwd_s: float, host_bwd_s: float, gpu_fwd_s: float, gpu_bwd_s: float) -> float:
     """Seconds the per-expert launches add to one MoE layer and micro-batch: the host time beyond the GPU
     work it can run ahead of. Forward: the dropless dispatch waits on the host for the received-token counts
-    (tokens per expert, D2H: HybridEP metadata_preprocessing, DeepEP's dispatch, alltoall's splits), which
+    (tokens per expert, D2H: HybridEP's permute preprocessing, DeepEP's dispatch, alltoall's splits), which
     drains the launch queue, so the expert launches can only overlap the GPU work issued after that sync
-    and before the experts' results are needed (``gpu_fwd_s``: the dispatch kernel and the experts' forward
-    GEMMs). Backward: no host sync (m_splits and the dispatch handle are saved from the forward), so the host
+    and before the experts' results are needed (``gpu_fwd_s``: the dispatch kernel where it follows the sync,
+    :func:`dispatch_before_host_sync`, and the experts' forward GEMMs). Backward: no host sync (m_splits and the dispatch handle are saved from the forward), so the host
     runs ahead of the layer's whole backward (``gpu_bwd_s``)."""
     return max(0.0, host_fwd_s - gpu_fwd_s) + max(0.0, host_bwd_s - gpu_bwd_s)

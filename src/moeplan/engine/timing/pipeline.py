@@ -41,14 +41,16 @@ def bubble_microbatches(par: Parallel) -> float:
 
 def pp_comm_s(ctx: Ctx) -> float | None:
     """Seconds of one micro-batch's PP send / recv on a rank: activations forward and gradients backward
-    at each of its VPP chunk boundaries (None without PP)."""
+    at each of its VPP chunk boundaries (None without PP), each hand-off its bytes over the link plus a fixed
+    ``cal.pp_handoff_s`` (NCCL's send / receive latency and, at VPP 1, batch_p2p_sync's device synchronize:
+    Megatron-Core p2p_communication.py)."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
     par = cfg.parallel
     if par.pp <= 1:
         return None
     p2p = ctx.tokens * cfg.model.hidden * BF16_BYTES
     bw = gpu.scaleout_bw_bytes_per_s * cal.scaleout_eff if par.gpus > gpu.nvlink_domain else gpu.nvlink_bw_bytes_per_s
-    return 2 * par.vpp * p2p / bw
+    return 2 * par.vpp * (p2p / bw + cal.pp_handoff_s)
 
 
 def pp_exposed_s(pp_comm: float, vpp: int, rank_s: float) -> float:

@@ -1,0 +1,71 @@
+"""Time the step pays for fine-grained activation offload: D2H / H2D over the host link, partly hidden behind
+compute (moeplan.engine.timing.offload_act)."""
+
+from __future__ import annotations
+
+import pytest
+
+from moeplan import api
+from moeplan.engine.activations import run_offloaded_layer_bytes
+from moeplan.engine.memory import _layer_mb_bytes
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import TIME_ITEMS, make_ctx
+from moeplan.engine.timing.layer import layer_time
+from moeplan.engine.timing.offload_act import host_link_bytes_per_s, offload_copy_exposed_s
+from moeplan.engine.timing.step import estimate_time
+from moeplan.hardware import load_gpu
+
+HEAVY = "core_attn,attn_proj,expert_fc1,moe_act"
+RUN = dict(gpus=16, seq_len=4096, gbs=256, mbs=2, tp=1, pp=1, ep=8, dispatcher="alltoall")
+
+
+def _est(gpu: str, **kw):
+    cfg, g = api.build_config("qwen3-30b-a3b", gpu=gpu, **(RUN | kw))
+    return cfg, g, estimate_time(cfg, g)
+
+
+def test_copy_exposure_formula():
+    """D2H beyond the layer's whole compute, H2D beyond its backward; nothing when both fit."""
+    assert offload_copy_exposed_s(0.0, 1e9, 1e-3, 1e-3) == 0.0
+    assert offload_copy_exposed_s(1e6, 1e9, 3e-3, 2e-3) == 0.0  # 1 ms copies under 3 ms / 2 ms windows
+    # 5 ms copies each way: 2 ms beyond the 3 ms layer, 3 ms beyond the 2 ms backward
+    assert offload_copy_exposed_s(5e6, 1e9, 3e-3, 2e-3) == pytest.approx(5e-3)
+
+
+def test_host_link_rate_is_the_catalogs():
+    """The measured rate where the catalog has one (H200: nvbandwidth 55.1 GB/s), else the nominal direction."""
+    assert host_link_bytes_per_s(load_gpu("h200")) == pytest.approx(55.1e9)
+    assert host_link_bytes_per_s(load_gpu("h100")) == pytest.approx(64.0e9)
+    assert host_link_bytes_per_s(load_gpu("gb200")) == pytest.approx(225.0e9)
+
+
+def test_activation_offload_costs_time_over_pcie_not_over_c2c():
+    """Offloading attention and expert activations of Qwen3-30B-A3B at MBS 2: over PCIe (H100, 64 GB/s) the reloads
+    outlast the backward they are issued ahead of and the step pays for them; over NVLink-C2C (GB200, 225 GB/s per
+    GPU) they hide. Without offload_modules nothing is charged; the item is one of the step's time items."""
+    assert "act_offload" in TIME_ITEMS
+    _, _, base = _est("h100")
+    cfg, gpu, off = _est("h100", offload_modules=HEAVY)
+    assert base.breakdown_s["act_offload"] == 0.0
+    assert off.breakdown_s["act_offload"] > 0.01 * off.step_time_s
+    assert off.step_time_s == pytest.approx(base.step_time_s + off.breakdown_s["act_offload"], rel=1e-6)
+    _, _, c2c = _est("gb200", offload_modules=HEAVY)
+    assert c2c.breakdown_s["act_offload"] == 0.0
+
+
+def test_offload_time_reads_the_memory_models_bytes():
+    """The copies timed are the bytes the memory model moves to the host: one MoE layer's exposure is
+    offload_copy_exposed_s of run_offloaded_layer_bytes over the host link, with the layer's own windows."""
+    cfg, gpu, _ = _est("h100", offload_modules=HEAVY)
+    ctx = make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
+    layer = cfg.model.layers[0]
+    lt = layer_time(ctx, layer)
+    moved = run_offloaded_layer_bytes(cfg, layer, ctx.tokens)
+    assert moved > 0
+    assert moved == pytest.approx(_layer_mb_bytes(cfg, layer, ctx.tokens, frozenset())[1])  # the memory model's
+    layer_s = lt.total() - lt.act_offload
+    bwd_s = (layer_s - lt.recompute) * 2 / 3 + lt.recompute
+    assert lt.act_offload == pytest.approx(offload_copy_exposed_s(moved, 64.0e9, layer_s, bwd_s))
+    # a fraction of the groups offloaded moves that share of the bytes
+    half, _, _ = _est("h100", offload_modules=HEAVY, activation_offload_fraction=0.5, mcore_version="0.19")
+    assert run_offloaded_layer_bytes(half, layer, ctx.tokens) == pytest.approx(moved / 2)
