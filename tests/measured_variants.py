@@ -274,6 +274,12 @@ def _n_common(r: dict[str, str]) -> dict[str, Any]:
                 vpp=vpp, ep=int(r["ep"]), cp=int(r["cp"] or 1))
 
 
+# N01-N03: Megatron-LM's MoE recipe index measured at dev commits 7146484 (2026-07-09) and 9c5258f (2026-08-11), both
+# after core_v0.18.0 (2026-06-22) and before core_v0.19.0: the 0.18 code (its experts skip their own quantization
+# padding behind HybridEP, moe_utils.skip_routed_expert_padding)
+MLM_RECIPES_MCORE = "0.18"
+
+
 def n_variants() -> list[Variant]:
     """The expressible rows of groups N01-N41, with their recipes' settings (see the comment above)."""
     out: list[Variant] = []
@@ -300,19 +306,21 @@ def n_variants() -> list[Variant]:
             mx = r["precision"] == "MXFP8"
             full = "full_iteration" in r["cuda_graphs"]
             kw = dict(gpu="gb200", gpus=16, **_n_common(r), precision="mxfp8" if mx else "bf16",
-                      dispatcher="hybridep", cuda_graphs="full_iteration" if full else
+                      mcore_version=MLM_RECIPES_MCORE, dispatcher="hybridep", cuda_graphs="full_iteration" if full else
                       ("attn,moe_router,moe_preprocess" if mx else None))
             lab = "BF16" if not mx else ("MXFP8 full-iteration graphs, paged stash" if full else "MXFP8 TE graphs")
             add(g, lab, "qwen3-30b-a3b", kw, r, "abs")
         elif g == "N02":  # Qwen3-30B-A3B, 32 H100, EP8 MBS1, HybridEP: BF16 vs FP8 blockwise
             fp8 = r["precision"].startswith("FP8")
             kw = dict(gpu="h100", gpus=32, **_n_common(r), precision="fp8" if fp8 else "bf16", dispatcher="hybridep",
+                      mcore_version=MLM_RECIPES_MCORE,
                       cuda_graphs="attn,moe_router,moe_preprocess" if fp8 else None,
                       bf16_moments=fp8, precision_aware_optimizer=True if fp8 else None)
             add(g, "FP8 blockwise, TE graphs" if fp8 else "BF16", "qwen3-30b-a3b", kw, r, "abs")
         elif g == "N03":  # Qwen3-235B-A22B, 128 GB200, EP64, HybridEP 32 SMs, EP overlap + delayed wgrad
             full = "full_iteration" in r["cuda_graphs"]
             kw = dict(gpu="gb200", gpus=128, **_n_common(r), precision="mxfp8", dispatcher="hybridep",
+                      mcore_version=MLM_RECIPES_MCORE,
                       ep_overlap=True, delay_wgrad=True, bf16_moments=True,
                       cuda_graphs="full_iteration" if full else "attn,moe_router,moe_preprocess")
             add(g, "full-iteration graphs, paged stash" if full else "TE graphs", "qwen3-235b-a22b", kw, r, "abs")
@@ -376,13 +384,18 @@ def n_variants() -> list[Variant]:
 
 
 # N38 / N39: one MoELayer forward + backward on 8 H100 (EP8, TP1, 4,096 tokens per rank, MBS 1, forced balance,
-# permute and router fusion). The proxies as the rows' notes give them.
+# permute and router fusion). The proxies as the benchmark builds them (Megatron-LM tests/functional_tests/test_cases/
+# common/moe_perf, __main__.py _build_transformer_config + test_cases.py, baseline of cf39a4d = core_v0.16): Mixtral's
+# MoE (hidden 4,096, ffn 14,336, 8 experts top-2) and DeepSeek-V3's with 32 experts (hidden 7,168, ffn 2,048, top-8,
+# 8 groups / top-4 groups). The DeepSeek proxy's MoEModelConfig lists a shared expert of 2,048, but the
+# TransformerConfig the test builds never receives moe_shared_expert_intermediate_size: the layer has none.
 LAYER_PROXY_EXPERTS = {"N38": ("mixtral-8x7b", None), "N39": ("deepseek-v3", 32)}
+LAYER_BENCH_MCORE = "0.16"  # the baseline's commit cf39a4d (2025-12-17) is first in core_v0.16.0
 
 
 def moe_layer_proxy(group: str):
-    """(model, MoE layer) of the N38 / N39 proxy: Mixtral-8x7B's MoE (hidden 4,096, ffn 14,336, 8 experts top-2);
-    DeepSeek-V3's with 32 experts (hidden 7,168, ffn 2,048, top-8, 8 groups / top-4 groups, shared expert 2,048)."""
+    """(model, MoE-only layer) of the N38 / N39 proxy: no attention block (the benchmark times a bare MoELayer) and no
+    shared expert (see LAYER_PROXY_EXPERTS)."""
     from dataclasses import replace
 
     from moeplan.models import load_model
@@ -390,33 +403,40 @@ def moe_layer_proxy(group: str):
 
     name, experts = LAYER_PROXY_EXPERTS[group]
     spec = load_model(name)
-    moe = spec.first_moe if experts is None else replace(spec.first_moe, num_experts=experts)
-    return spec, Layer(spec.first_attention, moe)
+    moe = replace(spec.first_moe, shared_ffn_hidden=0, shared_gate=False)
+    if experts is not None:
+        moe = replace(moe, num_experts=experts)
+    return spec, Layer(None, moe)
 
 
 def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
-    """moeplan's seconds for the proxy's MoE block alone, forward + backward, one micro-batch: the layer's time
-    (timing.layer_time) less that of the same attention block with an (almost) empty dense MLP, so the attention,
-    its norms and the per-layer constant cancel and the router, dispatch, experts, shared expert, combine and the
-    per-expert launches remain."""
+    """moeplan's seconds for what the benchmark times (its _benchmark_moe_layer: CUDA events around ``layer(x)`` and
+    ``output.backward(dy)``): one MoELayer alone, forward + backward, one micro-batch. The layer is a MoE-only layer
+    (timing.layer_time of ``Layer(None, moe)``: router, permute, dispatch, experts, combine, the experts' launches
+    after the dropless host sync), with
+    - the weight gradients written once into bf16 ``.grad`` (the module runs outside Megatron's DDP wrapper:
+      gradient_accumulation_fusion off, no fp32 main_grad; Ctx.wgrad_accumulate False);
+    - the per-layer launch overhead less the attention scope's share (GRAPH_LAUNCH_SHARE["attn"]): no attention
+      block launches here;
+    - Megatron-Core 0.16 (LAYER_BENCH_MCORE); FP8 = blockwise ("hybrid", fp8_recipe blockwise), weights quantized once
+      (TEGroupedLinear.is_first_microbatch turns False after the first call: cached FP8 weights, as in a step)."""
     from dataclasses import replace
 
     from moeplan import api
-    from moeplan.models.spec import DenseMLP, Layer
     from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
-    from moeplan.engine.timing.context import make_ctx
+    from moeplan.engine.timing.context import GRAPH_LAUNCH_SHARE, make_ctx
     from moeplan.engine.timing.layer import layer_time
 
+    cal = cal or DEFAULT_CALIBRATION
     spec, layer = _LAYER_SPECS.get(group) or _LAYER_SPECS.setdefault(group, moe_layer_proxy(group))
     one = _ONE_LAYER.get(group)
     if one is None:
         one = _ONE_LAYER[group] = replace(spec, name=f"{spec.name}-moe-layer", layers=(layer,), mtp_layers=0,
                                           mtp_layer=None)
     cfg, gpu = api.build_config(one, gpu="h100", gpus=8, seq_len=4096, gbs=8, mbs=1, ep=8, dispatcher=dispatcher,
-                                precision=precision)
-    ctx = make_ctx(cfg, gpu, cal or DEFAULT_CALIBRATION)
-    empty = Layer(layer.mixer, DenseMLP(1, gated=False))
-    return layer_time(ctx, layer).total() - layer_time(ctx, empty).total()
+                                precision=precision, mcore_version=LAYER_BENCH_MCORE, grad_fp32=False)
+    ctx = replace(make_ctx(cfg, gpu, cal), wgrad_accumulate=False)
+    return layer_time(ctx, layer).total() - cal.launch_overhead_per_layer_s * GRAPH_LAUNCH_SHARE["attn"]
 
 
 _LAYER_SPECS: dict[str, Any] = {}
