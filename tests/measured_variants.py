@@ -274,12 +274,6 @@ def _n_common(r: dict[str, str]) -> dict[str, Any]:
                 vpp=vpp, ep=int(r["ep"]), cp=int(r["cp"] or 1))
 
 
-# N01-N03: Megatron-LM's MoE recipe index measured at dev commits 7146484 (2026-07-09) and 9c5258f (2026-08-11), both
-# after core_v0.18.0 (2026-06-22) and before core_v0.19.0: the 0.18 code (its experts skip their own quantization
-# padding behind HybridEP, moe_utils.skip_routed_expert_padding)
-MLM_RECIPES_MCORE = "0.18"
-
-
 def n_variants() -> list[Variant]:
     """The expressible rows of groups N01-N41, with their recipes' settings (see the comment above)."""
     out: list[Variant] = []
@@ -306,21 +300,19 @@ def n_variants() -> list[Variant]:
             mx = r["precision"] == "MXFP8"
             full = "full_iteration" in r["cuda_graphs"]
             kw = dict(gpu="gb200", gpus=16, **_n_common(r), precision="mxfp8" if mx else "bf16",
-                      mcore_version=MLM_RECIPES_MCORE, dispatcher="hybridep", cuda_graphs="full_iteration" if full else
+                      dispatcher="hybridep", cuda_graphs="full_iteration" if full else
                       ("attn,moe_router,moe_preprocess" if mx else None))
             lab = "BF16" if not mx else ("MXFP8 full-iteration graphs, paged stash" if full else "MXFP8 TE graphs")
             add(g, lab, "qwen3-30b-a3b", kw, r, "abs")
         elif g == "N02":  # Qwen3-30B-A3B, 32 H100, EP8 MBS1, HybridEP: BF16 vs FP8 blockwise
             fp8 = r["precision"].startswith("FP8")
             kw = dict(gpu="h100", gpus=32, **_n_common(r), precision="fp8" if fp8 else "bf16", dispatcher="hybridep",
-                      mcore_version=MLM_RECIPES_MCORE,
                       cuda_graphs="attn,moe_router,moe_preprocess" if fp8 else None,
                       bf16_moments=fp8, precision_aware_optimizer=True if fp8 else None)
             add(g, "FP8 blockwise, TE graphs" if fp8 else "BF16", "qwen3-30b-a3b", kw, r, "abs")
         elif g == "N03":  # Qwen3-235B-A22B, 128 GB200, EP64, HybridEP 32 SMs, EP overlap + delayed wgrad
             full = "full_iteration" in r["cuda_graphs"]
             kw = dict(gpu="gb200", gpus=128, **_n_common(r), precision="mxfp8", dispatcher="hybridep",
-                      mcore_version=MLM_RECIPES_MCORE,
                       ep_overlap=True, delay_wgrad=True, bf16_moments=True,
                       cuda_graphs="full_iteration" if full else "attn,moe_router,moe_preprocess")
             add(g, "full-iteration graphs, paged stash" if full else "TE graphs", "qwen3-235b-a22b", kw, r, "abs")
@@ -419,7 +411,9 @@ def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
     - the per-layer launch overhead less the attention scope's share (GRAPH_LAUNCH_SHARE["attn"]): no attention
       block launches here;
     - Megatron-Core 0.16 (LAYER_BENCH_MCORE); FP8 = blockwise ("hybrid", fp8_recipe blockwise), weights quantized once
-      (TEGroupedLinear.is_first_microbatch turns False after the first call: cached FP8 weights, as in a step)."""
+      (TEGroupedLinear.is_first_microbatch turns False after the first call: cached FP8 weights, as in a step);
+    - no router padding (the test's TransformerConfig leaves moe_router_padding_for_fp8 off): the FP8 experts copy their
+      rows into a padded buffer and back (Ctx.router_pads_experts False, timing.moe.expert_quant_padded)."""
     from dataclasses import replace
 
     from moeplan import api
@@ -435,7 +429,7 @@ def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
                                           mtp_layer=None)
     cfg, gpu = api.build_config(one, gpu="h100", gpus=8, seq_len=4096, gbs=8, mbs=1, ep=8, dispatcher=dispatcher,
                                 precision=precision, mcore_version=LAYER_BENCH_MCORE, grad_fp32=False)
-    ctx = replace(make_ctx(cfg, gpu, cal), wgrad_accumulate=False)
+    ctx = replace(make_ctx(cfg, gpu, cal), wgrad_accumulate=False, router_pads_experts=False)
     return layer_time(ctx, layer).total() - cal.launch_overhead_per_layer_s * GRAPH_LAUNCH_SHARE["attn"]
 
 

@@ -63,22 +63,29 @@ def test_blockwise_fp8_gemm_rate_on_hopper_only():
     ("alltoall", "0.16", True), ("hybridep", "0.16", True), ("deepep", "0.16", True),
     ("alltoall", "0.18", True), ("hybridep", "0.18", False), ("deepep", "0.18", True)])
 def test_expert_padding_copies_by_release(dispatcher, version, padded):
-    """TEGroupedMLP pads each quantized run's expert rows (Fp8Padding) before core_v0.18; from 0.18 HybridEP / NCCL EP
-    pad inside the dispatch (skip_routed_expert_padding); BF16 never pads."""
+    """Without router padding TEGroupedMLP copies each quantized run's expert rows (Fp8Padding) before core_v0.18; from
+    0.18 HybridEP / NCCL EP pad inside the dispatch (skip_routed_expert_padding); BF16 never pads, and a router that
+    pads the counts (the quantized recipes' moe_router_padding_for_quantization, moeplan's assumption) leaves nothing
+    to copy."""
     cfg, _ = api.build_config(MODEL, **RUN, precision="fp8", dispatcher=dispatcher, mcore_version=version)
-    assert expert_quant_padded(cfg) is padded
-    cfg, _ = api.build_config(MODEL, **RUN, precision="bf16", dispatcher=dispatcher, mcore_version=version)
+    assert expert_quant_padded(cfg, router_pads=False) is padded
     assert not expert_quant_padded(cfg)
+    cfg, _ = api.build_config(MODEL, **RUN, precision="bf16", dispatcher=dispatcher, mcore_version=version)
+    assert not expert_quant_padded(cfg, router_pads=False)
 
 
 def test_expert_padding_costs_four_row_copies_each_way():
-    """The padded and the unpadded hybridep FP8 layer differ, in element-wise seconds, by the padding copies alone: forward
-    pad + unpad and backward the same, each a read and a write of one bf16 row of the experts' input width."""
+    """Without router padding, the padded (0.16) and the unpadded (0.18) hybridep FP8 layer differ, in element-wise
+    seconds, by the padding copies alone: forward pad + unpad and backward the same, each a read and a write of one bf16
+    row of the experts' input width."""
     times = {}
     for version in ("0.16", "0.18"):
         cfg, ctx = _ctx(precision="fp8", dispatcher="hybridep", mcore_version=version)
         layer = next(x for x in cfg.model.layers if x.is_moe)
-        times[version] = layer_time(ctx, layer).elementwise
+        assert layer_time(ctx, layer).elementwise == layer_time(replace(ctx, cache={}), layer).elementwise
+        times[version] = layer_time(replace(ctx, cache={}, router_pads_experts=False), layer).elementwise
+        if version == "0.16":  # the router's padding leaves nothing to copy
+            assert layer_time(ctx, layer).elementwise < times[version]
     rows = ctx.tokens * layer.mlp.top_k
     hbm = ctx.gpu.hbm_bw_bytes_per_s * DEFAULT_CALIBRATION.hbm_eff
     pad_s = 2 * 2 * 2 * expert_width(layer.mlp, cfg.model.hidden) * BF16_BYTES * rows / hbm  # (fwd, bwd) x 2 copies x (r, w)

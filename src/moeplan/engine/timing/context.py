@@ -137,6 +137,10 @@ class Ctx:
     # gradient_accumulation_fusion, what every training run does) or write a fresh gradient once (a module called
     # outside Megatron's DDP wrapper, as the MoE-layer benchmark N38 / N39 does: params' .grad in their own dtype)
     wgrad_accumulate: bool = True
+    # Whether the router pads each expert's token count to the quantized GEMMs' alignment (the quantized recipes'
+    # moe_router_padding_for_quantization; timing.moe.expert_quant_padded), as moeplan assumes; the MoE-layer
+    # benchmark (N38 / N39) leaves it off, and its experts copy their rows into a padded buffer
+    router_pads_experts: bool = True
 
 
 def layer_shape(cfg: RunConfig) -> RunConfig:

@@ -95,7 +95,7 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
     if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
         glue_fwd_bytes, glue_bwd_bytes = (b * rows for b in expert_glue_bytes(mlp, h, par.etp, expert_probs_bytes(cfg.dispatcher)))
         glue += glue_fwd_bytes + glue_bwd_bytes
-    if isinstance(mlp, MoE) and expert_quant_padded(cfg):  # quantized experts' padding copies (fwd, bwd)
+    if isinstance(mlp, MoE) and expert_quant_padded(cfg, ctx.router_pads_experts):  # the experts' padding copies
         pad_fwd_bytes, pad_bwd_bytes = (b * rows for b in expert_quant_padding_bytes(mlp, h))
         glue_fwd_bytes += pad_fwd_bytes
         glue += pad_fwd_bytes + pad_bwd_bytes

@@ -295,13 +295,18 @@ CLAMP_BWD_BYTES = {"one_sided": 2 + 1 + 1 + 2 + 2, "two_sided": 2 * (2 + 1) + 3 
 EXPERT_PAD_SKIP_FROM = (0, 18)
 
 
-def expert_quant_padded(cfg: RunConfig) -> bool:
-    """Whether TEGroupedMLP copies its rows into a padded buffer before the grouped GEMMs: every quantized run
-    (FP8 / FP4 GEMMs want each expert's rows a multiple of 16, 32 for MXFP8; dropless routing's counts are not),
-    through Fp8Padding / Fp8Unpadding (megatron/core/transformer/moe/experts.py, TEGroupedMLP.forward, core_v0.16),
-    except from EXPERT_PAD_SKIP_FROM where HybridEP / NCCL EP, or DeepEP's fused permute feeding the grouped-tensor
-    experts, already write padded segments (skip_routed_expert_padding). moeplan has no router-padding knob
-    (moe_router_padding_for_quantization off, its default)."""
+def expert_quant_padded(cfg: RunConfig, router_pads: bool = True) -> bool:
+    """Whether TEGroupedMLP copies its rows into a padded buffer before the grouped GEMMs: a quantized run (FP8 / FP4
+    GEMMs want each expert's rows a multiple of 16, 32 for MXFP8; dropless routing's counts are not) pads them through
+    Fp8Padding / Fp8Unpadding (megatron/core/transformer/moe/experts.py, TEGroupedMLP.forward, core_v0.16), which
+    copy only where a count is not aligned yet (TransformerEngine fp8_padding.py: "no padding needed" returns the
+    input). ``router_pads``: the router already pads each expert's count (moe_router_padding_for_quantization /
+    _for_fp8: true in the quantized recipes, Megatron-LM examples/moe_recipes' FP8 / MXFP8 YAMLs and Megatron Bridge's
+    performance configs), so nothing is copied; moeplan assumes it (no knob), the MoE-layer benchmark (N38 / N39)
+    leaves it off. From EXPERT_PAD_SKIP_FROM HybridEP / NCCL EP, and DeepEP's fused permute feeding the
+    grouped-tensor experts, write padded segments themselves (skip_routed_expert_padding)."""
+    if router_pads:
+        return False
     if not cfg.fp8:
         return False
     if version_key(cfg.mcore_version) < EXPERT_PAD_SKIP_FROM:
