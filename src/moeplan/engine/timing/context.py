@@ -141,6 +141,7 @@ class Ctx:
     # moe_router_padding_for_quantization; timing.moe.expert_quant_padded), as moeplan assumes; the MoE-layer
     # benchmark (N38 / N39) leaves it off, and its experts copy their rows into a padded buffer
     router_pads_experts: bool = True
+    # (both set where the Ctx is made, before any layer time: ``cache`` and the shared caches do not key on them)
 
 
 def layer_shape(cfg: RunConfig) -> RunConfig:
