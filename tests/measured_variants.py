@@ -393,13 +393,18 @@ def n_variants() -> list[Variant]:
 
 
 # N38 / N39: one MoELayer forward + backward on 8 H100 (EP8, TP1, 4,096 tokens per rank, MBS 1, forced balance,
-# permute and router fusion). The proxies as the rows' notes give them.
+# permute and router fusion). The proxies as the benchmark builds them (Megatron-LM tests/functional_tests/test_cases/
+# common/moe_perf, __main__.py _build_transformer_config + test_cases.py, baseline of cf39a4d = core_v0.16): Mixtral's
+# MoE (hidden 4,096, ffn 14,336, 8 experts top-2) and DeepSeek-V3's with 32 experts (hidden 7,168, ffn 2,048, top-8,
+# 8 groups / top-4 groups). The DeepSeek proxy's MoEModelConfig lists a shared expert of 2,048, but the
+# TransformerConfig the test builds never receives moe_shared_expert_intermediate_size: the layer has none.
 LAYER_PROXY_EXPERTS = {"N38": ("mixtral-8x7b", None), "N39": ("deepseek-v3", 32)}
+LAYER_BENCH_MCORE = "0.16"  # the baseline's commit cf39a4d (2025-12-17) is first in core_v0.16.0
 
 
 def moe_layer_proxy(group: str):
-    """(model, MoE layer) of the N38 / N39 proxy: Mixtral-8x7B's MoE (hidden 4,096, ffn 14,336, 8 experts top-2);
-    DeepSeek-V3's with 32 experts (hidden 7,168, ffn 2,048, top-8, 8 groups / top-4 groups, shared expert 2,048)."""
+    """(model, MoE-only layer) of the N38 / N39 proxy: no attention block (the benchmark times a bare MoELayer) and no
+    shared expert (see LAYER_PROXY_EXPERTS)."""
     from dataclasses import replace
 
     from moeplan.models import load_model
@@ -407,33 +412,42 @@ def moe_layer_proxy(group: str):
 
     name, experts = LAYER_PROXY_EXPERTS[group]
     spec = load_model(name)
-    moe = spec.first_moe if experts is None else replace(spec.first_moe, num_experts=experts)
-    return spec, Layer(spec.first_attention, moe)
+    moe = replace(spec.first_moe, shared_ffn_hidden=0, shared_gate=False)
+    if experts is not None:
+        moe = replace(moe, num_experts=experts)
+    return spec, Layer(None, moe)
 
 
 def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
-    """moeplan's seconds for the proxy's MoE block alone, forward + backward, one micro-batch: the layer's time
-    (timing.layer_time) less that of the same attention block with an (almost) empty dense MLP, so the attention,
-    its norms and the per-layer constant cancel and the router, dispatch, experts, shared expert, combine and the
-    per-expert launches remain."""
+    """moeplan's seconds for what the benchmark times (its _benchmark_moe_layer: CUDA events around ``layer(x)`` and
+    ``output.backward(dy)``): one MoELayer alone, forward + backward, one micro-batch. The layer is a MoE-only layer
+    (timing.layer_time of ``Layer(None, moe)``: router, permute, dispatch, experts, combine, the experts' launches
+    after the dropless host sync), with
+    - the weight gradients written once into bf16 ``.grad`` (the module runs outside Megatron's DDP wrapper:
+      gradient_accumulation_fusion off, no fp32 main_grad; Ctx.wgrad_accumulate False);
+    - the per-layer launch overhead less the attention scope's share (GRAPH_LAUNCH_SHARE["attn"]): no attention
+      block launches here;
+    - Megatron-Core 0.16 (LAYER_BENCH_MCORE); FP8 = blockwise ("hybrid", fp8_recipe blockwise), weights quantized once
+      (TEGroupedLinear.is_first_microbatch turns False after the first call: cached FP8 weights, as in a step);
+    - no router padding (the test's TransformerConfig leaves moe_router_padding_for_fp8 off): the FP8 experts copy their
+      rows into a padded buffer and back (Ctx.router_pads_experts False, timing.moe.expert_quant_padded)."""
     from dataclasses import replace
 
     from moeplan import api
-    from moeplan.models.spec import DenseMLP, Layer
     from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
-    from moeplan.engine.timing.context import make_ctx
+    from moeplan.engine.timing.context import GRAPH_LAUNCH_SHARE, make_ctx
     from moeplan.engine.timing.layer import layer_time
 
+    cal = cal or DEFAULT_CALIBRATION
     spec, layer = _LAYER_SPECS.get(group) or _LAYER_SPECS.setdefault(group, moe_layer_proxy(group))
     one = _ONE_LAYER.get(group)
     if one is None:
         one = _ONE_LAYER[group] = replace(spec, name=f"{spec.name}-moe-layer", layers=(layer,), mtp_layers=0,
                                           mtp_layer=None)
     cfg, gpu = api.build_config(one, gpu="h100", gpus=8, seq_len=4096, gbs=8, mbs=1, ep=8, dispatcher=dispatcher,
-                                precision=precision)
-    ctx = make_ctx(cfg, gpu, cal or DEFAULT_CALIBRATION)
-    empty = Layer(layer.mixer, DenseMLP(1, gated=False))
-    return layer_time(ctx, layer).total() - layer_time(ctx, empty).total()
+                                precision=precision, mcore_version=LAYER_BENCH_MCORE, grad_fp32=False)
+    ctx = replace(make_ctx(cfg, gpu, cal), wgrad_accumulate=False, router_pads_experts=False)
+    return layer_time(ctx, layer).total() - cal.launch_overhead_per_layer_s * GRAPH_LAUNCH_SHARE["attn"]
 
 
 _LAYER_SPECS: dict[str, Any] = {}

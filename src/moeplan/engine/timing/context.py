@@ -46,8 +46,25 @@ TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementw
 UNMEASURED_GEMM_SHARE = 0.75
 
 
+# Share of the per-tensor FP8 GEMM rate that blockwise-scaled FP8 GEMMs (Float8BlockScaling, 1x128 activations /
+# 128x128 weights) reach on GPUs without MXFP8 tensor cores (Hopper): cuBLASLt applies the per-128-deep-K scales inside
+# the main loop (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / BLK128x128_32F), where per-tensor scales cost one epilogue
+# multiply. From Transformer Engine's GEMM profiling guide on H200 (docs/examples/gemm_profiling, 5B config, per
+# layer): FP8 per-tensor GEMMs pre-quantized 16.79 ms, delayed scaling with its one-pass quantize 18.98 ms, block
+# scaling (also a one-pass quantize, QUANTIZE_BYTES_PER_ELEM) 22.88 ms: block GEMMs 22.88 - (18.98 - 16.79) = 20.69 ms,
+# 16.79 / 20.69 = 0.81 of the per-tensor rate. On Blackwell TE runs the recipe on the MXFP8 tensor cores.
+BLOCKWISE_FP8_GEMM_SHARE = 0.81
+
+
 def gemm_rate(gpu: GPUSpec, precision: str) -> float:
-    """Achievable large-GEMM FLOP/s for the run's precision (measured MAMF, else peak x 0.75)."""
+    """Achievable large-GEMM FLOP/s for the run's precision (measured MAMF, else peak x 0.75); blockwise FP8 ("fp8")
+    on a GPU without MXFP8 tensor cores at BLOCKWISE_FP8_GEMM_SHARE of it."""
+    if precision == "fp8" and not gpu.supports("mxfp8"):
+        return _gemm_rate(gpu, precision) * BLOCKWISE_FP8_GEMM_SHARE
+    return _gemm_rate(gpu, precision)
+
+
+def _gemm_rate(gpu: GPUSpec, precision: str) -> float:
     if precision == "bf16":
         measured, peak = gpu.gemm_bf16_achieved_flops, gpu.peak("bf16")
     elif precision == "nvfp4":
@@ -118,6 +135,15 @@ class Ctx:
     shape: object = field(default=None, compare=False, hash=False)
     # GEMM times shared by the shapes of one search (None: each GEMM costed afresh): gemm_time
     gemms: dict[Any, tuple[float, float]] | None = field(default=None, compare=False, hash=False)
+    # Whether weight-gradient GEMMs accumulate into the fp32 main_grad in place (Megatron-Core
+    # gradient_accumulation_fusion, what every training run does) or write a fresh gradient once (a module called
+    # outside Megatron's DDP wrapper, as the MoE-layer benchmark N38 / N39 does: params' .grad in their own dtype)
+    wgrad_accumulate: bool = True
+    # Whether the router pads each expert's token count to the quantized GEMMs' alignment (the quantized recipes'
+    # moe_router_padding_for_quantization; timing.moe.expert_quant_padded), as moeplan assumes; the MoE-layer
+    # benchmark (N38 / N39) leaves it off, and its experts copy their rows into a padded buffer
+    router_pads_experts: bool = True
+    # (both set where the Ctx is made, before any layer time: ``cache`` and the shared caches do not key on them)
 
 
 def layer_shape(cfg: RunConfig) -> RunConfig:

@@ -10,6 +10,25 @@ from moeplan.engine.timing.calibration import Calibration
 from moeplan.engine.timing.context import GROUPED_TILE_ROWS, Ctx
 
 
+# HBM bytes one quantize of a BF16 GEMM input moves per element, by recipe (Transformer Engine's quantize kernels; each
+# FP8 GEMM input is written row-wise for fprop / dgrad and column-wise (transposed) for wgrad):
+# - fp8 (Float8BlockScaling): one pass, per-block amax in the kernel (common/transpose/
+#   quantize_transpose_vector_blockwise.cu): read 2, write 1 + 1, an fp32 scale per 128 elements each way;
+# - fp8-cs (Float8CurrentScaling): a per-tensor amax pass first (nvte_compute_amax: read 2), then the fused
+#   cast-transpose with that scale (read 2, write 1 + 1): the extra read TE's GEMM profiling guide measures as ~17% of
+#   the autocast GEMM time on H200 (docs/examples/gemm_profiling: FP8Current 20.3 ms autocast vs 16.8 ms pre-quantized);
+# - fp8-ds (DelayedScaling): the fused cast-transpose with last step's scale, amax recorded on the fly (read 2, write 2);
+# - mxfp8: one pass (common/cast/mxfp8), a 1-byte E8M0 scale per 32 elements each way;
+# - nvfp4: the FP8 figure moeplan has always used (its amax / Hadamard passes are not re-derived here).
+QUANTIZE_BYTES_PER_ELEM: dict[str, float] = {
+    "fp8": BF16_BYTES + 2 * (1.0 + FP32_BYTES / 128),
+    "fp8-cs": 2 * BF16_BYTES + 2 * 1.0,
+    "fp8-ds": BF16_BYTES + 2 * 1.0,
+    "mxfp8": BF16_BYTES + 2 * (1.0 + 1.0 / 32),
+    "nvfp4": BF16_BYTES + 2 * 1.0,
+}
+
+
 def gemm_k_half(rate: float, sms: int, cal: Calibration) -> float:
     """Reduction depth at which a GEMM runs at half its best-shape rate on a GPU of ``sms`` SMs reaching
     ``rate`` matmul FLOP/s: per output element, the main loop's 2K FLOPs at the per-SM rate take as long
@@ -28,7 +47,7 @@ def gemm_time(ctx: Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[flo
     attention and dense GEMMs, the dispatcher, EP overlap, CP communication type, recompute, CUDA graphs)
     share their GEMM times (tests/unit/test_layer_cache.py: memoised = fresh, exactly)."""
     memo = ctx.gemms
-    if memo is None:
+    if memo is None or not ctx.wgrad_accumulate:  # the shared cache holds training runs' GEMMs only
         return _gemm_time_uncached(ctx, g, rows, local_experts)
     par = ctx.cfg.parallel
     key = (g, rows, local_experts, ctx.tokens, ctx.seq_tokens, par.tp, par.etp) if g.per_row else (
@@ -52,7 +71,7 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     unless grads are reduced in bf16): it reads and writes the whole local gradient, which is what
     makes many local experts (narrow EP) cost HBM time per micro-batch.
     FP8 runs also quantize each GEMM input (forward) and output gradient (backward): read bf16,
-    write FP8 row- and column-wise."""
+    write FP8 row- and column-wise, the bytes of the recipe's kernels (QUANTIZE_BYTES_PER_ELEM)."""
     cfg, cal = ctx.cfg, ctx.cal
     par = cfg.parallel
     div = par.etp if g.kind == "expert" else par.tp
@@ -70,7 +89,8 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
     fwd_bytes = gemm_moved_bytes(m * k, w, m * n, b_in, BF16_BYTES)  # forward: x, W -> y
     dgrad_bytes = gemm_moved_bytes(m * n, w, m * k, b_in, BF16_BYTES)  # dgrad: dy, W -> dx
-    wgrad_bytes = gemm_moved_bytes(m * k, m * n, w, b_in, 2 * grad_b)  # wgrad: x, dy -> main_grad += dW (read + write)
+    # wgrad: x, dy -> main_grad += dW (read + write), or dW written once where nothing accumulates (Ctx.wgrad_accumulate)
+    wgrad_bytes = gemm_moved_bytes(m * k, m * n, w, b_in, (2 if ctx.wgrad_accumulate else 1) * grad_b)
     hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
     rate = ctx.gemm_rate
     if g.per_row:
@@ -84,7 +104,7 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     kh = gemm_k_half(ctx.gemm_rate, ctx.gpu.sms, cal)
     wgrad = gemm_call_s(flops, per_expert, wgrad_bytes, rate, hbm, kh)
     t = gemm_call_s(flops, k, fwd_bytes, rate, hbm, kh) + gemm_call_s(flops, n, dgrad_bytes, rate, hbm, kh) + wgrad
-    cast = (m * k + m * n) * (BF16_BYTES + 2 * 1.0) / hbm if fp8 else 0.0
+    cast = (m * k + m * n) * QUANTIZE_BYTES_PER_ELEM[cfg.precision] / hbm if fp8 else 0.0
     return t, cast, wgrad
 
 

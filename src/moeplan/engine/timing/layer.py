@@ -18,8 +18,8 @@ from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.offload_act import activation_offload_s
 from moeplan.engine.timing.moe import (EP_CHUNK_EDGE, dispatch_before_host_sync, ep_comm_sms, ep_kernels,
                                        ep_overlap_exposed_s, ep_totals, expert_glue_bytes, expert_glue_clamp_fwd_bytes,
-                                       expert_host_s, expert_launch_exposed_s, experts_recomputed,
-                                       routing_map_allgather_s)
+                                       expert_host_s, expert_launch_exposed_s, expert_quant_padded,
+                                       expert_quant_padding_bytes, experts_recomputed, routing_map_allgather_s)
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, MoE
 from moeplan.run.parallel import cp_ranks_per_domain
 
@@ -96,6 +96,10 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
     if isinstance(mlp, MoE) and not cfg.experts_op_fused:  # clamped GLU / expert bias glue (gpt-oss)
         glue_fwd_bytes, glue_bwd_bytes = (b * rows for b in expert_glue_bytes(mlp, h, par.etp, expert_probs_bytes(cfg.dispatcher)))
         glue += glue_fwd_bytes + glue_bwd_bytes
+    if isinstance(mlp, MoE) and expert_quant_padded(cfg, ctx.router_pads_experts):  # the experts' padding copies
+        pad_fwd_bytes, pad_bwd_bytes = (b * rows for b in expert_quant_padding_bytes(mlp, h))
+        glue_fwd_bytes += pad_fwd_bytes
+        glue += pad_fwd_bytes + pad_bwd_bytes
     out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + glue_s + cast
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
     if par.tp > 1:

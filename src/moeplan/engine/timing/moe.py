@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from moeplan.base.fields import version_key
 from moeplan.base.vocab import FLEX_DISPATCHERS
 from moeplan.engine import fsdp
 from moeplan.engine.activations import BF16_BYTES
@@ -304,6 +305,41 @@ def experts_recomputed(rc: Recompute) -> bool:
 # read 2, write a 1-byte mask; where: read mask, grad, write 2) and where((self >= min).logical_and_(self <= max),
 # grad, 0) for the linear half's two-sided one (two compares, the in-place and, the where).
 CLAMP_BWD_BYTES = {"one_sided": 2 + 1 + 1 + 2 + 2, "two_sided": 2 * (2 + 1) + 3 + (1 + 2 + 2)}
+
+
+# Megatron-Core release from which the routed experts skip their own quantization padding where the dispatcher
+# already pads (moe_utils.skip_routed_expert_padding, Megatron-LM 6815c0f, first in core_v0.18.0)
+EXPERT_PAD_SKIP_FROM = (0, 18)
+
+
+def expert_quant_padded(cfg: RunConfig, router_pads: bool = True) -> bool:
+    """Whether TEGroupedMLP copies its rows into a padded buffer before the grouped GEMMs: a quantized run (FP8 / FP4
+    GEMMs want each expert's rows a multiple of 16, 32 for MXFP8; dropless routing's counts are not) pads them through
+    Fp8Padding / Fp8Unpadding (megatron/core/transformer/moe/experts.py, TEGroupedMLP.forward, core_v0.16), which
+    copy only where a count is not aligned yet (TransformerEngine fp8_padding.py: "no padding needed" returns the
+    input). ``router_pads``: the router already pads each expert's count (moe_router_padding_for_quantization /
+    _for_fp8: true in the quantized recipes, Megatron-LM examples/moe_recipes' FP8 / MXFP8 YAMLs and Megatron Bridge's
+    performance configs), so nothing is copied; moeplan assumes it (no knob), the MoE-layer benchmark (N38 / N39)
+    leaves it off. From EXPERT_PAD_SKIP_FROM HybridEP / NCCL EP, and DeepEP's fused permute feeding the
+    grouped-tensor experts, write padded segments themselves (skip_routed_expert_padding)."""
+    if router_pads:
+        return False
+    if not cfg.fp8:
+        return False
+    if version_key(cfg.mcore_version) < EXPERT_PAD_SKIP_FROM:
+        return True
+    if cfg.dispatcher in ("hybridep", "ncclep"):
+        return False
+    return not (cfg.dispatcher == "deepep" and cfg.experts_grouped_tensor)
+
+
+def expert_quant_padding_bytes(moe: MoE, hidden: int) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per routed row of TEGroupedMLP's quantization padding (:func:`expert_quant_padded`):
+    forward Fp8Padding copies the permuted input into the padded buffer (tex.fused_multi_row_padding: read and write
+    one bf16 row of the experts' input width) and Fp8Unpadding copies the output back (the same); backward the two
+    gradients the other way (TransformerEngine pytorch/module/fp8_padding.py, fp8_unpadding.py)."""
+    row = expert_width(moe, hidden) * BF16_BYTES
+    return 2 * 2 * row, 2 * 2 * row
 
 
 def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1, probs_bytes: int = BF16_BYTES) -> tuple[float, float]:
