@@ -15,6 +15,11 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   (one MoE layer on 8 H100) as that layer's seconds (tests/measured_variants.moe_layer_s), reported. N31-N33
   (AWS EFA), N40 / N41 (the dense CP sweeps, as tokens/s with NeMo's own FLOP count) are estimated and reported, not fitted (N_OUT_OF_FIT says why); rows no
   estimate expresses are listed with the missing feature (UNEXPRESSED).
+- the catalogued models' tuned rows (tests/measured_variants.catalog_variants, catalog_observations): Nemotron-3
+  (N13-N15, N20) and DeepSeek-V4-Flash (N12) performance rows as tokens/s per GPU from their published step times,
+  DeepSeek-V4 (N06, Megatron-LM's recipe index) as TFLOP/s; the rows that miss by an effect moeplan lacks (TP 2 on
+  the hybrid stack, EP 8 over 512 experts, NVFP4, software drift) and G06 (Moonlight, a host-bound GBS 4 step) are
+  estimated and reported, not fitted. Their models' features become fitted features (fit_features).
 Constants are fitted in logit space (efficiencies stay in (0, 1)) with a weak prior at their source
 value (docs/calibration.md says which ones the data pin: posterior / prior spread). Leave-one-group-out
 cross-validation refits without each group and predicts it; the RMS of those held-out residuals is the
@@ -46,8 +51,8 @@ from moeplan.models import load_model  # noqa: E402
 from moeplan.models.spec import MODEL_FEATURES  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, Calibration  # noqa: E402
 from moeplan.engine.timing.step import estimate_time  # noqa: E402
-from tests.measured_variants import (G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSED, Variant, g15_points,  # noqa: E402
-                                     layer_variants, moe_layer_s, n_variants, routing_pair, variants)
+from tests.measured_variants import (G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSED, Variant, catalog_variants,  # noqa: E402
+                                     g15_points, layer_variants, moe_layer_s, n_variants, routing_pair, variants)
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
 
@@ -163,6 +168,32 @@ def observations() -> list[Obs]:
     out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
                    lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model))
     out += n_observations()
+    out += catalog_observations()
+    return out
+
+
+def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
+    """The rows of the catalogued models (tests/measured_variants.catalog_variants): absolute tokens/s per GPU from the
+    published step time (N12-N20), or the source's TFLOP/s (N06); G06 as each row over its first row (1 / step time).
+    Rows whose ``extra["fit"]`` is False (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``."""
+    out: list[Obs] = []
+    refs: dict[str, Callable[[Calibration], Any]] = {}
+    ref_rows: dict[str, Variant] = {}
+    for v in catalog_variants():
+        if not v.extra["fit"] and not include_out_of_fit:
+            continue
+        t = _built(v.model, v.kwargs)
+        if v.extra["obs"] == "ratio":
+            if v.group not in refs:
+                refs[v.group], ref_rows[v.group] = t, v
+                continue
+            rv, rt = ref_rows[v.group], refs[v.group]
+            out.append(Obs(v.group, f"{v.label} / {rv.label}", float(rv.step_s) / float(v.step_s),  # type: ignore[arg-type]
+                           lambda c, t=t, rt=rt: rt(c).step_time_s / t(c).step_time_s, v.model))
+        elif v.extra["unit"] == "tokens":
+            out.append(Obs(v.group, v.label, float(v.extra["tokens"]), lambda c, t=t: t(c).tokens_per_s_per_gpu, v.model))
+        else:
+            out.append(Obs(v.group, v.label, float(v.tflops), lambda c, t=t: t(c).tflops_per_gpu, v.model))  # type: ignore[arg-type]
     return out
 
 
@@ -493,7 +524,8 @@ def _new_models() -> list[str]:
            "The shared measured rows of DeepSeek-V4, Qwen3.6 and GLM-5.2 (measured_variants.csv N06, N12, N16, N18;",
            "`tests/data/new_model_rows.csv`). Each is within "
            f"{TOLERANCE:.0%} of its measured tokens/s per GPU or names what moeplan misses",
-           "(`tests/validation/test_new_model_rows.py`); none is in the fit. A row with TFLOP/s alone (N06) compares",
+           "(`tests/validation/test_new_model_rows.py`). The tuned DeepSeek-V4 rows (N06 but the 26.04 container, N12's",
+           "performance rows) are in the fit (Catalogued models in the fit, below). A row with TFLOP/s alone (N06) compares",
            "model TFLOP/s per GPU (moeplan counts DeepSeek-V4's FLOPs as Bridge does).", "",
            "| group | run | measured tokens/s/GPU | moeplan / measured | missing effect |", "|---|---|---|---|---|"]
     for r in rows():
@@ -502,6 +534,28 @@ def _new_models() -> list[str]:
             f"({r['measured_tflops_per_gpu']} TFLOP/s)"
         out.append(f"| {r['group']} | {r['label']} | {meas} | {f'{x:.2f}x' if x is not None else '-'} | "
                    f"{r['missing_effect'] or 'none'} |")
+    return out + [""]
+
+
+def _catalog(cal: Calibration) -> list[str]:
+    """Every row of the catalogued models' groups that moeplan expresses (tests/measured_variants.catalog_variants) at
+    the fitted constants: in the fit, or the effect that keeps it out."""
+    out = ["## Catalogued models in the fit", "",
+           "Rows of the models catalogued by issues 34 and 31 (Nemotron-3, DeepSeek-V4, Moonlight-16B-A3B) that moeplan",
+           "expresses with their recipes' settings (`tests/measured_variants.catalog_variants`). Tuned performance rows",
+           "with a published layout are fitted as absolute levels: tokens/s per GPU from the published step time (N12-N20),",
+           "the source's model TFLOP/s per GPU (N06, Megatron-LM's recipe index). The others are estimated and kept",
+           "out with the effect moeplan lacks; the functional runs are in the table of rows no estimate expresses.", "",
+           "| group | row | measured | moeplan / measured | in the fit |", "|---|---|---|---|---|"]
+    obs = catalog_observations(include_out_of_fit=True)
+    why = {v.label: v.extra["why"] for v in catalog_variants()}
+    for o in obs:
+        ratio = o.predict(cal) / o.measured
+        shown = {"N06": f"{o.measured:,.1f} TFLOP/s/GPU", "G06": f"{o.measured:.4f} (step-time ratio)"}.get(
+            o.group, f"{o.measured:,.0f} tokens/s/GPU")
+        reason = why.get(o.label) or why.get(o.label.split(" / ")[0], "")
+        out.append(f"| {o.group} | {o.label} | {shown} | {ratio:.2f}x | "
+                   f"{'no: ' + reason if reason else 'yes'} |")
     return out + [""]
 
 
@@ -547,10 +601,11 @@ def _nemotron() -> list[str]:
             f"{l_model} on {l_sys} {l_est:.0f} GiB",
             f"for {l_meas:.2f} GiB, a named gap (the CUDA graphs' static buffers of the attn / mamba / moe_router /",
             "moe_preprocess scopes; the recipe's gradient and optimizer dtypes are not stated).", "",
-            "Not in the check: the NVFP4 rows (moeplan has no NVFP4 precision), natural-routing and Megatron-FSDP rows "
+            "Not in the check: the NVFP4 rows (their effect is named below), natural-routing and Megatron-FSDP rows "
             "(the", "estimate's forced balance and plain distributed optimizer), and rows whose layout the card does "
-            "not state", "(Lightning on H100). Mamba-2 and LatentMoE stay outside the fit: the features' band below the "
-            "estimate", "(Outside the fit, above) comes from these rows; no constant was fitted to them.", ""]
+            "not state", "(Lightning on H100); the NVFP4 rows are estimated in the next section. The rows without a "
+            "named effect", "are in the fit (Catalogued models in the fit, below), so Mamba-2 and LatentMoE are fitted "
+            "features.", ""]
     return out
 
 
@@ -614,8 +669,9 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         idx = [i for i, o in enumerate(obs) if o.group == g]
         fr = math.sqrt(float(np.mean(r1[idx] ** 2)))
         lines.append(f"| {g} | {len(idx)} | {fr:.3f} | {math.sqrt(float(np.mean(cv[g] ** 2))):.3f} |")
-    lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14, N01-N03, N30, N37), a ratio inside the",
-              "group (G05, G09, MB01, N25, N27: the row over its sub-group's first row), or seconds offload adds (G08).",
+    lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14, N01-N03, N06, N30, N37), tokens/s per GPU",
+              "from the published step time (N12-N15, N20), a ratio inside the group (G05, G09, MB01, N25, N27: the row",
+              "over its sub-group's first row), or seconds offload adds (G08).",
               f"{len(obs)} observations.", ""]
     lines += _n_outside(cal)
     lines += _ranking(cal)
@@ -623,6 +679,7 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
     lines += _outside_fit(evidence, bands, fitted, band)
     lines += _new_models()
     lines += _nemotron()
+    lines += _catalog(cal)
     published, ratios = _published(cal)
     lines += published
     ok = sum(1 for v in ratios.values() if v >= 0.9)
