@@ -1352,23 +1352,6 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   host time per host CPU (Grace vs x86 Xeon: no shared source), and the ~4-5 ms per layer and micro-batch
   the GB200 / GB300 pair leaves for Qwen3-Next (the forward windows expose ~1 ms of its 16 local experts'
   launches).
-- **The catalogued models' rows against DeepSeek-V3 on GB300 and N40** (issue 31; `tests/measured_variants.
-  catalog_variants`, "Catalogued models in the fit" above). The 9 tuned rows (Nemotron-3 on H100, GB300, B200 and
-  GB200; DeepSeek-V4 on GB200 and GB300) were +3% to +20% fast at the previous fit's constants, as the fitted Qwen3
-  Blackwell rows (N01, N03, N30) are. Fitted with them, the GEMM depth penalty rises (gemm_epilogue_s 1.23e-10 ->
-  1.95e-10: small-K GEMMs slower on Blackwell MXFP8) and FlashAttention's backward share with it (attn_bwd_eff.flash
-  0.41 -> 0.47, which the Hopper long-context Qwen3-235B rows then need). The cross-validated error falls 0.151 ->
-  0.124 (42 -> 51 observations; held out, published 0.164 -> 0.128, N01 0.247 -> 0.202, N03 0.189 -> 0.139, while
-  MB01 0.007 -> 0.046 and N37 0.097 -> 0.103), and two gaps close (PR #3168's GB300 step within 35%; the
-  Qwen3-235B 64K H100 eval inside its band), but DeepSeek-V3 on 256 GB300 (hidden 7,168, MXFP8,
-  full-iteration graphs) goes from -15% to -21% (held at 25% in tests/validation/test_timing.py GAP_ROWS) and N40's
-  points (B200, NeMo 25.04.rc2, held out) from within 11% to +12-15% (its max / min holds; a strict xfail). One
-  epilogue constant for hidden-2,048 / latent-1,024 experts and for DeepSeek-V3's 7,168 cannot serve both (the
-  additive GEMM form, "GEMMs against kernel measurements" above), and one FlashAttention backward share serves
-  Hopper's FA3 / cuDNN 9 stacks and N40's B200 stack alike. Fitting only the DeepSeek-V4 rows (N06, N12) gives CV
-  0.134 with N40 at +12.6%, only Nemotron-3's 0.134. Not isolated: the Mamba-2 SSD kernels are still timed at fla's
-  Gated DeltaNet rates (no SSD measurement is shared); all five fitted Nemotron-3 rows are fast (+4% to +14% fitted),
-  which a slower SSD would explain, but no measurement pins it.
 """
 
 

@@ -59,10 +59,6 @@ def _check(group: str, shape_only: bool = False) -> None:
     assert not misses, "\n".join(misses)
 
 
-@pytest.mark.xfail(strict=True, reason="N40's points are +12-15% at this fit (within 11% before the catalogued models' "
-                   "tuned rows joined it, issue 31): attn_bwd_eff.flash 0.41 -> 0.47, one FlashAttention backward share "
-                   "for Hopper's FA3 / cuDNN 9 stacks and N40's B200 NeMo 25.04.rc2 (docs/calibration.md known gaps, "
-                   "'The catalogued models' rows against DeepSeek-V3 on GB300 and N40'); the sweep's shape holds")
 def test_n40_llama3_8b_b200_cp_sweep():
     _check("N40")
 
