@@ -503,7 +503,7 @@ NVFP4_WHY = ("NVFP4: measured +4% over the same layout in MXFP8 on GB300 (864 / 
              "NVFP4BlockScaling: random Hadamard transforms of the weight-gradient inputs, 2D-scaled weights, stochastic "
              "rounding of gradients) and the layers it keeps in higher precision are not modelled")
 N06_DRIFT_WHY = ("software drift: the same recipe and layout measured 646.4 TFLOP/s/GPU on the pytorch 26.04 container "
-                 "and 710.4 on 26.06 (TE 3bca9385 -> 6377ca16); the 26.06 row is in the fit")
+                 "and 710.4 on 26.06 (TE 3bca9385 -> 6377ca16); the 26.06 row is the tuned one")
 G06_WHY = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs 0.46 s where moeplan estimates 0.16 s, "
            "and the recompute sets add 9-49 ms each where recomputing their modules' work costs 0.3-3.5 ms (layernorm "
            "recompute alone ~40 ms); as ratios to the no-recompute row they would sit within 2-9% only because the "
