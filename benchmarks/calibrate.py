@@ -888,8 +888,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   FP8 quantize over-charge's). At the shipped constants a cost per received token copy in HybridEP's dispatch and
   combine (~6 ns: its pipelines hold a fixed 10-12 tokens per SM whatever the hidden size, hybrid-ep
   NUM_OF_STAGES_DISPATCH_API, so the bytes in flight shrink with the row) takes the fitted RMS 0.125 -> 0.116 and
-  N01 / N30 BF16 to -4% / -0%, but the README's 16-SM rows bound that pipeline's token latency (<= ~3 us) to ~1 ns of
-  it and no HybridEP benchmark below hidden 7,168 pins the rest, so it is not modelled. A cost per token in every MoE
+  N01 / N30 BF16 to -4% / -0%; fitted jointly with the other constants (tried as `hybridep_token_copy_s`) it settles
+  at 1.4 ns, gemm_epilogue_s gives back 13%, and the CV error moves 0.154 -> 0.151 with N01 BF16 still +12% (the
+  H100 HybridEP rows do not want it). The README's 16-SM rows bound that pipeline's token latency (<= ~3 us) to ~1 ns
+  a copy and no HybridEP benchmark below hidden 7,168 pins more, so it is not modelled. A cost per token in every MoE
   layer fits about as well (0.118); that GB200 and B200 miss by the same time (same HBM rate, 11% apart in peak,
   Grace without graphs against x86 with TE-scoped graphs) points at latency- or memory-bound work rather than the
   matmul rate or host launches. A measurement of one Qwen3-30B-A3B layer's HybridEP calls at hidden 2,048 on
