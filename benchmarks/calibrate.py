@@ -820,7 +820,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   and DeepEP's dispatch busy-waits on the host for notify_dispatch's counts), one constant for NCCL
   (`a2a_host_call_s`) and one for DeepEP (`ep_proxy_call_s`), each per NIC rail of the GPU (catalog
   `scaleout_nics_per_gpu`: aws-ofi-nccl stripes every 512 KiB network chunk over the GPU's rails, one write and one
-  completion per rail; NVSHMEM's libfabric transport polls one domain per NIC), so p5's 4 x 100 Gb/s rails pay twice
+  completion per rail; NVSHMEM's libfabric transport is multi-rail, one domain per NIC), so p5's 4 x 100 Gb/s rails pay twice
   p6-b300's 2 x 400 Gb/s per call, and N33's NCCL MBS 1 / MBS 4 ratios land within 25% (+13% EP32, +23% EP16; they
   were +39% / +46% with one cost per call); fitted on N31-N33, 0.75 ms a rail for NCCL and 1.17 ms for DeepEP (1.5 /
   2.3 ms a call on p6-b300, twice that on p5). The EFA groups now pull `launch_overhead_per_layer_s` to 0.49 ms
