@@ -15,9 +15,9 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   (one MoE layer on 8 H100) as that layer's speed (tests/measured_variants.moe_layer_s) over its alltoall BF16 row's,
   the absolute layer times reported. The dense CP
   sweeps as tokens/s (NeMo's own FLOP count): N41 absolute (its rows run their TE 1.3), N40 over its shortest point
-  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps). N31 / N32 (AWS EFA on p6-b300) as ratios
-  inside each campaign sub-group (dispatcher x MBS, overlap rows among themselves); N33 (p5.48xlarge) is estimated
-  and reported, not fitted (N_OUT_OF_FIT says why); rows no
+  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps). N31 / N32 (AWS EFA on p6-b300) and N33
+  (p5.48xlarge; its DeepEP-over-UCCL-EP rows reported, not fitted: ROWS_OUT_OF_FIT) as ratios inside each campaign sub-group (dispatcher x
+  MBS, overlap rows among themselves); groups in N_OUT_OF_FIT are estimated and reported, not fitted; rows no
   estimate expresses are listed with the missing feature (UNEXPRESSED).
 - the catalogued models' rows (tests/measured_variants.catalog_variants, catalog_observations): Nemotron-3 (N13-N15,
   N20) and DeepSeek-V4-Flash (N12) performance rows as tokens/s per GPU from their published step times, DeepSeek-V4
@@ -206,10 +206,24 @@ def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
 # N groups kept out of the fit, with why (docs/calibration.md "Outside the fit: shared groups"): each is still
 # estimated and its misses printed.
 N_OUT_OF_FIT: dict[str, str] = {
-    "N33": "AWS EFA campaign on p5.48xlarge: the fixed cost per EP call it implies is ~2.4x p6-b300's (N31 / N32, "
-           "fitted) and DeepEP through host proxies costs 3-7x NCCL per token there (~1x on p6-b300); p5 gives each "
-           "GPU four 100 Gb/s EFA NICs, p6-b300's NIC layout is in no stored source, so no catalog fact separates them",
 }
+
+
+# Rows kept out of the fit inside a fitted group, (group, label fragment) -> why: still estimated, reported
+# (docs/calibration.md "Shared groups outside the fit") and ranked (tests/validation/test_ranking_shared_groups.py).
+ROWS_OUT_OF_FIT: dict[tuple[str, str], str] = {
+    ("N33", "UCCL"): "DeepEP over UCCL-EP on p5.48xlarge: DeepEP's host-proxy backend is not a knob (UCCL-EP and "
+                     "NVSHMEM's libfabric transport are both 'deepep'), and on p5 UCCL-EP costs ~2.3 us per token "
+                     "sent across nodes, at EP16 and EP32 alike (~12.5 ms per layer and sample at EP32), where on "
+                     "p6-b300 (N31 / N32) it costs no more per token than NCCL; UCCL-EP's README (uccl-project/uccl "
+                     "ep/) lists p5en / p6-b200 as tested, not p5's 32 x 100 Gb/s EFA, and a public p5 / p5en "
+                     "comparison of EP kernels measures its dispatch ~15x slower on p5",
+}
+
+
+def row_out_of_fit(group: str, label: str) -> str | None:
+    """Why a row of a fitted group stays out of the fit (ROWS_OUT_OF_FIT), or None."""
+    return next((why for (g, frag), why in ROWS_OUT_OF_FIT.items() if g == group and frag in label), None)
 
 
 def _model_name(model: Any) -> str:
@@ -231,6 +245,8 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
             sub = v.extra["sub"]
             if sub not in refs:
                 refs[sub] = (v, t)
+                continue
+            if row_out_of_fit(v.group, v.label) and not include_out_of_fit:
                 continue
             rv, rt = refs[sub]
             if v.extra["unit"] == "tokens":  # the source's own FLOP count per token differs by row (N40 / N41)
@@ -676,8 +692,9 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
               + f"`natural_routing_imbalance` ({cal.natural_routing_imbalance:.3f}, what `--routing natural` assumes) "
               "reproduces the one natural / forced pair moeplan expresses (N37, Mixtral-8x22B: ~445 / ~465 TFLOP/s, "
               "rounded) at the fitted constants. `ep_proxy_call_s` (DeepEP) and `a2a_host_call_s` (NCCL all-to-all), "
-              "the fixed cost of one EP call across EFA nodes, are pinned by the AWS p6-b300 groups N31 / N32 alone "
-              "(no other fitted run crosses a fabric without GPU-initiated RDMA).", "",
+              "the fixed cost of one EP call across EFA nodes per NIC rail of the GPU, are pinned by the AWS groups "
+              "N31 / N32 (p6-b300, 2 rails) and N33 (p5, 4 rails) alone (no other fitted run crosses a fabric "
+              "without GPU-initiated RDMA).", "",
               "## Residuals per group", "",
               "| group | observation | measured | before fit | fitted | held out (CV) |", "|---|---|---|---|---|---|"]
     cv_iter = {g: iter(v) for g, v in cv.items()}
@@ -690,7 +707,7 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         fr = math.sqrt(float(np.mean(r1[idx] ** 2)))
         lines.append(f"| {g} | {len(idx)} | {fr:.3f} | {math.sqrt(float(np.mean(cv[g] ** 2))):.3f} |")
     lines += ["", "Measured quantities: TFLOP/s per GPU (published, G11, G14, N01-N03, N30, N37), a ratio inside the",
-              "group (G05, G09, MB01, N25, N27, N31, N32: the row over its sub-group's first row; N40: tokens/s over",
+              "group (G05, G09, MB01, N25, N27, N31-N33: the row over its sub-group's first row; N40: tokens/s over",
               "its 8K point; N38 / N39: one MoE layer's speed over its proxy's alltoall BF16 row), tokens/s per GPU",
               "(N41), or seconds offload adds (G08).",
               f"{len(obs)} observations.", ""]
@@ -719,9 +736,11 @@ def _n_outside(cal: Calibration) -> list[str]:
            "constants (ratios: the row over its sub-group's first row):", ""]
     for g, why in N_OUT_OF_FIT.items():
         out.append(f"- **{g}**: {why}.")
+    for (g, frag), why in ROWS_OUT_OF_FIT.items():
+        out.append(f"- **{g}** rows with '{frag}' (the rest of {g} is fitted): {why}.")
     out += ["", "| group | observation | measured | moeplan |", "|---|---|---|---|"]
     for o in n_observations(include_out_of_fit=True):
-        if o.group in N_OUT_OF_FIT:
+        if o.group in N_OUT_OF_FIT or row_out_of_fit(o.group, o.label.split(" / ")[0]):
             p = o.predict(cal)
             out.append(f"| {o.group} | {o.label} | {o.measured:.4g} | {p / o.measured - 1:+.0%} |")
     out += ["", "Rows no estimate expresses, and the feature moeplan lacks:", "",
@@ -886,21 +905,28 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   order but loses N39's two FP8 pairs and N37's FP8 / BF16 ratio (CV 0.145 against 0.141). The share is derived
   assuming block scaling's one-pass quantize costs what delayed scaling's does; a slower block quantize would put
   more of the 22.9 ms into quantizing and less into the GEMMs (a share nearer 0.9).
-- **AWS EFA campaigns** (N31 / N32 fitted, N33 outside): MBS 1 runs at 0.3-0.5x of MBS 4 for every dispatcher, NCCL
+- **AWS EFA campaigns** (N31-N33 fitted, N33's DeepEP-over-UCCL-EP rows reported only): MBS 1 runs at 0.3-0.5x of MBS 4 for every dispatcher, NCCL
   included; the step times imply a fixed cost per micro-batch of ~8-10 ms per layer on p6-b300 (NCCL; ~12 ms with
   DeepEP over UCCL-EP) and ~15-17 ms on p5, ~1.45x more with full recompute (N32: six EP calls per layer instead of
   four). Modelled as a fixed cost per EP dispatch / combine call across EFA nodes (`engine.timing.moe.ep_proxy_call_s`:
   every message is posted by a host thread, NCCL's proxy through aws-ofi-nccl or DeepEP's UCCL-EP / NVSHMEM proxies,
   and DeepEP's dispatch busy-waits on the host for notify_dispatch's counts), one constant for NCCL
-  (`a2a_host_call_s`) and one for DeepEP (`ep_proxy_call_s`), fitted on N31 / N32; the fit also raises
-  `launch_overhead_per_layer_s` (a per-layer host cost every run pays). The fitted values (~1-2 ms a call) are
+  (`a2a_host_call_s`) and one for DeepEP (`ep_proxy_call_s`), each per NIC rail of the GPU (catalog
+  `scaleout_nics_per_gpu`: aws-ofi-nccl stripes every 512 KiB network chunk over the GPU's rails, one write and one
+  completion per rail; NVSHMEM's libfabric transport is multi-rail, one domain per NIC), so p5's 4 x 100 Gb/s rails pay twice
+  p6-b300's 2 x 400 Gb/s per call, and N33's NCCL MBS 1 / MBS 4 ratios land within 25% (+13% EP32, +23% EP16; they
+  were +39% / +46% with one cost per call); fitted on N31-N33, 0.75 ms a rail for NCCL and 1.17 ms for DeepEP (1.5 /
+  2.3 ms a call on p6-b300, twice that on p5). The EFA groups now pull `launch_overhead_per_layer_s` to 0.49 ms
+  (0.43 ms fitted without them; 0.58 ms with one cost per call and N33 out). The fitted values are
   several times UCCL-EP's published low-latency call (0.2-0.6 ms, p6-b200): the constants also carry host work after
   each call's sync that the data do not separate. What stays: NCCL's MBS 1 at EP16 is still ~1.4x too fast (its
   fixed part per layer is larger at EP16 than at EP32, measured, where a per-peer cost would make it smaller), DeepEP
   over EFA under EP overlap at EP32 measures 0.63-0.65x NCCL (moeplan ~0.9x), and NVSHMEM at EP16 ~1.0x (moeplan
-  ~0.8x). N33 (p5.48xlarge) stays outside: its fixed cost per call is ~2.4x p6-b300's and DeepEP through the proxies
-  costs 3-7x NCCL per token there (~1x on p6-b300); p5 gives each GPU four 100 Gb/s EFA NICs (AWS: 32 network
-  cards), p6-b300's NIC layout is in no stored source, so no catalog fact separates the two. EP overlap across the
+  ~0.8x). On p5 (N33) DeepEP through the proxies costs more per token than NCCL where p6-b300's does not: over
+  UCCL-EP ~2.3 us per token sent across nodes at EP16 and EP32 alike (those rows stay out of the fit: the proxy
+  backend is not a knob, and UCCL-EP lists p5en / p6-b200, not p5, as tested), over NVSHMEM at EP32 MBS 4 0.56x NCCL measured
+  against ~0.85x (its MBS 1 row fits): a per-token cost that a single-NIC proxy rate (12.5 GB/s on p5) would explain,
+  which no stored source confirms for NVSHMEM's libfabric transport. EP overlap across the
   regimes (overlap + VPP2 + 96 layers + no recompute over the selective-recompute rows, which the campaigns say to
   compare only within a regime, so not fitted): EP32 PP2 with NCCL gains more than moeplan has (1.48x measured, ~1.25x
   estimated; DeepEP 1.10-1.26x against ~1.21x), EP16 PP4 on p6-b300 less (1.01-1.18x against 1.26-1.31x), so the warm-up / cool-down chunks without a

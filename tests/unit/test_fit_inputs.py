@@ -48,9 +48,9 @@ def test_deepep_over_efa_pays_a_proxy_round_trip_per_call():
 
 def test_nccl_all_to_all_over_efa_pays_a_host_call_per_call():
     """NCCL's all-to-all across EFA nodes is posted by NCCL's host proxy thread through aws-ofi-nccl, a fixed cost
-    per call (a2a_host_call_s): four calls per MoE layer and micro-batch (dispatch and combine, forward and
-    backward), none on InfiniBand or inside one node. The fixed cost is what makes MBS 1 cost every dispatcher
-    ~3x on the AWS groups (N31 / N32: 0.32-0.49 of MBS 4's throughput)."""
+    per call and NIC rail (a2a_host_call_s x 4 rails on p5): four calls per MoE layer and micro-batch (dispatch and
+    combine, forward and backward), none on InfiniBand or inside one node. The fixed cost is what makes MBS 1 cost
+    every dispatcher ~3x on the AWS groups (N31-N33: 0.27-0.49 of MBS 4's throughput)."""
     cal0 = DEFAULT_CALIBRATION.with_overrides({"a2a_host_call_s": 1e-9})
     cal1 = DEFAULT_CALIBRATION.with_overrides({"a2a_host_call_s": 1e-3})
     kw = dict(dispatcher="alltoall", pp=1, ep=32, gpus=32, gbs=128)  # 4 nodes, no pipeline bubble
@@ -58,7 +58,8 @@ def test_nccl_all_to_all_over_efa_pays_a_host_call_per_call():
     d1 = _efa_step("h100-efa", cal1, **(kw | {"mbs": 1})) - _efa_step("h100-efa", cal0, **(kw | {"mbs": 1}))
     layers = 48  # qwen3-30b-a3b: every layer MoE
     microbatches = 128 // (32 // 8) // 4
-    assert d4 == pytest.approx(4 * layers * microbatches * 1e-3, rel=0.02)
+    rails = load_gpu("h100-efa").scaleout_nics_per_gpu
+    assert rails == 4 and d4 == pytest.approx(4 * layers * microbatches * rails * 1e-3, rel=0.02)
     assert d1 == pytest.approx(4 * d4, rel=0.02)
     assert _efa_step("h100", cal1, **kw) == _efa_step("h100", cal0, **kw)
     assert _efa_step("h100-efa", cal1, **(kw | {"dispatcher": "deepep"})) == _efa_step(

@@ -1,5 +1,6 @@
-"""The AWS EFA campaigns (N31 / N32 on p6-b300, fitted; N33 on p5.48xlarge, outside the fit): each row as the fit
-sees it (a ratio to its campaign sub-group's first row) against the shipped calibration. Rows are printed."""
+"""The AWS EFA campaigns (N31 / N32 on p6-b300, N33 on p5.48xlarge, all fitted; N33's DeepEP-over-UCCL-EP rows
+reported, not fitted): each row as the fit sees it (a ratio to its campaign sub-group's first row) against the shipped
+calibration. Rows are printed."""
 
 from __future__ import annotations
 
@@ -61,11 +62,31 @@ def test_mbs1_costs_every_dispatcher_on_efa(efa_obs):
         assert 1 / 1.5 < o.predict(DEFAULT_CALIBRATION) / o.measured < 1.5, o.label
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31's target for the EFA groups, N31-N33 residual RMS <= ~0.12: N31 / N32 "
-                   "fit at ~0.18 (NCCL's MBS 1 at EP16 ~1.4x too fast: its fixed part per layer is larger at EP16 "
-                   "than at EP32; DeepEP under EP overlap at EP32 0.63x NCCL measured, ~0.9x moeplan), and N33 "
-                   "(p5.48xlarge) is outside the fit at ~0.5: its per-call cost is ~2.4x p6-b300's and DeepEP "
-                   "costs 3-7x NCCL per token there, which no catalog fact separates (docs/calibration.md)")
+def test_p5_campaign_in_the_fit(efa_obs):
+    """N33 (p5.48xlarge, 4 EFA rails per GPU) enters with the p6-b300 groups: the fixed cost per EP call is paid per
+    rail (engine.timing.moe.ep_proxy_call_s), so p5's NCCL MBS 1 / MBS 4 ratios (measured 0.31 / 0.34) land within
+    25% (they ran 1.39-1.46x too fast with one cost per call for both systems) and the group within RMS 0.25."""
+    module, obs = efa_obs
+    assert "N33" not in module.N_OUT_OF_FIT
+    fitted = [o for o in obs if not module.row_out_of_fit(o.group, o.label)]
+    r = _residuals(fitted, "N33")
+    rms = math.sqrt(sum(x * x for x in r) / len(r))
+    print(f"N33: RMS {rms:.3f} over {len(r)} fitted rows")
+    assert len(r) == 8 and rms <= 0.25
+    # DeepEP over UCCL-EP on p5 (ROWS_OUT_OF_FIT; 5 ratio rows, the sixth cell was preempted): reported, not fitted
+    assert len([o for o in obs if o.group == "N33" and module.row_out_of_fit(o.group, o.label)]) == 5
+    assert not [o for o in module.n_observations() if o.group == "N33" and "UCCL" in o.label]
+    nccl = [o for o in obs if o.group == "N33" and "MBS1 NCCL" in o.label]
+    assert len(nccl) == 2
+    for o in nccl:
+        assert 1 / 1.25 < o.predict(DEFAULT_CALIBRATION) / o.measured < 1.25, o.label
+
+
+@pytest.mark.xfail(strict=True, reason="issue 31's target for the EFA groups, N31-N33 residual RMS <= ~0.12: they fit at "
+                   "~0.17 / 0.17 / 0.23 (NCCL's MBS 1 at EP16 ~1.3x too fast: its fixed part per layer is larger "
+                   "at EP16 than at EP32; DeepEP under EP overlap at EP32 0.63x NCCL measured, ~0.85x moeplan; on "
+                   "p5 DeepEP over NVSHMEM at EP32 MBS 4 0.56x NCCL measured, ~0.85x moeplan: a per-token proxy "
+                   "cost no catalog fact separates) (docs/calibration.md)")
 def test_efa_target(efa_obs):
     _, obs = efa_obs
     r = [x for g in ("N31", "N32", "N33") for x in _residuals(obs, g)]

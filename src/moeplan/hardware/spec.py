@@ -99,6 +99,11 @@ class GPUSpec:
     # NVSHMEM's libfabric transport), each call paying a host round trip (calibration ``ep_proxy_call_s``), and NCCL's
     # all-to-all posts through its host proxy thread and aws-ofi-nccl (``a2a_host_call_s`` a call).
     scaleout_gpu_rdma: bool = True
+    # Scale-out NICs (rails) serving each GPU: AWS p5.48xlarge 32 EFA devices / 8 GPUs = 4 x 100 Gb/s, p6-b300.48xlarge
+    # 16 / 8 = 2 x 400 Gb/s. aws-ofi-nccl stripes each message over the rails (nccl_ofi_scheduler.cpp
+    # get_num_stripes: min(ceil(size / min_stripe_size), rails)), so a host-posted message costs one write and one
+    # completion per rail (engine.timing.moe.ep_proxy_call_s). None: not given, one rail.
+    scaleout_nics_per_gpu: int | None = None
     # Not a hardware-file key: the absolute path of the user hardware file that defined this GPU (None: the
     # catalog's). Exports' '# moeplan:' comment records it so `moeplan check` finds the GPU again.
     hardware_file: str | None = None

@@ -198,10 +198,20 @@ def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str)
       IBGDA latency), and a dispatch first exchanges the token counts (notify_dispatch) while the host busy-waits on
       the host-mapped receive counters before it launches the data kernel (deepseek-ai/DeepEP csrc/deep_ep.cpp
       internode_dispatch) (calibration ``ep_proxy_call_s``).
-    Both fitted on the AWS groups N31 / N32 (dispatcher x MBS)."""
+    Both are a cost per NIC rail (catalog ``scaleout_nics_per_gpu``): aws-ofi-nccl's RDMA protocol stripes each
+    message over the GPU's rails (src/nccl_ofi_scheduler.cpp get_num_stripes: min(ceil(size / min_stripe_size),
+    rails) stripes of min_stripe_size 128 KiB (include/nccl_ofi_param.h) and NCCL_P2P_NET_CHUNKSIZE 512 KiB on AWS
+    (src/platform-aws.c), so each network chunk takes up to 4 rails), each stripe one write whose completion the
+    proxy thread reaps from that rail's queue. NVSHMEM's libfabric transport is multi-rail too (one domain per
+    selected NIC of a PE, up to 16: NVIDIA/nvshmem src/modules/transport/libfabric ``num_selected_devs``); that
+    DeepEP's proxies pay per rail as NCCL does is the data's choice (N33 fits at RMS ~0.22 with it, ~0.4 without,
+    the two EFA constants refitted on N31-N33).
+    A p5.48xlarge GPU has 4 rails (32 x 100 Gb/s EFA), a p6-b300 GPU 2 (16 x 400 Gb/s): the p5 campaign (N33)
+    measures ~2-2.4x p6-b300's fixed cost per NCCL call. Fitted on the AWS groups N31-N33 (dispatcher x MBS)."""
     if nodes <= 1 or gpu.scaleout_gpu_rdma is not False:
         return 0.0
-    return cal.ep_proxy_call_s if dispatcher in FLEX_DISPATCHERS else cal.a2a_host_call_s
+    per_rail = cal.ep_proxy_call_s if dispatcher in FLEX_DISPATCHERS else cal.a2a_host_call_s
+    return per_rail * (gpu.scaleout_nics_per_gpu or 1)
 
 
 EP_CHUNK_EDGE = "ep_chunk_edge"  # layer-cache key: a model chunk's first-layer EP exposure beyond steady state
