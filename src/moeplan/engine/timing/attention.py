@@ -164,6 +164,14 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
 FLASH2_HOPPER_KEY = "flash2_sm90"
 
 
+# cuDNN's fused-attention backward at equal heads <= 128 (the ``flash`` family) on Hopper has its own backward share,
+# like FlashAttention-2 (FLASH2_HOPPER_KEY): Blackwell's BF16 peak is 2.25x Hopper's, and the runs on the two pin
+# different shares of it (the H100 rows above 4K sit 7-16% faster than one share for both allows); the isolated
+# kernel measures 0.65 of H200's peak causal at 8K-16K (tests/data/attention_headdim_h200.csv). Forward keeps one
+# share (FlashAttention-3's, measured on H100).
+FLASH_HOPPER_BWD_KEY = "flash_sm90"
+
+
 def rate_key(kind: str, gpu: GPUSpec | None) -> str:
     """The calibration key of kernel family ``kind``'s rates on ``gpu``: FLASH2_HOPPER_KEY for FlashAttention-2 on
     sm90 (see there), else ``kind``."""
@@ -184,7 +192,8 @@ def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration 
     wide = d_qk == d_v > WIDE_HEAD_KERNEL_ABOVE
     key = rate_key(kind, gpu)
     fwd_eff = cal.attn_fwd_eff[key] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
-    bwd_eff = cal.attn_bwd_eff[key] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
+    bwd_key = FLASH_HOPPER_BWD_KEY if kind == "flash" and gpu is not None and gpu.sm_arch == 90 else key
+    bwd_eff = cal.attn_bwd_eff[bwd_key] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
     if not causal:
         bwd_eff *= cal.attn_noncausal_bwd_share.get(kind, 1.0)
     fwd_t = fwd_mm / fwd_eff + cal.attn_softmax_flops  # time per score, in 1 / peak
