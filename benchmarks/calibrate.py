@@ -69,7 +69,7 @@ DOC = ROOT / "docs" / "calibration.md"
 # (ep_link_share / ep_sm_bw_bytes_per_s / ep_sms in the data file). Across NVLink domains HybridEP follows DeepEP
 # (both send once per remote domain over RDMA; no measured row separates them there).
 FITTED: tuple[tuple[str, str | None], ...] = (
-    ("attn_bwd_eff", "cudnn_mla"), ("attn_bwd_eff", "flash"),
+    ("attn_bwd_eff", "cudnn_mla"), ("attn_bwd_eff", "flash"), ("attn_bwd_eff", "flash_sm90"),
     ("a2a_eff", "alltoall"),
     ("a2a_scaleout_eff", "alltoall"), ("a2a_scaleout_eff", "deepep"),
     ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_epilogue_s", None), ("launch_overhead_per_layer_s", None),
@@ -428,7 +428,7 @@ def main() -> int:
 # listed start at calibration.yaml's value, whose comment names its source.
 PRIOR = DEFAULT_CALIBRATION.with_overrides({
     # FlashAttention-3 (arXiv 2407.08608, Fig. 5-7): tensor-core work of the backward ~0.55 of peak
-    "attn_bwd_eff": {"flash": 0.55, "cudnn_mla": 0.55},
+    "attn_bwd_eff": {"flash": 0.55, "cudnn_mla": 0.55, "flash_sm90": 0.55},
     # NCCL all-to-all: ~0.75 of link rate for large messages (nccl-tests alltoall_perf busbw on NVLink / IB)
     "a2a_eff": {"alltoall": 0.75, "allgather": 0.75},
     # DeepEP internode normal kernels ~0.9 of RDMA line rate (deepseek-ai/DeepEP docs/legacy.md); NCCL 0.75
@@ -681,7 +681,8 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         lines.append(f"| `{name}{'.' + key if key else ''}` | {_fmt(src)} | {_fmt(val)} | {verdict} "
                      f"(posterior/prior sd {pinned:.2f}) |")
     kernel_fit = ("gdn_eff", "gdn_chunk_step_s", "gdn_launch_s")  # benchmarks/fit_gdn.py, on the GB200 and H200 tables
-    h200 = ("attn_wide_fwd_share", "attn_wide_bwd_share", "transpose_copy_eff")  # benchmarks/gpu/, tests/data/*_h200.csv
+    h200 = ("attn_wide_fwd_share", "attn_wide_bwd_share", "attn_noncausal_bwd_share",
+            "transpose_copy_eff")  # benchmarks/gpu/, tests/data/*_h200.csv
     lines += ["", "Not fitted here (set from their source, see the data file): "
               + ", ".join(f"`{f}`" for f in cal.as_dict()
                           if f not in {n for n, _ in FITTED} | set(NON_TIMING_CONSTANTS) | set(kernel_fit) | set(h200))
@@ -1298,10 +1299,18 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
 - **MLA attention**: the forward share is set from cuDNN's own kernels on one H200 (MLA's 192 / 128 heads keep
   0.917 of head dim 128's forward efficiency per FLOP, tests/data/mla_attention_h200.csv; with it the
   cross-validated error went 0.140 -> 0.138, G14's 0.190 -> 0.182). The backward is pinned almost only by the
-  G14 CP series (cross-validated error without G14 ~20-35% at long context); the fitted backward shares are
-  0.72 (MLA) and 0.77 (head dim 128) of the isolated causal cuDNN kernels' at 8K-16K, and their ratio (0.81)
-  is the kernels' (0.87) within 7% (`tests/validation/test_attention_kernels.py`): runs reach ~3/4 of an
-  isolated attention kernel's rate (communication kernels' SMs, the CP ring's shorter blocks, sustained clocks).
+  G14 CP series. Ring CP's off-diagonal steps are non-causal kernel calls (TE's AttnFuncWithCPAndKVP2P), and
+  cuDNN's MLA-shaped backward runs those at 0.56 of its causal rate (~305 against ~500 TFLOP/s on one H200,
+  tests/data/mla_attention_h200.csv; equal heads 128 show no gap): `attn_noncausal_bwd_share`, measured, not
+  fitted (G14's held-out error 0.185 -> 0.128; `tests/unit/test_ring_noncausal_attention.py`). With it the
+  planner's cp_comm_type choice for DeepSeek-V3 at 64K-256K on H100 moves from a2a+p2p to a2a (whole sequences,
+  one causal call); which one the G14 runs used is not published. The flash family's Hopper backward is fitted
+  apart from Blackwell's (`attn_bwd_eff.flash_sm90`, as FlashAttention-2's rates are split): with one share the
+  Blackwell runs held the H100 rows 7-16% slow (Qwen3-235B 64K held out -16% -> -6%). The fitted Hopper shares
+  are ~0.77 (MLA) and ~0.81 (head dim 128) of the isolated causal cuDNN kernels' at 8K-16K, their ratio the
+  kernels' within 2% (`tests/validation/test_attention_kernels.py`). Not located: G14 at 128K / 256K still
+  reads 7-12% fast fitted (18-27% held out) at the measured causal rate the fit leaves (the MLA share at the
+  isolated kernel's 0.58 gives the same whole-fit CV with 128K / 256K +21% / +30%).
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
   layout with the planner's best knobs over the fastest plan; {published_ok} rows >= 0.9 at this fit). For each
   row below, what the recipe runs was read from the code that ran it; no physical cost was found missing,

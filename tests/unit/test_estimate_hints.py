@@ -1,5 +1,7 @@
 """estimate names a knob left at its default whose best value is >= 10% faster (issue 32): DeepSeek-V3's published
-128K recipe with --cp-comm-type left at p2p estimated a third of what a2a+p2p (the recipe's setting) does."""
+128K recipe with --cp-comm-type left at p2p estimated a third of what a2a+p2p did; with ring CP's non-causal steps
+costed (attn_noncausal_bwd_share) a2a (whole sequences, one causal call) is the fastest type by moeplan's estimate
+(which type the published run used is not published)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ def test_a_defaulted_cp_comm_type_is_named_with_its_gain(capsys):
     assert main([*RECIPE, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     hint = doc["hints"][0]
-    assert (hint["flag"], hint["value"], hint["default"]) == ("--cp-comm-type", "a2a+p2p", "p2p")
+    assert (hint["flag"], hint["value"], hint["default"]) == ("--cp-comm-type", "a2a", "p2p")
     assert hint["gain"] >= HINT_GAIN
     assert hint["tflops_per_gpu"] > doc["tflops_per_gpu"] * (1 + hint["gain"]) * 0.999
 
@@ -26,7 +28,7 @@ def test_the_text_has_a_hint_line(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # one hint a line (at 80 columns the line wraps)
     assert main(RECIPE) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("hint:")]
-    assert lines and "--cp-comm-type a2a+p2p" in lines[0] and "left at p2p" in lines[0]
+    assert lines and "--cp-comm-type a2a " in lines[0] and "left at p2p" in lines[0]
 
 
 def test_a_knob_the_user_set_gets_no_hint(capsys):

@@ -80,7 +80,17 @@ TUNED = {
 }
 
 
-@pytest.mark.parametrize("name", list(TUNED))
+# DeepSeek-V3 at 128K: ring CP's off-diagonal steps run cuDNN's MLA backward without the causal mask, at 0.56 of its
+# causal rate (attn_noncausal_bwd_share, tests/data/mla_attention_h200.csv), so the published layout's best CP
+# type moves from a2a+p2p (a 4-node ring) to a2a (Ulysses over 4 nodes, ~100 s of 995 exposed), and the planner's
+# TP2 PP16 CP8 EP16 (a2a over 2 nodes, EP16) estimates 7% faster (pinned / fastest 0.953 -> 0.933); no run measured
+# that layout, and the G14 row of the published one reads +7% at the fitted constants (+10% before).
+TUNED_GAP = ("DeepSeek-V3 128K: with the non-causal ring steps costed, the published TP1 PP8 VPP4 CP32 EP32 layout "
+             "(a2a across 4 nodes) estimates 0.933 of the planner's unmeasured TP2 PP16 CP8 EP16 (was 0.953)")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=TUNED_GAP))
+                                  if n == "deepseek-v3 128K, 256 H100" else n for n in TUNED])
 def test_tuned_long_context_layouts_are_within_5_percent_of_the_fastest_plan(name):
     """With the planner's best knobs, each tuned layout estimates within 5% of the FASTEST plan the
     planner finds (not plan 1, which the tie-breaker may have chosen for its closeness to a recipe)."""

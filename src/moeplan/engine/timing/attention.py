@@ -106,7 +106,7 @@ UNFUSED_SINK_SCORE_BYTES = {"fwd": 4, "bwd": 6}
 
 def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION,
                          gpu: GPUSpec | None = None, square: tuple[int, int] | None = None,
-                         te_version: str | None = None) -> tuple[float, float, float]:
+                         te_version: str | None = None, causal: bool = True) -> tuple[float, float, float]:
     """(forward, backward, fwd + bwd) share of the dense BF16 peak that attention reaches on long
     blocks on ``gpu`` (kernel family: :func:`attention_kernel` at ``te_version``), in the FLOPs Megatron counts (backward =
     2 x forward).
@@ -128,11 +128,14 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     two score elements per counted one) with batched bf16 GEMMs at the GPU's matmul rate (forward QK^T and
     PV, backward dP, dV, dQ, dK without recomputing S) and moves UNFUSED_SCORE_BYTES per score element
     through HBM at ``hbm_eff``; with ``square`` = (batch x heads per GPU, keys) also the masks' bytes, and from
-    UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys the torch fp32 softmax's UNFUSED_FP32_SOFTMAX_SCORE_BYTES."""
+    UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys the torch fp32 softmax's UNFUSED_FP32_SOFTMAX_SCORE_BYTES.
+
+    ``causal`` False: a fused kernel's non-causal calls (ring CP's off-diagonal steps), whose backward keeps
+    ``attn_noncausal_bwd_share`` of its family's (:func:`fused_attention_efficiency`)."""
     d_qk, d_v = mixer.head_dims
     kind = attention_kernel(mixer, gpu, te_version)
     if kind != "unfused":
-        return fused_attention_efficiency(d_qk, d_v, kind, cal, gpu)
+        return fused_attention_efficiency(d_qk, d_v, kind, cal, gpu, causal)
     assert gpu is not None  # attention_kernel returns "unfused" only for a known compute capability
     fwd_mm = 2.0 * (d_qk + d_v)
     counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
@@ -161,6 +164,14 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
 FLASH2_HOPPER_KEY = "flash2_sm90"
 
 
+# cuDNN's fused-attention backward at equal heads <= 128 (the ``flash`` family) on Hopper has its own backward share,
+# like FlashAttention-2 (FLASH2_HOPPER_KEY): Blackwell's BF16 peak is 2.25x Hopper's, and the runs on the two pin
+# different shares of it (the H100 rows above 4K sit 7-16% faster than one share for both allows); the isolated
+# kernel measures 0.65 of H200's peak causal at 8K-16K (tests/data/attention_headdim_h200.csv). Forward keeps one
+# share (FlashAttention-3's, measured on H100).
+FLASH_HOPPER_BWD_KEY = "flash_sm90"
+
+
 def rate_key(kind: str, gpu: GPUSpec | None) -> str:
     """The calibration key of kernel family ``kind``'s rates on ``gpu``: FLASH2_HOPPER_KEY for FlashAttention-2 on
     sm90 (see there), else ``kind``."""
@@ -168,17 +179,23 @@ def rate_key(kind: str, gpu: GPUSpec | None) -> str:
 
 
 def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION,
-                               gpu: GPUSpec | None = None) -> tuple[float, float, float]:
+                               gpu: GPUSpec | None = None, causal: bool = True) -> tuple[float, float, float]:
     """:func:`attention_efficiency` of a fused kernel family ``kind`` (flash, cudnn_mla, flash2) at these head
     dims on ``gpu`` (its rates: :func:`rate_key`; None: the family's own key). Equal heads wider than
     WIDE_HEAD_KERNEL_ABOVE run the family's wide-head kernels at ``attn_wide_fwd_share`` / ``attn_wide_bwd_share``
-    of its efficiency (measured on H200: tests/data/attention_headdim_h200.csv)."""
+    of its efficiency (measured on H200: tests/data/attention_headdim_h200.csv). ``causal`` False: a call without
+    the causal mask, whose backward keeps ``attn_noncausal_bwd_share`` of the family's (1.0 where absent; measured
+    on H200: tests/data/mla_attention_h200.csv, cuDNN's MLA-shaped backward ~305 TFLOP/s non-causal against ~500
+    causal at 8K-16K)."""
     fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
     counted = fwd_mm
     wide = d_qk == d_v > WIDE_HEAD_KERNEL_ABOVE
     key = rate_key(kind, gpu)
     fwd_eff = cal.attn_fwd_eff[key] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
-    bwd_eff = cal.attn_bwd_eff[key] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
+    bwd_key = FLASH_HOPPER_BWD_KEY if kind == "flash" and gpu is not None and gpu.sm_arch == 90 else key
+    bwd_eff = cal.attn_bwd_eff[bwd_key] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
+    if not causal:
+        bwd_eff *= cal.attn_noncausal_bwd_share.get(kind, 1.0)
     fwd_t = fwd_mm / fwd_eff + cal.attn_softmax_flops  # time per score, in 1 / peak
     bwd_t = bwd_mm / bwd_eff + cal.attn_softmax_flops
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
@@ -187,8 +204,9 @@ def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration 
 def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION) -> float:
     """Achieved attention FLOP/s (fwd + bwd, Megatron's count) on this run's kernel blocks: the long-block rate times
     L / (L + h) per block, h = ``attn_half_tokens`` for non-causal blocks and ``attn_causal_half_tokens`` for the
-    causal ones (:func:`causal_part`), time-weighted by their share of the work. The unfused path multiplies the
-    whole square (no causal skipping): its blocks take the non-causal ramp."""
+    causal ones (:func:`causal_part`), time-weighted by their share of the work; the non-causal blocks (ring CP's
+    off-diagonal steps) at the family's non-causal long-block rate (``attn_noncausal_bwd_share``). The unfused
+    path multiplies the whole square (no causal skipping): its blocks take the non-causal ramp."""
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
     par, batch = cfg.parallel, cfg.batch
     square = unfused_score_square(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
@@ -196,8 +214,9 @@ def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibrat
     if attention_kernel(mixer, gpu, cfg.te_version) == "unfused":
         return long_rate * length / (length + cal.attn_half_tokens)
     share, causal_len = causal_part(cfg, mixer, gpu.nvlink_domain)
+    open_rate = gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version, causal=False)[2]
     slow = (share * (causal_len + cal.attn_causal_half_tokens) / causal_len
-            + (1 - share) * (length + cal.attn_half_tokens) / length)  # time per unit of long-block time
+            + (1 - share) * (length + cal.attn_half_tokens) / length * long_rate / open_rate)  # per long-block time
     return long_rate / slow
 
 

@@ -48,6 +48,7 @@ class Calibration:
     attn_bwd_eff: dict[str, float] = _from_file("attn_bwd_eff")
     attn_wide_fwd_share: dict[str, float] = _from_file("attn_wide_fwd_share")
     attn_wide_bwd_share: dict[str, float] = _from_file("attn_wide_bwd_share")
+    attn_noncausal_bwd_share: dict[str, float] = _from_file("attn_noncausal_bwd_share")
     attn_softmax_flops: float = _from_file("attn_softmax_flops")
     attn_half_tokens: float = _from_file("attn_half_tokens")
     attn_causal_half_tokens: float = _from_file("attn_causal_half_tokens")
