@@ -396,7 +396,10 @@ def n_variants() -> list[Variant]:
             # the table's DP column; its B200 '# of GPUs' is 4x TP x PP x DP x CP in every row (an earlier revision
             # of the same table, NeMo 14d427f575, lists 2 .. 256 GPUs = TP x CP x DP), so GPUs = TP x PP x DP x CP
             kw = dict(gpu="b200" if g == "N40" else "h100", gpus=tp * pp * cp * dp, seq_len=seq, gbs=int(r["gbs"]),
-                      mbs=1, tp=tp, pp=pp, cp=cp, precision="fp8")
+                      mbs=1, tp=tp, pp=pp, cp=cp, precision="fp8-ds")
+            # FP8 as NeMo 24.03 / 25.04 ran it: Transformer Engine's DelayedScaling (NeMo 1.x's fp8 "hybrid" with an
+            # amax history; NeMo 2's MegatronMixedPrecision fp8_recipe default "delayed"), per-tensor scaled GEMMs:
+            # blockwise scaling ("fp8", Hopper's slower block-scaled GEMMs) arrived with TE 2.x and DeepSeek-V3's recipes
             if g == "N41":  # NeMo 24.03.01's TE 1.3: its Hopper attention class (moeplan.base.te_release)
                 kw["te_version"] = N41_TE_VERSION
             # N41 absolute: one tuned table on one stack (NeMo 24.03.01) whose one modelled difference from today's,
