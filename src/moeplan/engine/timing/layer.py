@@ -206,7 +206,10 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         # 2.2.1), i.e. 14/31 of those scopes' share, where they are not graph-captured
         uncaptured = sum(GRAPH_LAUNCH_SHARE[s] for s in ("moe_router", "moe_preprocess") if s not in cfg.cuda_graph_scopes)
         share = min(1.0, share + FLEX_PREPROCESS_FUSED * uncaptured)
-    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share)
+    # Only a MoE layer pays it: a layer without the dropless host sync (dense MLP, a mixer-only layer) launches
+    # while the GPU still runs the kernels queued before it, so its launches hide behind them (the same docs: the
+    # launch cost shows where the host waits on the device).
+    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share) if isinstance(mlp, MoE) else 0.0
     if isinstance(mlp, MoE):
         # per-expert launches of the routed experts (expert_host_s), after the same host sync: forward they
         # can run ahead of the experts' forward GEMMs and of the dispatch where it follows the sync
