@@ -107,10 +107,11 @@ def test_a_run_carries_its_gpu():
 def test_the_dp_reason_does_not_deny_a_faster_dp_plan_in_the_same_answer():
     """Plan 1 at DP 1 said "no faster layout with DP >= 2 fit" while plans 2-6 (DP 4-8) were faster and fit
     (tie order); it now names the faster one. (Qwen3-235B-A22B at 128K on 256 GB200 was the case until ties put DP >= 2
-    first, issue #31; a DP 1 plan 1 is now a measured recipe's, DeepSeek-V3's at 256K on 512 H100.)"""
+    first, issue #31; a DP 1 plan 1 is now a measured recipe's, DeepSeek-V3's at 256K, here on 1,024 H100, where the
+    recipe's layout ties with faster DP 2 plans.)"""
     from moeplan import api
 
-    plans = api.plan("deepseek-v3", gpu="h100", gpus=512, seq_len=262144, gbs=480, precision="fp8", grad_fp32=False,
+    plans = api.plan("deepseek-v3", gpu="h100", gpus=1024, seq_len=262144, gbs=480, precision="fp8", grad_fp32=False,
                      bf16_moments=True, top=6)["plans"]
     first = plans[0]
     dp = next(r for r in first["rationale"] if r["topic"] == "dp")
