@@ -548,7 +548,7 @@ def _outside_fit(evidence: list[Evidence], bands: dict[str, float], fitted: froz
     return out
 
 
-def _new_models() -> list[str]:
+def _new_models(cal: Calibration) -> list[str]:
     """The measured rows of the models issue 34 adds (tests/data/new_model_rows.csv): moeplan against each, and the
     effect it names where it is not within 25% (tests/validation/test_new_model_rows.py)."""
     from tests.new_model_rows import TOLERANCE, ratio, rows
@@ -562,7 +562,7 @@ def _new_models() -> list[str]:
            "model TFLOP/s per GPU (moeplan counts DeepSeek-V4's FLOPs as Bridge does).", "",
            "| group | run | measured tokens/s/GPU | moeplan / measured | missing effect |", "|---|---|---|---|---|"]
     for r in rows():
-        x = ratio(r)
+        x = ratio(r, cal)
         meas = f"{float(r['measured_tokens_per_s_per_gpu']):,.0f}" if r["measured_tokens_per_s_per_gpu"] else \
             f"({r['measured_tflops_per_gpu']} TFLOP/s)"
         out.append(f"| {r['group']} | {r['label']} | {meas} | {f'{x:.2f}x' if x is not None else '-'} | "
@@ -604,7 +604,7 @@ def _card_peak_alloc_gib(group: str, system: str) -> float:
     return float(re.search(r"peak alloc ([0-9.]+) GiB", row["other_knobs"]).group(1))
 
 
-def _nemotron() -> list[str]:
+def _nemotron(cal: Calibration) -> list[str]:
     """The Nemotron-3 rows of tests/data/out_of_fit_runs.csv against moeplan, with the effect each names where it is
     more than 25% off (the check of tests/validation/test_nemotron.py), and the peak memory against the cards."""
     runs = [r for r in out_of_fit_runs() if "mamba2" in load_model(r["model"]).features]
@@ -618,7 +618,7 @@ def _nemotron() -> list[str]:
            "xfail: its derived length (4096) disagrees with its own FLOPs per token (the 8192 count).", "",
            "| row | measured tokens/s/GPU (from the step time) | moeplan | off | missing effect |", "|---|---|---|---|---|"]
     for r in runs:
-        est = api.estimate(r["model"], **estimate_kwargs(r))["tokens_per_s_per_gpu"]
+        est = api.estimate(r["model"], cal=cal, **estimate_kwargs(r))["tokens_per_s_per_gpu"]
         measured = int(r["gbs"]) * int(r["seq_len"]) / int(r["gpus"]) / float(r["measured_step_time_s"])
         layout = f"TP{r['tp']} PP{r['pp']} EP{r['ep']}, MBS {r['mbs']}, seq {r['seq_len']}"
         out.append(f"| {r['model']} {r['system']} {r['gpus']}, {r['precision']}, {layout} ({r['release']}) | "
@@ -717,8 +717,8 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
     lines += _ranking(cal)
     lines += _out_of_sample(cal)
     lines += _outside_fit(evidence, bands, fitted, band)
-    lines += _new_models()
-    lines += _nemotron()
+    lines += _new_models(cal)
+    lines += _nemotron(cal)
     lines += _catalog(cal)
     published, ratios = _published(cal)
     lines += published

@@ -32,14 +32,15 @@ def estimate_kwargs(r: dict[str, str]) -> dict[str, Any]:
     return kw
 
 
-def ratio(r: dict[str, str]) -> float | None:
+def ratio(r: dict[str, str], cal: Any = None) -> float | None:
     """moeplan's tokens/s per GPU over the measured, or None where the row has no model or no measured speed. A row
     with TFLOP/s alone (N06: Megatron-LM's recipe index) compares model TFLOP/s per GPU, the same ratio where
     moeplan counts the run's FLOPs as its source does (DeepSeek-V4: Bridge's dsv4_hybrid count, which gives the
-    N12 rows' TFLOP/s over tokens/s to 0.1%: tests/validation/test_deepseek_v4.py)."""
+    N12 rows' TFLOP/s over tokens/s to 0.1%: tests/validation/test_deepseek_v4.py). ``cal``: a calibration to
+    estimate at (benchmarks/calibrate.py reports at the constants it just fitted); None: the shipped one."""
     if not r["model"] or not (r["measured_tokens_per_s_per_gpu"] or r["measured_tflops_per_gpu"]):
         return None
-    est = api.estimate(r["model"], **estimate_kwargs(r))
+    est = api.estimate(r["model"], **estimate_kwargs(r), **({"cal": cal} if cal is not None else {}))
     if not r["measured_tokens_per_s_per_gpu"]:
         return float(est["tflops_per_gpu"]) / float(r["measured_tflops_per_gpu"])
     return float(est["tokens_per_s_per_gpu"]) / float(r["measured_tokens_per_s_per_gpu"])
