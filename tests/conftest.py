@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from .reference_runs import ROOT, shared_dir  # noqa: F401  (ROOT is imported from here by the tests)
+from .scripts import loaded_script
 
 SHARED = shared_dir()
 MODELS_DIR = SHARED / "models"
@@ -18,6 +19,13 @@ def shared() -> Path:
     if not MODELS_DIR.is_dir():
         pytest.fail(f"reference data missing: {MODELS_DIR} (set MOEPLAN_SHARED to the shared/ folder)")
     return SHARED
+
+
+@pytest.fixture(scope="module")
+def calibrate_script():
+    """benchmarks/calibrate.py as a module (its observations, fit features and evidence)."""
+    with loaded_script("benchmarks/calibrate.py", "moeplan_calibrate_script") as module:
+        yield module
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest's hook signature

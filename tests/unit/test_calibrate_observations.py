@@ -4,28 +4,10 @@ saw MB01 twice and never G09; these tests fail on any such mix-up."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def calibrate_script():
-    spec = importlib.util.spec_from_file_location("moeplan_calibrate_script", ROOT / "benchmarks" / "calibrate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the script is executed
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_graphs_pair_predicts_the_graphs_pair(calibrate_script):

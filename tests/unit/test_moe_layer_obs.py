@@ -3,29 +3,11 @@ observation predicting its own row's ratio (moe_layer_s), the reference rows not
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from tests.measured_variants import layer_variants, moe_layer_s
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def calibrate_script():
-    spec = importlib.util.spec_from_file_location("moeplan_calibrate_layer_obs", ROOT / "benchmarks" / "calibrate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_layer_rows_are_ratios_to_alltoall_bf16(calibrate_script):

@@ -7,9 +7,6 @@ counted."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,21 +18,7 @@ from moeplan.models import load_model
 
 from ..measured_variants import _rows, catalog_variants, n_variants
 
-ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = catalog_variants()
-
-
-@pytest.fixture(scope="module")
-def calibrate_script():
-    spec = importlib.util.spec_from_file_location("moeplan_calibrate_catalog", ROOT / "benchmarks" / "calibrate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def _ratio(v) -> float:

@@ -4,30 +4,17 @@ calibration. Rows are printed."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def efa_obs():
-    spec = importlib.util.spec_from_file_location("moeplan_calibrate_efa", ROOT / "benchmarks" / "calibrate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        obs = [o for o in module.n_observations(include_out_of_fit=True) if o.group in ("N31", "N32", "N33")]
-        yield module, obs
-    finally:
-        sys.modules.pop(spec.name, None)
+def efa_obs(calibrate_script):
+    obs = [o for o in calibrate_script.n_observations(include_out_of_fit=True) if o.group in ("N31", "N32", "N33")]
+    return calibrate_script, obs
 
 
 def _residuals(obs, group: str) -> list[float]:

@@ -4,10 +4,7 @@ of tests/data/bridge_perf_runs.csv; docs/calibration.md, 'Outside the fit')."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +14,9 @@ from moeplan.models import load_model
 from moeplan.models.spec import MODEL_FEATURES
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
+from ..scripts import loaded_script
 from ..reference_runs import bridge_runs, estimate_kwargs, label, out_of_fit_runs
 
-ROOT = Path(__file__).resolve().parents[2]
 CAL = DEFAULT_CALIBRATION
 
 
@@ -95,18 +92,11 @@ def test_plans_and_the_cli_say_so(capsys):
 def test_the_shipped_bands_are_the_evidence_at_the_shipped_constants():
     """calibration.yaml's out_of_fit_shortfall_log is what benchmarks/calibrate.py computes from the evidence at the
     shipped constants and from the fitted runs' features (none of the fitted models has any feature listed)."""
-    spec = importlib.util.spec_from_file_location("moeplan_calibrate_bands", ROOT / "benchmarks" / "calibrate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("benchmarks/calibrate.py", "moeplan_calibrate_bands") as module:
         fitted = module.fit_features(module.observations())
         evidence = module.out_of_fit_evidence(CAL, fitted)
         bands = module.out_of_fit_bands(evidence)
         unmeasured = module.unmeasured_features(evidence, fitted)
-    finally:
-        sys.modules.pop(spec.name, None)
     assert not fitted & set(CAL.out_of_fit_shortfall_log) and unmeasured == []
     assert bands == pytest.approx(CAL.out_of_fit_shortfall_log, abs=2e-4)
     # the G15 card's points count, against the planner's fastest plan at each CP size
