@@ -171,11 +171,23 @@ FLASH2_HOPPER_KEY = "flash2_sm90"
 # share (FlashAttention-3's, measured on H100).
 FLASH_HOPPER_BWD_KEY = "flash_sm90"
 
+# The one table of per-architecture keys: kernel family -> (forward key, backward key) of its rates on Hopper (sm90);
+# a family not listed, or any other GPU, reads its own key both ways.
+HOPPER_RATE_KEYS: dict[str, tuple[str, str]] = {"flash2": (FLASH2_HOPPER_KEY, FLASH2_HOPPER_KEY),
+                                                "flash": ("flash", FLASH_HOPPER_BWD_KEY)}
+
+
+def rate_keys(kind: str, gpu: GPUSpec | None) -> tuple[str, str]:
+    """The calibration keys (forward, backward) of kernel family ``kind``'s rates on ``gpu`` (HOPPER_RATE_KEYS)."""
+    if gpu is not None and gpu.sm_arch == 90:
+        return HOPPER_RATE_KEYS.get(kind, (kind, kind))
+    return kind, kind
+
 
 def rate_key(kind: str, gpu: GPUSpec | None) -> str:
-    """The calibration key of kernel family ``kind``'s rates on ``gpu``: FLASH2_HOPPER_KEY for FlashAttention-2 on
-    sm90 (see there), else ``kind``."""
-    return FLASH2_HOPPER_KEY if kind == "flash2" and gpu is not None and gpu.sm_arch == 90 else kind
+    """The forward key of :func:`rate_keys`: FLASH2_HOPPER_KEY for FlashAttention-2 on sm90 (see there), else
+    ``kind``."""
+    return rate_keys(kind, gpu)[0]
 
 
 def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION,
@@ -190,9 +202,8 @@ def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration 
     fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
     counted = fwd_mm
     wide = d_qk == d_v > WIDE_HEAD_KERNEL_ABOVE
-    key = rate_key(kind, gpu)
+    key, bwd_key = rate_keys(kind, gpu)
     fwd_eff = cal.attn_fwd_eff[key] * (cal.attn_wide_fwd_share.get(kind, 1.0) if wide else 1.0)
-    bwd_key = FLASH_HOPPER_BWD_KEY if kind == "flash" and gpu is not None and gpu.sm_arch == 90 else key
     bwd_eff = cal.attn_bwd_eff[bwd_key] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
     if not causal:
         bwd_eff *= cal.attn_noncausal_bwd_share.get(kind, 1.0)
