@@ -220,6 +220,10 @@ def test_row_keys_json_ready():
     assert h100["mxfp8_tflops"] is None and h100["bf16_tflops"] == pytest.approx(989, rel=0.01)
     assert h100["hbm_gib"] == 79.65 and h100["nvlink_gb_s"] == 450 and h100["host_mem_gib"] == 256
     assert {"hbm_tb_s", "fp8_tflops", "nvlink_domain", "scaleout_gb_s", "host_link", "host_link_gb_s"} <= h100.keys()
+    # the fabric facts the EP-call cost reads (engine.timing.moe.ep_proxy_call_s) reach the JSON too
+    efa = next(r for r in rows if r["name"] == "h100-efa")
+    assert h100["scaleout_gpu_rdma"] is True and h100["scaleout_nics_per_gpu"] is None
+    assert efa["scaleout_gpu_rdma"] is False and efa["scaleout_nics_per_gpu"] == 4
 
 
 # ---------------------------------------------------------------------------------------- errors

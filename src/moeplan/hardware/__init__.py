@@ -86,6 +86,8 @@ def hardware_table(user_file: str | Path | None = None) -> list[dict[str, Any]]:
                 "nvlink_gb_s": round(g.nvlink_bw_bytes_per_s / 1e9, 1),
                 "nvlink_domain": g.nvlink_domain,
                 "scaleout_gb_s": round(g.scaleout_bw_bytes_per_s / 1e9, 1),
+                "scaleout_gpu_rdma": g.scaleout_gpu_rdma is not False,  # absent: GPU-initiated RDMA (spec.py)
+                "scaleout_nics_per_gpu": g.scaleout_nics_per_gpu,
                 "host_link": g.host_link,
                 "host_link_gb_s": round(g.host_link_bw_bytes_per_s / 1e9, 1),
                 "host_mem_gib": round(g.host_mem_bytes / 2**30, 1),
