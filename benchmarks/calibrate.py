@@ -60,6 +60,7 @@ from tests.measured_variants import (G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSE
                                      g15_points, layer_variants, moe_layer_s, n_variants, routing_pair, variants)
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
+from tests.nocp_rows import NOCP_OUT_OF_FIT, layout_text, nocp_rows, out_of_fit as nocp_out_of_fit  # noqa: E402
 
 DATA_FILE = ROOT / "src" / "moeplan" / "hardware" / "calibration.yaml"
 DOC = ROOT / "docs" / "calibration.md"
@@ -174,6 +175,7 @@ def observations() -> list[Obs]:
     out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
                    lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model))
     out += n_observations()
+    out += nocp_observations()
     out += catalog_observations()
     return out
 
@@ -281,6 +283,31 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
 
 # The N38 / N39 reference row of each proxy (dispatcher, precision): the benchmark's plainest case
 LAYER_REF = ("alltoall", "bf16")
+
+
+def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
+    """N40 / N41's 'without CP' rows (tests/nocp_rows.py): the fastest of each row's candidate CP-1 layouts (found
+    once by the planner's search; memory does not depend on the constants) at the constants being fitted, in tokens/s
+    of NeMo's FLOP count as the CP rows; N40 over its sweep's shortest point (as its CP rows), N41 absolute. Rows in
+    NOCP_OUT_OF_FIT only with ``include_out_of_fit``."""
+    out: list[Obs] = []
+    ref = next(v for v in n_variants() if v.group == "N40")  # the CP rows' reference (n_observations' sub "N40")
+    ref_t = _built(ref.model, ref.kwargs)
+    ref_tokens = float(ref.tflops) * 1e12 / float(ref.extra["fpt"])
+    for row in nocp_rows():
+        if not row.candidates or (nocp_out_of_fit(row) and not include_out_of_fit):
+            continue
+        ts = tuple(_built(row.model, kw) for kw in row.candidates)
+
+        def best(c: Calibration, ts: tuple[Callable[[Calibration], Any], ...] = ts) -> float:
+            return max(t(c).tokens_per_s_per_gpu for t in ts)
+
+        if row.group == "N40":
+            out.append(Obs(row.group, f"{row.label} / {ref.label}", row.measured_tokens / ref_tokens,
+                           lambda c, best=best: best(c) / ref_t(c).tokens_per_s_per_gpu, row.model))
+        else:
+            out.append(Obs(row.group, row.label, row.measured_tokens, best, row.model))
+    return out
 
 
 # Observation weights (all 1: halving the rounded G14 series was tried and fits every group worse).
@@ -744,10 +771,31 @@ def _n_outside(cal: Calibration) -> list[str]:
         if o.group in N_OUT_OF_FIT or row_out_of_fit(o.group, o.label.split(" / ")[0]):
             p = o.predict(cal)
             out.append(f"| {o.group} | {o.label} | {o.measured:.4g} | {p / o.measured - 1:+.0%} |")
+    out += _nocp_outside(cal)
     out += ["", "Rows no estimate expresses, and the feature moeplan lacks:", "",
             "| group | rows | missing |", "|---|---|---|"]
     out += [f"| {u.group} | {u.rows} | {u.missing} |" for u in UNEXPRESSED]
     return out + [""]
+
+
+def _nocp_outside(cal: Calibration) -> list[str]:
+    """N40 / N41's 'without CP' rows (tests/nocp_rows.py): the layouts moeplan picks for each, and the rows kept out of
+    the fit with why (NOCP_OUT_OF_FIT)."""
+    out = ["", "The dense sweeps' 'without CP' rows (tests/nocp_rows.py): moeplan's fastest CP-1 layout from the "
+           "planner's search on the CP row's GPUs, GBS and numerics (recompute none or full), the prediction the "
+           "fastest candidate at the constants (N40 over its 8K point); rows outside the fit:", ""]
+    whys: dict[str, list[str]] = {}
+    for (g, seq), why in NOCP_OUT_OF_FIT.items():
+        whys.setdefault(why, []).append(f"{g} {seq // 1024}K")
+    out += [f"- **{', '.join(keys)}**: {why}." for why, keys in whys.items()]
+    out += ["", "| group | row | moeplan's layout (fastest first) | measured | moeplan | in the fit |", "|---|---|---|---|---|---|"]
+    by = {(o.group, o.label.split(" / ")[0]): o for o in nocp_observations(include_out_of_fit=True)}
+    for row in nocp_rows():
+        o = by.get((row.group, row.label))
+        miss = "-" if o is None else f"{o.predict(cal) / o.measured - 1:+.0%}"
+        out.append(f"| {row.group} | {row.label} | {'; '.join(layout_text(kw) for kw in row.candidates)} | "
+                   f"{row.tflops:g} TFLOP/s | {miss} | {'no' if nocp_out_of_fit(row) else 'yes'} |")
+    return out
 
 
 def _layer_level(cal: Calibration) -> list[str]:
