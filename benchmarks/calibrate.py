@@ -15,7 +15,9 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   (one MoE layer on 8 H100) as that layer's speed (tests/measured_variants.moe_layer_s) over its alltoall BF16 row's,
   the absolute layer times reported. The dense CP
   sweeps as tokens/s (NeMo's own FLOP count): N41 absolute (its rows run their TE 1.3), N40 over its shortest point
-  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps). N31 / N32 (AWS EFA on p6-b300) and N33
+  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps); their 'without CP' rows (layout not
+  published: "the most performant" one that fits) as the fastest of the candidate CP-1 layouts the planner's search
+  finds for each (tests/nocp_rows.py; nocp_observations), the rows in NOCP_OUT_OF_FIT reported, not fitted. N31 / N32 (AWS EFA on p6-b300) and N33
   (p5.48xlarge; its DeepEP-over-UCCL-EP rows reported, not fitted: ROWS_OUT_OF_FIT) as ratios inside each campaign sub-group (dispatcher x
   MBS, overlap rows among themselves); groups in N_OUT_OF_FIT are estimated and reported, not fitted; rows no
   estimate expresses are listed with the missing feature (UNEXPRESSED).
@@ -929,6 +931,21 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   `attn_half_tokens`) that cuDNN's H200 rows pin; no Blackwell attention length sweep is at hand to say whether
   B200's kernels ramp slower. CP exposure: the p2p ring's sends take at most ~0.4 of the attention they overlap
   (N41's cross-node rings from 128K; N40 <= 0.16), so nothing is exposed, and the residuals do not grow with CP.
+- **The dense sweeps' 'without CP' rows** (N40 32K-512K, N41 32K-1M; `tests/nocp_rows.py`,
+  `tests/validation/test_nocp_rows.py`). The source gives no layout ("the most performant model- and data-parallel
+  configurations without CP given the memory capacity constraint"; its footnote names TP up to the query groups and
+  full recompute as the levers), so each row is moeplan's fastest CP-1 layout from the planner's search on the CP
+  row's GPUs, GBS and numerics, recompute none or full, the prediction the fastest of the candidates at the
+  constants being fitted. Five enter (N40 32K-128K over its 8K point, N41 32K / 64K: +4% to +7%). Six are reported,
+  not fitted: N40 256K / 512K and N41 128K, where moeplan's fastest layout trains without recompute at 87-97% of
+  the budget and runs 26-29% over, while its fastest full-recompute layout is within 5% (the runs recomputed; no
+  peak memory is published to tell a memory-model shortfall from the run's choice); and N41 256K-1M, where on the
+  row's GPUs at its GBS every CP-1 layout is a pipeline with one micro-batch per data-parallel rank at its fastest
+  (PP 2 / 8 / 32) and measured runs 1.43-1.56x faster than moeplan, more than the CP rows' attention rate allows:
+  those runs did not use the CP run's GPU count, and on fewer GPUs moeplan's layouts run faster than measured at
+  512K / 1M, so the layout is not known. moeplan orders CP before without CP at every length, as measured. N40's
+  1M point has no without-CP run (the source: impossible even with full recompute at TP 8); moeplan fits one there
+  with PP (TP8 PP8 DP4 without recompute, 137 GiB of B200's 161 GiB budget): the source did not try pipeline stages.
 - **Partial vs full-iteration CUDA graphs** (N01, N03: the same recipe with TE-scoped graphs of attn / moe_router /
   moe_preprocess, or full-iteration graphs with the paged stash): +25% measured on both (Qwen3-30B-A3B, 16 GB200,
   MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~4-5% in moeplan (strict xfail,

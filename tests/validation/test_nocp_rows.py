@@ -128,3 +128,17 @@ def test_out_of_fit_rows_are_reported(calibrate_script):
     for (g, seq) in NOCP_OUT_OF_FIT:
         assert f"| {g} | {seq // 1024}K without CP |" in text and f"{g} {seq // 1024}K" in text
     assert all(math.isfinite(o.predict(DEFAULT_CALIBRATION)) for o in all_obs)
+
+
+@pytest.mark.xfail(strict=True, reason="N40's source: 'even with full activation recomputation it is impossible to run "
+                   "the LLAMA3-8B model on a 1024K token sequence without CP' at TP 8 (its query groups); moeplan fits "
+                   "TP8 PP1 DP4 with full recompute at ~123 GiB of B200's 161 GiB budget. The same direction as the "
+                   "recompute rows of NOCP_OUT_OF_FIT (moeplan's memory at long sequence without CP below what the runs "
+                   "met); the loss's fp32 logits copy (Megatron-Core cross_entropy.py: logits.float() before the "
+                   "in-place shift, 2 bytes per logit element beyond the kept softmax from core 0.12) adds ~31 GiB here, "
+                   "not enough alone; no peak memory is published to locate the rest")
+def test_n40_1m_without_cp_does_not_fit_at_tp8():
+    e = api.estimate("llama3-8b", gpu="b200", gpus=32, seq_len=1048576, gbs=4, mbs=1, tp=8, pp=1, cp=1,
+                     precision="fp8-ds", recompute="full")
+    print(f"N40 1M TP8 PP1 DP4 full recompute: {e['memory_gib']['total']:.1f} GiB of {e['budget_gib']:.1f}")
+    assert not e["fits"]
