@@ -908,7 +908,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   test_ep_overlap.py). N41 as ratios within its sweep keeps both inside their bounds but puts the 4K point's
   shortfall into the sweep's shape (N41 held out 0.03 -> 0.08, the fit 0.136 -> 0.141). Candidates not modelled:
   TE 1.x's per-module FP8 delayed-scaling work on the host (amax history and scale updates each step), 2024
-  cuBLAS FP8 GEMMs. N40's 32K CP2 point (8K blocks on B200) reads +13% against the 12% bound; scaling the block
+  cuBLAS FP8 GEMMs. N40's 32K CP2 point (8K blocks on B200) read +13% against the 12% bound (+12% since the
+  'without CP' rows entered the fit, inside it, the closest of the sweep); scaling the block
   ramps with the per-SM matmul rate (as a GEMM's depth at half rate scales) was tried and moves the fit's error
   0.136 -> 0.142, so it is not adopted.
 - **Dense long-context CP sweeps** (N40, N41; `tests/validation/test_dense_cp_sweeps.py`). FLOP convention first:
@@ -938,7 +939,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   row's GPUs, GBS and numerics, recompute none or full, the prediction the fastest of the candidates at the
   constants being fitted. Five enter (N40 32K-128K over its 8K point, N41 32K / 64K: +4% to +7%). Six are reported,
   not fitted: N40 256K / 512K and N41 128K, where moeplan's fastest layout trains without recompute at 87-97% of
-  the budget and runs 26-29% over, while its fastest full-recompute layout is within 5% (the runs recomputed; no
+  the budget and runs 24-28% over, while its fastest full-recompute layout is within 7% (the runs recomputed; no
   peak memory is published to tell a memory-model shortfall from the run's choice); and N41 256K-1M, where on the
   row's GPUs at its GBS every CP-1 layout is a pipeline with one micro-batch per data-parallel rank at its fastest
   (PP 2 / 8 / 32) and measured runs 1.43-1.56x faster than moeplan, more than the CP rows' attention rate allows:

@@ -65,7 +65,7 @@ def test_fitted_rows_within_the_bound(calibrate_script):
 @pytest.mark.parametrize("key", sorted(k for k, why in NOCP_OUT_OF_FIT.items() if why is _RECOMPUTED))
 def test_rows_that_recomputed(key):
     """NOCP_OUT_OF_FIT's recompute rows: moeplan's fastest CP-1 layout runs without recompute near the budget and
-    over measured by more than the bound, while its fastest full-recompute layout is within 6% of measured."""
+    over measured by more than the bound, while its fastest full-recompute layout is within 8% of measured."""
     r = next(r for r in nocp_rows() if (r.group, r.seq_len) == key)
     ref = _reference(r)
     best, full = r.candidates[0], search_cp1(r.cp_row, "full")[0]
@@ -77,7 +77,7 @@ def test_rows_that_recomputed(key):
     print(f"{r.group} {r.label}: {layout_text(best)} at {share:.0%} of the budget {over:+.0%}; "
           f"{layout_text(full[0])} {off:+.0%}")
     assert best["recompute"] == "none" and 0.85 <= share <= 0.98
-    assert over > POINT_TOL and abs(off) <= 0.06
+    assert over > POINT_TOL and abs(off) <= 0.08
 
 
 @pytest.mark.parametrize("key", sorted(k for k, why in NOCP_OUT_OF_FIT.items() if why is _PIPELINE_ONLY))
