@@ -15,7 +15,9 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   (one MoE layer on 8 H100) as that layer's speed (tests/measured_variants.moe_layer_s) over its alltoall BF16 row's,
   the absolute layer times reported. The dense CP
   sweeps as tokens/s (NeMo's own FLOP count): N41 absolute (its rows run their TE 1.3), N40 over its shortest point
-  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps). N31 / N32 (AWS EFA on p6-b300) and N33
+  (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps); their 'without CP' rows (layout not
+  published: "the most performant" one that fits) as the fastest of the candidate CP-1 layouts the planner's search
+  finds for each (tests/nocp_rows.py; nocp_observations), the rows in NOCP_OUT_OF_FIT reported, not fitted. N31 / N32 (AWS EFA on p6-b300) and N33
   (p5.48xlarge; its DeepEP-over-UCCL-EP rows reported, not fitted: ROWS_OUT_OF_FIT) as ratios inside each campaign sub-group (dispatcher x
   MBS, overlap rows among themselves); groups in N_OUT_OF_FIT are estimated and reported, not fitted; rows no
   estimate expresses are listed with the missing feature (UNEXPRESSED).
@@ -60,6 +62,7 @@ from tests.measured_variants import (G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSE
                                      g15_points, layer_variants, moe_layer_s, n_variants, routing_pair, variants)
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
+from tests.nocp_rows import NOCP_OUT_OF_FIT, layout_text, nocp_rows, out_of_fit as nocp_out_of_fit  # noqa: E402
 
 DATA_FILE = ROOT / "src" / "moeplan" / "hardware" / "calibration.yaml"
 DOC = ROOT / "docs" / "calibration.md"
@@ -174,6 +177,7 @@ def observations() -> list[Obs]:
     out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
                    lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model))
     out += n_observations()
+    out += nocp_observations()
     out += catalog_observations()
     return out
 
@@ -281,6 +285,31 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
 
 # The N38 / N39 reference row of each proxy (dispatcher, precision): the benchmark's plainest case
 LAYER_REF = ("alltoall", "bf16")
+
+
+def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
+    """N40 / N41's 'without CP' rows (tests/nocp_rows.py): the fastest of each row's candidate CP-1 layouts (found
+    once by the planner's search; memory does not depend on the constants) at the constants being fitted, in tokens/s
+    of NeMo's FLOP count as the CP rows; N40 over its sweep's shortest point (as its CP rows), N41 absolute. Rows in
+    NOCP_OUT_OF_FIT only with ``include_out_of_fit``."""
+    out: list[Obs] = []
+    ref = next(v for v in n_variants() if v.group == "N40")  # the CP rows' reference (n_observations' sub "N40")
+    ref_t = _built(ref.model, ref.kwargs)
+    ref_tokens = float(ref.tflops) * 1e12 / float(ref.extra["fpt"])
+    for row in nocp_rows():
+        if not row.candidates or (nocp_out_of_fit(row) and not include_out_of_fit):
+            continue
+        ts = tuple(_built(row.model, kw) for kw in row.candidates)
+
+        def best(c: Calibration, ts: tuple[Callable[[Calibration], Any], ...] = ts) -> float:
+            return max(t(c).tokens_per_s_per_gpu for t in ts)
+
+        if row.group == "N40":
+            out.append(Obs(row.group, f"{row.label} / {ref.label}", row.measured_tokens / ref_tokens,
+                           lambda c, best=best: best(c) / ref_t(c).tokens_per_s_per_gpu, row.model))
+        else:
+            out.append(Obs(row.group, row.label, row.measured_tokens, best, row.model))
+    return out
 
 
 # Observation weights (all 1: halving the rounded G14 series was tried and fits every group worse).
@@ -744,10 +773,31 @@ def _n_outside(cal: Calibration) -> list[str]:
         if o.group in N_OUT_OF_FIT or row_out_of_fit(o.group, o.label.split(" / ")[0]):
             p = o.predict(cal)
             out.append(f"| {o.group} | {o.label} | {o.measured:.4g} | {p / o.measured - 1:+.0%} |")
+    out += _nocp_outside(cal)
     out += ["", "Rows no estimate expresses, and the feature moeplan lacks:", "",
             "| group | rows | missing |", "|---|---|---|"]
     out += [f"| {u.group} | {u.rows} | {u.missing} |" for u in UNEXPRESSED]
     return out + [""]
+
+
+def _nocp_outside(cal: Calibration) -> list[str]:
+    """N40 / N41's 'without CP' rows (tests/nocp_rows.py): the layouts moeplan picks for each, and the rows kept out of
+    the fit with why (NOCP_OUT_OF_FIT)."""
+    out = ["", "The dense sweeps' 'without CP' rows (tests/nocp_rows.py): moeplan's fastest CP-1 layout from the "
+           "planner's search on the CP row's GPUs, GBS and numerics (recompute none or full), the prediction the "
+           "fastest candidate at the constants (N40 over its 8K point); rows outside the fit:", ""]
+    whys: dict[str, list[str]] = {}
+    for (g, seq), why in NOCP_OUT_OF_FIT.items():
+        whys.setdefault(why, []).append(f"{g} {seq // 1024}K")
+    out += [f"- **{', '.join(keys)}**: {why}." for why, keys in whys.items()]
+    out += ["", "| group | row | moeplan's layout (fastest first) | measured | moeplan | in the fit |", "|---|---|---|---|---|---|"]
+    by = {(o.group, o.label.split(" / ")[0]): o for o in nocp_observations(include_out_of_fit=True)}
+    for row in nocp_rows():
+        o = by.get((row.group, row.label))
+        miss = "-" if o is None else f"{o.predict(cal) / o.measured - 1:+.0%}"
+        out.append(f"| {row.group} | {row.label} | {'; '.join(layout_text(kw) for kw in row.candidates)} | "
+                   f"{row.tflops:g} TFLOP/s | {miss} | {'no' if nocp_out_of_fit(row) else 'yes'} |")
+    return out
 
 
 def _layer_level(cal: Calibration) -> list[str]:
@@ -858,7 +908,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   test_ep_overlap.py). N41 as ratios within its sweep keeps both inside their bounds but puts the 4K point's
   shortfall into the sweep's shape (N41 held out 0.03 -> 0.08, the fit 0.136 -> 0.141). Candidates not modelled:
   TE 1.x's per-module FP8 delayed-scaling work on the host (amax history and scale updates each step), 2024
-  cuBLAS FP8 GEMMs. N40's 32K CP2 point (8K blocks on B200) reads +13% against the 12% bound; scaling the block
+  cuBLAS FP8 GEMMs. N40's 32K CP2 point (8K blocks on B200) read +13% against the 12% bound (+12% since the
+  'without CP' rows entered the fit, inside it, the closest of the sweep); scaling the block
   ramps with the per-SM matmul rate (as a GEMM's depth at half rate scales) was tried and moves the fit's error
   0.136 -> 0.142, so it is not adopted.
 - **Dense long-context CP sweeps** (N40, N41; `tests/validation/test_dense_cp_sweeps.py`). FLOP convention first:
@@ -881,6 +932,21 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   `attn_half_tokens`) that cuDNN's H200 rows pin; no Blackwell attention length sweep is at hand to say whether
   B200's kernels ramp slower. CP exposure: the p2p ring's sends take at most ~0.4 of the attention they overlap
   (N41's cross-node rings from 128K; N40 <= 0.16), so nothing is exposed, and the residuals do not grow with CP.
+- **The dense sweeps' 'without CP' rows** (N40 32K-512K, N41 32K-1M; `tests/nocp_rows.py`,
+  `tests/validation/test_nocp_rows.py`). The source gives no layout ("the most performant model- and data-parallel
+  configurations without CP given the memory capacity constraint"; its footnote names TP up to the query groups and
+  full recompute as the levers), so each row is moeplan's fastest CP-1 layout from the planner's search on the CP
+  row's GPUs, GBS and numerics, recompute none or full, the prediction the fastest of the candidates at the
+  constants being fitted. Five enter (N40 32K-128K over its 8K point, N41 32K / 64K: +4% to +7%). Six are reported,
+  not fitted: N40 256K / 512K and N41 128K, where moeplan's fastest layout trains without recompute at 87-97% of
+  the budget and runs 24-28% over, while its fastest full-recompute layout is within 7% (the runs recomputed; no
+  peak memory is published to tell a memory-model shortfall from the run's choice); and N41 256K-1M, where on the
+  row's GPUs at its GBS every CP-1 layout is a pipeline with one micro-batch per data-parallel rank at its fastest
+  (PP 2 / 8 / 32) and measured runs 1.43-1.56x faster than moeplan, more than the CP rows' attention rate allows:
+  those runs did not use the CP run's GPU count, and on fewer GPUs moeplan's layouts run faster than measured at
+  512K / 1M, so the layout is not known. moeplan orders CP before without CP at every length, as measured. N40's
+  1M point has no without-CP run (the source: impossible even with full recompute at TP 8); moeplan fits one there
+  with PP (TP8 PP8 DP4 without recompute, 137 GiB of B200's 161 GiB budget): the source did not try pipeline stages.
 - **Partial vs full-iteration CUDA graphs** (N01, N03: the same recipe with TE-scoped graphs of attn / moe_router /
   moe_preprocess, or full-iteration graphs with the paged stash): +25% measured on both (Qwen3-30B-A3B, 16 GB200,
   MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~4-5% in moeplan (strict xfail,

@@ -278,7 +278,6 @@ UNEXPRESSED: tuple[Unexpressed, ...] = (
     Unexpressed("MB13", "Qwen3-30B-A3B on 8 B200 across releases (ranking test only)", "the 26.02 -> 26.02.01 step "
                 "leaves ~7.7 ms per layer and micro-batch moeplan does not model (docs/calibration.md, known gaps: "
                 "per-local-expert launches); the same-layout releases are drift within 1%"),
-    Unexpressed("N40, N41", "the 'without CP' rows", "layout not published (the best TP / PP / DP that fits)"),
     Unexpressed("N25, N26", "EP overlap rows (with full recompute: the PR branch's per-layer recompute of the overlap "
                 "activations; CUDA_DEVICE_MAX_CONNECTIONS 1 vs 32)", "released Megatron-Core refuses EP overlap with "
                 "full recompute (transformer_config.py), and the launch-queue count is not modelled; N26's no-recompute "
@@ -388,7 +387,7 @@ def n_variants() -> list[Variant]:
                       capacity_factor=1.0 if drop else None)
             lab = "token drop CF 1.0" if drop else ("FP8 blockwise, forced" if fp8 else "BF16, forced")
             add(g, lab, "mixtral-8x22b", kw, r, "abs")
-        elif g in ("N40", "N41") and r["tp"].strip():  # dense CP sweeps (the 'without CP' rows: UNEXPRESSED)
+        elif g in ("N40", "N41") and r["tp"].strip():  # dense CP sweeps (the 'without CP' rows: tests/nocp_rows.py)
             model = "llama3-8b" if g == "N40" else "llama2-7b"
             dp = int(r["other_knobs"].split("=")[1])
             tp, pp, cp = int(r["tp"]), int(r["pp"]), int(r["cp"])
