@@ -22,8 +22,8 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
 - the catalogued models' rows (tests/measured_variants.catalog_variants, catalog_observations): Nemotron-3 (N13-N15,
   N20) and DeepSeek-V4-Flash (N12) performance rows as tokens/s per GPU from their published step times, DeepSeek-V4
   (N06, Megatron-LM's recipe index) as TFLOP/s, G06 (Moonlight) as ratios to its first row. The tuned ones are
-  observations (CATALOG_ROWS_IN_FIT; known gaps say what holding them out once showed); the rest miss by an effect moeplan lacks (TP 2 on the hybrid stack, EP 8 over 512
-  experts, NVFP4, software drift, G06's host-bound GBS 4 step). All are estimated and reported. A model whose rows
+  observations (CATALOG_ROWS_IN_FIT; known gaps say what holding them out once showed); the rest miss by an effect moeplan lacks (TP 2 on the hybrid stack, NVFP4,
+  software drift, G06's host-bound GBS 4 step). All are estimated and reported. A model whose rows
   enter the fit has its features fitted (fit_features).
 Constants are fitted in logit space (efficiencies stay in (0, 1)) with a weak prior at their source
 value (docs/calibration.md says which ones the data pin: posterior / prior spread). Leave-one-group-out
