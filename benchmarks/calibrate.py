@@ -22,8 +22,8 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
 - the catalogued models' rows (tests/measured_variants.catalog_variants, catalog_observations): Nemotron-3 (N13-N15,
   N20) and DeepSeek-V4-Flash (N12) performance rows as tokens/s per GPU from their published step times, DeepSeek-V4
   (N06, Megatron-LM's recipe index) as TFLOP/s, G06 (Moonlight) as ratios to its first row. The tuned ones are
-  observations (CATALOG_ROWS_IN_FIT; known gaps say what holding them out once showed); the rest miss by an effect moeplan lacks (TP 2 on the hybrid stack, NVFP4,
-  software drift, G06's host-bound GBS 4 step). All are estimated and reported. A model whose rows
+  observations (CATALOG_ROWS_IN_FIT; known gaps say what holding them out once showed); the rest miss by an effect moeplan lacks (TP 2 on the hybrid stack, EP 8 over 512
+  experts, NVFP4, software drift, G06's host-bound GBS 4 step). All are estimated and reported. A model whose rows
   enter the fit has its features fitted (fit_features).
 Constants are fitted in logit space (efficiencies stay in (0, 1)) with a weak prior at their source
 value (docs/calibration.md says which ones the data pin: posterior / prior spread). Leave-one-group-out
@@ -1484,21 +1484,21 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   scale and heuristic set-up, and under MXFP8, current or block scaling `tex.split_quantize` runs one
   quantize kernel per split (extensions/cast.cpp: only FP8 delayed scaling has a fused multi-tensor cast);
   the MXFP8 scale swizzle is one multi-tensor kernel per operand list. Quantized, that is 10 host launches
-  per local expert and MoE layer (forward 2 GEMMs + 2 quantizes, backward 4 + 2). A GEMM's costs ~30 us
-  (TE PR #3134: 8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one
-  kernel); a quantize's depends on the recipe: for MXFP8 and FP8 block scaling `split_quantize` is one
-  Python call that bulk-allocates every split's data and scales (BULK_MXFP8, TE PR #1934, v2.6+;
-  BULK_FP8_BLOCKWISE, PR #1793) and loops over the splits in C++, one nvte_quantize_v2 launch each, so a
-  split costs the host one kernel launch (`SPLIT_QUANTIZE_LAUNCH_S`, 5 us, not fitted); current scaling
-  allocates and quantizes each split on its own and keeps the per-expert constant. This is what lets
-  Nemotron-3 Super on 64 B300 (N20: EP8, 64 local MXFP8 experts of ~350 rows, the 26.06 perf config's
-  HybridEP and graphs attn / mamba / moe_router / moe_preprocess, which capture no routed expert) into the
-  fit: with every quantize a round trip moeplan charged its launches 54% of the step and gave 0.72x the
-  measured 7,867 tokens/s per GPU (fitted with it in: -9%, the launch at 31 us); with the bulk splits
-  1.00x (held out +1%), the per-GEMM launch fitted at 41 us, the fit's error 0.136 -> 0.135 over 109
-  observations. It moves MB01 from +2% to -6% (its PP16 EP8 layout's 32 local experts of ~1,000 rows now
-  hide their launches behind the GPU work) and PR #3168's Qwen3-Next GB200 step from 1.42x to ~1.57x of the
-  estimate (below). They are
+  per local expert and MoE layer (forward 2 GEMMs + 2 quantizes, backward 4 + 2), ~30 us each (TE PR #3134:
+  8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel). Not the
+  quantizes' host side, read from the code: for MXFP8 and FP8 block scaling `split_quantize` is one Python call
+  that bulk-allocates every split's data and scales (BULK_MXFP8, TE PR #1934, v2.6+; BULK_FP8_BLOCKWISE, PR
+  #1793) and loops over the splits in C++, one nvte_quantize_v2 launch each (~5 us); current scaling allocates
+  each split on its own. Costed so (tried 2026-12-05 with N20's rows at their Bridge perf configs' knobs),
+  Nemotron-3 Super on 64 B300 (N20: EP8, 64 local MXFP8 experts of ~350 rows, 0.73x with the round trips,
+  54% of its step in launches) comes to 1.00x and enters the fit (109 observations, CV 0.136 -> 0.135, 122 of
+  122 pairs), but N02's FP8 blockwise row, N30's MXFP8 row and N27's MXFP8 / BF16 ratio (Qwen3-30B-A3B's 16
+  local experts of hidden 2,048 and FFN 768) rise 9-14%, MB01 falls 10%, and the refit lifts gemm_epilogue_s
+  1.55e-10 -> 1.83e-10 (the depth at half rate 552 on H100 BF16, past `tests/unit/test_gemm_shape.py`'s few
+  K-steps) and PR #3168's GB200 step to 1.59x its estimate. So the quantize round trips stand in for a cost of
+  small quantized experts that moeplan lacks (those rows' MXFP8 gains little over BF16, as Nemotron-3 Super's
+  at TP 2 does: 6,602 BF16 against 6,742 MXFP8 tokens/s on GB200 at 26.06, moeplan +16%), and it does not grow with local
+  experts as the launches do; not adopted, the B300 row stays out naming it. They are
   exposed beyond the GPU work they can run ahead of: forward, after the dropless host sync, only the
   layer's dispatch and expert forward GEMMs; backward (no host sync: m_splits and the dispatch handle are
   saved) the layer's whole backward. The fit pins the launch at 33 us (posterior/prior sd 0.24), next to
@@ -1511,10 +1511,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   pinned (0.143). Cross-validated error 0.1416 without the term, 0.1418 with it (26 of 26 pairs either
   way): the fit does not get better, MB01 does. Outside the fit, MB13 (Qwen3-30B-A3B, 8 B200 MXFP8, 16
   local experts; 26.02 -> 26.02.01 moved MBS 1 -> 4, alltoall -> HybridEP and graphs to attn / moe_router /
-  moe_preprocess, Bridge 0ec1df783) measured 223 -> 614 TFLOP/s (2.75x): with those knobs moeplan gave
+  moe_preprocess, Bridge 0ec1df783) measured 223 -> 614 TFLOP/s (2.75x): with those knobs moeplan gives
   311 -> 764 (2.46x) with the launches and 645 -> 816 (1.27x) without, the MBS 1 row going from +189% to
-  +40%; with the bulk split quantizes (above) its ranking rows give 346 -> 629 (1.82x; 245 -> 587 before). It
-  stays out of the fit: the pair splits into ~7.7 ms per layer and micro-batch that does not scale
+  +40%. It stays out of the fit: the pair splits into ~7.7 ms per layer and micro-batch that does not scale
   with tokens and ~1.1 ms per sequence, and its 25.11 row (214, MBS 1) ran token drop with full-iteration
   graphs (Bridge 455483003 scripts/performance/configs/qwen3), which capture the experts, at the same level,
   so that fixed cost is not host launches alone. Not settled: that fixed cost, the per-launch

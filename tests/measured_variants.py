@@ -542,7 +542,7 @@ G06_WHY = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs 0
            "and the recompute sets add 9-49 ms each where recomputing their modules' work costs 0.3-3.5 ms (layernorm "
            "recompute alone ~40 ms); as ratios to the no-recompute row they would sit within 2-9% only because the "
            "unexplained 0.3 s dilutes them, so they stay out")
-# The tuned rows (N06 but its 26.04 container, N12, N13 H100, N14, N15, N20 GB300 / B300 / B200 MXFP8) are in the fit. Tried
+# The tuned rows (N06 but its 26.04 container, N12, N13 H100, N14, N15, N20 GB300 / B200 MXFP8) are in the fit. Tried
 # first before the FP8 costs beside the GEMM (quantize bytes per recipe, blockwise GEMMs on Hopper, the experts'
 # padding copies) were modelled, they fitted only by raising gemm_epilogue_s 1.23e-10 -> 1.95e-10 (past the physical
 # bound of tests/unit/test_gemm_shape.py); with those costs modelled they fit at gemm_epilogue_s ~1.3e-10 (100

@@ -27,7 +27,7 @@ from moeplan.base.te_release import (
     op_fuser_grouped,
 )
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
-from moeplan.engine.timing.context import EXPERT_LAUNCHES, SPLIT_QUANTIZE_LAUNCH_S
+from moeplan.engine.timing.context import EXPERT_LAUNCHES
 from moeplan.engine.timing.moe import expert_host_s
 
 CAL = DEFAULT_CALIBRATION
@@ -75,11 +75,10 @@ def test_problems_per_release_gpu_and_precision():
 def test_grouped_path_launches_once_per_linear():
     per_expert = expert_host_s(32, 1e5, "mxfp8", NO_GRAPHS, CAL)
     once = expert_host_s(32, 1e5, "mxfp8", NO_GRAPHS, CAL, grouped=True)
-    # the legacy path, per local expert: GEMMs at the per-expert constant, MXFP8 split quantizes at a kernel launch
-    # (TE split_quantize bulk-allocates them: SPLIT_QUANTIZE_BULK)
-    launches = {p: n["gemm"] * C + n["quantize"] * SPLIT_QUANTIZE_LAUNCH_S for p, n in EXPERT_LAUNCHES.items()}
-    assert per_expert == pytest.approx((32 * launches["fwd"], 32 * launches["bwd"]))
-    assert once == pytest.approx((launches["fwd"], launches["bwd"]))
+    assert per_expert == pytest.approx((32 * 4 * C, 32 * 6 * C))  # the legacy path, per local expert
+    fwd = EXPERT_LAUNCHES["fwd"]["gemm"] + EXPERT_LAUNCHES["fwd"]["quantize"]
+    bwd = EXPERT_LAUNCHES["bwd"]["gemm"] + EXPERT_LAUNCHES["bwd"]["quantize"]
+    assert once == pytest.approx((fwd * C, bwd * C))
     assert expert_host_s(8, 1e5, "mxfp8", NO_GRAPHS, CAL, grouped=True) == once  # whatever the local experts
     assert expert_host_s(32, 0, "mxfp8", NO_GRAPHS, CAL, grouped=True) == (0.0, 0.0)  # no rows, no launch
     assert expert_host_s(32, 1e5, "mxfp8", frozenset({"moe"}), CAL, grouped=True) == (0.0, 0.0)
@@ -205,12 +204,11 @@ def test_export_carries_the_environment_and_check_reads_it_back(tmp_path):
 
 def _fused(te: str, flag: bool = False, precision: str = "mxfp8"):
     # the sync-free bundle (rank capacity factor, HybridEP) puts the experts on TE's op fuser (ETP 1); partial
-    # graphs leave the experts' launches to the host; Nemotron-3 Super at EP8 (64 local experts of ~350 rows) shows
-    # them where DeepSeek-V3's 32 of ~1,000 rows hide them behind their GEMMs
-    cfg, _ = api.build_config("nemotron-3-super-120b", gpu="b300", gpus=64, seq_len=8192, gbs=512, ep=8,
+    # graphs leave the experts' launches to the host
+    cfg, _ = api.build_config("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8,
                               precision=precision, dispatcher="hybridep", rank_capacity_factor=1.5,
-                              cuda_graphs="attn,mamba,moe_router,moe_preprocess", mcore_version="0.19", te_version=te,
-                              te_grouped_tensor=flag, mtp_layers=2)
+                              cuda_graphs="attn,moe_router,moe_preprocess", mcore_version="0.19", te_version=te,
+                              te_grouped_tensor=flag)
     return cfg
 
 

@@ -35,18 +35,6 @@ FLEX_PREPROCESS_FUSED = 14 / 31
 # (moeplan.base.te_release.GroupedTensorPath), the op fuser's by default from TE 2.16 (OpFuserGrouped); which one a
 # run gets: RunConfig.experts_grouped_tensor.
 EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quantize": 2}}
-# Precisions whose per-expert quantize is a bare kernel launch, not a host round trip: tex.split_quantize
-# (pytorch/csrc/extensions/cast.cpp) is ONE Python call for all splits; for MXFP8 (BULK_MXFP8, TE PR #1934,
-# 2025-07, from v2.6) and FP8 block scaling (BULK_FP8_BLOCKWISE, PR #1793, 2025-06) it allocates every split's data
-# and scales in one bulk allocation and quantizes in a C++ loop, one nvte_quantize_v2 kernel per split
-# (multi_tensor_quantize_impl), so a split costs the host one CUDA launch (SPLIT_QUANTIZE_LAUNCH_S). Current
-# scaling allocates and quantizes each split on its own (amax, scale and cast: Quantizer::create_tensor per
-# split), so its splits stay at the per-expert launch constant. NVFP4's split path (BULK_NVFP4, fused) is left to
-# the NVFP4 recipe's own costing.
-SPLIT_QUANTIZE_BULK = frozenset({"mxfp8", "fp8"})
-# Host seconds of one kernel launch from C++ (cudaLaunchKernel: ~5 us, the launch latency Megatron-Core's CUDA
-# graph docs quote, as calibration.yaml launch_overhead_per_layer_s)
-SPLIT_QUANTIZE_LAUNCH_S = 5e-6
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",

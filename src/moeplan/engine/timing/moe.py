@@ -11,8 +11,7 @@ from moeplan.engine import fsdp
 from moeplan.engine.activations import BF16_BYTES
 from moeplan.engine.latent_moe import expert_width
 from moeplan.engine.timing.calibration import Calibration
-from moeplan.engine.timing.context import (EXPERT_LAUNCHES, SPLIT_QUANTIZE_BULK, SPLIT_QUANTIZE_LAUNCH_S, TRAIN, Ctx, busbw,
-                                          ring_time)
+from moeplan.engine.timing.context import EXPERT_LAUNCHES, TRAIN, Ctx, busbw, ring_time
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import MoE
 from moeplan.run.config import Recompute, RunConfig
@@ -283,14 +282,12 @@ def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts
 def expert_host_s(local_experts: float, rows: float, precision: str, scopes: frozenset[str] | set[str],
                   cal: Calibration, grouped: bool = False) -> tuple[float, float]:
     """(forward, backward) host seconds of one MoE layer's per-expert launches (EXPERT_LAUNCHES) for one
-    micro-batch: GEMM launches x ``cal.expert_launch_host_s`` and quantize launches x :func:`split_quantize_host_s`,
-    per local expert with rows, or once with ``grouped`` (TE's grouped-tensor path,
-    :attr:`RunConfig.experts_grouped_tensor`: one call per linear for all experts).
+    micro-batch: launches x ``cal.expert_launch_host_s``, per local expert with rows, or once with ``grouped``
+    (TE's grouped-tensor path, :attr:`RunConfig.experts_grouped_tensor`: one call per linear for all experts).
 
-    Under a quantized recipe each per-expert GEMM is a host round trip through TE's pybind tensor wrappers and
-    cuBLASLt set-up (each block-scaled GEMM sets up its layouts, scale pointers and heuristic query); each
-    split's quantize is one too where TE allocates every split on its own (current scaling), and a bare kernel
-    launch where split_quantize bulk-allocates (SPLIT_QUANTIZE_BULK: MXFP8, FP8 block scaling). TE PR #3134
+    Under a quantized recipe each per-expert GEMM or quantize is a host round trip through TE's Python,
+    pybind and cuBLASLt set-up (the quantize allocates four tensors per split, {row, column}-wise x {data,
+    scales}; each block-scaled GEMM sets up its layouts, scale pointers and heuristic query): TE PR #3134
     ran 8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel of the
     same work, ~30 us each (the source value; the fit pins it near there). Megatron-LM's GB200 DeepSeek-V3
     notes (docs/discussions/deepseek-v3-gb200-optimization, 2.3) find the routed experts the one part still
@@ -302,20 +299,9 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     if precision == "bf16" or "moe" in scopes or "full_iteration" in scopes or local_experts <= 0:
         return 0.0, 0.0
     active = min(1.0, rows) if grouped else min(local_experts, rows)
-    per = {p: n["gemm"] * cal.expert_launch_host_s + n["quantize"] * split_quantize_host_s(precision, cal)
-           for p, n in EXPERT_LAUNCHES.items()}
-    return active * per["fwd"], active * per["bwd"]
-
-
-def split_quantize_host_s(precision: str, cal: Calibration) -> float:
-    """Host seconds of one expert split's quantize inside TE's tex.split_quantize: none under delayed scaling (one
-    multi-tensor cast for all splits), one C++ kernel launch where the splits are bulk-allocated
-    (SPLIT_QUANTIZE_BULK: MXFP8, FP8 block scaling), else a per-expert launch (``cal.expert_launch_host_s``)."""
-    if precision == "fp8-ds":
-        return 0.0
-    if precision in SPLIT_QUANTIZE_BULK:
-        return SPLIT_QUANTIZE_LAUNCH_S
-    return cal.expert_launch_host_s
+    fused_cast = precision == "fp8-ds"  # delayed scaling: one multi-tensor cast for all splits
+    per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
+    return active * per["fwd"] * cal.expert_launch_host_s, active * per["bwd"] * cal.expert_launch_host_s
 
 
 def experts_recomputed(rc: Recompute) -> bool:
