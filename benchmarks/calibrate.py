@@ -1493,9 +1493,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   Nemotron-3 Super on 64 B300 (N20: EP8, 64 local MXFP8 experts of ~350 rows, 0.73x with the round trips,
   54% of its step in launches) comes to 1.00x and enters the fit (109 observations, CV 0.136 -> 0.135, 122 of
   122 pairs), but N02's FP8 blockwise row, N30's MXFP8 row and N27's MXFP8 / BF16 ratio (Qwen3-30B-A3B's 16
-  local experts of hidden 2,048 and FFN 768) rise 9-14%, MB01 falls 10%, and the refit lifts gemm_epilogue_s
+  local experts of hidden 2,048 and FFN 768) rise 9-14% and MB01 falls 10% at the same constants, the refit lifts gemm_epilogue_s
   1.55e-10 -> 1.83e-10 (the depth at half rate 552 on H100 BF16, past `tests/unit/test_gemm_shape.py`'s few
-  K-steps) and PR #3168's GB200 step to 1.59x its estimate. So the quantize round trips stand in for a cost of
+  K-steps; MB01 +2% -> -6%) and PR #3168's GB200 step to 1.57x its estimate (outside test_ranking's 35%). So the quantize round trips stand in for a cost of
   small quantized experts that moeplan lacks (those rows' MXFP8 gains little over BF16, as Nemotron-3 Super's
   at TP 2 does: 6,602 BF16 against 6,742 MXFP8 tokens/s on GB200 at 26.06, moeplan +16%), and it does not grow with local
   experts as the launches do; not adopted, the B300 row stays out naming it. They are
