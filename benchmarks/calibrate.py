@@ -1551,7 +1551,20 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   quantize kernel per split (extensions/cast.cpp: only FP8 delayed scaling has a fused multi-tensor cast);
   the MXFP8 scale swizzle is one multi-tensor kernel per operand list. Quantized, that is 10 host launches
   per local expert and MoE layer (forward 2 GEMMs + 2 quantizes, backward 4 + 2), ~30 us each (TE PR #3134:
-  8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel). They are
+  8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel). Not the
+  quantizes' host side, read from the code: for MXFP8 and FP8 block scaling `split_quantize` is one Python call
+  that bulk-allocates every split's data and scales (BULK_MXFP8, TE PR #1934, v2.6+; BULK_FP8_BLOCKWISE, PR
+  #1793) and loops over the splits in C++, one nvte_quantize_v2 launch each (~5 us); current scaling allocates
+  each split on its own. Costed so (tried 2026-12-05 with N20's rows at their Bridge perf configs' knobs),
+  Nemotron-3 Super on 64 B300 (N20: EP8, 64 local MXFP8 experts of ~350 rows, 0.73x with the round trips,
+  54% of its step in launches) comes to 1.00x and enters the fit (109 observations, CV 0.136 -> 0.135, 122 of
+  122 pairs), but N02's FP8 blockwise row, N30's MXFP8 row and N27's MXFP8 / BF16 ratio (Qwen3-30B-A3B's 16
+  local experts of hidden 2,048 and FFN 768) rise 9-14% and MB01 falls 10% at the same constants, the refit lifts gemm_epilogue_s
+  1.55e-10 -> 1.83e-10 (the depth at half rate 552 on H100 BF16, past `tests/unit/test_gemm_shape.py`'s few
+  K-steps; MB01 +2% -> -6%) and PR #3168's GB200 step to 1.57x its estimate (outside test_ranking's 35%). So the quantize round trips stand in for a cost of
+  small quantized experts that moeplan lacks (those rows' MXFP8 gains little over BF16, as Nemotron-3 Super's
+  at TP 2 does: 6,602 BF16 against 6,742 MXFP8 tokens/s on GB200 at 26.06, moeplan +16%), and it does not grow with local
+  experts as the launches do; not adopted, the B300 row stays out naming it. They are
   exposed beyond the GPU work they can run ahead of: forward, after the dropless host sync, only the
   layer's dispatch and expert forward GEMMs; backward (no host sync: m_splits and the dispatch handle are
   saved) the layer's whole backward. The fit pins the launch at 33 us (posterior/prior sd 0.24), next to
