@@ -75,6 +75,7 @@ FITTED: tuple[tuple[str, str | None], ...] = (
     ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_epilogue_s", None), ("launch_overhead_per_layer_s", None),
     ("expert_launch_host_s", None), ("cpu_adam_mem_eff", None),
     ("ep_proxy_call_s", None), ("a2a_host_call_s", None),  # EP calls over EFA (host-posted messages): N31 / N32
+    ("ep_proxy_token_s", None),  # DeepEP's proxy work per token sent across EFA nodes: N31-N33 (EP16 against EP32)
 )
 PRIOR_SD = 3.0  # prior spread in logit / log units around the source value (weak: the data decide where they can)
 
@@ -449,6 +450,9 @@ PRIOR = DEFAULT_CALIBRATION.with_overrides({
     # part of it the transfer: ~0.3 ms a call; NCCL's all-to-all through aws-ofi-nccl has no published per-call
     # figure and takes the same source value
     "ep_proxy_call_s": 3.0e-4, "a2a_host_call_s": 3.0e-4,
+    # DeepEP's chunked RDMA writes through the proxies: a ~1-2 us post and completion per message of 8-20 tokens
+    # (deep_ep/buffer.py's chunk sizes; no published per-message figure on EFA): ~0.1 us per token and rail
+    "ep_proxy_token_s": 1.0e-7,
     # a quarter of STREAM bandwidth for a fused multi-tensor CPU AdamW (no source; G08 pins it)
     "cpu_adam_mem_eff": 0.25,
 })

@@ -151,6 +151,7 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         remote = (par.ep - peers_in_domain) / par.ep
         local = (peers_in_domain - 1) / par.ep
         one_d = one_c = rows_b * local / nv_bw + rows_b * remote / so_bw
+        proxy_tokens_s = 0.0
     else:
         # DeepEP / HybridEP send a token once to each rank holding one of its experts, and across NVLink
         # domains once per remote domain, forwarded over NVLink inside it (DeepSeek-V3 report, 3.2.2;
@@ -169,8 +170,9 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         across = nodes > 1
         one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", peers_in_domain, across), rdma)
         one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", peers_in_domain, across), rdma)
+        proxy_tokens_s = ep_proxy_token_cost_s(gpu, cal, nodes, cfg.dispatcher, tokens * remote_domains)
 
-    call_s = ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
+    call_s = ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher) + proxy_tokens_s
     one_d, one_c = one_d + call_s, one_c + call_s
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
@@ -212,6 +214,26 @@ def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str)
         return 0.0
     per_rail = cal.ep_proxy_call_s if dispatcher in FLEX_DISPATCHERS else cal.a2a_host_call_s
     return per_rail * (gpu.scaleout_nics_per_gpu or 1)
+
+
+def ep_proxy_token_cost_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str, remote_sends: float) -> float:
+    """Seconds the host proxies add to one flex-dispatcher (DeepEP) dispatch or combine for ``remote_sends`` token
+    copies to remote nodes (tokens x expected remote nodes hit), when EP spans ``nodes`` > 1 NVLink domains over a
+    fabric without GPU-initiated RDMA (catalog ``scaleout_gpu_rdma`` false: AWS EFA); 0 otherwise.
+
+    DeepEP's internode normal kernels send each channel's tokens for a remote RDMA rank in chunks of at most
+    ``num_max_rdma_chunked_send_tokens`` (the RDMA sender coordinator issues one put per chunk, then an atomic that
+    moves the receiver's tail; the combine sends its chunks back the same way: deepseek-ai/DeepEP
+    csrc/kernels/internode.cu), with a fixed chunk size per EP size (deep_ep/buffer.py get_dispatch_config /
+    get_combine_config, which Megatron-Core's fused_a2a.py leaves at its default). Without IBGDA each of those
+    messages is a command a host proxy thread posts and completes (UCCL-EP: GPU -> FIFO -> CPU proxy -> NIC;
+    NVSHMEM's libfabric transport), so the proxies' work grows with the token copies sent across nodes, which a
+    4-node EP group sends ~2.7x as many of per token as a 2-node one (top-8 routing: 3 x (1 - (3/4)^8) remote nodes
+    against 1): on p6-b300 DeepEP runs at 0.94-1.05x NCCL's speed at EP16 and 0.77-0.85x at EP32 (N31, MBS 4). Paid
+    per NIC rail as :func:`ep_proxy_call_s` (calibration ``ep_proxy_token_s``, fitted on N31-N33)."""
+    if nodes <= 1 or gpu.scaleout_gpu_rdma is not False or dispatcher not in FLEX_DISPATCHERS:
+        return 0.0
+    return cal.ep_proxy_token_s * remote_sends * (gpu.scaleout_nics_per_gpu or 1)
 
 
 EP_CHUNK_EDGE = "ep_chunk_edge"  # layer-cache key: a model chunk's first-layer EP exposure beyond steady state
