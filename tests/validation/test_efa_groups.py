@@ -1,6 +1,7 @@
 """The AWS EFA campaigns (N31 / N32 on p6-b300, N33 on p5.48xlarge, all fitted; N33's DeepEP-over-UCCL-EP rows
-reported, not fitted): each row as the fit sees it (a ratio to its campaign sub-group's first row) against the shipped
-calibration. Rows are printed."""
+reported, not fitted), with the per-call costs of EP across EFA nodes and DeepEP's proxy cost per token sent to a
+remote node (engine.timing.moe.ep_proxy_call_s, ep_proxy_token_cost_s): each row as the fit sees it (a ratio to its
+campaign sub-group's first row) against the shipped calibration. Rows are printed."""
 
 from __future__ import annotations
 
@@ -90,10 +91,10 @@ def test_deepep_loses_more_to_nccl_at_ep32_than_at_ep16(efa_obs, group, proxy):
 
 
 @pytest.mark.xfail(strict=True, reason="issue 31's target for the EFA groups, N31-N33 residual RMS <= ~0.12: they fit at "
-                   "~0.17 / 0.17 / 0.23 (NCCL's MBS 1 at EP16 ~1.3x too fast: its fixed part per layer is larger "
-                   "at EP16 than at EP32; DeepEP under EP overlap at EP32 0.63x NCCL measured, ~0.85x moeplan; on "
-                   "p5 DeepEP over NVSHMEM at EP32 MBS 4 0.56x NCCL measured, ~0.85x moeplan: a per-token proxy "
-                   "cost no catalog fact separates) (docs/calibration.md)")
+                   "~0.13 / 0.20 / 0.15 with DeepEP's proxy cost per token sent across nodes (MBS 1 against MBS 4 at "
+                   "EP16 17-31% too fast in all three groups, for every dispatcher; N32's EP32 PP1 DeepEP 1.07x / 0.94x "
+                   "NCCL measured, ~0.8x moeplan, where N31's EP32 PP2 loses 0.85x / 0.77x; DeepEP under EP overlap at "
+                   "EP32 16-21% too fast) (docs/calibration.md)")
 def test_efa_target(efa_obs):
     _, obs = efa_obs
     r = [x for g in ("N31", "N32", "N33") for x in _residuals(obs, g)]
