@@ -956,7 +956,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   how many messages the proxies post per call, so no cause is located (the two proxies' one-run-per-cell spread in a
   cell is itself up to 9-15%; UCCL-EP's own buffer sets EP32's dispatch chunk to 32, not 8, which the campaigns'
   UCCL-EP rows may use: the backend is not a knob). MBS 1 against MBS 4 at EP16 is still 18-31% too fast in all three
-  groups and for every dispatcher, at EP32 within -15..+12%: per layer and micro-batch the measured MBS 1 step is
+  groups and for every dispatcher but N33's NVSHMEM (+3%), at EP32 within -15..+12%: per layer and micro-batch the measured MBS 1 step is
   the same at EP16 and EP32 (11 ms on N31, 15 ms on N32), while MBS 4 costs 1.33x (N31) / 1.55x (N32) more at EP32
   than at EP16 with NCCL too, more than NCCL's remote bytes (6 against 4 copies per token) give. DeepEP under EP
   overlap at EP32 is still 13-16% too fast (N31, N33). On p5 (N33) DeepEP over UCCL-EP costs ~2.3 us per token sent
