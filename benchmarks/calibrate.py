@@ -78,6 +78,7 @@ FITTED: tuple[tuple[str, str | None], ...] = (
     ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_epilogue_s", None), ("launch_overhead_per_layer_s", None),
     ("expert_launch_host_s", None), ("cpu_adam_mem_eff", None),
     ("ep_proxy_call_s", None), ("a2a_host_call_s", None),  # EP calls over EFA (host-posted messages): N31 / N32
+    ("ep_proxy_message_s", None),  # DeepEP's proxy work per RDMA message across EFA nodes: N31-N33 (EP16 against EP32)
 )
 PRIOR_SD = 3.0  # prior spread in logit / log units around the source value (weak: the data decide where they can)
 
@@ -478,6 +479,9 @@ PRIOR = DEFAULT_CALIBRATION.with_overrides({
     # part of it the transfer: ~0.3 ms a call; NCCL's all-to-all through aws-ofi-nccl has no published per-call
     # figure and takes the same source value
     "ep_proxy_call_s": 3.0e-4, "a2a_host_call_s": 3.0e-4,
+    # DeepEP's chunked RDMA writes through the proxies: a libfabric post and its completion from a CPU proxy per
+    # message (no published per-message figure on EFA): ~1 us a message and rail
+    "ep_proxy_message_s": 1.0e-6,
     # a quarter of STREAM bandwidth for a fused multi-tensor CPU AdamW (no source; G08 pins it)
     "cpu_adam_mem_eff": 0.25,
 })
@@ -722,7 +726,8 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
               + f"`natural_routing_imbalance` ({cal.natural_routing_imbalance:.3f}, what `--routing natural` assumes) "
               "reproduces the one natural / forced pair moeplan expresses (N37, Mixtral-8x22B: ~445 / ~465 TFLOP/s, "
               "rounded) at the fitted constants. `ep_proxy_call_s` (DeepEP) and `a2a_host_call_s` (NCCL all-to-all), "
-              "the fixed cost of one EP call across EFA nodes per NIC rail of the GPU, are pinned by the AWS groups "
+              "the fixed cost of one EP call across EFA nodes per NIC rail of the GPU, and `ep_proxy_message_s`, DeepEP's "
+              "proxy work per RDMA message to a remote node and rail, are pinned by the AWS groups "
               "N31 / N32 (p6-b300, 2 rails) and N33 (p5, 4 rails) alone (no other fitted run crosses a fabric "
               "without GPU-initiated RDMA).", "",
               "## Residuals per group", "",
@@ -993,19 +998,37 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (`a2a_host_call_s`) and one for DeepEP (`ep_proxy_call_s`), each per NIC rail of the GPU (catalog
   `scaleout_nics_per_gpu`: aws-ofi-nccl stripes every 512 KiB network chunk over the GPU's rails, one write and one
   completion per rail; NVSHMEM's libfabric transport is multi-rail, one domain per NIC), so p5's 4 x 100 Gb/s rails pay twice
-  p6-b300's 2 x 400 Gb/s per call, and N33's NCCL MBS 1 / MBS 4 ratios land within 25% (+13% EP32, +23% EP16; they
-  were +39% / +46% with one cost per call); fitted on N31-N33, 0.75 ms a rail for NCCL and 1.17 ms for DeepEP (1.5 /
-  2.3 ms a call on p6-b300, twice that on p5). The EFA groups now pull `launch_overhead_per_layer_s` to 0.49 ms
-  (0.43 ms fitted without them; 0.58 ms with one cost per call and N33 out). The fitted values are
-  several times UCCL-EP's published low-latency call (0.2-0.6 ms, p6-b200): the constants also carry host work after
-  each call's sync that the data do not separate. What stays: NCCL's MBS 1 at EP16 is still ~1.4x too fast (its
-  fixed part per layer is larger at EP16 than at EP32, measured, where a per-peer cost would make it smaller), DeepEP
-  over EFA under EP overlap at EP32 measures 0.63-0.65x NCCL (moeplan ~0.9x), and NVSHMEM at EP16 ~1.0x (moeplan
-  ~0.8x). On p5 (N33) DeepEP through the proxies costs more per token than NCCL where p6-b300's does not: over
-  UCCL-EP ~2.3 us per token sent across nodes at EP16 and EP32 alike (those rows stay out of the fit: the proxy
-  backend is not a knob, and UCCL-EP lists p5en / p6-b200, not p5, as tested), over NVSHMEM at EP32 MBS 4 0.56x NCCL measured
-  against ~0.85x (its MBS 1 row fits): a per-token cost that a single-NIC proxy rate (12.5 GB/s on p5) would explain,
-  which no stored source confirms for NVSHMEM's libfabric transport. EP overlap across the
+  p6-b300's 2 x 400 Gb/s per call. DeepEP over the proxies also loses to NCCL with the number of nodes the EP group
+  spans, far more than its bytes say: 0.94-1.06x NCCL's speed at EP16 (2 nodes) and 0.77-0.85x at EP32 (4 nodes) on
+  p6-b300 (N31, MBS 4), 0.94x and 0.56x over NVSHMEM on p5 (N33). Its internode kernels write each remote node's
+  tokens in RDMA messages of at most `num_max_rdma_chunked_send_tokens` (one put and one tail update each,
+  deepseek-ai/DeepEP csrc/kernels/internode.cu), and DeepEP's default configs, which Megatron-Core's fused_a2a.py
+  uses, set that chunk by EP size: 20 (dispatch) / 12 (combine) tokens at EP16, 8 / 8 at EP24-EP64
+  (`engine.timing.moe.DEEPEP_RDMA_CHUNK_TOKENS`, deep_ep get_dispatch_config / get_combine_config since DeepEP
+  c939644). Without IBGDA a host proxy posts and completes every message, so at EP32 (~2.7 remote nodes per token,
+  top-8, in chunks of 8) the proxies handle ~5x the messages per token of EP16 (~1.0 remote node, chunks of 20 / 12).
+  Modelled as DeepEP's proxy cost per RDMA message, per rail (`ep_proxy_message_s`,
+  `engine.timing.moe.ep_proxy_messages_s`); fitted on N31-N33 with the per-call constants it lands at its source
+  value, 0.93 us a message and rail (1 us: a libfabric post and completion from a CPU proxy), with 0.86 ms a call and
+  rail for NCCL and 1.07 ms for DeepEP. Held out, N31 goes 0.177 -> 0.133, N33 0.240 -> 0.152, N32 0.182 -> 0.236,
+  the whole fit 0.136 -> 0.128; moeplan now keeps the measured EP32-below-EP16 order of DeepEP / NCCL
+  (`tests/validation/test_efa_groups.py`). Tried and not adopted: the same cost per token instead of per message (no
+  chunk sizes: CV 0.129, N32 0.225, N31 0.143, N33 0.170), a fixed cost per remote node and call (fits to ~0: MBS 1
+  costs the same per layer at EP16 and EP32), a cost per remote row or per remote peer for NCCL (fits to 0), each
+  call costing the larger of its fixed part and its transfer (host-bound calls; no gain), the proxy cost per rail
+  squared (N33 better, no source). What stays: N32's EP32 PP1 (full recompute) is the one EP32 sub-group where
+  DeepEP does not lose to NCCL (1.07x over UCCL-EP, 0.94x over NVSHMEM measured, ~0.75x moeplan; strict xfail), against
+  N31's EP32 PP2 (0.85x / 0.77x) with the same 4-node EP group: PP1 and full recompute change how many calls run, not
+  how many messages the proxies post per call, so no cause is located (the two proxies' one-run-per-cell spread in a
+  cell is itself up to 9-15%; UCCL-EP's own buffer sets EP32's dispatch chunk to 32, not 8, which the campaigns'
+  UCCL-EP rows may use: the backend is not a knob). MBS 1 against MBS 4 at EP16 is still 18-31% too fast in all three
+  groups and for every dispatcher but N33's NVSHMEM (+3%), at EP32 within -15..+12%: per layer and micro-batch the measured MBS 1 step is
+  the same at EP16 and EP32 (11 ms on N31, 15 ms on N32), while MBS 4 costs 1.33x (N31) / 1.55x (N32) more at EP32
+  than at EP16 with NCCL too, more than NCCL's remote bytes (6 against 4 copies per token) give. DeepEP under EP
+  overlap at EP32 is still 13-16% too fast (N31, N33). On p5 (N33) DeepEP over UCCL-EP costs ~2.3 us per token sent
+  across nodes at EP16 and EP32 alike (those rows stay out of the fit: the proxy backend is not a knob, and UCCL-EP
+  lists p5en / p6-b200, not p5, as tested; with the message cost they are +33..+98% off, from +15..+144%). EP overlap
+  across the
   regimes (overlap + VPP2 + 96 layers + no recompute over the selective-recompute rows, which the campaigns say to
   compare only within a regime, so not fitted): EP32 PP2 with NCCL gains more than moeplan has (1.48x measured, ~1.25x
   estimated; DeepEP 1.10-1.26x against ~1.21x), EP16 PP4 on p6-b300 less (1.01-1.18x against 1.26-1.31x), so the warm-up / cool-down chunks without a

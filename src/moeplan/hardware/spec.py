@@ -96,7 +96,8 @@ class GPUSpec:
     # Whether GPU kernels can drive the scale-out NIC themselves (InfiniBand / RoCE with GPUDirect RDMA and
     # IBGDA, what DeepEP's internode kernels use through NVSHMEM). False for AWS EFA (SRD over libfabric, no
     # GPU-initiated RDMA): DeepEP's internode dispatch / combine then run through host proxy threads (UCCL-EP,
-    # NVSHMEM's libfabric transport), each call paying a host round trip (calibration ``ep_proxy_call_s``), and NCCL's
+    # NVSHMEM's libfabric transport), each call paying a host round trip (calibration ``ep_proxy_call_s``) and the
+    # proxies' work per RDMA message to a remote node (``ep_proxy_message_s``), and NCCL's
     # all-to-all posts through its host proxy thread and aws-ofi-nccl (``a2a_host_call_s`` a call).
     scaleout_gpu_rdma: bool = True
     # Scale-out NICs (rails) serving each GPU: AWS p5.48xlarge 32 EFA devices / 8 GPUs = 4 x 100 Gb/s, p6-b300.48xlarge

@@ -71,6 +71,7 @@ class Calibration:
     ep_overlap_layer_s: float = _from_file("ep_overlap_layer_s")
     ep_proxy_call_s: float = _from_file("ep_proxy_call_s")
     a2a_host_call_s: float = _from_file("a2a_host_call_s")
+    ep_proxy_message_s: float = _from_file("ep_proxy_message_s")
     natural_routing_imbalance: float = _from_file("natural_routing_imbalance")
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")

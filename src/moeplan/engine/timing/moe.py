@@ -151,6 +151,7 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         remote = (par.ep - peers_in_domain) / par.ep
         local = (peers_in_domain - 1) / par.ep
         one_d = one_c = rows_b * local / nv_bw + rows_b * remote / so_bw
+        proxy_d = proxy_c = 0.0
     else:
         # DeepEP / HybridEP send a token once to each rank holding one of its experts, and across NVLink
         # domains once per remote domain, forwarded over NVLink inside it (DeepSeek-V3 report, 3.2.2;
@@ -169,9 +170,10 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         across = nodes > 1
         one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", peers_in_domain, across), rdma)
         one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", peers_in_domain, across), rdma)
+        proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, par.ep, tokens * remote_domains)
 
     call_s = ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
-    one_d, one_c = one_d + call_s, one_c + call_s
+    one_d, one_c = one_d + call_s + proxy_d, one_c + call_s + proxy_c
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
     # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per
@@ -212,6 +214,46 @@ def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str)
         return 0.0
     per_rail = cal.ep_proxy_call_s if dispatcher in FLEX_DISPATCHERS else cal.a2a_host_call_s
     return per_rail * (gpu.scaleout_nics_per_gpu or 1)
+
+
+# DeepEP's default internode configs (deep_ep buffer get_dispatch_config / get_combine_config, deepseek-ai/DeepEP
+# c939644 "Support EP48/96 for internode kernels and update some config", 2025-09, to today's deep_ep/buffers/
+# legacy.py), which Megatron-Core's fused_a2a.py uses (it passes no config): EP size -> the most tokens one RDMA
+# message carries, num_max_rdma_chunked_send_tokens, in (dispatch, combine).
+DEEPEP_RDMA_CHUNK_TOKENS: dict[int, tuple[int, int]] = {
+    16: (20, 12), 24: (8, 8), 32: (8, 8), 48: (8, 8), 64: (8, 8), 96: (12, 8), 128: (12, 8), 144: (12, 8), 160: (12, 8)}
+
+
+def deepep_rdma_chunk_tokens(ep: int) -> tuple[int, int]:
+    """(dispatch, combine) tokens per RDMA message of DeepEP's internode kernels at EP size ``ep``
+    (DEEPEP_RDMA_CHUNK_TOKENS; an EP size DeepEP has no config for takes the nearest listed one below it, the
+    smallest listed above 8 GPUs otherwise)."""
+    below = [k for k in DEEPEP_RDMA_CHUNK_TOKENS if k <= ep]
+    return DEEPEP_RDMA_CHUNK_TOKENS[max(below) if below else min(DEEPEP_RDMA_CHUNK_TOKENS)]
+
+
+def ep_proxy_messages_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str, ep: int,
+                        remote_sends: float) -> tuple[float, float]:
+    """(dispatch, combine) seconds the host proxies add to one flex-dispatcher (DeepEP) call for its RDMA messages,
+    ``remote_sends`` token copies to remote nodes (tokens x expected remote nodes hit), when EP spans ``nodes`` > 1
+    NVLink domains over a fabric without GPU-initiated RDMA (catalog ``scaleout_gpu_rdma`` false: AWS EFA); 0
+    otherwise.
+
+    DeepEP's internode normal kernels send each channel's tokens for a remote RDMA rank in messages of at most
+    ``num_max_rdma_chunked_send_tokens`` tokens (the RDMA sender coordinator issues one put per chunk, then an atomic
+    that moves the receiver's tail; the combine sends its chunks back the same way: deepseek-ai/DeepEP
+    csrc/kernels/internode.cu), a fixed size per EP size (:func:`deepep_rdma_chunk_tokens`: 20 / 12 tokens at EP16,
+    8 / 8 at EP32). Without IBGDA each message is a command a host proxy thread posts and completes (UCCL-EP: GPU ->
+    FIFO -> CPU proxy -> NIC; NVSHMEM's libfabric transport), so the proxies' work is the messages: a 4-node EP32
+    group sends ~2.7 remote copies per token in chunks of 8, a 2-node EP16 ~1.0 in chunks of 20 / 12, ~5x the
+    messages per token (top-8 routing), where DeepEP measures 0.94-1.06x NCCL's speed at EP16 and 0.77-0.85x at EP32
+    (N31, p6-b300, MBS 4). Paid per NIC rail as :func:`ep_proxy_call_s` (calibration ``ep_proxy_message_s``, fitted on
+    N31-N33). The other flex backends have no EFA data and are costed as DeepEP."""
+    if nodes <= 1 or gpu.scaleout_gpu_rdma is not False or dispatcher not in FLEX_DISPATCHERS:
+        return 0.0, 0.0
+    per_message_s = cal.ep_proxy_message_s * (gpu.scaleout_nics_per_gpu or 1)
+    chunk_d, chunk_c = deepep_rdma_chunk_tokens(ep)
+    return per_message_s * remote_sends / chunk_d, per_message_s * remote_sends / chunk_c
 
 
 EP_CHUNK_EDGE = "ep_chunk_edge"  # layer-cache key: a model chunk's first-layer EP exposure beyond steady state
