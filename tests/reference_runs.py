@@ -91,6 +91,7 @@ def estimate_kwargs(run: dict[str, str]) -> dict[str, Any]:
         delay_wgrad={"0": False, "1": True}.get(run.get("delay_wgrad") or ""),  # blank: Bridge's pairing
         rank_capacity_factor=float(run["rank_capacity_factor"]) if run.get("rank_capacity_factor") else None,
         dp_overlap=run.get("dp_overlap", "1") != "0",
+        fp8_attention=run.get("fp8_attention") == "1",
     ) | ({"mtp_layers": int(run["mtp_layers"])} if run.get("mtp_layers") else {}) | (
         {"cp_comm_type": run["cp_comm_type"]} if run.get("cp_comm_type") else {}) | (
         {"pipeline_layout": run["pipeline_layout"]} if run.get("pipeline_layout") else {})
