@@ -74,7 +74,8 @@ def plan_kwargs(run: dict[str, str]) -> dict[str, Any]:
     """What the planner is given: model, cluster, sequence, GBS and the run's numerics and release."""
     return dict(gpu=run["system"], gpus=int(run["gpus"]), seq_len=int(run["seq_len"]), gbs=int(run["gbs"]),
                 precision=run["precision"], grad_fp32=run.get("grad_fp32", "1") != "0",
-                bf16_moments=run.get("bf16_moments") == "1", mcore_version=run.get("mcore") or "0.16")
+                bf16_moments=run.get("bf16_moments") == "1", mcore_version=run.get("mcore") or "0.16",
+                fp8_attention=run.get("fp8_attention") == "1")
 
 
 def layout(run: dict[str, str]) -> dict[str, int]:
@@ -91,7 +92,6 @@ def estimate_kwargs(run: dict[str, str]) -> dict[str, Any]:
         delay_wgrad={"0": False, "1": True}.get(run.get("delay_wgrad") or ""),  # blank: Bridge's pairing
         rank_capacity_factor=float(run["rank_capacity_factor"]) if run.get("rank_capacity_factor") else None,
         dp_overlap=run.get("dp_overlap", "1") != "0",
-        fp8_attention=run.get("fp8_attention") == "1",
     ) | ({"mtp_layers": int(run["mtp_layers"])} if run.get("mtp_layers") else {}) | (
         {"cp_comm_type": run["cp_comm_type"]} if run.get("cp_comm_type") else {}) | (
         {"pipeline_layout": run["pipeline_layout"]} if run.get("pipeline_layout") else {})
