@@ -217,9 +217,10 @@ def softmax_exp_share(gpu: GPUSpec | None) -> float:
 
 
 # Kernel families that train in FP8 under Megatron's fp8_dot_product_attention: Transformer Engine runs FP8 attention
-# only as cuDNN's FusedAttention (TE dot_product_attention/utils.py get_attention_backend filters FlashAttention and
-# UnfusedDotProductAttention out when fp8 and fp8_meta["recipe"].fp8_dpa), which is what ``flash`` (cuDNN's kernels on
-# Blackwell, TE's preferred backend on Hopper) and ``cudnn_mla`` stand for; flash2 / unfused layers keep BF16.
+# only as cuDNN's FusedAttention (TE dot_product_attention/utils.py get_attention_backend: "Disabling FlashAttention
+# 3 for FP8 training", FlashAttention 2 and UnfusedDotProductAttention "for FP8 attention"), which is what ``flash``
+# (cuDNN's kernels on Blackwell, TE's preferred backend on Hopper) and ``cudnn_mla`` stand for. A layer whose shape
+# only flash2 / unfused train (no cuDNN kernel for it in that TE) has no FP8 backend; moeplan keeps its BF16 rates.
 FP8_ATTENTION_FAMILIES = frozenset({"flash", "cudnn_mla"})
 
 
