@@ -74,7 +74,8 @@ def plan_kwargs(run: dict[str, str]) -> dict[str, Any]:
     """What the planner is given: model, cluster, sequence, GBS and the run's numerics and release."""
     return dict(gpu=run["system"], gpus=int(run["gpus"]), seq_len=int(run["seq_len"]), gbs=int(run["gbs"]),
                 precision=run["precision"], grad_fp32=run.get("grad_fp32", "1") != "0",
-                bf16_moments=run.get("bf16_moments") == "1", mcore_version=run.get("mcore") or "0.16")
+                bf16_moments=run.get("bf16_moments") == "1", mcore_version=run.get("mcore") or "0.16",
+                fp8_attention=run.get("fp8_attention") == "1")
 
 
 def layout(run: dict[str, str]) -> dict[str, int]:

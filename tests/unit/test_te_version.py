@@ -24,7 +24,7 @@ from moeplan.models.spec import Attention
 from moeplan.run.parallel import Batch, Parallel, check_layout
 from moeplan.run.config import RunConfig
 from moeplan.base.te_release import DEFAULT_TE_VERSION, te_version_key
-from moeplan.engine.timing.attention import attention_efficiency
+from moeplan.engine.timing.attention import attention_efficiency, fused_attention_efficiency
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 QN = load_model("qwen3-next-80b-a3b")
@@ -63,8 +63,9 @@ def test_gb200_newer_te_gets_the_cudnn_rate():
     cal = DEFAULT_CALIBRATION
     old = attention_efficiency(QN_ATTN, cal, GB200)[2]
     new = attention_efficiency(QN_ATTN, cal, GB200, te_version=NEW)[2]
-    # the flash family's (Blackwell) shares; Hopper's backward has its own key (attn_bwd_eff.flash_sm90)
-    assert new == pytest.approx(attention_efficiency(QN_ATTN, cal)[2])
+    # the flash family's (Blackwell) shares; Hopper's backward has its own key (attn_bwd_eff.flash_sm90); the softmax
+    # exponentials at Blackwell's rate (timing.attention.softmax_exp_share)
+    assert new == pytest.approx(fused_attention_efficiency(*QN_ATTN.head_dims, "flash", cal, GB200)[2])
     assert new > old
     args = dict(tp=2, cp=2, ep=8, **RUN)
     e_old = api.estimate("qwen3-next-80b-a3b", gpu="gb200", **args)

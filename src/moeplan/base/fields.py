@@ -183,6 +183,10 @@ KNOBS: tuple[Knob, ...] = (
     # and copies it into the DDP config.
     _k("fp8", TC, "opt_str", "mixed_precision.fp8", mlm="--fp8-format", bridge_read=("model.fp8",)),
     _k("fp8_recipe", TC, "str", "mixed_precision.fp8_recipe", bridge_read=("model.fp8_recipe",)),
+    # FP8 attention: TransformerConfig fp8_dot_product_attention (Megatron-LM --fp8-dot-product-attention); Bridge's
+    # mixed_precision.fp8_dot_product_attention, which its MXFP8 full-iteration perf recipes set (v0.6.0 perf_recipes).
+    _k("fp8_dot_product_attention", TC, "bool", "mixed_precision.fp8_dot_product_attention",
+       bridge_read=("model.fp8_dot_product_attention",)),
     # NVFP4: TransformerConfig fp4 Literal['e2m1'] and fp4_recipe Literal['nvfp4', 'custom'] (core_v0.16.1 ..
     # core_v0.19.0; Megatron-LM --fp4-format / --fp4-recipe, validate_args: TE >= 2.7, not with --fp8-format);
     # Bridge mixed_precision.fp4 / fp4_recipe (mixed_precision.py, recipe bf16_with_nvfp4_mixed).

@@ -18,8 +18,9 @@ def print_estimate(est: dict[str, Any], console: Console, routing_hint: bool = T
     par = est["parallel"]
     head = (f"{est['model']} on {est['gpus']} x {est['gpu']} | seq {est['seq_len']:,} GBS {est['gbs']} MBS {est['mbs']} "
             f"({est['microbatches']} micro-batches) | TP{par['tp']} PP{par['pp']} VPP{par['vpp']} CP{par['cp']} "
-            f"EP{par['ep']} ETP{par['etp']} DP{par['dp']} EDP{par['edp']} | {est['precision']}, "
-            f"recompute {est['recompute']}, {est['dispatcher']}"
+            f"EP{par['ep']} ETP{par['etp']} DP{par['dp']} EDP{par['edp']} | {est['precision']}"
+            + (" + FP8 attention" if est.get("fp8_attention") else "") + ", "
+            + f"recompute {est['recompute']}, {est['dispatcher']}"
             + ((" + EP overlap" + ("" if est.get("delay_wgrad") else " (wgrad not delayed)")) if est.get("ep_overlap")
                else "")
             + (f", Megatron-FSDP {est['fsdp']}" if est.get("fsdp") else "")

@@ -50,6 +50,7 @@ class Estimate:
             "offload_modules": sorted(cfg.offload_modules),
             "grad_fp32": cfg.grad_fp32,
             "bf16_moments": cfg.bf16_moments,
+            "fp8_attention": cfg.fp8_attention,
             "optimizer": cfg.optimizer,
             "fsdp": cfg.fsdp,
             "fsdp_double_buffer": cfg.fsdp_double_buffer,

@@ -195,7 +195,10 @@ def _precision_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
         return {"fp8": None}
     if cfg.precision == "nvfp4":
         return _nvfp4_settings(f)
-    return {"fp8": "e4m3", "fp8_recipe": PRECISION_TO_FP8_RECIPE[cfg.precision]}
+    out: dict[str, object] = {"fp8": "e4m3", "fp8_recipe": PRECISION_TO_FP8_RECIPE[cfg.precision]}
+    if cfg.fp8_attention:  # TransformerConfig fp8_dot_product_attention (Bridge: mixed_precision)
+        out["fp8_dot_product_attention"] = True
+    return out
 
 
 def _nvfp4_settings(f: MegatronFields) -> dict[str, object]:

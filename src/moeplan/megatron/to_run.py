@@ -274,6 +274,7 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
         # irrelevant at TP 1 (moeplan's default then, so exports round-trip)
         tp_comm_overlap=_bool(settings, "tp_comm_overlap") if (_int(settings, "tensor_model_parallel_size") or 1) > 1 else True,
         dp_overlap=_bool(settings, "overlap_grad_reduce"),
+        fp8_attention=_bool(settings, "fp8_dot_product_attention") and _precision_from(settings) != "bf16",
         cp_comm_type=_cp_comm_from(settings),
         mcore_version=normalize_version(mcore_version),
         fsdp=fsdp,
@@ -304,6 +305,7 @@ _RUN_FIELDS: dict[str, tuple[str, ...]] = {
     "delay_wgrad": ("delay_wgrad_compute", "overlap_moe_expert_parallel_comm"),
     "tp_comm_overlap": ("tp_comm_overlap",),
     "dp_overlap": ("overlap_grad_reduce",),
+    "fp8_attention": ("fp8_dot_product_attention",),
     "cp_comm_type": ("cp_comm_type",),
     "fsdp": ("use_megatron_fsdp", "data_parallel_sharding_strategy"),
     "fsdp_double_buffer": ("fsdp_double_buffer",),

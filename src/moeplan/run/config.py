@@ -104,6 +104,8 @@ class RunConfig(RunKnobs):
             raise MoeplanError(f"muon_num_ns_steps must be an integer >= 1, got {self.muon_ns_steps}")
         if self.precision not in PRECISIONS:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
+        if self.fp8_attention and self.precision == "bf16":  # TE's FP8 attention runs under an FP8 recipe only
+            raise MoeplanError("FP8 attention (fp8_dot_product_attention) needs an FP8 precision; got bf16")
         if self.dispatcher not in DISPATCHERS:
             raise MoeplanError(f"dispatcher '{self.dispatcher}' unknown; choose one of {', '.join(DISPATCHERS)}")
         if self.cp_comm_type not in CP_COMM_TYPES:

@@ -215,6 +215,14 @@ class RunKnobs:
         "help": "precision-aware optimizer with bf16 Adam moments (exp_avg/exp_avg_sq, as the DeepSeek-V3 recipes "
                 "do); default fp32"})
     """Precision-aware optimizer with bf16 ``exp_avg`` / ``exp_avg_sq``."""
+    fp8_attention: bool = knob(False, group="numerics", flag={
+        "slot": "gpu", "action": "store_true",
+        "help": "FP8 attention (fp8_dot_product_attention: cuDNN's FP8 fused attention, as Megatron Bridge's MXFP8 "
+                "full-iteration recipes set it); needs an FP8 precision"})
+    """``fp8_dot_product_attention`` (Megatron-Core / Bridge ``mixed_precision``): Transformer Engine runs the core
+    attention as cuDNN's FP8 fused-attention kernels, QK^T and PV (and the backward's matmuls) on the FP8 tensor
+    cores, the softmax in fp32 as before (moeplan.engine.timing.attention.fused_attention_efficiency). Needs an FP8
+    recipe (``precision`` other than bf16)."""
     # ---- MoE and its communication
     dispatcher: Dispatcher = knob("alltoall", group="moe", api_default="auto", flag={
         "slot": "layout", "choices": ["auto", *DISPATCHERS], "metavar": "NAME",

@@ -106,7 +106,8 @@ UNFUSED_SINK_SCORE_BYTES = {"fwd": 4, "bwd": 6}
 
 def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATION,
                          gpu: GPUSpec | None = None, square: tuple[int, int] | None = None,
-                         te_version: str | None = None, causal: bool = True) -> tuple[float, float, float]:
+                         te_version: str | None = None, causal: bool = True,
+                         fp8: bool = False) -> tuple[float, float, float]:
     """(forward, backward, fwd + bwd) share of the dense BF16 peak that attention reaches on long
     blocks on ``gpu`` (kernel family: :func:`attention_kernel` at ``te_version``), in the FLOPs Megatron counts (backward =
     2 x forward).
@@ -131,11 +132,12 @@ def attention_efficiency(mixer: Attention, cal: Calibration = DEFAULT_CALIBRATIO
     UNFUSED_FUSED_SOFTMAX_MAX_KEYS keys the torch fp32 softmax's UNFUSED_FP32_SOFTMAX_SCORE_BYTES.
 
     ``causal`` False: a fused kernel's non-causal calls (ring CP's off-diagonal steps), whose backward keeps
-    ``attn_noncausal_bwd_share`` of its family's (:func:`fused_attention_efficiency`)."""
+    ``attn_noncausal_bwd_share`` of its family's (:func:`fused_attention_efficiency`). ``fp8``: the run's FP8
+    attention (:attr:`RunConfig.fp8_attention`), on the cuDNN families only (FP8_ATTENTION_FAMILIES)."""
     d_qk, d_v = mixer.head_dims
     kind = attention_kernel(mixer, gpu, te_version)
     if kind != "unfused":
-        return fused_attention_efficiency(d_qk, d_v, kind, cal, gpu, causal)
+        return fused_attention_efficiency(d_qk, d_v, kind, cal, gpu, causal, fp8)
     assert gpu is not None  # attention_kernel returns "unfused" only for a known compute capability
     fwd_mm = 2.0 * (d_qk + d_v)
     counted = fwd_mm  # Megatron's forward FLOPs per score; backward counts twice that
@@ -190,15 +192,62 @@ def rate_key(kind: str, gpu: GPUSpec | None) -> str:
     return rate_keys(kind, gpu)[0]
 
 
+# Dense BF16 tensor-core FLOPs and softmax exponentials (SFU MUFU.EX2 results) per clock per SM, by architecture
+# (GPUSpec.sm_arch). Tensor cores: Hopper 4,096 (H100 SXM: 989.4 TFLOP/s = 132 SMs x 1.83 GHz x 4,096; NVIDIA H100
+# whitepaper), Blackwell and Blackwell Ultra twice that (GB200 / GB300: 2,500 TFLOP/s over 148 / 160 SMs at ~2.1 /
+# ~1.9 GHz; the catalog's peaks); FP8 doubles both. Exponentials: 16 per clock per SM through Blackwell (CUDA C++
+# Programming Guide, arithmetic instruction throughput: exp2 and the other transcendentals), 32 on Blackwell Ultra
+# (NVIDIA technical blog "Making Softmax More Efficient with NVIDIA Blackwell Ultra", 2026: GB300 ~2x GB200's
+# MUFU.EX2 throughput, ~35% more FP8 attention forward throughput on DeepSeek-V3's MLA).
+MMA_BF16_FLOPS_PER_CLK_SM: dict[int, int] = {90: 4096, 100: 8192, 103: 8192}
+SFU_EXP_PER_CLK_SM: dict[int, int] = {90: 16, 100: 16, 103: 32}
+SOFTMAX_REF_ARCH = 90  # attn_softmax_flops is Hopper's (FlashAttention-3's H100 sweep)
+
+
+def softmax_exp_share(gpu: GPUSpec | None) -> float:
+    """Cost of one softmax exponential in FLOP-equivalents of the GPU's BF16 peak, relative to Hopper's (where
+    ``attn_softmax_flops`` was measured): its tensor-core FLOPs per exponential slot, MMA_BF16_FLOPS_PER_CLK_SM /
+    SFU_EXP_PER_CLK_SM, over Hopper's. Blackwell (sm100) doubled the tensor cores and kept the SFU: 2; Blackwell
+    Ultra (sm103) doubled the SFU as well: 1. An unknown architecture (or ``gpu`` None) keeps Hopper's ratio."""
+    arch = gpu.sm_arch if gpu is not None else None
+    if arch not in MMA_BF16_FLOPS_PER_CLK_SM:
+        return 1.0
+    ref = MMA_BF16_FLOPS_PER_CLK_SM[SOFTMAX_REF_ARCH] / SFU_EXP_PER_CLK_SM[SOFTMAX_REF_ARCH]
+    return MMA_BF16_FLOPS_PER_CLK_SM[arch] / SFU_EXP_PER_CLK_SM[arch] / ref
+
+
+# Kernel families that train in FP8 under Megatron's fp8_dot_product_attention: Transformer Engine runs FP8 attention
+# only as cuDNN's FusedAttention (TE dot_product_attention/utils.py get_attention_backend: "Disabling FlashAttention
+# 3 for FP8 training", FlashAttention 2 and UnfusedDotProductAttention "for FP8 attention"), which is what ``flash``
+# (cuDNN's kernels on Blackwell, TE's preferred backend on Hopper) and ``cudnn_mla`` stand for. A layer whose shape
+# only flash2 / unfused train (no cuDNN kernel for it in that TE) has no FP8 backend; moeplan keeps its BF16 rates.
+FP8_ATTENTION_FAMILIES = frozenset({"flash", "cudnn_mla"})
+
+
+def softmax_exp_flops(gpu: GPUSpec | None, cal: Calibration) -> float:
+    """FLOP-equivalents of the GPU's BF16 peak that one softmax exponential costs per score element and pass:
+    ``attn_softmax_flops`` (Hopper's) times :func:`softmax_exp_share`."""
+    return cal.attn_softmax_flops * softmax_exp_share(gpu)
+
+
 def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration = DEFAULT_CALIBRATION,
-                               gpu: GPUSpec | None = None, causal: bool = True) -> tuple[float, float, float]:
+                               gpu: GPUSpec | None = None, causal: bool = True,
+                               fp8: bool = False) -> tuple[float, float, float]:
     """:func:`attention_efficiency` of a fused kernel family ``kind`` (flash, cudnn_mla, flash2) at these head
     dims on ``gpu`` (its rates: :func:`rate_key`; None: the family's own key). Equal heads wider than
     WIDE_HEAD_KERNEL_ABOVE run the family's wide-head kernels at ``attn_wide_fwd_share`` / ``attn_wide_bwd_share``
     of its efficiency (measured on H200: tests/data/attention_headdim_h200.csv). ``causal`` False: a call without
     the causal mask, whose backward keeps ``attn_noncausal_bwd_share`` of the family's (1.0 where absent; measured
     on H200: tests/data/mla_attention_h200.csv, cuDNN's MLA-shaped backward ~305 TFLOP/s non-causal against ~500
-    causal at 8K-16K)."""
+    causal at 8K-16K).
+
+    ``fp8`` (FP8 attention, a family of FP8_ATTENTION_FAMILIES on a GPU with FP8 tensor cores): cuDNN's FP8 kernels
+    run QK^T, PV and the backward's dP, dV, dQ, dK on the FP8 tensor cores, at the family's shares of the FP8 peak
+    (2x the BF16 one on Hopper and Blackwell; cuDNN FP8 fused attention keeps the scores and softmax in fp32), while
+    the exponentials stay on the SFU at their own rate (:func:`softmax_exp_flops`): the softmax weighs twice as much,
+    which is where Blackwell Ultra's doubled exponential rate shows (NVIDIA technical blog "Making Softmax More
+    Efficient with NVIDIA Blackwell Ultra": ~35% more FP8 forward throughput on DeepSeek-V3's MLA on GB300 than on
+    GB200)."""
     fwd_mm, bwd_mm = 2.0 * (d_qk + d_v), 2.0 * (3 * d_qk + 2 * d_v)
     counted = fwd_mm
     wide = d_qk == d_v > WIDE_HEAD_KERNEL_ABOVE
@@ -207,8 +256,12 @@ def fused_attention_efficiency(d_qk: int, d_v: int, kind: str, cal: Calibration 
     bwd_eff = cal.attn_bwd_eff[bwd_key] * (cal.attn_wide_bwd_share.get(kind, 1.0) if wide else 1.0)
     if not causal:
         bwd_eff *= cal.attn_noncausal_bwd_share.get(kind, 1.0)
-    fwd_t = fwd_mm / fwd_eff + cal.attn_softmax_flops  # time per score, in 1 / peak
-    bwd_t = bwd_mm / bwd_eff + cal.attn_softmax_flops
+    if fp8 and kind in FP8_ATTENTION_FAMILIES and gpu is not None and gpu.supports("fp8"):
+        mm_speed = gpu.peak("fp8") / gpu.peak("bf16")
+        fwd_eff, bwd_eff = fwd_eff * mm_speed, bwd_eff * mm_speed
+    exp_flops = softmax_exp_flops(gpu, cal)
+    fwd_t = fwd_mm / fwd_eff + exp_flops  # time per score, in 1 / peak
+    bwd_t = bwd_mm / bwd_eff + exp_flops
     return counted / fwd_t, 2 * counted / bwd_t, 3 * counted / (fwd_t + bwd_t)
 
 
@@ -221,11 +274,13 @@ def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibrat
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
     par, batch = cfg.parallel, cfg.batch
     square = unfused_score_square(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
-    long_rate = gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version)[2]
+    fp8 = cfg.fp8_attention and cfg.fp8
+    long_rate = gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version, fp8=fp8)[2]
     if attention_kernel(mixer, gpu, cfg.te_version) == "unfused":
         return long_rate * length / (length + cal.attn_half_tokens)
     share, causal_len = causal_part(cfg, mixer, gpu.nvlink_domain)
-    open_rate = gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version, causal=False)[2]
+    open_rate = gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version, causal=False,
+                                                        fp8=fp8)[2]
     slow = (share * (causal_len + cal.attn_causal_half_tokens) / causal_len
             + (1 - share) * (length + cal.attn_half_tokens) / length * long_rate / open_rate)  # per long-block time
     return long_rate / slow
