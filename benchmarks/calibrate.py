@@ -180,15 +180,24 @@ def observations() -> list[Obs]:
 
 def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
     """The rows of the catalogued models (tests/measured_variants.catalog_variants): absolute tokens/s per GPU from the
-    published step time (N12-N20), or the source's TFLOP/s (N06); G06 as each row over its first row (1 / step time).
+    published step time (N12-N20), or the source's TFLOP/s (N06); G06 as each row over its first row (1 / step time);
+    N20's NVFP4 rows as their tokens/s over the MXFP8 row of the same system, release and layout ("pair").
     Rows whose ``extra["fit"]`` is False (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``."""
     out: list[Obs] = []
     refs: dict[str, Callable[[Calibration], Any]] = {}
     ref_rows: dict[str, Variant] = {}
-    for v in catalog_variants():
+    vs = catalog_variants()
+    by_label = {v.label: v for v in vs}
+    for v in vs:
         if not v.extra["fit"] and not include_out_of_fit:
             continue
         t = _built(v.model, v.kwargs)
+        if v.extra["obs"] == "pair":  # NVFP4 over the MXFP8 row of its layout: tokens/s ratio, shared gaps cancel
+            rv = by_label[v.extra["ref"]]
+            rt = _built(rv.model, rv.kwargs)
+            out.append(Obs(v.group, f"{v.label} / {rv.label}", float(v.extra["tokens"]) / float(rv.extra["tokens"]),
+                           lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, v.model))
+            continue
         if v.extra["obs"] == "ratio":
             if v.group not in refs:
                 refs[v.group], ref_rows[v.group] = t, v

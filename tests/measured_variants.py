@@ -532,10 +532,15 @@ def n_ranked_pairs(min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
 #                  counts DeepSeek-V4 as Bridge does, which the N12 cards' TFLOP/s over tokens/s confirm to 0.1%).
 #   obs "ratio":   the row over its group's first row (G06).
 
-NVFP4_WHY = ("NVFP4: measured +4% over the same layout in MXFP8 on GB300 (864 / 831 TFLOP/s) and +3% on B300, moeplan "
-             "+26% (FP4 GEMMs at twice the MXFP8 rate); the NVFP4 recipe's quantization work (Transformer Engine's "
-             "NVFP4BlockScaling: random Hadamard transforms of the weight-gradient inputs, 2D-scaled weights, stochastic "
-             "rounding of gradients) and the layers it keeps in higher precision are not modelled")
+# NVFP4 rows: Bridge's Nemotron-3 Super NVFP4 perf recipes (perf_recipes/nemotronh/<gpu>/nemotronh.py at 067f987d)
+# differ from the MXFP8 recipe of the same system in their precision preset (nemotron_3_super_bf16_with_nvfp4_mixed:
+# the last 14 of the 88 layers in BF16), their TE quantization config (te_quant.cfg: attention and latent projections
+# and MTP in BF16, Mamba out_proj in MXFP8) and, on B300 alone, selective recompute of moe_act + layernorm
+# (NVFP4_RECIPE_KNOBS). The pairs of one layout are ratios (NVFP4 / MXFP8 tokens/s): what the two rows share
+# cancels, the MXFP8 rows' own gaps included (GB200 at TP 2, B300's per-expert host launches at EP 8), except where
+# the difference itself touches the gap (B300: the BF16 tail layers launch no per-expert quantize kernels).
+NVFP4_RECIPE_KNOBS: dict[str, Any] = dict(te_quant_map="nemotron3", bf16_end_layers=14)
+NVFP4_SYSTEM_KNOBS: dict[str, dict[str, Any]] = {"b300": dict(recompute="selective:moe_act,layernorm")}
 N06_DRIFT_WHY = ("software drift: the same recipe and layout measured 646.4 TFLOP/s/GPU on the pytorch 26.04 container "
                  "and 710.4 on 26.06 (TE 3bca9385 -> 6377ca16); the 26.06 row is the tuned one")
 G06_WHY = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs 0.46 s where moeplan estimates 0.16 s, "
@@ -567,6 +572,12 @@ def _step_variant(g: str, lab: str, run: dict[str, str], kw: dict[str, Any], ste
                    extra={"obs": "abs", "unit": "tokens", "tokens": tokens} | _tuned(why))
 
 
+def _resolved_dispatcher(model: str, kw: dict[str, Any]) -> str:
+    """The dispatcher ``kw`` runs with once the API has resolved "auto" (the fastest the hardware allows)."""
+    from moeplan import api
+    return str(api.build_config(model, **kw)[0].dispatcher)
+
+
 def catalog_variants() -> list[Variant]:
     """The expressible rows of N06, N12, N13, N14, N15, N20 and G06 (see the comment above), in file order."""
     from .new_model_rows import estimate_kwargs as new_row_kwargs
@@ -579,22 +590,29 @@ def catalog_variants() -> list[Variant]:
     for r in runs:
         lab = f"{r['model']} {r['system']} {r['gpus']} {r['precision']} TP{r['tp']} EP{r['ep']} ({r['release']})"
         out.append(_step_variant(r["group"], lab, r, estimate_kwargs(r), float(r["measured_step_time_s"]), r["gap"]))
-    # NVFP4 rows: the MXFP8 row of the same system and release with its precision (N20: "MXFP8/NVFP4 pairs share
-    # layout within a system and release"; the B200 NVFP4 row runs TP 2, its own column), N13's GB300 card likewise
+    # NVFP4 rows: the MXFP8 row of the same system and release with the NVFP4 recipe's settings (NVFP4_RECIPE_KNOBS)
+    # and the sibling's resolved dispatcher (one dispatcher on both sides of a pair); a same-layout pair enters as the
+    # ratio to its MXFP8 row (extra["ref"]); N13's GB300 card (no MXFP8 row) and B200's (TP 2 against its MXFP8 row's
+    # TP 1: not a pair) as their absolute levels
     systems = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200",
                "GB300 NVL72": "gb300"}
+    labels = {(v.group, v.kwargs["gpu"], v.kwargs["precision"]): v.label for v in out}
     for r in _rows():
         if r["group_id"] not in ("N13", "N20") or r["precision"] != "NVFP4":
             continue
         system = systems[r["system"]]
         sib = by_key[("N20", system, "mxfp8")]
-        kw = estimate_kwargs(sib) | dict(precision="nvfp4", tp=int(r["tp"]))
+        kw = estimate_kwargs(sib) | dict(precision="nvfp4", tp=int(r["tp"])) | NVFP4_RECIPE_KNOBS | \
+            NVFP4_SYSTEM_KNOBS.get(system, {}) | dict(dispatcher=_resolved_dispatcher(sib["model"], estimate_kwargs(sib)))
         step = _f(r["step_time_s"]) or int(r["gbs"]) * int(r["seq_len"]) / int(r["gpus"]) / float(r["tokens_per_s_per_gpu"])
         if r["group_id"] == "N13":  # the nemo 26.06 card (Megatron-Core 0.18)
             kw["mcore_version"] = "0.18"
         lab = f"{sib['model']} {system} {r['gpus']} nvfp4 TP{r['tp']} EP{r['ep']} ({r['software_version']})"
-        out.append(_step_variant(r["group_id"], lab, sib | {"gbs": r["gbs"], "seq_len": r["seq_len"]}, kw, step,
-                                 NVFP4_WHY))
+        same_layout = r["group_id"] == "N20" and int(r["tp"]) == int(sib["tp"]) and int(r["ep"]) == int(sib["ep"])
+        v = _step_variant(r["group_id"], lab, sib | {"gbs": r["gbs"], "seq_len": r["seq_len"]}, kw, step, "")
+        if same_layout:
+            v.extra.update(obs="pair", ref=labels[("N20", system, "mxfp8")], fit=True, why="")
+        out.append(v)
     # N06: Megatron-LM's recipe index (TFLOP/s alone); the Bridge PR row has no layout (UNEXPRESSED)
     for r in new_rows():
         if r["group"] != "N06" or not r["model"]:

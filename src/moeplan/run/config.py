@@ -18,7 +18,7 @@ from moeplan.base.router_dtype import ROUTER_DTYPES, router_dtype_value
 from moeplan.base.te_release import grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped, te_version_key
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DISPATCHERS, FSDP_STRATEGIES, MUON_TP_MODES,
-                                OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
+                                OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS, TE_QUANT_MAP_NAMES)
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.run.knobs import Recompute, RunKnobs
@@ -104,6 +104,15 @@ class RunConfig(RunKnobs):
             raise MoeplanError(f"muon_num_ns_steps must be an integer >= 1, got {self.muon_ns_steps}")
         if self.precision not in PRECISIONS:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
+        if self.te_quant_map not in TE_QUANT_MAP_NAMES:
+            raise MoeplanError(f"te_quant_map '{self.te_quant_map}' unknown; choose one of {', '.join(TE_QUANT_MAP_NAMES)}")
+        if self.te_quant_map != "none" and self.precision != "nvfp4":
+            raise MoeplanError(f"te_quant_map '{self.te_quant_map}' maps modules of an NVFP4 run (Megatron Bridge "
+                               f"uses it with NVFP4 only), not of a {self.precision} run")
+        if self.bf16_end_layers is not None and not (
+                isinstance(self.bf16_end_layers, int) and 1 <= self.bf16_end_layers <= len(self.model.layers)):
+            raise MoeplanError(f"bf16_end_layers must be an integer from 1 to the model's {len(self.model.layers)} "
+                               f"layers, got {self.bf16_end_layers}")
         if self.dispatcher not in DISPATCHERS:
             raise MoeplanError(f"dispatcher '{self.dispatcher}' unknown; choose one of {', '.join(DISPATCHERS)}")
         if self.cp_comm_type not in CP_COMM_TYPES:

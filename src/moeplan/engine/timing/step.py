@@ -17,6 +17,7 @@ from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.layer import layer_time
 from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_comm
 from moeplan.engine.timing.optimizer import offload_s
+from moeplan.engine.timing.quant_map import TE_QUANT_MAPS, bf16_config, bf16_end_layer_counts
 from moeplan.engine.timing.pipeline import (bubble_microbatches, pipeline_rank_work, pp_comm_s, pp_exposed_s,
                                             sharded_dp_and_optimizer_s)
 from moeplan.hardware import GPUSpec
@@ -122,11 +123,13 @@ def _edge_time(ctx: Ctx, stage: Stage) -> dict[str, float]:
         # cross-entropy: softmax over the vocabulary shard in fp32, forward and backward
         out["elementwise"] = heads * (3 * v_shard * ctx.seq_tokens * FP32_BYTES / hbm + g_cast)
     if stage.mtp and spec.mtp_layer is not None:
-        lt = layer_time(ctx, spec.mtp_layer)
+        # the MTP modules in BF16 where the run's TE quantization config says so (its "mtp.*" matcher)
+        mctx = _bf16_ctx(ctx) if TE_QUANT_MAPS[cfg.te_quant_map].get("mtp") == "bf16" else ctx
+        lt = layer_time(mctx, spec.mtp_layer)
         for k, v in lt.__dict__.items():
             out[k] = out.get(k, 0.0) + stage.mtp * v
         eh_proj = mtp_eh_proj_gemm(spec)
-        out["gemm"] = out.get("gemm", 0.0) + stage.mtp * gemm_time(ctx, eh_proj, 0.0, 1)[0]
+        out["gemm"] = out.get("gemm", 0.0) + stage.mtp * gemm_time(mctx, eh_proj, 0.0, 1)[0]
     return out
 
 
@@ -137,14 +140,28 @@ def _work_time(ctx: Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[
     if hit is None:
         groups, heads = work
         acc: dict[str, float] = {}
+        # the layers kept in BF16 at the end of the stack (bf16_end_layers) sit on the rank with the loss head
+        tail = bf16_end_layer_counts(ctx.cfg) if any(loss for loss, _ in heads) else {}
         for layer, n in groups:
-            for k, v in layer_time(ctx, layer).__dict__.items():
-                acc[k] = acc.get(k, 0.0) + n * v
+            n_bf16 = min(n, tail.get(layer, 0))
+            for c, cn in ((ctx, n - n_bf16), (_bf16_ctx(ctx) if n_bf16 else ctx, n_bf16)):
+                if cn:
+                    for k, v in layer_time(c, layer).__dict__.items():
+                        acc[k] = acc.get(k, 0.0) + cn * v
         for loss, mtp in heads:
             for k, v in head_time(ctx, loss, mtp).items():
                 acc[k] = acc.get(k, 0.0) + v
         hit = ctx.cache[work] = acc
     return hit
+
+
+def _bf16_ctx(ctx: Ctx) -> Ctx:
+    """The context of the run's layers that run without FP8 / FP4 autocast (moeplan.engine.timing.quant_map:
+    the BF16 end layers, MTP under a TE quantization config), made once per run context."""
+    hit = ctx.cache.get("bf16_ctx")
+    if hit is None:
+        hit = ctx.cache["bf16_ctx"] = make_ctx(bf16_config(ctx.cfg), ctx.gpu, ctx.cal, ctx.shared)
+    return hit  # type: ignore[no-any-return]
 
 
 def _ep_chunk_edges_s(ctx: Ctx, groups: tuple[tuple[Layer, int], ...]) -> float:

@@ -1,0 +1,77 @@
+"""NVFP4 recipe costs: TE's quantize passes (three reads of the BF16 tensor: amax of it and of its Hadamard transform,
+the row-wise cast, the fused RHT + column-wise cast), a TE quantization config's per-module precisions and the BF16
+end layers (moeplan.engine.timing.quant_map)."""
+
+from __future__ import annotations
+
+import pytest
+
+from moeplan import api
+from moeplan.base.errors import MoeplanError
+from moeplan.base.vocab import TE_QUANT_MAP_NAMES
+from moeplan.engine.activations import BF16_BYTES
+from moeplan.engine.flops import layer_gemms
+from moeplan.engine.timing.gemm import QUANTIZE_BYTES_PER_ELEM
+from moeplan.engine.timing.quant_map import TE_QUANT_MAPS, bf16_end_layer_counts, gemm_precision
+from moeplan.models.spec import Attention, Mamba2, MoE
+
+RUN = dict(gpu="gb300", gpus=64, seq_len=8192, gbs=512, ep=64, mcore_version="0.19")
+
+
+def test_nvfp4_quantize_reads_the_bf16_tensor_three_times():
+    """amax pass + row-wise cast + RHT column-wise cast: 3 x 2 bytes read, 2 x (0.5 + 1/16) written; more than MXFP8's
+    one pass (2 read, 2 x (1 + 1/32) written)."""
+    assert QUANTIZE_BYTES_PER_ELEM["nvfp4"] == pytest.approx(3 * BF16_BYTES + 2 * (0.5 + 1 / 16))
+    assert QUANTIZE_BYTES_PER_ELEM["nvfp4"] > QUANTIZE_BYTES_PER_ELEM["mxfp8"] + BF16_BYTES
+
+
+def test_nemotron3_te_quant_cfg_maps_the_modules_bridge_names():
+    """te_quant.cfg: attention qkv / proj and the latent projections in BF16, Mamba out_proj in MXFP8; the experts and
+    Mamba in_proj keep NVFP4."""
+    assert set(TE_QUANT_MAPS) == set(TE_QUANT_MAP_NAMES)
+    cfg, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", te_quant_map="nemotron3", **RUN)
+    got = {}
+    for layer in cfg.model.distinct_layers:
+        for g in layer_gemms(layer, cfg.model.hidden):
+            got[g.name] = gemm_precision(cfg, g)
+    assert got["qkv"] == got["o_proj"] == got["latent_fc1"] == got["latent_fc2"] == "bf16"
+    assert got["mamba_out_proj"] == "mxfp8"
+    assert got["mamba_in_proj"] == "nvfp4"
+    assert {p for n, p in got.items() if n.startswith(("fc1", "fc2", "shared"))} <= {"nvfp4"}
+    plain, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", **RUN)
+    assert {gemm_precision(plain, g) for layer in plain.model.distinct_layers
+            for g in layer_gemms(layer, plain.model.hidden)} == {"nvfp4"}
+
+
+def test_bf16_end_layers_are_the_last_of_the_hybrid_pattern():
+    """Nemotron-3 Super's last 14 of 88 layers (pattern ...*EMEMEM*EMEMEMEME): 7 MoE, 6 Mamba-2, 1 attention."""
+    cfg, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", bf16_end_layers=14, **RUN)
+    kinds: dict[str, int] = {}
+    for layer, n in bf16_end_layer_counts(cfg).items():
+        kind = "moe" if isinstance(layer.mlp, MoE) else "mamba" if isinstance(layer.mixer, Mamba2) else \
+            "attn" if isinstance(layer.mixer, Attention) else "?"
+        kinds[kind] = kinds.get(kind, 0) + n
+    assert kinds == {"moe": 7, "mamba": 6, "attn": 1}
+    bf16, _ = api.build_config("nemotron-3-super-120b", precision="bf16", bf16_end_layers=14, **RUN)
+    assert bf16_end_layer_counts(bf16) == {}
+
+
+def test_each_setting_slows_the_nvfp4_run_toward_bf16():
+    """BF16 end layers and the module map each cost time, and a BF16 run is slower still."""
+    kw = dict(RUN, dispatcher="alltoall")
+    step = {name: api.estimate("nemotron-3-super-120b", **kw, **extra)["step_time_s"] for name, extra in {
+        "plain": dict(precision="nvfp4"),
+        "map": dict(precision="nvfp4", te_quant_map="nemotron3"),
+        "both": dict(precision="nvfp4", te_quant_map="nemotron3", bf16_end_layers=14),
+        "bf16": dict(precision="bf16")}.items()}
+    assert step["plain"] < step["map"] < step["both"] < step["bf16"]
+
+
+@pytest.mark.parametrize("extra, match", [
+    (dict(precision="mxfp8", te_quant_map="nemotron3"), "te_quant_map 'nemotron3' maps modules of an NVFP4 run"),
+    (dict(precision="nvfp4", te_quant_map="all"), "te_quant_map 'all' unknown"),
+    (dict(precision="nvfp4", bf16_end_layers=89), "bf16_end_layers must be an integer from 1"),
+])
+def test_bad_settings_are_one_line_errors(extra, match):
+    with pytest.raises(MoeplanError, match=match):
+        api.build_config("nemotron-3-super-120b", **RUN, **extra)
