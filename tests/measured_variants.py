@@ -540,6 +540,15 @@ def n_ranked_pairs(min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
 # cancels, the MXFP8 rows' own gaps included (GB200 at TP 2, B300's per-expert host launches at EP 8), except where
 # the difference itself touches the gap (B300: the BF16 tail layers launch no per-expert quantize kernels).
 NVFP4_RECIPE_KNOBS: dict[str, Any] = dict(te_quant_map="nemotron3", bf16_end_layers=14)
+# A pair rests on the per-expert host launch model where the MXFP8 estimate spends more than this share of its step
+# in host launches: NVFP4's grouped quantize launches once for all experts where MXFP8 launches per expert (TE >= 2.12
+# split_quantize), so the launch model's known gap (docs/calibration.md: B300 EP8, 64 local experts) does not cancel
+NVFP4_PAIR_LAUNCH_SHARE = 0.25
+NVFP4_TP_WHY = ("NVFP4 at TP 2 where the MXFP8 row of its system and release runs TP 1: no same-layout pair, and TP 2 "
+                "is not isolated on the Nemotron-3 hybrid stack (the GB200 TP 2 rows' gap)")
+NVFP4_LAUNCH_WHY = ("NVFP4 / MXFP8 pair dominated by host launches: the MXFP8 estimate spends {share:.0%} of its step "
+                    "in per-expert launches, which NVFP4's grouped quantize (TE >= 2.12) halves; the launch model's gap "
+                    "(the MXFP8 row runs faster than estimated) does not cancel in the ratio")
 NVFP4_SYSTEM_KNOBS: dict[str, dict[str, Any]] = {"b300": dict(recompute="selective:moe_act,layernorm")}
 N06_DRIFT_WHY = ("software drift: the same recipe and layout measured 646.4 TFLOP/s/GPU on the pytorch 26.04 container "
                  "and 710.4 on 26.06 (TE 3bca9385 -> 6377ca16); the 26.06 row is the tuned one")
@@ -578,6 +587,13 @@ def _resolved_dispatcher(model: str, kw: dict[str, Any]) -> str:
     return str(api.build_config(model, **kw)[0].dispatcher)
 
 
+def _launch_share(model: str, kw: dict[str, Any]) -> float:
+    """The share of the estimated step spent in host launches (``time_breakdown_s["launch_overhead"]``)."""
+    from moeplan import api
+    est = api.estimate(model, **kw)
+    return float(est["time_breakdown_s"]["launch_overhead"]) / float(est["step_time_s"])
+
+
 def catalog_variants() -> list[Variant]:
     """The expressible rows of N06, N12, N13, N14, N15, N20 and G06 (see the comment above), in file order."""
     from .new_model_rows import estimate_kwargs as new_row_kwargs
@@ -592,8 +608,8 @@ def catalog_variants() -> list[Variant]:
         out.append(_step_variant(r["group"], lab, r, estimate_kwargs(r), float(r["measured_step_time_s"]), r["gap"]))
     # NVFP4 rows: the MXFP8 row of the same system and release with the NVFP4 recipe's settings (NVFP4_RECIPE_KNOBS)
     # and the sibling's resolved dispatcher (one dispatcher on both sides of a pair); a same-layout pair enters as the
-    # ratio to its MXFP8 row (extra["ref"]); N13's GB300 card (no MXFP8 row) and B200's (TP 2 against its MXFP8 row's
-    # TP 1: not a pair) as their absolute levels
+    # ratio to its MXFP8 row (extra["ref"]); N13's GB300 card (no MXFP8 row) as its absolute level; B200's (TP 2
+    # against its MXFP8 row's TP 1: no pair) is reported with the TP 2 gap
     systems = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200",
                "GB300 NVL72": "gb300"}
     labels = {(v.group, v.kwargs["gpu"], v.kwargs["precision"]): v.label for v in out}
@@ -609,9 +625,12 @@ def catalog_variants() -> list[Variant]:
             kw["mcore_version"] = "0.18"
         lab = f"{sib['model']} {system} {r['gpus']} nvfp4 TP{r['tp']} EP{r['ep']} ({r['software_version']})"
         same_layout = r["group_id"] == "N20" and int(r["tp"]) == int(sib["tp"]) and int(r["ep"]) == int(sib["ep"])
-        v = _step_variant(r["group_id"], lab, sib | {"gbs": r["gbs"], "seq_len": r["seq_len"]}, kw, step, "")
+        why = NVFP4_TP_WHY if r["group_id"] == "N20" and int(r["tp"]) != int(sib["tp"]) else ""
+        v = _step_variant(r["group_id"], lab, sib | {"gbs": r["gbs"], "seq_len": r["seq_len"]}, kw, step, why)
         if same_layout:
-            v.extra.update(obs="pair", ref=labels[("N20", system, "mxfp8")], fit=True, why="")
+            share = _launch_share(sib["model"], estimate_kwargs(sib))
+            why = NVFP4_LAUNCH_WHY.format(share=share) if share > NVFP4_PAIR_LAUNCH_SHARE else ""
+            v.extra.update(obs="pair", ref=labels[("N20", system, "mxfp8")], fit=not why, why=why)
         out.append(v)
     # N06: Megatron-LM's recipe index (TFLOP/s alone); the Bridge PR row has no layout (UNEXPRESSED)
     for r in new_rows():

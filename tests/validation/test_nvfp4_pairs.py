@@ -25,18 +25,23 @@ def _ratios(system: str) -> tuple[float, float]:
     return est, fp4.extra["tokens"] / mx.extra["tokens"]
 
 
-def test_the_three_same_layout_pairs_are_fitted_ratios(calibrate_script):
+def test_the_same_layout_pairs_are_ratio_observations(calibrate_script):
     """GB300 TP1 EP64, GB200 TP2 EP64 and B300 TP1 EP8 (B200's NVFP4 row runs TP 2 against TP 1: no pair) are
-    observations of the fit, each its NVFP4 row's tokens/s over its MXFP8 row's, with one dispatcher on both sides."""
+    observations, each its NVFP4 row's tokens/s over its MXFP8 row's, with one dispatcher on both sides; B300's, whose
+    MXFP8 estimate is half host launches, is reported outside the fit (NVFP4_LAUNCH_WHY)."""
     assert set(PAIRS) == {"gb300", "gb200", "b300"}
     for mx, fp4 in PAIRS.values():
         assert (mx.kwargs["tp"], mx.kwargs["ep"]) == (fp4.kwargs["tp"], fp4.kwargs["ep"])
         assert fp4.kwargs["dispatcher"] == api.build_config(mx.model, **mx.kwargs)[0].dispatcher
-        assert fp4.extra["fit"]
-    obs = {o.label: o for o in calibrate_script.catalog_observations() if o.label.count(" / ") == 1 and "nvfp4" in o.label}
+    assert PAIRS["gb300"][1].extra["fit"] and PAIRS["gb200"][1].extra["fit"]
+    assert not PAIRS["b300"][1].extra["fit"] and "host launches" in PAIRS["b300"][1].extra["why"]
+    obs = {o.label: o for o in calibrate_script.catalog_observations(include_out_of_fit=True)
+           if o.label.count(" / ") == 1 and "nvfp4" in o.label}
     assert len(obs) == 3
     for o in obs.values():
         assert 1.0 < o.measured < 1.05  # +2% to +4% measured
+    fitted = {o.label for o in calibrate_script.catalog_observations()}
+    assert len(set(obs) & fitted) == 2
 
 
 @pytest.mark.parametrize("system", ["gb300", "gb200"])
@@ -46,9 +51,9 @@ def test_nvfp4_over_mxfp8_within_5_percent(system):
 
 
 @pytest.mark.xfail(strict=True, reason="B300 EP8 (64 local experts): moeplan's per-expert host launch model charges "
-                   "~52% of the MXFP8 step to launches (the row runs 40% faster than estimated); the NVFP4 recipe's 14 "
-                   "BF16 end layers launch no per-expert quantize kernels, so the launch gap does not cancel in the "
-                   "ratio (+11% estimated against +3% measured; without launches +5%)")
+                   "~52% of the MXFP8 step to launches (the row runs 40% faster than estimated); NVFP4's grouped quantize "
+                   "(TE >= 2.12) and its 14 BF16 end layers launch no per-expert quantize kernels, so the launch gap "
+                   "does not cancel in the ratio (+50% estimated against +3% measured)")
 def test_nvfp4_over_mxfp8_within_5_percent_b300():
     est, measured = _ratios("b300")
     assert est / measured == pytest.approx(1.0, abs=0.05), (est, measured)

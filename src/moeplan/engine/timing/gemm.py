@@ -28,6 +28,12 @@ from moeplan.engine.timing.quant_map import gemm_precision
 #   read 2, write 0.5 + an e4m3 scale per 16) and the fused RHT + column-wise cast
 #   (nvte_hadamard_transform_cast_fusion_columnwise: read 2, write 0.5 + 1/16). Stochastic rounding (gradients) is
 #   in-register work of the cast kernels (Philox state per call), no extra bytes.
+# The routed experts' NVFP4 inputs go through TE's grouped split quantize instead (TE >= 2.12, PR #2411: cast.cpp
+# split_quantize_nvfp4_impl_with_rht_helper): one grouped amax pass (nvte_group_hadamard_transform_amax: read 2), then,
+# where every expert's rows are a multiple of 128 (the router pads them so for NVFP4: moe_router_padding_for_quantization),
+# one fused kernel writes the row-wise and the RHT column-wise copies (nvte_group_hadamard_transform_cast_fusion: read 2,
+# write 2 x (0.5 + 1/16)).
+NVFP4_GROUPED_QUANTIZE_BYTES_PER_ELEM = 2 * BF16_BYTES + 2 * NVFP4_BYTES_PER_ELEM
 QUANTIZE_BYTES_PER_ELEM: dict[str, float] = {
     "fp8": BF16_BYTES + 2 * (1.0 + FP32_BYTES / 128),
     "fp8-cs": 2 * BF16_BYTES + 2 * 1.0,
@@ -116,7 +122,9 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     kh = gemm_k_half(base_rate, ctx.gpu.sms, cal)
     wgrad = gemm_call_s(flops, per_expert, wgrad_bytes, rate, hbm, kh)
     t = gemm_call_s(flops, k, fwd_bytes, rate, hbm, kh) + gemm_call_s(flops, n, dgrad_bytes, rate, hbm, kh) + wgrad
-    cast = (m * k + m * n) * QUANTIZE_BYTES_PER_ELEM[prec] / hbm if fp8 else 0.0
+    q_bytes = NVFP4_GROUPED_QUANTIZE_BYTES_PER_ELEM if prec == "nvfp4" and g.per_row else \
+        QUANTIZE_BYTES_PER_ELEM.get(prec, 0.0)
+    cast = (m * k + m * n) * q_bytes / hbm if fp8 else 0.0
     return t, cast, wgrad
 
 
