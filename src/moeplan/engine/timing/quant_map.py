@@ -38,19 +38,9 @@ TE_QUANT_MAPS: dict[str, dict[str, str]] = {
 QUANT_MAP_PRECISIONS = ("nvfp4",)
 
 
-# GEMMs outside every FP8 / FP4 autocast: the output layer (logits) is Megatron-Core's own
-# tensor_parallel.ColumnParallelLinear, not a TE module, in GPTModel and HybridModel alike (core_v0.18.0 /
-# core_v0.19.0 gpt_model.py, hybrid_model.py; GPTModel's TELMHeadColumnParallelLinear only with the opt-in
-# fp8_output_proj under MXFP8, fp8_utils.is_mxfp8_output_proj_active), so it multiplies in BF16 at every precision.
-BF16_ALWAYS = frozenset({"logits"})
-
-
 def gemm_precision(cfg: RunConfig, g: Gemm, in_mtp: bool = False) -> str:
-    """The precision GEMM ``g`` runs in: BF16 outside Megatron's autocast (BF16_ALWAYS), else the run's, unless its TE
-    quantization config (``te_quant_map``) maps the module elsewhere. ``in_mtp``: the GEMM belongs to an MTP module
-    (the config's ``mtp.*`` matcher)."""
-    if g.name in BF16_ALWAYS:
-        return "bf16"
+    """The precision GEMM ``g`` runs in: the run's, unless its TE quantization config (``te_quant_map``) maps the
+    module elsewhere. ``in_mtp``: the GEMM belongs to an MTP module (the config's ``mtp.*`` matcher)."""
     over = TE_QUANT_MAPS[cfg.te_quant_map]
     if not over:
         return cfg.precision
