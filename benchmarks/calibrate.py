@@ -965,7 +965,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   `tests/validation/test_routing.py`); N13's pair (0.95x) is Nemotron-3, not in the catalog.
 - **NVFP4 against MXFP8** (N20's same-layout pairs, `tests/validation/test_nvfp4_pairs.py`): with the recipe's BF16 end
   layers and te_quant.cfg, TE's three quantize passes (two for the experts' grouped quantize, which launches once)
-  GB300 and GB200 come within 5% (fitted +4% / +4%, measured +4% / +2%); before them moeplan gave +16% / +7%. B300's
+  GB300's and GB200's estimated ratios sit 4% above the measured +4% / +2% (fitted); before them moeplan gave +16% /
+  +7%. B300's
   pair (EP 8, 64 local experts) rests on the per-expert launch model (half its MXFP8 estimate) and stays out
   (+50% estimated, strict xfail). Still not modelled: the output layer runs in BF16 at every precision (Megatron-Core's
   own ColumnParallelLinear, outside TE's autocast); costing it so takes the pairs to +2% / +3% but two published
