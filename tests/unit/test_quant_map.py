@@ -91,3 +91,41 @@ def test_nvfp4_experts_quantize_grouped_in_two_passes_and_launch_once():
     assert fp4[0] == pytest.approx(64 * EXPERT_LAUNCHES["fwd"]["gemm"] * cal.expert_launch_host_s)
     assert mx[0] == pytest.approx(64 * (EXPERT_LAUNCHES["fwd"]["gemm"] + EXPERT_LAUNCHES["fwd"]["quantize"])
                                   * cal.expert_launch_host_s)
+
+
+def test_bf16_layers_export_and_read_back_as_megatron_names_them():
+    """``bf16_start_layers`` / ``bf16_end_layers`` are Megatron-Core's first_last_layers_bf16 with
+    num_layers_at_start_in_bf16 / num_layers_at_end_in_bf16 (Bridge: mixed_precision.*), both counts written; a file
+    that turns first_last_layers_bf16 on without a count gets Megatron-Core's default 1."""
+    import shlex
+
+    from moeplan.megatron import export, read, to_run
+
+    cfg, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", bf16_end_layers=14, **RUN)
+    s = export.to_settings(cfg)
+    assert (s["first_last_layers_bf16"], s["num_layers_at_start_in_bf16"], s["num_layers_at_end_in_bf16"]) == (True, 0, 14)
+    assert "++mixed_precision.num_layers_at_end_in_bf16=14" in export.to_overrides(cfg)
+    for text in ("\n".join(export.to_overrides(cfg)), export.to_yaml(cfg), shlex.join(export.to_megatron_lm_args(cfg))):
+        run = read.parse_run_text(text)
+        back = to_run.run_config_from_settings(run.settings, cfg.model, 64, cfg.gpu, mcore_version=cfg.mcore_version)
+        assert (back.bf16_start_layers, back.bf16_end_layers) == (None, 14)
+    run = read.parse_run_text("mixed_precision.fp8=e4m3\nmixed_precision.fp8_recipe=tensorwise\n"
+                              "mixed_precision.first_last_layers_bf16=true\nmodel.seq_length=4096\n"
+                              "train.global_batch_size=64")
+    back = to_run.run_config_from_settings(run.settings, cfg.model, 64, "h100", mcore_version="0.19")
+    assert (back.precision, back.bf16_start_layers, back.bf16_end_layers) == ("fp8-cs", 1, 1)
+    plain, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", **RUN)
+    assert "first_last_layers_bf16" not in export.to_settings(plain)
+
+
+def test_bf16_start_layers_sit_on_the_first_pipeline_rank():
+    """At PP 2 the BF16 start layers slow the first rank, the end layers the last; at PP 1 both add up."""
+    from moeplan.engine.timing.quant_map import bf16_layer_counts
+
+    cfg, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", bf16_start_layers=2, bf16_end_layers=3, **RUN)
+    assert sum(bf16_layer_counts(cfg, first=True, last=False).values()) == 2
+    assert sum(bf16_layer_counts(cfg, first=False, last=True).values()) == 3
+    assert sum(bf16_layer_counts(cfg, first=True, last=True).values()) == 5
+    kw = dict(RUN, dispatcher="alltoall", precision="nvfp4")
+    base = api.estimate("nemotron-3-super-120b", **kw)["step_time_s"]
+    assert api.estimate("nemotron-3-super-120b", **kw, bf16_start_layers=4)["step_time_s"] > base

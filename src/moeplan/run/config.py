@@ -109,10 +109,11 @@ class RunConfig(RunKnobs):
         if self.te_quant_map != "none" and self.precision != "nvfp4":
             raise MoeplanError(f"te_quant_map '{self.te_quant_map}' maps modules of an NVFP4 run (Megatron Bridge "
                                f"uses it with NVFP4 only), not of a {self.precision} run")
-        if self.bf16_end_layers is not None and not (
-                isinstance(self.bf16_end_layers, int) and 1 <= self.bf16_end_layers <= len(self.model.layers)):
-            raise MoeplanError(f"bf16_end_layers must be an integer from 1 to the model's {len(self.model.layers)} "
-                               f"layers, got {self.bf16_end_layers}")
+        for name in ("bf16_start_layers", "bf16_end_layers"):
+            n = getattr(self, name)
+            if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= len(self.model.layers)):
+                raise MoeplanError(f"{name} must be an integer from 1 to the model's {len(self.model.layers)} layers, "
+                                   f"got {n}")
         if self.dispatcher not in DISPATCHERS:
             raise MoeplanError(f"dispatcher '{self.dispatcher}' unknown; choose one of {', '.join(DISPATCHERS)}")
         if self.cp_comm_type not in CP_COMM_TYPES:

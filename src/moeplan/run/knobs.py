@@ -205,6 +205,9 @@ class RunKnobs:
         "slot": "gpu", "choices": list(PRECISIONS),
         "help": "GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)"})
     """GEMM precision (moeplan.base.vocab.PRECISIONS; FP8 recipes map to Megatron-Core ``fp8_recipe``)."""
+    bf16_start_layers: int | None = knob(None, group="numerics")
+    """Layers at the start of the stack an FP8 / FP4 run keeps in BF16 (Megatron-Core ``first_last_layers_bf16`` with
+    ``num_layers_at_start_in_bf16``; Bridge's FP8 current-scaling preset: 1); None = none."""
     bf16_end_layers: int | None = knob(None, group="numerics")
     """Layers at the end of the stack an FP8 / FP4 run keeps in BF16 (Megatron-Core ``first_last_layers_bf16`` with
     ``num_layers_at_end_in_bf16``; Bridge's Nemotron-3 Super NVFP4 preset ``nemotron_3_super_bf16_with_nvfp4_mixed``:

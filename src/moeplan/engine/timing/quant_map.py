@@ -4,10 +4,11 @@ its low-precision format:
 * a Transformer Engine quantization config (Megatron-Core ``TransformerConfig.quant_recipe``, read by
   ``megatron.core.quantization.utils.load_quantization_recipe``; Megatron-LM ``--te-precision-config-file``):
   glob patterns over module names, each mapped to a TE recipe (``TE_QUANT_MAPS``, the knob ``te_quant_map``);
-* the layers Megatron-Core keeps in BF16 at the end of the stack (``first_last_layers_bf16`` with
-  ``num_layers_at_end_in_bf16``: megatron/core/fp4_utils.py and fp8_utils.py ``get_fp4_context`` /
-  ``get_fp8_context`` return a null context for ``layer_no >= num_layers - num_layers_at_end_in_bf16``, and the
-  layer's TE modules then run in the BF16 autocast dtype; the knob ``bf16_end_layers``).
+* the layers Megatron-Core keeps in BF16 at the start and end of the stack (``first_last_layers_bf16`` with
+  ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``: megatron/core/fp4_utils.py and fp8_utils.py
+  ``get_fp4_context`` / ``get_fp8_context`` return a null context for ``layer_no < num_layers_at_start_in_bf16`` and
+  ``layer_no >= num_layers - num_layers_at_end_in_bf16``, and the layer's TE modules then run in the BF16 autocast
+  dtype; the knobs ``bf16_start_layers`` / ``bf16_end_layers``).
 """
 
 from __future__ import annotations
@@ -49,16 +50,27 @@ def gemm_precision(cfg: RunConfig, g: Gemm, in_mtp: bool = False) -> str:
     return over.get(g.name, cfg.precision)
 
 
-def bf16_end_layer_counts(cfg: RunConfig) -> dict[Layer, int]:
-    """How many of each distinct layer the last ``cfg.bf16_end_layers`` layers of the stack hold (Megatron-Core
-    ``num_layers_at_end_in_bf16``; empty for BF16 runs, where there is nothing to keep in BF16)."""
-    n = (cfg.bf16_end_layers or 0) if cfg.fp8 else 0
+def bf16_layer_counts(cfg: RunConfig, first: bool = False, last: bool = True) -> dict[Layer, int]:
+    """How many of each distinct layer an FP8 / FP4 run keeps in BF16 (Megatron-Core ``first_last_layers_bf16``): the
+    first ``cfg.bf16_start_layers`` of the stack where ``first`` (the first pipeline rank's share) and the last
+    ``cfg.bf16_end_layers`` where ``last`` (the last rank's); empty for BF16 runs, where there is nothing to keep."""
+    if not cfg.fp8:
+        return {}
+    layers = cfg.model.layers
+    start = (cfg.bf16_start_layers or 0) if first else 0
+    end = (cfg.bf16_end_layers or 0) if last else 0
+    picked = set(range(min(start, len(layers)))) | set(range(len(layers) - min(end, len(layers)), len(layers)))
     counts: dict[Layer, int] = {}
-    for layer in cfg.model.layers[len(cfg.model.layers) - n:] if n else ():
-        counts[layer] = counts.get(layer, 0) + 1
+    for i in sorted(picked):
+        counts[layers[i]] = counts.get(layers[i], 0) + 1
     return counts
+
+
+def bf16_end_layer_counts(cfg: RunConfig) -> dict[Layer, int]:
+    """:func:`bf16_layer_counts` of the last ``cfg.bf16_end_layers`` layers alone."""
+    return bf16_layer_counts(cfg, first=False, last=True)
 
 
 def bf16_config(cfg: RunConfig) -> RunConfig:
     """The run as its BF16 layers run it: no FP8 / FP4 autocast, hence no module overrides either."""
-    return cfg.evolve(precision="bf16", te_quant_map="none", bf16_end_layers=None)
+    return cfg.evolve(precision="bf16", te_quant_map="none", bf16_start_layers=None, bf16_end_layers=None)

@@ -17,7 +17,7 @@ from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.layer import layer_time
 from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_comm
 from moeplan.engine.timing.optimizer import offload_s
-from moeplan.engine.timing.quant_map import TE_QUANT_MAPS, bf16_config, bf16_end_layer_counts
+from moeplan.engine.timing.quant_map import TE_QUANT_MAPS, bf16_config, bf16_layer_counts
 from moeplan.engine.timing.pipeline import (bubble_microbatches, pipeline_rank_work, pp_comm_s, pp_exposed_s,
                                             sharded_dp_and_optimizer_s)
 from moeplan.hardware import GPUSpec
@@ -133,17 +133,20 @@ def _edge_time(ctx: Ctx, stage: Stage) -> dict[str, float]:
     return out
 
 
-def _work_time(ctx: Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]]) -> dict[str, float]:
+def _work_time(ctx: Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]],
+               first: bool = False) -> dict[str, float]:
     """Seconds per time item of one micro-batch through a rank's layers and heads (:func:`pipeline_rank_work`),
-    memoised like layer times (read only)."""
-    hit = ctx.cache.get(work)
+    memoised like layer times (read only). ``first``: the first pipeline rank's work."""
+    key = ("first rank", work) if first else work
+    hit = ctx.cache.get(key)
     if hit is None:
         groups, heads = work
         acc: dict[str, float] = {}
-        # the layers kept in BF16 at the end of the stack (bf16_end_layers) sit on the rank with the loss head
-        tail = bf16_end_layer_counts(ctx.cfg) if any(loss for loss, _ in heads) else {}
+        # the layers kept in BF16 at the start (bf16_start_layers) sit on the first rank, those at the end
+        # (bf16_end_layers) on the rank with the loss head
+        bf16 = bf16_layer_counts(ctx.cfg, first, any(loss for loss, _ in heads))
         for layer, n in groups:
-            n_bf16 = min(n, tail.get(layer, 0))
+            n_bf16 = min(n, bf16.get(layer, 0))
             for c, cn in ((ctx, n - n_bf16), (_bf16_ctx(ctx) if n_bf16 else ctx, n_bf16)):
                 if cn:
                     for k, v in layer_time(c, layer).__dict__.items():
@@ -151,7 +154,7 @@ def _work_time(ctx: Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[
         for loss, mtp in heads:
             for k, v in head_time(ctx, loss, mtp).items():
                 acc[k] = acc.get(k, 0.0) + v
-        hit = ctx.cache[work] = acc
+        hit = ctx.cache[key] = acc
     return hit
 
 
@@ -214,14 +217,14 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     pp_comm = pp_comm_s(ctx)
     done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
     for r, work in enumerate(pipeline_rank_work(spec, pipe)):
-        hit = done.get(id(work))
+        hit = done.get(id(work)) if r else None  # rank 0 holds the BF16 start layers (bf16_start_layers)
         if hit is not None:
             acc, total = dict(hit[0]), hit[1]
             per_rank.append(acc)
             if total > worst_total:
                 worst, worst_total, worst_rank = acc, total, r
             continue
-        acc = dict(_work_time(ctx, work))
+        acc = dict(_work_time(ctx, work, first=r == 0))
         edge = _ep_chunk_edges_s(ctx, work[0])
         if edge:
             acc["ep_comm"] = acc.get("ep_comm", 0.0) + edge
@@ -295,7 +298,7 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     ctx = make_ctx(cfg, gpu, cal)
     out = []
     pp_comm = pp_comm_s(ctx)
-    for rank_work in pipeline_rank_work(spec, pipe):
+    for r, rank_work in enumerate(pipeline_rank_work(spec, pipe)):
         groups, heads = rank_work
         acc: dict[str, float] = {}
         work = list(groups) + [(spec.mtp_layer, mtp) for _, mtp in heads if mtp and spec.mtp_layer is not None]
@@ -306,7 +309,7 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
         if edge and acc.get("ep_comm"):
             acc["ep_comm"] = max(0.0, acc["ep_comm"] - edge)
         if pp_comm is not None:  # the PP send / recv behind the next chunk (overlap_p2p_comm)
-            hidden_pp = pp_comm - pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work).values()))
+            hidden_pp = pp_comm - pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work, first=r == 0).values()))
             if hidden_pp > 0:
                 acc["pp_comm"] = hidden_pp
         out.append(acc)
