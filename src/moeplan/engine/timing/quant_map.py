@@ -34,20 +34,10 @@ TE_QUANT_MAPS: dict[str, dict[str, str]] = {
                   "mamba_out_proj": "mxfp8"},
 }
 
-# The recipes a TE quantization config may name for a module on top of the run's own: the config's
-# "mxfp8" / "bf16" entries run on Blackwell under an NVFP4 run (Bridge uses te_quant.cfg with NVFP4 only).
-QUANT_MAP_PRECISIONS = ("nvfp4",)
-
-
-def gemm_precision(cfg: RunConfig, g: Gemm, in_mtp: bool = False) -> str:
+def gemm_precision(cfg: RunConfig, g: Gemm) -> str:
     """The precision GEMM ``g`` runs in: the run's, unless its TE quantization config (``te_quant_map``) maps the
-    module elsewhere. ``in_mtp``: the GEMM belongs to an MTP module (the config's ``mtp.*`` matcher)."""
-    over = TE_QUANT_MAPS[cfg.te_quant_map]
-    if not over:
-        return cfg.precision
-    if in_mtp and "mtp" in over:
-        return over["mtp"]
-    return over.get(g.name, cfg.precision)
+    module elsewhere (the MTP modules' ``mtp`` entry is applied to their whole layer: moeplan.engine.timing.step)."""
+    return TE_QUANT_MAPS[cfg.te_quant_map].get(g.name, cfg.precision)
 
 
 def bf16_layer_counts(cfg: RunConfig, first: bool = False, last: bool = True) -> dict[Layer, int]:
