@@ -531,10 +531,24 @@ def n_ranked_pairs(min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
 #                  counts DeepSeek-V4 as Bridge does, which the N12 cards' TFLOP/s over tokens/s confirm to 0.1%).
 #   obs "ratio":   the row over its group's first row (G06).
 
-NVFP4_WHY = ("NVFP4: measured +4% over the same layout in MXFP8 on GB300 (864 / 831 TFLOP/s) and +3% on B300, moeplan "
-             "+26% (FP4 GEMMs at twice the MXFP8 rate); the NVFP4 recipe's quantization work (Transformer Engine's "
-             "NVFP4BlockScaling: random Hadamard transforms of the weight-gradient inputs, 2D-scaled weights, stochastic "
-             "rounding of gradients) and the layers it keeps in higher precision are not modelled")
+# NVFP4 rows: Bridge's Nemotron-3 Super NVFP4 perf recipes (perf_recipes/nemotronh/<gpu>/nemotronh.py at 067f987d)
+# differ from the MXFP8 recipe of the same system in their precision preset (nemotron_3_super_bf16_with_nvfp4_mixed:
+# the last 14 of the 88 layers in BF16), their TE quantization config (te_quant.cfg: attention and latent projections
+# and MTP in BF16, Mamba out_proj in MXFP8) and, on B300 alone, selective recompute of moe_act + layernorm
+# (NVFP4_RECIPE_KNOBS). The pairs of one layout are ratios (NVFP4 / MXFP8 tokens/s): what the two rows share
+# cancels, the MXFP8 rows' own gaps included (GB200 at TP 2, B300's per-expert host launches at EP 8), except where
+# the difference itself touches the gap (B300: the BF16 tail layers launch no per-expert quantize kernels).
+NVFP4_RECIPE_KNOBS: dict[str, Any] = dict(te_quant_map="nemotron3", bf16_end_layers=14)
+# A pair rests on the per-expert host launch model where the MXFP8 estimate spends more than this share of its step
+# in host launches: NVFP4's grouped quantize launches once for all experts where MXFP8 launches per expert (TE >= 2.12
+# split_quantize), so the launch model's known gap (docs/calibration.md: B300 EP8, 64 local experts) does not cancel
+NVFP4_PAIR_LAUNCH_SHARE = 0.25
+NVFP4_TP_WHY = ("NVFP4 at TP 2 where the MXFP8 row of its system and release runs TP 1: no same-layout pair, and TP 2 "
+                "is not isolated on the Nemotron-3 hybrid stack (the GB200 TP 2 rows' gap)")
+NVFP4_LAUNCH_WHY = ("NVFP4 / MXFP8 pair dominated by host launches: the MXFP8 estimate spends {share:.0%} of its step "
+                    "in per-expert launches, which NVFP4's grouped quantize (TE >= 2.12) halves; the launch model's gap "
+                    "(the MXFP8 row runs faster than estimated) does not cancel in the ratio")
+NVFP4_SYSTEM_KNOBS: dict[str, dict[str, Any]] = {"b300": dict(recompute="selective:moe_act,layernorm")}
 N06_DRIFT_WHY = ("software drift: the same recipe and layout measured 646.4 TFLOP/s/GPU on the pytorch 26.04 container "
                  "and 710.4 on 26.06 (TE 3bca9385 -> 6377ca16); the 26.06 row is the tuned one")
 G06_WHY = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs 0.46 s where moeplan estimates 0.16 s, "
@@ -566,6 +580,19 @@ def _step_variant(g: str, lab: str, run: dict[str, str], kw: dict[str, Any], ste
                    extra={"obs": "abs", "unit": "tokens", "tokens": tokens} | _tuned(why))
 
 
+def _resolved_dispatcher(model: str, kw: dict[str, Any]) -> str:
+    """The dispatcher ``kw`` runs with once the API has resolved "auto" (the fastest the hardware allows)."""
+    from moeplan import api
+    return str(api.build_config(model, **kw)[0].dispatcher)
+
+
+def _launch_share(model: str, kw: dict[str, Any]) -> float:
+    """The share of the estimated step spent in host launches (``time_breakdown_s["launch_overhead"]``)."""
+    from moeplan import api
+    est = api.estimate(model, **kw)
+    return float(est["time_breakdown_s"]["launch_overhead"]) / float(est["step_time_s"])
+
+
 def catalog_variants() -> list[Variant]:
     """The expressible rows of N06, N12, N13, N14, N15, N20 and G06 (see the comment above), in file order."""
     from .new_model_rows import estimate_kwargs as new_row_kwargs
@@ -578,22 +605,32 @@ def catalog_variants() -> list[Variant]:
     for r in runs:
         lab = f"{r['model']} {r['system']} {r['gpus']} {r['precision']} TP{r['tp']} EP{r['ep']} ({r['release']})"
         out.append(_step_variant(r["group"], lab, r, estimate_kwargs(r), float(r["measured_step_time_s"]), r["gap"]))
-    # NVFP4 rows: the MXFP8 row of the same system and release with its precision (N20: "MXFP8/NVFP4 pairs share
-    # layout within a system and release"; the B200 NVFP4 row runs TP 2, its own column), N13's GB300 card likewise
+    # NVFP4 rows: the MXFP8 row of the same system and release with the NVFP4 recipe's settings (NVFP4_RECIPE_KNOBS)
+    # and the sibling's resolved dispatcher (one dispatcher on both sides of a pair); a same-layout pair enters as the
+    # ratio to its MXFP8 row (extra["ref"]); N13's GB300 card (no MXFP8 row) as its absolute level; B200's (TP 2
+    # against its MXFP8 row's TP 1: no pair) is reported with the TP 2 gap
     systems = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200",
                "GB300 NVL72": "gb300"}
+    labels = {(v.group, v.kwargs["gpu"], v.kwargs["precision"]): v.label for v in out}
     for r in _rows():
         if r["group_id"] not in ("N13", "N20") or r["precision"] != "NVFP4":
             continue
         system = systems[r["system"]]
         sib = by_key[("N20", system, "mxfp8")]
-        kw = estimate_kwargs(sib) | dict(precision="nvfp4", tp=int(r["tp"]))
+        kw = estimate_kwargs(sib) | dict(precision="nvfp4", tp=int(r["tp"])) | NVFP4_RECIPE_KNOBS | \
+            NVFP4_SYSTEM_KNOBS.get(system, {}) | dict(dispatcher=_resolved_dispatcher(sib["model"], estimate_kwargs(sib)))
         step = _f(r["step_time_s"]) or int(r["gbs"]) * int(r["seq_len"]) / int(r["gpus"]) / float(r["tokens_per_s_per_gpu"])
         if r["group_id"] == "N13":  # the nemo 26.06 card (Megatron-Core 0.18)
             kw["mcore_version"] = "0.18"
         lab = f"{sib['model']} {system} {r['gpus']} nvfp4 TP{r['tp']} EP{r['ep']} ({r['software_version']})"
-        out.append(_step_variant(r["group_id"], lab, sib | {"gbs": r["gbs"], "seq_len": r["seq_len"]}, kw, step,
-                                 NVFP4_WHY))
+        same_layout = r["group_id"] == "N20" and int(r["tp"]) == int(sib["tp"]) and int(r["ep"]) == int(sib["ep"])
+        why = NVFP4_TP_WHY if r["group_id"] == "N20" and int(r["tp"]) != int(sib["tp"]) else ""
+        v = _step_variant(r["group_id"], lab, sib | {"gbs": r["gbs"], "seq_len": r["seq_len"]}, kw, step, why)
+        if same_layout:
+            share = _launch_share(sib["model"], estimate_kwargs(sib))
+            why = NVFP4_LAUNCH_WHY.format(share=share) if share > NVFP4_PAIR_LAUNCH_SHARE else ""
+            v.extra.update(obs="pair", ref=labels[("N20", system, "mxfp8")], fit=not why, why=why)
+        out.append(v)
     # N06: Megatron-LM's recipe index (TFLOP/s alone); the Bridge PR row has no layout (UNEXPRESSED)
     for r in new_rows():
         if r["group"] != "N06" or not r["model"]:

@@ -72,6 +72,9 @@ def test_fp8_attention_shortens_only_the_attention_item():
 def test_fp8_attention_needs_an_fp8_recipe():
     with pytest.raises(MoeplanError, match="FP8 attention .* needs an FP8 precision"):
         api.build_config("deepseek-v3", **(RUN | {"precision": "bf16"}), fp8_attention=True)
+    # NVFP4 is not an FP8 recipe either: the export writes fp8_dot_product_attention for FP8 recipes only
+    with pytest.raises(MoeplanError, match="needs an FP8 precision; got nvfp4"):
+        api.build_config("deepseek-v3", **(RUN | {"precision": "nvfp4"}), fp8_attention=True)
 
 
 def test_fp8_attention_is_exported_and_read_back():

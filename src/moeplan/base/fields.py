@@ -192,6 +192,16 @@ KNOBS: tuple[Knob, ...] = (
     # Bridge mixed_precision.fp4 / fp4_recipe (mixed_precision.py, recipe bf16_with_nvfp4_mixed).
     _k("fp4", TC, "opt_str", "mixed_precision.fp4", mlm="--fp4-format", bridge_read=("model.fp4",), since="0.16"),
     _k("fp4_recipe", TC, "str", "mixed_precision.fp4_recipe", bridge_read=("model.fp4_recipe",), since="0.16"),
+    # Layers an FP8 / FP4 run keeps in BF16 (TransformerConfig first_last_layers_bf16, num_layers_at_start_in_bf16,
+    # num_layers_at_end_in_bf16, core_v0.13.1 .. core_v0.19.0, defaults False / 1 / 1: fp8_utils / fp4_utils
+    # get_fp8_context / get_fp4_context); Bridge mixed_precision.* (MixedPrecisionConfig defaults the counts to 0 and
+    # copies them to the model; the Nemotron-3 Super NVFP4 preset sets the end count to 14).
+    _k("first_last_layers_bf16", TC, "bool", "mixed_precision.first_last_layers_bf16",
+       bridge_read=("model.first_last_layers_bf16",)),
+    _k("num_layers_at_start_in_bf16", TC, "int", "mixed_precision.num_layers_at_start_in_bf16",
+       bridge_read=("model.num_layers_at_start_in_bf16",)),
+    _k("num_layers_at_end_in_bf16", TC, "int", "mixed_precision.num_layers_at_end_in_bf16",
+       bridge_read=("model.num_layers_at_end_in_bf16",)),
     _k("grad_reduce_in_fp32", DDP, "bool", "mixed_precision.grad_reduce_in_fp32",
        mlm="--accumulate-allreduce-grads-in-fp32", mlm_false="--grad-reduce-in-bf16",
        bridge_read=("ddp.grad_reduce_in_fp32",)),

@@ -34,6 +34,9 @@ OFFLOAD_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 # fp4_recipe nvfp4, TE >= 2.7; Bridge bf16_with_nvfp4_mixed).
 Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4")
+# Transformer Engine quantization configs moeplan knows (moeplan.engine.timing.quant_map.TE_QUANT_MAPS): none, or
+# Megatron Bridge's Nemotron-3 te_quant.cfg (attention and latent projections, MTP in BF16; Mamba out_proj MXFP8).
+TE_QUANT_MAP_NAMES: tuple[str, ...] = ("none", "nemotron3")
 
 # MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP / NCCL EP backends).
 Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep", "ncclep"]

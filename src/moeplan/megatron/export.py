@@ -194,11 +194,20 @@ def _precision_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
     if cfg.precision == "bf16":
         return {"fp8": None}
     if cfg.precision == "nvfp4":
-        return _nvfp4_settings(f)
+        return _nvfp4_settings(f) | _bf16_layer_settings(cfg)
     out: dict[str, object] = {"fp8": "e4m3", "fp8_recipe": PRECISION_TO_FP8_RECIPE[cfg.precision]}
     if cfg.fp8_attention:  # TransformerConfig fp8_dot_product_attention (Bridge: mixed_precision)
         out["fp8_dot_product_attention"] = True
-    return out
+    return out | _bf16_layer_settings(cfg)
+
+
+def _bf16_layer_settings(cfg: RunConfig) -> dict[str, object]:
+    """The BF16 start and end layers (``bf16_start_layers`` / ``bf16_end_layers``), both counts written (Megatron-Core
+    defaults each to 1 once ``first_last_layers_bf16`` is on)."""
+    if not (cfg.bf16_start_layers or cfg.bf16_end_layers):
+        return {}
+    return {"first_last_layers_bf16": True, "num_layers_at_start_in_bf16": cfg.bf16_start_layers or 0,
+            "num_layers_at_end_in_bf16": cfg.bf16_end_layers or 0}
 
 
 def _nvfp4_settings(f: MegatronFields) -> dict[str, object]:

@@ -157,6 +157,15 @@ def _precision_from(settings: Mapping[str, object]) -> str:
     return FP8_RECIPE_TO_PRECISION[recipe]
 
 
+def _bf16_layers_from(settings: Mapping[str, object], where: str) -> int | None:
+    """``bf16_start_layers`` / ``bf16_end_layers`` (``where``: start | end) of a quantized run's
+    ``first_last_layers_bf16`` with ``num_layers_at_{where}_in_bf16`` (absent: Megatron-Core's default 1)."""
+    if not _bool(settings, "first_last_layers_bf16") or _precision_from(settings) == "bf16":
+        return None
+    n = _int(settings, f"num_layers_at_{where}_in_bf16")
+    return 1 if n is None else n or None
+
+
 def _router_dtype_from(settings: Mapping[str, object], model: ModelSpec) -> str:
     """The moe_router_dtype knob of a file's ``moe_router_dtype`` (absent: Megatron-Core's None): 'auto' where it is what
     the model's Megatron Bridge provider sets (moeplan.base.router_dtype), so moeplan's exports read back as written."""
@@ -259,6 +268,8 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
         gpu=gpu,
         recompute=_recompute_from(settings),
         precision=_precision_from(settings),
+        bf16_start_layers=_bf16_layers_from(settings, "start"),
+        bf16_end_layers=_bf16_layers_from(settings, "end"),
         dispatcher=_dispatcher_from(settings) if model.first_moe is not None else "alltoall",
         moe_router_dtype=_router_dtype_from(settings, model),
         cuda_graph_scopes=_scopes_from(settings),
@@ -291,6 +302,8 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
 _RUN_FIELDS: dict[str, tuple[str, ...]] = {
     "recompute": ("recompute_modules", "recompute_granularity", "recompute_method", "recompute_num_layers"),
     "precision": ("fp8_recipe", "fp8"),
+    "bf16_start_layers": ("num_layers_at_start_in_bf16", "first_last_layers_bf16"),
+    "bf16_end_layers": ("num_layers_at_end_in_bf16", "first_last_layers_bf16"),
     "dispatcher": ("moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "moe_enable_deepep"),
     "cuda_graph_scopes": (*_GRAPH_SCOPE_FIELDS, *_GRAPH_IMPL_FIELDS),
     "optimizer_offload": ("optimizer_offload_fraction", "optimizer_cpu_offload"),

@@ -18,7 +18,7 @@ from moeplan.base.router_dtype import ROUTER_DTYPES, router_dtype_value
 from moeplan.base.te_release import grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped, te_version_key
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DISPATCHERS, FSDP_STRATEGIES, MUON_TP_MODES,
-                                OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
+                                OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS, TE_QUANT_MAP_NAMES)
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.run.knobs import Recompute, RunKnobs
@@ -104,8 +104,18 @@ class RunConfig(RunKnobs):
             raise MoeplanError(f"muon_num_ns_steps must be an integer >= 1, got {self.muon_ns_steps}")
         if self.precision not in PRECISIONS:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
-        if self.fp8_attention and self.precision == "bf16":  # TE's FP8 attention runs under an FP8 recipe only
-            raise MoeplanError("FP8 attention (fp8_dot_product_attention) needs an FP8 precision; got bf16")
+        if self.fp8_attention and self.precision in ("bf16", "nvfp4"):  # TE's FP8 attention runs under an FP8 recipe only
+            raise MoeplanError(f"FP8 attention (fp8_dot_product_attention) needs an FP8 precision; got {self.precision}")
+        if self.te_quant_map not in TE_QUANT_MAP_NAMES:
+            raise MoeplanError(f"te_quant_map '{self.te_quant_map}' unknown; choose one of {', '.join(TE_QUANT_MAP_NAMES)}")
+        if self.te_quant_map != "none" and self.precision != "nvfp4":
+            raise MoeplanError(f"te_quant_map '{self.te_quant_map}' maps modules of an NVFP4 run (Megatron Bridge "
+                               f"uses it with NVFP4 only), not of a {self.precision} run")
+        for name in ("bf16_start_layers", "bf16_end_layers"):
+            n = getattr(self, name)
+            if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= len(self.model.layers)):
+                raise MoeplanError(f"{name} must be an integer from 1 to the model's {len(self.model.layers)} layers, "
+                                   f"got {n}")
         if self.dispatcher not in DISPATCHERS:
             raise MoeplanError(f"dispatcher '{self.dispatcher}' unknown; choose one of {', '.join(DISPATCHERS)}")
         if self.cp_comm_type not in CP_COMM_TYPES:

@@ -205,6 +205,17 @@ class RunKnobs:
         "slot": "gpu", "choices": list(PRECISIONS),
         "help": "GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)"})
     """GEMM precision (moeplan.base.vocab.PRECISIONS; FP8 recipes map to Megatron-Core ``fp8_recipe``)."""
+    bf16_start_layers: int | None = knob(None, group="numerics")
+    """Layers at the start of the stack an FP8 / FP4 run keeps in BF16 (Megatron-Core ``first_last_layers_bf16`` with
+    ``num_layers_at_start_in_bf16``; Bridge's FP8 current-scaling preset: 1); None = none."""
+    bf16_end_layers: int | None = knob(None, group="numerics")
+    """Layers at the end of the stack an FP8 / FP4 run keeps in BF16 (Megatron-Core ``first_last_layers_bf16`` with
+    ``num_layers_at_end_in_bf16``; Bridge's Nemotron-3 Super NVFP4 preset ``nemotron_3_super_bf16_with_nvfp4_mixed``:
+    14); None = none (moeplan.engine.timing.quant_map)."""
+    te_quant_map: str = knob("none", group="numerics")
+    """A Transformer Engine quantization config that moves modules out of the run's recipe (Megatron-Core
+    ``quant_recipe``, Megatron-LM ``--te-precision-config-file``; moeplan.base.vocab.TE_QUANT_MAP_NAMES): 'none', or
+    'nemotron3' (Megatron Bridge perf_recipes/nemotronh/te_quant.cfg, NVFP4 runs only)."""
     grad_fp32: bool = knob(True, group="numerics", flag={
         "slot": "cluster", "names": ["--bf16-grads"], "invert": True, "action": "store_true",
         "help": "main grads reduced and accumulated in bf16 (grad_reduce_in_fp32=False, as Megatron Bridge perf "

@@ -82,6 +82,8 @@ def _value(origin: str, group: str, key: str, value: Any) -> Any:
     kind = _kinds().get(key, "str")
     optional, kind = kind.endswith("?"), kind.rstrip("?")
     if kind == "int":
+        if value is None and optional:
+            return None
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad("an integer")
         return value

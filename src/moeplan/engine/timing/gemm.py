@@ -7,7 +7,8 @@ from __future__ import annotations
 from moeplan.engine.activations import BF16_BYTES, FP32_BYTES, NVFP4_BYTES_PER_ELEM
 from moeplan.engine.flops import Gemm
 from moeplan.engine.timing.calibration import Calibration
-from moeplan.engine.timing.context import GROUPED_TILE_ROWS, Ctx
+from moeplan.engine.timing.context import GROUPED_TILE_ROWS, Ctx, gemm_rate
+from moeplan.engine.timing.quant_map import gemm_precision
 
 
 # HBM bytes one quantize of a BF16 GEMM input moves per element, by recipe (Transformer Engine's quantize kernels; each
@@ -19,13 +20,26 @@ from moeplan.engine.timing.context import GROUPED_TILE_ROWS, Ctx
 #   the autocast GEMM time on H200 (docs/examples/gemm_profiling: FP8Current 20.3 ms autocast vs 16.8 ms pre-quantized);
 # - fp8-ds (DelayedScaling): the fused cast-transpose with last step's scale, amax recorded on the fly (read 2, write 2);
 # - mxfp8: one pass (common/cast/mxfp8), a 1-byte E8M0 scale per 32 elements each way;
-# - nvfp4: the FP8 figure moeplan has always used (its amax / Hadamard passes are not re-derived here).
+# - nvfp4 (NVFP4BlockScaling): activations and output gradients are quantized with a random Hadamard transform on
+#   their column-wise (wgrad) copy (recipe/__init__.py: "RHT is currently only applied to column-wise usage so that
+#   it can be used for wgrad GEMM"; fp4_quant_fwd_inp / fp4_quant_bwd_grad random_hadamard_transform=True). TE's
+#   NVFP4Quantizer::quantize_impl (pytorch/csrc/quantizer.cpp) then runs three passes over the BF16 tensor: the
+#   amax of the input and of its RHT (nvte_hadamard_transform_amax: read 2), the row-wise cast (nvte_quantize_v2:
+#   read 2, write 0.5 + an e4m3 scale per 16) and the fused RHT + column-wise cast
+#   (nvte_hadamard_transform_cast_fusion_columnwise: read 2, write 0.5 + 1/16). Stochastic rounding (gradients) is
+#   in-register work of the cast kernels (Philox state per call), no extra bytes.
+# The routed experts' NVFP4 inputs go through TE's grouped split quantize instead (TE >= 2.12, PR #2411: cast.cpp
+# split_quantize_nvfp4_impl_with_rht_helper): one grouped amax pass (nvte_group_hadamard_transform_amax: read 2), then,
+# where every expert's rows are a multiple of 128 (the router pads them so for NVFP4: moe_router_padding_for_quantization),
+# one fused kernel writes the row-wise and the RHT column-wise copies (nvte_group_hadamard_transform_cast_fusion: read 2,
+# write 2 x (0.5 + 1/16)).
+NVFP4_GROUPED_QUANTIZE_BYTES_PER_ELEM = 2 * BF16_BYTES + 2 * NVFP4_BYTES_PER_ELEM
 QUANTIZE_BYTES_PER_ELEM: dict[str, float] = {
     "fp8": BF16_BYTES + 2 * (1.0 + FP32_BYTES / 128),
     "fp8-cs": 2 * BF16_BYTES + 2 * 1.0,
     "fp8-ds": BF16_BYTES + 2 * 1.0,
     "mxfp8": BF16_BYTES + 2 * (1.0 + 1.0 / 32),
-    "nvfp4": BF16_BYTES + 2 * 1.0,
+    "nvfp4": 3 * BF16_BYTES + 2 * NVFP4_BYTES_PER_ELEM,
 }
 
 
@@ -50,8 +64,9 @@ def gemm_time(ctx: Ctx, g: Gemm, rows: float, local_experts: float) -> tuple[flo
     if memo is None or not ctx.wgrad_accumulate:  # the shared cache holds training runs' GEMMs only
         return _gemm_time_uncached(ctx, g, rows, local_experts)
     par = ctx.cfg.parallel
-    key = (g, rows, local_experts, ctx.tokens, ctx.seq_tokens, par.tp, par.etp) if g.per_row else (
-        g, ctx.tokens, ctx.seq_tokens, par.tp, par.etp)
+    prec = gemm_precision(ctx.cfg, g)  # a TE quantization config may move the module out of the run's recipe
+    key = (g, rows, local_experts, ctx.tokens, ctx.seq_tokens, par.tp, par.etp, prec) if g.per_row else (
+        g, ctx.tokens, ctx.seq_tokens, par.tp, par.etp, prec)
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = _gemm_time_uncached(ctx, g, rows, local_experts)
@@ -71,7 +86,9 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     unless grads are reduced in bf16): it reads and writes the whole local gradient, which is what
     makes many local experts (narrow EP) cost HBM time per micro-batch.
     FP8 runs also quantize each GEMM input (forward) and output gradient (backward): read bf16,
-    write FP8 row- and column-wise, the bytes of the recipe's kernels (QUANTIZE_BYTES_PER_ELEM)."""
+    write FP8 row- and column-wise, the bytes of the recipe's kernels (QUANTIZE_BYTES_PER_ELEM). The recipe is the
+    GEMM's own (:func:`moeplan.engine.timing.quant_map.gemm_precision`): the run's unless its TE quantization config
+    keeps the module in BF16 or moves it to MXFP8."""
     cfg, cal = ctx.cfg, ctx.cal
     par = cfg.parallel
     div = par.etp if g.kind == "expert" else par.tp
@@ -81,8 +98,9 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
         m = rows
     else:
         m = ctx.seq_tokens if g.split else ctx.tokens  # SP: TP-split GEMMs see the gathered sequence
-    fp8 = cfg.fp8
-    b_in = NVFP4_BYTES_PER_ELEM if cfg.precision == "nvfp4" else 1.0 if fp8 else BF16_BYTES
+    prec = gemm_precision(cfg, g)
+    fp8 = prec != "bf16"
+    b_in = NVFP4_BYTES_PER_ELEM if prec == "nvfp4" else 1.0 if fp8 else BF16_BYTES
     weights = local_experts if g.per_row else 1.0
     flops = 2.0 * m * k * n
     w = k * n * weights
@@ -92,7 +110,7 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     # wgrad: x, dy -> main_grad += dW (read + write), or dW written once where nothing accumulates (Ctx.wgrad_accumulate)
     wgrad_bytes = gemm_moved_bytes(m * k, m * n, w, b_in, (2 if ctx.wgrad_accumulate else 1) * grad_b)
     hbm = ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff
-    rate = ctx.gemm_rate
+    rate = base_rate = ctx.gemm_rate if prec == cfg.precision else gemm_rate(ctx.gpu, prec)
     if g.per_row:
         per_expert = m / max(1.0, weights)
         rate = grouped_gemm_rate(rate, per_expert, cal)
@@ -101,10 +119,12 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     # Forward reduces over k, dgrad over n, wgrad over the rows (per expert): the weight gradient of narrow EP
     # (many local experts, few rows) is the shallow one; small-hidden models (K or N of 512-2,048) lose the most
     # (gemm_k_half).
-    kh = gemm_k_half(ctx.gemm_rate, ctx.gpu.sms, cal)
+    kh = gemm_k_half(base_rate, ctx.gpu.sms, cal)
     wgrad = gemm_call_s(flops, per_expert, wgrad_bytes, rate, hbm, kh)
     t = gemm_call_s(flops, k, fwd_bytes, rate, hbm, kh) + gemm_call_s(flops, n, dgrad_bytes, rate, hbm, kh) + wgrad
-    cast = (m * k + m * n) * QUANTIZE_BYTES_PER_ELEM[cfg.precision] / hbm if fp8 else 0.0
+    q_bytes = NVFP4_GROUPED_QUANTIZE_BYTES_PER_ELEM if prec == "nvfp4" and g.per_row else \
+        QUANTIZE_BYTES_PER_ELEM.get(prec, 0.0)
+    cast = (m * k + m * n) * q_bytes / hbm if fp8 else 0.0
     return t, cast, wgrad
 
 

@@ -341,7 +341,10 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     if precision == "bf16" or "moe" in scopes or "full_iteration" in scopes or local_experts <= 0:
         return 0.0, 0.0
     active = min(1.0, rows) if grouped else min(local_experts, rows)
-    fused_cast = precision == "fp8-ds"  # delayed scaling: one multi-tensor cast for all splits
+    # one cast for all splits: FP8 delayed scaling (multi_tensor_quantize_impl's fused kernel) and NVFP4 (TE >= 2.12,
+    # PR #2411: split_quantize's FUSED_NVFP4 path, one grouped amax and one grouped RHT cast kernel for every expert:
+    # pytorch/csrc/extensions/cast.cpp split_quantize_nvfp4_impl; all releases moeplan lists are later)
+    fused_cast = precision in ("fp8-ds", "nvfp4")
     per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
     return active * per["fwd"] * cal.expert_launch_host_s, active * per["bwd"] * cal.expert_launch_host_s
 

@@ -17,6 +17,7 @@ from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.layer import layer_time
 from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_comm
 from moeplan.engine.timing.optimizer import offload_s
+from moeplan.engine.timing.quant_map import TE_QUANT_MAPS, bf16_config, bf16_layer_counts
 from moeplan.engine.timing.pipeline import (bubble_microbatches, pipeline_rank_work, pp_comm_s, pp_exposed_s,
                                             sharded_dp_and_optimizer_s)
 from moeplan.hardware import GPUSpec
@@ -122,29 +123,48 @@ def _edge_time(ctx: Ctx, stage: Stage) -> dict[str, float]:
         # cross-entropy: softmax over the vocabulary shard in fp32, forward and backward
         out["elementwise"] = heads * (3 * v_shard * ctx.seq_tokens * FP32_BYTES / hbm + g_cast)
     if stage.mtp and spec.mtp_layer is not None:
-        lt = layer_time(ctx, spec.mtp_layer)
+        # the MTP modules in BF16 where the run's TE quantization config says so (its "mtp.*" matcher)
+        mctx = _bf16_ctx(ctx) if TE_QUANT_MAPS[cfg.te_quant_map].get("mtp") == "bf16" else ctx
+        lt = layer_time(mctx, spec.mtp_layer)
         for k, v in lt.__dict__.items():
             out[k] = out.get(k, 0.0) + stage.mtp * v
         eh_proj = mtp_eh_proj_gemm(spec)
-        out["gemm"] = out.get("gemm", 0.0) + stage.mtp * gemm_time(ctx, eh_proj, 0.0, 1)[0]
+        out["gemm"] = out.get("gemm", 0.0) + stage.mtp * gemm_time(mctx, eh_proj, 0.0, 1)[0]
     return out
 
 
-def _work_time(ctx: Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]]) -> dict[str, float]:
+def _work_time(ctx: Ctx, work: tuple[tuple[tuple[Layer, int], ...], tuple[tuple[bool, int], ...]],
+               first: bool = False) -> dict[str, float]:
     """Seconds per time item of one micro-batch through a rank's layers and heads (:func:`pipeline_rank_work`),
-    memoised like layer times (read only)."""
-    hit = ctx.cache.get(work)
+    memoised like layer times (read only). ``first``: the first pipeline rank's work."""
+    key = ("first rank", work) if first else work
+    hit = ctx.cache.get(key)
     if hit is None:
         groups, heads = work
         acc: dict[str, float] = {}
+        # the layers kept in BF16 at the start (bf16_start_layers) sit on the first rank, those at the end
+        # (bf16_end_layers) on the rank with the loss head
+        bf16 = bf16_layer_counts(ctx.cfg, first, any(loss for loss, _ in heads))
         for layer, n in groups:
-            for k, v in layer_time(ctx, layer).__dict__.items():
-                acc[k] = acc.get(k, 0.0) + n * v
+            n_bf16 = min(n, bf16.get(layer, 0))
+            for c, cn in ((ctx, n - n_bf16), (_bf16_ctx(ctx) if n_bf16 else ctx, n_bf16)):
+                if cn:
+                    for k, v in layer_time(c, layer).__dict__.items():
+                        acc[k] = acc.get(k, 0.0) + cn * v
         for loss, mtp in heads:
             for k, v in head_time(ctx, loss, mtp).items():
                 acc[k] = acc.get(k, 0.0) + v
-        hit = ctx.cache[work] = acc
+        hit = ctx.cache[key] = acc
     return hit
+
+
+def _bf16_ctx(ctx: Ctx) -> Ctx:
+    """The context of the run's layers that run without FP8 / FP4 autocast (moeplan.engine.timing.quant_map:
+    the BF16 end layers, MTP under a TE quantization config), made once per run context."""
+    hit = ctx.cache.get("bf16_ctx")
+    if hit is None:
+        hit = ctx.cache["bf16_ctx"] = make_ctx(bf16_config(ctx.cfg), ctx.gpu, ctx.cal, ctx.shared)
+    return hit  # type: ignore[no-any-return]
 
 
 def _ep_chunk_edges_s(ctx: Ctx, groups: tuple[tuple[Layer, int], ...]) -> float:
@@ -197,14 +217,14 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     pp_comm = pp_comm_s(ctx)
     done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
     for r, work in enumerate(pipeline_rank_work(spec, pipe)):
-        hit = done.get(id(work))
+        hit = done.get(id(work)) if r else None  # rank 0 holds the BF16 start layers (bf16_start_layers)
         if hit is not None:
             acc, total = dict(hit[0]), hit[1]
             per_rank.append(acc)
             if total > worst_total:
                 worst, worst_total, worst_rank = acc, total, r
             continue
-        acc = dict(_work_time(ctx, work))
+        acc = dict(_work_time(ctx, work, first=r == 0))
         edge = _ep_chunk_edges_s(ctx, work[0])
         if edge:
             acc["ep_comm"] = acc.get("ep_comm", 0.0) + edge
@@ -278,7 +298,7 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     ctx = make_ctx(cfg, gpu, cal)
     out = []
     pp_comm = pp_comm_s(ctx)
-    for rank_work in pipeline_rank_work(spec, pipe):
+    for r, rank_work in enumerate(pipeline_rank_work(spec, pipe)):
         groups, heads = rank_work
         acc: dict[str, float] = {}
         work = list(groups) + [(spec.mtp_layer, mtp) for _, mtp in heads if mtp and spec.mtp_layer is not None]
@@ -289,7 +309,7 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
         if edge and acc.get("ep_comm"):
             acc["ep_comm"] = max(0.0, acc["ep_comm"] - edge)
         if pp_comm is not None:  # the PP send / recv behind the next chunk (overlap_p2p_comm)
-            hidden_pp = pp_comm - pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work).values()))
+            hidden_pp = pp_comm - pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work, first=r == 0).values()))
             if hidden_pp > 0:
                 acc["pp_comm"] = hidden_pp
         out.append(acc)

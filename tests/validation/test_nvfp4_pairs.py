@@ -1,0 +1,69 @@
+"""NVFP4 against MXFP8 at the same layout (N20: Nemotron-3 Super on 64 GPUs, seq 8192, Megatron Bridge performance
+summary): the ratio of their tokens/s, estimated with each recipe's settings (tests/measured_variants.catalog_variants:
+the NVFP4 preset's BF16 end layers, Bridge's te_quant.cfg, B300's recompute) and the recipe's quantize passes
+(moeplan.engine.timing.gemm QUANTIZE_BYTES_PER_ELEM["nvfp4"]), within 5% of the measured ratio. Before these were
+modelled moeplan gave +16% on GB300 (measured +4%) and +7% on GB200 (measured +2%)."""
+
+from __future__ import annotations
+
+import pytest
+
+from moeplan import api
+
+from ..measured_variants import catalog_variants
+
+VARIANTS = catalog_variants()
+BY_LABEL = {v.label: v for v in VARIANTS}
+PAIRS = {v.kwargs["gpu"]: (BY_LABEL[v.extra["ref"]], v) for v in VARIANTS if v.extra["obs"] == "pair"}
+
+
+def _ratios(system: str) -> tuple[float, float]:
+    """(estimated, measured) NVFP4 / MXFP8 tokens/s of ``system``'s pair."""
+    mx, fp4 = PAIRS[system]
+    est = api.estimate(fp4.model, **fp4.kwargs)["tokens_per_s_per_gpu"] / \
+        api.estimate(mx.model, **mx.kwargs)["tokens_per_s_per_gpu"]
+    return est, fp4.extra["tokens"] / mx.extra["tokens"]
+
+
+def test_the_same_layout_pairs_are_ratio_observations(calibrate_script):
+    """GB300 TP1 EP64, GB200 TP2 EP64 and B300 TP1 EP8 (B200's NVFP4 row runs TP 2 against TP 1: no pair) are
+    observations, each its NVFP4 row's tokens/s over its MXFP8 row's, with one dispatcher on both sides; B300's, whose
+    MXFP8 estimate is half host launches, is reported outside the fit (NVFP4_LAUNCH_WHY)."""
+    assert set(PAIRS) == {"gb300", "gb200", "b300"}
+    for mx, fp4 in PAIRS.values():
+        assert (mx.kwargs["tp"], mx.kwargs["ep"]) == (fp4.kwargs["tp"], fp4.kwargs["ep"])
+        assert fp4.kwargs["dispatcher"] == api.build_config(mx.model, **mx.kwargs)[0].dispatcher
+    assert PAIRS["gb300"][1].extra["fit"] and PAIRS["gb200"][1].extra["fit"]
+    assert not PAIRS["b300"][1].extra["fit"] and "host launches" in PAIRS["b300"][1].extra["why"]
+    obs = {o.label: o for o in calibrate_script.catalog_observations(include_out_of_fit=True)
+           if o.label.count(" / ") == 1 and "nvfp4" in o.label}
+    assert len(obs) == 3
+    for o in obs.values():
+        assert 1.0 < o.measured < 1.05  # +2% to +4% measured
+    fitted = {o.label for o in calibrate_script.catalog_observations()}
+    assert len(set(obs) & fitted) == 2
+
+
+@pytest.mark.parametrize("system", ["gb300", "gb200"])
+def test_nvfp4_over_mxfp8_within_5_percent(system):
+    est, measured = _ratios(system)
+    assert est / measured == pytest.approx(1.0, abs=0.05), (system, est, measured)
+
+
+@pytest.mark.xfail(strict=True, reason="B300 EP8 (64 local experts): moeplan's per-expert host launch model charges "
+                   "~52% of the MXFP8 step to launches (the row runs 40% faster than estimated); NVFP4's grouped quantize "
+                   "(TE >= 2.12) and its 14 BF16 end layers launch no per-expert quantize kernels, so the launch gap "
+                   "does not cancel in the ratio (+50% estimated against +3% measured)")
+def test_nvfp4_over_mxfp8_within_5_percent_b300():
+    est, measured = _ratios("b300")
+    assert est / measured == pytest.approx(1.0, abs=0.05), (est, measured)
+
+
+def test_without_the_recipe_settings_nvfp4_gains_far_more_than_measured():
+    """The settings carry the result: the same NVFP4 row with every module in NVFP4 and no BF16 layers (TE's plain
+    NVFP4BlockScaling) estimates +16% on GB300, 4x the measured gain."""
+    mx, fp4 = PAIRS["gb300"]
+    plain = {k: v for k, v in fp4.kwargs.items() if k not in ("te_quant_map", "bf16_end_layers")}
+    est = api.estimate(fp4.model, **plain)["tokens_per_s_per_gpu"] / \
+        api.estimate(mx.model, **mx.kwargs)["tokens_per_s_per_gpu"]
+    assert est > 1.12
