@@ -28,6 +28,8 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   observations (CATALOG_ROWS_IN_FIT; known gaps say what holding them out once showed); the rest miss by an effect moeplan lacks (TP 2 on the hybrid stack, EP 8 over 512
   experts and the NVFP4 pair resting on its launches, software drift, G06's host-bound GBS 4 step). All are estimated and reported. A model whose rows
   enter the fit has its features fitted (fit_features).
+A ratio observation carries its sub-group (Obs.level): the sub-group's level is free (a fixed effect), so its n rows
+enter as n - 1 orthonormal contrasts of their log residuals (level_contrasts), each measured run weighed once.
 Constants are fitted in logit space (efficiencies stay in (0, 1)) with a weak prior at their source
 value (docs/calibration.md says which ones the data pin: posterior / prior spread). Leave-one-group-out
 cross-validation refits without each group and predicts it; the RMS of those held-out residuals is the
@@ -123,6 +125,9 @@ class Obs:
     measured: float  # the measured quantity (see ``predict``)
     predict: Callable[[Calibration], float]  # the same quantity from the estimates
     model: str  # the model the runs train (the fit's coverage: out_of_fit_bands)
+    # A ratio observation's sub-group: the rows measured over one reference row, whose level is free (residuals:
+    # level_contrasts). None: an absolute observation (or G08's seconds).
+    level: str | None = None
 
 
 def _built(model: str, kw: dict[str, Any]):
@@ -146,7 +151,8 @@ def observations() -> list[Obs]:
         if b.knob_step:
             ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
             out.append(Obs("G05", b.label, b.measured() / a.measured(),
-                           lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model))
+                           lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model,
+                           f"G05:{b.label}"))
     # G08: the seconds offload adds over the baseline
     g08 = by["G08"]
     base = g08[0]
@@ -159,7 +165,7 @@ def observations() -> list[Obs]:
     a, b = by["G09"]
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("G09", b.label, b.measured() / a.measured(),
-                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model))
+                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "G09"))
     # G11 and G14: absolute (G11's repeat is averaged; the tuned row adds kernel tuning)
     seen: dict[str, list[Variant]] = {}
     for v in by["G11"]:
@@ -177,7 +183,7 @@ def observations() -> list[Obs]:
     a, b = mb[-2], mb[-1]
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
-                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model))
+                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "MB01"))
     out += n_observations()
     out += nocp_observations()
     out += catalog_observations()
@@ -202,7 +208,8 @@ def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
             rv = by_label[v.extra["ref"]]
             rt = _built(rv.model, rv.kwargs)
             out.append(Obs(v.group, f"{v.label} / {rv.label}", float(v.extra["tokens"]) / float(rv.extra["tokens"]),
-                           lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, v.model))
+                           lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, v.model,
+                           f"{v.group}:{rv.label}"))
             continue
         if v.extra["obs"] == "ratio":
             if v.group not in refs:
@@ -210,7 +217,7 @@ def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
                 continue
             rv, rt = ref_rows[v.group], refs[v.group]
             out.append(Obs(v.group, f"{v.label} / {rv.label}", float(rv.step_s) / float(v.step_s),  # type: ignore[arg-type]
-                           lambda c, t=t, rt=rt: rt(c).step_time_s / t(c).step_time_s, v.model))
+                           lambda c, t=t, rt=rt: rt(c).step_time_s / t(c).step_time_s, v.model, v.group))
         elif v.extra["unit"] == "tokens":
             out.append(Obs(v.group, v.label, float(v.extra["tokens"]), lambda c, t=t: t(c).tokens_per_s_per_gpu, v.model))
         else:
@@ -267,10 +274,11 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
             if v.extra["unit"] == "tokens":  # the source's own FLOP count per token differs by row (N40 / N41)
                 tok = float(v.tflops) / float(v.extra["fpt"]) / (float(rv.tflops) / float(rv.extra["fpt"]))
                 out.append(Obs(v.group, f"{v.label} / {rv.label}", tok,
-                               lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, base))
+                               lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, base,
+                               f"{v.group}:{sub}"))
                 continue
             out.append(Obs(v.group, f"{v.label} / {rv.label}", float(v.tflops) / float(rv.tflops),
-                           lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base))
+                           lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base, f"{v.group}:{sub}"))
         elif v.extra["unit"] == "tokens":
             fpt = float(v.extra["fpt"])
             out.append(Obs(v.group, v.label, float(v.tflops) * 1e12 / fpt, lambda c, t=t: t(c).tokens_per_s_per_gpu,
@@ -290,7 +298,8 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
             continue
         d, p = v.kwargs["dispatcher"], v.kwargs["precision"]
         out.append(Obs(v.group, f"MoE layer {v.label} / {rv.label}", float(rv.step_s) / float(v.step_s),
-                       lambda c, g=v.group, d=d, p=p: moe_layer_s(g, *LAYER_REF, c) / moe_layer_s(g, d, p, c), v.model))
+                       lambda c, g=v.group, d=d, p=p: moe_layer_s(g, *LAYER_REF, c) / moe_layer_s(g, d, p, c), v.model,
+                       f"{v.group}:layer"))
     return out
 
 
@@ -317,7 +326,8 @@ def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
 
         if row.group == "N40":
             out.append(Obs(row.group, f"{row.label} / {ref.label}", row.measured_tokens / ref_tokens,
-                           lambda c, best=best: best(c) / ref_t(c).tokens_per_s_per_gpu, row.model))
+                           lambda c, best=best: best(c) / ref_t(c).tokens_per_s_per_gpu, row.model,
+                           f"N40:{ref.extra['sub']}"))  # the CP rows' sub-group: the same reference row
         else:
             out.append(Obs(row.group, row.label, row.measured_tokens, best, row.model))
     return out
@@ -327,12 +337,66 @@ def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
 WEIGHTS: dict[str, float] = {}
 
 
-def residuals(obs: list[Obs], cal: Calibration) -> np.ndarray:
+def ratio_residuals(obs: list[Obs], cal: Calibration) -> np.ndarray:
+    """log(estimate / measured) per observation; for a ratio observation, its row's residual less its sub-group's
+    reference row's."""
     out = []
     for o in obs:
         p = o.predict(cal)
         out.append(math.log(max(p, 1e-9) / o.measured))
     return np.array(out)
+
+
+def _levels(obs: list[Obs]) -> dict[str, list[int]]:
+    by: dict[str, list[int]] = {}
+    for i, o in enumerate(obs):
+        if o.level is not None:
+            by.setdefault(o.level, []).append(i)
+    return by
+
+
+def level_contrasts(obs: list[Obs], r: np.ndarray) -> np.ndarray:
+    """The fit's residuals: absolute observations as they are; the ratio observations of a sub-group with the
+    sub-group's level free (fixed effects). A sub-group of n rows (its reference and n - 1 ratios) gives n - 1
+    orthonormal (Helmert) contrasts of its rows' log residuals x_0 = 0 (the reference), x_1 .. x_(n-1) (the
+    ratios' residuals): h_j = (x_j - mean(x_0 .. x_(j-1))) sqrt(j / (j + 1)), whose squares sum to the rows' spread
+    about their mean, sum (x_i - mean x)^2. So the fit weighs, and the error reports, each measured run once, as
+    absolute rows are weighed, where a ratio to one reference row carries that run's error into every ratio of its
+    sub-group (a pair's ratio holds two runs' errors: sqrt 2 times the per-run error when they are independent)."""
+    out = r.copy()
+    for idx in _levels(obs).values():
+        x = [0.0]
+        for j, i in enumerate(idx, start=1):
+            out[i] = (r[i] - sum(x) / j) * math.sqrt(j / (j + 1))
+            x.append(float(r[i]))
+    return out
+
+
+def level_centered(obs: list[Obs], r: np.ndarray) -> np.ndarray:
+    """For the report: each ratio row's log residual less its sub-group's mean (the reference row's 0 included);
+    absolute observations as they are."""
+    out = r.copy()
+    for idx in _levels(obs).values():
+        mean = float(sum(r[i] for i in idx)) / (len(idx) + 1)
+        for i in idx:
+            out[i] = r[i] - mean
+    return out
+
+
+def level_ratios(obs: list[Obs], h: np.ndarray) -> np.ndarray:
+    """The inverse of level_contrasts: each ratio observation's own residual (its row over its reference row)."""
+    out = h.copy()
+    for idx in _levels(obs).values():
+        x = [0.0]
+        for j, i in enumerate(idx, start=1):
+            out[i] = h[i] * math.sqrt((j + 1) / j) + sum(x) / j
+            x.append(float(out[i]))
+    return out
+
+
+def residuals(obs: list[Obs], cal: Calibration) -> np.ndarray:
+    """The residual vector the fit minimizes and the error reports (level_contrasts of ratio_residuals)."""
+    return level_contrasts(obs, ratio_residuals(obs, cal))
 
 
 def _weights(obs: list[Obs]) -> np.ndarray:
@@ -696,6 +760,8 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
            cal: Calibration, z: np.ndarray, prior: np.ndarray, sd_post: np.ndarray, evidence: list[Evidence],
            bands: dict[str, float], fitted: frozenset[str]) -> str:
     pct = lambda x: f"{math.expm1(x):+.0%}"  # noqa: E731
+    first_row = math.sqrt(float(np.mean(np.concatenate(
+        [level_ratios([o for o in obs if o.group == g], v) for g, v in cv.items()]) ** 2)))
     lines = [
         "# Timing-model calibration",
         "",
@@ -711,6 +777,14 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         "inside the group, because software drift confounds their level). Constants are fitted in logit space",
         f"with a weak prior (sd {PRIOR_SD} in logit units) at their source value. Leave-one-group-out",
         "cross-validation refits without each group and predicts it.",
+        "",
+        "A ratio inside a group (rows of a sub-group over its reference row, which shares their software) enters",
+        "with the sub-group's level free, as a fixed effect: a sub-group of n measured rows gives n - 1 observations,",
+        "the orthonormal (Helmert) contrasts of its rows' log residuals, whose squares sum to the rows' spread about",
+        "their mean (`level_contrasts`). Each measured run is then weighed once, as an absolute row is; a ratio to",
+        "one reference row would carry that run's own error into every ratio of its sub-group (and a pair's ratio",
+        "holds two runs' errors). The rows below show each ratio row against its sub-group's mean.",
+        f"Scored instead as each ratio row over its sub-group's first row, the same held-out fits read {first_row:.3f}.",
         "",
         f"**Cross-validated error (RMS of held-out log residuals): {band:.3f}**, i.e. about",
         f"{math.expm1(band):.0%}. Every estimate carries this band (`tflops_range`, `tokens_per_s_range`);",
@@ -747,9 +821,10 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
               "without GPU-initiated RDMA).", "",
               "## Residuals per group", "",
               "| group | observation | measured | before fit | fitted | held out (CV) |", "|---|---|---|---|---|---|"]
-    cv_iter = {g: iter(v) for g, v in cv.items()}
-    for o, a, b in zip(obs, r0, r1):
-        c = next(cv_iter[o.group])
+    held = {g: [o for o in obs if o.group == g] for g in cv}
+    cv_shown = {g: iter(level_centered(held[g], level_ratios(held[g], v))) for g, v in cv.items()}
+    for o, a, b in zip(obs, level_centered(obs, level_ratios(obs, r0)), level_centered(obs, level_ratios(obs, r1))):
+        c = next(cv_shown[o.group])
         lines.append(f"| {o.group} | {o.label} | {o.measured:.4g} | {pct(a)} | {pct(b)} | {pct(c)} |")
     lines += ["", "| group | observations | fitted RMS | CV RMS |", "|---|---|---|---|"]
     for g in sorted(cv):
