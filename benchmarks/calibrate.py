@@ -948,7 +948,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   those runs did not use the CP run's GPU count, and on fewer GPUs moeplan's layouts run faster than measured at
   512K / 1M, so the layout is not known. moeplan orders CP before without CP at every length, as measured. N40's
   1M point has no without-CP run (the source: impossible even with full recompute at TP 8); moeplan fits one there
-  with PP (TP8 PP8 DP4 without recompute, 137 GiB of B200's 161 GiB budget): the source did not try pipeline stages.
+  with PP (TP8 PP16 DP2 without recompute, 135 GiB of B200's 161 GiB budget): the source did not try pipeline stages.
 - **Partial vs full-iteration CUDA graphs** (N01, N03: the same recipe with TE-scoped graphs of attn / moe_router /
   moe_preprocess, or full-iteration graphs with the paged stash): +25% measured on both (Qwen3-30B-A3B, 16 GB200,
   MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~4-5% in moeplan (strict xfail,
