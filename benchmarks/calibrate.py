@@ -1032,16 +1032,18 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   configurations without CP given the memory capacity constraint"; its footnote names TP up to the query groups and
   full recompute as the levers), so each row is moeplan's fastest CP-1 layout from the planner's search on the CP
   row's GPUs, GBS and numerics, recompute none or full, the prediction the fastest of the candidates at the
-  constants being fitted. Five enter (N40 32K-128K over its 8K point, N41 32K / 64K: +4% to +7%). Six are reported,
-  not fitted: N40 256K / 512K and N41 128K, where moeplan's fastest layout trains without recompute at 87-97% of
-  the budget and runs 24-28% over, while its fastest full-recompute layout is within 7% (the runs recomputed; no
-  peak memory is published to tell a memory-model shortfall from the run's choice); and N41 256K-1M, where on the
+  constants being fitted. Six enter (N40 32K-128K over its 8K point and its 512K point, whose fastest fitting layout
+  is TP8 PP4 without recompute once the loss's forward peak and the output layer's gather buffer are counted,
+  moeplan.engine.loss_memory; N41 32K / 64K). Five are reported, not fitted: N40 256K and N41 128K, where moeplan's
+  fastest layout trains without recompute at 91-93% of the budget and runs 27-28% over, while its fastest
+  full-recompute layout is within 1% (the runs recomputed; no peak memory is published to tell a memory-model
+  shortfall from the run's choice); and N41 256K-1M, where on the
   row's GPUs at its GBS every CP-1 layout is a pipeline with one micro-batch per data-parallel rank at its fastest
   (PP 2 / 8 / 32) and measured runs 1.43-1.56x faster than moeplan, more than the CP rows' attention rate allows:
   those runs did not use the CP run's GPU count, and on fewer GPUs moeplan's layouts run faster than measured at
   512K / 1M, so the layout is not known. moeplan orders CP before without CP at every length, as measured. N40's
   1M point has no without-CP run (the source: impossible even with full recompute at TP 8); moeplan fits one there
-  with PP (TP8 PP8 DP4 without recompute, 137 GiB of B200's 161 GiB budget): the source did not try pipeline stages.
+  with PP (TP8 PP16 DP2 without recompute, 135 GiB of B200's 161 GiB budget): the source did not try pipeline stages.
 - **Partial vs full-iteration CUDA graphs** (N01, N03: the same recipe with TE-scoped graphs of attn / moe_router /
   moe_preprocess, or full-iteration graphs with the paged stash): +25% measured on both (Qwen3-30B-A3B, 16 GB200,
   MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~4-5% in moeplan (strict xfail,

@@ -44,7 +44,7 @@ def test_fitted_rows_within_the_bound(calibrate_script):
     is the fastest candidate at the constants given (it follows the calibration)."""
     obs = calibrate_script.nocp_observations()
     fitted = [r for r in nocp_rows() if not out_of_fit(r)]
-    assert len(obs) == len(fitted) == 5
+    assert len(obs) == len(fitted) == 6
     assert {o.group for o in obs} == {"N40", "N41"}
     labels = {(o.group, o.label.split(" / ")[0]) for o in calibrate_script.observations()}
     assert all((r.group, r.label) in labels for r in fitted)  # in the fit's observation list
@@ -65,7 +65,7 @@ def test_fitted_rows_within_the_bound(calibrate_script):
 @pytest.mark.parametrize("key", sorted(k for k, why in NOCP_OUT_OF_FIT.items() if why is _RECOMPUTED))
 def test_rows_that_recomputed(key):
     """NOCP_OUT_OF_FIT's recompute rows: moeplan's fastest CP-1 layout runs without recompute near the budget and
-    over measured by more than the bound, while its fastest full-recompute layout is within 8% of measured."""
+    over measured by more than the bound, while its fastest full-recompute layout is within 2% of measured."""
     r = next(r for r in nocp_rows() if (r.group, r.seq_len) == key)
     ref = _reference(r)
     best, full = r.candidates[0], search_cp1(r.cp_row, "full")[0]
@@ -77,7 +77,7 @@ def test_rows_that_recomputed(key):
     print(f"{r.group} {r.label}: {layout_text(best)} at {share:.0%} of the budget {over:+.0%}; "
           f"{layout_text(full[0])} {off:+.0%}")
     assert best["recompute"] == "none" and 0.85 <= share <= 0.98
-    assert over > POINT_TOL and abs(off) <= 0.08
+    assert over > POINT_TOL and abs(off) <= 0.02
 
 
 @pytest.mark.parametrize("key", sorted(k for k, why in NOCP_OUT_OF_FIT.items() if why is _PIPELINE_ONLY))
@@ -136,13 +136,30 @@ def test_out_of_fit_rows_are_reported(calibrate_script):
 
 @pytest.mark.xfail(strict=True, reason="N40's source: 'even with full activation recomputation it is impossible to run "
                    "the LLAMA3-8B model on a 1024K token sequence without CP' at TP 8 (its query groups); moeplan fits "
-                   "TP8 PP1 DP4 with full recompute at ~123 GiB of B200's 161 GiB budget. The same direction as the "
-                   "recompute rows of NOCP_OUT_OF_FIT (moeplan's memory at long sequence without CP below what the runs "
-                   "met); the loss's fp32 logits copy (Megatron-Core cross_entropy.py: logits.float() before the "
-                   "in-place shift, 2 bytes per logit element beyond the kept softmax from core 0.12) adds ~31 GiB here, "
-                   "not enough alone; no peak memory is published to locate the rest")
+                   "TP8 PP1 DP4 with full recompute at ~148 GiB of B200's 161 GiB budget, the loss's forward peak "
+                   "(the bf16 logits beside their fp32 copy, 2 bytes per logit element, ~31 GiB) and the output "
+                   "layer's 8 GiB gather buffer counted (moeplan.engine.loss_memory). The same direction as the "
+                   "recompute rows of NOCP_OUT_OF_FIT; what else the run held (a CE path that made a second fp32 "
+                   "copy, allocator fragmentation at tensors of tens of GiB) is not published")
 def test_n40_1m_without_cp_does_not_fit_at_tp8():
     e = api.estimate("llama3-8b", gpu="b200", gpus=32, seq_len=1048576, gbs=4, mbs=1, tp=8, pp=1, cp=1,
                      precision="fp8-ds", recompute="full")
     print(f"N40 1M TP8 PP1 DP4 full recompute: {e['memory_gib']['total']:.1f} GiB of {e['budget_gib']:.1f}")
     assert not e["fits"]
+
+
+def test_n40_512k_without_cp_is_a_deeper_pipeline_once_the_loss_peak_is_counted():
+    """N40 512K (Llama3-8B, B200, 128 GPUs, GBS 8): TP8 PP2 DP8 without recompute held 156 GiB of the 161 GiB budget
+    before the loss's forward peak (bf16 logits beside their fp32 copy: 65,536 tokens x 128,256 x 2 bytes, 15.7 GiB)
+    and the output layer's gather buffer (4 GiB) were counted on its last stage; with them it does not fit, and the
+    fastest CP-1 layout that does (TP8 PP4 DP4, no recompute) is within the bound of measured: the row is in the fit."""
+    r = next(r for r in nocp_rows() if (r.group, r.seq_len) == ("N40", 524288))
+    old = dict(r.candidates[0], pp=2, recompute="none")
+    e = api.estimate(r.model, **old)
+    print(f"N40 512K TP8 PP2 DP8, no recompute: {e['memory_gib']['total']:.1f} GiB of {e['budget_gib']:.1f}; "
+          f"fastest that fits: {layout_text(r.candidates[0])}")
+    assert e["memory_gib"]["total"] > e["budget_gib"]
+    assert r.candidates[0]["tp"] == 8 and r.candidates[0]["pp"] == 4 and r.candidates[0]["recompute"] == "none"
+    assert not out_of_fit(r)
+    over = _tokens(r.candidates[0], r.model) / _reference(r) / r.measured_tokens - 1
+    assert abs(over) <= POINT_TOL

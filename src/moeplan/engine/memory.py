@@ -10,7 +10,8 @@ Sources per item:
   1F1B / interleaved 1F1B (megatron/core/pipeline_parallel/schedules.py: warm-up of
   (PP - rank - 1) x 2 + (VPP - 1) x PP chunk micro-batches on rank ``rank``).
 - logits and cross-entropy: 4 x s x b x h x (1 + V/h) / TP bytes (megatron/training/
-  theoretical_memory_usage.py, output layer term).
+  theoretical_memory_usage.py, output layer term); the loss's forward peak beyond it and the output layer's
+  sequence-parallel gather buffer in the transient (moeplan.engine.loss_memory).
 - the score matrices of Transformer Engine's UnfusedDotProductAttention where TE trains the head shape only
   with it (moeplan.run.attention_backend.unfused_attention; bytes: moeplan.engine.activations.unfused_attention_bytes):
   kept unless core_attn is recomputed, their working peak in the layer's transient.
@@ -31,6 +32,7 @@ from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_
                                         unfused_attention_bytes)
 from moeplan.engine.budget import Verdict, budget_bytes, edge_bytes, memory_verdict
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
+from moeplan.engine.loss_memory import loss_forward_extra_bytes, output_gather_buffer_bytes
 from moeplan.engine.mamba import ssd_transient_bytes_per_token
 from moeplan.engine.param_shards import rank_muon_params, rank_params, rank_units
 from moeplan.models.spec import Attention, Layer, Mamba2, ModelSpec, MoE
@@ -384,6 +386,9 @@ def _rank_activations(cfg: RunConfig, prof: RankProfile, tokens: float,
         act += prof.loss_weight * _head_bytes(cfg, tokens)[0]
     if prof.has_moe:
         transient += dispatch_transient
+    if prof.loss_weight:  # the loss's forward peak comes when no layer runs; the gather buffer stays
+        h, tp = spec.hidden, cfg.parallel.tp
+        transient = max(transient, loss_forward_extra_bytes(spec.vocab, tokens)) + output_gather_buffer_bytes(h, tokens, tp)
     graphs = 0.0
     scopes = cfg.cuda_graph_scopes
     if scopes and "full_iteration" not in scopes:

@@ -257,9 +257,10 @@ def round_gib(b: float) -> float:
 
 def _cp_start_blocked(cfg: RunConfig, cp0: int) -> str:
     """Why the guidance's CP start is not a valid layout with this plan's other sizes kept: the first
-    rule it breaks (RunConfig.layout_checks), e.g. the folding or a Megatron-Core release rule."""
+    rule it breaks (RunConfig.layout_checks), e.g. the folding or a Megatron-Core release rule; a rule on CP itself
+    (a release that has no CP for the model's mixers) before the folding, which only this plan's other sizes break."""
     par = cfg.parallel
-    bad = cfg.layout_checks(replace(par, cp=cp0))
+    bad = sorted(cfg.layout_checks(replace(par, cp=cp0)), key=lambda c: c.rule == "attention-folding")
     why = bad[0].reason if bad else "it breaks a layout rule"
     return f"CP {cp0} is not a valid layout with this plan's TP {par.tp}, PP {par.pp} and EP {par.ep} kept: {why}."
 
