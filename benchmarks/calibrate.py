@@ -10,7 +10,7 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   absolute. G15 (Qwen3-Next, layouts not published) and MB13 (other recipe changes with the MBS change)
   are ranking tests only. tests/data/bridge_perf_runs.csv stays out of the fit (out-of-sample check).
 - groups N01-N41 (tests/measured_variants.n_variants): absolute where the group is a tuned recipe on one software
-  stack (N01-N03 the Megatron-LM MoE recipe index, repeats as their geometric mean; N30; N37), ratios to the sub-group's first row where software or the level
+  stack (N01-N03 the Megatron-LM MoE recipe index, each run of a repeated configuration on its own: the index's median and Bridge's re-measure; N30; N37), ratios to the sub-group's first row where software or the level
   is confounded (N25 the 14-layer DeepSeek-V3 proxy; N27 MXFP8 over BF16 before / after Bridge PR #1869); N38 / N39
   (one MoE layer on 8 H100) as that layer's speed (tests/measured_variants.moe_layer_s) over its alltoall BF16 row's,
   the absolute layer times reported. The dense CP
@@ -166,15 +166,16 @@ def observations() -> list[Obs]:
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("G09", b.label, b.measured() / a.measured(),
                    lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "G09"))
-    # G11 and G14: absolute (G11's repeat is averaged; the tuned row adds kernel tuning)
+    # G11 and G14: absolute (each run of G11's repeated configuration enters; the tuned row adds kernel tuning)
     seen: dict[str, list[Variant]] = {}
     for v in by["G11"]:
         if "tuned" not in v.label:
             seen.setdefault(v.label, []).append(v)
     for lab, rows in seen.items():
         t = _built(rows[0].model, rows[0].kwargs)
-        out.append(Obs("G11", lab, statistics.mean(r.measured() for r in rows), lambda c, t=t: t(c).tflops_per_gpu,
-                       rows[0].model))
+        for i, r in enumerate(rows, start=1):  # each run of a repeated configuration enters (G11's validation repeat)
+            out.append(Obs("G11", lab if len(rows) == 1 else f"{lab} [run {i}]", r.measured(),
+                           lambda c, t=t: t(c).tflops_per_gpu, rows[0].model))
     for v in by["G14"]:
         t = _built(v.model, v.kwargs)
         out.append(Obs("G14", v.label, v.measured(), lambda c, t=t: t(c).tflops_per_gpu, v.model))
@@ -252,6 +253,16 @@ def _model_name(model: Any) -> str:
     return model if isinstance(model, str) else model.name
 
 
+def _runs(v: Variant) -> list[tuple[str, float]]:
+    """(label, measured TFLOP/s) of each measured run of a row: a repeated configuration (the recipe index's median
+    and Bridge's re-measure, N01-N03; N26's repeat of N25's row) enters once per run, each labelled with which run it
+    is, as every measured row enters the fit."""
+    runs = v.extra.get("runs", ())
+    if len(runs) <= 1:
+        return [(v.label, float(v.tflops))]  # type: ignore[arg-type]
+    return [(f"{v.label} [{tag}]", value) for tag, value in runs]
+
+
 def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
     """Groups N01-N41 (tests/measured_variants.n_variants): absolute levels ("abs") or ratios to the sub-group's
     first row ("ratio"); "tokens" rows compare tokens/s, the source's TFLOP/s turned into tokens/s with its own
@@ -277,14 +288,16 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
                                lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, base,
                                f"{v.group}:{sub}"))
                 continue
-            out.append(Obs(v.group, f"{v.label} / {rv.label}", float(v.tflops) / float(rv.tflops),
-                           lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base, f"{v.group}:{sub}"))
+            for lab, tflops in _runs(v):
+                out.append(Obs(v.group, f"{lab} / {rv.label}", tflops / float(rv.tflops),
+                               lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base, f"{v.group}:{sub}"))
         elif v.extra["unit"] == "tokens":
             fpt = float(v.extra["fpt"])
             out.append(Obs(v.group, v.label, float(v.tflops) * 1e12 / fpt, lambda c, t=t: t(c).tokens_per_s_per_gpu,
                            base))
         else:
-            out.append(Obs(v.group, v.label, float(v.tflops), lambda c, t=t: t(c).tflops_per_gpu, base))
+            for lab, tflops in _runs(v):
+                out.append(Obs(v.group, lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, base))
     # N38 / N39: one MoE layer's forward + backward (tests/measured_variants.moe_layer_s: what the benchmark times), as
     # ratios of speed to the proxy's alltoall BF16 row (LAYER_REF): dispatcher x precision inside one software stack.
     # Not absolute: an isolated layer runs its GEMMs at H100's best-shape rate (8,192 rows per expert: the BF16 layers

@@ -192,7 +192,8 @@ def ranked_pairs(vs: list[Variant], min_gap: float = 0.10) -> list[tuple[Variant
 #                 the campaign's level is confounded (EFA campaigns, proxies, before / after a release);
 #   unit "tflops" (the source's TFLOP/s is moeplan's FLOP count) or "tokens" (``flops_per_token``: the source counted
 #   FLOPs its own way, so its TFLOP/s is turned into tokens/s with that count and compared with moeplan's tokens/s).
-# Repeats of one configuration (the recipe index's median and its re-measure) enter as their geometric mean.
+# Repeats of one configuration (the recipe index's median and its re-measure) keep their geometric mean as the row's
+# measured value (ranking, reports) and each run in extra["runs"]: the fit takes every run (benchmarks/calibrate.py).
 # Rows that cannot be expressed are listed in UNEXPRESSED with the feature moeplan lacks (docs/calibration.md).
 
 # Megatron-Core's default recompute_modules when --recompute-granularity selective names none (arguments.py:
@@ -294,6 +295,17 @@ def _n_common(r: dict[str, str]) -> dict[str, Any]:
                 vpp=vpp, ep=int(r["ep"]), cp=int(r["cp"] or 1))
 
 
+def repeat_tag(r: dict[str, str]) -> str:
+    """A short name for which measurement of a repeated configuration a row is: the recipe index's median (its
+    container), the Megatron Bridge re-measure (N01-N03, PR #5728), or the row's software / PR (N25 / N26)."""
+    sw = r["software_version"]
+    if sw.startswith("pytorch"):
+        return "index " + " ".join(sw.split()[:2])
+    if sw.startswith("Megatron Bridge recipe"):
+        return "Bridge re-measure"
+    return r["group_id"]
+
+
 def n_variants() -> list[Variant]:
     """The expressible rows of groups N01-N41, with their recipes' settings (see the comment above)."""
     out: list[Variant] = []
@@ -303,16 +315,17 @@ def n_variants() -> list[Variant]:
             unit: str = "tflops", fpt: float | None = None) -> None:
         key = (g, label)
         tflops = _f(r["tflops_per_gpu"])
-        if key in seen:  # a repeat of the same configuration: geometric mean
+        run = (repeat_tag(r), float(tflops))  # type: ignore[arg-type]
+        if key in seen:  # a repeat of the same configuration: geometric mean; each run kept (extra["runs"])
             v = out[seen[key]]
             n = v.extra["repeats"] + 1
             mean = (float(v.tflops) ** (n - 1) * float(tflops)) ** (1 / n)  # type: ignore[arg-type]
             out[seen[key]] = Variant(v.group, v.label, v.model, v.kwargs, mean, None, notes=v.notes,
-                                     extra=v.extra | {"repeats": n})
+                                     extra=v.extra | {"repeats": n, "runs": v.extra["runs"] + (run,)})
             return
         seen[key] = len(out)
         out.append(Variant(g, label, model, kw, tflops, None, notes=r["notes"],
-                           extra={"obs": obs, "sub": sub, "unit": unit, "fpt": fpt, "repeats": 1}))
+                           extra={"obs": obs, "sub": sub, "unit": unit, "fpt": fpt, "repeats": 1, "runs": (run,)}))
 
     for r in _rows():
         g = r["group_id"]
