@@ -189,9 +189,9 @@ def test_one_log_moves_one_overall_scale(tmp_path):
         assert key in run
     assert run["measured_peak_allocated_gib"] == pytest.approx(PEAK_GIB, abs=1e-3)
     assert result["fit"]["degrees_of_freedom"] == 1 and "ONE overall scale" in result["fit"]["message"]
-    # the default is ~8% optimistic on this run (12% before the refit on groups N01-N41); one scale closes the gap on
-    # the run it came from
-    assert abs(run["default_error"]) > 0.05 and abs(run["calibrated_error"]) < 0.005
+    # the default is ~5% optimistic on this run (12% before the refit on groups N01-N41, ~8% before the bulk
+    # split-quantize refit); one scale closes the gap on the run it came from
+    assert abs(run["default_error"]) > 0.03 and abs(run["calibrated_error"]) < 0.005
     # every moved constant moved the same way along one direction (slower): shares down, costs up
     assert result["constants"] and set(result["constants"]) | set(result["not_moved"]) >= {"nvlink_eff", "tp_hidden"}
     assert "tp_hidden" in result["not_moved"] and "nvlink_eff" in result["not_moved"]  # TP1, EP16 over NICs

@@ -79,9 +79,11 @@ def test_bad_settings_are_one_line_errors(extra, match):
 
 def test_nvfp4_experts_quantize_grouped_in_two_passes_and_launch_once():
     """TE's split_quantize for NVFP4 (PR #2411, TE >= 2.12): one grouped amax and one fused row / RHT column-wise cast
-    for all experts (2 reads, not 3), and no per-expert quantize launches (MXFP8 still launches one per expert)."""
+    for all experts (2 reads, not 3), and no per-expert quantize launches (MXFP8 still launches one kernel per expert
+    split from split_quantize's C++ loop: timing.context.SPLIT_QUANTIZE_LAUNCH_S)."""
     from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
     from moeplan.engine.timing.gemm import NVFP4_GROUPED_QUANTIZE_BYTES_PER_ELEM
+    from moeplan.engine.timing.context import SPLIT_QUANTIZE_LAUNCH_S
     from moeplan.engine.timing.moe import EXPERT_LAUNCHES, expert_host_s
 
     assert NVFP4_GROUPED_QUANTIZE_BYTES_PER_ELEM == pytest.approx(QUANTIZE_BYTES_PER_ELEM["nvfp4"] - BF16_BYTES)
@@ -89,8 +91,8 @@ def test_nvfp4_experts_quantize_grouped_in_two_passes_and_launch_once():
     fp4 = expert_host_s(64, 1e4, "nvfp4", frozenset(), cal)
     mx = expert_host_s(64, 1e4, "mxfp8", frozenset(), cal)
     assert fp4[0] == pytest.approx(64 * EXPERT_LAUNCHES["fwd"]["gemm"] * cal.expert_launch_host_s)
-    assert mx[0] == pytest.approx(64 * (EXPERT_LAUNCHES["fwd"]["gemm"] + EXPERT_LAUNCHES["fwd"]["quantize"])
-                                  * cal.expert_launch_host_s)
+    assert mx[0] == pytest.approx(64 * (EXPERT_LAUNCHES["fwd"]["gemm"] * cal.expert_launch_host_s
+                                        + EXPERT_LAUNCHES["fwd"]["quantize"] * SPLIT_QUANTIZE_LAUNCH_S))
 
 
 def test_bf16_layers_export_and_read_back_as_megatron_names_them():

@@ -73,9 +73,10 @@ def test_problems_per_release_gpu_and_precision():
 
 
 def test_grouped_path_launches_once_per_linear():
-    per_expert = expert_host_s(32, 1e5, "mxfp8", NO_GRAPHS, CAL)
+    per_expert = expert_host_s(32, 1e5, "fp8-cs", NO_GRAPHS, CAL)
     once = expert_host_s(32, 1e5, "mxfp8", NO_GRAPHS, CAL, grouped=True)
     assert per_expert == pytest.approx((32 * 4 * C, 32 * 6 * C))  # the legacy path, per local expert
+    assert expert_host_s(32, 1e5, "fp8-cs", NO_GRAPHS, CAL, grouped=True) == once  # one group_quantize per linear
     fwd = EXPERT_LAUNCHES["fwd"]["gemm"] + EXPERT_LAUNCHES["fwd"]["quantize"]
     bwd = EXPERT_LAUNCHES["bwd"]["gemm"] + EXPERT_LAUNCHES["bwd"]["quantize"]
     assert once == pytest.approx((fwd * C, bwd * C))
@@ -204,11 +205,12 @@ def test_export_carries_the_environment_and_check_reads_it_back(tmp_path):
 
 def _fused(te: str, flag: bool = False, precision: str = "mxfp8"):
     # the sync-free bundle (rank capacity factor, HybridEP) puts the experts on TE's op fuser (ETP 1); partial
-    # graphs leave the experts' launches to the host
-    cfg, _ = api.build_config("deepseek-v3", gpu="b200", gpus=256, seq_len=4096, gbs=2048, pp=16, ep=8,
+    # graphs leave the experts' launches to the host; Nemotron-3 Super at EP8 (64 local experts of ~350 rows) shows
+    # them where DeepSeek-V3's 32 of ~1,000 rows hide them behind their GEMMs (MXFP8's split quantizes: one launch each)
+    cfg, _ = api.build_config("nemotron-3-super-120b", gpu="b300", gpus=64, seq_len=8192, gbs=512, ep=8,
                               precision=precision, dispatcher="hybridep", rank_capacity_factor=1.5,
-                              cuda_graphs="attn,moe_router,moe_preprocess", mcore_version="0.19", te_version=te,
-                              te_grouped_tensor=flag)
+                              cuda_graphs="attn,mamba,moe_router,moe_preprocess", mcore_version="0.19", te_version=te,
+                              te_grouped_tensor=flag, mtp_layers=2)
     return cfg
 
 

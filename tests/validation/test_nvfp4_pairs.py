@@ -27,21 +27,20 @@ def _ratios(system: str) -> tuple[float, float]:
 
 def test_the_same_layout_pairs_are_ratio_observations(calibrate_script):
     """GB300 TP1 EP64, GB200 TP2 EP64 and B300 TP1 EP8 (B200's NVFP4 row runs TP 2 against TP 1: no pair) are
-    observations, each its NVFP4 row's tokens/s over its MXFP8 row's, with one dispatcher on both sides; B300's, whose
-    MXFP8 estimate is half host launches, is reported outside the fit (NVFP4_LAUNCH_WHY)."""
+    observations, each its NVFP4 row's tokens/s over its MXFP8 row's, with one dispatcher on both sides (B300's since
+    its MXFP8 row's split quantizes are costed as TE's bulk split_quantize runs them, and that row fits)."""
     assert set(PAIRS) == {"gb300", "gb200", "b300"}
     for mx, fp4 in PAIRS.values():
         assert (mx.kwargs["tp"], mx.kwargs["ep"]) == (fp4.kwargs["tp"], fp4.kwargs["ep"])
         assert fp4.kwargs["dispatcher"] == api.build_config(mx.model, **mx.kwargs)[0].dispatcher
-    assert PAIRS["gb300"][1].extra["fit"] and PAIRS["gb200"][1].extra["fit"]
-    assert not PAIRS["b300"][1].extra["fit"] and "host launches" in PAIRS["b300"][1].extra["why"]
+    assert all(fp4.extra["fit"] and not fp4.extra["why"] for _, fp4 in PAIRS.values())
     obs = {o.label: o for o in calibrate_script.catalog_observations(include_out_of_fit=True)
            if o.label.count(" / ") == 1 and "nvfp4" in o.label}
     assert len(obs) == 3
     for o in obs.values():
         assert 1.0 < o.measured < 1.05  # +2% to +4% measured
     fitted = {o.label for o in calibrate_script.catalog_observations()}
-    assert len(set(obs) & fitted) == 2
+    assert len(set(obs) & fitted) == 3
 
 
 @pytest.mark.parametrize("system", ["gb300", "gb200"])
@@ -50,13 +49,28 @@ def test_nvfp4_over_mxfp8_within_5_percent(system):
     assert est / measured == pytest.approx(1.0, abs=0.05), (system, est, measured)
 
 
-@pytest.mark.xfail(strict=True, reason="B300 EP8 (64 local experts): moeplan's per-expert host launch model charges "
-                   "~52% of the MXFP8 step to launches (the row runs 40% faster than estimated); NVFP4's grouped quantize "
-                   "(TE >= 2.12) and its 14 BF16 end layers launch no per-expert quantize kernels, so the launch gap "
-                   "does not cancel in the ratio (+50% estimated against +3% measured)")
+B300_PAIR_WHY = ("B300 EP8 (64 local experts): the MXFP8 step is host-bound (~30% of it in exposed per-expert launches), "
+                 "so every launch the NVFP4 recipe drops shows in full: its fused split quantize (TE >= 2.12) drops the "
+                 "MXFP8 splits' kernel launches (timing.context.SPLIT_QUANTIZE_LAUNCH_S, a source value, not fitted) and "
+                 "its 14 BF16 end layers their experts' launches; +11% estimated against +3% measured")
+
+
+@pytest.mark.xfail(strict=True, reason=B300_PAIR_WHY)
 def test_nvfp4_over_mxfp8_within_5_percent_b300():
     est, measured = _ratios("b300")
     assert est / measured == pytest.approx(1.0, abs=0.05), (est, measured)
+
+
+def test_b300_pair_misses_by_its_launches():
+    """B300_PAIR_WHY holds: the NVFP4 step's launch term is > 5% of the MXFP8 step below the MXFP8 row's, and with the
+    MXFP8 row's launch term the pair is within 5% of the measured ratio."""
+    mx, fp4 = PAIRS["b300"]
+    a, b = api.estimate(mx.model, **mx.kwargs), api.estimate(fp4.model, **fp4.kwargs)
+    launch_a, launch_b = a["time_breakdown_s"]["launch_overhead"], b["time_breakdown_s"]["launch_overhead"]
+    assert launch_a > 0.25 * a["step_time_s"] and launch_a - launch_b > 0.05 * a["step_time_s"]
+    same_launches = a["step_time_s"] / (b["step_time_s"] + launch_a - launch_b)
+    _, measured = _ratios("b300")
+    assert same_launches / measured == pytest.approx(1.0, abs=0.05)
 
 
 def test_without_the_recipe_settings_nvfp4_gains_far_more_than_measured():

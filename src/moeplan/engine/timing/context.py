@@ -35,6 +35,16 @@ FLEX_PREPROCESS_FUSED = 14 / 31
 # (moeplan.base.te_release.GroupedTensorPath), the op fuser's by default from TE 2.16 (OpFuserGrouped); which one a
 # run gets: RunConfig.experts_grouped_tensor.
 EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quantize": 2}}
+# Precisions whose per-expert split quantize costs the host a bare kernel launch, not a round trip: tex.split_quantize
+# (pytorch/csrc/extensions/cast.cpp) is ONE call for all splits; for MXFP8 (AllocationMethod::BULK_MXFP8, TE PR #1934,
+# from v2.6) and FP8 block scaling (BULK_FP8_BLOCKWISE, PR #1793) it allocates every split's data and scales in one
+# bulk_allocate and then quantizes the splits in a C++ loop (multi_tensor_quantize_impl: one nvte_quantize_v2 kernel
+# per split). Current scaling takes the UNFUSED allocation (Quantizer::create_tensor per split) and its quantize is an
+# amax, a scale and a cast per split, so its splits keep the per-expert round trip (cal.expert_launch_host_s).
+SPLIT_QUANTIZE_BULK = frozenset({"mxfp8", "fp8"})
+# Host seconds of one kernel launched from C++ (cudaLaunchKernel, ~5 us: the launch latency Megatron-Core's CUDA graph
+# docs quote, as calibration.yaml launch_overhead_per_layer_s). A source value, not fitted.
+SPLIT_QUANTIZE_LAUNCH_S = 5e-6
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",

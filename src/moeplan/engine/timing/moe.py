@@ -11,7 +11,8 @@ from moeplan.engine import fsdp
 from moeplan.engine.activations import BF16_BYTES
 from moeplan.engine.latent_moe import expert_width
 from moeplan.engine.timing.calibration import Calibration
-from moeplan.engine.timing.context import EXPERT_LAUNCHES, TRAIN, Ctx, busbw, ring_time
+from moeplan.engine.timing.context import (EXPERT_LAUNCHES, SPLIT_QUANTIZE_BULK, SPLIT_QUANTIZE_LAUNCH_S, TRAIN, Ctx,
+                                          busbw, ring_time)
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import MoE
 from moeplan.run.config import Recompute, RunConfig
@@ -324,14 +325,18 @@ def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts
 def expert_host_s(local_experts: float, rows: float, precision: str, scopes: frozenset[str] | set[str],
                   cal: Calibration, grouped: bool = False) -> tuple[float, float]:
     """(forward, backward) host seconds of one MoE layer's per-expert launches (EXPERT_LAUNCHES) for one
-    micro-batch: launches x ``cal.expert_launch_host_s``, per local expert with rows, or once with ``grouped``
-    (TE's grouped-tensor path, :attr:`RunConfig.experts_grouped_tensor`: one call per linear for all experts).
+    micro-batch: GEMM launches x ``cal.expert_launch_host_s`` and split quantizes x :func:`split_quantize_host_s`,
+    per local expert with rows, or once with ``grouped`` (TE's grouped-tensor path,
+    :attr:`RunConfig.experts_grouped_tensor`: one call per linear for all experts, each a round trip).
 
-    Under a quantized recipe each per-expert GEMM or quantize is a host round trip through TE's Python,
-    pybind and cuBLASLt set-up (the quantize allocates four tensors per split, {row, column}-wise x {data,
-    scales}; each block-scaled GEMM sets up its layouts, scale pointers and heuristic query): TE PR #3134
+    Under a quantized recipe each per-expert GEMM is a host round trip through TE's pybind tensor wrappers and
+    cuBLASLt set-up (each block-scaled GEMM sets up its layouts, scale pointers and heuristic query): TE PR #3134
     ran 8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel of the
-    same work, ~30 us each (the source value; the fit pins it near there). Megatron-LM's GB200 DeepSeek-V3
+    same work, ~30 us each (the source value; the fit pins it near there). Each split's quantize is a round trip
+    too where TE allocates and quantizes every split on its own (current scaling); where split_quantize
+    bulk-allocates (SPLIT_QUANTIZE_BULK: MXFP8, FP8 block scaling) each split is a bare kernel launch, and none
+    where one fused cast serves every split (FUSED_SPLIT_QUANTIZE); the one split_quantize call per linear, as any
+    layer's per-call host work, is in ``launch_overhead_per_layer_s``. Megatron-LM's GB200 DeepSeek-V3
     notes (docs/discussions/deepseek-v3-gb200-optimization, 2.3) find the routed experts the one part still
     host-bound after CUDA graphs, and a larger EP (fewer local experts) cutting "quantization and other
     overheads". BF16 experts pass plain tensor views to the GEMMs; their few-us launches stay in
@@ -340,13 +345,34 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     experts (scopes ``moe`` or ``full_iteration``, which need static shapes) launches none."""
     if precision == "bf16" or "moe" in scopes or "full_iteration" in scopes or local_experts <= 0:
         return 0.0, 0.0
-    active = min(1.0, rows) if grouped else min(local_experts, rows)
-    # one cast for all splits: FP8 delayed scaling (multi_tensor_quantize_impl's fused kernel) and NVFP4 (TE >= 2.12,
-    # PR #2411: split_quantize's FUSED_NVFP4 path, one grouped amax and one grouped RHT cast kernel for every expert:
-    # pytorch/csrc/extensions/cast.cpp split_quantize_nvfp4_impl; all releases moeplan lists are later)
-    fused_cast = precision in ("fp8-ds", "nvfp4")
-    per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
-    return active * per["fwd"] * cal.expert_launch_host_s, active * per["bwd"] * cal.expert_launch_host_s
+    if grouped:  # one group_quantize and one grouped GEMM per linear, each a round trip
+        called = min(1.0, rows)
+        fused_cast = precision in FUSED_SPLIT_QUANTIZE
+        per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
+        return called * per["fwd"] * cal.expert_launch_host_s, called * per["bwd"] * cal.expert_launch_host_s
+    active = min(local_experts, rows)
+    per = {p: n["gemm"] * cal.expert_launch_host_s + n["quantize"] * split_quantize_host_s(precision, cal)
+           for p, n in EXPERT_LAUNCHES.items()}
+    return active * per["fwd"], active * per["bwd"]
+
+
+# Precisions whose split_quantize casts every expert's split in one fused pass: FP8 delayed scaling
+# (multi_tensor_quantize_impl's nvte_multi_cast_transpose) and NVFP4 (TE >= 2.12, PR #2411: split_quantize's FUSED_NVFP4
+# path, one grouped amax and one grouped RHT cast kernel for every expert: pytorch/csrc/extensions/cast.cpp
+# split_quantize_nvfp4_impl; all releases moeplan lists are later)
+FUSED_SPLIT_QUANTIZE = frozenset({"fp8-ds", "nvfp4"})
+
+
+def split_quantize_host_s(precision: str, cal: Calibration) -> float:
+    """Host seconds of one expert split's quantize inside TE's tex.split_quantize: none where one fused cast serves
+    every split (FUSED_SPLIT_QUANTIZE), one C++ kernel launch where the splits are bulk-allocated and quantized in
+    a C++ loop (SPLIT_QUANTIZE_BULK: MXFP8, FP8 block scaling; SPLIT_QUANTIZE_LAUNCH_S), else a round trip of its
+    own (current scaling: ``cal.expert_launch_host_s``)."""
+    if precision in FUSED_SPLIT_QUANTIZE:
+        return 0.0
+    if precision in SPLIT_QUANTIZE_BULK:
+        return SPLIT_QUANTIZE_LAUNCH_S
+    return cal.expert_launch_host_s
 
 
 def experts_recomputed(rc: Recompute) -> bool:
