@@ -1556,6 +1556,24 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   kernels' within 2% (`tests/validation/test_attention_kernels.py`). Not located: G14 at 128K / 256K still
   reads 7-12% fast fitted (18-27% held out) at the measured causal rate the fit leaves (the MLA share at the
   isolated kernel's 0.58 gives the same whole-fit CV with 128K / 256K +21% / +30%).
+  Taken apart (`python benchmarks/g14_cp_series.py`, 2026-12-05 fit; `tests/validation/test_g14_cp_series.py`):
+  every row holds 4,096 tokens per GPU, so the rest of the step per token is the same at 4K and 256K (within 4%)
+  and attention with its CP communication carries the shape (9% of the 4K step, 86% of the 256K one). Under the
+  planner's a2a (Ulysses: whole sequences, one causal cuDNN call at ~410 TFLOP/s on 64K-256K blocks, the CP
+  all-to-all across 2 / 4 / 8 nodes not overlapped) the estimate rises 306 -> 326 -> 349 TFLOP/s from 64K to 256K;
+  under a2a+p2p (a2a inside the node, a ring of CP / 8 across nodes on 16K-token blocks, TE's
+  AttnFuncWithCPAndKVP2P, whose off-diagonal steps run the MLA backward non-causal) it falls 286 -> 271 -> 259, as
+  the causal calls' share goes 1/2 -> 1/4 -> 1/8; the measured ~310 / 300 / 300 lies between the two at every
+  point, and the source does not say which type ran. p2p over all CP ranks (2K-token blocks, each ring step's
+  335 MB of MLA K/V, ~9 ms over the NIC against ~3 ms of forward attention) estimates 81-100: not what ran. Tried
+  and not adopted: the G14 rows read as a2a+p2p where CP spans nodes give whole-fit CV 0.101 (from 0.106) and
+  G14 held out 0.042 (-0% / -0% / -3% at 64K-256K), but the fit then puts `attn_bwd_eff.cudnn_mla` at 0.581, 1.00
+  of the isolated causal kernel's share while head dim 128's stays at 0.81, an MLA / head-dim-128 ratio 23% off the
+  kernels' (the bound `tests/validation/test_attention_kernels.py` holds); with the ring's non-causal share at
+  0.75 instead of the measured 0.56 as well, CV 0.103 and G14 held out +7% / +14% / +14%. No cost in the a2a path
+  that grows with length at fixed tokens per GPU was found in TE's AttnFuncWithCPAndQKVOA2A (the all-to-all of
+  q, k, v and o and the chunk reordering are per token; the kernel is one causal call); the rounded
+  series does not pin which CP type the runs used.
 - **Published layouts the planner does not reach** (`python benchmarks/published_ranks.py`: the published
   layout with the planner's best knobs over the fastest plan; {published_ok} rows >= 0.9 at this fit). For each
   row below, what the recipe runs was read from the code that ran it; no physical cost was found missing,
