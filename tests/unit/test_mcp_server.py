@@ -9,12 +9,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from ..mcp_support import require_mcp
 
 require_mcp()
+
+import anyio  # noqa: E402  (the MCP SDK's dependency: after the skip where the extra is missing)
 
 from mcp import Client  # noqa: E402
 

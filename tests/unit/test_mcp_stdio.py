@@ -10,12 +10,13 @@ import subprocess
 import sys
 import time
 
-import anyio
 import pytest
 
 from ..mcp_support import require_mcp
 
 require_mcp()
+
+import anyio  # noqa: E402  (the MCP SDK's dependency: after the skip where the extra is missing)
 
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
