@@ -37,7 +37,8 @@ def test_nemotron3_te_quant_cfg_maps_the_modules_bridge_names():
     assert got["qkv"] == got["o_proj"] == got["latent_fc1"] == got["latent_fc2"] == "bf16"
     assert got["mamba_out_proj"] == "mxfp8"
     assert got["mamba_in_proj"] == "nvfp4"
-    assert {p for n, p in got.items() if n.startswith(("fc1", "fc2", "shared"))} <= {"nvfp4"}
+    experts = {p for n, p in got.items() if n.startswith(("expert_", "shared_"))}
+    assert experts == {"nvfp4"}
     plain, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", **RUN)
     assert {gemm_precision(plain, g) for layer in plain.model.distinct_layers
             for g in layer_gemms(layer, plain.model.hidden)} == {"nvfp4"}
@@ -131,3 +132,19 @@ def test_bf16_start_layers_sit_on_the_first_pipeline_rank():
     kw = dict(RUN, dispatcher="alltoall", precision="nvfp4")
     base = api.estimate("nemotron-3-super-120b", **kw)["step_time_s"]
     assert api.estimate("nemotron-3-super-120b", **kw, bf16_start_layers=4)["step_time_s"] > base
+
+
+def test_bf16_start_layers_cost_the_first_pipeline_rank_alone():
+    """Rank 0 holds the BF16 start layers; ranks with the same work as rank 0 keep their own (quantized) time rather
+    than a copy of rank 0's (review 2026-12-05: the per-rank memo stored rank 0's BF16 time for them)."""
+    from moeplan.engine.timing.step import step_parts
+    from moeplan.hardware import load_gpu
+
+    run = dict(gpu="h100", gpus=8, seq_len=4096, gbs=64, tp=2, pp=4, precision="fp8")
+    gpu = load_gpu("h100")
+    plain, _ = api.build_config("llama3-8b", **run)
+    bf16, _ = api.build_config("llama3-8b", bf16_start_layers=2, **run)
+    a = [sum(r.values()) for r in step_parts(plain, gpu).rank_microbatch_s]
+    b = [sum(r.values()) for r in step_parts(bf16, gpu).rank_microbatch_s]
+    assert b[0] != pytest.approx(a[0])  # rank 0's BF16 layers cost differently
+    assert b[1:3] == pytest.approx(a[1:3])  # the middle ranks' work is unchanged

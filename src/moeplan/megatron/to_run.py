@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import (CP_FROM_MCORE, FP8_RECIPE_TO_PRECISION, KIND_WORDS, KNOB_BY_FIELD, MCORE_CP_COMM_TYPES,
-                                 coerce, normalize_version)
+                                 PRECISION_TO_FP8_RECIPE, coerce, normalize_version)
 from moeplan.base.router_dtype import bridge_router_dtype
 from moeplan.base.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, FLEX_DISPATCHERS, FSDP_STRATEGIES,
                                 RECOMPUTE_MODULES)
@@ -285,7 +285,7 @@ def _run_config(settings: Mapping[str, object], model: ModelSpec, gpus: int, gpu
         # irrelevant at TP 1 (moeplan's default then, so exports round-trip)
         tp_comm_overlap=_bool(settings, "tp_comm_overlap") if (_int(settings, "tensor_model_parallel_size") or 1) > 1 else True,
         dp_overlap=_bool(settings, "overlap_grad_reduce"),
-        fp8_attention=_bool(settings, "fp8_dot_product_attention") and _precision_from(settings) != "bf16",
+        fp8_attention=_bool(settings, "fp8_dot_product_attention") and _precision_from(settings) in PRECISION_TO_FP8_RECIPE,
         cp_comm_type=_cp_comm_from(settings),
         mcore_version=normalize_version(mcore_version),
         fsdp=fsdp,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.fields import ep_overlap_mtp_needs_pp, gdn_backward_dw, version_key
+from moeplan.base.fields import PRECISION_TO_FP8_RECIPE, ep_overlap_mtp_needs_pp, gdn_backward_dw, version_key
 from moeplan.base.router_dtype import ROUTER_DTYPES, router_dtype_value
 from moeplan.base.te_release import grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped, te_version_key
 from moeplan.base.vocab import DEFAULT_GPU
@@ -104,7 +104,7 @@ class RunConfig(RunKnobs):
             raise MoeplanError(f"muon_num_ns_steps must be an integer >= 1, got {self.muon_ns_steps}")
         if self.precision not in PRECISIONS:
             raise MoeplanError(f"precision '{self.precision}' unknown; choose one of {', '.join(PRECISIONS)}")
-        if self.fp8_attention and self.precision in ("bf16", "nvfp4"):  # TE's FP8 attention runs under an FP8 recipe only
+        if self.fp8_attention and self.precision not in PRECISION_TO_FP8_RECIPE:  # TE's FP8 attention: under an FP8 recipe only
             raise MoeplanError(f"FP8 attention (fp8_dot_product_attention) needs an FP8 precision; got {self.precision}")
         if self.te_quant_map not in TE_QUANT_MAP_NAMES:
             raise MoeplanError(f"te_quant_map '{self.te_quant_map}' unknown; choose one of {', '.join(TE_QUANT_MAP_NAMES)}")

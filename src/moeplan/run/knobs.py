@@ -233,7 +233,7 @@ class RunKnobs:
     """``fp8_dot_product_attention`` (Megatron-Core / Bridge ``mixed_precision``): Transformer Engine runs the core
     attention as cuDNN's FP8 fused-attention kernels, QK^T and PV (and the backward's matmuls) on the FP8 tensor
     cores, the softmax in fp32 as before (moeplan.engine.timing.attention.fused_attention_efficiency). Needs an FP8
-    recipe (``precision`` other than bf16)."""
+    recipe (``precision`` one of base.fields.PRECISION_TO_FP8_RECIPE, not bf16 or nvfp4)."""
     # ---- MoE and its communication
     dispatcher: Dispatcher = knob("alltoall", group="moe", api_default="auto", flag={
         "slot": "layout", "choices": ["auto", *DISPATCHERS], "metavar": "NAME",

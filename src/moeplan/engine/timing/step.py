@@ -217,14 +217,15 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     pp_comm = pp_comm_s(ctx)
     done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
     for r, work in enumerate(pipeline_rank_work(spec, pipe)):
-        hit = done.get(id(work)) if r else None  # rank 0 holds the BF16 start layers (bf16_start_layers)
+        first = r == 0 and bool(cfg.bf16_start_layers)  # rank 0 holds the BF16 start layers: its own cost
+        hit = None if first else done.get(id(work))
         if hit is not None:
             acc, total = dict(hit[0]), hit[1]
             per_rank.append(acc)
             if total > worst_total:
                 worst, worst_total, worst_rank = acc, total, r
             continue
-        acc = dict(_work_time(ctx, work, first=r == 0))
+        acc = dict(_work_time(ctx, work, first=first))
         edge = _ep_chunk_edges_s(ctx, work[0])
         if edge:
             acc["ep_comm"] = acc.get("ep_comm", 0.0) + edge
@@ -232,7 +233,8 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
             acc["pp_comm"] = pp_exposed_s(pp_comm, par.vpp, sum(acc.values()))
         per_rank.append(acc)
         total = sum(acc.values())
-        done[id(work)] = (acc, total)
+        if not first:
+            done[id(work)] = (acc, total)
         if total > worst_total:
             worst, worst_total, worst_rank = acc, total, r
     t_mb = worst_total
@@ -309,7 +311,7 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
         if edge and acc.get("ep_comm"):
             acc["ep_comm"] = max(0.0, acc["ep_comm"] - edge)
         if pp_comm is not None:  # the PP send / recv behind the next chunk (overlap_p2p_comm)
-            hidden_pp = pp_comm - pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work, first=r == 0).values()))
+            hidden_pp = pp_comm - pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work, first=r == 0 and bool(cfg.bf16_start_layers)).values()))
             if hidden_pp > 0:
                 acc["pp_comm"] = hidden_pp
         out.append(acc)
