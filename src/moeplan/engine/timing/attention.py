@@ -68,10 +68,8 @@ def attention_block_tokens(cfg: RunConfig, mixer: Attention, nvlink_domain: int)
     the whole sequence. Ring CP (p2p, all-gather, and the across-domain part of a2a+p2p) splits each
     sequence into 2 x ring chunks (Megatron's load-balanced causal split) and runs one kernel per
     chunk pair. A sliding window caps how far a query block reaches."""
-    par, seq = cfg.parallel, cfg.batch.seq_len
-    ring = 1
-    if par.cp > 1 and cfg.cp_comm_type != "a2a":
-        ring = par.cp // hierarchical_cp_inner(par.tp, par.cp, nvlink_domain) if cfg.cp_comm_type == "a2a+p2p" else par.cp
+    seq = cfg.batch.seq_len
+    ring = ring_ranks(cfg, nvlink_domain)
     length = seq / (2 * ring) if ring > 1 else float(seq)
     return min(length, mixer.sliding_window) if mixer.sliding_window else length
 

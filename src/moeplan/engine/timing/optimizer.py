@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from moeplan.engine.activations import BF16_BYTES, FP32_BYTES
 from moeplan.engine.timing.calibration import Calibration
+from moeplan.engine.timing.offload_act import host_link_bytes_per_s
 from moeplan.hardware import GPUSpec
 from moeplan.run.config import RunConfig
 
@@ -37,7 +38,7 @@ def offload_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration, params: float) -> 
     ``overlap_cpu_optimizer_d2h_h2d`` the copies of one parameter group run while the CPU updates
     another, so the step costs the longer of the two (plus one group's copies, neglected)."""
     grad_b = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
-    link = gpu.host_link_achieved_bytes_per_s or gpu.host_link_bw_bytes_per_s
+    link = host_link_bytes_per_s(gpu)
     # params H2D: the GPU copy is the fp32 master without the precision-aware optimizer, else bf16
     param_b = BF16_BYTES if cfg.precision_aware else FP32_BYTES
     copy_s = params * (grad_b + param_b) / link
