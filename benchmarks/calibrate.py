@@ -61,7 +61,7 @@ from moeplan.models import load_model  # noqa: E402
 from moeplan.models.spec import MODEL_FEATURES  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, Calibration  # noqa: E402
 from moeplan.engine.timing.step import estimate_time  # noqa: E402
-from tests.measured_variants import (G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSED, Variant, catalog_variants,  # noqa: E402
+from tests.measured_variants import (CATALOG_ROWS_IN_FIT, G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSED, Variant, catalog_variants,  # noqa: E402
                                      g15_points, layer_variants, moe_layer_s, n_variants, routing_pair, variants)
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
@@ -375,7 +375,9 @@ def level_contrasts(obs: list[Obs], r: np.ndarray) -> np.ndarray:
     ratios' residuals): h_j = (x_j - mean(x_0 .. x_(j-1))) sqrt(j / (j + 1)), whose squares sum to the rows' spread
     about their mean, sum (x_i - mean x)^2. So the fit weighs, and the error reports, each measured run once, as
     absolute rows are weighed, where a ratio to one reference row carries that run's error into every ratio of its
-    sub-group (a pair's ratio holds two runs' errors: sqrt 2 times the per-run error when they are independent)."""
+    sub-group (a pair's ratio holds two runs' errors: sqrt 2 times the per-run error when they are independent). One
+    exception: G05's ladder gives each knob step its own pair level (the kernel steps between them are drift), so a run
+    between two adjacent knob steps (steps 4 and 5) is in two pairs."""
     out = r.copy()
     for idx in _levels(obs).values():
         x = [0.0]
@@ -677,7 +679,8 @@ def _new_models(cal: Calibration) -> list[str]:
            "The shared measured rows of DeepSeek-V4, Qwen3.6 and GLM-5.2 (measured_variants.csv N06, N12, N16, N18;",
            "`tests/data/new_model_rows.csv`). Each is within "
            f"{TOLERANCE:.0%} of its measured tokens/s per GPU or names what moeplan misses",
-           "(`tests/validation/test_new_model_rows.py`); none is in the fit (Catalogued models' rows, below, says why).",
+           "(`tests/validation/test_new_model_rows.py`); the tuned ones are fitted as the catalogued models' rows (below, which",
+           "says which and why the rest stay out).",
            "A row with TFLOP/s alone (N06) compares",
            "model TFLOP/s per GPU (moeplan counts DeepSeek-V4's FLOPs as Bridge does).", "",
            "| group | run | measured tokens/s/GPU | moeplan / measured | missing effect |", "|---|---|---|---|---|"]
@@ -698,8 +701,9 @@ def _catalog(cal: Calibration) -> list[str]:
            "expresses with their recipes' settings (`tests/measured_variants.catalog_variants`), at the fitted constants.",
            "The tuned performance rows with a published layout are the fit's absolute levels once",
            "`CATALOG_ROWS_IN_FIT` is set: tokens/s per GPU from the published step time (N12-N20), the source's model",
-           "TFLOP/s per GPU (N06, Megatron-LM's recipe index). They are held out for now (known gaps, 'The catalogued",
-           "models' tuned rows'); the others miss by the effect named; the functional runs are in the table of rows no",
+           "TFLOP/s per GPU (N06, Megatron-LM's recipe index). " + ("They are in the fit (the column below); " if
+           CATALOG_ROWS_IN_FIT else "They are held out (known gaps, 'The catalogued models' tuned rows'); ") +
+           "the others miss by the effect named; the functional runs are in the table of rows no",
            "estimate expresses. N20's NVFP4 rows enter as ratios to the MXFP8 row of the same system, release and",
            "layout (the pairs' shared gaps cancel: GB200's TP 2), each estimated with the NVFP4 recipe's settings:",
            "Bridge's Nemotron-3 Super preset keeps the last 14 of the 88 layers in BF16 (`bf16_end_layers`), its",
@@ -764,8 +768,10 @@ def _nemotron(cal: Calibration) -> list[str]:
             "Not in the check: the NVFP4 rows (estimated with their recipe's settings in the next section, the "
             "same-layout", "pairs as ratios to their MXFP8 rows), natural-routing and Megatron-FSDP rows (the "
             "estimate's forced", "balance and plain distributed optimizer), and rows whose layout the card does not "
-            "state (Lightning on", "H100). Mamba-2 and LatentMoE stay outside", "the fit (Catalogued models' rows, below, says why): the features' band below the estimate "
-            "(Outside the fit,", "above) comes from these rows; no constant was fitted to them.", ""]
+            "state (Lightning on", "H100). " + ("The tuned rows are in the fit (Catalogued models' rows, below), so Mamba-2 "
+            "and LatentMoE are fitted features." if CATALOG_ROWS_IN_FIT else "Mamba-2 and LatentMoE stay outside the "
+            "fit (Catalogued models' rows, below, says why): the features' band below the estimate (Outside the fit, "
+            "above) comes from these rows; no constant was fitted to them."), ""]
     return out
 
 
@@ -794,7 +800,7 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
         "A ratio inside a group (rows of a sub-group over its reference row, which shares their software) enters",
         "with the sub-group's level free, as a fixed effect: a sub-group of n measured rows gives n - 1 observations,",
         "the orthonormal (Helmert) contrasts of its rows' log residuals, whose squares sum to the rows' spread about",
-        "their mean (`level_contrasts`). Each measured run is then weighed once, as an absolute row is; a ratio to",
+        "their mean (`level_contrasts`). Each measured run is then weighed once (but a run between two of G05's adjacent knob steps), as an absolute row is; a ratio to",
         "one reference row would carry that run's own error into every ratio of its sub-group (and a pair's ratio",
         "holds two runs' errors). The rows below show each ratio row against its sub-group's mean.",
         f"Scored instead as each ratio row over its sub-group's first row, the same held-out fits read {first_row:.3f}.",

@@ -535,7 +535,7 @@ def n_ranked_pairs(min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
 # --------------------------------------------------------------------------------------------------------------
 # Rows of the models issue 34 catalogued (Nemotron-3, DeepSeek-V4) and Moonlight-16B-A3B (catalog entry of issue 31),
 # as moeplan estimates. Tuned performance rows with a published layout (``extra["tuned"]``) are the fit's absolute
-# levels when CATALOG_ROWS_IN_FIT is set (below: held out for now, with why); expressible rows that miss by an effect
+# levels when CATALOG_ROWS_IN_FIT is set (below: set; the comment there says what holding them out showed); rows that miss by an effect
 # moeplan lacks are estimated and reported with that effect (``extra["why"]``; docs/calibration.md "Catalogued models").
 # Functional runs stay in UNEXPRESSED.
 #   unit "tokens": tokens/s per GPU from the published step time (GBS x length / (GPUs x step)), against moeplan's
