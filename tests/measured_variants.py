@@ -458,8 +458,8 @@ def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
     after the dropless host sync), with
     - the weight gradients written once into bf16 ``.grad`` (the module runs outside Megatron's DDP wrapper:
       gradient_accumulation_fusion off, no fp32 main_grad; Ctx.wgrad_accumulate False);
-    - the per-layer launch overhead less the attention scope's share (GRAPH_LAUNCH_SHARE["attn"]): no attention
-      block launches here;
+    - the launches of a layer without a mixer (timing.layer.launch_share: no attention block launches here, as in
+      Megatron-Core's hybrid MoE layer);
     - Megatron-Core 0.16 (LAYER_BENCH_MCORE); FP8 = blockwise ("hybrid", fp8_recipe blockwise), weights quantized once
       (TEGroupedLinear.is_first_microbatch turns False after the first call: cached FP8 weights, as in a step);
     - no router padding (the test's TransformerConfig leaves moe_router_padding_for_fp8 off): the FP8 experts copy their
@@ -468,7 +468,7 @@ def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
 
     from moeplan import api
     from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
-    from moeplan.engine.timing.context import GRAPH_LAUNCH_SHARE, make_ctx
+    from moeplan.engine.timing.context import make_ctx
     from moeplan.engine.timing.layer import layer_time
 
     cal = cal or DEFAULT_CALIBRATION
@@ -480,7 +480,7 @@ def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
     cfg, gpu = api.build_config(one, gpu="h100", gpus=8, seq_len=4096, gbs=8, mbs=1, ep=8, dispatcher=dispatcher,
                                 precision=precision, mcore_version=LAYER_BENCH_MCORE, grad_fp32=False)
     ctx = replace(make_ctx(cfg, gpu, cal), wgrad_accumulate=False, router_pads_experts=False)
-    return layer_time(ctx, layer).total() - cal.launch_overhead_per_layer_s * GRAPH_LAUNCH_SHARE["attn"]
+    return layer_time(ctx, layer).total()
 
 
 _LAYER_SPECS: dict[str, Any] = {}

@@ -28,3 +28,42 @@ def test_a_moe_layer_pays_the_calibrated_launch_time():
     dense = [t.launch_overhead for t, k in zip(times, kinds) if k == "DenseMLP"]
     assert moe and all(v == DEFAULT_CALIBRATION.launch_overhead_per_layer_s for v in moe)
     assert dense and all(v == 0.0 for v in dense)
+
+
+def _moe_only_and_full(graphs=()):
+    """The launch time of Nemotron-3 Nano's MoE-only layers (Megatron-Core's hybrid MoE layer: no mixer) and of the
+    same MoE block under an attention mixer, one run."""
+    from dataclasses import replace
+
+    from moeplan.models.spec import Attention, Layer, MoE
+
+    cfg, g = build_config("nemotron-3-nano-30b-a3b", gpu="h100", gpus=8, seq_len=4096, gbs=64, ep=8,
+                          dispatcher="alltoall", cuda_graphs=",".join(graphs) or None)
+    ctx = make_ctx(cfg, g, DEFAULT_CALIBRATION)
+    moe_only = [layer for layer in cfg.model.layers if isinstance(layer.mlp, MoE) and layer.mixer is None]
+    attn = next(layer.mixer for layer in cfg.model.layers if isinstance(layer.mixer, Attention))
+    assert moe_only
+    return layer_time(ctx, moe_only[0]).launch_overhead, layer_time(ctx, replace(moe_only[0], mixer=attn)).launch_overhead
+
+
+def test_a_moe_only_layer_launches_no_attention_block():
+    """Megatron-Core's hybrid MoE layer (mamba_layer_specs.py moe_layer: pre_mlp_layernorm, mlp, mlp_bda; the
+    attention submodules IdentityOp) launches the MoE block's kernels only: the launch time less the attention
+    scope's share (GRAPH_LAUNCH_SHARE["attn"]), the rule the MoE-layer benchmark (N38 / N39) is timed with."""
+    from moeplan.engine.timing.context import GRAPH_LAUNCH_SHARE
+
+    cal = DEFAULT_CALIBRATION
+    moe_only, with_attn = _moe_only_and_full()
+    assert with_attn == cal.launch_overhead_per_layer_s
+    assert moe_only == cal.launch_overhead_per_layer_s * (1 - GRAPH_LAUNCH_SHARE["attn"])
+
+
+def test_an_attention_graph_removes_nothing_from_a_moe_only_layer():
+    """A CUDA graph of the attention scope captures the attention block's launches; a layer without one keeps its
+    own (the MoE block's) launches, while the full layer loses the attention share."""
+    from moeplan.engine.timing.context import GRAPH_LAUNCH_SHARE
+
+    cal = DEFAULT_CALIBRATION
+    moe_only, with_attn = _moe_only_and_full(["attn"])
+    share = 1 - GRAPH_LAUNCH_SHARE["attn"]
+    assert moe_only == with_attn == cal.launch_overhead_per_layer_s * share

@@ -21,6 +21,7 @@ from moeplan.engine.timing.moe import (EP_CHUNK_EDGE, dispatch_before_host_sync,
                                        expert_host_s, expert_launch_exposed_s, expert_quant_padded,
                                        expert_quant_padding_bytes, experts_recomputed, routing_map_allgather_s)
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, MoE
+from moeplan.run.config import RunConfig
 from moeplan.run.parallel import cp_ranks_per_domain
 
 
@@ -30,6 +31,36 @@ def layer_time(ctx: Ctx, layer: Layer) -> LayerTime:
     if hit is None:
         hit = ctx.cache[layer] = _layer_time_uncached(ctx, layer)
     return hit
+
+
+# The CUDA graph scopes of a layer's token-mixer block (Megatron-Core cuda_graph_scope "attn", "mamba").
+MIXER_GRAPH_SCOPES = frozenset({"attn", "mamba"})
+
+
+def launch_share(layer: Layer, cfg: RunConfig) -> float:
+    """Share of ``launch_overhead_per_layer_s`` (the host launches of one transformer layer, attention block and
+    MoE block, per micro-batch) that ``layer`` pays: the GRAPH_LAUNCH_SHARE of the blocks it has, less the scopes a
+    CUDA graph captures (graph-captured scopes launch as one graph: Megatron-Core CUDA graph docs). Dropless MoE syncs
+    the host every layer (tokens per expert, D2H), which drains the launch queue, so the launches after it show in
+    the step rather than hiding behind GPU work; fitted (the G09 graphs on/off pair).
+
+    A layer without a mixer launches none of the mixer block's kernels: Megatron-Core's hybrid MoE layer
+    (megatron/core/models/mamba/mamba_layer_specs.py ``moe_layer``) is a TransformerLayer with ``pre_mlp_layernorm``,
+    ``mlp`` and ``mlp_bda`` only, its input_layernorm, self_attention and self_attn_bda left IdentityOp; a graph
+    of the mixer scopes removes nothing from it. The flex dispatchers compute the dispatch layout in one fused
+    kernel: router + EP preprocess launch 17 kernels instead of 31 (Megatron-LM docs/discussions/
+    deepseek-v3-gb200-optimization, 2.2.1), i.e. 14/31 of those scopes' share, where they are not graph-captured."""
+    scopes = cfg.cuda_graph_scopes
+    if layer.mixer is None:
+        present = 1.0 - GRAPH_LAUNCH_SHARE["attn"]
+        scopes = frozenset(scopes) - MIXER_GRAPH_SCOPES
+    else:
+        present = 1.0
+    share = present - sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(scopes))
+    if isinstance(layer.mlp, MoE) and cfg.dispatcher in FLEX_DISPATCHERS and cfg.parallel.ep > 1:
+        uncaptured = sum(GRAPH_LAUNCH_SHARE[s] for s in ("moe_router", "moe_preprocess") if s not in scopes)
+        share -= FLEX_PREPROCESS_FUSED * uncaptured
+    return max(0.0, share)
 
 
 def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
@@ -195,21 +226,11 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         if "gdn_norm_out" in mods and isinstance(mixer, GatedDeltaNet):
             r += 2 * mixer.value_dim * BF16_BYTES * t / hbm
         out["recompute"] = r
-    # --- host launch overhead, reduced by CUDA graphs. Dropless MoE syncs the host every layer (tokens
-    # per expert, D2H), which drains the launch queue, so the launches after it show in the step
-    # rather than hiding behind GPU work; graph-captured scopes launch as one graph (Megatron-Core
-    # CUDA graph docs). Fitted (the G09 graphs on/off pair), per layer per micro-batch.
-    share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
-    if isinstance(mlp, MoE) and cfg.dispatcher in FLEX_DISPATCHERS and par.ep > 1:
-        # the flex dispatchers compute the dispatch layout in one fused kernel: router + EP preprocess
-        # launch 17 kernels instead of 31 (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization,
-        # 2.2.1), i.e. 14/31 of those scopes' share, where they are not graph-captured
-        uncaptured = sum(GRAPH_LAUNCH_SHARE[s] for s in ("moe_router", "moe_preprocess") if s not in cfg.cuda_graph_scopes)
-        share = min(1.0, share + FLEX_PREPROCESS_FUSED * uncaptured)
-    # Only a MoE layer pays it: a layer without the dropless host sync (dense MLP, a mixer-only layer) launches
-    # while the GPU still runs the kernels queued before it, so its launches hide behind them (the same docs: the
-    # launch cost shows where the host waits on the device).
-    out["launch_overhead"] = cal.launch_overhead_per_layer_s * (1 - share) if isinstance(mlp, MoE) else 0.0
+    # --- host launch overhead, reduced by CUDA graphs (launch_share). Only a MoE layer pays it: a layer without
+    # the dropless host sync (dense MLP, a mixer-only layer) launches while the GPU still runs the kernels queued
+    # before it, so its launches hide behind them (the same docs: the launch cost shows where the host waits on
+    # the device).
+    out["launch_overhead"] = cal.launch_overhead_per_layer_s * launch_share(layer, cfg) if isinstance(mlp, MoE) else 0.0
     if isinstance(mlp, MoE):
         # per-expert launches of the routed experts (expert_host_s), after the same host sync: forward they
         # can run ahead of the experts' forward GEMMs and of the dispatch where it follows the sync
