@@ -69,3 +69,24 @@ def test_offload_time_reads_the_memory_models_bytes():
     # a fraction of the groups offloaded moves that share of the bytes
     half, _, _ = _est("h100", offload_modules=HEAVY, activation_offload_fraction=0.5, mcore_version="0.19")
     assert run_offloaded_layer_bytes(half, layer, ctx.tokens) == pytest.approx(moved / 2)
+
+
+def test_memory_and_timing_read_one_offload_split():
+    """One rule (activations.offload_split_bytes) splits a layer's offload groups into what stays and what leaves:
+    the memory model's offloaded bytes are the timing model's copies under selective recompute and a fraction too,
+    and the fraction moves bytes between kept and offloaded without changing their sum."""
+    from moeplan.engine.activations import offload_split_bytes, run_layer_activation
+
+    kw = dict(offload_modules=HEAVY, recompute="selective:layernorm", mcore_version="0.19")
+    sums = []
+    for frac in (1.0, 0.5):
+        cfg, gpu, _ = _est("h100", activation_offload_fraction=frac, **kw)
+        tokens = make_ctx(cfg, gpu, DEFAULT_CALIBRATION).tokens
+        modules = cfg.recompute.modules
+        for layer in cfg.model.distinct_layers:
+            kept, off = _layer_mb_bytes(cfg, layer, tokens, modules)
+            assert off == pytest.approx(run_offloaded_layer_bytes(cfg, layer, tokens))
+            stays, leaves = offload_split_bytes(cfg, run_layer_activation(cfg, layer, modules), layer, tokens)
+            assert leaves == pytest.approx(off) and stays == pytest.approx(off * (1 - frac) / frac)
+        sums.append(sum(sum(_layer_mb_bytes(cfg, la, tokens, modules)) for la in cfg.model.distinct_layers))
+    assert sums[0] == pytest.approx(sums[1])

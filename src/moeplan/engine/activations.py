@@ -277,19 +277,33 @@ def offloaded_layer_bytes(la: LayerActivation, layer: Layer, tokens: float, rows
     return off
 
 
+def run_layer_activation(cfg: RunConfig, layer: Layer, modules: frozenset[str]) -> LayerActivation:
+    """:func:`layer_activation` of ``layer`` in run ``cfg`` with ``modules`` recomputed (its hidden size, offload
+    modules, quantized format and router-logit dtype)."""
+    return layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, fp8_kind(cfg.precision),
+                            ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype])
+
+
+def offload_split_bytes(cfg: RunConfig, la: LayerActivation, layer: Layer, tokens: float) -> tuple[float, float]:
+    """(stays on the GPU, leaves it) of the offload groups of one layer and micro-batch (:func:`offloaded_layer_bytes`
+    of ``la``): activation_offload_fraction (core_v0.19.0) sends only that share of the groups to the host;
+    Megatron-Core counts groups (fine_grained_activation_offload.py post-warmup), moeplan the bytes, so the rest
+    stays kept. The one rule the memory model (what leaves the GPU) and the timing model's copies
+    (moeplan.engine.timing.offload_act, through :func:`run_offloaded_layer_bytes`) read."""
+    off = offloaded_layer_bytes(la, layer, tokens, cfg.rows_factor, cfg.parallel.etp)
+    frac = cfg.activation_offload_fraction
+    return (1.0 - frac) * off, frac * off
+
+
 def run_offloaded_layer_bytes(cfg: RunConfig, layer: Layer, tokens: float) -> float:
-    """:func:`offloaded_layer_bytes` of ``layer`` in run ``cfg`` after ``activation_offload_fraction`` (Megatron-Core
-    counts offload groups, moeplan the bytes): what the memory model takes off the GPU and what the timing model's
-    copies move (moeplan.engine.timing.offload_act). Nothing under full recompute, which keeps only the layer's
-    input, or without ``offload_modules``."""
+    """The bytes of ``layer`` in run ``cfg`` that leave the GPU (:func:`offload_split_bytes`): what the memory model
+    takes off the GPU and what the timing model's copies move (moeplan.engine.timing.offload_act). Nothing under
+    full recompute, which keeps only the layer's input, or without ``offload_modules``."""
     rc = cfg.recompute
     if not cfg.offload_modules or rc.granularity == "full":
         return 0.0
     modules = rc.modules if rc.granularity == "selective" else frozenset()
-    la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, fp8_kind(cfg.precision),
-                          ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype])
-    return cfg.activation_offload_fraction * offloaded_layer_bytes(la, layer, tokens, cfg.rows_factor,
-                                                                   cfg.parallel.etp)
+    return offload_split_bytes(cfg, run_layer_activation(cfg, layer, modules), layer, tokens)[1]
 
 
 def clamp_saved_row_bytes(m: MoE, etp: int = 1) -> float:

@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.engine import fsdp, muon
 from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, fp8_kind, keeps_unfused_scores,
-                                        layer_activation, layer_input_bytes, offloaded_layer_bytes,
+                                        layer_input_bytes, offload_split_bytes, run_layer_activation,
                                         unfused_attention_bytes)
 from moeplan.engine.budget import Verdict, budget_bytes, edge_bytes, memory_verdict
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
@@ -200,22 +199,18 @@ def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
 def _layer_mb_bytes(cfg: RunConfig, layer: Layer, tokens: float, modules: frozenset[str]) -> tuple[float, float]:
     """(kept bytes, offloaded bytes) of one layer for one micro-batch on one GPU; the unfused attention path's
     scores are kept unless core_attn is recomputed (TE checkpoints the whole UnfusedDotProductAttention)."""
-    la = layer_activation(layer, cfg.model.hidden, modules, cfg.offload_modules, _fp8_kind(cfg),
-                          ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype])
+    la = run_layer_activation(cfg, layer, modules)
     kept = la.token_bytes * tokens
     if "core_attn" not in modules:
         kept += _unfused_scores(cfg, layer)[0]
-    off = offloaded_layer_bytes(la, layer, tokens, cfg.rows_factor, cfg.parallel.etp)
     if isinstance(layer.mlp, MoE):
         etp = cfg.parallel.etp
         rows = tokens * layer.mlp.top_k * cfg.rows_factor * etp
         kept += (la.row_bytes - la.row_ffn_bytes) * rows + la.row_ffn_bytes * rows / etp
         if not cfg.experts_op_fused and not modules & {"moe", "moe_act"} and "moe_act" not in cfg.offload_modules:
             kept += clamp_saved_row_bytes(layer.mlp, etp) * rows  # the eager clamp's kept fc1 output (per ETP shard)
-    # activation_offload_fraction (core_v0.19.0): only that share of the offload groups leaves the GPU; Megatron-Core
-    # counts groups (fine_grained_activation_offload.py post-warmup), moeplan the bytes, so the rest stays kept.
-    frac = cfg.activation_offload_fraction
-    return kept + (1.0 - frac) * off, frac * off
+    stays, leaves = offload_split_bytes(cfg, la, layer, tokens)
+    return kept + stays, leaves
 
 
 @dataclass(frozen=True)
