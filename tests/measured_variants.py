@@ -553,7 +553,7 @@ def n_ranked_pairs(min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
 NVFP4_RECIPE_KNOBS: dict[str, Any] = dict(te_quant_map="nemotron3", bf16_end_layers=14)
 # Every same-layout pair enters the fit: the MXFP8 rows' own gaps cancel in the ratio. (B300's pair was held out while
 # its MXFP8 row ran 37% faster than estimated, when every expert's split quantize was costed as a host round trip; TE's
-# split_quantize bulk-allocates MXFP8 splits, timing.context.SPLIT_QUANTIZE_BULK, and that row now fits.)
+# split_quantize bulk-allocates MXFP8 splits, timing.context.SPLIT_QUANTIZE_PATH "bulk", and that row now fits.)
 NVFP4_TP_WHY = ("NVFP4 at TP 2 where the MXFP8 row of its system and release runs TP 1: no same-layout pair, and TP 2 "
                 "is not isolated on the Nemotron-3 hybrid stack (the GB200 TP 2 rows' gap)")
 NVFP4_SYSTEM_KNOBS: dict[str, dict[str, Any]] = {"b300": dict(recompute="selective:moe_act,layernorm")}

@@ -8,7 +8,7 @@ import pytest
 
 from moeplan import api
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
-from moeplan.engine.timing.context import EXPERT_LAUNCHES, SPLIT_QUANTIZE_BULK, SPLIT_QUANTIZE_LAUNCH_S
+from moeplan.engine.timing.context import EXPERT_LAUNCHES, SPLIT_QUANTIZE_LAUNCH_S, SPLIT_QUANTIZE_PATH
 from moeplan.engine.timing.moe import expert_host_s, expert_launch_exposed_s, split_quantize_host_s
 
 CAL = DEFAULT_CALIBRATION
@@ -36,7 +36,7 @@ def test_launches_per_local_expert_by_pass_and_precision():
 def test_split_quantize_host_time_follows_tes_allocation_path():
     """tex.split_quantize (TE pytorch/csrc/extensions/cast.cpp): BULK_MXFP8 / BULK_FP8_BLOCKWISE allocate once and
     launch one kernel per split; current scaling's UNFUSED path allocates and quantizes each split on its own."""
-    assert SPLIT_QUANTIZE_BULK == {"mxfp8", "fp8"}
+    assert {p for p, path in SPLIT_QUANTIZE_PATH.items() if path == "bulk"} == {"mxfp8", "fp8"}
     assert split_quantize_host_s("fp8-ds", CAL) == split_quantize_host_s("nvfp4", CAL) == 0.0
     assert split_quantize_host_s("mxfp8", CAL) == split_quantize_host_s("fp8", CAL) == SPLIT_QUANTIZE_LAUNCH_S
     assert split_quantize_host_s("fp8-cs", CAL) == C
@@ -141,3 +141,18 @@ def test_recomputed_experts_launch_again():
     assert 0 < act <= none
     # 64 local experts at EP8: the forward's launches outlast their window, so they show twice
     assert moe > 1.3 * none
+
+
+def test_every_quantized_precision_has_one_split_quantize_path():
+    """One table (timing.context.SPLIT_QUANTIZE_PATH) says how TE's split_quantize treats each quantized precision:
+    every quantized precision has a path, BF16 none (its experts quantize nothing), and the grouped-tensor flow's
+    fused cast reads the same table as the per-split costs."""
+    from moeplan.base.vocab import PRECISIONS
+
+    assert set(SPLIT_QUANTIZE_PATH) == set(PRECISIONS) - {"bf16"}
+    assert set(SPLIT_QUANTIZE_PATH.values()) == {"fused", "bulk", "per_split"}
+    for prec, path in SPLIT_QUANTIZE_PATH.items():
+        grouped_fwd = expert_host_s(16, 1e5, prec, NO_GRAPHS, CAL, grouped=True)[0]
+        launches = EXPERT_LAUNCHES["fwd"]["gemm"] + (0 if path == "fused" else EXPERT_LAUNCHES["fwd"]["quantize"])
+        assert grouped_fwd == pytest.approx(launches * C)
+        assert (split_quantize_host_s(prec, CAL) == 0.0) == (path == "fused")

@@ -35,7 +35,7 @@ def test_a_slower_hybridep_dispatch_hides_no_expert_launch():
     """A 10x slower dispatch kernel: HybridEP's exposed expert launches do not change (the host waits for the
     dispatch before it launches them), DeepEP's shrink (they run ahead of its dispatch). DeepEP's under FP8 current
     scaling, whose split quantizes are host round trips as the GEMMs' are: MXFP8's (one kernel launch a split,
-    timing.context.SPLIT_QUANTIZE_BULK) already hide behind the fast dispatch."""
+    timing.context.SPLIT_QUANTIZE_PATH "bulk") already hide behind the fast dispatch."""
     h_fast, h_slow = _layer("hybridep", 1.0), _layer("hybridep", 0.1)
     d_fast, d_slow = _layer("deepep", 1.0, "fp8-cs"), _layer("deepep", 0.1, "fp8-cs")
     assert h_slow[0] > 3 * h_fast[0] and d_slow[0] > 3 * d_fast[0]

@@ -51,7 +51,7 @@ RUN_NOISE = 0.01
 
 
 # A strict xfail until the bulk split-quantize refit (MB01 fitted at +1.6%, 1.199 against 1.180): with MXFP8's split
-# quantizes a kernel launch each (timing.context.SPLIT_QUANTIZE_BULK) the PP16 EP8 layout's 32 local experts expose
+# quantizes a kernel launch each (timing.context.SPLIT_QUANTIZE_PATH "bulk") the PP16 EP8 layout's 32 local experts expose
 # fewer launches and MB01 fits at -1%
 def test_mb01_interleaving_with_wider_ep_is_not_valued_above_the_measurement():
     """MB01, the layout change between adjacent releases (26.04 -> 26.04.01): PP16 VPP1 EP8 (732) to PP8 VPP2

@@ -17,6 +17,11 @@ from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from ..measured_variants import G14_RECOMPUTE, G15_GBS_TOKENS, G15_PLAN_KWARGS, g15_points, ranked_pairs, variants
 from ..reference_runs import estimate_kwargs, out_of_fit_runs
 
+from moeplan.engine.timing.context import SPLIT_QUANTIZE_PATH
+
+# every bulk-allocated split a host round trip, as FP8 current scaling's (the fused casts stay fused)
+ROUND_TRIP_SPLITS = {p: "per_split" if path == "bulk" else path for p, path in SPLIT_QUANTIZE_PATH.items()}
+
 VARIANTS = variants()
 
 
@@ -237,7 +242,7 @@ PR_3168 = [r for r in out_of_fit_runs() if r["release"] == "PR 3168"]
 # the 16 local experts' MXFP8 launches no longer hide behind the dispatch; 1.55x -> 1.45x its estimate, GB200's
 # 1.54x -> 1.46x)
 # GB200's MBS 2 step leaves 35% again since the routed experts' MXFP8 split quantizes cost a kernel launch each (TE
-# split_quantize bulk-allocates them and loops in C++: timing.context.SPLIT_QUANTIZE_BULK), not a host round trip as
+# split_quantize bulk-allocates them and loops in C++: timing.context.SPLIT_QUANTIZE_PATH "bulk"), not a host round trip as
 # their GEMMs: the per-quantize round trips had covered part of QWEN3_NEXT_GAP's per-layer host time
 PR_3168_GB200_GAP = ("PR #3168's GB200 step (MBS 2) is ~1.55x its estimate (6.68 s against ~4.3 s; 35% is 4.34 s) since "
                      "the 16 local experts' MXFP8 split quantizes are costed as the kernel launches TE's bulk "
@@ -268,5 +273,5 @@ def test_pr_3168_gb200_gap_is_what_the_round_trips_covered(monkeypatch):
     measured = float(run["measured_step_time_s"])
     bulk = api.estimate(run["model"], **estimate_kwargs(run))["step_time_s"]
     assert 1.35 < measured / bulk < 1.6
-    monkeypatch.setattr(moe, "SPLIT_QUANTIZE_BULK", frozenset())
+    monkeypatch.setattr(moe, "SPLIT_QUANTIZE_PATH", ROUND_TRIP_SPLITS)
     assert api.estimate(run["model"], **estimate_kwargs(run))["step_time_s"] == pytest.approx(measured, rel=0.35)

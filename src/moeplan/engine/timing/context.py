@@ -35,13 +35,18 @@ FLEX_PREPROCESS_FUSED = 14 / 31
 # (moeplan.base.te_release.GroupedTensorPath), the op fuser's by default from TE 2.16 (OpFuserGrouped); which one a
 # run gets: RunConfig.experts_grouped_tensor.
 EXPERT_LAUNCHES = {"fwd": {"gemm": 2, "quantize": 2}, "bwd": {"gemm": 4, "quantize": 2}}
-# Precisions whose per-expert split quantize costs the host a bare kernel launch, not a round trip: tex.split_quantize
-# (pytorch/csrc/extensions/cast.cpp) is ONE call for all splits; for MXFP8 (AllocationMethod::BULK_MXFP8, TE PR #1934,
-# from v2.6) and FP8 block scaling (BULK_FP8_BLOCKWISE, PR #1793) it allocates every split's data and scales in one
-# bulk_allocate and then quantizes the splits in a C++ loop (multi_tensor_quantize_impl: one nvte_quantize_v2 kernel
-# per split). Current scaling takes the UNFUSED allocation (Quantizer::create_tensor per split) and its quantize is an
-# amax, a scale and a cast per split, so its splits keep the per-expert round trip (cal.expert_launch_host_s).
-SPLIT_QUANTIZE_BULK = frozenset({"mxfp8", "fp8"})
+# How TE's tex.split_quantize (pytorch/csrc/extensions/cast.cpp: ONE call for all of a linear's expert splits)
+# quantizes the splits, per quantized precision; what each split costs the host (timing.moe.split_quantize_host_s):
+# - "fused": one fused cast serves every split: FP8 delayed scaling (multi_tensor_quantize_impl's
+#   nvte_multi_cast_transpose) and NVFP4 (TE >= 2.12, PR #2411: the FUSED_NVFP4 path, one grouped amax and one grouped
+#   RHT cast kernel for every expert, split_quantize_nvfp4_impl; all releases moeplan lists are later): nothing;
+# - "bulk": every split's data and scales in one bulk_allocate, then the splits quantized in a C++ loop
+#   (multi_tensor_quantize_impl: one nvte_quantize_v2 kernel per split): MXFP8 (AllocationMethod::BULK_MXFP8, TE PR
+#   #1934, from v2.6) and FP8 block scaling (BULK_FP8_BLOCKWISE, PR #1793): a bare kernel launch a split;
+# - "per_split": the UNFUSED allocation (Quantizer::create_tensor per split) and an amax, a scale and a cast per
+#   split: FP8 current scaling, whose splits keep the per-expert round trip (cal.expert_launch_host_s).
+SPLIT_QUANTIZE_PATH: dict[str, str] = {"fp8-ds": "fused", "nvfp4": "fused", "mxfp8": "bulk", "fp8": "bulk",
+                                       "fp8-cs": "per_split"}
 # Host seconds of one kernel launched from C++ (cudaLaunchKernel, ~5 us: the launch latency Megatron-Core's CUDA graph
 # docs quote, as calibration.yaml launch_overhead_per_layer_s). A source value, not fitted.
 SPLIT_QUANTIZE_LAUNCH_S = 5e-6

@@ -11,7 +11,7 @@ from moeplan.engine import fsdp
 from moeplan.engine.activations import BF16_BYTES
 from moeplan.engine.latent_moe import expert_width
 from moeplan.engine.timing.calibration import Calibration
-from moeplan.engine.timing.context import (EXPERT_LAUNCHES, SPLIT_QUANTIZE_BULK, SPLIT_QUANTIZE_LAUNCH_S, TRAIN, Ctx,
+from moeplan.engine.timing.context import (EXPERT_LAUNCHES, SPLIT_QUANTIZE_LAUNCH_S, SPLIT_QUANTIZE_PATH, TRAIN, Ctx,
                                           busbw, ring_time)
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import MoE
@@ -334,8 +334,8 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     ran 8 experts' multi-stream cuBLASLt GEMMs in 0.267 ms on SM100 against 0.069 ms for one kernel of the
     same work, ~30 us each (the source value; the fit pins it near there). Each split's quantize is a round trip
     too where TE allocates and quantizes every split on its own (current scaling); where split_quantize
-    bulk-allocates (SPLIT_QUANTIZE_BULK: MXFP8, FP8 block scaling) each split is a bare kernel launch, and none
-    where one fused cast serves every split (FUSED_SPLIT_QUANTIZE); the one split_quantize call per linear, as any
+    bulk-allocates (SPLIT_QUANTIZE_PATH "bulk": MXFP8, FP8 block scaling) each split is a bare kernel launch, and
+    none where one fused cast serves every split ("fused"); the one split_quantize call per linear, as any
     layer's per-call host work, is in ``launch_overhead_per_layer_s``. Megatron-LM's GB200 DeepSeek-V3
     notes (docs/discussions/deepseek-v3-gb200-optimization, 2.3) find the routed experts the one part still
     host-bound after CUDA graphs, and a larger EP (fewer local experts) cutting "quantization and other
@@ -347,7 +347,7 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
         return 0.0, 0.0
     if grouped:  # one group_quantize and one grouped GEMM per linear, each a round trip
         called = min(1.0, rows)
-        fused_cast = precision in FUSED_SPLIT_QUANTIZE
+        fused_cast = SPLIT_QUANTIZE_PATH[precision] == "fused"
         per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
         return called * per["fwd"] * cal.expert_launch_host_s, called * per["bwd"] * cal.expert_launch_host_s
     active = min(local_experts, rows)
@@ -356,21 +356,14 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     return active * per["fwd"], active * per["bwd"]
 
 
-# Precisions whose split_quantize casts every expert's split in one fused pass: FP8 delayed scaling
-# (multi_tensor_quantize_impl's nvte_multi_cast_transpose) and NVFP4 (TE >= 2.12, PR #2411: split_quantize's FUSED_NVFP4
-# path, one grouped amax and one grouped RHT cast kernel for every expert: pytorch/csrc/extensions/cast.cpp
-# split_quantize_nvfp4_impl; all releases moeplan lists are later)
-FUSED_SPLIT_QUANTIZE = frozenset({"fp8-ds", "nvfp4"})
-
-
 def split_quantize_host_s(precision: str, cal: Calibration) -> float:
-    """Host seconds of one expert split's quantize inside TE's tex.split_quantize: none where one fused cast serves
-    every split (FUSED_SPLIT_QUANTIZE), one C++ kernel launch where the splits are bulk-allocated and quantized in
-    a C++ loop (SPLIT_QUANTIZE_BULK: MXFP8, FP8 block scaling; SPLIT_QUANTIZE_LAUNCH_S), else a round trip of its
-    own (current scaling: ``cal.expert_launch_host_s``)."""
-    if precision in FUSED_SPLIT_QUANTIZE:
+    """Host seconds of one expert split's quantize inside TE's tex.split_quantize, by its path (SPLIT_QUANTIZE_PATH):
+    none where one fused cast serves every split, one C++ kernel launch where the splits are bulk-allocated and
+    quantized in a C++ loop (SPLIT_QUANTIZE_LAUNCH_S), else a round trip of its own (``cal.expert_launch_host_s``)."""
+    path = SPLIT_QUANTIZE_PATH[precision]
+    if path == "fused":
         return 0.0
-    if precision in SPLIT_QUANTIZE_BULK:
+    if path == "bulk":
         return SPLIT_QUANTIZE_LAUNCH_S
     return cal.expert_launch_host_s
 
