@@ -8,11 +8,11 @@ import pytest
 
 from moeplan import api
 from moeplan.base.errors import MoeplanError
-from moeplan.base.vocab import TE_QUANT_MAP_NAMES
+from moeplan.base.vocab import PRECISIONS, TE_QUANT_MAP_NAMES, TE_QUANT_MAPS
 from moeplan.engine.activations import BF16_BYTES
 from moeplan.engine.flops import layer_gemms
 from moeplan.engine.timing.gemm import QUANTIZE_BYTES_PER_ELEM
-from moeplan.engine.timing.quant_map import TE_QUANT_MAPS, bf16_end_layer_counts, gemm_precision
+from moeplan.engine.timing.quant_map import bf16_end_layer_counts, gemm_precision
 from moeplan.models.spec import Attention, Mamba2, MoE
 
 RUN = dict(gpu="gb300", gpus=64, seq_len=8192, gbs=512, ep=64, mcore_version="0.19")
@@ -28,7 +28,6 @@ def test_nvfp4_quantize_reads_the_bf16_tensor_three_times():
 def test_nemotron3_te_quant_cfg_maps_the_modules_bridge_names():
     """te_quant.cfg: attention qkv / proj and the latent projections in BF16, Mamba out_proj in MXFP8; the experts and
     Mamba in_proj keep NVFP4."""
-    assert set(TE_QUANT_MAPS) == set(TE_QUANT_MAP_NAMES)
     cfg, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", te_quant_map="nemotron3", **RUN)
     got = {}
     for layer in cfg.model.distinct_layers:
@@ -148,3 +147,13 @@ def test_bf16_start_layers_cost_the_first_pipeline_rank_alone():
     b = [sum(r.values()) for r in step_parts(bf16, gpu).rank_microbatch_s]
     assert b[0] != pytest.approx(a[0])  # rank 0's BF16 layers cost differently
     assert b[1:3] == pytest.approx(a[1:3])  # the middle ranks' work is unchanged
+
+
+def test_the_knob_names_are_the_maps_names():
+    """One owner (moeplan.base.vocab): the te_quant_map knob's names are the maps' own keys, in their order, and each
+    map sends a GEMM name (or "mtp") to a precision moeplan knows; a name outside them is refused."""
+    assert TE_QUANT_MAP_NAMES == tuple(TE_QUANT_MAPS)
+    assert TE_QUANT_MAPS["none"] == {}
+    assert all(p in PRECISIONS for m in TE_QUANT_MAPS.values() for p in m.values())
+    with pytest.raises(MoeplanError, match="te_quant_map"):
+        api.build_config("nemotron-3-super-120b", precision="nvfp4", te_quant_map="bridge", **RUN)

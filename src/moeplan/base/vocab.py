@@ -34,9 +34,23 @@ OFFLOAD_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 # fp4_recipe nvfp4, TE >= 2.7; Bridge bf16_with_nvfp4_mixed).
 Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4")
-# Transformer Engine quantization configs moeplan knows (moeplan.engine.timing.quant_map.TE_QUANT_MAPS): none, or
-# Megatron Bridge's Nemotron-3 te_quant.cfg (attention and latent projections, MTP in BF16; Mamba out_proj MXFP8).
-TE_QUANT_MAP_NAMES: tuple[str, ...] = ("none", "nemotron3")
+# Transformer Engine quantization configs moeplan knows (Megatron-Core ``TransformerConfig.quant_recipe``, read by
+# megatron.core.quantization.utils.load_quantization_recipe; Megatron-LM ``--te-precision-config-file``): each a
+# map of module -> precision overrides by GEMM name (moeplan.engine.flops), "mtp" for the MTP modules (their layer
+# and eh_proj; moeplan.engine.timing.quant_map applies them). "nemotron3": Megatron Bridge
+# src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg (067f987d), the quant_recipe of every Nemotron-3 Super
+# NVFP4 perf recipe (B200 / B300 / GB200 / GB300 / VR200): matchers attn_qkv_bf16 ``*.linear_qkv`` and
+# attn_proj_bf16 ``*.linear_proj`` -> bf16 (the attention layers' projections), latent_bf16
+# ``*mlp.fc[12]_latent_proj`` -> bf16 (LatentMoE's down / up projections), mtp_bf16 ``mtp.*`` -> bf16,
+# mamba_outproj_mxfp8 ``*mixer.out_proj`` -> mxfp8 (Mamba-2's output projection). Everything else (Mamba-2's
+# in_proj, the routed and shared experts) runs the run's recipe (NVFP4).
+TE_QUANT_MAPS: dict[str, dict[str, str]] = {
+    "none": {},
+    "nemotron3": {"qkv": "bf16", "o_proj": "bf16", "latent_fc1": "bf16", "latent_fc2": "bf16", "mtp": "bf16",
+                  "mamba_out_proj": "mxfp8"},
+}
+# The knob's values (te_quant_map): the maps' names
+TE_QUANT_MAP_NAMES: tuple[str, ...] = tuple(TE_QUANT_MAPS)
 
 # MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP / NCCL EP backends).
 Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep", "ncclep"]

@@ -3,7 +3,8 @@ its low-precision format:
 
 * a Transformer Engine quantization config (Megatron-Core ``TransformerConfig.quant_recipe``, read by
   ``megatron.core.quantization.utils.load_quantization_recipe``; Megatron-LM ``--te-precision-config-file``):
-  glob patterns over module names, each mapped to a TE recipe (``TE_QUANT_MAPS``, the knob ``te_quant_map``);
+  glob patterns over module names, each mapped to a TE recipe (moeplan.base.vocab.TE_QUANT_MAPS, the knob
+  ``te_quant_map``);
 * the layers Megatron-Core keeps in BF16 at the start and end of the stack (``first_last_layers_bf16`` with
   ``num_layers_at_start_in_bf16`` / ``num_layers_at_end_in_bf16``: megatron/core/fp4_utils.py and fp8_utils.py
   ``get_fp4_context`` / ``get_fp8_context`` return a null context for ``layer_no < num_layers_at_start_in_bf16`` and
@@ -15,24 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from moeplan.base.vocab import TE_QUANT_MAPS
 from moeplan.models.spec import Layer
 
 if TYPE_CHECKING:
     from moeplan.engine.flops import Gemm
     from moeplan.run.config import RunConfig
 
-# Module -> precision overrides by GEMM name (moeplan.engine.flops), "mtp" for the MTP modules (their layer and
-# eh_proj). "nemotron3": Megatron Bridge src/megatron/bridge/perf_recipes/nemotronh/te_quant.cfg (067f987d), the
-# quant_recipe of every Nemotron-3 Super NVFP4 perf recipe (B200 / B300 / GB200 / GB300 / VR200): matchers
-# attn_qkv_bf16 ``*.linear_qkv`` and attn_proj_bf16 ``*.linear_proj`` -> bf16 (the attention layers' projections),
-# latent_bf16 ``*mlp.fc[12]_latent_proj`` -> bf16 (LatentMoE's down / up projections), mtp_bf16 ``mtp.*`` -> bf16,
-# mamba_outproj_mxfp8 ``*mixer.out_proj`` -> mxfp8 (Mamba-2's output projection). Everything else (Mamba-2's
-# in_proj, the routed and shared experts) runs the run's recipe (NVFP4).
-TE_QUANT_MAPS: dict[str, dict[str, str]] = {
-    "none": {},
-    "nemotron3": {"qkv": "bf16", "o_proj": "bf16", "latent_fc1": "bf16", "latent_fc2": "bf16", "mtp": "bf16",
-                  "mamba_out_proj": "mxfp8"},
-}
 
 def gemm_precision(cfg: RunConfig, g: Gemm) -> str:
     """The precision GEMM ``g`` runs in: the run's, unless its TE quantization config (``te_quant_map``) maps the

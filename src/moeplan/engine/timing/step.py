@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from moeplan.base.vocab import TE_QUANT_MAPS
 from moeplan.engine.activations import BF16_BYTES, FP32_BYTES
 from moeplan.engine.flops import flops_per_token, logits_gemm, mtp_eh_proj_gemm
 from moeplan.engine.param_shards import average_params_per_gpu
@@ -17,7 +18,7 @@ from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.layer import layer_time
 from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_comm
 from moeplan.engine.timing.optimizer import offload_s
-from moeplan.engine.timing.quant_map import TE_QUANT_MAPS, bf16_config, bf16_layer_counts
+from moeplan.engine.timing.quant_map import bf16_config, bf16_layer_counts
 from moeplan.engine.timing.pipeline import (bubble_microbatches, pipeline_rank_work, pp_comm_s, pp_exposed_s,
                                             sharded_dp_and_optimizer_s)
 from moeplan.hardware import GPUSpec
