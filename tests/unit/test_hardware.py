@@ -333,3 +333,39 @@ def test_a_user_alias_that_names_a_catalog_gpu_is_refused(tmp_path, capsys):
     assert main(["hardware", "--hardware", str(ok), "--json"]) == 0
     names = [row["name"] for row in json.loads(capsys.readouterr().out)]
     assert len(names) == len(set(names))
+
+
+def test_softmax_per_clock_rates_are_catalog_data(tmp_path):
+    """The tensor-core and SFU rates per clock per SM are hardware facts in the catalog (with sources), inherited
+    through ``base``; a user entry may give its own, and one without them keeps Hopper's exponential cost."""
+    from moeplan.engine.timing.attention import softmax_exp_share
+
+    for name in CATALOG:
+        g = load_gpu(name)
+        assert g.mma_bf16_flops_per_clk_sm in (4096, 8192) and g.sfu_exp_per_clk_sm in (16, 32), name
+    assert load_gpu("h100-efa").sfu_exp_per_clk_sm == 16 and load_gpu("b300-efa").sfu_exp_per_clk_sm == 32
+    assert any("CUDA-TPUT" in s for s in load_gpu("b200").sources)
+    assert any("BWU-SOFTMAX" in s for s in load_gpu("gb300").sources)
+    f = write(tmp_path, """
+gpus:
+  mygpu:
+    base: h100
+    sfu_exp_per_clk_sm: 8
+  bare:
+    description: lab card
+    hbm_bytes: 48e9
+    hbm_bw_bytes_per_s: 1.0e+12
+    peak_flops: {bf16: 300e12}
+    nvlink_bw_bytes_per_s: 50e9
+    nvlink_domain: 1
+    scaleout_bw_bytes_per_s: 12.5e9
+    host_link: pcie4
+    host_link_bw_bytes_per_s: 32e9
+    host_mem_bytes: 64e9
+""")
+    assert softmax_exp_share(load_gpu("mygpu", f)) == 2.0  # half Hopper's SFU rate, same tensor cores
+    assert softmax_exp_share(load_gpu("bare", f)) == 1.0
+    bad = write(tmp_path, "gpus:\n  x:\n    base: h100\n    sfu_exp_per_clk_sm: 1.5\n", "bad.yaml")
+    with pytest.raises(MoeplanError) as e:
+        load_gpu("x", bad)
+    one_line_error(e, "sfu_exp_per_clk_sm", "whole number")

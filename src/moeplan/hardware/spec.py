@@ -93,6 +93,11 @@ class GPUSpec:
     # 10.3): which fused-attention kernels Transformer Engine can run for a head shape (attention_backend.attention_kernel).
     # None: not given; attention is then costed with the kernels that serve every head shape on Hopper.
     compute_capability: float | None = None
+    # Dense BF16 tensor-core FLOPs and softmax exponentials (SFU MUFU.EX2 results) per clock per SM (architecture
+    # whitepapers, the CUDA C++ Programming Guide's throughput table): how much tensor-core time one exponential of
+    # the attention softmax stands for (timing.attention.softmax_exp_share). None: not given; Hopper's ratio.
+    mma_bf16_flops_per_clk_sm: int | None = None
+    sfu_exp_per_clk_sm: int | None = None
     # Whether GPU kernels can drive the scale-out NIC themselves (InfiniBand / RoCE with GPUDirect RDMA and
     # IBGDA, what DeepEP's internode kernels use through NVSHMEM). False for AWS EFA (SRD over libfabric, no
     # GPU-initiated RDMA): DeepEP's internode dispatch / combine then run through host proxy threads (UCCL-EP,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from moeplan.engine.activations import BF16_BYTES, unfused_score_square, unfused_square_softmax_is_fused
@@ -12,7 +13,7 @@ from moeplan.engine.dsa import cp_gathered_elems as dsa_cp_gathered_elems
 from moeplan.engine.flops import attention_core_fwd_flops as _attention_core_flops_per_token
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.context import TRAIN, Ctx, gemm_rate, make_ctx
-from moeplan.hardware import GPUSpec
+from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.models.spec import Attention
 from moeplan.run.attention_backend import (WIDE_HEAD_KERNEL_ABOVE, attention_kernel, attention_kernel_mixer,
                                            heads_split, sink_cp_comm_ok)
@@ -190,28 +191,34 @@ def rate_key(kind: str, gpu: GPUSpec | None) -> str:
     return rate_keys(kind, gpu)[0]
 
 
-# Dense BF16 tensor-core FLOPs and softmax exponentials (SFU MUFU.EX2 results) per clock per SM, by architecture
-# (GPUSpec.sm_arch). Tensor cores: Hopper 4,096 (H100 SXM: 989.4 TFLOP/s = 132 SMs x 1.83 GHz x 4,096; NVIDIA H100
-# whitepaper), Blackwell and Blackwell Ultra twice that (GB200 / GB300: 2,500 TFLOP/s over 148 / 160 SMs at ~2.1 /
-# ~1.9 GHz; the catalog's peaks); FP8 doubles both. Exponentials: 16 per clock per SM through Blackwell (CUDA C++
-# Programming Guide, arithmetic instruction throughput: exp2 and the other transcendentals), 32 on Blackwell Ultra
-# (NVIDIA technical blog "Making Softmax More Efficient with NVIDIA Blackwell Ultra", 2026: GB300 ~2x GB200's
-# MUFU.EX2 throughput, ~35% more FP8 attention forward throughput on DeepSeek-V3's MLA).
-MMA_BF16_FLOPS_PER_CLK_SM: dict[int, int] = {90: 4096, 100: 8192, 103: 8192}
-SFU_EXP_PER_CLK_SM: dict[int, int] = {90: 16, 100: 16, 103: 32}
-SOFTMAX_REF_ARCH = 90  # attn_softmax_flops is Hopper's (FlashAttention-3's H100 sweep)
+# The GPU attn_softmax_flops was measured on (FlashAttention-3's H100 sweep): its catalog per-clock rates are the
+# reference of softmax_exp_share.
+SOFTMAX_REF_GPU = "h100"
+
+
+def _exp_cost(gpu: GPUSpec) -> float | None:
+    """Tensor-core FLOPs per softmax exponential slot: the catalog's mma_bf16_flops_per_clk_sm / sfu_exp_per_clk_sm
+    (None where the GPU's entry lacks either)."""
+    if gpu.mma_bf16_flops_per_clk_sm is None or gpu.sfu_exp_per_clk_sm is None:
+        return None
+    return gpu.mma_bf16_flops_per_clk_sm / gpu.sfu_exp_per_clk_sm
+
+
+@lru_cache(maxsize=1)
+def _ref_exp_cost() -> float:
+    ref = _exp_cost(load_gpu(SOFTMAX_REF_GPU))
+    assert ref is not None, SOFTMAX_REF_GPU  # the catalog entry carries both rates
+    return ref
 
 
 def softmax_exp_share(gpu: GPUSpec | None) -> float:
     """Cost of one softmax exponential in FLOP-equivalents of the GPU's BF16 peak, relative to Hopper's (where
-    ``attn_softmax_flops`` was measured): its tensor-core FLOPs per exponential slot, MMA_BF16_FLOPS_PER_CLK_SM /
-    SFU_EXP_PER_CLK_SM, over Hopper's. Blackwell (sm100) doubled the tensor cores and kept the SFU: 2; Blackwell
-    Ultra (sm103) doubled the SFU as well: 1. An unknown architecture (or ``gpu`` None) keeps Hopper's ratio."""
-    arch = gpu.sm_arch if gpu is not None else None
-    if arch not in MMA_BF16_FLOPS_PER_CLK_SM:
-        return 1.0
-    ref = MMA_BF16_FLOPS_PER_CLK_SM[SOFTMAX_REF_ARCH] / SFU_EXP_PER_CLK_SM[SOFTMAX_REF_ARCH]
-    return MMA_BF16_FLOPS_PER_CLK_SM[arch] / SFU_EXP_PER_CLK_SM[arch] / ref
+    ``attn_softmax_flops`` was measured, SOFTMAX_REF_GPU): its tensor-core FLOPs per exponential slot (hardware
+    catalog ``mma_bf16_flops_per_clk_sm`` / ``sfu_exp_per_clk_sm``) over the reference GPU's. Blackwell (B200 /
+    GB200) doubled the tensor cores and kept the SFU: 2; Blackwell Ultra (B300 / GB300) doubled the SFU as well: 1.
+    A GPU without those rates (or ``gpu`` None) keeps Hopper's ratio."""
+    cost = _exp_cost(gpu) if gpu is not None else None
+    return 1.0 if cost is None else cost / _ref_exp_cost()
 
 
 # Kernel families that train in FP8 under Megatron's fp8_dot_product_attention: Transformer Engine runs FP8 attention
