@@ -479,7 +479,7 @@ def moe_layer_s(group: str, dispatcher: str, precision: str, cal=None) -> float:
                                           mtp_layer=None)
     cfg, gpu = api.build_config(one, gpu="h100", gpus=8, seq_len=4096, gbs=8, mbs=1, ep=8, dispatcher=dispatcher,
                                 precision=precision, mcore_version=LAYER_BENCH_MCORE, grad_fp32=False)
-    ctx = replace(make_ctx(cfg, gpu, cal), wgrad_accumulate=False, router_pads_experts=False)
+    ctx = make_ctx(cfg, gpu, cal, wgrad_accumulate=False, router_pads_experts=False)
     return layer_time(ctx, layer).total()
 
 

@@ -158,7 +158,8 @@ class Ctx:
     # moe_router_padding_for_quantization; timing.moe.expert_quant_padded), as moeplan assumes; the MoE-layer
     # benchmark (N38 / N39) leaves it off, and its experts copy their rows into a padded buffer
     router_pads_experts: bool = True
-    # (both set where the Ctx is made, before any layer time: ``cache`` and the shared caches do not key on them)
+    # (both set where the Ctx is made, before any layer time: ``cache`` and the shared caches do not key on them;
+    # make_ctx's keywords, and a context derived for another configuration of the run keeps them: derived_ctx)
 
 
 def layer_shape(cfg: RunConfig) -> RunConfig:
@@ -175,13 +176,24 @@ def layer_shape(cfg: RunConfig) -> RunConfig:
 
 
 def make_ctx(cfg: RunConfig, gpu: GPUSpec, cal: Calibration,
-              shared: dict[Any, dict[Any, Any]] | None = None) -> Ctx:
+              shared: dict[Any, dict[Any, Any]] | None = None, *, wgrad_accumulate: bool = True,
+              router_pads_experts: bool = True) -> Ctx:
     """``shared``: the search's layer cache, one dict of layer (and head) times per :func:`layer_shape`;
-    the run's own cache is its shape's dict."""
+    the run's own cache is its shape's dict. ``wgrad_accumulate`` / ``router_pads_experts``: the settings of a
+    module timed outside a training step (:class:`Ctx`; the MoE-layer benchmark N38 / N39 turns both off)."""
     par, batch = cfg.parallel, cfg.batch
     shape = layer_shape(cfg) if shared is not None else None
     cache: dict[Any, Any] = {} if shared is None else shared.setdefault(shape, {})
     # GEMM times in the shared cache, one dict per GPU and what gemm_time reads of the run's numerics
     gemms = None if shared is None else shared.setdefault(("gemm_times", gpu, cfg.precision, cfg.grad_fp32), {})
     return Ctx(cfg, gpu, cal, batch.mbs * batch.seq_len / (par.cp * par.tp), batch.mbs * batch.seq_len / par.cp,
-                gemm_rate(gpu, cfg.precision), cache, shared=shared, shape=shape, gemms=gemms)
+                gemm_rate(gpu, cfg.precision), cache, shared=shared, shape=shape, gemms=gemms,
+                wgrad_accumulate=wgrad_accumulate, router_pads_experts=router_pads_experts)
+
+
+def derived_ctx(ctx: Ctx, cfg: RunConfig) -> Ctx:
+    """The context of another configuration of ``ctx``'s run (its BF16 layers: timing.step._bf16_ctx): the same GPU,
+    constants and shared caches, and the same settings of how the module is timed (``wgrad_accumulate``,
+    ``router_pads_experts``), which no copy may drop."""
+    return make_ctx(cfg, ctx.gpu, ctx.cal, ctx.shared, wgrad_accumulate=ctx.wgrad_accumulate,
+                    router_pads_experts=ctx.router_pads_experts)

@@ -13,7 +13,7 @@ from moeplan.engine.flops import flops_per_token, logits_gemm, mtp_eh_proj_gemm
 from moeplan.engine.param_shards import average_params_per_gpu
 from moeplan.engine.timing.attention import cp_comm
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
-from moeplan.engine.timing.context import TIME_ITEMS, Ctx, busbw, make_ctx, ring_time
+from moeplan.engine.timing.context import TIME_ITEMS, Ctx, busbw, derived_ctx, make_ctx, ring_time
 from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.layer import layer_time
 from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_comm
@@ -164,7 +164,7 @@ def _bf16_ctx(ctx: Ctx) -> Ctx:
     the BF16 end layers, MTP under a TE quantization config), made once per run context."""
     hit = ctx.cache.get("bf16_ctx")
     if hit is None:
-        hit = ctx.cache["bf16_ctx"] = make_ctx(bf16_config(ctx.cfg), ctx.gpu, ctx.cal, ctx.shared)
+        hit = ctx.cache["bf16_ctx"] = derived_ctx(ctx, bf16_config(ctx.cfg))
     return hit  # type: ignore[no-any-return]
 
 
