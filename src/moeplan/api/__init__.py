@@ -26,7 +26,7 @@ from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_
                                 DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.budget import budget_bytes
-from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
+from moeplan.engine.estimate import Estimate, evaluate, routing_answer  # noqa: F401  (Estimate re-exported: the API returns it)
 from moeplan.engine.flops import flops_per_token
 from moeplan.engine.knobs import knob_problem
 from moeplan.engine.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
@@ -424,8 +424,8 @@ class PlanReport:
 
     @property
     def routing(self) -> dict[str, Any]:
-        """The routing the plans assume (moeplan.base.routing.routing_fields; None for a model without experts)."""
-        return routing_fields(self.moe_imbalance if self.model.num_experts else None, self.cal.natural_routing_imbalance)
+        """The routing the plans assume (moeplan.engine.estimate.routing_answer; None for a model without experts)."""
+        return routing_answer(self.model, self.moe_imbalance, self.cal)
 
     @property
     def plans(self) -> list[Plan]:
@@ -725,7 +725,7 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     imbalance = resolve_imbalance(kwargs.pop("routing", None), kwargs.get("moe_imbalance"), cal.natural_routing_imbalance)
     argcheck.imbalance_and_reserve(imbalance, kwargs.get("reserve_gib", DEFAULT_RESERVE_GIB))
     kwargs["moe_imbalance"] = imbalance
-    routing = routing_fields(imbalance if spec.num_experts else None, cal.natural_routing_imbalance)
+    routing = routing_answer(spec, imbalance, cal)
     points = []
     errors: list[InvalidLayout] = []
     if progress is not None and hasattr(progress, "start") and hold is not None:
