@@ -13,7 +13,7 @@ from moeplan import api
 from moeplan.base.errors import MoeplanError
 from moeplan.base.routing import resolve_imbalance, routing_fields, routing_words
 from moeplan.cli import main
-from moeplan.engine.estimate import routing_answer
+from moeplan.engine.estimate import estimate_dict, routing_answer
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as CAL
 
 M = "qwen3-30b-a3b"
@@ -165,3 +165,15 @@ def test_check_says_the_routing_its_file_assumed(capsys, tmp_path):
     main(["check", str(run)])
     head = " ".join(" ".join(capsys.readouterr().out.splitlines()[:4]).split())
     assert f"natural routing, routing imbalance {NATURAL:.4g}" in head and "--routing" not in head
+
+
+def test_check_gives_its_estimate_as_estimate_does(capsys, tmp_path):
+    """One rendering of an estimate (moeplan.engine.estimate.estimate_dict): check's JSON estimate of a plan's
+    exported file has the keys and routing of ``moeplan estimate --json`` (less its hints), and the API's copy is that function."""
+    run = tmp_path / "run.yaml"
+    assert main(["plan", *ARGV, "--gbs", "64", "--routing", "natural", "--top", "1", "--format", "yaml"]) == 0
+    run.write_text(capsys.readouterr().out)
+    checked = _json(capsys, "check", str(run))["estimate"]
+    est = _json(capsys, "estimate", *ARGV, "--gbs", "64", "--ep", "8", "--routing", "natural")
+    assert set(checked) == set(est) - {"hints"} and checked["routing"] == est["routing"] == "natural"
+    assert api.estimate_dict is estimate_dict

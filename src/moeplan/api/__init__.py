@@ -14,7 +14,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from moeplan.api.answers import estimate_dict, run_routing
 from moeplan.base import argcheck
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, normalize_version
@@ -26,7 +25,8 @@ from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_
                                 DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.budget import budget_bytes
-from moeplan.engine.estimate import Estimate, evaluate, routing_answer  # noqa: F401  (Estimate re-exported: the API returns it)
+from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
+from moeplan.engine.estimate import estimate_dict, routing_answer, run_routing
 from moeplan.engine.flops import flops_per_token
 from moeplan.engine.knobs import knob_problem
 from moeplan.engine.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)

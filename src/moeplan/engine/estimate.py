@@ -100,6 +100,12 @@ def run_routing(cfg: RunConfig, cal: Calibration = DEFAULT_CALIBRATION) -> dict[
     return routing_answer(cfg.model, cfg.moe_imbalance, cal)
 
 
+def estimate_dict(est: Estimate, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, Any]:
+    """An estimate as every answer gives it (``moeplan estimate --json``, check's estimate, a sweep row):
+    :meth:`Estimate.as_dict` and the routing it assumed (:func:`run_routing`)."""
+    return est.as_dict() | run_routing(est.config, cal)
+
+
 def evaluate(cfg: RunConfig, gpu: GPUSpec | None = None, cal: Calibration = DEFAULT_CALIBRATION) -> Estimate:
     """Memory and time of a configuration on its GPU (``cfg.gpu``; ``gpu`` is accepted for callers that pass the
     pair and must be the same GPU), timing constants ``cal``."""
