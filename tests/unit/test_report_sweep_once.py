@@ -28,10 +28,12 @@ def searches(monkeypatch: pytest.MonkeyPatch) -> Counter:
     return seen
 
 
-def test_report_sweep_plans_each_length_once(searches: Counter, tmp_path: Path, capsys: Any) -> None:
+@pytest.mark.parametrize("flags", [[], ["--precision", "fp8-cs", "--fsdp", "off", "--reserve-gib", "4"]])
+def test_report_sweep_plans_each_length_once(flags: list[str], searches: Counter, tmp_path: Path, capsys: Any) -> None:
+    """The report's own question (its knobs too) is the sweep's at that length: one search, not two."""
     html = tmp_path / "r.html"
     argv = ["report", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--seq-len", "4k", "--gbs", "64",
-            "--sweep", "4k,8k", "--html", str(html), "--json"]
+            "--sweep", "4k,8k", "--html", str(html), "--json", *flags]
     assert main(argv) == 0
     assert searches == Counter({4096: 1, 8192: 1})
     out = json.loads(capsys.readouterr().out)
@@ -57,3 +59,19 @@ def test_sweep_points_reuse_only_a_search_of_the_same_question() -> None:
     same = api.search_plans("qwen3-30b-a3b", seq_len=4096, gbs=64, top=1, **kw)
     points = api.sweep_points("qwen3-30b-a3b", seq_lens=[4096], gbs_tokens=64 * 4096, planned=same, **kw)
     assert points[0].plan is same.best
+
+
+@pytest.mark.parametrize("other", [
+    dict(gpus=32), dict(precision="fp8-cs"), dict(routing="natural"), dict(reserve_gib=4.0),
+    dict(mcore_version="0.13"), dict(fsdp="off"), dict(cuda_graphs=False), dict(fixed={"tp": 2}),
+    dict(gpu="b200"), dict(optimizer="muon"),
+])
+def test_sweep_points_reuse_no_search_of_another_question(other: dict[str, Any]) -> None:
+    """Same length and GBS is not the same question: a search whose model, system or any knob differs from the
+    sweep's (one setting changed at a time) is not taken for that length's row; the length is searched."""
+    kw = dict(gpu="h100", gpus=16)
+    found = api.search_plans("qwen3-30b-a3b", seq_len=4096, gbs=64, top=1, **(kw | other))
+    points = api.sweep_points("qwen3-30b-a3b", seq_lens=[4096], gbs_tokens=64 * 4096, planned=found, **kw)
+    assert points[0].plan is not found.best
+    alone = api.sweep_points("qwen3-30b-a3b", seq_lens=[4096], gbs_tokens=64 * 4096, **kw)[0]
+    assert points[0].plan is not None and points[0].plan.config == alone.plan.config

@@ -13,6 +13,7 @@ from moeplan import api
 from moeplan.base.errors import MoeplanError
 from moeplan.base.routing import resolve_imbalance, routing_fields, routing_words
 from moeplan.cli import main
+from moeplan.engine.estimate import estimate_dict, routing_answer
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as CAL
 
 M = "qwen3-30b-a3b"
@@ -65,6 +66,23 @@ def test_a_model_without_experts_says_no_routing():
     assert est["routing"] is None and est["moe_imbalance"] is None
     found = api.plan("llama3-8b", gpu="h100", gpus=8, seq_len=4096, gbs=64, top=1, routing="natural")
     assert found["routing"] is None and found["plans"][0]["routing"] is None
+    rows = api.sweep("llama3-8b", gpu="h100", gpus=8, seq_lens=[4096], gbs_tokens=64 * 4096, routing="natural")
+    assert (rows[0]["routing"], rows[0]["moe_imbalance"]) == (None, None)
+
+
+def test_routing_answer_is_the_one_place_that_asks_whether_a_model_routes(tmp_path, capsys):
+    """Every answer's routing comes from moeplan.engine.estimate.routing_answer: a model without experts has none
+    whatever imbalance its run carries (the estimate, the plan, the sweep row and check's estimate alike)."""
+    dense, moe = api.resolve_model("llama3-8b"), api.resolve_model(M)
+    assert routing_answer(dense, NATURAL, CAL) == {"routing": None, "moe_imbalance": None}
+    assert routing_answer(moe, NATURAL, CAL) == {"routing": "natural", "moe_imbalance": NATURAL}
+    assert routing_answer(moe, 1.3, CAL)["routing"] == "custom"
+    run = tmp_path / "dense.yaml"
+    assert main(["plan", "llama3-8b", "--gpu", "h100", "--gpus", "8", "--seq-len", "4k", "--gbs", "64",
+                 "--format", "yaml"]) == 0
+    run.write_text(capsys.readouterr().out)
+    got = _json(capsys, "check", str(run), "--moe-imbalance", "1.3")["estimate"]
+    assert (got["routing"], got["moe_imbalance"]) == (None, None)
 
 
 def test_a_plan_with_nothing_fitting_still_says_its_routing():
@@ -147,3 +165,15 @@ def test_check_says_the_routing_its_file_assumed(capsys, tmp_path):
     main(["check", str(run)])
     head = " ".join(" ".join(capsys.readouterr().out.splitlines()[:4]).split())
     assert f"natural routing, routing imbalance {NATURAL:.4g}" in head and "--routing" not in head
+
+
+def test_check_gives_its_estimate_as_estimate_does(capsys, tmp_path):
+    """One rendering of an estimate (moeplan.engine.estimate.estimate_dict): check's JSON estimate of a plan's
+    exported file has the keys and routing of ``moeplan estimate --json`` (less its hints), and the API's copy is that function."""
+    run = tmp_path / "run.yaml"
+    assert main(["plan", *ARGV, "--gbs", "64", "--routing", "natural", "--top", "1", "--format", "yaml"]) == 0
+    run.write_text(capsys.readouterr().out)
+    checked = _json(capsys, "check", str(run))["estimate"]
+    est = _json(capsys, "estimate", *ARGV, "--gbs", "64", "--ep", "8", "--routing", "natural")
+    assert set(checked) == set(est) - {"hints"} and checked["routing"] == est["routing"] == "natural"
+    assert api.estimate_dict is estimate_dict

@@ -6,12 +6,19 @@ in the fit (N41 absolute, N40 within its sweep: benchmarks/calibrate.py); these 
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 
 from moeplan import api
-from moeplan.models import load_model
 from moeplan.engine.params import count_params
+from moeplan.engine.timing.attention import attention_s, cp_comm
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import make_ctx
+from moeplan.models import load_model
 from tests.measured_variants import n_variants
+
+from ..conftest import REFERENCE_DIR
 
 POINT_TOL = 0.12  # each point within 12%
 RANGE_TOL = 0.10  # each sweep's max / min within 10% of the measured one
@@ -95,11 +102,35 @@ def test_n41_runs_its_te_release():
     assert new / old > 1.25
 
 
+def _shared_cp_points(group: str) -> int:
+    """The CP points (cp > 1) of a group in the shared table itself."""
+    with open(REFERENCE_DIR / "measured_variants.csv", newline="", encoding="utf-8") as fh:
+        return sum(1 for r in csv.DictReader(fh) if r["group_id"] == group and r["cp"] and int(r["cp"]) > 1)
+
+
 def test_ring_cp_stays_hidden_behind_attention():
-    """CP exposure against length: with p2p CP each ring step's K/V send overlaps the attention of the block received
-    (timing.attention.cp_comm); at every CP point of both sweeps the sends take at most ~0.4 of that attention (N41's
-    cross-node rings from 128K; N40's <= 0.16), so nothing is exposed, as the data say: the residuals do not grow
-    with CP or as the blocks shrink."""
+    """CP exposure against length: with p2p CP each ring step sends this rank's K/V block (and K/V + dK/dV in the
+    backward) while it computes the attention of the block received (timing.attention.cp_comm; Liu et al., Ring
+    Attention). At every CP point of both sweeps (all of the shared table's) the sends of one step take under half
+    of that step's attention (N40's <= ~0.16, N41's cross-node rings from 128K ~0.45), so nothing is exposed, as the
+    data say: the residuals do not grow with CP or as the blocks shrink. A ring that leaves the NVLink domain sends
+    over the slower scale-out link: a larger share than the same sweep's rings inside one domain."""
+    shares: dict[str, dict[bool, list[float]]] = {}
     for v in n_variants():
-        if v.group in ("N40", "N41") and v.kwargs["cp"] > 1:
-            assert api.estimate(v.model, **v.kwargs)["time_breakdown_s"]["cp_comm"] == 0.0, v.label
+        if v.group not in ("N40", "N41") or v.kwargs["cp"] <= 1:
+            continue
+        cfg, gpu = api.build_config(v.model, **v.kwargs)
+        assert cfg.cp_comm_type == "p2p", v.label
+        ctx = make_ctx(cfg, gpu, DEFAULT_CALIBRATION)
+        mixer = cfg.model.first_attention
+        steps = cfg.parallel.cp - 1  # ring steps with a block to receive (the diagonal step has none)
+        send_s = cp_comm(ctx, mixer, 0.0)[0] / steps  # with no attention to hide behind, the sends are all exposed
+        step_attention_s = attention_s(ctx, mixer) / cfg.parallel.cp  # the layer's attention over the ring's steps
+        share = send_s / step_attention_s
+        assert 0.0 < share < 0.5, (v.label, share)
+        assert api.estimate(v.model, **v.kwargs)["time_breakdown_s"]["cp_comm"] == 0.0, v.label
+        crosses = cfg.parallel.tp * cfg.parallel.cp > gpu.nvlink_domain
+        shares.setdefault(v.group, {}).setdefault(crosses, []).append(share)
+    for group, by_link in shares.items():
+        assert sum(map(len, by_link.values())) == _shared_cp_points(group) >= 6, group
+        assert min(by_link[True]) > 2 * max(by_link[False]), group  # scale-out sends take longer than NVLink's

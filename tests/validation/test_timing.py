@@ -159,19 +159,32 @@ def _fa3_points():
 
 
 def test_attention_rate_follows_the_flashattention3_length_curve():
-    """The short-block loss of non-causal blocks (ring CP's off-diagonal steps: L / (L + attn_half_tokens))
-    reproduces FlashAttention-3's measured non-causal curve (relative to its 16K point) within 6% at every length
-    from 512 to 16K tokens."""
-    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as CAL
+    """The short-block loss of non-causal blocks (ring CP's off-diagonal steps, and window-long blocks of a sliding
+    window: timing.attention.attention_rate's non-causal ramp) reproduces FlashAttention-3's measured non-causal
+    curve (relative to its 16K point) within 6% at every length from 512 to 16K tokens. The blocks are the engine's
+    own: Qwen3-30B-A3B's attention with its window set to each length, in a 32K sequence (so every block is one
+    non-causal window, causal share 0)."""
+    import dataclasses
 
+    from moeplan.engine.timing.attention import attention_block_tokens, attention_rate, causal_part
+    from moeplan.hardware import load_gpu
+
+    gpu = load_gpu("h100")
+    model = load_model("qwen3-30b-a3b")
+    cfg = api.build_config(model, gpu="h100", gpus=8, seq_len=32768, gbs=8, ep=8)[0]
     points = _fa3_points()
     ref_len, ref_tflops = points[-1]
 
-    def ramp(n):
-        return n / (n + CAL.attn_half_tokens)
+    def rate(block: int) -> float:
+        mixer = dataclasses.replace(model.distinct_mixers[0], sliding_window=block)
+        assert causal_part(cfg, mixer, gpu.nvlink_domain) == (0.0, block)  # all of it non-causal blocks
+        assert attention_block_tokens(cfg, mixer, gpu.nvlink_domain) == block
+        return attention_rate(cfg, gpu, mixer)
 
-    for seq, tflops in points:
-        assert ramp(seq) / ramp(ref_len) == pytest.approx(tflops / ref_tflops, rel=0.06), seq
+    rates = [rate(seq) for seq, _ in points]
+    assert rates == sorted(rates) and len(set(rates)) == len(rates)  # longer blocks run faster
+    for (seq, tflops), r in zip(points, rates):
+        assert r / rate(ref_len) == pytest.approx(tflops / ref_tflops, rel=0.06), seq
 
 
 def test_causal_attention_rate_follows_cudnn_causal_length_curve():
@@ -224,18 +237,23 @@ def test_ring_context_parallel_shortens_attention_blocks_and_ulysses_does_not():
 
 def test_wgrad_accumulates_into_the_main_gradient_every_micro_batch():
     """Megatron-Core gradient_accumulation_fusion: each micro-batch's weight-gradient GEMM reads and
-    writes the local main_grad. Qwen3-30B-A3B (48 MoE layers, 128 experts of 3 x 2048 x 768) on 8
-    H100 with EP8 holds 16 experts per GPU: fp32 instead of bf16 main grads adds 2 x 2 bytes per
-    local expert weight per micro-batch of HBM traffic."""
-    from moeplan.hardware import load_gpu
+    writes the local main_grad. Qwen3-30B-A3B on 8 H100 with EP8 holds 1/8 of its routed expert weights per GPU
+    (the engine's parameter count): fp32 instead of bf16 main grads adds 2 x 2 bytes per local expert weight per
+    micro-batch of HBM traffic, at the HBM rate the model streams at."""
+    from moeplan.engine.activations import BF16_BYTES
+    from moeplan.engine.params import count_params
     from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+    from moeplan.engine.timing.step import estimate_time
 
     common = dict(gpu="h100", gpus=8, seq_len=4096, gbs=16, ep=8)  # DP 8: 2 micro-batches per step
     fp32 = api.estimate("qwen3-30b-a3b", grad_fp32=True, **common)
     bf16 = api.estimate("qwen3-30b-a3b", grad_fp32=False, **common)
-    gpu = load_gpu("h100")
-    local_expert_weights = 48 * (128 // 8) * 3 * 2048 * 768
-    expected_s = 2 * local_expert_weights * 2 * (4 - 2) / (gpu.hbm_bw_bytes_per_s * DEFAULT_CALIBRATION.hbm_eff)
+    cfg, gpu = api.build_config("qwen3-30b-a3b", grad_fp32=True, **common)
+    micro = estimate_time(cfg, gpu).microbatches
+    assert micro == 2
+    local_expert_weights = count_params(cfg.model).routed_experts / cfg.parallel.ep
+    extra_bytes = micro * local_expert_weights * 2 * (4 - BF16_BYTES)  # read + write, fp32 instead of bf16
+    expected_s = extra_bytes / (gpu.hbm_bw_bytes_per_s * DEFAULT_CALIBRATION.hbm_eff)
     delta = fp32["time_breakdown_s"]["grouped_gemm"] - bf16["time_breakdown_s"]["grouped_gemm"]
     assert delta == pytest.approx(expected_s, rel=1e-6)
     # per micro-batch, narrow EP (more local experts) pays more of it than wide EP at the same tokens

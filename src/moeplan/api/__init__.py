@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from moeplan.api.answers import estimate_dict, run_routing
 from moeplan.base import argcheck
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, normalize_version
-from moeplan.base.limits import run_bound, sweep_lengths_problem
+from moeplan.base.limits import check_gbs_tokens, sweep_lengths_problem
 from moeplan.base.routing import resolve_imbalance, routing_fields
 from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
@@ -27,6 +25,7 @@ from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
+from moeplan.engine.estimate import estimate_dict, routing_answer, run_routing
 from moeplan.engine.flops import flops_per_token
 from moeplan.engine.knobs import knob_problem
 from moeplan.engine.listing import list_models  # noqa: F401  (part of the API; its own module for start-up time)
@@ -421,11 +420,12 @@ class PlanReport:
     result: PlanResult
     moe_imbalance: float = 1.0  # the routing imbalance the question asked for (moeplan.base.routing)
     cal: Calibration = DEFAULT_CALIBRATION  # the timing constants it was searched with
+    question: dict[str, Any] | None = None  # every argument of the search as it read them (_search_question)
 
     @property
     def routing(self) -> dict[str, Any]:
-        """The routing the plans assume (moeplan.base.routing.routing_fields; None for a model without experts)."""
-        return routing_fields(self.moe_imbalance if self.model.num_experts else None, self.cal.natural_routing_imbalance)
+        """The routing the plans assume (moeplan.engine.estimate.routing_answer; None for a model without experts)."""
+        return routing_answer(self.model, self.moe_imbalance, self.cal)
 
     @property
     def plans(self) -> list[Plan]:
@@ -530,12 +530,32 @@ def search_plans(
     other knobs every estimating command takes (moeplan.run.knobs: a flag in the ``gpu`` or ``cluster`` slot), by
     their API keyword: the user's choice, never searched, carried by every run. ``routing`` (forced | natural) or
     ``moe_imbalance`` (a number), not both: the routing the plans assume (default forced, 1.0)."""
+    q = _search_question(**locals())  # every argument, checked and read as the search reads it
+    space = SearchSpace(**q["fixed"], cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
+                        fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
+    result = search(q["model"], q["gpu"], gpus, seq_len, gbs, precision=precision, top=top, space=space,
+                    moe_imbalance=q["moe_imbalance"], mcore_version=q["mcore_version"], reserve_gib=reserve_gib,
+                    allow_gbs_reduction=allow_gbs_reduction, progress=progress,
+                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
+                    te_version=te_version, te_grouped_tensor=te_grouped_tensor, knobs=q["knobs"])
+    return PlanReport(q["model"], q["gpu"], gpus, seq_len, precision, headroom, result, q["moe_imbalance"], cal, q)
+
+
+def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any, precision: Any, top: Any, headroom: Any,
+                     moe_imbalance: Any, routing: Any, reserve_gib: Any, mcore_version: Any, te_version: Any,
+                     te_grouped_tensor: Any, hardware_file: Any, fixed: Any, cuda_graphs: Any, optimizer_offload: Any,
+                     allow_gbs_reduction: Any, progress: Any, grad_fp32: Any, bf16_moments: Any, cal: Any,
+                     optimizer: Any, fsdp: Any, fsdp_double_buffer: Any, mtp_layers: Any, knobs: Any) -> dict[str, Any]:
+    """:func:`search_plans`' arguments checked (bad input: one line) and read as the search reads them (the model
+    with its MTP layers, the GPU, the routing's imbalance, ...), less ``top`` and ``progress``: how it answers, not
+    what it asks. Two searches asked the same find the same plan 1 (what :func:`sweep_points` compares)."""
+    asked = {k: v for k, v in locals().items() if k not in ("top", "progress", "routing", "hardware_file", "mtp_layers")}
     given = _given_knobs(knobs)
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
     fx = _check_fixed(fixed)
     argcheck.calibration(cal, Calibration)
     moe_imbalance = resolve_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance)
-    _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib, cal)
+    _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib)
     argcheck.choice("precision", precision, PRECISIONS)
     argcheck.flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
                    bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
@@ -553,14 +573,8 @@ def search_plans(
         raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
     if optimizer not in OPTIMIZERS:
         raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
-    space = SearchSpace(**fx, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
-                        fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
-    result = search(spec, gpu_spec, gpus, seq_len, gbs, precision=precision, top=top, space=space,
-                    moe_imbalance=moe_imbalance, mcore_version=mcore_version, reserve_gib=reserve_gib,
-                    allow_gbs_reduction=allow_gbs_reduction, progress=progress,
-                    grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
-                    te_version=te_version, te_grouped_tensor=te_grouped_tensor, knobs=given)
-    return PlanReport(spec, gpu_spec, gpus, seq_len, precision, headroom, result, moe_imbalance, cal)
+    return asked | dict(model=spec, gpu=gpu_spec, moe_imbalance=moe_imbalance, mcore_version=mcore_version, fixed=fx,
+                        knobs=given)
 
 
 def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
@@ -592,7 +606,7 @@ def _check_fixed(fixed: Any) -> dict[str, Any]:
 
 
 def _check_search_args(cuda_graphs: Any, optimizer_offload: Any, headroom: Any, moe_imbalance: Any,
-                       reserve_gib: Any, cal: Any) -> None:
+                       reserve_gib: Any) -> None:
     """:func:`search_plans`' switches and numbers: cuda_graphs and optimizer_offload are whether the search tries
     them (bools), where :func:`build_config` takes the scopes and the fraction."""
     argcheck.flag("cuda_graphs", cuda_graphs, hint=" (whether the search tries CUDA graphs; estimate's cuda_graphs "
@@ -601,7 +615,6 @@ def _check_search_args(cuda_graphs: Any, optimizer_offload: Any, headroom: Any, 
                   "estimate's optimizer_offload takes the fraction)")
     argcheck.headroom(headroom)
     argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
-    argcheck.calibration(cal, Calibration)
 
 
 def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALIBRATION, progress: Any = None,
@@ -638,31 +651,6 @@ def plan(model: str | ModelSpec, **kwargs: Any) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------- sweep / explain
 
 
-def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int, name: str = "--gbs-tokens") -> None:
-    """A token budget (``name``, as the user gave it) must hold a whole number of sequences at every length: else
-    one MoeplanError that suggests the nearest budgets that do (multiples of the lengths' least common multiple)."""
-    longest, step = max(seq_lens), math.lcm(*seq_lens)
-    most = run_bound("gbs_tokens")
-    if step > most and (gbs_tokens < longest or any(gbs_tokens % s for s in seq_lens)):
-        # a common multiple past any real batch (40 odd lengths: 2e22 tokens) is no advice: say none is reasonable
-        raise MoeplanError(f"{name} {gbs_tokens:,} does not hold whole sequences at every length, and no budget up to "
-                           f"{most:,} tokens does (the lengths' least common multiple is {step:.3g}); sweep lengths "
-                           "that divide one another (e.g. 16k,32k,64k) or fewer of them")
-    if gbs_tokens < longest:
-        raise MoeplanError(f"{name} {gbs_tokens:,} is less than one sequence of {longest:,} tokens; use {step:,} or a "
-                           "multiple" + ("" if len(seq_lens) == 1 else " (whole sequences at every length)"))
-    bad = [s for s in seq_lens if gbs_tokens % s]
-    if not bad:
-        return
-    lo, hi = max(step, gbs_tokens // step * step), (gbs_tokens // step + 1) * step
-    use = " or ".join(dict.fromkeys(f"{n:,}" + (f" (GBS {n // seq_lens[0]})" if len(seq_lens) == 1 else "")
-                                    for n in (lo, hi)))
-    every = "" if len(seq_lens) == 1 else (f" at every length (multiples of {step:,}, the least common multiple of "
-                                           f"{', '.join(f'{s:,}' for s in seq_lens)})")
-    raise MoeplanError(f"{name} {gbs_tokens:,} is not a whole number of {bad[0]:,}-token sequences "
-                       f"({gbs_tokens / bad[0]:,.2f}); use {use}{every}")
-
-
 @dataclass(frozen=True)
 class SweepPoint:
     """One sequence length of a sweep: the held layout's or the best plan's estimate, or nothing that fits
@@ -693,9 +681,11 @@ _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "res
               "grad_fp32", "bf16_moments", "cal", "optimizer", "mtp_layers", "fsdp", "fsdp_double_buffer")
 
 
-def _every_command_knobs() -> set[str]:
-    """The API keywords of the knobs every estimating command takes (a flag in the ``gpu`` or ``cluster`` slot)."""
-    return {k.api for k in knob_table(RunConfig) if k.flag is not None and k.flag["slot"] in ("gpu", "cluster")}
+def _plan_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's keywords its searches take: :func:`search_plans`' own and the API keywords of the knobs every
+    estimating command takes (a flag in the ``gpu`` or ``cluster`` slot)."""
+    every = {k.api for k in knob_table(RunConfig) if k.flag is not None and k.flag["slot"] in ("gpu", "cluster")}
+    return {k: v for k, v in kwargs.items() if k in _PLAN_KEYS or k in every}
 
 
 def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int, hold: dict[str, Any] | None = None,
@@ -710,8 +700,8 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     ``all_invalid_raises`` is False (a report's sweep beside plans that answer its own question). With
     ``first_invalid_raises`` (explain's two lengths: a comparison needs every run) the first invalid length's
     :class:`InvalidLayout` is raised at once and no later length is planned. ``planned``: a search already made
-    with the same settings at one of the lengths and its GBS (a report's plans), whose plan 1 that length takes
-    instead of searching again. ``routing`` (forced | natural) or ``moe_imbalance``, not both, as
+    (a report's plans); the length whose whole question it answered (model, system, every knob, the length and
+    its GBS) takes its plan 1 instead of searching again, every other length is searched. ``routing`` (forced | natural) or ``moe_imbalance``, not both, as
     :func:`search_plans` takes them: every row says the routing it assumed."""
     seq_lens = argcheck.count_list("seq_lens", seq_lens, nonempty=True, bound="seq_len")
     if sweep_lengths_problem(len(seq_lens)):
@@ -725,14 +715,14 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     imbalance = resolve_imbalance(kwargs.pop("routing", None), kwargs.get("moe_imbalance"), cal.natural_routing_imbalance)
     argcheck.imbalance_and_reserve(imbalance, kwargs.get("reserve_gib", DEFAULT_RESERVE_GIB))
     kwargs["moe_imbalance"] = imbalance
-    routing = routing_fields(imbalance if spec.num_experts else None, cal.natural_routing_imbalance)
+    routing = routing_answer(spec, imbalance, cal)
     points = []
     errors: list[InvalidLayout] = []
     if progress is not None and hasattr(progress, "start") and hold is not None:
         progress.start(len(seq_lens))
     for s in seq_lens:
         gbs = gbs_tokens // s  # whole sequences: check_gbs_tokens above
-        reuse = hold is None and planned is not None and (planned.seq_len, planned.result.requested_gbs) == (s, gbs)
+        reuse = hold is None and planned is not None and _same_question(planned, spec, s, gbs, kwargs)
         try:
             point = _planned_point(planned, s, gbs) if reuse else _sweep_point(spec, s, gbs, hold, progress, kwargs)
         except InvalidLayout as exc:
@@ -744,6 +734,16 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     if all_invalid_raises and errors and len(errors) == len(points):
         raise errors[0]
     return points
+
+
+_SEARCH_SIGNATURE = inspect.signature(search_plans)  # its defaults complete a sweep's question
+
+
+def _same_question(found: PlanReport, spec: ModelSpec, s: int, gbs: int, kwargs: dict[str, Any]) -> bool:
+    """Whether ``found`` was asked the whole question (:func:`_search_question`) :func:`_sweep_point` asks at ``s``."""
+    asked = _SEARCH_SIGNATURE.bind(spec, seq_len=s, gbs=gbs, **_plan_keywords(kwargs))
+    asked.apply_defaults()
+    return found.question is not None and found.question == _search_question(**asked.arguments)
 
 
 def _planned_point(found: PlanReport, s: int, gbs: int) -> SweepPoint:
@@ -765,8 +765,8 @@ def _sweep_point(spec: ModelSpec, s: int, gbs: int, hold: dict[str, Any] | None,
             if progress is not None and hasattr(progress, "advance"):
                 progress.advance()
         return SweepPoint(s, gbs, "held layout", est)
-    plan_kw = {k: v for k, v in kwargs.items() if k in _PLAN_KEYS or k in _every_command_knobs()}
-    return _planned_point(search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **plan_kw), s, gbs)
+    return _planned_point(search_plans(spec, seq_len=s, gbs=gbs, top=1, progress=progress, **_plan_keywords(kwargs)),
+                          s, gbs)
 
 
 def sweep(model: str | ModelSpec, **kwargs: Any) -> list[dict[str, Any]]:

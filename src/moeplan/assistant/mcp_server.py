@@ -28,8 +28,10 @@ from pydantic import Field, ValidationError
 
 from moeplan.assistant import tools
 from moeplan.base.errors import MoeplanError, one_line
+from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION
+from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DISPATCHERS,
+                                FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 
 SERVER_NAME = "moeplan"
 INSTRUCTIONS = (
@@ -42,6 +44,8 @@ INSTRUCTIONS = (
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 # --------------------------------------------------------------------------------------------- argument types
+# Every list of allowed values is moeplan's own vocabulary (moeplan.base.vocab, moeplan.base.routing, the export
+# formats): a Literal over its tuple, so a value the CLI and the API take is one the tools' schemas take.
 
 Model = Annotated[str, Field(description="a catalog name (list_models: deepseek-v3, qwen3-235b-a22b, ...) or the "
                                          "text of a Hugging Face config.json (starts with '{')")]
@@ -50,21 +54,22 @@ Gpu = Annotated[str, Field(description="GPU name from list_hardware (h100, h200,
 Gpus = Annotated[int, Field(description="total GPU count")]
 SeqLen = Annotated[int, Field(description="sequence length in tokens (131072 for 128K)")]
 Gbs = Annotated[int, Field(description="global batch size in sequences")]
-Precision = Annotated[Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8"],
-                      Field(description="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 "
-                                        "(Blackwell)")]
-Dispatcher = Literal["auto", "alltoall", "allgather", "deepep", "hybridep", "ncclep"]
-CpComm = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
-FsdpSearch = Literal["auto", "off", "no_shard", "optim", "optim_grads", "optim_grads_params"]
-Optimizer = Literal["adam", "muon"]
-Recompute = Annotated[str | None, Field(description="none | full[:uniform|block[:N]] | selective:MOD[,MOD] "
-                                                    "(core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
-                                                    "shared_experts, gdn_norm_out)")]
+Precision = Annotated[Literal[PRECISIONS],
+                      Field(description="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, fp8-ds "
+                                        "delayed scaling, mxfp8 (Blackwell), nvfp4 (Blackwell NVFP4 training)")]
+Dispatcher = Literal[("auto", *DISPATCHERS)]
+CpComm = Literal[CP_COMM_TYPES]
+Fsdp = Literal[("off", *FSDP_STRATEGIES)]  # a held layout's
+FsdpSearch = Literal[("auto", "off", *FSDP_STRATEGIES)]  # a search's: auto searches it beside the distributed optimizer
+Optimizer = Literal[OPTIMIZERS]
+ExportFormat = Literal[tools.EXPORT_FORMATS]
+Recompute = Annotated[str | None, Field(description=f"none | full[:{'|'.join(RECOMPUTE_METHODS)}[:N]] | "
+                                                    f"selective:MOD[,MOD] ({', '.join(RECOMPUTE_MODULES)})")]
 HardwareYaml = Annotated[str | None, Field(description="text of a hardware YAML adding GPUs (docs/hardware.md)")]
 CalibrationYaml = Annotated[str | None, Field(description="text of a calibration profile (calibrate's "
                                                           "profile_yaml): the timing constants fitted to a cluster")]
 Size = Annotated[int | None, Field(description="pin this size instead of searching it")]
-Routing = Annotated[Literal["forced", "natural"] | None,
+Routing = Annotated[Literal[ROUTINGS] | None,
                     Field(description="routing the estimate assumes: forced (force-balanced, the perf recipes'; the "
                                       "default) or natural (the router's own choices: the calibration's "
                                       "natural_routing_imbalance); give routing or moe_imbalance, not both")]
@@ -90,7 +95,7 @@ _RUN = {
     "mfu_peak": {"type": "string", "description": "the peak mfu is taken against: bf16"},
     "time_breakdown_s": {"type": "object", "additionalProperties": _NUM},
     "outside_fit_note": {"type": ["string", "null"]},
-    "routing": {"enum": ["forced", "natural", "custom", None],
+    "routing": {"enum": [*ROUTINGS, CUSTOM_ROUTING, None],
                 "description": "the routing assumed: forced, natural, or custom (moe_imbalance given as a number); null "
                                "for a model without experts"},
     "moe_imbalance": {"type": ["number", "null"], "description": "tokens on the busiest expert rank / mean assumed "
@@ -292,7 +297,7 @@ async def estimate(
     optimizer_offload: Annotated[float, Field(description="fraction of optimizer state on the CPU, 0-1")] = 0.0,
     offload_modules: Annotated[str | None, Field(description="activation offload modules, e.g. core_attn")] = None,
     cp_comm_type: CpComm = "p2p", capacity_factor: float | None = None, rank_capacity_factor: float | None = None,
-    fsdp: Literal["off", "no_shard", "optim", "optim_grads", "optim_grads_params"] | None = None,
+    fsdp: Fsdp | None = None,
     fsdp_double_buffer: bool = False, precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: Annotated[str | None, Field(description=f"Transformer Engine release (default {DEFAULT_TE_VERSION})")] = None,
     te_grouped_tensor: bool = False, routing: Routing = None, moe_imbalance: MoeImbalance = None,
@@ -336,7 +341,7 @@ async def plan(
 
 async def export(
     model: Model, gpus: Gpus, seq_len: SeqLen, gbs: Gbs, ctx: Context,
-    format: Annotated[Literal["overrides", "yaml", "megatron-lm", "bridge-launch", "perf-launch"],
+    format: Annotated[ExportFormat,
                       Field(description="Megatron Bridge overrides, a Bridge YAML, Megatron-LM flags, or a Megatron "
                             "Bridge v0.6 launch command (train.sh / performance setup_experiment.py; needs "
                             "mcore_version 0.19)")] = "overrides",

@@ -124,5 +124,30 @@ def check_run(name: str, value: int) -> int:
     return value
 
 
+def check_gbs_tokens(seq_lens: list[int], gbs_tokens: int, name: str = "--gbs-tokens") -> None:
+    """A token budget (``name``, as the user gave it) must hold a whole number of sequences at every length: else
+    one MoeplanError that suggests the nearest budgets that do (multiples of the lengths' least common multiple)."""
+    longest, step = max(seq_lens), math.lcm(*seq_lens)
+    most = run_bound("gbs_tokens")
+    if step > most and (gbs_tokens < longest or any(gbs_tokens % s for s in seq_lens)):
+        # a common multiple past any real batch (40 odd lengths: 2e22 tokens) is no advice: say none is reasonable
+        raise MoeplanError(f"{name} {gbs_tokens:,} does not hold whole sequences at every length, and no budget up to "
+                           f"{most:,} tokens does (the lengths' least common multiple is {step:.3g}); sweep lengths "
+                           "that divide one another (e.g. 16k,32k,64k) or fewer of them")
+    if gbs_tokens < longest:
+        raise MoeplanError(f"{name} {gbs_tokens:,} is less than one sequence of {longest:,} tokens; use {step:,} or a "
+                           "multiple" + ("" if len(seq_lens) == 1 else " (whole sequences at every length)"))
+    bad = [s for s in seq_lens if gbs_tokens % s]
+    if not bad:
+        return
+    lo, hi = max(step, gbs_tokens // step * step), (gbs_tokens // step + 1) * step
+    use = " or ".join(dict.fromkeys(f"{n:,}" + (f" (GBS {n // seq_lens[0]})" if len(seq_lens) == 1 else "")
+                                    for n in (lo, hi)))
+    every = "" if len(seq_lens) == 1 else (f" at every length (multiples of {step:,}, the least common multiple of "
+                                           f"{', '.join(f'{s:,}' for s in seq_lens)})")
+    raise MoeplanError(f"{name} {gbs_tokens:,} is not a whole number of {bad[0]:,}-token sequences "
+                       f"({gbs_tokens / bad[0]:,.2f}); use {use}{every}")
+
+
 __all__ = ["ARCH_LARGEST", "HEADROOM_FACTOR", "RUN_LARGEST", "TOP_MAX", "arch_bound", "arch_problem", "bound_of",
-           "check_run", "run_bound", "run_problem", "sweep_lengths_problem"]
+           "check_gbs_tokens", "check_run", "run_bound", "run_problem", "sweep_lengths_problem"]

@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from moeplan.base.routing import routing_fields
 from moeplan.engine.budget import budget_bytes
 from moeplan.engine.memory import GIB, MemoryEstimate, estimate_memory
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.step import TimeEstimate, estimate_time
 from moeplan.hardware import GPUSpec
+from moeplan.models import ModelSpec
 from moeplan.run.config import RunConfig
 from moeplan.run.parallel import build_pipeline, validate
 
@@ -84,6 +86,24 @@ class Estimate:
             **self.time.as_dict(),
             "assumptions": mem.assumptions,
         }
+
+
+def routing_answer(model: ModelSpec, imbalance: float, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, Any]:
+    """The routing an answer (JSON) says it assumed, the one place that asks whether the model routes: ``routing``
+    and ``moe_imbalance`` of moeplan.base.routing.routing_fields for ``imbalance`` (rows on the busiest expert rank /
+    mean), both None for a model without experts; ``cal`` names the imbalance natural routing stands for."""
+    return routing_fields(imbalance if model.num_experts else None, cal.natural_routing_imbalance)
+
+
+def run_routing(cfg: RunConfig, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, Any]:
+    """The routing a run assumes, as every answer says it (:func:`routing_answer` of its model and imbalance)."""
+    return routing_answer(cfg.model, cfg.moe_imbalance, cal)
+
+
+def estimate_dict(est: Estimate, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, Any]:
+    """An estimate as every answer gives it (``moeplan estimate --json``, check's estimate, a sweep row):
+    :meth:`Estimate.as_dict` and the routing it assumed (:func:`run_routing`)."""
+    return est.as_dict() | run_routing(est.config, cal)
 
 
 def evaluate(cfg: RunConfig, gpu: GPUSpec | None = None, cal: Calibration = DEFAULT_CALIBRATION) -> Estimate:

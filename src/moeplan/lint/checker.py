@@ -15,11 +15,10 @@ from typing import Any
 from moeplan.base import argcheck
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import VERSIONS, check_settings, dp_assertions, normalize_version
-from moeplan.base.routing import routing_fields
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM
 from moeplan.base.vocab import DEFAULT_MCORE_VERSION
-from moeplan.engine.estimate import Estimate, evaluate
+from moeplan.engine.estimate import Estimate, estimate_dict, evaluate
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.hardware import GPUSpec, load_gpu
 from moeplan.lint.rules import Finding, knob_fix, lint, sort_findings
@@ -46,13 +45,9 @@ class CheckResult:
     cal: Calibration = DEFAULT_CALIBRATION  # the timing constants of the estimate (natural routing's imbalance)
 
     def estimate_dict(self) -> dict[str, Any] | None:
-        """The file's estimate as JSON, with the routing it assumed (moeplan.base.routing.routing_fields: the
-        file's '# moeplan:' imbalance or the --moe-imbalance flag; null without experts)."""
-        if self.estimate is None:
-            return None
-        cfg = self.estimate.config
-        return self.estimate.as_dict() | routing_fields(cfg.moe_imbalance if cfg.model.num_experts else None,
-                                                        self.cal.natural_routing_imbalance)
+        """The file's estimate as every answer gives it (moeplan.engine.estimate.estimate_dict), with the routing
+        it assumed: the file's '# moeplan:' imbalance or the --moe-imbalance flag; null without experts."""
+        return None if self.estimate is None else estimate_dict(self.estimate, self.cal)
 
     @property
     def errors(self) -> int:
