@@ -18,6 +18,7 @@ from moeplan import api
 from moeplan.report import layout_label
 
 from ..conftest import MODELS_DIR
+from .conftest import need
 
 Q = "model=qwen3-30b-a3b&gpu=h100&gpus=64&seq_len=32k&gbs=64"
 KW = dict(gpu="h100", gpus=64, seq_len=32768, gbs=64)
@@ -289,6 +290,7 @@ def test_an_unexpected_error_is_logged_and_answered_in_one_line(monkeypatch: pyt
                                                                 tmp_path: Path) -> None:
     """The catch-all: a bug inside the app is logged with its traceback and answered 400 in one line, never
     500, and the server answers the next request."""
+    need("starlette")
     from starlette.testclient import TestClient
 
     from moeplan.web import app as web_app
