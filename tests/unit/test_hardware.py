@@ -337,7 +337,8 @@ def test_a_user_alias_that_names_a_catalog_gpu_is_refused(tmp_path, capsys):
 
 def test_softmax_per_clock_rates_are_catalog_data(tmp_path):
     """The tensor-core and SFU rates per clock per SM are hardware facts in the catalog (with sources), inherited
-    through ``base``; a user entry may give its own, and one without them keeps Hopper's exponential cost."""
+    through ``base``; a user entry may give its own; one without them reads its compute capability's (the SM
+    architecture's, from the catalog), and one with neither keeps Hopper's exponential cost."""
     from moeplan.engine.timing.attention import softmax_exp_share
 
     for name in CATALOG:
@@ -362,7 +363,20 @@ gpus:
     host_link: pcie4
     host_link_bw_bytes_per_s: 32e9
     host_mem_bytes: 64e9
+  blackwell_lab:
+    description: lab Blackwell card, no base
+    compute_capability: 10.0
+    hbm_bytes: 180e9
+    hbm_bw_bytes_per_s: 8.0e+12
+    peak_flops: {bf16: 2.25e15}
+    nvlink_bw_bytes_per_s: 900e9
+    nvlink_domain: 8
+    scaleout_bw_bytes_per_s: 50e9
+    host_link: pcie5
+    host_link_bw_bytes_per_s: 64e9
+    host_mem_bytes: 1e12
 """)
+    assert softmax_exp_share(load_gpu("blackwell_lab", f)) == softmax_exp_share(load_gpu("b200")) == 2.0
     assert softmax_exp_share(load_gpu("mygpu", f)) == 2.0  # half Hopper's SFU rate, same tensor cores
     assert softmax_exp_share(load_gpu("bare", f)) == 1.0
     bad = write(tmp_path, "gpus:\n  x:\n    base: h100\n    sfu_exp_per_clk_sm: 1.5\n", "bad.yaml")

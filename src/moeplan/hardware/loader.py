@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from moeplan.base.errors import MoeplanError
-from moeplan.hardware.schema import PAIRS, REQUIRED, SPEC_FIELDS, Entry, field_error, parse_entries
+from moeplan.hardware.schema import PAIRS, PER_CLOCK, REQUIRED, SPEC_FIELDS, Entry, field_error, parse_entries
 from moeplan.hardware.spec import GPUSpec
 
 _CATALOG_ORIGIN = "moeplan/hardware/catalog.yaml"
@@ -106,8 +106,21 @@ def _lookup(values: dict[str, Any], key: str) -> float | None:
     return values.get(key)
 
 
+def _architecture_per_clock(compute_capability: float) -> dict[str, Any]:
+    """The per-clock-per-SM rates (PER_CLOCK) of the catalogued GPU with this compute capability: they belong to the
+    SM architecture, not the product (every catalogued GPU of one compute capability states the same), so an entry
+    that gives its compute capability and not the rates reads its architecture's. Empty where none is catalogued."""
+    for cat in catalog_entries():
+        vals = _merged(cat, ())
+        if vals.get("compute_capability") == compute_capability and all(k in vals for k in PER_CLOCK):
+            return {k: vals[k] for k in PER_CLOCK}
+    return {}
+
+
 def build_spec(entry: Entry, user: tuple[Entry, ...]) -> GPUSpec:
     vals = _merged(entry, user)
+    if "compute_capability" in vals and not all(k in vals for k in PER_CLOCK):
+        vals = {**_architecture_per_clock(vals["compute_capability"]), **vals}
     label = entry.name
     for key in REQUIRED:
         if key not in vals:

@@ -25,8 +25,8 @@ _MEASURED_BW = (
     "host_link_achieved_bytes_per_s",
 )
 _MEASURED_FLOPS = ("gemm_bf16_achieved_flops", "gemm_fp8_achieved_flops")
-_PER_CLOCK = ("mma_bf16_flops_per_clk_sm", "sfu_exp_per_clk_sm")  # per clock per SM: small whole numbers
-_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + _PER_CLOCK + ("host_mem_bw_bytes_per_s", "sm_count", "compute_capability",
+PER_CLOCK = ("mma_bf16_flops_per_clk_sm", "sfu_exp_per_clk_sm")  # per clock per SM: small whole numbers
+_OPTIONAL = _MEASURED_BW + _MEASURED_FLOPS + PER_CLOCK + ("host_mem_bw_bytes_per_s", "sm_count", "compute_capability",
                                                            "scaleout_gpu_rdma", "scaleout_nics_per_gpu")
 _MIN_BYTES = 1e9  # 1 GB or 1 GB/s: anything smaller is a unit mistake for these GPUs
 _MIN_FLOPS = 1e12
@@ -119,7 +119,7 @@ def _check_value(origin: str, entry: str, key: str, value: Any) -> Any:
         return _number(origin, entry, key, value, _MIN_BYTES, integer=True)
     if key in _BW:
         return _number(origin, entry, key, value, _MIN_BYTES)
-    if key in ("sm_count", "scaleout_nics_per_gpu", *_PER_CLOCK):
+    if key in ("sm_count", "scaleout_nics_per_gpu", *PER_CLOCK):
         return None if value is None else _number(origin, entry, key, value, 1, integer=True)
     if key == "scaleout_gpu_rdma":
         if not isinstance(value, bool):

@@ -216,7 +216,7 @@ def softmax_exp_share(gpu: GPUSpec | None) -> float:
     ``attn_softmax_flops`` was measured, SOFTMAX_REF_GPU): its tensor-core FLOPs per exponential slot (hardware
     catalog ``mma_bf16_flops_per_clk_sm`` / ``sfu_exp_per_clk_sm``) over the reference GPU's. Blackwell (B200 /
     GB200) doubled the tensor cores and kept the SFU: 2; Blackwell Ultra (B300 / GB300) doubled the SFU as well: 1.
-    A GPU without those rates (or ``gpu`` None) keeps Hopper's ratio."""
+    A GPU without those rates (loaded entries take their compute capability's from the catalog) keeps Hopper's ratio."""
     cost = _exp_cost(gpu) if gpu is not None else None
     return 1.0 if cost is None else cost / _ref_exp_cost()
 
