@@ -17,10 +17,11 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   sweeps as tokens/s (NeMo's own FLOP count): N41 absolute (its rows run their TE 1.3), N40 over its shortest point
   (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps); their 'without CP' rows (layout not
   published: "the most performant" one that fits) as the fastest of the candidate CP-1 layouts the planner's search
-  finds for each (tests/nocp_rows.py; nocp_observations), the rows in NOCP_OUT_OF_FIT reported, not fitted. N31 / N32 (AWS EFA on p6-b300) and N33
-  (p5.48xlarge; its DeepEP-over-UCCL-EP rows reported, not fitted: ROWS_OUT_OF_FIT) as ratios inside each campaign sub-group (dispatcher x
-  MBS, overlap rows among themselves); groups in N_OUT_OF_FIT are estimated and reported, not fitted; rows no
-  estimate expresses are listed with the missing feature (UNEXPRESSED).
+  finds for each (tests/nocp_rows.py; nocp_observations). N31 / N32 (AWS EFA on p6-b300) and N33
+  (p5.48xlarge; its DeepEP-over-UCCL-EP rows reported, not fitted) as ratios inside each campaign sub-group (dispatcher x
+  MBS, overlap rows among themselves); rows no estimate expresses are listed with the missing feature (UNEXPRESSED).
+  A row stays out of the fit for one reason, the one field every row carries (``extra["why"]``, Obs.why; the reasons
+  written by hand in tests/fit_exclusions.py): estimated and reported with it, not fitted.
 - the catalogued models' rows (tests/measured_variants.catalog_variants, catalog_observations): Nemotron-3 (N13-N15,
   N20) and DeepSeek-V4-Flash (N12) performance rows as tokens/s per GPU from their published step times, DeepSeek-V4
   (N06, Megatron-LM's recipe index) as TFLOP/s, G06 (Moonlight) as ratios to its first row, N20's same-layout NVFP4
@@ -65,7 +66,8 @@ from tests.measured_variants import (CATALOG_ROWS_IN_FIT, G15_GBS_TOKENS, G15_PL
                                      g15_points, layer_variants, moe_layer_s, n_variants, routing_pair, variants)
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
-from tests.nocp_rows import NOCP_OUT_OF_FIT, layout_text, nocp_rows, out_of_fit as nocp_out_of_fit  # noqa: E402
+from tests.fit_exclusions import OUT_OF_FIT  # noqa: E402
+from tests.nocp_rows import layout_text, nocp_rows  # noqa: E402
 
 DATA_FILE = ROOT / "src" / "moeplan" / "hardware" / "calibration.yaml"
 DOC = ROOT / "docs" / "calibration.md"
@@ -128,6 +130,7 @@ class Obs:
     # A ratio observation's sub-group: the rows measured over one reference row, whose level is free (residuals:
     # level_contrasts). None: an absolute observation (or G08's seconds).
     level: str | None = None
+    why: str = ""  # the row's reason to be out of the fit (its ``extra["why"]``; "" where it is in)
 
 
 def _built(model: str, kw: dict[str, Any]):
@@ -195,22 +198,21 @@ def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
     """The rows of the catalogued models (tests/measured_variants.catalog_variants): absolute tokens/s per GPU from the
     published step time (N12-N20), or the source's TFLOP/s (N06); G06 as each row over its first row (1 / step time);
     N20's NVFP4 rows as their tokens/s over the MXFP8 row of the same system, release and layout ("pair").
-    Rows whose ``extra["fit"]`` is False (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``."""
+    Rows with a reason to be out of the fit (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``."""
     out: list[Obs] = []
     refs: dict[str, Callable[[Calibration], Any]] = {}
     ref_rows: dict[str, Variant] = {}
     vs = catalog_variants()
     by_label = {v.label: v for v in vs}
     for v in vs:
-        if not v.extra["fit"] and not include_out_of_fit:
-            continue
         t = _built(v.model, v.kwargs)
+        why = v.extra["why"]
         if v.extra["obs"] == "pair":  # NVFP4 over the MXFP8 row of its layout: tokens/s ratio, shared gaps cancel
             rv = by_label[v.extra["ref"]]
             rt = _built(rv.model, rv.kwargs)
             out.append(Obs(v.group, f"{v.label} / {rv.label}", float(v.extra["tokens"]) / float(rv.extra["tokens"]),
                            lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, v.model,
-                           f"{v.group}:{rv.label}"))
+                           f"{v.group}:{rv.label}", why))
             continue
         if v.extra["obs"] == "ratio":
             if v.group not in refs:
@@ -218,35 +220,19 @@ def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
                 continue
             rv, rt = ref_rows[v.group], refs[v.group]
             out.append(Obs(v.group, f"{v.label} / {rv.label}", float(rv.step_s) / float(v.step_s),  # type: ignore[arg-type]
-                           lambda c, t=t, rt=rt: rt(c).step_time_s / t(c).step_time_s, v.model, v.group))
+                           lambda c, t=t, rt=rt: rt(c).step_time_s / t(c).step_time_s, v.model, v.group, why))
         elif v.extra["unit"] == "tokens":
-            out.append(Obs(v.group, v.label, float(v.extra["tokens"]), lambda c, t=t: t(c).tokens_per_s_per_gpu, v.model))
+            out.append(Obs(v.group, v.label, float(v.extra["tokens"]), lambda c, t=t: t(c).tokens_per_s_per_gpu, v.model,
+                           why=why))
         else:
-            out.append(Obs(v.group, v.label, float(v.tflops), lambda c, t=t: t(c).tflops_per_gpu, v.model))  # type: ignore[arg-type]
-    return out
+            out.append(Obs(v.group, v.label, float(v.tflops), lambda c, t=t: t(c).tflops_per_gpu, v.model,  # type: ignore[arg-type]
+                           why=why))
+    return _in_fit(out, include_out_of_fit)
 
 
-# N groups kept out of the fit, with why (docs/calibration.md "Outside the fit: shared groups"): each is still
-# estimated and its misses printed.
-N_OUT_OF_FIT: dict[str, str] = {
-}
-
-
-# Rows kept out of the fit inside a fitted group, (group, label fragment) -> why: still estimated, reported
-# (docs/calibration.md "Shared groups outside the fit") and ranked (tests/validation/test_ranking_shared_groups.py).
-ROWS_OUT_OF_FIT: dict[tuple[str, str], str] = {
-    ("N33", "UCCL"): "DeepEP over UCCL-EP on p5.48xlarge: DeepEP's host-proxy backend is not a knob (UCCL-EP and "
-                     "NVSHMEM's libfabric transport are both 'deepep'), and on p5 UCCL-EP costs ~2.3 us per token "
-                     "sent across nodes, at EP16 and EP32 alike (~12.5 ms per layer and sample at EP32), where on "
-                     "p6-b300 (N31 / N32) it costs no more per token than NCCL; UCCL-EP's README (uccl-project/uccl "
-                     "ep/) lists p5en / p6-b200 as tested, not p5's 32 x 100 Gb/s EFA, and a public p5 / p5en "
-                     "comparison of EP kernels measures its dispatch ~15x slower on p5",
-}
-
-
-def row_out_of_fit(group: str, label: str) -> str | None:
-    """Why a row of a fitted group stays out of the fit (ROWS_OUT_OF_FIT), or None."""
-    return next((why for (g, frag), why in ROWS_OUT_OF_FIT.items() if g == group and frag in label), None)
+def _in_fit(obs: list[Obs], include_out_of_fit: bool) -> list[Obs]:
+    """``obs`` less those with a reason to be out of the fit (Obs.why), unless ``include_out_of_fit``."""
+    return [o for o in obs if include_out_of_fit or not o.why]
 
 
 def _model_name(model: Any) -> str:
@@ -270,40 +256,38 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
     out: list[Obs] = []
     refs: dict[str, tuple[Variant, Callable[[Calibration], Any]]] = {}
     for v in n_variants():
-        if v.group in N_OUT_OF_FIT and not include_out_of_fit:
-            continue
         t = _built(v.model, v.kwargs)
+        why = v.extra["why"]
         base = v.model if isinstance(v.model, str) else v.model.name.rsplit("-", 1)[0]
         if v.extra["obs"] == "ratio":
             sub = v.extra["sub"]
             if sub not in refs:
                 refs[sub] = (v, t)
                 continue
-            if row_out_of_fit(v.group, v.label) and not include_out_of_fit:
-                continue
             rv, rt = refs[sub]
             if v.extra["unit"] == "tokens":  # the source's own FLOP count per token differs by row (N40 / N41)
                 tok = float(v.tflops) / float(v.extra["fpt"]) / (float(rv.tflops) / float(rv.extra["fpt"]))
                 out.append(Obs(v.group, f"{v.label} / {rv.label}", tok,
                                lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, base,
-                               f"{v.group}:{sub}"))
+                               f"{v.group}:{sub}", why))
                 continue
             for lab, tflops in _runs(v):
                 out.append(Obs(v.group, f"{lab} / {rv.label}", tflops / float(rv.tflops),
-                               lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base, f"{v.group}:{sub}"))
+                               lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base, f"{v.group}:{sub}",
+                               why))
         elif v.extra["unit"] == "tokens":
             fpt = float(v.extra["fpt"])
             out.append(Obs(v.group, v.label, float(v.tflops) * 1e12 / fpt, lambda c, t=t: t(c).tokens_per_s_per_gpu,
-                           base))
+                           base, why=why))
         else:
             for lab, tflops in _runs(v):
-                out.append(Obs(v.group, lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, base))
+                out.append(Obs(v.group, lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, base, why=why))
     # N38 / N39: one MoE layer's forward + backward (tests/measured_variants.moe_layer_s: what the benchmark times), as
     # ratios of speed to the proxy's alltoall BF16 row (LAYER_REF): dispatcher x precision inside one software stack.
     # Not absolute: an isolated layer runs its GEMMs at H100's best-shape rate (8,192 rows per expert: the BF16 layers
     # take ~MAMF's time), while grouped_gemm_eff / gemm_epilogue_s are fitted to training steps, whose GEMMs run
     # beside the step's other work; at the runs' constants the layers are 23-33% slower than measured (reported).
-    layers = [v for v in layer_variants() if v.group not in N_OUT_OF_FIT or include_out_of_fit]
+    layers = layer_variants()
     layer_refs = {v.group: v for v in layers if (v.kwargs["dispatcher"], v.kwargs["precision"]) == LAYER_REF}
     for v in layers:
         rv = layer_refs.get(v.group)
@@ -312,8 +296,8 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
         d, p = v.kwargs["dispatcher"], v.kwargs["precision"]
         out.append(Obs(v.group, f"MoE layer {v.label} / {rv.label}", float(rv.step_s) / float(v.step_s),
                        lambda c, g=v.group, d=d, p=p: moe_layer_s(g, *LAYER_REF, c) / moe_layer_s(g, d, p, c), v.model,
-                       f"{v.group}:layer"))
-    return out
+                       f"{v.group}:layer", v.extra["why"]))
+    return _in_fit(out, include_out_of_fit)
 
 
 # The N38 / N39 reference row of each proxy (dispatcher, precision): the benchmark's plainest case
@@ -323,14 +307,14 @@ LAYER_REF = ("alltoall", "bf16")
 def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
     """N40 / N41's 'without CP' rows (tests/nocp_rows.py): the fastest of each row's candidate CP-1 layouts (found
     once by the planner's search; memory does not depend on the constants) at the constants being fitted, in tokens/s
-    of NeMo's FLOP count as the CP rows; N40 over its sweep's shortest point (as its CP rows), N41 absolute. Rows in
-    NOCP_OUT_OF_FIT only with ``include_out_of_fit``."""
+    of NeMo's FLOP count as the CP rows; N40 over its sweep's shortest point (as its CP rows), N41 absolute. Rows with
+    a reason to be out of the fit (``extra["why"]``) only with ``include_out_of_fit``."""
     out: list[Obs] = []
     ref = next(v for v in n_variants() if v.group == "N40")  # the CP rows' reference (n_observations' sub "N40")
     ref_t = _built(ref.model, ref.kwargs)
     ref_tokens = float(ref.tflops) * 1e12 / float(ref.extra["fpt"])
     for row in nocp_rows():
-        if not row.candidates or (nocp_out_of_fit(row) and not include_out_of_fit):
+        if not row.candidates:
             continue
         ts = tuple(_built(row.model, kw) for kw in row.candidates)
 
@@ -340,10 +324,10 @@ def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
         if row.group == "N40":
             out.append(Obs(row.group, f"{row.label} / {ref.label}", row.measured_tokens / ref_tokens,
                            lambda c, best=best: best(c) / ref_t(c).tokens_per_s_per_gpu, row.model,
-                           f"N40:{ref.extra['sub']}"))  # the CP rows' sub-group: the same reference row
+                           f"N40:{ref.extra['sub']}", row.extra["why"]))  # the CP rows' sub-group: the same reference row
         else:
-            out.append(Obs(row.group, row.label, row.measured_tokens, best, row.model))
-    return out
+            out.append(Obs(row.group, row.label, row.measured_tokens, best, row.model, why=row.extra["why"]))
+    return _in_fit(out, include_out_of_fit)
 
 
 # Observation weights (all 1: halving the rounded G14 series was tried and fits every group worse).
@@ -874,17 +858,18 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
 
 
 def _n_outside(cal: Calibration) -> list[str]:
-    """The N groups kept out of the fit (N_OUT_OF_FIT) with each row's miss, and the rows no estimate expresses."""
+    """The N groups' rows kept out of the fit (their ``why``) with each row's miss, and the rows no estimate expresses."""
     out = ["## Shared groups outside the fit", "",
            "Estimated with their recipes' settings but not fitted (why, per group), each row against the fitted",
            "constants (ratios: the row over its sub-group's first row):", ""]
-    for g, why in N_OUT_OF_FIT.items():
-        out.append(f"- **{g}**: {why}.")
-    for (g, frag), why in ROWS_OUT_OF_FIT.items():
-        out.append(f"- **{g}** rows with '{frag}' (the rest of {g} is fitted): {why}.")
+    obs = n_observations(include_out_of_fit=True)
+    for (g, frag), why in OUT_OF_FIT.items():  # the reasons of the N groups' rows (tests/fit_exclusions.py)
+        if any(o.group == g and o.why == why for o in obs):
+            rest = "every row of " + g if not frag else f"rows with '{frag}' (the rest of {g} is fitted)"
+            out.append(f"- **{g}** {rest}: {why}.")
     out += ["", "| group | observation | measured | moeplan |", "|---|---|---|---|"]
-    for o in n_observations(include_out_of_fit=True):
-        if o.group in N_OUT_OF_FIT or row_out_of_fit(o.group, o.label.split(" / ")[0]):
+    for o in obs:
+        if o.why:
             p = o.predict(cal)
             out.append(f"| {o.group} | {o.label} | {o.measured:.4g} | {p / o.measured - 1:+.0%} |")
     out += _nocp_outside(cal)
@@ -896,13 +881,14 @@ def _n_outside(cal: Calibration) -> list[str]:
 
 def _nocp_outside(cal: Calibration) -> list[str]:
     """N40 / N41's 'without CP' rows (tests/nocp_rows.py): the layouts moeplan picks for each, and the rows kept out of
-    the fit with why (NOCP_OUT_OF_FIT)."""
+    the fit with why (their ``extra["why"]``)."""
     out = ["", "The dense sweeps' 'without CP' rows (tests/nocp_rows.py): moeplan's fastest CP-1 layout from the "
            "planner's search on the CP row's GPUs, GBS and numerics (recompute none or full), the prediction the "
            "fastest candidate at the constants (N40 over its 8K point); rows outside the fit:", ""]
     whys: dict[str, list[str]] = {}
-    for (g, seq), why in NOCP_OUT_OF_FIT.items():
-        whys.setdefault(why, []).append(f"{g} {seq // 1024}K")
+    for row in nocp_rows():
+        if row.extra["why"]:
+            whys.setdefault(row.extra["why"], []).append(f"{row.group} {row.seq_len // 1024}K")
     out += [f"- **{', '.join(keys)}**: {why}." for why, keys in whys.items()]
     out += ["", "| group | row | moeplan's layout (fastest first) | measured | moeplan | in the fit |", "|---|---|---|---|---|---|"]
     by = {(o.group, o.label.split(" / ")[0]): o for o in nocp_observations(include_out_of_fit=True)}
@@ -910,7 +896,7 @@ def _nocp_outside(cal: Calibration) -> list[str]:
         o = by.get((row.group, row.label))
         miss = "-" if o is None else f"{o.predict(cal) / o.measured - 1:+.0%}"
         out.append(f"| {row.group} | {row.label} | {'; '.join(layout_text(kw) for kw in row.candidates)} | "
-                   f"{row.tflops:g} TFLOP/s | {miss} | {'no' if nocp_out_of_fit(row) else 'yes'} |")
+                   f"{row.tflops:g} TFLOP/s | {miss} | {'no' if row.extra['why'] else 'yes'} |")
     return out
 
 

@@ -5,7 +5,7 @@ filled from the recipe family named below (inputs, never results). Shared by the
 benchmarks/calibrate.py. Rows moeplan cannot express are left out, with the reason:
 - G05 steps that are kernel or CPU work (fusions, PDL, bindpcie) keep the previous step's knobs: only
   the steps that change a planner knob form a ranked pair (adjacent rows), the others are drift;
-- G06 (Moonlight-16B-A3B, in the catalog since issue 31) is estimated in catalog_variants, out of the fit (G06_WHY);
+- G06 (Moonlight-16B-A3B, in the catalog since issue 31) is estimated in catalog_variants, out of the fit (tests/fit_exclusions.py);
 - G08's activation-offload row (PP1, OOM) and G11's natural-routing row (functional run, real data);
 - MB05 (GPT-OSS across releases: recipe changes beside the layout steps not read; UNEXPRESSED).
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .fit_exclusions import why_out_of_fit
 from .reference_runs import shared_dir
 
 
@@ -325,7 +326,8 @@ def n_variants() -> list[Variant]:
             return
         seen[key] = len(out)
         out.append(Variant(g, label, model, kw, tflops, None, notes=r["notes"],
-                           extra={"obs": obs, "sub": sub, "unit": unit, "fpt": fpt, "repeats": 1, "runs": (run,)}))
+                           extra={"obs": obs, "sub": sub, "unit": unit, "fpt": fpt, "repeats": 1, "runs": (run,),
+                                  "why": why_out_of_fit(g, label)}))
 
     for r in _rows():
         g = r["group_id"]
@@ -496,7 +498,7 @@ def layer_variants() -> list[Variant]:
             p = "fp8" if r["precision"].startswith("FP8") else "bf16"
             out.append(Variant(r["group_id"], f"{d} {p.upper()}", LAYER_PROXY_EXPERTS[r["group_id"]][0],
                                dict(dispatcher=d, precision=p), None, float(r["step_time_s"]),
-                               extra={"obs": "layer"}))
+                               extra={"obs": "layer", "why": why_out_of_fit(r["group_id"], f"{d} {p.upper()}")}))
     return out
 
 
@@ -557,12 +559,6 @@ NVFP4_RECIPE_KNOBS: dict[str, Any] = dict(te_quant_map="nemotron3", bf16_end_lay
 NVFP4_TP_WHY = ("NVFP4 at TP 2 where the MXFP8 row of its system and release runs TP 1: no same-layout pair, and TP 2 "
                 "is not isolated on the Nemotron-3 hybrid stack (the GB200 TP 2 rows' gap)")
 NVFP4_SYSTEM_KNOBS: dict[str, dict[str, Any]] = {"b300": dict(recompute="selective:moe_act,layernorm")}
-N06_DRIFT_WHY = ("software drift: the same recipe and layout measured 646.4 TFLOP/s/GPU on the pytorch 26.04 container "
-                 "and 710.4 on 26.06 (TE 3bca9385 -> 6377ca16); the 26.06 row is the tuned one")
-G06_WHY = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs 0.46 s where moeplan estimates 0.16 s, "
-           "and the recompute sets add 9-49 ms each where recomputing their modules' work costs 0.3-3.5 ms (layernorm "
-           "recompute alone ~40 ms); as ratios to the no-recompute row they would sit within 2-9% only because the "
-           "unexplained 0.3 s dilutes them, so they stay out")
 # The tuned rows (N06 but its 26.04 container, N12, N13 H100, N14, N15, N20 GB300 / B300 / B200 MXFP8) are in the
 # fit. Tried first before the FP8 costs beside the GEMM (quantize bytes per recipe, blockwise GEMMs on Hopper, the
 # experts' padding copies) were modelled, they fitted only by raising gemm_epilogue_s 1.23e-10 -> 1.95e-10 (past the
@@ -576,10 +572,11 @@ V4_PRO_LAYOUT = dict(vpp=4, pipeline_layout="Et*4|(tttt|)*14tmL", offload_module
 
 
 def _tuned(why: str) -> dict[str, Any]:
-    """``fit`` / ``why`` of a row: its own effect where it has one, else the switch above."""
+    """``why`` (the row's reason to be out of the fit, "" where it is in: tests/fit_exclusions.py) and ``tuned`` of a
+    row: its own effect where it has one, else the switch above."""
     if why:
-        return {"fit": False, "why": why, "tuned": False}
-    return {"fit": CATALOG_ROWS_IN_FIT, "why": "" if CATALOG_ROWS_IN_FIT else CATALOG_OUT_WHY, "tuned": True}
+        return {"why": why, "tuned": False}
+    return {"why": "" if CATALOG_ROWS_IN_FIT else CATALOG_OUT_WHY, "tuned": True}
 
 
 def _step_variant(g: str, lab: str, run: dict[str, str], kw: dict[str, Any], step_s: float, why: str) -> Variant:
@@ -605,7 +602,8 @@ def catalog_variants() -> list[Variant]:
     by_key = {(r["group"], r["system"], r["precision"]): r for r in runs}
     for r in runs:
         lab = f"{r['model']} {r['system']} {r['gpus']} {r['precision']} TP{r['tp']} EP{r['ep']} ({r['release']})"
-        out.append(_step_variant(r["group"], lab, r, estimate_kwargs(r), float(r["measured_step_time_s"]), r["gap"]))
+        out.append(_step_variant(r["group"], lab, r, estimate_kwargs(r), float(r["measured_step_time_s"]),
+                                 r["gap"] or why_out_of_fit(r["group"], lab)))
     # NVFP4 rows: the MXFP8 row of the same system and release with the NVFP4 recipe's settings (NVFP4_RECIPE_KNOBS)
     # and the sibling's resolved dispatcher (one dispatcher on both sides of a pair); a same-layout pair enters as the
     # ratio to its MXFP8 row (extra["ref"]); N13's GB300 card (no MXFP8 row) as its absolute level; B200's (TP 2
@@ -628,14 +626,14 @@ def catalog_variants() -> list[Variant]:
         why = NVFP4_TP_WHY if r["group_id"] == "N20" and int(r["tp"]) != int(sib["tp"]) else ""
         v = _step_variant(r["group_id"], lab, sib | {"gbs": r["gbs"], "seq_len": r["seq_len"]}, kw, step, why)
         if same_layout:
-            v.extra.update(obs="pair", ref=labels[("N20", system, "mxfp8")], fit=True, why="")
+            v.extra.update(obs="pair", ref=labels[("N20", system, "mxfp8")], why="")
         out.append(v)
     # N06: Megatron-LM's recipe index (TFLOP/s alone); the Bridge PR row has no layout (UNEXPRESSED)
     for r in new_rows():
         if r["group"] != "N06" or not r["model"]:
             continue
         kw = new_row_kwargs(r) | (V4_PRO_LAYOUT if r["model"] == "deepseek-v4-pro" else {}) | dict(bf16_moments=True)
-        why = N06_DRIFT_WHY if "26.04" in r["label"] else ""
+        why = why_out_of_fit("N06", r["label"])
         out.append(Variant("N06", r["label"], r["model"], kw, float(r["measured_tflops_per_gpu"]), None,
                            extra={"obs": "abs", "unit": "tflops"} | _tuned(why)))
     # G06: Moonlight-16B-A3B on 8 H100, TP2 EP8, GBS 4, six selective-recompute sets (Bridge's Moonlight provider
@@ -646,7 +644,8 @@ def catalog_variants() -> list[Variant]:
         mods = r["recompute"].replace("selective:", "").replace("[]", "").replace(" ", "").strip()
         kw = dict(gpu="h100", gpus=8, seq_len=4096, gbs=4, mbs=1, tp=2, pp=1, ep=8, precision="bf16",
                   dispatcher="alltoall", recompute=f"selective:{mods}" if mods else "none")
-        out.append(Variant("G06", f"recompute {mods or 'none'}", "moonlight-16b-a3b", kw, _f(r["tflops_per_gpu"]),
+        lab = f"recompute {mods or 'none'}"
+        out.append(Variant("G06", lab, "moonlight-16b-a3b", kw, _f(r["tflops_per_gpu"]),
                            float(r["step_time_s"]), memory_gb=float(r["other_knobs"].split("=")[1]),
-                           extra={"obs": "ratio", "unit": "step"} | _tuned(G06_WHY)))
+                           extra={"obs": "ratio", "unit": "step"} | _tuned(why_out_of_fit("G06", lab))))
     return out

@@ -18,7 +18,7 @@ In the fit the prediction follows the calibration: the fastest of the candidate 
 fitted. Memory does not depend on them, so the candidates are found once, at the shipped constants: the layouts the
 search returns for each recompute option, pruned to the fastest per TP and recompute option within CANDIDATE_MARGIN
 of the fastest (at most MAX_CANDIDATES), which keeps calibrate's thousands of evaluations cheap. Rows that miss by an effect moeplan does not
-express are kept out of the fit with the reason (NOCP_OUT_OF_FIT) and reported.
+express are kept out of the fit with the reason (``extra["why"]``, from tests/fit_exclusions.py) and reported.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from .fit_exclusions import why_out_of_fit
 from .measured_variants import Variant, _f, _rows, n_variants, nemo_llama_flops_per_token
 
 # the memory levers the source names for its without-CP runs (footnote 1: TP and full activation recomputation)
@@ -54,29 +55,6 @@ class NoCPRow:
     def measured_tokens(self) -> float:
         """Measured tokens/s per GPU: the source's TFLOP/s over its own FLOP count."""
         return self.tflops * 1e12 / self.fpt
-
-
-# Rows kept out of the fit, (group, seq_len) -> why (docs/calibration.md, 'Shared groups outside the fit'); each is
-# still searched, estimated and reported, and its CP / without-CP order tested (tests/validation/test_nocp_rows.py).
-_PIPELINE_ONLY = ("at the row's GPU count and GBS every CP-1 layout is a pipeline with fewer micro-batches per data-"
-                  "parallel rank than stages (TP at most 8 inside the node, DP at most GBS; one micro-batch at "
-                  "moeplan's fastest, whose bubble is (PP - 1) / PP of the step); measured runs 1.4-1.6x faster than "
-                  "moeplan's fastest such layout, which the CP row's attention rate cannot give, so the run did not "
-                  "train on that GPU count; on fewer GPUs (the source gives the CP run's count only) moeplan's fastest "
-                  "layouts need less or no pipeline and run faster than measured at 512K and 1M: the layout is not "
-                  "known")
-_RECOMPUTED = ("moeplan's fastest CP-1 layout trains without recompute (at 91-93% of the budget, the loss's forward "
-               "peak and the output layer's gather buffer counted) and runs about a quarter over measured; its fastest "
-               "full-recompute layout is within 1% of measured: the run recomputed where moeplan's memory estimate says "
-               "it need not, and the source gives no peak memory to tell whether the estimate or the run's choice is "
-               "the cause")
-NOCP_OUT_OF_FIT: dict[tuple[str, int], str] = {
-    ("N40", 262144): _RECOMPUTED,
-    ("N41", 131072): _RECOMPUTED,
-    ("N41", 262144): _PIPELINE_ONLY,
-    ("N41", 524288): _PIPELINE_ONLY,
-    ("N41", 1048576): _PIPELINE_ONLY,
-}
 
 
 def search_cp1(v: Variant, recompute: str, gpus: int | None = None) -> list[tuple[dict[str, Any], float, float]]:
@@ -129,15 +107,12 @@ def nocp_rows() -> tuple[NoCPRow, ...]:
         if v.kwargs["cp"] == 1:
             continue  # the same run as the CP row
         cands = candidates(v)
-        out.append(NoCPRow(g, f"{seq // 1024}K without CP", v.model, seq, float(_f(r["tflops_per_gpu"])),  # type: ignore[arg-type]
+        label = f"{seq // 1024}K without CP"
+        out.append(NoCPRow(g, label, v.model, seq, float(_f(r["tflops_per_gpu"])),  # type: ignore[arg-type]
                            nemo_llama_flops_per_token(v.model, seq), v, tuple(c[0] for c in cands),
-                           extra={"tokens_default": tuple(c[1] for c in cands), "bytes": tuple(c[2] for c in cands)}))
+                           extra={"tokens_default": tuple(c[1] for c in cands), "bytes": tuple(c[2] for c in cands),
+                                  "why": why_out_of_fit(g, label)}))
     return tuple(out)
-
-
-def out_of_fit(row: NoCPRow) -> str | None:
-    """Why ``row`` stays out of the fit (NOCP_OUT_OF_FIT), or None."""
-    return NOCP_OUT_OF_FIT.get((row.group, row.seq_len))
 
 
 def layout_text(kw: dict[str, Any]) -> str:
@@ -148,4 +123,4 @@ def layout_text(kw: dict[str, Any]) -> str:
     return f"TP{kw['tp']} PP{kw['pp']}{vpp} DP{dp}, {rc}"
 
 
-__all__ = ["NOCP_OUT_OF_FIT", "NoCPRow", "candidates", "layout_text", "nocp_rows", "out_of_fit", "search_cp1"]
+__all__ = ["NoCPRow", "candidates", "layout_text", "nocp_rows", "search_cp1"]
