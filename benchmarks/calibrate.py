@@ -169,16 +169,11 @@ def observations() -> list[Obs]:
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("G09", b.label, b.measured() / a.measured(),
                    lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "G09"))
-    # G11 and G14: absolute (each run of G11's repeated configuration enters; the tuned row adds kernel tuning)
-    seen: dict[str, list[Variant]] = {}
+    # G11 and G14: absolute (each run of G11's repeated configuration enters: _runs; the tuned row adds kernel tuning)
     for v in by["G11"]:
-        if "tuned" not in v.label:
-            seen.setdefault(v.label, []).append(v)
-    for lab, rows in seen.items():
-        t = _built(rows[0].model, rows[0].kwargs)
-        for i, r in enumerate(rows, start=1):  # each run of a repeated configuration enters (G11's validation repeat)
-            out.append(Obs("G11", lab if len(rows) == 1 else f"{lab} [run {i}]", r.measured(),
-                           lambda c, t=t: t(c).tflops_per_gpu, rows[0].model))
+        t = _built(v.model, v.kwargs)
+        out += _in_fit([Obs("G11", lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, v.model, why=v.extra["why"])
+                        for lab, tflops in _runs(v)], False)
     for v in by["G14"]:
         t = _built(v.model, v.kwargs)
         out.append(Obs("G14", v.label, v.measured(), lambda c, t=t: t(c).tflops_per_gpu, v.model))
@@ -240,9 +235,9 @@ def _model_name(model: Any) -> str:
 
 
 def _runs(v: Variant) -> list[tuple[str, float]]:
-    """(label, measured TFLOP/s) of each measured run of a row: a repeated configuration (the recipe index's median
-    and Bridge's re-measure, N01-N03; N26's repeat of N25's row) enters once per run, each labelled with which run it
-    is, as every measured row enters the fit."""
+    """(label, measured TFLOP/s) of each measured run of a row (tests/measured_variants.add_run): a repeated
+    configuration (the recipe index's median and Bridge's re-measure, N01-N03; N26's repeat of N25's row; G11's
+    validation repeat) enters once per run, each labelled with which run it is, as every measured row enters the fit."""
     runs = v.extra.get("runs", ())
     if len(runs) <= 1:
         return [(v.label, float(v.tflops))]  # type: ignore[arg-type]
@@ -949,11 +944,11 @@ def _overlap_pairs(cal: Calibration) -> dict[str, tuple[float, float]]:
     def tflops(v: Variant) -> float:
         return float(api.estimate(v.model, cal=cal, **v.kwargs)["tflops_per_gpu"])
 
-    g11 = [v for v in by["G11"] if v.kwargs["dispatcher"] == "hybridep" and "tuned" not in v.label]
+    g11 = [v for v in by["G11"] if v.kwargs["dispatcher"] == "hybridep" and not v.extra["why"]]
     off = next(v for v in g11 if not v.kwargs["ep_overlap"])
-    on = [v for v in g11 if v.kwargs["ep_overlap"]]
+    on = next(v for v in g11 if v.kwargs["ep_overlap"])  # its two runs' mean (measured_variants.add_run)
     a, b = by["MB01"][-2], by["MB01"][-1]
-    return {"g11": (statistics.mean(v.measured() for v in on) / off.measured(), tflops(on[0]) / tflops(off)),
+    return {"g11": (on.measured() / off.measured(), tflops(on) / tflops(off)),
             "mb01": (b.measured() / a.measured(), tflops(b) / tflops(a))}
 
 
