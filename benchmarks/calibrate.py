@@ -63,7 +63,8 @@ from moeplan.models.spec import MODEL_FEATURES  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, Calibration  # noqa: E402
 from moeplan.engine.timing.step import estimate_time  # noqa: E402
 from tests.measured_variants import (CATALOG_ROWS_IN_FIT, G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSED, Variant, catalog_variants,  # noqa: E402
-                                     g15_points, layer_variants, moe_layer_s, n_variants, routing_pair, variants)
+                                     g15_points, layer_variants, moe_layer_s, n_variants, reference_row, routing_pair,
+                                     source_tokens, tokens_per_gpu_per_step, variants)
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
 from tests.fit_exclusions import OUT_OF_FIT  # noqa: E402
@@ -256,12 +257,14 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
         base = v.model if isinstance(v.model, str) else v.model.name.rsplit("-", 1)[0]
         if v.extra["obs"] == "ratio":
             sub = v.extra["sub"]
+            rv = reference_row(sub)
+            if v.label == rv.label:
+                continue  # the sub-group's reference: its level is the sub-group's (free)
             if sub not in refs:
-                refs[sub] = (v, t)
-                continue
+                refs[sub] = (rv, _built(rv.model, rv.kwargs))
             rv, rt = refs[sub]
             if v.extra["unit"] == "tokens":  # the source's own FLOP count per token differs by row (N40 / N41)
-                tok = float(v.tflops) / float(v.extra["fpt"]) / (float(rv.tflops) / float(rv.extra["fpt"]))
+                tok = source_tokens(v) / source_tokens(rv)
                 out.append(Obs(v.group, f"{v.label} / {rv.label}", tok,
                                lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, base,
                                f"{v.group}:{sub}", why))
@@ -271,9 +274,8 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
                                lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base, f"{v.group}:{sub}",
                                why))
         elif v.extra["unit"] == "tokens":
-            fpt = float(v.extra["fpt"])
-            out.append(Obs(v.group, v.label, float(v.tflops) * 1e12 / fpt, lambda c, t=t: t(c).tokens_per_s_per_gpu,
-                           base, why=why))
+            out.append(Obs(v.group, v.label, source_tokens(v), lambda c, t=t: t(c).tokens_per_s_per_gpu, base,
+                           why=why))
         else:
             for lab, tflops in _runs(v):
                 out.append(Obs(v.group, lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, base, why=why))
@@ -305,9 +307,9 @@ def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
     of NeMo's FLOP count as the CP rows; N40 over its sweep's shortest point (as its CP rows), N41 absolute. Rows with
     a reason to be out of the fit (``extra["why"]``) only with ``include_out_of_fit``."""
     out: list[Obs] = []
-    ref = next(v for v in n_variants() if v.group == "N40")  # the CP rows' reference (n_observations' sub "N40")
+    ref = reference_row("N40")  # the CP rows' reference (n_observations' sub-group "N40")
     ref_t = _built(ref.model, ref.kwargs)
-    ref_tokens = float(ref.tflops) * 1e12 / float(ref.extra["fpt"])
+    ref_tokens = source_tokens(ref)
     for row in nocp_rows():
         if not row.candidates:
             continue
@@ -727,7 +729,7 @@ def _nemotron(cal: Calibration) -> list[str]:
            "| row | measured tokens/s/GPU (from the step time) | moeplan | off | missing effect |", "|---|---|---|---|---|"]
     for r in runs:
         est = api.estimate(r["model"], cal=cal, **estimate_kwargs(r))["tokens_per_s_per_gpu"]
-        measured = int(r["gbs"]) * int(r["seq_len"]) / int(r["gpus"]) / float(r["measured_step_time_s"])
+        measured = tokens_per_gpu_per_step(r) / float(r["measured_step_time_s"])
         layout = f"TP{r['tp']} PP{r['pp']} EP{r['ep']}, MBS {r['mbs']}, seq {r['seq_len']}"
         out.append(f"| {r['model']} {r['system']} {r['gpus']}, {r['precision']}, {layout} ({r['release']}) | "
                    f"{measured:,.0f} | {est:,.0f} | {est / measured - 1:+.0%} | {r['gap'] or '-'} |")

@@ -227,6 +227,29 @@ def nemo_llama_flops_per_token(model: str, seq_len: int) -> float:
                               + 6 * spec.vocab / (n * h)))
 
 
+def tokens_per_gpu_per_step(run: dict[str, Any]) -> float:
+    """Tokens one GPU trains per step, GBS x sequence length / GPUs, of a run or row with those fields: over its step
+    seconds its tokens/s per GPU, over its tokens/s per GPU its step seconds."""
+    return int(run["gbs"]) * int(run["seq_len"]) / int(run["gpus"])
+
+
+def tflops_to_tokens(tflops: float, flops_per_token: float) -> float:
+    """Tokens/s per GPU from a TFLOP/s per GPU figure and the FLOPs per token it was counted with (N40 / N41: NeMo's,
+    nemo_llama_flops_per_token)."""
+    return tflops * 1e12 / flops_per_token
+
+
+def source_tokens(v: Variant) -> float:
+    """A "tokens" row's measured tokens/s per GPU: its TFLOP/s over the source's own FLOPs per token (extra["fpt"])."""
+    return tflops_to_tokens(float(v.tflops), float(v.extra["fpt"]))  # type: ignore[arg-type]
+
+
+def reference_row(sub: str) -> Variant:
+    """The reference row of the N groups' ratio sub-group ``sub`` (its first row): the row each ratio of the sub-group
+    is over (benchmarks/calibrate.py n_observations; N40's, the 8K point, also for its 'without CP' rows)."""
+    return next(v for v in n_variants() if v.extra["obs"] == "ratio" and v.extra["sub"] == sub)
+
+
 def _proxy(model: str, layers: int):
     """``model`` cut to (or repeated to) ``layers`` decoder layers, keeping its first-layer pattern (N25/N26: the
     DeepSeek-V3 shape cut to 14 layers, 3 dense + 11 MoE; N31: Qwen3-235B-A22B rounded from 94 to 96 layers)."""
@@ -595,7 +618,7 @@ def _tuned(why: str) -> dict[str, Any]:
 
 
 def _step_variant(g: str, lab: str, run: dict[str, str], kw: dict[str, Any], step_s: float, why: str) -> Variant:
-    tokens = int(run["gbs"]) * int(run["seq_len"]) / int(run["gpus"]) / step_s
+    tokens = tokens_per_gpu_per_step(run) / step_s
     return Variant(g, lab, run["model"], kw, None, step_s, notes=run.get("recipe", ""),
                    extra={"obs": "abs", "unit": "tokens", "tokens": tokens} | _tuned(why))
 
@@ -633,7 +656,7 @@ def catalog_variants() -> list[Variant]:
         sib = by_key[("N20", system, "mxfp8")]
         kw = estimate_kwargs(sib) | dict(precision="nvfp4", tp=int(r["tp"])) | NVFP4_RECIPE_KNOBS | \
             NVFP4_SYSTEM_KNOBS.get(system, {}) | dict(dispatcher=_resolved_dispatcher(sib["model"], estimate_kwargs(sib)))
-        step = _f(r["step_time_s"]) or int(r["gbs"]) * int(r["seq_len"]) / int(r["gpus"]) / float(r["tokens_per_s_per_gpu"])
+        step = _f(r["step_time_s"]) or tokens_per_gpu_per_step(r) / float(r["tokens_per_s_per_gpu"])
         if r["group_id"] == "N13":  # the nemo 26.06 card (Megatron-Core 0.18)
             kw["mcore_version"] = "0.18"
         lab = f"{sib['model']} {system} {r['gpus']} nvfp4 TP{r['tp']} EP{r['ep']} ({r['software_version']})"

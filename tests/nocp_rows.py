@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .fit_exclusions import why_out_of_fit
-from .measured_variants import Variant, _f, _rows, n_variants, nemo_llama_flops_per_token
+from .measured_variants import Variant, _f, _rows, n_variants, nemo_llama_flops_per_token, tflops_to_tokens
 
 # the memory levers the source names for its without-CP runs (footnote 1: TP and full activation recomputation)
 NOCP_RECOMPUTE = ("none", "full")
@@ -54,7 +54,7 @@ class NoCPRow:
     @property
     def measured_tokens(self) -> float:
         """Measured tokens/s per GPU: the source's TFLOP/s over its own FLOP count."""
-        return self.tflops * 1e12 / self.fpt
+        return tflops_to_tokens(self.tflops, self.fpt)
 
 
 def search_cp1(v: Variant, recompute: str, gpus: int | None = None) -> list[tuple[dict[str, Any], float, float]]:

@@ -11,7 +11,7 @@ import pytest
 from moeplan import api
 from moeplan.models import load_model
 from moeplan.engine.params import count_params
-from tests.measured_variants import n_variants
+from tests.measured_variants import n_variants, source_tokens
 
 POINT_TOL = 0.12  # each point within 12%
 RANGE_TOL = 0.10  # each sweep's max / min within 10% of the measured one
@@ -40,7 +40,7 @@ def _sweep(group: str) -> list[tuple[str, float, float]]:
     for v in n_variants():
         if v.group == group:
             est = api.estimate(v.model, **v.kwargs)["tokens_per_s_per_gpu"]
-            out.append((v.label, float(v.tflops) * 1e12 / float(v.extra["fpt"]), est))
+            out.append((v.label, source_tokens(v), est))
     return out
 
 

@@ -124,10 +124,10 @@ def test_cp_before_without_cp_as_measured():
 def _reference(r) -> float:
     """N40's rows are ratios to its 8K point (moeplan over measured tokens/s there); N41 absolute (1)."""
     if r.group != "N41":
-        from tests.measured_variants import n_variants
+        from tests.measured_variants import reference_row, source_tokens
 
-        v = next(v for v in n_variants() if v.group == r.group)
-        return _tokens(v.kwargs, v.model) / (float(v.tflops) * 1e12 / float(v.extra["fpt"]))
+        v = reference_row(r.group)
+        return _tokens(v.kwargs, v.model) / source_tokens(v)
     return 1.0
 
 
