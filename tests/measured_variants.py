@@ -631,6 +631,8 @@ def _resolved_dispatcher(model: str, kw: dict[str, Any]) -> str:
 
 def catalog_variants() -> list[Variant]:
     """The expressible rows of N06, N12, N13, N14, N15, N20 and G06 (see the comment above), in file order."""
+    from moeplan.hardware import load_gpu
+
     from .new_model_rows import estimate_kwargs as new_row_kwargs
     from .new_model_rows import rows as new_rows
     from .reference_runs import estimate_kwargs, out_of_fit_runs
@@ -646,13 +648,11 @@ def catalog_variants() -> list[Variant]:
     # and the sibling's resolved dispatcher (one dispatcher on both sides of a pair); a same-layout pair enters as the
     # ratio to its MXFP8 row (extra["ref"]); N13's GB300 card (no MXFP8 row) as its absolute level; B200's (TP 2
     # against its MXFP8 row's TP 1: no pair) is reported with the TP 2 gap
-    systems = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200",
-               "GB300 NVL72": "gb300"}
     labels = {(v.group, v.kwargs["gpu"], v.kwargs["precision"]): v.label for v in out}
     for r in _rows():
         if r["group_id"] not in ("N13", "N20") or r["precision"] != "NVFP4":
             continue
-        system = systems[r["system"]]
+        system = load_gpu(r["system"]).name  # the card's system name is a catalog alias
         sib = by_key[("N20", system, "mxfp8")]
         kw = estimate_kwargs(sib) | dict(precision="nvfp4", tp=int(r["tp"])) | NVFP4_RECIPE_KNOBS | \
             NVFP4_SYSTEM_KNOBS.get(system, {}) | dict(dispatcher=_resolved_dispatcher(sib["model"], estimate_kwargs(sib)))
