@@ -19,26 +19,26 @@ _UCCL_P5 = ("DeepEP over UCCL-EP on p5.48xlarge: DeepEP's host-proxy backend is 
 # N40 / N41's 'without CP' rows (tests/nocp_rows.py)
 PIPELINE_ONLY = ("at the row's GPU count and GBS every CP-1 layout is a pipeline with fewer micro-batches per data-"
                  "parallel rank than stages (TP at most 8 inside the node, DP at most GBS; one micro-batch at "
-                 "moeplan's fastest, whose bubble is (PP - 1) / PP of the step); measured runs 1.4-1.6x faster than "
-                 "moeplan's fastest such layout, which the CP row's attention rate cannot give, so the run did not "
-                 "train on that GPU count; on fewer GPUs (the source gives the CP run's count only) moeplan's fastest "
+                 "moeplan's fastest, whose bubble is (PP - 1) / PP of the step); measured runs faster than moeplan's "
+                 "fastest such layout by more than the CP row's attention rate can give (by how much: docs/calibration.md"
+                 " known gaps), so the run did not train on that GPU count; on fewer GPUs (the source gives the CP run's count only) moeplan's fastest "
                  "layouts need less or no pipeline and run faster than measured at 512K and 1M: the layout is not "
                  "known")
-RECOMPUTED = ("moeplan's fastest CP-1 layout trains without recompute (at 91-93% of the budget, the loss's forward "
-              "peak and the output layer's gather buffer counted) and runs about a quarter over measured; its fastest "
-              "full-recompute layout is within 1% of measured: the run recomputed where moeplan's memory estimate says "
-              "it need not, and the source gives no peak memory to tell whether the estimate or the run's choice is "
-              "the cause")
+RECOMPUTED = ("moeplan's fastest CP-1 layout trains without recompute near the budget (the loss's forward peak and the "
+              "output layer's gather buffer counted) and runs over measured by more than the sweep's point bound, while "
+              "its fastest full-recompute layout meets the measurement (the figures: docs/calibration.md known gaps): "
+              "the run recomputed where moeplan's memory estimate says it need not, and the source gives no peak memory "
+              "to tell whether the estimate or the run's choice is the cause")
 # G11's tuned row (its HybridEP kernel tuning beside the overlap)
 G11_TUNED = ("HybridEP tuned to 32 SMs, combine chunks of 64 tokens and permute fusion beside the EP overlap: kernel "
              "tuning moeplan does not model (the overlap rows without it are fitted)")
 # The catalogued models' rows (tests/measured_variants.catalog_variants)
 N06_DRIFT = ("software drift: the same recipe and layout measured 646.4 TFLOP/s/GPU on the pytorch 26.04 container "
              "and 710.4 on 26.06 (TE 3bca9385 -> 6377ca16); the 26.06 row is the tuned one")
-G06_HOST_BOUND = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs 0.46 s where moeplan estimates "
-                  "0.16 s, and the recompute sets add 9-49 ms each where recomputing their modules' work costs 0.3-3.5 "
-                  "ms (layernorm recompute alone ~40 ms); as ratios to the no-recompute row they would sit within 2-9% "
-                  "only because the unexplained 0.3 s dilutes them, so they stay out")
+G06_HOST_BOUND = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs several times moeplan's estimate, "
+                  "and each recompute set adds more measured time than recomputing its modules' work costs in moeplan "
+                  "(the figures: the note under the table); as ratios to the no-recompute row they would sit close only "
+                  "because the unexplained host time dilutes them, so they stay out")
 
 # (group, label fragment) -> why; a fragment "" names every row of the group
 OUT_OF_FIT: dict[tuple[str, str], str] = {
