@@ -605,8 +605,6 @@ NVFP4_SYSTEM_KNOBS: dict[str, dict[str, Any]] = {"b300": dict(recompute="selecti
 CATALOG_ROWS_IN_FIT = True
 CATALOG_OUT_WHY = ("held out (CATALOG_ROWS_IN_FIT): fitted, these rows bend gemm_epilogue_s past its physical range "
                    "(docs/calibration.md known gaps, 'The catalogued models' tuned rows')")
-# DeepSeek-V4-Pro's Megatron-LM recipe (N06 row): pipeline layout Et*4|(tttt|)*14tmL, i.e. VPP 4 (the row's notes)
-V4_PRO_LAYOUT = dict(vpp=4, pipeline_layout="Et*4|(tttt|)*14tmL", offload_modules="core_attn")
 
 
 def _tuned(why: str) -> dict[str, Any]:
@@ -670,7 +668,7 @@ def catalog_variants() -> list[Variant]:
     for r in new_rows():
         if r["group"] != "N06" or not r["model"]:
             continue
-        kw = new_row_kwargs(r) | (V4_PRO_LAYOUT if r["model"] == "deepseek-v4-pro" else {}) | dict(bf16_moments=True)
+        kw = new_row_kwargs(r)  # the recipe's knobs are the row's (tests/data/new_model_rows.csv), as in "New models"
         why = why_out_of_fit("N06", r["label"])
         out.append(Variant("N06", r["label"], r["model"], kw, float(r["measured_tflops_per_gpu"]), None,
                            extra={"obs": "abs", "unit": "tflops"} | _tuned(why)))
