@@ -15,9 +15,10 @@ Only the rows whose CP row has CP > 1 are distinct measurements (at CP 1 both co
 (its 1M point has no without-CP run: "impossible ... due to the GPU memory constraints"), N41 32K-1M.
 
 In the fit the prediction follows the calibration: the fastest of the candidate layouts at the constants being
-fitted. Memory does not depend on them, so the candidates are found once, at the shipped constants: the layouts the
-search returns for each recompute option, pruned to the fastest per TP and recompute option within CANDIDATE_MARGIN
-of the fastest (at most MAX_CANDIDATES), which keeps calibrate's thousands of evaluations cheap. Rows that miss by an effect moeplan does not
+fitted. Memory does not depend on them, so the candidates are found once, at the fit's source values (benchmarks/
+calibrate.py PRIOR, where the fit starts; not the shipped constants, which the fit wrote: its inputs would depend on
+its own previous output): the layouts the search returns for each recompute option, pruned to the fastest per TP and
+recompute option within CANDIDATE_MARGIN of the fastest (at most MAX_CANDIDATES), which keeps calibrate's thousands of evaluations cheap. Rows that miss by an effect moeplan does not
 express are kept out of the fit with the reason (``extra["why"]``, from tests/fit_exclusions.py) and reported.
 """
 
@@ -32,7 +33,7 @@ from .measured_variants import Variant, _f, _rows, n_variants, nemo_llama_flops_
 
 # the memory levers the source names for its without-CP runs (footnote 1: TP and full activation recomputation)
 NOCP_RECOMPUTE = ("none", "full")
-# candidates kept per row: within this share of the fastest at the shipped constants (the fitted constants move
+# candidates kept per row: within this share of the fastest at the prior constants (the fitted constants move
 # layouts of one model and length together; a layout 25% behind is not overtaken), at most MAX_CANDIDATES
 CANDIDATE_MARGIN = 0.25
 MAX_CANDIDATES = 3
@@ -48,7 +49,7 @@ class NoCPRow:
     tflops: float  # measured, in the source's FLOP count (fpt)
     fpt: float  # NeMo's FLOPs per token at this length (measured_variants.nemo_llama_flops_per_token)
     cp_row: Variant  # the same length's CP row (its GPUs, GBS and numerics)
-    candidates: tuple[dict[str, Any], ...]  # api.build_config kwargs, fastest first at the shipped constants
+    candidates: tuple[dict[str, Any], ...]  # api.build_config kwargs, fastest first at the prior constants
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -57,11 +58,23 @@ class NoCPRow:
         return tflops_to_tokens(self.tflops, self.fpt)
 
 
-def search_cp1(v: Variant, recompute: str, gpus: int | None = None) -> list[tuple[dict[str, Any], float, float]]:
+@functools.lru_cache(maxsize=1)
+def prior_calibration() -> Any:
+    """The fit's source values (benchmarks/calibrate.py PRIOR: where the fit starts, independent of its output)."""
+    from .scripts import loaded_script
+
+    with loaded_script("benchmarks/calibrate.py", "moeplan_calibrate_prior") as module:
+        return module.PRIOR
+
+
+def search_cp1(v: Variant, recompute: str, gpus: int | None = None,
+               cal: Any = None) -> list[tuple[dict[str, Any], float, float]]:
     """The planner's plans at CP 1 for the CP row ``v``'s run (its GPUs unless ``gpus``), one recompute option:
-    (build_config kwargs, tokens/s per GPU at the shipped constants, peak bytes), fastest first."""
+    (build_config kwargs, tokens/s per GPU at ``cal``, peak bytes), fastest first. ``cal``: None, the shipped
+    constants."""
     from moeplan import api
     from moeplan.base.errors import MoeplanError
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     kw = v.kwargs
     knobs = {"te_version": kw["te_version"]} if "te_version" in kw else {}
@@ -69,7 +82,7 @@ def search_cp1(v: Variant, recompute: str, gpus: int | None = None) -> list[tupl
         rep = api.search_plans(v.model, gpu=kw["gpu"], gpus=gpus or kw["gpus"], seq_len=kw["seq_len"], gbs=kw["gbs"],
                                precision=kw["precision"], top=SEARCH_TOP,
                                fixed={"cp": 1, "mbs": 1, "recompute": recompute}, fsdp="off", optimizer_offload=False,
-                               cuda_graphs=False, allow_gbs_reduction=False, **knobs)
+                               cuda_graphs=False, allow_gbs_reduction=False, cal=cal or DEFAULT_CALIBRATION, **knobs)
     except MoeplanError:
         return []
     out = []
@@ -82,8 +95,10 @@ def search_cp1(v: Variant, recompute: str, gpus: int | None = None) -> list[tupl
 
 
 def candidates(v: Variant) -> list[tuple[dict[str, Any], float, float]]:
-    """Every recompute option's plans (search_cp1), pruned to CANDIDATE_MARGIN / MAX_CANDIDATES, fastest first."""
-    found = sorted((c for rc in NOCP_RECOMPUTE for c in search_cp1(v, rc)), key=lambda c: -c[1])
+    """Every recompute option's plans (search_cp1) at the prior constants, pruned to CANDIDATE_MARGIN / MAX_CANDIDATES,
+    fastest first."""
+    prior = prior_calibration()
+    found = sorted((c for rc in NOCP_RECOMPUTE for c in search_cp1(v, rc, cal=prior)), key=lambda c: -c[1])
     if not found:
         return []
     best = found[0][1]
@@ -110,7 +125,7 @@ def nocp_rows() -> tuple[NoCPRow, ...]:
         label = f"{seq // 1024}K without CP"
         out.append(NoCPRow(g, label, v.model, seq, float(_f(r["tflops_per_gpu"])),  # type: ignore[arg-type]
                            nemo_llama_flops_per_token(v.model, seq), v, tuple(c[0] for c in cands),
-                           extra={"tokens_default": tuple(c[1] for c in cands), "bytes": tuple(c[2] for c in cands),
+                           extra={"tokens_prior": tuple(c[1] for c in cands), "bytes": tuple(c[2] for c in cands),
                                   "why": why_out_of_fit(g, label)}))
     return tuple(out)
 
@@ -123,4 +138,4 @@ def layout_text(kw: dict[str, Any]) -> str:
     return f"TP{kw['tp']} PP{kw['pp']}{vpp} DP{dp}, {rc}"
 
 
-__all__ = ["NoCPRow", "candidates", "layout_text", "nocp_rows", "search_cp1"]
+__all__ = ["NoCPRow", "candidates", "layout_text", "nocp_rows", "prior_calibration", "search_cp1"]
