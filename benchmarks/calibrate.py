@@ -156,7 +156,7 @@ def observations() -> list[Obs]:
             ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
             out.append(Obs("G05", b.label, b.measured() / a.measured(),
                            lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model,
-                           f"G05:{b.label}"))
+                           f"G05:{b.label}", b.extra["why"]))
     # G08: the seconds offload adds over the baseline
     g08 = by["G08"]
     base = g08[0]
@@ -164,26 +164,28 @@ def observations() -> list[Obs]:
     for v in g08[1:]:
         tv = _built(v.model, v.kwargs)
         out.append(Obs("G08", v.label, float(v.step_s) - float(base.step_s),  # type: ignore[arg-type]
-                       lambda c, tv=tv: tv(c).step_time_s - t0(c).step_time_s, v.model))
+                       lambda c, tv=tv: tv(c).step_time_s - t0(c).step_time_s, v.model, why=v.extra["why"]))
     # G09: graphs on over off
     a, b = by["G09"]
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("G09", b.label, b.measured() / a.measured(),
-                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "G09"))
+                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "G09", b.extra["why"]))
     # G11 and G14: absolute (each run of G11's repeated configuration enters: _runs; the tuned row adds kernel tuning)
     for v in by["G11"]:
         t = _built(v.model, v.kwargs)
-        out += _in_fit([Obs("G11", lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, v.model, why=v.extra["why"])
-                        for lab, tflops in _runs(v)], False)
+        out += [Obs("G11", lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, v.model, why=v.extra["why"])
+                for lab, tflops in _runs(v)]
     for v in by["G14"]:
         t = _built(v.model, v.kwargs)
-        out.append(Obs("G14", v.label, v.measured(), lambda c, t=t: t(c).tflops_per_gpu, v.model))
+        out.append(Obs("G14", v.label, v.measured(), lambda c, t=t: t(c).tflops_per_gpu, v.model, why=v.extra["why"]))
     # MB01: the layout change between adjacent releases 26.04 -> 26.04.01
     mb = by["MB01"]
     a, b = mb[-2], mb[-1]
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
-                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "MB01"))
+                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "MB01",
+                   b.extra["why"]))
+    out = _in_fit(out, include_out_of_fit=False)  # the measured variants' rows with a reason to be out (G11's tuned)
     out += n_observations()
     out += nocp_observations()
     out += catalog_observations()

@@ -163,7 +163,9 @@ def variants() -> list[Variant]:
                 model = "qwen3-30b-a3b"
             out.append(Variant(g, f"{r['software_version']} PP{r['pp']} VPP{vpp} EP{r['ep']} MBS{r['mbs']}", model, kw,
                                _f(r["tflops_per_gpu"]), None))
-    return out
+    # every row carries its reason to be out of the fit ("" where it is in: tests/fit_exclusions.py)
+    return [v if "why" in v.extra else replace(v, extra=v.extra | {"why": why_out_of_fit(v.group, v.label)})
+            for v in out]
 
 
 def ranked_pairs(vs: list[Variant], min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
