@@ -17,10 +17,11 @@ estimated with that run's own settings (its recipe's layout, knobs and numerics)
   sweeps as tokens/s (NeMo's own FLOP count): N41 absolute (its rows run their TE 1.3), N40 over its shortest point
   (its level, NeMo 25.04.rc2 on B200, is confounded: see the known gaps); their 'without CP' rows (layout not
   published: "the most performant" one that fits) as the fastest of the candidate CP-1 layouts the planner's search
-  finds for each (tests/nocp_rows.py; nocp_observations), the rows in NOCP_OUT_OF_FIT reported, not fitted. N31 / N32 (AWS EFA on p6-b300) and N33
-  (p5.48xlarge; its DeepEP-over-UCCL-EP rows reported, not fitted: ROWS_OUT_OF_FIT) as ratios inside each campaign sub-group (dispatcher x
-  MBS, overlap rows among themselves); groups in N_OUT_OF_FIT are estimated and reported, not fitted; rows no
-  estimate expresses are listed with the missing feature (UNEXPRESSED).
+  finds for each (tests/nocp_rows.py; nocp_observations). N31 / N32 (AWS EFA on p6-b300) and N33
+  (p5.48xlarge; its DeepEP-over-UCCL-EP rows reported, not fitted) as ratios inside each campaign sub-group (dispatcher x
+  MBS, overlap rows among themselves); rows no estimate expresses are listed with the missing feature (UNEXPRESSED).
+  A row stays out of the fit for one reason, the one field every row carries (``extra["why"]``, Obs.why; the reasons
+  written by hand in tests/fit_exclusions.py): estimated and reported with it, not fitted.
 - the catalogued models' rows (tests/measured_variants.catalog_variants, catalog_observations): Nemotron-3 (N13-N15,
   N20) and DeepSeek-V4-Flash (N12) performance rows as tokens/s per GPU from their published step times, DeepSeek-V4
   (N06, Megatron-LM's recipe index) as TFLOP/s, G06 (Moonlight) as ratios to its first row, N20's same-layout NVFP4
@@ -62,10 +63,12 @@ from moeplan.models.spec import MODEL_FEATURES  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, NON_TIMING_CONSTANTS, Calibration  # noqa: E402
 from moeplan.engine.timing.step import estimate_time  # noqa: E402
 from tests.measured_variants import (CATALOG_ROWS_IN_FIT, G15_GBS_TOKENS, G15_PLAN_KWARGS, UNEXPRESSED, Variant, catalog_variants,  # noqa: E402
-                                     g15_points, layer_variants, moe_layer_s, n_variants, routing_pair, variants)
+                                     g15_points, layer_variants, moe_layer_s, n_variants, reference_row, routing_pair,
+                                     source_tokens, variants)
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
-from tests.nocp_rows import NOCP_OUT_OF_FIT, layout_text, nocp_rows, out_of_fit as nocp_out_of_fit  # noqa: E402
+from tests.fit_exclusions import OUT_OF_FIT  # noqa: E402
+from tests.nocp_rows import layout_text, nocp_rows  # noqa: E402
 
 DATA_FILE = ROOT / "src" / "moeplan" / "hardware" / "calibration.yaml"
 DOC = ROOT / "docs" / "calibration.md"
@@ -128,6 +131,7 @@ class Obs:
     # A ratio observation's sub-group: the rows measured over one reference row, whose level is free (residuals:
     # level_contrasts). None: an absolute observation (or G08's seconds).
     level: str | None = None
+    why: str = ""  # the row's reason to be out of the fit (its ``extra["why"]``; "" where it is in)
 
 
 def _built(model: str, kw: dict[str, Any]):
@@ -152,7 +156,7 @@ def observations() -> list[Obs]:
             ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
             out.append(Obs("G05", b.label, b.measured() / a.measured(),
                            lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model,
-                           f"G05:{b.label}"))
+                           f"G05:{b.label}", b.extra["why"]))
     # G08: the seconds offload adds over the baseline
     g08 = by["G08"]
     base = g08[0]
@@ -160,31 +164,28 @@ def observations() -> list[Obs]:
     for v in g08[1:]:
         tv = _built(v.model, v.kwargs)
         out.append(Obs("G08", v.label, float(v.step_s) - float(base.step_s),  # type: ignore[arg-type]
-                       lambda c, tv=tv: tv(c).step_time_s - t0(c).step_time_s, v.model))
+                       lambda c, tv=tv: tv(c).step_time_s - t0(c).step_time_s, v.model, why=v.extra["why"]))
     # G09: graphs on over off
     a, b = by["G09"]
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("G09", b.label, b.measured() / a.measured(),
-                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "G09"))
-    # G11 and G14: absolute (each run of G11's repeated configuration enters; the tuned row adds kernel tuning)
-    seen: dict[str, list[Variant]] = {}
+                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "G09", b.extra["why"]))
+    # G11 and G14: absolute (each run of G11's repeated configuration enters: _runs; the tuned row adds kernel tuning)
     for v in by["G11"]:
-        if "tuned" not in v.label:
-            seen.setdefault(v.label, []).append(v)
-    for lab, rows in seen.items():
-        t = _built(rows[0].model, rows[0].kwargs)
-        for i, r in enumerate(rows, start=1):  # each run of a repeated configuration enters (G11's validation repeat)
-            out.append(Obs("G11", lab if len(rows) == 1 else f"{lab} [run {i}]", r.measured(),
-                           lambda c, t=t: t(c).tflops_per_gpu, rows[0].model))
+        t = _built(v.model, v.kwargs)
+        out += [Obs("G11", lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, v.model, why=v.extra["why"])
+                for lab, tflops in _runs(v)]
     for v in by["G14"]:
         t = _built(v.model, v.kwargs)
-        out.append(Obs("G14", v.label, v.measured(), lambda c, t=t: t(c).tflops_per_gpu, v.model))
+        out.append(Obs("G14", v.label, v.measured(), lambda c, t=t: t(c).tflops_per_gpu, v.model, why=v.extra["why"]))
     # MB01: the layout change between adjacent releases 26.04 -> 26.04.01
     mb = by["MB01"]
     a, b = mb[-2], mb[-1]
     ta, tb = _built(a.model, a.kwargs), _built(b.model, b.kwargs)
     out.append(Obs("MB01", f"{a.label} -> {b.label}", b.measured() / a.measured(),
-                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "MB01"))
+                   lambda c, ta=ta, tb=tb: tb(c).tflops_per_gpu / ta(c).tflops_per_gpu, b.model, "MB01",
+                   b.extra["why"]))
+    out = _in_fit(out, include_out_of_fit=False)  # the measured variants' rows with a reason to be out (G11's tuned)
     out += n_observations()
     out += nocp_observations()
     out += catalog_observations()
@@ -195,22 +196,21 @@ def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
     """The rows of the catalogued models (tests/measured_variants.catalog_variants): absolute tokens/s per GPU from the
     published step time (N12-N20), or the source's TFLOP/s (N06); G06 as each row over its first row (1 / step time);
     N20's NVFP4 rows as their tokens/s over the MXFP8 row of the same system, release and layout ("pair").
-    Rows whose ``extra["fit"]`` is False (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``."""
+    Rows with a reason to be out of the fit (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``."""
     out: list[Obs] = []
     refs: dict[str, Callable[[Calibration], Any]] = {}
     ref_rows: dict[str, Variant] = {}
     vs = catalog_variants()
     by_label = {v.label: v for v in vs}
     for v in vs:
-        if not v.extra["fit"] and not include_out_of_fit:
-            continue
         t = _built(v.model, v.kwargs)
+        why = v.extra["why"]
         if v.extra["obs"] == "pair":  # NVFP4 over the MXFP8 row of its layout: tokens/s ratio, shared gaps cancel
             rv = by_label[v.extra["ref"]]
             rt = _built(rv.model, rv.kwargs)
             out.append(Obs(v.group, f"{v.label} / {rv.label}", float(v.extra["tokens"]) / float(rv.extra["tokens"]),
                            lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, v.model,
-                           f"{v.group}:{rv.label}"))
+                           f"{v.group}:{rv.label}", why))
             continue
         if v.extra["obs"] == "ratio":
             if v.group not in refs:
@@ -218,35 +218,19 @@ def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
                 continue
             rv, rt = ref_rows[v.group], refs[v.group]
             out.append(Obs(v.group, f"{v.label} / {rv.label}", float(rv.step_s) / float(v.step_s),  # type: ignore[arg-type]
-                           lambda c, t=t, rt=rt: rt(c).step_time_s / t(c).step_time_s, v.model, v.group))
+                           lambda c, t=t, rt=rt: rt(c).step_time_s / t(c).step_time_s, v.model, v.group, why))
         elif v.extra["unit"] == "tokens":
-            out.append(Obs(v.group, v.label, float(v.extra["tokens"]), lambda c, t=t: t(c).tokens_per_s_per_gpu, v.model))
+            out.append(Obs(v.group, v.label, float(v.extra["tokens"]), lambda c, t=t: t(c).tokens_per_s_per_gpu, v.model,
+                           why=why))
         else:
-            out.append(Obs(v.group, v.label, float(v.tflops), lambda c, t=t: t(c).tflops_per_gpu, v.model))  # type: ignore[arg-type]
-    return out
+            out.append(Obs(v.group, v.label, float(v.tflops), lambda c, t=t: t(c).tflops_per_gpu, v.model,  # type: ignore[arg-type]
+                           why=why))
+    return _in_fit(out, include_out_of_fit)
 
 
-# N groups kept out of the fit, with why (docs/calibration.md "Outside the fit: shared groups"): each is still
-# estimated and its misses printed.
-N_OUT_OF_FIT: dict[str, str] = {
-}
-
-
-# Rows kept out of the fit inside a fitted group, (group, label fragment) -> why: still estimated, reported
-# (docs/calibration.md "Shared groups outside the fit") and ranked (tests/validation/test_ranking_shared_groups.py).
-ROWS_OUT_OF_FIT: dict[tuple[str, str], str] = {
-    ("N33", "UCCL"): "DeepEP over UCCL-EP on p5.48xlarge: DeepEP's host-proxy backend is not a knob (UCCL-EP and "
-                     "NVSHMEM's libfabric transport are both 'deepep'), and on p5 UCCL-EP costs ~2.3 us per token "
-                     "sent across nodes, at EP16 and EP32 alike (~12.5 ms per layer and sample at EP32), where on "
-                     "p6-b300 (N31 / N32) it costs no more per token than NCCL; UCCL-EP's README (uccl-project/uccl "
-                     "ep/) lists p5en / p6-b200 as tested, not p5's 32 x 100 Gb/s EFA, and a public p5 / p5en "
-                     "comparison of EP kernels measures its dispatch ~15x slower on p5",
-}
-
-
-def row_out_of_fit(group: str, label: str) -> str | None:
-    """Why a row of a fitted group stays out of the fit (ROWS_OUT_OF_FIT), or None."""
-    return next((why for (g, frag), why in ROWS_OUT_OF_FIT.items() if g == group and frag in label), None)
+def _in_fit(obs: list[Obs], include_out_of_fit: bool) -> list[Obs]:
+    """``obs`` less those with a reason to be out of the fit (Obs.why), unless ``include_out_of_fit``."""
+    return [o for o in obs if include_out_of_fit or not o.why]
 
 
 def _model_name(model: Any) -> str:
@@ -254,9 +238,9 @@ def _model_name(model: Any) -> str:
 
 
 def _runs(v: Variant) -> list[tuple[str, float]]:
-    """(label, measured TFLOP/s) of each measured run of a row: a repeated configuration (the recipe index's median
-    and Bridge's re-measure, N01-N03; N26's repeat of N25's row) enters once per run, each labelled with which run it
-    is, as every measured row enters the fit."""
+    """(label, measured TFLOP/s) of each measured run of a row (tests/measured_variants.add_run): a repeated
+    configuration (the recipe index's median and Bridge's re-measure, N01-N03; N26's repeat of N25's row; G11's
+    validation repeat) enters once per run, each labelled with which run it is, as every measured row enters the fit."""
     runs = v.extra.get("runs", ())
     if len(runs) <= 1:
         return [(v.label, float(v.tflops))]  # type: ignore[arg-type]
@@ -270,40 +254,39 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
     out: list[Obs] = []
     refs: dict[str, tuple[Variant, Callable[[Calibration], Any]]] = {}
     for v in n_variants():
-        if v.group in N_OUT_OF_FIT and not include_out_of_fit:
-            continue
         t = _built(v.model, v.kwargs)
+        why = v.extra["why"]
         base = v.model if isinstance(v.model, str) else v.model.name.rsplit("-", 1)[0]
         if v.extra["obs"] == "ratio":
             sub = v.extra["sub"]
+            rv = reference_row(sub)
+            if v.label == rv.label:
+                continue  # the sub-group's reference: its level is the sub-group's (free)
             if sub not in refs:
-                refs[sub] = (v, t)
-                continue
-            if row_out_of_fit(v.group, v.label) and not include_out_of_fit:
-                continue
+                refs[sub] = (rv, _built(rv.model, rv.kwargs))
             rv, rt = refs[sub]
             if v.extra["unit"] == "tokens":  # the source's own FLOP count per token differs by row (N40 / N41)
-                tok = float(v.tflops) / float(v.extra["fpt"]) / (float(rv.tflops) / float(rv.extra["fpt"]))
+                tok = source_tokens(v) / source_tokens(rv)
                 out.append(Obs(v.group, f"{v.label} / {rv.label}", tok,
                                lambda c, t=t, rt=rt: t(c).tokens_per_s_per_gpu / rt(c).tokens_per_s_per_gpu, base,
-                               f"{v.group}:{sub}"))
+                               f"{v.group}:{sub}", why))
                 continue
             for lab, tflops in _runs(v):
                 out.append(Obs(v.group, f"{lab} / {rv.label}", tflops / float(rv.tflops),
-                               lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base, f"{v.group}:{sub}"))
+                               lambda c, t=t, rt=rt: t(c).tflops_per_gpu / rt(c).tflops_per_gpu, base, f"{v.group}:{sub}",
+                               why))
         elif v.extra["unit"] == "tokens":
-            fpt = float(v.extra["fpt"])
-            out.append(Obs(v.group, v.label, float(v.tflops) * 1e12 / fpt, lambda c, t=t: t(c).tokens_per_s_per_gpu,
-                           base))
+            out.append(Obs(v.group, v.label, source_tokens(v), lambda c, t=t: t(c).tokens_per_s_per_gpu, base,
+                           why=why))
         else:
             for lab, tflops in _runs(v):
-                out.append(Obs(v.group, lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, base))
+                out.append(Obs(v.group, lab, tflops, lambda c, t=t: t(c).tflops_per_gpu, base, why=why))
     # N38 / N39: one MoE layer's forward + backward (tests/measured_variants.moe_layer_s: what the benchmark times), as
     # ratios of speed to the proxy's alltoall BF16 row (LAYER_REF): dispatcher x precision inside one software stack.
     # Not absolute: an isolated layer runs its GEMMs at H100's best-shape rate (8,192 rows per expert: the BF16 layers
     # take ~MAMF's time), while grouped_gemm_eff / gemm_epilogue_s are fitted to training steps, whose GEMMs run
-    # beside the step's other work; at the runs' constants the layers are 23-33% slower than measured (reported).
-    layers = [v for v in layer_variants() if v.group not in N_OUT_OF_FIT or include_out_of_fit]
+    # beside the step's other work; at the runs' constants the layers come out slower than measured (_layer_level).
+    layers = layer_variants()
     layer_refs = {v.group: v for v in layers if (v.kwargs["dispatcher"], v.kwargs["precision"]) == LAYER_REF}
     for v in layers:
         rv = layer_refs.get(v.group)
@@ -312,8 +295,8 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
         d, p = v.kwargs["dispatcher"], v.kwargs["precision"]
         out.append(Obs(v.group, f"MoE layer {v.label} / {rv.label}", float(rv.step_s) / float(v.step_s),
                        lambda c, g=v.group, d=d, p=p: moe_layer_s(g, *LAYER_REF, c) / moe_layer_s(g, d, p, c), v.model,
-                       f"{v.group}:layer"))
-    return out
+                       f"{v.group}:layer", v.extra["why"]))
+    return _in_fit(out, include_out_of_fit)
 
 
 # The N38 / N39 reference row of each proxy (dispatcher, precision): the benchmark's plainest case
@@ -323,14 +306,14 @@ LAYER_REF = ("alltoall", "bf16")
 def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
     """N40 / N41's 'without CP' rows (tests/nocp_rows.py): the fastest of each row's candidate CP-1 layouts (found
     once by the planner's search; memory does not depend on the constants) at the constants being fitted, in tokens/s
-    of NeMo's FLOP count as the CP rows; N40 over its sweep's shortest point (as its CP rows), N41 absolute. Rows in
-    NOCP_OUT_OF_FIT only with ``include_out_of_fit``."""
+    of NeMo's FLOP count as the CP rows; N40 over its sweep's shortest point (as its CP rows), N41 absolute. Rows with
+    a reason to be out of the fit (``extra["why"]``) only with ``include_out_of_fit``."""
     out: list[Obs] = []
-    ref = next(v for v in n_variants() if v.group == "N40")  # the CP rows' reference (n_observations' sub "N40")
+    ref = reference_row("N40")  # the CP rows' reference (n_observations' sub-group "N40")
     ref_t = _built(ref.model, ref.kwargs)
-    ref_tokens = float(ref.tflops) * 1e12 / float(ref.extra["fpt"])
+    ref_tokens = source_tokens(ref)
     for row in nocp_rows():
-        if not row.candidates or (nocp_out_of_fit(row) and not include_out_of_fit):
+        if not row.candidates:
             continue
         ts = tuple(_built(row.model, kw) for kw in row.candidates)
 
@@ -340,10 +323,10 @@ def nocp_observations(include_out_of_fit: bool = False) -> list[Obs]:
         if row.group == "N40":
             out.append(Obs(row.group, f"{row.label} / {ref.label}", row.measured_tokens / ref_tokens,
                            lambda c, best=best: best(c) / ref_t(c).tokens_per_s_per_gpu, row.model,
-                           f"N40:{ref.extra['sub']}"))  # the CP rows' sub-group: the same reference row
+                           f"N40:{ref.extra['sub']}", row.extra["why"]))  # the CP rows' sub-group: the same reference row
         else:
-            out.append(Obs(row.group, row.label, row.measured_tokens, best, row.model))
-    return out
+            out.append(Obs(row.group, row.label, row.measured_tokens, best, row.model, why=row.extra["why"]))
+    return _in_fit(out, include_out_of_fit)
 
 
 # Observation weights (all 1: halving the rounded G14 series was tried and fits every group worse).
@@ -720,7 +703,19 @@ def _catalog(cal: Calibration) -> list[str]:
         reason = why.get(o.label) or why.get(o.label.split(" / ")[0], "")
         out.append(f"| {o.group} | {o.label} | {shown} | {ratio:.2f}x | "
                    f"{'no: ' + reason if reason else 'yes'} |")
-    return out + [""]
+    return out + ["", _g06_note(cal), ""]
+
+
+def _g06_note(cal: Calibration) -> str:
+    """G06's host-bound step at ``cal``: the no-recompute row's measured and estimated step time, and what each
+    recompute set adds measured and in moeplan (the figures behind its reason, tests/fit_exclusions.py)."""
+    rows = [v for v in catalog_variants() if v.group == "G06"]
+    est = [float(api.estimate(v.model, cal=cal, **v.kwargs)["step_time_s"]) for v in rows]
+    meas = [float(v.step_s) for v in rows]  # type: ignore[arg-type]
+    added_m = [(m - meas[0]) * 1e3 for m in meas[1:]]
+    added_e = [(e - est[0]) * 1e3 for e in est[1:]]
+    return (f"G06 ({rows[0].label}): measured {meas[0]:.3f} s per step, moeplan {est[0]:.3f} s; the recompute sets add "
+            f"{min(added_m):.0f}-{max(added_m):.0f} ms measured, {min(added_e):.1f}-{max(added_e):.1f} ms in moeplan.")
 
 
 def _card_peak_alloc_gib(group: str, system: str) -> float:
@@ -744,14 +739,8 @@ def _nemotron(cal: Calibration) -> list[str]:
            "(the `gap` column; a named row that comes inside 25% fails until its name is removed). The FLOPs per token of",
            "every row (TFLOP/s over tokens/s) is Megatron's hybrid count (`moeplan.engine.mamba`,",
            "`moeplan.engine.latent_moe`) to within the published rounding; one row (N13 H100 functional) is a strict",
-           "xfail: its derived length (4096) disagrees with its own FLOPs per token (the 8192 count).", "",
-           "| row | measured tokens/s/GPU (from the step time) | moeplan | off | missing effect |", "|---|---|---|---|---|"]
-    for r in runs:
-        est = api.estimate(r["model"], cal=cal, **estimate_kwargs(r))["tokens_per_s_per_gpu"]
-        measured = int(r["gbs"]) * int(r["seq_len"]) / int(r["gpus"]) / float(r["measured_step_time_s"])
-        layout = f"TP{r['tp']} PP{r['pp']} EP{r['ep']}, MBS {r['mbs']}, seq {r['seq_len']}"
-        out.append(f"| {r['model']} {r['system']} {r['gpus']}, {r['precision']}, {layout} ({r['release']}) | "
-                   f"{measured:,.0f} | {est:,.0f} | {est / measured - 1:+.0%} | {r['gap'] or '-'} |")
+           "xfail: its derived length (4096) disagrees with its own FLOPs per token (the 8192 count). Each row against",
+           "moeplan, and the effect it names, is in the table of the catalogued models' rows (below), its one table."]
     mem = []
     for group, model, system, card_system in (("N13", "nemotron-3-super-120b", "h100", "H100"),
                                               ("N14", "nemotron-3.5-lightning", "gb200", "GB200 NVL72")):
@@ -869,22 +858,25 @@ def render(obs: list[Obs], r0: np.ndarray, r1: np.ndarray, cv: dict[str, np.ndar
     gaps = KNOWN_GAPS.replace("{published_ok}", f"{ok} of {len(ratios)}")
     for name, (measured, estimated) in _overlap_pairs(cal).items():
         gaps = gaps.replace(f"{{{name}_measured}}", f"{measured:.3f}").replace(f"{{{name}_moeplan}}", f"{estimated:.3f}")
+    for name, text in _nocp_figures(cal).items():
+        gaps = gaps.replace(f"{{{name}}}", text)
     lines += re.sub(r"\{ratio:([^}]+)\}", lambda m: f"{ratios[m[1]]:.3f}", gaps).splitlines()
     return "\n".join(lines) + "\n"
 
 
 def _n_outside(cal: Calibration) -> list[str]:
-    """The N groups kept out of the fit (N_OUT_OF_FIT) with each row's miss, and the rows no estimate expresses."""
+    """The N groups' rows kept out of the fit (their ``why``) with each row's miss, and the rows no estimate expresses."""
     out = ["## Shared groups outside the fit", "",
            "Estimated with their recipes' settings but not fitted (why, per group), each row against the fitted",
            "constants (ratios: the row over its sub-group's first row):", ""]
-    for g, why in N_OUT_OF_FIT.items():
-        out.append(f"- **{g}**: {why}.")
-    for (g, frag), why in ROWS_OUT_OF_FIT.items():
-        out.append(f"- **{g}** rows with '{frag}' (the rest of {g} is fitted): {why}.")
+    obs = n_observations(include_out_of_fit=True)
+    for (g, frag), why in OUT_OF_FIT.items():  # the reasons of the N groups' rows (tests/fit_exclusions.py)
+        if any(o.group == g and o.why == why for o in obs):
+            rest = "every row of " + g if not frag else f"rows with '{frag}' (the rest of {g} is fitted)"
+            out.append(f"- **{g}** {rest}: {why}.")
     out += ["", "| group | observation | measured | moeplan |", "|---|---|---|---|"]
-    for o in n_observations(include_out_of_fit=True):
-        if o.group in N_OUT_OF_FIT or row_out_of_fit(o.group, o.label.split(" / ")[0]):
+    for o in obs:
+        if o.why:
             p = o.predict(cal)
             out.append(f"| {o.group} | {o.label} | {o.measured:.4g} | {p / o.measured - 1:+.0%} |")
     out += _nocp_outside(cal)
@@ -896,13 +888,14 @@ def _n_outside(cal: Calibration) -> list[str]:
 
 def _nocp_outside(cal: Calibration) -> list[str]:
     """N40 / N41's 'without CP' rows (tests/nocp_rows.py): the layouts moeplan picks for each, and the rows kept out of
-    the fit with why (NOCP_OUT_OF_FIT)."""
+    the fit with why (their ``extra["why"]``)."""
     out = ["", "The dense sweeps' 'without CP' rows (tests/nocp_rows.py): moeplan's fastest CP-1 layout from the "
            "planner's search on the CP row's GPUs, GBS and numerics (recompute none or full), the prediction the "
            "fastest candidate at the constants (N40 over its 8K point); rows outside the fit:", ""]
     whys: dict[str, list[str]] = {}
-    for (g, seq), why in NOCP_OUT_OF_FIT.items():
-        whys.setdefault(why, []).append(f"{g} {seq // 1024}K")
+    for row in nocp_rows():
+        if row.extra["why"]:
+            whys.setdefault(row.extra["why"], []).append(f"{row.group} {row.seq_len // 1024}K")
     out += [f"- **{', '.join(keys)}**: {why}." for why, keys in whys.items()]
     out += ["", "| group | row | moeplan's layout (fastest first) | measured | moeplan | in the fit |", "|---|---|---|---|---|---|"]
     by = {(o.group, o.label.split(" / ")[0]): o for o in nocp_observations(include_out_of_fit=True)}
@@ -910,8 +903,41 @@ def _nocp_outside(cal: Calibration) -> list[str]:
         o = by.get((row.group, row.label))
         miss = "-" if o is None else f"{o.predict(cal) / o.measured - 1:+.0%}"
         out.append(f"| {row.group} | {row.label} | {'; '.join(layout_text(kw) for kw in row.candidates)} | "
-                   f"{row.tflops:g} TFLOP/s | {miss} | {'no' if nocp_out_of_fit(row) else 'yes'} |")
+                   f"{row.tflops:g} TFLOP/s | {miss} | {'no' if row.extra['why'] else 'yes'} |")
     return out
+
+
+def _span(xs: list[float], fmt: str) -> str:
+    """'a-b' of the smallest and largest of ``xs`` in ``fmt`` (one figure where they read the same)."""
+    lo, hi = format(min(xs), fmt), format(max(xs), fmt)
+    return lo if lo == hi else f"{lo.rstrip('%x')}-{hi}"
+
+
+def _nocp_figures(cal: Calibration) -> dict[str, str]:
+    """The figures the known gaps quote for the 'without CP' rows out of the fit (tests/fit_exclusions.py), at ``cal``:
+    the recomputed rows' fastest layout's share of the budget, its miss, and the fastest full-recompute candidate's
+    miss; the pipeline-only rows' measured over moeplan."""
+    from tests.fit_exclusions import PIPELINE_ONLY, RECOMPUTED
+
+    obs = {(o.group, o.label.split(" / ")[0]): o for o in nocp_observations(include_out_of_fit=True)}
+    share, over, full, times = [], [], [], []
+    for row in nocp_rows():
+        o = obs.get((row.group, row.label))
+        if o is None:
+            continue
+        ratio = o.predict(cal) / o.measured
+        if row.extra["why"] is RECOMPUTED:
+            est = [api.estimate(row.model, cal=cal, **kw) for kw in row.candidates]
+            best = max(e["tokens_per_s_per_gpu"] for e in est)
+            fast = next(e for e in est if e["tokens_per_s_per_gpu"] == best)
+            share.append(fast["memory_gib"]["total"] / fast["budget_gib"])
+            over.append(ratio - 1)
+            full += [abs(ratio * e["tokens_per_s_per_gpu"] / best - 1) for kw, e in zip(row.candidates, est)
+                     if kw["recompute"] == "full"][:1]
+        elif row.extra["why"] is PIPELINE_ONLY:
+            times.append(1 / ratio)
+    return {"nocp_recomputed_share": _span(share, ".0%"), "nocp_recomputed_over": _span(over, ".0%"),
+            "nocp_recomputed_full": f"{max(full):.1%}" if full else "-", "nocp_pipeline_x": _span(times, ".2f") + "x"}
 
 
 def _layer_level(cal: Calibration) -> list[str]:
@@ -963,11 +989,11 @@ def _overlap_pairs(cal: Calibration) -> dict[str, tuple[float, float]]:
     def tflops(v: Variant) -> float:
         return float(api.estimate(v.model, cal=cal, **v.kwargs)["tflops_per_gpu"])
 
-    g11 = [v for v in by["G11"] if v.kwargs["dispatcher"] == "hybridep" and "tuned" not in v.label]
+    g11 = [v for v in by["G11"] if v.kwargs["dispatcher"] == "hybridep" and not v.extra["why"]]
     off = next(v for v in g11 if not v.kwargs["ep_overlap"])
-    on = [v for v in g11 if v.kwargs["ep_overlap"]]
+    on = next(v for v in g11 if v.kwargs["ep_overlap"])  # its two runs' mean (measured_variants.add_run)
     a, b = by["MB01"][-2], by["MB01"][-1]
-    return {"g11": (statistics.mean(v.measured() for v in on) / off.measured(), tflops(on[0]) / tflops(off)),
+    return {"g11": (on.measured() / off.measured(), tflops(on) / tflops(off)),
             "mb01": (b.measured() / a.measured(), tflops(b) / tflops(a))}
 
 
@@ -1054,11 +1080,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   constants being fitted. Six enter (N40 32K-128K over its 8K point and its 512K point, whose fastest fitting layout
   is TP8 PP4 without recompute once the loss's forward peak and the output layer's gather buffer are counted,
   moeplan.engine.loss_memory; N41 32K / 64K). Five are reported, not fitted: N40 256K and N41 128K, where moeplan's
-  fastest layout trains without recompute at 91-93% of the budget and runs 27-28% over, while its fastest
-  full-recompute layout is within 1% (the runs recomputed; no peak memory is published to tell a memory-model
-  shortfall from the run's choice); and N41 256K-1M, where on the
+  fastest layout trains without recompute at {nocp_recomputed_share} of the budget and runs {nocp_recomputed_over}
+  over, while its fastest full-recompute layout is within {nocp_recomputed_full} (the runs recomputed; no peak memory
+  is published to tell a memory-model shortfall from the run's choice); and N41 256K-1M, where on the
   row's GPUs at its GBS every CP-1 layout is a pipeline with one micro-batch per data-parallel rank at its fastest
-  (PP 2 / 8 / 32) and measured runs 1.43-1.56x faster than moeplan, more than the CP rows' attention rate allows:
+  (PP 2 / 8 / 32) and measured runs {nocp_pipeline_x} faster than moeplan, more than the CP rows' attention rate allows:
   those runs did not use the CP run's GPU count, and on fewer GPUs moeplan's layouts run faster than measured at
   512K / 1M, so the layout is not known. moeplan orders CP before without CP at every length, as measured. N40's
   1M point has no without-CP run (the source: impossible even with full recompute at TP 8); moeplan fits one there

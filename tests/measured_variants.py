@@ -5,7 +5,7 @@ filled from the recipe family named below (inputs, never results). Shared by the
 benchmarks/calibrate.py. Rows moeplan cannot express are left out, with the reason:
 - G05 steps that are kernel or CPU work (fusions, PDL, bindpcie) keep the previous step's knobs: only
   the steps that change a planner knob form a ranked pair (adjacent rows), the others are drift;
-- G06 (Moonlight-16B-A3B, in the catalog since issue 31) is estimated in catalog_variants, out of the fit (G06_WHY);
+- G06 (Moonlight-16B-A3B, in the catalog since issue 31) is estimated in catalog_variants, out of the fit (tests/fit_exclusions.py);
 - G08's activation-offload row (PP1, OOM) and G11's natural-routing row (functional run, real data);
 - MB05 (GPT-OSS across releases: recipe changes beside the layout steps not read; UNEXPRESSED).
 """
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import csv
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .fit_exclusions import why_out_of_fit
 from .reference_runs import shared_dir
 
 
@@ -99,6 +100,7 @@ def g15_points() -> list[G15Point]:
 
 def variants() -> list[Variant]:
     out: list[Variant] = []
+    seen: dict[tuple[str, str], int] = {}
     g05_prev: dict[str, Any] | None = None
     for r in _rows():
         g, notes = r["group_id"], r["other_knobs"]
@@ -135,7 +137,9 @@ def variants() -> list[Variant]:
                       ep_overlap=r["ep_overlap"] == "yes", cuda_graphs=_graphs(r["cuda_graphs"]),
                       delay_wgrad=False if "delay_wgrad off" in notes else None)
             lab = f"{d} overlap={r['ep_overlap'] or 'no'}" + (" tuned" if "32 SMs" in r["dispatcher"] else "")
-            out.append(Variant(g, lab, "qwen3-30b-a3b", kw, _f(r["tflops_per_gpu"]), _f(r["step_time_s"])))
+            # the validation repeat of the overlap row is a second run of that row (add_run)
+            add_run(out, seen, Variant(g, lab, "qwen3-30b-a3b", kw, _f(r["tflops_per_gpu"]), _f(r["step_time_s"]),
+                                       extra={"why": why_out_of_fit(g, lab)}), repeat_tag(r))
         elif g == "G14":
             seq, cp = int(r["seq_len"]), int(r["cp"])
             gpus = int(r["gpus"])
@@ -159,7 +163,9 @@ def variants() -> list[Variant]:
                 model = "qwen3-30b-a3b"
             out.append(Variant(g, f"{r['software_version']} PP{r['pp']} VPP{vpp} EP{r['ep']} MBS{r['mbs']}", model, kw,
                                _f(r["tflops_per_gpu"]), None))
-    return out
+    # every row carries its reason to be out of the fit ("" where it is in: tests/fit_exclusions.py)
+    return [v if "why" in v.extra else replace(v, extra=v.extra | {"why": why_out_of_fit(v.group, v.label)})
+            for v in out]
 
 
 def ranked_pairs(vs: list[Variant], min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
@@ -221,6 +227,29 @@ def nemo_llama_flops_per_token(model: str, seq_len: int) -> float:
     ffn = spec.layers[0].mlp.ffn_hidden
     return float(n * h * h * (12 + 12 * a.num_kv_heads / a.num_heads + 18 * ffn / h + 12 * seq_len / h
                               + 6 * spec.vocab / (n * h)))
+
+
+def tokens_per_gpu_per_step(run: dict[str, Any]) -> float:
+    """Tokens one GPU trains per step, GBS x sequence length / GPUs, of a run or row with those fields: over its step
+    seconds its tokens/s per GPU, over its tokens/s per GPU its step seconds."""
+    return int(run["gbs"]) * int(run["seq_len"]) / int(run["gpus"])
+
+
+def tflops_to_tokens(tflops: float, flops_per_token: float) -> float:
+    """Tokens/s per GPU from a TFLOP/s per GPU figure and the FLOPs per token it was counted with (N40 / N41: NeMo's,
+    nemo_llama_flops_per_token)."""
+    return tflops * 1e12 / flops_per_token
+
+
+def source_tokens(v: Variant) -> float:
+    """A "tokens" row's measured tokens/s per GPU: its TFLOP/s over the source's own FLOPs per token (extra["fpt"])."""
+    return tflops_to_tokens(float(v.tflops), float(v.extra["fpt"]))  # type: ignore[arg-type]
+
+
+def reference_row(sub: str) -> Variant:
+    """The reference row of the N groups' ratio sub-group ``sub`` (its first row): the row each ratio of the sub-group
+    is over (benchmarks/calibrate.py n_observations; N40's, the 8K point, also for its 'without CP' rows)."""
+    return next(v for v in n_variants() if v.extra["obs"] == "ratio" and v.extra["sub"] == sub)
 
 
 def _proxy(model: str, layers: int):
@@ -297,13 +326,36 @@ def _n_common(r: dict[str, str]) -> dict[str, Any]:
 
 def repeat_tag(r: dict[str, str]) -> str:
     """A short name for which measurement of a repeated configuration a row is: the recipe index's median (its
-    container), the Megatron Bridge re-measure (N01-N03, PR #5728), or the row's software / PR (N25 / N26)."""
+    container), the Megatron Bridge re-measure (N01-N03, PR #5728), or the row's group (N25 / N26; add_run names runs
+    of one group by their order)."""
     sw = r["software_version"]
     if sw.startswith("pytorch"):
         return "index " + " ".join(sw.split()[:2])
     if sw.startswith("Megatron Bridge recipe"):
         return "Bridge re-measure"
     return r["group_id"]
+
+
+def add_run(out: list[Variant], seen: dict[tuple[str, str], int], v: Variant, tag: str) -> None:
+    """Append the row ``v`` (one measured run, named ``tag``: repeat_tag) to ``out``, or, where ``out`` already holds
+    its configuration (``seen``: the same group and label), add the run to that row: a repeat keeps the geometric mean
+    of its runs as the row's measured value (ranking, reports; its step time the geometric mean of theirs) and each run
+    in extra["runs"] (the fit takes every run: benchmarks/calibrate.py _runs). Runs whose tags do not tell them apart
+    are named by their order ("run 1", "run 2")."""
+    key = (v.group, v.label)
+    run = (tag, float(v.tflops))  # type: ignore[arg-type]
+    if key not in seen:
+        seen[key] = len(out)
+        out.append(replace(v, extra=v.extra | {"repeats": 1, "runs": (run,)}))
+        return
+    w = out[seen[key]]
+    n = w.extra["repeats"] + 1
+    runs = w.extra["runs"] + (run,)
+    if len({t for t, _ in runs}) < n:
+        runs = tuple((f"run {i}", x) for i, (_, x) in enumerate(runs, start=1))
+    mean = (float(w.tflops) ** (n - 1) * run[1]) ** (1 / n)  # type: ignore[arg-type]
+    step = (float(w.step_s) ** (n - 1) * float(v.step_s)) ** (1 / n) if w.step_s and v.step_s else None
+    out[seen[key]] = replace(w, tflops=mean, step_s=step, extra=w.extra | {"repeats": n, "runs": runs})
 
 
 def n_variants() -> list[Variant]:
@@ -313,19 +365,9 @@ def n_variants() -> list[Variant]:
 
     def add(g: str, label: str, model: Any, kw: dict[str, Any], r: dict[str, str], obs: str, sub: str = "",
             unit: str = "tflops", fpt: float | None = None) -> None:
-        key = (g, label)
-        tflops = _f(r["tflops_per_gpu"])
-        run = (repeat_tag(r), float(tflops))  # type: ignore[arg-type]
-        if key in seen:  # a repeat of the same configuration: geometric mean; each run kept (extra["runs"])
-            v = out[seen[key]]
-            n = v.extra["repeats"] + 1
-            mean = (float(v.tflops) ** (n - 1) * float(tflops)) ** (1 / n)  # type: ignore[arg-type]
-            out[seen[key]] = Variant(v.group, v.label, v.model, v.kwargs, mean, None, notes=v.notes,
-                                     extra=v.extra | {"repeats": n, "runs": v.extra["runs"] + (run,)})
-            return
-        seen[key] = len(out)
-        out.append(Variant(g, label, model, kw, tflops, None, notes=r["notes"],
-                           extra={"obs": obs, "sub": sub, "unit": unit, "fpt": fpt, "repeats": 1, "runs": (run,)}))
+        add_run(out, seen, Variant(g, label, model, kw, _f(r["tflops_per_gpu"]), None, notes=r["notes"],
+                                   extra={"obs": obs, "sub": sub, "unit": unit, "fpt": fpt,
+                                          "why": why_out_of_fit(g, label)}), repeat_tag(r))
 
     for r in _rows():
         g = r["group_id"]
@@ -496,7 +538,7 @@ def layer_variants() -> list[Variant]:
             p = "fp8" if r["precision"].startswith("FP8") else "bf16"
             out.append(Variant(r["group_id"], f"{d} {p.upper()}", LAYER_PROXY_EXPERTS[r["group_id"]][0],
                                dict(dispatcher=d, precision=p), None, float(r["step_time_s"]),
-                               extra={"obs": "layer"}))
+                               extra={"obs": "layer", "why": why_out_of_fit(r["group_id"], f"{d} {p.upper()}")}))
     return out
 
 
@@ -557,12 +599,6 @@ NVFP4_RECIPE_KNOBS: dict[str, Any] = dict(te_quant_map="nemotron3", bf16_end_lay
 NVFP4_TP_WHY = ("NVFP4 at TP 2 where the MXFP8 row of its system and release runs TP 1: no same-layout pair, and TP 2 "
                 "is not isolated on the Nemotron-3 hybrid stack (the GB200 TP 2 rows' gap)")
 NVFP4_SYSTEM_KNOBS: dict[str, dict[str, Any]] = {"b300": dict(recompute="selective:moe_act,layernorm")}
-N06_DRIFT_WHY = ("software drift: the same recipe and layout measured 646.4 TFLOP/s/GPU on the pytorch 26.04 container "
-                 "and 710.4 on 26.06 (TE 3bca9385 -> 6377ca16); the 26.06 row is the tuned one")
-G06_WHY = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs 0.46 s where moeplan estimates 0.16 s, "
-           "and the recompute sets add 9-49 ms each where recomputing their modules' work costs 0.3-3.5 ms (layernorm "
-           "recompute alone ~40 ms); as ratios to the no-recompute row they would sit within 2-9% only because the "
-           "unexplained 0.3 s dilutes them, so they stay out")
 # The tuned rows (N06 but its 26.04 container, N12, N13 H100, N14, N15, N20 GB300 / B300 / B200 MXFP8) are in the
 # fit. Tried first before the FP8 costs beside the GEMM (quantize bytes per recipe, blockwise GEMMs on Hopper, the
 # experts' padding copies) were modelled, they fitted only by raising gemm_epilogue_s 1.23e-10 -> 1.95e-10 (past the
@@ -571,19 +607,18 @@ G06_WHY = ("a host-bound step: GBS 4 (one micro-batch per rank, 20 steps) runs 0
 CATALOG_ROWS_IN_FIT = True
 CATALOG_OUT_WHY = ("held out (CATALOG_ROWS_IN_FIT): fitted, these rows bend gemm_epilogue_s past its physical range "
                    "(docs/calibration.md known gaps, 'The catalogued models' tuned rows')")
-# DeepSeek-V4-Pro's Megatron-LM recipe (N06 row): pipeline layout Et*4|(tttt|)*14tmL, i.e. VPP 4 (the row's notes)
-V4_PRO_LAYOUT = dict(vpp=4, pipeline_layout="Et*4|(tttt|)*14tmL", offload_modules="core_attn")
 
 
 def _tuned(why: str) -> dict[str, Any]:
-    """``fit`` / ``why`` of a row: its own effect where it has one, else the switch above."""
+    """``why`` (the row's reason to be out of the fit, "" where it is in: tests/fit_exclusions.py) and ``tuned`` of a
+    row: its own effect where it has one, else the switch above."""
     if why:
-        return {"fit": False, "why": why, "tuned": False}
-    return {"fit": CATALOG_ROWS_IN_FIT, "why": "" if CATALOG_ROWS_IN_FIT else CATALOG_OUT_WHY, "tuned": True}
+        return {"why": why, "tuned": False}
+    return {"why": "" if CATALOG_ROWS_IN_FIT else CATALOG_OUT_WHY, "tuned": True}
 
 
 def _step_variant(g: str, lab: str, run: dict[str, str], kw: dict[str, Any], step_s: float, why: str) -> Variant:
-    tokens = int(run["gbs"]) * int(run["seq_len"]) / int(run["gpus"]) / step_s
+    tokens = tokens_per_gpu_per_step(run) / step_s
     return Variant(g, lab, run["model"], kw, None, step_s, notes=run.get("recipe", ""),
                    extra={"obs": "abs", "unit": "tokens", "tokens": tokens} | _tuned(why))
 
@@ -596,6 +631,8 @@ def _resolved_dispatcher(model: str, kw: dict[str, Any]) -> str:
 
 def catalog_variants() -> list[Variant]:
     """The expressible rows of N06, N12, N13, N14, N15, N20 and G06 (see the comment above), in file order."""
+    from moeplan.hardware import load_gpu
+
     from .new_model_rows import estimate_kwargs as new_row_kwargs
     from .new_model_rows import rows as new_rows
     from .reference_runs import estimate_kwargs, out_of_fit_runs
@@ -605,22 +642,21 @@ def catalog_variants() -> list[Variant]:
     by_key = {(r["group"], r["system"], r["precision"]): r for r in runs}
     for r in runs:
         lab = f"{r['model']} {r['system']} {r['gpus']} {r['precision']} TP{r['tp']} EP{r['ep']} ({r['release']})"
-        out.append(_step_variant(r["group"], lab, r, estimate_kwargs(r), float(r["measured_step_time_s"]), r["gap"]))
+        out.append(_step_variant(r["group"], lab, r, estimate_kwargs(r), float(r["measured_step_time_s"]),
+                                 r["gap"] or why_out_of_fit(r["group"], lab)))
     # NVFP4 rows: the MXFP8 row of the same system and release with the NVFP4 recipe's settings (NVFP4_RECIPE_KNOBS)
     # and the sibling's resolved dispatcher (one dispatcher on both sides of a pair); a same-layout pair enters as the
     # ratio to its MXFP8 row (extra["ref"]); N13's GB300 card (no MXFP8 row) as its absolute level; B200's (TP 2
     # against its MXFP8 row's TP 1: no pair) is reported with the TP 2 gap
-    systems = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200",
-               "GB300 NVL72": "gb300"}
     labels = {(v.group, v.kwargs["gpu"], v.kwargs["precision"]): v.label for v in out}
     for r in _rows():
         if r["group_id"] not in ("N13", "N20") or r["precision"] != "NVFP4":
             continue
-        system = systems[r["system"]]
+        system = load_gpu(r["system"]).name  # the card's system name is a catalog alias
         sib = by_key[("N20", system, "mxfp8")]
         kw = estimate_kwargs(sib) | dict(precision="nvfp4", tp=int(r["tp"])) | NVFP4_RECIPE_KNOBS | \
             NVFP4_SYSTEM_KNOBS.get(system, {}) | dict(dispatcher=_resolved_dispatcher(sib["model"], estimate_kwargs(sib)))
-        step = _f(r["step_time_s"]) or int(r["gbs"]) * int(r["seq_len"]) / int(r["gpus"]) / float(r["tokens_per_s_per_gpu"])
+        step = _f(r["step_time_s"]) or tokens_per_gpu_per_step(r) / float(r["tokens_per_s_per_gpu"])
         if r["group_id"] == "N13":  # the nemo 26.06 card (Megatron-Core 0.18)
             kw["mcore_version"] = "0.18"
         lab = f"{sib['model']} {system} {r['gpus']} nvfp4 TP{r['tp']} EP{r['ep']} ({r['software_version']})"
@@ -628,14 +664,14 @@ def catalog_variants() -> list[Variant]:
         why = NVFP4_TP_WHY if r["group_id"] == "N20" and int(r["tp"]) != int(sib["tp"]) else ""
         v = _step_variant(r["group_id"], lab, sib | {"gbs": r["gbs"], "seq_len": r["seq_len"]}, kw, step, why)
         if same_layout:
-            v.extra.update(obs="pair", ref=labels[("N20", system, "mxfp8")], fit=True, why="")
+            v.extra.update(obs="pair", ref=labels[("N20", system, "mxfp8")], why="")
         out.append(v)
     # N06: Megatron-LM's recipe index (TFLOP/s alone); the Bridge PR row has no layout (UNEXPRESSED)
     for r in new_rows():
         if r["group"] != "N06" or not r["model"]:
             continue
-        kw = new_row_kwargs(r) | (V4_PRO_LAYOUT if r["model"] == "deepseek-v4-pro" else {}) | dict(bf16_moments=True)
-        why = N06_DRIFT_WHY if "26.04" in r["label"] else ""
+        kw = new_row_kwargs(r)  # the recipe's knobs are the row's (tests/data/new_model_rows.csv), as in "New models"
+        why = why_out_of_fit("N06", r["label"])
         out.append(Variant("N06", r["label"], r["model"], kw, float(r["measured_tflops_per_gpu"]), None,
                            extra={"obs": "abs", "unit": "tflops"} | _tuned(why)))
     # G06: Moonlight-16B-A3B on 8 H100, TP2 EP8, GBS 4, six selective-recompute sets (Bridge's Moonlight provider
@@ -646,7 +682,8 @@ def catalog_variants() -> list[Variant]:
         mods = r["recompute"].replace("selective:", "").replace("[]", "").replace(" ", "").strip()
         kw = dict(gpu="h100", gpus=8, seq_len=4096, gbs=4, mbs=1, tp=2, pp=1, ep=8, precision="bf16",
                   dispatcher="alltoall", recompute=f"selective:{mods}" if mods else "none")
-        out.append(Variant("G06", f"recompute {mods or 'none'}", "moonlight-16b-a3b", kw, _f(r["tflops_per_gpu"]),
+        lab = f"recompute {mods or 'none'}"
+        out.append(Variant("G06", lab, "moonlight-16b-a3b", kw, _f(r["tflops_per_gpu"]),
                            float(r["step_time_s"]), memory_gb=float(r["other_knobs"].split("=")[1]),
-                           extra={"obs": "ratio", "unit": "step"} | _tuned(G06_WHY)))
+                           extra={"obs": "ratio", "unit": "step"} | _tuned(why_out_of_fit("G06", lab))))
     return out

@@ -29,6 +29,12 @@ def estimate_kwargs(r: dict[str, str]) -> dict[str, Any]:
             kw[arg] = r[key]
     if r["cuda_graph_scopes"]:
         kw["cuda_graphs"] = r["cuda_graph_scopes"].replace("+", ",")
+    if r["vpp"]:
+        kw["vpp"] = int(r["vpp"])
+    if r["offload_modules"]:
+        kw["offload_modules"] = r["offload_modules"].replace("+", ",")
+    if r["bf16_moments"]:
+        kw["bf16_moments"] = r["bf16_moments"] == "true"
     return kw
 
 

@@ -15,10 +15,11 @@ Only the rows whose CP row has CP > 1 are distinct measurements (at CP 1 both co
 (its 1M point has no without-CP run: "impossible ... due to the GPU memory constraints"), N41 32K-1M.
 
 In the fit the prediction follows the calibration: the fastest of the candidate layouts at the constants being
-fitted. Memory does not depend on them, so the candidates are found once, at the shipped constants: the layouts the
-search returns for each recompute option, pruned to the fastest per TP and recompute option within CANDIDATE_MARGIN
-of the fastest (at most MAX_CANDIDATES), which keeps calibrate's thousands of evaluations cheap. Rows that miss by an effect moeplan does not
-express are kept out of the fit with the reason (NOCP_OUT_OF_FIT) and reported.
+fitted. Memory does not depend on them, so the candidates are found once, at the fit's source values (benchmarks/
+calibrate.py PRIOR, where the fit starts; not the shipped constants, which the fit wrote: its inputs would depend on
+its own previous output): the layouts the search returns for each recompute option, pruned to the fastest per TP and
+recompute option within CANDIDATE_MARGIN of the fastest (at most MAX_CANDIDATES), which keeps calibrate's thousands of evaluations cheap. Rows that miss by an effect moeplan does not
+express are kept out of the fit with the reason (``extra["why"]``, from tests/fit_exclusions.py) and reported.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .measured_variants import Variant, _f, _rows, n_variants, nemo_llama_flops_per_token
+from .fit_exclusions import why_out_of_fit
+from .measured_variants import Variant, _f, _rows, n_variants, nemo_llama_flops_per_token, tflops_to_tokens
 
 # the memory levers the source names for its without-CP runs (footnote 1: TP and full activation recomputation)
 NOCP_RECOMPUTE = ("none", "full")
-# candidates kept per row: within this share of the fastest at the shipped constants (the fitted constants move
+# candidates kept per row: within this share of the fastest at the prior constants (the fitted constants move
 # layouts of one model and length together; a layout 25% behind is not overtaken), at most MAX_CANDIDATES
 CANDIDATE_MARGIN = 0.25
 MAX_CANDIDATES = 3
@@ -47,43 +49,32 @@ class NoCPRow:
     tflops: float  # measured, in the source's FLOP count (fpt)
     fpt: float  # NeMo's FLOPs per token at this length (measured_variants.nemo_llama_flops_per_token)
     cp_row: Variant  # the same length's CP row (its GPUs, GBS and numerics)
-    candidates: tuple[dict[str, Any], ...]  # api.build_config kwargs, fastest first at the shipped constants
+    candidates: tuple[dict[str, Any], ...]  # api.build_config kwargs, fastest first at the prior constants
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def measured_tokens(self) -> float:
         """Measured tokens/s per GPU: the source's TFLOP/s over its own FLOP count."""
-        return self.tflops * 1e12 / self.fpt
+        return tflops_to_tokens(self.tflops, self.fpt)
 
 
-# Rows kept out of the fit, (group, seq_len) -> why (docs/calibration.md, 'Shared groups outside the fit'); each is
-# still searched, estimated and reported, and its CP / without-CP order tested (tests/validation/test_nocp_rows.py).
-_PIPELINE_ONLY = ("at the row's GPU count and GBS every CP-1 layout is a pipeline with fewer micro-batches per data-"
-                  "parallel rank than stages (TP at most 8 inside the node, DP at most GBS; one micro-batch at "
-                  "moeplan's fastest, whose bubble is (PP - 1) / PP of the step); measured runs 1.4-1.6x faster than "
-                  "moeplan's fastest such layout, which the CP row's attention rate cannot give, so the run did not "
-                  "train on that GPU count; on fewer GPUs (the source gives the CP run's count only) moeplan's fastest "
-                  "layouts need less or no pipeline and run faster than measured at 512K and 1M: the layout is not "
-                  "known")
-_RECOMPUTED = ("moeplan's fastest CP-1 layout trains without recompute (at 91-93% of the budget, the loss's forward "
-               "peak and the output layer's gather buffer counted) and runs about a quarter over measured; its fastest "
-               "full-recompute layout is within 1% of measured: the run recomputed where moeplan's memory estimate says "
-               "it need not, and the source gives no peak memory to tell whether the estimate or the run's choice is "
-               "the cause")
-NOCP_OUT_OF_FIT: dict[tuple[str, int], str] = {
-    ("N40", 262144): _RECOMPUTED,
-    ("N41", 131072): _RECOMPUTED,
-    ("N41", 262144): _PIPELINE_ONLY,
-    ("N41", 524288): _PIPELINE_ONLY,
-    ("N41", 1048576): _PIPELINE_ONLY,
-}
+@functools.lru_cache(maxsize=1)
+def prior_calibration() -> Any:
+    """The fit's source values (benchmarks/calibrate.py PRIOR: where the fit starts, independent of its output)."""
+    from .scripts import loaded_script
+
+    with loaded_script("benchmarks/calibrate.py", "moeplan_calibrate_prior") as module:
+        return module.PRIOR
 
 
-def search_cp1(v: Variant, recompute: str, gpus: int | None = None) -> list[tuple[dict[str, Any], float, float]]:
+def search_cp1(v: Variant, recompute: str, gpus: int | None = None,
+               cal: Any = None) -> list[tuple[dict[str, Any], float, float]]:
     """The planner's plans at CP 1 for the CP row ``v``'s run (its GPUs unless ``gpus``), one recompute option:
-    (build_config kwargs, tokens/s per GPU at the shipped constants, peak bytes), fastest first."""
+    (build_config kwargs, tokens/s per GPU at ``cal``, peak bytes), fastest first. ``cal``: None, the shipped
+    constants."""
     from moeplan import api
     from moeplan.base.errors import MoeplanError
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
     kw = v.kwargs
     knobs = {"te_version": kw["te_version"]} if "te_version" in kw else {}
@@ -91,7 +82,7 @@ def search_cp1(v: Variant, recompute: str, gpus: int | None = None) -> list[tupl
         rep = api.search_plans(v.model, gpu=kw["gpu"], gpus=gpus or kw["gpus"], seq_len=kw["seq_len"], gbs=kw["gbs"],
                                precision=kw["precision"], top=SEARCH_TOP,
                                fixed={"cp": 1, "mbs": 1, "recompute": recompute}, fsdp="off", optimizer_offload=False,
-                               cuda_graphs=False, allow_gbs_reduction=False, **knobs)
+                               cuda_graphs=False, allow_gbs_reduction=False, cal=cal or DEFAULT_CALIBRATION, **knobs)
     except MoeplanError:
         return []
     out = []
@@ -104,8 +95,10 @@ def search_cp1(v: Variant, recompute: str, gpus: int | None = None) -> list[tupl
 
 
 def candidates(v: Variant) -> list[tuple[dict[str, Any], float, float]]:
-    """Every recompute option's plans (search_cp1), pruned to CANDIDATE_MARGIN / MAX_CANDIDATES, fastest first."""
-    found = sorted((c for rc in NOCP_RECOMPUTE for c in search_cp1(v, rc)), key=lambda c: -c[1])
+    """Every recompute option's plans (search_cp1) at the prior constants, pruned to CANDIDATE_MARGIN / MAX_CANDIDATES,
+    fastest first."""
+    prior = prior_calibration()
+    found = sorted((c for rc in NOCP_RECOMPUTE for c in search_cp1(v, rc, cal=prior)), key=lambda c: -c[1])
     if not found:
         return []
     best = found[0][1]
@@ -129,15 +122,12 @@ def nocp_rows() -> tuple[NoCPRow, ...]:
         if v.kwargs["cp"] == 1:
             continue  # the same run as the CP row
         cands = candidates(v)
-        out.append(NoCPRow(g, f"{seq // 1024}K without CP", v.model, seq, float(_f(r["tflops_per_gpu"])),  # type: ignore[arg-type]
+        label = f"{seq // 1024}K without CP"
+        out.append(NoCPRow(g, label, v.model, seq, float(_f(r["tflops_per_gpu"])),  # type: ignore[arg-type]
                            nemo_llama_flops_per_token(v.model, seq), v, tuple(c[0] for c in cands),
-                           extra={"tokens_default": tuple(c[1] for c in cands), "bytes": tuple(c[2] for c in cands)}))
+                           extra={"tokens_prior": tuple(c[1] for c in cands), "bytes": tuple(c[2] for c in cands),
+                                  "why": why_out_of_fit(g, label)}))
     return tuple(out)
-
-
-def out_of_fit(row: NoCPRow) -> str | None:
-    """Why ``row`` stays out of the fit (NOCP_OUT_OF_FIT), or None."""
-    return NOCP_OUT_OF_FIT.get((row.group, row.seq_len))
 
 
 def layout_text(kw: dict[str, Any]) -> str:
@@ -148,4 +138,4 @@ def layout_text(kw: dict[str, Any]) -> str:
     return f"TP{kw['tp']} PP{kw['pp']}{vpp} DP{dp}, {rc}"
 
 
-__all__ = ["NOCP_OUT_OF_FIT", "NoCPRow", "candidates", "layout_text", "nocp_rows", "out_of_fit", "search_cp1"]
+__all__ = ["NoCPRow", "candidates", "layout_text", "nocp_rows", "prior_calibration", "search_cp1"]

@@ -38,7 +38,7 @@ def test_shared_group_observations_predict_their_own_rows(calibrate_script):
     """The N-group observations (n_observations): each predicts its own row (no late-bound closure), ratios over
     their sub-group's first row, tokens/s rows with the source's FLOP count."""
     from moeplan import api
-    from tests.measured_variants import n_variants
+    from tests.measured_variants import n_variants, reference_row, source_tokens
 
     obs = [o for o in calibrate_script.n_observations(include_out_of_fit=True)]
     by = {(o.group, o.label): o for o in obs}
@@ -52,12 +52,15 @@ def test_shared_group_observations_predict_their_own_rows(calibrate_script):
     assert ratio.predict(DEFAULT_CALIBRATION) == pytest.approx(est[1] / est[0])
     assert ratio.measured == pytest.approx(n27[1].tflops / n27[0].tflops)
     n40 = [v for v in n_variants() if v.group == "N40"]  # tokens/s within the sweep, to its shortest point
+    assert reference_row("N40").label == n40[0].label == "8K TP1 PP1 CP1" and n40[0].kwargs["seq_len"] == 8192
     o = by[("N40", f"{n40[-1].label} / {n40[0].label}")]
     assert o.measured == pytest.approx(n40[-1].tflops / n40[-1].extra["fpt"] / (n40[0].tflops / n40[0].extra["fpt"]))
+    assert source_tokens(n40[0]) == pytest.approx(n40[0].tflops * 1e12 / n40[0].extra["fpt"])
     est = [api.estimate(x.model, **x.kwargs)["tokens_per_s_per_gpu"] for x in (n40[0], n40[-1])]
     assert o.predict(DEFAULT_CALIBRATION) == pytest.approx(est[1] / est[0])
-    fitted = {o.group for o in calibrate_script.n_observations()}
-    assert not fitted & set(calibrate_script.N_OUT_OF_FIT)
+    fitted = calibrate_script.n_observations()
+    assert not [o for o in fitted if o.why]  # a row with a reason to be out (Obs.why) is not fitted
+    assert {(o.group, o.label) for o in obs if not o.why} == {(o.group, o.label) for o in fitted}
 
 
 def test_ratio_levels_are_free(calibrate_script):

@@ -97,7 +97,8 @@ def test_nvl72():
 @pytest.mark.parametrize(
     "alias, name",
     [("H100", "h100"), ("h100-sxm", "h100"), ("H100_SXM5", "h100"), (" dgx-h200 ", "h200"),
-     ("GB200-NVL72", "gb200"), ("gb300-nvl72", "gb300"), ("B300-SXM6", "b300")],
+     ("GB200-NVL72", "gb200"), ("gb300-nvl72", "gb300"), ("B300-SXM6", "b300"), ("DGX-GB200", "gb200"),
+     ("DGX-GB300", "gb300"), ("GB300 NVL72", "gb300")],
 )
 def test_aliases(alias, name):
     assert load_gpu(alias).name == name

@@ -16,7 +16,7 @@ from moeplan.engine.params import count_params
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from moeplan.models import load_model
 
-from ..measured_variants import _rows, catalog_variants, n_variants
+from ..measured_variants import _rows, catalog_variants, n_variants, tokens_per_gpu_per_step
 
 from moeplan.engine.timing.context import SPLIT_QUANTIZE_PATH
 
@@ -56,8 +56,8 @@ def test_every_tuned_row_of_the_catalogued_models_is_an_observation(calibrate_sc
     assert h100.extra["tokens"] == pytest.approx(2969.345, rel=1e-3)  # the card's tokens/s
     fitted_groups = {o.group for o in calibrate_script.observations()}
     assert measured_variants.CATALOG_ROWS_IN_FIT == bool(fitted_groups & {"N06", "N12", "N13", "N14", "N15", "N20"})
-    assert all(v.extra["fit"] == measured_variants.CATALOG_ROWS_IN_FIT for v in tuned)
-    assert all(v.extra["why"] == measured_variants.CATALOG_OUT_WHY for v in tuned if not v.extra["fit"])
+    assert all((not v.extra["why"]) == measured_variants.CATALOG_ROWS_IN_FIT for v in tuned)
+    assert all(v.extra["why"] == measured_variants.CATALOG_OUT_WHY for v in tuned if v.extra["why"])
 
 
 def test_rows_kept_out_name_their_effect_and_miss_by_it():
@@ -84,7 +84,7 @@ def test_b300_ep8_row_fits_once_split_quantizes_are_launches(monkeypatch):
 
     b300 = next(v for v in VARIANTS if v.group == "N20" and v.kwargs["gpu"] == "b300" and v.extra["obs"] == "abs")
     assert b300.kwargs["precision"] == "mxfp8" and b300.kwargs["ep"] == 8
-    assert b300.extra["tuned"] and b300.extra["fit"] and not b300.extra["why"]
+    assert b300.extra["tuned"] and not b300.extra["why"]
     assert _ratio(b300) == pytest.approx(1.0, abs=0.10)
     monkeypatch.setattr(moe, "SPLIT_QUANTIZE_PATH", ROUND_TRIP_SPLITS)  # every split a round trip, as current scaling's
     assert _ratio(b300) < 0.75
@@ -131,7 +131,7 @@ def test_moonlight_flops_per_token_is_what_bridge_counted(group):
     for r in rows:
         seq = int(r["seq_len"])
         tokens = float(r["tokens_per_s_per_gpu"]) if r["tokens_per_s_per_gpu"] else \
-            int(r["gbs"]) * seq / int(r["gpus"]) / float(r["step_time_s"])
+            tokens_per_gpu_per_step(r) / float(r["step_time_s"])
         measured = float(r["tflops_per_gpu"]) * 1e12 / tokens
         ours = flops_per_token(load_model("moonlight-16b-a3b"), seq).total_flops
         assert ours == pytest.approx(measured, rel=0.015 if group == "G06" else 0.003)

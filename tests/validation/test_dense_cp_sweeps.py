@@ -16,7 +16,7 @@ from moeplan.engine.timing.attention import attention_s, cp_comm
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from moeplan.engine.timing.context import make_ctx
 from moeplan.models import load_model
-from tests.measured_variants import n_variants
+from tests.measured_variants import n_variants, source_tokens
 
 from ..conftest import REFERENCE_DIR
 
@@ -47,7 +47,7 @@ def _sweep(group: str) -> list[tuple[str, float, float]]:
     for v in n_variants():
         if v.group == group:
             est = api.estimate(v.model, **v.kwargs)["tokens_per_s_per_gpu"]
-            out.append((v.label, float(v.tflops) * 1e12 / float(v.extra["fpt"]), est))
+            out.append((v.label, source_tokens(v), est))
     return out
 
 

@@ -38,7 +38,7 @@ def test_p6_b300_campaigns_in_the_fit(efa_obs, group):
     at 0.3-0.5x of MBS 4 measured against moeplan's 0.75-0.9x (RMS of the log residuals ~0.9). N32's two EP32 PP1
     DeepEP / NCCL pairs are the known gap below (strict xfail), not counted here."""
     module, obs = efa_obs
-    assert group not in module.N_OUT_OF_FIT
+    assert not [o for o in obs if o.group == group and o.why]
     r = _residuals([o for o in obs if o.label not in N32_EP32_PP1_DEEPEP or o.group != "N32"], group)
     rms = math.sqrt(sum(x * x for x in r) / len(r))
     print(f"{group}: RMS {rms:.3f} over {len(r)} rows")
@@ -73,14 +73,14 @@ def test_p5_campaign_in_the_fit(efa_obs):
     rail (engine.timing.moe.ep_proxy_call_s), so p5's NCCL MBS 1 / MBS 4 ratios (measured 0.31 / 0.34) land within
     25% (they ran 1.39-1.46x too fast with one cost per call for both systems) and the group within RMS 0.25."""
     module, obs = efa_obs
-    assert "N33" not in module.N_OUT_OF_FIT
-    fitted = [o for o in obs if not module.row_out_of_fit(o.group, o.label)]
+    fitted = [o for o in obs if not o.why]
     r = _residuals(fitted, "N33")
     rms = math.sqrt(sum(x * x for x in r) / len(r))
     print(f"N33: RMS {rms:.3f} over {len(r)} fitted rows")
     assert len(r) == 8 and rms <= 0.25
-    # DeepEP over UCCL-EP on p5 (ROWS_OUT_OF_FIT; 5 ratio rows, the sixth cell was preempted): reported, not fitted
-    assert len([o for o in obs if o.group == "N33" and module.row_out_of_fit(o.group, o.label)]) == 5
+    # DeepEP over UCCL-EP on p5 (tests/fit_exclusions.py; 5 ratio rows, the sixth cell was preempted): reported, not fitted
+    assert len([o for o in obs if o.group == "N33" and o.why]) == 5
+    assert all("UCCL" in o.label for o in obs if o.why)
     assert not [o for o in module.n_observations() if o.group == "N33" and "UCCL" in o.label]
     nccl = [o for o in obs if o.group == "N33" and "MBS1 NCCL" in o.label]
     assert len(nccl) == 2

@@ -13,7 +13,8 @@ from moeplan import api
 from moeplan.engine.budget import budget_bytes
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from moeplan.hardware import load_gpu
-from tests.nocp_rows import _PIPELINE_ONLY, _RECOMPUTED, NOCP_OUT_OF_FIT, layout_text, nocp_rows, out_of_fit, search_cp1
+from tests.fit_exclusions import OUT_OF_FIT, PIPELINE_ONLY, RECOMPUTED
+from tests.nocp_rows import layout_text, nocp_rows, search_cp1
 
 POINT_TOL = 0.12  # as the CP rows (tests/validation/test_dense_cp_sweeps.py): each fitted row within 12%
 
@@ -35,15 +36,16 @@ def test_every_distinct_without_cp_row_is_expressed():
             assert e["parallel"]["cp"] == 1 and kw["gpus"] == r.cp_row.kwargs["gpus"] and kw["gbs"] == r.cp_row.kwargs["gbs"]
             assert e["fits"], f"{r.label} {layout_text(kw)}"
         print(f"{r.group} {r.label}: {'; '.join(layout_text(kw) for kw in r.candidates)}"
-              + (" (outside the fit)" if out_of_fit(r) else ""))
-    assert set(NOCP_OUT_OF_FIT) <= {(r.group, r.seq_len) for r in rows}
+              + (" (outside the fit)" if r.extra["why"] else ""))
+    assert [(r.group, r.seq_len // 1024) for r in rows if r.extra["why"]] == [("N40", 256)] + [
+        ("N41", k) for k in (128, 256, 512, 1024)]
 
 
 def test_fitted_rows_within_the_bound(calibrate_script):
     """The rows in the fit (N40 over its 8K point, N41 absolute), at the shipped constants, within 12%; the prediction
     is the fastest candidate at the constants given (it follows the calibration)."""
     obs = calibrate_script.nocp_observations()
-    fitted = [r for r in nocp_rows() if not out_of_fit(r)]
+    fitted = [r for r in nocp_rows() if not r.extra["why"]]
     assert len(obs) == len(fitted) == 6
     assert {o.group for o in obs} == {"N40", "N41"}
     labels = {(o.group, o.label.split(" / ")[0]) for o in calibrate_script.observations()}
@@ -62,9 +64,15 @@ def test_fitted_rows_within_the_bound(calibrate_script):
     assert o.predict(slow) < o.predict(DEFAULT_CALIBRATION)
 
 
-@pytest.mark.parametrize("key", sorted(k for k, why in NOCP_OUT_OF_FIT.items() if why is _RECOMPUTED))
+def _keys(why: str) -> list[tuple[str, int]]:
+    """(group, length) of the rows tests/fit_exclusions.OUT_OF_FIT keeps out for ``why`` (read from the table, so
+    collecting the tests runs no search)."""
+    return [(g, int(frag.split("K")[0]) * 1024) for (g, frag), w in OUT_OF_FIT.items() if w is why]
+
+
+@pytest.mark.parametrize("key", _keys(RECOMPUTED))
 def test_rows_that_recomputed(key):
-    """NOCP_OUT_OF_FIT's recompute rows: moeplan's fastest CP-1 layout runs without recompute near the budget and
+    """The recompute rows kept out of the fit (tests/fit_exclusions.RECOMPUTED): moeplan's fastest CP-1 layout runs without recompute near the budget and
     over measured by more than the bound, while its fastest full-recompute layout is within 2% of measured."""
     r = next(r for r in nocp_rows() if (r.group, r.seq_len) == key)
     ref = _reference(r)
@@ -80,9 +88,9 @@ def test_rows_that_recomputed(key):
     assert over > POINT_TOL and abs(off) <= 0.02
 
 
-@pytest.mark.parametrize("key", sorted(k for k, why in NOCP_OUT_OF_FIT.items() if why is _PIPELINE_ONLY))
+@pytest.mark.parametrize("key", _keys(PIPELINE_ONLY))
 def test_rows_whose_gpu_count_leaves_only_one_micro_batch_pipelines(key):
-    """NOCP_OUT_OF_FIT's pipeline rows: every CP-1 layout the search finds is a pipeline with fewer micro-batches per
+    """The pipeline rows kept out of the fit (tests/fit_exclusions.PIPELINE_ONLY): every CP-1 layout the search finds is a pipeline with fewer micro-batches per
     data-parallel rank than stages (one at moeplan's fastest), and measured runs 1.3-1.7x faster than the fastest."""
     r = next(r for r in nocp_rows() if (r.group, r.seq_len) == key)
     for rc in ("none", "full"):
@@ -116,10 +124,10 @@ def test_cp_before_without_cp_as_measured():
 def _reference(r) -> float:
     """N40's rows are ratios to its 8K point (moeplan over measured tokens/s there); N41 absolute (1)."""
     if r.group != "N41":
-        from tests.measured_variants import n_variants
+        from tests.measured_variants import reference_row, source_tokens
 
-        v = next(v for v in n_variants() if v.group == r.group)
-        return _tokens(v.kwargs, v.model) / (float(v.tflops) * 1e12 / float(v.extra["fpt"]))
+        v = reference_row(r.group)
+        return _tokens(v.kwargs, v.model) / source_tokens(v)
     return 1.0
 
 
@@ -129,7 +137,7 @@ def test_out_of_fit_rows_are_reported(calibrate_script):
     all_obs = calibrate_script.nocp_observations(include_out_of_fit=True)
     assert len(all_obs) == len(nocp_rows()) == 11
     text = "\n".join(calibrate_script._n_outside(DEFAULT_CALIBRATION))
-    for (g, seq) in NOCP_OUT_OF_FIT:
+    for (g, seq) in [(r.group, r.seq_len) for r in nocp_rows() if r.extra["why"]]:
         assert f"| {g} | {seq // 1024}K without CP |" in text and f"{g} {seq // 1024}K" in text
     assert all(math.isfinite(o.predict(DEFAULT_CALIBRATION)) for o in all_obs)
 
@@ -139,7 +147,7 @@ def test_out_of_fit_rows_are_reported(calibrate_script):
                    "TP8 PP1 DP4 with full recompute at ~148 GiB of B200's 161 GiB budget, the loss's forward peak "
                    "(the bf16 logits beside their fp32 copy, 2 bytes per logit element, ~31 GiB) and the output "
                    "layer's 8 GiB gather buffer counted (moeplan.engine.loss_memory). The same direction as the "
-                   "recompute rows of NOCP_OUT_OF_FIT; what else the run held (a CE path that made a second fp32 "
+                   "recompute rows kept out of the fit; what else the run held (a CE path that made a second fp32 "
                    "copy, allocator fragmentation at tensors of tens of GiB) is not published")
 def test_n40_1m_without_cp_does_not_fit_at_tp8():
     e = api.estimate("llama3-8b", gpu="b200", gpus=32, seq_len=1048576, gbs=4, mbs=1, tp=8, pp=1, cp=1,
@@ -160,6 +168,6 @@ def test_n40_512k_without_cp_is_a_deeper_pipeline_once_the_loss_peak_is_counted(
           f"fastest that fits: {layout_text(r.candidates[0])}")
     assert e["memory_gib"]["total"] > e["budget_gib"]
     assert r.candidates[0]["tp"] == 8 and r.candidates[0]["pp"] == 4 and r.candidates[0]["recompute"] == "none"
-    assert not out_of_fit(r)
+    assert not r.extra["why"]
     over = _tokens(r.candidates[0], r.model) / _reference(r) / r.measured_tokens - 1
     assert abs(over) <= POINT_TOL

@@ -15,6 +15,7 @@ from moeplan.models.spec import MODEL_FEATURES
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 
 from ..scripts import loaded_script
+from ..measured_variants import tokens_per_gpu_per_step
 from ..reference_runs import bridge_runs, estimate_kwargs, label, out_of_fit_runs
 
 CAL = DEFAULT_CALIBRATION
@@ -47,7 +48,7 @@ def _band_param(run):
 def test_every_measured_run_outside_the_fit_is_inside_its_band(run):
     est = api.estimate(run["model"], **estimate_kwargs(run))
     tokens = float(run.get("tokens_per_s_per_gpu") or  # published tokens/s, else from the published step time
-                   int(run["gbs"]) * int(run["seq_len"]) / int(run["gpus"]) / float(run["measured_step_time_s"]))
+                   tokens_per_gpu_per_step(run) / float(run["measured_step_time_s"]))
     lo, hi = est["tokens_per_s_range"]
     assert lo <= tokens <= hi, (lo, tokens, hi)
     assert est["outside_fit"] == _outside(run["model"]) and est["outside_fit_note"].startswith("outside the fit")
