@@ -378,6 +378,19 @@ gpus:
     host_mem_bytes: 1e12
 """)
     assert softmax_exp_share(load_gpu("blackwell_lab", f)) == softmax_exp_share(load_gpu("b200")) == 2.0
+    # a base of another architecture lends its HBM and links, not its SM: the entry's compute capability decides
+    arch = write(tmp_path, "gpus:\n  myb:\n    base: h100\n    compute_capability: 10.0\n"
+                           "  myu:\n    base: b200\n    compute_capability: 10.3\n"
+                           "  myown:\n    base: h100\n    compute_capability: 10.0\n    sfu_exp_per_clk_sm: 32\n",
+                 "arch.yaml")
+    assert softmax_exp_share(load_gpu("myb", arch)) == 2.0 and softmax_exp_share(load_gpu("myu", arch)) == 1.0
+    assert softmax_exp_share(load_gpu("myown", arch)) == 1.0  # Blackwell's tensor cores, its own SFU rate
+    # the rates are an SM architecture's: every catalogued GPU of one compute capability states the same
+    by_cc: dict = {}
+    for name in CATALOG:
+        g = load_gpu(name)
+        by_cc.setdefault(g.compute_capability, set()).add((g.mma_bf16_flops_per_clk_sm, g.sfu_exp_per_clk_sm))
+    assert all(len(rates) == 1 for rates in by_cc.values()), by_cc
     assert softmax_exp_share(load_gpu("mygpu", f)) == 2.0  # half Hopper's SFU rate, same tensor cores
     assert softmax_exp_share(load_gpu("bare", f)) == 1.0
     bad = write(tmp_path, "gpus:\n  x:\n    base: h100\n    sfu_exp_per_clk_sm: 1.5\n", "bad.yaml")

@@ -4,6 +4,8 @@ remaining kernels into a drained queue. A layer without that sync (a dense MLP) 
 the kernels queued before it, so it pays none (issue 31: the dense CP sweeps N40 / N41 at 4K, GEMM-bound, were
 charged 32 x the MoE figure)."""
 
+import pytest
+
 from moeplan.api import build_config
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from moeplan.engine.timing.layer import layer_time
@@ -67,3 +69,26 @@ def test_an_attention_graph_removes_nothing_from_a_moe_only_layer():
     moe_only, with_attn = _moe_only_and_full(["attn"])
     share = 1 - GRAPH_LAUNCH_SHARE["attn"]
     assert moe_only == with_attn == cal.launch_overhead_per_layer_s * share
+
+
+def test_an_attention_graph_leaves_a_moe_only_layers_ep_overlap_host_cost():
+    """EP overlap's host scheduling cost per layer (ep_overlap_layer_s) is what a CUDA graph of the captured scopes
+    removes (timing.layer.captured_launch_share, the one rule launch_share reads too): an attention graph takes its
+    share off a layer with attention and nothing off a layer without a mixer. (Megatron-Core builds the merged
+    schedule for GPT models only, so the MoE-only layer here is a GPT MoE layer with its mixer taken away.)"""
+    from dataclasses import replace
+
+    from moeplan.engine.timing.context import GRAPH_LAUNCH_SHARE
+    from moeplan.models.spec import MoE
+
+    def ep_comm(graphs):
+        cfg, g = build_config("qwen3-30b-a3b", gpu="h100", gpus=8, seq_len=4096, gbs=64, ep=8,
+                              dispatcher="alltoall", ep_overlap=True, cuda_graphs=graphs)
+        assert cfg.ep_overlap and cfg.ep_overlap_allowed
+        ctx = make_ctx(cfg, g, DEFAULT_CALIBRATION)
+        full = next(la for la in cfg.model.layers if isinstance(la.mlp, MoE))
+        return layer_time(ctx, replace(full, mixer=None)).ep_comm, layer_time(ctx, full).ep_comm
+
+    (bare_plain, full_plain), (bare_graph, full_graph) = ep_comm(None), ep_comm("attn")
+    assert bare_graph == bare_plain
+    assert full_plain - full_graph == pytest.approx(DEFAULT_CALIBRATION.ep_overlap_layer_s * GRAPH_LAUNCH_SHARE["attn"])

@@ -157,3 +157,18 @@ def test_the_knob_names_are_the_maps_names():
     assert all(p in PRECISIONS for m in TE_QUANT_MAPS.values() for p in m.values())
     with pytest.raises(MoeplanError, match="te_quant_map"):
         api.build_config("nemotron-3-super-120b", precision="nvfp4", te_quant_map="bridge", **RUN)
+
+
+def test_every_quant_map_key_names_a_gemm():
+    """The maps live in the base vocabulary, below the engine that names the GEMMs: each key must be a GEMM name
+    some catalogued model's layers produce (engine.flops.layer_gemms) or the MTP modules' ``mtp``; a misspelt key
+    would silently leave its GEMM at the run's precision."""
+    from moeplan.models.catalog import catalog_names, load_model
+
+    names = {"mtp"}
+    for model_name in catalog_names():
+        model = load_model(model_name)
+        for layer in model.distinct_layers:
+            names |= {g.name for g in layer_gemms(layer, model.hidden)}
+    for map_name, mapping in TE_QUANT_MAPS.items():
+        assert set(mapping) <= names, (map_name, set(mapping) - names)

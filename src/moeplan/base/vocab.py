@@ -67,6 +67,8 @@ CUDA_GRAPH_SCOPES: tuple[str, ...] = ("attn", "mlp", "moe", "moe_router", "moe_p
 # out; Megatron Bridge's MoE perf recipes set these three): what the planner tries, the rationale and the linter
 # cost.
 DROPLESS_MOE_GRAPH_SCOPES: frozenset[str] = frozenset({"attn", "moe_router", "moe_preprocess"})
+# The scopes of a layer's token-mixer block (attention, Mamba): a layer without a mixer has none of them.
+MIXER_GRAPH_SCOPES: frozenset[str] = frozenset({"attn", "mamba"})
 
 # Context-parallel communication (moeplan spelling; Megatron-Core writes all_gather): p2p = ring.
 CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
@@ -117,7 +119,7 @@ TRACE_DETAIL_MICROBATCHES = 64  # moeplan.engine.timeline.trace_detail applies i
 REFINE_MIN = 48
 
 __all__ = [
-    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS", "FLEX_DISPATCHERS",
+    "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "MIXER_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS", "FLEX_DISPATCHERS",
     "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
     "RECOMPUTE_MODULES", "REFINE_MIN", "RESOLVED_GAIN", "RecomputeGranularity", "TRACE_DETAIL_MICROBATCHES",
 ]

@@ -119,8 +119,13 @@ def _architecture_per_clock(compute_capability: float) -> dict[str, Any]:
 
 def build_spec(entry: Entry, user: tuple[Entry, ...]) -> GPUSpec:
     vals = _merged(entry, user)
-    if "compute_capability" in vals and not all(k in vals for k in PER_CLOCK):
-        vals = {**_architecture_per_clock(vals["compute_capability"]), **vals}
+    own = dict(entry.values)
+    if "compute_capability" in vals and not all(k in own for k in PER_CLOCK) and (
+            "compute_capability" in own or not all(k in vals for k in PER_CLOCK)):
+        # the architecture's rates where the entry states its own compute capability (a base of another
+        # architecture does not lend its SM) or inherits none; rates the entry itself gives win
+        vals = {**vals, **_architecture_per_clock(vals["compute_capability"]),
+                **{k: own[k] for k in PER_CLOCK if k in own}}
     label = entry.name
     for key in REQUIRED:
         if key not in vals:

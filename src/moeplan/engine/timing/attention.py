@@ -8,6 +8,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+from moeplan.base.errors import MoeplanError
 from moeplan.engine.activations import BF16_BYTES, unfused_score_square, unfused_square_softmax_is_fused
 from moeplan.engine.dsa import cp_gathered_elems as dsa_cp_gathered_elems
 from moeplan.engine.flops import attention_core_fwd_flops as _attention_core_flops_per_token
@@ -207,7 +208,8 @@ def _exp_cost(gpu: GPUSpec) -> float | None:
 @lru_cache(maxsize=1)
 def _ref_exp_cost() -> float:
     ref = _exp_cost(load_gpu(SOFTMAX_REF_GPU))
-    assert ref is not None, SOFTMAX_REF_GPU  # the catalog entry carries both rates
+    if ref is None:  # catalog data: the reference entry must carry both rates
+        raise MoeplanError(f"hardware catalog: {SOFTMAX_REF_GPU} lacks mma_bf16_flops_per_clk_sm / sfu_exp_per_clk_sm")
     return ref
 
 

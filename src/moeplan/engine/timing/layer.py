@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from moeplan.base.fields import gdn_backward_dw
-from moeplan.base.vocab import FLEX_DISPATCHERS
+from moeplan.base.vocab import FLEX_DISPATCHERS, MIXER_GRAPH_SCOPES
 from moeplan.engine.hyper_connections import coeff_gemm_shape as hc_coeff_gemm_shape, fwd_traffic_elems as hc_fwd_traffic_elems, saved_elems as hc_saved_elems
 from moeplan.engine.activations import BF16_BYTES, expert_probs_bytes, gdn_saved_bytes, layer_activation
 from moeplan.engine.flops import layer_flops, layer_gemms
@@ -33,8 +33,16 @@ def layer_time(ctx: Ctx, layer: Layer) -> LayerTime:
     return hit
 
 
-# The CUDA graph scopes of a layer's token-mixer block (Megatron-Core cuda_graph_scope "attn", "mamba").
-MIXER_GRAPH_SCOPES = frozenset({"attn", "mamba"})
+def layer_graph_scopes(layer: Layer, cfg: RunConfig) -> frozenset[str]:
+    """The run's CUDA graph scopes that ``layer`` has blocks for: a layer without a mixer has no mixer scope."""
+    scopes = frozenset(cfg.cuda_graph_scopes)
+    return scopes - MIXER_GRAPH_SCOPES if layer.mixer is None else scopes
+
+
+def captured_launch_share(layer: Layer, cfg: RunConfig) -> float:
+    """Share of a transformer layer's host launches (GRAPH_LAUNCH_SHARE) that the CUDA graphs of ``layer``'s own
+    scopes capture (:func:`layer_graph_scopes`)."""
+    return sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(layer_graph_scopes(layer, cfg)))
 
 
 def launch_share(layer: Layer, cfg: RunConfig) -> float:
@@ -50,13 +58,11 @@ def launch_share(layer: Layer, cfg: RunConfig) -> float:
     of the mixer scopes removes nothing from it. The flex dispatchers compute the dispatch layout in one fused
     kernel: router + EP preprocess launch 17 kernels instead of 31 (Megatron-LM docs/discussions/
     deepseek-v3-gb200-optimization, 2.2.1), i.e. 14/31 of those scopes' share, where they are not graph-captured."""
-    scopes = cfg.cuda_graph_scopes
-    if layer.mixer is None:
-        present = 1.0 - GRAPH_LAUNCH_SHARE["attn"]
-        scopes = frozenset(scopes) - MIXER_GRAPH_SCOPES
-    else:
-        present = 1.0
-    share = present - sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(scopes))
+    scopes = layer_graph_scopes(layer, cfg)
+    # launch_overhead_per_layer_s is a transformer layer's (attention block + MoE block): without a mixer, the
+    # attention block's share is absent
+    present = 1.0 - GRAPH_LAUNCH_SHARE["attn"] if layer.mixer is None else 1.0
+    share = present - captured_launch_share(layer, cfg)
     if isinstance(layer.mlp, MoE) and cfg.dispatcher in FLEX_DISPATCHERS and cfg.parallel.ep > 1:
         uncaptured = sum(GRAPH_LAUNCH_SHARE[s] for s in ("moe_router", "moe_preprocess") if s not in scopes)
         share -= FLEX_PREPROCESS_FUSED * uncaptured
@@ -179,7 +185,7 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
             # scheduled from the host with events per sub-module (Megatron-Core combined 1F1B for EP
             # A2A overlap): a fixed host cost per layer and micro-batch, which small layers cannot
             # amortise and which a CUDA graph of the captured scopes removes
-            share = min(1.0, sum(GRAPH_LAUNCH_SHARE.get(s, 0.0) for s in sorted(cfg.cuda_graph_scopes)))
+            share = min(1.0, captured_launch_share(layer, cfg))
             stolen = ep_comm_sms(cfg, gpu, cal) / gpu.sms
             attn_block = sum(out.get(k, 0.0) for k in ("gemm", "attention", "linear_attention"))
             overlap = (d, c, perm, attn_block, out.get("grouped_gemm", 0.0), stolen, cal.ep_overlap_eff,
