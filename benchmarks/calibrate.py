@@ -1115,8 +1115,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   tokens in RDMA messages of at most `num_max_rdma_chunked_send_tokens` (one put and one tail update each,
   deepseek-ai/DeepEP csrc/kernels/internode.cu), and DeepEP's default configs, which Megatron-Core's fused_a2a.py
   uses, set that chunk by EP size: 20 (dispatch) / 12 (combine) tokens at EP16, 8 / 8 at EP24-EP64
-  (`engine.timing.moe.DEEPEP_RDMA_CHUNK_TOKENS`, deep_ep get_dispatch_config / get_combine_config since DeepEP
-  c939644). Without IBGDA a host proxy posts and completes every message, so at EP32 (~2.7 remote nodes per token,
+  (`base.deepep_configs.DEEPEP_CONFIGS`, deep_ep get_dispatch_config / get_combine_config, DeepEP e02e4d2 to
+  dd758ca; the same table sizes DeepEP's buffers). Without IBGDA a host proxy posts and completes every message, so at EP32 (~2.7 remote nodes per token,
   top-8, in chunks of 8) the proxies handle ~5x the messages per token of EP16 (~1.0 remote node, chunks of 20 / 12).
   Modelled as DeepEP's proxy cost per RDMA message, per rail (`ep_proxy_message_s`,
   `engine.timing.moe.ep_proxy_messages_s`); fitted on N31-N33 with the per-call constants it lands at its source
