@@ -1135,7 +1135,14 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   UCCL-EP rows may use: the backend is not a knob). MBS 1 against MBS 4 at EP16 is still 18-31% too fast in all three
   groups and for every dispatcher but N33's NVSHMEM (+3%), at EP32 within -15..+12%: per layer and micro-batch the measured MBS 1 step is
   the same at EP16 and EP32 (11 ms on N31, 15 ms on N32), while MBS 4 costs 1.33x (N31) / 1.55x (N32) more at EP32
-  than at EP16 with NCCL too, more than NCCL's remote bytes (6 against 4 copies per token) give. DeepEP under EP
+  than at EP16 with NCCL too, more than NCCL's remote bytes (6 against 4 copies per token) give. Taken apart per EP
+  call (`benchmarks/efa_call_split.py`: the measured step less moeplan's rest, over the calls): NCCL's call at EP16
+  takes 0.86-0.97x as long at MBS 4 as at MBS 1 with 4x the bytes, at EP32 1.12-1.74x; only the remote half of EP16's
+  rows crosses EFA in moeplan (the node's own half goes over NVLink), and compute, TP, recompute and the pipeline
+  bubble together differ by under 0.7 s of N31's 14 s step between EP16 PP4 and EP32 PP2 (PP4's larger bubble, 8
+  local experts' shallower GEMMs: both make EP16 slower), against EP16's 2.2 s miss: the miss is the EFA transfer
+  hiding in a 2-node call; DeepEP's EP16
+  MBS 4 call leaves 0.85-1.46 ms, under its own fixed part (2.1 ms; `tests/validation/test_efa_call_split.py`). DeepEP under EP
   overlap at EP32 is still 13-16% too fast (N31, N33). On p5 (N33) DeepEP over UCCL-EP costs ~2.3 us per token sent
   across nodes at EP16 and EP32 alike (those rows stay out of the fit: the proxy backend is not a knob, and UCCL-EP
   lists p5en / p6-b200, not p5, as tested; with the message cost they are +33..+98% off, from +15..+144%). EP overlap
