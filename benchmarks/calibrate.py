@@ -1142,7 +1142,9 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   bubble together differ by under 0.7 s of N31's 14 s step between EP16 PP4 and EP32 PP2 (PP4's larger bubble, 8
   local experts' shallower GEMMs: both make EP16 slower), against EP16's 2.2 s miss: the miss is the EFA transfer
   hiding in a 2-node call; DeepEP's EP16
-  MBS 4 call leaves 0.85-1.46 ms, under its own fixed part (2.1 ms; `tests/validation/test_efa_call_split.py`). DeepEP under EP
+  MBS 4 call leaves 0.85-1.46 ms, under its own fixed part (2.1 ms; `tests/validation/test_efa_call_split.py`). Tried
+  and not adopted: NCCL's NVLink and network legs of one all-to-all at once (the larger, not the sum: one grouped
+  ncclSend / ncclRecv kernel) moves EP16's call by 0.09 ms only, CV 0.1038 -> 0.1043 (G11 0.083 -> 0.095). DeepEP under EP
   overlap at EP32 is still 13-16% too fast (N31, N33). On p5 (N33) DeepEP over UCCL-EP costs ~2.3 us per token sent
   across nodes at EP16 and EP32 alike (those rows stay out of the fit: the proxy backend is not a knob, and UCCL-EP
   lists p5en / p6-b200, not p5, as tested; with the message cost they are +33..+98% off, from +15..+144%). EP overlap
