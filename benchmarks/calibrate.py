@@ -1141,8 +1141,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   tokens in RDMA messages of at most `num_max_rdma_chunked_send_tokens` (one put and one tail update each,
   deepseek-ai/DeepEP csrc/kernels/internode.cu), and DeepEP's default configs, which Megatron-Core's fused_a2a.py
   uses, set that chunk by EP size: 20 (dispatch) / 12 (combine) tokens at EP16, 8 / 8 at EP24-EP64
-  (`engine.timing.moe.DEEPEP_RDMA_CHUNK_TOKENS`, deep_ep get_dispatch_config / get_combine_config since DeepEP
-  c939644). Without IBGDA a host proxy posts and completes every message, so at EP32 (~2.7 remote nodes per token,
+  (`base.deepep_configs.DEEPEP_CONFIGS`, deep_ep get_dispatch_config / get_combine_config, DeepEP e02e4d2 to
+  dd758ca; the same table sizes DeepEP's buffers). Without IBGDA a host proxy posts and completes every message, so at EP32 (~2.7 remote nodes per token,
   top-8, in chunks of 8) the proxies handle ~5x the messages per token of EP16 (~1.0 remote node, chunks of 20 / 12).
   Modelled as DeepEP's proxy cost per RDMA message, per rail (`ep_proxy_message_s`,
   `engine.timing.moe.ep_proxy_messages_s`); fitted on N31-N33 with the per-call constants it lands at its source
@@ -1161,7 +1161,16 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   UCCL-EP rows may use: the backend is not a knob). MBS 1 against MBS 4 at EP16 is still 18-31% too fast in all three
   groups and for every dispatcher but N33's NVSHMEM (+3%), at EP32 within -15..+12%: per layer and micro-batch the measured MBS 1 step is
   the same at EP16 and EP32 (11 ms on N31, 15 ms on N32), while MBS 4 costs 1.33x (N31) / 1.55x (N32) more at EP32
-  than at EP16 with NCCL too, more than NCCL's remote bytes (6 against 4 copies per token) give. DeepEP under EP
+  than at EP16 with NCCL too, more than NCCL's remote bytes (6 against 4 copies per token) give. Taken apart per EP
+  call (`benchmarks/efa_call_split.py`: the measured step less moeplan's rest, over the calls): NCCL's call at EP16
+  takes 0.86-0.97x as long at MBS 4 as at MBS 1 with 4x the bytes, at EP32 1.12-1.74x; only the remote half of EP16's
+  rows crosses EFA in moeplan (the node's own half goes over NVLink), and compute, TP, recompute and the pipeline
+  bubble together differ by under 0.7 s of N31's 14 s step between EP16 PP4 and EP32 PP2 (PP4's larger bubble, 8
+  local experts' shallower GEMMs: both make EP16 slower), against EP16's 2.2 s miss: the miss is the EFA transfer
+  hiding in a 2-node call; DeepEP's EP16
+  MBS 4 call leaves 0.85-1.46 ms, under its own fixed part (2.1 ms; `tests/validation/test_efa_call_split.py`). Tried
+  and not adopted: NCCL's NVLink and network legs of one all-to-all at once (the larger, not the sum: one grouped
+  ncclSend / ncclRecv kernel) moves EP16's call by 0.09 ms only, CV 0.1038 -> 0.1043 (G11 0.083 -> 0.095). DeepEP under EP
   overlap at EP32 is still 13-16% too fast (N31, N33). On p5 (N33) DeepEP over UCCL-EP costs ~2.3 us per token sent
   across nodes at EP16 and EP32 alike (those rows stay out of the fit: the proxy backend is not a knob, and UCCL-EP
   lists p5en / p6-b200, not p5, as tested; with the message cost they are +33..+98% off, from +15..+144%). EP overlap

@@ -10,7 +10,7 @@ import pytest
 
 from moeplan import api
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
-from moeplan.engine.timing.moe import DEEPEP_RDMA_CHUNK_TOKENS, deepep_rdma_chunk_tokens, ep_proxy_messages_s
+from moeplan.engine.timing.moe import deepep_rdma_chunk_tokens, ep_proxy_messages_s
 from moeplan.hardware import load_gpu
 
 AWS = dict(gpus=64, seq_len=4096, gbs=256, tp=8, precision="bf16", dispatcher="deepep")
@@ -26,11 +26,12 @@ def _extra_s(gpu: str, **kw) -> float:
 
 
 def test_deepep_default_chunks():
-    """deep_ep get_dispatch_config / get_combine_config (num_max_rdma_chunked_send_tokens) since DeepEP c939644:
-    EP16 (20, 12), EP24-EP64 (8, 8), EP96 and up (12, 8); other sizes take the nearest listed below."""
+    """deep_ep get_dispatch_config / get_combine_config (num_max_rdma_chunked_send_tokens), DeepEP e02e4d2 ..
+    dd758ca (base.deepep_configs): EP16 (20, 12), EP24-EP64 (8, 8), EP96 and up (12, 8); other sizes take the next
+    listed size up (tests/unit/test_deepep_configs.py)."""
     assert deepep_rdma_chunk_tokens(16) == (20, 12) and deepep_rdma_chunk_tokens(32) == (8, 8)
     assert deepep_rdma_chunk_tokens(128) == (12, 8) and deepep_rdma_chunk_tokens(40) == (8, 8)
-    assert deepep_rdma_chunk_tokens(8) == DEEPEP_RDMA_CHUNK_TOKENS[16]
+    assert deepep_rdma_chunk_tokens(8) == (6, 6)
 
 
 def test_function_zero_off_efa_and_inside_a_node():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from moeplan.base.deepep_configs import deepep_configs
 from moeplan.base.fields import version_key
 from moeplan.base.vocab import FLEX_DISPATCHERS
 from moeplan.engine import fsdp
@@ -217,20 +218,12 @@ def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str)
     return per_rail * (gpu.scaleout_nics_per_gpu or 1)
 
 
-# DeepEP's default internode configs (deep_ep buffer get_dispatch_config / get_combine_config, deepseek-ai/DeepEP
-# c939644 "Support EP48/96 for internode kernels and update some config", 2025-09, to today's deep_ep/buffers/
-# legacy.py), which Megatron-Core's fused_a2a.py uses (it passes no config): EP size -> the most tokens one RDMA
-# message carries, num_max_rdma_chunked_send_tokens, in (dispatch, combine).
-DEEPEP_RDMA_CHUNK_TOKENS: dict[int, tuple[int, int]] = {
-    16: (20, 12), 24: (8, 8), 32: (8, 8), 48: (8, 8), 64: (8, 8), 96: (12, 8), 128: (12, 8), 144: (12, 8), 160: (12, 8)}
-
-
 def deepep_rdma_chunk_tokens(ep: int) -> tuple[int, int]:
-    """(dispatch, combine) tokens per RDMA message of DeepEP's internode kernels at EP size ``ep``
-    (DEEPEP_RDMA_CHUNK_TOKENS; an EP size DeepEP has no config for takes the nearest listed one below it, the
-    smallest listed above 8 GPUs otherwise)."""
-    below = [k for k in DEEPEP_RDMA_CHUNK_TOKENS if k <= ep]
-    return DEEPEP_RDMA_CHUNK_TOKENS[max(below) if below else min(DEEPEP_RDMA_CHUNK_TOKENS)]
+    """(dispatch, combine) tokens per RDMA message of DeepEP's internode kernels at EP size ``ep``: the default
+    configs' ``num_max_rdma_chunked_send_tokens`` (base.deepep_configs, the table and row rule DeepEP's buffer memory
+    reads too), which Megatron-Core's fused_a2a.py runs (it passes no config)."""
+    dispatch, combine = deepep_configs(ep)
+    return dispatch.rdma_send_tokens, combine.rdma_send_tokens
 
 
 def ep_proxy_messages_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str, ep: int,

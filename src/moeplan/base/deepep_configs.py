@@ -1,0 +1,53 @@
+"""DeepEP's default normal-kernel configs: the ONE table moeplan reads for DeepEP's buffer sizes (engine.
+dispatcher_buffers) and its RDMA message sizes across nodes (engine.timing.moe), and the one rule that picks a row.
+
+Release: deepseek-ai/DeepEP e02e4d2 ("Support EP24 for internode kernels", 2025-09-26) through dd758ca (2026-07-14;
+the file moved from deep_ep/buffer.py to deep_ep/buffers/legacy.py, values unchanged): ``Buffer.get_dispatch_config``
+/ ``Buffer.get_combine_config``. Megatron-Core's fused_a2a.py passes no config to ``dispatch`` / ``combine``, so
+these defaults run, and its ``get_buffer`` sizes the buffers from both configs (the larger NVL and the larger RDMA
+size hint). Older releases differ at EP 24..128 (before c939644, 2025-09-22, EP32 dispatched 32-token RDMA chunks).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class DeepEPConfig(NamedTuple):
+    """One DeepEP ``Config`` (csrc/legacy/config.hpp) less its SM count: the most tokens one NVLink / RDMA chunk
+    sends (``num_max_*_chunked_send_tokens``) and the receive ring's depth in tokens (``..._recv_tokens``)."""
+
+    nvl_send_tokens: int
+    nvl_recv_tokens: int
+    rdma_send_tokens: int
+    rdma_recv_tokens: int
+
+
+# EP size -> (dispatch config, combine config); deep_ep/buffers/legacy.py get_dispatch_config / get_combine_config
+DEEPEP_CONFIGS: dict[int, tuple[DeepEPConfig, DeepEPConfig]] = {
+    2: (DeepEPConfig(24, 256, 6, 128), DeepEPConfig(10, 256, 6, 128)),
+    4: (DeepEPConfig(6, 256, 6, 128), DeepEPConfig(9, 256, 6, 128)),
+    8: (DeepEPConfig(6, 256, 6, 128), DeepEPConfig(4, 256, 6, 128)),
+    16: (DeepEPConfig(36, 288, 20, 128), DeepEPConfig(4, 288, 12, 128)),
+    24: (DeepEPConfig(32, 288, 8, 128), DeepEPConfig(1, 288, 8, 128)),
+    32: (DeepEPConfig(32, 288, 8, 128), DeepEPConfig(1, 288, 8, 128)),
+    48: (DeepEPConfig(32, 288, 8, 128), DeepEPConfig(1, 288, 8, 128)),
+    64: (DeepEPConfig(32, 288, 8, 128), DeepEPConfig(1, 288, 8, 128)),
+    96: (DeepEPConfig(20, 480, 12, 128), DeepEPConfig(1, 480, 8, 128)),
+    128: (DeepEPConfig(20, 560, 12, 128), DeepEPConfig(1, 560, 8, 128)),
+    144: (DeepEPConfig(32, 720, 12, 128), DeepEPConfig(2, 720, 8, 128)),
+    160: (DeepEPConfig(28, 720, 12, 128), DeepEPConfig(2, 720, 8, 128)),
+}
+
+
+def deepep_config_ep(ep: int) -> int:
+    """The DEEPEP_CONFIGS row an EP group of ``ep`` ranks reads: its own size where DeepEP lists it (DeepEP asserts
+    that it does); otherwise the smallest listed size above it (a size DeepEP would run its kernels at), the
+    largest listed one beyond 160 ranks. One rule for memory and time."""
+    above = [k for k in DEEPEP_CONFIGS if k >= ep]
+    return min(above) if above else max(DEEPEP_CONFIGS)
+
+
+def deepep_configs(ep: int) -> tuple[DeepEPConfig, DeepEPConfig]:
+    """(dispatch, combine) DeepEP default configs for an EP group of ``ep`` ranks (:func:`deepep_config_ep`)."""
+    return DEEPEP_CONFIGS[deepep_config_ep(ep)]

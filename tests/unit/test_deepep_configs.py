@@ -1,0 +1,53 @@
+"""One DeepEP config table (base.deepep_configs, DeepEP e02e4d2 .. dd758ca deep_ep get_dispatch_config /
+get_combine_config) and one row rule, read by DeepEP's buffer memory (engine.dispatcher_buffers) and its RDMA message
+size on EFA (engine.timing.moe.deepep_rdma_chunk_tokens)."""
+
+from __future__ import annotations
+
+import pytest
+
+from moeplan.base import deepep_configs as table
+from moeplan.base.deepep_configs import DEEPEP_CONFIGS, deepep_config_ep, deepep_configs
+from moeplan.engine import dispatcher_buffers
+from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes
+from moeplan.engine.timing import moe
+from moeplan.engine.timing.moe import deepep_rdma_chunk_tokens
+
+
+def test_deepep_release_values():
+    """deep_ep/buffers/legacy.py at dd758ca (same since e02e4d2): EP16 dispatch Config(sms, 36, 288, 20, 128),
+    combine (4, 288, 12, 128); EP32 (32, 288, 8, 128) / (1, 288, 8, 128); EP128 (20, 560, 12, 128) / (1, 560, 8, 128)."""
+    assert DEEPEP_CONFIGS[16] == ((36, 288, 20, 128), (4, 288, 12, 128))
+    assert DEEPEP_CONFIGS[32] == ((32, 288, 8, 128), (1, 288, 8, 128))
+    assert DEEPEP_CONFIGS[128] == ((20, 560, 12, 128), (1, 560, 8, 128))
+
+
+def test_one_row_rule():
+    """A listed size reads its own row; an unlisted one the next listed size up; beyond 160 the largest."""
+    assert [deepep_config_ep(e) for e in (2, 8, 16, 32, 40, 80, 160, 256)] == [2, 8, 16, 32, 48, 96, 160, 160]
+
+
+def test_message_sizes_read_the_table():
+    assert deepep_rdma_chunk_tokens(16) == (20, 12) and deepep_rdma_chunk_tokens(32) == (8, 8)
+    assert deepep_rdma_chunk_tokens(80) == (12, 8)  # EP80 takes EP96's row, as the buffer does
+    for ep in (8, 16, 24, 40, 64, 96, 128, 200):
+        d, c = deepep_configs(ep)
+        assert deepep_rdma_chunk_tokens(ep) == (d.rdma_send_tokens, c.rdma_send_tokens)
+
+
+def test_no_second_table():
+    """Neither user keeps a table of its own; both read base.deepep_configs."""
+    assert not hasattr(dispatcher_buffers, "DEEPEP_CONFIGS") and not hasattr(moe, "DEEPEP_RDMA_CHUNK_TOKENS")
+    assert dispatcher_buffers.deepep_configs is table.deepep_configs is moe.deepep_configs
+
+
+def test_buffer_bytes_follow_deepeps_size_hints():
+    """EP16, hidden 4096 (BF16: 8,192 bytes a token), 20 SMs -> 10 channels, 8 NVL x 2 RDMA ranks; a token's slot
+    carries 2,056 more bytes (source meta 8, top-k 128 x (8 + 4), scales 128 x 4); each hint the larger over the
+    dispatch and the combine config, rounded up to 128 bytes (csrc/legacy/config.hpp, fused_a2a.get_buffer):
+    NVL 10*8*(2*2+3)*4 + 10*8*288*10,248 = 236,116,160 -> 236,116,224;
+    RDMA 10*2*18*2*4 + 2*10*2*128*(10,248 + 16) = 52,554,560 -> 52,554,624 (the receive ring is 128 tokens at
+    every send chunk size)."""
+    assert deepep_buffer_bytes(4096, 16) == 236_116_224 + 52_554_624
+    assert deepep_buffer_bytes(4096, 8) == pytest.approx(10 * 8 * 5 * 4 + 10 * 8 * 256 * 10_248, abs=128)
+    assert deepep_buffer_bytes(4096, 1) == 0.0
