@@ -875,13 +875,16 @@ def _nocp_outside(cal: Calibration) -> list[str]:
     for row in nocp_rows():
         o = by.get((row.group, row.label))
         miss = "-" if o is None else f"{o.predict(cal) / o.measured - 1:+.0%}"
-        out.append(f"| {row.group} | {row.label} | {'; '.join(layout_text(kw) for kw in row.candidates)} | "
+        shown = sorted(row.candidates, key=lambda kw: -api.estimate(row.model, cal=cal, **kw)["tokens_per_s_per_gpu"])
+        out.append(f"| {row.group} | {row.label} | {'; '.join(layout_text(kw) for kw in shown)} | "
                    f"{row.tflops:g} TFLOP/s | {miss} | {'no' if row.extra['why'] else 'yes'} |")
     return out
 
 
 def _span(xs: list[float], fmt: str) -> str:
-    """'a-b' of the smallest and largest of ``xs`` in ``fmt`` (one figure where they read the same)."""
+    """'a-b' of the smallest and largest of ``xs`` in ``fmt`` (one figure where they read the same; "-" where none)."""
+    if not xs:
+        return "-"
     lo, hi = format(min(xs), fmt), format(max(xs), fmt)
     return lo if lo == hi else f"{lo.rstrip('%x')}-{hi}"
 
@@ -899,18 +902,20 @@ def _nocp_figures(cal: Calibration) -> dict[str, str]:
         if o is None:
             continue
         ratio = o.predict(cal) / o.measured
-        if row.extra["why"] is RECOMPUTED:
+        if row.extra["why"] == RECOMPUTED:
             est = [api.estimate(row.model, cal=cal, **kw) for kw in row.candidates]
-            best = max(e["tokens_per_s_per_gpu"] for e in est)
-            fast = next(e for e in est if e["tokens_per_s_per_gpu"] == best)
+            fast = max(est, key=lambda e: e["tokens_per_s_per_gpu"])  # the fastest at ``cal``, not at the prior
+            best = fast["tokens_per_s_per_gpu"]
             share.append(fast["memory_gib"]["total"] / fast["budget_gib"])
             over.append(ratio - 1)
-            full += [abs(ratio * e["tokens_per_s_per_gpu"] / best - 1) for kw, e in zip(row.candidates, est)
-                     if kw["recompute"] == "full"][:1]
-        elif row.extra["why"] is PIPELINE_ONLY:
+            fulls = [e["tokens_per_s_per_gpu"] for kw, e in zip(row.candidates, est) if kw["recompute"] == "full"]
+            if fulls:
+                full.append(abs(ratio * max(fulls) / best - 1))
+        elif row.extra["why"] == PIPELINE_ONLY:
             times.append(1 / ratio)
     return {"nocp_recomputed_share": _span(share, ".0%"), "nocp_recomputed_over": _span(over, ".0%"),
-            "nocp_recomputed_full": f"{max(full):.1%}" if full else "-", "nocp_pipeline_x": _span(times, ".2f") + "x"}
+            "nocp_recomputed_full": f"{max(full):.1%}" if full else "-",
+            "nocp_pipeline_x": _span(times, ".2f") + ("x" if times else "")}
 
 
 def _layer_level(cal: Calibration) -> list[str]:
