@@ -193,15 +193,16 @@ def observations() -> list[Obs]:
     return out
 
 
-def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
+def catalog_observations(include_out_of_fit: bool = False, vs: list[Variant] | None = None) -> list[Obs]:
     """The rows of the catalogued models (tests/measured_variants.catalog_variants): absolute tokens/s per GPU from the
     published step time (N12-N20), or the source's TFLOP/s (N06); G06 as each row over its first row (1 / step time);
     N20's NVFP4 rows as their tokens/s over the MXFP8 row of the same system, release and layout ("pair").
-    Rows with a reason to be out of the fit (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``."""
+    Rows with a reason to be out of the fit (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``.
+    ``vs``: the rows, where the caller has built them (catalog_variants())."""
     out: list[Obs] = []
     refs: dict[str, Callable[[Calibration], Any]] = {}
     ref_rows: dict[str, Variant] = {}
-    vs = catalog_variants()
+    vs = catalog_variants() if vs is None else vs
     by_label = {v.label: v for v in vs}
     for v in vs:
         t = _built(v.model, v.kwargs)
@@ -667,22 +668,22 @@ def _catalog(cal: Calibration) -> list[str]:
            "(`te_quant_map nemotron3`), and TE's NVFP4 quantize reads each BF16 input three times (amax with the",
            "Hadamard transform's, row-wise cast, fused RHT column-wise cast; the experts' grouped quantize twice).", "",
            "| group | row | measured | moeplan / measured | in the fit |", "|---|---|---|---|---|"]
-    obs = catalog_observations(include_out_of_fit=True)
-    why = {v.label: v.extra["why"] for v in catalog_variants()}
+    vs = catalog_variants()
+    obs = catalog_observations(include_out_of_fit=True, vs=vs)
     for o in obs:
         ratio = o.predict(cal) / o.measured
         shown = {"N06": f"{o.measured:,.1f} TFLOP/s/GPU", "G06": f"{o.measured:.4f} (step-time ratio)"}.get(
             o.group, f"{o.measured:.3f} (tokens/s ratio)" if " / " in o.label else f"{o.measured:,.0f} tokens/s/GPU")
-        reason = why.get(o.label) or why.get(o.label.split(" / ")[0], "")
         out.append(f"| {o.group} | {o.label} | {shown} | {ratio:.2f}x | "
-                   f"{'no: ' + reason if reason else 'yes'} |")
-    return out + ["", _g06_note(cal), ""]
+                   f"{'no: ' + o.why if o.why else 'yes'} |")
+    return out + ["", _g06_note(cal, vs), ""]
 
 
-def _g06_note(cal: Calibration) -> str:
+def _g06_note(cal: Calibration, vs: list[Variant] | None = None) -> str:
     """G06's host-bound step at ``cal``: the no-recompute row's measured and estimated step time, and what each
-    recompute set adds measured and in moeplan (the figures behind its reason, tests/fit_exclusions.py)."""
-    rows = [v for v in catalog_variants() if v.group == "G06"]
+    recompute set adds measured and in moeplan (the figures behind its reason, tests/fit_exclusions.py). ``vs``: the
+    catalogued rows, where the caller has built them (catalog_variants())."""
+    rows = [v for v in (catalog_variants() if vs is None else vs) if v.group == "G06"]
     est = [float(api.estimate(v.model, cal=cal, **v.kwargs)["step_time_s"]) for v in rows]
     meas = [float(v.step_s) for v in rows]  # type: ignore[arg-type]
     added_m = [(m - meas[0]) * 1e3 for m in meas[1:]]
