@@ -255,13 +255,18 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
     FLOP count (N40 / N41: NeMo's full-square attention count)."""
     out: list[Obs] = []
     refs: dict[str, tuple[Variant, Callable[[Calibration], Any]]] = {}
-    for v in n_variants():
+    vs = n_variants()
+    first: dict[str, Variant] = {}  # each ratio sub-group's reference row (tests/measured_variants.reference_row)
+    for v in vs:
+        if v.extra["obs"] == "ratio":
+            first.setdefault(v.extra["sub"], v)
+    for v in vs:
         t = _built(v.model, v.kwargs)
         why = v.extra["why"]
         base = v.model if isinstance(v.model, str) else v.model.name.rsplit("-", 1)[0]
         if v.extra["obs"] == "ratio":
             sub = v.extra["sub"]
-            rv = reference_row(sub)
+            rv = first[sub]
             if v.label == rv.label:
                 continue  # the sub-group's reference: its level is the sub-group's (free)
             if sub not in refs:
