@@ -16,7 +16,7 @@ from moeplan.engine.params import count_params
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from moeplan.models import load_model
 
-from ..measured_variants import _rows, catalog_variants, n_variants, tokens_per_gpu_per_step
+from ..measured_variants import _rows, catalog_variants, n_variants, tflops_to_flops_per_token, tokens_per_gpu_per_step
 
 VARIANTS = catalog_variants()
 
@@ -125,6 +125,6 @@ def test_moonlight_flops_per_token_is_what_bridge_counted(group):
         seq = int(r["seq_len"])
         tokens = float(r["tokens_per_s_per_gpu"]) if r["tokens_per_s_per_gpu"] else \
             tokens_per_gpu_per_step(r) / float(r["step_time_s"])
-        measured = float(r["tflops_per_gpu"]) * 1e12 / tokens
+        measured = tflops_to_flops_per_token(float(r["tflops_per_gpu"]), tokens)
         ours = flops_per_token(load_model("moonlight-16b-a3b"), seq).total_flops
         assert ours == pytest.approx(measured, rel=0.015 if group == "G06" else 0.003)
