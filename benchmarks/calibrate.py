@@ -68,6 +68,7 @@ from tests.measured_variants import (CATALOG_ROWS_IN_FIT, G15_GBS_TOKENS, G15_PL
 from tests.reference_runs import (bridge_runs, estimate_kwargs, label, out_of_fit_runs, published_runs,  # noqa: E402
                                   shared_dir)
 from tests.fit_exclusions import OUT_OF_FIT  # noqa: E402
+from tests.fit_prior import prior_calibration  # noqa: E402
 from tests.nocp_rows import layout_text, nocp_rows  # noqa: E402
 
 DATA_FILE = ROOT / "src" / "moeplan" / "hardware" / "calibration.yaml"
@@ -192,15 +193,16 @@ def observations() -> list[Obs]:
     return out
 
 
-def catalog_observations(include_out_of_fit: bool = False) -> list[Obs]:
+def catalog_observations(include_out_of_fit: bool = False, vs: list[Variant] | None = None) -> list[Obs]:
     """The rows of the catalogued models (tests/measured_variants.catalog_variants): absolute tokens/s per GPU from the
     published step time (N12-N20), or the source's TFLOP/s (N06); G06 as each row over its first row (1 / step time);
     N20's NVFP4 rows as their tokens/s over the MXFP8 row of the same system, release and layout ("pair").
-    Rows with a reason to be out of the fit (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``."""
+    Rows with a reason to be out of the fit (an effect moeplan lacks: ``extra["why"]``) only with ``include_out_of_fit``.
+    ``vs``: the rows, where the caller has built them (catalog_variants())."""
     out: list[Obs] = []
     refs: dict[str, Callable[[Calibration], Any]] = {}
     ref_rows: dict[str, Variant] = {}
-    vs = catalog_variants()
+    vs = catalog_variants() if vs is None else vs
     by_label = {v.label: v for v in vs}
     for v in vs:
         t = _built(v.model, v.kwargs)
@@ -253,13 +255,18 @@ def n_observations(include_out_of_fit: bool = False) -> list[Obs]:
     FLOP count (N40 / N41: NeMo's full-square attention count)."""
     out: list[Obs] = []
     refs: dict[str, tuple[Variant, Callable[[Calibration], Any]]] = {}
-    for v in n_variants():
+    vs = n_variants()
+    first: dict[str, Variant] = {}  # each ratio sub-group's reference row (tests/measured_variants.reference_row)
+    for v in vs:
+        if v.extra["obs"] == "ratio":
+            first.setdefault(v.extra["sub"], v)
+    for v in vs:
         t = _built(v.model, v.kwargs)
         why = v.extra["why"]
         base = v.model if isinstance(v.model, str) else v.model.name.rsplit("-", 1)[0]
         if v.extra["obs"] == "ratio":
             sub = v.extra["sub"]
-            rv = reference_row(sub)
+            rv = first[sub]
             if v.label == rv.label:
                 continue  # the sub-group's reference: its level is the sub-group's (free)
             if sub not in refs:
@@ -526,37 +533,9 @@ def main() -> int:
     return 0
 
 
-# Source values (the prior): what each constant was set to from its source before any fit. Constants not
-# listed start at calibration.yaml's value, whose comment names its source.
-PRIOR = DEFAULT_CALIBRATION.with_overrides({
-    # FlashAttention-3 (arXiv 2407.08608, Fig. 5-7): tensor-core work of the backward ~0.55 of peak
-    "attn_bwd_eff": {"flash": 0.55, "cudnn_mla": 0.55, "flash_sm90": 0.55},
-    # NCCL all-to-all: ~0.75 of link rate for large messages (nccl-tests alltoall_perf busbw on NVLink / IB)
-    "a2a_eff": {"alltoall": 0.75, "allgather": 0.75},
-    # DeepEP internode normal kernels ~0.9 of RDMA line rate (deepseek-ai/DeepEP docs/legacy.md); NCCL 0.75
-    "a2a_scaleout_eff": {"alltoall": 0.75, "allgather": 0.75, "deepep": 0.9, "hybridep": 0.9},
-    # No measured source: a guess that the merged 1F1B schedule hides most of each window's compute
-    # (DeepSeek-V3, arXiv 2412.19437 sec. 3.2.1, reports all-to-all fully hidden by its DualPipe overlap);
-    # the fit barely moves it (docs/calibration.md, "pinned" column). ~10 stream waits x ~20 us per layer.
-    "ep_overlap_eff": 0.9, "ep_overlap_layer_s": 2.0e-4,
-    # grouped GEMM at large per-expert rows ~0.85 of a dense GEMM (no measured source; MB01 and G06 pin it);
-    # epilogue per output element: K half-efficiency 128 (two K-steps of 64 of the CUTLASS mainloop) at
-    # H100's BF16 MAMF per SM (catalog: 794.5e12 / 132), timing.gemm_k_half
-    "grouped_gemm_eff": 0.85, "gemm_epilogue_s": 2 * 128.0 / (794.5e12 / 132),
-    # ~60 kernels after each dropless-MoE host sync x ~5 us launch (Megatron-Core CUDA graph docs)
-    "launch_overhead_per_layer_s": 3.0e-4,
-    "expert_launch_host_s": 3.0e-5,
-    # EP calls across EFA nodes (host-posted RDMA): UCCL-EP's low-latency kernels on p6-b200 with 400 Gb/s EFA take
-    # 228-406 us a dispatch and 318-617 us a combine of 128 tokens at EP16-EP32 (uccl-project/uccl ep/README.md),
-    # part of it the transfer: ~0.3 ms a call; NCCL's all-to-all through aws-ofi-nccl has no published per-call
-    # figure and takes the same source value
-    "ep_proxy_call_s": 3.0e-4, "a2a_host_call_s": 3.0e-4,
-    # DeepEP's chunked RDMA writes through the proxies: a libfabric post and its completion from a CPU proxy per
-    # message (no published per-message figure on EFA): ~1 us a message and rail
-    "ep_proxy_message_s": 1.0e-6,
-    # a quarter of STREAM bandwidth for a fused multi-tensor CPU AdamW (no source; G08 pins it)
-    "cpu_adam_mem_eff": 0.25,
-})
+# Source values (the prior): what each constant was set to from its source before any fit (tests/fit_prior.py).
+# Constants not listed there start at calibration.yaml's value, whose comment names its source.
+PRIOR = prior_calibration()
 
 
 def fit_features(obs: list[Obs]) -> frozenset[str]:
@@ -694,22 +673,22 @@ def _catalog(cal: Calibration) -> list[str]:
            "(`te_quant_map nemotron3`), and TE's NVFP4 quantize reads each BF16 input three times (amax with the",
            "Hadamard transform's, row-wise cast, fused RHT column-wise cast; the experts' grouped quantize twice).", "",
            "| group | row | measured | moeplan / measured | in the fit |", "|---|---|---|---|---|"]
-    obs = catalog_observations(include_out_of_fit=True)
-    why = {v.label: v.extra["why"] for v in catalog_variants()}
+    vs = catalog_variants()
+    obs = catalog_observations(include_out_of_fit=True, vs=vs)
     for o in obs:
         ratio = o.predict(cal) / o.measured
         shown = {"N06": f"{o.measured:,.1f} TFLOP/s/GPU", "G06": f"{o.measured:.4f} (step-time ratio)"}.get(
             o.group, f"{o.measured:.3f} (tokens/s ratio)" if " / " in o.label else f"{o.measured:,.0f} tokens/s/GPU")
-        reason = why.get(o.label) or why.get(o.label.split(" / ")[0], "")
         out.append(f"| {o.group} | {o.label} | {shown} | {ratio:.2f}x | "
-                   f"{'no: ' + reason if reason else 'yes'} |")
-    return out + ["", _g06_note(cal), ""]
+                   f"{'no: ' + o.why if o.why else 'yes'} |")
+    return out + ["", _g06_note(cal, vs), ""]
 
 
-def _g06_note(cal: Calibration) -> str:
+def _g06_note(cal: Calibration, vs: list[Variant] | None = None) -> str:
     """G06's host-bound step at ``cal``: the no-recompute row's measured and estimated step time, and what each
-    recompute set adds measured and in moeplan (the figures behind its reason, tests/fit_exclusions.py)."""
-    rows = [v for v in catalog_variants() if v.group == "G06"]
+    recompute set adds measured and in moeplan (the figures behind its reason, tests/fit_exclusions.py). ``vs``: the
+    catalogued rows, where the caller has built them (catalog_variants())."""
+    rows = [v for v in (catalog_variants() if vs is None else vs) if v.group == "G06"]
     est = [float(api.estimate(v.model, cal=cal, **v.kwargs)["step_time_s"]) for v in rows]
     meas = [float(v.step_s) for v in rows]  # type: ignore[arg-type]
     added_m = [(m - meas[0]) * 1e3 for m in meas[1:]]
@@ -902,13 +881,16 @@ def _nocp_outside(cal: Calibration) -> list[str]:
     for row in nocp_rows():
         o = by.get((row.group, row.label))
         miss = "-" if o is None else f"{o.predict(cal) / o.measured - 1:+.0%}"
-        out.append(f"| {row.group} | {row.label} | {'; '.join(layout_text(kw) for kw in row.candidates)} | "
+        shown = sorted(row.candidates, key=lambda kw: -api.estimate(row.model, cal=cal, **kw)["tokens_per_s_per_gpu"])
+        out.append(f"| {row.group} | {row.label} | {'; '.join(layout_text(kw) for kw in shown)} | "
                    f"{row.tflops:g} TFLOP/s | {miss} | {'no' if row.extra['why'] else 'yes'} |")
     return out
 
 
 def _span(xs: list[float], fmt: str) -> str:
-    """'a-b' of the smallest and largest of ``xs`` in ``fmt`` (one figure where they read the same)."""
+    """'a-b' of the smallest and largest of ``xs`` in ``fmt`` (one figure where they read the same; "-" where none)."""
+    if not xs:
+        return "-"
     lo, hi = format(min(xs), fmt), format(max(xs), fmt)
     return lo if lo == hi else f"{lo.rstrip('%x')}-{hi}"
 
@@ -926,18 +908,20 @@ def _nocp_figures(cal: Calibration) -> dict[str, str]:
         if o is None:
             continue
         ratio = o.predict(cal) / o.measured
-        if row.extra["why"] is RECOMPUTED:
+        if row.extra["why"] == RECOMPUTED:
             est = [api.estimate(row.model, cal=cal, **kw) for kw in row.candidates]
-            best = max(e["tokens_per_s_per_gpu"] for e in est)
-            fast = next(e for e in est if e["tokens_per_s_per_gpu"] == best)
+            fast = max(est, key=lambda e: e["tokens_per_s_per_gpu"])  # the fastest at ``cal``, not at the prior
+            best = fast["tokens_per_s_per_gpu"]
             share.append(fast["memory_gib"]["total"] / fast["budget_gib"])
             over.append(ratio - 1)
-            full += [abs(ratio * e["tokens_per_s_per_gpu"] / best - 1) for kw, e in zip(row.candidates, est)
-                     if kw["recompute"] == "full"][:1]
-        elif row.extra["why"] is PIPELINE_ONLY:
+            fulls = [e["tokens_per_s_per_gpu"] for kw, e in zip(row.candidates, est) if kw["recompute"] == "full"]
+            if fulls:
+                full.append(abs(ratio * max(fulls) / best - 1))
+        elif row.extra["why"] == PIPELINE_ONLY:
             times.append(1 / ratio)
     return {"nocp_recomputed_share": _span(share, ".0%"), "nocp_recomputed_over": _span(over, ".0%"),
-            "nocp_recomputed_full": f"{max(full):.1%}" if full else "-", "nocp_pipeline_x": _span(times, ".2f") + "x"}
+            "nocp_recomputed_full": f"{max(full):.1%}" if full else "-",
+            "nocp_pipeline_x": _span(times, ".2f") + ("x" if times else "")}
 
 
 def _layer_level(cal: Calibration) -> list[str]:

@@ -27,7 +27,7 @@ from moeplan import api  # noqa: E402
 from moeplan.base.errors import MoeplanError  # noqa: E402
 from moeplan.engine.timing.attention import attention_block_tokens, attention_rate, causal_part  # noqa: E402
 from moeplan.models.spec import Attention  # noqa: E402
-from tests.measured_variants import Variant, variants  # noqa: E402
+from tests.measured_variants import Variant, tflops_to_tokens, tokens_per_gpu_per_step, variants  # noqa: E402
 
 CP_TYPES = ("auto", "a2a", "a2a+p2p", "p2p")
 
@@ -51,8 +51,7 @@ def decompose(v: Variant, cp_comm_type: str = "auto") -> dict[str, object] | Non
     attn_s, cp_s = float(tb["attention"]), float(tb["cp_comm"])
     rest_s = step_s - attn_s - cp_s
     # the measured step: the same FLOPs per token at the measured TFLOP/s
-    tokens = kw["gbs"] * kw["seq_len"] / kw["gpus"]
-    measured_step_s = float(est["flops_per_token"]) * tokens / (v.measured() * 1e12)
+    measured_step_s = tokens_per_gpu_per_step(kw) / tflops_to_tokens(v.measured(), float(est["flops_per_token"]))
     share, _ = causal_part(cfg, mixer, gpu.nvlink_domain)
     return {"row": v.label, "cp_comm_type": est["cp_comm_type"], "planner_choice": cp_comm_type == "auto",
             "measured_tflops": v.measured(),

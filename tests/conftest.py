@@ -28,6 +28,20 @@ def calibrate_script():
         yield module
 
 
+@pytest.fixture
+def every_split_round_trip(monkeypatch):
+    """A callable that makes every bulk-allocated split quantize a host round trip, as FP8 current scaling's (the fused
+    casts stay fused: timing.context.SPLIT_QUANTIZE_PATH), for the rest of the test."""
+    from moeplan.engine.timing import moe
+    from moeplan.engine.timing.context import SPLIT_QUANTIZE_PATH
+
+    def apply() -> None:
+        monkeypatch.setattr(moe, "SPLIT_QUANTIZE_PATH",
+                            {p: "per_split" if path == "bulk" else path for p, path in SPLIT_QUANTIZE_PATH.items()})
+
+    return apply
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest's hook signature
     """One line for the expected failures (the known gaps of the fit, each with its reason in the test), in place of
     pytest's -ra list of every reason after a green run; failures and errors keep theirs (addopts -rfE)."""

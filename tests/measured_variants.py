@@ -241,6 +241,12 @@ def tflops_to_tokens(tflops: float, flops_per_token: float) -> float:
     return tflops * 1e12 / flops_per_token
 
 
+def tflops_to_flops_per_token(tflops: float, tokens_per_s: float) -> float:
+    """The FLOPs per token a TFLOP/s per GPU figure was counted with, given the same run's tokens/s per GPU (the inverse
+    of tflops_to_tokens): a source's FLOP count read back from its two published figures."""
+    return tflops * 1e12 / tokens_per_s
+
+
 def source_tokens(v: Variant) -> float:
     """A "tokens" row's measured tokens/s per GPU: its TFLOP/s over the source's own FLOPs per token (extra["fpt"])."""
     return tflops_to_tokens(float(v.tflops), float(v.extra["fpt"]))  # type: ignore[arg-type]

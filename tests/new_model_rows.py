@@ -34,6 +34,9 @@ def estimate_kwargs(r: dict[str, str]) -> dict[str, Any]:
     if r["offload_modules"]:
         kw["offload_modules"] = r["offload_modules"].replace("+", ",")
     if r["bf16_moments"]:
+        if r["bf16_moments"] not in ("true", "false"):
+            raise ValueError(f"tests/data/new_model_rows.csv {r['group']} {r['label']}: bf16_moments "
+                             f"'{r['bf16_moments']}' (true, false or blank)")
         kw["bf16_moments"] = r["bf16_moments"] == "true"
     return kw
 

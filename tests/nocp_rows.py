@@ -16,7 +16,7 @@ Only the rows whose CP row has CP > 1 are distinct measurements (at CP 1 both co
 
 In the fit the prediction follows the calibration: the fastest of the candidate layouts at the constants being
 fitted. Memory does not depend on them, so the candidates are found once, at the fit's source values (benchmarks/
-calibrate.py PRIOR, where the fit starts; not the shipped constants, which the fit wrote: its inputs would depend on
+calibrate.py PRIOR, tests/fit_prior.py, where the fit starts; not the shipped constants, which the fit wrote: its inputs would depend on
 its own previous output): the layouts the search returns for each recompute option, pruned to the fastest per TP and
 recompute option within CANDIDATE_MARGIN of the fastest (at most MAX_CANDIDATES), which keeps calibrate's thousands of evaluations cheap. Rows that miss by an effect moeplan does not
 express are kept out of the fit with the reason (``extra["why"]``, from tests/fit_exclusions.py) and reported.
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .fit_exclusions import why_out_of_fit
+from .fit_prior import prior_calibration
 from .measured_variants import Variant, _f, _rows, n_variants, nemo_llama_flops_per_token, tflops_to_tokens
 
 # the memory levers the source names for its without-CP runs (footnote 1: TP and full activation recomputation)
@@ -56,15 +57,6 @@ class NoCPRow:
     def measured_tokens(self) -> float:
         """Measured tokens/s per GPU: the source's TFLOP/s over its own FLOP count."""
         return tflops_to_tokens(self.tflops, self.fpt)
-
-
-@functools.lru_cache(maxsize=1)
-def prior_calibration() -> Any:
-    """The fit's source values (benchmarks/calibrate.py PRIOR: where the fit starts, independent of its output)."""
-    from .scripts import loaded_script
-
-    with loaded_script("benchmarks/calibrate.py", "moeplan_calibrate_prior") as module:
-        return module.PRIOR
 
 
 def search_cp1(v: Variant, recompute: str, gpus: int | None = None,

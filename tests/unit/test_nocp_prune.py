@@ -1,17 +1,38 @@
-"""The 'without CP' rows' candidate layouts (tests/nocp_rows.py) are pruned at the fit's source values (benchmarks/
-calibrate.py PRIOR), not at the shipped constants the fit itself wrote: the fit's inputs do not depend on its output."""
+"""The 'without CP' rows' candidate layouts (tests/nocp_rows.py) are pruned at the fit's source values (tests/fit_prior.py,
+benchmarks/calibrate.py PRIOR), not at the shipped constants the fit itself wrote: the fit's inputs do not depend on its
+output."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from moeplan import api
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from tests import nocp_rows as module
+from tests.fit_prior import PRIOR_OVERRIDES, prior_calibration
 
 
-def test_candidates_are_searched_at_the_prior(monkeypatch, calibrate_script):
-    prior = module.prior_calibration()
-    assert prior.as_dict() == calibrate_script.PRIOR.as_dict()
+def test_every_fitted_constant_has_a_source_value(calibrate_script):
+    """Each constant the fit moves (calibrate.FITTED) starts at a value from its source (PRIOR_OVERRIDES), not at the
+    shipped value the previous fit wrote; and the table names nothing the fit does not move."""
+    missing = [(name, key) for name, key in calibrate_script.FITTED
+               if name not in PRIOR_OVERRIDES or (key is not None and key not in PRIOR_OVERRIDES[name])]
+    assert not missing, missing
+    assert set(PRIOR_OVERRIDES) == {name for name, _ in calibrate_script.FITTED}
+    prior = prior_calibration()
+    for name, key in calibrate_script.FITTED:
+        value = getattr(prior, name)
+        value = value[key] if key else value
+        assert math.isfinite(value) and value > 0, (name, key)
+        assert value == (PRIOR_OVERRIDES[name][key] if key else PRIOR_OVERRIDES[name])
+    assert calibrate_script.PRIOR.as_dict() == prior.as_dict()
+    assert prior.as_dict() != DEFAULT_CALIBRATION.as_dict()  # the source values are not the fitted ones
+
+
+def test_candidates_are_searched_at_the_prior(monkeypatch):
+    prior = prior_calibration()
     seen = []
     real = module.search_cp1
 
@@ -26,7 +47,7 @@ def test_candidates_are_searched_at_the_prior(monkeypatch, calibrate_script):
 
 
 def test_candidates_order_and_tokens_are_the_priors():
-    prior = module.prior_calibration()
+    prior = prior_calibration()
     for row in module.nocp_rows():
         tokens = [api.estimate(row.model, cal=prior, **kw)["tokens_per_s_per_gpu"] for kw in row.candidates]
         assert tokens == sorted(tokens, reverse=True)

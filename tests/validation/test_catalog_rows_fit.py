@@ -16,12 +16,7 @@ from moeplan.engine.params import count_params
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from moeplan.models import load_model
 
-from ..measured_variants import _rows, catalog_variants, n_variants, tokens_per_gpu_per_step
-
-from moeplan.engine.timing.context import SPLIT_QUANTIZE_PATH
-
-# every bulk-allocated split a host round trip, as FP8 current scaling's (the fused casts stay fused)
-ROUND_TRIP_SPLITS = {p: "per_split" if path == "bulk" else path for p, path in SPLIT_QUANTIZE_PATH.items()}
+from ..measured_variants import _rows, catalog_variants, n_variants, tflops_to_flops_per_token, tokens_per_gpu_per_step
 
 VARIANTS = catalog_variants()
 
@@ -75,18 +70,16 @@ def test_rows_kept_out_name_their_effect_and_miss_by_it():
         assert abs(x - 1) > (1.0 if v.group == "G06" else 0.25), (v.label, x)
 
 
-def test_b300_ep8_row_fits_once_split_quantizes_are_launches(monkeypatch):
+def test_b300_ep8_row_fits_once_split_quantizes_are_launches(every_split_round_trip):
     """Nemotron-3 Super on 64 B300 at EP 8 (64 local MXFP8 experts of ~350 rows) was kept out for moeplan's per-expert
     host launches: with every expert's split quantize a host round trip it misses by more than the fit's 25% check.
     TE's split_quantize bulk-allocates MXFP8 splits and quantizes them in a C++ loop (timing.context.SPLIT_QUANTIZE_PATH "bulk":
     one kernel launch a split); costed so the row is in the fit and within 10%."""
-    from moeplan.engine.timing import moe
-
     b300 = next(v for v in VARIANTS if v.group == "N20" and v.kwargs["gpu"] == "b300" and v.extra["obs"] == "abs")
     assert b300.kwargs["precision"] == "mxfp8" and b300.kwargs["ep"] == 8
     assert b300.extra["tuned"] and not b300.extra["why"]
     assert _ratio(b300) == pytest.approx(1.0, abs=0.10)
-    monkeypatch.setattr(moe, "SPLIT_QUANTIZE_PATH", ROUND_TRIP_SPLITS)  # every split a round trip, as current scaling's
+    every_split_round_trip()  # every split a host round trip, as current scaling's
     assert _ratio(b300) < 0.75
 
 
@@ -132,6 +125,6 @@ def test_moonlight_flops_per_token_is_what_bridge_counted(group):
         seq = int(r["seq_len"])
         tokens = float(r["tokens_per_s_per_gpu"]) if r["tokens_per_s_per_gpu"] else \
             tokens_per_gpu_per_step(r) / float(r["step_time_s"])
-        measured = float(r["tflops_per_gpu"]) * 1e12 / tokens
+        measured = tflops_to_flops_per_token(float(r["tflops_per_gpu"]), tokens)
         ours = flops_per_token(load_model("moonlight-16b-a3b"), seq).total_flops
         assert ours == pytest.approx(measured, rel=0.015 if group == "G06" else 0.003)

@@ -19,7 +19,7 @@ from moeplan.engine.flops import flops_per_token, layer_flops
 from moeplan.engine.params import count_params
 from moeplan.models import load_model, spec_from_dict
 
-from ..measured_variants import _rows
+from ..measured_variants import _rows, tflops_to_flops_per_token
 
 FLASH = "deepseek-v4-flash"
 RUN = dict(gpu="gb200", gpus=128, precision="mxfp8", seq_len=4096, gbs=2048, mbs=1, tp=1, pp=1, cp=1, ep=64,
@@ -78,7 +78,7 @@ def test_flops_are_bridges_as_the_measured_rows_report_them(label):
     token Bridge's flop_utils counted (dsv4_hybrid, MTP 1, sequence 4096): moeplan's count within 0.1%."""
     rows = [r for r in _rows() if r["group_id"] == "N12"]
     r = {"GB200": rows[0], "GB300": rows[1], "GB200 functional": rows[2]}[label]
-    implied = float(r["tflops_per_gpu"]) * 1e12 / float(r["tokens_per_s_per_gpu"])
+    implied = tflops_to_flops_per_token(float(r["tflops_per_gpu"]), float(r["tokens_per_s_per_gpu"]))
     assert flops_per_token(load_model(FLASH), 4096).total_flops == pytest.approx(implied, rel=1e-3)
 
 

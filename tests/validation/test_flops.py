@@ -10,6 +10,7 @@ from moeplan.engine.flops import flops_per_token, padded_vocab
 from moeplan.models import load_model, read_config
 
 from ..conftest import MODELS_DIR, REFERENCE_DIR
+from ..measured_variants import tflops_to_flops_per_token
 
 
 def _rows():
@@ -20,7 +21,7 @@ def _rows():
 @pytest.mark.parametrize("row", _rows(), ids=lambda r: f"{r['model']}-{r['system']}-{r['gpus']}")
 def test_flops_per_token_matches_published_ratio(row):
     """tflops_per_gpu / tokens_per_s_per_gpu is Megatron's FLOPs per token: within 2%."""
-    published = float(row["tflops_per_gpu"]) * 1e12 / float(row["tokens_per_s_per_gpu"])
+    published = tflops_to_flops_per_token(float(row["tflops_per_gpu"]), float(row["tokens_per_s_per_gpu"]))
     spec = read_config(MODELS_DIR / f"{row['model']}.json")
     ours = flops_per_token(spec, int(row["seq_len"]), tp=int(row["tp"])).total_flops
     assert ours == pytest.approx(published, rel=0.02)
@@ -104,7 +105,7 @@ def test_gpt_oss_bridge_flop_conventions():
         for l in spec.layers))
     theirs_v042 = flops_per_token(v042, 4096).total_flops
     for r in _bridge_rows("gpt-oss-120b"):
-        published = float(r["tflops_per_gpu"]) * 1e12 / float(r["tokens_per_s_per_gpu"])
+        published = tflops_to_flops_per_token(float(r["tflops_per_gpu"]), float(r["tokens_per_s_per_gpu"]))
         expected = theirs_v042 if r["release"] == "26.04.01" else ours
         assert published == pytest.approx(expected, rel=0.005), r["release"]
     assert theirs_v042 / ours == pytest.approx(0.83, abs=0.005)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ..measured_variants import tokens_per_gpu_per_step
 from ..scripts import loaded_script
 
 # The source's values are rounded to ~10 TFLOP/s (~300, ~310, ~320): 3%.
@@ -25,8 +26,7 @@ def test_rest_of_the_step_per_token_does_not_depend_on_length(series):
     per_token = []
     for v in series.g14_rows():
         d = series.decompose(v)
-        tokens = v.kwargs["gbs"] * v.kwargs["seq_len"] / v.kwargs["gpus"]
-        per_token.append(d["rest_s"] / tokens)
+        per_token.append(d["rest_s"] / tokens_per_gpu_per_step(v.kwargs))
     assert max(per_token) / min(per_token) < 1.05, per_token
 
 

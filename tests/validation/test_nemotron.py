@@ -27,7 +27,7 @@ from moeplan.models.spec import Mamba2, MoE, with_mtp_layers
 from moeplan.run.hybrid import hybrid_pattern_value
 from moeplan.run.parallel import Parallel, check_layout
 
-from ..measured_variants import tokens_per_gpu_per_step
+from ..measured_variants import tflops_to_flops_per_token, tokens_per_gpu_per_step
 from ..reference_runs import estimate_kwargs, label, out_of_fit_runs, shared_dir
 
 NANO, SUPER, LIGHTNING = "nemotron-3-nano-30b-a3b", "nemotron-3-super-120b", "nemotron-3.5-lightning"
@@ -83,7 +83,7 @@ def _flops_param(row):
 def test_flops_per_token_is_what_megatron_counted(row):
     """TFLOP/s / tokens/s of every measured row with both (the perf summary rounds TFLOP/s to 3 digits)."""
     spec = with_mtp_layers(load_model(MODELS[row["model"]]), MTP[MODELS[row["model"]]])
-    measured = float(row["tflops_per_gpu"]) * 1e12 / float(row["tokens_per_s_per_gpu"])
+    measured = tflops_to_flops_per_token(float(row["tflops_per_gpu"]), float(row["tokens_per_s_per_gpu"]))
     estimated = flops_per_token(spec, int(row["seq_len"])).total_flops
     tol = 0.006 if "performance-summary" in row["source_path"] else 5e-4
     assert estimated == pytest.approx(measured, rel=tol)

@@ -22,7 +22,7 @@ from moeplan.models import load_model, spec_from_dict
 from moeplan.models.spec import MODEL_FEATURES
 from moeplan.run.parallel import check_layout
 
-from ..measured_variants import _rows
+from ..measured_variants import _rows, tflops_to_flops_per_token
 
 
 def _catalog_json(name: str) -> dict[str, Any]:
@@ -178,7 +178,7 @@ def test_dsa_flops_per_token_equal_bridge_counts_of_the_measured_runs():
     rows = _n18_rows()
     assert len(rows) == 4
     for r in rows:
-        implied = float(r["tflops_per_gpu"]) * 1e12 / float(r["tokens_per_s_per_gpu"])
+        implied = tflops_to_flops_per_token(float(r["tflops_per_gpu"]), float(r["tokens_per_s_per_gpu"]))
         assert flops_per_token(spec, int(r["seq_len"])).total_flops == pytest.approx(implied, rel=2e-4), r["seq_len"]
 
 
@@ -186,7 +186,7 @@ def test_qwen36_flops_against_bridge_count_leave_the_vision_tower():
     """N16's Bridge count includes the vision tower moeplan does not cost: the language model is 2-3% below it."""
     spec = load_model("qwen3.6-35b-a3b")
     for r in (r for r in _rows() if r["group_id"] == "N16"):
-        implied = float(r["tflops_per_gpu"]) * 1e12 / float(r["tokens_per_s_per_gpu"])
+        implied = tflops_to_flops_per_token(float(r["tflops_per_gpu"]), float(r["tokens_per_s_per_gpu"]))
         assert 0.96 < flops_per_token(spec, 4096).total_flops / implied < 0.99
 
 

@@ -17,11 +17,6 @@ from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from ..measured_variants import G14_RECOMPUTE, G15_GBS_TOKENS, G15_PLAN_KWARGS, g15_points, ranked_pairs, variants
 from ..reference_runs import estimate_kwargs, out_of_fit_runs
 
-from moeplan.engine.timing.context import SPLIT_QUANTIZE_PATH
-
-# every bulk-allocated split a host round trip, as FP8 current scaling's (the fused casts stay fused)
-ROUND_TRIP_SPLITS = {p: "per_split" if path == "bulk" else path for p, path in SPLIT_QUANTIZE_PATH.items()}
-
 VARIANTS = variants()
 
 
@@ -264,14 +259,12 @@ def test_qwen3_next_bridge_4k_recipe(run):
     assert e["step_time_s"] == pytest.approx(float(run["measured_step_time_s"]), rel=0.35)
 
 
-def test_pr_3168_gb200_gap_is_what_the_round_trips_covered(monkeypatch):
+def test_pr_3168_gb200_gap_is_what_the_round_trips_covered(every_split_round_trip):
     """PR_3168_GB200_GAP holds: the GB200 step misses by less than 1.6x, and with every expert's split quantize a host
     round trip (as FP8 current scaling's) it came within 35%."""
-    from moeplan.engine.timing import moe
-
     run = next(r for r in PR_3168 if r["system"] == "gb200")
     measured = float(run["measured_step_time_s"])
     bulk = api.estimate(run["model"], **estimate_kwargs(run))["step_time_s"]
     assert 1.35 < measured / bulk < 1.6
-    monkeypatch.setattr(moe, "SPLIT_QUANTIZE_PATH", ROUND_TRIP_SPLITS)
+    every_split_round_trip()  # every split a host round trip, as current scaling's
     assert api.estimate(run["model"], **estimate_kwargs(run))["step_time_s"] == pytest.approx(measured, rel=0.35)
