@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.router_dtype import ROUTER_DTYPES
 from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT,
                                      TE_RELEASES)
 from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS,
-                                FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_ALIASES, RECOMPUTE_MODULES,
-                                CpCommType, Dispatcher, Precision)
+                                FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_ALIASES, RECOMPUTE_METHODS,
+                                RECOMPUTE_MODULES, CpCommType, Dispatcher, Precision, RecomputeGranularity,
+                                RecomputeMethod)
 from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 
 
@@ -37,9 +38,9 @@ from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 class Recompute:
     """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
 
-    granularity: Literal["none", "selective", "full"] = "none"
+    granularity: RecomputeGranularity = "none"
     modules: frozenset[str] = frozenset()
-    method: Literal["uniform", "block"] = "uniform"
+    method: RecomputeMethod = "uniform"
     num_layers: int = 1  # full: layers per checkpoint group (uniform) or recomputed layers per chunk (block)
 
     @classmethod
@@ -52,8 +53,8 @@ class Recompute:
         if t.startswith("full"):
             parts = t.split(":")
             method = parts[1] if len(parts) > 1 and parts[1] else "uniform"
-            if method not in ("uniform", "block"):
-                raise MoeplanError(f"recompute '{text}': method must be uniform or block")
+            if method not in RECOMPUTE_METHODS:
+                raise MoeplanError(f"recompute '{text}': method must be {' or '.join(RECOMPUTE_METHODS)}")
             try:
                 n = int(parts[2]) if len(parts) > 2 else 1
             except ValueError:
