@@ -30,7 +30,8 @@ from moeplan.assistant import tools
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DISPATCHERS,
+from moeplan.run.knobs import knob_named
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DISPATCHERS,
                                 FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 
 SERVER_NAME = "moeplan"
@@ -58,7 +59,9 @@ Precision = Annotated[Literal[PRECISIONS],
                       Field(description="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, fp8-ds "
                                         "delayed scaling, mxfp8 (Blackwell), nvfp4 (Blackwell NVFP4 training)")]
 Dispatcher = Literal[("auto", *DISPATCHERS)]
-CpComm = Literal[CP_COMM_TYPES]
+CpComm = Annotated[Literal[knob_named("cp_comm_type").choices],
+                   Field(description="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring); auto = "
+                                     "the planner's choice (least attention + exposed CP communication)")]
 Fsdp = Literal[("off", *FSDP_STRATEGIES)]  # a held layout's
 FsdpSearch = Literal[("auto", "off", *FSDP_STRATEGIES)]  # a search's: auto searches it beside the distributed optimizer
 Optimizer = Literal[OPTIMIZERS]

@@ -11,11 +11,11 @@ from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
 from moeplan.base.limits import run_problem, sweep_lengths_problem
 from moeplan.base.routing import ROUTINGS, resolve_imbalance
-from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
                                 TRACE_DETAIL_MICROBATCHES)
 from moeplan.cli.output import api, read_strategy
 from moeplan.run.knobs import (TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, Knob, flag_dest, flag_kwargs, flag_names,
-                               flag_value, knob_table)
+                               flag_value, knob_named, knob_table)
 
 
 HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
@@ -291,8 +291,10 @@ def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
     p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                    help="fraction 0-1 of the held layout's optimizer state on the CPU (optimizer_offload_fraction; "
                    "default 0)")
-    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
-                   help="context-parallel communication of the held layout (Megatron-Core cp_comm_type; default p2p)")
+    cp_comm = knob_named("cp_comm_type")
+    p.add_argument("--cp-comm-type", default=cp_comm.api_default, choices=list(cp_comm.choices),
+                   help=f"context-parallel communication of the held layout (Megatron-Core cp_comm_type; default "
+                        f"{cp_comm.api_default}; auto: the planner's choice)")
     p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES], metavar="MODE",
                    help="Megatron-FSDP (%(choices)s): planned lengths search optim_grads_params beside the distributed optimizer "
                         "(auto, default), never (off), or pin a data_parallel_sharding_strategy; a held layout runs the "
