@@ -10,7 +10,7 @@ from typing import Any
 from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
 from moeplan.base.limits import run_problem, sweep_lengths_problem
-from moeplan.base.routing import ROUTINGS, resolve_imbalance
+from moeplan.base.routing import ROUTINGS, resolve_file_imbalance, resolve_imbalance
 from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
                                 TRACE_DETAIL_MICROBATCHES)
 from moeplan.cli.output import api, read_strategy
@@ -240,6 +240,13 @@ def _imbalance(args: argparse.Namespace) -> float:
                                    names=("--routing", "--moe-imbalance")))
 
 
+def file_imbalance(args: argparse.Namespace) -> float | None:
+    """--routing / --moe-imbalance as the commands that read run files take them (check, explain of configs): None
+    where neither is given (each file's '# moeplan:' comment decides); moeplan.base.routing.resolve_file_imbalance."""
+    return resolve_file_imbalance(args.routing, args.moe_imbalance, args.cal.natural_routing_imbalance,
+                                  names=("--routing", "--moe-imbalance"))
+
+
 def _reserve(args: argparse.Namespace) -> float:
     """--reserve-gib as the planning commands take it (unset, where a run file could say it: the default)."""
     return DEFAULT_RESERVE_GIB if args.reserve_gib is None else float(args.reserve_gib)
@@ -253,10 +260,9 @@ def unsaid_arguments(p: argparse.ArgumentParser, from_file: bool = False) -> Non
     p.add_argument("--moe-imbalance", type=float, default=None,
                    help=f"tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default{said}); capped "
                         "per layout at EP x min(top-k, local experts) / top-k, every token on one rank")
-    if not from_file:
-        p.add_argument("--routing", choices=ROUTINGS, default=None,
-                       help="routing the estimate assumes: forced (force-balanced, the perf recipes'; default) or "
-                            "natural (the router's own choices: the calibration's natural_routing_imbalance)")
+    p.add_argument("--routing", choices=ROUTINGS, default=None,
+                   help=f"routing the estimate assumes: forced (force-balanced, the perf recipes'; default{said}) or "
+                        "natural (the router's own choices: the calibration's natural_routing_imbalance)")
     p.add_argument("--reserve-gib", type=float, default=None,
                    help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
                         f"the --calibration profile's{said})")
