@@ -80,3 +80,32 @@ def test_strategy_file_takes_cp_comm_type_auto():
                         "communication: {cp_comm_type: auto}\n")
     cfg, _ = api.build_config(M, gpu="h100", gpus=16, **kw)
     assert kw["cp_comm_type"] == "auto" and cfg.cp_comm_type in CP_COMM_TYPES
+
+
+# the edges: the CLI command modules, the MCP server, the web page
+EDGE_MODULES = ("moeplan.cli.args", "moeplan.cli.plan", "moeplan.cli.estimate", "moeplan.cli.sweep",
+                "moeplan.cli.explain", "moeplan.assistant.mcp_server", "moeplan.web.app")
+
+
+@pytest.mark.parametrize("module", EDGE_MODULES)
+def test_edges_read_dispatchers_and_cp_types_from_the_knob_table(module):
+    """No edge spells the dispatcher or CP-communication choices itself (before: ``("auto", *DISPATCHERS)`` in the
+    plan and sweep flags, the MCP schema and the page's select and its check, ``CP_COMM_TYPES`` in sweep's flag and
+    the MCP schema): each reads the knob's choices, so a word the API takes is one every edge takes."""
+    import importlib
+    import inspect
+
+    pytest.importorskip("mcp") if module.endswith("mcp_server") else None
+    pytest.importorskip("starlette") if module.startswith("moeplan.web") else None
+    source = inspect.getsource(importlib.import_module(module))
+    for name in ("DISPATCHERS", "CP_COMM_TYPES"):
+        assert name not in source.replace("FLEX_DISPATCHERS", ""), (module, name)
+
+
+def test_web_selects_are_the_knob_tables():
+    pytest.importorskip("starlette")
+    from moeplan.web.app import catalogs
+
+    got = catalogs()
+    assert tuple(got["dispatchers"]) == knob_named("dispatcher").choices
+    assert tuple(got["precisions"]) == knob_named("precision").choices

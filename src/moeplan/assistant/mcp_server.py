@@ -31,8 +31,7 @@ from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
 from moeplan.run.knobs import knob_named
-from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DISPATCHERS,
-                                FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 
 SERVER_NAME = "moeplan"
 INSTRUCTIONS = (
@@ -58,7 +57,7 @@ Gbs = Annotated[int, Field(description="global batch size in sequences")]
 Precision = Annotated[Literal[PRECISIONS],
                       Field(description="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, fp8-ds "
                                         "delayed scaling, mxfp8 (Blackwell), nvfp4 (Blackwell NVFP4 training)")]
-Dispatcher = Literal[("auto", *DISPATCHERS)]
+Dispatcher = Literal[knob_named("dispatcher").choices]
 CpComm = Annotated[Literal[knob_named("cp_comm_type").choices],
                    Field(description="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring); auto = "
                                      "the planner's choice (least attention + exposed CP communication)")]

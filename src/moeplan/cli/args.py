@@ -11,7 +11,7 @@ from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
 from moeplan.base.limits import run_problem, sweep_lengths_problem
 from moeplan.base.routing import ROUTINGS, resolve_file_imbalance, resolve_imbalance
-from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES,
                                 TRACE_DETAIL_MICROBATCHES)
 from moeplan.cli.output import api, read_strategy
 from moeplan.run.knobs import (TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, Knob, flag_dest, flag_kwargs, flag_names,
@@ -292,7 +292,7 @@ def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
-    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], metavar="NAME",
+    p.add_argument("--dispatcher", choices=list(knob_named("dispatcher").choices), metavar="NAME",
                    help="MoE token dispatcher of the held layout: %(choices)s (auto: the estimates' choice for the GPU)")
     p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
                    help="fraction 0-1 of the held layout's optimizer state on the CPU (optimizer_offload_fraction; "
