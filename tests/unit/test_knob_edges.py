@@ -109,3 +109,17 @@ def test_web_selects_are_the_knob_tables():
     got = catalogs()
     assert tuple(got["dispatchers"]) == knob_named("dispatcher").choices
     assert tuple(got["precisions"]) == knob_named("precision").choices
+
+
+def test_explain_model_defaults_are_the_knob_tables():
+    """explain MODEL fills the knobs it was not given with the other commands' defaults: the knob table's."""
+    from moeplan.cli.explain import _EXPLAIN_MODEL_DEFAULTS
+
+    table = {k.api: k.api_default for k in knob_table()}
+    knobs = {key: value for key, value in _EXPLAIN_MODEL_DEFAULTS.items() if key in table and key != "fsdp"}
+    assert set(knobs) == {"mcore_version", "precision", "optimizer", "optimizer_offload", "cp_comm_type"}
+    assert all(table[key] == value for key, value in knobs.items()), knobs
+    parser = build_parser()
+    sweep = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["sweep"]
+    assert sweep.get_default("optimizer_offload") == table["optimizer_offload"]
+    assert sweep.get_default("cp_comm_type") == table["cp_comm_type"]

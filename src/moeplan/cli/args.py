@@ -294,7 +294,7 @@ def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
     p.add_argument("--dispatcher", choices=list(knob_named("dispatcher").choices), metavar="NAME",
                    help="MoE token dispatcher of the held layout: %(choices)s (auto: the estimates' choice for the GPU)")
-    p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
+    p.add_argument("--optimizer-offload", type=float, default=knob_named("optimizer_offload").api_default, metavar="F",
                    help="fraction 0-1 of the held layout's optimizer state on the CPU (optimizer_offload_fraction; "
                    "default 0)")
     cp_comm = knob_named("cp_comm_type")

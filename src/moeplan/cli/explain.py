@@ -7,10 +7,11 @@ import json
 from typing import Any, TYPE_CHECKING
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_MCORE_VERSION
+from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.cli.args import file_imbalance, held_layout, sweep_arguments, sweep_kwargs
 from moeplan.cli.output import Console, api, escape, print_json
 from moeplan.cli.profile import named, warn_profile_gpu
+from moeplan.run.knobs import knob_table
 
 if TYPE_CHECKING:
     from moeplan.engine.estimate import Estimate
@@ -25,8 +26,10 @@ _EXPLAIN_FILE_DECIDES = {
     "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type", "fsdp": "--fsdp",
     "fsdp_double_buffer": "--fsdp-double-buffer",
 }
-_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "mcore_version": DEFAULT_MCORE_VERSION, "precision": "bf16",
-                           "optimizer": "adam", "optimizer_offload": 0.0, "cp_comm_type": "p2p", "fsdp": "auto"}
+_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "fsdp": "auto",  # fsdp: the search's word (plan --fsdp's default)
+                           **{k.api: k.api_default for k in knob_table()
+                              if k.api in ("mcore_version", "precision", "optimizer", "optimizer_offload",
+                                           "cp_comm_type")}}
 
 
 class _NothingToCompare(Exception):
