@@ -123,3 +123,11 @@ def test_explain_model_defaults_are_the_knob_tables():
     sweep = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["sweep"]
     assert sweep.get_default("optimizer_offload") == table["optimizer_offload"]
     assert sweep.get_default("cp_comm_type") == table["cp_comm_type"]
+
+
+def test_recompute_help_names_every_module_and_method():
+    """--recompute's help lists the vocabulary's modules and methods (before: typed by hand, without mhc)."""
+    from moeplan.base.vocab import RECOMPUTE_METHODS, RECOMPUTE_MODULES
+
+    text = knob_named("recompute").flag["help"]
+    assert all(m in text for m in (*RECOMPUTE_MODULES, *RECOMPUTE_METHODS)), text

@@ -327,8 +327,8 @@ class RunKnobs:
     # ---- memory knobs
     recompute: Recompute = knob(group="memory", default_factory=Recompute, api_default="none", flag={
         "slot": "layout",
-        "help": "none | full[:uniform|block[:N]] | selective:MOD[,MOD] with Megatron-Core labels core_attn, moe_act, "
-                "layernorm, mla_up_proj, mlp, moe, shared_experts, gdn_norm_out"})
+        "help": f"none | full[:{'|'.join(RECOMPUTE_METHODS)}[:N]] | selective:MOD[,MOD] with Megatron-Core labels "
+                f"{', '.join(RECOMPUTE_MODULES)}"})
     """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
     optimizer_offload: float = knob(0.0, group="memory", flag={
         "slot": "layout", "type": float, "metavar": "F",
