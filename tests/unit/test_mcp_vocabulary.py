@@ -26,7 +26,7 @@ from moeplan.base.vocab import (CP_COMM_TYPES, DISPATCHERS, FSDP_STRATEGIES, OPT
 
 # argument -> the vocabulary its values come from (with the search's own words: auto = not pinned, off = no FSDP)
 VOCABULARY: dict[str, set[str]] = {
-    "precision": set(PRECISIONS), "dispatcher": {"auto", *DISPATCHERS}, "cp_comm_type": set(CP_COMM_TYPES),
+    "precision": set(PRECISIONS), "dispatcher": {"auto", *DISPATCHERS}, "cp_comm_type": {"auto", *CP_COMM_TYPES},
     "optimizer": set(OPTIMIZERS), "routing": set(ROUTINGS), "format": set(EXPORT_FORMATS),
     "fsdp": {"auto", "off", *FSDP_STRATEGIES},
 }

@@ -20,7 +20,7 @@ from moeplan.base.limits import check_gbs_tokens, sweep_lengths_problem
 from moeplan.base.routing import resolve_imbalance, routing_fields
 from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
-from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
+from moeplan.base.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
                                 DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.budget import budget_bytes
@@ -218,11 +218,12 @@ def build_config(
                      kw["reserve_gib"])
     _check_knobs(kw)
     _check_recompute_arg("recompute", recompute)
-    argcheck.choice("precision", precision, PRECISIONS)
     argcheck.optional_text("pipeline_layout", pipeline_layout, hint=" (Megatron-Core's pipeline_model_parallel_layout)")
-    # 'auto' is the API's word (resolved below); RunConfig checks the rest of each vocabulary
-    argcheck.choice("dispatcher", dispatcher, ("auto", *DISPATCHERS))
-    argcheck.choice("cp_comm_type", cp_comm_type, ("auto", *CP_COMM_TYPES))
+    # each knob with a vocabulary (its Literal type) and the API's words ('auto', resolved below): the knob table's
+    # choices, which the CLI flags and the MCP tools take too
+    for k in knob_table(RunConfig):
+        if k.choices:
+            argcheck.choice(k.api, kw[k.api], k.choices)
     spec = resolve_model(model, mtp_layers)
     gpu_spec = _resolve_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision

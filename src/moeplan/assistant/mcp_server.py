@@ -30,8 +30,8 @@ from moeplan.assistant import tools
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DISPATCHERS,
-                                FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
+from moeplan.run.knobs import knob_named
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 
 SERVER_NAME = "moeplan"
 INSTRUCTIONS = (
@@ -57,8 +57,10 @@ Gbs = Annotated[int, Field(description="global batch size in sequences")]
 Precision = Annotated[Literal[PRECISIONS],
                       Field(description="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, fp8-ds "
                                         "delayed scaling, mxfp8 (Blackwell), nvfp4 (Blackwell NVFP4 training)")]
-Dispatcher = Literal[("auto", *DISPATCHERS)]
-CpComm = Literal[CP_COMM_TYPES]
+Dispatcher = Literal[knob_named("dispatcher").choices]
+CpComm = Annotated[Literal[knob_named("cp_comm_type").choices],
+                   Field(description="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring); auto = "
+                                     "the planner's choice (least attention + exposed CP communication)")]
 Fsdp = Literal[("off", *FSDP_STRATEGIES)]  # a held layout's
 FsdpSearch = Literal[("auto", "off", *FSDP_STRATEGIES)]  # a search's: auto searches it beside the distributed optimizer
 Optimizer = Literal[OPTIMIZERS]
@@ -71,8 +73,9 @@ CalibrationYaml = Annotated[str | None, Field(description="text of a calibration
 Size = Annotated[int | None, Field(description="pin this size instead of searching it")]
 Routing = Annotated[Literal[ROUTINGS] | None,
                     Field(description="routing the estimate assumes: forced (force-balanced, the perf recipes'; the "
-                                      "default) or natural (the router's own choices: the calibration's "
-                                      "natural_routing_imbalance); give routing or moe_imbalance, not both")]
+                                      "default, or a run config's '# moeplan:' comment's) or natural (the router's own "
+                                      "choices: the calibration's natural_routing_imbalance); give routing or "
+                                      "moe_imbalance, not both")]
 MoeImbalance = Annotated[float | None, Field(description="tokens on the busiest expert rank / mean (1.0: force-balanced "
                                                          "routing); give routing or moe_imbalance, not both")]
 
@@ -389,8 +392,9 @@ async def explain(
     config_b: Annotated[str | None, Field(description="text of run B's config")] = None,
     seq_lens: Annotated[list[int] | None, Field(description="with model: [A, B]; with config_a alone: [B]")] = None,
     gpus: int | None = None, gbs_tokens: int | None = None, gpu: str | None = None, precision: Precision = "bf16",
-    mcore_version: str | None = None, te_version: str | None = None, moe_imbalance: float | None = None,
-    reserve_gib: float | None = None, hardware_yaml: HardwareYaml = None, model_name: ModelName = "custom-model",
+    mcore_version: str | None = None, te_version: str | None = None, routing: Routing = None,
+    moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None, hardware_yaml: HardwareYaml = None,
+    model_name: ModelName = "custom-model",
     no_fix: Annotated[bool, Field(description="skip the planner's remedy")] = False,
 ) -> CallToolResult:
     """Why run B is slower (or faster) than run A: every setting that differs and the change in throughput
@@ -407,7 +411,8 @@ async def check_config(
     gpu: str | None = None, gpus: int | None = None, mcore_version: str | None = None,
     te_version: str | None = None, te_grouped_tensor: bool = False,
     headroom: Annotated[float, Field(description="share of HBM the run must leave free")] = 0.0,
-    moe_imbalance: float | None = None, reserve_gib: float | None = None, hardware_yaml: HardwareYaml = None,
+    routing: Routing = None, moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None,
+    hardware_yaml: HardwareYaml = None,
     name: Annotated[str, Field(description="file name the text is read as (its suffix: run.yaml, run.sh, "
                                            "overrides.txt)")] = "run.yaml",
     model_name: ModelName = "custom-model",

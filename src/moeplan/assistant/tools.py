@@ -352,13 +352,16 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
             seq_lens: list[int] | None = None, gpus: int | None = None, gbs_tokens: int | None = None,
             gpu: str | None = None, precision: str = "bf16", mcore_version: str | None = None,
             te_version: str | None = None, moe_imbalance: float | None = None, reserve_gib: float | None = None,
-            hardware_yaml: str | None = None, model_name: str = "custom-model", no_fix: bool = False) -> dict[str, Any]:
+            hardware_yaml: str | None = None, model_name: str = "custom-model", no_fix: bool = False,
+            routing: str | None = None) -> dict[str, Any]:
     """``moeplan explain ... --json``: why run B differs from run A, and the planner's remedy for B.
 
     Either ``model`` at two lengths (``seq_lens`` [A, B], ``gpus``, ``gbs_tokens``: each length planned), or two
     run configs' texts (``config_a``, ``config_b``; ``model`` then names their model where the files' '# moeplan:'
-    comment does not), or one config's text and ``seq_lens`` [B] (run B: the same file at length B)."""
+    comment does not), or one config's text and ``seq_lens`` [B] (run B: the same file at length B). ``routing`` or
+    ``moe_imbalance`` (not both), as estimate and plan take them; for configs, neither keeps each file's comment's."""
     from moeplan import api
+    from moeplan.base.routing import resolve_file_imbalance, resolve_imbalance
     from moeplan.lint import checker
     from moeplan.plan.explain import compare, remedy
     from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
@@ -378,7 +381,8 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
             points = api.sweep_points(_model(s, model, model_name), seq_lens=seq_lens, gbs_tokens=gbs_tokens,
                                       first_invalid_raises=True, gpu=gpu or DEFAULT_GPU, gpus=gpus,
                                       precision=precision, hardware_file=hardware_file,
-                                      moe_imbalance=1.0 if moe_imbalance is None else moe_imbalance,
+                                      moe_imbalance=resolve_imbalance(routing, moe_imbalance,
+                                                                      cal.natural_routing_imbalance),
                                       reserve_gib=DEFAULT_RESERVE_GIB if reserve_gib is None else reserve_gib,
                                       mcore_version=mcore_version or DEFAULT_MCORE_VERSION, cal=cal, fsdp="auto",
                                       te_version=te_version or DEFAULT_TE_VERSION)
@@ -390,7 +394,8 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
         else:
             files = dict(model=None if model is None else _model(s, model, model_name), gpu=gpu, gpus=gpus,
                          hardware_file=hardware_file, cal=cal, te_version=te_version, mcore_version=mcore_version,
-                         moe_imbalance=moe_imbalance, reserve_gib=reserve_gib)
+                         moe_imbalance=resolve_file_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance),
+                         reserve_gib=reserve_gib)
             path_a = s.write("run_a.yaml" if config_b is not None else "run.yaml", config_a, "config_a")
             a = checker.estimate_file(path_a, **files)
             if config_b is not None:
@@ -416,11 +421,14 @@ def check_config(config: str, *, model: str | None = None, gpu: str | None = Non
                  mcore_version: str | None = None, te_version: str | None = None, te_grouped_tensor: bool = False,
                  headroom: float = 0.0, moe_imbalance: float | None = None, reserve_gib: float | None = None,
                  hardware_yaml: str | None = None, name: str = "run.yaml",
-                 model_name: str = "custom-model") -> dict[str, Any]:
+                 model_name: str = "custom-model", routing: str | None = None) -> dict[str, Any]:
     """``moeplan check CONFIG ... --json`` of a run config's text (a Megatron Bridge YAML, overrides, or a
     Megatron-LM argument list or launch script); ``name`` is the file name its findings are read under (its
     suffix tells a YAML from a script: run.yaml, run.sh, overrides.txt). A config with errors is an answer, not a
-    tool error: ``errors`` counts them."""
+    tool error: ``errors`` counts them. ``routing`` or ``moe_imbalance`` (not both): neither keeps the file's
+    '# moeplan:' comment's."""
+    from moeplan.base.routing import resolve_file_imbalance
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
     from moeplan.lint import checker
 
     with scratch() as s:
@@ -428,7 +436,9 @@ def check_config(config: str, *, model: str | None = None, gpu: str | None = Non
         result = checker.check(path, model=None if model is None else _model(s, model, model_name), gpu=gpu,
                                gpus=gpus, hardware_file=_hardware(s, hardware_yaml), mcore_version=mcore_version,
                                headroom=headroom, te_version=te_version, te_grouped_tensor=te_grouped_tensor,
-                               moe_imbalance=moe_imbalance, reserve_gib=reserve_gib)
+                               moe_imbalance=resolve_file_imbalance(routing, moe_imbalance,
+                                                                    DEFAULT_CALIBRATION.natural_routing_imbalance),
+                               reserve_gib=reserve_gib)
         return s.clean(result.as_dict())
 
 

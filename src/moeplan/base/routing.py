@@ -6,7 +6,7 @@ and dropless MoE waits for it: moeplan costs that as the routing imbalance (rows
 from the shared forced-vs-natural pair benchmarks/calibrate.py can express; docs/calibration.md).
 
 One place turns a question's (routing, moe_imbalance) into the imbalance (:func:`resolve_imbalance`, what the CLI,
-the API, the MCP tools and the page all call) and says it back in every answer (:func:`routing_fields`,
+the API, the MCP tools and the page all call; :func:`resolve_file_imbalance` where run files may say it) and says it back in every answer (:func:`routing_fields`,
 :func:`routing_words`)."""
 
 from __future__ import annotations
@@ -41,6 +41,16 @@ def resolve_imbalance(routing: Any, moe_imbalance: Any, natural_imbalance: float
     return routing_imbalance(DEFAULT_ROUTING if routing is None else routing, natural_imbalance)
 
 
+def resolve_file_imbalance(routing: Any, moe_imbalance: Any, natural_imbalance: float, *,
+                           names: tuple[str, str] = ("routing", "moe_imbalance")) -> Any:
+    """:func:`resolve_imbalance` of a question about run files (check, explain of configs): None where neither is
+    given, so each file's '# moeplan:' comment (else force-balanced routing) decides, as it does for
+    ``moe_imbalance`` alone."""
+    if routing is None and moe_imbalance is None:
+        return None
+    return resolve_imbalance(routing, moe_imbalance, natural_imbalance, names=names)
+
+
 def routing_of(imbalance: float, natural_imbalance: float) -> str:
     """The routing an imbalance stands for: forced (1.0), natural (the calibration's natural_routing_imbalance),
     else :data:`CUSTOM_ROUTING` (a number the question gave)."""
@@ -68,5 +78,5 @@ def routing_words(fields: dict[str, Any]) -> str:
     return f"natural routing, {said}" if routing == "natural" else said
 
 
-__all__ = ["CUSTOM_ROUTING", "DEFAULT_ROUTING", "ROUTINGS", "resolve_imbalance", "routing_fields", "routing_imbalance",
+__all__ = ["CUSTOM_ROUTING", "DEFAULT_ROUTING", "ROUTINGS", "resolve_file_imbalance", "resolve_imbalance", "routing_fields", "routing_imbalance",
            "routing_of", "routing_words"]

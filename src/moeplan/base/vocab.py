@@ -10,7 +10,7 @@ A leaf: imports nothing from moeplan.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 # Megatron-Core ``recompute_modules`` labels (transformer_config.py, core_r0.14-r0.18; r0.19 adds
 # gdn_norm_out).
@@ -20,7 +20,10 @@ RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "moe_act", "layernorm", "mla_
 RECOMPUTE_ALIASES: dict[str, str] = {"up_proj": "mla_up_proj", "norm": "layernorm", "act": "moe_act",
                                      "attn": "core_attn"}
 RecomputeGranularity = Literal["none", "selective", "full"]
-RECOMPUTE_METHODS: tuple[str, ...] = ("uniform", "block")
+RECOMPUTE_GRANULARITIES: tuple[str, ...] = get_args(RecomputeGranularity)
+# Megatron-Core ``recompute_method`` of full recompute
+RecomputeMethod = Literal["uniform", "block"]
+RECOMPUTE_METHODS: tuple[str, ...] = get_args(RecomputeMethod)
 
 # Megatron-Core ``offload_modules`` (fine-grained activation offloading, core_r0.16+) that moeplan models.
 OFFLOAD_MODULES: tuple[str, ...] = ("core_attn", "attn_proj", "expert_fc1", "moe_act", "attn_norm", "mlp_norm",
@@ -33,7 +36,7 @@ OFFLOAD_FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 # scaling, mxfp8 = Blackwell block scaling, nvfp4 = Blackwell NVFP4 training (Megatron-Core fp4 e2m1 with
 # fp4_recipe nvfp4, TE >= 2.7; Bridge bf16_with_nvfp4_mixed).
 Precision = Literal["bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4"]
-PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp8-cs", "fp8-ds", "mxfp8", "nvfp4")
+PRECISIONS: tuple[str, ...] = get_args(Precision)  # the Literal is the one list
 # Transformer Engine quantization configs moeplan knows (Megatron-Core ``TransformerConfig.quant_recipe``, read by
 # megatron.core.quantization.utils.load_quantization_recipe; Megatron-LM ``--te-precision-config-file``): each a
 # map of module -> precision overrides by GEMM name (moeplan.engine.flops), "mtp" for the MTP modules (their layer
@@ -54,7 +57,7 @@ TE_QUANT_MAP_NAMES: tuple[str, ...] = tuple(TE_QUANT_MAPS)
 
 # MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP / NCCL EP backends).
 Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep", "ncclep"]
-DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep", "ncclep")
+DISPATCHERS: tuple[str, ...] = get_args(Dispatcher)
 # the flex dispatcher's backends (Megatron-Core moe_token_dispatcher_type flex + moe_flex_dispatcher_backend;
 # ncclep: core_v0.19.0, NCCL Expert Parallelism through Transformer Engine's transformer_engine.pytorch.ep)
 FLEX_DISPATCHERS: tuple[str, ...] = ("deepep", "hybridep", "ncclep")
@@ -72,7 +75,7 @@ MIXER_GRAPH_SCOPES: frozenset[str] = frozenset({"attn", "mamba"})
 
 # Context-parallel communication (moeplan spelling; Megatron-Core writes all_gather): p2p = ring.
 CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
-CP_COMM_TYPES: tuple[str, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
+CP_COMM_TYPES: tuple[str, ...] = get_args(CpCommType)
 
 # Megatron-FSDP ``data_parallel_sharding_strategy`` values (distributed_data_parallel_config.py and
 # megatron/training/arguments.py --data-parallel-sharding-strategy, core_v0.14.0 .. core_v0.19.0), in order of
@@ -120,6 +123,6 @@ REFINE_MIN = 48
 
 __all__ = [
     "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "MIXER_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS", "FLEX_DISPATCHERS",
-    "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_METHODS",
-    "RECOMPUTE_MODULES", "REFINE_MIN", "RESOLVED_GAIN", "RecomputeGranularity", "TRACE_DETAIL_MICROBATCHES",
+    "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_GRANULARITIES", "RECOMPUTE_METHODS",
+    "RECOMPUTE_MODULES", "REFINE_MIN", "RESOLVED_GAIN", "RecomputeGranularity", "RecomputeMethod", "TRACE_DETAIL_MICROBATCHES",
 ]

@@ -10,12 +10,12 @@ from typing import Any
 from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
 from moeplan.base.limits import run_problem, sweep_lengths_problem
-from moeplan.base.routing import ROUTINGS, resolve_imbalance
-from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_GPU, DEFAULT_RESERVE_GIB, DISPATCHERS, FSDP_STRATEGIES,
+from moeplan.base.routing import ROUTINGS, resolve_file_imbalance, resolve_imbalance
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES,
                                 TRACE_DETAIL_MICROBATCHES)
 from moeplan.cli.output import api, read_strategy
 from moeplan.run.knobs import (TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, Knob, flag_dest, flag_kwargs, flag_names,
-                               flag_value, knob_table)
+                               flag_value, knob_named, knob_table)
 
 
 HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
@@ -240,6 +240,13 @@ def _imbalance(args: argparse.Namespace) -> float:
                                    names=("--routing", "--moe-imbalance")))
 
 
+def file_imbalance(args: argparse.Namespace) -> float | None:
+    """--routing / --moe-imbalance as the commands that read run files take them (check, explain of configs): None
+    where neither is given (each file's '# moeplan:' comment decides); moeplan.base.routing.resolve_file_imbalance."""
+    return resolve_file_imbalance(args.routing, args.moe_imbalance, args.cal.natural_routing_imbalance,
+                                  names=("--routing", "--moe-imbalance"))
+
+
 def _reserve(args: argparse.Namespace) -> float:
     """--reserve-gib as the planning commands take it (unset, where a run file could say it: the default)."""
     return DEFAULT_RESERVE_GIB if args.reserve_gib is None else float(args.reserve_gib)
@@ -253,10 +260,9 @@ def unsaid_arguments(p: argparse.ArgumentParser, from_file: bool = False) -> Non
     p.add_argument("--moe-imbalance", type=float, default=None,
                    help=f"tokens on the busiest expert rank / mean; 1.0 = force-balanced routing (default{said}); capped "
                         "per layout at EP x min(top-k, local experts) / top-k, every token on one rank")
-    if not from_file:
-        p.add_argument("--routing", choices=ROUTINGS, default=None,
-                       help="routing the estimate assumes: forced (force-balanced, the perf recipes'; default) or "
-                            "natural (the router's own choices: the calibration's natural_routing_imbalance)")
+    p.add_argument("--routing", choices=ROUTINGS, default=None,
+                   help=f"routing the estimate assumes: forced (force-balanced, the perf recipes'; default{said}) or "
+                        "natural (the router's own choices: the calibration's natural_routing_imbalance)")
     p.add_argument("--reserve-gib", type=float, default=None,
                    help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
                         f"the --calibration profile's{said})")
@@ -286,13 +292,15 @@ def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
     p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
-    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], metavar="NAME",
+    p.add_argument("--dispatcher", choices=list(knob_named("dispatcher").choices), metavar="NAME",
                    help="MoE token dispatcher of the held layout: %(choices)s (auto: the estimates' choice for the GPU)")
-    p.add_argument("--optimizer-offload", type=float, default=0.0, metavar="F",
+    p.add_argument("--optimizer-offload", type=float, default=knob_named("optimizer_offload").api_default, metavar="F",
                    help="fraction 0-1 of the held layout's optimizer state on the CPU (optimizer_offload_fraction; "
                    "default 0)")
-    p.add_argument("--cp-comm-type", default="p2p", choices=list(CP_COMM_TYPES),
-                   help="context-parallel communication of the held layout (Megatron-Core cp_comm_type; default p2p)")
+    cp_comm = knob_named("cp_comm_type")
+    p.add_argument("--cp-comm-type", default=cp_comm.api_default, choices=list(cp_comm.choices),
+                   help=f"context-parallel communication of the held layout (Megatron-Core cp_comm_type; default "
+                        f"{cp_comm.api_default}; auto: the planner's choice)")
     p.add_argument("--fsdp", default="auto", choices=["auto", "off", *FSDP_STRATEGIES], metavar="MODE",
                    help="Megatron-FSDP (%(choices)s): planned lengths search optim_grads_params beside the distributed optimizer "
                         "(auto, default), never (off), or pin a data_parallel_sharding_strategy; a held layout runs the "

@@ -9,7 +9,7 @@ from moeplan.base.errors import MoeplanError
 from moeplan.base.te_release import DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION
 from moeplan.cli.args import (HARDWARE_HELP, TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, TRACE_HELP, calibration_argument,
-                              positive_int, unsaid_arguments)
+                              file_imbalance, positive_int, unsaid_arguments)
 from moeplan.cli.estimate import print_estimate
 from moeplan.cli.output import (Console, api, check_trace, distinct_outputs, escape, print_json, trace_note,
                                 write_trace, wrote)
@@ -25,7 +25,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     result = checker.check(args.config, model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware,
                            mcore_version=args.mcore_version, headroom=args.headroom, run_mcore=args.mcore,
                            cal=args.cal, te_version=args.te_version, te_grouped_tensor=args.te_grouped_tensor,
-                           moe_imbalance=args.moe_imbalance, reserve_gib=args.reserve_gib)
+                           moe_imbalance=file_imbalance(args), reserve_gib=args.reserve_gib)
     warn_profile_gpu(args, result.gpu)
     tl, no_trace = None, ""
     if args.trace:

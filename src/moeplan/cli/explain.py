@@ -7,10 +7,11 @@ import json
 from typing import Any, TYPE_CHECKING
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_MCORE_VERSION
-from moeplan.cli.args import held_layout, sweep_arguments, sweep_kwargs
+from moeplan.base.vocab import DEFAULT_GPU
+from moeplan.cli.args import file_imbalance, held_layout, sweep_arguments, sweep_kwargs
 from moeplan.cli.output import Console, api, escape, print_json
 from moeplan.cli.profile import named, warn_profile_gpu
+from moeplan.run.knobs import knob_table
 
 if TYPE_CHECKING:
     from moeplan.engine.estimate import Estimate
@@ -25,8 +26,10 @@ _EXPLAIN_FILE_DECIDES = {
     "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type", "fsdp": "--fsdp",
     "fsdp_double_buffer": "--fsdp-double-buffer",
 }
-_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "mcore_version": DEFAULT_MCORE_VERSION, "precision": "bf16",
-                           "optimizer": "adam", "optimizer_offload": 0.0, "cp_comm_type": "p2p", "fsdp": "auto"}
+_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "fsdp": "auto",  # fsdp: the search's word (plan --fsdp's default)
+                           **{k.api: k.api_default for k in knob_table()
+                              if k.api in ("mcore_version", "precision", "optimizer", "optimizer_offload",
+                                           "cp_comm_type")}}
 
 
 class _NothingToCompare(Exception):
@@ -71,7 +74,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
     # GPU and versions: the flags where given, else each file's '# moeplan:' comment (its defaults are None);
     # routing imbalance and reserve, which no run file says, from the flags
     files = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware, cal=args.cal,
-                 te_version=args.te_version, mcore_version=args.mcore_version, moe_imbalance=args.moe_imbalance,
+                 te_version=args.te_version, mcore_version=args.mcore_version, moe_imbalance=file_imbalance(args),
                  reserve_gib=args.reserve_gib, te_grouped_tensor=args.te_grouped_tensor)
     a = checker.estimate_file(first, **files)
     if len(args.inputs) == 2:
@@ -136,7 +139,7 @@ def add_explain_parser(sub: Any) -> None:
         "FLOPs share, exposed CP/EP/PP/DP communication, recompute, bubble) and memory; then ask the planner "
         "what fixes the second run. Inputs: MODEL with --seq-len A,B; CONFIG_A CONFIG_B; or CONFIG --seq-len B. "
         "For run files --gpu, --gpus, --mcore-version and --te-version default to each file's '# moeplan:' "
-        "comment (moeplan's exports carry one); --moe-imbalance and --reserve-gib, which no file says, apply to both "
+        "comment (moeplan's exports carry one); --routing / --moe-imbalance and --reserve-gib apply to both "
         "runs; what a file says itself (precision, grad and moment dtypes, layout, recompute) comes from the file. "
         "The remedy is searched as run B runs: its GPU, numerics, imbalance, reserve and versions.",
         epilog="examples:\n  moeplan explain qwen3-next-80b-a3b --gpu gb200 --gpus 32 --seq-len 32k,64k --gbs-tokens 1m\n"

@@ -9,7 +9,8 @@ from typing import Any
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.routing import routing_words
-from moeplan.base.vocab import DEFAULT_HEADROOM, DISPATCHERS, LAUNCH_FORMATS, REFINE_MIN
+from moeplan.base.vocab import DEFAULT_HEADROOM, LAUNCH_FORMATS, REFINE_MIN
+from moeplan.run.knobs import knob_named
 from moeplan.cli.args import (TRACE_HELP, add_run_arguments, bounded_int, fixed, fsdp_search_argument, positive_int,
                               sweep_kwargs)
 from moeplan.cli.output import (Console, LazyConsole, Table, api, check_output, check_trace, distinct_outputs, escape,
@@ -224,7 +225,8 @@ def add_plan_parser(sub: Any) -> None:
                         "performance setup_experiment.py; needs --mcore-version 0.19)")
     for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
         p.add_argument(f"--{name}", type=positive_int, help=f"fix {name.upper()} instead of searching it")
-    p.add_argument("--dispatcher", choices=["auto", *DISPATCHERS], metavar="NAME", help="fix the dispatcher: %(choices)s")
+    p.add_argument("--dispatcher", choices=list(knob_named("dispatcher").choices), metavar="NAME",
+                   help="fix the dispatcher: %(choices)s")
     p.add_argument("--recompute", help="fix recompute (none, full, selective:...)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="do not consider CUDA graphs")
     p.add_argument("--no-offload", action="store_true", help="do not consider optimizer CPU offload")

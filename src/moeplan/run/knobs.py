@@ -5,6 +5,9 @@ docstring and, in its field metadata (:func:`knob`), what the rest of moeplan de
 * ``group``: the strategy file's section (moeplan.run.strategy); None keeps it out of the file;
 * ``api``: the keyword of :func:`moeplan.api.build_config` and the strategy file's key (default: the field name);
   ``api_default`` where the API's default is a word the API resolves (``dispatcher="auto"``);
+* ``words``: the words the API resolves beside the field's values (``auto``: the estimates' choice), which the CLI
+  flag, the API, the MCP tools and the strategy file all take; the values themselves are read from the field's
+  ``Literal`` type (moeplan.base.vocab), so a knob's allowed values (:attr:`Knob.choices`) are written once;
 * ``flag``: the command-line flag, as Megatron-LM's ``argument_utils.ArgumentGroupFactory`` reads a field's
   ``argparse_meta``: the keyword arguments of ``add_argument`` (``names``, ``help``, ``type``, ``choices``,
   ``action``, ``default``, ``metavar``; the default is the field's unless given) and ``slot``, the argument group of
@@ -20,16 +23,18 @@ the table at start-up without the model catalog or the hardware files (``moeplan
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.router_dtype import ROUTER_DTYPES
 from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT,
                                      TE_RELEASES)
-from moeplan.base.vocab import (CP_COMM_TYPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, DISPATCHERS,
-                                FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_ALIASES, RECOMPUTE_MODULES,
-                                CpCommType, Dispatcher, Precision)
+from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OPTIMIZERS,
+                                RECOMPUTE_ALIASES, RECOMPUTE_METHODS,
+                                RECOMPUTE_MODULES, CpCommType, Dispatcher, Precision, RecomputeGranularity,
+                                RecomputeMethod)
 from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 
 
@@ -37,9 +42,9 @@ from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 class Recompute:
     """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
 
-    granularity: Literal["none", "selective", "full"] = "none"
+    granularity: RecomputeGranularity = "none"
     modules: frozenset[str] = frozenset()
-    method: Literal["uniform", "block"] = "uniform"
+    method: RecomputeMethod = "uniform"
     num_layers: int = 1  # full: layers per checkpoint group (uniform) or recomputed layers per chunk (block)
 
     @classmethod
@@ -52,8 +57,8 @@ class Recompute:
         if t.startswith("full"):
             parts = t.split(":")
             method = parts[1] if len(parts) > 1 and parts[1] else "uniform"
-            if method not in ("uniform", "block"):
-                raise MoeplanError(f"recompute '{text}': method must be uniform or block")
+            if method not in RECOMPUTE_METHODS:
+                raise MoeplanError(f"recompute '{text}': method must be {' or '.join(RECOMPUTE_METHODS)}")
             try:
                 n = int(parts[2]) if len(parts) > 2 else 1
             except ValueError:
@@ -110,10 +115,20 @@ class Knob:
     """The API keyword's default: the field's, or the word the API resolves (``api_default``)."""
     flag: dict[str, Any] | None
     """The command-line flag's ``add_argument`` keywords with ``names`` and ``slot`` (None: no flag)."""
+    values: tuple[str, ...] = ()
+    """The field's vocabulary, read from its ``Literal`` type (moeplan.base.vocab); () where the type is no Literal."""
+    words: tuple[str, ...] = ()
+    """The words the API resolves beside :attr:`values` (``auto``)."""
 
     @property
     def optional(self) -> bool:
         return self.kind.endswith("?")
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """Every value the knob's edges take (CLI flag, API keyword, MCP argument, strategy key): the API's words,
+        then the field's vocabulary; () for a knob without one."""
+        return (*self.words, *self.values)
 
     def plain(self, value: Any) -> Any:
         """The value as the strategy file writes it (a recompute's label, a sorted list of names)."""
@@ -125,9 +140,9 @@ class Knob:
 
 
 def knob(default: Any = MISSING, *, group: str | None, api: str | None = None, api_default: Any = MISSING,
-         flag: dict[str, Any] | None = None, default_factory: Any = MISSING) -> Any:
+         flag: dict[str, Any] | None = None, words: tuple[str, ...] = (), default_factory: Any = MISSING) -> Any:
     """A :class:`RunKnobs` field with its knob metadata (see the module)."""
-    meta = {"group": group, "api": api, "api_default": api_default, "flag": flag}
+    meta = {"group": group, "api": api, "api_default": api_default, "flag": flag, "words": words}
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata={"knob": meta})
     return field(default=default, metadata={"knob": meta})
@@ -145,6 +160,17 @@ def _kind(annotation: Any) -> str:
     return kind + ("?" if optional else "")
 
 
+@functools.cache
+def _hints() -> dict[str, Any]:
+    return get_type_hints(RunKnobs)
+
+
+def _values(name: str) -> tuple[str, ...]:
+    """The vocabulary of :class:`RunKnobs` field ``name``: its ``Literal`` type's values (moeplan.base.vocab), else ()."""
+    hint = _hints().get(name)
+    return tuple(get_args(hint)) if get_origin(hint) is Literal else ()
+
+
 def knob_table(record: type | None = None) -> tuple[Knob, ...]:
     """The knobs of ``record`` (default :class:`RunKnobs`; RunConfig or a subclass gives the same knobs, and any it
     adds), in field order: every field with knob metadata."""
@@ -156,8 +182,13 @@ def knob_table(record: type | None = None) -> tuple[Knob, ...]:
         default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
         api_default = default if meta["api_default"] is MISSING else meta["api_default"]
         out.append(Knob(f.name, meta["api"] or f.name, meta["group"], _kind(f.type), default, api_default,
-                        meta["flag"]))
+                        meta["flag"], _values(f.name), tuple(meta["words"])))
     return tuple(out)
+
+
+def knob_named(api: str) -> Knob:
+    """The knob whose API keyword is ``api``."""
+    return next(k for k in knob_table() if k.api == api)
 
 
 def flag_names(k: Knob) -> list[str]:
@@ -177,6 +208,8 @@ def flag_kwargs(k: Knob) -> dict[str, Any]:
     kw = {key: value for key, value in k.flag.items() if key not in ("names", "slot", "invert")}
     if kw.get("action") in ("store_true", "store_false"):
         return kw
+    if k.choices:  # the knob's vocabulary (its Literal type) and the API's words
+        kw.setdefault("choices", list(k.choices))
     kw.setdefault("default", k.api_default)
     return kw
 
@@ -202,7 +235,7 @@ class RunKnobs:
 
     # ---- numerics
     precision: Precision = knob("bf16", group="numerics", flag={
-        "slot": "gpu", "choices": list(PRECISIONS),
+        "slot": "gpu",
         "help": "GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, mxfp8 (Blackwell)"})
     """GEMM precision (moeplan.base.vocab.PRECISIONS; FP8 recipes map to Megatron-Core ``fp8_recipe``)."""
     bf16_start_layers: int | None = knob(None, group="numerics")
@@ -235,8 +268,8 @@ class RunKnobs:
     cores, the softmax in fp32 as before (moeplan.engine.timing.attention.fused_attention_efficiency). Needs an FP8
     recipe (``precision`` one of base.fields.PRECISION_TO_FP8_RECIPE, not bf16 or nvfp4)."""
     # ---- MoE and its communication
-    dispatcher: Dispatcher = knob("alltoall", group="moe", api_default="auto", flag={
-        "slot": "layout", "choices": ["auto", *DISPATCHERS], "metavar": "NAME",
+    dispatcher: Dispatcher = knob("alltoall", group="moe", api_default="auto", words=("auto",), flag={
+        "slot": "layout", "metavar": "NAME",
         "help": "MoE token dispatcher: %(choices)s; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8 "
                 "(ncclep: NCCL EP, Megatron-Core 0.19+, with --rank-capacity-factor)"})
     """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
@@ -281,10 +314,12 @@ class RunKnobs:
     """``use_precision_aware_optimizer``; None = moeplan's export: on with optimizer offload or bf16 moments
     (Megatron-LM validate_args requires it with --optimizer-cpu-offload; Megatron Bridge does not)."""
     # ---- communication overlap
-    cp_comm_type: CpCommType = knob("p2p", group="communication", flag={
-        "slot": "layout", "choices": list(CP_COMM_TYPES),
-        "help": "context-parallel communication (Megatron-Core cp_comm_type; p2p = ring; default p2p)"})
-    """Context-parallel communication: p2p (ring), a2a, allgather, a2a+p2p (hierarchical)."""
+    cp_comm_type: CpCommType = knob("p2p", group="communication", words=("auto",), flag={
+        "slot": "layout",
+        "help": "context-parallel communication (Megatron-Core cp_comm_type; p2p = ring; default p2p): "
+                "%(choices)s; auto = the planner's choice (least attention + exposed CP communication)"})
+    """Context-parallel communication: p2p (ring), a2a, allgather, a2a+p2p (hierarchical); the API's ``auto`` is the
+    planner's choice (moeplan.engine.timing.attention.best_cp_comm_type)."""
     tp_comm_overlap: bool = knob(True, group="communication")
     """``tp_comm_overlap`` (TE userbuffers): TP collectives overlap GEMMs; exported on."""
     dp_overlap: bool = knob(True, group="communication")
@@ -292,8 +327,8 @@ class RunKnobs:
     # ---- memory knobs
     recompute: Recompute = knob(group="memory", default_factory=Recompute, api_default="none", flag={
         "slot": "layout",
-        "help": "none | full[:uniform|block[:N]] | selective:MOD[,MOD] with Megatron-Core labels core_attn, moe_act, "
-                "layernorm, mla_up_proj, mlp, moe, shared_experts, gdn_norm_out"})
+        "help": f"none | full[:{'|'.join(RECOMPUTE_METHODS)}[:N]] | selective:MOD[,MOD] with Megatron-Core labels "
+                f"{', '.join(RECOMPUTE_MODULES)}"})
     """Activation recompute: none, selective (Megatron ``recompute_modules``) or full."""
     optimizer_offload: float = knob(0.0, group="memory", flag={
         "slot": "layout", "type": float, "metavar": "F",

@@ -34,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.routing import DEFAULT_ROUTING, ROUTINGS, routing_words
+from moeplan.run.knobs import knob_named
 from moeplan.web.forms import (MAX_UPLOAD_BYTES, PLAN_PINS, Form, Uploads, field_of, gpu_arg, hardware_arg,
                                model_arg)
 
@@ -141,14 +142,14 @@ def catalogs(hardware: str | None = None) -> dict[str, Any]:
     from moeplan.hardware import hardware_names
     from moeplan.base.fields import VERSIONS
     from moeplan.models import catalog_names
-    from moeplan.base.vocab import DEFAULT_MCORE_VERSION, DISPATCHERS, PRECISIONS
+    from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 
     try:
         gpus = hardware_names(hardware)
     except MoeplanError:
         gpus = hardware_names()
-    return {"models": catalog_names(), "gpus": gpus, "precisions": PRECISIONS, "versions": VERSIONS,
-            "default_version": DEFAULT_MCORE_VERSION, "dispatchers": ("auto", *DISPATCHERS), "pins": PLAN_PINS,
+    return {"models": catalog_names(), "gpus": gpus, "precisions": knob_named("precision").choices, "versions": VERSIONS,
+            "default_version": DEFAULT_MCORE_VERSION, "dispatchers": knob_named("dispatcher").choices, "pins": PLAN_PINS,
             "routings": ROUTINGS, "default_routing": DEFAULT_ROUTING}
 
 
@@ -158,6 +159,12 @@ def routing_arg(form: Form) -> str | None:
     return form.choice("routing", ROUTINGS, None)
 
 
+def precision_arg(form: Form) -> str | None:
+    """The precision select: the knob table's values and default (moeplan.run.knobs), as the CLI's --precision."""
+    knob = knob_named("precision")
+    return form.choice("precision", knob.choices, knob.api_default)
+
+
 PLAN_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs", "precision", "routing", "mcore_version", "top",
                *PLAN_PINS, "recompute", "dispatcher", "plan")
 
@@ -165,14 +172,14 @@ PLAN_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs", "precision"
 def plan_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, Any]]:
     """The plan form as :func:`moeplan.api.search_plans` arguments (the CLI's `moeplan plan` flags)."""
     from moeplan.base.fields import VERSIONS
-    from moeplan.base.vocab import DEFAULT_MCORE_VERSION, DISPATCHERS, PRECISIONS
+    from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 
     model = model_arg(form, uploads)
     hardware = hardware_arg(form, uploads)
     gpu = gpu_arg(form, hardware)
     kw: dict[str, Any] = dict(gpu=gpu, hardware_file=hardware, gpus=form.count("gpus", required=True),
                               seq_len=form.tokens("seq_len", required=True), gbs=form.count("gbs", required=True),
-                              precision=form.choice("precision", PRECISIONS, "bf16"), routing=routing_arg(form),
+                              precision=precision_arg(form), routing=routing_arg(form),
                               mcore_version=form.choice("mcore_version", VERSIONS, DEFAULT_MCORE_VERSION),
                               top=form.count("top", default=5))
     if kw["top"] is not None and kw["top"] > 20:
@@ -185,7 +192,8 @@ def plan_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, A
     recompute = form.text("recompute")
     if recompute:
         fixed["recompute"] = recompute
-    dispatcher = form.choice("dispatcher", ("auto", *DISPATCHERS), "auto")
+    knob = knob_named("dispatcher")
+    dispatcher = form.choice("dispatcher", knob.choices, knob.api_default)
     if dispatcher and dispatcher != "auto":
         fixed["dispatcher"] = dispatcher
     kw["fixed"] = fixed
@@ -205,13 +213,13 @@ SWEEP_FIELDS = ("model", "hardware", "gpu", "gpus", "seq_len", "gbs_tokens", "pr
 
 def sweep_question(form: Form, uploads: Uploads) -> tuple[str | None, dict[str, Any]]:
     from moeplan.base.fields import VERSIONS
-    from moeplan.base.vocab import DEFAULT_MCORE_VERSION, PRECISIONS
+    from moeplan.base.vocab import DEFAULT_MCORE_VERSION
 
     model = model_arg(form, uploads)
     hardware = hardware_arg(form, uploads)
     kw = dict(gpu=gpu_arg(form, hardware), hardware_file=hardware, gpus=form.count("gpus", required=True),
               seq_lens=form.lengths("seq_len", required=True), gbs_tokens=form.tokens("gbs_tokens", required=True),
-              precision=form.choice("precision", PRECISIONS, "bf16"), routing=routing_arg(form),
+              precision=precision_arg(form), routing=routing_arg(form),
               mcore_version=form.choice("mcore_version", VERSIONS, DEFAULT_MCORE_VERSION))
     return model, kw
 
