@@ -45,7 +45,7 @@ from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.run.knobs import knob_table
+from moeplan.run.knobs import command_knobs, knob_table
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
@@ -583,8 +583,7 @@ def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
     in the knob table's ``gpu`` or ``cluster`` slot) that are not its own parameters (TypeError otherwise, as Python
     refuses a keyword), each checked by its kind."""
     own = set(inspect.signature(search_plans).parameters)
-    table = {k.api: k for k in knob_table(RunConfig)
-             if k.flag is not None and k.flag["slot"] in ("gpu", "cluster") and k.api not in own}
+    table = {k.api: k for k in command_knobs(RunConfig) if k.api not in own}
     for name in knobs:
         if name not in table:
             raise TypeError(f"search_plans() got an unexpected keyword argument '{name}'")
@@ -685,7 +684,7 @@ _PLAN_KEYS = ("gpu", "gpus", "precision", "hardware_file", "moe_imbalance", "res
 def _plan_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The sweep's keywords its searches take: :func:`search_plans`' own and the API keywords of the knobs every
     estimating command takes (a flag in the ``gpu`` or ``cluster`` slot)."""
-    every = {k.api for k in knob_table(RunConfig) if k.flag is not None and k.flag["slot"] in ("gpu", "cluster")}
+    every = {k.api for k in command_knobs(RunConfig)}
     return {k: v for k, v in kwargs.items() if k in _PLAN_KEYS or k in every}
 
 

@@ -186,6 +186,11 @@ def knob_table(record: type | None = None) -> tuple[Knob, ...]:
     return tuple(out)
 
 
+def command_knobs(record: type | None = None) -> tuple[Knob, ...]:
+    """The knobs every estimating command takes: a flag in the ``gpu`` or ``cluster`` slot."""
+    return tuple(k for k in knob_table(record) if k.flag is not None and k.flag["slot"] in ("gpu", "cluster"))
+
+
 def knob_named(api: str) -> Knob:
     """The knob whose API keyword is ``api``."""
     return next(k for k in knob_table() if k.api == api)
