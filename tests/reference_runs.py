@@ -70,10 +70,22 @@ def label(run: dict[str, str]) -> str:
     return f"{run['model']}-{run['system']}-{run['gpus']}-{run['seq_len']}"
 
 
+# Megatron Bridge's FP8 recipe names (scripts/performance argument_parser.py --fp8_recipe: ds delayed, cs current,
+# mx MXFP8, ss sub-channel = blockwise) as moeplan precisions: a recipe's ``fp8_recipe`` names the scaling where the
+# published CSV says only "fp8" (whose moeplan reading is blockwise on Hopper).
+FP8_RECIPE_PRECISION = {"ds": "fp8-ds", "cs": "fp8-cs", "mx": "mxfp8", "ss": "fp8"}
+
+
+def run_precision(run: dict[str, str]) -> str:
+    """The run's moeplan precision: the CSV's, or, where it says only "fp8", the recipe's ``fp8_recipe``."""
+    recipe = run.get("fp8_recipe") or ""
+    return FP8_RECIPE_PRECISION[recipe] if run["precision"] == "fp8" and recipe else run["precision"]
+
+
 def plan_kwargs(run: dict[str, str]) -> dict[str, Any]:
     """What the planner is given: model, cluster, sequence, GBS and the run's numerics and release."""
     return dict(gpu=run["system"], gpus=int(run["gpus"]), seq_len=int(run["seq_len"]), gbs=int(run["gbs"]),
-                precision=run["precision"], grad_fp32=run.get("grad_fp32", "1") != "0",
+                precision=run_precision(run), grad_fp32=run.get("grad_fp32", "1") != "0",
                 bf16_moments=run.get("bf16_moments") == "1", mcore_version=run.get("mcore") or "0.16",
                 fp8_attention=run.get("fp8_attention") == "1")
 

@@ -3,7 +3,10 @@ observation), the reasons written by hand in one table (tests/fit_exclusions.OUT
 
 from __future__ import annotations
 
-from tests.fit_exclusions import G06_HOST_BOUND, G11_TUNED, N06_DRIFT, OUT_OF_FIT, PIPELINE_ONLY, RECOMPUTED
+from tests.fit_exclusions import (DSV3_H100_OVERLAP, G06_HOST_BOUND, G11_TUNED, N06_DRIFT, OUT_OF_FIT, PIPELINE_ONLY,
+                                  RECOMPUTED, why_out_of_fit)
+from tests.conftest import REFERENCE_DIR
+from tests.reference_runs import label, published_runs
 from tests.measured_variants import catalog_variants, layer_variants, n_variants, variants
 from tests.nocp_rows import nocp_rows
 
@@ -20,6 +23,7 @@ HAND_OUT: dict[tuple[str, str], str] = {
     ("N40", "256K without CP"): RECOMPUTED, ("N41", "128K without CP"): RECOMPUTED,
     **{("N41", f"{k}K without CP"): PIPELINE_ONLY for k in (256, 512, 1024)},
     ("G11", "hybridep overlap=yes tuned"): G11_TUNED,
+    ("published", "deepseek-v3-H100-1024-4096"): DSV3_H100_OVERLAP,
 }
 # the rows kept out by their own data (tests/data/out_of_fit_runs.csv's gap) or a rule (NVFP4 without its MXFP8 pair)
 DATA_OUT = [("N13", "nemotron-3-super-120b gb200 64 bf16 TP2 EP64 (nemo 26.06)"),
@@ -33,6 +37,7 @@ OBS_OUT: dict[str, list[tuple[str, str]]] = {
     "nocp_observations": [("N40", "256K without CP / 8K TP1 PP1 CP1")] + [
         ("N41", f"{k}K without CP") for k in (128, 256, 512, 1024)],
     "catalog_observations": DATA_OUT + [("N06", _N06)] + [("G06", f"{lab} / recompute none") for lab in _G06[1:]],
+    "published_observations": [("published", "deepseek-v3-H100-1024-4096")],
 }
 
 
@@ -47,6 +52,7 @@ def test_every_row_carries_its_reason_and_every_table_entry_names_a_row():
     rows = [(v.group, v.label, v.extra["why"]) for v in n_variants() + layer_variants() + catalog_variants()]
     rows += [(r.group, r.label, r.extra["why"]) for r in nocp_rows()]
     rows += [(v.group, v.label, v.extra["why"]) for v in variants()]
+    rows += [("published", label(r), why_out_of_fit("published", label(r))) for r in published_runs(REFERENCE_DIR)]
     for (g, frag), why in OUT_OF_FIT.items():
         hit = [lab for grp, lab, _ in rows if grp == g and frag in lab]
         assert hit, f"{g} '{frag}' names no row"
@@ -59,7 +65,7 @@ def test_every_row_carries_its_reason_and_every_table_entry_names_a_row():
 
 def test_observations_are_out_exactly_where_their_row_has_a_reason(calibrate_script):
     for make in (calibrate_script.n_observations, calibrate_script.nocp_observations,
-                 calibrate_script.catalog_observations):
+                 calibrate_script.catalog_observations, calibrate_script.published_observations):
         every, fitted = make(include_out_of_fit=True), make()
         out = [(o.group, o.label) for o in every if o.why]
         assert out == OBS_OUT[make.__name__], make.__name__
