@@ -67,11 +67,11 @@ def test_explain_qwen3_next_32k_to_64k_says_why_and_what_fixes_it(capsys):
     share = reasons["flops"]["numbers"]["attention_time_share"]
     assert share[1] > share[0]  # attention's share of the step grows with S
     deltas = reasons["time"]["numbers"]["us_per_token_delta"]
-    # the biggest contributor, in numbers: attention's time per token grows with S; Gated DeltaNet's (head-parallel
-    # under CP) grows or stays flat with the layouts the plans pick (flat at the HybridEP-permute fit, where both
-    # lengths' plans take CP 8; it grew with the earlier fit's plans), never falls
-    assert max(deltas, key=deltas.get) in {"linear_attention", "attention"}
-    assert deltas["attention"] > 0 and deltas["linear_attention"] >= 0
+    # the biggest contributors, in numbers: Gated DeltaNet runs head-parallel under CP, each rank walking
+    # the whole sequence's chunks one after another, so its time per token grows with S, and so does
+    # attention's (which of the two leads depends on the CP the plans pick)
+    assert set(sorted(deltas, key=deltas.get)[-2:]) == {"linear_attention", "attention"}
+    assert deltas["linear_attention"] > 0 and deltas["attention"] > 0
     assert "Planner at seq 65,536" in reasons["fix"]["text"]
 
 
