@@ -1238,26 +1238,6 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   with 128 micro-batches). Costing them flips MB01 (measured +18% for PP8 VPP2 EP32) to -18% and raises
   the cross-validated error to 0.144 from 0.141 (at the fit before the per-precision GEMM epilogue): with
   the EP8 layout already over-estimated, the narrow-EP error is elsewhere and has to be found first.
-- **`gemm_epilogue_s` against the kernels, and what pulled it up** (2026-12-05; `benchmarks/gemm_depth_tables.py`,
-  `benchmarks/epilogue_pull.py`). XLA's measured cuBLAS tables (M = N = 4,096, K 256-4,096;
-  tests/data/xla_matmul_depth.csv) imply 8.1e-11 s (H100 BF16), 1.06e-10 (B200 BF16) and 8.4e-11 (B200 FP8) for
-  single GEMMs, one value across per-SM matmul rates 3.9x apart (the scaling `timing.gemm.gemm_k_half` assumes), and
-  4.7e-11 for back-to-back H100 GEMMs, the source value (4.25e-11) within 10%. The fit had 2.245e-10. Pinned at the
-  source value and the rest refitted, the rows whose residuals pull it up are 95% HybridEP rows (GB200 49%, GB300
-  26%, B200 19%, H100 5%; MXFP8 / NVFP4 78%): the knob stood in for a HybridEP cost. Megatron-Core calls HybridEP's
-  dispatch_with_permute / combine_with_unpermute (fused_a2a.py), whose permute and unpermute kernels scan the routing
-  map per received token copy and local expert, a time the hidden size does not shrink; the README's buffer.dispatch /
-  combine rates, which moeplan reads, leave them out. Costed from their B200 measurement at hidden 512 (DeepEP
-  hybrid-ep 1b8f467: 0.197 ns per copy and local expert, 1.84 ns per copy + 0.50 ns per expert row;
-  `timing.moe.hybridep_permute_s`, tests/data/hybridep_permute_b200.csv), the refit takes the CV 0.104 -> 0.0997
-  over the same 128 observations (issue 31's target met), `gemm_epilogue_s` 2.245e-10 -> 1.636e-10 (k_half ~490 on
-  H100 BF16, inside `test_gemm_shape`'s bound; still 1.5x the largest kernel sweep: a strict xfail in
-  `tests/unit/test_gemm_depth_tables.py`), N01 BF16 +3% / +8% -> +2% / +6%, N30 +5% / +15% -> +3% / +11%, the published
-  Qwen3-30B-A3B GB200 row 0% -> -4%; MB01 -1% -> -4%, N03's TE-scoped Bridge re-measure +22% -> +25%. Pinned at the
-  source value, a further trial time per received HybridEP copy (beyond the permute) of 8 ns would take the fitted
-  sum of squares 1.49 -> 0.91 (shipped 1.03), but no HybridEP benchmark at hidden 2,048-4,096 measures one, so it is
-  not modelled; the depth penalty multiplied on Blackwell alone (x6) fits about as the shipped constant does, with
-  no source either. A kernel measurement of HybridEP at Qwen3-30B-A3B's hidden 2,048 would decide the rest.
 - **Qwen3-30B-A3B on Blackwell** (BF16: N01 +16%, N30 +17%; MXFP8: N30 +13%, N01 +14% / +34% with full-iteration /
   TE-scoped graphs; the published GB200 row +5%, held out), taken apart per layer in
   `tests/validation/test_blackwell_small_experts.py`. N01 BF16, one layer and micro-batch (16,384 tokens): 12.6 ms

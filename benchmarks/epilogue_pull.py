@@ -76,9 +76,8 @@ def blackwell_scan(obs: list[C.Obs], factors: list[float], iters: int) -> list[t
 
 def hybridep_copy_scan(obs: list[C.Obs], costs_s: list[float], iters: int) -> list[tuple[float, float]]:
     """(cost, fitted sum of squares) with a trial time per received token copy added to each HybridEP dispatch and
-    combine (tokens x timing.moe.expected_ranks_hit, the copies its kernels move), beyond the permute / unpermute
-    kernels the engine costs (timing.moe.hybridep_permute_s); not modelled: no HybridEP benchmark at hidden
-    2,048-4,096 pins it. gemm_epilogue_s at its source value, the other constants refitted."""
+    combine (tokens x timing.moe.expected_ranks_hit, the copies its kernels move; not modelled: no HybridEP
+    benchmark at hidden 2,048-4,096 pins it), gemm_epilogue_s at its source value, the other constants refitted."""
     orig = moe_mod.ep_kernels
 
     def with_copy_cost(ctx: Any, moe: Any, cost: float) -> tuple[float, float, float]:
