@@ -180,42 +180,11 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per
     # direction); DeepEP fuses the global permute into its dispatch kernel but the received tokens are
     # still permuted to their local experts (once); HybridEP's dispatch_with_permute writes them out of
-    # its buffer already permuted (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5;
-    # token_dispatcher.py, fused_a2a.py): no HBM pass here, its permute / unpermute kernels' scan time is
-    # hybridep_permute_s
+    # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
+    # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
     passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(kernels, 0)
     perm = 2 * passes * tokens * moe.top_k * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
-    if cfg.dispatcher == "hybridep":
-        perm += hybridep_permute_s(tokens, moe, par.ep)
     return one_d, one_c, perm
-
-
-# HybridEP's permute / unpermute kernels, which the README's buffer.dispatch / buffer.combine rates (ep_link_share,
-# ep_sm_bw_bytes_per_s) do not contain: Megatron-Core calls buffer.dispatch_with_permute / combine_with_unpermute
-# (fused_a2a.py), which run the dispatch kernel and then a permute kernel that scans, for every received token
-# copy, the routing map over the rank's local experts and writes the copy to each expert it is routed to; combine
-# first runs the unpermute kernel, which gathers each copy's expert rows back (weighted) into one row. At small
-# hidden sizes the scan, not the bytes, sets their time. Measured on 8x B200 (hidden 512, 8,192 tokens per rank,
-# DeepEP hybrid-ep branch 1b8f467; "hybrid-ep-sparse-opt Performance Comparison", tests/data/hybridep_permute_b200.csv):
-# permute 154-394 us = 0.197 ns per received copy and local expert scanned (within 10% over E 16 / 32, top-8 / 36);
-# unpermute 104-267 us = 1.84 ns per received copy + 0.50 ns per expert row it gathers (within 12%); log least squares,
-# tests/unit/test_hybridep_permute.py. Seconds as measured on B200, on every GPU (no other GPU's measurement).
-HYBRIDEP_PERMUTE_S_PER_COPY_EXPERT = 1.973e-10
-HYBRIDEP_UNPERMUTE_S_PER_COPY = 1.84e-9
-HYBRIDEP_UNPERMUTE_S_PER_ROW = 5.01e-10
-
-
-def hybridep_permute_s(tokens: float, moe: MoE, ep: int) -> float:
-    """Seconds of one HybridEP permute + unpermute pair on a rank whose ``tokens`` local tokens are dispatched over
-    ``ep`` ranks (once per direction: forward dispatch_with_permute / combine_with_unpermute, and their backward with
-    the roles swapped): the received copies (tokens x expected_ranks_hit) each scanned over the local experts, and
-    the unpermute's copies and expert rows (tokens x top_k) (HYBRIDEP_* constants above)."""
-    if ep <= 1:
-        return 0.0
-    copies = tokens * expected_ranks_hit(moe, ep)
-    local = moe.num_experts / ep
-    return (copies * (HYBRIDEP_PERMUTE_S_PER_COPY_EXPERT * local + HYBRIDEP_UNPERMUTE_S_PER_COPY)
-            + tokens * moe.top_k * HYBRIDEP_UNPERMUTE_S_PER_ROW)
 
 
 def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str) -> float:
