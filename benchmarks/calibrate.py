@@ -1260,7 +1260,22 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   40.9K; DeepSeek-V3's B200 256-GPU recipe (DeepEP EP32) falls to 0.80 of the fastest plan (HybridEP EP16; bound
   0.9); Nemotron-3 Super's B200 NVFP4 TP2 row, kept out for its TP 2 gap, misses by 24.5% (the 25% the exclusion
   needs); the DeepSeek-V3 32K vs 128K explain eval's 128K side falls 1.5% outside its band. Each needs its own
-  look (the tie rule against an 8% gap, the exclusion) before the costing lands. Pinned at the source value, a
+  look (the tie rule against an 8% gap, the exclusion) before the costing lands. Looked at (bwsmall3, 2026-12-05;
+  the candidate stays reverted): (1) the free search drops TP1 CP1 EP8 HybridEP MBS4 (38.5K when pinned, inside the
+  90% memory budget) for the same layout with alltoall (40.9K), so the dispatcher rule can only lift the next HybridEP
+  plan, EP4 (32 local experts scanned per copy against 16 at EP8: the scan grows with experts per rank, so EP4 pays
+  1.4x EP8's): a planner gap (keep each layout's best plan per dispatcher when the dispatcher rule decides), not
+  physics. (2) Megatron-Core's DeepEP path permutes too (token_dispatcher.py _DeepepManager: the received top-k
+  indices to a [received tokens x local experts] multihot map, then TE's moe_permute_with_probs, whose Triton
+  make_row_id_map scans that map) and the alltoall path scans [local tokens x all experts] before its all-to-all;
+  but TE's scan is a block cumsum bound by HBM (bytes a map entry), no measured rate: HybridEP's 0.197 ns an entry
+  is its own kernel before the ballot+ffs rewrite, not a rate for TE's. Charged to DeepEP at that rate it would
+  only lower the DeepEP EP32 recipe further (at the candidate fit its ep_comm is 5.1 s a step against HybridEP EP16's
+  1.5 s, and the pinned VPP2 exposes 1.8 s of dp_comm), so one rule for every dispatcher does not restore the 0.9.
+  (3) The NVFP4 TP2 row's exclusion (no same-layout pair; TP 2 not isolated on the Nemotron-3 stack) still holds:
+  the scan moves it from above 25% to 24.5%, a miss too large to enter the fit. (4) The explain eval's band is the
+  estimate x exp(+-CV), its ground truth measured (G14, ~300 TFLOP/s at 128K on H100, no HybridEP): the refit's
+  global constants (MLA backward 0.491 -> 0.476, the depth penalty) move that H100 estimate; the miss is real. Pinned at the source value, a
   further trial time per received HybridEP copy of 8 ns would take the fitted sum of squares 1.49 -> 0.91 (shipped
   1.03), and the depth penalty multiplied on Blackwell alone (x6) fits as the shipped constant does; neither has a
   source.
