@@ -1268,8 +1268,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   physics. (2) Megatron-Core's DeepEP path permutes too (token_dispatcher.py _DeepepManager: the received top-k
   indices to a [received tokens x local experts] multihot map, then TE's moe_permute_with_probs, whose Triton
   make_row_id_map scans that map) and the alltoall path scans [local tokens x all experts] before its all-to-all;
-  but TE's scan is a block cumsum bound by HBM (bytes a map entry), no measured rate: HybridEP's 0.197 ns an entry
-  is its own kernel before the ballot+ffs rewrite, not a rate for TE's. Charged to DeepEP at that rate it would
+  but TE's scan (a block cumsum, a global prefix and a per-token sort into a [tokens, 2 x experts + 1] int32 map)
+  moves some 17 bytes an entry, ~2-3 ps an entry at B200's HBM rate (an estimate; no measured rate), next to the
+  routed rows' HBM passes moeplan already charges (alltoall two a direction, DeepEP one): HybridEP's 0.197 ns an
+  entry is its own kernel before the ballot+ffs rewrite, not a rate for TE's. Charged to DeepEP at that rate it would
   only lower the DeepEP EP32 recipe further (at the candidate fit its ep_comm is 5.1 s a step against HybridEP EP16's
   1.5 s, and the pinned VPP2 exposes 1.8 s of dp_comm), so one rule for every dispatcher does not restore the 0.9.
   (3) The NVFP4 TP2 row's exclusion (no same-layout pair; TP 2 not isolated on the Nemotron-3 stack) still holds:
