@@ -1277,7 +1277,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (3) The NVFP4 TP2 row's exclusion (no same-layout pair; TP 2 not isolated on the Nemotron-3 stack) still holds:
   the scan moves it from above 25% to 24.5%, a miss too large to enter the fit. (4) The explain eval's band is the
   estimate x exp(+-CV), its ground truth measured (G14, ~300 TFLOP/s at 128K on H100, no HybridEP): the refit's
-  global constants (MLA backward 0.491 -> 0.476, the depth penalty) move that H100 estimate; the miss is real. Pinned at the source value, a
+  global constants (MLA backward 0.491 -> 0.476, the depth penalty) move that H100 estimate; the miss is real.
+  Pinned at the source value, a
   further trial time per received HybridEP copy of 8 ns would take the fitted sum of squares 1.49 -> 0.91 (shipped
   1.03), and the depth penalty multiplied on Blackwell alone (x6) fits as the shipped constant does; neither has a
   source.
