@@ -1272,8 +1272,12 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   moves some 17 bytes an entry, ~2-3 ps an entry at B200's HBM rate (an estimate; no measured rate), next to the
   routed rows' HBM passes moeplan already charges (alltoall two a direction, DeepEP one): HybridEP's 0.197 ns an
   entry is its own kernel before the ballot+ffs rewrite, not a rate for TE's. Charged to DeepEP at that rate it would
-  only lower the DeepEP EP32 recipe further (at the candidate fit its ep_comm is 5.1 s a step against HybridEP EP16's
-  1.5 s, and the pinned VPP2 exposes 1.8 s of dp_comm), so one rule for every dispatcher does not restore the 0.9.
+  only lower the DeepEP EP32 recipe further, so one rule for every dispatcher does not restore the 0.9. What moves
+  that ratio (0.92 -> 0.80) is the refit more than the scan (the scan alone: the recipe pinned with HybridEP 3,398 ->
+  3,358 tokens/s): the smaller depth penalty speeds the fastest plan (TP2 EP16 HybridEP) 3,694 -> 3,857, while EP32
+  over four NVL8 domains gains nothing, its exposed EP time growing 4.6 -> 5.1 s a step as the GEMMs that hide it
+  shrink (pinned with HybridEP 3,402, with DeepEP 3,368: 0.88 at best); and the pinned search with a free dispatcher
+  returns DeepEP at 3,092 (1.8 s of exposed dp_comm), below either dispatcher pinned: a second planner gap.
   (3) The NVFP4 TP2 row's exclusion (no same-layout pair; TP 2 not isolated on the Nemotron-3 stack) still holds,
   as no dispatcher cost makes the pair: the scan moves it from above 25% to 24.5%; entered, it adds at least
   log(1.245)^2 = 0.048 to the held-out sum of squares (1.272 -> 1.320 over 129: CV 0.1012, above the 0.10 target).
