@@ -30,8 +30,8 @@ from moeplan.assistant import tools
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.run.knobs import knob_named
-from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
+from moeplan.run.knobs import fsdp_choices, knob_named
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 
 SERVER_NAME = "moeplan"
 INSTRUCTIONS = (
@@ -61,8 +61,8 @@ Dispatcher = Literal[knob_named("dispatcher").choices]
 CpComm = Annotated[Literal[knob_named("cp_comm_type").choices],
                    Field(description="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring); auto = "
                                      "the planner's choice (least attention + exposed CP communication)")]
-Fsdp = Literal[("off", *FSDP_STRATEGIES)]  # a held layout's
-FsdpSearch = Literal[("auto", "off", *FSDP_STRATEGIES)]  # a search's: auto searches it beside the distributed optimizer
+Fsdp = Literal[fsdp_choices()]  # a held layout's
+FsdpSearch = Literal[fsdp_choices(search=True)]  # a search's: auto searches it beside the distributed optimizer
 Optimizer = Literal[OPTIMIZERS]
 ExportFormat = Literal[tools.EXPORT_FORMATS]
 Recompute = Annotated[str | None, Field(description=f"none | full[:{'|'.join(RECOMPUTE_METHODS)}[:N]] | "

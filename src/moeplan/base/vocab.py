@@ -81,7 +81,8 @@ CP_COMM_TYPES: tuple[str, ...] = get_args(CpCommType)
 # Megatron-FSDP ``data_parallel_sharding_strategy`` values (distributed_data_parallel_config.py and
 # megatron/training/arguments.py --data-parallel-sharding-strategy, core_v0.14.0 .. core_v0.19.0), in order of
 # what they shard: optimizer state, + gradients, + parameters.
-FSDP_STRATEGIES: tuple[str, ...] = ("no_shard", "optim", "optim_grads", "optim_grads_params")
+FsdpStrategy = Literal["no_shard", "optim", "optim_grads", "optim_grads_params"]
+FSDP_STRATEGIES: tuple[str, ...] = get_args(FsdpStrategy)
 # Optimizers moeplan models: Adam (AdamW) and Muon (megatron/core/optimizer/muon.py, core_v0.16.0+).
 Optimizer = Literal["adam", "muon"]
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
@@ -126,6 +127,6 @@ REFINE_MIN = 48
 
 __all__ = [
     "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "MIXER_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS", "FLEX_DISPATCHERS",
-    "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "MuonTpMode", "OFFLOAD_MODULES", "OPTIMIZERS", "Optimizer", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_GRANULARITIES", "RECOMPUTE_METHODS",
+    "Dispatcher", "FSDP_STRATEGIES", "FsdpStrategy", "MUON_TP_MODES", "MuonTpMode", "OFFLOAD_MODULES", "OPTIMIZERS", "Optimizer", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_GRANULARITIES", "RECOMPUTE_METHODS",
     "RECOMPUTE_MODULES", "REFINE_MIN", "RESOLVED_GAIN", "RecomputeGranularity", "RecomputeMethod", "TE_QUANT_MAP_NAMES", "TE_QUANT_MAPS", "TeQuantMap", "TRACE_DETAIL_MICROBATCHES",
 ]

@@ -31,8 +31,8 @@ from moeplan.base.errors import MoeplanError
 from moeplan.base.router_dtype import RouterDtype
 from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT,
                                      TE_RELEASES)
-from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, RECOMPUTE_ALIASES,
-                                RECOMPUTE_METHODS, RECOMPUTE_MODULES, CpCommType, Dispatcher, MuonTpMode, Optimizer,
+from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, RECOMPUTE_ALIASES, RECOMPUTE_METHODS,
+                                RECOMPUTE_MODULES, CpCommType, Dispatcher, FsdpStrategy, MuonTpMode, Optimizer,
                                 Precision, RecomputeGranularity, RecomputeMethod, TeQuantMap)
 from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 
@@ -165,9 +165,12 @@ def _hints() -> dict[str, Any]:
 
 
 def _values(name: str) -> tuple[str, ...]:
-    """The vocabulary of :class:`RunKnobs` field ``name``: its ``Literal`` type's values (moeplan.base.vocab), else ()."""
+    """The vocabulary of :class:`RunKnobs` field ``name``: its ``Literal`` type's values (moeplan.base.vocab; an
+    optional one's, ``Literal[...] | None``), else ()."""
     hint = _hints().get(name)
-    return tuple(get_args(hint)) if get_origin(hint) is Literal else ()
+    if get_origin(hint) is not Literal:  # X | None: the Literal beside None
+        hint = next((a for a in get_args(hint) if get_origin(a) is Literal), None)
+    return tuple(get_args(hint)) if hint is not None else ()
 
 
 def knob_table(record: type | None = None) -> tuple[Knob, ...]:
@@ -183,6 +186,20 @@ def knob_table(record: type | None = None) -> tuple[Knob, ...]:
         out.append(Knob(f.name, meta["api"] or f.name, meta["group"], _kind(f.type), default, api_default,
                         meta["flag"], _values(f.name), tuple(meta["words"])))
     return tuple(out)
+
+
+# Megatron-FSDP's words beside its strategies (the knob ``fsdp``): 'off' = the distributed optimizer (None in the run);
+# a search's 'auto' = search Megatron-FSDP beside the distributed optimizer. 'none' and '' are no words of it: every
+# edge (CLI flag, API, MCP tool, strategy file) takes exactly these, so a value one edge takes, all take.
+FSDP_OFF = "off"
+FSDP_SEARCH = "auto"
+
+
+def fsdp_choices(search: bool = False) -> tuple[str, ...]:
+    """The words ``fsdp`` takes: one run's ('off' and the strategies, the knob's choices), or a search's ('auto'
+    first, then those)."""
+    held = knob_named("fsdp").choices
+    return (FSDP_SEARCH, *held) if search else held
 
 
 def command_knobs(record: type | None = None) -> tuple[Knob, ...]:
@@ -381,12 +398,13 @@ class RunKnobs:
                 "momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and norms stay on "
                 "Adam; no CPU offload or bf16 moments); default adam"})
     """adam | muon (Muon on 2-D weights; Adam on embeddings, output layer, norms)."""
-    fsdp: str | None = knob(None, group="optimizer", flag={
-        "slot": "layout", "choices": ["off", *FSDP_STRATEGIES], "metavar": "MODE",  # None: off, or a --strategy file's
+    fsdp: FsdpStrategy | None = knob(None, group="optimizer", words=(FSDP_OFF,), flag={
+        "slot": "layout", "metavar": "MODE",  # None: off, or a --strategy file's
         "help": "Megatron-FSDP data_parallel_sharding_strategy (use_megatron_fsdp, Megatron-Core 0.14+): "
                 "%(choices)s; off = distributed optimizer (default, or the --strategy file's)"})
     """Megatron-FSDP (ddp ``use_megatron_fsdp``) with this ``data_parallel_sharding_strategy``; None = Megatron
-    DDP with the distributed optimizer (``use_distributed_optimizer``)."""
+    DDP with the distributed optimizer (``use_distributed_optimizer``), which every edge spells 'off' (the API's
+    word, :data:`FSDP_OFF`; a search adds 'auto', :func:`fsdp_choices`)."""
     fsdp_double_buffer: bool = knob(False, group="optimizer", flag={
         "slot": "fsdp", "action": "store_true",
         "help": "Megatron-FSDP fsdp_double_buffer: two persistent buffers per unit size (needed for NCCL user "
