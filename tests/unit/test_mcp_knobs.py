@@ -86,7 +86,7 @@ def test_a_bad_knob_value_is_a_one_line_schema_error():
 
 
 def test_a_new_knob_reaches_the_tools_without_an_edit(monkeypatch):
-    """A knob added to the table becomes an argument of estimate (the table is read when the tools are built)."""
+    """A knob added to the table becomes a tool argument (the table is read where a tool is defined, with_knobs)."""
     from dataclasses import dataclass
 
     from moeplan.run import knobs as knob_module

@@ -104,8 +104,8 @@ def _knob_parameter(k: Knob) -> inspect.Parameter:
         base, default = bool, False
     elif k.optional or k.kind == "list" or default is None:
         base = base | None
-    text = (k.flag or {}).get("help") or (f"{k.api}: a knob of the strategy file's {k.group} section (moeplan.run.knobs; "
-                                          f"default {default!r})")
+    text = (k.flag or {}).get("help") or (f"{k.api}: a knob of the strategy file's {k.group} section "
+                                          f"(moeplan.run.knobs; default {default!r})")
     text = text.replace("%(choices)s", ", ".join(k.choices)).replace("%%", "%")
     return inspect.Parameter(knob_argument(k), inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[base, Field(description=text)])
@@ -119,9 +119,10 @@ def _knob_value(k: Knob, value: Any) -> Any:
 def with_knobs(every: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A tool that takes, beside its signature's arguments, every knob of the knob table (``every``: estimate, one
     layout) or every knob an estimating command takes (moeplan.run.knobs.command_knobs: the searches, whose layout
-    knobs are searched): each knob its signature lacks becomes an argument (:func:`_knob_parameter`), read in
-    ``**knobs``. The function gets ``knobs``: the API keyword and value of each such argument given away from its
-    default (a run config's own settings are not overridden by defaults)."""
+    knobs are searched): each knob its signature lacks becomes an argument (:func:`_knob_parameter`), the table read
+    when the tool is defined (at import). The function's own ``knobs`` parameter (never published) gets the API keyword
+    and value of each such argument given away from its default (so a run config's own settings are not overridden
+    by defaults)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn, eval_str=True)
@@ -140,7 +141,8 @@ def with_knobs(every: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]
                     knobs[k.api] = _knob_value(k, value)
             return await fn(*args, knobs=knobs, **kwargs)
 
-        tool.__signature__ = sig.replace(parameters=[*own, *(p for _, p in params.values())])  # type: ignore[attr-defined]
+        new = sig.replace(parameters=[*own, *(p for _, p in params.values())])
+        tool.__signature__ = new  # type: ignore[attr-defined]
         del tool.__wrapped__  # the SDK reads the signature above, not fn's
         return tool
 
