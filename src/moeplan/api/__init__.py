@@ -21,7 +21,7 @@ from moeplan.base.routing import resolve_imbalance, routing_fields
 from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
-                                DISPATCHERS, FSDP_STRATEGIES, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
+                                DISPATCHERS, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
@@ -45,7 +45,7 @@ from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.run.knobs import command_knobs, knob_table
+from moeplan.run.knobs import FSDP_OFF, command_knobs, fsdp_choices, knob_table
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
@@ -146,7 +146,7 @@ _TO_FIELD = {
     "cp_comm_type": lambda v: "p2p" if v == "auto" else v,
     "cuda_graphs": lambda v: _csv_set(v, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
     "offload_modules": lambda v: _csv_set(v, OFFLOAD_MODULES, "offload module(s)"),
-    "fsdp": lambda v: None if v in (None, "", "off", "none") else v,
+    "fsdp": lambda v: None if v in (None, FSDP_OFF) else v,
 }
 
 
@@ -222,7 +222,7 @@ def build_config(
     # each knob with a vocabulary (its Literal type) and the API's words ('auto', resolved below): the knob table's
     # choices, which the CLI flags and the MCP tools take too
     for k in knob_table(RunConfig):
-        if k.choices:
+        if k.choices and not (k.optional and kw[k.api] is None):
             argcheck.choice(k.api, kw[k.api], k.choices)
     spec = resolve_model(model, mtp_layers)
     gpu_spec = _resolve_gpu(gpu, hardware_file)
@@ -570,8 +570,7 @@ def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any,
     unknown = set(fx) - {*FIXED_COUNTS, "dispatcher", "recompute"}
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
-    if fsdp not in ("auto", "off", *FSDP_STRATEGIES):
-        raise MoeplanError(f"fsdp '{fsdp}' unknown; choose auto, off or one of {', '.join(FSDP_STRATEGIES)}")
+    argcheck.choice("fsdp", fsdp, fsdp_choices(search=True))
     if optimizer not in OPTIMIZERS:
         raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
     return asked | dict(model=spec, gpu=gpu_spec, moe_imbalance=moe_imbalance, mcore_version=mcore_version, fixed=fx,

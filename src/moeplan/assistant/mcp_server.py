@@ -12,6 +12,7 @@ to disk: texts (config.json, run config, log, hardware file) live in a temporary
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import threading
 from collections.abc import Callable
@@ -30,8 +31,8 @@ from moeplan.assistant import tools
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.run.knobs import knob_named
-from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, FSDP_STRATEGIES, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
+from moeplan.run.knobs import Knob, command_knobs, flag_dest, fsdp_choices, knob_named, knob_table
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 
 SERVER_NAME = "moeplan"
 INSTRUCTIONS = (
@@ -61,8 +62,8 @@ Dispatcher = Literal[knob_named("dispatcher").choices]
 CpComm = Annotated[Literal[knob_named("cp_comm_type").choices],
                    Field(description="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring); auto = "
                                      "the planner's choice (least attention + exposed CP communication)")]
-Fsdp = Literal[("off", *FSDP_STRATEGIES)]  # a held layout's
-FsdpSearch = Literal[("auto", "off", *FSDP_STRATEGIES)]  # a search's: auto searches it beside the distributed optimizer
+Fsdp = Literal[fsdp_choices()]  # a held layout's
+FsdpSearch = Literal[fsdp_choices(search=True)]  # a search's: auto searches it beside the distributed optimizer
 Optimizer = Literal[OPTIMIZERS]
 ExportFormat = Literal[tools.EXPORT_FORMATS]
 Recompute = Annotated[str | None, Field(description=f"none | full[:{'|'.join(RECOMPUTE_METHODS)}[:N]] | "
@@ -78,6 +79,75 @@ Routing = Annotated[Literal[ROUTINGS] | None,
                                       "moe_imbalance, not both")]
 MoeImbalance = Annotated[float | None, Field(description="tokens on the busiest expert rank / mean (1.0: force-balanced "
                                                          "routing); give routing or moe_imbalance, not both")]
+
+# --------------------------------------------------------------------------------------------- knob arguments
+# The knobs a tool takes beyond those its signature lists (with their own descriptions) are read from the knob table
+# (moeplan.run.knobs): each an argument named as the CLI's flag (its destination: bf16_grads for grad_fp32) or, for a
+# knob without a flag, its API keyword, typed by its kind, its allowed values the knob's choices, described by the
+# flag's help. A new knob reaches the tools without an edit here.
+
+_PY_TYPES: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str, "list": str}
+
+
+def knob_argument(k: Knob) -> str:
+    """The tool argument of knob ``k``: the CLI flag's destination where the flag inverts the knob, else its API
+    keyword (which is the flag's destination for every other flagged knob)."""
+    return flag_dest(k) if k.flag is not None and k.flag.get("invert") else k.api
+
+
+def _knob_parameter(k: Knob) -> inspect.Parameter:
+    """A keyword-only parameter for knob ``k`` (see above): lists (CUDA graph scopes, offload modules) are comma-
+    separated names, as the CLI takes them."""
+    base: Any = Literal[k.choices] if k.choices else _PY_TYPES[k.kind.rstrip("?")]
+    default: Any = k.api_default
+    if k.flag is not None and k.flag.get("invert"):
+        base, default = bool, False
+    elif k.optional or k.kind == "list" or default is None:
+        base = base | None
+    text = (k.flag or {}).get("help") or (f"{k.api}: a knob of the strategy file's {k.group} section "
+                                          f"(moeplan.run.knobs; default {default!r})")
+    text = text.replace("%(choices)s", ", ".join(k.choices)).replace("%%", "%")
+    return inspect.Parameter(knob_argument(k), inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[base, Field(description=text)])
+
+
+def _knob_value(k: Knob, value: Any) -> Any:
+    """The API keyword's value of a knob argument (an inverted flag's negation)."""
+    return (not value) if k.flag is not None and k.flag.get("invert") else value
+
+
+def with_knobs(every: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A tool that takes, beside its signature's arguments, every knob of the knob table (``every``: estimate, one
+    layout) or every knob an estimating command takes (moeplan.run.knobs.command_knobs: the searches, whose layout
+    knobs are searched): each knob its signature lacks becomes an argument (:func:`_knob_parameter`), the table read
+    when the tool is defined (at import). The function's own ``knobs`` parameter (never published) gets the API keyword
+    and value of each such argument given away from its default (so a run config's own settings are not overridden
+    by defaults)."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != "knobs"]
+        names = {p.name for p in own}
+        extra = [k for k in (knob_table() if every else command_knobs()) if knob_argument(k) not in names
+                 and k.api not in names]
+        params = {knob_argument(k): (k, _knob_parameter(k)) for k in extra}
+
+        @functools.wraps(fn)
+        async def tool(*args: Any, **kwargs: Any) -> Any:
+            knobs = {}
+            for name, (k, param) in params.items():
+                value = kwargs.pop(name, param.default)
+                if value != param.default:
+                    knobs[k.api] = _knob_value(k, value)
+            return await fn(*args, knobs=knobs, **kwargs)
+
+        new = sig.replace(parameters=[*own, *(p for _, p in params.values())])
+        tool.__signature__ = new  # type: ignore[attr-defined]
+        del tool.__wrapped__  # the SDK reads the signature above, not fn's
+        return tool
+
+    return wrap
+
 
 # --------------------------------------------------------------------------------------------- output schemas
 
@@ -289,6 +359,7 @@ async def params(model: Model, seq_len: SeqLen = 4096, tp: Annotated[int, Field(
     return await _run(tools.params, model=model, seq_len=seq_len, tp=tp, model_name=model_name)
 
 
+@with_knobs(every=True)
 async def estimate(
     model: Model, gpus: Gpus, seq_len: SeqLen, gbs: Gbs, gpu: Gpu = DEFAULT_GPU, mbs: int = 1, tp: int = 1,
     pp: int = 1, vpp: int = 1, cp: int = 1, ep: int = 1, etp: int = 1,
@@ -307,18 +378,20 @@ async def estimate(
     reserve_gib: Annotated[float | None, Field(description="GiB per GPU kept for CUDA context and NCCL")] = None,
     bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam",
     mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None, calibration_yaml: CalibrationYaml = None,
-    model_name: ModelName = "custom-model",
+    model_name: ModelName = "custom-model", knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
     """Memory per GPU item by item (most loaded pipeline rank), step time, TFLOP/s per GPU with its band
     (tflops_range), MFU, tokens/s per GPU and where the time goes, for one layout and set of knobs (what
-    `moeplan estimate ... --json` prints)."""
-    return await _run(tools.estimate, **{k: v for k, v in locals().items()})
+    `moeplan estimate ... --json` prints; every knob of moeplan's knob table is an argument)."""
+    kwargs = {k: v for k, v in locals().items() if k != "knobs"}
+    return await _run(tools.estimate, **kwargs, **(knobs or {}))
 
 
 async def _plan_like(fn: Callable[..., dict[str, Any]], ctx: Context, what: str, **kwargs: Any) -> CallToolResult:
     return await _run(fn, progress=_progress(ctx, what), **kwargs)
 
 
+@with_knobs(every=False)
 async def plan(
     model: Model, gpus: Gpus, seq_len: SeqLen, gbs: Gbs, ctx: Context, gpu: Gpu = DEFAULT_GPU,
     top: Annotated[int, Field(description="plans to return")] = 5,
@@ -332,16 +405,18 @@ async def plan(
     routing: Routing = None, moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None,
     bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam", mtp_layers: int | None = None,
     hardware_yaml: HardwareYaml = None, calibration_yaml: CalibrationYaml = None, model_name: ModelName = "custom-model",
+    knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
     """Search TP, PP, VPP, CP, EP, MBS, recompute, dispatcher, CP communication, EP overlap, CUDA graphs and
     optimizer offload; keep what fits with headroom; rank by tokens/s per GPU, ties (overlapping bands) first. Each
     plan has memory, speed with its band, a rationale with numbers and the Megatron Bridge overrides, YAML and
     Megatron-LM flags. plans is what `moeplan plan --json` prints ([] when nothing fits; closest then names the run
     that misses by least). Sends progress notifications while it searches."""
-    kwargs = {k: v for k, v in locals().items() if k != "ctx"}
-    return await _plan_like(tools.plan, ctx, "plan", **kwargs)
+    kwargs = {k: v for k, v in locals().items() if k not in ("ctx", "knobs")}
+    return await _plan_like(tools.plan, ctx, "plan", **kwargs, **(knobs or {}))
 
 
+@with_knobs(every=False)
 async def export(
     model: Model, gpus: Gpus, seq_len: SeqLen, gbs: Gbs, ctx: Context,
     format: Annotated[ExportFormat,
@@ -355,16 +430,17 @@ async def export(
     te_version: str | None = None, routing: Routing = None, moe_imbalance: MoeImbalance = None,
     reserve_gib: float | None = None, bf16_grads: bool = False, bf16_moments: bool = False,
     optimizer: Optimizer = "adam", mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
-    model_name: ModelName = "custom-model",
+    model_name: ModelName = "custom-model", knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
     """The best plan (pin sizes to export a layout of your own) as ready-to-use configuration: text is exactly what
     `moeplan plan --format FORMAT` prints (overrides, yaml, megatron-lm, headed by the provenance comment that
     check_config reads back; or bridge-launch / perf-launch, a Megatron Bridge v0.6 launch command, which needs
     mcore_version 0.19); overrides, yaml and megatron_lm_args are all given. Nothing is written to disk."""
-    kwargs = {k: v for k, v in locals().items() if k != "ctx"}
-    return await _plan_like(tools.export, ctx, "export", **kwargs)
+    kwargs = {k: v for k, v in locals().items() if k not in ("ctx", "knobs")}
+    return await _plan_like(tools.export, ctx, "export", **kwargs, **(knobs or {}))
 
 
+@with_knobs(every=False)
 async def sweep(
     model: Model, gpus: Gpus, seq_lens: Annotated[list[int], Field(description="lengths in tokens")],
     gbs_tokens: Annotated[int, Field(description="tokens per global batch, constant across lengths")],
@@ -378,13 +454,15 @@ async def sweep(
     reserve_gib: float | None = None, bf16_grads: bool = False, bf16_moments: bool = False,
     optimizer: Optimizer = "adam", mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
     calibration_yaml: CalibrationYaml = None, model_name: ModelName = "custom-model",
+    knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
     """Plan each sequence length (or hold one layout) with a constant number of tokens per global batch (rows:
     what `moeplan sweep --json` prints; a length with no plan says why in closest / invalid)."""
-    kwargs = {k: v for k, v in locals().items() if k != "ctx"}
-    return await _plan_like(tools.sweep, ctx, "sweep", **kwargs)
+    kwargs = {k: v for k, v in locals().items() if k not in ("ctx", "knobs")}
+    return await _plan_like(tools.sweep, ctx, "sweep", **kwargs, **(knobs or {}))
 
 
+@with_knobs(every=False)
 async def explain(
     model: Annotated[str | None, Field(description="the model compared at two lengths, or the run configs' model")] = None,
     config_a: Annotated[str | None, Field(description="text of run A's config (Bridge YAML, overrides or "
@@ -396,11 +474,14 @@ async def explain(
     moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None, hardware_yaml: HardwareYaml = None,
     model_name: ModelName = "custom-model",
     no_fix: Annotated[bool, Field(description="skip the planner's remedy")] = False,
+    knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
     """Why run B is slower (or faster) than run A: every setting that differs and the change in throughput
     attributed to attention FLOPs, exposed CP/EP/PP/DP communication, recompute, bubble and memory, then the
-    planner's remedy for B (what `moeplan explain ... --json` prints)."""
-    return await _run(tools.explain, **{k: v for k, v in locals().items()})
+    planner's remedy for B (what `moeplan explain ... --json` prints). The knob arguments beyond these apply to a
+    model's two lengths; run configs say their own."""
+    kwargs = {k: v for k, v in locals().items() if k != "knobs"}
+    return await _run(tools.explain, **kwargs, **(knobs or {}))
 
 
 async def check_config(

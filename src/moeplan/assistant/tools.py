@@ -165,8 +165,9 @@ def estimate(model: str, *, gpus: int, seq_len: int, gbs: int, gpu: str = DEFAUL
              te_grouped_tensor: bool = False, moe_imbalance: float | None = None, reserve_gib: float | None = None,
              bf16_grads: bool = False, bf16_moments: bool = False, optimizer: str = "adam",
              mtp_layers: int | None = None, hardware_yaml: str | None = None, calibration_yaml: str | None = None,
-             model_name: str = "custom-model", routing: str | None = None) -> dict[str, Any]:
-    """``moeplan estimate MODEL ... --json`` (the same keywords the CLI passes to moeplan.api.estimate_run)."""
+             model_name: str = "custom-model", routing: str | None = None, **knobs: Any) -> dict[str, Any]:
+    """``moeplan estimate MODEL ... --json`` (the same keywords the CLI passes to moeplan.api.estimate_run);
+    ``knobs``: any other knob of the knob table by its API keyword (moeplan.run.knobs)."""
     from moeplan import api
 
     with scratch() as s:
@@ -179,7 +180,8 @@ def estimate(model: str, *, gpus: int, seq_len: int, gbs: int, gpu: str = DEFAUL
                    pipeline_layout=pipeline_layout, recompute=recompute, dispatcher=dispatcher, ep_overlap=ep_overlap,
                    delay_wgrad=delay_wgrad, cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload,
                    offload_modules=offload_modules, cp_comm_type=cp_comm_type, capacity_factor=capacity_factor,
-                   rank_capacity_factor=rank_capacity_factor, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw)
+                   rank_capacity_factor=rank_capacity_factor, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw,
+                   **knobs)
         est = api.estimate_run(_model(s, model, model_name), **run)
         out = api.estimate_dict(est, kw["cal"])  # with its routing, and the knobs left at their defaults worth
         # changing, as `estimate --json` gives them
@@ -232,8 +234,10 @@ def _search(s: _Scratch, model: str, *, gpus: int, seq_len: int, gbs: int, gpu: 
             keep_gbs: bool, fsdp: str, fsdp_double_buffer: bool, precision: str, mcore_version: str,
             te_version: str | None, te_grouped_tensor: bool, moe_imbalance: float | None, reserve_gib: float | None,
             bf16_grads: bool, bf16_moments: bool, optimizer: str, mtp_layers: int | None, hardware_yaml: str | None,
-            calibration_yaml: str | None, model_name: str, progress: Progress | None, routing: str | None) -> Any:
-    """moeplan.api.search_plans with the keywords ``moeplan plan`` passes."""
+            calibration_yaml: str | None, model_name: str, progress: Progress | None, routing: str | None,
+            **knobs: Any) -> Any:
+    """moeplan.api.search_plans with the keywords ``moeplan plan`` passes; ``knobs``: the other knobs every
+    estimating command takes (moeplan.run.knobs.command_knobs), by their API keyword."""
     from moeplan import api
 
     kw = _run_settings(s, gpu=gpu, hardware_yaml=hardware_yaml, calibration_yaml=calibration_yaml, precision=precision,
@@ -244,7 +248,7 @@ def _search(s: _Scratch, model: str, *, gpus: int, seq_len: int, gbs: int, gpu: 
                             headroom=headroom, fixed=_fixed(tp, pp, vpp, cp, ep, etp, mbs, dispatcher, recompute),
                             cuda_graphs=not no_cuda_graphs, optimizer_offload=not no_offload,
                             allow_gbs_reduction=not keep_gbs, progress=progress, fsdp=fsdp,
-                            fsdp_double_buffer=fsdp_double_buffer, **kw)
+                            fsdp_double_buffer=fsdp_double_buffer, **kw, **knobs)
 
 
 def _plan_defaults() -> dict[str, Any]:
@@ -322,9 +326,10 @@ def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: s
           moe_imbalance: float | None = None, reserve_gib: float | None = None, bf16_grads: bool = False,
           bf16_moments: bool = False, optimizer: str = "adam", mtp_layers: int | None = None,
           hardware_yaml: str | None = None, calibration_yaml: str | None = None, model_name: str = "custom-model",
-          progress: Progress | None = None, routing: str | None = None) -> dict[str, Any]:
+          progress: Progress | None = None, routing: str | None = None, **knobs: Any) -> dict[str, Any]:
     """``moeplan sweep ... --json`` as ``{"rows": [...]}``: each length planned, or the layout held (``hold``, or
-    any layout size given) with the CLI's defaults for the held knobs."""
+    any layout size given) with the CLI's defaults for the held knobs; ``knobs``: the other knobs every estimating
+    command takes (moeplan.run.knobs.command_knobs), by their API keyword."""
     from moeplan import api
 
     held: dict[str, Any] | None = {k: v for k, v in (("tp", tp), ("pp", pp), ("vpp", vpp), ("cp", cp), ("ep", ep),
@@ -341,7 +346,7 @@ def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: s
                            bf16_grads=bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers,
                            routing=routing)
         rows = api.sweep(_model(s, model, model_name), gpus=gpus, seq_lens=seq_lens, gbs_tokens=gbs_tokens, hold=held,
-                         progress=progress, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw)
+                         progress=progress, fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer, **kw, **knobs)
         return s.clean({"rows": _named(rows, calibration_yaml)})
 
 
@@ -353,13 +358,15 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
             gpu: str | None = None, precision: str = "bf16", mcore_version: str | None = None,
             te_version: str | None = None, moe_imbalance: float | None = None, reserve_gib: float | None = None,
             hardware_yaml: str | None = None, model_name: str = "custom-model", no_fix: bool = False,
-            routing: str | None = None) -> dict[str, Any]:
+            routing: str | None = None, **knobs: Any) -> dict[str, Any]:
     """``moeplan explain ... --json``: why run B differs from run A, and the planner's remedy for B.
 
     Either ``model`` at two lengths (``seq_lens`` [A, B], ``gpus``, ``gbs_tokens``: each length planned), or two
     run configs' texts (``config_a``, ``config_b``; ``model`` then names their model where the files' '# moeplan:'
     comment does not), or one config's text and ``seq_lens`` [B] (run B: the same file at length B). ``routing`` or
-    ``moe_imbalance`` (not both), as estimate and plan take them; for configs, neither keeps each file's comment's."""
+    ``moe_imbalance`` (not both), as estimate and plan take them; for configs, neither keeps each file's comment's.
+    ``knobs``: the other knobs every estimating command takes (moeplan.run.knobs.command_knobs) by their API keyword,
+    for a model's two lengths (run configs say their own)."""
     from moeplan import api
     from moeplan.base.routing import resolve_file_imbalance, resolve_imbalance
     from moeplan.lint import checker
@@ -385,13 +392,16 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
                                                                       cal.natural_routing_imbalance),
                                       reserve_gib=DEFAULT_RESERVE_GIB if reserve_gib is None else reserve_gib,
                                       mcore_version=mcore_version or DEFAULT_MCORE_VERSION, cal=cal, fsdp="auto",
-                                      te_version=te_version or DEFAULT_TE_VERSION)
+                                      te_version=te_version or DEFAULT_TE_VERSION, **knobs)
             missing = next((p for p in points if p.estimate is None), None)
             if missing is not None:
                 return {"a": None, "b": None, "reasons": [],
                         "no_answer": f"no layout fits at seq {missing.seq_len:,}; nothing to compare"}
             a, b = points[0].estimate, points[1].estimate
         else:
+            if knobs:
+                raise MoeplanError(f"{', '.join(sorted(knobs))}: run configs say their own settings; give these with "
+                                   "a model at two lengths")
             files = dict(model=None if model is None else _model(s, model, model_name), gpu=gpu, gpus=gpus,
                          hardware_file=hardware_file, cal=cal, te_version=te_version, mcore_version=mcore_version,
                          moe_imbalance=resolve_file_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance),

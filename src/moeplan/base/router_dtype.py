@@ -19,8 +19,12 @@ A leaf: imports nothing from moeplan.
 
 from __future__ import annotations
 
-# moeplan's values: auto = what the model's Bridge provider sets; none = unset (Megatron-Core's default None).
-ROUTER_DTYPES: tuple[str, ...] = ("auto", "fp32", "fp64", "none")
+from typing import Literal, get_args
+
+# moeplan's values (the knob moe_router_dtype's type): auto = what the model's Bridge provider sets (the run keeps
+# the word; router_dtype_value resolves it); none = unset (Megatron-Core's default None).
+RouterDtype = Literal["auto", "fp32", "fp64", "none"]
+ROUTER_DTYPES: tuple[str, ...] = get_args(RouterDtype)
 
 BRIDGE_FP32_ROUTER_MODEL_TYPES: frozenset[str] = frozenset({
     "deepseek_v2", "deepseek_v3", "deepseek_v4", "kimi_k2", "glm4_moe", "glm_moe_dsa", "nemotron_h", "qwen3_next",

@@ -47,13 +47,14 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)  # the Literal is the one list
 # ``*mlp.fc[12]_latent_proj`` -> bf16 (LatentMoE's down / up projections), mtp_bf16 ``mtp.*`` -> bf16,
 # mamba_outproj_mxfp8 ``*mixer.out_proj`` -> mxfp8 (Mamba-2's output projection). Everything else (Mamba-2's
 # in_proj, the routed and shared experts) runs the run's recipe (NVFP4).
+TeQuantMap = Literal["none", "nemotron3"]  # the knob's values (te_quant_map): the maps' names
 TE_QUANT_MAPS: dict[str, dict[str, str]] = {
     "none": {},
     "nemotron3": {"qkv": "bf16", "o_proj": "bf16", "latent_fc1": "bf16", "latent_fc2": "bf16", "mtp": "bf16",
                   "mamba_out_proj": "mxfp8"},
 }
-# The knob's values (te_quant_map): the maps' names
-TE_QUANT_MAP_NAMES: tuple[str, ...] = tuple(TE_QUANT_MAPS)
+TE_QUANT_MAP_NAMES: tuple[str, ...] = get_args(TeQuantMap)
+assert set(TE_QUANT_MAP_NAMES) == set(TE_QUANT_MAPS), "every TE quantization config is a value of TeQuantMap"
 
 # MoE token dispatchers (Megatron-Core moe_token_dispatcher_type, flex = DeepEP / HybridEP / NCCL EP backends).
 Dispatcher = Literal["alltoall", "allgather", "deepep", "hybridep", "ncclep"]
@@ -80,11 +81,14 @@ CP_COMM_TYPES: tuple[str, ...] = get_args(CpCommType)
 # Megatron-FSDP ``data_parallel_sharding_strategy`` values (distributed_data_parallel_config.py and
 # megatron/training/arguments.py --data-parallel-sharding-strategy, core_v0.14.0 .. core_v0.19.0), in order of
 # what they shard: optimizer state, + gradients, + parameters.
-FSDP_STRATEGIES: tuple[str, ...] = ("no_shard", "optim", "optim_grads", "optim_grads_params")
+FsdpStrategy = Literal["no_shard", "optim", "optim_grads", "optim_grads_params"]
+FSDP_STRATEGIES: tuple[str, ...] = get_args(FsdpStrategy)
 # Optimizers moeplan models: Adam (AdamW) and Muon (megatron/core/optimizer/muon.py, core_v0.16.0+).
-OPTIMIZERS: tuple[str, ...] = ("adam", "muon")
+Optimizer = Literal["adam", "muon"]
+OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 # Muon tensor-parallel modes moeplan costs (OptimizerConfig.muon_tp_mode; "distributed" is not modelled).
-MUON_TP_MODES: tuple[str, ...] = ("blockwise", "duplicated")
+MuonTpMode = Literal["blockwise", "duplicated"]
+MUON_TP_MODES: tuple[str, ...] = get_args(MuonTpMode)
 
 # Megatron-Core release targeted when none is given: megatron-core 0.16.1 is the newest release installable here.
 DEFAULT_MCORE_VERSION = "0.16"
@@ -123,6 +127,6 @@ REFINE_MIN = 48
 
 __all__ = [
     "CP_COMM_TYPES", "CUDA_GRAPH_SCOPES", "CpCommType", "DROPLESS_MOE_GRAPH_SCOPES", "MIXER_GRAPH_SCOPES", "DEFAULT_GPU", "DEFAULT_HEADROOM", "DEFAULT_MCORE_VERSION", "DEFAULT_RESERVE_GIB", "DISPATCHERS", "FLEX_DISPATCHERS",
-    "Dispatcher", "FSDP_STRATEGIES", "MUON_TP_MODES", "OFFLOAD_MODULES", "OPTIMIZERS", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_GRANULARITIES", "RECOMPUTE_METHODS",
-    "RECOMPUTE_MODULES", "REFINE_MIN", "RESOLVED_GAIN", "RecomputeGranularity", "RecomputeMethod", "TRACE_DETAIL_MICROBATCHES",
+    "Dispatcher", "FSDP_STRATEGIES", "FsdpStrategy", "MUON_TP_MODES", "MuonTpMode", "OFFLOAD_MODULES", "OPTIMIZERS", "Optimizer", "PRECISIONS", "Precision", "RECOMPUTE_ALIASES", "RECOMPUTE_GRANULARITIES", "RECOMPUTE_METHODS",
+    "RECOMPUTE_MODULES", "REFINE_MIN", "RESOLVED_GAIN", "RecomputeGranularity", "RecomputeMethod", "TE_QUANT_MAP_NAMES", "TE_QUANT_MAPS", "TeQuantMap", "TRACE_DETAIL_MICROBATCHES",
 ]

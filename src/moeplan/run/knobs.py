@@ -28,13 +28,12 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.router_dtype import ROUTER_DTYPES
+from moeplan.base.router_dtype import RouterDtype
 from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, GROUPED_TENSOR_FIRST_VERSION, TE_COMMIT,
                                      TE_RELEASES)
-from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, FSDP_STRATEGIES, OPTIMIZERS,
-                                RECOMPUTE_ALIASES, RECOMPUTE_METHODS,
-                                RECOMPUTE_MODULES, CpCommType, Dispatcher, Precision, RecomputeGranularity,
-                                RecomputeMethod)
+from moeplan.base.vocab import (DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, RECOMPUTE_ALIASES, RECOMPUTE_METHODS,
+                                RECOMPUTE_MODULES, CpCommType, Dispatcher, FsdpStrategy, MuonTpMode, Optimizer,
+                                Precision, RecomputeGranularity, RecomputeMethod, TeQuantMap)
 from moeplan.run.attention_backend import TE_WIDE_HEAD_FIX_VERSION
 
 
@@ -166,9 +165,12 @@ def _hints() -> dict[str, Any]:
 
 
 def _values(name: str) -> tuple[str, ...]:
-    """The vocabulary of :class:`RunKnobs` field ``name``: its ``Literal`` type's values (moeplan.base.vocab), else ()."""
+    """The vocabulary of :class:`RunKnobs` field ``name``: its ``Literal`` type's values (moeplan.base.vocab; an
+    optional one's, ``Literal[...] | None``), else ()."""
     hint = _hints().get(name)
-    return tuple(get_args(hint)) if get_origin(hint) is Literal else ()
+    if get_origin(hint) is not Literal:  # X | None: the Literal beside None
+        hint = next((a for a in get_args(hint) if get_origin(a) is Literal), None)
+    return tuple(get_args(hint)) if hint is not None else ()
 
 
 def knob_table(record: type | None = None) -> tuple[Knob, ...]:
@@ -184,6 +186,20 @@ def knob_table(record: type | None = None) -> tuple[Knob, ...]:
         out.append(Knob(f.name, meta["api"] or f.name, meta["group"], _kind(f.type), default, api_default,
                         meta["flag"], _values(f.name), tuple(meta["words"])))
     return tuple(out)
+
+
+# Megatron-FSDP's words beside its strategies (the knob ``fsdp``): 'off' = the distributed optimizer (None in the run);
+# a search's 'auto' = search Megatron-FSDP beside the distributed optimizer. 'none' and '' are no words of it: every
+# edge (CLI flag, API, MCP tool, strategy file) takes exactly these, so a value one edge takes, all take.
+FSDP_OFF = "off"
+FSDP_SEARCH = "auto"
+
+
+def fsdp_choices(search: bool = False) -> tuple[str, ...]:
+    """The words ``fsdp`` takes: one run's ('off' and the strategies, the knob's choices), or a search's ('auto'
+    first, then those)."""
+    held = knob_named("fsdp").choices
+    return (FSDP_SEARCH, *held) if search else held
 
 
 def command_knobs(record: type | None = None) -> tuple[Knob, ...]:
@@ -250,7 +266,7 @@ class RunKnobs:
     """Layers at the end of the stack an FP8 / FP4 run keeps in BF16 (Megatron-Core ``first_last_layers_bf16`` with
     ``num_layers_at_end_in_bf16``; Bridge's Nemotron-3 Super NVFP4 preset ``nemotron_3_super_bf16_with_nvfp4_mixed``:
     14); None = none (moeplan.engine.timing.quant_map)."""
-    te_quant_map: str = knob("none", group="numerics")
+    te_quant_map: TeQuantMap = knob("none", group="numerics")
     """A Transformer Engine quantization config that moves modules out of the run's recipe (Megatron-Core
     ``quant_recipe``, Megatron-LM ``--te-precision-config-file``; moeplan.base.vocab.TE_QUANT_MAP_NAMES): 'none', or
     'nemotron3' (Megatron Bridge perf_recipes/nemotronh/te_quant.cfg, NVFP4 runs only)."""
@@ -278,8 +294,8 @@ class RunKnobs:
         "help": "MoE token dispatcher: %(choices)s; auto = HybridEP on NVL72, the faster of DeepEP/HybridEP on NVL8 "
                 "(ncclep: NCCL EP, Megatron-Core 0.19+, with --rank-capacity-factor)"})
     """MoE token dispatcher: alltoall, allgather, or the flex backends deepep / hybridep."""
-    moe_router_dtype: str = knob("auto", group="moe", flag={
-        "slot": "layout", "choices": list(ROUTER_DTYPES),
+    moe_router_dtype: RouterDtype = knob("auto", group="moe", flag={
+        "slot": "layout",
         "help": "moe_router_dtype: the router logits' dtype; auto = what the model's Megatron Bridge provider sets "
                 "(fp32 for DeepSeek, Kimi, GLM, Nemotron-H, Qwen3-Next, Qwen3.5; unset for Qwen3 MoE, gpt-oss, "
                 "Mixtral), none = unset (bf16)"})
@@ -376,18 +392,19 @@ class RunKnobs:
     per linear instead of one per local expert, where the release, GPU and precision allow it
     (:attr:`experts_grouped_tensor`, moeplan.base.te_release.grouped_tensor_problem)."""
     # ---- optimizer and data-parallel sharding (moeplan.engine.muon, moeplan.engine.fsdp)
-    optimizer: str = knob("adam", group="optimizer", flag={
-        "slot": "cluster", "choices": list(OPTIMIZERS),
+    optimizer: Optimizer = knob("adam", group="optimizer", flag={
+        "slot": "cluster",
         "help": "adam (distributed optimizer or Megatron-FSDP) or muon (Megatron-Core 0.16+ dist_muon: one fp32 "
                 "momentum per 2-D weight, Newton-Schulz each step; embeddings, output layer and norms stay on "
                 "Adam; no CPU offload or bf16 moments); default adam"})
     """adam | muon (Muon on 2-D weights; Adam on embeddings, output layer, norms)."""
-    fsdp: str | None = knob(None, group="optimizer", flag={
-        "slot": "layout", "choices": ["off", *FSDP_STRATEGIES], "metavar": "MODE",  # None: off, or a --strategy file's
+    fsdp: FsdpStrategy | None = knob(None, group="optimizer", words=(FSDP_OFF,), flag={
+        "slot": "layout", "metavar": "MODE",  # None: off, or a --strategy file's
         "help": "Megatron-FSDP data_parallel_sharding_strategy (use_megatron_fsdp, Megatron-Core 0.14+): "
                 "%(choices)s; off = distributed optimizer (default, or the --strategy file's)"})
     """Megatron-FSDP (ddp ``use_megatron_fsdp``) with this ``data_parallel_sharding_strategy``; None = Megatron
-    DDP with the distributed optimizer (``use_distributed_optimizer``)."""
+    DDP with the distributed optimizer (``use_distributed_optimizer``), which every edge spells 'off' (the API's
+    word, :data:`FSDP_OFF`; a search adds 'auto', :func:`fsdp_choices`)."""
     fsdp_double_buffer: bool = knob(False, group="optimizer", flag={
         "slot": "fsdp", "action": "store_true",
         "help": "Megatron-FSDP fsdp_double_buffer: two persistent buffers per unit size (needed for NCCL user "
@@ -395,7 +412,7 @@ class RunKnobs:
     """ddp ``fsdp_double_buffer``: two persistent buffers per FSDP unit size."""
     muon_ns_steps: int = knob(5, group="optimizer")
     """``muon_num_ns_steps`` (Megatron-Core default 5)."""
-    muon_tp_mode: str = knob("blockwise", group="optimizer")
+    muon_tp_mode: MuonTpMode = knob("blockwise", group="optimizer")
     """``muon_tp_mode`` (Megatron-Core default blockwise)."""
     muon_layer_wise: bool = knob(True, group="optimizer")
     """Muon with the layer-wise distributed optimizer (optimizer 'dist_muon'): state dealt over DP; False = plain
