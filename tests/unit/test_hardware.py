@@ -185,11 +185,8 @@ gpus:
     assert load_gpu("H100", f).nvlink_domain == 4
 
 
-def test_user_full_entry_without_base(tmp_path):
-    f = write(tmp_path, """
-gpus:
-  mygpu:
-    description: lab card
+# a whole entry without ``base`` (every required field), indented under its name
+LAB_CARD = """    description: lab card
     hbm_bytes: 48e9
     hbm_bw_bytes_per_s: 1.0e+12
     peak_flops: {bf16: 300e12}
@@ -199,7 +196,11 @@ gpus:
     host_link: PCIe4
     host_link_bw_bytes_per_s: 32e9
     host_mem_bytes: 64e9
-""")
+"""
+
+
+def test_user_full_entry_without_base(tmp_path):
+    f = write(tmp_path, "gpus:\n  mygpu:\n" + LAB_CARD)
     g = load_gpu("MyGPU", f)
     assert g.host_link == "pcie4" and g.hbm_bytes == 48 * 10**9 and not g.supports("fp8")
     assert g.gemm_bf16_achieved_flops is None and g.sources == (f"user hardware file {f}",)
@@ -354,17 +355,7 @@ gpus:
     base: h100
     sfu_exp_per_clk_sm: 8
   bare:
-    description: lab card
-    hbm_bytes: 48e9
-    hbm_bw_bytes_per_s: 1.0e+12
-    peak_flops: {bf16: 300e12}
-    nvlink_bw_bytes_per_s: 50e9
-    nvlink_domain: 1
-    scaleout_bw_bytes_per_s: 12.5e9
-    host_link: pcie4
-    host_link_bw_bytes_per_s: 32e9
-    host_mem_bytes: 64e9
-  blackwell_lab:
+""" + LAB_CARD + """  blackwell_lab:
     description: lab Blackwell card, no base
     compute_capability: 10.0
     hbm_bytes: 180e9
