@@ -11,7 +11,7 @@ from moeplan.plan.planner import _rank_with_twins
 from moeplan.plan.ranking import rank_candidates
 from moeplan.plan.space import Candidate
 
-# DeepSeek-V3 on 256 B200 at 4K: Bridge's recipe is TP1 PP8 VPP2 EP32 with DeepEP (moeplan/hardware/measured_layouts.yaml)
+# DeepSeek-V3 on 256 B200 at 4K: Bridge's recipe, TP1 PP8 VPP2 EP32 with DeepEP (hardware/measured_layouts.yaml)
 KW = dict(gpu="b200", gpus=256, seq_len=4096, gbs=4096, precision="mxfp8", tp=1, pp=8, vpp=2, ep=32)
 
 

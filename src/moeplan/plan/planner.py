@@ -8,7 +8,7 @@ Search, for a model on ``gpus`` GPUs at one sequence length and global batch:
    sets, optimizer CPU offload, full recompute; each option is kept only if it fits with the
    headroom, and the cheapest in time wins;
 3. the best layouts are refined over dispatcher, CP communication type, EP overlap and CUDA graphs; each layout's
-   best run per dispatcher goes to the ranking (plan.ranking's tie rule orders dispatchers), one run per layout is listed;
+   best run per dispatcher goes to the ranking (plan.ranking's tie rule orders dispatchers); one run per layout listed;
 4. if nothing fits, GBS is halved (more gradient accumulation per sample is not possible at MBS 1,
    so a smaller GBS is the remaining lever) and the search repeats; else the closest miss is named.
 """
