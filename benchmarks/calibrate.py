@@ -1304,6 +1304,13 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   over four NVL8 domains gains nothing, its exposed EP time growing 4.6 -> 5.1 s a step as the GEMMs that hide it
   shrink (pinned with HybridEP 3,402, with DeepEP 3,368: 0.88 at best); and the pinned search with a free dispatcher
   returns DeepEP at 3,092 (1.8 s of exposed dp_comm), below either dispatcher pinned: a second planner gap.
+  Both planner gaps are one: the refinement kept each run's fastest dispatcher only, so the tie rule could lift
+  only another run of the dispatcher it prefers (in (2) the layout's Megatron-FSDP run, whose DeepEP stayed within
+  1% of HybridEP, over the distributed-optimizer run whose DeepEP twin was dropped; its dp_comm is FSDP's). The
+  planner now ranks every run's best per dispatcher (plan.planner._rank_with_twins; tests/unit/test_plan_twins.py):
+  with the scan and gemm_epilogue_s 1.636e-10, plan 1 for the Qwen3-30B-A3B GB200 row is its published EP8
+  HybridEP layout, 38,316 tokens/s as pinned (rule 1), and at the shipped constants DeepSeek-V3 B200's is its
+  TP1 EP32 DeepEP recipe (3,331, was TP2 EP32 DeepEP at 3,300; tests/validation/test_seed_layouts.py).
   (3) The NVFP4 TP2 row's exclusion (no same-layout pair; TP 2 not isolated on the Nemotron-3 stack) still holds,
   as no dispatcher cost makes the pair: the scan moves it from above 25% to 24.5%; entered, it adds at least
   log(1.245)^2 = 0.048 to the held-out sum of squares (1.272 -> 1.320 over 129: CV 0.1012, above the 0.10 target).

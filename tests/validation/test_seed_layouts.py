@@ -18,6 +18,8 @@ from moeplan.plan.advice import recipe_distance
 from moeplan.plan.ranking import rank_candidates
 from moeplan.plan.space import Candidate
 
+from ..reference_runs import bridge_runs, label, layout, plan_kwargs
+
 # (model, run, published layout, published knobs): guidance.md's published long-context layouts and the issue's
 # question (Qwen3-235B-A22B on 128 GB200 at 128K, GBS 1024, BF16). GBS 480 at 128K is published for DeepSeek-V3;
 # its 256K run and the MXFP8 Qwen3 run hold the same tokens per step per GPU (tests/validation/test_ranking.py TUNED).
@@ -47,6 +49,31 @@ def test_pinned_published_layout_is_never_faster_than_plan_1(name):
     pinned = api.plan(model, top=1, fixed=layout | knobs, **run)["plans"][0]
     print(f"{name}: plan 1 {plan1['tokens_per_s_per_gpu']:.1f}, pinned {pinned['tokens_per_s_per_gpu']:.1f} tokens/s/GPU")
     assert pinned["tokens_per_s_per_gpu"] <= plan1["tokens_per_s_per_gpu"] * (1 + 1e-9)
+
+
+def test_the_tie_rule_sees_every_dispatcher_of_a_layout():
+    """DeepSeek-V3 on 256 B200 at 4K (Bridge's DeepEP EP32 recipe): the refinement kept one dispatcher per layout, so
+    the recipe layout's HybridEP winner (1.7% over its DeepEP twin, above RESOLVED_GAIN) hid the DeepEP run that
+    matches the recipe, and rule 1 lifted another layout's DeepEP plan (TP2 EP32, 3,300 tokens/s/GPU), below the
+    published layout pinned with its dispatcher (3,331). Each layout's twins now reach the tie rule: plan 1 is the
+    recipe, with its dispatcher, and never below it pinned."""
+    run = next(r for r in bridge_runs() if label(r) == "deepseek-v3-b200-256-4096")
+    kw = plan_kwargs(run)
+    published = layout(run) | {"dispatcher": run["dispatcher"]}
+    plans = api.plan(run["model"], top=5, **kw)["plans"]
+    pinned = api.plan(run["model"], top=1, fixed=published, **kw)["plans"][0]
+    plan1 = plans[0]
+    print(f"plan 1 {plan1['tokens_per_s_per_gpu']:.1f}, pinned {pinned['tokens_per_s_per_gpu']:.1f} tokens/s/GPU")
+    assert pinned["tokens_per_s_per_gpu"] <= plan1["tokens_per_s_per_gpu"] * (1 + 1e-9)
+    assert {k: plan1["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep")} == {
+        k: published[k] for k in ("tp", "pp", "vpp", "cp", "ep")}
+    assert plan1["dispatcher"] == run["dispatcher"]
+    assert plan1["rationale"][0]["text"].startswith("Plan 1 because it matches the measured recipe")
+    # the list still shows one run per layout: plan 1's faster HybridEP twin is named in its dispatcher reason,
+    # not listed as a plan of its own
+    shapes = [(tuple(p["parallel"][k] for k in ("tp", "pp", "vpp", "cp", "ep", "etp")), p["mbs"], p["fsdp"])
+              for p in plans]
+    assert len(shapes) == len(set(shapes)), shapes
 
 
 def test_free_recompute_finds_offload_with_a_lighter_set():

@@ -7,7 +7,8 @@ Search, for a model on ``gpus`` GPUs at one sequence length and global batch:
 2. per layout, the memory ladder (moeplan.plan.advice.recompute_ladder): no recompute, growing selective
    sets, optimizer CPU offload, full recompute; each option is kept only if it fits with the
    headroom, and the cheapest in time wins;
-3. the best layouts are refined over dispatcher, CP communication type, EP overlap and CUDA graphs;
+3. the best layouts are refined over dispatcher, CP communication type, EP overlap and CUDA graphs; each layout's
+   best run per dispatcher goes to the ranking (plan.ranking's tie rule orders dispatchers); one run per layout listed;
 4. if nothing fits, GBS is halved (more gradient accumulation per sample is not possible at MBS 1,
    so a smaller GBS is the remaining lever) and the search repeats; else the closest miss is named.
 """
@@ -401,7 +402,7 @@ def _full_iteration_searched(spec: ModelSpec, space: SearchSpace, mcore_version:
 
 def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompute], budget: float,
             cal: Calibration = DEFAULT_CALIBRATION, layer_cache: dict[Any, Any] | None = None,
-            mem_cache: dict[Any, Any] | None = None) -> Candidate | None:
+            mem_cache: dict[Any, Any] | None = None) -> list[Candidate]:
     """Try every dispatcher, EP overlap and CUDA graph choice on a good layout, keeping its memory
     option when it still fits (else the next ladder step), and the next recompute step too.
     The options are tried in the guidance's order of preference (its dispatcher order, then the
@@ -409,8 +410,13 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
     option earlier in that order is within RESOLVED_GAIN of it, so that a knob moves off the
     guidance's default only for a gain the model resolves (a 0.07% HybridEP-over-alltoall margin is
     not one). ``mem_cache``: the search's shared memory parts (moeplan.engine.memory.LayoutMemory). Runs on which TE
-    raises with the user's te_grouped_tensor (RunConfig.grouped_tensor_raises) are not options; None where no
-    option is left."""
+    raises with the user's te_grouped_tensor (RunConfig.grouped_tensor_raises) are not options.
+
+    Returns that winner first, then the layout's best run with each other dispatcher that has one (its twins, by
+    the same rule among that dispatcher's options): the tie rule (moeplan.plan.ranking) orders plans by the
+    guidance's dispatcher order inside the error band, so it must see every dispatcher of every layout, not only
+    the winner (a layout's HybridEP twin, dropped for an alltoall run 6% faster, is faster than another layout's
+    HybridEP plan the rule would lift instead: issue #31 item 6). Empty where no option is left."""
     base = c.cfg
     options: list[Candidate] = [c] if base.grouped_tensor_raises is None else []
     dispatchers = [space.dispatcher] if space.dispatcher else dispatcher_candidates(base, gpu)
@@ -438,9 +444,33 @@ def _refine(c: Candidate, gpu: GPUSpec, space: SearchSpace, ladder: list[Recompu
                     options.append(Candidate(opt, c.pipeline, total, _tps(opt, gpu, c.pipeline, cal, layer_cache)))
                     break
     if not options:
-        return None
+        return []
+    best = _resolved_best(options)
+    twins = [_resolved_best([o for o in options if o.cfg.dispatcher == d])
+             for d in dict.fromkeys(o.cfg.dispatcher for o in options) if d != best.cfg.dispatcher]
+    return [best, *twins]
+
+
+def _resolved_best(options: list[Candidate]) -> Candidate:
+    """The fastest of ``options`` (in the guidance's order of preference) unless an earlier one is within
+    RESOLVED_GAIN of it."""
     fastest = max(o.tokens_per_s_per_gpu for o in options)
     return next(o for o in options if o.tokens_per_s_per_gpu * (1 + RESOLVED_GAIN) >= fastest)
+
+
+def _rank_with_twins(refined: list[list[Candidate]], gpu: GPUSpec, band_log: float,
+                     outside_fit: bool) -> tuple[list[Candidate], dict[int, str]]:
+    """Rank every refined run (each layout's winner and its dispatcher twins, :func:`_refine`) with the tie rule;
+    plan 1 is the run it puts first, twin or not; the list then keeps one run per layout, its refinement's winner
+    (plan 1's layout only once), in the rule's order."""
+    owner = {id(r): i for i, runs in enumerate(refined) for r in runs}
+    ordered, ties = rank_candidates([r for runs in refined for r in runs], gpu, band_log, outside_fit)
+    if not ordered:
+        return ordered, ties
+    first = ordered[0]
+    winners = {id(runs[0]) for runs in refined}
+    rest = [c for c in ordered[1:] if id(c) in winners and owner[id(c)] != owner[id(first)]]
+    return [first, *rest], ties
 
 
 # A search allocates tens of thousands of small, acyclic objects (configurations, cache keys, tuples) that reference
@@ -753,10 +783,9 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
             if smallest <= budget:
                 pool.append(_cheapest_fitting(alt, gpu, c.pipeline, space, ladder, budget, smallest, cal,
                                               layer_cache, mem))
-    refined = [r for r in (_refine(c, gpu, space, ladder, budget, cal, layer_cache, mem_cache) for c in pool)
-               if r is not None]
+    refined = [r for r in (_refine(c, gpu, space, ladder, budget, cal, layer_cache, mem_cache) for c in pool) if r]
     outside = bool(spec.features & set(cal.out_of_fit_shortfall_log))
-    ordered, ties = rank_candidates(refined, gpu, cal.error_band_log, outside)
+    ordered, ties = _rank_with_twins(refined, gpu, cal.error_band_log, outside)
     return PlanResult(ordered[:top], gbs, gbs, considered, feasible,  # type: ignore[arg-type]
                       layouts_evaluated=evaluated, ties=ties, raising_dropped=len(pool) - len(refined),
                       find_closest=closest)
