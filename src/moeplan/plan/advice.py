@@ -36,6 +36,12 @@ from moeplan.run.parallel import replace_parallel
 CP_SHARD_TOKENS = 4096  # guidance: CP starts at seq_len / 4096 (a ~4K-token shard per CP rank)
 MIN_CP_SHARD_TOKENS = 1024  # below ~1K tokens per rank the ring exchange is exposed (linter)
 LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candidate (unless it keeps s x s scores)
+# The most tokens one micro-batch (MBS x seq_len) holds in any published recipe: Megatron Bridge's Qwen3-30B-A3B
+# GB300 / B300 MBS 8 at 4K (perf_recipes/qwen/gb300/qwen3_moe.py, v0.6.0) and Nemotron-3-Nano MBS 4 at 8K. Fixed
+# per-micro-batch costs (kernel launches, dispatch / combine latency, pipeline hand-offs) shrink per token as the
+# micro-batch grows; the search tries larger MBS up to these (moeplan.plan.planner.candidate_mbss)
+MICRO_BATCH_TOKENS = 32768
+MAX_MBS = 8  # and the largest MBS any of them runs (the same Qwen3-30B-A3B recipes)
 
 
 # Relative cost of recomputing a byte of element-wise output vs a GEMM FLOP, for ordering the

@@ -41,8 +41,9 @@ from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.step import estimate_time
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
-from moeplan.plan.advice import (LONG_CONTEXT_TOKENS, Reason, cp_start, dispatcher_candidates, explain_plan,
-                                 is_recipe_layout, recipe_cps, recipe_vpps, recompute_ladder)
+from moeplan.plan.advice import (LONG_CONTEXT_TOKENS, MAX_MBS, MICRO_BATCH_TOKENS, Reason, cp_start,
+                                 dispatcher_candidates, explain_plan, is_recipe_layout, recipe_cps, recipe_vpps,
+                                 recompute_ladder)
 from moeplan.plan.bounds import ThroughputBound
 from moeplan.plan.ranking import rank_candidates
 from moeplan.plan.space import Candidate, NewerRelease, Plan, PlanResult, SearchSpace, release_gate
@@ -112,9 +113,22 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, spac
     most = min(32, spec.num_layers, gpus)
     pps = [space.pp] if space.pp else sorted({*_pow2_upto(most), *(d for d in range(3, most + 1) if gpus % d == 0)})
     eps = [space.ep] if space.ep else ([e for e in _pow2_upto(moe.num_experts) if moe.num_experts % e == 0] if moe else [1])
-    mbss = [space.mbs] if space.mbs else ([1] if batch.seq_len >= LONG_CONTEXT_TOKENS else [1, 2, 4])
+    mbss = [space.mbs] if space.mbs else candidate_mbss(batch.seq_len)
     etps = [space.etp] if space.etp else [1]
     return tps, cps, pps, eps, mbss, etps
+
+
+def candidate_mbss(seq_len: int) -> list[int]:
+    """The MBS sizes the search tries: 1 at long context (activation memory); below it 1/2/4 and each larger power of
+    two up to MAX_MBS whose micro-batch holds at most MICRO_BATCH_TOKENS (MBS 8 up to 4K), where the fixed costs
+    per micro-batch still weigh: the range the published recipes run. GBS / DP divisibility and the memory budget
+    prune the rest."""
+    if seq_len >= LONG_CONTEXT_TOKENS:
+        return [1]
+    out = [1, 2, 4]
+    while out[-1] * 2 <= MAX_MBS and out[-1] * 2 * seq_len <= MICRO_BATCH_TOKENS:
+        out.append(out[-1] * 2)
+    return out
 
 
 def candidate_vpps(spec: ModelSpec, pp: int, space: SearchSpace) -> list[int]:
@@ -131,8 +145,8 @@ def _layouts(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, space: Sear
              mcore_version: str, te_version: str | None = None, wide: bool = False) -> list[tuple[Parallel, int]]:
     """Every (layout, MBS) that passes the validity rules. Bounds: TP up to 8 and inside the NVLink
     domain (TP collectives every layer need NVLink; Megatron Bridge recipes never exceed 8), powers of
-    two for TP/CP/EP, PP up to 32 (powers of two and the GPU count's other divisors), VPP 1/2/4/8, MBS 1 at
-    long context (activation memory) else 1/2/4; ``wide``: :func:`candidate_sizes`' second try."""
+    two for TP/CP/EP, PP up to 32 (powers of two and the GPU count's other divisors), VPP 1/2/4/8, MBS as
+    :func:`candidate_mbss` gives; ``wide``: :func:`candidate_sizes`' second try."""
     tps, cps, pps, eps, mbss, etps = candidate_sizes(spec, gpu, gpus, batch, space, wide)
     out: list[tuple[Parallel, int]] = []
     # check_layout's rule groups, each checked once per value of the sizes it reads (the same verdict as
@@ -791,4 +805,4 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                       find_closest=closest)
 
 
-__all__ = ["candidate_sizes", "candidate_vpps", "search"]
+__all__ = ["candidate_mbss", "candidate_sizes", "candidate_vpps", "search"]
