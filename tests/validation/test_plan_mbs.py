@@ -2,15 +2,14 @@
 finds by pinning). Megatron Bridge's Qwen3-30B-A3B recipes on 8 GB300 / B300 at 4K run MBS 8; the search tried
 MBS 1/2/4 only below 16K, so each layout pinned with its MBS 8 estimated ~2% over the free search's plan 1
 (43,494 vs 42,695 and 41,680 vs 40,942 tokens/s/GPU). It now tries each power of two up to MAX_MBS and up to
-MICRO_BATCH_TOKENS per micro-batch (moeplan.plan.planner.candidate_mbss)."""
+MICRO_BATCH_TOKENS per micro-batch (moeplan.plan.advice.candidate_mbss)."""
 
 from __future__ import annotations
 
 import pytest
 
 from moeplan import api
-from moeplan.plan.advice import LONG_CONTEXT_TOKENS, MAX_MBS, MICRO_BATCH_TOKENS
-from moeplan.plan.planner import candidate_mbss
+from moeplan.plan.advice import LONG_CONTEXT_TOKENS, MAX_MBS, MICRO_BATCH_TOKENS, candidate_mbss
 
 from ..reference_runs import bridge_runs, label, layout, plan_kwargs, published_runs, shared_dir
 

@@ -39,7 +39,7 @@ LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candida
 # The most tokens one micro-batch (MBS x seq_len) holds in any published recipe: Megatron Bridge's Qwen3-30B-A3B
 # GB300 / B300 MBS 8 at 4K (perf_recipes/qwen/gb300/qwen3_moe.py, v0.6.0) and Nemotron-3-Nano MBS 4 at 8K. Fixed
 # per-micro-batch costs (kernel launches, dispatch / combine latency, pipeline hand-offs) shrink per token as the
-# micro-batch grows; the search tries larger MBS up to these (moeplan.plan.planner.candidate_mbss)
+# micro-batch grows; the search tries larger MBS up to these (candidate_mbss)
 MICRO_BATCH_TOKENS = 32768
 MAX_MBS = 8  # and the largest MBS any of them runs (the same Qwen3-30B-A3B recipes)
 
@@ -58,6 +58,19 @@ def cp_start(seq_len: int) -> int:
     if ratio <= 1:
         return 1
     return 2 ** round(math.log2(ratio))
+
+
+def candidate_mbss(seq_len: int) -> list[int]:
+    """The MBS sizes the search tries: 1 at long context (activation memory); below it 1/2/4 and each larger power of
+    two up to MAX_MBS whose micro-batch holds at most MICRO_BATCH_TOKENS (MBS 8 up to 4K), where the fixed costs
+    per micro-batch still weigh: the range the published recipes run. GBS / DP divisibility and the memory budget
+    prune the rest."""
+    if seq_len >= LONG_CONTEXT_TOKENS:
+        return [1]
+    out = [1, 2, 4]
+    while out[-1] * 2 <= MAX_MBS and out[-1] * 2 * seq_len <= MICRO_BATCH_TOKENS:
+        out.append(out[-1] * 2)
+    return out
 
 
 MEASURED_LAYOUTS_FILE = "measured_layouts.yaml"  # package data beside the hardware catalog

@@ -41,9 +41,8 @@ from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.step import estimate_time
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
-from moeplan.plan.advice import (LONG_CONTEXT_TOKENS, MAX_MBS, MICRO_BATCH_TOKENS, Reason, cp_start,
-                                 dispatcher_candidates, explain_plan, is_recipe_layout, recipe_cps, recipe_vpps,
-                                 recompute_ladder)
+from moeplan.plan.advice import (Reason, candidate_mbss, cp_start, dispatcher_candidates, explain_plan,
+                                 is_recipe_layout, recipe_cps, recipe_vpps, recompute_ladder)
 from moeplan.plan.bounds import ThroughputBound
 from moeplan.plan.ranking import rank_candidates
 from moeplan.plan.space import Candidate, NewerRelease, Plan, PlanResult, SearchSpace, release_gate
@@ -116,19 +115,6 @@ def candidate_sizes(spec: ModelSpec, gpu: GPUSpec, gpus: int, batch: Batch, spac
     mbss = [space.mbs] if space.mbs else candidate_mbss(batch.seq_len)
     etps = [space.etp] if space.etp else [1]
     return tps, cps, pps, eps, mbss, etps
-
-
-def candidate_mbss(seq_len: int) -> list[int]:
-    """The MBS sizes the search tries: 1 at long context (activation memory); below it 1/2/4 and each larger power of
-    two up to MAX_MBS whose micro-batch holds at most MICRO_BATCH_TOKENS (MBS 8 up to 4K), where the fixed costs
-    per micro-batch still weigh: the range the published recipes run. GBS / DP divisibility and the memory budget
-    prune the rest."""
-    if seq_len >= LONG_CONTEXT_TOKENS:
-        return [1]
-    out = [1, 2, 4]
-    while out[-1] * 2 <= MAX_MBS and out[-1] * 2 * seq_len <= MICRO_BATCH_TOKENS:
-        out.append(out[-1] * 2)
-    return out
 
 
 def candidate_vpps(spec: ModelSpec, pp: int, space: SearchSpace) -> list[int]:
@@ -805,4 +791,4 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                       find_closest=closest)
 
 
-__all__ = ["candidate_mbss", "candidate_sizes", "candidate_vpps", "search"]
+__all__ = ["candidate_sizes", "candidate_vpps", "search"]
