@@ -1679,9 +1679,43 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   schedule under interleaved PP with the MTP layer (pipeline_parallel/schedules.py
   combined_1f1b_schedule_for_interleaved_pipelining; model_chunk_schedule_plan.py schedules the MTP layer as a
   layer), the data-parallel reduce without overlap (0.1 s), the last stage (MTP + loss, the slowest rank by 7%).
-  Not checked: the host side of DeepEP's internode dispatch under overlap (the host waits for notify_dispatch's
-  counts before it can queue the other micro-batch's compute), which no shared pair with DeepEP across nodes and
-  overlap on / off measures. The blockwise run's ratio (338 / 330 = 1.024 measured, moeplan 1.06) is one summary
+  Checked since (2026-12-05, at the fitted constants; per MoE layer and micro-batch moeplan has 2.30 ms a DeepEP
+  dispatch or combine, RDMA-bound at 0.895 of the 50 GB/s NIC, four calls and 0.4 ms of permutes, beside a
+  6.5 ms attention block and 5.9 ms of experts; the merged layer runs 11.2 ms, 11.5 from idle streams; the
+  measured step needs ~5 ms more per layer and micro-batch), none of them the cause:
+  (a) DeepEP's host wait: Buffer::internode_dispatch (deepseek-ai/DeepEP v1.2.1 csrc/deep_ep.cpp) launches
+  notify_dispatch on its comm stream and spins on the host-mapped moe_recv_counter / moe_recv_rdma_counter /
+  moe_recv_expert_counter before it allocates the output; Megatron-Core 0.14 fused_a2a.py FusedDispatch.forward
+  calls it without a handle, while the backward's dispatch (FusedCombine.backward) passes the handle (cached_notify:
+  no host wait). In TransformerLayerSchedulePlan.run the forward dispatch is issued after attn_fwd and mlp_bwd, so
+  the host waits until combine_bwd and attn_fwd are done while the compute stream runs the queued mlp_bwd, and is
+  back before mlp_bwd ends: the merged layer's nodes replayed with a host that cannot issue past the forward
+  dispatch before it starts (plus up to 1 ms for the counts) take the same 11.2 / 11.5 ms. The wait costs only
+  where the host's issue time per merged layer nears the GPU's (~9 ms of 11.2); the measured step needs ~15 ms,
+  and no shared row times a host's issue time per layer (moeplan fits only its exposed part, 0.46 ms a layer).
+  (b) SM use: Megatron-Core 0.14 moe_deepep_num_sms 20 (Bridge v0.1.0rc3 leaves it), moeplan's ep_sms; to expose
+  what the step does, the hidden traffic would cost ~0.75 of the GPU while it runs, not 20 / 132 = 0.15. DeepEP
+  launches its kernels cooperatively (csrc/kernels/launch.cuh), so a dispatch waits for 20 SMs to free behind a
+  running GEMM wave: a delay of a wave's tail, not milliseconds. Bridge's PerfEnvPlugin with DeepEP sets only
+  NVTE_FWD / BWD_LAYERNORM_SM_MARGIN 20 (layernorm only). (c) One launch queue: the PerfEnvPlugin sets
+  CUDA_DEVICE_MAX_CONNECTIONS=1 on H100 with TP > 1 (recipes/run_plugins.py), which serialises the two streams (N25
+  measures +3.7% instead of +7.8% of overlap gain with it), but comm_overlap.py _set_num_cuda_device_max_connections
+  unsets it on Hopper with overlap_moe_expert_parallel_comm, in runtime_config_update before initialize_megatron
+  sets the device: the run had the default queues. (d) NVSHMEM / IBGDA on InfiniBand: moeplan's 2.30 ms is at
+  0.895 x 50 GB/s, below DeepEP's own internode EP64 rate on CX7 400 Gb/s (51 / 50 GB/s RDMA, its README): not
+  slower than measured. (e) The 0.14 merged schedule: the layout Et|(tt|)*30mL gives chunks of two layers, and
+  every chunk's first merged layer starts from idle streams (model chunk run ends waiting on both events), which
+  moeplan charges (EP_CHUNK_EDGE: 11.5 against 11.2 ms); forward and backward of different chunks merge
+  (combined_1f1b_schedule_for_interleaved_pipelining); the forward chunk's PP send / receive runs on the comm stream
+  too (TransformerModelChunkSchedulePlan.run: post_forward under the comm stream), 29 MB a hand-off over the NIC,
+  ~3 ms a micro-batch (four chunks) beside ~68 ms of EP calls, where the step lacks ~40 ms a micro-batch. What
+  overlap is worth in the pairs that toggle it: G11 (HybridEP EP16 in one node) measured 1.175, moeplan 1.166; N33 (p5
+  H100, EP across 2 / 4 nodes, VPP 1 -> 2 with the overlap) measured 1.25 / 1.47 (NCCL all-to-all EP16 / EP32) and
+  1.29 / 1.61 (DeepEP over NVSHMEM), moeplan 1.14 / 1.11 / 1.13 / 1.09; the N31 overlap rows (p6-b300) sit -14% to
+  +4%. Where DeepEP crosses nodes with the overlap, the runs gain more than moeplan says, and this row gains less
+  (moeplan 1.33 where the measured step is ~0.94 of moeplan's without): a global cost that hid less of DeepEP's
+  traffic across nodes would move N33 the wrong way, so the row stays out.
+  The blockwise run's ratio (338 / 330 = 1.024 measured, moeplan 1.06) is one summary
   cell in parentheses, not a row of the shared CSV: not in the fit. (2) Qwen3-235B-A22B on 256 H100 (Bridge 25.11,
   v0.2.0 scripts: alltoall EP32 with overlap, FP8-CS, no recompute; as the recipe table reads it) is -6%: 17.3 s of
   NCCL all-to-all (no de-duplication: top-8 copies) of which the overlap hides 5.6 s, 12 s of compute; its 16K / 64K

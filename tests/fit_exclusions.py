@@ -45,8 +45,10 @@ DSV3_H100_OVERLAP = ("DeepSeek-V3 on 1,024 H100 (Bridge 25.09) as its scripts ra
                      "A2A overlap, FP8 current scaling, Megatron-Core 0.14) reads fast by more than the fit's band: "
                      "moeplan values the overlap at about a third of the step there and the measured step is close to "
                      "moeplan's without overlap; no missing cost was found (known gaps: the published group taken "
-                     "apart), so the row is reported, not fitted, rather than bend the overlap and attention "
-                     "constants the other rows pin")
+                     "apart: DeepEP's host wait for its counts, its SMs, the launch queues, the merged schedule's "
+                     "chunk edges), and N33's pairs with the overlap across nodes gain more than moeplan says, so the "
+                     "row is reported, not fitted, rather than bend the overlap and attention constants the other "
+                     "rows pin")
 
 # (group, label fragment) -> why; a fragment "" names every row of the group
 OUT_OF_FIT: dict[tuple[str, str], str] = {
