@@ -34,8 +34,30 @@ def test_a_layouts_twin_beats_another_runs_winner_of_its_dispatcher():
     order, why = _rank_with_twins([dist, fsdp], gpu, band, False)
     assert order[0] is dist[1]
     assert why[id(order[0])].startswith("Plan 1 because it matches the measured recipe")
-    # one run per layout: plan 1's layout is not listed again with its HybridEP winner
-    assert order == [dist[1], fsdp[0]]
+    # plan 1 is a twin: its layout's faster winner is listed after it, then the other layout
+    assert order == [dist[1], dist[0], fsdp[0]]
+
+
+def test_a_twin_does_not_displace_its_winner_by_the_dispatcher_order_alone():
+    """A twin enters the ranking only where it is nearer a measured recipe than its layout's winner: the
+    refinement's dispatcher choice (the guidance's order unless another gains RESOLVED_GAIN) is not overridden
+    by the tie rule's dispatcher order for a run up to the band's width slower (review: a DeepEP twin 15% slower
+    became plan 1 by rule 2 and hid the faster run)."""
+    from moeplan.plan.advice import recipe_distance
+
+    gpu = load_gpu("b200")
+    winner, twin = _run(4000.0, dispatcher="deepep"), _run(3400.0, dispatcher="hybridep")  # the recipe's is DeepEP
+    assert recipe_distance(winner.cfg, gpu)[0] < recipe_distance(twin.cfg, gpu)[0]
+    band = DEFAULT_CALIBRATION.error_band_log
+    order, _ = _rank_with_twins([[winner, twin]], gpu, band, False)
+    assert order == [winner]
+    # no recipe near: the dispatcher order alone would put the slower twin first; the winner stands
+    kw = {**KW, "seq_len": 65536, "gbs": 256, "cp": 8}
+    fast = Candidate(api.build_config("deepseek-v3", **kw, dispatcher="alltoall")[0], None, 0.0, 4000.0)  # type: ignore[arg-type]
+    slow = Candidate(api.build_config("deepseek-v3", **kw, dispatcher="deepep")[0], None, 0.0, 3400.0)  # type: ignore[arg-type]
+    assert recipe_distance(fast.cfg, gpu) is None and recipe_distance(slow.cfg, gpu) is None
+    assert rank_candidates([fast, slow], gpu, band)[0][0] is slow  # rule 2, the dispatcher order
+    assert _rank_with_twins([[fast, slow]], gpu, band, False)[0] == [fast]
 
 
 def test_without_a_tie_the_winners_stand():

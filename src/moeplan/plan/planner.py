@@ -42,7 +42,7 @@ from moeplan.engine.timing.step import estimate_time
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.plan.advice import (Reason, candidate_mbss, cp_start, dispatcher_candidates, explain_plan,
-                                 is_recipe_layout, recipe_cps, recipe_vpps, recompute_ladder)
+                                 is_recipe_layout, recipe_cps, recipe_distance, recipe_vpps, recompute_ladder)
 from moeplan.plan.bounds import ThroughputBound
 from moeplan.plan.ranking import rank_candidates
 from moeplan.plan.space import Candidate, NewerRelease, Plan, PlanResult, SearchSpace, release_gate
@@ -460,16 +460,21 @@ def _resolved_best(options: list[Candidate]) -> Candidate:
 
 def _rank_with_twins(refined: list[list[Candidate]], gpu: GPUSpec, band_log: float,
                      outside_fit: bool) -> tuple[list[Candidate], dict[int, str]]:
-    """Rank every refined run (each layout's winner and its dispatcher twins, :func:`_refine`) with the tie rule;
-    plan 1 is the run it puts first, twin or not; the list then keeps one run per layout, its refinement's winner
-    (plan 1's layout only once), in the rule's order."""
-    owner = {id(r): i for i, runs in enumerate(refined) for r in runs}
-    ordered, ties = rank_candidates([r for runs in refined for r in runs], gpu, band_log, outside_fit)
+    """Rank every refined run (each layout's winner and the dispatcher twins nearer a measured recipe than it, rule
+    1; else the refinement's dispatcher choice stands) with the tie rule; plan 1 is the run it puts first; then one
+    run per layout, its winner (plan 1's layout again only when plan 1 is a twin), in the rule's order."""
+    def near(c: Candidate) -> float:
+        r = recipe_distance(c.cfg, gpu)
+        return math.inf if r is None else r[0]
+
+    kept = [[runs[0], *(t for t in runs[1:] if near(t) < near(runs[0]))] for runs in refined]
+    owner = {id(r): i for i, runs in enumerate(kept) for r in runs}
+    ordered, ties = rank_candidates([r for runs in kept for r in runs], gpu, band_log, outside_fit)
     if not ordered:
         return ordered, ties
     first = ordered[0]
-    winners = {id(runs[0]) for runs in refined}
-    rest = [c for c in ordered[1:] if id(c) in winners and owner[id(c)] != owner[id(first)]]
+    winners = {id(runs[0]) for runs in kept}
+    rest = [c for c in ordered[1:] if id(c) in winners and (owner[id(c)] != owner[id(first)] or id(first) not in winners)]
     return [first, *rest], ties
 
 
