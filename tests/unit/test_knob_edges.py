@@ -12,7 +12,7 @@ import pytest
 
 from moeplan import api
 from moeplan.base.errors import MoeplanError
-from moeplan.base.vocab import CP_COMM_TYPES
+from moeplan.base.vocab import CP_COMM_TYPES, DEFAULT_MCORE_VERSION
 from moeplan.cli import build_parser, main
 from moeplan.run.knobs import knob_named, knob_table
 from moeplan.run.strategy import parse_strategy
@@ -119,8 +119,9 @@ def test_explain_model_defaults_are_the_knob_tables():
 
     table = {k.api: k.api_default for k in knob_table()}
     knobs = {key: value for key, value in _EXPLAIN_MODEL_DEFAULTS.items() if key in table and key != "fsdp"}
-    assert set(knobs) == {"mcore_version", "precision", "optimizer", "optimizer_offload", "cp_comm_type"}
-    assert all(table[key] == value for key, value in knobs.items()), knobs
+    # the defaults the other commands show in --help (estimate's and plan's)
+    assert knobs == {"mcore_version": DEFAULT_MCORE_VERSION, "precision": "bf16", "optimizer": "adam",
+                     "optimizer_offload": 0.0, "cp_comm_type": "p2p"}
     parser = build_parser()
     sweep = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["sweep"]
     assert sweep.get_default("optimizer_offload") == table["optimizer_offload"]
@@ -133,3 +134,15 @@ def test_recompute_help_names_every_module_and_method():
 
     text = knob_named("recompute").flag["help"]
     assert all(m in text for m in (*RECOMPUTE_MODULES, *RECOMPUTE_METHODS)), text
+
+
+def test_explain_of_run_files_refuses_every_knob_the_files_say(capsys, tmp_path):
+    """explain CONFIG reads the knobs from the files; a command knob's flag beside them (but the releases and the
+    grouped-tensor switch, which the files' comment or the flag give) is refused in one line, not silently ignored
+    (--fp8-attention was)."""
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[1] / "data" / "deepseek_v3_128k_256_h100.yaml"
+    assert main(["explain", str(run), "--model", "deepseek-v3", "--seq-len", "64k", "--fp8-attention"]) == 2
+    err = capsys.readouterr().err
+    assert "--fp8-attention: explain CONFIG reads this from the run files" in err and err.count("\n") == 1

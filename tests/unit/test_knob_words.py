@@ -108,3 +108,17 @@ def test_no_edge_spells_fsdps_words(module):
 
     text = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")  # no import: the MCP SDK is optional
     assert "FSDP_STRATEGIES" not in text and '"none")' not in text
+
+
+def test_a_strategy_file_writes_fsdp_off_unquoted():
+    """YAML 1.1 reads an unquoted `off` as false; the strategy file's fsdp takes it as the knob's word 'off' (the
+    distributed optimizer), as it does quoted and null; another boolean stays refused."""
+    from moeplan.run.strategy import parse_strategy
+
+    head = "batch: {seq_len: 4096, gbs: 64}\nlayout: {ep: 8}\n"
+    for text in ("optimizer: {fsdp: off}\n", "optimizer: {fsdp: 'off'}\n"):
+        kw = parse_strategy(head + text)
+        assert kw["fsdp"] == "off"
+        assert api.build_config("qwen3-30b-a3b", gpus=8, **kw)[0].fsdp is None
+    with pytest.raises(MoeplanError, match="expected a string"):
+        parse_strategy(head + "optimizer: {fsdp: on}\n")

@@ -6,6 +6,7 @@ estimating command takes (command_knobs), each with its allowed values; a knob a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,3 +121,13 @@ def test_explain_of_run_configs_refuses_knob_arguments():
 
     with pytest.raises(MoeplanError, match="optimizer: run configs say their own settings"):
         tools.explain(config_a="tp: 1\n", seq_lens=[8192], optimizer="muon")
+
+
+def test_explain_of_run_configs_takes_te_grouped_tensor():
+    """The knob the CLI's explain of files applies (the files' comment or the flag), the MCP tool passes through."""
+    from moeplan.assistant import tools
+
+    text = (Path(__file__).resolve().parents[1] / "data" / "deepseek_v3_128k_256_h100.yaml").read_text()
+    out = tools.explain("deepseek-v3", config_a=text, seq_lens=[65536], te_grouped_tensor=True, no_fix=True,
+                        gpu="h100", gpus=256)
+    assert out["a"]["tflops_per_gpu"] > 0 and out["b"]["seq_len"] == 65536

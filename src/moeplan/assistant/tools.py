@@ -399,13 +399,14 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
                         "no_answer": f"no layout fits at seq {missing.seq_len:,}; nothing to compare"}
             a, b = points[0].estimate, points[1].estimate
         else:
+            grouped = knobs.pop("te_grouped_tensor", False)  # as the CLI's explain of files takes it
             if knobs:
                 raise MoeplanError(f"{', '.join(sorted(knobs))}: run configs say their own settings; give these with "
                                    "a model at two lengths")
             files = dict(model=None if model is None else _model(s, model, model_name), gpu=gpu, gpus=gpus,
                          hardware_file=hardware_file, cal=cal, te_version=te_version, mcore_version=mcore_version,
                          moe_imbalance=resolve_file_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance),
-                         reserve_gib=reserve_gib)
+                         reserve_gib=reserve_gib, te_grouped_tensor=grouped)
             path_a = s.write("run_a.yaml" if config_b is not None else "run.yaml", config_a, "config_a")
             a = checker.estimate_file(path_a, **files)
             if config_b is not None:

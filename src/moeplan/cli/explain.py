@@ -8,20 +8,23 @@ from typing import Any, TYPE_CHECKING
 
 from moeplan.base.errors import MoeplanError
 from moeplan.base.vocab import DEFAULT_GPU
-from moeplan.cli.args import file_imbalance, held_layout, sweep_arguments, sweep_kwargs
+from moeplan.cli.args import file_imbalance, flag_dest, flag_names, held_layout, sweep_arguments, sweep_kwargs
 from moeplan.cli.output import Console, api, escape, print_json
 from moeplan.cli.profile import named, warn_profile_gpu
-from moeplan.run.knobs import knob_table
+from moeplan.run.knobs import command_knobs, knob_table
 
 if TYPE_CHECKING:
     from moeplan.engine.estimate import Estimate
 
 
-# explain's flags that a run file says for itself (None / False: not given; explain's parser defaults them so),
-# and what the MODEL path takes when they are not given (the other commands' defaults)
+# The knobs every estimating command takes that explain of run files reads from the files' '# moeplan:' comment
+# (or the flags, where given); the files say every other knob themselves
+_FILE_TAKES = frozenset({"mcore_version", "te_version", "te_grouped_tensor"})
+# explain's flags that a run file says for itself (None / False: not given; explain's parser defaults them so):
+# the knob table's command knobs but _FILE_TAKES, and the layout and sweep flags
 _EXPLAIN_FILE_DECIDES = {
-    "precision": "--precision", "bf16_grads": "--bf16-grads", "bf16_moments": "--bf16-moments",
-    "optimizer": "--optimizer", "mtp_layers": "--mtp-layers", "gbs_tokens": "--gbs-tokens", "hold": "--hold",
+    **{flag_dest(k): flag_names(k)[0] for k in command_knobs() if k.api not in _FILE_TAKES},
+    "mtp_layers": "--mtp-layers", "gbs_tokens": "--gbs-tokens", "hold": "--hold",
     **{k: f"--{k}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "recompute", "dispatcher")},
     "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type", "fsdp": "--fsdp",
     "fsdp_double_buffer": "--fsdp-double-buffer",
@@ -72,7 +75,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
                            "the run files; edit the files, or compare a model at two lengths with "
                            "`moeplan explain MODEL --seq-len A,B`")
     # GPU and versions: the flags where given, else each file's '# moeplan:' comment (its defaults are None);
-    # routing imbalance and reserve, which no run file says, from the flags
+    # routing imbalance and reserve from the flags, else the comment (routing) or the default
     files = dict(model=args.model, gpu=args.gpu, gpus=args.gpus, hardware_file=args.hardware, cal=args.cal,
                  te_version=args.te_version, mcore_version=args.mcore_version, moe_imbalance=file_imbalance(args),
                  reserve_gib=args.reserve_gib, te_grouped_tensor=args.te_grouped_tensor)

@@ -18,7 +18,7 @@ import yaml
 from moeplan.base import safeyaml
 from moeplan.base.errors import MoeplanError, one_line, yaml_problem
 from moeplan.run.config import RunConfig
-from moeplan.run.knobs import Knob, knob_table
+from moeplan.run.knobs import FSDP_OFF, Knob, knob_table
 
 FORMAT = "moeplan-strategy/1"
 
@@ -107,6 +107,9 @@ def _value(origin: str, group: str, key: str, value: Any) -> Any:
         return value
     if value is None and optional:
         return None
+    words = next((k.choices for k in _knobs() if k.api == key), ())
+    if value is False and FSDP_OFF in words:  # YAML 1.1 reads an unquoted `off` as false: the knob's word
+        return FSDP_OFF
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise bad("a string")
     return str(value)
