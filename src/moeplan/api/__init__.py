@@ -45,7 +45,7 @@ from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.run.knobs import FSDP_OFF, command_knobs, fsdp_choices, knob_table
+from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_table
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
@@ -518,7 +518,7 @@ def search_plans(
     bf16_moments: bool = False,
     cal: Calibration = DEFAULT_CALIBRATION,
     optimizer: str = "adam",
-    fsdp: str = "auto",
+    fsdp: str = FSDP_SEARCH,
     fsdp_double_buffer: bool = False,
     mtp_layers: int | None = None,
     **knobs: Any,
@@ -757,7 +757,7 @@ def _sweep_point(spec: ModelSpec, s: int, gbs: int, hold: dict[str, Any] | None,
                  kwargs: dict[str, Any]) -> SweepPoint:
     """One length of :func:`sweep_points`."""
     if hold is not None:
-        held_kw = kwargs | {"fsdp": None if kwargs.get("fsdp") == "auto" else kwargs.get("fsdp")}
+        held_kw = kwargs | {"fsdp": None if kwargs.get("fsdp") == FSDP_SEARCH else kwargs.get("fsdp")}
         try:
             est = estimate_run(spec, seq_len=s, gbs=gbs, **held_kw, **hold)
         finally:

@@ -31,7 +31,7 @@ from moeplan.assistant import tools
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.run.knobs import Knob, command_knobs, flag_dest, fsdp_choices, knob_named, knob_table
+from moeplan.run.knobs import FSDP_SEARCH, Knob, command_knobs, flag_dest, fsdp_choices, knob_named, knob_table
 from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 
 SERVER_NAME = "moeplan"
@@ -400,7 +400,7 @@ async def plan(
     mbs: Size = None, dispatcher: Dispatcher | None = None, recompute: Recompute = None,
     no_cuda_graphs: bool = False, no_offload: bool = False,
     keep_gbs: Annotated[bool, Field(description="never lower GBS when nothing fits")] = False,
-    fsdp: FsdpSearch = "auto", fsdp_double_buffer: bool = False, precision: Precision = "bf16",
+    fsdp: FsdpSearch = FSDP_SEARCH, fsdp_double_buffer: bool = False, precision: Precision = "bf16",
     mcore_version: str = DEFAULT_MCORE_VERSION, te_version: str | None = None, te_grouped_tensor: bool = False,
     routing: Routing = None, moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None,
     bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam", mtp_layers: int | None = None,
@@ -426,7 +426,7 @@ async def export(
     gpu: Gpu = DEFAULT_GPU, headroom: float = DEFAULT_HEADROOM, tp: Size = None, pp: Size = None, vpp: Size = None,
     cp: Size = None, ep: Size = None, etp: Size = None, mbs: Size = None, dispatcher: Dispatcher | None = None,
     recompute: Recompute = None, no_cuda_graphs: bool = False, no_offload: bool = False, keep_gbs: bool = False,
-    fsdp: FsdpSearch = "auto", precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
+    fsdp: FsdpSearch = FSDP_SEARCH, precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: str | None = None, routing: Routing = None, moe_imbalance: MoeImbalance = None,
     reserve_gib: float | None = None, bf16_grads: bool = False, bf16_moments: bool = False,
     optimizer: Optimizer = "adam", mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
@@ -449,7 +449,7 @@ async def sweep(
     tp: int | None = None, pp: int | None = None, vpp: int | None = None, cp: int | None = None,
     ep: int | None = None, etp: int | None = None, mbs: int | None = None, recompute: Recompute = None,
     dispatcher: Dispatcher | None = None, optimizer_offload: float = 0.0, cp_comm_type: CpComm = "p2p",
-    fsdp: FsdpSearch = "auto", precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
+    fsdp: FsdpSearch = FSDP_SEARCH, precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
     te_version: str | None = None, routing: Routing = None, moe_imbalance: MoeImbalance = None,
     reserve_gib: float | None = None, bf16_grads: bool = False, bf16_moments: bool = False,
     optimizer: Optimizer = "adam", mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,

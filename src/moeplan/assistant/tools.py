@@ -19,6 +19,7 @@ from typing import Any
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.te_release import DEFAULT_TE_VERSION
 from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, LAUNCH_FORMATS
+from moeplan.run.knobs import FSDP_SEARCH
 
 # The formats `moeplan plan --format` prints (besides its table): export's choices.
 EXPORT_FORMATS = ("overrides", "yaml", "megatron-lm", *LAUNCH_FORMATS)
@@ -254,7 +255,7 @@ def _search(s: _Scratch, model: str, *, gpus: int, seq_len: int, gbs: int, gpu: 
 def _plan_defaults() -> dict[str, Any]:
     return dict(gpu=DEFAULT_GPU, top=5, headroom=DEFAULT_HEADROOM, tp=None, pp=None, vpp=None, cp=None, ep=None,
                 etp=None, mbs=None, dispatcher=None, recompute=None, no_cuda_graphs=False, no_offload=False,
-                keep_gbs=False, fsdp="auto", fsdp_double_buffer=False, precision="bf16",
+                keep_gbs=False, fsdp=FSDP_SEARCH, fsdp_double_buffer=False, precision="bf16",
                 mcore_version=DEFAULT_MCORE_VERSION, te_version=None, te_grouped_tensor=False, routing=None,
                 moe_imbalance=None, reserve_gib=None, bf16_grads=False, bf16_moments=False, optimizer="adam", mtp_layers=None,
                 hardware_yaml=None, calibration_yaml=None, model_name="custom-model")
@@ -321,7 +322,7 @@ def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: s
           hold: bool = False, tp: int | None = None, pp: int | None = None, vpp: int | None = None,
           cp: int | None = None, ep: int | None = None, etp: int | None = None, mbs: int | None = None,
           recompute: str | None = None, dispatcher: str | None = None, optimizer_offload: float = 0.0,
-          cp_comm_type: str = "p2p", fsdp: str = "auto", fsdp_double_buffer: bool = False, precision: str = "bf16",
+          cp_comm_type: str = "p2p", fsdp: str = FSDP_SEARCH, fsdp_double_buffer: bool = False, precision: str = "bf16",
           mcore_version: str = DEFAULT_MCORE_VERSION, te_version: str | None = None, te_grouped_tensor: bool = False,
           moe_imbalance: float | None = None, reserve_gib: float | None = None, bf16_grads: bool = False,
           bf16_moments: bool = False, optimizer: str = "adam", mtp_layers: int | None = None,
@@ -391,7 +392,7 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
                                       moe_imbalance=resolve_imbalance(routing, moe_imbalance,
                                                                       cal.natural_routing_imbalance),
                                       reserve_gib=DEFAULT_RESERVE_GIB if reserve_gib is None else reserve_gib,
-                                      mcore_version=mcore_version or DEFAULT_MCORE_VERSION, cal=cal, fsdp="auto",
+                                      mcore_version=mcore_version or DEFAULT_MCORE_VERSION, cal=cal, fsdp=FSDP_SEARCH,
                                       te_version=te_version or DEFAULT_TE_VERSION, **knobs)
             missing = next((p for p in points if p.estimate is None), None)
             if missing is not None:

@@ -13,8 +13,8 @@ from moeplan.base.limits import run_problem, sweep_lengths_problem
 from moeplan.base.routing import ROUTINGS, resolve_file_imbalance, resolve_imbalance
 from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_RESERVE_GIB, TRACE_DETAIL_MICROBATCHES
 from moeplan.cli.output import api, read_strategy
-from moeplan.run.knobs import (TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, Knob, flag_dest, flag_kwargs, flag_names,
-                               flag_value, fsdp_choices, knob_named, knob_table)
+from moeplan.run.knobs import (FSDP_SEARCH, TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, Knob, flag_dest, flag_kwargs,
+                               flag_names, flag_value, fsdp_choices, knob_named, knob_table)
 
 
 HARDWARE_DOC = "docs/hardware.md (example: examples/hardware_h100_200g.yaml)"
@@ -225,7 +225,7 @@ def _cluster_arguments(p: argparse.ArgumentParser, required: bool) -> None:
 
 def fsdp_search_argument(p: argparse.ArgumentParser) -> None:
     """--fsdp and --fsdp-double-buffer of the searching commands (plan, report)."""
-    p.add_argument("--fsdp", default="auto", choices=list(fsdp_choices(search=True)), metavar="MODE",
+    p.add_argument("--fsdp", default=FSDP_SEARCH, choices=list(fsdp_choices(search=True)), metavar="MODE",
                    help="Megatron-FSDP (%(choices)s): auto = search optim_grads_params beside the distributed optimizer "
                         "(default), off = distributed optimizer only, or pin a data_parallel_sharding_strategy")
     _fsdp_buffer_argument(p)
@@ -300,7 +300,7 @@ def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
     p.add_argument("--cp-comm-type", default=cp_comm.api_default, choices=list(cp_comm.choices),
                    help=f"context-parallel communication of the held layout (Megatron-Core cp_comm_type; default "
                         f"{cp_comm.api_default}; auto: the planner's choice)")
-    p.add_argument("--fsdp", default="auto", choices=list(fsdp_choices(search=True)), metavar="MODE",
+    p.add_argument("--fsdp", default=FSDP_SEARCH, choices=list(fsdp_choices(search=True)), metavar="MODE",
                    help="Megatron-FSDP (%(choices)s): planned lengths search optim_grads_params beside the distributed optimizer "
                         "(auto, default), never (off), or pin a data_parallel_sharding_strategy; a held layout runs the "
                         "strategy given, else the distributed optimizer")

@@ -11,7 +11,7 @@ from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.cli.args import file_imbalance, flag_dest, flag_names, held_layout, sweep_arguments, sweep_kwargs
 from moeplan.cli.output import Console, api, escape, print_json
 from moeplan.cli.profile import named, warn_profile_gpu
-from moeplan.run.knobs import command_knobs, knob_table
+from moeplan.run.knobs import FSDP_SEARCH, command_knobs, knob_table
 
 if TYPE_CHECKING:
     from moeplan.engine.estimate import Estimate
@@ -29,7 +29,7 @@ _EXPLAIN_FILE_DECIDES = {
     "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type", "fsdp": "--fsdp",
     "fsdp_double_buffer": "--fsdp-double-buffer",
 }
-_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "fsdp": "auto",  # fsdp: the search's word (plan --fsdp's default)
+_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "fsdp": FSDP_SEARCH,  # fsdp: the search's word (plan --fsdp's default)
                            **{k.api: k.api_default for k in knob_table()
                               if k.api in ("mcore_version", "precision", "optimizer", "optimizer_offload",
                                            "cp_comm_type")}}
