@@ -39,7 +39,8 @@ LONG_CONTEXT_TOKENS = 16384  # from here on core_attn is not a recompute candida
 # The most tokens one micro-batch (MBS x seq_len) holds in any published recipe: Megatron Bridge's Qwen3-30B-A3B
 # GB300 / B300 MBS 8 at 4K (perf_recipes/qwen/gb300/qwen3_moe.py, v0.6.0) and Nemotron-3-Nano MBS 4 at 8K. Fixed
 # per-micro-batch costs (kernel launches, dispatch / combine latency, pipeline hand-offs) shrink per token as the
-# micro-batch grows; the search tries larger MBS up to these (candidate_mbss)
+# micro-batch grows; the search tries MBS above 4 up to these (candidate_mbss; 1 / 2 / 4 below LONG_CONTEXT_TOKENS
+# whatever their tokens, as before)
 MICRO_BATCH_TOKENS = 32768
 MAX_MBS = 8  # and the largest MBS any of them runs (the same Qwen3-30B-A3B recipes)
 
