@@ -29,6 +29,25 @@ def calibrate_script():
 
 
 @pytest.fixture
+def count_builds(monkeypatch):
+    """A callable: ``count_builds(name, *modules)`` replaces the function ``name`` in each module by one that counts
+    its calls (the first module's function is called), and returns the list that grows by one per call."""
+    def wrap(name: str, *modules) -> list[int]:
+        calls: list[int] = []
+        real = getattr(modules[0], name)
+
+        def counting(*args, **kwargs):
+            calls.append(1)
+            return real(*args, **kwargs)
+
+        for module in modules:
+            monkeypatch.setattr(module, name, counting)
+        return calls
+
+    return wrap
+
+
+@pytest.fixture
 def every_split_round_trip(monkeypatch):
     """A callable that makes every bulk-allocated split quantize a host round trip, as FP8 current scaling's (the fused
     casts stay fused: timing.context.SPLIT_QUANTIZE_PATH), for the rest of the test."""

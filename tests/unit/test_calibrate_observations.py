@@ -108,21 +108,13 @@ def test_every_ratio_observation_names_its_sub_group(calibrate_script):
     assert all(len(g) == 1 for g in spans.values())
 
 
-def test_ratio_rows_read_their_sub_groups_first_row_from_one_build(calibrate_script, monkeypatch):
+def test_ratio_rows_read_their_sub_groups_first_row_from_one_build(calibrate_script, count_builds):
     """n_observations builds the N rows once (not once more per ratio row through reference_row), and each ratio is
     over its sub-group's first row (tests/measured_variants.reference_row)."""
     from tests import measured_variants
     from tests.measured_variants import n_variants, reference_row
 
-    calls = []
-    real = calibrate_script.n_variants
-
-    def counting():
-        calls.append(1)
-        return real()
-
-    monkeypatch.setattr(calibrate_script, "n_variants", counting)
-    monkeypatch.setattr(measured_variants, "n_variants", counting)  # reference_row's build
+    calls = count_builds("n_variants", calibrate_script, measured_variants)  # and reference_row's build
     obs = calibrate_script.n_observations(include_out_of_fit=True)
     assert len(calls) == 1
     subs = {v.extra["sub"] for v in n_variants() if v.extra["obs"] == "ratio"}

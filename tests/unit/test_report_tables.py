@@ -37,17 +37,10 @@ def test_n06_rows_read_one_recipe_in_both_sections(calibrate_script):
     assert (kw["vpp"], kw["pipeline_layout"], kw["offload_modules"]) == (4, "Et*4|(tttt|)*14tmL", "core_attn")
 
 
-def test_catalog_table_gives_each_row_its_own_reason_from_one_build(calibrate_script, monkeypatch):
+def test_catalog_table_gives_each_row_its_own_reason_from_one_build(calibrate_script, count_builds):
     """The catalogued rows' table reads each observation's reason (Obs.why) and builds the rows once (the G06 note
     reads the same build)."""
-    calls = []
-    real = calibrate_script.catalog_variants
-
-    def counting():
-        calls.append(1)
-        return real()
-
-    monkeypatch.setattr(calibrate_script, "catalog_variants", counting)
+    calls = count_builds("catalog_variants", calibrate_script)
     text = "\n".join(calibrate_script._catalog(DEFAULT_CALIBRATION))
     assert len(calls) == 1
     obs = calibrate_script.catalog_observations(include_out_of_fit=True)
