@@ -181,10 +181,6 @@ def inflight_per_chunk(pp: int, vpp: int, rank: int, microbatches: int, ep_overl
 # ------------------------------------------------------------------------------------ estimate
 
 
-def _fp8_kind(cfg: RunConfig) -> str | None:
-    return fp8_kind(cfg.precision)
-
-
 def _unfused_scores(cfg: RunConfig, layer: Layer) -> tuple[float, float]:
     """(saved, working peak) bytes of one layer's unfused-attention scores for one micro-batch on one GPU; (0, 0)
     where TE runs a fused kernel for the layer on ``cfg.gpu`` (the timing model's choice, one predicate)."""
@@ -455,7 +451,7 @@ def _rank_model_state(cfg: RunConfig, prof: RankProfile) -> tuple[float, float, 
     par = cfg.parallel
     grad_bytes = FP32_BYTES if cfg.grad_fp32 else BF16_BYTES
     state_bytes = _state_bytes(cfg)
-    fp8 = _fp8_kind(cfg)
+    fp8 = fp8_kind(cfg.precision)
     fp8_copy = FP8_WEIGHT_CACHE_BYTES + (MXFP8_SCALE_BYTES if fp8 == "mxfp8" else 0.0) if fp8 else 0.0
     if cfg.fsdp is None and cfg.optimizer == "adam":
         offloaded_state = cfg.optimizer_offload * offloaded_state_bytes_per_param(cfg) / state_bytes

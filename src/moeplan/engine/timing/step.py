@@ -202,6 +202,12 @@ class StepParts:
     breakdown_s: dict[str, float]
 
 
+def holds_bf16_start(cfg: RunConfig, rank: int) -> bool:
+    """Whether pipeline rank ``rank`` holds the BF16 start layers (the first rank, where bf16_start_layers is set):
+    its work is costed apart from ranks with the same layers."""
+    return rank == 0 and bool(cfg.bf16_start_layers)
+
+
 def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION,
                pipeline: Pipeline | None = None, validated: bool = False,
                layer_cache: dict[Any, dict[Any, Any]] | None = None) -> StepParts:
@@ -218,7 +224,7 @@ def step_parts(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRAT
     pp_comm = pp_comm_s(ctx)
     done: dict[int, tuple[dict[str, float], float]] = {}  # ranks with the same work (one tuple) cost it once
     for r, work in enumerate(pipeline_rank_work(spec, pipe)):
-        first = r == 0 and bool(cfg.bf16_start_layers)  # rank 0 holds the BF16 start layers: its own cost
+        first = holds_bf16_start(cfg, r)  # its own cost
         hit = None if first else done.get(id(work))
         if hit is not None:
             acc, total = dict(hit[0]), hit[1]
@@ -312,7 +318,7 @@ def hidden_comm_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
         if edge and acc.get("ep_comm"):
             acc["ep_comm"] = max(0.0, acc["ep_comm"] - edge)
         if pp_comm is not None:  # the PP send / recv behind the next chunk (overlap_p2p_comm)
-            hidden_pp = pp_comm - pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work, first=r == 0 and bool(cfg.bf16_start_layers)).values()))
+            hidden_pp = pp_comm - pp_exposed_s(pp_comm, cfg.parallel.vpp, sum(_work_time(ctx, rank_work, first=holds_bf16_start(cfg, r)).values()))
             if hidden_pp > 0:
                 acc["pp_comm"] = hidden_pp
         out.append(acc)
