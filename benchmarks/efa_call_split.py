@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from moeplan import api  # noqa: E402
 from moeplan.base.vocab import FLEX_DISPATCHERS  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration  # noqa: E402
-from moeplan.engine.timing.moe import ep_kernels_of  # noqa: E402
-from tests.measured_variants import Variant, n_variants  # noqa: E402
+from moeplan.engine.timing.moe import ep_kernels_of, ep_proxy_call_s  # noqa: E402
+from tests.measured_variants import Variant, n_variants, tflops_to_tokens, tokens_per_gpu_per_step  # noqa: E402
 
 EFA_GROUPS = ("N31", "N32", "N33")
 
@@ -53,7 +53,9 @@ def split(v: Variant, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, objec
     step_s = float(est["step_time_s"])
     flex = cfg.dispatcher in FLEX_DISPATCHERS
     call_key = "ep_proxy_call_s" if flex else "a2a_host_call_s"
-    per_call_s = getattr(cal, call_key) * (gpu.scaleout_nics_per_gpu or 1)
+    par = cfg.parallel
+    nodes = math.ceil(par.ep * par.etp / gpu.nvlink_domain)
+    per_call_s = ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)  # the engine's per-call rule
     fixed_s = _step_s(v, cal.with_overrides({call_key: 2 * getattr(cal, call_key)})) - step_s
     kernels = ep_kernels_of(cfg.dispatcher)
     eff = cal.a2a_scaleout_eff[kernels]
@@ -62,10 +64,8 @@ def split(v: Variant, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, objec
                   if flex else 0.0)
     calls = fixed_s / per_call_s
     rest_s = step_s - fixed_s - transfer_s - messages_s
-    tokens = v.kwargs["gbs"] * v.kwargs["seq_len"] / v.kwargs["gpus"]
-    measured_step_s = float(est["flops_per_token"]) * tokens / (v.measured() * 1e12)
-    par = cfg.parallel
-    return {"group": v.group, "row": v.label, "ep": par.ep, "nodes": math.ceil(par.ep * par.etp / gpu.nvlink_domain),
+    measured_step_s = tokens_per_gpu_per_step(v.kwargs) / tflops_to_tokens(v.measured(), float(est["flops_per_token"]))
+    return {"group": v.group, "row": v.label, "ep": par.ep, "nodes": nodes,
             "pp": par.pp, "mbs": v.kwargs["mbs"], "dispatcher": cfg.dispatcher,
             "measured_tflops": v.measured(), "tflops": round(float(est["tflops_per_gpu"]), 1),
             "residual": round(float(est["tflops_per_gpu"]) / v.measured() - 1, 3),

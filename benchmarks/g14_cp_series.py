@@ -26,10 +26,11 @@ sys.path.insert(0, str(ROOT))
 from moeplan import api  # noqa: E402
 from moeplan.base.errors import MoeplanError  # noqa: E402
 from moeplan.engine.timing.attention import attention_block_tokens, attention_rate, causal_part  # noqa: E402
+from moeplan.base.vocab import CP_COMM_TYPES  # noqa: E402
 from moeplan.models.spec import Attention  # noqa: E402
 from tests.measured_variants import Variant, tflops_to_tokens, tokens_per_gpu_per_step, variants  # noqa: E402
 
-CP_TYPES = ("auto", "a2a", "a2a+p2p", "p2p")
+CP_TYPES = ("auto", *(t for t in CP_COMM_TYPES if t != "allgather"))  # the types G14 could have run (no all-gather CP)
 
 
 def g14_rows() -> list[Variant]:

@@ -77,8 +77,10 @@ def implied_epilogue_s(sweep: list[dict[str, str]]) -> float:
 
 
 def main() -> int:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from calibrate import PRIOR  # the source value (sys.path: benchmarks/)
+    sys.path.insert(0, str(ROOT))
+    from tests.fit_prior import prior_calibration  # the source values, where the fit starts
+
+    PRIOR = prior_calibration()
     fitted = DEFAULT_CALIBRATION
     print("arch    prec  b  implied gemm_epilogue_s  k_half  | RMS at source / fitted | rate kept at K=256, fitted")
     for (arch, prec, b), sweep in groups().items():

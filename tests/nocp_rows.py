@@ -130,4 +130,4 @@ def layout_text(kw: dict[str, Any]) -> str:
     return f"TP{kw['tp']} PP{kw['pp']}{vpp} DP{dp}, {rc}"
 
 
-__all__ = ["NoCPRow", "candidates", "layout_text", "nocp_rows", "prior_calibration", "search_cp1"]
+__all__ = ["NoCPRow", "candidates", "layout_text", "nocp_rows", "search_cp1"]
