@@ -21,7 +21,7 @@ from moeplan.base.routing import resolve_imbalance, routing_fields
 from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
-                                DISPATCHERS, OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS)
+                                DISPATCHERS, OFFLOAD_MODULES)
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
@@ -45,7 +45,7 @@ from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_table
+from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_named, knob_table
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
@@ -557,7 +557,7 @@ def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any,
     argcheck.calibration(cal, Calibration)
     moe_imbalance = resolve_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance)
     _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib)
-    argcheck.choice("precision", precision, PRECISIONS)
+    argcheck.choice("precision", precision, knob_named("precision").choices)
     argcheck.flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
                    bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
     mcore_version = normalize_version(mcore_version)
@@ -571,8 +571,7 @@ def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any,
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
     argcheck.choice("fsdp", fsdp, fsdp_choices(search=True))
-    if optimizer not in OPTIMIZERS:
-        raise MoeplanError(f"optimizer '{optimizer}' unknown; choose one of {', '.join(OPTIMIZERS)}")
+    argcheck.choice("optimizer", optimizer, knob_named("optimizer").choices)
     return asked | dict(model=spec, gpu=gpu_spec, moe_imbalance=moe_imbalance, mcore_version=mcore_version, fixed=fx,
                         knobs=given)
 

@@ -31,8 +31,9 @@ from moeplan.assistant import tools
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
+from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, OPTIMIZERS, PRECISIONS,
+                                RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 from moeplan.run.knobs import FSDP_SEARCH, Knob, command_knobs, flag_dest, fsdp_choices, knob_named, knob_table
-from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, OPTIMIZERS, PRECISIONS, RECOMPUTE_METHODS, RECOMPUTE_MODULES)
 
 SERVER_NAME = "moeplan"
 INSTRUCTIONS = (

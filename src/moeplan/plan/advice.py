@@ -114,6 +114,12 @@ def recipe_distance(cfg: RunConfig, gpu: GPUSpec) -> tuple[float, dict[str, Any]
     return best
 
 
+def recipe_closeness(distance: tuple[float, dict[str, Any]] | None) -> float:
+    """Rule 1's key from a :func:`recipe_distance`: the distance rounded to 1e-6 (equal layouts tie), inf where no
+    recipe is near."""
+    return round(distance[0], 6) if distance else math.inf
+
+
 @lru_cache(maxsize=64)
 def _recipe_keys(model: str, gpu: str) -> frozenset[tuple[Any, ...]]:
     return frozenset((r["tp"], r["pp"], r["vpp"], r["ep"], r["etp"], r["mbs"], r["seq_len"] / r["cp"], r["gpus"])

@@ -42,7 +42,8 @@ from moeplan.engine.timing.step import estimate_time
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import GatedDeltaNet, ModelSpec
 from moeplan.plan.advice import (Reason, candidate_mbss, cp_start, dispatcher_candidates, explain_plan,
-                                 is_recipe_layout, recipe_cps, recipe_distance, recipe_vpps, recompute_ladder)
+                                 is_recipe_layout, recipe_closeness, recipe_cps, recipe_distance, recipe_vpps,
+                                 recompute_ladder)
 from moeplan.plan.bounds import ThroughputBound
 from moeplan.plan.ranking import rank_candidates
 from moeplan.plan.space import Candidate, NewerRelease, Plan, PlanResult, SearchSpace, release_gate
@@ -464,8 +465,7 @@ def _rank_with_twins(refined: list[list[Candidate]], gpu: GPUSpec, band_log: flo
     1; else the refinement's dispatcher choice stands) with the tie rule; plan 1 is the run it puts first; then one
     run per layout, its winner (plan 1's layout again only when plan 1 is a twin), in the rule's order."""
     def near(c: Candidate) -> float:
-        r = recipe_distance(c.cfg, gpu)
-        return math.inf if r is None else r[0]
+        return recipe_closeness(recipe_distance(c.cfg, gpu))
 
     kept = [[runs[0], *(t for t in runs[1:] if near(t) < near(runs[0]))] for runs in refined]
     owner = {id(r): i for i, runs in enumerate(kept) for r in runs}

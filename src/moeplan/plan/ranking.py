@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from moeplan.hardware import GPUSpec
-from moeplan.plan.advice import cp_start, guidance_key, recipe_distance
+from moeplan.plan.advice import cp_start, guidance_key, recipe_closeness, recipe_distance
 from moeplan.plan.space import Candidate
 
 
@@ -33,8 +33,7 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,
     near = {id(c): recipe_distance(c.cfg, gpu) for c in tied}
 
     def key(c: Candidate) -> tuple[float, bool, float, int, float]:
-        r = near[id(c)]
-        return (round(r[0], 6) if r else math.inf, *guidance_key(c.cfg, gpu), -c.tokens_per_s_per_gpu)
+        return (recipe_closeness(near[id(c)]), *guidance_key(c.cfg, gpu), -c.tokens_per_s_per_gpu)
 
     tied.sort(key=key)
     # the preference picks plan 1; the other ties follow by speed, so the fastest estimate is never buried behind
