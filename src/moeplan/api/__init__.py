@@ -739,9 +739,11 @@ _SEARCH_SIGNATURE = inspect.signature(search_plans)  # its defaults complete a s
 
 def _same_question(found: PlanReport, spec: ModelSpec, s: int, gbs: int, kwargs: dict[str, Any]) -> bool:
     """Whether ``found`` was asked the whole question (:func:`_search_question`) :func:`_sweep_point` asks at ``s``."""
+    if found.question is None or found.question["seq_len"] != s or found.question["gbs"] != gbs:
+        return False  # another length or GBS: no need to read the rest of the question
     asked = _SEARCH_SIGNATURE.bind(spec, seq_len=s, gbs=gbs, **_plan_keywords(kwargs))
     asked.apply_defaults()
-    return found.question is not None and found.question == _search_question(**asked.arguments)
+    return found.question == _search_question(**asked.arguments)
 
 
 def _planned_point(found: PlanReport, s: int, gbs: int) -> SweepPoint:
