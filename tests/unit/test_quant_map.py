@@ -172,3 +172,9 @@ def test_every_quant_map_key_names_a_gemm():
             names |= {g.name for g in layer_gemms(layer, model.hidden)}
     for map_name, mapping in TE_QUANT_MAPS.items():
         assert set(mapping) <= names, (map_name, set(mapping) - names)
+
+
+def test_an_mtp_entry_is_bf16():
+    """The step applies a map's "mtp" entry as BF16 (timing.step: the MTP modules' layer in the BF16 context); an
+    entry naming another precision would be silently ignored, so none may."""
+    assert all(m.get("mtp", "bf16") == "bf16" for m in TE_QUANT_MAPS.values())
