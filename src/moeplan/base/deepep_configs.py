@@ -1,5 +1,6 @@
 """DeepEP's default normal-kernel configs: the ONE table moeplan reads for DeepEP's buffer sizes (engine.
-dispatcher_buffers) and its RDMA message sizes across nodes (engine.timing.moe), and the one rule that picks a row.
+dispatcher_buffers) and its RDMA message sizes across nodes (engine.timing.moe), the one rule that picks a row, and
+the SM count DeepEP runs on under Megatron-Core's defaults (DEEPEP_NUM_SMS).
 
 Release: deepseek-ai/DeepEP e02e4d2 ("Support EP24 for internode kernels", 2025-09-26) through dd758ca (2026-07-14;
 the file moved from deep_ep/buffer.py to deep_ep/buffers/legacy.py, values unchanged): ``Buffer.get_dispatch_config``
@@ -11,6 +12,13 @@ size hint). Older releases differ at EP 24..128 (before c939644, 2025-09-22, EP3
 from __future__ import annotations
 
 from typing import NamedTuple
+
+
+# SMs DeepEP's normal kernels run on where the run sets none: Megatron-Core moe_deepep_num_sms default 20
+# (transformer_config.py, core_r0.14 .. r0.18); from 0.19 moe_flex_dispatcher_num_sms, unset: DeepEP's 20
+# (token_dispatcher.py), DeepEP's own Buffer.num_sms default (deep_ep/buffers/legacy.py). A Config's SM count; the
+# buffers' channels are half of it. The calibration's ep_sms.deepep (timing) equals it (tests/unit/test_deepep_configs).
+DEEPEP_NUM_SMS = 20
 
 
 class DeepEPConfig(NamedTuple):

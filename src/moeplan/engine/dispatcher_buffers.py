@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from moeplan.base.deepep_configs import deepep_configs
+from moeplan.base.deepep_configs import DEEPEP_NUM_SMS, deepep_configs
 from moeplan.engine.activations import BF16_BYTES
-DEEPEP_NUM_SMS = 20  # Megatron moe_deepep_num_sms default (core_r0.14-r0.18)
+
 DEEPEP_META_BYTES = 8 + 128 * 8 + 128 * 4 + 128 * 4  # source meta + top-k idx/weights + scales slots
 
 
