@@ -48,10 +48,23 @@ DEEPEP_CONFIGS: dict[int, tuple[DeepEPConfig, DeepEPConfig]] = {
 }
 
 
+# The EP sizes DeepEP lists configs for; any other size stops at get_dispatch_config / get_combine_config's assert
+# ("Unsupported number of EP ranks"), which Megatron-Core's fused_a2a.get_buffer calls with its group's size. The
+# largest (160) is also the Buffer's cap on normal-kernel ranks (csrc deep_ep.cpp / legacy/buffer.hpp:
+# num_ranks <= NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS, 8 x 20).
+DEEPEP_EP_SIZES: tuple[int, ...] = tuple(sorted(DEEPEP_CONFIGS))
+
+# NVLink peers per RDMA rank of DeepEP's normal kernels (csrc NUM_MAX_NVL_PEERS): the Buffer asserts num_ranks < 8 or
+# a multiple of 8 (csrc deep_ep.cpp at e02e4d2, csrc/legacy/buffer.hpp at dd758ca), and its internode kernels run
+# num_ranks / 8 RDMA ranks of 8 NVLink peers each.
+DEEPEP_NVL_PEERS = 8
+
+
 def deepep_config_ep(ep: int) -> int:
-    """The DEEPEP_CONFIGS row an EP group of ``ep`` ranks reads: its own size where DeepEP lists it (DeepEP asserts
-    that it does); otherwise the smallest listed size above it (a size DeepEP would run its kernels at), the
-    largest listed one beyond 160 ranks. One rule for memory and time."""
+    """The DEEPEP_CONFIGS row an EP group of ``ep`` ranks reads: its own size where DeepEP lists it; otherwise the
+    smallest listed size above it, the largest listed one beyond 160 ranks. One rule for memory and time. For a size
+    DeepEP does not list (12, 40, 80, ...) DeepEP itself asserts (DEEPEP_EP_SIZES): the next row is moeplan's stand-in
+    for an estimate, and ``check`` warns (lint rule deepep-ep-size, moeplan.plan.pitfalls)."""
     above = [k for k in DEEPEP_CONFIGS if k >= ep]
     return min(above) if above else max(DEEPEP_CONFIGS)
 
