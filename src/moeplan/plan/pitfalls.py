@@ -166,8 +166,8 @@ def estimate_above_peak(cfg: RunConfig, est: Any) -> list[Pitfall]:
 
 def pitfalls(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[Pitfall]:
     """Every rule of this module for an estimated run."""
-    return (deepep_ranks(cfg, lines) + deepep_ep_size(cfg, lines) + hybridep_ib_queue(cfg, lines) + graph_memory(cfg, est, ev, lines)
-            + estimate_above_peak(cfg, est))
+    return (deepep_ranks(cfg, lines) + deepep_ep_size(cfg, lines) + hybridep_ib_queue(cfg, lines)
+            + graph_memory(cfg, est, ev, lines) + estimate_above_peak(cfg, est))
 
 
 __all__ = ["DEEPEP_NORMAL_MAX_RANKS", "Pitfall", "above_peak", "dispatch_tokens_per_rank", "pitfalls"]

@@ -14,7 +14,7 @@ from moeplan.plan.space import Candidate
 def listed_plans(ordered: list[Candidate], twin_of: Mapping[int, Candidate]) -> list[Candidate]:
     """The plans a ranked list shows, one run per layout: the first run, then the layouts' own runs (not their
     dispatcher twins, ``twin_of``: a twin's id -> its layout's run) in rank order. A twin that is plan 1 is followed
-    by its layout's own run; another layout's run that is plan 1 has no twin listed."""
+    by its layout's own run; a layout's own run that is plan 1 has none of its twins listed."""
     return ordered[:1] + [c for c in ordered[1:] if id(c) not in twin_of]
 
 
@@ -69,8 +69,8 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float, outsi
                     f"error of it: their bands overlap its band ({tps * down:,.0f}-{tps * up:,.0f}), {rule}")
         else:
             band = (f"Tie: {tps:,.0f} tokens/s/GPU is within the model's error of the fastest estimate "
-                    f"({lead:,.0f}, {tps / lead - 1:+.0%}{unlisted(c)}): its band ({tps * down:,.0f}-{tps * up:,.0f}) overlaps the "
-                    f"fastest estimate's band ({lead * down:,.0f}-{lead * up:,.0f}), {rule}")
+                    f"({lead:,.0f}, {tps / lead - 1:+.0%}{unlisted(c)}): its band ({tps * down:,.0f}-{tps * up:,.0f}) "
+                    f"overlaps the fastest estimate's band ({lead * down:,.0f}-{lead * up:,.0f}), {rule}")
         why[id(c)] = f"{lead_sentence} {band}."
     return tied + rest, why
 
