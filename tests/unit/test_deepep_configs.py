@@ -4,13 +4,17 @@ size on EFA (engine.timing.moe.deepep_rdma_chunk_tokens)."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from moeplan.base import deepep_configs as table
-from moeplan.base.deepep_configs import DEEPEP_CONFIGS, deepep_config_ep, deepep_configs
+from moeplan.base.deepep_configs import DEEPEP_CONFIGS, DEEPEP_NUM_SMS, deepep_config_ep, deepep_configs
 from moeplan.engine import dispatcher_buffers
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes
 from moeplan.engine.timing import moe
+from moeplan.engine.timing.calibration import Calibration
 from moeplan.engine.timing.moe import deepep_rdma_chunk_tokens
 
 
@@ -49,3 +53,18 @@ def test_buffer_bytes_follow_deepeps_size_hints():
     assert deepep_buffer_bytes(4096, 16) == 236_116_224 + 52_554_624
     assert deepep_buffer_bytes(4096, 8) == pytest.approx(10 * 8 * 5 * 4 + 10 * 8 * 256 * 10_248, abs=128)
     assert deepep_buffer_bytes(4096, 1) == 0.0
+
+
+
+def test_one_owner_of_deepeps_sm_count():
+    """DeepEP's default SM count (Megatron-Core moe_deepep_num_sms / moe_flex_dispatcher_num_sms unset: 20) lives in
+    base.deepep_configs: the buffers' memory reads it there and no calibration (a user's ep_sms.deepep moves the
+    kernels' time, not the buffers), and the shipped calibration's ep_sms.deepep is the same count."""
+    assert DEEPEP_NUM_SMS == 20
+    assert Calibration().ep_sms["deepep"] == DEEPEP_NUM_SMS  # the shipped file's value (calibration.yaml)
+    tree = ast.parse(Path(dispatcher_buffers.__file__).read_text(encoding="utf-8"))
+    assigned = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets
+                if isinstance(t, ast.Name)}
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "DEEPEP_NUM_SMS" not in assigned and "moeplan.base.deepep_configs" in imported
+    assert not any("timing" in m or "calibrat" in m for m in imported if m)

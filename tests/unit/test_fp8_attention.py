@@ -9,14 +9,16 @@ catalog's tensor-core peaks (Blackwell doubled the tensor cores per SM and clock
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from moeplan import api
 from moeplan.base.errors import MoeplanError
-from moeplan.engine.timing.attention import fused_attention_efficiency, softmax_exp_share
+from moeplan.engine.timing.attention import attention_rate, fused_attention_efficiency, softmax_exp_share
 from moeplan.engine.timing.step import estimate_time
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.quant_map import bf16_config
 from moeplan.hardware import load_gpu
 from moeplan.megatron import export
 from moeplan.megatron.to_run import run_config_from_settings
@@ -75,6 +77,21 @@ def test_fp8_attention_needs_an_fp8_recipe():
     # NVFP4 is not an FP8 recipe either: the export writes fp8_dot_product_attention for FP8 recipes only
     with pytest.raises(MoeplanError, match="needs an FP8 precision; got nvfp4"):
         api.build_config("deepseek-v3", **(RUN | {"precision": "nvfp4"}), fp8_attention=True)
+
+
+def test_the_bf16_layers_of_an_fp8_attention_run_are_a_valid_bf16_run():
+    """The layers an FP8 run keeps in BF16 (bf16_start_layers / bf16_end_layers) leave TE's FP8 autocast, and FP8
+    attention with it: quant_map.bf16_config turns it off itself (a run RunConfig accepts), so the attention rate
+    reads the run's flag alone and those layers' attention runs at the BF16 rate."""
+    cfg8, gpu = api.build_config("deepseek-v3", **RUN, fp8_attention=True, bf16_end_layers=2)
+    plain, _ = api.build_config("deepseek-v3", **RUN, bf16_end_layers=2)
+    bf16 = bf16_config(cfg8)
+    assert not bf16.fp8_attention and not bf16.fp8
+    replace(bf16)  # re-runs RunConfig's checks: FP8 attention needs an FP8 precision
+    mla = next(layer.mixer for layer in cfg8.model.distinct_layers)
+    assert attention_rate(bf16, gpu, mla) == attention_rate(bf16_config(plain), gpu, mla) == attention_rate(
+        plain.with_(precision="bf16"), gpu, mla)
+    assert attention_rate(cfg8, gpu, mla) > attention_rate(plain, gpu, mla)
 
 
 def test_fp8_attention_is_exported_and_read_back():

@@ -4,11 +4,14 @@ and fine-grained offloading's exclusions."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from moeplan.api import build_config
+from moeplan.base.deepep_configs import DEEPEP_CONFIGS
 from moeplan.base.errors import MoeplanError
 from moeplan.calibrate.fit import run_from_log
 from moeplan.engine.budget import MEMORY_MODEL_ERROR
@@ -49,6 +52,55 @@ def test_deepep_beyond_160_ep_ranks_is_an_error_with_its_source():
     other, _ = cfg_of("deepseek-v3", gpu="h100", gpus=256, seq_len=4096, gbs=256, ep=256, dispatcher="hybridep",
                       mcore_version="0.19")
     assert not pitfalls.deepep_ranks(other, {})
+
+
+def test_deepeps_rank_cap_is_its_config_tables_largest_size():
+    """The 160-rank cap is read from base.deepep_configs (its largest listed EP size, which DeepEP's Buffer asserts as
+    8 NVLink x 20 RDMA peers), not restated in pitfalls."""
+    assert pitfalls.DEEPEP_NORMAL_MAX_RANKS == max(DEEPEP_CONFIGS) == 160
+    tree = ast.parse(Path(pitfalls.__file__).read_text(encoding="utf-8"))
+    literal = [t.id for node in tree.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+               for t in node.targets if isinstance(t, ast.Name) and t.id.startswith("DEEPEP")]
+    assert not literal
+
+
+# ------------------------------------------------------------------ EP sizes DeepEP lists (deep_ep get_dispatch_config)
+
+
+def _deepep(model: str, ep: int, etp: int = 1, dispatcher: str = "deepep"):  # noqa: ANN202
+    gpus = 16 * ep * etp
+    return cfg_of(model, gpu="h100", gpus=gpus, seq_len=4096, gbs=2 * gpus, ep=ep, etp=etp, dispatcher=dispatcher,
+                  mcore_version="0.19")
+
+
+def test_deepep_at_an_ep_size_deepep_does_not_list_is_a_warning_citing_the_listed_sizes():
+    """deep_ep Buffer.get_dispatch_config / get_combine_config assert the EP size is listed (2, 4, 8, 16, 24, 32, 48,
+    64, 96, 128, 144, 160) and Megatron-Core's fused_a2a.get_buffer asks them for its group's size; above 8 ranks the
+    Buffer also asserts a multiple of 8. A warning (no fix, the run itself unchanged): EP 12 (not a multiple of 8),
+    EP 40 and 80 (multiples of 8, not listed); moeplan estimates them with the next listed row."""
+    cfg, gpu = _deepep("kimi-k2", 12)
+    hit = rules_of(lint(cfg, gpu)).get("deepep-ep-size")
+    assert hit is not None and hit.severity == "warning" and hit.fix == ()
+    assert hit.numbers == {"ep_ranks": 12, "listed_ep": [2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160],
+                           "config_ep": 16}
+    assert "2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160" in hit.message and "multiple of 8" in hit.message
+    for ep, row in ((40, 48), (80, 96)):
+        cfg, gpu = _deepep("glm-4.5", ep)
+        (hit,) = pitfalls.deepep_ep_size(cfg, {"expert_model_parallel_size": 7})
+        assert hit.numbers["config_ep"] == row and "multiple of 8" not in hit.message and hit.line == 7
+    listed, _ = _deepep("glm-4.5", 32)
+    other, _ = _deepep("glm-4.5", 40, dispatcher="hybridep")
+    assert not pitfalls.deepep_ep_size(listed, {}) and not pitfalls.deepep_ep_size(other, {})
+
+
+def test_deepeps_group_is_expert_tp_times_ep():
+    """Megatron-Core's flex dispatcher hands DeepEP its expert-TP x EP group (token_dispatcher.py tp_ep_group): EP 12
+    x ETP 2 is 24 ranks (listed); EP 6 x ETP 2 is 12 (not), estimated with EP 6's row (8), as moeplan reads it."""
+    ok, _ = _deepep("kimi-k2", 12, etp=2)
+    assert not pitfalls.deepep_ep_size(ok, {})
+    bad, _ = _deepep("kimi-k2", 6, etp=2)
+    (hit,) = pitfalls.deepep_ep_size(bad, {})
+    assert hit.numbers["ep_ranks"] == 12 and hit.numbers["config_ep"] == 8 and "expert TP 2" in hit.message
 
 
 # ------------------------------------------------------------------ HybridEP across InfiniBand (Megatron-LM #3999)

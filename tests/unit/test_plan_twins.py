@@ -67,3 +67,29 @@ def test_without_a_tie_the_winners_stand():
     b = [_run(1000.0, dispatcher="deepep", fsdp="optim_grads_params")]
     order, why = _rank_with_twins([b, a], gpu, DEFAULT_CALIBRATION.error_band_log, False)
     assert order == [a[0], b[0]] and not why
+
+
+def test_a_tie_reason_names_an_unlisted_fastest_twin_as_its_plans_dispatcher_alternative():
+    """The VPP 4 layout's own run is HybridEP (3,300) and its DeepEP twin (3,402, nearer the DeepEP recipe) the
+    fastest estimate; plan 1 is the recipe's own layout, VPP 2 (3,092, rule 1). The list shows each layout once, so
+    the twin is not a plan: the tie reasons name it as plan 2's layout with DeepEP (before: "the fastest estimate
+    (3,402, ...)", a number no listed plan has)."""
+    gpu = load_gpu("b200")
+
+    def vpp4(tps: float, dispatcher: str) -> Candidate:
+        cfg, _ = api.build_config("deepseek-v3", **(KW | {"vpp": 4}), dispatcher=dispatcher)
+        return Candidate(cfg, None, 0.0, tps)  # type: ignore[arg-type]
+
+    other = [vpp4(3300.0, "hybridep"), vpp4(3402.0, "deepep")]
+    recipe = [_run(3092.0, dispatcher="deepep")]
+    order, why = _rank_with_twins([other, recipe], gpu, DEFAULT_CALIBRATION.error_band_log, False)
+    assert order == [recipe[0], other[0]]  # the twin is ranked, not listed
+    layout = other[0].cfg.parallel.short()
+    assert ("fastest estimate (3,402, -9%; not a listed plan: plan 2's layout "
+            f"({layout}) with deepep for its hybridep, its dispatcher alternative)") in why[id(order[0])]
+    assert ("fastest estimate (3,402, -3%; not a listed plan: this plan with deepep for its hybridep, its "
+            "dispatcher alternative)") in why[id(order[1])]
+    # a listed fastest estimate is named by its number alone, as before
+    other[0] = vpp4(3500.0, "hybridep")
+    _, why = _rank_with_twins([other, recipe], gpu, DEFAULT_CALIBRATION.error_band_log, False)
+    assert "not a listed plan" not in " ".join(why.values()) and "fastest estimate (3,500, " in why[id(recipe[0])]

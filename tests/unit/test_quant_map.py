@@ -12,7 +12,7 @@ from moeplan.base.vocab import PRECISIONS, TE_QUANT_MAP_NAMES, TE_QUANT_MAPS
 from moeplan.engine.activations import BF16_BYTES
 from moeplan.engine.flops import layer_gemms
 from moeplan.engine.timing.gemm import QUANTIZE_BYTES_PER_ELEM
-from moeplan.engine.timing.quant_map import bf16_end_layer_counts, gemm_precision
+from moeplan.engine.timing.quant_map import bf16_layer_counts, gemm_precision
 from moeplan.models.spec import Attention, Mamba2, MoE
 
 RUN = dict(gpu="gb300", gpus=64, seq_len=8192, gbs=512, ep=64, mcore_version="0.19")
@@ -47,13 +47,13 @@ def test_bf16_end_layers_are_the_last_of_the_hybrid_pattern():
     """Nemotron-3 Super's last 14 of 88 layers (pattern ...*EMEMEM*EMEMEMEME): 7 MoE, 6 Mamba-2, 1 attention."""
     cfg, _ = api.build_config("nemotron-3-super-120b", precision="nvfp4", bf16_end_layers=14, **RUN)
     kinds: dict[str, int] = {}
-    for layer, n in bf16_end_layer_counts(cfg).items():
+    for layer, n in bf16_layer_counts(cfg).items():
         kind = "moe" if isinstance(layer.mlp, MoE) else "mamba" if isinstance(layer.mixer, Mamba2) else \
             "attn" if isinstance(layer.mixer, Attention) else "?"
         kinds[kind] = kinds.get(kind, 0) + n
     assert kinds == {"moe": 7, "mamba": 6, "attn": 1}
     bf16, _ = api.build_config("nemotron-3-super-120b", precision="bf16", bf16_end_layers=14, **RUN)
-    assert bf16_end_layer_counts(bf16) == {}
+    assert bf16_layer_counts(bf16) == {}
 
 
 def test_each_setting_slows_the_nvfp4_run_toward_bf16():

@@ -1,5 +1,6 @@
 """DeepEP's default normal-kernel configs: the ONE table moeplan reads for DeepEP's buffer sizes (engine.
-dispatcher_buffers) and its RDMA message sizes across nodes (engine.timing.moe), and the one rule that picks a row.
+dispatcher_buffers) and its RDMA message sizes across nodes (engine.timing.moe), the one rule that picks a row, and
+the SM count DeepEP runs on under Megatron-Core's defaults (DEEPEP_NUM_SMS).
 
 Release: deepseek-ai/DeepEP e02e4d2 ("Support EP24 for internode kernels", 2025-09-26) through dd758ca (2026-07-14;
 the file moved from deep_ep/buffer.py to deep_ep/buffers/legacy.py, values unchanged): ``Buffer.get_dispatch_config``
@@ -11,6 +12,13 @@ size hint). Older releases differ at EP 24..128 (before c939644, 2025-09-22, EP3
 from __future__ import annotations
 
 from typing import NamedTuple
+
+
+# SMs DeepEP's normal kernels run on where the run sets none: Megatron-Core moe_deepep_num_sms default 20
+# (transformer_config.py, core_r0.14 .. r0.18); from 0.19 moe_flex_dispatcher_num_sms, unset: DeepEP's 20
+# (token_dispatcher.py), DeepEP's own Buffer.num_sms default (deep_ep/buffers/legacy.py). A Config's SM count; the
+# buffers' channels are half of it. The calibration's ep_sms.deepep (timing) equals it (tests/unit/test_deepep_configs).
+DEEPEP_NUM_SMS = 20
 
 
 class DeepEPConfig(NamedTuple):
@@ -40,10 +48,23 @@ DEEPEP_CONFIGS: dict[int, tuple[DeepEPConfig, DeepEPConfig]] = {
 }
 
 
+# The EP sizes DeepEP lists configs for; any other size stops at get_dispatch_config / get_combine_config's assert
+# ("Unsupported number of EP ranks"), which Megatron-Core's fused_a2a.get_buffer calls with its group's size. The
+# largest (160) is also the Buffer's cap on normal-kernel ranks (csrc deep_ep.cpp / legacy/buffer.hpp:
+# num_ranks <= NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS, 8 x 20).
+DEEPEP_EP_SIZES: tuple[int, ...] = tuple(sorted(DEEPEP_CONFIGS))
+
+# NVLink peers per RDMA rank of DeepEP's normal kernels (csrc NUM_MAX_NVL_PEERS): the Buffer asserts num_ranks < 8 or
+# a multiple of 8 (csrc deep_ep.cpp at e02e4d2, csrc/legacy/buffer.hpp at dd758ca), and its internode kernels run
+# num_ranks / 8 RDMA ranks of 8 NVLink peers each.
+DEEPEP_NVL_PEERS = 8
+
+
 def deepep_config_ep(ep: int) -> int:
-    """The DEEPEP_CONFIGS row an EP group of ``ep`` ranks reads: its own size where DeepEP lists it (DeepEP asserts
-    that it does); otherwise the smallest listed size above it (a size DeepEP would run its kernels at), the
-    largest listed one beyond 160 ranks. One rule for memory and time."""
+    """The DEEPEP_CONFIGS row an EP group of ``ep`` ranks reads: its own size where DeepEP lists it; otherwise the
+    smallest listed size above it, the largest listed one beyond 160 ranks. One rule for memory and time. For a size
+    DeepEP does not list (12, 40, 80, ...) DeepEP itself asserts (DEEPEP_EP_SIZES): the next row is moeplan's stand-in
+    for an estimate, and ``check`` warns (lint rule deepep-ep-size, moeplan.plan.pitfalls)."""
     above = [k for k in DEEPEP_CONFIGS if k >= ep]
     return min(above) if above else max(DEEPEP_CONFIGS)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from moeplan.base.deepep_configs import deepep_configs
+from moeplan.base.deepep_configs import DEEPEP_NUM_SMS, DEEPEP_NVL_PEERS, deepep_configs
 from moeplan.engine.activations import BF16_BYTES
-DEEPEP_NUM_SMS = 20  # Megatron moe_deepep_num_sms default (core_r0.14-r0.18)
+
 DEEPEP_META_BYTES = 8 + 128 * 8 + 128 * 4 + 128 * 4  # source meta + top-k idx/weights + scales slots
 
 
@@ -29,12 +29,12 @@ def deepep_buffer_bytes(hidden: int, ep: int) -> float:
         return 0.0
     channels = DEEPEP_NUM_SMS // 2
     hidden_bytes = hidden * BF16_BYTES
-    r_nvl, r_rdma = min(ep, 8), max(ep // 8, 1)
+    r_nvl, r_rdma = min(ep, DEEPEP_NVL_PEERS), max(ep // DEEPEP_NVL_PEERS, 1)
     nvl = rdma = 0.0
     for cfg in deepep_configs(ep):
         nvl = max(nvl, channels * r_nvl * (2 * r_rdma + 3) * 4
                   + channels * r_nvl * cfg.nvl_recv_tokens * (hidden_bytes + DEEPEP_META_BYTES))
-        if ep > 8:
+        if ep > DEEPEP_NVL_PEERS:
             rdma = max(rdma, channels * r_rdma * 18 * 2 * 4
                        + 2 * channels * r_rdma * cfg.rdma_recv_tokens * (hidden_bytes + DEEPEP_META_BYTES + 16))
     return _align_128(nvl) + _align_128(rdma)

@@ -167,7 +167,7 @@ def _pitfalls(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) ->
 
 ESTIMATE_RULES = ("memory", "host-memory", "dp-collapsed (alternatives)", "cp-too-small / cp-too-large", "core-attn-recompute (cost)",
                   "full-recompute", "dispatcher", "delay-wgrad", "knob-layout", "dp-sharding", "muon-layer-wise", "te-grouped-tensor",
-                  "deepep-ep-ranks", "hybridep-ib-queue-depth", "cuda-graphs-memory", "above-peak")
+                  "deepep-ep-ranks", "deepep-ep-size", "hybridep-ib-queue-depth", "cuda-graphs-memory", "above-peak")
 
 
 def _ladder(cfg: RunConfig) -> list[Recompute]:

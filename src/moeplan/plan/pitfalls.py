@@ -10,16 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from moeplan.base.deepep_configs import DEEPEP_EP_SIZES, DEEPEP_NVL_PEERS, deepep_config_ep
 from moeplan.base.fields import hybridep_ib_tokens_cap
 from moeplan.hardware.spec import GPUSpec
 from moeplan.run.config import RunConfig
 
-# DeepEP's normal (training) kernels: deep_ep.cpp Buffer asserts num_ranks <= NUM_MAX_NVL_PEERS (8) x
-# NUM_MAX_RDMA_PEERS (20) unless low_latency_mode (deepseek-ai/DeepEP #464; #90: normal kernels support EP 2 .. 160).
-# Megatron-Core's flex dispatcher runs the normal kernels (fused_a2a.py, low_latency_mode off).
-DEEPEP_NVL_PEERS = 8
-DEEPEP_RDMA_PEERS = 20
-DEEPEP_NORMAL_MAX_RANKS = DEEPEP_NVL_PEERS * DEEPEP_RDMA_PEERS
+# DeepEP's normal (training) kernels reach at most the largest EP size its config table lists (base.deepep_configs),
+# which is what the Buffer asserts: num_ranks <= NUM_MAX_NVL_PEERS (8) x NUM_MAX_RDMA_PEERS (20) unless
+# low_latency_mode (deepseek-ai/DeepEP #464; #90: normal kernels support EP 2 .. 160). Megatron-Core's flex
+# dispatcher runs the normal kernels (fused_a2a.py, low_latency_mode off).
+DEEPEP_NORMAL_MAX_RANKS = max(DEEPEP_EP_SIZES)
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,39 @@ def deepep_ranks(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     fix = cfg.with_(dispatcher="hybridep") if hybridep_ib_tokens_cap(cfg.mcore_version) is not None else None
     return [Pitfall("error", "deepep-ep-ranks",
                      f"DeepEP's normal kernels reach at most {DEEPEP_NORMAL_MAX_RANKS} EP ranks "
-                     f"({DEEPEP_NVL_PEERS} NVLink x {DEEPEP_RDMA_PEERS} RDMA peers; Buffer asserts it): EP "
+                     f"({DEEPEP_NVL_PEERS} NVLink x {DEEPEP_NORMAL_MAX_RANKS // DEEPEP_NVL_PEERS} RDMA peers; "
+                     "Buffer asserts it): EP "
                      f"{cfg.parallel.ep} will not start (deepseek-ai/DeepEP #464); use HybridEP or EP <= "
                      f"{DEEPEP_NORMAL_MAX_RANKS}", fix,
                      {"ep": cfg.parallel.ep, "max_ep": DEEPEP_NORMAL_MAX_RANKS},
                      lines.get("moe_flex_dispatcher_backend") or lines.get("expert_model_parallel_size"))]
+
+
+def deepep_ep_size(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
+    """DeepEP lists configs for some EP sizes only (base.deepep_configs.DEEPEP_EP_SIZES): Megatron-Core's
+    fused_a2a.get_buffer asks deep_ep's Buffer.get_dispatch_config / get_combine_config for its group's size, and
+    they assert that it is listed; above 8 ranks the Buffer also asserts a multiple of 8 (DEEPEP_NVL_PEERS). The
+    group is the flex dispatcher's expert-TP x EP group (token_dispatcher.py: tp_ep_group). A warning, not an error
+    (plans unchanged): the table is DeepEP's releases' (a patched or newer DeepEP may list more), and moeplan
+    estimates the run with the next listed size's row (deepep_config_ep). Sizes past the largest listed one are
+    deepep_ranks' error."""
+    par = cfg.parallel
+    ranks = par.ep * par.etp
+    if cfg.dispatcher != "deepep" or ranks <= 1 or ranks > DEEPEP_NORMAL_MAX_RANKS or ranks in DEEPEP_EP_SIZES:
+        return []
+    group = f"EP {par.ep}" if par.etp == 1 else f"EP {par.ep} x expert TP {par.etp} = {ranks} ranks"
+    listed = ", ".join(str(n) for n in DEEPEP_EP_SIZES)
+    nvl = (f"; above {DEEPEP_NVL_PEERS} ranks its Buffer also asserts a multiple of {DEEPEP_NVL_PEERS}"
+           if ranks > DEEPEP_NVL_PEERS and ranks % DEEPEP_NVL_PEERS else "")
+    row = deepep_config_ep(par.ep)  # the row moeplan's buffers and messages read (engine: the EP size)
+    return [Pitfall("warning", "deepep-ep-size",
+                     f"DeepEP with {group}: DeepEP lists dispatch / combine configs for EP {listed} only; "
+                     "Megatron-Core sizes its buffer from those of its group (fused_a2a.get_buffer) and deep_ep's "
+                     f"Buffer.get_dispatch_config asserts the size is listed{nvl}: with DeepEP's released tables the "
+                     f"run stops at its first dispatch; moeplan estimates it with EP {row}'s configs; use a listed "
+                     "EP size or another dispatcher",
+                     None, {"ep_ranks": ranks, "listed_ep": list(DEEPEP_EP_SIZES), "config_ep": row},
+                     lines.get("expert_model_parallel_size") or lines.get("moe_flex_dispatcher_backend"))]
 
 
 def dispatch_tokens_per_rank(cfg: RunConfig) -> int:
@@ -138,8 +166,8 @@ def estimate_above_peak(cfg: RunConfig, est: Any) -> list[Pitfall]:
 
 def pitfalls(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[Pitfall]:
     """Every rule of this module for an estimated run."""
-    return (deepep_ranks(cfg, lines) + hybridep_ib_queue(cfg, lines) + graph_memory(cfg, est, ev, lines)
-            + estimate_above_peak(cfg, est))
+    return (deepep_ranks(cfg, lines) + deepep_ep_size(cfg, lines) + hybridep_ib_queue(cfg, lines)
+            + graph_memory(cfg, est, ev, lines) + estimate_above_peak(cfg, est))
 
 
 __all__ = ["DEEPEP_NORMAL_MAX_RANKS", "Pitfall", "above_peak", "dispatch_tokens_per_rank", "pitfalls"]

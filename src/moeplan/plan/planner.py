@@ -45,7 +45,7 @@ from moeplan.plan.advice import (Reason, candidate_mbss, cp_start, dispatcher_ca
                                  is_recipe_layout, recipe_closeness, recipe_cps, recipe_distance, recipe_vpps,
                                  recompute_ladder)
 from moeplan.plan.bounds import ThroughputBound
-from moeplan.plan.ranking import rank_candidates
+from moeplan.plan.ranking import listed_plans, rank_candidates
 from moeplan.plan.space import Candidate, NewerRelease, Plan, PlanResult, SearchSpace, release_gate
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.run.parallel import (Batch, Parallel, Pipeline, balanced_layout, batch_positive, build_pipeline,
@@ -468,14 +468,9 @@ def _rank_with_twins(refined: list[list[Candidate]], gpu: GPUSpec, band_log: flo
         return recipe_closeness(recipe_distance(c.cfg, gpu))
 
     kept = [[runs[0], *(t for t in runs[1:] if near(t) < near(runs[0]))] for runs in refined]
-    owner = {id(r): i for i, runs in enumerate(kept) for r in runs}
-    ordered, ties = rank_candidates([r for runs in kept for r in runs], gpu, band_log, outside_fit)
-    if not ordered:
-        return ordered, ties
-    first = ordered[0]
-    winners = {id(runs[0]) for runs in kept}
-    rest = [c for c in ordered[1:] if id(c) in winners and (owner[id(c)] != owner[id(first)] or id(first) not in winners)]
-    return [first, *rest], ties
+    twin_of = {id(t): runs[0] for runs in kept for t in runs[1:]}
+    ordered, ties = rank_candidates([r for runs in kept for r in runs], gpu, band_log, outside_fit, twin_of)
+    return listed_plans(ordered, twin_of), ties
 
 
 # A search allocates tens of thousands of small, acyclic objects (configurations, cache keys, tuples) that reference

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from moeplan.hardware import GPUSpec
@@ -11,8 +11,15 @@ from moeplan.plan.advice import cp_start, guidance_key, recipe_closeness, recipe
 from moeplan.plan.space import Candidate
 
 
-def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,
-                    outside_fit: bool = False) -> tuple[list[Candidate], dict[int, str]]:
+def listed_plans(ordered: list[Candidate], twin_of: Mapping[int, Candidate]) -> list[Candidate]:
+    """The plans a ranked list shows, one run per layout: the first run, then the layouts' own runs (not their
+    dispatcher twins, ``twin_of``: a twin's id -> its layout's run) in rank order. A twin that is plan 1 is followed
+    by its layout's own run; a layout's own run that is plan 1 has none of its twins listed."""
+    return ordered[:1] + [c for c in ordered[1:] if id(c) not in twin_of]
+
+
+def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float, outside_fit: bool = False,
+                    twin_of: Mapping[int, Candidate] | None = None) -> tuple[list[Candidate], dict[int, str]]:
     """Order plans: fastest first, except that plans whose error bands overlap the fastest plan's
     (tokens/s x exp(+band) >= fastest x exp(-band)) are ties, ordered by (i) closeness to a layout measured for
     this model and system at a sequence length within 2x (moeplan/hardware/measured_layouts.yaml,
@@ -20,7 +27,10 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,
     the dispatcher order), (iii) the estimate: that order picks the first; the other ties follow it by speed.
     Returns the order and, per tied candidate (by id), the reason it sits where it does: the rule that decided,
     in one sentence, then the band arithmetic. ``outside_fit``: the model is outside the fit (its displayed range
-    reaches lower, timing.TimeEstimate.band_low_log); ties still use the fit's band, and the reason says so."""
+    reaches lower, timing.TimeEstimate.band_low_log); ties still use the fit's band, and the reason says so.
+    ``twin_of``: the dispatcher twins among ``cands`` (a twin's id -> its layout's own run), which the list leaves
+    out (:func:`listed_plans`): where the fastest estimate is one, the reasons name it as the dispatcher
+    alternative of its layout's plan."""
     from_fast = sorted(cands, key=lambda c: -c.tokens_per_s_per_gpu)
     if not from_fast:
         return [], {}
@@ -46,6 +56,7 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,
             + (" of the fit, not the wider range below that this model, outside the fit, shows: a shortfall of the "
                "model's own shifts every plan alike" if outside_fit else "")
             + f": bands overlap the fastest's down to {floor:,.0f} tokens/s/GPU, {1 - floor / lead:.0%} below it)")
+    unlisted = _unlisted_fastest(from_fast[0], tied + rest, twin_of or {})
     why: dict[int, str] = {}
     for c in tied:
         tps = c.tokens_per_s_per_gpu
@@ -58,10 +69,25 @@ def rank_candidates(cands: list[Candidate], gpu: GPUSpec, band_log: float,
                     f"error of it: their bands overlap its band ({tps * down:,.0f}-{tps * up:,.0f}), {rule}")
         else:
             band = (f"Tie: {tps:,.0f} tokens/s/GPU is within the model's error of the fastest estimate "
-                    f"({lead:,.0f}, {tps / lead - 1:+.0%}): its band ({tps * down:,.0f}-{tps * up:,.0f}) overlaps the "
-                    f"fastest estimate's band ({lead * down:,.0f}-{lead * up:,.0f}), {rule}")
+                    f"({lead:,.0f}, {tps / lead - 1:+.0%}{unlisted(c)}): its band ({tps * down:,.0f}-{tps * up:,.0f}) "
+                    f"overlaps the fastest estimate's band ({lead * down:,.0f}-{lead * up:,.0f}), {rule}")
         why[id(c)] = f"{lead_sentence} {band}."
     return tied + rest, why
+
+
+def _unlisted_fastest(fastest: Candidate, ordered: list[Candidate],
+                      twin_of: Mapping[int, Candidate]) -> Callable[[Candidate], str]:
+    """Per plan, what the fastest estimate is where it is a dispatcher twin the list leaves out: its layout's plan
+    (this plan, or the other by number in :func:`listed_plans` and layout) with the twin's dispatcher; empty where
+    the fastest estimate is listed."""
+    listed = listed_plans(ordered, twin_of)
+    if any(c is fastest for c in listed):
+        return lambda c: ""
+    own = twin_of[id(fastest)]
+    n = next(i for i, c in enumerate(listed, 1) if c is own)
+    swap = f"with {fastest.cfg.dispatcher} for its {own.cfg.dispatcher}, its dispatcher alternative"
+    return lambda c: (f"; not a listed plan: this plan {swap}" if c is own
+                      else f"; not a listed plan: plan {n}'s layout ({own.cfg.parallel.short()}) {swap}")
 
 
 def _deciding_rule(best: Candidate, fastest: Candidate, key: Callable[[Candidate], tuple[Any, ...]],
@@ -94,4 +120,4 @@ def _deciding_rule(best: Candidate, fastest: Candidate, key: Callable[[Candidate
             "order).")
 
 
-__all__ = ["rank_candidates"]
+__all__ = ["listed_plans", "rank_candidates"]

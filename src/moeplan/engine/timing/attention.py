@@ -281,7 +281,7 @@ def attention_rate(cfg: RunConfig, gpu: GPUSpec, mixer: Attention, cal: Calibrat
     length = attention_block_tokens(cfg, mixer, gpu.nvlink_domain)
     par, batch = cfg.parallel, cfg.batch
     square = unfused_score_square(mixer, batch.mbs, batch.seq_len, par.tp, par.cp)
-    fp8 = cfg.fp8_attention and cfg.fp8
+    fp8 = cfg.fp8_attention
     long_rate = gpu.peak("bf16") * attention_efficiency(mixer, cal, gpu, square, cfg.te_version, fp8=fp8)[2]
     if attention_kernel(mixer, gpu, cfg.te_version) == "unfused":
         return long_rate * length / (length + cal.attn_half_tokens)

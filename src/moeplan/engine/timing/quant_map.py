@@ -46,11 +46,9 @@ def bf16_layer_counts(cfg: RunConfig, first: bool = False, last: bool = True) ->
     return counts
 
 
-def bf16_end_layer_counts(cfg: RunConfig) -> dict[Layer, int]:
-    """:func:`bf16_layer_counts` of the last ``cfg.bf16_end_layers`` layers alone."""
-    return bf16_layer_counts(cfg, first=False, last=True)
-
-
 def bf16_config(cfg: RunConfig) -> RunConfig:
-    """The run as its BF16 layers run it: no FP8 / FP4 autocast, hence no module overrides either."""
-    return cfg.evolve(precision="bf16", te_quant_map="none", bf16_start_layers=None, bf16_end_layers=None)
+    """The run as its BF16 layers run it: no FP8 / FP4 autocast, hence no module overrides and no FP8 attention
+    either (TE runs fp8_dot_product_attention inside the FP8 autocast only, which these layers leave: a valid BF16
+    run, as RunConfig's own check wants)."""
+    return cfg.evolve(precision="bf16", te_quant_map="none", bf16_start_layers=None, bf16_end_layers=None,
+                      fp8_attention=False)
