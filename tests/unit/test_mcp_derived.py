@@ -122,3 +122,29 @@ def test_the_defaults_follow_the_knob_table(monkeypatch):
         assert pairs[("sweep", "cp_comm_type")][0] == "a2a" and pairs[("plan", "precision")][0] == "fp8-cs"
         assert pairs[("estimate", "dispatcher")][0] == "deepep" and pairs[("sweep", "optimizer_offload")][0] == 0.5
     assert _knob_defaults(_listed())[("estimate", "precision")] == ("bf16", "bf16")  # restored
+
+
+def test_every_knob_arguments_values_are_the_knob_tables_choices(monkeypatch):
+    """One rule for every knob argument's allowed values: the knob's choices (``Knob.choices``: its vocabulary and the
+    API's words), as the CLI's flags take them; a search's fsdp adds its word (fsdp_choices(search=True)). A word
+    added to a knob in the table reaches each tool's schema (before, precision and optimizer read the vocabulary's
+    tuples, so the tools refused a word the CLI and the API took)."""
+    from moeplan.run.knobs import fsdp_choices, knob_named
+
+    from .test_mcp_vocabulary import allowed
+
+    words = {"precision": ("probe",), "optimizer": ("probe",), "dispatcher": ("auto", "probe"),
+             "cp_comm_type": ("auto", "probe"), "fsdp": ("off", "probe")}
+    with probe_table(monkeypatch, **{name: {"words": w} for name, w in words.items()}):
+        seen = set()
+        for tool in _listed().values():
+            for name, schema in tool.input_schema["properties"].items():
+                if name not in words:
+                    continue
+                search_fsdp = name == "fsdp" and tool.name in ("plan", "export", "sweep")
+                want = fsdp_choices(search=True) if search_fsdp else knob_named(name).choices
+                assert "probe" in want
+                assert allowed(schema) - {None} == set(want), (tool.name, name)
+                seen.add((tool.name, name))
+        assert {("estimate", n) for n in words} <= seen and ("sweep", "cp_comm_type") in seen
+        assert ("plan", "precision") in seen and ("explain", "optimizer") in seen

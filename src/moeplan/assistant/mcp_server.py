@@ -31,8 +31,7 @@ from moeplan.assistant import tools
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, OPTIMIZERS, PRECISIONS,
-                                RECOMPUTE_METHODS, RECOMPUTE_MODULES)
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, RECOMPUTE_METHODS, RECOMPUTE_MODULES
 from moeplan.assistant.tools import knob_argument, knob_default
 from moeplan.run.knobs import FSDP_SEARCH, Knob, command_knobs, fsdp_choices, knob_named, knob_table
 
@@ -47,8 +46,15 @@ INSTRUCTIONS = (
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 # --------------------------------------------------------------------------------------------- argument types
-# Every list of allowed values is moeplan's own vocabulary (moeplan.base.vocab, moeplan.base.routing, the export
-# formats): a Literal over its tuple, so a value the CLI and the API take is one the tools' schemas take.
+# Every list of allowed values is moeplan's own: a knob's, the knob table's choices (:func:`knob_choices`: its
+# vocabulary and the API's words, which the CLI's flags and build_config take); the routings (moeplan.base.routing)
+# and the export formats. A Literal over the tuple, so a value the CLI and the API take is one the tools' schemas take.
+
+
+def knob_choices(k: Knob) -> Any:
+    """The type of knob ``k``'s argument where it has a vocabulary: a Literal over its choices (``Knob.choices``)."""
+    return Literal[k.choices]
+
 
 Model = Annotated[str, Field(description="a catalog name (list_models: deepseek-v3, qwen3-235b-a22b, ...) or the "
                                          "text of a Hugging Face config.json (starts with '{')")]
@@ -57,16 +63,16 @@ Gpu = Annotated[str, Field(description="GPU name from list_hardware (h100, h200,
 Gpus = Annotated[int, Field(description="total GPU count")]
 SeqLen = Annotated[int, Field(description="sequence length in tokens (131072 for 128K)")]
 Gbs = Annotated[int, Field(description="global batch size in sequences")]
-Precision = Annotated[Literal[PRECISIONS],
+Precision = Annotated[knob_choices(knob_named("precision")),
                       Field(description="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, fp8-ds "
                                         "delayed scaling, mxfp8 (Blackwell), nvfp4 (Blackwell NVFP4 training)")]
-Dispatcher = Literal[knob_named("dispatcher").choices]
-CpComm = Annotated[Literal[knob_named("cp_comm_type").choices],
+Dispatcher = knob_choices(knob_named("dispatcher"))
+CpComm = Annotated[knob_choices(knob_named("cp_comm_type")),
                    Field(description="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring); auto = "
                                      "the planner's choice (least attention + exposed CP communication)")]
-Fsdp = Literal[fsdp_choices()]  # a held layout's
+Fsdp = knob_choices(knob_named("fsdp"))  # a held layout's (fsdp_choices())
 FsdpSearch = Literal[fsdp_choices(search=True)]  # a search's: auto searches it beside the distributed optimizer
-Optimizer = Literal[OPTIMIZERS]
+Optimizer = knob_choices(knob_named("optimizer"))
 ExportFormat = Literal[tools.EXPORT_FORMATS]
 Recompute = Annotated[str | None, Field(description=f"none | full[:{'|'.join(RECOMPUTE_METHODS)}[:N]] | "
                                                     f"selective:MOD[,MOD] ({', '.join(RECOMPUTE_MODULES)})")]
@@ -96,7 +102,7 @@ _PY_TYPES: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": st
 def _knob_parameter(k: Knob) -> inspect.Parameter:
     """A keyword-only parameter for knob ``k`` (see above): lists (CUDA graph scopes, offload modules) are comma-
     separated names, as the CLI takes them."""
-    base: Any = Literal[k.choices] if k.choices else _PY_TYPES[k.kind.rstrip("?")]
+    base: Any = knob_choices(k) if k.choices else _PY_TYPES[k.kind.rstrip("?")]
     default: Any = knob_default(knob_argument(k))
     if k.flag is not None and k.flag.get("invert"):
         base = bool
