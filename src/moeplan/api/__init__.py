@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from moeplan.api.arguments import (check_knobs, check_run_knobs, check_search_args, csv_set,
+                                    knob_keywords)
 from moeplan.base import argcheck
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, normalize_version
@@ -110,18 +112,6 @@ def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> d
 # ----------------------------------------------------------------------------------- estimate
 
 
-def _csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, ...], what: str) -> frozenset[str]:
-    if text is None:
-        return frozenset()
-    items = [t.strip() for t in (text.replace("+", ",").split(",") if isinstance(text, str) else text) if t.strip()]
-    if items in (["none"], ["off"]):
-        return frozenset()
-    bad = [i for i in items if i not in allowed]
-    if bad:
-        raise MoeplanError(f"{what} {', '.join(bad)} unknown; choose from {', '.join(allowed)}")
-    return frozenset(items)
-
-
 def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> str:
     """The guidance's dispatcher choice, decided by the estimates: the fastest of the candidates the
     hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP. Only
@@ -144,40 +134,10 @@ FIXED_COUNTS = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
 _TO_FIELD = {
     "dispatcher": lambda v: "alltoall" if v == "auto" else v,  # 'auto' is resolved below, with the run built
     "cp_comm_type": lambda v: "p2p" if v == "auto" else v,
-    "cuda_graphs": lambda v: _csv_set(v, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
-    "offload_modules": lambda v: _csv_set(v, OFFLOAD_MODULES, "offload module(s)"),
+    "cuda_graphs": lambda v: csv_set(v, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
+    "offload_modules": lambda v: csv_set(v, OFFLOAD_MODULES, "offload module(s)"),
     "fsdp": lambda v: None if v in (None, FSDP_OFF) else v,
 }
-
-
-def knob_keywords(function: str, given: dict[str, Any], record: type | None = None) -> dict[str, Any]:
-    """Every knob's API keyword (moeplan.run.knobs: RunConfig's knob fields) with its value: ``given``, else the
-    API's default. A keyword that is no knob is refused as Python refuses it (TypeError)."""
-    table = knob_table(record or RunConfig)
-    known = {k.api for k in table}
-    for name in given:
-        if name not in known:
-            raise TypeError(f"{function}() got an unexpected keyword argument '{name}'")
-    return {k.api: given.get(k.api, k.api_default) for k in table}
-
-
-def _check_knobs(kw: dict[str, Any], record: type | None = None) -> None:
-    """The types of the knob keywords in ``kw`` by their kind (moeplan.run.knobs.Knob.kind); the few with their own
-    check (vocabularies, recompute, the numbers RunConfig compares) are checked by :func:`build_config`."""
-    table = [k for k in knob_table(record or RunConfig) if k.api in kw and k.api not in _CHECKED_APART]
-    argcheck.counts(**{k.api: kw[k.api] for k in table if k.kind == "int"})
-    for k in table:
-        if k.kind == "float?":
-            argcheck.optional_number(k.api, kw[k.api])
-        elif k.kind == "float":
-            argcheck.number(k.api, kw[k.api])
-    argcheck.flags(**{k.api: kw[k.api] for k in table if k.kind == "bool"})
-    argcheck.flags(optional=True, **{k.api: kw[k.api] for k in table if k.kind == "bool?"})
-
-
-# knobs build_config checks by name (their vocabularies and ranges, or RunConfig's own checks)
-_CHECKED_APART = frozenset({"cuda_graphs", "offload_modules", "optimizer_offload", "moe_imbalance", "reserve_gib",
-                            "recompute", "precision", "dispatcher", "cp_comm_type", "mcore_version"})
 
 
 def build_config(
@@ -210,13 +170,13 @@ def build_config(
     hardware allows), ``cp_comm_type="auto"`` (the planner's choice), ``fsdp="off"``. ``routing`` (forced |
     natural, moeplan.base.routing) stands for ``moe_imbalance``: give one of the two (default: forced, 1.0)."""
     argcheck.calibration(cal, Calibration)
-    kw = knob_keywords("build_config", knobs)
+    kw = knob_keywords("build_config", knobs, RunConfig)
     kw["moe_imbalance"] = resolve_imbalance(routing, knobs.get("moe_imbalance"), cal.natural_routing_imbalance)
     recompute, precision, dispatcher, cp_comm_type = kw["recompute"], kw["precision"], kw["dispatcher"], kw["cp_comm_type"]
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp)
-    _check_run_knobs(kw["cuda_graphs"], kw["offload_modules"], kw["optimizer_offload"], kw["moe_imbalance"],
+    check_run_knobs(kw["cuda_graphs"], kw["offload_modules"], kw["optimizer_offload"], kw["moe_imbalance"],
                      kw["reserve_gib"])
-    _check_knobs(kw)
+    check_knobs(kw, RunConfig)
     _check_recompute_arg("recompute", recompute)
     argcheck.optional_text("pipeline_layout", pipeline_layout, hint=" (Megatron-Core's pipeline_model_parallel_layout)")
     # each knob with a vocabulary (its Literal type) and the API's words ('auto', resolved below): the knob table's
@@ -272,18 +232,6 @@ def _with_knob_signature(function: Any) -> None:
 
 
 _with_knob_signature(build_config)
-
-
-def _check_run_knobs(cuda_graphs: Any, offload_modules: Any, optimizer_offload: Any, moe_imbalance: Any,
-                     reserve_gib: Any) -> None:
-    """The types of :func:`build_config`'s knobs that share a name with :func:`search_plans`' switches (there a
-    bool) or that RunConfig compares as numbers; RunConfig checks their ranges and vocabularies."""
-    argcheck.words("cuda_graphs", cuda_graphs, hint=" (CUDA graph scopes such as 'attn,moe_router'; plan's "
-                   "cuda_graphs is the bool that lets the search try them)")
-    argcheck.words("offload_modules", offload_modules, hint=" (activation offload modules such as 'core_attn')")
-    argcheck.number("optimizer_offload", optimizer_offload, hint=" (the fraction of optimizer state offloaded, in "
-                    "[0, 1]; plan's optimizer_offload is the bool that lets the search try it)")
-    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
 
 
 def _check_recompute_arg(name: str, recompute: Any) -> None:
@@ -556,7 +504,7 @@ def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any,
     fx = _check_fixed(fixed)
     argcheck.calibration(cal, Calibration)
     moe_imbalance = resolve_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance)
-    _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib)
+    check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib)
     argcheck.choice("precision", precision, knob_named("precision").choices)
     argcheck.flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
                    bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
@@ -585,7 +533,7 @@ def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
     for name in knobs:
         if name not in table:
             raise TypeError(f"search_plans() got an unexpected keyword argument '{name}'")
-    _check_knobs(knobs)
+    check_knobs(knobs, RunConfig)
     return {table[name].name: value for name, value in knobs.items()}
 
 
@@ -601,18 +549,6 @@ def _check_fixed(fixed: Any) -> dict[str, Any]:
     if "recompute" in fx:
         _check_recompute_arg("fixed recompute", fx["recompute"])
     return fx
-
-
-def _check_search_args(cuda_graphs: Any, optimizer_offload: Any, headroom: Any, moe_imbalance: Any,
-                       reserve_gib: Any) -> None:
-    """:func:`search_plans`' switches and numbers: cuda_graphs and optimizer_offload are whether the search tries
-    them (bools), where :func:`build_config` takes the scopes and the fraction."""
-    argcheck.flag("cuda_graphs", cuda_graphs, hint=" (whether the search tries CUDA graphs; estimate's cuda_graphs "
-                  "takes scopes such as 'attn,moe_router')")
-    argcheck.flag("optimizer_offload", optimizer_offload, hint=" (whether the search tries optimizer CPU offload; "
-                  "estimate's optimizer_offload takes the fraction)")
-    argcheck.headroom(headroom)
-    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
 
 
 def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALIBRATION, progress: Any = None,

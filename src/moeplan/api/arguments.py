@@ -1,0 +1,79 @@
+"""The API's keyword arguments (moeplan.api): each knob's by its API keyword (the knob table, moeplan.run.knobs) and
+the checks of their types, by the knob's kind, or by name where a knob shares its name with a switch of
+:func:`moeplan.api.search_plans` (cuda_graphs, optimizer_offload: there a bool) or is a number RunConfig compares.
+Bad input is one line (MoeplanError), as the CLI prints it; a keyword that is no knob a TypeError, as Python's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moeplan.base import argcheck
+from moeplan.base.errors import MoeplanError
+from moeplan.run.knobs import knob_table
+
+
+def csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, ...], what: str) -> frozenset[str]:
+    if text is None:
+        return frozenset()
+    items = [t.strip() for t in (text.replace("+", ",").split(",") if isinstance(text, str) else text) if t.strip()]
+    if items in (["none"], ["off"]):
+        return frozenset()
+    bad = [i for i in items if i not in allowed]
+    if bad:
+        raise MoeplanError(f"{what} {', '.join(bad)} unknown; choose from {', '.join(allowed)}")
+    return frozenset(items)
+
+
+def knob_keywords(function: str, given: dict[str, Any], record: type) -> dict[str, Any]:
+    """Every knob's API keyword (moeplan.run.knobs: the knob fields of ``record``, RunConfig) with its value:
+    ``given``, else the API's default. A keyword that is no knob is refused as Python refuses it (TypeError)."""
+    table = knob_table(record)
+    known = {k.api for k in table}
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{function}() got an unexpected keyword argument '{name}'")
+    return {k.api: given.get(k.api, k.api_default) for k in table}
+
+
+def check_knobs(kw: dict[str, Any], record: type) -> None:
+    """The types of the knob keywords in ``kw`` (knobs of ``record``, RunConfig) by their kind
+    (moeplan.run.knobs.Knob.kind); the few with their own check (vocabularies, recompute, the numbers RunConfig
+    compares) are checked by :func:`moeplan.api.build_config`."""
+    table = [k for k in knob_table(record) if k.api in kw and k.api not in CHECKED_APART]
+    argcheck.counts(**{k.api: kw[k.api] for k in table if k.kind == "int"})
+    for k in table:
+        if k.kind == "float?":
+            argcheck.optional_number(k.api, kw[k.api])
+        elif k.kind == "float":
+            argcheck.number(k.api, kw[k.api])
+    argcheck.flags(**{k.api: kw[k.api] for k in table if k.kind == "bool"})
+    argcheck.flags(optional=True, **{k.api: kw[k.api] for k in table if k.kind == "bool?"})
+
+
+# knobs build_config checks by name (their vocabularies and ranges, or RunConfig's own checks)
+CHECKED_APART = frozenset({"cuda_graphs", "offload_modules", "optimizer_offload", "moe_imbalance", "reserve_gib",
+                           "recompute", "precision", "dispatcher", "cp_comm_type", "mcore_version"})
+
+
+def check_run_knobs(cuda_graphs: Any, offload_modules: Any, optimizer_offload: Any, moe_imbalance: Any,
+                    reserve_gib: Any) -> None:
+    """The types of :func:`moeplan.api.build_config`'s knobs that share a name with :func:`moeplan.api.search_plans`'
+    switches (there a bool) or that RunConfig compares as numbers; RunConfig checks their ranges and vocabularies."""
+    argcheck.words("cuda_graphs", cuda_graphs, hint=" (CUDA graph scopes such as 'attn,moe_router'; plan's "
+                   "cuda_graphs is the bool that lets the search try them)")
+    argcheck.words("offload_modules", offload_modules, hint=" (activation offload modules such as 'core_attn')")
+    argcheck.number("optimizer_offload", optimizer_offload, hint=" (the fraction of optimizer state offloaded, in "
+                    "[0, 1]; plan's optimizer_offload is the bool that lets the search try it)")
+    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
+
+
+def check_search_args(cuda_graphs: Any, optimizer_offload: Any, headroom: Any, moe_imbalance: Any,
+                      reserve_gib: Any) -> None:
+    """:func:`moeplan.api.search_plans`' switches and numbers: cuda_graphs and optimizer_offload are whether the
+    search tries them (bools), where :func:`moeplan.api.build_config` takes the scopes and the fraction."""
+    argcheck.flag("cuda_graphs", cuda_graphs, hint=" (whether the search tries CUDA graphs; estimate's cuda_graphs "
+                  "takes scopes such as 'attn,moe_router')")
+    argcheck.flag("optimizer_offload", optimizer_offload, hint=" (whether the search tries optimizer CPU offload; "
+                  "estimate's optimizer_offload takes the fraction)")
+    argcheck.headroom(headroom)
+    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
