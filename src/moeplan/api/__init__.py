@@ -479,7 +479,7 @@ def search_plans(
     other knobs every estimating command takes (moeplan.run.knobs: a flag in the ``gpu`` or ``cluster`` slot), by
     their API keyword: the user's choice, never searched, carried by every run. ``routing`` (forced | natural) or
     ``moe_imbalance`` (a number), not both: the routing the plans assume (default forced, 1.0)."""
-    q = _search_question(**locals())  # every argument, checked and read as the search reads it
+    q = _search_question(dict(locals()))  # every argument by name, checked and read as the search reads it
     space = SearchSpace(**q["fixed"], cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
                         fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
     result = search(q["model"], q["gpu"], gpus, seq_len, gbs, precision=precision, top=top, space=space,
@@ -490,27 +490,30 @@ def search_plans(
     return PlanReport(q["model"], q["gpu"], gpus, seq_len, precision, headroom, result, q["moe_imbalance"], cal, q)
 
 
-def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any, precision: Any, top: Any, headroom: Any,
-                     moe_imbalance: Any, routing: Any, reserve_gib: Any, mcore_version: Any, te_version: Any,
-                     te_grouped_tensor: Any, hardware_file: Any, fixed: Any, cuda_graphs: Any, optimizer_offload: Any,
-                     allow_gbs_reduction: Any, progress: Any, grad_fp32: Any, bf16_moments: Any, cal: Any,
-                     optimizer: Any, fsdp: Any, fsdp_double_buffer: Any, mtp_layers: Any, knobs: Any) -> dict[str, Any]:
-    """:func:`search_plans`' arguments checked (bad input: one line) and read as the search reads them (the model
-    with its MTP layers, the GPU, the routing's imbalance, ...), less ``top`` and ``progress``: how it answers, not
-    what it asks. Two searches asked the same find the same plan 1 (what :func:`sweep_points` compares)."""
-    asked = {k: v for k, v in locals().items() if k not in ("top", "progress", "routing", "hardware_file", "mtp_layers")}
-    given = _given_knobs(knobs)
-    argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
-    fx = _check_fixed(fixed)
-    argcheck.calibration(cal, Calibration)
-    moe_imbalance = resolve_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance)
-    check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib)
-    argcheck.choice("precision", precision, knob_named("precision").choices)
-    argcheck.flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
-                   bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
-    mcore_version = normalize_version(mcore_version)
-    spec = resolve_model(model, mtp_layers)
-    gpu_spec = _resolve_gpu(gpu, hardware_file)
+_SEARCH_SIGNATURE = inspect.signature(search_plans)  # its parameters are the question; its defaults complete a sweep's
+# search_plans' parameters its question leaves out: read into others (routing into moe_imbalance, hardware_file into
+# gpu, mtp_layers into model), or how it answers, not what it asks (top, progress)
+_NOT_ASKED = frozenset({"top", "progress", "routing", "hardware_file", "mtp_layers"})
+
+
+def _search_question(arguments: dict[str, Any]) -> dict[str, Any]:
+    """:func:`search_plans`' arguments by name (its parameters, as it binds them: a parameter it gains is in the
+    question without an edit here) checked (bad input: one line) and read as the search reads them (the model with
+    its MTP layers, the GPU, the routing's imbalance, ...), less :data:`_NOT_ASKED`. Two searches asked the same
+    find the same plan 1 (what :func:`sweep_points` compares)."""
+    a = arguments
+    given = _given_knobs(a["knobs"])
+    argcheck.counts(gpus=a["gpus"], seq_len=a["seq_len"], gbs=a["gbs"], top=a["top"])
+    fx = _check_fixed(a["fixed"])
+    cal = argcheck.calibration(a["cal"], Calibration)
+    moe_imbalance = resolve_imbalance(a["routing"], a["moe_imbalance"], cal.natural_routing_imbalance)
+    check_search_args(a["cuda_graphs"], a["optimizer_offload"], a["headroom"], moe_imbalance, a["reserve_gib"])
+    argcheck.choice("precision", a["precision"], knob_named("precision").choices)
+    argcheck.flags(**{k: a[k] for k in ("te_grouped_tensor", "allow_gbs_reduction", "grad_fp32", "bf16_moments",
+                                        "fsdp_double_buffer")})
+    mcore_version = normalize_version(a["mcore_version"])
+    spec = resolve_model(a["model"], a["mtp_layers"])
+    gpu_spec = _resolve_gpu(a["gpu"], a["hardware_file"])
     if "recompute" in fx and isinstance(fx["recompute"], str):
         fx["recompute"] = Recompute.parse(fx["recompute"])
     if "recompute" in fx:
@@ -518,18 +521,17 @@ def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any,
     unknown = set(fx) - {*FIXED_COUNTS, "dispatcher", "recompute"}
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
-    argcheck.choice("fsdp", fsdp, fsdp_choices(search=True))
-    argcheck.choice("optimizer", optimizer, knob_named("optimizer").choices)
-    return asked | dict(model=spec, gpu=gpu_spec, moe_imbalance=moe_imbalance, mcore_version=mcore_version, fixed=fx,
-                        knobs=given)
+    argcheck.choice("fsdp", a["fsdp"], fsdp_choices(search=True))
+    argcheck.choice("optimizer", a["optimizer"], knob_named("optimizer").choices)
+    return {k: v for k, v in a.items() if k not in _NOT_ASKED} | dict(
+        model=spec, gpu=gpu_spec, moe_imbalance=moe_imbalance, mcore_version=mcore_version, fixed=fx, knobs=given)
 
 
 def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
     """:func:`search_plans`' ``**knobs`` as RunConfig fields: only the knobs every estimating command takes (a flag
     in the knob table's ``gpu`` or ``cluster`` slot) that are not its own parameters (TypeError otherwise, as Python
     refuses a keyword), each checked by its kind."""
-    own = set(inspect.signature(search_plans).parameters)
-    table = {k.api: k for k in command_knobs(RunConfig) if k.api not in own}
+    table = {k.api: k for k in command_knobs(RunConfig) if k.api not in _SEARCH_SIGNATURE.parameters}
     for name in knobs:
         if name not in table:
             raise TypeError(f"search_plans() got an unexpected keyword argument '{name}'")
@@ -670,16 +672,13 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     return points
 
 
-_SEARCH_SIGNATURE = inspect.signature(search_plans)  # its defaults complete a sweep's question
-
-
 def _same_question(found: PlanReport, spec: ModelSpec, s: int, gbs: int, kwargs: dict[str, Any]) -> bool:
     """Whether ``found`` was asked the whole question (:func:`_search_question`) :func:`_sweep_point` asks at ``s``."""
     if found.question is None or found.question["seq_len"] != s or found.question["gbs"] != gbs:
         return False  # another length or GBS: no need to read the rest of the question
     asked = _SEARCH_SIGNATURE.bind(spec, seq_len=s, gbs=gbs, **_plan_keywords(kwargs))
     asked.apply_defaults()
-    return found.question == _search_question(**asked.arguments)
+    return found.question == _search_question(dict(asked.arguments))
 
 
 def _planned_point(found: PlanReport, s: int, gbs: int) -> SweepPoint:
