@@ -37,8 +37,8 @@ def knob_keywords(function: str, given: dict[str, Any], record: type) -> dict[st
 
 def check_knobs(kw: dict[str, Any], record: type) -> None:
     """The types of the knob keywords in ``kw`` (knobs of ``record``, RunConfig) by their kind
-    (moeplan.run.knobs.Knob.kind); the few with their own check (vocabularies, recompute, the numbers RunConfig
-    compares) are checked by :func:`moeplan.api.build_config`."""
+    (moeplan.run.knobs.Knob.kind): integers, numbers and flags, but the numbers :func:`moeplan.api.build_config`
+    checks by name (:data:`CHECKED_APART`); words and lists are build_config's to check."""
     table = [k for k in knob_table(record) if k.api in kw and k.api not in CHECKED_APART]
     argcheck.counts(**{k.api: kw[k.api] for k in table if k.kind == "int"})
     for k in table:
@@ -50,9 +50,12 @@ def check_knobs(kw: dict[str, Any], record: type) -> None:
     argcheck.flags(optional=True, **{k.api: kw[k.api] for k in table if k.kind == "bool?"})
 
 
-# knobs build_config checks by name (their vocabularies and ranges, or RunConfig's own checks)
-CHECKED_APART = frozenset({"cuda_graphs", "offload_modules", "optimizer_offload", "moe_imbalance", "reserve_gib",
-                           "recompute", "precision", "dispatcher", "cp_comm_type", "mcore_version"})
+# The numbers check_knobs leaves to build_config's check by name (check_run_knobs, which runs first): optimizer_offload
+# with a hint that search_plans' switch of that name is a bool, moe_imbalance and reserve_gib with their ranges
+# (argcheck.imbalance_and_reserve). The other knobs build_config checks apart are of no kind check_knobs checks (words:
+# their vocabularies, the knob table's choices, and mcore_version, normalize_version; recompute: its own parse; the
+# lists cuda_graphs and offload_modules: check_run_knobs).
+CHECKED_APART = frozenset({"optimizer_offload", "moe_imbalance", "reserve_gib"})
 
 
 def check_run_knobs(cuda_graphs: Any, offload_modules: Any, optimizer_offload: Any, moe_imbalance: Any,
