@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from moeplan.api.arguments import (check_knobs, check_run_knobs, check_search_args, csv_set,
+from moeplan.api.arguments import (check_choices, check_knobs, check_run_knobs, check_search_args, csv_set,
                                     knob_keywords)
 from moeplan.base import argcheck
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
@@ -47,7 +47,7 @@ from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_named, knob_table
+from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_table
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
@@ -179,11 +179,7 @@ def build_config(
     check_knobs(kw, RunConfig)
     _check_recompute_arg("recompute", recompute)
     argcheck.optional_text("pipeline_layout", pipeline_layout, hint=" (Megatron-Core's pipeline_model_parallel_layout)")
-    # each knob with a vocabulary (its Literal type) and the API's words ('auto', resolved below): the knob table's
-    # choices, which the CLI flags and the MCP tools take too
-    for k in knob_table(RunConfig):
-        if k.choices and not (k.optional and kw[k.api] is None):
-            argcheck.choice(k.api, kw[k.api], k.choices)
+    check_choices(kw, RunConfig)  # each knob's vocabulary and the API's words ('auto', resolved below)
     spec = resolve_model(model, mtp_layers)
     gpu_spec = _resolve_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
@@ -508,7 +504,8 @@ def _search_question(arguments: dict[str, Any]) -> dict[str, Any]:
     cal = argcheck.calibration(a["cal"], Calibration)
     moe_imbalance = resolve_imbalance(a["routing"], a["moe_imbalance"], cal.natural_routing_imbalance)
     check_search_args(a["cuda_graphs"], a["optimizer_offload"], a["headroom"], moe_imbalance, a["reserve_gib"])
-    argcheck.choice("precision", a["precision"], knob_named("precision").choices)
+    # its knobs' values (precision, optimizer, those in ``knobs``) by build_config's rule; fsdp takes the search's word
+    check_choices({k: v for k, v in a.items() if k != "fsdp"} | a["knobs"], RunConfig)
     argcheck.flags(**{k: a[k] for k in ("te_grouped_tensor", "allow_gbs_reduction", "grad_fp32", "bf16_moments",
                                         "fsdp_double_buffer")})
     mcore_version = normalize_version(a["mcore_version"])
@@ -522,7 +519,6 @@ def _search_question(arguments: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
     argcheck.choice("fsdp", a["fsdp"], fsdp_choices(search=True))
-    argcheck.choice("optimizer", a["optimizer"], knob_named("optimizer").choices)
     return {k: v for k, v in a.items() if k not in _NOT_ASKED} | dict(
         model=spec, gpu=gpu_spec, moe_imbalance=moe_imbalance, mcore_version=mcore_version, fixed=fx, knobs=given)
 

@@ -50,6 +50,16 @@ def check_knobs(kw: dict[str, Any], record: type) -> None:
     argcheck.flags(optional=True, **{k.api: kw[k.api] for k in table if k.kind == "bool?"})
 
 
+def check_choices(kw: dict[str, Any], record: type) -> None:
+    """Each knob keyword in ``kw`` (knobs of ``record``, RunConfig) with a vocabulary: one of the knob's choices
+    (moeplan.run.knobs.Knob.choices: its Literal type's values and the API's words, 'auto', resolved by
+    :func:`moeplan.api.build_config`), which the CLI's flags and the MCP tools take too; an optional knob may be
+    None. The one rule of build_config and :func:`moeplan.api.search_plans`."""
+    for k in knob_table(record):
+        if k.api in kw and k.choices and not (k.optional and kw[k.api] is None):
+            argcheck.choice(k.api, kw[k.api], k.choices)
+
+
 # The numbers check_knobs leaves to build_config's check by name (check_run_knobs, which runs first): optimizer_offload
 # with a hint that search_plans' switch of that name is a bool, moe_imbalance and reserve_gib with their ranges
 # (argcheck.imbalance_and_reserve). The other knobs build_config checks apart are of no kind check_knobs checks (words:
