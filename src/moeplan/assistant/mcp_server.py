@@ -28,11 +28,11 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from moeplan.assistant import tools
+from moeplan.assistant.tools import knob_argument, knob_default
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
 from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, RECOMPUTE_METHODS, RECOMPUTE_MODULES
-from moeplan.assistant.tools import knob_argument, knob_default
 from moeplan.run.knobs import FSDP_SEARCH, Knob, command_knobs, fsdp_choices, knob_named, knob_table
 
 SERVER_NAME = "moeplan"
@@ -74,6 +74,10 @@ Fsdp = knob_choices(knob_named("fsdp"))  # a held layout's (fsdp_choices())
 FsdpSearch = Literal[fsdp_choices(search=True)]  # a search's: auto searches it beside the distributed optimizer
 Optimizer = knob_choices(knob_named("optimizer"))
 ExportFormat = Literal[tools.EXPORT_FORMATS]
+CudaGraphs = Annotated[str | None, Field(description="CUDA graph scopes, e.g. attn,moe_router,moe_preprocess or "
+                                                     "full_iteration")]
+OffloadFraction = Annotated[float, Field(description="fraction of optimizer state on the CPU, 0-1")]
+OffloadModules = Annotated[str | None, Field(description="activation offload modules, e.g. core_attn")]
 Recompute = Annotated[str | None, Field(description=f"none | full[:{'|'.join(RECOMPUTE_METHODS)}[:N]] | "
                                                     f"selective:MOD[,MOD] ({', '.join(RECOMPUTE_MODULES)})")]
 HardwareYaml = Annotated[str | None, Field(description="text of a hardware YAML adding GPUs (docs/hardware.md)")]
@@ -370,13 +374,11 @@ async def estimate(
     pipeline_layout: Annotated[str | None, Field(description="Megatron pipeline_model_parallel_layout")] = None,
     recompute: Recompute = knob_default("recompute"), dispatcher: Dispatcher = knob_default("dispatcher"),
     ep_overlap: bool = knob_default("ep_overlap"), delay_wgrad: bool | None = knob_default("delay_wgrad"),
-    cuda_graphs: Annotated[str | None, Field(description="CUDA graph scopes, e.g. attn,moe_router,moe_preprocess "
-                                                         "or full_iteration")] = knob_default("cuda_graphs"),
-    optimizer_offload: Annotated[float, Field(description="fraction of optimizer state on the CPU, 0-1")]
-    = knob_default("optimizer_offload"),
-    offload_modules: Annotated[str | None, Field(description="activation offload modules, e.g. core_attn")]
-    = knob_default("offload_modules"),
-    cp_comm_type: CpComm = knob_default("cp_comm_type"), capacity_factor: float | None = knob_default("capacity_factor"),
+    cuda_graphs: CudaGraphs = knob_default("cuda_graphs"),
+    optimizer_offload: OffloadFraction = knob_default("optimizer_offload"),
+    offload_modules: OffloadModules = knob_default("offload_modules"),
+    cp_comm_type: CpComm = knob_default("cp_comm_type"),
+    capacity_factor: float | None = knob_default("capacity_factor"),
     rank_capacity_factor: float | None = knob_default("rank_capacity_factor"), fsdp: Fsdp | None = knob_default("fsdp"),
     fsdp_double_buffer: bool = knob_default("fsdp_double_buffer"), precision: Precision = knob_default("precision"),
     mcore_version: str = knob_default("mcore_version"),
@@ -385,7 +387,8 @@ async def estimate(
     moe_imbalance: MoeImbalance = None,
     reserve_gib: Annotated[float | None, Field(description="GiB per GPU kept for CUDA context and NCCL")] = None,
     bf16_grads: bool = knob_default("bf16_grads"), bf16_moments: bool = knob_default("bf16_moments"),
-    optimizer: Optimizer = knob_default("optimizer"), mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None, calibration_yaml: CalibrationYaml = None,
+    optimizer: Optimizer = knob_default("optimizer"), mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
+    calibration_yaml: CalibrationYaml = None,
     model_name: ModelName = "custom-model", knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
     """Memory per GPU item by item (most loaded pipeline rank), step time, TFLOP/s per GPU with its band
