@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from moeplan.api.arguments import (check_choices, check_knobs, check_run_knobs, check_search_args, csv_set,
+                                    knob_keywords)
 from moeplan.base import argcheck
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, normalize_version
@@ -45,7 +47,7 @@ from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_named, knob_table
+from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_table
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
@@ -110,18 +112,6 @@ def params_report(model: str | ModelSpec, seq_len: int = 4096, tp: int = 1) -> d
 # ----------------------------------------------------------------------------------- estimate
 
 
-def _csv_set(text: str | list[str] | frozenset[str] | None, allowed: tuple[str, ...], what: str) -> frozenset[str]:
-    if text is None:
-        return frozenset()
-    items = [t.strip() for t in (text.replace("+", ",").split(",") if isinstance(text, str) else text) if t.strip()]
-    if items in (["none"], ["off"]):
-        return frozenset()
-    bad = [i for i in items if i not in allowed]
-    if bad:
-        raise MoeplanError(f"{what} {', '.join(bad)} unknown; choose from {', '.join(allowed)}")
-    return frozenset(items)
-
-
 def recommended_dispatcher(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIBRATION) -> str:
     """The guidance's dispatcher choice, decided by the estimates: the fastest of the candidates the
     hardware allows (HybridEP first on NVL72; DeepEP vs HybridEP on 8-GPU nodes); alltoall without EP. Only
@@ -144,40 +134,10 @@ FIXED_COUNTS = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
 _TO_FIELD = {
     "dispatcher": lambda v: "alltoall" if v == "auto" else v,  # 'auto' is resolved below, with the run built
     "cp_comm_type": lambda v: "p2p" if v == "auto" else v,
-    "cuda_graphs": lambda v: _csv_set(v, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
-    "offload_modules": lambda v: _csv_set(v, OFFLOAD_MODULES, "offload module(s)"),
+    "cuda_graphs": lambda v: csv_set(v, CUDA_GRAPH_SCOPES, "CUDA graph scope(s)"),
+    "offload_modules": lambda v: csv_set(v, OFFLOAD_MODULES, "offload module(s)"),
     "fsdp": lambda v: None if v in (None, FSDP_OFF) else v,
 }
-
-
-def knob_keywords(function: str, given: dict[str, Any], record: type | None = None) -> dict[str, Any]:
-    """Every knob's API keyword (moeplan.run.knobs: RunConfig's knob fields) with its value: ``given``, else the
-    API's default. A keyword that is no knob is refused as Python refuses it (TypeError)."""
-    table = knob_table(record or RunConfig)
-    known = {k.api for k in table}
-    for name in given:
-        if name not in known:
-            raise TypeError(f"{function}() got an unexpected keyword argument '{name}'")
-    return {k.api: given.get(k.api, k.api_default) for k in table}
-
-
-def _check_knobs(kw: dict[str, Any], record: type | None = None) -> None:
-    """The types of the knob keywords in ``kw`` by their kind (moeplan.run.knobs.Knob.kind); the few with their own
-    check (vocabularies, recompute, the numbers RunConfig compares) are checked by :func:`build_config`."""
-    table = [k for k in knob_table(record or RunConfig) if k.api in kw and k.api not in _CHECKED_APART]
-    argcheck.counts(**{k.api: kw[k.api] for k in table if k.kind == "int"})
-    for k in table:
-        if k.kind == "float?":
-            argcheck.optional_number(k.api, kw[k.api])
-        elif k.kind == "float":
-            argcheck.number(k.api, kw[k.api])
-    argcheck.flags(**{k.api: kw[k.api] for k in table if k.kind == "bool"})
-    argcheck.flags(optional=True, **{k.api: kw[k.api] for k in table if k.kind == "bool?"})
-
-
-# knobs build_config checks by name (their vocabularies and ranges, or RunConfig's own checks)
-_CHECKED_APART = frozenset({"cuda_graphs", "offload_modules", "optimizer_offload", "moe_imbalance", "reserve_gib",
-                            "recompute", "precision", "dispatcher", "cp_comm_type", "mcore_version"})
 
 
 def build_config(
@@ -210,20 +170,16 @@ def build_config(
     hardware allows), ``cp_comm_type="auto"`` (the planner's choice), ``fsdp="off"``. ``routing`` (forced |
     natural, moeplan.base.routing) stands for ``moe_imbalance``: give one of the two (default: forced, 1.0)."""
     argcheck.calibration(cal, Calibration)
-    kw = knob_keywords("build_config", knobs)
+    kw = knob_keywords("build_config", knobs, RunConfig)
     kw["moe_imbalance"] = resolve_imbalance(routing, knobs.get("moe_imbalance"), cal.natural_routing_imbalance)
     recompute, precision, dispatcher, cp_comm_type = kw["recompute"], kw["precision"], kw["dispatcher"], kw["cp_comm_type"]
     argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp)
-    _check_run_knobs(kw["cuda_graphs"], kw["offload_modules"], kw["optimizer_offload"], kw["moe_imbalance"],
+    check_run_knobs(kw["cuda_graphs"], kw["offload_modules"], kw["optimizer_offload"], kw["moe_imbalance"],
                      kw["reserve_gib"])
-    _check_knobs(kw)
+    check_knobs(kw, RunConfig)
     _check_recompute_arg("recompute", recompute)
     argcheck.optional_text("pipeline_layout", pipeline_layout, hint=" (Megatron-Core's pipeline_model_parallel_layout)")
-    # each knob with a vocabulary (its Literal type) and the API's words ('auto', resolved below): the knob table's
-    # choices, which the CLI flags and the MCP tools take too
-    for k in knob_table(RunConfig):
-        if k.choices and not (k.optional and kw[k.api] is None):
-            argcheck.choice(k.api, kw[k.api], k.choices)
+    check_choices(kw, RunConfig)  # each knob's vocabulary and the API's words ('auto', resolved below)
     spec = resolve_model(model, mtp_layers)
     gpu_spec = _resolve_gpu(gpu, hardware_file)
     gpu_spec.peak(precision)  # the GPU must support the precision
@@ -272,18 +228,6 @@ def _with_knob_signature(function: Any) -> None:
 
 
 _with_knob_signature(build_config)
-
-
-def _check_run_knobs(cuda_graphs: Any, offload_modules: Any, optimizer_offload: Any, moe_imbalance: Any,
-                     reserve_gib: Any) -> None:
-    """The types of :func:`build_config`'s knobs that share a name with :func:`search_plans`' switches (there a
-    bool) or that RunConfig compares as numbers; RunConfig checks their ranges and vocabularies."""
-    argcheck.words("cuda_graphs", cuda_graphs, hint=" (CUDA graph scopes such as 'attn,moe_router'; plan's "
-                   "cuda_graphs is the bool that lets the search try them)")
-    argcheck.words("offload_modules", offload_modules, hint=" (activation offload modules such as 'core_attn')")
-    argcheck.number("optimizer_offload", optimizer_offload, hint=" (the fraction of optimizer state offloaded, in "
-                    "[0, 1]; plan's optimizer_offload is the bool that lets the search try it)")
-    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
 
 
 def _check_recompute_arg(name: str, recompute: Any) -> None:
@@ -531,7 +475,7 @@ def search_plans(
     other knobs every estimating command takes (moeplan.run.knobs: a flag in the ``gpu`` or ``cluster`` slot), by
     their API keyword: the user's choice, never searched, carried by every run. ``routing`` (forced | natural) or
     ``moe_imbalance`` (a number), not both: the routing the plans assume (default forced, 1.0)."""
-    q = _search_question(**locals())  # every argument, checked and read as the search reads it
+    q = _search_question(dict(locals()))  # every argument by name, checked and read as the search reads it
     space = SearchSpace(**q["fixed"], cuda_graphs=cuda_graphs, optimizer_offload=optimizer_offload, headroom=headroom,
                         fsdp=fsdp, fsdp_double_buffer=fsdp_double_buffer)
     result = search(q["model"], q["gpu"], gpus, seq_len, gbs, precision=precision, top=top, space=space,
@@ -542,27 +486,31 @@ def search_plans(
     return PlanReport(q["model"], q["gpu"], gpus, seq_len, precision, headroom, result, q["moe_imbalance"], cal, q)
 
 
-def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any, precision: Any, top: Any, headroom: Any,
-                     moe_imbalance: Any, routing: Any, reserve_gib: Any, mcore_version: Any, te_version: Any,
-                     te_grouped_tensor: Any, hardware_file: Any, fixed: Any, cuda_graphs: Any, optimizer_offload: Any,
-                     allow_gbs_reduction: Any, progress: Any, grad_fp32: Any, bf16_moments: Any, cal: Any,
-                     optimizer: Any, fsdp: Any, fsdp_double_buffer: Any, mtp_layers: Any, knobs: Any) -> dict[str, Any]:
-    """:func:`search_plans`' arguments checked (bad input: one line) and read as the search reads them (the model
-    with its MTP layers, the GPU, the routing's imbalance, ...), less ``top`` and ``progress``: how it answers, not
-    what it asks. Two searches asked the same find the same plan 1 (what :func:`sweep_points` compares)."""
-    asked = {k: v for k, v in locals().items() if k not in ("top", "progress", "routing", "hardware_file", "mtp_layers")}
-    given = _given_knobs(knobs)
-    argcheck.counts(gpus=gpus, seq_len=seq_len, gbs=gbs, top=top)
-    fx = _check_fixed(fixed)
-    argcheck.calibration(cal, Calibration)
-    moe_imbalance = resolve_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance)
-    _check_search_args(cuda_graphs, optimizer_offload, headroom, moe_imbalance, reserve_gib)
-    argcheck.choice("precision", precision, knob_named("precision").choices)
-    argcheck.flags(te_grouped_tensor=te_grouped_tensor, allow_gbs_reduction=allow_gbs_reduction, grad_fp32=grad_fp32,
-                   bf16_moments=bf16_moments, fsdp_double_buffer=fsdp_double_buffer)
-    mcore_version = normalize_version(mcore_version)
-    spec = resolve_model(model, mtp_layers)
-    gpu_spec = _resolve_gpu(gpu, hardware_file)
+_SEARCH_SIGNATURE = inspect.signature(search_plans)  # its parameters are the question; its defaults complete a sweep's
+# search_plans' parameters its question leaves out: read into others (routing into moe_imbalance, hardware_file into
+# gpu, mtp_layers into model), or how it answers, not what it asks (top, progress)
+_NOT_ASKED = frozenset({"top", "progress", "routing", "hardware_file", "mtp_layers"})
+
+
+def _search_question(arguments: dict[str, Any]) -> dict[str, Any]:
+    """:func:`search_plans`' arguments by name (its parameters, as it binds them: a parameter it gains is in the
+    question without an edit here) checked (bad input: one line) and read as the search reads them (the model with
+    its MTP layers, the GPU, the routing's imbalance, ...), less :data:`_NOT_ASKED`. Two searches asked the same
+    find the same plan 1 (what :func:`sweep_points` compares)."""
+    a = arguments
+    given = _given_knobs(a["knobs"])
+    argcheck.counts(gpus=a["gpus"], seq_len=a["seq_len"], gbs=a["gbs"], top=a["top"])
+    fx = _check_fixed(a["fixed"])
+    cal = argcheck.calibration(a["cal"], Calibration)
+    moe_imbalance = resolve_imbalance(a["routing"], a["moe_imbalance"], cal.natural_routing_imbalance)
+    check_search_args(a["cuda_graphs"], a["optimizer_offload"], a["headroom"], moe_imbalance, a["reserve_gib"])
+    # its knobs' values (precision, optimizer, those in ``knobs``) by build_config's rule; fsdp takes the search's word
+    check_choices({k: v for k, v in a.items() if k != "fsdp"} | a["knobs"], RunConfig)
+    argcheck.flags(**{k: a[k] for k in ("te_grouped_tensor", "allow_gbs_reduction", "grad_fp32", "bf16_moments",
+                                        "fsdp_double_buffer")})
+    mcore_version = normalize_version(a["mcore_version"])
+    spec = resolve_model(a["model"], a["mtp_layers"])
+    gpu_spec = _resolve_gpu(a["gpu"], a["hardware_file"])
     if "recompute" in fx and isinstance(fx["recompute"], str):
         fx["recompute"] = Recompute.parse(fx["recompute"])
     if "recompute" in fx:
@@ -570,22 +518,20 @@ def _search_question(model: Any, *, gpu: Any, gpus: Any, seq_len: Any, gbs: Any,
     unknown = set(fx) - {*FIXED_COUNTS, "dispatcher", "recompute"}
     if unknown:
         raise MoeplanError(f"cannot fix {', '.join(sorted(unknown))}")
-    argcheck.choice("fsdp", fsdp, fsdp_choices(search=True))
-    argcheck.choice("optimizer", optimizer, knob_named("optimizer").choices)
-    return asked | dict(model=spec, gpu=gpu_spec, moe_imbalance=moe_imbalance, mcore_version=mcore_version, fixed=fx,
-                        knobs=given)
+    argcheck.choice("fsdp", a["fsdp"], fsdp_choices(search=True))
+    return {k: v for k, v in a.items() if k not in _NOT_ASKED} | dict(
+        model=spec, gpu=gpu_spec, moe_imbalance=moe_imbalance, mcore_version=mcore_version, fixed=fx, knobs=given)
 
 
 def _given_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
     """:func:`search_plans`' ``**knobs`` as RunConfig fields: only the knobs every estimating command takes (a flag
     in the knob table's ``gpu`` or ``cluster`` slot) that are not its own parameters (TypeError otherwise, as Python
     refuses a keyword), each checked by its kind."""
-    own = set(inspect.signature(search_plans).parameters)
-    table = {k.api: k for k in command_knobs(RunConfig) if k.api not in own}
+    table = {k.api: k for k in command_knobs(RunConfig) if k.api not in _SEARCH_SIGNATURE.parameters}
     for name in knobs:
         if name not in table:
             raise TypeError(f"search_plans() got an unexpected keyword argument '{name}'")
-    _check_knobs(knobs)
+    check_knobs(knobs, RunConfig)
     return {table[name].name: value for name, value in knobs.items()}
 
 
@@ -601,18 +547,6 @@ def _check_fixed(fixed: Any) -> dict[str, Any]:
     if "recompute" in fx:
         _check_recompute_arg("fixed recompute", fx["recompute"])
     return fx
-
-
-def _check_search_args(cuda_graphs: Any, optimizer_offload: Any, headroom: Any, moe_imbalance: Any,
-                       reserve_gib: Any) -> None:
-    """:func:`search_plans`' switches and numbers: cuda_graphs and optimizer_offload are whether the search tries
-    them (bools), where :func:`build_config` takes the scopes and the fraction."""
-    argcheck.flag("cuda_graphs", cuda_graphs, hint=" (whether the search tries CUDA graphs; estimate's cuda_graphs "
-                  "takes scopes such as 'attn,moe_router')")
-    argcheck.flag("optimizer_offload", optimizer_offload, hint=" (whether the search tries optimizer CPU offload; "
-                  "estimate's optimizer_offload takes the fraction)")
-    argcheck.headroom(headroom)
-    argcheck.imbalance_and_reserve(moe_imbalance, reserve_gib)
 
 
 def search_like(cfg: RunConfig, *, top: int = 1, cal: Calibration = DEFAULT_CALIBRATION, progress: Any = None,
@@ -734,16 +668,13 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     return points
 
 
-_SEARCH_SIGNATURE = inspect.signature(search_plans)  # its defaults complete a sweep's question
-
-
 def _same_question(found: PlanReport, spec: ModelSpec, s: int, gbs: int, kwargs: dict[str, Any]) -> bool:
     """Whether ``found`` was asked the whole question (:func:`_search_question`) :func:`_sweep_point` asks at ``s``."""
     if found.question is None or found.question["seq_len"] != s or found.question["gbs"] != gbs:
         return False  # another length or GBS: no need to read the rest of the question
     asked = _SEARCH_SIGNATURE.bind(spec, seq_len=s, gbs=gbs, **_plan_keywords(kwargs))
     asked.apply_defaults()
-    return found.question == _search_question(**asked.arguments)
+    return found.question == _search_question(dict(asked.arguments))
 
 
 def _planned_point(found: PlanReport, s: int, gbs: int) -> SweepPoint:

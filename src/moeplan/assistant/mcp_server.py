@@ -28,12 +28,12 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from moeplan.assistant import tools
+from moeplan.assistant.tools import knob_argument, knob_default
 from moeplan.base.errors import MoeplanError, one_line
 from moeplan.base.routing import CUSTOM_ROUTING, ROUTINGS
 from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.base.vocab import (DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, OPTIMIZERS, PRECISIONS,
-                                RECOMPUTE_METHODS, RECOMPUTE_MODULES)
-from moeplan.run.knobs import FSDP_SEARCH, Knob, command_knobs, flag_dest, fsdp_choices, knob_named, knob_table
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, RECOMPUTE_METHODS, RECOMPUTE_MODULES
+from moeplan.run.knobs import FSDP_SEARCH, Knob, command_knobs, fsdp_choices, knob_named, knob_table
 
 SERVER_NAME = "moeplan"
 INSTRUCTIONS = (
@@ -46,8 +46,15 @@ INSTRUCTIONS = (
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 # --------------------------------------------------------------------------------------------- argument types
-# Every list of allowed values is moeplan's own vocabulary (moeplan.base.vocab, moeplan.base.routing, the export
-# formats): a Literal over its tuple, so a value the CLI and the API take is one the tools' schemas take.
+# Every list of allowed values is moeplan's own: a knob's, the knob table's choices (:func:`knob_choices`: its
+# vocabulary and the API's words, which the CLI's flags and build_config take); the routings (moeplan.base.routing)
+# and the export formats. A Literal over the tuple, so a value the CLI and the API take is one the tools' schemas take.
+
+
+def knob_choices(k: Knob) -> Any:
+    """The type of knob ``k``'s argument where it has a vocabulary: a Literal over its choices (``Knob.choices``)."""
+    return Literal[k.choices]
+
 
 Model = Annotated[str, Field(description="a catalog name (list_models: deepseek-v3, qwen3-235b-a22b, ...) or the "
                                          "text of a Hugging Face config.json (starts with '{')")]
@@ -56,17 +63,21 @@ Gpu = Annotated[str, Field(description="GPU name from list_hardware (h100, h200,
 Gpus = Annotated[int, Field(description="total GPU count")]
 SeqLen = Annotated[int, Field(description="sequence length in tokens (131072 for 128K)")]
 Gbs = Annotated[int, Field(description="global batch size in sequences")]
-Precision = Annotated[Literal[PRECISIONS],
+Precision = Annotated[knob_choices(knob_named("precision")),
                       Field(description="GEMM precision: fp8 = blockwise (Hopper), fp8-cs current scaling, fp8-ds "
                                         "delayed scaling, mxfp8 (Blackwell), nvfp4 (Blackwell NVFP4 training)")]
-Dispatcher = Literal[knob_named("dispatcher").choices]
-CpComm = Annotated[Literal[knob_named("cp_comm_type").choices],
+Dispatcher = knob_choices(knob_named("dispatcher"))
+CpComm = Annotated[knob_choices(knob_named("cp_comm_type")),
                    Field(description="context-parallel communication (Megatron-Core cp_comm_type; p2p = ring); auto = "
                                      "the planner's choice (least attention + exposed CP communication)")]
-Fsdp = Literal[fsdp_choices()]  # a held layout's
+Fsdp = knob_choices(knob_named("fsdp"))  # a held layout's (fsdp_choices())
 FsdpSearch = Literal[fsdp_choices(search=True)]  # a search's: auto searches it beside the distributed optimizer
-Optimizer = Literal[OPTIMIZERS]
+Optimizer = knob_choices(knob_named("optimizer"))
 ExportFormat = Literal[tools.EXPORT_FORMATS]
+CudaGraphs = Annotated[str | None, Field(description="CUDA graph scopes, e.g. attn,moe_router,moe_preprocess or "
+                                                     "full_iteration")]
+OffloadFraction = Annotated[float, Field(description="fraction of optimizer state on the CPU, 0-1")]
+OffloadModules = Annotated[str | None, Field(description="activation offload modules, e.g. core_attn")]
 Recompute = Annotated[str | None, Field(description=f"none | full[:{'|'.join(RECOMPUTE_METHODS)}[:N]] | "
                                                     f"selective:MOD[,MOD] ({', '.join(RECOMPUTE_MODULES)})")]
 HardwareYaml = Annotated[str | None, Field(description="text of a hardware YAML adding GPUs (docs/hardware.md)")]
@@ -85,24 +96,20 @@ MoeImbalance = Annotated[float | None, Field(description="tokens on the busiest 
 # The knobs a tool takes beyond those its signature lists (with their own descriptions) are read from the knob table
 # (moeplan.run.knobs): each an argument named as the CLI's flag (its destination: bf16_grads for grad_fp32) or, for a
 # knob without a flag, its API keyword, typed by its kind, its allowed values the knob's choices, described by the
-# flag's help. A new knob reaches the tools without an edit here.
+# flag's help. A new knob reaches the tools without an edit here. The knob arguments a signature lists itself take
+# their defaults from the table too (moeplan.assistant.tools.knob_default), as the CLI's flags do; None where the
+# tool resolves an unset value (te_version, moe_imbalance, reserve_gib: as the CLI's unset flags), a search's pins.
 
 _PY_TYPES: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str, "list": str}
-
-
-def knob_argument(k: Knob) -> str:
-    """The tool argument of knob ``k``: the CLI flag's destination where the flag inverts the knob, else its API
-    keyword (which is the flag's destination for every other flagged knob)."""
-    return flag_dest(k) if k.flag is not None and k.flag.get("invert") else k.api
 
 
 def _knob_parameter(k: Knob) -> inspect.Parameter:
     """A keyword-only parameter for knob ``k`` (see above): lists (CUDA graph scopes, offload modules) are comma-
     separated names, as the CLI takes them."""
-    base: Any = Literal[k.choices] if k.choices else _PY_TYPES[k.kind.rstrip("?")]
-    default: Any = k.api_default
+    base: Any = knob_choices(k) if k.choices else _PY_TYPES[k.kind.rstrip("?")]
+    default: Any = knob_default(knob_argument(k))
     if k.flag is not None and k.flag.get("invert"):
-        base, default = bool, False
+        base = bool
     elif k.optional or k.kind == "list" or default is None:
         base = base | None
     text = (k.flag or {}).get("help") or (f"{k.api}: a knob of the strategy file's {k.group} section "
@@ -365,20 +372,23 @@ async def estimate(
     model: Model, gpus: Gpus, seq_len: SeqLen, gbs: Gbs, gpu: Gpu = DEFAULT_GPU, mbs: int = 1, tp: int = 1,
     pp: int = 1, vpp: int = 1, cp: int = 1, ep: int = 1, etp: int = 1,
     pipeline_layout: Annotated[str | None, Field(description="Megatron pipeline_model_parallel_layout")] = None,
-    recompute: Recompute = "none", dispatcher: Dispatcher = "auto", ep_overlap: bool = False,
-    delay_wgrad: bool | None = None,
-    cuda_graphs: Annotated[str | None, Field(description="CUDA graph scopes, e.g. attn,moe_router,moe_preprocess "
-                                                         "or full_iteration")] = None,
-    optimizer_offload: Annotated[float, Field(description="fraction of optimizer state on the CPU, 0-1")] = 0.0,
-    offload_modules: Annotated[str | None, Field(description="activation offload modules, e.g. core_attn")] = None,
-    cp_comm_type: CpComm = "p2p", capacity_factor: float | None = None, rank_capacity_factor: float | None = None,
-    fsdp: Fsdp | None = None,
-    fsdp_double_buffer: bool = False, precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
+    recompute: Recompute = knob_default("recompute"), dispatcher: Dispatcher = knob_default("dispatcher"),
+    ep_overlap: bool = knob_default("ep_overlap"), delay_wgrad: bool | None = knob_default("delay_wgrad"),
+    cuda_graphs: CudaGraphs = knob_default("cuda_graphs"),
+    optimizer_offload: OffloadFraction = knob_default("optimizer_offload"),
+    offload_modules: OffloadModules = knob_default("offload_modules"),
+    cp_comm_type: CpComm = knob_default("cp_comm_type"),
+    capacity_factor: float | None = knob_default("capacity_factor"),
+    rank_capacity_factor: float | None = knob_default("rank_capacity_factor"), fsdp: Fsdp | None = knob_default("fsdp"),
+    fsdp_double_buffer: bool = knob_default("fsdp_double_buffer"), precision: Precision = knob_default("precision"),
+    mcore_version: str = knob_default("mcore_version"),
     te_version: Annotated[str | None, Field(description=f"Transformer Engine release (default {DEFAULT_TE_VERSION})")] = None,
-    te_grouped_tensor: bool = False, routing: Routing = None, moe_imbalance: MoeImbalance = None,
+    te_grouped_tensor: bool = knob_default("te_grouped_tensor"), routing: Routing = None,
+    moe_imbalance: MoeImbalance = None,
     reserve_gib: Annotated[float | None, Field(description="GiB per GPU kept for CUDA context and NCCL")] = None,
-    bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam",
-    mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None, calibration_yaml: CalibrationYaml = None,
+    bf16_grads: bool = knob_default("bf16_grads"), bf16_moments: bool = knob_default("bf16_moments"),
+    optimizer: Optimizer = knob_default("optimizer"), mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
+    calibration_yaml: CalibrationYaml = None,
     model_name: ModelName = "custom-model", knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
     """Memory per GPU item by item (most loaded pipeline rank), step time, TFLOP/s per GPU with its band
@@ -401,10 +411,12 @@ async def plan(
     mbs: Size = None, dispatcher: Dispatcher | None = None, recompute: Recompute = None,
     no_cuda_graphs: bool = False, no_offload: bool = False,
     keep_gbs: Annotated[bool, Field(description="never lower GBS when nothing fits")] = False,
-    fsdp: FsdpSearch = FSDP_SEARCH, fsdp_double_buffer: bool = False, precision: Precision = "bf16",
-    mcore_version: str = DEFAULT_MCORE_VERSION, te_version: str | None = None, te_grouped_tensor: bool = False,
+    fsdp: FsdpSearch = FSDP_SEARCH, fsdp_double_buffer: bool = knob_default("fsdp_double_buffer"),
+    precision: Precision = knob_default("precision"), mcore_version: str = knob_default("mcore_version"),
+    te_version: str | None = None, te_grouped_tensor: bool = knob_default("te_grouped_tensor"),
     routing: Routing = None, moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None,
-    bf16_grads: bool = False, bf16_moments: bool = False, optimizer: Optimizer = "adam", mtp_layers: int | None = None,
+    bf16_grads: bool = knob_default("bf16_grads"), bf16_moments: bool = knob_default("bf16_moments"),
+    optimizer: Optimizer = knob_default("optimizer"), mtp_layers: int | None = None,
     hardware_yaml: HardwareYaml = None, calibration_yaml: CalibrationYaml = None, model_name: ModelName = "custom-model",
     knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
@@ -427,11 +439,12 @@ async def export(
     gpu: Gpu = DEFAULT_GPU, headroom: float = DEFAULT_HEADROOM, tp: Size = None, pp: Size = None, vpp: Size = None,
     cp: Size = None, ep: Size = None, etp: Size = None, mbs: Size = None, dispatcher: Dispatcher | None = None,
     recompute: Recompute = None, no_cuda_graphs: bool = False, no_offload: bool = False, keep_gbs: bool = False,
-    fsdp: FsdpSearch = FSDP_SEARCH, precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
-    te_version: str | None = None, routing: Routing = None, moe_imbalance: MoeImbalance = None,
-    reserve_gib: float | None = None, bf16_grads: bool = False, bf16_moments: bool = False,
-    optimizer: Optimizer = "adam", mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
-    model_name: ModelName = "custom-model", knobs: dict[str, Any] | None = None,
+    fsdp: FsdpSearch = FSDP_SEARCH, precision: Precision = knob_default("precision"),
+    mcore_version: str = knob_default("mcore_version"), te_version: str | None = None, routing: Routing = None,
+    moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None, bf16_grads: bool = knob_default("bf16_grads"),
+    bf16_moments: bool = knob_default("bf16_moments"), optimizer: Optimizer = knob_default("optimizer"),
+    mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None, model_name: ModelName = "custom-model",
+    knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
     """The best plan (pin sizes to export a layout of your own) as ready-to-use configuration: text is exactly what
     `moeplan plan --format FORMAT` prints (overrides, yaml, megatron-lm, headed by the provenance comment that
@@ -449,11 +462,13 @@ async def sweep(
     hold: Annotated[bool, Field(description="hold the layout given by the sizes below at every length")] = False,
     tp: int | None = None, pp: int | None = None, vpp: int | None = None, cp: int | None = None,
     ep: int | None = None, etp: int | None = None, mbs: int | None = None, recompute: Recompute = None,
-    dispatcher: Dispatcher | None = None, optimizer_offload: float = 0.0, cp_comm_type: CpComm = "p2p",
-    fsdp: FsdpSearch = FSDP_SEARCH, precision: Precision = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION,
+    dispatcher: Dispatcher | None = None, optimizer_offload: float = knob_default("optimizer_offload"),
+    cp_comm_type: CpComm = knob_default("cp_comm_type"), fsdp: FsdpSearch = FSDP_SEARCH,
+    precision: Precision = knob_default("precision"), mcore_version: str = knob_default("mcore_version"),
     te_version: str | None = None, routing: Routing = None, moe_imbalance: MoeImbalance = None,
-    reserve_gib: float | None = None, bf16_grads: bool = False, bf16_moments: bool = False,
-    optimizer: Optimizer = "adam", mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
+    reserve_gib: float | None = None, bf16_grads: bool = knob_default("bf16_grads"),
+    bf16_moments: bool = knob_default("bf16_moments"), optimizer: Optimizer = knob_default("optimizer"),
+    mtp_layers: int | None = None, hardware_yaml: HardwareYaml = None,
     calibration_yaml: CalibrationYaml = None, model_name: ModelName = "custom-model",
     knobs: dict[str, Any] | None = None,
 ) -> CallToolResult:
@@ -470,7 +485,8 @@ async def explain(
                                                       "Megatron-LM arguments)")] = None,
     config_b: Annotated[str | None, Field(description="text of run B's config")] = None,
     seq_lens: Annotated[list[int] | None, Field(description="with model: [A, B]; with config_a alone: [B]")] = None,
-    gpus: int | None = None, gbs_tokens: int | None = None, gpu: str | None = None, precision: Precision = "bf16",
+    gpus: int | None = None, gbs_tokens: int | None = None, gpu: str | None = None,
+    precision: Precision = knob_default("precision"),
     mcore_version: str | None = None, te_version: str | None = None, routing: Routing = None,
     moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None, hardware_yaml: HardwareYaml = None,
     model_name: ModelName = "custom-model",
@@ -491,7 +507,7 @@ async def check_config(
     model: Annotated[str | None, Field(description="catalog name or config.json text; default: the file's "
                                                    "'# moeplan:' comment, else inferred from its architecture")] = None,
     gpu: str | None = None, gpus: int | None = None, mcore_version: str | None = None,
-    te_version: str | None = None, te_grouped_tensor: bool = False,
+    te_version: str | None = None, te_grouped_tensor: bool = knob_default("te_grouped_tensor"),
     headroom: Annotated[float, Field(description="share of HBM the run must leave free")] = 0.0,
     routing: Routing = None, moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None,
     hardware_yaml: HardwareYaml = None,

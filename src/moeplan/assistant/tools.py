@@ -17,12 +17,25 @@ from contextlib import contextmanager
 from typing import Any
 
 from moeplan.base.errors import MoeplanError, one_line
-from moeplan.base.te_release import DEFAULT_TE_VERSION
-from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB, LAUNCH_FORMATS
-from moeplan.run.knobs import FSDP_SEARCH
+from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_HEADROOM, LAUNCH_FORMATS
+from moeplan.run.knobs import FSDP_SEARCH, Knob, flag_dest, knob_table
 
 # The formats `moeplan plan --format` prints (besides its table): export's choices.
 EXPORT_FORMATS = ("overrides", "yaml", "megatron-lm", *LAUNCH_FORMATS)
+
+
+def knob_argument(k: Knob) -> str:
+    """The tool argument of knob ``k``: the CLI flag's destination where the flag inverts the knob, else its API
+    keyword (which is the flag's destination for every other flagged knob)."""
+    return flag_dest(k) if k.flag is not None and k.flag.get("invert") else k.api
+
+
+def knob_default(argument: str) -> Any:
+    """The default of the tool argument ``argument`` (:func:`knob_argument`), read from the knob table as the CLI's
+    flags read it: the knob's API default (``Knob.api_default``), negated for an inverted flag's argument
+    (bf16_grads: grad_fp32's)."""
+    k = next(k for k in knob_table() if knob_argument(k) == argument)
+    return (not k.api_default) if k.flag is not None and k.flag.get("invert") else k.api_default
 
 # A name a text may be saved under: a plain file name (no directory part), so a caller cannot point it elsewhere.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -112,10 +125,10 @@ def _run_settings(s: _Scratch, *, gpu: str, hardware_yaml: str | None, calibrati
     cal = DEFAULT_CALIBRATION if profile is None else profile.calibration
     return dict(gpu=gpu, precision=precision, hardware_file=hardware_file,
                 moe_imbalance=resolve_imbalance(routing, moe_imbalance, cal.natural_routing_imbalance),
-                reserve_gib=DEFAULT_RESERVE_GIB if reserve_gib is None else reserve_gib,
+                reserve_gib=knob_default("reserve_gib") if reserve_gib is None else reserve_gib,
                 mcore_version=mcore_version, cal=cal,
                 grad_fp32=not bf16_grads, bf16_moments=bf16_moments, optimizer=optimizer, mtp_layers=mtp_layers,
-                te_version=te_version or DEFAULT_TE_VERSION, te_grouped_tensor=te_grouped_tensor)
+                te_version=te_version or knob_default("te_version"), te_grouped_tensor=te_grouped_tensor)
 
 
 def _named(out: Any, calibration_yaml: str | None) -> Any:
@@ -158,15 +171,22 @@ def params(model: str, seq_len: int = 4096, tp: int = 1, model_name: str = "cust
 
 def estimate(model: str, *, gpus: int, seq_len: int, gbs: int, gpu: str = DEFAULT_GPU, mbs: int = 1, tp: int = 1,
              pp: int = 1, vpp: int = 1, cp: int = 1, ep: int = 1, etp: int = 1, pipeline_layout: str | None = None,
-             recompute: str = "none", dispatcher: str = "auto", ep_overlap: bool = False,
-             delay_wgrad: bool | None = None, cuda_graphs: str | None = None, optimizer_offload: float = 0.0,
-             offload_modules: str | None = None, cp_comm_type: str = "p2p", capacity_factor: float | None = None,
-             rank_capacity_factor: float | None = None, fsdp: str | None = None, fsdp_double_buffer: bool = False,
-             precision: str = "bf16", mcore_version: str = DEFAULT_MCORE_VERSION, te_version: str | None = None,
-             te_grouped_tensor: bool = False, moe_imbalance: float | None = None, reserve_gib: float | None = None,
-             bf16_grads: bool = False, bf16_moments: bool = False, optimizer: str = "adam",
-             mtp_layers: int | None = None, hardware_yaml: str | None = None, calibration_yaml: str | None = None,
-             model_name: str = "custom-model", routing: str | None = None, **knobs: Any) -> dict[str, Any]:
+             recompute: str = knob_default("recompute"), dispatcher: str = knob_default("dispatcher"),
+             ep_overlap: bool = knob_default("ep_overlap"), delay_wgrad: bool | None = knob_default("delay_wgrad"),
+             cuda_graphs: str | None = knob_default("cuda_graphs"),
+             optimizer_offload: float = knob_default("optimizer_offload"),
+             offload_modules: str | None = knob_default("offload_modules"),
+             cp_comm_type: str = knob_default("cp_comm_type"),
+             capacity_factor: float | None = knob_default("capacity_factor"),
+             rank_capacity_factor: float | None = knob_default("rank_capacity_factor"),
+             fsdp: str | None = knob_default("fsdp"), fsdp_double_buffer: bool = knob_default("fsdp_double_buffer"),
+             precision: str = knob_default("precision"), mcore_version: str = knob_default("mcore_version"),
+             te_version: str | None = None, te_grouped_tensor: bool = knob_default("te_grouped_tensor"),
+             moe_imbalance: float | None = None, reserve_gib: float | None = None,
+             bf16_grads: bool = knob_default("bf16_grads"), bf16_moments: bool = knob_default("bf16_moments"),
+             optimizer: str = knob_default("optimizer"), mtp_layers: int | None = None,
+             hardware_yaml: str | None = None, calibration_yaml: str | None = None, model_name: str = "custom-model",
+             routing: str | None = None, **knobs: Any) -> dict[str, Any]:
     """``moeplan estimate MODEL ... --json`` (the same keywords the CLI passes to moeplan.api.estimate_run);
     ``knobs``: any other knob of the knob table by its API keyword (moeplan.run.knobs)."""
     from moeplan import api
@@ -253,12 +273,16 @@ def _search(s: _Scratch, model: str, *, gpus: int, seq_len: int, gbs: int, gpu: 
 
 
 def _plan_defaults() -> dict[str, Any]:
+    """plan's and export's defaults: the knobs' from the knob table (:func:`knob_default`); te_version, routing,
+    moe_imbalance and reserve_gib unset (None: :func:`_run_settings` resolves them), dispatcher and recompute not
+    pinned (searched), fsdp the search's word."""
     return dict(gpu=DEFAULT_GPU, top=5, headroom=DEFAULT_HEADROOM, tp=None, pp=None, vpp=None, cp=None, ep=None,
                 etp=None, mbs=None, dispatcher=None, recompute=None, no_cuda_graphs=False, no_offload=False,
-                keep_gbs=False, fsdp=FSDP_SEARCH, fsdp_double_buffer=False, precision="bf16",
-                mcore_version=DEFAULT_MCORE_VERSION, te_version=None, te_grouped_tensor=False, routing=None,
-                moe_imbalance=None, reserve_gib=None, bf16_grads=False, bf16_moments=False, optimizer="adam", mtp_layers=None,
-                hardware_yaml=None, calibration_yaml=None, model_name="custom-model")
+                keep_gbs=False, fsdp=FSDP_SEARCH, te_version=None, routing=None, moe_imbalance=None, reserve_gib=None,
+                mtp_layers=None, hardware_yaml=None, calibration_yaml=None, model_name="custom-model",
+                **{name: knob_default(name) for name in ("fsdp_double_buffer", "precision", "mcore_version",
+                                                         "te_grouped_tensor", "bf16_grads", "bf16_moments",
+                                                         "optimizer")})
 
 
 def plan(model: str, *, gpus: int, seq_len: int, gbs: int, progress: Progress | None = None,
@@ -321,11 +345,15 @@ def export(model: str, *, gpus: int, seq_len: int, gbs: int, format: str = "over
 def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: str = DEFAULT_GPU,
           hold: bool = False, tp: int | None = None, pp: int | None = None, vpp: int | None = None,
           cp: int | None = None, ep: int | None = None, etp: int | None = None, mbs: int | None = None,
-          recompute: str | None = None, dispatcher: str | None = None, optimizer_offload: float = 0.0,
-          cp_comm_type: str = "p2p", fsdp: str = FSDP_SEARCH, fsdp_double_buffer: bool = False, precision: str = "bf16",
-          mcore_version: str = DEFAULT_MCORE_VERSION, te_version: str | None = None, te_grouped_tensor: bool = False,
-          moe_imbalance: float | None = None, reserve_gib: float | None = None, bf16_grads: bool = False,
-          bf16_moments: bool = False, optimizer: str = "adam", mtp_layers: int | None = None,
+          recompute: str | None = None, dispatcher: str | None = None,
+          optimizer_offload: float = knob_default("optimizer_offload"),
+          cp_comm_type: str = knob_default("cp_comm_type"),
+          fsdp: str = FSDP_SEARCH, fsdp_double_buffer: bool = knob_default("fsdp_double_buffer"),
+          precision: str = knob_default("precision"), mcore_version: str = knob_default("mcore_version"),
+          te_version: str | None = None, te_grouped_tensor: bool = knob_default("te_grouped_tensor"),
+          moe_imbalance: float | None = None, reserve_gib: float | None = None,
+          bf16_grads: bool = knob_default("bf16_grads"), bf16_moments: bool = knob_default("bf16_moments"),
+          optimizer: str = knob_default("optimizer"), mtp_layers: int | None = None,
           hardware_yaml: str | None = None, calibration_yaml: str | None = None, model_name: str = "custom-model",
           progress: Progress | None = None, routing: str | None = None, **knobs: Any) -> dict[str, Any]:
     """``moeplan sweep ... --json`` as ``{"rows": [...]}``: each length planned, or the layout held (``hold``, or
@@ -338,8 +366,9 @@ def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: s
     if not held and not hold:
         held = None
     else:
-        held = dict(held or {}, recompute=recompute or "none", dispatcher=dispatcher or "auto",
-                    optimizer_offload=optimizer_offload, cp_comm_type=cp_comm_type)
+        held = dict(held or {}, recompute=recompute or knob_default("recompute"),
+                    dispatcher=dispatcher or knob_default("dispatcher"), optimizer_offload=optimizer_offload,
+                    cp_comm_type=cp_comm_type)
     with scratch() as s:
         kw = _run_settings(s, gpu=gpu, hardware_yaml=hardware_yaml, calibration_yaml=calibration_yaml,
                            precision=precision, mcore_version=mcore_version, te_version=te_version,
@@ -356,7 +385,7 @@ def sweep(model: str, *, gpus: int, seq_lens: list[int], gbs_tokens: int, gpu: s
 
 def explain(model: str | None = None, *, config_a: str | None = None, config_b: str | None = None,
             seq_lens: list[int] | None = None, gpus: int | None = None, gbs_tokens: int | None = None,
-            gpu: str | None = None, precision: str = "bf16", mcore_version: str | None = None,
+            gpu: str | None = None, precision: str = knob_default("precision"), mcore_version: str | None = None,
             te_version: str | None = None, moe_imbalance: float | None = None, reserve_gib: float | None = None,
             hardware_yaml: str | None = None, model_name: str = "custom-model", no_fix: bool = False,
             routing: str | None = None, **knobs: Any) -> dict[str, Any]:
@@ -391,9 +420,9 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
                                       precision=precision, hardware_file=hardware_file,
                                       moe_imbalance=resolve_imbalance(routing, moe_imbalance,
                                                                       cal.natural_routing_imbalance),
-                                      reserve_gib=DEFAULT_RESERVE_GIB if reserve_gib is None else reserve_gib,
-                                      mcore_version=mcore_version or DEFAULT_MCORE_VERSION, cal=cal, fsdp=FSDP_SEARCH,
-                                      te_version=te_version or DEFAULT_TE_VERSION, **knobs)
+                                      reserve_gib=knob_default("reserve_gib") if reserve_gib is None else reserve_gib,
+                                      mcore_version=mcore_version or knob_default("mcore_version"), cal=cal,
+                                      fsdp=FSDP_SEARCH, te_version=te_version or knob_default("te_version"), **knobs)
             missing = next((p for p in points if p.estimate is None), None)
             if missing is not None:
                 return {"a": None, "b": None, "reasons": [],
