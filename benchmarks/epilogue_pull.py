@@ -7,9 +7,10 @@ gemm_epilogue_s pinned at its source value (calibrate.PRIOR), then gives each ob
 residual (level_contrasts, as the fit scores it) times the residual's derivative in log gemm_epilogue_s, the share
 of the fit's gradient toward a larger constant that the row contributes (half the derivative of its squared
 residual). Printed: the error of the pinned and the shipped fit, the pull by GPU, by EP dispatcher and by GPU x
-precision, the rows that pull most, the Blackwell-only scan (the depth penalty on Blackwell GPUs alone multiplied,
-the source value elsewhere) and a trial HybridEP time per received token copy (the source value everywhere), each
-refitted. ~1.5 min on one core.
+precision (each observation's first run: the estimates its prediction asks for, runs_of), the rows that pull most,
+the Blackwell-only scan (the depth penalty on Blackwell GPUs alone multiplied, by the catalog entry's compute
+capability: is_blackwell; the source value elsewhere) and a trial HybridEP time per received token copy (the source
+value everywhere), each refitted. ~1.5 min on one core.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ import argparse
 import math
 import sys
 from collections import defaultdict
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -31,72 +35,115 @@ import moeplan.engine.timing.gemm as gemm_mod  # noqa: E402
 import moeplan.engine.timing.layer as layer_mod  # noqa: E402
 import moeplan.engine.timing.moe as moe_mod  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration  # noqa: E402
+from moeplan.engine.timing.context import Ctx  # noqa: E402
+from moeplan.hardware.spec import GPUSpec  # noqa: E402
+from moeplan.run.config import RunConfig  # noqa: E402
 
 STEP_LOG = 0.05  # finite-difference step in log gemm_epilogue_s
+# Blackwell: compute capability 10.0 and up (NVIDIA's CUDA GPUs list: Hopper 9.0, Blackwell 10.0, Blackwell Ultra
+# 10.3), read from the GPU's catalog entry (compute_capability) as the engine reads it (GPUSpec.sm_arch: 90, 100, 103)
+BLACKWELL_SM_ARCH = 100
+
+
+def is_blackwell(gpu: GPUSpec) -> bool:
+    """Whether ``gpu`` is a Blackwell GPU by its catalog entry's compute capability (one without it: not)."""
+    return gpu.sm_arch is not None and gpu.sm_arch >= BLACKWELL_SM_ARCH
+
+
+def _recorded_estimate(calls: list[tuple[RunConfig, GPUSpec]], estimate: Any, cfg: RunConfig, gpu: GPUSpec,
+                       cal: Calibration, *args: Any, **kwargs: Any) -> Any:
+    """``estimate`` (calibrate's estimate_time) that first records the run it is asked for in ``calls``."""
+    calls.append((cfg, gpu))
+    return estimate(cfg, gpu, cal, *args, **kwargs)
+
+
+def runs_of(o: C.Obs) -> list[tuple[RunConfig, GPUSpec]]:
+    """The runs (configuration, GPU) an observation's prediction estimates, in the order it estimates them: the
+    arguments of each calibrate.estimate_time call (calibrate._built's estimates) while it predicts at the shipped
+    constants; none for a prediction that times layers alone (the MoE-layer benchmark ratios)."""
+    calls: list[tuple[RunConfig, GPUSpec]] = []
+    with mock.patch.object(C, "estimate_time", partial(_recorded_estimate, calls, C.estimate_time)):
+        o.predict(DEFAULT_CALIBRATION)
+    return calls
 
 
 def run_of(o: C.Obs) -> tuple[str, str, str]:
-    """(GPU, precision, dispatcher) of an observation's run (its estimate closure, calibrate._built), or '?' where it
-    has none (ratios of layer benchmarks, the 'without CP' rows)."""
-    t: Any = (o.predict.__defaults__ or (None,))[0]
-    cells = [c.cell_contents for c in (getattr(t, "__closure__", None) or ())]
-    gpu = next((c for c in cells if hasattr(c, "sms")), None)
-    cfg = next((c for c in cells if hasattr(c, "precision")), None)
-    return (gpu.name if gpu else "?", cfg.precision if cfg else "?", cfg.dispatcher if cfg else "?")
+    """(GPU, precision, dispatcher) of the first run an observation estimates (runs_of), or '?' where it estimates
+    none (the MoE-layer benchmark ratios)."""
+    runs = runs_of(o)
+    if not runs:
+        return ("?", "?", "?")
+    cfg, gpu = runs[0]
+    return (gpu.name, cfg.precision, cfg.dispatcher)
 
 
 def pinned_fit(obs: list[C.Obs], epilogue_s: float, iters: int) -> Calibration:
     """calibrate.fit of every FITTED constant but gemm_epilogue_s, which stays at ``epilogue_s``."""
-    fitted = C.FITTED
     base = DEFAULT_CALIBRATION.with_overrides({"gemm_epilogue_s": epilogue_s})
-    from_z = C.from_z
-    try:
-        C.FITTED = tuple(f for f in fitted if f[0] != "gemm_epilogue_s")
-        C.from_z = lambda z, b=base: from_z(z, b)  # type: ignore[assignment]
+    with mock.patch.object(C, "FITTED", tuple(f for f in C.FITTED if f[0] != "gemm_epilogue_s")), \
+            mock.patch.object(C, "from_z", partial(C.from_z, base=base)):
         z = C.fit(obs, C.to_z(DEFAULT_CALIBRATION), C.to_z(C.PRIOR), iters)
         return C.from_z(z)
-    finally:
-        C.FITTED, C.from_z = fitted, from_z  # type: ignore[assignment]
+
+
+def _scaled_epilogue(cal: Calibration, factor: float, memo: dict[int, tuple[Calibration, Calibration]]) -> Calibration:
+    """``cal`` with gemm_epilogue_s multiplied by ``factor`` (``memo``: the last calibration scaled, by identity)."""
+    hit = memo.get(id(cal))
+    if hit is None or hit[0] is not cal:
+        memo.clear()
+        hit = memo[id(cal)] = (cal, cal.with_overrides({"gemm_epilogue_s": cal.gemm_epilogue_s * factor}))
+    return hit[1]
+
+
+def _blackwell_gemm_time(gemm_time: Any, factor: float, memo: dict[int, tuple[Calibration, Calibration]], ctx: Ctx,
+                         *args: Any) -> Any:
+    """``gemm_time`` (timing.gemm._gemm_time_uncached) with the depth penalty (gemm_k_half, linear in gemm_epilogue_s,
+    which nothing else reads) multiplied by ``factor`` where the run's GPU is a Blackwell one (is_blackwell)."""
+    if is_blackwell(ctx.gpu):
+        ctx = replace(ctx, cal=_scaled_epilogue(ctx.cal, factor, memo))
+    return gemm_time(ctx, *args)
+
+
+def blackwell_depth(factor: float) -> Any:
+    """A context in which every GEMM on a Blackwell GPU (by its compute capability: is_blackwell) takes ``factor``
+    times the depth penalty, those on other GPUs their own (timing.gemm._gemm_time_uncached patched)."""
+    real = gemm_mod._gemm_time_uncached
+    return mock.patch.object(gemm_mod, "_gemm_time_uncached", partial(_blackwell_gemm_time, real, factor, {}))
 
 
 def blackwell_scan(obs: list[C.Obs], factors: list[float], iters: int) -> list[tuple[float, float]]:
-    """(factor, fitted sum of squares) with the depth penalty multiplied by ``factor`` on Blackwell GPUs only (>= 148
-    SMs), the source value on Hopper, the other constants refitted."""
-    orig = gemm_mod.gemm_k_half
+    """(factor, fitted sum of squares) with the depth penalty multiplied by ``factor`` on Blackwell GPUs only
+    (blackwell_depth), the source value on Hopper, the other constants refitted."""
     out = []
-    try:
-        for f in factors:
-            gemm_mod.gemm_k_half = lambda rate, sms, cal, f=f: orig(rate, sms, cal) * (f if sms >= 148 else 1.0)
+    for f in factors:
+        with blackwell_depth(f):
             h = C.residuals(obs, pinned_fit(obs, C.PRIOR.gemm_epilogue_s, iters))
-            out.append((f, float(h @ h)))
-    finally:
-        gemm_mod.gemm_k_half = orig
+        out.append((f, float(h @ h)))
     return out
+
+
+def _ep_kernels_with_copy(ep_kernels: Any, cost_s: float, ctx: Ctx, moe: Any) -> tuple[float, float, float]:
+    """``ep_kernels`` (timing.moe.ep_kernels) with ``cost_s`` per received token copy added to each HybridEP dispatch
+    and combine (tokens x timing.moe.expected_ranks_hit, the copies its kernels move)."""
+    d, c, p = ep_kernels(ctx, moe)
+    par = ctx.cfg.parallel
+    if ctx.cfg.dispatcher == "hybridep" and par.ep > 1:
+        extra = cost_s * ctx.tokens * ctx.cfg.rows_factor * moe_mod.expected_ranks_hit(moe, par.ep)
+        d, c = d + extra, c + extra
+    return d, c, p
 
 
 def hybridep_copy_scan(obs: list[C.Obs], costs_s: list[float], iters: int) -> list[tuple[float, float]]:
     """(cost, fitted sum of squares) with a trial time per received token copy added to each HybridEP dispatch and
-    combine (tokens x timing.moe.expected_ranks_hit, the copies its kernels move; not modelled: no HybridEP
-    benchmark at hidden 2,048-4,096 pins it), gemm_epilogue_s at its source value, the other constants refitted."""
-    orig = moe_mod.ep_kernels
-
-    def with_copy_cost(ctx: Any, moe: Any, cost: float) -> tuple[float, float, float]:
-        d, c, p = orig(ctx, moe)
-        par = ctx.cfg.parallel
-        if ctx.cfg.dispatcher == "hybridep" and par.ep > 1:
-            extra = cost * ctx.tokens * ctx.cfg.rows_factor * moe_mod.expected_ranks_hit(moe, par.ep)
-            d, c = d + extra, c + extra
-        return d, c, p
-
+    combine (_ep_kernels_with_copy; not modelled: no HybridEP benchmark at hidden 2,048-4,096 pins it),
+    gemm_epilogue_s at its source value, the other constants refitted."""
+    real = moe_mod.ep_kernels
     out = []
-    try:
-        for cost in costs_s:
-            moe_mod.ep_kernels = layer_mod.ep_kernels = (  # type: ignore[assignment]
-                lambda ctx, moe, cost=cost: with_copy_cost(ctx, moe, cost))
+    for cost in costs_s:
+        trial = partial(_ep_kernels_with_copy, real, cost)
+        with mock.patch.object(moe_mod, "ep_kernels", trial), mock.patch.object(layer_mod, "ep_kernels", trial):
             h = C.residuals(obs, pinned_fit(obs, C.PRIOR.gemm_epilogue_s, iters))
-            out.append((cost, float(h @ h)))
-    finally:
-        moe_mod.ep_kernels = layer_mod.ep_kernels = orig  # type: ignore[assignment]
+        out.append((cost, float(h @ h)))
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -345,14 +346,16 @@ def repeat_tag(r: dict[str, str]) -> str:
 def add_run(out: list[Variant], seen: dict[tuple[str, str], int], v: Variant, tag: str) -> None:
     """Append the row ``v`` (one measured run, named ``tag``: repeat_tag) to ``out``, or, where ``out`` already holds
     its configuration (``seen``: the same group and label), add the run to that row: a repeat keeps the geometric mean
-    of its runs as the row's measured value (ranking, reports; its step time the geometric mean of theirs) and each run
-    in extra["runs"] (the fit takes every run: benchmarks/calibrate.py _runs). Runs whose tags do not tell them apart
-    are named by their order ("run 1", "run 2")."""
+    of its runs as the row's measured value (ranking, reports; its step time the geometric mean of the runs that give
+    one, kept in extra["steps"]: a run without a step time leaves the others' mean, not None) and each run in
+    extra["runs"] (the fit takes every run: benchmarks/calibrate.py _runs). Runs whose tags do not tell them apart are
+    named by their order ("run 1", "run 2")."""
     key = (v.group, v.label)
     run = (tag, float(v.tflops))  # type: ignore[arg-type]
+    step = () if v.step_s is None else (float(v.step_s),)
     if key not in seen:
         seen[key] = len(out)
-        out.append(replace(v, extra=v.extra | {"repeats": 1, "runs": (run,)}))
+        out.append(replace(v, extra=v.extra | {"repeats": 1, "runs": (run,), "steps": step}))
         return
     w = out[seen[key]]
     n = w.extra["repeats"] + 1
@@ -360,8 +363,10 @@ def add_run(out: list[Variant], seen: dict[tuple[str, str], int], v: Variant, ta
     if len({t for t, _ in runs}) < n:
         runs = tuple((f"run {i}", x) for i, (_, x) in enumerate(runs, start=1))
     mean = (float(w.tflops) ** (n - 1) * run[1]) ** (1 / n)  # type: ignore[arg-type]
-    step = (float(w.step_s) ** (n - 1) * float(v.step_s)) ** (1 / n) if w.step_s and v.step_s else None
-    out[seen[key]] = replace(w, tflops=mean, step_s=step, extra=w.extra | {"repeats": n, "runs": runs})
+    steps = w.extra["steps"] + step
+    step_s = math.prod(steps) ** (1 / len(steps)) if steps else None
+    out[seen[key]] = replace(w, tflops=mean, step_s=step_s,
+                             extra=w.extra | {"repeats": n, "runs": runs, "steps": steps})
 
 
 def n_variants() -> list[Variant]:

@@ -18,8 +18,11 @@ In the fit the prediction follows the calibration: the fastest of the candidate 
 fitted. Memory does not depend on them, so the candidates are found once, at the fit's source values (benchmarks/
 calibrate.py PRIOR, tests/fit_prior.py, where the fit starts; not the shipped constants, which the fit wrote: its inputs would depend on
 its own previous output): the layouts the search returns for each recompute option, pruned to the fastest per TP and
-recompute option within CANDIDATE_MARGIN of the fastest (at most MAX_CANDIDATES), which keeps calibrate's thousands of evaluations cheap. Rows that miss by an effect moeplan does not
-express are kept out of the fit with the reason (``extra["why"]``, from tests/fit_exclusions.py) and reported.
+recompute option within CANDIDATE_MARGIN of the fastest (at most MAX_CANDIDATES), which keeps calibrate's thousands of evaluations cheap.
+Each candidate is its plan's own build_config keywords (run_kwargs: the plan's strategy, every knob), not keywords
+rebuilt by hand on build_config's defaults (tests/unit/test_nocp_prune.py: they build the planner's run). Rows that
+miss by an effect moeplan does not express are kept out of the fit with the reason (``extra["why"]``, from
+tests/fit_exclusions.py) and reported.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ class NoCPRow:
     tflops: float  # measured, in the source's FLOP count (fpt)
     fpt: float  # NeMo's FLOPs per token at this length (measured_variants.nemo_llama_flops_per_token)
     cp_row: Variant  # the same length's CP row (its GPUs, GBS and numerics)
-    candidates: tuple[dict[str, Any], ...]  # api.build_config kwargs, fastest first at the prior constants
+    candidates: tuple[dict[str, Any], ...]  # api.build_config kwargs (run_kwargs), fastest first at the prior constants
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -67,6 +70,7 @@ def search_cp1(v: Variant, recompute: str, gpus: int | None = None,
     from moeplan import api
     from moeplan.base.errors import MoeplanError
     from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+    from moeplan.run.knobs import Recompute
 
     kw = v.kwargs
     knobs = {"te_version": kw["te_version"]} if "te_version" in kw else {}
@@ -79,11 +83,21 @@ def search_cp1(v: Variant, recompute: str, gpus: int | None = None,
         return []
     out = []
     for p in rep.plans:
-        par = p.config.parallel
-        cand = dict(gpu=kw["gpu"], gpus=par.gpus, seq_len=kw["seq_len"], gbs=kw["gbs"], mbs=1, tp=par.tp, pp=par.pp,
-                    vpp=par.vpp, cp=1, precision=kw["precision"], recompute=recompute, **knobs)
+        cand = {"gpu": kw["gpu"], "gpus": p.config.parallel.gpus, **run_kwargs(p.config)}
+        if Recompute.parse(cand["recompute"]) == Recompute.parse(recompute):
+            cand["recompute"] = recompute  # the word the search was pinned to ('full' for 'full:uniform:1')
         out.append((cand, p.estimate.time.tokens_per_s_per_gpu, p.estimate.memory.total_bytes))
     return sorted(out, key=lambda c: -c[1])
+
+
+def run_kwargs(cfg: Any) -> dict[str, Any]:
+    """api.build_config keywords of a run the planner found (all but the GPU and its count): its strategy
+    (moeplan.run.strategy.strategy_of, what ``plan --save-strategy`` writes and ``estimate --strategy`` reads), every
+    knob the plan holds, so that no keyword falls back to api.build_config's defaults where the search's differ
+    (Megatron-FSDP, optimizer offload, CUDA graphs, the TE release ...)."""
+    from moeplan.run.strategy import strategy_of
+
+    return {key: value for section in strategy_of(cfg).values() for key, value in section.items()}
 
 
 def candidates(v: Variant) -> list[tuple[dict[str, Any], float, float]]:
@@ -130,4 +144,4 @@ def layout_text(kw: dict[str, Any]) -> str:
     return f"TP{kw['tp']} PP{kw['pp']}{vpp} DP{dp}, {rc}"
 
 
-__all__ = ["NoCPRow", "candidates", "layout_text", "nocp_rows", "search_cp1"]
+__all__ = ["NoCPRow", "candidates", "layout_text", "nocp_rows", "run_kwargs", "search_cp1"]

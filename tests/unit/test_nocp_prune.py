@@ -52,3 +52,37 @@ def test_candidates_order_and_tokens_are_the_priors():
         tokens = [api.estimate(row.model, cal=prior, **kw)["tokens_per_s_per_gpu"] for kw in row.candidates]
         assert tokens == sorted(tokens, reverse=True)
         assert tokens == pytest.approx(list(row.extra["tokens_prior"]), rel=1e-9)
+
+
+def test_candidates_build_the_planners_own_runs(monkeypatch):
+    """Each candidate's keywords (run_kwargs: the plan's strategy) build exactly the run the planner found, every knob
+    included, so a default of api.build_config that differs from the search's (Megatron-FSDP, optimizer offload, CUDA
+    graphs, the TE release ...) cannot slip in; its estimate at the prior is the planner's own, time and memory."""
+    prior = prior_calibration()
+    found = []
+    real = api.search_plans
+
+    def spy(*args, **kwargs):
+        rep = real(*args, **kwargs)
+        found.extend(rep.plans)
+        return rep
+
+    monkeypatch.setattr(api, "search_plans", spy)
+    checked = 0
+    for row in module.nocp_rows():
+        for rc in module.NOCP_RECOMPUTE:
+            found.clear()
+            cands = module.search_cp1(row.cp_row, rc, cal=prior)
+            assert len(cands) == len(found)
+            for kw, tokens, peak_bytes in cands:
+                cfg, gpu = api.build_config(row.model, **kw)
+                plan = next((p for p in found if p.config == cfg), None)
+                assert plan is not None, f"{row.group} {row.label}: {module.layout_text(kw)}: not a run the planner found"
+                assert gpu == plan.gpu
+                est = api.estimate_run(row.model, cal=prior, **kw)
+                assert est.time.tokens_per_s_per_gpu == pytest.approx(tokens, rel=1e-9)
+                assert est.memory.total_bytes == pytest.approx(peak_bytes, rel=1e-9)
+                assert tokens == plan.estimate.time.tokens_per_s_per_gpu
+                assert peak_bytes == plan.estimate.memory.total_bytes
+                checked += 1
+    assert checked >= sum(len(r.candidates) for r in module.nocp_rows())

@@ -31,3 +31,30 @@ def test_each_run_enters_the_fit_once(calibrate_script):
     assert "hybridep overlap=yes [run 1]" in labels and "hybridep overlap=yes [run 2]" in labels
     assert not [lab for lab in labels if "tuned" in lab]  # its reason to be out: tests/fit_exclusions.py
     assert len(labels) == len(set(labels)) == 4
+
+
+def _merged(*runs: tuple[float, float | None]):
+    from tests.measured_variants import Variant, add_run
+
+    out: list = []
+    seen: dict = {}
+    for i, (tflops, step_s) in enumerate(runs):
+        add_run(out, seen, Variant("X", "row", "qwen3-30b-a3b", {}, tflops, step_s), f"t{i}")
+    assert len(out) == 1
+    return out[0]
+
+
+@pytest.mark.parametrize("runs, step_s", [
+    (((300.0, 20.0), (310.0, None)), 20.0),  # the second run gives no step time: the first's
+    (((300.0, None), (310.0, 21.0)), 21.0),  # the first gives none: the second's
+    (((300.0, 20.0), (310.0, None), (305.0, 22.0)), math.sqrt(20.0 * 22.0)),  # the two that give one
+    (((300.0, 20.0), (310.0, 22.0)), math.sqrt(20.0 * 22.0)),
+    (((300.0, None), (310.0, None)), None),  # no run gives one
+])
+def test_a_repeat_step_time_is_the_mean_of_the_runs_that_give_one(runs, step_s):
+    """A repeated row's step time is the geometric mean (as its TFLOP/s) of the runs that give one; a run without
+    a step time does not blank the whole row's."""
+    v = _merged(*runs)
+    assert v.tflops == pytest.approx(math.prod(t for t, _ in runs) ** (1 / len(runs)))
+    assert v.step_s == (None if step_s is None else pytest.approx(step_s))
+    assert v.extra["steps"] == tuple(s for _, s in runs if s is not None)
