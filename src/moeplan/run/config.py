@@ -115,7 +115,7 @@ class RunConfig(RunKnobs):
             n = getattr(self, name)
             if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= len(self.model.layers)):
                 raise MoeplanError(f"{name} must be an integer from 1 to the model's {len(self.model.layers)} layers, "
-                                   f"got {n}")
+                                   f"got {n!r}")
         if self.dispatcher not in DISPATCHERS:
             raise MoeplanError(f"dispatcher '{self.dispatcher}' unknown; choose one of {', '.join(DISPATCHERS)}")
         if self.cp_comm_type not in CP_COMM_TYPES:
