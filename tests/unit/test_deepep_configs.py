@@ -9,13 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from moeplan import api
 from moeplan.base import deepep_configs as table
-from moeplan.base.deepep_configs import DEEPEP_CONFIGS, DEEPEP_NUM_SMS, deepep_config_ep, deepep_configs
+from moeplan.base.deepep_configs import (DEEPEP_CONFIGS, DEEPEP_NUM_SMS, deepep_config_ep, deepep_configs,
+                                         deepep_group_ranks)
 from moeplan.engine import dispatcher_buffers
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes
 from moeplan.engine.timing import moe
 from moeplan.engine.timing.calibration import Calibration
 from moeplan.engine.timing.moe import deepep_rdma_chunk_tokens
+from moeplan.models import load_model
+from moeplan.run.parallel import Parallel
 
 
 def test_deepep_release_values():
@@ -68,3 +72,43 @@ def test_one_owner_of_deepeps_sm_count():
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "DEEPEP_NUM_SMS" not in assigned and "moeplan.base.deepep_configs" in imported
     assert not any("timing" in m or "calibrat" in m for m in imported if m)
+
+
+# ------------------------------------------------------------------ DeepEP's group: expert TP x EP
+
+
+def test_deepeps_group_is_expert_tp_times_ep():
+    """Megatron-Core hands DeepEP its tp_ep group (token_dispatcher.py MoEFlexTokenDispatcher, pg_collection.tp_ep)
+    and fused_a2a.get_buffer reads the configs of group.size(): ETP x EP ranks."""
+    assert deepep_group_ranks(Parallel(gpus=64, tp=2, ep=16, etp=2)) == 32
+    assert deepep_group_ranks(Parallel(gpus=64, tp=2, ep=16)) == 16  # ETP 1: the EP size, as before
+
+
+def _deepep_buffer_gib(ep: int, etp: int) -> float:
+    run = api.estimate("qwen3-30b-a3b", gpu="h100", gpus=64, seq_len=4096, gbs=256, tp=2, ep=ep, etp=etp,
+                       dispatcher="deepep")
+    return run["memory_gib"]["dispatcher_buffers"]
+
+
+def test_etp2_ep16_buffer_reads_the_32_rank_row():
+    """An ETP 2 x EP 16 DeepEP run's Buffer spans 32 ranks: 8 NVLink x 4 RDMA peers and EP32's configs (NVL ring 288
+    tokens, RDMA ring 128), so its buffers are those of a 32-rank group, not of 16; ETP 1 x EP 16 keeps EP16's."""
+    hidden = load_model("qwen3-30b-a3b").hidden
+    assert deepep_buffer_bytes(hidden, 32) != deepep_buffer_bytes(hidden, 16)
+    assert _deepep_buffer_gib(16, 2) * 2**30 == pytest.approx(deepep_buffer_bytes(hidden, 32))
+    assert _deepep_buffer_gib(16, 1) * 2**30 == pytest.approx(deepep_buffer_bytes(hidden, 16))
+
+
+def test_etp2_ep16_rdma_messages_read_the_32_rank_row(monkeypatch: pytest.MonkeyPatch):
+    """The RDMA message sizes of an ETP 2 x EP 16 run are the 32-rank row's (8 / 8 tokens), not EP16's (20 / 12): every
+    config lookup of the timing asks for the group's 32 ranks."""
+    asked: list[int] = []
+
+    def spy(ranks: int):  # noqa: ANN202
+        asked.append(ranks)
+        return deepep_configs(ranks)
+
+    monkeypatch.setattr(moe, "deepep_configs", spy)
+    api.estimate("qwen3-30b-a3b", gpu="h100-efa", gpus=64, seq_len=4096, gbs=256, tp=2, ep=16, etp=2,
+                 dispatcher="deepep")
+    assert asked and set(asked) == {32}

@@ -63,3 +63,11 @@ def test_paid_per_rail():
     """p5.48xlarge (4 x 100 Gb/s rails per GPU) pays twice p6-b300 (2 x 400 Gb/s) for the same layout and tokens."""
     assert _extra_s("h100-efa", mbs=4, pp=2, ep=32) / _extra_s("b300-efa", mbs=4, pp=2, ep=32) == pytest.approx(
         2.0, rel=0.15)
+
+
+def test_expert_tp_counts_in_deepeps_group():
+    """DeepEP runs on Megatron-Core's expert-TP x EP group (base.deepep_configs.deepep_group_ranks): ETP 2 x EP 16
+    spans the same 4 nodes as EP 32 and sends its RDMA messages in the 32-rank row's chunks (8 / 8 tokens), so with
+    the same tokens per rank it pays EP 32's message cost, not EP 16's chunks of 20 / 12 (0.53x)."""
+    etp2 = _extra_s("h100-efa", mbs=4, tp=2, pp=2, ep=16, etp=2)
+    assert etp2 == pytest.approx(_extra_s("h100-efa", mbs=4, tp=2, pp=2, ep=32), rel=0.01)

@@ -44,7 +44,7 @@ def test_deepep_beyond_160_ep_ranks_is_an_error_with_its_source():
                       mcore_version="0.19")
     hit = rules_of(lint(cfg, gpu)).get("deepep-ep-ranks")
     assert hit is not None and hit.severity == "error" and "DeepEP #464" in hit.message
-    assert hit.numbers == {"ep": 256, "max_ep": 160}
+    assert hit.numbers == {"ep": 256, "etp": 1, "ep_ranks": 256, "max_ep": 160}
     assert "model.moe_flex_dispatcher_backend=hybridep" in hit.fix
     ok, _ = cfg_of("deepseek-v3", gpu="h100", gpus=128, seq_len=4096, gbs=256, ep=128, dispatcher="deepep",
                    mcore_version="0.19")
@@ -95,12 +95,27 @@ def test_deepep_at_an_ep_size_deepep_does_not_list_is_a_warning_citing_the_liste
 
 def test_deepeps_group_is_expert_tp_times_ep():
     """Megatron-Core's flex dispatcher hands DeepEP its expert-TP x EP group (token_dispatcher.py tp_ep_group): EP 12
-    x ETP 2 is 24 ranks (listed); EP 6 x ETP 2 is 12 (not), estimated with EP 6's row (8), as moeplan reads it."""
+    x ETP 2 is 24 ranks (listed); EP 6 x ETP 2 is 12 (not), estimated with the 16-rank row, the next listed size up
+    from the group's 12 ranks (base.deepep_configs.deepep_group_ranks; every lookup reads the group)."""
     ok, _ = _deepep("kimi-k2", 12, etp=2)
     assert not pitfalls.deepep_ep_size(ok, {})
     bad, _ = _deepep("kimi-k2", 6, etp=2)
     (hit,) = pitfalls.deepep_ep_size(bad, {})
-    assert hit.numbers["ep_ranks"] == 12 and hit.numbers["config_ep"] == 8 and "expert TP 2" in hit.message
+    assert hit.numbers["ep_ranks"] == 12 and hit.numbers["config_ep"] == 16 and "expert TP 2" in hit.message
+
+
+def test_deepeps_rank_cap_counts_expert_tp_times_ep():
+    """DeepEP's Buffer asserts its group's ranks (ETP x EP) <= 160: EP 64 x ETP 4 is 256 ranks and will not start,
+    though EP 64 alone is within the cap; EP 80 x ETP 2 (160 ranks) starts."""
+    over, _ = cfg_of("deepseek-v3", gpu="h100", gpus=256, seq_len=4096, gbs=256, tp=4, ep=64, etp=4,
+                     dispatcher="deepep", mcore_version="0.19")
+    (hit,) = pitfalls.deepep_ranks(over, {})
+    assert hit.severity == "error" and hit.numbers == {"ep": 64, "etp": 4, "ep_ranks": 256, "max_ep": 160}
+    assert "256 ranks" in hit.message and "expert TP 4" in hit.message
+    assert not pitfalls.deepep_ep_size(over, {})  # one finding: the cap, not also the unlisted size
+    at_cap, _ = cfg_of("glm-4.5", gpu="h100", gpus=160, seq_len=4096, gbs=160, tp=2, ep=80, etp=2,
+                       dispatcher="deepep", mcore_version="0.19")
+    assert not pitfalls.deepep_ranks(at_cap, {})
 
 
 # ------------------------------------------------------------------ HybridEP across InfiniBand (Megatron-LM #3999)

@@ -11,7 +11,7 @@ size hint). Older releases differ at EP 24..128 (before c939644, 2025-09-22, EP3
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 
 # SMs DeepEP's normal kernels run on where the run sets none: Megatron-Core moe_deepep_num_sms default 20
@@ -60,9 +60,30 @@ DEEPEP_EP_SIZES: tuple[int, ...] = tuple(sorted(DEEPEP_CONFIGS))
 DEEPEP_NVL_PEERS = 8
 
 
+class _ExpertLayout(Protocol):
+    """What :func:`deepep_group_ranks` reads of a layout (moeplan.run.parallel.Parallel)."""
+
+    @property
+    def ep(self) -> int: ...
+
+    @property
+    def etp(self) -> int: ...
+
+
+def deepep_group_ranks(parallel: _ExpertLayout) -> int:
+    """Ranks of the group DeepEP runs on: expert TP x EP. Megatron-Core's flex dispatcher hands DeepEP its tp_ep
+    group (token_dispatcher.py MoEFlexTokenDispatcher: ``_DeepepManager(group=self.tp_ep_group)``, pg_collection.tp_ep,
+    core_r0.12 .. 0.19), and fused_a2a.get_buffer asks for the configs and size hints of ``group.size()``; deep_ep's
+    Buffer keys its config rows, its rank cap and its NVLink x RDMA split on that num_ranks (deep_ep/buffers/legacy.py
+    get_dispatch_config(num_ranks), dispatch: ``get_dispatch_config(self.group_size)``). Every config lookup (buffer
+    memory, RDMA message sizes) and the rank checks (moeplan.plan.pitfalls) read this one number."""
+    return parallel.ep * parallel.etp
+
+
 def deepep_config_ep(ep: int) -> int:
-    """The DEEPEP_CONFIGS row an EP group of ``ep`` ranks reads: its own size where DeepEP lists it; otherwise the
-    smallest listed size above it, the largest listed one beyond 160 ranks. One rule for memory and time. For a size
+    """The DEEPEP_CONFIGS row a DeepEP group of ``ep`` ranks reads (expert TP x EP: :func:`deepep_group_ranks`; DeepEP
+    calls them EP ranks): its own size where DeepEP lists it; otherwise the smallest listed size above it, the
+    largest listed one beyond 160 ranks. One rule for memory and time. For a size
     DeepEP does not list (12, 40, 80, ...) DeepEP itself asserts (DEEPEP_EP_SIZES): the next row is moeplan's stand-in
     for an estimate, and ``check`` warns (lint rule deepep-ep-size, moeplan.plan.pitfalls)."""
     above = [k for k in DEEPEP_CONFIGS if k >= ep]
@@ -70,5 +91,5 @@ def deepep_config_ep(ep: int) -> int:
 
 
 def deepep_configs(ep: int) -> tuple[DeepEPConfig, DeepEPConfig]:
-    """(dispatch, combine) DeepEP default configs for an EP group of ``ep`` ranks (:func:`deepep_config_ep`)."""
+    """(dispatch, combine) DeepEP default configs for a DeepEP group of ``ep`` ranks (:func:`deepep_config_ep`)."""
     return DEEPEP_CONFIGS[deepep_config_ep(ep)]

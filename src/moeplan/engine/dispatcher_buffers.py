@@ -2,7 +2,8 @@
 
 - DeepEP buffers: DeepEP ``Config.get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
   (csrc/legacy/config.hpp) with DeepEP's default per-EP configs (base.deepep_configs), as Megatron sizes them
-  (megatron/core/transformer/moe/fused_a2a.py get_buffer);
+  (megatron/core/transformer/moe/fused_a2a.py get_buffer) for its group of expert TP x EP ranks
+  (base.deepep_configs.deepep_group_ranks);
   HybridEP: tokens x EP x (2h + 4 x experts-per-rank x ranks-per-node + 4h/128) bytes (DeepEP
   hybrid-ep branch, csrc/hybrid_ep/buffer).
 """
@@ -21,20 +22,21 @@ DEEPEP_META_BYTES = 8 + 128 * 8 + 128 * 4 + 128 * 4  # source meta + top-k idx/w
 
 
 @lru_cache(maxsize=256)
-def deepep_buffer_bytes(hidden: int, ep: int) -> float:
-    """DeepEP normal-kernel NVL + RDMA buffer per GPU: DeepEP csrc/legacy/config.hpp ``get_nvl_buffer_size_hint`` /
-    ``get_rdma_buffer_size_hint`` (RDMA only across nodes, EP > 8), each the larger over the dispatch and the combine
-    default config (base.deepep_configs), as Megatron-Core's fused_a2a.get_buffer sizes them."""
-    if ep <= 1:
+def deepep_buffer_bytes(hidden: int, ranks: int) -> float:
+    """DeepEP normal-kernel NVL + RDMA buffer per GPU for a DeepEP group of ``ranks`` ranks (expert TP x EP:
+    base.deepep_configs.deepep_group_ranks): DeepEP csrc/legacy/config.hpp ``get_nvl_buffer_size_hint`` /
+    ``get_rdma_buffer_size_hint`` (RDMA only across nodes, ranks > 8), each the larger over the dispatch and the
+    combine default config (base.deepep_configs), as Megatron-Core's fused_a2a.get_buffer sizes them (group.size())."""
+    if ranks <= 1:
         return 0.0
     channels = DEEPEP_NUM_SMS // 2
     hidden_bytes = hidden * BF16_BYTES
-    r_nvl, r_rdma = min(ep, DEEPEP_NVL_PEERS), max(ep // DEEPEP_NVL_PEERS, 1)
+    r_nvl, r_rdma = min(ranks, DEEPEP_NVL_PEERS), max(ranks // DEEPEP_NVL_PEERS, 1)
     nvl = rdma = 0.0
-    for cfg in deepep_configs(ep):
+    for cfg in deepep_configs(ranks):
         nvl = max(nvl, channels * r_nvl * (2 * r_rdma + 3) * 4
                   + channels * r_nvl * cfg.nvl_recv_tokens * (hidden_bytes + DEEPEP_META_BYTES))
-        if ep > DEEPEP_NVL_PEERS:
+        if ranks > DEEPEP_NVL_PEERS:
             rdma = max(rdma, channels * r_rdma * 18 * 2 * 4
                        + 2 * channels * r_rdma * cfg.rdma_recv_tokens * (hidden_bytes + DEEPEP_META_BYTES + 16))
     return _align_128(nvl) + _align_128(rdma)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
+from moeplan.base.deepep_configs import deepep_group_ranks
 from moeplan.engine import fsdp, muon
 from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, fp8_kind, keeps_unfused_scores,
                                         layer_input_bytes, offload_split_bytes, run_layer_activation,
@@ -430,7 +431,8 @@ def _dispatcher_bytes(cfg: RunConfig, nvlink_domain: int, tokens: float) -> floa
     if cfg.dispatcher in ("deepep", "ncclep") and moe is not None:
         # NCCL EP (core_v0.19.0): what NCCL's EP group and TE's symmetric-memory pool allocate has no public size;
         # its high-throughput kernels are HybridEP/DeepEP-derived, so DeepEP's normal-kernel buffers stand in
-        return deepep_buffer_bytes(spec.hidden, par.ep)
+        # DeepEP's Buffer spans the flex dispatcher's expert TP x EP group (base.deepep_configs.deepep_group_ranks)
+        return deepep_buffer_bytes(spec.hidden, deepep_group_ranks(par))
     if cfg.dispatcher == "hybridep" and moe is not None:
         return hybridep_buffer_bytes(spec.hidden, par.ep, tokens, moe.num_experts, nvlink_domain)
     return 0.0

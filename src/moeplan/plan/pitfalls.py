@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from moeplan.base.deepep_configs import DEEPEP_EP_SIZES, DEEPEP_NVL_PEERS, deepep_config_ep
+from moeplan.base.deepep_configs import DEEPEP_EP_SIZES, DEEPEP_NVL_PEERS, deepep_config_ep, deepep_group_ranks
 from moeplan.base.fields import hybridep_ib_tokens_cap
 from moeplan.hardware.spec import GPUSpec
 from moeplan.run.config import RunConfig
@@ -35,18 +35,27 @@ class Pitfall:
     line: int | None = None
 
 
+def _deepep_group(par: Any) -> str:
+    """The DeepEP group in words: the EP size, or EP x expert TP and its ranks."""
+    ranks = deepep_group_ranks(par)
+    return f"EP {par.ep}" if par.etp == 1 else f"EP {par.ep} x expert TP {par.etp} = {ranks} ranks"
+
+
 def deepep_ranks(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
-    """DeepEP's normal kernels reach at most 160 EP ranks (DeepEP #464)."""
-    if cfg.dispatcher != "deepep" or cfg.parallel.ep <= DEEPEP_NORMAL_MAX_RANKS:
+    """DeepEP's normal kernels reach at most 160 ranks (DeepEP #464), counted over its group: the flex dispatcher's
+    expert-TP x EP group (base.deepep_configs.deepep_group_ranks)."""
+    par = cfg.parallel
+    ranks = deepep_group_ranks(par)
+    if cfg.dispatcher != "deepep" or ranks <= DEEPEP_NORMAL_MAX_RANKS:
         return []
     fix = cfg.with_(dispatcher="hybridep") if hybridep_ib_tokens_cap(cfg.mcore_version) is not None else None
+    limit = "EP" if par.etp == 1 else "EP x expert TP"
     return [Pitfall("error", "deepep-ep-ranks",
-                     f"DeepEP's normal kernels reach at most {DEEPEP_NORMAL_MAX_RANKS} EP ranks "
+                     f"DeepEP's normal kernels reach at most {DEEPEP_NORMAL_MAX_RANKS} ranks "
                      f"({DEEPEP_NVL_PEERS} NVLink x {DEEPEP_NORMAL_MAX_RANKS // DEEPEP_NVL_PEERS} RDMA peers; "
-                     "Buffer asserts it): EP "
-                     f"{cfg.parallel.ep} will not start (deepseek-ai/DeepEP #464); use HybridEP or EP <= "
-                     f"{DEEPEP_NORMAL_MAX_RANKS}", fix,
-                     {"ep": cfg.parallel.ep, "max_ep": DEEPEP_NORMAL_MAX_RANKS},
+                     f"Buffer asserts it): {_deepep_group(par)} will not start (deepseek-ai/DeepEP #464); use "
+                     f"HybridEP or {limit} <= {DEEPEP_NORMAL_MAX_RANKS}", fix,
+                     {"ep": par.ep, "etp": par.etp, "ep_ranks": ranks, "max_ep": DEEPEP_NORMAL_MAX_RANKS},
                      lines.get("moe_flex_dispatcher_backend") or lines.get("expert_model_parallel_size"))]
 
 
@@ -59,20 +68,19 @@ def deepep_ep_size(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     estimates the run with the next listed size's row (deepep_config_ep). Sizes past the largest listed one are
     deepep_ranks' error."""
     par = cfg.parallel
-    ranks = par.ep * par.etp
+    ranks = deepep_group_ranks(par)
     if cfg.dispatcher != "deepep" or ranks <= 1 or ranks > DEEPEP_NORMAL_MAX_RANKS or ranks in DEEPEP_EP_SIZES:
         return []
-    group = f"EP {par.ep}" if par.etp == 1 else f"EP {par.ep} x expert TP {par.etp} = {ranks} ranks"
     listed = ", ".join(str(n) for n in DEEPEP_EP_SIZES)
     nvl = (f"; above {DEEPEP_NVL_PEERS} ranks its Buffer also asserts a multiple of {DEEPEP_NVL_PEERS}"
            if ranks > DEEPEP_NVL_PEERS and ranks % DEEPEP_NVL_PEERS else "")
-    row = deepep_config_ep(par.ep)  # the row moeplan's buffers and messages read (engine: the EP size)
+    row = deepep_config_ep(ranks)  # the row moeplan's buffers and messages read (the same group size)
     return [Pitfall("warning", "deepep-ep-size",
-                     f"DeepEP with {group}: DeepEP lists dispatch / combine configs for EP {listed} only; "
+                     f"DeepEP with {_deepep_group(par)}: DeepEP lists dispatch / combine configs for EP {listed} only; "
                      "Megatron-Core sizes its buffer from those of its group (fused_a2a.get_buffer) and deep_ep's "
                      f"Buffer.get_dispatch_config asserts the size is listed{nvl}: with DeepEP's released tables the "
-                     f"run stops at its first dispatch; moeplan estimates it with EP {row}'s configs; use a listed "
-                     "EP size or another dispatcher",
+                     f"run stops at its first dispatch; moeplan estimates it with the configs of the next listed size "
+                     f"({row}); use a listed {'EP' if par.etp == 1 else 'EP x expert TP'} size or another dispatcher",
                      None, {"ep_ranks": ranks, "listed_ep": list(DEEPEP_EP_SIZES), "config_ep": row},
                      lines.get("expert_model_parallel_size") or lines.get("moe_flex_dispatcher_backend"))]
 

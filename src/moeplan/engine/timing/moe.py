@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from moeplan.base.deepep_configs import deepep_configs
+from moeplan.base.deepep_configs import deepep_configs, deepep_group_ranks
 from moeplan.base.fields import version_key
 from moeplan.base.vocab import FLEX_DISPATCHERS
 from moeplan.engine import fsdp
@@ -172,7 +172,8 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         across = nodes > 1
         one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", peers_in_domain, across), rdma)
         one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", peers_in_domain, across), rdma)
-        proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, par.ep, tokens * remote_domains)
+        proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, deepep_group_ranks(par),
+                                               tokens * remote_domains)
 
     call_s = ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
     one_d, one_c = one_d + call_s + proxy_d, one_c + call_s + proxy_c
@@ -218,15 +219,16 @@ def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str)
     return per_rail * (gpu.scaleout_nics_per_gpu or 1)
 
 
-def deepep_rdma_chunk_tokens(ep: int) -> tuple[int, int]:
-    """(dispatch, combine) tokens per RDMA message of DeepEP's internode kernels at EP size ``ep``: the default
-    configs' ``num_max_rdma_chunked_send_tokens`` (base.deepep_configs, the table and row rule DeepEP's buffer memory
-    reads too), which Megatron-Core's fused_a2a.py runs (it passes no config)."""
-    dispatch, combine = deepep_configs(ep)
+def deepep_rdma_chunk_tokens(ranks: int) -> tuple[int, int]:
+    """(dispatch, combine) tokens per RDMA message of DeepEP's internode kernels for a DeepEP group of ``ranks`` ranks
+    (expert TP x EP: base.deepep_configs.deepep_group_ranks): the default configs' ``num_max_rdma_chunked_send_tokens``
+    (base.deepep_configs, the table and row rule DeepEP's buffer memory reads too), which Megatron-Core's fused_a2a.py
+    runs (it passes no config)."""
+    dispatch, combine = deepep_configs(ranks)
     return dispatch.rdma_send_tokens, combine.rdma_send_tokens
 
 
-def ep_proxy_messages_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str, ep: int,
+def ep_proxy_messages_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str, ranks: int,
                         remote_sends: float) -> tuple[float, float]:
     """(dispatch, combine) seconds the host proxies add to one flex-dispatcher (DeepEP) call for its RDMA messages,
     ``remote_sends`` token copies to remote nodes (tokens x expected remote nodes hit), when EP spans ``nodes`` > 1
@@ -236,7 +238,7 @@ def ep_proxy_messages_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: 
     DeepEP's internode normal kernels send each channel's tokens for a remote RDMA rank in messages of at most
     ``num_max_rdma_chunked_send_tokens`` tokens (the RDMA sender coordinator issues one put per chunk, then an atomic
     that moves the receiver's tail; the combine sends its chunks back the same way: deepseek-ai/DeepEP
-    csrc/kernels/internode.cu), a fixed size per EP size (:func:`deepep_rdma_chunk_tokens`: 20 / 12 tokens at EP16,
+    csrc/kernels/internode.cu), a fixed size per ETP x EP (:func:`deepep_rdma_chunk_tokens`: 20 / 12 tokens at EP16,
     8 / 8 at EP32). Without IBGDA each message is a command a host proxy thread posts and completes (UCCL-EP: GPU ->
     FIFO -> CPU proxy -> NIC; NVSHMEM's libfabric transport), so the proxies' work is the messages: a 4-node EP32
     group sends ~2.7 remote copies per token in chunks of 8, a 2-node EP16 ~1.0 in chunks of 20 / 12, ~5x the
@@ -246,7 +248,7 @@ def ep_proxy_messages_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: 
     if nodes <= 1 or gpu.scaleout_gpu_rdma is not False or dispatcher not in FLEX_DISPATCHERS:
         return 0.0, 0.0
     per_message_s = cal.ep_proxy_message_s * (gpu.scaleout_nics_per_gpu or 1)
-    chunk_d, chunk_c = deepep_rdma_chunk_tokens(ep)
+    chunk_d, chunk_c = deepep_rdma_chunk_tokens(ranks)
     return per_message_s * remote_sends / chunk_d, per_message_s * remote_sends / chunk_c
 
 
