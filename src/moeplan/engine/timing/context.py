@@ -50,13 +50,6 @@ SPLIT_QUANTIZE_PATH: dict[str, str] = {"fp8-ds": "fused", "nvfp4": "fused", "mxf
 # Host seconds of one kernel launched from C++ (cudaLaunchKernel, ~5 us: the launch latency Megatron-Core's CUDA graph
 # docs quote, as calibration.yaml launch_overhead_per_layer_s). A source value, not fitted.
 SPLIT_QUANTIZE_LAUNCH_S = 5e-6
-# Host seconds a Grace CPU (behind NVLink-C2C: catalog host_link "c2c", GH200 / GB200 / GB300) spends per second the
-# same PyTorch / Transformer Engine host work takes on an x86 host: the same torch.nn.Linear forward (BF16, hidden
-# 2,048, 8,192 tokens) costs 37.08 us of CPU time on GB200's Grace against 13.48 us on an H100 DGX's Xeon Platinum
-# 8480C (GH200: 33.17 us; NVIDIA/TransformerEngine issue #2053, "High CPU overhead on Grace systems", 2025-08). It
-# scales the host-time constants the fit reads as x86 time (launch_overhead_per_layer_s, expert_launch_host_s,
-# SPLIT_QUANTIZE_LAUNCH_S, ep_overlap_layer_s: :func:`host_time_scale`); gdn_launch_s is measured on each host.
-GRACE_HOST_TIME_SCALE = 37.08 / 13.48
 GROUPED_TILE_ROWS = 128  # M tile of the grouped expert GEMMs (CUTLASS / cuBLASLt Hopper and Blackwell kernels)
 TIME_ITEMS = ("gemm", "grouped_gemm", "attention", "linear_attention", "elementwise", "recompute",
               "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble", "dp_comm", "optimizer", "offload",
@@ -76,16 +69,6 @@ UNMEASURED_GEMM_SHARE = 0.75
 # scaling (also a one-pass quantize, QUANTIZE_BYTES_PER_ELEM) 22.88 ms: block GEMMs 22.88 - (18.98 - 16.79) = 20.69 ms,
 # 16.79 / 20.69 = 0.81 of the per-tensor rate. On Blackwell TE runs the recipe on the MXFP8 tensor cores.
 BLOCKWISE_FP8_GEMM_SHARE = 0.81
-
-
-def grace_host(gpu: GPUSpec) -> bool:
-    """Whether ``gpu``'s host is a Grace CPU: a GPU behind NVLink-C2C (catalog ``host_link`` "c2c"), else x86."""
-    return gpu.host_link == "c2c"
-
-
-def host_time_scale(gpu: GPUSpec) -> float:
-    """Host seconds on ``gpu``'s host per second of the same host work on x86 (GRACE_HOST_TIME_SCALE on Grace)."""
-    return GRACE_HOST_TIME_SCALE if grace_host(gpu) else 1.0
 
 
 def gemm_rate(gpu: GPUSpec, precision: str) -> float:

@@ -7,7 +7,7 @@ import math
 
 from moeplan.engine.activations import BF16_BYTES, FP32_BYTES
 from moeplan.engine.timing.calibration import Calibration
-from moeplan.engine.timing.context import TRAIN, grace_host
+from moeplan.engine.timing.context import TRAIN
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import GatedDeltaNet
 from moeplan.run.config import RunConfig
@@ -49,7 +49,7 @@ def gdn_eff(gpu: GPUSpec, cal: Calibration, direction: str) -> float:
 
 def gdn_host(gpu: GPUSpec) -> str:
     """Which measured host launch time serves ``gpu``: Grace behind NVLink-C2C, else an x86 host."""
-    return "grace" if grace_host(gpu) else "x86"
+    return "grace" if gpu.host_link == "c2c" else "x86"
 
 
 def gdn_launch_s(gpu: GPUSpec, cal: Calibration) -> tuple[float, float]:

@@ -12,7 +12,7 @@ from moeplan.engine.flops import layer_flops, layer_gemms
 from moeplan.engine.mamba import cp_alltoall_elems, mamba_layer_parts_s
 from moeplan.engine.timing.attention import attention_s, cp_comm, rope_glue_bytes
 from moeplan.engine.timing.context import (FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_SHARE, TRAIN, Ctx, LayerTime, busbw,
-                                           host_time_scale, ring_time)
+                                           ring_time)
 from moeplan.engine.timing.gdn import gdn_eff, gdn_glue_s, gdn_graph_captured, gdn_kernel_parts_s, gdn_launch_s
 from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.offload_act import activation_offload_s
@@ -194,7 +194,7 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
             # what a model chunk's first layer exposes beyond the steady state (step_parts adds it per chunk)
             ctx.cache[(EP_CHUNK_EDGE, layer)] = max(0.0, ep_overlap_exposed_s(*overlap, carry=False) - steady)
             out["ep_comm"] = (steady
-                              + rmap + cal.ep_overlap_layer_s * host_time_scale(gpu) * (1 - share))
+                              + rmap + cal.ep_overlap_layer_s * (1 - share))
         else:
             out["ep_comm"] = ep_raw
     # --- recompute: forward cost of what is rebuilt
@@ -236,16 +236,13 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
     # the dropless host sync (dense MLP, a mixer-only layer) launches while the GPU still runs the kernels queued
     # before it, so its launches hide behind them (the same docs: the launch cost shows where the host waits on
     # the device).
-    # the host's own speed scales it (timing.context.host_time_scale: Grace against the x86 hosts the constant is read as)
-    host_scale = host_time_scale(gpu)
-    out["launch_overhead"] = (cal.launch_overhead_per_layer_s * host_scale * launch_share(layer, cfg)
-                              if isinstance(mlp, MoE) else 0.0)
+    out["launch_overhead"] = cal.launch_overhead_per_layer_s * launch_share(layer, cfg) if isinstance(mlp, MoE) else 0.0
     if isinstance(mlp, MoE):
         # per-expert launches of the routed experts (expert_host_s), after the same host sync: forward they
         # can run ahead of the experts' forward GEMMs and of the dispatch where it follows the sync
         # (dispatch_before_host_sync), backward of the layer's whole backward
         host_fwd_s, host_bwd_s = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal,
-                                       cfg.experts_grouped_tensor, host_scale)
+                                       cfg.experts_grouped_tensor)
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "elementwise"))
         # the forward window after the host sync: the dispatch where it follows the sync, and the experts' GEMMs
         window_dispatch_s = 0.0 if dispatch_before_host_sync(cfg.dispatcher) else ep_dispatch_fwd_s

@@ -316,7 +316,7 @@ def ep_overlap_exposed_s(d: float, c: float, perm: float, attn_s: float, experts
 
 
 def expert_host_s(local_experts: float, rows: float, precision: str, scopes: frozenset[str] | set[str],
-                  cal: Calibration, grouped: bool = False, host_scale: float = 1.0) -> tuple[float, float]:
+                  cal: Calibration, grouped: bool = False) -> tuple[float, float]:
     """(forward, backward) host seconds of one MoE layer's per-expert launches (EXPERT_LAUNCHES) for one
     micro-batch: GEMM launches x ``cal.expert_launch_host_s`` and split quantizes x :func:`split_quantize_host_s`,
     per local expert with rows, or once with ``grouped`` (TE's grouped-tensor path,
@@ -335,20 +335,18 @@ def expert_host_s(local_experts: float, rows: float, precision: str, scopes: fro
     overheads". BF16 experts pass plain tensor views to the GEMMs; their few-us launches stay in
     ``launch_overhead_per_layer_s`` (G09: 32 local BF16 experts on H100 leave no room for ~30 us each).
     Experts without rows launch nothing (te_general_grouped_gemm skips empty splits); a CUDA graph of the
-    experts (scopes ``moe`` or ``full_iteration``, which need static shapes) launches none. ``host_scale``: the
-    host's time per x86 second (timing.context.host_time_scale: a Grace host runs the same host work ~2.75x slower)."""
+    experts (scopes ``moe`` or ``full_iteration``, which need static shapes) launches none."""
     if precision == "bf16" or "moe" in scopes or "full_iteration" in scopes or local_experts <= 0:
         return 0.0, 0.0
     if grouped:  # one group_quantize and one grouped GEMM per linear, each a round trip
         called = min(1.0, rows)
         fused_cast = SPLIT_QUANTIZE_PATH[precision] == "fused"
         per = {p: n["gemm"] + (0 if fused_cast else n["quantize"]) for p, n in EXPERT_LAUNCHES.items()}
-        once = called * cal.expert_launch_host_s * host_scale
-        return once * per["fwd"], once * per["bwd"]
+        return called * per["fwd"] * cal.expert_launch_host_s, called * per["bwd"] * cal.expert_launch_host_s
     active = min(local_experts, rows)
     per = {p: n["gemm"] * cal.expert_launch_host_s + n["quantize"] * split_quantize_host_s(precision, cal)
            for p, n in EXPERT_LAUNCHES.items()}
-    return active * per["fwd"] * host_scale, active * per["bwd"] * host_scale
+    return active * per["fwd"], active * per["bwd"]
 
 
 def split_quantize_host_s(precision: str, cal: Calibration) -> float:
