@@ -1099,8 +1099,24 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   (docs/discussions/deepseek-v3-gb200-optimization, 2.3, 2.4 and the roadmap) say the same in words: after
   TE-scoped graphs "only the routed experts part still has some CPU overhead", removing the MoE host sync for
   full graphs was estimated at "at least 10%", and the A2A overlap's stage syncs aggravate the CPU overhead on GB200.
-  What would separate host launches from the fused kernels: the per-launch host time on Grace against x86 (no
-  shared source) or one row that changes the graph scope alone. No constant is bent for it.
+  Checked against the code that runs (2026-12-05, not adopted): (1) Grace's host speed: the same torch.nn.Linear
+  forward costs 37.08 us of CPU on GB200's Grace against 13.48 us on an H100 DGX's Xeon 8480C (2.75x; GH200 2.46x:
+  TransformerEngine issue #2053). Every host-time constant scaled by it on Grace hosts (launch_overhead_per_layer_s,
+  expert_launch_host_s, the split quantize launches, ep_overlap_layer_s) and refitted: N01's TE-scoped rows
+  +21% / +30% -> +12% / +20%, held out N01 0.160 -> 0.116, N03 0.116 -> 0.102, published 0.095 -> 0.079, but N30
+  0.113 -> 0.138, N20 0.083 -> 0.139, N12 0.046 -> 0.128, and the whole CV 0.1038 -> 0.1044 (held-out sum of squares
+  1.367 -> 1.385). Exposed in full (no post-sync window) at the fitted 41 us, N01 / N03's TE rows would read +7% /
+  +4%, but N30 -15% and N27's MXFP8 estimates 70-80% low (x86 B200 hosts, 16-32 local experts): the window holds there.
+  (2) HybridEP's host sync: in the hybrid-ep the recipes pin (deepseek-ai/DeepEP 7febc6e, and from 83e0d15,
+  2025-12, to the branch head) dispatch_with_permute waits for the permute preprocessing's tokens_per_expert in
+  Executor::dispatch_preprocess, before dispatch_core, so the dispatch kernel is GPU work the expert launches run
+  ahead of (timing.moe.dispatch_before_host_sync follows the older f4f2c10 order, permute in dispatch_postprocess);
+  modelled so, the CV moves 0.1038 -> 0.1042 (0.1089 with (1)): the wrong way for these rows. (3) Ruled out by the
+  code: the experts' MXFP8 weights are quantized once a step (Megatron-Core set_is_first_microbatch, TE
+  GroupedLinear's weight workspace cache); HybridEP pads each expert's rows for MXFP8 itself (pad_multiple), so no
+  Fp8Padding copies; TE 2.14 swizzles the scales once per grouped GEMM call (multi_tensor_swizzle_scales_for_gemm,
+  ~1/32 of the operands' bytes: ~20 us a layer here). What would decide it: one row that changes the graph scope
+  alone on GB200, or the eager MXFP8 expert block's host time measured on Grace. No constant is bent for it.
 - **FP8 against BF16 on H100 by expert size**: N37 (Mixtral-8x22B, expert ffn 16,384) measures FP8 blockwise 1.20x
   BF16; N02 (Qwen3-30B-A3B, hidden 2,048, ffn 768) 1.00x; the one-layer benchmarks N38 / N39 0.99-1.18x. moeplan
   had 1.42x, 0.88x and 1.3-1.45x; it now charges what the FP8 recipes run beside the GEMM: blockwise-scaled GEMMs on
