@@ -1345,6 +1345,14 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   at 0.86 of the fastest plan (0.903 at the shipped constants; the HybridEP EP32 MBS 2 plan 3,687 -> 3,909 tokens/s,
   the recipe pinned 3,331 -> 3,362), and the DeepSeek-V3 32K vs 128K explain eval's 128K side (300 TFLOP/s measured,
   band 242-295). Commits 2c41c76..94793f2 (reverted in 1c9c6d6..4864756) hold the costing, its tests and the refit.
+  The other EP64 candidates, against the code: HybridEP's routing-map all-gather is costed (512 bytes a token from
+  each of 63 ranks: 0.37 ms a layer's forward on GB300); the permute scan grows with local experts (EP8's 64 pay 8x
+  EP64's 8); the router and the optimizer state per rank do not change with EP, and EP64 reduces no expert gradients
+  (EDP 1 against EP8's 8); EP64's experts get 22,528 rows each against EP8's 2,816. B200's EP64 row is bound by the
+  scale-out leg, where HybridEP posts one RDMA write a token and remote node (and one for its probs in the forward:
+  N2N_warp_group_device_function) and Bridge keeps HybridEP at EP 8 on NVL8 systems as not performant beyond
+  (Megatron-Bridge issue #2883); `a2a_scaleout_eff.hybridep` fitted apart from DeepEP's stays at 0.894 (sum of
+  squares unchanged): no figure separates a per-message cost there yet.
 - **Qwen3-30B-A3B on Blackwell** (BF16: N01 +16%, N30 +17%; MXFP8: N30 +13%, N01 +14% / +34% with full-iteration /
   TE-scoped graphs; the published GB200 row +5%, held out), taken apart per layer in
   `tests/validation/test_blackwell_small_experts.py`. N01 BF16, one layer and micro-batch (16,384 tokens): 12.6 ms
