@@ -1337,6 +1337,38 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   further trial time per received HybridEP copy of 8 ns would take the fitted sum of squares 1.49 -> 0.91 (shipped
   1.03), and the depth penalty multiplied on Blackwell alone (x6) fits as the shipped constant does; neither has a
   source.
+- **Nemotron-3 Super at EP64: HybridEP's work per copy** (2026-12-05, helper ep64). N13 / N20's EP64 rows on NVL72
+  read fast (GB300 MXFP8 +13% / +14%, NVFP4 +16% / +18%) where the EP8 row fits (B300 -0% / -2%): at EP64 a token
+  reaches ~19 ranks (8 local experts of 512, top-22), at EP8 ~8, and LatentMoE sends 2,048-byte rows where HybridEP's
+  benchmark sends 14,336. The per-copy cause above has a source in the code that runs (deepseek-ai/DeepEP hybrid-ep
+  csrc/hybrid_ep/backend/hybrid_ep_backend.cuh, config.cuh): the dispatch's S2G warps issue one TMA bulk store per
+  (token, destination rank) from one elected thread each, plus the token's probs in the forward, after scanning the
+  token's sparse_to_dense row over every rank of the domain; the combine's G2S issues one load per source rank; the
+  pipelines hold a fixed count of token entries (10 stages, 8 S2G in flight) whatever the hidden width. The README's
+  FP8 (7,392 B) against BF16 (14,336 B) kernel-only dispatch (GB200, 32 SMs) read as fixed + bytes / rate gives the
+  fixed part: EP8 1.4 ns, EP16 1.9, EP24 3.5, EP32 4.6, EP36 7.1 a copy. Costed as that fixed part x (1 - row bytes /
+  14,336) on each copy of HybridEP's NVLink kernels (rows as wide as the benchmark's pay nothing: DeepSeek-V3 none,
+  4,096-wide rows 0.43 of it, LatentMoE 0.86), EP8 at 1.4 ns and NVL72 fitted (5.5e-9; source 4.3e-9; fitting EP8
+  too moves the sum of squares by 0.002): CV 0.1038 -> 0.0997 over the same 127 observations, `gemm_epilogue_s`
+  2.25e-10 -> 1.62e-10; N20 GB300 MXFP8 +13% / +14% -> +2% / +2%, N13 GB300 NVFP4 +16% / +18% -> +4% / +4%, N12
+  -4% / -5% and -4% / -4% -> -3% / -3% and -1% / -1%, B300 EP8 -0% / -2% -> -0% / -3%; the EP64 rows bound by the
+  scale-out leg gain nothing from it and lose to the refit (B200 EP64 over eight NVL8 domains +13% / +15% -> +18% /
+  +19%, N13 H100 EP32 +8% / +9% -> +11% / +11%; N14 +1% / +1% -> +4% / +5%, N15 +9% / +9% -> +12% / +13%). The GB200
+  TP2 EP64 rows move 1.27x -> 1.18x (BF16: inside 25%, so it loses its TP 2 name and enters the fit: 128
+  observations, CV 0.10003, written 0.1000) and 1.44x -> 1.32x (MXFP8); PR 3168's Qwen3-Next GB200 step (EP32, 4 KB
+  rows) comes within 35%. Shared pairs 120 / 120. Not adopted: the same two checks the permute trial moved fail, by
+  the refit's depth penalty, not the copy cost (DeepSeek-V3's rows pay none): DeepSeek-V3's B200 recipe (DeepEP EP32)
+  at 0.86 of the fastest plan (0.903 at the shipped constants; the HybridEP EP32 MBS 2 plan 3,687 -> 3,909 tokens/s,
+  the recipe pinned 3,331 -> 3,362), and the DeepSeek-V3 32K vs 128K explain eval's 128K side (300 TFLOP/s measured,
+  band 242-295). Commits 2c41c76..94793f2 (reverted in 1c9c6d6..4864756) hold the costing, its tests and the refit.
+  The other EP64 candidates, against the code: HybridEP's routing-map all-gather is costed (512 bytes a token from
+  each of 63 ranks: 0.37 ms a layer's forward on GB300); the permute scan grows with local experts (EP8's 64 pay 8x
+  EP64's 8); the router and the optimizer state per rank do not change with EP, and EP64 reduces no expert gradients
+  (EDP 1 against EP8's 8); EP64's experts get 22,528 rows each against EP8's 2,816. B200's EP64 row is bound by the
+  scale-out leg, where HybridEP posts one RDMA write a token and remote node (and one for its probs in the forward:
+  N2N_warp_group_device_function) and Bridge keeps HybridEP at EP 8 on NVL8 systems as not performant beyond
+  (Megatron-Bridge issue #2883); `a2a_scaleout_eff.hybridep` fitted apart from DeepEP's stays at 0.894 (sum of
+  squares unchanged): no figure separates a per-message cost there yet.
 - **Qwen3-30B-A3B on Blackwell** (BF16: N01 +16%, N30 +17%; MXFP8: N30 +13%, N01 +14% / +34% with full-iteration /
   TE-scoped graphs; the published GB200 row +5%, held out), taken apart per layer in
   `tests/validation/test_blackwell_small_experts.py`. N01 BF16, one layer and micro-batch (16,384 tokens): 12.6 ms
