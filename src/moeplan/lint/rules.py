@@ -206,7 +206,7 @@ def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, 
                            f"{par.tp * par.cp * par.pp} uses all {par.gpus} GPUs; no data-parallel budget (alternatives "
                            "not estimated: the layout is invalid)", (), {"dp": par.dp, "edp": par.edp},
                            lines.get("context_parallel_size")))
-    # the flex dispatcher runs DeepEP on the expert-TP x EP group, EP 1 included (token_dispatcher.py asserts TP x EP > 1)
+    # the flex dispatcher runs DeepEP on the expert-TP x EP group, EP 1 too (token_dispatcher.py asserts TP x EP > 1)
     if cfg.dispatcher == "deepep" and gpu.is_nvl72 and deepep_group_ranks(par) > 1:
         out.append(Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
                            "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
