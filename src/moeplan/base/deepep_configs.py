@@ -76,7 +76,10 @@ def deepep_group_ranks(parallel: _ExpertLayout) -> int:
     core_r0.12 .. 0.19), and fused_a2a.get_buffer asks for the configs and size hints of ``group.size()``; deep_ep's
     Buffer keys its config rows, its rank cap and its NVLink x RDMA split on that num_ranks (deep_ep/buffers/legacy.py
     get_dispatch_config(num_ranks), dispatch: ``get_dispatch_config(self.group_size)``). Every config lookup (buffer
-    memory, RDMA message sizes) and the rank checks (moeplan.plan.pitfalls) read this one number."""
+    memory, RDMA message sizes) and the rank checks (moeplan.plan.pitfalls) read this one number. The flex dispatcher
+    hands HybridEP and NCCL EP the same group (``_HybridEPManager`` / ``_NCCLEPManager(group=self.tp_ep_group)``), so
+    their buffers and traffic (moeplan.engine.dispatcher_buffers, moeplan.engine.timing.moe.flex_token_copies) read
+    it too."""
     return parallel.ep * parallel.etp
 
 

@@ -4,8 +4,8 @@
   (csrc/legacy/config.hpp) with DeepEP's default per-EP configs (base.deepep_configs), as Megatron sizes them
   (megatron/core/transformer/moe/fused_a2a.py get_buffer) for its group of expert TP x EP ranks
   (base.deepep_configs.deepep_group_ranks);
-  HybridEP: tokens x EP x (2h + 4 x experts-per-rank x ranks-per-node + 4h/128) bytes (DeepEP
-  hybrid-ep branch, csrc/hybrid_ep/buffer).
+  HybridEP: tokens x ranks x (2h + 4 x experts-per-rank x ranks-per-node + 4h/128) bytes over the same expert TP x
+  EP group (DeepEP hybrid-ep branch, csrc/hybrid_ep/buffer).
 """
 
 from __future__ import annotations
@@ -48,11 +48,14 @@ def _align_128(num_bytes: float) -> float:
 
 
 @lru_cache(maxsize=4096)
-def hybridep_buffer_bytes(hidden: int, ep: int, tokens_per_rank: float, experts: int, nvlink_domain: int) -> float:
-    """HybridEP shared dispatch/combine buffers, sized for the worst case (all tokens to one rank)."""
-    if ep <= 1:
+def hybridep_buffer_bytes(hidden: int, ranks: int, tokens_per_rank: float, experts: int, nvlink_domain: int) -> float:
+    """HybridEP shared dispatch/combine buffers, sized for the worst case (all tokens to one rank), for a group of
+    ``ranks`` ranks holding ``experts`` experts: Megatron-Core's flex dispatcher hands HybridEP its expert TP x EP group
+    (HybridEPBuffer(group=tp_ep_group), fused_a2a.init_hybrid_ep_buffer) with expert TP x num_experts experts, so
+    ``experts / ranks`` is each rank's local experts (base.deepep_configs.deepep_group_ranks)."""
+    if ranks <= 1:
         return 0.0
-    ranks_per_node = min(ep, nvlink_domain)
-    experts_per_rank = experts / ep
+    ranks_per_node = min(ranks, nvlink_domain)
+    experts_per_rank = experts / ranks
     per_token = hidden * BF16_BYTES + 4 * experts_per_rank * ranks_per_node + 4 * hidden / 128
-    return tokens_per_rank * ep * per_token
+    return tokens_per_rank * ranks * per_token

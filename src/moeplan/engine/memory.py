@@ -434,7 +434,10 @@ def _dispatcher_bytes(cfg: RunConfig, nvlink_domain: int, tokens: float) -> floa
         # DeepEP's Buffer spans the flex dispatcher's expert TP x EP group (base.deepep_configs.deepep_group_ranks)
         return deepep_buffer_bytes(spec.hidden, deepep_group_ranks(par))
     if cfg.dispatcher == "hybridep" and moe is not None:
-        return hybridep_buffer_bytes(spec.hidden, par.ep, tokens, moe.num_experts, nvlink_domain)
+        # HybridEP's buffer spans the same group, whose experts are expert TP x num_experts
+        # (token_dispatcher.py: _HybridEPManager(group=self.tp_ep_group, num_experts=tp_size x num_experts))
+        return hybridep_buffer_bytes(spec.hidden, deepep_group_ranks(par), tokens, moe.num_experts * par.etp,
+                                     nvlink_domain)
     return 0.0
 
 

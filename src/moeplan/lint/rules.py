@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from moeplan.base.deepep_configs import deepep_group_ranks
 from moeplan.base.fields import fields_for
 from moeplan.base.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
 from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS
@@ -205,7 +206,8 @@ def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, 
                            f"{par.tp * par.cp * par.pp} uses all {par.gpus} GPUs; no data-parallel budget (alternatives "
                            "not estimated: the layout is invalid)", (), {"dp": par.dp, "edp": par.edp},
                            lines.get("context_parallel_size")))
-    if cfg.dispatcher == "deepep" and gpu.is_nvl72 and par.ep > 1:
+    # the flex dispatcher runs DeepEP on the expert-TP x EP group, EP 1 too (token_dispatcher.py asserts TP x EP > 1)
+    if cfg.dispatcher == "deepep" and gpu.is_nvl72 and deepep_group_ranks(par) > 1:
         out.append(Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
                            "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
                            _fix_beside_layout(cfg, cfg.with_(dispatcher="hybridep")), {"ep": par.ep},
@@ -509,19 +511,22 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
 
 def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     par, gpu = cfg.parallel, ev.gpu
-    if par.ep <= 1 or cfg.model.first_moe is None:
+    # DeepEP runs on the flex dispatcher's expert-TP x EP group, EP 1 included (token_dispatcher.py asserts TP x EP > 1)
+    if deepep_group_ranks(par) <= 1 or cfg.model.first_moe is None:
         return []
     line = lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend")
-    candidates = dispatcher_candidates(cfg, gpu)
     domains = -(-par.ep * par.etp // gpu.nvlink_domain)
-    # each as it can run (sync-free: HybridEP only)
-    best = fastest_fit(ev, (cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0] for d in candidates))
     nums = {"ep": par.ep, "nvlink_domains": domains, "tokens_per_s": round(est.time.tokens_per_s_per_gpu)}
     out = []
     if cfg.dispatcher == "deepep" and gpu.is_nvl72:
         out.append(Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
                            "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
                            fix_overrides(cfg, cfg.with_(dispatcher="hybridep")), nums, line))
+    if par.ep <= 1:  # the dispatcher comparison is an EP question
+        return out
+    candidates = dispatcher_candidates(cfg, gpu)
+    # each as it can run (sync-free: HybridEP only)
+    best = fastest_fit(ev, (cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0] for d in candidates))
     if best is None or best[0].dispatcher == cfg.dispatcher:
         return out
     c, e = best

@@ -41,6 +41,37 @@ def expected_ranks_hit(moe: MoE, ep: int) -> float:
     return ranks * (1.0 - math.comb(n - e, k) / math.comb(n, k))
 
 
+def flex_token_copies(moe: MoE, ep: int, etp: int, nvlink_domain: int) -> tuple[float, float]:
+    """(ranks, remote NVLink domains) one token reaches through a flex dispatcher (DeepEP / HybridEP / NCCL EP), counted
+    over its group of expert TP x EP ranks (base.deepep_configs.deepep_group_ranks).
+
+    Megatron-Core's MoEFlexTokenDispatcher hands the backend its tp_ep group with ``router_topk = tp_size x topk`` and
+    ``num_experts = tp_size x num_experts`` (tp_size: expert TP), and ``_initialize_metadata`` expands the routing map
+    and probs from [tokens, EP, experts per rank] to [tokens, EP x ETP, experts per rank], each EP rank's entries
+    copied to its ETP ranks (token_dispatcher.py, core_r0.12 .. 0.19): every token goes to all ETP copies of each
+    rank holding one of its experts, ETP x :func:`expected_ranks_hit` ranks, and each rank receives ETP times the
+    tokens it would at expert TP 1. The copies of an EP rank are consecutive ranks of the group (the expansion's
+    inner axis), so with ETP <= the NVLink domain they share its domain: the remote domains a token reaches are those
+    of its top-k experts' EP ranks, (N - 1) x (1 - (1 - 1/N)^k) for N domains under uniform routing, and the
+    backends send it once per remote domain and forward it over NVLink inside (DeepSeek-V3 report, 3.2.2;
+    deepseek-ai/DeepEP README). With ETP > the domain each EP rank's copies fill ETP / domain whole domains."""
+    ranks_hit = expected_ranks_hit(moe, ep)
+    span = ep * etp
+    nodes = math.ceil(span / nvlink_domain)
+    if nodes <= 1:
+        return etp * ranks_hit, 0.0
+    if etp > nvlink_domain:  # each hit EP rank spans etp / domain domains; its own is one of them when it is hit
+        return etp * ranks_hit, ranks_hit * etp / nvlink_domain - ranks_hit / ep
+    remote = (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** moe.top_k)
+    if moe.n_group > 1 and moe.n_group % nodes == 0:
+        # group-limited routing with groups laid over the domains: a domain holding g groups is
+        # reached only if one of its groups is among the token's topk_group
+        g = moe.n_group // nodes
+        p_hit = 1.0 - math.comb(moe.n_group - g, moe.topk_group) / math.comb(moe.n_group, moe.topk_group)
+        remote = min(remote, (nodes - 1) * p_hit)
+    return etp * ranks_hit, remote
+
+
 def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kernel: str, peers_in_domain: int,
                              across_domains: bool = False) -> float:
     """Algorithm bandwidth (bytes each rank receives per second, BF16 payload) of a flex-dispatcher kernel
@@ -115,11 +146,13 @@ def routing_map_allgather_s(ctx: Ctx, moe: MoE) -> float:
     Its size grows with experts x EP: 512 experts at EP 32 gather 31 x 512 bytes per local token, more than
     a third of the 2 x 2,048-byte row each token sends."""
     cfg, gpu = ctx.cfg, ctx.gpu
-    par = cfg.parallel
-    if cfg.dispatcher != "hybridep" or par.ep <= 1:
+    ranks = deepep_group_ranks(cfg.parallel)
+    if cfg.dispatcher != "hybridep" or ranks <= 1:
         return 0.0
     tokens = ctx.tokens * cfg.rows_factor
-    return ring_time(tokens * moe.num_experts, par.ep, busbw(gpu, par.ep, par.etp, ctx.cal))
+    # over the flex dispatcher's expert-TP x EP group, whose routing map has expert TP x num_experts columns
+    # (token_dispatcher.py _initialize_metadata / _HybridEPManager num_experts = tp_size x num_experts)
+    return ring_time(tokens * moe.num_experts * cfg.parallel.etp, ranks, busbw(gpu, ranks, 1, ctx.cal))
 
 
 def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
@@ -131,7 +164,9 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     travel back in BF16 too."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
     par = cfg.parallel
-    if par.ep <= 1:
+    flex = cfg.dispatcher in FLEX_DISPATCHERS
+    # the flex dispatchers run on the expert-TP x EP group, at EP 1 too (token_dispatcher.py asserts TP x EP > 1)
+    if (deepep_group_ranks(par) if flex else par.ep) <= 1:
         return 0.0, 0.0, 0.0
     tokens = ctx.tokens * cfg.rows_factor
     # LatentMoE dispatches latent-wide tokens (token_dispatcher.py hidden_dim = moe_latent_size: moeplan.engine.latent_moe)
@@ -155,23 +190,17 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         one_d = one_c = rows_b * local / nv_bw + rows_b * remote / so_bw
         proxy_d = proxy_c = 0.0
     else:
-        # DeepEP / HybridEP send a token once to each rank holding one of its experts, and across NVLink
-        # domains once per remote domain, forwarded over NVLink inside it (DeepSeek-V3 report, 3.2.2;
-        # deepseek-ai/DeepEP README): every copy a rank receives crosses NVLink once, the remote-domain
-        # sends cross the NIC, pipelined. Expected remote domains hit by top-k uniform routing:
-        # (N - 1) x (1 - (1 - 1/N)^k).
-        remote_domains = (nodes - 1) * (1.0 - (1.0 - 1.0 / nodes) ** moe.top_k) if nodes > 1 else 0.0
-        if nodes > 1 and moe.n_group > 1 and moe.n_group % nodes == 0:
-            # group-limited routing with groups laid over the domains: a domain holding g groups is
-            # reached only if one of its groups is among the token's topk_group
-            g = moe.n_group // nodes
-            p_hit = 1.0 - math.comb(moe.n_group - g, moe.topk_group) / math.comb(moe.n_group, moe.topk_group)
-            remote_domains = min(remote_domains, (nodes - 1) * p_hit)
-        recv_b = tokens * expected_ranks_hit(moe, par.ep) * row_bytes
+        # DeepEP / HybridEP send a token once to each rank of their expert-TP x EP group that holds one of its
+        # experts, and across NVLink domains once per remote domain, forwarded over NVLink inside it
+        # (flex_token_copies): every copy a rank receives crosses NVLink once, the remote-domain sends cross
+        # the NIC, pipelined. The kernels' NVLink peers are the group's ranks in a domain.
+        ranks_hit, remote_domains = flex_token_copies(moe, par.ep, par.etp, gpu.nvlink_domain)
+        group_peers = max(1, min(span, gpu.nvlink_domain))
+        recv_b = tokens * ranks_hit * row_bytes
         rdma = tokens * remote_domains * row_bytes / so_bw
         across = nodes > 1
-        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", peers_in_domain, across), rdma)
-        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", peers_in_domain, across), rdma)
+        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", group_peers, across), rdma)
+        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", group_peers, across), rdma)
         proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, deepep_group_ranks(par),
                                                tokens * remote_domains)
 
@@ -185,7 +214,9 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
     # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
     passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(kernels, 0)
-    perm = 2 * passes * tokens * moe.top_k * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    # a flex rank permutes the copies it received: top-k x ETP rows per token of the group (flex_token_copies)
+    rows = moe.top_k * (par.etp if flex else 1)
+    perm = 2 * passes * tokens * rows * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     return one_d, one_c, perm
 
 

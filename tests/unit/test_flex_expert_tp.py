@@ -1,0 +1,108 @@
+"""Flex dispatchers (DeepEP / HybridEP / NCCL EP) with expert TP > 1: Megatron-Core's MoEFlexTokenDispatcher hands
+the backend its expert-TP x EP group with router_topk = ETP x topk and num_experts = ETP x num_experts, and expands
+the routing map over the ETP ranks of each EP rank (token_dispatcher.py _initialize_metadata): each token goes to
+every expert-TP copy of its experts. Buffers, received bytes, permutes, HybridEP's routing-map gather and the
+NVL72 DeepEP warning read that group (moeplan.engine.timing.moe.flex_token_copies; base.deepep_configs)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from moeplan import api
+from moeplan.engine.dispatcher_buffers import hybridep_buffer_bytes
+from moeplan.engine.memory import _dispatcher_bytes
+from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
+from moeplan.engine.timing.context import make_ctx
+from moeplan.engine.timing.moe import ep_kernels, expected_ranks_hit, flex_token_copies, routing_map_allgather_s
+from moeplan.lint.rules import lint
+from moeplan.models.spec import MoE
+
+MODEL = "qwen3-30b-a3b"  # 128 experts, top-8, no expert groups
+
+
+def _setup(dispatcher: str, **kw):
+    base = dict(gpu="gb200", gpus=64, seq_len=4096, gbs=512, mbs=1, tp=2)
+    base.update(kw)
+    cfg, gpu = api.build_config(MODEL, dispatcher=dispatcher, **base)
+    moe = next(layer.mlp for layer in cfg.model.layers if isinstance(layer.mlp, MoE))
+    return cfg, gpu, make_ctx(cfg, gpu, DEFAULT_CALIBRATION), moe
+
+
+def test_a_token_reaches_every_expert_tp_copy_of_its_ranks():
+    """ETP x the EP ranks hit; the copies of an EP rank are consecutive group ranks, so inside one NVLink domain
+    ETP adds no remote domain (8-GPU domains: EP 8 x ETP 2 spans 2 domains, a top-8 token reaches the other with
+    1 - 2^-8); with ETP beyond the domain each hit EP rank fills ETP / domain domains."""
+    _, _, _, moe = _setup("deepep", ep=8)
+    hit8 = expected_ranks_hit(moe, 8)
+    assert flex_token_copies(moe, 8, 1, 72) == (pytest.approx(hit8), 0.0)
+    assert flex_token_copies(moe, 8, 2, 72) == (pytest.approx(2 * hit8), 0.0)
+    ranks, remote = flex_token_copies(moe, 8, 2, 8)
+    assert ranks == pytest.approx(2 * hit8)
+    assert remote == pytest.approx(1 - 0.5 ** moe.top_k)  # the same as EP 8 x ETP 1 over 8-GPU pairs of domains
+    assert flex_token_copies(moe, 1, 16, 8) == (pytest.approx(16.0), pytest.approx(1.0))  # own domain + the other
+
+
+def test_deepep_at_etp2_receives_twice_the_copies_of_etp1():
+    """EP 16 on GB200 (one NVLink domain, both groups past 8 peers: the same kernel rate): ETP 2 receives, and
+    permutes, twice what ETP 1 does at the same EP and tokens per GPU; before, both counted EP 16's ranks alone."""
+    *_, ctx1, moe = _setup("deepep", ep=16)
+    *_, ctx2, _ = _setup("deepep", ep=16, etp=2)
+    assert ctx1.tokens == ctx2.tokens
+    d1, c1, p1 = ep_kernels(ctx1, moe)
+    d2, c2, p2 = ep_kernels(ctx2, moe)
+    assert (d2 / d1, c2 / c1, p2 / p1) == (pytest.approx(2.0), pytest.approx(2.0), pytest.approx(2.0))
+
+
+def test_flex_dispatch_at_ep1_with_expert_tp_moves_the_copies():
+    """EP 1 x ETP 2: every token goes to both expert-TP ranks (Megatron asserts only TP x EP > 1); before, no
+    traffic was costed at EP 1."""
+    *_, ctx, moe = _setup("deepep", ep=1, etp=2)
+    d, c, perm = ep_kernels(ctx, moe)
+    assert d > 0 and c > 0 and perm > 0
+    *_, ctx_one, _ = _setup("deepep", ep=1, etp=1, tp=1)
+    assert ep_kernels(ctx_one, moe) == (0.0, 0.0, 0.0)
+
+
+def test_hybridep_buffer_spans_the_expert_tp_x_ep_group():
+    """ETP 2 x EP 8: HybridEP's buffer is the 16-rank group's, each rank holding 128 / 8 = 16 local experts; before,
+    the 8-rank EP group's (half the tokens x ranks)."""
+    cfg, gpu, ctx, moe = _setup("hybridep", ep=8, etp=2)
+    tokens = 4096 / 2
+    got = _dispatcher_bytes(cfg, gpu.nvlink_domain, tokens)
+    assert got == pytest.approx(hybridep_buffer_bytes(cfg.model.hidden, 16, tokens, 2 * moe.num_experts,
+                                                      gpu.nvlink_domain))
+    per_token = cfg.model.hidden * 2 + 4 * 16 * 16 + 4 * cfg.model.hidden / 128
+    assert got == pytest.approx(tokens * 16 * per_token)
+    ep_only = _dispatcher_bytes(cfg.with_(parallel=replace(cfg.parallel, etp=1)), gpu.nvlink_domain, tokens)
+    assert got > 1.9 * ep_only
+
+
+def test_hybridep_gathers_the_group_routing_map():
+    """HybridEP's routing map has ETP x num_experts columns and is gathered over the ETP x EP ranks."""
+    cfg, gpu, ctx, moe = _setup("hybridep", ep=16, etp=2)
+    want = (32 - 1) * ctx.tokens * moe.num_experts * 2 / gpu.nvlink_busbw_bytes_per_s
+    assert routing_map_allgather_s(ctx, moe) == pytest.approx(want)
+
+
+def test_dispatcher_nvl72_warning_reads_the_group():
+    """DeepEP on NVL72 warns for EP 1 x ETP 2 too (its group has 2 ranks), with and without an estimate."""
+    cfg, gpu, _, _ = _setup("deepep", ep=1, etp=2)
+    assert "dispatcher-nvl72" in {f.rule for f in lint(cfg, gpu)}
+    bad = cfg.with_(parallel=replace(cfg.parallel, pp=5))  # 48 layers over 5 stages: no estimate
+    rules = {f.rule for f in lint(bad, gpu)}
+    assert "skipped" in rules and "dispatcher-nvl72" in rules
+    one, gpu, _, _ = _setup("deepep", ep=1, etp=1, tp=1)
+    assert "dispatcher-nvl72" not in {f.rule for f in lint(one, gpu)}
+
+
+def test_etp1_unchanged_counts():
+    """ETP 1: the group is EP and the copies are the EP ranks hit, as before."""
+    *_, moe = _setup("deepep", ep=8)
+    for ep in (2, 8, 32):
+        assert flex_token_copies(moe, ep, 1, 72)[0] == pytest.approx(expected_ranks_hit(moe, ep))
+        nodes = math.ceil(ep / 8)
+        want = (nodes - 1) * (1 - (1 - 1 / nodes) ** moe.top_k) if nodes > 1 else 0.0
+        assert flex_token_copies(moe, ep, 1, 8)[1] == pytest.approx(want)
