@@ -490,7 +490,15 @@ def dispatch_before_host_sync(dispatcher: str) -> bool:
     (deepseek-ai/DeepEP csrc/hybrid_ep/executor/executor.cu; Megatron-Core fused_a2a.py passes non_blocking only
     with num_permuted_tokens), so the host waits for the dispatch itself. DeepEP's normal dispatch and the
     all-to-all dispatcher read the counts before their dispatch (DeepEP waits on its notify kernel's counter,
-    alltoall syncs at cuda_sync_point before the token all-to-all), so their dispatch runs in that window."""
+    alltoall syncs at cuda_sync_point before the token all-to-all), so their dispatch runs in that window.
+
+    That is hybrid-ep's order up to f4f2c10. From 83e0d15 (2025-12; the 7febc6e the 2026 recipes pin) HybridEP syncs the
+    stream at the end of its metadata preprocessing, BEFORE dispatch_core, as the others do. Modelled so (this
+    function false for every dispatcher), the refit moves CV 0.1037 -> 0.1042 over 127, N41's CP sweep shape leaves
+    its bound (max / min 1.288 against 1.433 measured, bound 1.29) and PR 3168's GB200 gap grows to 1.64x: the
+    expert launches this order exposes stand in for a host cost moeplan does not locate (docs/calibration.md, known
+    gaps: partial vs full-iteration graphs, Grace's host time), so the older order is kept, and said, until a
+    measurement separates the two (2026-12-05)."""
     return dispatcher == "hybridep"
 
 
