@@ -1,9 +1,12 @@
 """The planner's dispatcher advice reads the expert-TP x EP group, not EP alone: at EP 1 x expert TP > 1 every
 dispatcher moves tokens (the alltoall dispatcher's expert-TP all-gather, the allgather dispatcher's tp_ep gather,
 the flex backends' tp_ep group: moeplan.engine.timing.moe.ep_kernels), so the candidates, the estimate's hint, the
-plan's dispatcher reason, the check's dispatcher finding and the recipe distance compare dispatchers there too."""
+plan's dispatcher reason, the check's dispatcher finding and the recipe distance compare dispatchers there too.
+docs/commands/check.md lists the `dispatcher-nvl72` warning, which reads the same group."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +72,12 @@ def test_recipe_distance_counts_another_dispatcher_where_tokens_move(monkeypatch
     d, _ = recipe_distance(cfg, gpu)
     assert d == pytest.approx(want)
 
+
+def test_check_page_lists_the_nvl72_dispatcher_warning():
+    """docs/commands/check.md's rule table has a row for `dispatcher-nvl72` with the severity lint gives it."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "commands" / "check.md").read_text(encoding="utf-8")
+    rows = [ln.split("|") for ln in page.splitlines() if ln.startswith("| `dispatcher-nvl72` |")]
+    assert len(rows) == 1
+    cfg, gpu = _cfg(8, dispatcher="deepep", gpu="gb200")
+    (finding,) = [f for f in lint(cfg, gpu) if f.rule == "dispatcher-nvl72"]
+    assert rows[0][2].strip() == finding.severity == "warning"
