@@ -27,7 +27,8 @@ from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.hardware import GPUSpec
 from moeplan.megatron.export import format_override_value, to_overrides
 from moeplan.plan.advice import (CP_SHARD_TOKENS, DEFAULT_HEADROOM, LONG_CONTEXT_TOKENS, MIN_CP_SHARD_TOKENS, cp_start,
-                                 dispatcher_candidates, recipe_distance, recompute_ladder, round_gib, with_dispatcher)
+                                 dispatcher_candidates, ep_group_label, recipe_distance, recompute_ladder, round_gib,
+                                 with_dispatcher)
 from moeplan.plan.pitfalls import pitfalls
 from moeplan.run.config import Recompute, RunConfig
 from moeplan.run.parallel import balanced_layout, replace_parallel
@@ -522,8 +523,8 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
         out.append(Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
                            "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
                            fix_overrides(cfg, cfg.with_(dispatcher="hybridep")), nums, line))
-    if par.ep <= 1:  # the dispatcher comparison is an EP question
-        return out
+    # the comparison reads the same group: at EP 1 x expert TP > 1 alltoall and allgather move tokens too
+    # (timing.moe.ep_kernels), and dispatcher_candidates offers the flex backends
     candidates = dispatcher_candidates(cfg, gpu)
     # each as it can run (sync-free: HybridEP only)
     best = fastest_fit(ev, (cfg if d == cfg.dispatcher else with_dispatcher(cfg, d)[0] for d in candidates))
@@ -534,8 +535,10 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
     if gain < MIN_GAIN:
         return out
     nums.update({"best": c.dispatcher, "best_tokens_per_s": round(e.time.tokens_per_s_per_gpu), "gain": round(gain, 3)})
-    reason = (f"{cfg.dispatcher} with EP {par.ep} across {domains} NVLink domains" if cfg.dispatcher in ("alltoall", "allgather")
-              and domains > ALLTOALL_MAX_DOMAINS else f"{cfg.dispatcher} with EP {par.ep} over {domains} NVLink domain(s)")
+    group = ep_group_label(par)
+    across = cfg.dispatcher in ("alltoall", "allgather") and domains > ALLTOALL_MAX_DOMAINS
+    reason = (f"{cfg.dispatcher} with {group} across {domains} NVLink domains" if across
+              else f"{cfg.dispatcher} with {group} over {domains} NVLink domain(s)")
     out.append(Finding("warning", "dispatcher", f"{reason}: {c.dispatcher} is estimated {gain:.0%} faster "
                        f"({e.time.tokens_per_s_per_gpu:,.0f} vs {est.time.tokens_per_s_per_gpu:,.0f} tokens/s/GPU; EP "
                        f"dispatch/combine {est.time.breakdown_s.get('ep_comm', 0.0):,.2f} s per step now)",

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from moeplan.base.deepep_configs import deepep_group_ranks
 from moeplan.base.fields import fields_for, version_key
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
@@ -108,7 +109,8 @@ def recipe_distance(cfg: RunConfig, gpu: GPUSpec) -> tuple[float, dict[str, Any]
         d = sum(abs(math.log2(mine[k] / r[k])) for k in mine)
         d += abs(math.log2((seq / par.cp) / (r["seq_len"] / r["cp"])))
         d += 0.5 * abs(math.log2(par.gpus / r["gpus"]))
-        d += 0.0 if not r.get("dispatcher") or r["dispatcher"] == cfg.dispatcher or par.ep == 1 else 1.0
+        same = not r.get("dispatcher") or r["dispatcher"] == cfg.dispatcher
+        d += 0.0 if same or deepep_group_ranks(par) == 1 else 1.0  # no tokens move without a tp_ep group
         if best is None or d < best[0]:
             best = (d, r)
     return best
@@ -262,10 +264,11 @@ def recompute_ladder(spec: ModelSpec, seq_len: int, version: str, gpu: GPUSpec |
 
 
 def dispatcher_candidates(cfg: RunConfig, gpu: GPUSpec) -> list[str]:
-    """Dispatchers worth costing: none without EP; on NVL72 HybridEP (Megatron Bridge enables DeepEP
-    only on SM 8x/9x, B200 and B300: bridge/training/flex_dispatcher_backend.py) and alltoall;
-    on 8-GPU NVLink nodes DeepEP, HybridEP and alltoall. HybridEP needs Megatron-Core 0.16+."""
-    if cfg.parallel.ep <= 1 or cfg.model.first_moe is None:
+    """Dispatchers worth costing: none where the expert-TP x EP group has one rank (every dispatcher moves tokens
+    over that tp_ep group, EP 1 x expert TP > 1 included: moeplan.engine.timing.moe.ep_kernels); on NVL72 HybridEP
+    (Megatron Bridge enables DeepEP only on SM 8x/9x, B200 and B300: bridge/training/flex_dispatcher_backend.py) and
+    alltoall; on 8-GPU NVLink nodes DeepEP, HybridEP and alltoall. HybridEP needs Megatron-Core 0.16+."""
+    if deepep_group_ranks(cfg.parallel) <= 1 or cfg.model.first_moe is None:
         return ["alltoall"]
     out = ["hybridep", "alltoall"] if gpu.is_nvl72 else ["deepep", "hybridep", "alltoall"]
     if version_key(cfg.mcore_version) < (0, 16):
@@ -274,6 +277,11 @@ def dispatcher_candidates(cfg: RunConfig, gpu: GPUSpec) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ plan rationale
+
+
+def ep_group_label(par: Any) -> str:
+    """The expert-TP x EP group as the dispatcher texts name it: "EP 16", or "EP 1 x expert TP 2" with expert TP."""
+    return f"EP {par.ep}" if par.etp == 1 else f"EP {par.ep} x expert TP {par.etp}"
 
 
 def round_gib(b: float) -> float:
@@ -456,7 +464,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
     if cfg.fsdp is not None:
         out.append(_fsdp_reason(cfg, est, evaluate(cfg.with_(fsdp=None, fsdp_double_buffer=False), gpu), budget))
     # --- dispatcher
-    if par.ep > 1 and cfg.model.first_moe is not None:
+    if deepep_group_ranks(par) > 1 and cfg.model.first_moe is not None:  # the dispatchers' tp_ep group
         others = {}
         why_not: list[str] = []  # an alternative the estimates put ahead: why it is not the plan's
         notes: dict[str, str] = {}  # what an alternative runs differently beside its dispatcher
@@ -486,7 +494,8 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
         span = math.ceil(par.ep * par.etp / gpu.nvlink_domain)
         ep_s = est.time.breakdown_s.get("ep_comm", 0.0)
         alt_text = ", ".join(f"{d} {v:,} tokens/s" + (f" ({notes[d]})" if d in notes else "") for d, v in others.items())
-        out.append(Reason("dispatcher", f"{cfg.dispatcher}: EP {par.ep} spans {span} NVLink domain(s) of {gpu.nvlink_domain}; "
+        out.append(Reason("dispatcher", f"{cfg.dispatcher}: {ep_group_label(par)} spans {span} NVLink domain(s) "
+                          f"of {gpu.nvlink_domain}; "
                           f"{tps:,.0f} tokens/s/GPU with {ep_s:,.2f} s of exposed dispatch/combine per step"
                           f"{' (EP A2A overlap on)' if cfg.ep_overlap else ''}; alternatives: {alt_text or 'none'}"
                           + "".join(f"; {w}" for w in why_not) + ".",

@@ -7,6 +7,7 @@ import math
 
 from moeplan.base.deepep_configs import deepep_configs, deepep_group_ranks
 from moeplan.base.fields import version_key
+from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.base.vocab import FLEX_DISPATCHERS
 from moeplan.engine import fsdp
 from moeplan.engine.activations import BF16_BYTES
@@ -156,17 +157,20 @@ def routing_map_allgather_s(ctx: Ctx, moe: MoE) -> float:
 
 
 def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
-    """(dispatch, combine, permute) seconds of one MoE layer's forward; the backward runs the same
-    kernels with the roles swapped (the gradient of a dispatch is a combine and vice versa).
+    """(dispatch, combine, compute-stream) seconds of one MoE layer's forward; the backward runs the same
+    kernels with the roles swapped (the gradient of a dispatch is a combine and vice versa). The third part is
+    the dispatcher's work on the compute stream: the permutes and, for the alltoall dispatcher with expert TP > 1,
+    the expert-TP all-gather and reduce-scatter (:func:`alltoall_expert_tp_s`).
 
     Megatron-Core dispatches the BF16 hidden states with every backend (fused_a2a.py: HybridEP asserts
     ``not fp8_dispatch``; DeepEP's ``fused_dispatch`` is handed the bf16 tensor), and the gradients
     travel back in BF16 too."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
     par = cfg.parallel
-    flex = cfg.dispatcher in FLEX_DISPATCHERS
-    # the flex dispatchers run on the expert-TP x EP group, at EP 1 too (token_dispatcher.py asserts TP x EP > 1)
-    if (deepep_group_ranks(par) if flex else par.ep) <= 1:
+    # every dispatcher moves tokens once its expert-TP x EP group has two ranks, EP 1 included: the flex ones run on
+    # that tp_ep group (token_dispatcher.py asserts TP x EP > 1), the allgather dispatcher gathers over it and the
+    # alltoall dispatcher all-gathers over the expert-TP ranks after its (then empty) all-to-all
+    if deepep_group_ranks(par) <= 1:
         return 0.0, 0.0, 0.0
     tokens = ctx.tokens * cfg.rows_factor
     # LatentMoE dispatches latent-wide tokens (token_dispatcher.py hidden_dim = moe_latent_size: moeplan.engine.latent_moe)
@@ -182,11 +186,15 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         # the routes run one after the other. The allgather dispatcher (token_dispatcher.py
         # MoEAllGatherTokenDispatcher) all-gathers every token of the EP x ETP group (its tp_ep group) to every rank
         # and reduce-scatters the outputs back: each rank receives EP x ETP copies of its token count, whatever the
-        # routing (memory._moe_dispatch_transient holds the gathered copy)
-        rows_b = tokens * (par.ep * par.etp if cfg.dispatcher == "allgather" else moe.top_k) * row_bytes
+        # routing (memory._moe_dispatch_transient holds the gathered copy), the group's ranks in its NVLink domain
+        # over NVLink and the rest over the NIC
+        if cfg.dispatcher == "allgather":
+            rows_b, group, in_domain = tokens * span * row_bytes, span, min(span, gpu.nvlink_domain)
+        else:
+            rows_b, group, in_domain = tokens * moe.top_k * row_bytes, par.ep, peers_in_domain
         nv_bw = gpu.nvlink_bw_bytes_per_s * cal.a2a_eff[cfg.dispatcher]
-        remote = (par.ep - peers_in_domain) / par.ep
-        local = (peers_in_domain - 1) / par.ep
+        remote = (group - in_domain) / group
+        local = (in_domain - 1) / group
         one_d = one_c = rows_b * local / nv_bw + rows_b * remote / so_bw
         proxy_d = proxy_c = 0.0
     else:
@@ -204,7 +212,9 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, deepep_group_ranks(par),
                                                tokens * remote_domains)
 
-    call_s = ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
+    # the alltoall dispatcher's all-to-all runs on its EP group alone: at EP 1 it is a no-op (mappings.py _AllToAll
+    # returns its input for a group of one), no call to pay
+    call_s = 0.0 if cfg.dispatcher == "alltoall" and par.ep <= 1 else ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
     one_d, one_c = one_d + call_s + proxy_d, one_c + call_s + proxy_c
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
@@ -213,11 +223,44 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     # still permuted to their local experts (once); HybridEP's dispatch_with_permute writes them out of
     # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
     # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
-    passes = {"alltoall": 2, "allgather": 2, "deepep": 1}.get(kernels, 0)
-    # a flex rank permutes the copies it received: top-k x ETP rows per token of the group (flex_token_copies)
-    rows = moe.top_k * (par.etp if flex else 1)
-    perm = 2 * passes * tokens * rows * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    # Rows per local token of the passes (each read + written): with expert TP the alltoall dispatcher's sort by
+    # local expert runs on the ETP x top-k rows its expert-TP all-gather left (its global permute on top-k), the
+    # allgather dispatcher permutes the ETP x top-k rows of the gathered tokens routed to its experts, and a flex
+    # rank the copies it received, top-k x ETP rows per token of the group (flex_token_copies)
+    k, etp = moe.top_k, par.etp
+    pass_rows = {"alltoall": k + etp * k, "allgather": 2 * etp * k, "deepep": etp * k}.get(kernels, 0)
+    perm = 2 * tokens * pass_rows * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    if cfg.dispatcher == "alltoall":
+        perm += alltoall_expert_tp_s(ctx, moe)
     return one_d, one_c, perm
+
+
+def alltoall_expert_tp_s(ctx: Ctx, moe: MoE) -> float:
+    """Seconds of the alltoall dispatcher's expert-TP all-gather and reduce-scatter in one MoE layer's forward;
+    0 at expert TP 1.
+
+    With expert TP > 1, Megatron-Core's MoEAlltoAllTokenDispatcher (token_dispatcher.py, core_v0.12 .. 0.19) runs
+    its all-to-all over the EP group only, then ``dispatch_postprocess`` all-gathers the received rows over the
+    expert-TP group (``gather_from_sequence_parallel_region(global_input_tokens, group=self.tp_group)``; the
+    probs too, a scalar per row, not counted) and sorts the ETP x top-k rows by local expert; ``combine_preprocess``
+    reduce-scatters the expert outputs back over that group in the probs' dtype
+    (``reduce_scatter_to_sequence_parallel_region(hidden_states.to(self.probs.dtype), group=self.tp_group)``),
+    which is the router logits' (moe_utils.py ``probs.type_as(logits)``: ``moe_router_dtype``,
+    moeplan.base.router_dtype). Each rank holds top-k rows per local token after the all-to-all (balanced
+    routing). Both collectives run inside the MoE layer's expert computation (moe_layer.py routed_experts_compute),
+    on the compute stream, also under EP A2A overlap; the expert-TP ranks are consecutive (expert rank order ETP,
+    EP, EDP, PP), so a ring over them at stride 1 (:func:`busbw`). Their backward is the other collective (the
+    all-gather's gradient is a reduce-scatter in BF16, the reduce-scatter's an all-gather in the probs' dtype), the
+    same seconds."""
+    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
+    etp = cfg.parallel.etp
+    if etp <= 1:
+        return 0.0
+    row_elems = ctx.tokens * cfg.rows_factor * moe.top_k * expert_width(moe, cfg.model.hidden)
+    bw = busbw(gpu, etp, 1, cal)
+    gather_s = ring_time(row_elems * BF16_BYTES, etp, bw)
+    scatter_s = ring_time(row_elems * ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype], etp, bw)
+    return gather_s + scatter_s
 
 
 def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str) -> float:
