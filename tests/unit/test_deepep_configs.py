@@ -30,6 +30,16 @@ def test_deepep_release_values():
     assert DEEPEP_CONFIGS[128] == ((20, 560, 12, 128), (1, 560, 8, 128))
 
 
+def test_the_buffers_rank_cap_is_the_config_tables_largest_row():
+    """Two DeepEP facts, equal at e02e4d2 .. dd758ca: the Buffer's cap on normal-kernel ranks (csrc/kernels/configs.cuh
+    NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS, 8 x 20) and the largest EP size the Python config table lists. A release
+    that moves one without the other fails here (the cap is moeplan.plan.pitfalls' deepep-ep-ranks; the rows
+    deepep-ep-size's)."""
+    assert (table.DEEPEP_NVL_PEERS, table.DEEPEP_RDMA_PEERS) == (8, 20)
+    assert table.DEEPEP_MAX_RANKS == table.DEEPEP_NVL_PEERS * table.DEEPEP_RDMA_PEERS
+    assert table.DEEPEP_MAX_RANKS == max(table.DEEPEP_EP_SIZES) == max(DEEPEP_CONFIGS)
+
+
 def test_one_row_rule():
     """A listed size reads its own row; an unlisted one the next listed size up; beyond 160 the largest."""
     assert [deepep_config_ep(e) for e in (2, 8, 16, 32, 40, 80, 160, 256)] == [2, 8, 16, 32, 48, 96, 160, 160]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from moeplan.api import build_config
-from moeplan.base.deepep_configs import DEEPEP_CONFIGS
+from moeplan.base.deepep_configs import DEEPEP_NVL_PEERS, DEEPEP_RDMA_PEERS
 from moeplan.base.errors import MoeplanError
 from moeplan.calibrate.fit import run_from_log
 from moeplan.engine.budget import MEMORY_MODEL_ERROR
@@ -54,10 +54,15 @@ def test_deepep_beyond_160_ep_ranks_is_an_error_with_its_source():
     assert not pitfalls.deepep_ranks(other, {})
 
 
-def test_deepeps_rank_cap_is_its_config_tables_largest_size():
-    """The 160-rank cap is read from base.deepep_configs (its largest listed EP size, which DeepEP's Buffer asserts as
-    8 NVLink x 20 RDMA peers), not restated in pitfalls."""
-    assert pitfalls.DEEPEP_NORMAL_MAX_RANKS == max(DEEPEP_CONFIGS) == 160
+def test_deepeps_rank_cap_is_its_buffers_nvlink_times_rdma_peers():
+    """The 160-rank cap is the Buffer's (base.deepep_configs: csrc NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS, 8 x 20),
+    not the config table's largest row (equal today, another fact: tests/unit/test_deepep_configs.py), and not
+    restated in pitfalls; the message names both peer counts."""
+    assert pitfalls.DEEPEP_NORMAL_MAX_RANKS == DEEPEP_NVL_PEERS * DEEPEP_RDMA_PEERS == 160
+    over, _ = cfg_of("deepseek-v3", gpu="h100", gpus=256, seq_len=4096, gbs=256, ep=256, dispatcher="deepep",
+                     mcore_version="0.19")
+    (hit,) = pitfalls.deepep_ranks(over, {})
+    assert "(8 NVLink x 20 RDMA peers;" in hit.message
     tree = ast.parse(Path(pitfalls.__file__).read_text(encoding="utf-8"))
     literal = [t.id for node in tree.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
                for t in node.targets if isinstance(t, ast.Name) and t.id.startswith("DEEPEP")]
@@ -136,6 +141,23 @@ def test_hybridep_across_infiniband_warns_when_tokens_per_rank_exceed_the_queue_
     nvl, _ = cfg_of("qwen3-30b-a3b", gpu="gb200", gpus=16, seq_len=32768, gbs=64, ep=16, dispatcher="hybridep",
                     mcore_version="0.19")
     assert not pitfalls.hybridep_ib_queue(nvl, {})
+
+
+def test_hybridep_queue_rule_reads_the_flex_dispatchers_group():
+    """The span across NVLink is the flex dispatcher's expert TP x EP group as every lookup reads it
+    (base.deepep_configs.deepep_group_ranks), not a product written again: EP 4 x ETP 4 is 16 ranks on 8-GPU H100
+    nodes (across InfiniBand), EP 4 alone is inside one node."""
+    across, _ = cfg_of("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=131072, gbs=16, tp=4, ep=4, etp=4,
+                       dispatcher="hybridep", mcore_version="0.19")
+    (hit,) = pitfalls.hybridep_ib_queue(across, {})
+    assert "EP x ETP 16 > NVLink domain 8" in hit.message
+    inside, _ = cfg_of("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=131072, gbs=16, tp=4, ep=4,
+                       dispatcher="hybridep", mcore_version="0.19")
+    assert not pitfalls.hybridep_ib_queue(inside, {})
+    tree = ast.parse(Path(pitfalls.__file__).read_text(encoding="utf-8"))
+    products = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+                and {getattr(n.left, "attr", None), getattr(n.right, "attr", None)} == {"ep", "etp"}]
+    assert not products
 
 
 def test_hybridep_queue_rule_is_keyed_by_version():

@@ -2,7 +2,8 @@
 combine chunks of 64 tokens, permute fusion) is kept out of the fit for that tuning (tests/fit_exclusions.G11_TUNED).
 Its reason states what the tuning is worth measured; here that figure is pinned: the measured rows give it, moeplan
 estimates the tuned row exactly as its untuned twin (the tuning is no knob of moeplan), and so the row reads off
-against measured by the stated figure relative to the twin, which is in the fit. Rows are printed."""
+against measured by the stated figure beyond the twin's own residual, which the shipped calibration's error band
+holds (the twin is in the fit). Rows are printed."""
 
 from __future__ import annotations
 
@@ -38,17 +39,22 @@ def test_the_tuned_row_is_out_for_its_stated_reason_and_its_twin_is_in():
 
 def test_the_tuned_row_reads_off_by_the_stated_gain():
     """The tuning's measured gain (tuned over untuned TFLOP/s, the twin the mean of its two runs) is the figure the
-    reason states; moeplan gives both rows one estimate (the same keywords: no knob says the tuning), so the tuned
-    row's estimate over measured is its twin's less that gain."""
+    reason states, and moeplan gives both rows one estimate: they share every keyword (no knob says the tuning), so
+    one estimate answers both and comparing the two rows' estimates would test nothing. What the estimate is held to
+    is the shipped calibration's own figure: its error band (``tflops_range``, the fit's cross-validated error)
+    holds the twin's measured TFLOP/s, and so the tuned row reads off by the stated gain beyond the twin's own
+    residual: its measured value lies in that band moved up by the stated gain. A model change that moves G11's
+    estimate by more than the band's margin over the twin's residual fails here."""
     stated = _stated_gain()
     tuned, twin = _rows()
     gain = tuned.tflops / twin.tflops - 1
     assert gain == pytest.approx(stated, abs=ROUNDING)
     assert tuned.kwargs == twin.kwargs
-    est_tuned = api.estimate(tuned.model, **tuned.kwargs)["tflops_per_gpu"]
-    est_twin = api.estimate(twin.model, **twin.kwargs)["tflops_per_gpu"]
-    assert est_tuned == pytest.approx(est_twin, rel=1e-9)
-    off_tuned, off_twin = est_tuned / tuned.tflops, est_twin / twin.tflops
+    est = api.estimate(twin.model, **twin.kwargs)
+    tflops, (low, high) = est["tflops_per_gpu"], est["tflops_range"]
+    off_tuned, off_twin = tflops / tuned.tflops, tflops / twin.tflops
     print(f"G11 tuned: measured {tuned.tflops:.1f}, untuned {twin.tflops:.1f} TFLOP/s/GPU (+{gain:.1%}, stated "
-          f"+{stated:.1%}); moeplan {est_tuned:.1f}: {off_tuned - 1:+.1%} against {off_twin - 1:+.1%}")
-    assert off_tuned * (1 + stated) == pytest.approx(off_twin, abs=ROUNDING * off_twin)
+          f"+{stated:.1%}); moeplan {tflops:.1f} (band {low:.1f} .. {high:.1f}): {off_tuned - 1:+.1%} against "
+          f"{off_twin - 1:+.1%}")
+    assert low <= twin.tflops <= high
+    assert low * (1 + stated - ROUNDING) <= tuned.tflops <= high * (1 + stated + ROUNDING)

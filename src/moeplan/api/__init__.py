@@ -20,10 +20,9 @@ from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanErro
 from moeplan.base.fields import fields_for, normalize_version
 from moeplan.base.limits import check_gbs_tokens, sweep_lengths_problem
 from moeplan.base.routing import resolve_imbalance, routing_fields
-from moeplan.base.te_release import DEFAULT_TE_VERSION, grouped_tensor_refusal, te_label
+from moeplan.base.te_release import grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
-from moeplan.base.vocab import (CUDA_GRAPH_SCOPES, DEFAULT_MCORE_VERSION, DEFAULT_RESERVE_GIB,
-                                DISPATCHERS, OFFLOAD_MODULES)
+from moeplan.base.vocab import CUDA_GRAPH_SCOPES, DEFAULT_RESERVE_GIB, DISPATCHERS, OFFLOAD_MODULES
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
@@ -47,7 +46,7 @@ from moeplan.plan.hints import HINT_KNOBS, Hint, knob_hints
 from moeplan.plan.planner import search
 from moeplan.plan.space import Plan, PlanResult, SearchSpace
 from moeplan.run.config import Recompute, RunConfig
-from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_table
+from moeplan.run.knobs import FSDP_OFF, FSDP_SEARCH, command_knobs, fsdp_choices, knob_named, knob_table
 from moeplan.run.parallel import Batch, Parallel, build_pipeline, validate, with_balanced_layout
 
 
@@ -436,6 +435,15 @@ class PlanReport:
         }
 
 
+def _api_default(name: str) -> Any:
+    """The API default of the knob whose API keyword is ``name``, read from the knob table (moeplan.run.knobs:
+    ``Knob.api_default``), as :func:`build_config`'s keywords, the CLI's flags and the MCP tools read it."""
+    return knob_named(name).api_default
+
+
+# search_plans' parameters that are knobs take the knob table's API default (_api_default; tests/unit/
+# test_api_knob_defaults.py), but for: routing's imbalance (None: resolved from ``routing``), the fsdp word (auto:
+# searched) and cuda_graphs / optimizer_offload, which here are the search's switches (bools), not the knobs.
 def search_plans(
     model: str | ModelSpec,
     *,
@@ -443,27 +451,27 @@ def search_plans(
     gpus: int,
     seq_len: int,
     gbs: int,
-    precision: str = "bf16",
+    precision: str = _api_default("precision"),
     top: int = 5,
     headroom: float = DEFAULT_HEADROOM,
     moe_imbalance: float | None = None,
     routing: str | None = None,
-    reserve_gib: float = DEFAULT_RESERVE_GIB,
-    mcore_version: str = DEFAULT_MCORE_VERSION,
-    te_version: str = DEFAULT_TE_VERSION,
-    te_grouped_tensor: bool = False,
+    reserve_gib: float = _api_default("reserve_gib"),
+    mcore_version: str = _api_default("mcore_version"),
+    te_version: str = _api_default("te_version"),
+    te_grouped_tensor: bool = _api_default("te_grouped_tensor"),
     hardware_file: str | None = None,
     fixed: dict[str, Any] | None = None,
     cuda_graphs: bool = True,
     optimizer_offload: bool = True,
     allow_gbs_reduction: bool = True,
     progress: Any = None,
-    grad_fp32: bool = True,
-    bf16_moments: bool = False,
+    grad_fp32: bool = _api_default("grad_fp32"),
+    bf16_moments: bool = _api_default("bf16_moments"),
     cal: Calibration = DEFAULT_CALIBRATION,
-    optimizer: str = "adam",
+    optimizer: str = _api_default("optimizer"),
     fsdp: str = FSDP_SEARCH,
-    fsdp_double_buffer: bool = False,
+    fsdp_double_buffer: bool = _api_default("fsdp_double_buffer"),
     mtp_layers: int | None = None,
     **knobs: Any,
 ) -> PlanReport:

@@ -49,15 +49,23 @@ DEEPEP_CONFIGS: dict[int, tuple[DeepEPConfig, DeepEPConfig]] = {
 
 
 # The EP sizes DeepEP lists configs for; any other size stops at get_dispatch_config / get_combine_config's assert
-# ("Unsupported number of EP ranks"), which Megatron-Core's fused_a2a.get_buffer calls with its group's size. The
-# largest (160) is also the Buffer's cap on normal-kernel ranks (csrc deep_ep.cpp / legacy/buffer.hpp:
-# num_ranks <= NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS, 8 x 20).
+# ("Unsupported number of EP ranks"), which Megatron-Core's fused_a2a.get_buffer calls with its group's size. Its
+# largest row (160) is a fact of the Python table; the Buffer's cap on normal-kernel ranks (DEEPEP_MAX_RANKS) is one
+# of csrc: today they are equal (tests/unit/test_deepep_configs.py), two facts kept apart.
 DEEPEP_EP_SIZES: tuple[int, ...] = tuple(sorted(DEEPEP_CONFIGS))
 
 # NVLink peers per RDMA rank of DeepEP's normal kernels (csrc NUM_MAX_NVL_PEERS): the Buffer asserts num_ranks < 8 or
 # a multiple of 8 (csrc deep_ep.cpp at e02e4d2, csrc/legacy/buffer.hpp at dd758ca), and its internode kernels run
 # num_ranks / 8 RDMA ranks of 8 NVLink peers each.
 DEEPEP_NVL_PEERS = 8
+
+# RDMA peers DeepEP's normal kernels reach (csrc/kernels/configs.cuh NUM_MAX_RDMA_PEERS, 20 at e02e4d2 .. dd758ca).
+DEEPEP_RDMA_PEERS = 20
+
+# The most ranks DeepEP's normal (training) kernels take: the Buffer asserts num_ranks <= NUM_MAX_NVL_PEERS x
+# NUM_MAX_RDMA_PEERS unless low_latency_mode (csrc deep_ep.cpp at e02e4d2, csrc/legacy/buffer.hpp at dd758ca;
+# deepseek-ai/DeepEP #464; #90: normal kernels support EP 2 .. 160).
+DEEPEP_MAX_RANKS = DEEPEP_NVL_PEERS * DEEPEP_RDMA_PEERS
 
 
 class _ExpertLayout(Protocol):

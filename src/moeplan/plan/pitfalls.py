@@ -10,16 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from moeplan.base.deepep_configs import DEEPEP_EP_SIZES, DEEPEP_NVL_PEERS, deepep_config_ep, deepep_group_ranks
+from moeplan.base.deepep_configs import (DEEPEP_EP_SIZES, DEEPEP_MAX_RANKS, DEEPEP_NVL_PEERS, DEEPEP_RDMA_PEERS,
+                                         deepep_config_ep, deepep_group_ranks)
 from moeplan.base.fields import hybridep_ib_tokens_cap
 from moeplan.hardware.spec import GPUSpec
 from moeplan.run.config import RunConfig
 
-# DeepEP's normal (training) kernels reach at most the largest EP size its config table lists (base.deepep_configs),
-# which is what the Buffer asserts: num_ranks <= NUM_MAX_NVL_PEERS (8) x NUM_MAX_RDMA_PEERS (20) unless
-# low_latency_mode (deepseek-ai/DeepEP #464; #90: normal kernels support EP 2 .. 160). Megatron-Core's flex
-# dispatcher runs the normal kernels (fused_a2a.py, low_latency_mode off).
-DEEPEP_NORMAL_MAX_RANKS = max(DEEPEP_EP_SIZES)
+# DeepEP's normal (training) kernels reach at most the ranks its Buffer asserts: NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS
+# (base.deepep_configs.DEEPEP_MAX_RANKS, DeepEP's csrc; deepseek-ai/DeepEP #464). Megatron-Core's flex dispatcher runs
+# the normal kernels (fused_a2a.py, low_latency_mode off).
+DEEPEP_NORMAL_MAX_RANKS = DEEPEP_MAX_RANKS
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def deepep_ranks(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     limit = "EP" if par.etp == 1 else "EP x expert TP"
     return [Pitfall("error", "deepep-ep-ranks",
                      f"DeepEP's normal kernels reach at most {DEEPEP_NORMAL_MAX_RANKS} ranks "
-                     f"({DEEPEP_NVL_PEERS} NVLink x {DEEPEP_NORMAL_MAX_RANKS // DEEPEP_NVL_PEERS} RDMA peers; "
+                     f"({DEEPEP_NVL_PEERS} NVLink x {DEEPEP_RDMA_PEERS} RDMA peers; "
                      f"Buffer asserts it): {_deepep_group(par)} will not start (deepseek-ai/DeepEP #464); use "
                      f"HybridEP or {limit} <= {DEEPEP_NORMAL_MAX_RANKS}", fix,
                      {"ep": par.ep, "etp": par.etp, "ep_ranks": ranks, "max_ep": DEEPEP_NORMAL_MAX_RANKS},
@@ -100,7 +100,9 @@ def hybridep_ib_queue(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     if cfg.dispatcher != "hybridep" or cap is None:
         return []
     par = cfg.parallel
-    span = par.ep * par.etp  # the expert-parallel group's consecutive ranks (expert rank order tp-ep-dp-pp)
+    # the flex dispatcher's expert TP x EP group (base.deepep_configs.deepep_group_ranks): consecutive ranks (expert
+    # rank order tp-ep-dp-pp)
+    span = deepep_group_ranks(par)
     if span <= cfg.gpu.nvlink_domain:
         return []
     tokens = dispatch_tokens_per_rank(cfg)
