@@ -86,7 +86,6 @@ FITTED: tuple[tuple[str, str | None], ...] = (
     ("expert_launch_host_s", None), ("cpu_adam_mem_eff", None),
     ("ep_proxy_call_s", None), ("a2a_host_call_s", None),  # EP calls over EFA (host-posted messages): N31 / N32
     ("ep_proxy_message_s", None),  # DeepEP's proxy work per RDMA message across EFA nodes: N31-N33 (EP16 against EP32)
-    ("hybridep_copy_s", "mnnvl"),  # HybridEP's fixed work per (token, rank) copy on NVL72: narrow rows (N13 / N20 EP64)
 )
 PRIOR_SD = 3.0  # prior spread in logit / log units around the source value (weak: the data decide where they can)
 

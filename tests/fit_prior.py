@@ -34,10 +34,6 @@ PRIOR_OVERRIDES: dict[str, Any] = {
     # DeepEP's chunked RDMA writes through the proxies: a libfabric post and its completion from a CPU proxy per
     # message (no published per-message figure on EFA): ~1 us a message and rail
     "ep_proxy_message_s": 1.0e-6,
-    # HybridEP's fixed work per (token, destination rank) copy: its benchmark's FP8 (7,392 B) against BF16 (14,336 B)
-    # kernel-only dispatch, 32 SMs, as fixed + bytes / rate (deepseek-ai/DeepEP docs/README_Hybrid-EP.md, GB200 table):
-    # EP8 1.4 ns; EP16-EP36 1.9-7.1 ns, mean 4.3 (calibration.yaml hybridep_copy_s)
-    "hybridep_copy_s": {"nvl8": 1.4e-9, "mnnvl": 4.3e-9},
     # a quarter of STREAM bandwidth for a fused multi-tensor CPU AdamW (no source; G08 pins it)
     "cpu_adam_mem_eff": 0.25,
 }

@@ -66,7 +66,6 @@ class Calibration:
     ep_link_share: dict[str, float] = _from_file("ep_link_share")
     ep_sm_bw_bytes_per_s: dict[str, float] = _from_file("ep_sm_bw_bytes_per_s")
     ep_sms: dict[str, float] = _from_file("ep_sms")
-    hybridep_copy_s: dict[str, float] = _from_file("hybridep_copy_s")
     a2a_scaleout_eff: dict[str, float] = _from_file("a2a_scaleout_eff")
     ep_overlap_eff: float = _from_file("ep_overlap_eff")
     ep_overlap_layer_s: float = _from_file("ep_overlap_layer_s")

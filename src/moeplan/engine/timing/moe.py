@@ -199,11 +199,8 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         recv_b = tokens * ranks_hit * row_bytes
         rdma = tokens * remote_domains * row_bytes / so_bw
         across = nodes > 1
-        fixed = hybridep_copy_extra_s(cal, kernels, group_peers, row_bytes) * tokens * ranks_hit
-        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", group_peers, across) + fixed,
-                    rdma)
-        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", group_peers, across) + fixed,
-                    rdma)
+        one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", group_peers, across), rdma)
+        one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", group_peers, across), rdma)
         proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, deepep_group_ranks(par),
                                                tokens * remote_domains)
 
@@ -221,27 +218,6 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     rows = moe.top_k * (par.etp if flex else 1)
     perm = 2 * passes * tokens * rows * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     return one_d, one_c, perm
-
-
-# Row width of HybridEP's published kernel benchmark (docs/README_Hybrid-EP.md: hidden 7168, BF16), the rows its rates in
-# calibration.yaml (ep_link_share / ep_sm_bw_bytes_per_s, hybridep_*) were measured at.
-HYBRIDEP_BENCH_ROW_BYTES = 7168 * BF16_BYTES
-
-
-def hybridep_copy_extra_s(cal: Calibration, kernels: str, peers_in_domain: int, row_bytes: float) -> float:
-    """Seconds each (token, destination rank) copy of HybridEP's NVLink kernels costs beyond what its benchmarked
-    byte rate gives, for rows of ``row_bytes``; 0 for other backends and for rows at least as wide as the benchmark's.
-
-    The kernels do a fixed amount of work per copy (one TMA bulk copy issued by one elected thread, after the
-    token's scan of its sparse_to_dense row; pipelines of a fixed count of token entries: calibration
-    ``hybridep_copy_s``), so a copy takes ``fixed + bytes / rate``. The benchmarked rate was measured at
-    HYBRIDEP_BENCH_ROW_BYTES and includes the fixed part; narrower rows pay it on fewer bytes:
-    ``fixed x (1 - row_bytes / HYBRIDEP_BENCH_ROW_BYTES)`` more per copy than the byte rate gives. LatentMoE's 2 KB
-    rows (Nemotron-3 Super) pay 6/7 of it, a 7 KB DeepSeek-V3 row nothing."""
-    if kernels != "hybridep" or row_bytes >= HYBRIDEP_BENCH_ROW_BYTES:
-        return 0.0
-    regime = "mnnvl" if peers_in_domain > 8 else "nvl8"
-    return cal.hybridep_copy_s[regime] * (1.0 - row_bytes / HYBRIDEP_BENCH_ROW_BYTES)
 
 
 def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str) -> float:
