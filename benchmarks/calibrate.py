@@ -1358,7 +1358,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   observations, CV 0.10003, written 0.1000) and 1.44x -> 1.32x (MXFP8); PR 3168's Qwen3-Next GB200 step (EP32, 4 KB
   rows) comes within 35%. Shared pairs 120 / 120. Not adopted: the same two checks the permute trial moved fail, by
   the refit's depth penalty, not the copy cost (DeepSeek-V3's rows pay none): DeepSeek-V3's B200 recipe (DeepEP EP32)
-  at 0.86 of the fastest plan (0.903 at the shipped constants; the HybridEP EP32 MBS 2 plan 3,687 -> 3,909 tokens/s,
+  at 0.86 of the fastest plan (0.903 at the shipped constants; plan 1, TP2 PP8 VPP2 EP16 HybridEP MBS 2, 3,687 -> 3,909 tokens/s,
   the recipe pinned 3,331 -> 3,362), and the DeepSeek-V3 32K vs 128K explain eval's 128K side (300 TFLOP/s measured,
   band 242-295). Commits 2c41c76..94793f2 (reverted in 1c9c6d6..4864756) hold the costing, its tests and the refit.
   The other EP64 candidates, against the code: HybridEP's routing-map all-gather is costed (512 bytes a token from
