@@ -34,7 +34,7 @@ import calibrate as C  # noqa: E402
 import moeplan.engine.timing.gemm as gemm_mod  # noqa: E402
 import moeplan.engine.timing.layer as layer_mod  # noqa: E402
 import moeplan.engine.timing.moe as moe_mod  # noqa: E402
-from moeplan.base.deepep_configs import deepep_group_ranks  # noqa: E402
+from moeplan.base.deepep_configs import tp_ep_group_ranks  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration  # noqa: E402
 from moeplan.engine.timing.context import Ctx  # noqa: E402
 from moeplan.hardware.spec import GPUSpec  # noqa: E402
@@ -129,8 +129,8 @@ def _ep_kernels_with_copy(ep_kernels: Any, cost_s: float, ctx: Ctx, moe: Any) ->
     EP group, EP 1 x expert TP > 1 included)."""
     d, c, p = ep_kernels(ctx, moe)
     par = ctx.cfg.parallel
-    if ctx.cfg.dispatcher == "hybridep" and deepep_group_ranks(par) > 1:
-        copies, _ = moe_mod.flex_token_copies(moe, par.ep, par.etp, ctx.gpu.nvlink_domain)
+    if ctx.cfg.dispatcher == "hybridep" and tp_ep_group_ranks(par) > 1:
+        copies, _ = moe_mod.flex_token_copies(moe, par, ctx.gpu.nvlink_domain)
         extra = cost_s * ctx.tokens * ctx.cfg.rows_factor * copies
         d, c = d + extra, c + extra
     return d, c, p

@@ -19,6 +19,7 @@ from moeplan.engine.timing.context import make_ctx
 from moeplan.engine.timing.moe import ep_kernels, expected_ranks_hit, flex_token_copies, routing_map_allgather_s
 from moeplan.lint.rules import lint
 from moeplan.models.spec import MoE
+from moeplan.run.parallel import Parallel
 
 MODEL = "qwen3-30b-a3b"  # 128 experts, top-8, no expert groups
 
@@ -37,12 +38,12 @@ def test_a_token_reaches_every_expert_tp_copy_of_its_ranks():
     1 - 2^-8); with ETP beyond the domain each hit EP rank fills ETP / domain domains."""
     _, _, _, moe = _setup("deepep", ep=8)
     hit8 = expected_ranks_hit(moe, 8)
-    assert flex_token_copies(moe, 8, 1, 72) == (pytest.approx(hit8), 0.0)
-    assert flex_token_copies(moe, 8, 2, 72) == (pytest.approx(2 * hit8), 0.0)
-    ranks, remote = flex_token_copies(moe, 8, 2, 8)
+    assert flex_token_copies(moe, Parallel(8, ep=8), 72) == (pytest.approx(hit8), 0.0)
+    assert flex_token_copies(moe, Parallel(16, ep=8, etp=2), 72) == (pytest.approx(2 * hit8), 0.0)
+    ranks, remote = flex_token_copies(moe, Parallel(16, ep=8, etp=2), 8)
     assert ranks == pytest.approx(2 * hit8)
     assert remote == pytest.approx(1 - 0.5 ** moe.top_k)  # the same as EP 8 x ETP 1 over 8-GPU pairs of domains
-    assert flex_token_copies(moe, 1, 16, 8) == (pytest.approx(16.0), pytest.approx(1.0))  # own domain + the other
+    assert flex_token_copies(moe, Parallel(16, etp=16), 8) == (pytest.approx(16.0), pytest.approx(1.0))  # own domain + the other
 
 
 def test_deepep_at_etp2_receives_twice_the_copies_of_etp1():
@@ -102,7 +103,36 @@ def test_etp1_unchanged_counts():
     """ETP 1: the group is EP and the copies are the EP ranks hit, as before."""
     *_, moe = _setup("deepep", ep=8)
     for ep in (2, 8, 32):
-        assert flex_token_copies(moe, ep, 1, 72)[0] == pytest.approx(expected_ranks_hit(moe, ep))
+        assert flex_token_copies(moe, Parallel(ep, ep=ep), 72)[0] == pytest.approx(expected_ranks_hit(moe, ep))
         nodes = math.ceil(ep / 8)
         want = (nodes - 1) * (1 - (1 - 1 / nodes) ** moe.top_k) if nodes > 1 else 0.0
-        assert flex_token_copies(moe, ep, 1, 8)[1] == pytest.approx(want)
+        assert flex_token_copies(moe, Parallel(ep, ep=ep), 8)[1] == pytest.approx(want)
+
+
+def test_dispatcher_nvl72_reads_one_finding_with_and_without_an_estimate():
+    """lint builds the dispatcher-nvl72 warning in one place (lint.rules._dispatcher_nvl72): with an estimate and
+    without one (an invalid layout) its severity and message are the same."""
+    cfg, gpu, _, _ = _setup("deepep", ep=8, etp=2)
+    bad = cfg.with_(parallel=replace(cfg.parallel, pp=5))  # 48 layers over 5 stages: no estimate
+    found = [[f for f in lint(c, gpu) if f.rule == "dispatcher-nvl72"] for c in (cfg, bad)]
+    assert all(len(f) == 1 for f in found)
+    (a,), (b,) = found
+    assert (a.severity, a.message) == (b.severity, b.message) == ("warning", a.message)
+
+
+def test_the_group_size_is_read_not_written_by_hand():
+    """The expert-TP x EP group size has one home (base.deepep_configs.tp_ep_group_ranks; deepep_group_ranks is its
+    re-export): the EP timing and lint's rules read it rather than multiplying EP by ETP themselves."""
+    import re
+    from pathlib import Path
+
+    from moeplan.base import deepep_configs
+
+    assert deepep_configs.deepep_group_ranks is deepep_configs.tp_ep_group_ranks
+    assert deepep_configs.tp_ep_group_ranks(Parallel(64, ep=16, etp=2)) == 32
+    src = Path(__file__).resolve().parents[2] / "src" / "moeplan"
+    by_hand = re.compile(r"\bep \* [\w.]*etp\b|\betp \* [\w.]*\bep\b")
+    for rel in ("engine/timing/moe.py", "lint/rules.py"):
+        assert not by_hand.findall((src / rel).read_text()), rel
+    # DeepEP's NVLink-peer limit is read from base.deepep_configs.DEEPEP_NVL_PEERS, not a literal 8
+    assert not re.search(r"peers_in_domain > \d", (src / "engine/timing/moe.py").read_text())
