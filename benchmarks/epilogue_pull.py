@@ -34,6 +34,7 @@ import calibrate as C  # noqa: E402
 import moeplan.engine.timing.gemm as gemm_mod  # noqa: E402
 import moeplan.engine.timing.layer as layer_mod  # noqa: E402
 import moeplan.engine.timing.moe as moe_mod  # noqa: E402
+from moeplan.base.deepep_configs import tp_ep_group_ranks  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration  # noqa: E402
 from moeplan.engine.timing.context import Ctx  # noqa: E402
 from moeplan.hardware.spec import GPUSpec  # noqa: E402
@@ -124,11 +125,13 @@ def blackwell_scan(obs: list[C.Obs], factors: list[float], iters: int) -> list[t
 
 def _ep_kernels_with_copy(ep_kernels: Any, cost_s: float, ctx: Ctx, moe: Any) -> tuple[float, float, float]:
     """``ep_kernels`` (timing.moe.ep_kernels) with ``cost_s`` per received token copy added to each HybridEP dispatch
-    and combine (tokens x timing.moe.expected_ranks_hit, the copies its kernels move)."""
+    and combine (tokens x the ranks of timing.moe.flex_token_copies, the copies its kernels move over the expert-TP x
+    EP group, EP 1 x expert TP > 1 included)."""
     d, c, p = ep_kernels(ctx, moe)
     par = ctx.cfg.parallel
-    if ctx.cfg.dispatcher == "hybridep" and par.ep > 1:
-        extra = cost_s * ctx.tokens * ctx.cfg.rows_factor * moe_mod.expected_ranks_hit(moe, par.ep)
+    if ctx.cfg.dispatcher == "hybridep" and tp_ep_group_ranks(par) > 1:
+        copies, _ = moe_mod.flex_token_copies(moe, par, ctx.gpu.nvlink_domain)
+        extra = cost_s * ctx.tokens * ctx.cfg.rows_factor * copies
         d, c = d + extra, c + extra
     return d, c, p
 

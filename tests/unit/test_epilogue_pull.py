@@ -81,3 +81,27 @@ def test_the_hybridep_copy_trial_slows_hybridep_only(pull):
     with mock.patch.object(moe_mod, "ep_kernels", trial), mock.patch.object(layer_mod, "ep_kernels", trial):
         got = {d: _time("h100", dispatcher=d) for d in base}
     assert got["hybridep"] > base["hybridep"] and got["alltoall"] == base["alltoall"]
+
+
+def test_the_hybridep_copy_trial_counts_the_expert_tp_copies(pull):
+    """The trial's copies are those the flex dispatcher moves over its expert-TP x EP group
+    (timing.moe.flex_token_copies): at EP 1 x ETP 2 every token goes to both expert-TP ranks of its one EP rank, 2
+    copies (the group has two ranks, so the trial runs there too); at EP 16 x ETP 1 they are the EP ranks hit."""
+    from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION as CAL
+    from moeplan.engine.timing.context import make_ctx
+    from moeplan.engine.timing.moe import expected_ranks_hit
+    from moeplan.models.spec import MoE
+
+    def extra(**kw):
+        cfg, gpu = api.build_config("qwen3-30b-a3b", gpu="h100", **{**QWEN, "dispatcher": "hybridep", **kw})
+        ctx = make_ctx(cfg, gpu, CAL)
+        moe = next(layer.mlp for layer in cfg.model.layers if isinstance(layer.mlp, MoE))
+        d, c, p = pull._ep_kernels_with_copy(lambda _ctx, _moe: (0.0, 0.0, 0.0), 1e-9, ctx, moe)
+        assert d == c and p == 0.0
+        return d / (1e-9 * ctx.tokens * cfg.rows_factor), moe
+
+    copies, _ = extra(ep=1, etp=2, gpus=8)
+    assert copies == pytest.approx(2.0, rel=1e-12)
+    copies, moe = extra()
+    assert copies == pytest.approx(expected_ranks_hit(moe, 16), rel=1e-12)
+    assert extra(ep=1, etp=1, gpus=8)[0] == 0.0

@@ -6,7 +6,6 @@ NVL72 DeepEP warning read that group (moeplan.engine.timing.moe.flex_token_copie
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import pytest
@@ -19,6 +18,7 @@ from moeplan.engine.timing.context import make_ctx
 from moeplan.engine.timing.moe import ep_kernels, expected_ranks_hit, flex_token_copies, routing_map_allgather_s
 from moeplan.lint.rules import lint
 from moeplan.models.spec import MoE
+from moeplan.run.parallel import Parallel
 
 MODEL = "qwen3-30b-a3b"  # 128 experts, top-8, no expert groups
 
@@ -37,12 +37,12 @@ def test_a_token_reaches_every_expert_tp_copy_of_its_ranks():
     1 - 2^-8); with ETP beyond the domain each hit EP rank fills ETP / domain domains."""
     _, _, _, moe = _setup("deepep", ep=8)
     hit8 = expected_ranks_hit(moe, 8)
-    assert flex_token_copies(moe, 8, 1, 72) == (pytest.approx(hit8), 0.0)
-    assert flex_token_copies(moe, 8, 2, 72) == (pytest.approx(2 * hit8), 0.0)
-    ranks, remote = flex_token_copies(moe, 8, 2, 8)
+    assert flex_token_copies(moe, Parallel(8, ep=8), 72) == (pytest.approx(hit8), 0.0)
+    assert flex_token_copies(moe, Parallel(16, ep=8, etp=2), 72) == (pytest.approx(2 * hit8), 0.0)
+    ranks, remote = flex_token_copies(moe, Parallel(16, ep=8, etp=2), 8)
     assert ranks == pytest.approx(2 * hit8)
     assert remote == pytest.approx(1 - 0.5 ** moe.top_k)  # the same as EP 8 x ETP 1 over 8-GPU pairs of domains
-    assert flex_token_copies(moe, 1, 16, 8) == (pytest.approx(16.0), pytest.approx(1.0))  # own domain + the other
+    assert flex_token_copies(moe, Parallel(16, etp=16), 8) == (pytest.approx(16.0), pytest.approx(1.0))  # own domain + the other
 
 
 def test_deepep_at_etp2_receives_twice_the_copies_of_etp1():
@@ -81,10 +81,13 @@ def test_hybridep_buffer_spans_the_expert_tp_x_ep_group():
 
 
 def test_hybridep_gathers_the_group_routing_map():
-    """HybridEP's routing map has ETP x num_experts columns and is gathered over the ETP x EP ranks."""
-    cfg, gpu, ctx, moe = _setup("hybridep", ep=16, etp=2)
-    want = (32 - 1) * ctx.tokens * moe.num_experts * 2 / gpu.nvlink_busbw_bytes_per_s
-    assert routing_map_allgather_s(ctx, moe) == pytest.approx(want)
+    """HybridEP's routing map has ETP x num_experts columns and is gathered over the ETP x EP ranks, consecutive ones
+    (stride 1). On H100 (8-GPU NVLink domains) EP 4 x ETP 2 is one domain's 8 ranks: 7 x 2,048 tokens per rank x
+    (2 x 128) one-byte columns over the ring's 370 GB/s NVLink bus bandwidth (hardware catalog, h100), 9.92 us; read
+    with the EP ranks' stride (2) the ring would span 16 GPUs and take the NIC rate."""
+    cfg, gpu, ctx, moe = _setup("hybridep", gpu="h100", gpus=8, ep=4, etp=2)
+    assert (ctx.tokens, moe.num_experts, gpu.nvlink_domain) == (2048, 128, 8)
+    assert routing_map_allgather_s(ctx, moe) == pytest.approx(7 * 2048 * 256 / 370e9, rel=1e-9)  # 9.918962e-6 s
 
 
 def test_dispatcher_nvl72_warning_reads_the_group():
@@ -102,7 +105,38 @@ def test_etp1_unchanged_counts():
     """ETP 1: the group is EP and the copies are the EP ranks hit, as before."""
     *_, moe = _setup("deepep", ep=8)
     for ep in (2, 8, 32):
-        assert flex_token_copies(moe, ep, 1, 72)[0] == pytest.approx(expected_ranks_hit(moe, ep))
-        nodes = math.ceil(ep / 8)
-        want = (nodes - 1) * (1 - (1 - 1 / nodes) ** moe.top_k) if nodes > 1 else 0.0
-        assert flex_token_copies(moe, ep, 1, 8)[1] == pytest.approx(want)
+        assert flex_token_copies(moe, Parallel(ep, ep=ep), 72)[0] == pytest.approx(expected_ranks_hit(moe, ep))
+    # remote domains over 8-GPU domains: EP 2 and EP 8 fit one; EP 32 spans 4, and a top-8 token misses each of the
+    # other 3 with probability (3/4)^8
+    remote = {ep: flex_token_copies(moe, Parallel(ep, ep=ep), 8)[1] for ep in (2, 8, 32)}
+    assert remote == {2: 0.0, 8: 0.0, 32: pytest.approx(3 * (1 - 0.75 ** 8))}
+    assert remote[32] == pytest.approx(2.6996612548828125)
+
+
+def test_dispatcher_nvl72_reads_one_finding_with_and_without_an_estimate():
+    """lint builds the dispatcher-nvl72 warning in one place (lint.rules._dispatcher_nvl72): with an estimate and
+    without one (an invalid layout) its severity and message are the same."""
+    cfg, gpu, _, _ = _setup("deepep", ep=8, etp=2)
+    bad = cfg.with_(parallel=replace(cfg.parallel, pp=5))  # 48 layers over 5 stages: no estimate
+    found = [[f for f in lint(c, gpu) if f.rule == "dispatcher-nvl72"] for c in (cfg, bad)]
+    assert all(len(f) == 1 for f in found)
+    (a,), (b,) = found
+    assert (a.severity, a.message) == (b.severity, b.message) == ("warning", a.message)
+
+
+def test_the_group_size_is_read_not_written_by_hand():
+    """The expert-TP x EP group size has one home (base.deepep_configs.tp_ep_group_ranks; deepep_group_ranks is its
+    re-export): the EP timing and lint's rules read it rather than multiplying EP by ETP themselves."""
+    import re
+    from pathlib import Path
+
+    from moeplan.base import deepep_configs
+
+    assert deepep_configs.deepep_group_ranks is deepep_configs.tp_ep_group_ranks
+    assert deepep_configs.tp_ep_group_ranks(Parallel(64, ep=16, etp=2)) == 32
+    src = Path(__file__).resolve().parents[2] / "src" / "moeplan"
+    by_hand = re.compile(r"\bep \* [\w.]*etp\b|\betp \* [\w.]*\bep\b")
+    for rel in ("engine/timing/moe.py", "lint/rules.py"):
+        assert not by_hand.findall((src / rel).read_text()), rel
+    # DeepEP's NVLink-peer limit is read from base.deepep_configs.DEEPEP_NVL_PEERS, not a literal 8
+    assert not re.search(r"peers_in_domain > \d", (src / "engine/timing/moe.py").read_text())

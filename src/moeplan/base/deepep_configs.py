@@ -78,8 +78,11 @@ class _ExpertLayout(Protocol):
     def etp(self) -> int: ...
 
 
-def deepep_group_ranks(parallel: _ExpertLayout) -> int:
-    """Ranks of the group DeepEP runs on: expert TP x EP. Megatron-Core's flex dispatcher hands DeepEP its tp_ep
+def tp_ep_group_ranks(parallel: _ExpertLayout) -> int:
+    """Ranks of Megatron-Core's expert-TP x EP group (pg_collection.tp_ep), the group every dispatcher moves tokens
+    over: the allgather dispatcher gathers over it, the alltoall dispatcher's all-to-all (EP) and expert-TP
+    all-gather together span it (token_dispatcher.py), and the flex dispatchers run DeepEP, HybridEP and NCCL EP on
+    it. The group DeepEP runs on: expert TP x EP. Megatron-Core's flex dispatcher hands DeepEP its tp_ep
     group (token_dispatcher.py MoEFlexTokenDispatcher: ``_DeepepManager(group=self.tp_ep_group)``, pg_collection.tp_ep,
     core_r0.12 .. 0.19), and fused_a2a.get_buffer asks for the configs and size hints of ``group.size()``; deep_ep's
     Buffer keys its config rows, its rank cap and its NVLink x RDMA split on that num_ranks (deep_ep/buffers/legacy.py
@@ -91,8 +94,12 @@ def deepep_group_ranks(parallel: _ExpertLayout) -> int:
     return parallel.ep * parallel.etp
 
 
+# The former name, kept as a re-export: DeepEP's config lookups and the rank checks (moeplan.plan.pitfalls) read it.
+deepep_group_ranks = tp_ep_group_ranks
+
+
 def deepep_config_ep(ep: int) -> int:
-    """The DEEPEP_CONFIGS row a DeepEP group of ``ep`` ranks reads (expert TP x EP: :func:`deepep_group_ranks`; DeepEP
+    """The DEEPEP_CONFIGS row a DeepEP group of ``ep`` ranks reads (expert TP x EP: :func:`tp_ep_group_ranks`; DeepEP
     calls them EP ranks): its own size where DeepEP lists it; otherwise the smallest listed size above it, the
     largest listed one beyond 160 ranks. One rule for memory and time. For a size
     DeepEP does not list (12, 40, 80, ...) DeepEP itself asserts (DEEPEP_EP_SIZES): the next row is moeplan's stand-in

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from moeplan.base.deepep_configs import deepep_group_ranks
+from moeplan.base.deepep_configs import tp_ep_group_ranks
 from moeplan.base.fields import fields_for
 from moeplan.base.te_release import GROUPED_TENSOR_ENV, TE_RELEASES, grouped_tensor_problem, raising_reason, te_label
 from moeplan.base.vocab import DROPLESS_MOE_GRAPH_SCOPES, OFFLOAD_FRACTIONS
@@ -207,12 +207,8 @@ def _without_estimate(cfg: RunConfig, gpu: GPUSpec, variable_seq_lengths: bool, 
                            f"{par.tp * par.cp * par.pp} uses all {par.gpus} GPUs; no data-parallel budget (alternatives "
                            "not estimated: the layout is invalid)", (), {"dp": par.dp, "edp": par.edp},
                            lines.get("context_parallel_size")))
-    # the flex dispatcher runs DeepEP on the expert-TP x EP group, EP 1 too (token_dispatcher.py asserts TP x EP > 1)
-    if cfg.dispatcher == "deepep" and gpu.is_nvl72 and deepep_group_ranks(par) > 1:
-        out.append(Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
-                           "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
-                           _fix_beside_layout(cfg, cfg.with_(dispatcher="hybridep")), {"ep": par.ep},
-                           lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend")))
+    out += _dispatcher_nvl72(cfg, gpu, _fix_beside_layout, {"ep": par.ep},
+                             lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend"))
     out += _cuda_graphs(_exportable(cfg), variable_seq_lengths, lines)
     rules = ", ".join(bad.rule for bad in layout_errors)
     out.append(Finding("info", "skipped", f"not estimated because the layout is invalid ({rules}): the rules that need "
@@ -510,19 +506,28 @@ def _recompute(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -
     return out
 
 
+def _dispatcher_nvl72(cfg: RunConfig, gpu: GPUSpec, fix_of: Callable[[RunConfig, RunConfig], tuple[str, ...]],
+                      nums: dict[str, Any], line: int | None) -> list[Finding]:
+    """The dispatcher-nvl72 warning, with and without an estimate (``fix_of`` writes the overrides to HybridEP):
+    DeepEP on an NVL72 system, where Megatron Bridge enables it only on SM 8x/9x, B200 and B300
+    (bridge/training/flex_dispatcher_backend.py). The flex dispatcher runs DeepEP on the expert-TP x EP group, EP 1
+    included (token_dispatcher.py asserts TP x EP > 1)."""
+    if not (cfg.dispatcher == "deepep" and gpu.is_nvl72 and tp_ep_group_ranks(cfg.parallel) > 1):
+        return []
+    return [Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
+                    "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
+                    fix_of(cfg, cfg.with_(dispatcher="hybridep")), nums, line)]
+
+
 def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) -> list[Finding]:
     par, gpu = cfg.parallel, ev.gpu
     # DeepEP runs on the flex dispatcher's expert-TP x EP group, EP 1 included (token_dispatcher.py asserts TP x EP > 1)
-    if deepep_group_ranks(par) <= 1 or cfg.model.first_moe is None:
+    if tp_ep_group_ranks(par) <= 1 or cfg.model.first_moe is None:
         return []
     line = lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend")
-    domains = -(-par.ep * par.etp // gpu.nvlink_domain)
+    domains = -(-tp_ep_group_ranks(par) // gpu.nvlink_domain)
     nums = {"ep": par.ep, "nvlink_domains": domains, "tokens_per_s": round(est.time.tokens_per_s_per_gpu)}
-    out = []
-    if cfg.dispatcher == "deepep" and gpu.is_nvl72:
-        out.append(Finding("warning", "dispatcher-nvl72", f"DeepEP on {gpu.name} (NVL72): Megatron Bridge enables DeepEP "
-                           "only on SM 8x/9x, B200 and B300; on NVL72 use HybridEP first",
-                           fix_overrides(cfg, cfg.with_(dispatcher="hybridep")), nums, line))
+    out = _dispatcher_nvl72(cfg, gpu, fix_overrides, nums, line)
     # the comparison reads the same group: at EP 1 x expert TP > 1 alltoall and allgather move tokens too
     # (timing.moe.ep_kernels), and dispatcher_candidates offers the flex backends
     candidates = dispatcher_candidates(cfg, gpu)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from moeplan.base.deepep_configs import deepep_configs, deepep_group_ranks
+from moeplan.base.deepep_configs import DEEPEP_NVL_PEERS, deepep_configs, tp_ep_group_ranks
 from moeplan.base.fields import version_key
 from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.base.vocab import FLEX_DISPATCHERS
@@ -18,6 +18,7 @@ from moeplan.engine.timing.context import (EXPERT_LAUNCHES, SPLIT_QUANTIZE_LAUNC
 from moeplan.hardware import GPUSpec
 from moeplan.models.spec import MoE
 from moeplan.run.config import Recompute, RunConfig
+from moeplan.run.parallel import Parallel
 
 
 def expected_ranks_hit(moe: MoE, ep: int) -> float:
@@ -42,9 +43,9 @@ def expected_ranks_hit(moe: MoE, ep: int) -> float:
     return ranks * (1.0 - math.comb(n - e, k) / math.comb(n, k))
 
 
-def flex_token_copies(moe: MoE, ep: int, etp: int, nvlink_domain: int) -> tuple[float, float]:
+def flex_token_copies(moe: MoE, parallel: Parallel, nvlink_domain: int) -> tuple[float, float]:
     """(ranks, remote NVLink domains) one token reaches through a flex dispatcher (DeepEP / HybridEP / NCCL EP), counted
-    over its group of expert TP x EP ranks (base.deepep_configs.deepep_group_ranks).
+    over its group of expert TP x EP ranks (base.deepep_configs.tp_ep_group_ranks).
 
     Megatron-Core's MoEFlexTokenDispatcher hands the backend its tp_ep group with ``router_topk = tp_size x topk`` and
     ``num_experts = tp_size x num_experts`` (tp_size: expert TP), and ``_initialize_metadata`` expands the routing map
@@ -56,8 +57,9 @@ def flex_token_copies(moe: MoE, ep: int, etp: int, nvlink_domain: int) -> tuple[
     of its top-k experts' EP ranks, (N - 1) x (1 - (1 - 1/N)^k) for N domains under uniform routing, and the
     backends send it once per remote domain and forward it over NVLink inside (DeepSeek-V3 report, 3.2.2;
     deepseek-ai/DeepEP README). With ETP > the domain each EP rank's copies fill ETP / domain whole domains."""
+    ep, etp = parallel.ep, parallel.etp
     ranks_hit = expected_ranks_hit(moe, ep)
-    span = ep * etp
+    span = tp_ep_group_ranks(parallel)
     nodes = math.ceil(span / nvlink_domain)
     if nodes <= 1:
         return etp * ranks_hit, 0.0
@@ -79,8 +81,8 @@ def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kerne
     (``kernel`` dispatch or combine) over NVLink: the smaller of a share of the link rate and the SMs it
     runs on times their copy rate (calibration ``ep_link_share`` / ``ep_sm_bw_bytes_per_s`` / ``ep_sms``, from the
     kernels' own benchmarks). DeepEP's normal kernels are written for at most 8 NVLink peers
-    (``NUM_MAX_NVL_PEERS``); beyond (MNNVL, NVL72) its measured rates are those of that regime
-    ("_mnnvl": Megatron-LM deepseek-v3-gb200-optimization, 2.2.1, EP32: ~400 GB/s dispatch, ~190 GB/s
+    (``NUM_MAX_NVL_PEERS``: base.deepep_configs.DEEPEP_NVL_PEERS); beyond (MNNVL, NVL72) its measured rates are
+    those of that regime ("_mnnvl": Megatron-LM deepseek-v3-gb200-optimization, 2.2.1, EP32: ~400 GB/s dispatch, ~190 GB/s
     combine with 24 SMs).
 
     ``across_domains``: EP spans NVLink domains, so DeepEP runs its internode kernels, whose NVLink leg
@@ -91,7 +93,7 @@ def ep_kernel_bw_bytes_per_s(gpu: GPUSpec, cal: Calibration, backend: str, kerne
     24 SMs whatever the link: H800 (200 GB/s per direction; DeepEP issue #285, the maintainers: at EP16 "the
     NVLink bandwidth will exceed 140 GB/s, making NVLink the bottleneck"), H200 (450 GB/s; issue #493) and
     H20 (issue #361) all measure 140-145. The link share stays the intranode one."""
-    regime = "mnnvl" if peers_in_domain > 8 else "nvl8"
+    regime = "mnnvl" if peers_in_domain > DEEPEP_NVL_PEERS else "nvl8"
     key = f"{backend}_{regime}_{kernel}"
     internode = f"{backend}_internode_{kernel}"  # a backend with its own internode rate (calibration data: DeepEP)
     sm_key = internode if across_domains and regime == "nvl8" and internode in cal.ep_sm_bw_bytes_per_s else key
@@ -117,7 +119,7 @@ def ep_comm_sms(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
     buffer's 32), NCCL all-to-all its channels (fsdp.COMM_SMS_*)."""
     if cfg.dispatcher in FLEX_DISPATCHERS:
         return cal.ep_sms[ep_kernels_of(cfg.dispatcher)]
-    across = cfg.parallel.ep * cfg.parallel.etp > gpu.nvlink_domain
+    across = tp_ep_group_ranks(cfg.parallel) > gpu.nvlink_domain
     return float(fsdp.COMM_SMS_SCALEOUT if across else fsdp.COMM_SMS_NVLINK)
 
 
@@ -147,7 +149,7 @@ def routing_map_allgather_s(ctx: Ctx, moe: MoE) -> float:
     Its size grows with experts x EP: 512 experts at EP 32 gather 31 x 512 bytes per local token, more than
     a third of the 2 x 2,048-byte row each token sends."""
     cfg, gpu = ctx.cfg, ctx.gpu
-    ranks = deepep_group_ranks(cfg.parallel)
+    ranks = tp_ep_group_ranks(cfg.parallel)
     if cfg.dispatcher != "hybridep" or ranks <= 1:
         return 0.0
     tokens = ctx.tokens * cfg.rows_factor
@@ -170,13 +172,13 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     # every dispatcher moves tokens once its expert-TP x EP group has two ranks, EP 1 included: the flex ones run on
     # that tp_ep group (token_dispatcher.py asserts TP x EP > 1), the allgather dispatcher gathers over it and the
     # alltoall dispatcher all-gathers over the expert-TP ranks after its (then empty) all-to-all
-    if deepep_group_ranks(par) <= 1:
+    if tp_ep_group_ranks(par) <= 1:
         return 0.0, 0.0, 0.0
     tokens = ctx.tokens * cfg.rows_factor
     # LatentMoE dispatches latent-wide tokens (token_dispatcher.py hidden_dim = moe_latent_size: moeplan.engine.latent_moe)
     row_bytes = expert_width(moe, cfg.model.hidden) * BF16_BYTES
     # EP peers sit ETP ranks apart (expert rank order: ETP, EP, EDP, PP); count peers, not GPUs
-    span = par.ep * par.etp
+    span = tp_ep_group_ranks(par)
     peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
     nodes = math.ceil(span / gpu.nvlink_domain)
     kernels = ep_kernels_of(cfg.dispatcher)
@@ -202,14 +204,14 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         # experts, and across NVLink domains once per remote domain, forwarded over NVLink inside it
         # (flex_token_copies): every copy a rank receives crosses NVLink once, the remote-domain sends cross
         # the NIC, pipelined. The kernels' NVLink peers are the group's ranks in a domain.
-        ranks_hit, remote_domains = flex_token_copies(moe, par.ep, par.etp, gpu.nvlink_domain)
+        ranks_hit, remote_domains = flex_token_copies(moe, par, gpu.nvlink_domain)
         group_peers = max(1, min(span, gpu.nvlink_domain))
         recv_b = tokens * ranks_hit * row_bytes
         rdma = tokens * remote_domains * row_bytes / so_bw
         across = nodes > 1
         one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", group_peers, across), rdma)
         one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", group_peers, across), rdma)
-        proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, deepep_group_ranks(par),
+        proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, tp_ep_group_ranks(par),
                                                tokens * remote_domains)
 
     # the alltoall dispatcher's all-to-all runs on its EP group alone: at EP 1 it is a no-op (mappings.py _AllToAll
@@ -295,7 +297,7 @@ def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str)
 
 def deepep_rdma_chunk_tokens(ranks: int) -> tuple[int, int]:
     """(dispatch, combine) tokens per RDMA message of DeepEP's internode kernels for a DeepEP group of ``ranks`` ranks
-    (expert TP x EP: base.deepep_configs.deepep_group_ranks): the default configs' ``num_max_rdma_chunked_send_tokens``
+    (expert TP x EP: base.deepep_configs.tp_ep_group_ranks): the default configs' ``num_max_rdma_chunked_send_tokens``
     (base.deepep_configs, the table and row rule DeepEP's buffer memory reads too), which Megatron-Core's fused_a2a.py
     runs (it passes no config)."""
     dispatch, combine = deepep_configs(ranks)
