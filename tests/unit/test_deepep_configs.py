@@ -12,7 +12,7 @@ import pytest
 from moeplan import api
 from moeplan.base import deepep_configs as table
 from moeplan.base.deepep_configs import (DEEPEP_CONFIGS, DEEPEP_NUM_SMS, deepep_config_ep, deepep_configs,
-                                         deepep_group_ranks)
+                                         tp_ep_group_ranks)
 from moeplan.engine import dispatcher_buffers
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes
 from moeplan.engine.timing import moe
@@ -90,8 +90,8 @@ def test_one_owner_of_deepeps_sm_count():
 def test_deepeps_group_is_expert_tp_times_ep():
     """Megatron-Core hands DeepEP its tp_ep group (token_dispatcher.py MoEFlexTokenDispatcher, pg_collection.tp_ep)
     and fused_a2a.get_buffer reads the configs of group.size(): ETP x EP ranks."""
-    assert deepep_group_ranks(Parallel(gpus=64, tp=2, ep=16, etp=2)) == 32
-    assert deepep_group_ranks(Parallel(gpus=64, tp=2, ep=16)) == 16  # ETP 1: the EP size, as before
+    assert tp_ep_group_ranks(Parallel(gpus=64, tp=2, ep=16, etp=2)) == 32
+    assert tp_ep_group_ranks(Parallel(gpus=64, tp=2, ep=16)) == 16  # ETP 1: the EP size, as before
 
 
 def _deepep_buffer_gib(ep: int, etp: int) -> float:

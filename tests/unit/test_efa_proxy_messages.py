@@ -66,7 +66,7 @@ def test_paid_per_rail():
 
 
 def test_expert_tp_counts_in_deepeps_group():
-    """DeepEP runs on Megatron-Core's expert-TP x EP group (base.deepep_configs.deepep_group_ranks): ETP 2 x EP 16
+    """DeepEP runs on Megatron-Core's expert-TP x EP group (base.deepep_configs.tp_ep_group_ranks): ETP 2 x EP 16
     spans the same 4 nodes as EP 32 and sends its RDMA messages in the 32-rank row's chunks (8 / 8 tokens), so with
     the same tokens per rank it pays EP 32's message cost, not EP 16's chunks of 20 / 12 (0.53x)."""
     etp2 = _extra_s("h100-efa", mbs=4, tp=2, pp=2, ep=16, etp=2)

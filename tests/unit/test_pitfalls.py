@@ -101,7 +101,7 @@ def test_deepep_at_an_ep_size_deepep_does_not_list_is_a_warning_citing_the_liste
 def test_deepeps_group_is_expert_tp_times_ep():
     """Megatron-Core's flex dispatcher hands DeepEP its expert-TP x EP group (token_dispatcher.py tp_ep_group): EP 12
     x ETP 2 is 24 ranks (listed); EP 6 x ETP 2 is 12 (not), estimated with the 16-rank row, the next listed size up
-    from the group's 12 ranks (base.deepep_configs.deepep_group_ranks; every lookup reads the group)."""
+    from the group's 12 ranks (base.deepep_configs.tp_ep_group_ranks; every lookup reads the group)."""
     ok, _ = _deepep("kimi-k2", 12, etp=2)
     assert not pitfalls.deepep_ep_size(ok, {})
     bad, _ = _deepep("kimi-k2", 6, etp=2)
@@ -145,7 +145,7 @@ def test_hybridep_across_infiniband_warns_when_tokens_per_rank_exceed_the_queue_
 
 def test_hybridep_queue_rule_reads_the_flex_dispatchers_group():
     """The span across NVLink is the flex dispatcher's expert TP x EP group as every lookup reads it
-    (base.deepep_configs.deepep_group_ranks), not a product written again: EP 4 x ETP 4 is 16 ranks on 8-GPU H100
+    (base.deepep_configs.tp_ep_group_ranks), not a product written again: EP 4 x ETP 4 is 16 ranks on 8-GPU H100
     nodes (across InfiniBand), EP 4 alone is inside one node."""
     across, _ = cfg_of("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=131072, gbs=16, tp=4, ep=4, etp=4,
                        dispatcher="hybridep", mcore_version="0.19")

@@ -69,7 +69,7 @@ DEEPEP_MAX_RANKS = DEEPEP_NVL_PEERS * DEEPEP_RDMA_PEERS
 
 
 class _ExpertLayout(Protocol):
-    """What :func:`deepep_group_ranks` reads of a layout (moeplan.run.parallel.Parallel)."""
+    """What :func:`tp_ep_group_ranks` reads of a layout (moeplan.run.parallel.Parallel)."""
 
     @property
     def ep(self) -> int: ...
@@ -92,10 +92,6 @@ def tp_ep_group_ranks(parallel: _ExpertLayout) -> int:
     their buffers and traffic (moeplan.engine.dispatcher_buffers, moeplan.engine.timing.moe.flex_token_copies) read
     it too."""
     return parallel.ep * parallel.etp
-
-
-# The former name, kept as a re-export: DeepEP's config lookups and the rank checks (moeplan.plan.pitfalls) read it.
-deepep_group_ranks = tp_ep_group_ranks
 
 
 def deepep_config_ep(ep: int) -> int:

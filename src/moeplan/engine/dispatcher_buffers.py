@@ -3,7 +3,7 @@
 - DeepEP buffers: DeepEP ``Config.get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
   (csrc/legacy/config.hpp) with DeepEP's default per-EP configs (base.deepep_configs), as Megatron sizes them
   (megatron/core/transformer/moe/fused_a2a.py get_buffer) for its group of expert TP x EP ranks
-  (base.deepep_configs.deepep_group_ranks);
+  (base.deepep_configs.tp_ep_group_ranks);
   HybridEP: tokens x ranks x (2h + 4 x experts-per-rank x ranks-per-node + 4h/128) bytes over the same expert TP x
   EP group (DeepEP hybrid-ep branch, csrc/hybrid_ep/buffer).
 """
@@ -24,7 +24,7 @@ DEEPEP_META_BYTES = 8 + 128 * 8 + 128 * 4 + 128 * 4  # source meta + top-k idx/w
 @lru_cache(maxsize=256)
 def deepep_buffer_bytes(hidden: int, ranks: int) -> float:
     """DeepEP normal-kernel NVL + RDMA buffer per GPU for a DeepEP group of ``ranks`` ranks (expert TP x EP:
-    base.deepep_configs.deepep_group_ranks): DeepEP csrc/legacy/config.hpp ``get_nvl_buffer_size_hint`` /
+    base.deepep_configs.tp_ep_group_ranks): DeepEP csrc/legacy/config.hpp ``get_nvl_buffer_size_hint`` /
     ``get_rdma_buffer_size_hint`` (RDMA only across nodes, ranks > 8), each the larger over the dispatch and the
     combine default config (base.deepep_configs), as Megatron-Core's fused_a2a.get_buffer sizes them (group.size())."""
     if ranks <= 1:
@@ -52,7 +52,7 @@ def hybridep_buffer_bytes(hidden: int, ranks: int, tokens_per_rank: float, exper
     """HybridEP shared dispatch/combine buffers, sized for the worst case (all tokens to one rank), for a group of
     ``ranks`` ranks holding ``experts`` experts: Megatron-Core's flex dispatcher hands HybridEP its expert TP x EP group
     (HybridEPBuffer(group=tp_ep_group), fused_a2a.init_hybrid_ep_buffer) with expert TP x num_experts experts, so
-    ``experts / ranks`` is each rank's local experts (base.deepep_configs.deepep_group_ranks)."""
+    ``experts / ranks`` is each rank's local experts (base.deepep_configs.tp_ep_group_ranks)."""
     if ranks <= 1:
         return 0.0
     ranks_per_node = min(ranks, nvlink_domain)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from moeplan.base.deepep_configs import deepep_group_ranks
+from moeplan.base.deepep_configs import tp_ep_group_ranks
 from moeplan.engine import fsdp, muon
 from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, fp8_kind, keeps_unfused_scores,
                                         layer_input_bytes, offload_split_bytes, run_layer_activation,
@@ -431,12 +431,12 @@ def _dispatcher_bytes(cfg: RunConfig, nvlink_domain: int, tokens: float) -> floa
     if cfg.dispatcher in ("deepep", "ncclep") and moe is not None:
         # NCCL EP (core_v0.19.0): what NCCL's EP group and TE's symmetric-memory pool allocate has no public size;
         # its high-throughput kernels are HybridEP/DeepEP-derived, so DeepEP's normal-kernel buffers stand in
-        # DeepEP's Buffer spans the flex dispatcher's expert TP x EP group (base.deepep_configs.deepep_group_ranks)
-        return deepep_buffer_bytes(spec.hidden, deepep_group_ranks(par))
+        # DeepEP's Buffer spans the flex dispatcher's expert TP x EP group (base.deepep_configs.tp_ep_group_ranks)
+        return deepep_buffer_bytes(spec.hidden, tp_ep_group_ranks(par))
     if cfg.dispatcher == "hybridep" and moe is not None:
         # HybridEP's buffer spans the same group, whose experts are expert TP x num_experts
         # (token_dispatcher.py: _HybridEPManager(group=self.tp_ep_group, num_experts=tp_size x num_experts))
-        return hybridep_buffer_bytes(spec.hidden, deepep_group_ranks(par), tokens, moe.num_experts * par.etp,
+        return hybridep_buffer_bytes(spec.hidden, tp_ep_group_ranks(par), tokens, moe.num_experts * par.etp,
                                      nvlink_domain)
     return 0.0
 

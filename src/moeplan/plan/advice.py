@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from moeplan.base.deepep_configs import deepep_group_ranks
+from moeplan.base.deepep_configs import tp_ep_group_ranks
 from moeplan.base.fields import fields_for, version_key
 from moeplan.base.te_release import GROUPED_TENSOR_ENV
 from moeplan.base.vocab import DEFAULT_HEADROOM as _DEFAULT_HEADROOM
@@ -110,7 +110,7 @@ def recipe_distance(cfg: RunConfig, gpu: GPUSpec) -> tuple[float, dict[str, Any]
         d += abs(math.log2((seq / par.cp) / (r["seq_len"] / r["cp"])))
         d += 0.5 * abs(math.log2(par.gpus / r["gpus"]))
         same = not r.get("dispatcher") or r["dispatcher"] == cfg.dispatcher
-        d += 0.0 if same or deepep_group_ranks(par) == 1 else 1.0  # no tokens move without a tp_ep group
+        d += 0.0 if same or tp_ep_group_ranks(par) == 1 else 1.0  # no tokens move without a tp_ep group
         if best is None or d < best[0]:
             best = (d, r)
     return best
@@ -268,7 +268,7 @@ def dispatcher_candidates(cfg: RunConfig, gpu: GPUSpec) -> list[str]:
     over that tp_ep group, EP 1 x expert TP > 1 included: moeplan.engine.timing.moe.ep_kernels); on NVL72 HybridEP
     (Megatron Bridge enables DeepEP only on SM 8x/9x, B200 and B300: bridge/training/flex_dispatcher_backend.py) and
     alltoall; on 8-GPU NVLink nodes DeepEP, HybridEP and alltoall. HybridEP needs Megatron-Core 0.16+."""
-    if deepep_group_ranks(cfg.parallel) <= 1 or cfg.model.first_moe is None:
+    if tp_ep_group_ranks(cfg.parallel) <= 1 or cfg.model.first_moe is None:
         return ["alltoall"]
     out = ["hybridep", "alltoall"] if gpu.is_nvl72 else ["deepep", "hybridep", "alltoall"]
     if version_key(cfg.mcore_version) < (0, 16):
@@ -464,7 +464,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
     if cfg.fsdp is not None:
         out.append(_fsdp_reason(cfg, est, evaluate(cfg.with_(fsdp=None, fsdp_double_buffer=False), gpu), budget))
     # --- dispatcher
-    if deepep_group_ranks(par) > 1 and cfg.model.first_moe is not None:  # the dispatchers' tp_ep group
+    if tp_ep_group_ranks(par) > 1 and cfg.model.first_moe is not None:  # the dispatchers' tp_ep group
         others = {}
         why_not: list[str] = []  # an alternative the estimates put ahead: why it is not the plan's
         notes: dict[str, str] = {}  # what an alternative runs differently beside its dispatcher

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from moeplan.base.deepep_configs import deepep_group_ranks
+from moeplan.base.deepep_configs import tp_ep_group_ranks
 from moeplan.base.errors import MoeplanError
 from moeplan.base.vocab import CP_COMM_TYPES, DISPATCHERS
 from moeplan.engine.estimate import Estimate, evaluate
@@ -60,7 +60,7 @@ _TRIES: dict[str, tuple[str, Callable[[RunConfig], Iterable[Any]]]] = {
     # every dispatcher moves tokens over the expert-TP x EP group, EP 1 x expert TP > 1 included
     # (timing.moe.ep_kernels); the EP A2A overlap needs EP > 1 itself (transformer_config.py:
     # expert_model_parallel_size > 1)
-    "dispatcher": ("--dispatcher", lambda cfg: DISPATCHERS if deepep_group_ranks(cfg.parallel) > 1 else ()),
+    "dispatcher": ("--dispatcher", lambda cfg: DISPATCHERS if tp_ep_group_ranks(cfg.parallel) > 1 else ()),
     "ep_overlap": ("--ep-overlap", lambda cfg: (True,) if cfg.parallel.ep > 1 else ()),
 }
 HINT_KNOBS = tuple(_TRIES)

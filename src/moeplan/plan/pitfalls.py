@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moeplan.base.deepep_configs import (DEEPEP_EP_SIZES, DEEPEP_MAX_RANKS, DEEPEP_NVL_PEERS, DEEPEP_RDMA_PEERS,
-                                         deepep_config_ep, deepep_group_ranks)
+                                         deepep_config_ep, tp_ep_group_ranks)
 from moeplan.base.fields import hybridep_ib_tokens_cap
 from moeplan.hardware.spec import GPUSpec
 from moeplan.run.config import RunConfig
@@ -37,15 +37,15 @@ class Pitfall:
 
 def _deepep_group(par: Any) -> str:
     """The DeepEP group in words: the EP size, or EP x expert TP and its ranks."""
-    ranks = deepep_group_ranks(par)
+    ranks = tp_ep_group_ranks(par)
     return f"EP {par.ep}" if par.etp == 1 else f"EP {par.ep} x expert TP {par.etp} = {ranks} ranks"
 
 
 def deepep_ranks(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     """DeepEP's normal kernels reach at most 160 ranks (DeepEP #464), counted over its group: the flex dispatcher's
-    expert-TP x EP group (base.deepep_configs.deepep_group_ranks)."""
+    expert-TP x EP group (base.deepep_configs.tp_ep_group_ranks)."""
     par = cfg.parallel
-    ranks = deepep_group_ranks(par)
+    ranks = tp_ep_group_ranks(par)
     if cfg.dispatcher != "deepep" or ranks <= DEEPEP_NORMAL_MAX_RANKS:
         return []
     fix = cfg.with_(dispatcher="hybridep") if hybridep_ib_tokens_cap(cfg.mcore_version) is not None else None
@@ -68,7 +68,7 @@ def deepep_ep_size(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     estimates the run with the next listed size's row (deepep_config_ep). Sizes past the largest listed one are
     deepep_ranks' error."""
     par = cfg.parallel
-    ranks = deepep_group_ranks(par)
+    ranks = tp_ep_group_ranks(par)
     if cfg.dispatcher != "deepep" or ranks <= 1 or ranks > DEEPEP_NORMAL_MAX_RANKS or ranks in DEEPEP_EP_SIZES:
         return []
     listed = ", ".join(str(n) for n in DEEPEP_EP_SIZES)
@@ -100,9 +100,9 @@ def hybridep_ib_queue(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     if cfg.dispatcher != "hybridep" or cap is None:
         return []
     par = cfg.parallel
-    # the flex dispatcher's expert TP x EP group (base.deepep_configs.deepep_group_ranks): consecutive ranks (expert
+    # the flex dispatcher's expert TP x EP group (base.deepep_configs.tp_ep_group_ranks): consecutive ranks (expert
     # rank order tp-ep-dp-pp)
-    span = deepep_group_ranks(par)
+    span = tp_ep_group_ranks(par)
     if span <= cfg.gpu.nvlink_domain:
         return []
     tokens = dispatch_tokens_per_rank(cfg)

@@ -4,7 +4,7 @@ work, TP / CP / EP communication and recompute."""
 from __future__ import annotations
 
 
-from moeplan.base.deepep_configs import deepep_group_ranks
+from moeplan.base.deepep_configs import tp_ep_group_ranks
 from moeplan.base.fields import gdn_backward_dw
 from moeplan.base.vocab import FLEX_DISPATCHERS, MIXER_GRAPH_SCOPES
 from moeplan.engine.hyper_connections import coeff_gemm_shape as hc_coeff_gemm_shape, fwd_traffic_elems as hc_fwd_traffic_elems, saved_elems as hc_saved_elems
@@ -64,7 +64,7 @@ def launch_share(layer: Layer, cfg: RunConfig) -> float:
     # attention block's share is absent
     present = 1.0 - GRAPH_LAUNCH_SHARE["attn"] if layer.mixer is None else 1.0
     share = present - captured_launch_share(layer, cfg)
-    if isinstance(layer.mlp, MoE) and cfg.dispatcher in FLEX_DISPATCHERS and deepep_group_ranks(cfg.parallel) > 1:
+    if isinstance(layer.mlp, MoE) and cfg.dispatcher in FLEX_DISPATCHERS and tp_ep_group_ranks(cfg.parallel) > 1:
         uncaptured = sum(GRAPH_LAUNCH_SHARE[s] for s in ("moe_router", "moe_preprocess") if s not in scopes)
         share -= FLEX_PREPROCESS_FUSED * uncaptured
     return max(0.0, share)
