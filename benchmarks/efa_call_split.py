@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from moeplan import api  # noqa: E402
+from moeplan.base.deepep_configs import tp_ep_group_ranks  # noqa: E402
 from moeplan.base.vocab import FLEX_DISPATCHERS  # noqa: E402
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration  # noqa: E402
 from moeplan.engine.timing.moe import ep_kernels_of, ep_proxy_call_s  # noqa: E402
@@ -54,7 +55,7 @@ def split(v: Variant, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, objec
     flex = cfg.dispatcher in FLEX_DISPATCHERS
     call_key = "ep_proxy_call_s" if flex else "a2a_host_call_s"
     par = cfg.parallel
-    nodes = math.ceil(par.ep * par.etp / gpu.nvlink_domain)
+    nodes = math.ceil(tp_ep_group_ranks(par) / gpu.nvlink_domain)
     per_call_s = ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)  # the engine's per-call rule
     fixed_s = _step_s(v, cal.with_overrides({call_key: 2 * getattr(cal, call_key)})) - step_s
     kernels = ep_kernels_of(cfg.dispatcher)

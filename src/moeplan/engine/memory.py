@@ -420,7 +420,7 @@ def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
     if cfg.dispatcher == "allgather":
         # MoEAllGatherTokenDispatcher gathers every token of the EP x ETP group (token_dispatcher.py
         # gather_from_sequence_parallel_region) before it selects its own rows: that gathered copy is live too
-        rows += tokens * cfg.parallel.ep * cfg.parallel.etp / 2
+        rows += tokens * tp_ep_group_ranks(cfg.parallel) / 2
     return 2 * rows * cfg.model.hidden * BF16_BYTES
 
 

@@ -491,7 +491,7 @@ def explain_plan(cfg: RunConfig, gpu: GPUSpec, est: Any, budget: float, requeste
                                    f"the guidance's order, DeepEP, HybridEP, alltoall, decides)")
                 else:
                     why_not.append(f"{d} is {ahead:.1%} faster")
-        span = math.ceil(par.ep * par.etp / gpu.nvlink_domain)
+        span = math.ceil(tp_ep_group_ranks(par) / gpu.nvlink_domain)
         ep_s = est.time.breakdown_s.get("ep_comm", 0.0)
         alt_text = ", ".join(f"{d} {v:,} tokens/s" + (f" ({notes[d]})" if d in notes else "") for d, v in others.items())
         out.append(Reason("dispatcher", f"{cfg.dispatcher}: {ep_group_label(par)} spans {span} NVLink domain(s) "
