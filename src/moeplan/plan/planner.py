@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from moeplan.base.deepep_configs import tp_ep_group_ranks
 from moeplan.base.errors import GroupedTensorRefused, InvalidLayout, MoeplanError
 from moeplan.base.fields import fields_for, sync_free_moe
 from moeplan.base.te_release import (DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV, grouped_tensor_raises,
@@ -641,7 +642,8 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
                          reserve_gib=reserve_gib, mcore_version=mcore_version, **numerics)  # type: ignore[arg-type]
     batches: dict[int, Batch] = {}
     # per-layout invariants, computed once per value of what they read: the static floors per sharding
-    # (TP, PP, EP, ETP, DP x CP and EDP: _static_lower_bound; on one GPU count the first four fix the last two) and the first dispatcher (EP)
+    # (TP, PP, EP, ETP, DP x CP and EDP: _static_lower_bound; on one GPU count the first four fix the last two) and the first dispatcher
+    # (the tp_ep group's size, EP x ETP)
     floors: dict[tuple[int, ...], tuple[dict[str | None, float], list[str | None]]] = {}
     first_dispatcher: dict[int, str] = {}
     # every run below is the template with its layout, batch, dispatcher, EP overlap and sharding choice: the
@@ -666,10 +668,12 @@ def _search_once(spec: ModelSpec, gpu: GPUSpec, gpus: int, seq_len: int, gbs: in
         b = batches.get(mbs)
         if b is None:
             b = batches[mbs] = Batch(batch.seq_len, batch.gbs, mbs)
-        disp = first_dispatcher.get(par.ep)
-        if disp is None:  # it reads EP and the run's model, version and GPU, which all layouts share; a pinned one
-            disp = first_dispatcher[par.ep] = (space.dispatcher  # stays on layouts the refinement does not reach
-                                               or dispatcher_candidates(template.evolve(parallel=par), gpu)[0])
+        group = tp_ep_group_ranks(par)
+        disp = first_dispatcher.get(group)
+        if disp is None:  # it reads the tp_ep group's size and the run's model, version and GPU, which all layouts
+            # share; a pinned one stays on layouts the refinement does not reach
+            disp = first_dispatcher[group] = (space.dispatcher
+                                              or dispatcher_candidates(template.evolve(parallel=par), gpu)[0])
         cfg = _layout_run(template, par, b, disp)  # the dispatcher is refined later
         overlap = cfg.ep_overlap
         # the first sharding choice whose strongest memory option fits (the distributed optimizer first;
