@@ -148,3 +148,22 @@ def test_every_knob_arguments_values_are_the_knob_tables_choices(monkeypatch):
                 seen.add((tool.name, name))
         assert {("estimate", n) for n in words} <= seen and ("sweep", "cp_comm_type") in seen
         assert ("plan", "precision") in seen and ("explain", "optimizer") in seen
+
+
+def test_every_tools_headroom_default_is_the_clis():
+    """Every MCP tool that takes ``headroom`` and its assistant.tools function default to the CLI's --headroom
+    (check_config defaulted to 0.0 where ``moeplan check`` uses 0.10: the same config at 92% of HBM was an error
+    from the CLI and clean from MCP)."""
+    from moeplan.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    cli = {a.default for name in ("check", "plan") for a in commands[name]._actions if a.dest == "headroom"}
+    assert len(cli) == 1
+    got = {t.name: t.input_schema["properties"]["headroom"].get("default") for t in _listed().values()
+           if "headroom" in t.input_schema["properties"]}
+    assert {"check_config", "plan"} <= set(got)
+    assert set(got.values()) == cli, got
+    funcs = {name: p.default for name in ("estimate", "sweep", "explain", "check_config")
+             for p in inspect.signature(getattr(tools, name)).parameters.values() if p.name == "headroom"}
+    funcs["plan"] = tools._plan_defaults()["headroom"]
+    assert "check_config" in funcs and set(funcs.values()) == cli, funcs

@@ -508,7 +508,7 @@ async def check_config(
                                                    "'# moeplan:' comment, else inferred from its architecture")] = None,
     gpu: str | None = None, gpus: int | None = None, mcore_version: str | None = None,
     te_version: str | None = None, te_grouped_tensor: bool = knob_default("te_grouped_tensor"),
-    headroom: Annotated[float, Field(description="share of HBM the run must leave free")] = 0.0,
+    headroom: Annotated[float, Field(description="share of HBM the run must leave free")] = DEFAULT_HEADROOM,
     routing: Routing = None, moe_imbalance: MoeImbalance = None, reserve_gib: float | None = None,
     hardware_yaml: HardwareYaml = None,
     name: Annotated[str, Field(description="file name the text is read as (its suffix: run.yaml, run.sh, "

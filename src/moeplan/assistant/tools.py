@@ -459,8 +459,9 @@ def explain(model: str | None = None, *, config_a: str | None = None, config_b: 
 
 
 def check_config(config: str, *, model: str | None = None, gpu: str | None = None, gpus: int | None = None,
-                 mcore_version: str | None = None, te_version: str | None = None, te_grouped_tensor: bool = False,
-                 headroom: float = 0.0, moe_imbalance: float | None = None, reserve_gib: float | None = None,
+                 mcore_version: str | None = None, te_version: str | None = None,
+                 te_grouped_tensor: bool = knob_default("te_grouped_tensor"),
+                 headroom: float = DEFAULT_HEADROOM, moe_imbalance: float | None = None, reserve_gib: float | None = None,
                  hardware_yaml: str | None = None, name: str = "run.yaml",
                  model_name: str = "custom-model", routing: str | None = None) -> dict[str, Any]:
     """``moeplan check CONFIG ... --json`` of a run config's text (a Megatron Bridge YAML, overrides, or a
