@@ -42,9 +42,9 @@ def test_the_tuned_row_reads_off_by_the_stated_gain():
     reason states, and moeplan gives both rows one estimate: they share every keyword (no knob says the tuning), so
     one estimate answers both and comparing the two rows' estimates would test nothing. What the estimate is held to
     is the shipped calibration's own figure: its error band (``tflops_range``, the fit's cross-validated error)
-    holds the twin's measured TFLOP/s, and so the tuned row reads off by the stated gain beyond the twin's own
-    residual: its measured value lies in that band moved up by the stated gain. A model change that moves G11's
-    estimate by more than the band's margin over the twin's residual fails here."""
+    holds the twin's measured TFLOP/s; with the gain checked, the tuned row then reads off by the stated gain beyond
+    the twin's own residual (printed; asserting it again would only restate the two checks). A model change that
+    moves G11's estimate by more than the band's margin over the twin's residual fails here."""
     stated = _stated_gain()
     tuned, twin = _rows()
     gain = tuned.tflops / twin.tflops - 1
@@ -57,4 +57,3 @@ def test_the_tuned_row_reads_off_by_the_stated_gain():
           f"+{stated:.1%}); moeplan {tflops:.1f} (band {low:.1f} .. {high:.1f}): {off_tuned - 1:+.1%} against "
           f"{off_twin - 1:+.1%}")
     assert low <= twin.tflops <= high
-    assert low * (1 + stated - ROUNDING) <= tuned.tflops <= high * (1 + stated + ROUNDING)
