@@ -108,3 +108,13 @@ def test_etp1_is_as_before(dispatcher):
     nv = gpu.nvlink_bw_bytes_per_s * CAL.a2a_eff[dispatcher]
     so = gpu.scaleout_bw_bytes_per_s * CAL.a2a_scaleout_eff[dispatcher]
     assert d == pytest.approx(rows * 7 / 16 / nv + rows * 8 / 16 / so)
+
+
+def test_the_allgather_combine_runs_in_the_router_dtype():
+    """MoEAllGatherTokenDispatcher.token_combine reduce-scatters ``hidden_states.to(self.local_probs.dtype)``: fp32
+    router logits double the combine's bytes, not the dispatch's (before, both were costed in BF16)."""
+    cfg, gpu, ctx, moe = _setup("allgather", ep=8, etp=1, tp=1)
+    d, c, _ = ep_kernels(ctx, moe)
+    fp32 = cfg.with_(moe_router_dtype="fp32")
+    d32, c32, _ = ep_kernels(make_ctx(fp32, gpu, CAL), moe)
+    assert c == pytest.approx(d) and d32 == pytest.approx(d) and c32 == pytest.approx(2 * c)

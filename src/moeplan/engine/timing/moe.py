@@ -198,6 +198,11 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         remote = (group - in_domain) / group
         local = (in_domain - 1) / group
         one_d = one_c = rows_b * local / nv_bw + rows_b * remote / so_bw
+        if cfg.dispatcher == "allgather":
+            # its combine reduce-scatters in the probs' dtype, the router logits' (token_dispatcher.py
+            # MoEAllGatherTokenDispatcher.token_combine: ``hidden_states.to(self.local_probs.dtype)``, core_v0.16 ..
+            # 0.19; moeplan.base.router_dtype), as alltoall's expert-TP reduce-scatter (alltoall_expert_tp_s)
+            one_c *= ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype] / BF16_BYTES
         proxy_d = proxy_c = 0.0
     else:
         # DeepEP / HybridEP send a token once to each rank of their expert-TP x EP group that holds one of its
