@@ -32,8 +32,11 @@ DYNAMIC = {
 
 
 def _calls(path: Path, names: set[str]):
+    """Calls of ``names`` by bare name or as an attribute (``lint.Finding(...)``)."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+        if isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Name) and node.func.id in names)
+                or (isinstance(node.func, ast.Attribute) and node.func.attr in names)):
             yield node
 
 
@@ -41,8 +44,16 @@ def _literal(node: ast.expr) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+# Layout-rule calls whose rule is not a literal: relays that pass a rule given to them on (moeplan.run.parallel)
+LAYOUT_RELAYS = {"rule"}
+
+
 def _layout_rules() -> set[str]:
-    codes = {_literal(c.args[0]) for c in _calls(SRC / "run" / "parallel.py", {"fail", "LayoutCheck"}) if c.args}
+    calls = list(_calls(SRC / "run" / "parallel.py", {"fail", "LayoutCheck"}))
+    relayed = {ast.unparse(c.args[0]) for c in calls if c.args and _literal(c.args[0]) is None}
+    assert relayed <= LAYOUT_RELAYS, f"a layout rule with a computed code: {sorted(relayed - LAYOUT_RELAYS)}"
+    assert all(c.args for c in calls), "a layout rule without a positional code"
+    codes = {_literal(c.args[0]) for c in calls}
     for call in ast.walk(ast.parse((SRC / "run" / "hybrid.py").read_text(encoding="utf-8"))):
         if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append"
                 and call.args and isinstance(call.args[0], ast.Tuple)):
@@ -55,12 +66,10 @@ def emitted() -> dict[str, set[str]]:
     """rule code -> the severities it can be emitted with (empty: computed, any)."""
     out: dict[str, set[str]] = defaultdict(set)
     seen_dynamic = set()
-    files = sorted((SRC / "lint").glob("*.py")) + [SRC / "plan" / "pitfalls.py"]
-    for path in files:
+    for path in sorted(SRC.rglob("*.py")):  # wherever a finding is made
         rel = path.relative_to(SRC).as_posix()
         for call in _calls(path, {"Finding", "Pitfall"}):
-            if len(call.args) < 2:
-                continue
+            assert len(call.args) >= 2, f"{rel}:{call.lineno}: a finding without a positional severity and rule"
             sev, rule = _literal(call.args[0]), _literal(call.args[1])
             if sev is not None and rule is not None:
                 out[rule].add(sev)
