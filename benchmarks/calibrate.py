@@ -1740,6 +1740,18 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   that grows with length at fixed tokens per GPU was found in TE's AttnFuncWithCPAndQKVOA2A (the all-to-all of
   q, k, v and o and the chunk reordering are per token; the kernel is one causal call); the rounded
   series does not pin which CP type the runs used.
+  Tried with HybridEP's per-copy work costed (2026-12-05; the ep64 copy-cost trial: `hybridep_copy_s`, Nemotron-3
+  Super GB200 BF16 TP2 in the fit) and G14 read as a2a+p2p, the published DeepSeek-V3 128K H100 recipe's type (TP1 PP8
+  VPP4 CP32 EP32; the card's tracker setting is not public), at CP 16-64 (CP 4 / 8 lie in one NVL8 domain: no p2p
+  level, a2a): CV 0.1037 over 127 -> 0.0961 over 128, G14 held out 0.127 -> 0.043 (4K-256K -6 / -6 / +2 / -1 / -2 /
+  -5%), pairs 120 of 120, but the fit puts `attn_bwd_eff.cudnn_mla` at 0.573 (flash_sm90 0.525): an MLA /
+  head-dim-128 ratio 1.09 against the kernels' 0.87 (bound 15%, `tests/validation/test_attention_kernels.py`);
+  DeepSeek-V3 B200 256 at 4K 0.857 of the fastest plan (< 0.9, `tests/validation/test_published_ranks.py`); the
+  tuned DeepSeek-V3 256K layout on 512 H100 173.1 against 0.95 x 182.4 (`tests/validation/test_ranking.py`); the
+  eval guidance-deepseek-v3-128k-h100 (300 measured) out of its band 321.5-389.7 (`tests/unit/test_skill_evals.py`;
+  explain-deepseek-v3-32k-vs-128k passes). Read at CP 32 / 64 only: CV 0.0961, G14 held out 0.046, cudnn_mla 0.568
+  (ratio 1.08), the same four fail (B200 0.857, band 320.2-388.1, 256K 172.2 against 0.95 x 181.5). Not adopted: the
+  a2a+p2p reading needs an MLA backward share the kernels do not show.
 - **The published group taken apart** (2026-12-05; `tests/unit/test_published_recipes.py`). (1) DeepSeek-V3 on
   1,024 H100 (Bridge 25.09, 338 TFLOP/s) was read from a later release's recipe (v0.6.0 perf_recipes: HybridEP, no
   EP overlap) with 'fp8' taken as blockwise, and sat 10% slow. The scripts that measured it (Bridge v0.1.0rc3
