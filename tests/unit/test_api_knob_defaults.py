@@ -7,7 +7,6 @@ the MCP SDK): a fresh copy of moeplan.api executed against a knob table whose me
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import inspect
 import sys
@@ -23,6 +22,7 @@ from moeplan.run import config as config_module
 from moeplan.run import knobs as knob_module
 from moeplan.run.config import RunConfig
 from moeplan.run.knobs import FSDP_SEARCH, RunKnobs, knob_table
+from tests.knob_probe import probe_record
 
 # search_plans' parameters named as a knob's API keyword whose default is not the knob's, and why (each checked to be
 # this default): routing's imbalance (None: resolved from ``routing``, default forced); the search's fsdp word (auto:
@@ -62,27 +62,12 @@ def test_estimates_knob_keywords_default_to_the_knob_tables():
     assert {name: got for name, (got, want) in pairs.items() if got != want} == {}
 
 
-def _probe(record: type, name: str, changes: dict[str, dict[str, Any]]) -> type:
-    """``record`` (RunKnobs or RunConfig) with the knob metadata of the fields named changed (keyword-only, as
-    RunKnobs' fields are)."""
-    base = {f.name: f for f in dataclasses.fields(record)}
-    hints = knob_module._hints()
-    specs = []
-    for field_name, change in changes.items():
-        f = base[field_name]
-        default: dict[str, Any] = ({"default_factory": f.default_factory} if f.default is dataclasses.MISSING
-                                   else {"default": f.default})
-        meta = {"knob": {**f.metadata["knob"], **change}}
-        specs.append((field_name, hints[field_name], dataclasses.field(metadata=meta, kw_only=True, **default)))
-    return dataclasses.make_dataclass(name, specs, bases=(record,), frozen=True)
-
-
 @contextmanager
 def api_against(monkeypatch: pytest.MonkeyPatch, **changes: dict[str, Any]) -> Iterator[ModuleType]:
     """A fresh copy of moeplan.api (its own module object; the real one untouched) executed against a knob table with
     the knob metadata of the fields named changed (``precision={"api_default": "fp8"}``): RunKnobs' and RunConfig's."""
-    monkeypatch.setattr(knob_module, "RunKnobs", _probe(RunKnobs, "_ProbeKnobs", changes))
-    monkeypatch.setattr(config_module, "RunConfig", _probe(RunConfig, "_ProbeConfig", changes))
+    monkeypatch.setattr(knob_module, "RunKnobs", probe_record(RunKnobs, "_ProbeKnobs", changes))
+    monkeypatch.setattr(config_module, "RunConfig", probe_record(RunConfig, "_ProbeConfig", changes))
     knob_module._hints.cache_clear()
     name = "moeplan._probe_api"
     spec = importlib.util.spec_from_file_location(name, api.__file__)

@@ -6,7 +6,6 @@ input schemas, and it follows the table when the table changes (before, the sign
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 from collections.abc import Iterator
@@ -27,6 +26,8 @@ from moeplan.assistant import mcp_server, tools  # noqa: E402
 from moeplan.assistant.mcp_server import knob_argument  # noqa: E402
 from moeplan.run import knobs as knob_module  # noqa: E402
 from moeplan.run.knobs import FSDP_SEARCH, RunKnobs, knob_table  # noqa: E402
+
+from ..knob_probe import probe_record  # noqa: E402
 
 # Tool arguments of a knob whose default is not the knob's API default, and why (each checked to be this default):
 # None = unset, resolved by the tool as the CLI resolves its unset flag (the Transformer Engine release: the default
@@ -78,15 +79,7 @@ def _function_defaults() -> dict[tuple[str, str], tuple[Any, Any]]:
 def probe_table(monkeypatch: pytest.MonkeyPatch, **changes: dict[str, Any]) -> Iterator[None]:
     """The knob table with the knob metadata of the fields named changed (``precision={"api_default": "fp8"}``),
     and the MCP server (and its tools' module) re-imported against it; both restored afterwards."""
-    base = {f.name: f for f in dataclasses.fields(RunKnobs)}
-    hints = knob_module._hints()
-    specs = []
-    for name, change in changes.items():
-        f = base[name]
-        kw: dict[str, Any] = ({"default_factory": f.default_factory} if f.default is dataclasses.MISSING
-                              else {"default": f.default})
-        specs.append((name, hints[name], dataclasses.field(metadata={"knob": {**f.metadata["knob"], **change}}, **kw)))
-    probe = dataclasses.make_dataclass("_ProbeKnobs", specs, bases=(RunKnobs,), frozen=True, kw_only=True)
+    probe = probe_record(RunKnobs, "_ProbeKnobs", changes)
     monkeypatch.setattr(knob_module, "RunKnobs", probe)
     knob_module._hints.cache_clear()
     try:
