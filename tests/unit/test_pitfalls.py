@@ -58,7 +58,7 @@ def test_deepeps_rank_cap_is_its_buffers_nvlink_times_rdma_peers():
     """The 160-rank cap is the Buffer's (base.deepep_configs: csrc NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS, 8 x 20),
     not the config table's largest row (equal today, another fact: tests/unit/test_deepep_configs.py), and not
     restated in pitfalls; the message names both peer counts."""
-    assert pitfalls.DEEPEP_NORMAL_MAX_RANKS == DEEPEP_NVL_PEERS * DEEPEP_RDMA_PEERS == 160
+    assert pitfalls.DEEPEP_MAX_RANKS == DEEPEP_NVL_PEERS * DEEPEP_RDMA_PEERS == 160
     over, _ = cfg_of("deepseek-v3", gpu="h100", gpus=256, seq_len=4096, gbs=256, ep=256, dispatcher="deepep",
                      mcore_version="0.19")
     (hit,) = pitfalls.deepep_ranks(over, {})

@@ -16,11 +16,6 @@ from moeplan.base.fields import hybridep_ib_tokens_cap
 from moeplan.hardware.spec import GPUSpec
 from moeplan.run.config import RunConfig
 
-# DeepEP's normal (training) kernels reach at most the ranks its Buffer asserts: NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS
-# (base.deepep_configs.DEEPEP_MAX_RANKS, DeepEP's csrc; deepseek-ai/DeepEP #464). Megatron-Core's flex dispatcher runs
-# the normal kernels (fused_a2a.py, low_latency_mode off).
-DEEPEP_NORMAL_MAX_RANKS = DEEPEP_MAX_RANKS
-
 
 @dataclass(frozen=True)
 class Pitfall:
@@ -42,20 +37,22 @@ def _deepep_group(par: Any) -> str:
 
 
 def deepep_ranks(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
-    """DeepEP's normal kernels reach at most 160 ranks (DeepEP #464), counted over its group: the flex dispatcher's
+    """DeepEP's normal (training) kernels, which Megatron-Core's flex dispatcher runs (fused_a2a.py, low_latency_mode
+    off), reach at most the ranks their Buffer asserts, NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS
+    (base.deepep_configs.DEEPEP_MAX_RANKS; deepseek-ai/DeepEP #464), counted over its group: the flex dispatcher's
     expert-TP x EP group (base.deepep_configs.tp_ep_group_ranks)."""
     par = cfg.parallel
     ranks = tp_ep_group_ranks(par)
-    if cfg.dispatcher != "deepep" or ranks <= DEEPEP_NORMAL_MAX_RANKS:
+    if cfg.dispatcher != "deepep" or ranks <= DEEPEP_MAX_RANKS:
         return []
     fix = cfg.with_(dispatcher="hybridep") if hybridep_ib_tokens_cap(cfg.mcore_version) is not None else None
     limit = "EP" if par.etp == 1 else "EP x expert TP"
     return [Pitfall("error", "deepep-ep-ranks",
-                     f"DeepEP's normal kernels reach at most {DEEPEP_NORMAL_MAX_RANKS} ranks "
+                     f"DeepEP's normal kernels reach at most {DEEPEP_MAX_RANKS} ranks "
                      f"({DEEPEP_NVL_PEERS} NVLink x {DEEPEP_RDMA_PEERS} RDMA peers; "
                      f"Buffer asserts it): {_deepep_group(par)} will not start (deepseek-ai/DeepEP #464); use "
-                     f"HybridEP or {limit} <= {DEEPEP_NORMAL_MAX_RANKS}", fix,
-                     {"ep": par.ep, "etp": par.etp, "ep_ranks": ranks, "max_ep": DEEPEP_NORMAL_MAX_RANKS},
+                     f"HybridEP or {limit} <= {DEEPEP_MAX_RANKS}", fix,
+                     {"ep": par.ep, "etp": par.etp, "ep_ranks": ranks, "max_ep": DEEPEP_MAX_RANKS},
                      lines.get("moe_flex_dispatcher_backend") or lines.get("expert_model_parallel_size"))]
 
 
@@ -69,7 +66,7 @@ def deepep_ep_size(cfg: RunConfig, lines: dict[str, int]) -> list[Pitfall]:
     deepep_ranks' error."""
     par = cfg.parallel
     ranks = tp_ep_group_ranks(par)
-    if cfg.dispatcher != "deepep" or ranks <= 1 or ranks > DEEPEP_NORMAL_MAX_RANKS or ranks in DEEPEP_EP_SIZES:
+    if cfg.dispatcher != "deepep" or ranks <= 1 or ranks > DEEPEP_MAX_RANKS or ranks in DEEPEP_EP_SIZES:
         return []
     listed = ", ".join(str(n) for n in DEEPEP_EP_SIZES)
     nvl = (f"; above {DEEPEP_NVL_PEERS} ranks its Buffer also asserts a multiple of {DEEPEP_NVL_PEERS}"
@@ -180,4 +177,4 @@ def pitfalls(cfg: RunConfig, est: Any, ev: Any, lines: dict[str, int]) -> list[P
             + graph_memory(cfg, est, ev, lines) + estimate_above_peak(cfg, est))
 
 
-__all__ = ["DEEPEP_NORMAL_MAX_RANKS", "Pitfall", "above_peak", "dispatch_tokens_per_rank", "pitfalls"]
+__all__ = ["Pitfall", "above_peak", "dispatch_tokens_per_rank", "pitfalls"]

@@ -216,8 +216,7 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         across = nodes > 1
         one_d = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "dispatch", group_peers, across), rdma)
         one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", group_peers, across), rdma)
-        proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, tp_ep_group_ranks(par),
-                                               tokens * remote_domains)
+        proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, span, tokens * remote_domains)
 
     # the alltoall dispatcher's all-to-all runs on its EP group alone: at EP 1 it is a no-op (mappings.py _AllToAll
     # returns its input for a group of one), no call to pay
