@@ -124,15 +124,23 @@ def test_dispatcher_nvl72_reads_one_finding_with_and_without_an_estimate():
     assert (a.severity, a.message) == (b.severity, b.message) == ("warning", a.message)
 
 
+def test_the_nvl72_warning_keeps_its_own_numbers():
+    """With an estimate, the dispatcher-nvl72 warning's numbers are its own: the dispatcher comparison that follows
+    adds the faster dispatcher's figures to its own finding, not to this one (they shared one dict)."""
+    cfg, gpu, _, _ = _setup("deepep", ep=8, etp=2)
+    found = {f.rule: f for f in lint(cfg, gpu) if f.rule in ("dispatcher-nvl72", "dispatcher")}
+    assert "best" in found["dispatcher"].numbers
+    assert "best" not in found["dispatcher-nvl72"].numbers
+
+
 def test_the_group_size_is_read_not_written_by_hand():
-    """The expert-TP x EP group size has one home (base.deepep_configs.tp_ep_group_ranks; tp_ep_group_ranks is its
-    re-export): the EP timing and lint's rules read it rather than multiplying EP by ETP themselves."""
+    """The expert-TP x EP group size has one home (base.deepep_configs.tp_ep_group_ranks): the EP timing and lint's
+    rules read it rather than multiplying EP by ETP themselves."""
     import re
     from pathlib import Path
 
     from moeplan.base import deepep_configs
 
-    assert deepep_configs.tp_ep_group_ranks is deepep_configs.tp_ep_group_ranks
     assert deepep_configs.tp_ep_group_ranks(Parallel(64, ep=16, etp=2)) == 32
     src = Path(__file__).resolve().parents[2] / "src" / "moeplan"
     by_hand = re.compile(r"\bep \* [\w.]*etp\b|\betp \* [\w.]*\bep\b")

@@ -527,7 +527,7 @@ def _dispatcher(cfg: RunConfig, est: Any, ev: Evaluator, lines: dict[str, int]) 
     line = lines.get("moe_token_dispatcher_type") or lines.get("moe_flex_dispatcher_backend")
     domains = -(-tp_ep_group_ranks(par) // gpu.nvlink_domain)
     nums = {"ep": par.ep, "nvlink_domains": domains, "tokens_per_s": round(est.time.tokens_per_s_per_gpu)}
-    out = _dispatcher_nvl72(cfg, gpu, fix_overrides, nums, line)
+    out = _dispatcher_nvl72(cfg, gpu, fix_overrides, dict(nums), line)  # its own numbers: nums grows below
     # the comparison reads the same group: at EP 1 x expert TP > 1 alltoall and allgather move tokens too
     # (timing.moe.ep_kernels), and dispatcher_candidates offers the flex backends
     candidates = dispatcher_candidates(cfg, gpu)
