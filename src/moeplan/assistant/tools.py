@@ -37,6 +37,7 @@ def knob_default(argument: str) -> Any:
     k = next(k for k in knob_table() if knob_argument(k) == argument)
     return (not k.api_default) if k.flag is not None and k.flag.get("invert") else k.api_default
 
+
 # A name a text may be saved under: a plain file name (no directory part), so a caller cannot point it elsewhere.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
