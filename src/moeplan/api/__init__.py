@@ -22,7 +22,7 @@ from moeplan.base.limits import check_gbs_tokens, sweep_lengths_problem
 from moeplan.base.routing import resolve_imbalance, routing_fields
 from moeplan.base.te_release import grouped_tensor_refusal, te_label
 from moeplan.base.vocab import DEFAULT_GPU
-from moeplan.base.vocab import CUDA_GRAPH_SCOPES, DEFAULT_RESERVE_GIB, DISPATCHERS, OFFLOAD_MODULES
+from moeplan.base.vocab import CUDA_GRAPH_SCOPES, DISPATCHERS, OFFLOAD_MODULES
 from moeplan.engine.activations import first_unfused_attention, unfused_attention_bytes
 from moeplan.engine.budget import budget_bytes
 from moeplan.engine.estimate import Estimate, evaluate  # noqa: F401  (Estimate re-exported: the API returns it)
@@ -653,7 +653,7 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
     check_gbs_tokens(seq_lens, gbs_tokens)  # every length checked before any work
     cal = argcheck.calibration(kwargs.get("cal", DEFAULT_CALIBRATION), Calibration)
     imbalance = resolve_imbalance(kwargs.pop("routing", None), kwargs.get("moe_imbalance"), cal.natural_routing_imbalance)
-    argcheck.imbalance_and_reserve(imbalance, kwargs.get("reserve_gib", DEFAULT_RESERVE_GIB))
+    argcheck.imbalance_and_reserve(imbalance, kwargs.get("reserve_gib", _api_default("reserve_gib")))
     kwargs["moe_imbalance"] = imbalance
     routing = routing_answer(spec, imbalance, cal)
     points = []

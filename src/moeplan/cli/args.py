@@ -11,7 +11,7 @@ from moeplan.base.argcheck import token_count
 from moeplan.base.errors import MoeplanError
 from moeplan.base.limits import run_problem, sweep_lengths_problem
 from moeplan.base.routing import ROUTINGS, resolve_file_imbalance, resolve_imbalance
-from moeplan.base.vocab import DEFAULT_GPU, DEFAULT_RESERVE_GIB, TRACE_DETAIL_MICROBATCHES
+from moeplan.base.vocab import DEFAULT_GPU, TRACE_DETAIL_MICROBATCHES
 from moeplan.cli.output import api, read_strategy
 from moeplan.run.knobs import (FSDP_SEARCH, TE_GROUPED_TENSOR_HELP, TE_VERSION_HELP, Knob, flag_dest, flag_kwargs,
                                flag_names, flag_value, fsdp_choices, knob_named, knob_table)
@@ -247,8 +247,9 @@ def file_imbalance(args: argparse.Namespace) -> float | None:
 
 
 def _reserve(args: argparse.Namespace) -> float:
-    """--reserve-gib as the planning commands take it (unset, where a run file could say it: the default)."""
-    return DEFAULT_RESERVE_GIB if args.reserve_gib is None else float(args.reserve_gib)
+    """--reserve-gib as the planning commands take it (unset, where a run file could say it: the knob table's
+    default, as the API's keyword and the strategy file take it)."""
+    return knob_named("reserve_gib").api_default if args.reserve_gib is None else float(args.reserve_gib)
 
 
 def unsaid_arguments(p: argparse.ArgumentParser, from_file: bool = False) -> None:
@@ -263,7 +264,8 @@ def unsaid_arguments(p: argparse.ArgumentParser, from_file: bool = False) -> Non
                    help=f"routing the estimate assumes: forced (force-balanced, the perf recipes'; default{said}) or "
                         "natural (the router's own choices: the calibration's natural_routing_imbalance)")
     p.add_argument("--reserve-gib", type=float, default=None,
-                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default {DEFAULT_RESERVE_GIB:g}, or "
+                   help=f"GiB per GPU kept for CUDA context, NCCL and fragmentation (default "
+                        f"{knob_named('reserve_gib').api_default:g}, or "
                         f"the --calibration profile's{said})")
 
 
