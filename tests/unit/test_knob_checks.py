@@ -9,12 +9,14 @@ from __future__ import annotations
 import pytest
 
 from moeplan import api
-from moeplan.api.arguments import CHECKED_APART
+from moeplan.api.arguments import CHECKED_APART, check_knobs
 from moeplan.base.errors import MoeplanError
-from moeplan.run.knobs import knob_named
+from moeplan.run.config import RunConfig
+from moeplan.run.knobs import knob_named, knob_table
 
 RUN = dict(gpus=8, seq_len=4096, gbs=64, ep=8)
-CHECKED_KINDS = {"int", "float", "float?", "bool", "bool?"}  # the kinds check_knobs checks
+CHECKED_KINDS = {"int", "int?", "float", "float?", "bool", "bool?"}  # the kinds check_knobs checks
+UNCHECKED_KINDS = {"str", "str?", "list"}  # words and lists: build_config checks their vocabularies
 # each knob left to build_config, and what its own check says beside the type
 OWN_MESSAGE = {"optimizer_offload": "plan's optimizer_offload is the bool", "moe_imbalance": "over the mean, >= 1",
                "reserve_gib": "GiB per GPU, >= 0"}
@@ -66,3 +68,33 @@ def test_search_plans_and_build_config_refuse_a_value_alike(name):
         api.search_plans("qwen3-30b-a3b", gpus=8, seq_len=4096, gbs=64, **{name: "fp7"})
     assert str(searched.value) == str(built.value) == (f"{name} 'fp7' unknown; choose one of "
                                                        f"{', '.join(knob_named(name).choices)}")
+
+
+def test_every_kind_of_the_knob_table_is_checked_by_kind_or_is_a_word_or_a_list():
+    """A kind the table gains (int? was one: bf16_start_layers / bf16_end_layers) is checked by check_knobs or said
+    to be build_config's (a vocabulary); before, int? was neither and reached RunConfig unchecked by type."""
+    assert {k.kind for k in knob_table(RunConfig)} - CHECKED_KINDS - UNCHECKED_KINDS == set()
+
+
+@pytest.mark.parametrize("name", sorted(k.api for k in knob_table(RunConfig)
+                                        if k.kind in CHECKED_KINDS and k.api not in CHECKED_APART))
+def test_check_knobs_refuses_a_word_for_each_knob_of_a_kind_it_checks(name):
+    with pytest.raises(MoeplanError, match=f"^{name} must be "):
+        check_knobs({name: "two"}, RunConfig)
+
+
+@pytest.mark.parametrize("name", sorted(k.api for k in knob_table(RunConfig) if k.kind == "int?"))
+def test_an_optional_int_knob_is_checked_as_a_count_or_none(name):
+    check_knobs({name: None}, RunConfig)  # unset: the default
+    check_knobs({name: 2}, RunConfig)
+    for value, said in (("2", "must be an int, got '2' (str)"), (2.0, "must be an int, got 2.0 (float)"),
+                        (True, "must be an int, got True (bool)"), (0, "must be a positive int, got 0")):
+        with pytest.raises(MoeplanError) as exc:
+            check_knobs({name: value}, RunConfig)
+        assert str(exc.value) == f"{name} {said}"
+
+
+def test_build_config_refuses_a_word_for_the_bf16_start_layers_as_its_type():
+    with pytest.raises(MoeplanError, match="^bf16_start_layers must be an int, got 'two' \\(str\\)$"):
+        api.build_config("qwen3-30b-a3b", **RUN, precision="fp8-cs", bf16_start_layers="two")
+

@@ -37,10 +37,12 @@ def knob_keywords(function: str, given: dict[str, Any], record: type) -> dict[st
 
 def check_knobs(kw: dict[str, Any], record: type) -> None:
     """The types of the knob keywords in ``kw`` (knobs of ``record``, RunConfig) by their kind
-    (moeplan.run.knobs.Knob.kind): integers, numbers and flags, but the numbers :func:`moeplan.api.build_config`
-    checks by name (:data:`CHECKED_APART`); words and lists are build_config's to check."""
+    (moeplan.run.knobs.Knob.kind): integers, numbers and flags (each optional one None too), but the numbers
+    :func:`moeplan.api.build_config` checks by name (:data:`CHECKED_APART`); words and lists are build_config's to
+    check."""
     table = [k for k in knob_table(record) if k.api in kw and k.api not in CHECKED_APART]
-    argcheck.counts(**{k.api: kw[k.api] for k in table if k.kind == "int"})
+    argcheck.counts(**{k.api: kw[k.api] for k in table
+                       if k.kind == "int" or (k.kind == "int?" and kw[k.api] is not None)})
     for k in table:
         if k.kind == "float?":
             argcheck.optional_number(k.api, kw[k.api])
