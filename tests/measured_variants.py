@@ -169,6 +169,12 @@ def variants() -> list[Variant]:
             for v in out]
 
 
+def same_inputs(a: Variant, b: Variant) -> bool:
+    """Whether moeplan is asked the same of both rows (model and estimate arguments): one estimate, so no ranking
+    between them, whatever ``extra`` says (a repeat, kernel tuning moeplan does not model, another fit role)."""
+    return a.model == b.model and a.kwargs == b.kwargs
+
+
 def ranked_pairs(vs: list[Variant], min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
     """Pairs (slower, faster) in one group that differ in a knob or layout moeplan models and whose
     measured throughput differs by at least ``min_gap``. G05 pairs adjacent rows only where the step
@@ -183,7 +189,7 @@ def ranked_pairs(vs: list[Variant], min_gap: float = 0.10) -> list[tuple[Variant
         else:
             cands = list(itertools.combinations(rows, 2))
         for a, b in cands:
-            if a.kwargs == b.kwargs and a.extra == b.extra:
+            if same_inputs(a, b):
                 continue  # same knobs (a repeat, or kernel work)
             lo, hi = sorted((a, b), key=lambda v: v.measured())
             if hi.measured() / lo.measured() - 1 >= min_gap:
@@ -577,7 +583,7 @@ def n_ranked_pairs(min_gap: float = 0.10) -> list[tuple[Variant, Variant]]:
         return (v.group, v.extra.get("sub", ""), str(v.model), kw.get("gpu"), kw.get("gpus"), kw.get("seq_len"))
 
     for a, b in itertools.combinations(vs, 2):
-        if key(a) != key(b) or a.kwargs == b.kwargs:
+        if key(a) != key(b) or same_inputs(a, b):
             continue
         lo, hi = sorted((a, b), key=lambda v: v.measured())
         if hi.measured() / lo.measured() - 1 >= min_gap:
