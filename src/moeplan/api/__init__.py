@@ -353,18 +353,45 @@ def plan_dict(p: Plan, rank: int, cal: Calibration = DEFAULT_CALIBRATION) -> dic
 @dataclass(frozen=True)
 class PlanReport:
     """The answer of a plan search: the ranked plans (each carries its config and estimate), the question
-    asked, and what the search saw."""
+    asked, and what the search saw. The question has one owner, :attr:`question`; its model, GPU, GPU count,
+    length, precision, headroom, routing imbalance and timing constants are read from it."""
 
-    model: ModelSpec
-    gpu: GPUSpec
-    gpus: int
-    seq_len: int
-    precision: str
-    headroom: float
     result: PlanResult
-    moe_imbalance: float = 1.0  # the routing imbalance the question asked for (moeplan.base.routing)
-    cal: Calibration = DEFAULT_CALIBRATION  # the timing constants it was searched with
-    question: dict[str, Any] | None = None  # every argument of the search as it read them (_search_question)
+    question: dict[str, Any]  # every argument of the search as it read them (_search_question)
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.question["model"]
+
+    @property
+    def gpu(self) -> GPUSpec:
+        return self.question["gpu"]
+
+    @property
+    def gpus(self) -> int:
+        return self.question["gpus"]
+
+    @property
+    def seq_len(self) -> int:
+        return self.question["seq_len"]
+
+    @property
+    def precision(self) -> str:
+        return self.question["precision"]
+
+    @property
+    def headroom(self) -> float:
+        return self.question["headroom"]
+
+    @property
+    def moe_imbalance(self) -> float:
+        """The routing imbalance the question asked for (moeplan.base.routing: routing read into it)."""
+        return self.question["moe_imbalance"]
+
+    @property
+    def cal(self) -> Calibration:
+        """The timing constants it was searched with."""
+        return self.question["cal"]
 
     @property
     def routing(self) -> dict[str, Any]:
@@ -491,7 +518,7 @@ def search_plans(
                     allow_gbs_reduction=allow_gbs_reduction, progress=progress,
                     grad_fp32=grad_fp32, bf16_moments=bf16_moments, cal=cal, optimizer=optimizer,
                     te_version=te_version, te_grouped_tensor=te_grouped_tensor, knobs=q["knobs"])
-    return PlanReport(q["model"], q["gpu"], gpus, seq_len, precision, headroom, result, q["moe_imbalance"], cal, q)
+    return PlanReport(result, q)
 
 
 _SEARCH_SIGNATURE = inspect.signature(search_plans)  # its parameters are the question; its defaults complete a sweep's
@@ -678,7 +705,7 @@ def sweep_points(model: str | ModelSpec, *, seq_lens: list[int], gbs_tokens: int
 
 def _same_question(found: PlanReport, spec: ModelSpec, s: int, gbs: int, kwargs: dict[str, Any]) -> bool:
     """Whether ``found`` was asked the whole question (:func:`_search_question`) :func:`_sweep_point` asks at ``s``."""
-    if found.question is None or found.question["seq_len"] != s or found.question["gbs"] != gbs:
+    if found.question["seq_len"] != s or found.question["gbs"] != gbs:
         return False  # another length or GBS: no need to read the rest of the question
     asked = _SEARCH_SIGNATURE.bind(spec, seq_len=s, gbs=gbs, **_plan_keywords(kwargs))
     asked.apply_defaults()
