@@ -114,18 +114,22 @@ def test_web_selects_are_the_knob_tables():
 
 
 def test_explain_model_defaults_are_the_knob_tables():
-    """explain MODEL fills the knobs it was not given with the other commands' defaults: the knob table's."""
-    from moeplan.cli.explain import _EXPLAIN_MODEL_DEFAULTS
+    """explain MODEL fills the flags it was not given with the sweep's defaults (cli.explain._explain_flags), which
+    are the other commands' defaults: every knob flag among them reads as the knob table's API default."""
+    from moeplan.base.vocab import DEFAULT_GPU
+    from moeplan.cli.args import slot_knobs
+    from moeplan.cli.explain import _explain_flags
+    from moeplan.run.knobs import FSDP_SEARCH, flag_dest, flag_value
 
-    table = {k.api: k.api_default for k in knob_table()}
-    knobs = {key: value for key, value in _EXPLAIN_MODEL_DEFAULTS.items() if key in table and key != "fsdp"}
-    # the defaults the other commands show in --help (estimate's and plan's)
-    assert knobs == {"mcore_version": DEFAULT_MCORE_VERSION, "precision": "bf16", "optimizer": "adam",
-                     "optimizer_offload": 0.0, "cp_comm_type": "p2p"}
-    parser = build_parser()
-    sweep = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["sweep"]
-    assert sweep.get_default("optimizer_offload") == table["optimizer_offload"]
-    assert sweep.get_default("cp_comm_type") == table["cp_comm_type"]
+    defaults = _explain_flags()[1]
+    knobs = [k for slot in ("layout", "gpu", "cluster", "fsdp") for k in slot_knobs(slot)
+             if flag_dest(k) in defaults and k.api != "fsdp"]
+    assert {k.api: flag_value(k, defaults[flag_dest(k)]) for k in knobs} == {k.api: k.api_default for k in knobs}
+    # the defaults the other commands show in --help (estimate's and plan's), and the held layout's knobs
+    assert {"mcore_version", "precision", "optimizer", "optimizer_offload", "cp_comm_type", "recompute",
+            "dispatcher", "grad_fp32"} <= {k.api for k in knobs}
+    assert defaults["mcore_version"] == DEFAULT_MCORE_VERSION and defaults["precision"] == "bf16"
+    assert defaults["gpu"] == DEFAULT_GPU and defaults["fsdp"] == FSDP_SEARCH  # fsdp: the search's word
 
 
 def test_recompute_help_names_every_module_and_method():

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from typing import Any, TYPE_CHECKING
 
 from moeplan.base.errors import MoeplanError
-from moeplan.base.vocab import DEFAULT_GPU
-from moeplan.cli.args import file_imbalance, flag_dest, flag_names, held_layout, sweep_arguments, sweep_kwargs
+from moeplan.cli.args import file_imbalance, held_layout, sweep_arguments, sweep_kwargs
 from moeplan.cli.output import Console, api, escape, print_json
 from moeplan.cli.profile import named, warn_profile_gpu
-from moeplan.run.knobs import FSDP_SEARCH, command_knobs, knob_table
 
 if TYPE_CHECKING:
     from moeplan.engine.estimate import Estimate
@@ -20,19 +19,34 @@ if TYPE_CHECKING:
 # The knobs every estimating command takes that explain of run files reads from the files' '# moeplan:' comment
 # (or the flags, where given); the files say every other knob themselves
 _FILE_TAKES = frozenset({"mcore_version", "te_version", "te_grouped_tensor"})
-# explain's flags that a run file says for itself (None / False: not given; explain's parser defaults them so):
-# the knob table's command knobs but _FILE_TAKES, and the layout and sweep flags
-_EXPLAIN_FILE_DECIDES = {
-    **{flag_dest(k): flag_names(k)[0] for k in command_knobs() if k.api not in _FILE_TAKES},
-    "mtp_layers": "--mtp-layers", "gbs_tokens": "--gbs-tokens", "hold": "--hold",
-    **{k: f"--{k}" for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "recompute", "dispatcher")},
-    "optimizer_offload": "--optimizer-offload", "cp_comm_type": "--cp-comm-type", "fsdp": "--fsdp",
-    "fsdp_double_buffer": "--fsdp-double-buffer",
-}
-_EXPLAIN_MODEL_DEFAULTS = {"gpu": DEFAULT_GPU, "fsdp": FSDP_SEARCH,  # fsdp: the search's word (plan --fsdp's default)
-                           **{k.api: k.api_default for k in knob_table()
-                              if k.api in ("mcore_version", "precision", "optimizer", "optimizer_offload",
-                                           "cp_comm_type")}}
+# What explain of run files reads from the command line (the argparse destinations _explain_inputs passes to the file
+# reader, moeplan.lint.checker.estimate_file, or reads itself): the inputs and their model, the cluster, the
+# calibration, _FILE_TAKES, routing and reserve, run B's length and the output switches. Every other flag of
+# explain's parser is a setting a run file says itself (_explain_flags), refused beside run files.
+_FILES_READ = frozenset({"inputs", "model", "seq_len", "gpu", "gpus", "hardware", "calibration", "routing",
+                         "moe_imbalance", "reserve_gib", "no_fix", "json", *_FILE_TAKES})
+# Flags explain of run files reads whose unset value (None) means each file's '# moeplan:' comment
+_COMMENT_SAYS = ("gpu", "mcore_version")
+
+
+@functools.cache
+def _explain_flags() -> tuple[dict[str, str], dict[str, Any]]:
+    """(explain's flags a run file says itself, by argparse destination: every option of its parser but
+    :data:`_FILES_READ` and the hidden --gbs, whose type refuses any value; the defaults explain MODEL gives those and
+    :data:`_COMMENT_SAYS`, the sweep's), read from explain's arguments (:func:`_explain_arguments`), so a flag
+    they gain is refused beside run files until explain reads it. explain's parser defaults all of them to None
+    (not given)."""
+    p = argparse.ArgumentParser(add_help=False)
+    _explain_arguments(p)
+    decided = {a.dest: a.option_strings[0] for a in p._actions
+               if a.option_strings and a.dest not in _FILES_READ and a.help != argparse.SUPPRESS}
+    return decided, {dest: p.get_default(dest) for dest in (*decided, *_COMMENT_SAYS)}
+
+
+def _model_arguments(args: argparse.Namespace) -> argparse.Namespace:
+    """explain MODEL's arguments: each flag explain's parser leaves None (not given) at the sweep's default."""
+    return argparse.Namespace(**{**vars(args), **{k: v for k, v in _explain_flags()[1].items()
+                                                  if getattr(args, k) is None}})
 
 
 class _NothingToCompare(Exception):
@@ -48,8 +62,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
     if len(args.inputs) > 2:
         raise MoeplanError(f"explain compares two runs; got {len(args.inputs)} inputs ({', '.join(args.inputs)})")
     if is_model:
-        args = argparse.Namespace(**{**vars(args), **{k: v for k, v in _EXPLAIN_MODEL_DEFAULTS.items()
-                                                       if getattr(args, k) is None}})
+        args = _model_arguments(args)
         if len(args.inputs) == 2:
             raise MoeplanError(f"explain MODEL compares the model at two lengths (--seq-len A,B); the second input "
                                f"'{args.inputs[1]}' would be ignored: give one model, or two run files")
@@ -69,7 +82,7 @@ def _explain_inputs(args: argparse.Namespace) -> tuple[Estimate, Estimate]:
         return ests[0], ests[1]
     from moeplan.lint import checker
 
-    given = [flag for key, flag in _EXPLAIN_FILE_DECIDES.items() if getattr(args, key) not in (None, False)]
+    given = [flag for key, flag in _explain_flags()[0].items() if getattr(args, key) is not None]
     if given:
         raise MoeplanError(f"{', '.join(given)}: explain CONFIG reads {'this' if len(given) == 1 else 'these'} from "
                            "the run files; edit the files, or compare a model at two lengths with "
@@ -148,14 +161,17 @@ def add_explain_parser(sub: Any) -> None:
         epilog="examples:\n  moeplan explain qwen3-next-80b-a3b --gpu gb200 --gpus 32 --seq-len 32k,64k --gbs-tokens 1m\n"
         "  moeplan explain run32k.yaml run64k.yaml --model qwen3-next-80b-a3b --gpu gb200 --gpus 32",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    _explain_arguments(p)
+    # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment; the flags a file says
+    # itself are refused with files (given: not None); MODEL fills the sweep's defaults (_explain_flags)
+    p.set_defaults(handler=cmd_explain, **dict.fromkeys(_explain_flags()[1]))
+
+
+def _explain_arguments(p: argparse.ArgumentParser) -> None:
+    """explain's arguments: the inputs, the sweep's (moeplan.cli.args.sweep_arguments) and its own switches."""
     p.add_argument("inputs", nargs="+", metavar="MODEL|CONFIG", help="a model, or one or two run configs")
     p.add_argument("--model", help="model of the config files (catalog name or config.json)")
     sweep_arguments(p, required=False, seq_help="with MODEL: the two lengths to compare, A,B (e.g. 32k,64k); with "
                      "one CONFIG: the length of run B (e.g. 64k)")
-    # run files: an unset --gpu / --mcore-version means the file's '# moeplan:' comment; the flags a file says
-    # itself are refused with files; MODEL fills the usual defaults (_EXPLAIN_MODEL_DEFAULTS)
-    p.set_defaults(gpu=None, mcore_version=None, precision=None, optimizer=None, optimizer_offload=None,
-                   cp_comm_type=None, fsdp=None)
     p.add_argument("--no-fix", action="store_true", help="skip the planner's remedy")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(handler=cmd_explain)
