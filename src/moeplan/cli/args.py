@@ -181,14 +181,24 @@ def parse_lengths(text: str) -> list[int]:
     return out
 
 
+# The parallel sizes and the micro-batch of a layout held across lengths (sweep, explain MODEL)
+HELD_SIZES = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
+
+
+def held_knobs() -> list[Knob]:
+    """The knobs of a layout held across lengths (sweep --hold, explain MODEL): the knob table's ``layout`` slot,
+    the knobs one run's layout takes (estimate's flags), but fsdp, whose sweep flag is the search's word (a held
+    layout runs the strategy it names: :func:`sweep_kwargs`)."""
+    return [k for k in slot_knobs("layout") if k.api != "fsdp"]
+
+
 def held_layout(args: argparse.Namespace) -> dict[str, Any] | None:
-    keys = ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs")
-    held = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    """The layout held at every length: the sizes given and every held knob (:func:`held_knobs`) by its API keyword,
+    its API default where its flag is unset; None where no size is given and --hold is not (each length planned)."""
+    held = {k: getattr(args, k) for k in HELD_SIZES if getattr(args, k, None) is not None}
     if not held and not args.hold:
         return None
-    held.update(recompute=args.recompute or "none", dispatcher=args.dispatcher or "auto",
-                optimizer_offload=args.optimizer_offload, cp_comm_type=args.cp_comm_type)
-    return held
+    return held | {k.api: flag_value(k, getattr(args, flag_dest(k))) for k in held_knobs()}
 
 
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -289,19 +299,13 @@ def sweep_arguments(p: argparse.ArgumentParser, required: bool = True,
     # as an abbreviation of --gbs-tokens N and silently plan N tokens per batch.
     p.add_argument("--gbs", type=_gbs_is_tokens_here, help=argparse.SUPPRESS)
     _cluster_arguments(p, required)
-    p.add_argument("--hold", action="store_true", help="hold the layout given by the flags below at every length")
-    for name in ("tp", "pp", "vpp", "cp", "ep", "etp", "mbs"):
-        p.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
-    p.add_argument("--recompute", help="recompute of the held layout (none, full, selective:...)")
-    p.add_argument("--dispatcher", choices=list(knob_named("dispatcher").choices), metavar="NAME",
-                   help="MoE token dispatcher of the held layout: %(choices)s (auto: the estimates' choice for the GPU)")
-    p.add_argument("--optimizer-offload", type=float, default=knob_named("optimizer_offload").api_default, metavar="F",
-                   help="fraction 0-1 of the held layout's optimizer state on the CPU (optimizer_offload_fraction; "
-                   "default 0)")
-    cp_comm = knob_named("cp_comm_type")
-    p.add_argument("--cp-comm-type", default=cp_comm.api_default, choices=list(cp_comm.choices),
-                   help=f"context-parallel communication of the held layout (Megatron-Core cp_comm_type; default "
-                        f"{cp_comm.api_default}; auto: the planner's choice)")
+    held = p.add_argument_group("held layout", "with --hold or a size below, this layout is estimated at every "
+                                "length (else each length is planned); its knobs are estimate's layout flags")
+    held.add_argument("--hold", action="store_true", help="hold the layout given by the flags below at every length")
+    for name in HELD_SIZES:
+        held.add_argument(f"--{name}", type=positive_int, help=f"{name.upper()} of the held layout")
+    for k in held_knobs():
+        held.add_argument(*flag_names(k), **flag_kwargs(k))
     p.add_argument("--fsdp", default=FSDP_SEARCH, choices=list(fsdp_choices(search=True)), metavar="MODE",
                    help="Megatron-FSDP (%(choices)s): planned lengths search optim_grads_params beside the distributed optimizer "
                         "(auto, default), never (off), or pin a data_parallel_sharding_strategy; a held layout runs the "
