@@ -80,12 +80,13 @@ def test_alltoall_at_ep1_with_expert_tp_costs_the_expert_tp_collectives():
 
 def test_allgather_at_ep1_with_expert_tp_gathers_over_the_group():
     """EP 1 x ETP 2: MoEAllGatherTokenDispatcher gathers over its tp_ep group (2 ranks), half of the 2 x tokens rows
-    from the peer over NVLink, and permutes the ETP x top-k local rows both ways; before, nothing was costed."""
+    from the peer over NVLink, and permutes the ETP x top-k local rows (its dispatch direction's pass,
+    timing.moe.permute_pass_rows); before, nothing was costed."""
     cfg, gpu, ctx, moe = _setup("allgather", ep=1, etp=2)
     d, c, perm = ep_kernels(ctx, moe)
     want = ctx.tokens * 2 * _row_bytes(cfg) * (1 / 2) / (gpu.nvlink_bw_bytes_per_s * CAL.a2a_eff["allgather"])
     assert (d, c) == (pytest.approx(want), pytest.approx(want))
-    assert perm == pytest.approx(_perm_s(ctx, 2 * 2 * moe.top_k))
+    assert perm == pytest.approx(_perm_s(ctx, 2 * moe.top_k))
 
 
 def test_allgather_counts_its_group_ranks_in_the_nvlink_domain():
@@ -99,11 +100,12 @@ def test_allgather_counts_its_group_ranks_in_the_nvlink_domain():
 
 @pytest.mark.parametrize("dispatcher", ["alltoall", "allgather"])
 def test_etp1_is_as_before(dispatcher):
-    """ETP 1: no expert-TP collectives, two permute passes of top-k rows, the EP group's fractions."""
+    """ETP 1: no expert-TP collectives, the dispatch direction's permute passes of top-k rows (alltoall's permute
+    and sort, allgather's permute: timing.moe.permute_pass_rows), the EP group's fractions."""
     cfg, gpu, ctx, moe = _setup(dispatcher, gpu="h100", gpus=32, ep=16)
     assert alltoall_expert_tp_s(ctx, moe) == 0.0
     d, c, perm = ep_kernels(ctx, moe)
-    assert perm == pytest.approx(_perm_s(ctx, 2 * moe.top_k))
+    assert perm == pytest.approx(_perm_s(ctx, (2 if dispatcher == "alltoall" else 1) * moe.top_k))
     rows = ctx.tokens * (16 if dispatcher == "allgather" else moe.top_k) * _row_bytes(cfg)
     nv = gpu.nvlink_bw_bytes_per_s * CAL.a2a_eff[dispatcher]
     so = gpu.scaleout_bw_bytes_per_s * CAL.a2a_scaleout_eff[dispatcher]

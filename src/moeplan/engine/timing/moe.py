@@ -223,22 +223,44 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     call_s = 0.0 if cfg.dispatcher == "alltoall" and par.ep <= 1 else ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
     one_d, one_c = one_d + call_s + proxy_d, one_c + call_s + proxy_c
 
-    # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
-    # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per
-    # direction); DeepEP fuses the global permute into its dispatch kernel but the received tokens are
-    # still permuted to their local experts (once); HybridEP's dispatch_with_permute writes them out of
-    # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
-    # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
-    # Rows per local token of the passes (each read + written): with expert TP the alltoall dispatcher's sort by
-    # local expert runs on the ETP x top-k rows its expert-TP all-gather left (its global permute on top-k), the
-    # allgather dispatcher permutes the ETP x top-k rows of the gathered tokens routed to its experts, and a flex
-    # rank the copies it received, top-k x ETP rows per token of the group (flex_token_copies)
-    k, etp = moe.top_k, par.etp
-    pass_rows = {"alltoall": k + etp * k, "allgather": 2 * etp * k, "deepep": etp * k}.get(kernels, 0)
+    # Permutes on the compute stream, read + write of the routed (token, expert) rows the dispatcher's permute
+    # passes move (permute_pass_rows: its dispatch direction's passes, the basis the fit was made on)
+    pass_rows, _ = permute_pass_rows(kernels, moe, par)
     perm = 2 * tokens * pass_rows * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     if cfg.dispatcher == "alltoall":
         perm += alltoall_expert_tp_s(ctx, moe)
     return one_d, one_c, perm
+
+
+def permute_pass_rows(dispatcher: str, moe: MoE, parallel: Parallel) -> tuple[float, float]:
+    """(dispatch, combine) routed rows per local token that the permute passes of one MoE layer's forward read and
+    write on the compute stream, in its dispatch and its combine, as Megatron-Core's token_dispatcher.py (core_v0.16
+    .. 0.19) calls moe_utils.permute / sort_chunks_by_idxs and their inverses unpermute / the unsort; the backward
+    runs each pass's inverse on the same rows. ``dispatcher``: the kernels' owner (:func:`ep_kernels_of`).
+
+    - alltoall (MoEAlltoAllTokenDispatcher): ``dispatch_preprocess`` permutes the top-k rows before the all-to-all
+      ("Permutation 1", k) and ``dispatch_postprocess`` sorts the rows it holds after the expert-TP all-gather by
+      local expert (sort_chunks_by_idxs, "Permutation 2", ETP x k); the combine unsorts and unpermutes the same rows.
+    - allgather (MoEAllGatherTokenDispatcher): ``dispatch_postprocess`` permutes the gathered tokens routed to its
+      experts, ETP x k rows per local token (the tp_ep group's tokens x its share of the experts);
+      ``combine_preprocess`` unpermutes them.
+    - deepep: the dispatch kernel sends unpermuted tokens; ``get_permuted_hidden_states_by_experts`` permutes the
+      ETP x k copies a rank received (flex_token_copies) to its local experts and
+      ``get_restored_hidden_states_by_experts`` unpermutes them (_DeepepManager). NCCL EP is costed with its kernels
+      (EP_KERNEL_STAND_IN).
+    - hybridep: its kernels permute and unpermute (``dispatch_with_permute`` / ``combine_with_unpermute``, fused_a2a.py);
+      the copy is in its benchmarked rate (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.1.1, 2.5).
+
+    :func:`ep_kernels` costs the dispatch direction's passes alone for every dispatcher (one basis): the fitted
+    constants were fitted on it; costing the combine's mirror passes too (what the code runs) moves 64 of the 132
+    calibration observations at ETP 1, up to 6% (N39's HybridEP / alltoall MoE-layer ratio), a refit's call."""
+    k, etp = float(moe.top_k), parallel.etp
+    if dispatcher == "alltoall":
+        sort = etp * k
+        return k + sort, sort + k
+    if dispatcher in ("allgather", "deepep"):
+        return etp * k, etp * k
+    return 0.0, 0.0
 
 
 def alltoall_expert_tp_s(ctx: Ctx, moe: MoE) -> float:
