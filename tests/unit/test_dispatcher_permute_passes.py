@@ -4,6 +4,8 @@ token_dispatcher.py (core_v0.16 .. 0.19) runs them; ep_kernels costs the dispatc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from moeplan import api
@@ -53,3 +55,18 @@ def test_allgather_is_costed_on_the_dispatch_basis_as_alltoall():
     *_, ctx_g, _ = _setup("qwen3-30b-a3b", "allgather", ep=8, etp=1)
     assert ep_kernels(ctx_g, moe)[2] == pytest.approx(_perm_s(ctx_g, 8))
     assert ep_kernels(ctx_a, moe)[2] == pytest.approx(_perm_s(ctx_a, 16))  # ETP 1: alltoall unchanged
+
+
+@pytest.mark.parametrize("etp", [1, 2])
+def test_alltoall_does_not_sort_one_local_expert(etp):
+    """Mixtral-8x7B (8 experts, top-2) at EP 8: one local expert, so dispatch_postprocess / combine_preprocess skip
+    sort_chunks_by_idxs (``if self.num_local_experts > 1``): the permute and unpermute of the top-k rows alone, at
+    ETP 2 too (the gathered rows are all that expert's). At EP 4 (two local experts) the sort is back. Before, the
+    sort of ETP x top-k rows was costed with one local expert too."""
+    cfg, _, ctx, moe = _setup("mixtral-8x7b", "alltoall", ep=8, etp=etp, gpus=64 * etp)
+    assert moe.num_experts // cfg.parallel.ep == 1
+    assert permute_pass_rows("alltoall", moe, cfg.parallel) == (2, 2)
+    assert permute_pass_rows("alltoall", moe, replace(cfg.parallel, ep=4)) == (2 + 2 * etp, 2 * etp + 2)
+    assert permute_pass_rows("deepep", moe, cfg.parallel) == (2 * etp, 2 * etp)  # its permute is not guarded
+    if etp == 1:
+        assert ep_kernels(ctx, moe)[2] == pytest.approx(_perm_s(ctx, 2))

@@ -239,8 +239,9 @@ def permute_pass_rows(dispatcher: str, moe: MoE, parallel: Parallel) -> tuple[fl
     runs each pass's inverse on the same rows. ``dispatcher``: the kernels' owner (:func:`ep_kernels_of`).
 
     - alltoall (MoEAlltoAllTokenDispatcher): ``dispatch_preprocess`` permutes the top-k rows before the all-to-all
-      ("Permutation 1", k) and ``dispatch_postprocess`` sorts the rows it holds after the expert-TP all-gather by
-      local expert (sort_chunks_by_idxs, "Permutation 2", ETP x k); the combine unsorts and unpermutes the same rows.
+      ("Permutation 1", k) and, only with more than one local expert (``if self.num_local_experts > 1``),
+      ``dispatch_postprocess`` sorts the rows it holds after the expert-TP all-gather by local expert
+      (sort_chunks_by_idxs, "Permutation 2", ETP x k); the combine unsorts (same guard) and unpermutes the same rows.
     - allgather (MoEAllGatherTokenDispatcher): ``dispatch_postprocess`` permutes the gathered tokens routed to its
       experts, ETP x k rows per local token (the tp_ep group's tokens x its share of the experts);
       ``combine_preprocess`` unpermutes them.
@@ -256,7 +257,8 @@ def permute_pass_rows(dispatcher: str, moe: MoE, parallel: Parallel) -> tuple[fl
     calibration observations at ETP 1, up to 6% (N39's HybridEP / alltoall MoE-layer ratio), a refit's call."""
     k, etp = float(moe.top_k), parallel.etp
     if dispatcher == "alltoall":
-        sort = etp * k
+        # Megatron-Core num_local_experts = num_moe_experts // ep; with one the rows arrive in expert order: no sort
+        sort = etp * k if moe.num_experts // max(1, parallel.ep) > 1 else 0.0
         return k + sort, sort + k
     if dispatcher in ("allgather", "deepep"):
         return etp * k, etp * k
