@@ -38,6 +38,11 @@ def _perm_s(ctx, rows_per_token: float) -> float:
     return 2 * ctx.tokens * rows_per_token * _row_bytes(ctx.cfg) / (gpu.hbm_bw_bytes_per_s * CAL.hbm_eff)
 
 
+def _probs_ring_s(ctx, gpu, k: int, probs_bytes: int = BF16_BYTES) -> float:
+    """The probs' all-gather over 2 expert-TP ranks: one scalar per top-k row, in the probs' dtype."""
+    return ctx.tokens * k * probs_bytes / busbw(gpu, 2, 1, CAL)
+
+
 def test_alltoall_gathers_and_scatters_over_expert_tp():
     """EP 16 x ETP 2 on GB200 (one NVLink domain): the all-to-all is EP 16's, as at ETP 1 with the same tokens per
     GPU; on the compute stream ETP 2 adds the sort of the twice-as-many gathered rows and the ring all-gather +
@@ -50,20 +55,25 @@ def test_alltoall_gathers_and_scatters_over_expert_tp():
     assert (d2, c2) == (pytest.approx(d1), pytest.approx(c1))
     k = moe.top_k
     ring = ctx2.tokens * k * _row_bytes(cfg2) * (2 - 1) / busbw(gpu, 2, 1, CAL)
-    assert alltoall_expert_tp_s(ctx2, moe) == pytest.approx(2 * ring)  # all-gather + reduce-scatter, both bf16
+    probs = _probs_ring_s(ctx2, gpu, k)  # the probs' all-gather (bf16 logits: no casts)
+    assert alltoall_expert_tp_s(ctx2, moe) == pytest.approx(2 * ring + probs)  # all-gather + reduce-scatter, bf16
     assert p1 == pytest.approx(_perm_s(ctx1, 2 * k))
-    assert p2 == pytest.approx(_perm_s(ctx2, k + 2 * k) + 2 * ring)
+    assert p2 == pytest.approx(_perm_s(ctx2, k + 2 * k) + 2 * ring + probs)
     assert p2 > p1
 
 
 def test_the_reduce_scatter_runs_in_the_router_dtype():
     """combine_preprocess casts the expert outputs to the probs' dtype before the reduce-scatter: fp32 router logits
-    (moe_router_dtype fp32) double its bytes, not the all-gather's."""
+    (moe_router_dtype fp32) double its bytes, not the all-gather's (the probs' all-gather is in fp32 too, and the
+    casts around the reduce-scatter are HBM passes: test_expert_tp_probs_and_casts)."""
     cfg, gpu, ctx, moe = _setup("alltoall", ep=16, etp=2)
     ring = ctx.tokens * moe.top_k * _row_bytes(cfg) / busbw(gpu, 2, 1, CAL)
     fp32 = cfg.with_(moe_router_dtype="fp32")
     assert fp32.mcore_router_dtype == "fp32"
-    assert alltoall_expert_tp_s(make_ctx(fp32, gpu, CAL), moe) == pytest.approx(ring + 2 * ring)
+    hbm = gpu.hbm_bw_bytes_per_s * CAL.hbm_eff
+    casts = ctx.tokens * (2 + 1) * moe.top_k * cfg.model.hidden * (2 + 4) / hbm
+    assert alltoall_expert_tp_s(make_ctx(fp32, gpu, CAL), moe) == pytest.approx(
+        ring + 2 * ring + _probs_ring_s(ctx, gpu, moe.top_k, 4) + casts)
 
 
 def test_alltoall_at_ep1_with_expert_tp_costs_the_expert_tp_collectives():
@@ -73,7 +83,7 @@ def test_alltoall_at_ep1_with_expert_tp_costs_the_expert_tp_collectives():
     d, c, perm = ep_kernels(ctx, moe)
     assert (d, c) == (0.0, 0.0)
     ring = ctx.tokens * moe.top_k * _row_bytes(cfg) / busbw(gpu, 2, 1, CAL)
-    assert perm == pytest.approx(_perm_s(ctx, 3 * moe.top_k) + 2 * ring)
+    assert perm == pytest.approx(_perm_s(ctx, 3 * moe.top_k) + 2 * ring + _probs_ring_s(ctx, gpu, moe.top_k))
     *_, ctx_one, _ = _setup("alltoall", ep=1, etp=1, tp=1)
     assert ep_kernels(ctx_one, moe) == (0.0, 0.0, 0.0)
 

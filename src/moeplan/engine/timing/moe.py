@@ -266,31 +266,49 @@ def permute_pass_rows(dispatcher: str, moe: MoE, parallel: Parallel) -> tuple[fl
 
 
 def alltoall_expert_tp_s(ctx: Ctx, moe: MoE) -> float:
-    """Seconds of the alltoall dispatcher's expert-TP all-gather and reduce-scatter in one MoE layer's forward;
-    0 at expert TP 1.
+    """Seconds of the alltoall dispatcher's expert-TP all-gather and reduce-scatter in one MoE layer's forward, with
+    the probabilities' all-gather and the casts around the reduce-scatter; 0 at expert TP 1.
 
     With expert TP > 1, Megatron-Core's MoEAlltoAllTokenDispatcher (token_dispatcher.py, core_v0.12 .. 0.19) runs
     its all-to-all over the EP group only, then ``dispatch_postprocess`` all-gathers the received rows over the
-    expert-TP group (``gather_from_sequence_parallel_region(global_input_tokens, group=self.tp_group)``; the
-    probs too, a scalar per row, not counted) and sorts the ETP x top-k rows by local expert; ``combine_preprocess``
+    expert-TP group (``gather_from_sequence_parallel_region(global_input_tokens, group=self.tp_group)``) and the
+    probs with them, one scalar per row in the probs' dtype (``gather_from_sequence_parallel_region(global_probs,
+    ...)``, a collective of its own), and sorts the ETP x top-k rows by local expert; ``combine_preprocess``
     reduce-scatters the expert outputs back over that group in the probs' dtype
-    (``reduce_scatter_to_sequence_parallel_region(hidden_states.to(self.probs.dtype), group=self.tp_group)``),
-    which is the router logits' (moe_utils.py ``probs.type_as(logits)``: ``moe_router_dtype``,
-    moeplan.base.router_dtype). Each rank holds top-k rows per local token after the all-to-all (balanced
-    routing). Both collectives run inside the MoE layer's expert computation (moe_layer.py routed_experts_compute),
-    on the compute stream, also under EP A2A overlap; the expert-TP ranks are consecutive (expert rank order ETP,
-    EP, EDP, PP), so a ring over them at stride 1 (:func:`busbw`). Their backward is the other collective (the
-    all-gather's gradient is a reduce-scatter in BF16, the reduce-scatter's an all-gather in the probs' dtype), the
-    same seconds."""
+    (``reduce_scatter_to_sequence_parallel_region(hidden_states.to(self.probs.dtype), group=self.tp_group)
+    .to(hidden_states.dtype)``). The probs' dtype is the router logits' (moe_utils.py ``probs.type_as(logits)``:
+    ``moe_router_dtype``, moeplan.base.router_dtype); where it is wider than BF16 the two casts are HBM passes of
+    their own (:func:`alltoall_expert_tp_cast_bytes`), none in BF16 (``.to`` of the same dtype returns its input).
+    Each rank holds top-k rows per local token after the all-to-all (balanced routing). The collectives and casts
+    run inside the MoE layer's expert computation (moe_layer.py routed_experts_compute), on the compute stream, also
+    under EP A2A overlap; the expert-TP ranks are consecutive (expert rank order ETP, EP, EDP, PP), so a ring over
+    them at stride 1 (:func:`busbw`). Their backward is the other collective (the all-gathers' gradients are
+    reduce-scatters, the reduce-scatter's an all-gather in the probs' dtype) and the casts' gradients the same casts
+    the other way round, the same seconds."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
     etp = cfg.parallel.etp
     if etp <= 1:
         return 0.0
-    row_elems = ctx.tokens * cfg.rows_factor * moe.top_k * expert_width(moe, cfg.model.hidden)
+    rows = ctx.tokens * cfg.rows_factor * moe.top_k
+    row_elems = rows * expert_width(moe, cfg.model.hidden)
+    probs_bytes = ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype]
     bw = busbw(gpu, etp, 1, cal)
-    gather_s = ring_time(row_elems * BF16_BYTES, etp, bw)
-    scatter_s = ring_time(row_elems * ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype], etp, bw)
-    return gather_s + scatter_s
+    gather_s = ring_time(row_elems * BF16_BYTES, etp, bw) + ring_time(rows * probs_bytes, etp, bw)
+    scatter_s = ring_time(row_elems * probs_bytes, etp, bw)
+    cast_s = alltoall_expert_tp_cast_bytes(moe, cfg.model.hidden, etp, probs_bytes) * ctx.tokens * cfg.rows_factor \
+        / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    return gather_s + scatter_s + cast_s
+
+
+def alltoall_expert_tp_cast_bytes(moe: MoE, hidden: int, etp: int, probs_bytes: int) -> float:
+    """HBM bytes per local token of the alltoall dispatcher's casts around its expert-TP reduce-scatter in one
+    forward (:func:`alltoall_expert_tp_s`): ``hidden_states.to(self.probs.dtype)`` reads the ETP x top-k BF16 expert
+    output rows and writes them in the probs' dtype, and the reduce-scatter's top-k rows are cast back to BF16 (read
+    probs' dtype, write BF16). 0 at expert TP 1 (no cast there) and where the probs are BF16."""
+    if etp <= 1 or probs_bytes == BF16_BYTES:
+        return 0.0
+    rows = (etp + 1) * moe.top_k
+    return rows * expert_width(moe, hidden) * (BF16_BYTES + probs_bytes)
 
 
 def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str) -> float:
