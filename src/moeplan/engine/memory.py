@@ -26,14 +26,13 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from moeplan.base.deepep_configs import tp_ep_group_ranks
-from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.engine import fsdp, muon
 from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_bytes, fp8_kind, keeps_unfused_scores,
                                         layer_input_bytes, offload_split_bytes, run_layer_activation,
                                         unfused_attention_bytes)
 from moeplan.engine.budget import Verdict, budget_bytes, edge_bytes, memory_verdict
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
-from moeplan.engine.latent_moe import expert_width
+from moeplan.engine.moe_transient import alltoall_expert_tp_combine_bytes, many_local_experts
 from moeplan.engine.loss_memory import loss_forward_extra_bytes, output_gather_buffer_bytes
 from moeplan.engine.mamba import ssd_transient_bytes_per_token
 from moeplan.engine.param_shards import rank_muon_params, rank_params, rank_units
@@ -423,29 +422,7 @@ def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
         # MoEAllGatherTokenDispatcher gathers every token of the EP x ETP group (token_dispatcher.py
         # gather_from_sequence_parallel_region) before it selects its own rows: that gathered copy is live too
         rows += tokens * tp_ep_group_ranks(cfg.parallel) / 2
-    return max(2 * rows * cfg.model.hidden * BF16_BYTES, _alltoall_expert_tp_combine_bytes(cfg, tokens))
-
-
-def _alltoall_expert_tp_combine_bytes(cfg: RunConfig, tokens: float) -> float:
-    """Bytes live at the alltoall dispatcher's expert-TP reduce-scatter where the probs are wider than BF16 (fp32 /
-    fp64 router logits); 0 otherwise, ETP 1 included. ``combine_preprocess`` (token_dispatcher.py, core_v0.16 ..
-    0.19) casts the ETP x top-k expert output rows to the probs' dtype (``hidden_states.to(self.probs.dtype)``)
-    while the BF16 expert output (held by moe_layer.py routed_experts_compute, which passes it in) and, with more
-    than one local expert, its unsort (sort_chunks_by_idxs) are live, and the reduce-scatter writes its top-k rows
-    per token in that dtype before the cast back to BF16."""
-    moe, par = cfg.model.first_moe, cfg.parallel
-    probs_bytes = ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype]
-    if moe is None or cfg.dispatcher != "alltoall" or par.etp <= 1 or probs_bytes == BF16_BYTES:
-        return 0.0
-    rows = tokens * moe.top_k * cfg.rows_factor
-    unsort = BF16_BYTES if _many_local_experts(cfg) else 0
-    return rows * expert_width(moe, cfg.model.hidden) * (par.etp * (BF16_BYTES + unsort + probs_bytes) + probs_bytes)
-
-
-def _many_local_experts(cfg: RunConfig) -> bool:
-    """Whether each EP rank holds more than one expert (Megatron-Core ``num_local_experts > 1``)."""
-    moe = cfg.model.first_moe
-    return moe is not None and moe.num_experts // cfg.parallel.ep > 1
+    return max(2 * rows * cfg.model.hidden * BF16_BYTES, alltoall_expert_tp_combine_bytes(cfg, tokens))
 
 
 def _dispatcher_bytes(cfg: RunConfig, nvlink_domain: int, tokens: float) -> float:
@@ -617,7 +594,7 @@ class LayoutMemory:
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
                  par.dp * par.cp, par.gpus),
                 ("layers", rest, par.etp, self._tokens, rows, (par.tp, par.cp, batch.mbs, batch.seq_len) if unfused else None,
-                 _many_local_experts(base)))
+                 many_local_experts(base)))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
         return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)
