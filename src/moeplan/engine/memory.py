@@ -32,9 +32,9 @@ from moeplan.engine.activations import (BF16_BYTES, FP32_BYTES, clamp_saved_row_
                                         unfused_attention_bytes)
 from moeplan.engine.budget import Verdict, budget_bytes, edge_bytes, memory_verdict
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
-from moeplan.engine.moe_transient import alltoall_expert_tp_combine_bytes, many_local_experts
 from moeplan.engine.loss_memory import loss_forward_extra_bytes, output_gather_buffer_bytes
 from moeplan.engine.mamba import ssd_transient_bytes_per_token
+from moeplan.engine.moe_transient import alltoall_expert_tp_combine_bytes, many_local_experts
 from moeplan.engine.param_shards import rank_muon_params, rank_params, rank_units
 from moeplan.models.spec import Attention, Layer, Mamba2, ModelSpec, MoE
 from moeplan.run.attention_backend import unfused_attention
