@@ -38,6 +38,11 @@ def _perm_s(ctx, rows_per_token: float) -> float:
     return 2 * ctx.tokens * rows_per_token * _row_bytes(ctx.cfg) / (gpu.hbm_bw_bytes_per_s * CAL.hbm_eff)
 
 
+def _probs_ring_s(ctx, gpu, k: int, probs_bytes: int = BF16_BYTES) -> float:
+    """The probs' all-gather over 2 expert-TP ranks: one scalar per top-k row, in the probs' dtype."""
+    return ctx.tokens * k * probs_bytes / busbw(gpu, 2, 1, CAL)
+
+
 def test_alltoall_gathers_and_scatters_over_expert_tp():
     """EP 16 x ETP 2 on GB200 (one NVLink domain): the all-to-all is EP 16's, as at ETP 1 with the same tokens per
     GPU; on the compute stream ETP 2 adds the sort of the twice-as-many gathered rows and the ring all-gather +
@@ -50,20 +55,25 @@ def test_alltoall_gathers_and_scatters_over_expert_tp():
     assert (d2, c2) == (pytest.approx(d1), pytest.approx(c1))
     k = moe.top_k
     ring = ctx2.tokens * k * _row_bytes(cfg2) * (2 - 1) / busbw(gpu, 2, 1, CAL)
-    assert alltoall_expert_tp_s(ctx2, moe) == pytest.approx(2 * ring)  # all-gather + reduce-scatter, both bf16
+    probs = _probs_ring_s(ctx2, gpu, k)  # the probs' all-gather (bf16 logits: no casts)
+    assert alltoall_expert_tp_s(ctx2, moe) == pytest.approx(2 * ring + probs)  # all-gather + reduce-scatter, bf16
     assert p1 == pytest.approx(_perm_s(ctx1, 2 * k))
-    assert p2 == pytest.approx(_perm_s(ctx2, k + 2 * k) + 2 * ring)
+    assert p2 == pytest.approx(_perm_s(ctx2, k + 2 * k) + 2 * ring + probs)
     assert p2 > p1
 
 
 def test_the_reduce_scatter_runs_in_the_router_dtype():
     """combine_preprocess casts the expert outputs to the probs' dtype before the reduce-scatter: fp32 router logits
-    (moe_router_dtype fp32) double its bytes, not the all-gather's."""
+    (moe_router_dtype fp32) double its bytes, not the all-gather's (the probs' all-gather is in fp32 too, and the
+    casts around the reduce-scatter are HBM passes: test_expert_tp_probs_and_casts)."""
     cfg, gpu, ctx, moe = _setup("alltoall", ep=16, etp=2)
     ring = ctx.tokens * moe.top_k * _row_bytes(cfg) / busbw(gpu, 2, 1, CAL)
     fp32 = cfg.with_(moe_router_dtype="fp32")
     assert fp32.mcore_router_dtype == "fp32"
-    assert alltoall_expert_tp_s(make_ctx(fp32, gpu, CAL), moe) == pytest.approx(ring + 2 * ring)
+    hbm = gpu.hbm_bw_bytes_per_s * CAL.hbm_eff
+    casts = ctx.tokens * (2 + 1) * moe.top_k * cfg.model.hidden * (2 + 4) / hbm
+    assert alltoall_expert_tp_s(make_ctx(fp32, gpu, CAL), moe) == pytest.approx(
+        ring + 2 * ring + _probs_ring_s(ctx, gpu, moe.top_k, 4) + casts)
 
 
 def test_alltoall_at_ep1_with_expert_tp_costs_the_expert_tp_collectives():
@@ -73,19 +83,20 @@ def test_alltoall_at_ep1_with_expert_tp_costs_the_expert_tp_collectives():
     d, c, perm = ep_kernels(ctx, moe)
     assert (d, c) == (0.0, 0.0)
     ring = ctx.tokens * moe.top_k * _row_bytes(cfg) / busbw(gpu, 2, 1, CAL)
-    assert perm == pytest.approx(_perm_s(ctx, 3 * moe.top_k) + 2 * ring)
+    assert perm == pytest.approx(_perm_s(ctx, 3 * moe.top_k) + 2 * ring + _probs_ring_s(ctx, gpu, moe.top_k))
     *_, ctx_one, _ = _setup("alltoall", ep=1, etp=1, tp=1)
     assert ep_kernels(ctx_one, moe) == (0.0, 0.0, 0.0)
 
 
 def test_allgather_at_ep1_with_expert_tp_gathers_over_the_group():
     """EP 1 x ETP 2: MoEAllGatherTokenDispatcher gathers over its tp_ep group (2 ranks), half of the 2 x tokens rows
-    from the peer over NVLink, and permutes the ETP x top-k local rows both ways; before, nothing was costed."""
+    from the peer over NVLink, and permutes the ETP x top-k local rows (its dispatch direction's pass,
+    timing.moe.permute_pass_rows); before, nothing was costed."""
     cfg, gpu, ctx, moe = _setup("allgather", ep=1, etp=2)
     d, c, perm = ep_kernels(ctx, moe)
     want = ctx.tokens * 2 * _row_bytes(cfg) * (1 / 2) / (gpu.nvlink_bw_bytes_per_s * CAL.a2a_eff["allgather"])
     assert (d, c) == (pytest.approx(want), pytest.approx(want))
-    assert perm == pytest.approx(_perm_s(ctx, 2 * 2 * moe.top_k))
+    assert perm == pytest.approx(_perm_s(ctx, 2 * moe.top_k))
 
 
 def test_allgather_counts_its_group_ranks_in_the_nvlink_domain():
@@ -99,11 +110,12 @@ def test_allgather_counts_its_group_ranks_in_the_nvlink_domain():
 
 @pytest.mark.parametrize("dispatcher", ["alltoall", "allgather"])
 def test_etp1_is_as_before(dispatcher):
-    """ETP 1: no expert-TP collectives, two permute passes of top-k rows, the EP group's fractions."""
+    """ETP 1: no expert-TP collectives, the dispatch direction's permute passes of top-k rows (alltoall's permute
+    and sort, allgather's permute: timing.moe.permute_pass_rows), the EP group's fractions."""
     cfg, gpu, ctx, moe = _setup(dispatcher, gpu="h100", gpus=32, ep=16)
     assert alltoall_expert_tp_s(ctx, moe) == 0.0
     d, c, perm = ep_kernels(ctx, moe)
-    assert perm == pytest.approx(_perm_s(ctx, 2 * moe.top_k))
+    assert perm == pytest.approx(_perm_s(ctx, (2 if dispatcher == "alltoall" else 1) * moe.top_k))
     rows = ctx.tokens * (16 if dispatcher == "allgather" else moe.top_k) * _row_bytes(cfg)
     nv = gpu.nvlink_bw_bytes_per_s * CAL.a2a_eff[dispatcher]
     so = gpu.scaleout_bw_bytes_per_s * CAL.a2a_scaleout_eff[dispatcher]

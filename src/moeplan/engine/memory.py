@@ -34,6 +34,7 @@ from moeplan.engine.budget import Verdict, budget_bytes, edge_bytes, memory_verd
 from moeplan.engine.dispatcher_buffers import deepep_buffer_bytes, hybridep_buffer_bytes
 from moeplan.engine.loss_memory import loss_forward_extra_bytes, output_gather_buffer_bytes
 from moeplan.engine.mamba import ssd_transient_bytes_per_token
+from moeplan.engine.moe_transient import alltoall_expert_tp_combine_bytes, many_local_experts
 from moeplan.engine.param_shards import rank_muon_params, rank_params, rank_units
 from moeplan.models.spec import Attention, Layer, Mamba2, ModelSpec, MoE
 from moeplan.run.attention_backend import unfused_attention
@@ -421,7 +422,7 @@ def _moe_dispatch_transient(cfg: RunConfig, tokens: float) -> float:
         # MoEAllGatherTokenDispatcher gathers every token of the EP x ETP group (token_dispatcher.py
         # gather_from_sequence_parallel_region) before it selects its own rows: that gathered copy is live too
         rows += tokens * tp_ep_group_ranks(cfg.parallel) / 2
-    return 2 * rows * cfg.model.hidden * BF16_BYTES
+    return max(2 * rows * cfg.model.hidden * BF16_BYTES, alltoall_expert_tp_combine_bytes(cfg, tokens))
 
 
 def _dispatcher_bytes(cfg: RunConfig, nvlink_domain: int, tokens: float) -> float:
@@ -567,7 +568,8 @@ class LayoutMemory:
         are split over experts) nor the GPU count. Parameter state: TP, PP, VPP, EP, ETP, the pipeline, the
         GPU count and with it the dense data-parallel group DP x CP (Megatron's distributed optimizer and
         FSDP shard dense state over it; expert state over EDP, which these fix), not the batch nor CP and DP
-        apart. Per-layer bytes of one micro-batch: ETP and the tokens per GPU (MBS x seq / (CP x TP)), not
+        apart. Per-layer bytes of one micro-batch: ETP and the tokens per GPU (MBS x seq / (CP x TP)), whether
+        EP leaves a rank more than one expert (the alltoall combine's unsort), not
         the pipeline; with unfused attention (its s x s scores) TP, CP, MBS and the sequence apart. Both
         also read the routed rows per token (``rows_factor``), which depends on EP where the imbalance is
         capped (EP 1 keeps a token's rows local), so it is in their keys.
@@ -591,7 +593,8 @@ class LayoutMemory:
                  batch.seq_len, batch.mbs, self._m, rows),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
                  par.dp * par.cp, par.gpus),
-                ("layers", rest, par.etp, self._tokens, rows, (par.tp, par.cp, batch.mbs, batch.seq_len) if unfused else None))
+                ("layers", rest, par.etp, self._tokens, rows, (par.tp, par.cp, batch.mbs, batch.seq_len) if unfused else None,
+                 many_local_experts(base)))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
         return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)

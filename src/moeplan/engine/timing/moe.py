@@ -223,50 +223,92 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     call_s = 0.0 if cfg.dispatcher == "alltoall" and par.ep <= 1 else ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
     one_d, one_c = one_d + call_s + proxy_d, one_c + call_s + proxy_c
 
-    # Permutes on the compute stream, read + write of the routed (token, expert) rows: the alltoall
-    # dispatcher permutes globally before the all-to-all and sorts by local expert after it (twice per
-    # direction); DeepEP fuses the global permute into its dispatch kernel but the received tokens are
-    # still permuted to their local experts (once); HybridEP's dispatch_with_permute writes them out of
-    # its buffer already permuted, the copy its benchmarked (Torch API) rate includes (Megatron-LM
-    # docs/discussions/deepseek-v3-gb200-optimization, 2.1.1 and 2.5; token_dispatcher.py, fused_a2a.py)
-    # Rows per local token of the passes (each read + written): with expert TP the alltoall dispatcher's sort by
-    # local expert runs on the ETP x top-k rows its expert-TP all-gather left (its global permute on top-k), the
-    # allgather dispatcher permutes the ETP x top-k rows of the gathered tokens routed to its experts, and a flex
-    # rank the copies it received, top-k x ETP rows per token of the group (flex_token_copies)
-    k, etp = moe.top_k, par.etp
-    pass_rows = {"alltoall": k + etp * k, "allgather": 2 * etp * k, "deepep": etp * k}.get(kernels, 0)
+    # Permutes on the compute stream, read + write of the routed (token, expert) rows the dispatcher's permute
+    # passes move (permute_pass_rows: its dispatch direction's passes, the basis the fit was made on)
+    pass_rows, _ = permute_pass_rows(kernels, moe, par)
     perm = 2 * tokens * pass_rows * row_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
     if cfg.dispatcher == "alltoall":
         perm += alltoall_expert_tp_s(ctx, moe)
     return one_d, one_c, perm
 
 
+def permute_pass_rows(dispatcher: str, moe: MoE, parallel: Parallel) -> tuple[float, float]:
+    """(dispatch, combine) routed rows per local token that the permute passes of one MoE layer's forward read and
+    write on the compute stream, in its dispatch and its combine, as Megatron-Core's token_dispatcher.py (core_v0.16
+    .. 0.19) calls moe_utils.permute / sort_chunks_by_idxs and their inverses unpermute / the unsort; the backward
+    runs each pass's inverse on the same rows. ``dispatcher``: the kernels' owner (:func:`ep_kernels_of`).
+
+    - alltoall (MoEAlltoAllTokenDispatcher): ``dispatch_preprocess`` permutes the top-k rows before the all-to-all
+      ("Permutation 1", k) and, only with more than one local expert (``if self.num_local_experts > 1``),
+      ``dispatch_postprocess`` sorts the rows it holds after the expert-TP all-gather by local expert
+      (sort_chunks_by_idxs, "Permutation 2", ETP x k); the combine unsorts (same guard) and unpermutes the same rows.
+    - allgather (MoEAllGatherTokenDispatcher): ``dispatch_postprocess`` permutes the gathered tokens routed to its
+      experts, ETP x k rows per local token (the tp_ep group's tokens x its share of the experts);
+      ``combine_preprocess`` unpermutes them.
+    - deepep: the dispatch kernel sends unpermuted tokens; ``get_permuted_hidden_states_by_experts`` permutes the
+      ETP x k copies a rank received (flex_token_copies) to its local experts and
+      ``get_restored_hidden_states_by_experts`` unpermutes them (_DeepepManager). NCCL EP is costed with its kernels
+      (EP_KERNEL_STAND_IN).
+    - hybridep: its kernels permute and unpermute (``dispatch_with_permute`` / ``combine_with_unpermute``, fused_a2a.py);
+      the copy is in its benchmarked rate (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization, 2.1.1, 2.5).
+
+    :func:`ep_kernels` costs the dispatch direction's passes alone for every dispatcher (one basis): the fitted
+    constants were fitted on it; costing the combine's mirror passes too (what the code runs) moves 64 of the 132
+    calibration observations at ETP 1, up to 6% (N39's HybridEP / alltoall MoE-layer ratio), a refit's call."""
+    k, etp = float(moe.top_k), parallel.etp
+    if dispatcher == "alltoall":
+        # Megatron-Core num_local_experts = num_moe_experts // ep; with one the rows arrive in expert order: no sort
+        sort = etp * k if moe.num_experts // max(1, parallel.ep) > 1 else 0.0
+        return k + sort, sort + k
+    if dispatcher in ("allgather", "deepep"):
+        return etp * k, etp * k
+    return 0.0, 0.0
+
+
 def alltoall_expert_tp_s(ctx: Ctx, moe: MoE) -> float:
-    """Seconds of the alltoall dispatcher's expert-TP all-gather and reduce-scatter in one MoE layer's forward;
-    0 at expert TP 1.
+    """Seconds of the alltoall dispatcher's expert-TP all-gather and reduce-scatter in one MoE layer's forward, with
+    the probabilities' all-gather and the casts around the reduce-scatter; 0 at expert TP 1.
 
     With expert TP > 1, Megatron-Core's MoEAlltoAllTokenDispatcher (token_dispatcher.py, core_v0.12 .. 0.19) runs
     its all-to-all over the EP group only, then ``dispatch_postprocess`` all-gathers the received rows over the
-    expert-TP group (``gather_from_sequence_parallel_region(global_input_tokens, group=self.tp_group)``; the
-    probs too, a scalar per row, not counted) and sorts the ETP x top-k rows by local expert; ``combine_preprocess``
+    expert-TP group (``gather_from_sequence_parallel_region(global_input_tokens, group=self.tp_group)``) and the
+    probs with them, one scalar per row in the probs' dtype (``gather_from_sequence_parallel_region(global_probs,
+    ...)``, a collective of its own), and sorts the ETP x top-k rows by local expert; ``combine_preprocess``
     reduce-scatters the expert outputs back over that group in the probs' dtype
-    (``reduce_scatter_to_sequence_parallel_region(hidden_states.to(self.probs.dtype), group=self.tp_group)``),
-    which is the router logits' (moe_utils.py ``probs.type_as(logits)``: ``moe_router_dtype``,
-    moeplan.base.router_dtype). Each rank holds top-k rows per local token after the all-to-all (balanced
-    routing). Both collectives run inside the MoE layer's expert computation (moe_layer.py routed_experts_compute),
-    on the compute stream, also under EP A2A overlap; the expert-TP ranks are consecutive (expert rank order ETP,
-    EP, EDP, PP), so a ring over them at stride 1 (:func:`busbw`). Their backward is the other collective (the
-    all-gather's gradient is a reduce-scatter in BF16, the reduce-scatter's an all-gather in the probs' dtype), the
-    same seconds."""
+    (``reduce_scatter_to_sequence_parallel_region(hidden_states.to(self.probs.dtype), group=self.tp_group)
+    .to(hidden_states.dtype)``). The probs' dtype is the router logits' (moe_utils.py ``probs.type_as(logits)``:
+    ``moe_router_dtype``, moeplan.base.router_dtype); where it is wider than BF16 the two casts are HBM passes of
+    their own (:func:`alltoall_expert_tp_cast_bytes`), none in BF16 (``.to`` of the same dtype returns its input).
+    Each rank holds top-k rows per local token after the all-to-all (balanced routing). The collectives and casts
+    run inside the MoE layer's expert computation (moe_layer.py routed_experts_compute), on the compute stream, also
+    under EP A2A overlap; the expert-TP ranks are consecutive (expert rank order ETP, EP, EDP, PP), so a ring over
+    them at stride 1 (:func:`busbw`). Their backward is the other collective (the all-gathers' gradients are
+    reduce-scatters, the reduce-scatter's an all-gather in the probs' dtype) and the casts' gradients the same casts
+    the other way round, the same seconds."""
     cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
     etp = cfg.parallel.etp
     if etp <= 1:
         return 0.0
-    row_elems = ctx.tokens * cfg.rows_factor * moe.top_k * expert_width(moe, cfg.model.hidden)
+    rows = ctx.tokens * cfg.rows_factor * moe.top_k
+    row_elems = rows * expert_width(moe, cfg.model.hidden)
+    probs_bytes = ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype]
     bw = busbw(gpu, etp, 1, cal)
-    gather_s = ring_time(row_elems * BF16_BYTES, etp, bw)
-    scatter_s = ring_time(row_elems * ROUTER_LOGIT_BYTES[cfg.mcore_router_dtype], etp, bw)
-    return gather_s + scatter_s
+    gather_s = ring_time(row_elems * BF16_BYTES, etp, bw) + ring_time(rows * probs_bytes, etp, bw)
+    scatter_s = ring_time(row_elems * probs_bytes, etp, bw)
+    cast_s = alltoall_expert_tp_cast_bytes(moe, cfg.model.hidden, etp, probs_bytes) * ctx.tokens * cfg.rows_factor \
+        / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+    return gather_s + scatter_s + cast_s
+
+
+def alltoall_expert_tp_cast_bytes(moe: MoE, hidden: int, etp: int, probs_bytes: int) -> float:
+    """HBM bytes per local token of the alltoall dispatcher's casts around its expert-TP reduce-scatter in one
+    forward (:func:`alltoall_expert_tp_s`): ``hidden_states.to(self.probs.dtype)`` reads the ETP x top-k BF16 expert
+    output rows and writes them in the probs' dtype, and the reduce-scatter's top-k rows are cast back to BF16 (read
+    probs' dtype, write BF16). 0 at expert TP 1 (no cast there) and where the probs are BF16."""
+    if etp <= 1 or probs_bytes == BF16_BYTES:
+        return 0.0
+    rows = (etp + 1) * moe.top_k
+    return rows * expert_width(moe, hidden) * (BF16_BYTES + probs_bytes)
 
 
 def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str) -> float:
