@@ -104,3 +104,21 @@ def test_layout_memory_with_moe_imbalance_across_ep():
         for rc in ladder:
             assert mem.peak_bytes(rc, 0.0) == _reference(cfg.evolve(recompute=rc), gpu, pipe), (par.short(), rc.label())
     assert len(factors) > 1  # the spread has layouts whose rows differ
+
+
+def test_layout_memory_allgather_across_ep():
+    """The allgather dispatcher's transient holds every token of the EP x ETP group (memory._moe_dispatch_transient):
+    layouts of every EP share one dict and each equals the item-by-item estimate (the per-layer key once left EP
+    out, so a search handed one EP the gathered copy of another)."""
+    spec, gpu = load_model("qwen3-30b-a3b"), load_gpu("h100")
+    shared: dict = {}
+    ladder = recompute_ladder(spec, 16384, "0.16")
+    layouts = [(par, mbs) for par, mbs in _layouts(spec, gpu, 64, Batch(16384, 64, 1), SearchSpace(), "0.16")
+               if (par.tp, par.pp, par.vpp, par.cp, par.etp) == (2, 2, 1, 2, 1)]
+    assert len({par.ep for par, _ in layouts}) >= 3
+    for par, mbs in sorted(layouts, key=lambda x: -x[0].ep):
+        cfg = RunConfig(spec, par, Batch(16384, 64, mbs), gpu=gpu, dispatcher="allgather")
+        pipe = build_pipeline(spec, par)
+        mem = LayoutMemory(cfg, gpu.nvlink_domain, pipe, shared)
+        for rc in ladder:
+            assert mem.peak_bytes(rc, 0.0) == _reference(cfg.evolve(recompute=rc), gpu, pipe), (par.short(), rc.label())

@@ -565,11 +565,13 @@ class LayoutMemory:
         share them across the layouts of a search: every field of the run (present or added later) but the
         layout, the batch, the recompute and the offload, plus the parts of these they read. Activations:
         TP, PP, VPP, CP, ETP, the pipeline, sequence, MBS and the micro-batch count, not EP (only parameters
-        are split over experts) nor the GPU count. Parameter state: TP, PP, VPP, EP, ETP, the pipeline, the
+        are split over experts; but the allgather dispatcher's EP x ETP group, whose tokens its transient holds) nor
+        the GPU count. Parameter state: TP, PP, VPP, EP, ETP, the pipeline, the
         GPU count and with it the dense data-parallel group DP x CP (Megatron's distributed optimizer and
         FSDP shard dense state over it; expert state over EDP, which these fix), not the batch nor CP and DP
         apart. Per-layer bytes of one micro-batch: ETP and the tokens per GPU (MBS x seq / (CP x TP)), whether
-        EP leaves a rank more than one expert (the alltoall combine's unsort), not
+        EP leaves a rank more than one expert (the alltoall combine's unsort), the EP x ETP group where the allgather
+        dispatcher gathers its tokens (its transient), not
         the pipeline; with unfused attention (its s x s scores) TP, CP, MBS and the sequence apart. Both
         also read the routed rows per token (``rows_factor``), which depends on EP where the imbalance is
         capped (EP 1 keeps a token's rows local), so it is in their keys.
@@ -583,6 +585,7 @@ class LayoutMemory:
         else:
             rest = fields if fields is not None else shared_fields_key(base, shared)
         rows = base.rows_factor  # routed rows per token: it reads EP where the imbalance is capped
+        gathered = tp_ep_group_ranks(par) if base.dispatcher == "allgather" else None  # the allgather transient's group
         if shared is None:
             unfused = keeps_unfused_scores(base.model, base.gpu, base.te_version)
         else:  # it reads the model, GPU and TE release, which the id stands for: once per id
@@ -590,11 +593,11 @@ class LayoutMemory:
             if unfused is None:
                 unfused = shared[("unfused", rest)] = keeps_unfused_scores(base.model, base.gpu, base.te_version)
         return (("activations", rest, par.tp, par.pp, par.vpp, par.cp, par.etp, par.pipeline_layout, self.pipe,
-                 batch.seq_len, batch.mbs, self._m, rows),
+                 batch.seq_len, batch.mbs, self._m, rows, gathered),
                 ("state", rest, par.tp, par.pp, par.vpp, par.ep, par.etp, par.pipeline_layout, self.pipe,
                  par.dp * par.cp, par.gpus),
                 ("layers", rest, par.etp, self._tokens, rows, (par.tp, par.cp, batch.mbs, batch.seq_len) if unfused else None,
-                 many_local_experts(base)))
+                 many_local_experts(base), gathered))
 
     def config(self, recompute: Recompute, optimizer_offload: float) -> RunConfig:
         return self.base.evolve(recompute=recompute, optimizer_offload=optimizer_offload)
