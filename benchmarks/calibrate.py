@@ -85,6 +85,7 @@ FITTED: tuple[tuple[str, str | None], ...] = (
     ("ep_overlap_eff", None), ("ep_overlap_layer_s", None), ("grouped_gemm_eff", None), ("gemm_epilogue_s", None), ("launch_overhead_per_layer_s", None),
     ("expert_launch_host_s", None), ("cpu_adam_mem_eff", None),
     ("ep_proxy_call_s", None), ("a2a_host_call_s", None),  # EP calls over EFA (host-posted messages): N31 / N32
+    ("host_layer_pass_s", None),  # one eager host pass over a MoE layer: max(host, GPU), N31-N33 MBS 1 vs 4
     ("ep_proxy_message_s", None),  # DeepEP's proxy work per RDMA message across EFA nodes: N31-N33 (EP16 against EP32)
 )
 PRIOR_SD = 3.0  # prior spread in logit / log units around the source value (weak: the data decide where they can)
