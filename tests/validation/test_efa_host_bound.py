@@ -24,7 +24,8 @@ def rows():
 def _mbs1_over_mbs4(rows, group: str, layout: str) -> tuple[float, float]:
     """(measured, estimated) MBS 1 step over the MBS 4 step of one layout, NCCL all-to-all (same tokens per step)."""
     one, four = rows[(group, f"{layout} MBS1 NCCL")], rows[(group, f"{layout} MBS4 NCCL")]
-    step = {v.label: float(api.estimate(v.model, cal=DEFAULT_CALIBRATION, **v.kwargs)["step_time_s"]) for v in (one, four)}
+    step = {v.label: float(api.estimate(v.model, cal=DEFAULT_CALIBRATION, **v.kwargs)["step_time_s"])
+            for v in (one, four)}
     measured = float(four.measured()) / float(one.measured())
     est = step[one.label] / step[four.label]
     print(f"{group} {layout} MBS1 / MBS4 step: measured {measured:.2f}, moeplan {est:.2f} ({est / measured - 1:+.0%})")
@@ -49,8 +50,9 @@ def test_mbs1_step_per_layer_does_not_follow_ep(rows, group):
         cfg, _ = api.build_config(v.model, **v.kwargs)
         par = cfg.parallel
         slots = (cfg.batch.microbatches(par.dp) + (par.pp - 1) / par.vpp) * len(cfg.model.layers) / par.pp
-        step = float(api.estimate(v.model, cal=DEFAULT_CALIBRATION, **v.kwargs)["step_time_s"])
-        measured_step = step * float(api.estimate(v.model, cal=DEFAULT_CALIBRATION, **v.kwargs)["tflops_per_gpu"]) / float(v.measured())
+        est = api.estimate(v.model, cal=DEFAULT_CALIBRATION, **v.kwargs)
+        step = float(est["step_time_s"])
+        measured_step = step * float(est["tflops_per_gpu"]) / float(v.measured())  # same FLOPs per step
         per[layout] = (measured_step / slots, step / slots)
     (m16, e16), (m32, e32) = (per[layout] for layout in LAYOUTS[group])
     print(f"{group} MBS1 ms per layer and micro-batch: measured {1e3 * m16:.1f} / {1e3 * m32:.1f}, "
@@ -59,9 +61,9 @@ def test_mbs1_step_per_layer_does_not_follow_ep(rows, group):
     assert e32 / e16 == pytest.approx(m32 / m16, rel=0.10)
 
 
-@pytest.mark.xfail(strict=True, reason="at EP32 over 4 nodes the MBS 4 step costs 1.33x (N31) / 1.55x (N32) the EP16 one "
-                   "measured, more than NCCL's remote bytes give: with the MBS 1 steps host-bound, MBS 1 over MBS 4 "
-                   "reads +25% / +43% (docs/calibration.md, AWS EFA campaigns)")
+@pytest.mark.xfail(strict=True, reason="at EP32 over 4 nodes the MBS 4 step costs 1.33x (N31) / 1.55x (N32) the "
+                   "EP16 one measured, more than NCCL's remote bytes give: with the MBS 1 steps host-bound, MBS 1 "
+                   "over MBS 4 reads +25% / +43% (docs/calibration.md, AWS EFA campaigns)")
 @pytest.mark.parametrize("group", ["N31", "N32"])
 def test_ep32_mbs1_against_mbs4_on_p6_b300(rows, group):
     measured, est = _mbs1_over_mbs4(rows, group, LAYOUTS[group][1])
