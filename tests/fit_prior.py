@@ -26,6 +26,8 @@ PRIOR_OVERRIDES: dict[str, Any] = {
     # ~60 kernels after each dropless-MoE host sync x ~5 us launch (Megatron-Core CUDA graph docs)
     "launch_overhead_per_layer_s": 3.0e-4,
     "expert_launch_host_s": 3.0e-5,
+    # one eager pass over a TP8 MoE layer: ~60-80 module calls x tens of us (TransformerEngine issue #2053)
+    "host_layer_pass_s": 3.0e-3,
     # EP calls across EFA nodes (host-posted RDMA): UCCL-EP's low-latency kernels on p6-b200 with 400 Gb/s EFA take
     # 228-406 us a dispatch and 318-617 us a combine of 128 tokens at EP16-EP32 (uccl-project/uccl ep/README.md),
     # part of it the transfer: ~0.3 ms a call; NCCL's all-to-all through aws-ofi-nccl has no published per-call

@@ -76,6 +76,7 @@ class Calibration:
     tp_hidden: float = _from_file("tp_hidden")
     launch_overhead_per_layer_s: float = _from_file("launch_overhead_per_layer_s")
     expert_launch_host_s: float = _from_file("expert_launch_host_s")
+    host_layer_pass_s: float = _from_file("host_layer_pass_s")
     pp_handoff_s: float = _from_file("pp_handoff_s")
     optimizer_bytes_per_param: float = _from_file("optimizer_bytes_per_param")
     cpu_adam_mem_eff: float = _from_file("cpu_adam_mem_eff")

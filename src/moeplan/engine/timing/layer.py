@@ -16,6 +16,7 @@ from moeplan.engine.timing.context import (FLEX_PREPROCESS_FUSED, GRAPH_LAUNCH_S
                                            ring_time)
 from moeplan.engine.timing.gdn import gdn_eff, gdn_glue_s, gdn_graph_captured, gdn_kernel_parts_s, gdn_launch_s
 from moeplan.engine.timing.gemm import gemm_time
+from moeplan.engine.timing.host import host_bound_s
 from moeplan.engine.timing.offload_act import activation_offload_s
 from moeplan.engine.timing.moe import (EP_CHUNK_EDGE, dispatch_before_host_sync, ep_comm_sms, ep_kernels,
                                        ep_overlap_exposed_s, ep_totals, expert_glue_bytes, expert_glue_clamp_fwd_bytes,
@@ -262,6 +263,8 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         # the fla chunk kernels are ~20 Triton launches from Python per call (fwd + bwd), after the
         # same host sync: gdn_launch_s, the fixed part of fla's benchmarks (Grace or x86 host)
         out["launch_overhead"] += sum(gdn_launch_s(gpu, cal))
+    # the host issuing the layer eagerly: its launches bound the layer where they outlast its GPU work (host.py)
+    out["launch_overhead"] += host_bound_s(ctx, layer, out, launch_share(layer, cfg))
     if cfg.offload_modules:
         # fine-grained activation offload: D2H / H2D copies beyond the compute they overlap (offload_act); the
         # backward window: two thirds of the layer's work besides its recompute, plus the recompute
