@@ -17,7 +17,8 @@ from moeplan.engine.activations import BF16_BYTES
 from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION
 from moeplan.engine.timing.moe import fused_grouped_mlp_removed_bytes
 from moeplan.engine.timing.step import estimate_time
-from moeplan.megatron.export import env_settings
+from moeplan.megatron.export import env_settings, to_settings
+from moeplan.megatron.to_run import run_config_from_settings
 from moeplan.models import load_model
 from moeplan.models.spec import MoE
 from moeplan.run.config import RunConfig
@@ -109,3 +110,12 @@ def test_export_sets_the_variable_where_moeplan_charges_the_fused_path():
     assert env_settings(_n01()).get(FUSED_GROUPED_MLP_ENV) == "1"
     assert FUSED_GROUPED_MLP_ENV not in env_settings(_n01(full=False))
     assert FUSED_GROUPED_MLP_ENV not in env_settings(_n01(precision="bf16"))
+
+
+def test_export_sets_the_glu_interleave_the_kernels_need_and_reads_back():
+    cfg = _n01()
+    s = to_settings(cfg, "0.19")
+    assert s["use_transformer_engine_op_fuser"] and s["moe_mlp_glu_interleave_size"] == 32
+    assert "moe_mlp_glu_interleave_size" not in to_settings(_n01(precision="bf16"), "0.19")
+    back = run_config_from_settings(s, cfg.model, cfg.parallel.gpus, cfg.gpu, mcore_version="0.19")
+    assert back.experts_fused_mlp(_moe(cfg))
