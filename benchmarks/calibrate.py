@@ -1082,7 +1082,7 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   with PP (TP8 PP16 DP2 without recompute, 135 GiB of B200's 161 GiB budget): the source did not try pipeline stages.
 - **Partial vs full-iteration CUDA graphs** (N01, N03: the same recipe with TE-scoped graphs of attn / moe_router /
   moe_preprocess, or full-iteration graphs with the paged stash): +25% measured on both (Qwen3-30B-A3B, 16 GB200,
-  MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~4-5% in moeplan (strict xfail,
+  MBS 4; Qwen3-235B-A22B, 128 GB200, MBS 1), ~4-7% in moeplan (strict xfail,
   `tests/validation/test_cuda_graph_scopes.py`). The paged-stash recipes (Megatron-LM 9c5258f, Megatron-Core 0.19
   dev) change three things at once: the graph scope; sync-free dropless MoE (moe_expert_rank_capacity_factor 1.5 /
   1.2 with the TE op fuser: no host sync for the received-token count, which the rows now carry); and the experts'
@@ -1092,8 +1092,8 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   per MoE layer and micro-batch: the same per routed hidden element (11.8 / 10.3 ps) while the per-expert MXFP8
   launches moeplan counts differ 4x (8 against 2 local experts; 3.4 / 0.85 ms of host time, of which the model
   exposes ~0.4 ms beyond N01's expert GEMMs, HybridEP's host sync following its dispatch, and hides N03's behind
-  EP overlap), so the per-expert launch count alone is not the cause. Within N01 moeplan has the full-iteration row 1.17x its BF16 row (no graphs; measured 1.21x) but the
-  TE-scoped MXFP8 row 1.12x (measured 0.96x): what is missing belongs to the eager MXFP8 expert path on the Grace
+  EP overlap), so the per-expert launch count alone is not the cause. Within N01 moeplan has the full-iteration row 1.18x its BF16 row (no graphs; measured 1.21x) but the
+  TE-scoped MXFP8 row 1.14x (measured 0.96x): what is missing belongs to the eager MXFP8 expert path on the Grace
   host, not to graphs in general. N30 (the same TE-scoped recipe family on x86 B200 hosts, 16 local experts) shows
   no such loss (MXFP8 1.02x BF16 measured, 1.00x in moeplan). Megatron-LM's DeepSeek-V3 GB200 notes
   (docs/discussions/deepseek-v3-gb200-optimization, 2.3, 2.4 and the roadmap) say the same in words: after
