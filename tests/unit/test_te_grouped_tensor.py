@@ -18,6 +18,7 @@ from moeplan.lint.rules import lint
 from moeplan.run.strategy import parse_strategy, strategy_of, strategy_text
 from moeplan.base.te_release import (
     DEFAULT_TE_VERSION,
+    FUSED_GROUPED_MLP_ENV,
     GROUPED_TENSOR_ENV,
     GROUPED_TENSOR_FIRST_VERSION,
     TE_RELEASES,
@@ -288,7 +289,8 @@ def test_plan_drops_only_the_runs_where_te_raises(capsys):
     assert plans
     for p in plans:
         assert p["te_grouped_tensor"] is True and p["experts_grouped_tensor"] is True and p["rank_capacity_factor"]
-        assert p["env"] == {GROUPED_TENSOR_ENV: "1"}
+        # and, MXFP8 SwiGLU experts on sm100 with TE 2.18, the CuTe DSL fused grouped MLP's (RunConfig.experts_fused_mlp)
+        assert p["env"] == {GROUPED_TENSOR_ENV: "1", FUSED_GROUPED_MLP_ENV: "1"}
         assert any(r["topic"] == "te_grouped_tensor" for r in p["rationale"])
 
 

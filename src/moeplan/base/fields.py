@@ -147,6 +147,9 @@ KNOBS: tuple[Knob, ...] = (
     _k("moe_expert_rank_capacity_factor", TC, "opt_float", since="0.18"),
     _k("moe_paged_stash", TC, "bool", since="0.18"),
     _k("use_transformer_engine_op_fuser", TC, "bool", since="0.18"),
+    # GLU gate / linear interleave of the experts' fc1 (core_v0.18.0 transformer_config.py; TEGroupedMLP passes it to
+    # TE's ScaledSwiGLU): TE's CuTe DSL fused grouped MLP runs only at 32 (moeplan.base.te_release.FusedGroupedMLP)
+    _k("moe_mlp_glu_interleave_size", TC, "opt_int", since="0.18"),
     _k("overlap_moe_expert_parallel_comm", TC, "bool", "comm_overlap.overlap_moe_expert_parallel_comm",
        bridge_read=("model.overlap_moe_expert_parallel_comm",), since="0.14"),
     # Delayed weight gradients: model_parallel_config.py delay_wgrad_compute (core_v0.13.1 .. core_v0.19.0; DDP

@@ -107,6 +107,49 @@ _OPS_217 = OpFuserGrouped(frozenset({"bf16"}), frozenset({"bf16", "mxfp8"}))
 _OPS_218 = OpFuserGrouped(frozenset({"bf16", "fp8-cs", "fp8"}), frozenset({"bf16", "fp8-cs", "mxfp8"}))
 
 
+# The environment variable that turns on the op fuser's CuTe DSL fused grouped MLP (TE reads it in
+# ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8.is_supported, default "0"); the recipes that run it set it with
+# moe_mlp_glu_interleave_size 32 (Megatron-LM examples/moe_recipes *_paged_stash*.yaml at 9c5258f).
+FUSED_GROUPED_MLP_ENV = "NVTE_CUTEDSL_FUSED_GROUPED_MLP"
+# The GLU interleave the fused kernels need (TE ops/_common.py validate_grouped_mlp_dims: glu_interleave_size 32)
+FUSED_GROUPED_MLP_GLU_INTERLEAVE = 32
+@dataclass(frozen=True)
+class FusedGroupedMLP:
+    """The op fuser's CuTe DSL fused grouped MLP (transformer_engine/pytorch/ops/fused/forward_grouped_mlp.py and
+    backward_grouped_mlp.py, v2.14 .. v2.16; ops/fused/grouped_mlp.py from v2.17), which replaces the op fuser's
+    GroupedLinear + scaled activation + GroupedLinear window (Megatron-Core TEGroupedMLP._make_fused_ops) where
+    FUSED_GROUPED_MLP_ENV is set, the GPU is compute capability 10.x (``get_device_compute_capability()[0] != 10``
+    refuses sm90 and sm11x / sm12x), cuDNN front-end's CuTe DSL wrappers import, the recipe is one of
+    ``precisions``, the activation one of ``activations`` and every fc1 / fc2 feature dimension a ``dim_align``
+    multiple (validate_grouped_mlp_dims / fuse_grouped_mlp_ops: in_features and out_features), without expert biases
+    (moeplan: gpt-oss's fuse only where the cuDNN front-end wrapper takes ``bias_tensor``, a package version it does
+    not know).
+    Forward: one grouped quantize of fc1's input (tex.group_quantize), one kernel for fc1's grouped GEMM + the scaled
+    activation + the MXFP8 quantize of its output (grouped_gemm_glu_wrapper_sm100: writes the BF16 pre-activation it
+    saves for backward and fc2's row- and column-wise MXFP8 input) and one for fc2's grouped GEMM
+    (grouped_gemm_quant_wrapper_sm100, BF16 out). Backward: one grouped quantize of fc2's output gradient, one kernel
+    for fc2's dgrad + the activation's backward (reading the saved pre-activation in its epilogue) + the prob gradient
+    + the MXFP8 quantize of fc1's output gradient (grouped_gemm_dglu_wrapper_sm100), one for fc1's dgrad and one
+    grouped-tensor GEMM per wgrad. What it removes against the unfused path is
+    moeplan.engine.timing.moe.fused_grouped_mlp_removed_bytes. BF16 never takes it (``recipe.mxfp8()``); NVFP4 does
+    from v2.17 with its own RHT quantize after a BF16 fc1 output, which moeplan does not model (not listed)."""
+
+    precisions: frozenset[str]
+    activations: frozenset[str]
+    """``swiglu`` (ScaledSwiGLU, a gated MoE without a clamp). Not listed: ScaledClampedQGeGLU (v2.15+, gpt-oss,
+    whose experts have biases) and ScaledSReLU (v2.17+: its backward may recompute fc2's input in the dSReLU kernel)."""
+    dim_align: int
+    """The multiple every fc1 / fc2 in / out feature count must be (v2.14: 256; v2.15+: 64)."""
+
+
+# v2.14 (the recipes' TE_TAG release_v2.14; tag v2.14 and the branch head have the same ops/fused files): MXFP8 +
+# ScaledSwiGLU only, dimensions % 256 (_common.py fuse_grouped_mlp_ops). v2.15 / v2.16: + ScaledClampedQGeGLU,
+# dimensions % 64. v2.17 .. release_v2.19 (grouped_mlp.py): + NVFP4 and ScaledSReLU (not modelled, see
+# FusedGroupedMLP), the MXFP8 GLU path the same three forward / four backward kernels.
+_FUSED_MLP_214 = FusedGroupedMLP(frozenset({"mxfp8"}), frozenset({"swiglu"}), 256)
+_FUSED_MLP_215 = FusedGroupedMLP(frozenset({"mxfp8"}), frozenset({"swiglu"}), 64)
+
+
 @dataclass(frozen=True)
 class TERelease:
     """One Transformer Engine release line (major.minor) as moeplan models it."""
@@ -118,9 +161,9 @@ class TERelease:
     calls only general_grouped_gemm, one cuBLASLt GEMM per expert)."""
     op_fuser_grouped: OpFuserGrouped | None = None
     """The op fuser's default grouped-tensor flow, None where its GroupedLinear splits per expert (v2.14, v2.15:
-    tex.split_quantize + general_grouped_gemm). Not modelled: v2.14's fused MXFP8 grouped MLP (ops/fused/
-    forward_grouped_mlp.py, the cuDNN front-end CuTe DSL kernel on sm10x with SwiGLU), which also launches once
-    but needs the cudnn front-end package; no shared row runs the op fuser without a full-iteration graph."""
+    tex.split_quantize + general_grouped_gemm)."""
+    fused_grouped_mlp: FusedGroupedMLP | None = None
+    """The op fuser's CuTe DSL fused grouped MLP (FusedGroupedMLP), None where the release has none (before v2.14)."""
     hopper_attention: str = "flash"
     """The kernel class that trains causal attention with equal head dims <= 128 on Hopper (sm90) in the container
     this release line shipped in, as moeplan.run.attention_backend.attention_kernel names families: ``flash`` (the
@@ -155,12 +198,12 @@ HOPPER_FA2_NOTE = ("FlashAttention-2's rates on Hopper: attn_fwd_eff / attn_bwd_
 TE_RELEASES: dict[str, TERelease] = {
     "1.3": TERelease(False, None, hopper_attention="flash2"),
     "1.11": TERelease(False, None),
-    "2.14": TERelease(False, None),
-    "2.15": TERelease(False, None),
-    "2.16": TERelease(False, None, _OPS_216),
-    "2.17": TERelease(False, _GROUPED_217, _OPS_217),
-    "2.18": TERelease(False, _GROUPED_218, _OPS_218),
-    "2.19": TERelease(True, _GROUPED_219, _OPS_218),
+    "2.14": TERelease(False, None, fused_grouped_mlp=_FUSED_MLP_214),
+    "2.15": TERelease(False, None, fused_grouped_mlp=_FUSED_MLP_215),
+    "2.16": TERelease(False, None, _OPS_216, fused_grouped_mlp=_FUSED_MLP_215),
+    "2.17": TERelease(False, _GROUPED_217, _OPS_217, fused_grouped_mlp=_FUSED_MLP_215),
+    "2.18": TERelease(False, _GROUPED_218, _OPS_218, fused_grouped_mlp=_FUSED_MLP_215),
+    "2.19": TERelease(True, _GROUPED_219, _OPS_218, fused_grouped_mlp=_FUSED_MLP_215),
 }
 GROUPED_TENSOR_FIRST_VERSION = next(v for v, r in TE_RELEASES.items() if r.grouped_tensor is not None)
 
@@ -221,6 +264,18 @@ def op_fuser_grouped(te_version: str | None, sm_arch: int | None, precision: str
     return 100 <= sm_arch <= 110 and precision in ops.precisions_blackwell
 
 
+def fused_grouped_mlp(te_version: str | None, sm_arch: int | None, precision: str, activation: str,
+                      dims: tuple[int, ...] = ()) -> bool:
+    """Whether TE ``te_version``'s op fuser runs the routed experts as its CuTe DSL fused grouped MLP
+    (FusedGroupedMLP) for ``precision``, ``activation`` and fc1 / fc2 feature counts ``dims`` on compute capability
+    ``sm_arch`` (10.x only; unknown: no), with FUSED_GROUPED_MLP_ENV set (RunConfig.experts_fused_mlp asks)."""
+    fused = te_release(te_version).fused_grouped_mlp
+    if fused is None or sm_arch is None or not 100 <= sm_arch < 110:
+        return False
+    return (precision in fused.precisions and activation in fused.activations
+            and all(d % fused.dim_align == 0 for d in dims))
+
+
 RAISES_PREFIX = "error: "  # how grouped_tensor_problem marks a reason where TE raises rather than falls back
 
 
@@ -272,5 +327,6 @@ def grouped_tensor_refusal(raises: str, where: str = "") -> str:
 
 
 __all__ = ["DEFAULT_TE_VERSION", "HOPPER_FA2_NOTE", "hopper_attention", "RAISES_PREFIX", "grouped_tensor_raises", "grouped_tensor_refusal", "raising_reason", "EXPERT_PAD_ROWS", "EXPERT_PAD_ROWS_FP8", "GROUPED_TENSOR_ENV", "GROUPED_TENSOR_FIRST_VERSION", "GroupedTensorPath", "TERelease",
-           "OpFuserGrouped", "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "op_fuser_grouped", "grouped_tensor_problem", "te_label", "te_release",
+           "OpFuserGrouped", "FusedGroupedMLP", "FUSED_GROUPED_MLP_ENV", "FUSED_GROUPED_MLP_GLU_INTERLEAVE",
+           "fused_grouped_mlp", "TE_COMMIT", "TE_RELEASES", "expert_pad_rows", "grouped_tensor_precisions", "op_fuser_grouped", "grouped_tensor_problem", "te_label", "te_release",
            "te_version_key"]

@@ -18,8 +18,8 @@ import yaml
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import (CP_TO_MCORE, DTYPE_TO_MLM, PRECISION_TO_FP8_RECIPE, Knob, MegatronFields, TorchDtype,
                                  fields_for, sync_free_moe, version_tuple)
-from moeplan.base.te_release import (CPU_OFFLOAD_V1_ENV, CPU_OFFLOAD_V1_SINCE, DEFAULT_TE_VERSION, GROUPED_TENSOR_ENV,
-                                     te_version_tuple)
+from moeplan.base.te_release import (CPU_OFFLOAD_V1_ENV, CPU_OFFLOAD_V1_SINCE, DEFAULT_TE_VERSION, FUSED_GROUPED_MLP_ENV,
+                                     FUSED_GROUPED_MLP_GLU_INTERLEAVE, GROUPED_TENSOR_ENV, te_version_tuple)
 from moeplan.base.vocab import DEFAULT_RESERVE_GIB
 from moeplan.megatron.read.overrides import parse_override_value
 from moeplan.run.dsv4_rules import dsv4_fields
@@ -115,6 +115,8 @@ def _moe_settings(cfg: RunConfig, f: MegatronFields) -> dict[str, object]:
         if cfg.dispatcher == "hybridep":  # paged stash: HybridEP's sync-free bundle (NCCL EP: its receive budget only)
             out["moe_paged_stash"] = True
         out["use_transformer_engine_op_fuser"] = True
+        if cfg.fused_mlp_env:  # the interleave TE's fused grouped MLP needs (with env_settings' variable)
+            out["moe_mlp_glu_interleave_size"] = FUSED_GROUPED_MLP_GLU_INTERLEAVE
     if "overlap_moe_expert_parallel_comm" in f.knobs:
         out["overlap_moe_expert_parallel_comm"] = cfg.ep_overlap
         out["delay_wgrad_compute"] = cfg.delay_wgrad_on
@@ -372,6 +374,8 @@ def env_settings(cfg: RunConfig) -> dict[str, str]:
     ``NVTE_CPU_OFFLOAD_V1=1`` for fine-grained activation offloading on TE >= 2.10 (Bridge's validate refuses the
     run without it: TE's newer offload path would offload weights too)."""
     env = {GROUPED_TENSOR_ENV: "1"} if cfg.te_grouped_tensor else {}
+    if cfg.fused_mlp_env:  # the fused grouped MLP moeplan charges these experts as (RunConfig.experts_fused_mlp)
+        env[FUSED_GROUPED_MLP_ENV] = "1"
     if cfg.offload_modules and te_version_tuple(cfg.te_version) >= CPU_OFFLOAD_V1_SINCE:
         env[CPU_OFFLOAD_V1_ENV] = "1"
     return env

@@ -15,12 +15,13 @@ from dataclasses import dataclass, fields, replace
 from moeplan.base.errors import MoeplanError
 from moeplan.base.fields import PRECISION_TO_FP8_RECIPE, ep_overlap_mtp_needs_pp, gdn_backward_dw, version_key
 from moeplan.base.router_dtype import ROUTER_DTYPES, router_dtype_value
-from moeplan.base.te_release import grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped, te_version_key
+from moeplan.base.te_release import (fused_grouped_mlp, grouped_tensor_problem, grouped_tensor_raises, op_fuser_grouped,
+                                     te_version_key)
 from moeplan.base.vocab import DEFAULT_GPU
 from moeplan.base.vocab import (CP_COMM_TYPES, CUDA_GRAPH_SCOPES, DISPATCHERS, FSDP_STRATEGIES, MUON_TP_MODES,
                                 OFFLOAD_MODULES, OPTIMIZERS, PRECISIONS, TE_QUANT_MAP_NAMES)
 from moeplan.hardware import GPUSpec, load_gpu
-from moeplan.models.spec import GatedDeltaNet, ModelSpec
+from moeplan.models.spec import GatedDeltaNet, ModelSpec, MoE
 from moeplan.run.knobs import Recompute, RunKnobs
 from moeplan.run.parallel import Batch, LayoutCheck, Parallel, check_layout
 
@@ -169,6 +170,26 @@ class RunConfig(RunKnobs):
         (``rank_capacity_factor``, moeplan.megatron.export: Bridge's full-iteration recipes set both), and
         expert TP 1 ("Tensor parallelism is not supported")."""
         return self.rank_capacity_factor is not None and self.parallel.etp == 1
+
+    def experts_fused_mlp(self, moe: MoE) -> bool:
+        """Whether ``moe``'s routed experts run as TE's CuTe DSL fused grouped MLP (moeplan.base.te_release.
+        FusedGroupedMLP): op-fused experts (:attr:`experts_op_fused`: the TE op fuser, ETP 1) whose TE release, GPU,
+        precision, activation and widths its kernels take (fc1: expert width -> 2F, fc2: F -> expert width; the expert
+        width is the latent one under LatentMoE, as moeplan.engine.latent_moe.expert_width). A gated MoE without a
+        clamp is SwiGLU in every model moeplan loads (Megatron-Core ``swiglu``: ScaledSwiGLU in
+        TEGroupedMLP._make_fused_ops). moeplan exports the variable that turns it on with such a run
+        (:attr:`fused_mlp_env`), as the paged-stash recipes set it (Megatron-LM examples/moe_recipes, 9c5258f)."""
+        if not self.experts_op_fused or not moe.gated or moe.clamped_glu or moe.expert_bias:
+            return False
+        f = moe.expert_ffn_hidden
+        width = moe.latent_size if moe.latent_size is not None else self.model.hidden
+        return fused_grouped_mlp(self.te_version, self.gpu.sm_arch, self.precision, "swiglu", (width, 2 * f, f))
+
+    @property
+    def fused_mlp_env(self) -> bool:
+        """Whether the job needs FUSED_GROUPED_MLP_ENV=1: some MoE layer's experts are charged as the fused grouped MLP
+        (:meth:`experts_fused_mlp`)."""
+        return any(isinstance(lay.mlp, MoE) and self.experts_fused_mlp(lay.mlp) for lay in self.model.layers)
 
     @property
     def experts_grouped_tensor(self) -> bool:

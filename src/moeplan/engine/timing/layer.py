@@ -21,7 +21,8 @@ from moeplan.engine.timing.offload_act import activation_offload_s
 from moeplan.engine.timing.moe import (EP_CHUNK_EDGE, dispatch_before_host_sync, ep_comm_sms, ep_kernels,
                                        ep_overlap_exposed_s, ep_totals, expert_glue_bytes, expert_glue_clamp_fwd_bytes,
                                        expert_host_s, expert_launch_exposed_s, expert_quant_padded,
-                                       expert_quant_padding_bytes, experts_recomputed, routing_map_allgather_s)
+                                       expert_quant_padding_bytes, experts_recomputed,
+                                       fused_grouped_mlp_removed_bytes, routing_map_allgather_s)
 from moeplan.models.spec import Attention, DenseMLP, GatedDeltaNet, Layer, Mamba2, MoE
 from moeplan.run.config import RunConfig
 from moeplan.run.parallel import cp_ranks_per_domain
@@ -140,6 +141,11 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         glue_fwd_bytes += pad_fwd_bytes
         glue += pad_fwd_bytes + pad_bwd_bytes
     out["elementwise"] = (cal.elementwise_traffic * saved + glue) / hbm + glue_s + cast
+    fused_mlp = isinstance(mlp, MoE) and cfg.experts_fused_mlp(mlp)
+    if fused_mlp:  # TE's CuTe DSL fused grouped MLP: the passes its GEMM epilogues absorb, where moeplan counts them
+        removed = fused_grouped_mlp_removed_bytes(mlp)
+        out["elementwise"] -= (sum(removed["activation"]) + sum(removed["cast"])) * rows / hbm
+        out["grouped_gemm"] -= sum(removed["gemm"]) * rows / hbm
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
     if par.tp > 1:
         msg = t * h * BF16_BYTES
@@ -244,7 +250,7 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         # can run ahead of the experts' forward GEMMs and of the dispatch where it follows the sync
         # (dispatch_before_host_sync), backward of the layer's whole backward
         host_fwd_s, host_bwd_s = expert_host_s(mlp.num_experts / par.ep, rows, cfg.precision, cfg.cuda_graph_scopes, cal,
-                                       cfg.experts_grouped_tensor)
+                                       cfg.experts_grouped_tensor or fused_mlp)  # the fused MLP: one call per linear
         compute = sum(out.get(k, 0.0) for k in ("gemm", "grouped_gemm", "attention", "elementwise"))
         # the forward window after the host sync: the dispatch where it follows the sync, and the experts' GEMMs
         window_dispatch_s = 0.0 if dispatch_before_host_sync(cfg.dispatcher) else ep_dispatch_fwd_s

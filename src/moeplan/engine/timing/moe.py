@@ -566,6 +566,32 @@ def expert_glue_bytes(moe: MoE, hidden: int, etp: int = 1, probs_bytes: int = BF
     return fwd, bwd
 
 
+def fused_grouped_mlp_removed_bytes(moe: MoE) -> dict[str, tuple[float, float]]:
+    """HBM bytes per routed row that TE's CuTe DSL fused grouped MLP (moeplan.base.te_release.FusedGroupedMLP) does
+    not move against the unfused path moeplan otherwise charges, as (forward, backward) by where moeplan counts them.
+    F = expert FFN width (ETP 1), W = fc1's output width (2F, gated), activations BF16. Source:
+    transformer_engine/pytorch/ops/fused/forward_grouped_mlp.py and backward_grouped_mlp.py (v2.14; grouped_mlp.py
+    from v2.17, the same MXFP8 GLU path):
+
+    - ``activation``: the scaled SwiGLU as its own pass. Forward it reads fc1's output (W) and writes its own (F);
+      fused, fc1's grouped GEMM applies it in its epilogue (grouped_gemm_glu_wrapper_sm100), still writing the BF16
+      pre-activation it saves for backward (``c_tensor``). Backward it reads fc2's dgrad output (F) and writes the
+      gradient of fc1's output (W); fused, fc2's dgrad GEMM applies dSwiGLU and the prob gradient in its epilogue
+      (grouped_gemm_dglu_wrapper_sm100), which still reads the saved pre-activation. Forward 2(W + F), backward
+      2(F + W).
+    - ``cast``: the MXFP8 quantizes of fc2's input (F) and of fc1's output gradient (W) no longer read a BF16
+      tensor: both kernels write the row- and column-wise MXFP8 copies and their scales from the accumulator
+      (``d_tensor`` / ``d_col_tensor``); the writes stay. Forward 2F, backward 2W (of QUANTIZE_BYTES_PER_ELEM).
+    - ``gemm``: fc2's dgrad writes no BF16 output (the dglu epilogue consumes it): backward 2F (of the GEMM traffic).
+
+    fc1's input quantize (one tex.group_quantize), fc2's output-gradient quantize, fc2's BF16 output and fc1's dgrad
+    output are unchanged. SwiGLU (W = 2F): 8F forward, 12F backward."""
+    f = float(moe.expert_ffn_hidden)
+    w = 2 * f
+    b = BF16_BYTES
+    return {"activation": (b * (w + f), b * (f + w)), "cast": (b * f, b * w), "gemm": (0.0, b * f)}
+
+
 def expert_glue_clamp_fwd_bytes(moe: MoE, etp: int = 1) -> float:
     """Forward bytes per routed row of :func:`expert_glue_bytes`'s clamp alone: what selective ``moe_act``
     recompute runs again (its checkpoint wraps bias_act_func, clamp included; fc2's bias is outside it)."""

@@ -13,7 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from moeplan.base.te_release import CPU_OFFLOAD_V1_ENV, GROUPED_TENSOR_ENV
+from moeplan.base.te_release import CPU_OFFLOAD_V1_ENV, FUSED_GROUPED_MLP_ENV, GROUPED_TENSOR_ENV
 from moeplan.megatron.read.bridge import known_bridge_paths
 from moeplan.megatron.read.bridge_yaml import parse_bridge_yaml
 from moeplan.megatron.read.collect import ParsedRun, RunKind, fail
@@ -40,7 +40,7 @@ def _detect(text: str) -> RunKind:
 
 _PROVENANCE = re.compile(r"^[ \t]*#[ \t]*moeplan:(.*)$", re.MULTILINE)
 PROVENANCE_KEYS = ("model", "gpu", "hardware", "gpus", "mcore-version", "te-version", "moe-imbalance", "reserve-gib",
-                   GROUPED_TENSOR_ENV, CPU_OFFLOAD_V1_ENV)  # + export.env_settings
+                   GROUPED_TENSOR_ENV, CPU_OFFLOAD_V1_ENV, FUSED_GROUPED_MLP_ENV)  # + export.env_settings
 
 
 def read_provenance(text: str) -> dict[str, str]:
