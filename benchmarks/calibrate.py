@@ -1093,10 +1093,11 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   per MoE layer and micro-batch: the same per routed hidden element (11.8 / 10.3 ps) while the per-expert MXFP8
   launches moeplan counts differ 4x (8 against 2 local experts; 3.4 / 0.85 ms of host time, of which the model
   exposes ~0.4 ms beyond N01's expert GEMMs, HybridEP's host sync following its dispatch, and hides N03's behind
-  EP overlap), so the per-expert launch count alone is not the cause. Within N01 moeplan has the full-iteration row 1.18x its BF16 row (no graphs; measured 1.21x) but the
-  TE-scoped MXFP8 row 1.14x (measured 0.96x): what is missing belongs to the eager MXFP8 expert path on the Grace
-  host, not to graphs in general. N30 (the same TE-scoped recipe family on x86 B200 hosts, 16 local experts) shows
-  no such loss (MXFP8 1.02x BF16 measured, 1.00x in moeplan). Megatron-LM's DeepSeek-V3 GB200 notes
+  EP overlap), so the per-expert launch count alone is not the cause. Within N01 moeplan has the full-iteration row 1.15x its BF16 row (no graphs; measured 1.21x) but the
+  TE-scoped MXFP8 row 1.14x (measured 0.96x): what is missing belongs to the eager MXFP8 expert path, not to graphs
+  in general. N30 (the same TE-scoped recipe family on x86 B200 hosts, 16 local experts) loses less of it (MXFP8
+  1.02x BF16 measured, 1.11x in moeplan: ~1.7 ms per MoE layer and micro-batch against N01's ~3.2).
+  Megatron-LM's DeepSeek-V3 GB200 notes
   (docs/discussions/deepseek-v3-gb200-optimization, 2.3, 2.4 and the roadmap) say the same in words: after
   TE-scoped graphs "only the routed experts part still has some CPU overhead", removing the MoE host sync for
   full graphs was estimated at "at least 10%", and the A2A overlap's stage syncs aggravate the CPU overhead on GB200.
@@ -1116,9 +1117,23 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   code: the experts' MXFP8 weights are quantized once a step (Megatron-Core set_is_first_microbatch, TE
   GroupedLinear's weight workspace cache); HybridEP pads each expert's rows for MXFP8 itself (pad_multiple), so no
   Fp8Padding copies; TE 2.14 swizzles the scales once per grouped GEMM call (multi_tensor_swizzle_scales_for_gemm,
-  ~1/32 of the operands' bytes: ~20 us a layer here). What would decide it: one row that changes the graph scope
+  ~1/32 of the operands' bytes: ~20 us a layer here). (4) The host / GPU race after the host sync, with the host's
+  speed (issue #31's host angle, 2026-12-05, not adopted): Grace's 2.75x on the per-expert launches alone, inside the
+  existing max() over the forward window (so only a host-bound segment pays it): held out N01 0.160 -> 0.124, but
+  N03 0.116 -> 0.129, N30 0.113 -> 0.119 and N20 0.083 -> 0.149 (without N20 the refit puts expert_launch_host_s at
+  64 us and N20's B300 EP8 row, 64 local experts on x86, at -29%), CV 0.1037 -> 0.1046 (held-out sum of squares
+  1.366 -> 1.390). The MoE block's uncaptured per-call launches (GRAPH_LAUNCH_SHARE moe x
+  launch_overhead_per_layer_s) moved from the additive term into the same race (a third of it forward): CV 0.1049 at
+  x86 speed, 0.1063 at Grace's. The bound (`test_partial_graph_gap_exceeds_the_graces_forward_host_work`):
+  everything moeplan counts as eager forward host work on the TE-scoped rows, at Grace's speed and with no GPU work
+  to hide behind, is ~2.4 ms (N01) and ~0.9 ms (N03) per MoE layer and micro-batch, under the measured ~3.2 / ~1.4
+  ms; the backward has no host sync and ~8 / ~4 ms of GPU work to run ahead of. Launch-count shares for
+  GRAPH_LAUNCH_SHARE were not derived: the source counts the router alone (72 -> 31 kernels with router fusion) and
+  router + preprocess with DeepEP's fused layout (17), none for attention or the experts, and BF16's 32 local experts
+  of G09 would make the experts most of an H100 layer's kernels, against G09's measured +28% from graphs that leave
+  them eager. What would decide it: one row that changes the graph scope
   alone on GB200, or the eager MXFP8 expert block's host time measured on Grace. No constant is bent for it.
-  (4) Modelled (2026-12-05): the fused grouped MLP's GPU traffic. TE 2.14's op fuser (the recipes' TE_TAG
+  (5) Modelled (2026-12-05): the fused grouped MLP's GPU traffic. TE 2.14's op fuser (the recipes' TE_TAG
   release_v2.14, ops/fused/forward_grouped_mlp.py / backward_grouped_mlp.py; compute capability 10.x, MXFP8,
   ScaledSwiGLU, widths % 256) runs fc1's grouped GEMM with the scaled SwiGLU and the MXFP8 quantize of fc2's input
   in its epilogue, and fc2's dgrad with dSwiGLU, the prob gradient and the quantize of fc1's output gradient in
