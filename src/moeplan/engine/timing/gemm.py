@@ -77,14 +77,15 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     """(fwd + dgrad + wgrad seconds, FP8 cast seconds, the wgrad's part of the first) of one weight GEMM on one
     GPU.
 
-    Each of the three GEMMs costs its FLOPs at the achievable matmul rate plus its HBM traffic
-    (inputs, weights, outputs) at the achievable bandwidth (:func:`gemm_call_s`): an additive roofline, which
+    Each of the three GEMMs costs its FLOPs at the achievable matmul rate plus its operands' HBM traffic
+    (inputs, weights) at the achievable bandwidth, and its output's traffic beyond the compute it runs beside (the
+    epilogue, :func:`gemm_call_s`): an additive roofline for the operands, which
     charges the small expert GEMMs (K or N of a few hundred) more than they take in isolation (docs/
     calibration.md, known gaps: "GEMMs against kernel measurements").
     The weight-gradient GEMM accumulates into the main gradient in place, every micro-batch
     (Megatron-Core gradient_accumulation_fusion: wgrad_gemm_accum_fp32 into ``main_grad``, fp32
-    unless grads are reduced in bf16): it reads and writes the whole local gradient, which is what
-    makes many local experts (narrow EP) cost HBM time per micro-batch.
+    unless grads are reduced in bf16): it reads and writes the whole local gradient in its epilogue, which is
+    what makes many local experts (narrow EP, few rows each: shallow wgrad GEMMs) cost HBM time per micro-batch.
     FP8 runs also quantize each GEMM input (forward) and output gradient (backward): read bf16,
     write FP8 row- and column-wise, the bytes of the recipe's kernels (QUANTIZE_BYTES_PER_ELEM). The recipe is the
     GEMM's own (:func:`moeplan.engine.timing.quant_map.gemm_precision`): the run's unless its TE quantization config
@@ -120,8 +121,11 @@ def _gemm_time_uncached(ctx: Ctx, g: Gemm, rows: float, local_experts: float) ->
     # (many local experts, few rows) is the shallow one; small-hidden models (K or N of 512-2,048) lose the most
     # (gemm_k_half).
     kh = gemm_k_half(base_rate, ctx.gpu.sms, cal)
-    wgrad = gemm_call_s(flops, per_expert, wgrad_bytes, rate, hbm, kh)
-    t = gemm_call_s(flops, k, fwd_bytes, rate, hbm, kh) + gemm_call_s(flops, n, dgrad_bytes, rate, hbm, kh) + wgrad
+    # each call's output (y, dx, the main_grad read-modify-write) is its epilogue's traffic (gemm_call_s)
+    wgrad = gemm_call_s(flops, per_expert, wgrad_bytes, rate, hbm, kh,
+                        epilogue_bytes=w * (2 if ctx.wgrad_accumulate else 1) * grad_b)
+    t = (gemm_call_s(flops, k, fwd_bytes, rate, hbm, kh, epilogue_bytes=m * n * BF16_BYTES)
+         + gemm_call_s(flops, n, dgrad_bytes, rate, hbm, kh, epilogue_bytes=m * k * BF16_BYTES) + wgrad)
     q_bytes = NVFP4_GROUPED_QUANTIZE_BYTES_PER_ELEM if prec == "nvfp4" and g.per_row else \
         QUANTIZE_BYTES_PER_ELEM.get(prec, 0.0)
     cast = (m * k + m * n) * q_bytes / hbm if fp8 else 0.0
@@ -145,14 +149,27 @@ def grouped_gemm_rate(rate: float, rows_per_expert: float, cal: Calibration, til
 
 
 def gemm_call_s(flops: float, depth: float, moved_bytes: float, rate: float, hbm_bytes_per_s: float, k_half: float,
-                overlapped: bool = False) -> float:
+                overlapped: bool = False, epilogue_bytes: float = 0.0) -> float:
     """Seconds of one GEMM (or one pass over a layer's local experts): its FLOPs at ``rate`` slowed by its reduction
     ``depth`` to depth / (depth + ``k_half``) (:func:`gemm_k_half`: each output element pays a fixed prologue /
     epilogue on its SM beside its depth-deep main loop, and faster tensor cores speed up only the main loop), plus
     its HBM bytes (operands, output, an fp32 main_grad read and written) at ``hbm_bytes_per_s``: an additive
     roofline, as the run fit calibrates it. ``overlapped`` takes the longer of the two instead, which is how the
     kernels measure in isolation (tests/data/expert_gemms_h200.csv, benchmarks/fit_gemm.py); the run fit does worse
-    with it (docs/calibration.md, known gaps: "GEMMs against kernel measurements")."""
+    with it (docs/calibration.md, known gaps: "GEMMs against kernel measurements").
+
+    ``epilogue_bytes`` (part of ``moved_bytes``): the output's traffic, which the epilogue moves (the D store, and
+    the C load where the GEMM accumulates into an fp32 main_grad). In the persistent warp-specialized kernels cuBLAS
+    and CUTLASS run on Hopper and Blackwell, the epilogue of one output tile runs beside the main loop of the next
+    (CUTLASS sm90 "Pingpong": two consumer warp groups alternate, one in its epilogue while the other issues MMAs;
+    sm100: double-buffered tensor-memory accumulators, the epilogue warps draining one while the MMA fills the
+    other; NVIDIA/cutlass media/docs efficient_gemm.md, "Warp-Specialized Persistent Ping-Pong kernel"), so those
+    bytes cost only what they take beyond the compute. What the main grad's read-modify-write adds every
+    micro-batch (Megatron-Core gradient_accumulation_fusion) then shows where the GEMM is shallow in rows, not in a
+    deep one (N41's 4K point: 4,096 rows a micro-batch, 256 micro-batches a step, ran -10% with it additive)."""
     compute_s = flops / (rate * depth / (depth + k_half))
     traffic_s = moved_bytes / hbm_bytes_per_s
-    return max(compute_s, traffic_s) if overlapped else compute_s + traffic_s
+    if overlapped:
+        return max(compute_s, traffic_s)
+    epilogue_s = epilogue_bytes / hbm_bytes_per_s
+    return compute_s + (traffic_s - epilogue_s) + max(0.0, epilogue_s - compute_s)
