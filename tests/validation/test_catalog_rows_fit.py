@@ -32,12 +32,12 @@ def _ratio(v) -> float:
 
 
 def test_every_tuned_row_of_the_catalogued_models_is_an_observation(calibrate_script):
-    """The 11 tuned absolute rows become observations predicting their own rows (N20's same-layout NVFP4 rows are
+    """The 13 tuned absolute rows become observations predicting their own rows (N20's same-layout NVFP4 rows are
     ratios: tests/validation/test_nvfp4_pairs.py); the fit takes them only with the switch set."""
     from .. import measured_variants
 
     tuned = [v for v in VARIANTS if v.extra["tuned"] and v.extra["obs"] != "pair"]
-    assert {v.group for v in tuned} == {"N06", "N12", "N13", "N14", "N15", "N20"} and len(tuned) == 11
+    assert {v.group for v in tuned} == {"N06", "N12", "N13", "N14", "N15", "N20"} and len(tuned) == 13
     obs = {(o.group, o.label): o for o in calibrate_script.catalog_observations(include_out_of_fit=True)}
     for v in tuned:
         o = obs[(v.group, v.label)]
@@ -59,9 +59,10 @@ def test_rows_kept_out_name_their_effect_and_miss_by_it():
     """A row kept out of the fit says why, and (software drift aside) misses by more than the fit's 25% check or, for
     G06's host-bound GBS 4 step, by more than 2x: the effect is real, not a convenient exclusion."""
     out = [v for v in VARIANTS if not v.extra["tuned"]]
-    assert {v.group for v in out} == {"N06", "N13", "N20", "G06"}
-    nvfp4 = [v for v in out if v.kwargs["precision"] == "nvfp4"]  # NVFP4 is modelled (quant_map, QUANTIZE_BYTES)
-    assert len(nvfp4) == 1 and nvfp4[0].extra["why"].startswith("NVFP4 at TP 2")
+    # Nemotron-3 Super's GB200 BF16 TP 2 row (N13) and B200 NVFP4 TP 2 row (N20) entered the fit when the TP 2 gap
+    # they were kept out for closed (2026-12-05: +22% each, inside the 25% check)
+    assert {v.group for v in out} == {"N06", "N20", "G06"}
+    assert not [v for v in out if v.kwargs["precision"] == "nvfp4"]  # NVFP4 is modelled (quant_map, QUANTIZE_BYTES)
     for v in out:
         assert v.extra["why"]
         if v.extra["why"].startswith("software drift"):
