@@ -32,8 +32,12 @@ def test_the_bf16_layers_context_keeps_the_modules_settings():
     layer = cfg.model.layers[-1]
     want = layer_time(make_ctx(bf16_config(cfg), gpu, CAL, **OFF), layer).total()
     assert layer_time(bf16, layer).total() == pytest.approx(want)
-    # the settings matter for the layer (the weight gradients written once, not accumulated): the check can fail
-    assert layer_time(make_ctx(bf16_config(cfg), gpu, CAL), layer).total() > want
+    # the settings matter for the layer (the weight gradients written once, not accumulated): the check can fail.
+    # The main grad's read-modify-write is epilogue traffic, which shows only beyond the GEMM's compute
+    # (timing.gemm.gemm_call_s): at a slow HBM it does
+    slow = CAL.with_overrides({"hbm_eff": 0.02})
+    off = layer_time(make_ctx(bf16_config(cfg), gpu, slow, **OFF), layer).total()
+    assert layer_time(make_ctx(bf16_config(cfg), gpu, slow), layer).total() > off
 
 
 def test_make_ctx_takes_the_settings_and_derived_ctx_passes_them_on():

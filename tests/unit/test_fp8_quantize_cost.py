@@ -94,15 +94,22 @@ def test_expert_padding_costs_four_row_copies_each_way():
 
 def test_wgrad_written_once_without_main_grad():
     """Outside Megatron's DDP wrapper (the MoE-layer benchmark) the weight gradient is written once in bf16 instead of
-    read and written in fp32 main_grad: the expert GEMM saves the weights' elements x (8 - 2) bytes of HBM time."""
+    read and written in fp32 main_grad: the expert GEMM saves the weights' elements x (8 - 2) bytes of HBM time where
+    that epilogue traffic outlasts the GEMM's compute (at a slow HBM: timing.gemm.gemm_call_s), at most that where the
+    compute hides part of it (the calibrated HBM)."""
     cfg, ctx = _ctx(precision="bf16")
     layer, g = _expert_gemm(cfg)
     local = layer.mlp.num_experts / 8
     rows = ctx.tokens * layer.mlp.top_k
-    accum = gemm_time(ctx, g, rows, local)
     cfg2, _ = api.build_config(MODEL, **RUN, precision="bf16", grad_fp32=False)
-    once = gemm_time(replace(make_ctx(cfg2, ctx.gpu, DEFAULT_CALIBRATION), wgrad_accumulate=False), g, rows, local)
-    hbm = ctx.gpu.hbm_bw_bytes_per_s * DEFAULT_CALIBRATION.hbm_eff
-    saved_s = g.k * g.n * local * (2 * 4 - 2) / hbm
-    assert accum[0] - once[0] == pytest.approx(saved_s, rel=1e-9)
-    assert accum[2] - once[2] == pytest.approx(saved_s, rel=1e-9)
+    for cal, exposed in ((DEFAULT_CALIBRATION.with_overrides({"hbm_eff": 0.02}), True), (DEFAULT_CALIBRATION, False)):
+        accum = gemm_time(make_ctx(cfg, ctx.gpu, cal), g, rows, local)
+        once = gemm_time(replace(make_ctx(cfg2, ctx.gpu, cal), wgrad_accumulate=False), g, rows, local)
+        saved_s = g.k * g.n * local * (2 * 4 - 2) / (ctx.gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+        for total, wgrad in ((accum[0], accum[2]), (once[0], once[2])):
+            assert total > wgrad > 0
+        if exposed:
+            assert accum[0] - once[0] == pytest.approx(saved_s, rel=1e-9)
+            assert accum[2] - once[2] == pytest.approx(saved_s, rel=1e-9)
+        else:
+            assert 0 <= accum[2] - once[2] <= saved_s * (1 + 1e-9)

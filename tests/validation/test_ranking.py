@@ -239,13 +239,13 @@ PR_3168 = [r for r in out_of_fit_runs() if r["release"] == "PR 3168"]
 # GB200's MBS 2 step leaves 35% again since the routed experts' MXFP8 split quantizes cost a kernel launch each (TE
 # split_quantize bulk-allocates them and loops in C++: timing.context.SPLIT_QUANTIZE_PATH "bulk"), not a host round trip as
 # their GEMMs: the per-quantize round trips had covered part of QWEN3_NEXT_GAP's per-layer host time
-PR_3168_GB200_GAP = ("PR #3168's GB200 step (MBS 2) is ~1.55x its estimate (6.68 s against ~4.3 s; 35% is 4.34 s) since "
-                     "the 16 local experts' MXFP8 split quantizes are costed as the kernel launches TE's bulk "
-                     "split_quantize issues; the rest is QWEN3_NEXT_GAP's per-layer host time (GB300's MBS 4 hides it)")
+# PR #3168's GB200 step (MBS 2) is 1.35-1.54x its estimate since the 16 local experts' MXFP8 split quantizes are costed as
+# the kernel launches TE's bulk split_quantize issues (6.68 s against 4.43 s); within 35% since the GEMM epilogue's
+# traffic overlaps the main loop (timing.gemm.gemm_call_s) and the refit took gemm_epilogue_s 2.27e-10 -> 3.32e-10 (its
+# 16 local experts' shallow GEMMs on Blackwell slower; not the host timeline: 2026-12-05): a strict xfail until then
 
 
-@pytest.mark.parametrize("run", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=PR_3168_GB200_GAP))
-                                 if r["system"] == "gb200" else r for r in PR_3168], ids=lambda r: r["system"])
+@pytest.mark.parametrize("run", PR_3168, ids=lambda r: r["system"])
 def test_qwen3_next_bridge_4k_recipe(run):
     """Qwen3-Next runs with a known layout: Megatron Bridge PR #3168 (2026-04-07, "Qwen3-Next 80B
     GB200/GB300 parallel mappings", test plan: "GB200 MXFP8: 20 iterations, 6.68s/iter", "GB300 MXFP8:
@@ -260,7 +260,7 @@ def test_qwen3_next_bridge_4k_recipe(run):
 
 
 def test_pr_3168_gb200_gap_is_what_the_round_trips_covered(every_split_round_trip):
-    """PR_3168_GB200_GAP holds: the GB200 step misses by less than 1.6x, and with every expert's split quantize a host
+    """The GB200 step's gap (above) holds: it misses by less than 1.6x, and with every expert's split quantize a host
     round trip (as FP8 current scaling's) it came within 35%."""
     run = next(r for r in PR_3168 if r["system"] == "gb200")
     measured = float(run["measured_step_time_s"])

@@ -249,16 +249,19 @@ def test_wgrad_accumulates_into_the_main_gradient_every_micro_batch():
     from moeplan.engine.timing.step import estimate_time
 
     common = dict(gpu="h100", gpus=8, seq_len=4096, gbs=16, ep=8)  # DP 8: 2 micro-batches per step
-    fp32 = api.estimate("qwen3-30b-a3b", grad_fp32=True, **common)
-    bf16 = api.estimate("qwen3-30b-a3b", grad_fp32=False, **common)
     cfg, gpu = api.build_config("qwen3-30b-a3b", grad_fp32=True, **common)
+    cfg16, _ = api.build_config("qwen3-30b-a3b", grad_fp32=False, **common)
     micro = estimate_time(cfg, gpu).microbatches
     assert micro == 2
     local_expert_weights = count_params(cfg.model).routed_experts / cfg.parallel.ep
     extra_bytes = micro * local_expert_weights * 2 * (4 - BF16_BYTES)  # read + write, fp32 instead of bf16
-    expected_s = extra_bytes / (gpu.hbm_bw_bytes_per_s * DEFAULT_CALIBRATION.hbm_eff)
-    delta = fp32["time_breakdown_s"]["grouped_gemm"] - bf16["time_breakdown_s"]["grouped_gemm"]
-    assert delta == pytest.approx(expected_s, rel=1e-6)
+    # the read-modify-write is the wgrad GEMM's epilogue traffic, which costs what outlasts its compute
+    # (timing.gemm.gemm_call_s): all of it at a slow HBM, at most all of it at the calibrated one
+    for cal, exposed in ((DEFAULT_CALIBRATION.with_overrides({"hbm_eff": 0.02}), True), (DEFAULT_CALIBRATION, False)):
+        expected_s = extra_bytes / (gpu.hbm_bw_bytes_per_s * cal.hbm_eff)
+        delta = (estimate_time(cfg, gpu, cal).breakdown_s["grouped_gemm"]
+                 - estimate_time(cfg16, gpu, cal).breakdown_s["grouped_gemm"])
+        assert delta == pytest.approx(expected_s, rel=1e-6) if exposed else 0 <= delta <= expected_s * (1 + 1e-6)
     # per micro-batch, narrow EP (more local experts) pays more of it than wide EP at the same tokens
     narrow = api.estimate("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=16, ep=4)
     wide = api.estimate("qwen3-30b-a3b", gpu="h100", gpus=16, seq_len=4096, gbs=16, ep=16)
