@@ -2023,6 +2023,18 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   floor is host time. (The same chains put torch.topk over 128 / 512 experts at ~70 GB/s, 33 / 114 us at 4,096
   tokens: where moe_router_fusion is off that is ~0.1-0.2 ms per MoE layer and micro-batch.) Next: count a
   layer's kernels by kind and refit with the GEMMs pinned to this table.
+  Adopted 2026-12-05, between the two forms: a GEMM's operands stay additive, its output's traffic (the
+  epilogue's D store, the fp32 main_grad read-modify-write of a weight gradient) costs only what outlasts its
+  compute (`timing.gemm.gemm_call_s` epilogue_bytes: persistent warp-specialized kernels, CUTLASS sm90 pingpong
+  and sm100's double-buffered accumulators, run one tile's epilogue beside the next tile's main loop). Found at
+  N41's 4K point (Llama2-7B on 4 H100, TP 1, 256 micro-batches of 4,096 tokens a step: its 6.7B fp32 main grads
+  read and written every micro-batch were ~6 s of a 63 s step, additive), which ran -10% with the 8K point -4%
+  and put the sweep's max / min at its bound (1.29 against 1.433 x 0.9): 4K -3%, the sweep inside it; the whole
+  fit (with the host timeline) 0.093 -> 0.089 over 127, gemm_epilogue_s 2.3e-10 -> 3.1e-10 (more of the shallow
+  GEMMs' cost now in the depth term). Moves: MB01's EP32 layout over EP8 +2.6% past the measurement (EP8's 32
+  local experts keep shallow, exposed weight-gradient epilogues; strict xfail in tests/validation/
+  test_ep_overlap.py), PR #3168's Qwen3-Next GB200 step within 35% (a plain test), Nemotron-3 Super's GB200 BF16
+  TP 2 and B200 NVFP4 TP 2 rows inside the 25% check (+22%), so in the fit: 129 observations, CV 0.091.
 - **Per-local-expert launches of TE GroupedLinear** (narrow in-node EP8, Qwen3-Next on GB200; modelled,
   `timing.expert_host_s`). What runs: Megatron-Core's TEGroupedMLP calls Transformer Engine GroupedLinear for
   fc1 and fc2; through TE 2.16 (every shared run's container; the single-launch grouped-tensor path arrived
