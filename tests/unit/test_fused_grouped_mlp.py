@@ -102,7 +102,8 @@ def test_layer_charges_exactly_the_removed_passes(monkeypatch):
     d_elem = unfused.breakdown_s["elementwise"] - fused.breakdown_s["elementwise"]
     d_gemm = unfused.breakdown_s["grouped_gemm"] - fused.breakdown_s["grouped_gemm"]
     assert d_elem == pytest.approx((sum(removed["activation"]) + sum(removed["cast"])) * per_step, rel=1e-6)
-    assert d_gemm == pytest.approx(sum(removed["gemm"]) * per_step, rel=1e-6)
+    # fc2's dgrad output (removed["gemm"]) is epilogue traffic, hidden behind that GEMM's compute: nothing to remove
+    assert removed["gemm"] and d_gemm == 0.0
     assert fused.step_time_s < unfused.step_time_s
 
 

@@ -16,7 +16,7 @@ after the launches: they stay outside the max() (the host cannot issue the next 
 
 from __future__ import annotations
 
-from moeplan.engine.timing.context import Ctx
+from moeplan.engine.timing.context import GRAPH_LAUNCH_SHARE, Ctx
 from moeplan.engine.timing.moe import ep_proxy_call_s, experts_recomputed
 from moeplan.base.deepep_configs import tp_ep_group_ranks
 from moeplan.models.spec import Layer, MoE
@@ -29,13 +29,21 @@ HOST_PASSES = 2.0
 # is a combine and vice versa; timing.moe.ep_totals), and per recomputed forward
 EP_CALLS_FWD_BWD = 4
 EP_CALLS_RECOMPUTE = 2
+# The graph scopes of a MoE block's launches (what selective ``moe`` recompute issues again)
+MOE_BLOCK_SCOPES = ("moe", "moe_router", "moe_preprocess")
 
 
 def host_passes(ctx: Ctx) -> float:
     """Host passes over one layer per micro-batch: forward + backward, and a second forward where the layer is
-    recomputed whole (full recompute, or selective ``moe``: moe_layer.py checkpoints the whole MoE block,
-    which issues the layer's dispatch, experts and combine again)."""
-    return HOST_PASSES + (1.0 if experts_recomputed(ctx.cfg.recompute) else 0.0)
+    recomputed: whole under full recompute; under selective ``moe`` (moe_layer.py checkpoints the whole MoE block,
+    which issues the layer's router, dispatch, experts and combine again) the MoE block's share of a layer's
+    launches (timing.context.GRAPH_LAUNCH_SHARE: moe, moe_router, moe_preprocess)."""
+    rc = ctx.cfg.recompute
+    if rc.granularity == "full":
+        return HOST_PASSES + 1.0
+    if experts_recomputed(rc):
+        return HOST_PASSES + sum(GRAPH_LAUNCH_SHARE[s] for s in MOE_BLOCK_SCOPES)
+    return HOST_PASSES
 
 
 def ep_wait_s(ctx: Ctx, layer: Layer) -> float:
@@ -60,11 +68,13 @@ def layer_host_s(ctx: Ctx, layer: Layer, share: float) -> float:
     return ctx.cal.host_layer_pass_s * host_passes(ctx) * share
 
 
-def host_bound_s(ctx: Ctx, layer: Layer, items: dict[str, float], share: float) -> float:
+def host_bound_s(ctx: Ctx, layer: Layer, items: dict[str, float], share: float, ep_exposed_share: float = 1.0) -> float:
     """Seconds the host adds to one layer and micro-batch beyond its GPU work: max(host, GPU) - GPU, where GPU is
-    the layer's items (``items``, launch exposure included) less its host-blocking EP waits (:func:`ep_wait_s`)."""
+    the layer's items (``items``, launch exposure included) less its host-blocking EP waits (:func:`ep_wait_s`) as
+    far as the items hold them: under EP A2A overlap ``ep_exposed_share`` of the EP calls' time is exposed (the
+    merged schedule hides the rest), so only that share of the waits is in the items to take out."""
     host = layer_host_s(ctx, layer, share)
     if host <= 0.0:
         return 0.0
-    gpu_s = sum(items.values()) - ep_wait_s(ctx, layer)
+    gpu_s = sum(items.values()) - ep_wait_s(ctx, layer) * ep_exposed_share
     return max(0.0, host - gpu_s)

@@ -145,7 +145,8 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
     if fused_mlp:  # TE's CuTe DSL fused grouped MLP: the passes its GEMM epilogues absorb, where moeplan counts them
         removed = fused_grouped_mlp_removed_bytes(mlp)
         out["elementwise"] -= (sum(removed["activation"]) + sum(removed["cast"])) * rows / hbm
-        out["grouped_gemm"] -= sum(removed["gemm"]) * rows / hbm
+        # removed["gemm"] (fc2's dgrad output) is that GEMM's epilogue traffic, charged only beyond its compute
+        # (timing.gemm.gemm_call_s): where the compute hides it, as on every measured shape, nothing is left to remove
     # --- TP collectives (sequence parallel): AG + RS forward, RS + AG backward, per TP block
     if par.tp > 1:
         msg = t * h * BF16_BYTES
@@ -183,6 +184,7 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         out["cp_comm"], cp_fwd = 2 * one, one
     # --- EP dispatch / combine
     ep_fwd_s = ep_dispatch_fwd_s = ep_once_s = 0.0
+    ep_exposed_share = 1.0  # of the layer's EP calls' time, what its items hold (EP overlap hides the rest)
     if isinstance(mlp, MoE):
         d, c, perm = ep_kernels(ctx, mlp)
         ep_dispatch_fwd_s = d
@@ -203,6 +205,7 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
             ctx.cache[(EP_CHUNK_EDGE, layer)] = max(0.0, ep_overlap_exposed_s(*overlap, carry=False) - steady)
             out["ep_comm"] = (steady
                               + rmap + cal.ep_overlap_layer_s * (1 - share))
+            ep_exposed_share = min(1.0, steady / ep_raw) if ep_raw > 0 else 0.0
         else:
             out["ep_comm"] = ep_raw
     # --- recompute: forward cost of what is rebuilt
@@ -270,7 +273,7 @@ def _layer_time_uncached(ctx: Ctx, layer: Layer) -> LayerTime:
         # same host sync: gdn_launch_s, the fixed part of fla's benchmarks (Grace or x86 host)
         out["launch_overhead"] += sum(gdn_launch_s(gpu, cal))
     # the host issuing the layer eagerly: its launches bound the layer where they outlast its GPU work (host.py)
-    out["launch_overhead"] += host_bound_s(ctx, layer, out, launch_share(layer, cfg))
+    out["launch_overhead"] += host_bound_s(ctx, layer, out, launch_share(layer, cfg), ep_exposed_share)
     if cfg.offload_modules:
         # fine-grained activation offload: D2H / H2D copies beyond the compute they overlap (offload_act); the
         # backward window: two thirds of the layer's work besides its recompute, plus the recompute
