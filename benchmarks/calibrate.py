@@ -2034,7 +2034,10 @@ KNOWN_GAPS = """## Known gaps (what the fit could not reconcile, and why)
   GEMMs' cost now in the depth term). Moves: MB01's EP32 layout over EP8 +2.6% past the measurement (EP8's 32
   local experts keep shallow, exposed weight-gradient epilogues; strict xfail in tests/validation/
   test_ep_overlap.py), PR #3168's Qwen3-Next GB200 step within 35% (a plain test), Nemotron-3 Super's GB200 BF16
-  TP 2 and B200 NVFP4 TP 2 rows inside the 25% check (+22%), so in the fit: 129 observations, CV 0.091.
+  TP 2 and B200 NVFP4 TP 2 rows inside the 25% check (+21-22%), so in the fit: 129 observations, CV 0.091. Their
+  TP 2 gap narrowed, not closed: the GB200 MXFP8 TP 2 row still runs +36% and stays out with it. The traffic
+  hides under the main loop alone (flops / rate, without the depth term's fixed per-tile work: a pingpong warp
+  group's epilogue runs beside the other group's main loop, not beside its own epilogue; review, same CV 0.091).
 - **Per-local-expert launches of TE GroupedLinear** (narrow in-node EP8, Qwen3-Next on GB200; modelled,
   `timing.expert_host_s`). What runs: Megatron-Core's TEGroupedMLP calls Transformer Engine GroupedLinear for
   fc1 and fc2; through TE 2.16 (every shared run's container; the single-launch grouped-tensor path arrived

@@ -164,7 +164,8 @@ def gemm_call_s(flops: float, depth: float, moved_bytes: float, rate: float, hbm
     (CUTLASS sm90 "Pingpong": two consumer warp groups alternate, one in its epilogue while the other issues MMAs;
     sm100: double-buffered tensor-memory accumulators, the epilogue warps draining one while the MMA fills the
     other; NVIDIA/cutlass media/docs efficient_gemm.md, "Warp-Specialized Persistent Ping-Pong kernel"), so those
-    bytes cost only what they take beyond the compute. What the main grad's read-modify-write adds every
+    bytes cost only what they take beyond the main loop they run beside (its FLOPs at ``rate``: the depth term's
+    fixed per-tile work is the epilogue's own, which the stores do not hide under). What the main grad's read-modify-write adds every
     micro-batch (Megatron-Core gradient_accumulation_fusion) then shows where the GEMM is shallow in rows, not in a
     deep one (N41's 4K point: 4,096 rows a micro-batch, 256 micro-batches a step, ran -10% with it additive)."""
     compute_s = flops / (rate * depth / (depth + k_half))
@@ -172,4 +173,4 @@ def gemm_call_s(flops: float, depth: float, moved_bytes: float, rate: float, hbm
     if overlapped:
         return max(compute_s, traffic_s)
     epilogue_s = epilogue_bytes / hbm_bytes_per_s
-    return compute_s + (traffic_s - epilogue_s) + max(0.0, epilogue_s - compute_s)
+    return compute_s + (traffic_s - epilogue_s) + max(0.0, epilogue_s - flops / rate)
