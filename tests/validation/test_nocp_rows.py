@@ -78,7 +78,9 @@ def _keys(why: str) -> list[tuple[str, int]]:
 @pytest.mark.parametrize("key", _keys(RECOMPUTED))
 def test_rows_that_recomputed(key):
     """The recompute rows kept out of the fit (tests/fit_exclusions.RECOMPUTED): moeplan's fastest CP-1 layout runs without recompute near the budget and
-    over measured by more than the bound, while its fastest full-recompute layout is within 2% of measured."""
+    over measured by more than the bound, while its fastest full-recompute layout meets the measurement within the fit's
+    cross-validated band (error_band_log; it was within 2% at the fit of 2026-12-04, +3% since the GEMM epilogue
+    overlap)."""
     r = next(r for r in nocp_rows() if (r.group, r.seq_len) == key)
     ref = _reference(r)
     best, full = _fastest(r), search_cp1(r.cp_row, "full")[0]
@@ -90,7 +92,7 @@ def test_rows_that_recomputed(key):
     print(f"{r.group} {r.label}: {layout_text(best)} at {share:.0%} of the budget {over:+.0%}; "
           f"{layout_text(full[0])} {off:+.0%}")
     assert best["recompute"] == "none" and 0.85 <= share <= 0.98
-    assert over > POINT_TOL and abs(off) <= 0.02
+    assert over > POINT_TOL and abs(math.log1p(off)) <= DEFAULT_CALIBRATION.error_band_log
 
 
 @pytest.mark.parametrize("key", _keys(PIPELINE_ONLY))
