@@ -10,11 +10,16 @@ from moeplan.engine.latent_moe import expert_width
 from moeplan.run.config import RunConfig
 
 
+def holds_many_experts(num_experts: int, ep: int) -> bool:
+    """Whether each EP rank holds more than one expert (Megatron-Core ``num_local_experts = num_moe_experts // ep``
+    above 1, the guard of the alltoall dispatcher's sort and unsort by local expert)."""
+    return num_experts // max(1, ep) > 1
+
+
 def many_local_experts(cfg: RunConfig) -> bool:
-    """Whether each EP rank holds more than one expert (Megatron-Core ``num_local_experts > 1``, the guard of the
-    alltoall dispatcher's sort and unsort by local expert)."""
+    """:func:`holds_many_experts` for a run's MoE layers (False without any)."""
     moe = cfg.model.first_moe
-    return moe is not None and moe.num_experts // cfg.parallel.ep > 1
+    return moe is not None and holds_many_experts(moe.num_experts, cfg.parallel.ep)
 
 
 def alltoall_expert_tp_combine_bytes(cfg: RunConfig, tokens: float) -> float:

@@ -10,6 +10,7 @@ from moeplan.base.fields import version_key
 from moeplan.base.router_dtype import ROUTER_LOGIT_BYTES
 from moeplan.base.vocab import FLEX_DISPATCHERS
 from moeplan.engine import fsdp
+from moeplan.engine.moe_transient import holds_many_experts
 from moeplan.engine.activations import BF16_BYTES
 from moeplan.engine.latent_moe import expert_width
 from moeplan.engine.timing.calibration import Calibration
@@ -257,8 +258,8 @@ def permute_pass_rows(dispatcher: str, moe: MoE, parallel: Parallel) -> tuple[fl
     calibration observations at ETP 1, up to 6% (N39's HybridEP / alltoall MoE-layer ratio), a refit's call."""
     k, etp = float(moe.top_k), parallel.etp
     if dispatcher == "alltoall":
-        # Megatron-Core num_local_experts = num_moe_experts // ep; with one the rows arrive in expert order: no sort
-        sort = etp * k if moe.num_experts // max(1, parallel.ep) > 1 else 0.0
+        # with one local expert the rows arrive in expert order: no sort
+        sort = etp * k if holds_many_experts(moe.num_experts, parallel.ep) else 0.0
         return k + sort, sort + k
     if dispatcher in ("allgather", "deepep"):
         return etp * k, etp * k
