@@ -87,6 +87,9 @@ class Calibration:
     # the largest shortfall (log of measured / estimated step time) of the measured runs of models with it, which
     # the band below their estimates covers (benchmarks/calibrate.py)
     out_of_fit_shortfall_log: dict[str, float] = _from_file("out_of_fit_shortfall_log")
+    # Not a timing constant: the largest shortfall of the fitted AWS EFA campaigns' absolute level (fitted as ratios),
+    # which the band below an estimate whose EP crosses EFA nodes covers (timing.moe.ep_host_proxied)
+    proxied_ep_shortfall_log: float = _from_file("proxied_ep_shortfall_log")
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
@@ -124,7 +127,7 @@ class Calibration:
 SHARE_CONSTANTS = tuple(f.name for f in fields(Calibration) if f.name.endswith(("_eff", "_share"))) + ("tp_hidden",)
 # The Calibration fields that are not timing constants (no step time depends on them): the fit's error band
 # and the bands outside it. A user's calibration fit leaves them alone (moeplan.calibrate.fit.constant_names).
-NON_TIMING_CONSTANTS = ("error_band_log", "out_of_fit_shortfall_log")
+NON_TIMING_CONSTANTS = ("error_band_log", "out_of_fit_shortfall_log", "proxied_ep_shortfall_log")
 
 
 def _constant(origin: str, name: str, key: str, value: Any) -> float:

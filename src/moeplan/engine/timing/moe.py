@@ -312,6 +312,16 @@ def alltoall_expert_tp_cast_bytes(moe: MoE, hidden: int, etp: int, probs_bytes: 
     return rows * expert_width(moe, hidden) * (BF16_BYTES + probs_bytes)
 
 
+def ep_host_proxied(cfg: RunConfig, gpu: GPUSpec) -> bool:
+    """Whether a run's EP calls cross NVLink domains over a fabric without GPU-initiated RDMA (catalog
+    ``scaleout_gpu_rdma`` false: AWS EFA), where every message goes through a host proxy (:func:`ep_proxy_call_s`):
+    the regime of the AWS campaigns N31-N33, which the fit takes as ratios (their absolute level is not fitted)."""
+    if cfg.model.first_moe is None or gpu.scaleout_gpu_rdma is not False:
+        return False
+    span = tp_ep_group_ranks(cfg.parallel)
+    return span > 1 and math.ceil(span / gpu.nvlink_domain) > 1
+
+
 def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str) -> float:
     """Seconds one EP dispatch or combine call adds, whatever its bytes, when EP spans ``nodes`` > 1 NVLink domains
     over a fabric without GPU-initiated RDMA (catalog ``scaleout_gpu_rdma`` false: AWS EFA); 0 otherwise.

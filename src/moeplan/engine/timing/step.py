@@ -16,7 +16,7 @@ from moeplan.engine.timing.calibration import DEFAULT_CALIBRATION, Calibration
 from moeplan.engine.timing.context import TIME_ITEMS, Ctx, busbw, derived_ctx, make_ctx, ring_time
 from moeplan.engine.timing.gemm import gemm_time
 from moeplan.engine.timing.layer import layer_time
-from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_comm
+from moeplan.engine.timing.moe import EP_CHUNK_EDGE, ep_comm, ep_host_proxied
 from moeplan.engine.timing.optimizer import offload_s
 from moeplan.engine.timing.quant_map import bf16_config, bf16_layer_counts
 from moeplan.engine.timing.pipeline import (bubble_microbatches, pipeline_rank_work, pp_comm_s, pp_exposed_s,
@@ -51,6 +51,9 @@ class TimeEstimate:
     # the largest shortfall (log of measured / estimated step time) of the measured runs of models with those
     # features (Calibration.out_of_fit_shortfall_log)
     outside_fit_shortfall_log: float = 0.0
+    # where the run's EP crosses nodes over a fabric without GPU-initiated RDMA (timing.moe.ep_host_proxied): the
+    # largest shortfall of the measured runs there (Calibration.proxied_ep_shortfall_log; 0 elsewhere)
+    proxied_ep_shortfall_log: float = 0.0
 
     @property
     def band_below_log(self) -> float:
@@ -67,14 +70,22 @@ class TimeEstimate:
 
     @property
     def outside_fit_note(self) -> str | None:
-        """One sentence where the model has features no fitted run has (:attr:`outside_fit`), else None."""
-        if not self.outside_fit:
+        """One sentence where the model has features no fitted run has (:attr:`outside_fit`) or the run's EP crosses
+        nodes over a fabric whose absolute level the fit does not pin (:attr:`proxied_ep_shortfall_log`), else None."""
+        if not self.outside_fit and not self.proxied_ep_shortfall_log:
             return None
-        what = " or ".join(MODEL_FEATURES[f] for f in self.outside_fit)
+        why = []
+        if self.outside_fit:
+            what = " or ".join(MODEL_FEATURES[f] for f in self.outside_fit)
+            why.append(f"no fitted run has {what}; measured runs of such models took up to "
+                       f"{math.exp(self.outside_fit_shortfall_log):.2f}x the estimated step time (docs/calibration.md, "
+                       f"'Outside the fit')")
+        if self.proxied_ep_shortfall_log:
+            why.append(f"EP crosses nodes over a fabric without GPU-initiated RDMA (AWS EFA), whose runs the fit takes "
+                       f"as ratios; their absolute steps took up to {math.exp(self.proxied_ep_shortfall_log):.2f}x the "
+                       f"estimated time (docs/calibration.md, known gaps)")
         lo, hi = self.tflops_range
-        return (f"outside the fit: no fitted run has {what}; measured runs of such models took up to "
-                f"{math.exp(self.outside_fit_shortfall_log):.2f}x the estimated step time (docs/calibration.md, "
-                f"'Outside the fit'), so the band reaches {-math.expm1(-self.band_below_log):.0%} "
+        return (f"outside the fit: {'; '.join(why)}, so the band reaches {-math.expm1(-self.band_below_log):.0%} "
                 f"below the estimate: {lo:,.0f}-{hi:,.0f} TFLOP/s per GPU")
 
     @property
@@ -340,6 +351,8 @@ def estimate_time(cfg: RunConfig, gpu: GPUSpec, cal: Calibration = DEFAULT_CALIB
     peak = gpu.peak(MFU_PEAK)  # one convention at every precision: an FP8 run at the same speed has the same MFU
     outside = tuple(f for f in MODEL_FEATURES if f in spec.features and f in cal.out_of_fit_shortfall_log)
     shortfall = max([0.0, *(cal.out_of_fit_shortfall_log[f] for f in outside)])
+    proxied = ep_host_proxied(cfg, gpu)
+    low = max(cal.error_band_log, shortfall, cal.proxied_ep_shortfall_log if proxied else 0.0)
     return TimeEstimate(step, items, tflops, tflops * 1e12 / peak, tokens / step / par.gpus, fpt, parts.microbatches,
-                        parts.slowest_rank, peak, cal.error_band_log, max(cal.error_band_log, shortfall), outside,
-                        shortfall)
+                        parts.slowest_rank, peak, cal.error_band_log, low, outside, shortfall,
+                        cal.proxied_ep_shortfall_log if proxied else 0.0)
