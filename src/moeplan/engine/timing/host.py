@@ -17,8 +17,7 @@ after the launches: they stay outside the max() (the host cannot issue the next 
 from __future__ import annotations
 
 from moeplan.engine.timing.context import GRAPH_LAUNCH_SHARE, Ctx
-from moeplan.engine.timing.moe import ep_proxy_call_s, experts_recomputed
-from moeplan.base.deepep_configs import tp_ep_group_ranks
+from moeplan.engine.timing.moe import ep_call_s, experts_recomputed
 from moeplan.models.spec import Layer, MoE
 
 # Host passes over a layer's ops per micro-batch besides recompute: the forward, and the backward, which issues
@@ -48,15 +47,12 @@ def host_passes(ctx: Ctx) -> float:
 
 def ep_wait_s(ctx: Ctx, layer: Layer) -> float:
     """Seconds of one layer's host-blocking EP calls across EFA nodes (fixed part per call,
-    :func:`timing.moe.ep_proxy_call_s`), which add after the launches rather than overlap them."""
-    cfg, gpu, cal = ctx.cfg, ctx.gpu, ctx.cal
-    par = cfg.parallel
-    mlp = layer.mlp
-    if not isinstance(mlp, MoE) or (cfg.dispatcher == "alltoall" and par.ep <= 1) or tp_ep_group_ranks(par) <= 1:
+    :func:`timing.moe.ep_call_s`), which add after the launches rather than overlap them."""
+    if not isinstance(layer.mlp, MoE):
         return 0.0
-    nodes = -(-tp_ep_group_ranks(par) // gpu.nvlink_domain)
+    cfg = ctx.cfg
     calls = EP_CALLS_FWD_BWD + (EP_CALLS_RECOMPUTE if experts_recomputed(cfg.recompute) else 0)
-    return calls * ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
+    return calls * ep_call_s(cfg, ctx.gpu, ctx.cal)
 
 
 def layer_host_s(ctx: Ctx, layer: Layer, share: float) -> float:

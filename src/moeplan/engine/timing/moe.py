@@ -181,7 +181,7 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
     # EP peers sit ETP ranks apart (expert rank order: ETP, EP, EDP, PP); count peers, not GPUs
     span = tp_ep_group_ranks(par)
     peers_in_domain = max(1, min(par.ep, gpu.nvlink_domain // par.etp))
-    nodes = math.ceil(span / gpu.nvlink_domain)
+    nodes = ep_nodes(par, gpu)
     kernels = ep_kernels_of(cfg.dispatcher)
     so_bw = gpu.scaleout_bw_bytes_per_s * cal.a2a_scaleout_eff[kernels]
     if cfg.dispatcher in ("alltoall", "allgather"):
@@ -219,9 +219,7 @@ def ep_kernels(ctx: Ctx, moe: MoE) -> tuple[float, float, float]:
         one_c = max(recv_b / ep_kernel_bw_bytes_per_s(gpu, cal, kernels, "combine", group_peers, across), rdma)
         proxy_d, proxy_c = ep_proxy_messages_s(gpu, cal, nodes, cfg.dispatcher, span, tokens * remote_domains)
 
-    # the alltoall dispatcher's all-to-all runs on its EP group alone: at EP 1 it is a no-op (mappings.py _AllToAll
-    # returns its input for a group of one), no call to pay
-    call_s = 0.0 if cfg.dispatcher == "alltoall" and par.ep <= 1 else ep_proxy_call_s(gpu, cal, nodes, cfg.dispatcher)
+    call_s = ep_call_s(cfg, gpu, cal)
     one_d, one_c = one_d + call_s + proxy_d, one_c + call_s + proxy_c
 
     # Permutes on the compute stream, read + write of the routed (token, expert) rows the dispatcher's permute
@@ -312,14 +310,28 @@ def alltoall_expert_tp_cast_bytes(moe: MoE, hidden: int, etp: int, probs_bytes: 
     return rows * expert_width(moe, hidden) * (BF16_BYTES + probs_bytes)
 
 
+def ep_nodes(parallel: Parallel, gpu: GPUSpec) -> int:
+    """NVLink domains a run's expert-TP x EP group spans (base.deepep_configs.tp_ep_group_ranks)."""
+    return math.ceil(tp_ep_group_ranks(parallel) / gpu.nvlink_domain)
+
+
+def ep_call_s(cfg: RunConfig, gpu: GPUSpec, cal: Calibration) -> float:
+    """The fixed seconds each of a run's EP dispatch / combine calls pays across host-proxied nodes
+    (:func:`ep_proxy_call_s` over :func:`ep_nodes`). The alltoall dispatcher's all-to-all runs on its EP group alone:
+    at EP 1 it is a no-op (mappings.py _AllToAll returns its input for a group of one), no call to pay."""
+    if cfg.model.first_moe is None or tp_ep_group_ranks(cfg.parallel) <= 1 or (cfg.dispatcher == "alltoall"
+                                                                              and cfg.parallel.ep <= 1):
+        return 0.0
+    return ep_proxy_call_s(gpu, cal, ep_nodes(cfg.parallel, gpu), cfg.dispatcher)
+
+
 def ep_host_proxied(cfg: RunConfig, gpu: GPUSpec) -> bool:
     """Whether a run's EP calls cross NVLink domains over a fabric without GPU-initiated RDMA (catalog
     ``scaleout_gpu_rdma`` false: AWS EFA), where every message goes through a host proxy (:func:`ep_proxy_call_s`):
     the regime of the AWS campaigns N31-N33, which the fit takes as ratios (their absolute level is not fitted)."""
     if cfg.model.first_moe is None or gpu.scaleout_gpu_rdma is not False:
         return False
-    span = tp_ep_group_ranks(cfg.parallel)
-    return span > 1 and math.ceil(span / gpu.nvlink_domain) > 1
+    return tp_ep_group_ranks(cfg.parallel) > 1 and ep_nodes(cfg.parallel, gpu) > 1
 
 
 def ep_proxy_call_s(gpu: GPUSpec, cal: Calibration, nodes: int, dispatcher: str) -> float:
