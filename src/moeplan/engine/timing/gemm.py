@@ -165,9 +165,10 @@ def gemm_call_s(flops: float, depth: float, moved_bytes: float, rate: float, hbm
     sm100: double-buffered tensor-memory accumulators, the epilogue warps draining one while the MMA fills the
     other; NVIDIA/cutlass media/docs efficient_gemm.md, "Warp-Specialized Persistent Ping-Pong kernel"), so those
     bytes cost only what they take beyond the main loop they run beside (its FLOPs at ``rate``: the depth term's
-    fixed per-tile work is the epilogue's own, which the stores do not hide under). What the main grad's read-modify-write adds every
-    micro-batch (Megatron-Core gradient_accumulation_fusion) then shows where the GEMM is shallow in rows, not in a
-    deep one (N41's 4K point: 4,096 rows a micro-batch, 256 micro-batches a step, ran -10% with it additive)."""
+    fixed per-tile work is the epilogue's own, which the stores do not hide under). What the main grad's
+    read-modify-write adds every micro-batch (Megatron-Core gradient_accumulation_fusion) then shows where the GEMM
+    is shallow in rows, not in a deep one (N41's 4K point: 4,096 rows a micro-batch, 256 micro-batches a step, ran
+    -10% with it additive)."""
     compute_s = flops / (rate * depth / (depth + k_half))
     traffic_s = moved_bytes / hbm_bytes_per_s
     if overlapped:
